@@ -1,0 +1,66 @@
+// Package model holds zonewright's domain types: the Kubernetes-shaped
+// objects the API serves and the store persists, their defaults and their
+// validation. Every other package imports them from here.
+package model
+
+import "time"
+
+// APIVersion is the only version the API serves.
+const APIVersion = "v1"
+
+// Kinds of resources.
+const (
+	KindNamespace = "Namespace"
+	KindNode      = "Node"
+	KindPod       = "Pod"
+	KindEvent     = "Event"
+)
+
+// TypeMeta names an object's kind and version.
+type TypeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+// ObjectMeta is the metadata every resource carries.
+type ObjectMeta struct {
+	Name              string            `json:"name"`
+	Namespace         string            `json:"namespace,omitempty"`
+	UID               string            `json:"uid,omitempty"`
+	ResourceVersion   string            `json:"resourceVersion,omitempty"`
+	Labels            map[string]string `json:"labels,omitempty"`
+	Annotations       map[string]string `json:"annotations,omitempty"`
+	CreationTimestamp *time.Time        `json:"creationTimestamp,omitempty"`
+	DeletionTimestamp *time.Time        `json:"deletionTimestamp,omitempty"`
+	// DeletionGracePeriodSeconds is the grace period a pending deletion asked for.
+	DeletionGracePeriodSeconds *int64 `json:"deletionGracePeriodSeconds,omitempty"`
+}
+
+// Object is implemented by every stored resource: the store persists the
+// metadata in columns and spec and status as documents.
+type Object interface {
+	GetTypeMeta() *TypeMeta
+	GetMeta() *ObjectMeta
+	// Parts returns pointers to the spec and status documents.
+	Parts() (spec, status any)
+}
+
+// ListMeta is the metadata of a list response.
+type ListMeta struct {
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	Continue        string `json:"continue,omitempty"`
+}
+
+// List is a page of objects of one kind.
+type List[T any] struct {
+	TypeMeta `json:",inline"`
+	Metadata ListMeta `json:"metadata"`
+	Items    []T      `json:"items"`
+}
+
+// Condition types and statuses shared by pods and nodes.
+const (
+	ConditionTrue    = "True"
+	ConditionFalse   = "False"
+	ConditionUnknown = "Unknown"
+)

@@ -1,0 +1,74 @@
+package model
+
+import "time"
+
+// Node is an illumos host that runs pods as zones.
+type Node struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta `json:"metadata"`
+	Spec     NodeSpec   `json:"spec"`
+	Status   NodeStatus `json:"status"`
+}
+
+// NodeSpec is what operators and the agent declare about a node.
+type NodeSpec struct {
+	// PodCIDR is the range pod addresses on this node come from.
+	PodCIDR       string  `json:"podCIDR,omitempty"`
+	Unschedulable bool    `json:"unschedulable,omitempty"`
+	Taints        []Taint `json:"taints,omitempty"`
+}
+
+// Taint repels pods that do not tolerate it.
+type Taint struct {
+	Key       string     `json:"key"`
+	Value     string     `json:"value,omitempty"`
+	Effect    string     `json:"effect"`
+	TimeAdded *time.Time `json:"timeAdded,omitempty"`
+}
+
+// Taint effects.
+const (
+	TaintNoSchedule       = "NoSchedule"
+	TaintPreferNoSchedule = "PreferNoSchedule"
+	TaintNoExecute        = "NoExecute"
+)
+
+// NodeStatus is what the node's agent observed.
+type NodeStatus struct {
+	Capacity    ResourceList    `json:"capacity,omitempty"`
+	Allocatable ResourceList    `json:"allocatable,omitempty"`
+	Conditions  []NodeCondition `json:"conditions,omitempty"`
+	Addresses   []NodeAddress   `json:"addresses,omitempty"`
+	NodeInfo    NodeInfo        `json:"nodeInfo,omitempty"`
+}
+
+// NodeCondition is one facet of a node's health.
+type NodeCondition struct {
+	Type               string     `json:"type"`
+	Status             string     `json:"status"`
+	Reason             string     `json:"reason,omitempty"`
+	Message            string     `json:"message,omitempty"`
+	LastHeartbeatTime  *time.Time `json:"lastHeartbeatTime,omitempty"`
+	LastTransitionTime *time.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// NodeReady is the condition that gates scheduling.
+const NodeReady = "Ready"
+
+// NodeAddress is one way to reach the node.
+type NodeAddress struct {
+	Type    string `json:"type"`
+	Address string `json:"address"`
+}
+
+// NodeInfo describes the host's software.
+type NodeInfo struct {
+	OSRelease    string   `json:"osRelease,omitempty"`
+	KernelVer    string   `json:"kernelVersion,omitempty"`
+	AgentVersion string   `json:"agentVersion,omitempty"`
+	ZoneBrands   []string `json:"zoneBrands,omitempty"`
+}
+
+func (n *Node) GetTypeMeta() *TypeMeta    { return &n.TypeMeta }
+func (n *Node) GetMeta() *ObjectMeta      { return &n.Metadata }
+func (n *Node) Parts() (spec, status any) { return &n.Spec, &n.Status }

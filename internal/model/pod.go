@@ -1,0 +1,171 @@
+package model
+
+import "time"
+
+// Pod is a set of containers run together in one illumos zone.
+type Pod struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta `json:"metadata"`
+	Spec     PodSpec    `json:"spec"`
+	Status   PodStatus  `json:"status"`
+}
+
+// PodSpec is the desired state of a pod.
+type PodSpec struct {
+	Containers []Container `json:"containers"`
+	// RuntimeClassName selects the zone brand: sparse (default), ipkg, lx or bhyve.
+	RuntimeClassName              string            `json:"runtimeClassName,omitempty"`
+	NodeName                      string            `json:"nodeName,omitempty"`
+	NodeSelector                  map[string]string `json:"nodeSelector,omitempty"`
+	Tolerations                   []Toleration      `json:"tolerations,omitempty"`
+	RestartPolicy                 string            `json:"restartPolicy,omitempty"`
+	TerminationGracePeriodSeconds *int64            `json:"terminationGracePeriodSeconds,omitempty"`
+}
+
+// Zone brands a pod can run as.
+const (
+	BrandSparse = "sparse"
+	BrandIPKG   = "ipkg"
+	BrandLX     = "lx"
+	BrandBhyve  = "bhyve"
+)
+
+// Brands lists every supported brand.
+var Brands = []string{BrandSparse, BrandIPKG, BrandLX, BrandBhyve}
+
+// Restart policies.
+const (
+	RestartAlways    = "Always"
+	RestartOnFailure = "OnFailure"
+	RestartNever     = "Never"
+)
+
+// DefaultTerminationGracePeriodSeconds matches Kubernetes.
+const DefaultTerminationGracePeriodSeconds int64 = 30
+
+// Container is one process tree of a pod, run as an SMF service in its zone.
+type Container struct {
+	Name           string               `json:"name"`
+	Image          string               `json:"image"`
+	Command        []string             `json:"command,omitempty"`
+	Args           []string             `json:"args,omitempty"`
+	Env            []EnvVar             `json:"env,omitempty"`
+	Ports          []ContainerPort      `json:"ports,omitempty"`
+	Resources      ResourceRequirements `json:"resources,omitempty"`
+	LivenessProbe  *Probe               `json:"livenessProbe,omitempty"`
+	ReadinessProbe *Probe               `json:"readinessProbe,omitempty"`
+	StartupProbe   *Probe               `json:"startupProbe,omitempty"`
+}
+
+// EnvVar is one environment variable of a container.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// ContainerPort is a port a container listens on.
+type ContainerPort struct {
+	Name          string `json:"name,omitempty"`
+	ContainerPort int32  `json:"containerPort"`
+	Protocol      string `json:"protocol,omitempty"`
+}
+
+// ResourceList maps a resource name (cpu, memory) to a quantity string.
+type ResourceList map[string]string
+
+// Resource names.
+const (
+	ResourceCPU    = "cpu"
+	ResourceMemory = "memory"
+	ResourcePods   = "pods"
+)
+
+// ResourceRequirements are what a container asks for and may not exceed.
+type ResourceRequirements struct {
+	Requests ResourceList `json:"requests,omitempty"`
+	Limits   ResourceList `json:"limits,omitempty"`
+}
+
+// Probe checks a container's health.
+type Probe struct {
+	Exec                *ExecAction      `json:"exec,omitempty"`
+	HTTPGet             *HTTPGetAction   `json:"httpGet,omitempty"`
+	TCPSocket           *TCPSocketAction `json:"tcpSocket,omitempty"`
+	InitialDelaySeconds int32            `json:"initialDelaySeconds,omitempty"`
+	PeriodSeconds       int32            `json:"periodSeconds,omitempty"`
+	TimeoutSeconds      int32            `json:"timeoutSeconds,omitempty"`
+	SuccessThreshold    int32            `json:"successThreshold,omitempty"`
+	FailureThreshold    int32            `json:"failureThreshold,omitempty"`
+}
+
+// ExecAction runs a command inside the zone; exit 0 is healthy.
+type ExecAction struct {
+	Command []string `json:"command"`
+}
+
+// HTTPGetAction asks for a path on the pod's address; 200–399 is healthy.
+type HTTPGetAction struct {
+	Path   string `json:"path,omitempty"`
+	Port   int32  `json:"port"`
+	Scheme string `json:"scheme,omitempty"`
+}
+
+// TCPSocketAction opens a connection to the pod's address.
+type TCPSocketAction struct {
+	Port int32 `json:"port"`
+}
+
+// Toleration lets a pod schedule onto a node with a matching taint.
+type Toleration struct {
+	Key      string `json:"key,omitempty"`
+	Operator string `json:"operator,omitempty"` // Equal (default) or Exists
+	Value    string `json:"value,omitempty"`
+	Effect   string `json:"effect,omitempty"`
+}
+
+// PodStatus is the observed state of a pod.
+type PodStatus struct {
+	Phase             string            `json:"phase,omitempty"`
+	Conditions        []PodCondition    `json:"conditions,omitempty"`
+	Reason            string            `json:"reason,omitempty"`
+	Message           string            `json:"message,omitempty"`
+	HostIP            string            `json:"hostIP,omitempty"`
+	PodIP             string            `json:"podIP,omitempty"`
+	StartTime         *time.Time        `json:"startTime,omitempty"`
+	ContainerStatuses []ContainerStatus `json:"containerStatuses,omitempty"`
+}
+
+// Pod phases.
+const (
+	PodPending   = "Pending"
+	PodRunning   = "Running"
+	PodSucceeded = "Succeeded"
+	PodFailed    = "Failed"
+)
+
+// PodCondition is one facet of a pod's progress.
+type PodCondition struct {
+	Type               string     `json:"type"`
+	Status             string     `json:"status"`
+	Reason             string     `json:"reason,omitempty"`
+	Message            string     `json:"message,omitempty"`
+	LastTransitionTime *time.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// Pod condition types.
+const (
+	PodScheduled = "PodScheduled"
+	PodReady     = "Ready"
+)
+
+// ContainerStatus is the observed state of one container.
+type ContainerStatus struct {
+	Name         string `json:"name"`
+	Ready        bool   `json:"ready"`
+	RestartCount int32  `json:"restartCount"`
+	State        string `json:"state,omitempty"`
+}
+
+func (p *Pod) GetTypeMeta() *TypeMeta    { return &p.TypeMeta }
+func (p *Pod) GetMeta() *ObjectMeta      { return &p.Metadata }
+func (p *Pod) Parts() (spec, status any) { return &p.Spec, &p.Status }

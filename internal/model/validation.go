@@ -1,0 +1,377 @@
+package model
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// FieldError is one reason an object is invalid, tied to its field path.
+type FieldError struct {
+	Field  string // e.g. spec.containers[0].resources.limits.cpu
+	Type   string // Kubernetes cause reason: FieldValueRequired, FieldValueInvalid, …
+	Detail string
+}
+
+// Cause types, as Kubernetes names them.
+const (
+	FieldRequired     = "FieldValueRequired"
+	FieldInvalid      = "FieldValueInvalid"
+	FieldNotSupported = "FieldValueNotSupported"
+	FieldDuplicate    = "FieldValueDuplicate"
+	FieldForbidden    = "FieldValueForbidden"
+	FieldTooLong      = "FieldValueTooLong"
+)
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Detail }
+
+// FieldErrors collects every problem with an object, not just the first.
+type FieldErrors []FieldError
+
+func (es FieldErrors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (es *FieldErrors) add(field, typ, format string, args ...any) {
+	*es = append(*es, FieldError{Field: field, Type: typ, Detail: fmt.Sprintf(format, args...)})
+}
+
+var (
+	dns1123Label     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	labelValue       = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
+	labelName        = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+	envVarName       = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
+)
+
+// ValidateName checks a DNS-1123 label, the rule for every object name.
+func ValidateName(field, name string) FieldErrors {
+	var errs FieldErrors
+	switch {
+	case name == "":
+		errs.add(field, FieldRequired, "Required value: name is required")
+	case len(name) > 63:
+		errs.add(field, FieldTooLong, "Invalid value: %q: must be no more than 63 characters", name)
+	case !dns1123Label.MatchString(name):
+		errs.add(field, FieldInvalid, "Invalid value: %q: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character", name)
+	}
+	return errs
+}
+
+// ValidateLabelKey checks a label or annotation key: an optional DNS
+// subdomain prefix and a name of at most 63 characters.
+func validateKey(field, key string) FieldErrors {
+	var errs FieldErrors
+	prefix, name, hasPrefix := strings.Cut(key, "/")
+	if !hasPrefix {
+		name, prefix = prefix, ""
+	}
+	if hasPrefix && (len(prefix) > 253 || !dns1123Subdomain.MatchString(prefix)) {
+		errs.add(field, FieldInvalid, "Invalid value: %q: prefix part must be a lowercase RFC 1123 subdomain", key)
+	}
+	if len(name) > 63 || !labelName.MatchString(name) {
+		errs.add(field, FieldInvalid, "Invalid value: %q: name part must consist of at most 63 alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character", key)
+	}
+	return errs
+}
+
+// ValidateMeta checks the metadata users may set.
+func ValidateMeta(m *ObjectMeta, namespaced bool) FieldErrors {
+	errs := ValidateName("metadata.name", m.Name)
+	if namespaced {
+		errs = append(errs, ValidateName("metadata.namespace", m.Namespace)...)
+	}
+	for k, v := range m.Labels {
+		f := fmt.Sprintf("metadata.labels[%s]", k)
+		errs = append(errs, validateKey(f, k)...)
+		if len(v) > 63 || !labelValue.MatchString(v) {
+			errs.add(f, FieldInvalid, "Invalid value: %q: a label value must be at most 63 characters of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric", v)
+		}
+	}
+	total := 0
+	for k, v := range m.Annotations {
+		errs = append(errs, validateKey(fmt.Sprintf("metadata.annotations[%s]", k), k)...)
+		total += len(k) + len(v)
+	}
+	if total > 256*1024 {
+		errs.add("metadata.annotations", FieldTooLong, "Too long: annotations may not exceed 262144 bytes in total")
+	}
+	return errs
+}
+
+// DefaultPod fills in what a user may leave out, as Kubernetes does.
+func DefaultPod(p *Pod) {
+	p.APIVersion, p.Kind = APIVersion, KindPod
+	if p.Spec.RuntimeClassName == "" {
+		p.Spec.RuntimeClassName = BrandSparse
+	}
+	if p.Spec.RestartPolicy == "" {
+		p.Spec.RestartPolicy = RestartAlways
+	}
+	if p.Spec.TerminationGracePeriodSeconds == nil {
+		g := DefaultTerminationGracePeriodSeconds
+		p.Spec.TerminationGracePeriodSeconds = &g
+	}
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
+		for j := range c.Ports {
+			if c.Ports[j].Protocol == "" {
+				c.Ports[j].Protocol = "TCP"
+			}
+		}
+		for _, pr := range []*Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+			defaultProbe(pr)
+		}
+	}
+}
+
+func defaultProbe(p *Probe) {
+	if p == nil {
+		return
+	}
+	if p.PeriodSeconds == 0 {
+		p.PeriodSeconds = 10
+	}
+	if p.TimeoutSeconds == 0 {
+		p.TimeoutSeconds = 1
+	}
+	if p.SuccessThreshold == 0 {
+		p.SuccessThreshold = 1
+	}
+	if p.FailureThreshold == 0 {
+		p.FailureThreshold = 3
+	}
+	if p.HTTPGet != nil {
+		if p.HTTPGet.Path == "" {
+			p.HTTPGet.Path = "/"
+		}
+		if p.HTTPGet.Scheme == "" {
+			p.HTTPGet.Scheme = "HTTP"
+		}
+	}
+}
+
+// ValidatePod checks a defaulted pod and returns every problem found.
+func ValidatePod(p *Pod) FieldErrors {
+	errs := ValidateMeta(&p.Metadata, true)
+	s := &p.Spec
+	if len(s.Containers) == 0 {
+		errs.add("spec.containers", FieldRequired, "Required value: a pod needs at least one container")
+	}
+	if len(s.Containers) > 32 {
+		errs.add("spec.containers", FieldTooLong, "Too many: %d: must have at most 32 containers", len(s.Containers))
+	}
+	seen := map[string]bool{}
+	for i := range s.Containers {
+		f := fmt.Sprintf("spec.containers[%d]", i)
+		c := &s.Containers[i]
+		errs = append(errs, ValidateName(f+".name", c.Name)...)
+		if c.Name != "" && seen[c.Name] {
+			errs.add(f+".name", FieldDuplicate, "Duplicate value: %q", c.Name)
+		}
+		seen[c.Name] = true
+		if strings.TrimSpace(c.Image) == "" {
+			errs.add(f+".image", FieldRequired, "Required value: image is required")
+		}
+		if len(c.Command) == 0 && len(c.Args) == 0 && s.RuntimeClassName != BrandBhyve {
+			errs.add(f+".command", FieldRequired, "Required value: a container runs as an SMF service and needs a command")
+		}
+		for j, e := range c.Env {
+			if !envVarName.MatchString(e.Name) {
+				errs.add(fmt.Sprintf("%s.env[%d].name", f, j), FieldInvalid, "Invalid value: %q: a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit", e.Name)
+			}
+		}
+		for j, port := range c.Ports {
+			pf := fmt.Sprintf("%s.ports[%d]", f, j)
+			if port.ContainerPort < 1 || port.ContainerPort > 65535 {
+				errs.add(pf+".containerPort", FieldInvalid, "Invalid value: %d: must be between 1 and 65535, inclusive", port.ContainerPort)
+			}
+			if !slices.Contains([]string{"TCP", "UDP"}, port.Protocol) {
+				errs.add(pf+".protocol", FieldNotSupported, "Unsupported value: %q: supported values: \"TCP\", \"UDP\"", port.Protocol)
+			}
+		}
+		errs = append(errs, validateResources(f+".resources", &c.Resources)...)
+		errs = append(errs, validateProbe(f+".livenessProbe", c.LivenessProbe)...)
+		errs = append(errs, validateProbe(f+".readinessProbe", c.ReadinessProbe)...)
+		errs = append(errs, validateProbe(f+".startupProbe", c.StartupProbe)...)
+		if c.LivenessProbe != nil && c.LivenessProbe.SuccessThreshold != 1 {
+			errs.add(f+".livenessProbe.successThreshold", FieldInvalid, "Invalid value: %d: must be 1", c.LivenessProbe.SuccessThreshold)
+		}
+		if c.StartupProbe != nil && c.StartupProbe.SuccessThreshold != 1 {
+			errs.add(f+".startupProbe.successThreshold", FieldInvalid, "Invalid value: %d: must be 1", c.StartupProbe.SuccessThreshold)
+		}
+	}
+	if !slices.Contains(Brands, s.RuntimeClassName) {
+		errs.add("spec.runtimeClassName", FieldNotSupported, "Unsupported value: %q: supported values: %q", s.RuntimeClassName, Brands)
+	}
+	if !slices.Contains([]string{RestartAlways, RestartOnFailure, RestartNever}, s.RestartPolicy) {
+		errs.add("spec.restartPolicy", FieldNotSupported, "Unsupported value: %q: supported values: \"Always\", \"OnFailure\", \"Never\"", s.RestartPolicy)
+	}
+	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		errs.add("spec.terminationGracePeriodSeconds", FieldInvalid, "Invalid value: %d: must be greater than or equal to 0", *g)
+	}
+	if s.NodeName != "" {
+		errs = append(errs, ValidateName("spec.nodeName", s.NodeName)...)
+	}
+	for k, v := range s.NodeSelector {
+		f := fmt.Sprintf("spec.nodeSelector[%s]", k)
+		errs = append(errs, validateKey(f, k)...)
+		if !labelValue.MatchString(v) || len(v) > 63 {
+			errs.add(f, FieldInvalid, "Invalid value: %q: not a valid label value", v)
+		}
+	}
+	for i, t := range s.Tolerations {
+		f := fmt.Sprintf("spec.tolerations[%d]", i)
+		switch t.Operator {
+		case "", "Equal":
+		case "Exists":
+			if t.Value != "" {
+				errs.add(f+".value", FieldInvalid, "Invalid value: %q: value must be empty when operator is Exists", t.Value)
+			}
+		default:
+			errs.add(f+".operator", FieldNotSupported, "Unsupported value: %q: supported values: \"Equal\", \"Exists\"", t.Operator)
+		}
+		if t.Key == "" && t.Operator != "Exists" {
+			errs.add(f+".operator", FieldInvalid, "Invalid value: %q: operator must be Exists when key is empty", t.Operator)
+		}
+		if t.Effect != "" && !slices.Contains([]string{TaintNoSchedule, TaintPreferNoSchedule, TaintNoExecute}, t.Effect) {
+			errs.add(f+".effect", FieldNotSupported, "Unsupported value: %q: supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"", t.Effect)
+		}
+	}
+	return errs
+}
+
+func validateResources(field string, r *ResourceRequirements) FieldErrors {
+	var errs FieldErrors
+	parsed := map[string]map[string]int64{}
+	for _, part := range []struct {
+		name string
+		list ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		parsed[part.name] = map[string]int64{}
+		for k, v := range part.list {
+			f := fmt.Sprintf("%s.%s.%s", field, part.name, k)
+			if k != ResourceCPU && k != ResourceMemory {
+				errs.add(f, FieldNotSupported, "Unsupported value: %q: supported values: \"cpu\", \"memory\"", k)
+				continue
+			}
+			q, err := ParseQuantity(v)
+			if err != nil {
+				errs.add(f, FieldInvalid, "Invalid value: %q: %v", v, err)
+				continue
+			}
+			if q < 0 {
+				errs.add(f, FieldInvalid, "Invalid value: %q: must be greater than or equal to 0", v)
+				continue
+			}
+			parsed[part.name][k] = q
+		}
+	}
+	for k, req := range parsed["requests"] {
+		if lim, ok := parsed["limits"][k]; ok && req > lim {
+			errs.add(fmt.Sprintf("%s.requests.%s", field, k), FieldInvalid, "Invalid value: %q: must be less than or equal to %s limit of %s", r.Requests[k], k, r.Limits[k])
+		}
+	}
+	return errs
+}
+
+func validateProbe(field string, p *Probe) FieldErrors {
+	if p == nil {
+		return nil
+	}
+	var errs FieldErrors
+	handlers := 0
+	if p.Exec != nil {
+		handlers++
+		if len(p.Exec.Command) == 0 {
+			errs.add(field+".exec.command", FieldRequired, "Required value: must specify a command")
+		}
+	}
+	if p.HTTPGet != nil {
+		handlers++
+		errs = append(errs, validatePort(field+".httpGet.port", p.HTTPGet.Port)...)
+		if !strings.HasPrefix(p.HTTPGet.Path, "/") {
+			errs.add(field+".httpGet.path", FieldInvalid, "Invalid value: %q: must start with '/'", p.HTTPGet.Path)
+		}
+		if p.HTTPGet.Scheme != "HTTP" && p.HTTPGet.Scheme != "HTTPS" {
+			errs.add(field+".httpGet.scheme", FieldNotSupported, "Unsupported value: %q: supported values: \"HTTP\", \"HTTPS\"", p.HTTPGet.Scheme)
+		}
+	}
+	if p.TCPSocket != nil {
+		handlers++
+		errs = append(errs, validatePort(field+".tcpSocket.port", p.TCPSocket.Port)...)
+	}
+	if handlers != 1 {
+		errs.add(field, FieldRequired, "Required value: must specify exactly one of exec, httpGet, tcpSocket")
+	}
+	for _, n := range []struct {
+		name string
+		v    int32
+		min  int32
+	}{
+		{"initialDelaySeconds", p.InitialDelaySeconds, 0},
+		{"periodSeconds", p.PeriodSeconds, 1},
+		{"timeoutSeconds", p.TimeoutSeconds, 1},
+		{"successThreshold", p.SuccessThreshold, 1},
+		{"failureThreshold", p.FailureThreshold, 1},
+	} {
+		if n.v < n.min {
+			errs.add(field+"."+n.name, FieldInvalid, "Invalid value: %d: must be greater than or equal to %d", n.v, n.min)
+		}
+	}
+	return errs
+}
+
+func validatePort(field string, port int32) FieldErrors {
+	var errs FieldErrors
+	if port < 1 || port > 65535 {
+		errs.add(field, FieldInvalid, "Invalid value: %d: must be between 1 and 65535, inclusive", port)
+	}
+	return errs
+}
+
+// DefaultNode fills in the kind and version.
+func DefaultNode(n *Node) { n.APIVersion, n.Kind = APIVersion, KindNode }
+
+// ValidateNode checks a node registration.
+func ValidateNode(n *Node) FieldErrors {
+	errs := ValidateMeta(&n.Metadata, false)
+	if n.Spec.PodCIDR != "" {
+		if _, _, err := net.ParseCIDR(n.Spec.PodCIDR); err != nil {
+			errs.add("spec.podCIDR", FieldInvalid, "Invalid value: %q: must be a CIDR such as 10.88.1.0/24", n.Spec.PodCIDR)
+		}
+	}
+	for i, t := range n.Spec.Taints {
+		f := fmt.Sprintf("spec.taints[%d]", i)
+		errs = append(errs, validateKey(f+".key", t.Key)...)
+		if !slices.Contains([]string{TaintNoSchedule, TaintPreferNoSchedule, TaintNoExecute}, t.Effect) {
+			errs.add(f+".effect", FieldNotSupported, "Unsupported value: %q: supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"", t.Effect)
+		}
+	}
+	for _, part := range []struct {
+		name string
+		list ResourceList
+	}{{"status.capacity", n.Status.Capacity}, {"status.allocatable", n.Status.Allocatable}} {
+		for k, v := range part.list {
+			if _, err := ParseQuantity(v); err != nil {
+				errs.add(part.name+"."+k, FieldInvalid, "Invalid value: %q: %v", v, err)
+			}
+		}
+	}
+	return errs
+}
+
+// DefaultNamespace fills in the kind, version and phase.
+func DefaultNamespaceObject(n *Namespace) {
+	n.APIVersion, n.Kind = APIVersion, KindNamespace
+	n.Status.Phase = NamespaceActive
+}
+
+// ValidateNamespace checks a namespace.
+func ValidateNamespace(n *Namespace) FieldErrors { return ValidateMeta(&n.Metadata, false) }

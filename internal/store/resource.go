@@ -1,0 +1,419 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// kindInfo describes how one kind is stored. Table and column names are
+// constants from this file, never user input.
+type kindInfo struct {
+	kind       string
+	table      string
+	namespaced bool
+	// fields maps a field selector to the SQL expression that reads it.
+	fields map[string]string
+}
+
+func (k *kindInfo) nsExpr() string {
+	if k.namespaced {
+		return "namespace"
+	}
+	return "''"
+}
+
+var (
+	namespaceKind = &kindInfo{kind: model.KindNamespace, table: "namespaces",
+		fields: map[string]string{"metadata.name": "name", "status.phase": "status ->> 'phase'"}}
+	nodeKind = &kindInfo{kind: model.KindNode, table: "nodes",
+		fields: map[string]string{"metadata.name": "name", "spec.unschedulable": "spec ->> 'unschedulable'"}}
+	podKind = &kindInfo{kind: model.KindPod, table: "pods", namespaced: true,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
+			"spec.nodeName": "node_name", "status.phase": "phase"}}
+	eventKind = &kindInfo{kind: model.KindEvent, table: "events", namespaced: true,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
+			"involvedObject.kind": "spec -> 'involvedObject' ->> 'kind'",
+			"involvedObject.name": "spec -> 'involvedObject' ->> 'name'",
+			"involvedObject.uid":  "spec -> 'involvedObject' ->> 'uid'",
+			"reason":              "spec ->> 'reason'", "type": "spec ->> 'type'"}}
+)
+
+// objectPtr is a pointer to a model type that the store can persist.
+type objectPtr[T any] interface {
+	*T
+	model.Object
+}
+
+// Resource is typed access to one kind.
+type Resource[T any, PT objectPtr[T]] struct {
+	s    *Store
+	info *kindInfo
+}
+
+// Namespaces, Nodes, Pods and Events give typed access to each kind.
+func (s *Store) Namespaces() Resource[model.Namespace, *model.Namespace] {
+	return Resource[model.Namespace, *model.Namespace]{s, namespaceKind}
+}
+func (s *Store) Nodes() Resource[model.Node, *model.Node] {
+	return Resource[model.Node, *model.Node]{s, nodeKind}
+}
+func (s *Store) Pods() Resource[model.Pod, *model.Pod] {
+	return Resource[model.Pod, *model.Pod]{s, podKind}
+}
+func (s *Store) Events() Resource[model.Event, *model.Event] {
+	return Resource[model.Event, *model.Event]{s, eventKind}
+}
+
+// FieldSelectors lists the field selectors this kind supports.
+func (r Resource[T, PT]) FieldSelectors() map[string]string { return r.info.fields }
+
+const selectColumns = "uid, %s, name, resource_version, labels, annotations, spec, status, created_at, deleted_at"
+
+func (r Resource[T, PT]) columns() string { return fmt.Sprintf(selectColumns, r.info.nsExpr()) }
+
+func (r Resource[T, PT]) scan(row pgx.Row) (PT, error) {
+	obj := PT(new(T))
+	m := obj.GetMeta()
+	var (
+		rv                          int64
+		labels, annots, spec, stat  []byte
+		created                     time.Time
+		deleted                     *time.Time
+	)
+	if err := row.Scan(&m.UID, &m.Namespace, &m.Name, &rv, &labels, &annots, &spec, &stat, &created, &deleted); err != nil {
+		return nil, err
+	}
+	sp, st := obj.Parts()
+	for _, part := range []struct {
+		raw []byte
+		dst any
+	}{{labels, &m.Labels}, {annots, &m.Annotations}, {spec, sp}, {stat, st}} {
+		if err := json.Unmarshal(part.raw, part.dst); err != nil {
+			return nil, fmt.Errorf("decode stored %s %s: %w", r.info.kind, m.Name, err)
+		}
+	}
+	m.ResourceVersion = strconv.FormatInt(rv, 10)
+	created = created.UTC()
+	m.CreationTimestamp = &created
+	if deleted != nil {
+		d := deleted.UTC()
+		m.DeletionTimestamp = &d
+	}
+	tm := obj.GetTypeMeta()
+	tm.APIVersion, tm.Kind = model.APIVersion, r.info.kind
+	return obj, nil
+}
+
+func (r Resource[T, PT]) where(ns, name string, args *[]any) string {
+	*args = append(*args, name)
+	cond := fmt.Sprintf("name = $%d", len(*args))
+	if r.info.namespaced {
+		*args = append(*args, ns)
+		cond += fmt.Sprintf(" AND namespace = $%d", len(*args))
+	}
+	return cond
+}
+
+// Get reads one object; ns is ignored for cluster-scoped kinds.
+func (r Resource[T, PT]) Get(ctx context.Context, ns, name string) (PT, error) {
+	var args []any
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s", r.columns(), r.info.table, r.where(ns, name, &args))
+	obj, err := r.scan(r.s.pool.QueryRow(ctx, q, args...))
+	if err != nil {
+		return nil, r.notFound(classify(err), ns, name)
+	}
+	return obj, nil
+}
+
+func (r Resource[T, PT]) notFound(err error, ns, name string) error {
+	if err == ErrNotFound {
+		if r.info.namespaced {
+			return fmt.Errorf("%w: %s %q in namespace %q", ErrNotFound, strings.ToLower(r.info.kind), name, ns)
+		}
+		return fmt.Errorf("%w: %s %q", ErrNotFound, strings.ToLower(r.info.kind), name)
+	}
+	return err
+}
+
+// ListOptions narrow and page a list.
+type ListOptions struct {
+	Namespace     string // empty: all namespaces
+	LabelSelector string
+	FieldSelector string
+	Limit         int
+	Continue      string
+}
+
+type continueToken struct {
+	Namespace string `json:"ns"`
+	Name      string `json:"n"`
+}
+
+// List returns one page of matching objects, in (namespace, name) order,
+// and the resource version the page was read at.
+func (r Resource[T, PT]) List(ctx context.Context, o ListOptions) (*model.List[T], error) {
+	labels, err := ParseLabelSelector(o.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	fields, err := ParseFieldSelector(o.FieldSelector, r.info.fields)
+	if err != nil {
+		return nil, err
+	}
+	var args []any
+	conds := []string{"true"}
+	if o.Namespace != "" && r.info.namespaced {
+		args = append(args, o.Namespace)
+		conds = append(conds, fmt.Sprintf("namespace = $%d", len(args)))
+	}
+	if c := labels.sql(&args); c != "" {
+		conds = append(conds, c)
+	}
+	if c := fields.sql(r.info.fields, &args); c != "" {
+		conds = append(conds, c)
+	}
+	if o.Continue != "" {
+		tok, err := decodeContinue(o.Continue)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, tok.Namespace, tok.Name)
+		conds = append(conds, fmt.Sprintf("(%s, name) > ($%d, $%d)", r.info.nsExpr(), len(args)-1, len(args)))
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s, name", r.columns(), r.info.table, strings.Join(conds, " AND "), r.info.nsExpr())
+	if o.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", o.Limit+1)
+	}
+	list := &model.List[T]{Items: []T{}}
+	list.APIVersion, list.Kind = model.APIVersion, r.info.kind+"List"
+	// One snapshot for the rows and the version, so a watch started from
+	// the list's version misses nothing and repeats nothing.
+	err = r.s.inTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var rv int64
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(resource_version), 0) FROM changes").Scan(&rv); err != nil {
+			return err
+		}
+		list.Metadata.ResourceVersion = strconv.FormatInt(rv, 10)
+		rows, err := tx.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			obj, err := r.scan(rows)
+			if err != nil {
+				return err
+			}
+			list.Items = append(list.Items, *obj)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if o.Limit > 0 && len(list.Items) > o.Limit {
+		list.Items = list.Items[:o.Limit]
+		last := PT(&list.Items[o.Limit-1]).GetMeta()
+		list.Metadata.Continue = encodeContinue(continueToken{Namespace: last.Namespace, Name: last.Name})
+	}
+	return list, nil
+}
+
+func encodeContinue(t continueToken) string {
+	b, _ := json.Marshal(t)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(s string) (continueToken, error) {
+	var t continueToken
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &t)
+	}
+	if err != nil {
+		return t, fmt.Errorf("%w: continue token %q is not one this server issued", ErrInvalid, s)
+	}
+	return t, nil
+}
+
+// write runs fn in a transaction holding the change lock and a fresh
+// resource version, and records the change for watchers.
+func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx, rv int64) (change, error)) error {
+	return s.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(changeLock)); err != nil {
+			return err
+		}
+		var rv int64
+		if err := tx.QueryRow(ctx, "SELECT nextval('resource_version_seq')").Scan(&rv); err != nil {
+			return err
+		}
+		c, err := fn(tx, rv)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO changes (resource_version, kind, namespace, name, type, object) VALUES ($1, $2, $3, $4, $5, $6)`,
+			rv, c.Kind, c.Namespace, c.Name, c.Type, c.Object); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", notifyChannel, strconv.FormatInt(rv, 10))
+		return err
+	})
+}
+
+func (r Resource[T, PT]) docs(obj PT) (labels, annots, spec, status []byte, err error) {
+	m := obj.GetMeta()
+	sp, st := obj.Parts()
+	if labels, err = json.Marshal(nonNil(m.Labels)); err != nil {
+		return
+	}
+	if annots, err = json.Marshal(nonNil(m.Annotations)); err != nil {
+		return
+	}
+	if spec, err = json.Marshal(sp); err != nil {
+		return
+	}
+	status, err = json.Marshal(st)
+	return
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func (r Resource[T, PT]) finish(obj PT, rv int64, typ string) (change, error) {
+	m := obj.GetMeta()
+	m.ResourceVersion = strconv.FormatInt(rv, 10)
+	tm := obj.GetTypeMeta()
+	tm.APIVersion, tm.Kind = model.APIVersion, r.info.kind
+	raw, err := json.Marshal(obj)
+	return change{Kind: r.info.kind, Namespace: m.Namespace, Name: m.Name, Type: typ, Object: raw, ResourceVersion: rv}, err
+}
+
+// Create stores a new object, filling in its uid, resource version and
+// creation time. A name already taken is ErrAlreadyExists.
+func (r Resource[T, PT]) Create(ctx context.Context, obj PT) error {
+	return r.CreateWith(ctx, obj, nil)
+}
+
+// CreateWith is Create with a check run first in the same transaction
+// (for example: the namespace exists and is not terminating).
+func (r Resource[T, PT]) CreateWith(ctx context.Context, obj PT, check func(pgx.Tx) error) error {
+	m := obj.GetMeta()
+	if !r.info.namespaced {
+		m.Namespace = ""
+	}
+	if m.UID == "" {
+		m.UID = newUID()
+	}
+	labels, annots, spec, status, err := r.docs(obj)
+	if err != nil {
+		return err
+	}
+	err = r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
+		if check != nil {
+			if err := check(tx); err != nil {
+				return change{}, err
+			}
+		}
+		cols, vals := "uid, name, resource_version, labels, annotations, spec, status", "$1, $2, $3, $4, $5, $6, $7"
+		args := []any{m.UID, m.Name, rv, labels, annots, spec, status}
+		if r.info.namespaced {
+			cols, vals = cols+", namespace", vals+", $8"
+			args = append(args, m.Namespace)
+		}
+		var created time.Time
+		q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT DO NOTHING RETURNING created_at", r.info.table, cols, vals)
+		if err := tx.QueryRow(ctx, q, args...).Scan(&created); err != nil {
+			if classify(err) == ErrNotFound {
+				return change{}, fmt.Errorf("%w: %s %q", ErrAlreadyExists, strings.ToLower(r.info.kind), m.Name)
+			}
+			return change{}, err
+		}
+		created = created.UTC()
+		m.CreationTimestamp = &created
+		return r.finish(obj, rv, "ADDED")
+	})
+	return err
+}
+
+// Update replaces the object's labels, annotations, spec and status if its
+// resourceVersion is still the stored one; otherwise ErrConflict.
+func (r Resource[T, PT]) Update(ctx context.Context, obj PT) error {
+	m := obj.GetMeta()
+	expected, err := strconv.ParseInt(m.ResourceVersion, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: metadata.resourceVersion %q is not a resource version", ErrConflict, m.ResourceVersion)
+	}
+	labels, annots, spec, status, err := r.docs(obj)
+	if err != nil {
+		return err
+	}
+	return r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
+		args := []any{rv, labels, annots, spec, status, m.DeletionTimestamp, expected}
+		q := fmt.Sprintf(`UPDATE %s SET resource_version = $1, labels = $2, annotations = $3, spec = $4, status = $5, deleted_at = $6
+			WHERE %s AND resource_version = $7 RETURNING uid, created_at`, r.info.table, r.where(m.Namespace, m.Name, &args))
+		var created time.Time
+		if err := tx.QueryRow(ctx, q, args...).Scan(&m.UID, &created); err != nil {
+			if classify(err) != ErrNotFound {
+				return change{}, err
+			}
+			if _, gerr := r.Get(ctx, m.Namespace, m.Name); gerr != nil {
+				return change{}, gerr
+			}
+			return change{}, fmt.Errorf("%w: the object has been modified; resourceVersion %s is stale, read it again and retry", ErrConflict, m.ResourceVersion)
+		}
+		created = created.UTC()
+		m.CreationTimestamp = &created
+		return r.finish(obj, rv, "MODIFIED")
+	})
+}
+
+// Delete removes an object. A non-empty resourceVersion is a precondition.
+// It returns the object as it was, with the version of its deletion.
+func (r Resource[T, PT]) Delete(ctx context.Context, ns, name, resourceVersion string) (PT, error) {
+	return r.DeleteWith(ctx, ns, name, resourceVersion, nil)
+}
+
+// DeleteWith is Delete with a check of the object, run in the same
+// transaction with the row locked (for example: a namespace without pods).
+func (r Resource[T, PT]) DeleteWith(ctx context.Context, ns, name, resourceVersion string, check func(pgx.Tx, PT) error) (PT, error) {
+	var gone PT
+	err := r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
+		var args []any
+		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s FOR UPDATE", r.columns(), r.info.table, r.where(ns, name, &args))
+		obj, err := r.scan(tx.QueryRow(ctx, q, args...))
+		if err != nil {
+			return change{}, r.notFound(classify(err), ns, name)
+		}
+		if resourceVersion != "" && resourceVersion != obj.GetMeta().ResourceVersion {
+			return change{}, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, obj.GetMeta().ResourceVersion)
+		}
+		if check != nil {
+			if err := check(tx, obj); err != nil {
+				return change{}, err
+			}
+		}
+		args = nil
+		if _, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", r.info.table, r.where(ns, name, &args)), args...); err != nil {
+			return change{}, err
+		}
+		gone = obj
+		return r.finish(obj, rv, "DELETED")
+	})
+	if err != nil {
+		return nil, err
+	}
+	return gone, nil
+}

@@ -1,0 +1,109 @@
+// Package store persists zonewright's resources in PostgreSQL: typed
+// get/list/create/update/delete with optimistic concurrency on
+// resource_version, label and field selectors, pagination, and a change feed
+// over LISTEN/NOTIFY that any API replica can serve watches from.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store is a pool of connections to zonewright's database.
+type Store struct {
+	pool *pgxpool.Pool
+	feed *feed
+}
+
+// Open connects to the database at url. It does not wait for the database
+// to be up: calls fail with ErrUnavailable until it is.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	if cfg.MaxConns < 16 {
+		cfg.MaxConns = 16
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	s := &Store{pool: pool}
+	s.feed = newFeed(s)
+	return s, nil
+}
+
+// Close stops the change feed and closes every connection.
+func (s *Store) Close() {
+	s.feed.close()
+	s.pool.Close()
+}
+
+// Pool exposes the connection pool to packages that keep their own tables
+// (IPAM, the scheduler) so they share one pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Errors callers branch on. The API maps them to HTTP status codes.
+var (
+	ErrNotFound      = errors.New("not found")
+	ErrAlreadyExists = errors.New("already exists")
+	ErrConflict      = errors.New("conflict")       // stale resourceVersion, or a dependent object
+	ErrUnavailable   = errors.New("database unavailable")
+	ErrExpired       = errors.New("resource version too old")
+	ErrInvalid       = errors.New("invalid request") // a bad selector or continue token
+)
+
+// classify turns driver errors into the store's errors.
+func classify(err error) error {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrAlreadyExists) ||
+		errors.Is(err, ErrConflict) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrExpired) || errors.Is(err, ErrInvalid) {
+		return err
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "23505":
+			return fmt.Errorf("%w: %s", ErrAlreadyExists, pgErr.Detail)
+		case pgErr.Code == "23503":
+			return fmt.Errorf("%w: %s", ErrConflict, pgErr.Detail)
+		case pgErr.Code[:2] == "08", pgErr.Code[:2] == "53", pgErr.Code[:2] == "57":
+			// connection exceptions, resource exhaustion, operator intervention
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		return err
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pgx.ErrTxClosed) {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return err
+}
+
+// changeLock serialises writers while they hold a resource version, so that
+// versions become visible in order (see the first migration).
+const changeLock = 0x7a77_0001
+
+func (s *Store) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, opts, fn)
+	return classify(err)
+}

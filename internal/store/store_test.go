@@ -1,0 +1,332 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pgtest"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func pod(name string, labels map[string]string) *model.Pod {
+	p := &model.Pod{Metadata: model.ObjectMeta{Name: name, Namespace: model.DefaultNamespace, Labels: labels},
+		Spec: model.PodSpec{Containers: []model.Container{{Name: "app", Image: "base", Command: []string{"sleep", "1000"}}}}}
+	model.DefaultPod(p)
+	p.Status.Phase = model.PodPending
+	return p
+}
+
+func TestCreateGetAndDuplicate(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	p := pod("web", map[string]string{"app": "web"})
+	if err := s.CreatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Metadata.UID == "" || p.Metadata.ResourceVersion == "" || p.Metadata.CreationTimestamp == nil {
+		t.Fatalf("create did not fill uid, resourceVersion and creationTimestamp: %+v", p.Metadata)
+	}
+	got, err := s.Pods().Get(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Metadata.UID != p.Metadata.UID || got.Metadata.ResourceVersion != p.Metadata.ResourceVersion || got.Spec.Containers[0].Command[1] != "1000" {
+		t.Fatalf("read back %+v, want %+v", got, p)
+	}
+	if err := s.CreatePod(ctx, pod("web", nil)); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("second create of the same name: got %v, want ErrAlreadyExists", err)
+	}
+	if _, err := s.Pods().Get(ctx, "default", "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get of a missing pod: got %v, want ErrNotFound", err)
+	}
+	missingNS := pod("x", nil)
+	missingNS.Metadata.Namespace = "nowhere"
+	if err := s.CreatePod(ctx, missingNS); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("create in a missing namespace: got %v, want ErrNotFound", err)
+	}
+}
+
+func TestConcurrentUpdatesOneWins(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	p := pod("web", nil)
+	if err := s.CreatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := *p
+			mine.Metadata.Labels = map[string]string{"writer": fmt.Sprint(i)}
+			errs[i] = s.Pods().Update(ctx, &mine)
+		}()
+	}
+	wg.Wait()
+	wins, conflicts := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case errors.Is(err, store.ErrConflict):
+			conflicts++
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	if wins != 1 || conflicts != 1 {
+		t.Fatalf("two writers with the same resourceVersion: %d won, %d conflicted; want 1 and 1", wins, conflicts)
+	}
+	got, _ := s.Pods().Get(ctx, "default", "web")
+	if got.Metadata.ResourceVersion == p.Metadata.ResourceVersion {
+		t.Fatal("resourceVersion did not change on write")
+	}
+}
+
+func TestLabelAndFieldSelectors(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	for _, c := range []struct {
+		name, app, tier, node string
+	}{{"a", "web", "front", "n1"}, {"b", "web", "db", "n2"}, {"c", "api", "", "n1"}, {"d", "", "", ""}} {
+		p := pod(c.name, map[string]string{})
+		if c.app != "" {
+			p.Metadata.Labels["app"] = c.app
+		}
+		if c.tier != "" {
+			p.Metadata.Labels["tier"] = c.tier
+		}
+		p.Spec.NodeName = c.node
+		if err := s.CreatePod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		labels, fields string
+		want           string
+	}{
+		{"app=web", "", "ab"},
+		{"app=web,tier!=db", "", "a"},
+		{"tier!=db", "", "acd"},
+		{"app in (web,api)", "", "abc"},
+		{"app notin (web)", "", "cd"},
+		{"tier", "", "ab"},
+		{"!app", "", "d"},
+		{"", "spec.nodeName=n1", "ac"},
+		{"", "spec.nodeName=", "d"},
+		{"app=web", "spec.nodeName!=n1", "b"},
+		{"", "status.phase=Pending", "abcd"},
+		{"", "status.phase=Running", ""},
+	} {
+		list, err := s.Pods().List(ctx, store.ListOptions{LabelSelector: tc.labels, FieldSelector: tc.fields})
+		if err != nil {
+			t.Fatalf("%q %q: %v", tc.labels, tc.fields, err)
+		}
+		got := ""
+		for _, p := range list.Items {
+			got += p.Metadata.Name
+		}
+		if got != tc.want {
+			t.Errorf("labels %q fields %q: got %q, want %q", tc.labels, tc.fields, got, tc.want)
+		}
+	}
+	if _, err := s.Pods().List(ctx, store.ListOptions{FieldSelector: "spec.bogus=x"}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("unknown field selector: got %v, want ErrInvalid", err)
+	}
+	if _, err := s.Pods().List(ctx, store.ListOptions{LabelSelector: "app in web"}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("malformed label selector: got %v, want ErrInvalid", err)
+	}
+}
+
+func TestPagination(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	for i := range 7 {
+		if err := s.CreatePod(ctx, pod(fmt.Sprintf("p%d", i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []string
+	opts := store.ListOptions{Limit: 3}
+	pages := 0
+	for {
+		list, err := s.Pods().List(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, p := range list.Items {
+			names = append(names, p.Metadata.Name)
+		}
+		if list.Metadata.Continue == "" {
+			break
+		}
+		opts.Continue = list.Metadata.Continue
+	}
+	if pages != 3 || fmt.Sprint(names) != "[p0 p1 p2 p3 p4 p5 p6]" {
+		t.Fatalf("paged %d times through %v", pages, names)
+	}
+	if _, err := s.Pods().List(ctx, store.ListOptions{Limit: 2, Continue: "garbage!"}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("bad continue token: got %v, want ErrInvalid", err)
+	}
+}
+
+func TestNamespaceDeleteRefusedWhileItHoldsPods(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	if err := s.EnsureNamespace(ctx, "team"); err != nil {
+		t.Fatal(err)
+	}
+	p := pod("web", nil)
+	p.Metadata.Namespace = "team"
+	if err := s.CreatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteNamespace(ctx, "team", ""); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("delete of a namespace with pods: got %v, want ErrConflict", err)
+	}
+	if _, err := s.Pods().Delete(ctx, "team", "web", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteNamespace(ctx, "team", ""); err != nil {
+		t.Fatalf("delete of an empty namespace: %v", err)
+	}
+}
+
+func collect(t *testing.T, w *store.Watch, n int) []store.WatchEvent {
+	t.Helper()
+	var got []store.WatchEvent
+	timeout := time.After(10 * time.Second)
+	for len(got) < n {
+		select {
+		case ev, ok := <-w.Events:
+			if !ok {
+				t.Fatalf("watch ended after %d events: %v", len(got), w.Err())
+			}
+			got = append(got, ev)
+		case <-timeout:
+			t.Fatalf("got %d of %d watch events", len(got), n)
+		}
+	}
+	return got
+}
+
+func TestWatchResumesWithoutGapsOrDuplicates(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	list, err := s.Pods().List(ctx, store.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from int64
+	fmt.Sscan(list.Metadata.ResourceVersion, &from)
+
+	// Writers race while the watch starts; versions must arrive in order,
+	// each exactly once.
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.CreatePod(ctx, pod(fmt.Sprintf("w%02d", i), map[string]string{"app": "web"})); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	w, err := s.Pods().Watch(ctx, store.WatchOptions{ResourceVersion: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	wg.Wait()
+	first := collect(t, w, 20)
+	seen := map[string]bool{}
+	var last int64
+	for _, ev := range first {
+		if ev.Type != "ADDED" || ev.ResourceVersion <= last {
+			t.Fatalf("event %s at %d after %d: out of order or wrong type", ev.Type, ev.ResourceVersion, last)
+		}
+		last = ev.ResourceVersion
+		var p model.Pod
+		_ = json.Unmarshal(ev.Object, &p)
+		if seen[p.Metadata.Name] {
+			t.Fatalf("duplicate event for %s", p.Metadata.Name)
+		}
+		seen[p.Metadata.Name] = true
+	}
+	w.Stop()
+
+	// Resume from the tenth event: exactly the last ten again, then live ones.
+	resume := first[9].ResourceVersion
+	w2, err := s.Pods().Watch(ctx, store.WatchOptions{ResourceVersion: resume, LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	replayed := collect(t, w2, 10)
+	for i, ev := range replayed {
+		if ev.ResourceVersion != first[10+i].ResourceVersion {
+			t.Fatalf("resumed event %d has version %d, want %d", i, ev.ResourceVersion, first[10+i].ResourceVersion)
+		}
+	}
+	p, _ := s.Pods().Get(ctx, "default", "w00")
+	if _, err := s.Pods().Delete(ctx, "default", p.Metadata.Name, ""); err != nil {
+		t.Fatal(err)
+	}
+	other := pod("other", map[string]string{"app": "db"})
+	if err := s.CreatePod(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	live := collect(t, w2, 1)
+	if live[0].Type != "DELETED" {
+		t.Fatalf("live event %s, want DELETED (the app=db pod must be filtered out)", live[0].Type)
+	}
+	select {
+	case ev := <-w2.Events:
+		t.Fatalf("unexpected event past the selector: %s %s", ev.Type, ev.Object)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+func TestWatchFromCompactedHistoryExpires(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	for i := range 3 {
+		if err := s.CreatePod(ctx, pod(fmt.Sprintf("p%d", i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.Compact(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("compaction removed nothing")
+	}
+	if _, err := s.Pods().Watch(ctx, store.WatchOptions{ResourceVersion: 1}); !errors.Is(err, store.ErrExpired) {
+		t.Fatalf("watch from compacted history: got %v, want ErrExpired", err)
+	}
+}
