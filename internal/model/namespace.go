@@ -22,6 +22,6 @@ const NamespaceActive = "Active"
 // DefaultNamespace exists from the first start.
 const DefaultNamespace = "default"
 
-func (n *Namespace) GetTypeMeta() *TypeMeta   { return &n.TypeMeta }
-func (n *Namespace) GetMeta() *ObjectMeta     { return &n.Metadata }
+func (n *Namespace) GetTypeMeta() *TypeMeta    { return &n.TypeMeta }
+func (n *Namespace) GetMeta() *ObjectMeta      { return &n.Metadata }
 func (n *Namespace) Parts() (spec, status any) { return &n.Spec, &n.Status }

@@ -84,10 +84,10 @@ func (r Resource[T, PT]) scan(row pgx.Row) (PT, error) {
 	obj := PT(new(T))
 	m := obj.GetMeta()
 	var (
-		rv                          int64
-		labels, annots, spec, stat  []byte
-		created                     time.Time
-		deleted                     *time.Time
+		rv                         int64
+		labels, annots, spec, stat []byte
+		created                    time.Time
+		deleted                    *time.Time
 	)
 	if err := row.Scan(&m.UID, &m.Namespace, &m.Name, &rv, &labels, &annots, &spec, &stat, &created, &deleted); err != nil {
 		return nil, err

@@ -62,7 +62,7 @@ func (s *Store) Ping(ctx context.Context) error {
 var (
 	ErrNotFound      = errors.New("not found")
 	ErrAlreadyExists = errors.New("already exists")
-	ErrConflict      = errors.New("conflict")       // stale resourceVersion, or a dependent object
+	ErrConflict      = errors.New("conflict") // stale resourceVersion, or a dependent object
 	ErrUnavailable   = errors.New("database unavailable")
 	ErrExpired       = errors.New("resource version too old")
 	ErrInvalid       = errors.New("invalid request") // a bad selector or continue token
