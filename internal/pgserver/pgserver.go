@@ -32,9 +32,10 @@ type Config struct {
 
 // Server is a running cluster owned by this process.
 type Server struct {
-	cfg  Config
-	cmd  *exec.Cmd
-	done chan error
+	cfg     Config
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when postgres has exited
+	exitErr error
 }
 
 // User is the superuser initdb creates; the cluster trusts local connections only.
@@ -90,12 +91,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	} else if err := portFree(cfg.Port); err != nil {
 		return nil, err
 	}
+	if err := makeTraversable(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	if err := initdb(ctx, cfg); err != nil {
 		return nil, err
 	}
 	// A previous run killed hard leaves a pid file behind; postgres itself
 	// refuses to start only if that pid is still a postgres, which is right.
-	s := &Server{cfg: cfg, done: make(chan error, 1)}
+	s := &Server{cfg: cfg, done: make(chan struct{})}
 	if err := s.start(); err != nil {
 		return nil, err
 	}
@@ -159,9 +163,9 @@ func (s *Server) start() error {
 	go func() {
 		runtime.LockOSThread() // never unlocked: this thread dies with the process
 		started <- cmd.Start()
-		err := cmd.Wait()
+		s.exitErr = cmd.Wait()
 		logf.Close()
-		s.done <- err
+		close(s.done)
 	}()
 	if err := <-started; err != nil {
 		return fmt.Errorf("start postgres: %w", err)
@@ -174,9 +178,8 @@ func (s *Server) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-s.done:
-			s.done <- err
-			return fmt.Errorf("postgres exited during start (%v); see %s:\n%s", err, s.cfg.Log, tail(s.cfg.Log))
+		case <-s.done:
+			return fmt.Errorf("postgres exited during start (%v); see %s:\n%s", s.exitErr, s.cfg.Log, tail(s.cfg.Log))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -217,7 +220,8 @@ func (s *Server) URL(db string) string {
 	return u.String()
 }
 
-// Stop asks for a fast shutdown and waits for the server to exit.
+// Stop asks for a fast shutdown and waits for the server to exit. It is
+// safe to call more than once.
 func (s *Server) Stop() error {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"syscall"
 )
@@ -43,4 +44,28 @@ func chownForPostgres(path string) error {
 		return fmt.Errorf("hand %s to the postgres user: %w", path, err)
 	}
 	return nil
+}
+
+// makeTraversable lets the postgres user reach dir when we run as root:
+// every ancestor gets search (x) permission for others, nothing more — no
+// listing, no reading. Without it a data directory under /root or a
+// private temp dir cannot be used at all.
+func makeTraversable(dir string) error {
+	if _, _, ok := postgresUser(); !ok {
+		return nil
+	}
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(d, fi.Mode().Perm()|0o001); err != nil {
+				return fmt.Errorf("let the postgres user reach %s: %w", dir, err)
+			}
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }

@@ -43,10 +43,6 @@ func start() {
 	if setup != nil {
 		return
 	}
-	// The cluster may run as an unprivileged user when tests run as root.
-	if setup = os.Chmod(baseDir, 0o711); setup != nil {
-		return
-	}
 	server, setup = pgserver.Start(context.Background(), pgserver.Config{DataDir: filepath.Join(baseDir, "pg")})
 }
 

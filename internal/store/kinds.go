@@ -81,3 +81,29 @@ func (s *Store) RecordEvent(ctx context.Context, obj model.ObjectReference, typ,
 	}
 	return s.Events().Create(ctx, ev)
 }
+
+// ExpireEvents deletes events last seen longer ago than retention, each
+// with a DELETED change so watchers stay consistent.
+func (s *Store) ExpireEvents(ctx context.Context, retention time.Duration) (int64, error) {
+	cutoff := time.Now().Add(-retention)
+	var n int64
+	for {
+		rows, err := s.pool.Query(ctx, "SELECT namespace, name FROM events WHERE created_at < $1 ORDER BY created_at LIMIT 200", cutoff)
+		if err != nil {
+			return n, classify(err)
+		}
+		keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ NS, Name string }])
+		if err != nil {
+			return n, classify(err)
+		}
+		for _, k := range keys {
+			if _, err := s.Events().Delete(ctx, k.NS, k.Name, ""); err != nil && !errors.Is(err, ErrNotFound) {
+				return n, err
+			}
+			n++
+		}
+		if len(keys) < 200 {
+			return n, nil
+		}
+	}
+}

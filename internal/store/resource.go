@@ -47,14 +47,14 @@ var (
 			"reason":              "spec ->> 'reason'", "type": "spec ->> 'type'"}}
 )
 
-// objectPtr is a pointer to a model type that the store can persist.
-type objectPtr[T any] interface {
+// ObjectPtr is a pointer to a model type that the store can persist.
+type ObjectPtr[T any] interface {
 	*T
 	model.Object
 }
 
 // Resource is typed access to one kind.
-type Resource[T any, PT objectPtr[T]] struct {
+type Resource[T any, PT ObjectPtr[T]] struct {
 	s    *Store
 	info *kindInfo
 }

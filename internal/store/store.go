@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -106,4 +107,24 @@ const changeLock = 0x7a77_0001
 func (s *Store) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	err := pgx.BeginTxFunc(ctx, s.pool, opts, fn)
 	return classify(err)
+}
+
+// Reachable connects once to url: nil if the database answers,
+// ErrUnavailable if it does not (yet), another error if the URL is wrong.
+func Reachable(ctx context.Context, url string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("parse database URL: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "28P01" || pgErr.Code == "3D000" || pgErr.Code == "28000") {
+			return fmt.Errorf("connect to database: %w", err) // bad credentials or database: waiting will not help
+		}
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return conn.Close(ctx)
 }

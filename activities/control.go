@@ -1,0 +1,25 @@
+// Package activities holds zonewright's Temporal activities: control-plane
+// work against PostgreSQL, and host work through the illumos commands.
+package activities
+
+import (
+	"context"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// Control holds the control-plane activities and their dependencies.
+type Control struct {
+	Store *store.Store
+}
+
+// CompactChanges drops watch history older than retention.
+func (a *Control) CompactChanges(ctx context.Context, retention time.Duration) (int64, error) {
+	return a.Store.Compact(ctx, retention)
+}
+
+// ExpireEvents deletes events older than retention.
+func (a *Control) ExpireEvents(ctx context.Context, retention time.Duration) (int64, error) {
+	return a.Store.ExpireEvents(ctx, retention)
+}

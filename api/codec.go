@@ -1,0 +1,79 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"sigs.k8s.io/yaml"
+)
+
+// decode reads a JSON or YAML body (by Content-Type) into dst, refusing
+// unknown fields so typos are reported instead of silently dropped.
+func decode(c *gin.Context, dst any) error {
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		return badRequestf("read request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequestf("request body is empty; send a JSON or YAML object")
+	}
+	if isYAML(c.GetHeader("Content-Type")) {
+		if body, err = yaml.YAMLToJSON(body); err != nil {
+			return badRequestf("malformed YAML: %v", err)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return badRequestf("malformed body: %s", describeJSONError(err))
+	}
+	if dec.More() {
+		return badRequestf("malformed body: more than one object")
+	}
+	return nil
+}
+
+func describeJSONError(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		return fmt.Sprintf("field %s: cannot use a JSON %s as %s", typeErr.Field, typeErr.Value, typeErr.Type)
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("invalid JSON at byte %d: %v", syntaxErr.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return "strict decoding error: " + strings.TrimPrefix(err.Error(), "json: ")
+	}
+	return err.Error()
+}
+
+func isYAML(contentType string) bool {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml"
+}
+
+// respond writes v as YAML when the client asks for it, JSON otherwise.
+func respond(c *gin.Context, code int, v any) {
+	if isYAML(c.GetHeader("Accept")) {
+		b, err := json.Marshal(v)
+		if err == nil {
+			b, err = yaml.JSONToYAML(b)
+		}
+		if err == nil {
+			c.Data(code, "application/yaml", b)
+			return
+		}
+	}
+	c.JSON(code, v)
+}

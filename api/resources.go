@@ -1,0 +1,142 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// listOrWatch serves GET on a collection: a page of objects, or with
+// ?watch=true a stream of changes.
+func listOrWatch[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res store.Resource[T, PT], ns string) {
+	q := c.Request.URL.Query()
+	if ns != "" {
+		if _, err := s.store.Namespaces().Get(c.Request.Context(), "", ns); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	if watch := q.Get("watch"); watch == "true" || watch == "1" {
+		s.watch(c, typedWatch[T, PT]{res}, ns)
+		return
+	}
+	opts := store.ListOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector"), Continue: q.Get("continue")}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			s.fail(c, badRequestf("limit %q must be a non-negative integer", l))
+			return
+		}
+		opts.Limit = n
+	}
+	list, err := res.List(c.Request.Context(), opts)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, list)
+}
+
+func getOne[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res store.Resource[T, PT], ns, name string) {
+	obj, err := res.Get(c.Request.Context(), ns, name)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, obj)
+}
+
+// checkTypeMeta refuses a body that names another kind or version.
+func checkTypeMeta(tm *model.TypeMeta, kind string) error {
+	if tm.Kind != "" && tm.Kind != kind {
+		return badRequestf("body has kind %q; this endpoint takes %q", tm.Kind, kind)
+	}
+	if tm.APIVersion != "" && tm.APIVersion != model.APIVersion {
+		return badRequestf("body has apiVersion %q; this server serves %q", tm.APIVersion, model.APIVersion)
+	}
+	return nil
+}
+
+// systemMeta clears metadata only the server may set.
+func systemMeta(m *model.ObjectMeta) {
+	m.UID, m.ResourceVersion, m.CreationTimestamp, m.DeletionTimestamp, m.DeletionGracePeriodSeconds = "", "", nil, nil, nil
+}
+
+func (s *Server) listNamespaces(c *gin.Context) { listOrWatch(s, c, s.store.Namespaces(), "") }
+func (s *Server) getNamespace(c *gin.Context) {
+	getOne(s, c, s.store.Namespaces(), "", c.Param("ns"))
+}
+
+func (s *Server) createNamespace(c *gin.Context) {
+	var ns model.Namespace
+	if err := decode(c, &ns); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := checkTypeMeta(&ns.TypeMeta, model.KindNamespace); err != nil {
+		s.fail(c, err)
+		return
+	}
+	systemMeta(&ns.Metadata)
+	model.DefaultNamespaceObject(&ns)
+	if errs := model.ValidateNamespace(&ns); len(errs) > 0 {
+		s.fail(c, invalid(model.KindNamespace, ns.Metadata.Name, errs))
+		return
+	}
+	if err := s.store.Namespaces().Create(c.Request.Context(), &ns); err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusCreated, &ns)
+}
+
+func (s *Server) deleteNamespace(c *gin.Context) {
+	ns, err := s.store.DeleteNamespace(c.Request.Context(), c.Param("ns"), c.Query("resourceVersion"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, ns)
+}
+
+func (s *Server) listNodes(c *gin.Context) { listOrWatch(s, c, s.store.Nodes(), "") }
+func (s *Server) getNode(c *gin.Context)   { getOne(s, c, s.store.Nodes(), "", c.Param("name")) }
+
+func (s *Server) createNode(c *gin.Context) {
+	var n model.Node
+	if err := decode(c, &n); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := checkTypeMeta(&n.TypeMeta, model.KindNode); err != nil {
+		s.fail(c, err)
+		return
+	}
+	systemMeta(&n.Metadata)
+	n.Metadata.Namespace = ""
+	model.DefaultNode(&n)
+	if errs := model.ValidateNode(&n); len(errs) > 0 {
+		s.fail(c, invalid(model.KindNode, n.Metadata.Name, errs))
+		return
+	}
+	if err := s.store.Nodes().Create(c.Request.Context(), &n); err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusCreated, &n)
+}
+
+func (s *Server) deleteNode(c *gin.Context) {
+	n, err := s.store.DeleteNode(c.Request.Context(), c.Param("name"), c.Query("resourceVersion"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, n)
+}
+
+func (s *Server) listEvents(c *gin.Context) { listOrWatch(s, c, s.store.Events(), c.Param("ns")) }

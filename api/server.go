@@ -1,0 +1,139 @@
+// Package api is zonewright's REST API: Kubernetes-shaped objects over gin,
+// with JSON and YAML bodies, Status-shaped errors and server-sent-event
+// watches fed by the store's change feed.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// MaxBodyBytes bounds every request body.
+const MaxBodyBytes = 1 << 20
+
+// ReadyCheck is one dependency /readyz asks about.
+type ReadyCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// Config wires the API to its dependencies.
+type Config struct {
+	Store  *store.Store
+	Ready  []ReadyCheck
+	Logger *slog.Logger
+	// WatchKeepalive is how often an idle watch sends a comment line.
+	WatchKeepalive time.Duration
+}
+
+// Server serves the REST API.
+type Server struct {
+	store     *store.Store
+	ready     []ReadyCheck
+	log       *slog.Logger
+	keepalive time.Duration
+}
+
+// New builds the API server.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.WatchKeepalive == 0 {
+		cfg.WatchKeepalive = 15 * time.Second
+	}
+	return &Server{store: cfg.Store, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive}
+}
+
+// Handler returns the HTTP handler with every route.
+func (s *Server) Handler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(s.recover, s.logRequests, limitBody)
+	r.NoRoute(func(c *gin.Context) {
+		s.fail(c, notFoundf("the server could not find the requested resource %s", c.Request.URL.Path))
+	})
+	r.NoMethod(func(c *gin.Context) {
+		s.fail(c, &apiError{code: http.StatusMethodNotAllowed, reason: "MethodNotAllowed", msg: c.Request.Method + " is not supported on " + c.Request.URL.Path})
+	})
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.readyz)
+
+	v1 := r.Group("/api/v1")
+	v1.GET("/namespaces", s.listNamespaces)
+	v1.POST("/namespaces", s.createNamespace)
+	v1.GET("/namespaces/:ns", s.getNamespace)
+	v1.DELETE("/namespaces/:ns", s.deleteNamespace)
+
+	v1.GET("/pods", s.listPods)
+	v1.GET("/namespaces/:ns/pods", s.listPods)
+	v1.POST("/namespaces/:ns/pods", s.createPod)
+	v1.GET("/namespaces/:ns/pods/:name", s.getPod)
+	v1.PUT("/namespaces/:ns/pods/:name", s.updatePod)
+	v1.DELETE("/namespaces/:ns/pods/:name", s.deletePod)
+
+	v1.GET("/nodes", s.listNodes)
+	v1.POST("/nodes", s.createNode)
+	v1.GET("/nodes/:name", s.getNode)
+	v1.DELETE("/nodes/:name", s.deleteNode)
+
+	v1.GET("/events", s.listEvents)
+	v1.GET("/namespaces/:ns/events", s.listEvents)
+	return r
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
+	defer cancel()
+	checks := gin.H{}
+	ok := true
+	for _, rc := range s.ready {
+		if err := rc.Check(ctx); err != nil {
+			checks[rc.Name] = err.Error()
+			ok = false
+		} else {
+			checks[rc.Name] = "ok"
+		}
+	}
+	if !ok {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "checks": checks})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ok", "checks": checks})
+}
+
+// recover turns a panic into a 500 Status without leaking internals.
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r)
+			}
+			s.log.Error("panic serving request", "method", c.Request.Method, "path", c.Request.URL.Path, "panic", r)
+			s.fail(c, &apiError{code: http.StatusInternalServerError, reason: "InternalError", msg: "an internal error occurred; it has been logged"})
+			c.Abort()
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) logRequests(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	s.log.Debug("request", "method", c.Request.Method, "path", c.Request.URL.Path, "status", c.Writer.Status(), "duration", time.Since(start))
+}
+
+func limitBody(c *gin.Context) {
+	if c.Request.Body != nil {
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
+	}
+	c.Next()
+}

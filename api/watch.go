@@ -1,0 +1,136 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// watch streams changes as server-sent events: each event's data is
+// {"type":"ADDED|MODIFIED|DELETED","object":…} and its id the object's
+// resourceVersion, so a client resumes with ?resourceVersion= or the
+// standard Last-Event-ID header. Without a version it first sends the
+// current objects as ADDED.
+func (s *Server) watch(c *gin.Context, res watchable, ns string) {
+	ctx := c.Request.Context()
+	q := c.Request.URL.Query()
+	rvText := q.Get("resourceVersion")
+	if id := c.GetHeader("Last-Event-ID"); id != "" {
+		rvText = id
+	}
+	var from int64
+	var initial []initialObject
+	if rvText != "" && rvText != "0" {
+		v, err := strconv.ParseInt(rvText, 10, 64)
+		if err != nil || v < 0 {
+			s.fail(c, badRequestf("resourceVersion %q is not a resource version", rvText))
+			return
+		}
+		from = v
+	} else {
+		objs, rv, err := res.snapshot(c, store.ListOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector")})
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		initial, from = objs, rv
+	}
+	w, err := res.watch(c, store.WatchOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector"), ResourceVersion: from})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	defer w.Stop()
+
+	h := c.Writer.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c.Status(http.StatusOK)
+	// Only the last of the initial objects carries an id, the list's
+	// version: a client cut off halfway has no id and starts over, one that
+	// saw them all resumes after the list.
+	for i, o := range initial {
+		id := int64(0)
+		if i == len(initial)-1 {
+			id = from
+		}
+		writeEvent(c, "ADDED", o.object, id)
+	}
+	c.Writer.Flush()
+
+	keepalive := time.NewTicker(s.keepalive)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-keepalive.C:
+			fmt.Fprint(c.Writer, ": keepalive\n\n")
+			c.Writer.Flush()
+		case ev, ok := <-w.Events:
+			if !ok {
+				if err := w.Err(); err != nil {
+					st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
+						Status: "Failure", Reason: "Expired", Code: http.StatusGone, Message: err.Error()}
+					b, _ := json.Marshal(st)
+					writeEvent(c, "ERROR", b, 0)
+					c.Writer.Flush()
+				}
+				return
+			}
+			writeEvent(c, ev.Type, ev.Object, ev.ResourceVersion)
+			c.Writer.Flush()
+		}
+	}
+}
+
+func writeEvent(c *gin.Context, typ string, object json.RawMessage, rv int64) {
+	data, _ := json.Marshal(struct {
+		Type   string          `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}{typ, object})
+	if rv > 0 {
+		fmt.Fprintf(c.Writer, "id: %d\n", rv)
+	}
+	fmt.Fprintf(c.Writer, "data: %s\n\n", data)
+}
+
+type initialObject struct{ object json.RawMessage }
+
+// watchable is what the watch handler needs of a typed resource.
+type watchable interface {
+	snapshot(c *gin.Context, o store.ListOptions) ([]initialObject, int64, error)
+	watch(c *gin.Context, o store.WatchOptions) (*store.Watch, error)
+}
+
+type typedWatch[T any, PT store.ObjectPtr[T]] struct{ res store.Resource[T, PT] }
+
+func (t typedWatch[T, PT]) snapshot(c *gin.Context, o store.ListOptions) ([]initialObject, int64, error) {
+	list, err := t.res.List(c.Request.Context(), o)
+	if err != nil {
+		return nil, 0, err
+	}
+	rv, _ := strconv.ParseInt(list.Metadata.ResourceVersion, 10, 64)
+	out := make([]initialObject, 0, len(list.Items))
+	for i := range list.Items {
+		obj := PT(&list.Items[i])
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, initialObject{b})
+	}
+	return out, rv, nil
+}
+
+func (t typedWatch[T, PT]) watch(c *gin.Context, o store.WatchOptions) (*store.Watch, error) {
+	return t.res.Watch(c.Request.Context(), o)
+}

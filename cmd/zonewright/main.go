@@ -1,0 +1,153 @@
+// Command zonewright runs zonewright: `serve` (the control plane), `dev`
+// (the whole stack on one machine, embedded defaults) and `migrate`.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// commands maps each subcommand to its entry point; dev is added on
+// platforms that can embed the Temporal server.
+var commands = map[string]func(ctx context.Context, args []string) error{
+	"serve":   serve,
+	"migrate": migrate,
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		os.Exit(2)
+	}
+	run, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "zonewright: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "zonewright %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(os.Stderr, "usage: zonewright <%s> [flags]\nRun 'zonewright <command> -h' for a command's flags.\n", strings.Join(names, "|"))
+}
+
+// env returns the value of an environment variable, or def.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func serve(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	dbURL := fs.String("database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL (env ZW_DATABASE_URL)")
+	listen := fs.String("listen", env("ZW_LISTEN", "127.0.0.1:8080"), "API listen address (env ZW_LISTEN)")
+	var tc controlplane.Config
+	temporalFlags(fs, &tc)
+	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	_ = fs.Parse(args)
+	if *dbURL == "" {
+		return fmt.Errorf("--database-url (or ZW_DATABASE_URL) is required")
+	}
+	log, err := newLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	tc.DatabaseURL, tc.Listen, tc.Logger = *dbURL, *listen, log
+	cp, err := controlplane.Start(ctx, tc)
+	if err != nil {
+		return err
+	}
+	log.Info("zonewright serving", "api", "http://"+cp.Addr(), "temporal", tc.TemporalAddress, "namespace", tc.TemporalNamespace)
+	select {
+	case <-ctx.Done():
+	case err := <-cp.Served():
+		log.Error("API server stopped", "err", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return cp.Stop(sctx)
+}
+
+// temporalFlags registers the Temporal connection flags shared by serve and agent.
+func temporalFlags(fs *flag.FlagSet, c *controlplane.Config) {
+	fs.StringVar(&c.TemporalAddress, "temporal-address", env("ZW_TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port (env ZW_TEMPORAL_ADDRESS)")
+	fs.StringVar(&c.TemporalNamespace, "temporal-namespace", env("ZW_TEMPORAL_NAMESPACE", "default"), "Temporal namespace (env ZW_TEMPORAL_NAMESPACE)")
+	fs.StringVar(&c.TemporalTLS.CertFile, "temporal-tls-cert", env("ZW_TEMPORAL_TLS_CERT", ""), "client certificate for Temporal mTLS (env ZW_TEMPORAL_TLS_CERT)")
+	fs.StringVar(&c.TemporalTLS.KeyFile, "temporal-tls-key", env("ZW_TEMPORAL_TLS_KEY", ""), "client key for Temporal mTLS (env ZW_TEMPORAL_TLS_KEY)")
+	fs.StringVar(&c.TemporalTLS.CAFile, "temporal-tls-ca", env("ZW_TEMPORAL_TLS_CA", ""), "CA bundle that signed the Temporal server certificate (env ZW_TEMPORAL_TLS_CA)")
+	fs.StringVar(&c.TemporalTLS.ServerName, "temporal-tls-server-name", env("ZW_TEMPORAL_TLS_SERVER_NAME", ""), "expected Temporal server name (env ZW_TEMPORAL_TLS_SERVER_NAME)")
+}
+
+func migrate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("migrate", flag.ExitOnError)
+	dbURL := fs.String("database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL (env ZW_DATABASE_URL)")
+	fs.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: zonewright migrate [--database-url URL] up|down|status")
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(args)
+	if *dbURL == "" {
+		return fmt.Errorf("--database-url (or ZW_DATABASE_URL) is required")
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return fmt.Errorf("want exactly one of up, down, status")
+	}
+	m, err := store.NewMigrator(*dbURL)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	switch fs.Arg(0) {
+	case "up":
+		res, err := m.Up(ctx)
+		for _, r := range res {
+			fmt.Printf("applied %05d %s (%s)\n", r.Source.Version, r.Source.Path, r.Duration.Round(time.Millisecond))
+		}
+		if err == nil && len(res) == 0 {
+			fmt.Println("database is up to date")
+		}
+		return err
+	case "down":
+		r, err := m.Down(ctx)
+		if r != nil {
+			fmt.Printf("rolled back %05d %s\n", r.Source.Version, r.Source.Path)
+		}
+		return err
+	case "status":
+		return m.Status(ctx, os.Stdout)
+	}
+	return fmt.Errorf("unknown migrate action %q: want up, down or status", fs.Arg(0))
+}

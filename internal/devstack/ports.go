@@ -1,0 +1,78 @@
+package devstack
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"syscall"
+)
+
+// PortInUseError reports that an address the dev stack wants to listen on is
+// already taken. Callers that know the flag controlling the port can add it to
+// the message: errors.As(err, &pe) and mention their own flag.
+type PortInUseError struct {
+	Addr string
+	Err  error
+}
+
+func (e *PortInUseError) Error() string {
+	return fmt.Sprintf("%s is already in use (by another dev stack?); choose another port", e.Addr)
+}
+
+func (e *PortInUseError) Unwrap() error { return e.Err }
+
+// CheckPortFree reports whether addr (host:port) can be listened on right now.
+// A port taken by another process is a *PortInUseError; anything else (a bad
+// address, a host that is not ours) is returned wrapped as it is.
+//
+// The check is a snapshot: another process may take the port before it is
+// used. Both servers of this package call it before they start anything, so
+// the common case (a dev stack already running) fails fast and clearly.
+func CheckPortFree(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return &PortInUseError{Addr: addr, Err: err}
+		}
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	if err := ln.Close(); err != nil {
+		return fmt.Errorf("release %s: %w", addr, err)
+	}
+	return nil
+}
+
+// freePort asks the kernel for a free TCP port on host, skipping the ports in
+// avoid (the well-known dev stack ports), so the internal services of the
+// embedded server never sit on a port a user expects to be free.
+func freePort(host string, avoid map[int]bool) (int, error) {
+	for range 20 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return 0, fmt.Errorf("find a free port on %s: %w", host, err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		if err := ln.Close(); err != nil {
+			return 0, fmt.Errorf("release probe port %d: %w", port, err)
+		}
+		if !avoid[port] {
+			avoid[port] = true
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("find a free port on %s: every port offered is reserved", host)
+}
+
+// splitHostPort parses host:port with a numeric port.
+func splitHostPort(addr string) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("parse address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("parse address %q: bad port %q", addr, portStr)
+	}
+	return host, port, nil
+}

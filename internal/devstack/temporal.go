@@ -1,0 +1,430 @@
+// Package devstack runs the pieces of the development stack that come from
+// Temporal: an embedded Temporal server (all services in this process, state
+// in a SQLite file) and the Temporal Web UI. `zonewright dev` and the
+// integration tests of other packages use it.
+//
+// It is the only package that imports go.temporal.io/server and the UI server:
+// they are large, slow to link, and have no place in the production binary.
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/membership/static"
+	"go.temporal.io/server/common/metrics"
+	"go.temporal.io/server/common/persistence/sql"
+	"go.temporal.io/server/common/persistence/sql/sqlplugin"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
+	"go.temporal.io/server/common/resolver"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+)
+
+// Defaults of the dev stack; the same ports as `temporal server start-dev`,
+// so the Temporal CLI and UI links work without flags.
+const (
+	DefaultTemporalAddress = "127.0.0.1:7233"
+	DefaultUIAddress       = "127.0.0.1:8233"
+	DefaultNamespace       = "default"
+
+	// DatabaseFile is the name of the SQLite file inside TemporalConfig.DataDir.
+	DatabaseFile = "temporal.db"
+)
+
+const (
+	clusterName = "active"
+	// One history shard: the dev stack has one history host, and the shard
+	// count is fixed forever in the database on first start.
+	numHistoryShards = 1
+	// loopback is where the internal services of the embedded server listen,
+	// whatever the frontend address is.
+	loopback = "127.0.0.1"
+	// readyTimeout bounds the wait for a started server to serve, for
+	// callers whose context has no deadline. A start takes a few seconds.
+	readyTimeout = 2 * time.Minute
+)
+
+// reservedPortSet lists ports never handed to internal services: the ports
+// users and the rest of the dev stack expect to find free.
+func reservedPortSet() map[int]bool {
+	return map[int]bool{7233: true, 7243: true, 8080: true, 8233: true}
+}
+
+// TemporalConfig configures the embedded Temporal server.
+type TemporalConfig struct {
+	// Address is host:port of the frontend gRPC service; default
+	// DefaultTemporalAddress. The internal services (history, matching,
+	// worker) always listen on free loopback ports.
+	Address string
+	// DataDir holds DatabaseFile; it is created if missing, and a later
+	// start on the same directory resumes the same data.
+	DataDir string
+	// Namespace is created if it does not exist; default DefaultNamespace.
+	Namespace string
+	// SearchAttributes are registered on Namespace if missing, on a new and
+	// on an existing database alike. An attribute that exists with another
+	// type is an error.
+	SearchAttributes map[string]enumspb.IndexedValueType
+	// Logger receives the server's logs; default slog.Default().
+	Logger *slog.Logger
+	// LogLevel is the least level of server logs passed on; default warn
+	// (at info the server logs every shard and queue event).
+	LogLevel slog.Leveler
+}
+
+// Temporal is a running embedded Temporal server.
+type Temporal struct {
+	server      temporal.Server
+	level       *serverLevel
+	address     string
+	httpAddress string
+	namespace   string
+	dbPath      string
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// StartTemporal starts an embedded Temporal server with all its services in
+// this process and returns once the frontend accepts calls, the namespace
+// exists and the search attributes are registered and usable in queries.
+// ctx bounds the start; the server itself runs until Stop.
+func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
+	if cfg.Address == "" {
+		cfg.Address = DefaultTemporalAddress
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.LogLevel == nil {
+		cfg.LogLevel = slog.LevelWarn
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("start temporal: no data directory")
+	}
+	host, port, err := frontendHostPort(cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("start temporal: %w", err)
+	}
+	// Before anything else: a second dev stack must fail here, not after it
+	// has opened the database of the first one.
+	if err := CheckPortFree(cfg.Address); err != nil {
+		return nil, err
+	}
+
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("start temporal: create data dir: %w", err)
+	}
+	dbPath := filepath.Join(cfg.DataDir, DatabaseFile)
+	sqlConf := sqliteConfig(dbPath)
+	if err := ensureSchema(sqlConf); err != nil {
+		return nil, fmt.Errorf("start temporal: %s: %w", dbPath, err)
+	}
+	// Creating the namespace in the database before the server starts (with
+	// the search attributes) saves the wait for the namespace caches of all
+	// services to pick it up. On an existing namespace this is a no-op and
+	// ensureSearchAttributes adds what is missing through the API.
+	ns, err := sqliteschema.NewNamespaceConfig(clusterName, cfg.Namespace, false, cfg.SearchAttributes)
+	if err != nil {
+		return nil, fmt.Errorf("start temporal: namespace %s: %w", cfg.Namespace, err)
+	}
+	if err := sqliteschema.CreateNamespaces(sqlConf, ns); err != nil {
+		return nil, fmt.Errorf("start temporal: namespace %s: %w", cfg.Namespace, err)
+	}
+
+	level := newServerLevel(cfg.LogLevel)
+	logger := newServerLogger(cfg.Logger, level)
+	conf, err := serverConfig(host, port, sqlConf)
+	if err != nil {
+		return nil, fmt.Errorf("start temporal: %w", err)
+	}
+	srv, err := newServer(conf, logger)
+	if err != nil {
+		return nil, fmt.Errorf("start temporal: %w", err)
+	}
+	if err := startServer(srv); err != nil {
+		level.stopping()
+		_ = stopServer(srv)
+		return nil, fmt.Errorf("start temporal on %s: %w", cfg.Address, err)
+	}
+
+	t := &Temporal{
+		server:      srv,
+		level:       level,
+		address:     net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
+		httpAddress: net.JoinHostPort(dialHost(host), strconv.Itoa(conf.Services[string(primitives.FrontendService)].RPC.HTTPPort)),
+		namespace:   cfg.Namespace,
+		dbPath:      dbPath,
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if err := t.waitReady(readyCtx, cfg.SearchAttributes, cfg.Logger); err != nil {
+		_ = t.Stop()
+		return nil, fmt.Errorf("start temporal on %s: %w", cfg.Address, err)
+	}
+	level.started()
+	return t, nil
+}
+
+// Address is the host:port clients dial.
+func (t *Temporal) Address() string { return t.address }
+
+// HTTPAddress is the host:port of the frontend's HTTP API (and Nexus
+// endpoints), on a free port picked at start.
+func (t *Temporal) HTTPAddress() string { return t.httpAddress }
+
+// Namespace is the namespace the server was started with.
+func (t *Temporal) Namespace() string { return t.namespace }
+
+// DatabasePath is the SQLite file holding the server's state.
+func (t *Temporal) DatabasePath() string { return t.dbPath }
+
+// Stop stops all services and releases their ports. It is safe to call more
+// than once; StartTemporal may then run again on the same DataDir.
+func (t *Temporal) Stop() error {
+	t.stopOnce.Do(func() {
+		t.level.stopping()
+		if err := stopServer(t.server); err != nil {
+			t.stopErr = fmt.Errorf("stop temporal on %s: %w", t.address, err)
+		}
+	})
+	return t.stopErr
+}
+
+// frontendHostPort validates the frontend address: the server binds to an IP,
+// never a name, so "localhost" is taken as the IPv4 loopback.
+func frontendHostPort(addr string) (string, int, error) {
+	host, port, err := splitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	if port == 0 {
+		return "", 0, fmt.Errorf("address %q: the frontend needs a fixed port", addr)
+	}
+	switch {
+	case host == "" || host == "localhost":
+		host = loopback
+	case net.ParseIP(host) == nil:
+		return "", 0, fmt.Errorf("address %q: host must be an IP address", addr)
+	}
+	return host, port, nil
+}
+
+// dialHost is the host clients (and the other services) use to reach a
+// server bound to host.
+func dialHost(host string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return loopback
+	}
+	return host
+}
+
+func sqliteConfig(dbPath string) *config.SQL {
+	return &config.SQL{
+		PluginName:   sqliteplugin.PluginName,
+		DatabaseName: dbPath,
+		// mode is a URI parameter, the rest are pragmas. WAL with
+		// synchronous=NORMAL is safe against corruption (a power cut can
+		// lose the last commits, not the database) and was measured 4x
+		// faster than the defaults on the dev machine.
+		ConnectAttributes: map[string]string{
+			"mode":         "rwc",
+			"journal_mode": "wal",
+			"synchronous":  "1",
+		},
+	}
+}
+
+// ensureSchema creates the Temporal and visibility schemas in a new (or
+// empty) database and leaves a complete one alone. A database with only some
+// of the tables (a crash during the first start) is reported, not patched.
+func ensureSchema(conf *config.SQL) error {
+	db, err := sql.NewSQLAdminDB(sqlplugin.DbKindUnknown, conf, resolver.NewNoopResolver(), log.NewNoopLogger(), metrics.NoopMetricsHandler)
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	defer func() { _ = db.Close() }()
+
+	tables, err := db.ListTables(conf.DatabaseName)
+	if err != nil {
+		return fmt.Errorf("list tables: %w", err)
+	}
+	// The first table of the main schema and the last one to be created
+	// (the visibility schema runs second).
+	hasMain := slices.Contains(tables, "namespaces")
+	hasVisibility := slices.Contains(tables, "executions_visibility")
+	switch {
+	case hasMain && hasVisibility:
+		return nil
+	case len(tables) == 0:
+		if err := sqliteschema.SetupSchemaOnDB(db); err != nil {
+			return fmt.Errorf("set up schema: %w", err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("database has an incomplete Temporal schema (%d tables); remove the file to start afresh", len(tables))
+	}
+}
+
+// serverConfig is the static configuration of a single-process server: all
+// four services, static membership (no gossip ports), no metrics or pprof
+// listeners, archival off.
+func serverConfig(host string, port int, sqlConf *config.SQL) (*config.Config, error) {
+	avoid := reservedPortSet()
+	avoid[port] = true
+	service := func(grpcPort int, bindIP string) config.Service {
+		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, BindOnIP: bindIP}}
+	}
+	httpPort, err := freePort(loopback, avoid)
+	if err != nil {
+		return nil, err
+	}
+	frontend := service(port, host)
+	frontend.RPC.HTTPPort = httpPort
+	services := map[string]config.Service{
+		string(primitives.FrontendService): frontend,
+	}
+	for _, name := range []primitives.ServiceName{primitives.HistoryService, primitives.MatchingService, primitives.WorkerService} {
+		p, err := freePort(loopback, avoid)
+		if err != nil {
+			return nil, err
+		}
+		services[string(name)] = service(p, loopback)
+	}
+
+	frontendAddr := net.JoinHostPort(dialHost(host), strconv.Itoa(port))
+	conf := &config.Config{}
+	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
+	conf.Global.Membership.BroadcastAddress = loopback
+	conf.Persistence.DefaultStore = "sqlite"
+	conf.Persistence.VisibilityStore = "sqlite"
+	conf.Persistence.NumHistoryShards = numHistoryShards
+	conf.Persistence.DataStores = map[string]config.DataStore{"sqlite": {SQL: sqlConf}}
+	conf.ClusterMetadata = &cluster.Config{
+		EnableGlobalNamespace:    false,
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        clusterName,
+		CurrentClusterName:       clusterName,
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			clusterName: {
+				Enabled:                true,
+				InitialFailoverVersion: 1,
+				RPCAddress:             frontendAddr,
+				HTTPAddress:            net.JoinHostPort(dialHost(host), strconv.Itoa(httpPort)),
+			},
+		},
+	}
+	conf.DCRedirectionPolicy.Policy = "noop"
+	conf.Services = services
+	conf.Archival.History.State = "disabled"
+	conf.Archival.Visibility.State = "disabled"
+	conf.NamespaceDefaults.Archival.History.State = "disabled"
+	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	// The worker service's SDK client dials this.
+	conf.PublicClient.HostPort = frontendAddr
+	return conf, nil
+}
+
+// dynamicConfig is the tuning measured on the 2-core dev machine (DESIGN.md,
+// "Dev stack and tests"): ~4x the throughput of the defaults and ~40 ms idle
+// latency instead of ~550 ms.
+func dynamicConfig() dynamicconfig.StaticClient {
+	return dynamicconfig.StaticClient{
+		// The transfer queue (which hands new tasks to matching) is rate
+		// limited to a few polls a second by default: the main source of
+		// idle latency.
+		dynamicconfig.TransferProcessorMaxPollRPS.Key(): 1000,
+		// One partition per task queue: with a single matching host and a
+		// handful of pollers, more partitions only scatter the pollers.
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key(): 1,
+		// Bounds the occasional missed wake-up of a client long-polling a
+		// finished workflow's result to 2 s instead of 20 s.
+		dynamicconfig.HistoryLongPollExpirationInterval.Key():     2 * time.Second,
+		dynamicconfig.FrontendEnableUpdateWorkflowExecution.Key(): true,
+		// From `temporal server start-dev`: a smaller mutable-state cache
+		// (memory) and room for the UI's and tests' list queries.
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                 8096,
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// The worker service starts SDK workers for these background jobs
+		// and never stops them (server v1.32.1: "Nothing is gracefully
+		// stopping these workers"): after Stop they would keep polling, and
+		// after a restart on the same port they would poll the new server
+		// with the old one's closed resources. A dev database does not need
+		// the scavengers; with the parent-close-policy worker off, history
+		// applies parent close policies itself, whatever the child count.
+		dynamicconfig.TaskQueueScannerEnabled.Key():       false,
+		dynamicconfig.HistoryScannerEnabled.Key():         false,
+		dynamicconfig.EnableParentClosePolicyWorker.Key(): false,
+	}
+}
+
+// newServer and startServer turn a panic of the server's startup (our logger
+// panics on Fatal, e.g. when a port cannot be bound) into an error.
+func newServer(conf *config.Config, logger serverLogger) (srv temporal.Server, err error) {
+	defer recoverServerPanic(&err)
+	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
+	if err != nil {
+		return nil, fmt.Errorf("authorizer: %w", err)
+	}
+	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
+	if err != nil {
+		return nil, fmt.Errorf("claim mapper: %w", err)
+	}
+	hosts := make(map[primitives.ServiceName]static.Hosts, len(conf.Services))
+	for name, svc := range conf.Services {
+		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(
+			net.JoinHostPort(dialHost(svc.RPC.BindOnIP), strconv.Itoa(svc.RPC.GRPCPort)))
+	}
+	return temporal.NewServer(
+		temporal.WithConfig(conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(hosts),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithDynamicConfigClient(dynamicConfig()),
+	)
+}
+
+func startServer(srv temporal.Server) (err error) {
+	defer recoverServerPanic(&err)
+	return srv.Start()
+}
+
+func stopServer(srv temporal.Server) (err error) {
+	defer recoverServerPanic(&err)
+	return srv.Stop()
+}
+
+func recoverServerPanic(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if p, ok := r.(serverPanic); ok {
+		*err = p
+		return
+	}
+	panic(r)
+}

@@ -1,0 +1,54 @@
+// Package workflows holds zonewright's Temporal workflows: deterministic
+// orchestration with no I/O of its own; activities do the work.
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// ControlTaskQueue is polled by the control plane: workflows and
+// control-plane activities.
+const ControlTaskQueue = "zonewright-control"
+
+// HousekeepingScheduleID is the Temporal Schedule that runs Housekeeping.
+const HousekeepingScheduleID = "zonewright-housekeeping"
+
+// HousekeepingInput says how much history to keep.
+type HousekeepingInput struct {
+	// ChangeRetention is how long watch history is kept for resuming clients.
+	ChangeRetention time.Duration
+	// EventRetention is how long events are kept (Kubernetes keeps one hour).
+	EventRetention time.Duration
+}
+
+// HousekeepingResult reports what was removed.
+type HousekeepingResult struct {
+	ChangesCompacted int64
+	EventsExpired    int64
+}
+
+// Activity names, shared by the workflow and the worker registration.
+const (
+	ActivityCompactChanges = "CompactChanges"
+	ActivityExpireEvents   = "ExpireEvents"
+)
+
+// Housekeeping trims the watch change log and expires old events, so the
+// database does not grow without bound.
+func Housekeeping(ctx workflow.Context, in HousekeepingInput) (HousekeepingResult, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	var res HousekeepingResult
+	if err := workflow.ExecuteActivity(ctx, ActivityCompactChanges, in.ChangeRetention).Get(ctx, &res.ChangesCompacted); err != nil {
+		return res, err
+	}
+	if err := workflow.ExecuteActivity(ctx, ActivityExpireEvents, in.EventRetention).Get(ctx, &res.EventsExpired); err != nil {
+		return res, err
+	}
+	return res, nil
+}
