@@ -52,3 +52,15 @@ func Housekeeping(ctx workflow.Context, in HousekeepingInput) (HousekeepingResul
 	}
 	return res, nil
 }
+
+// Search attributes the workflows upsert so operators can filter them in
+// the Temporal Web UI; all are Keyword.
+const (
+	SearchAttrNamespace = "ZwNamespace"
+	SearchAttrPod       = "ZwPod"
+	SearchAttrNode      = "ZwNode"
+	SearchAttrPhase     = "ZwPhase"
+)
+
+// SearchAttributeNames lists them for registration.
+var SearchAttributeNames = []string{SearchAttrNamespace, SearchAttrPod, SearchAttrNode, SearchAttrPhase}

@@ -18,11 +18,16 @@ import (
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// commands maps each subcommand to its entry point; dev is added on
-// platforms that can embed the Temporal server.
-var commands = map[string]func(ctx context.Context, args []string) error{
-	"serve":   serve,
-	"migrate": migrate,
+type command func(ctx context.Context, args []string) error
+
+// commands maps each subcommand to its entry point; dev comes only on
+// platforms that embed the Temporal server (not the illumos build).
+func commands() map[string]command {
+	cmds := map[string]command{"serve": serve, "migrate": migrate}
+	for name, c := range platformCommands() {
+		cmds[name] = c
+	}
+	return cmds
 }
 
 func main() {
@@ -30,7 +35,7 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	run, ok := commands[os.Args[1]]
+	run, ok := commands()[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "zonewright: unknown command %q\n\n", os.Args[1])
 		usage()
@@ -45,8 +50,8 @@ func main() {
 }
 
 func usage() {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
+	names := []string{}
+	for n := range commands() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -69,22 +74,34 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
-func serve(ctx context.Context, args []string) error {
+// serveOptions are serve's flags.
+type serveOptions struct {
+	controlplane.Config
+	logLevel string
+}
+
+func serveFlags() (*flag.FlagSet, *serveOptions) {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
-	dbURL := fs.String("database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL (env ZW_DATABASE_URL)")
-	listen := fs.String("listen", env("ZW_LISTEN", "127.0.0.1:8080"), "API listen address (env ZW_LISTEN)")
-	var tc controlplane.Config
-	temporalFlags(fs, &tc)
-	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	o := &serveOptions{}
+	fs.StringVar(&o.DatabaseURL, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL (env ZW_DATABASE_URL)")
+	fs.StringVar(&o.Listen, "listen", env("ZW_LISTEN", "127.0.0.1:8080"), "API listen address (env ZW_LISTEN)")
+	temporalFlags(fs, &o.Config)
+	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	return fs, o
+}
+
+func serve(ctx context.Context, args []string) error {
+	fs, o := serveFlags()
 	_ = fs.Parse(args)
-	if *dbURL == "" {
+	if o.DatabaseURL == "" {
 		return fmt.Errorf("--database-url (or ZW_DATABASE_URL) is required")
 	}
-	log, err := newLogger(*logLevel)
+	log, err := newLogger(o.logLevel)
 	if err != nil {
 		return err
 	}
-	tc.DatabaseURL, tc.Listen, tc.Logger = *dbURL, *listen, log
+	tc := o.Config
+	tc.Logger = log
 	cp, err := controlplane.Start(ctx, tc)
 	if err != nil {
 		return err

@@ -1,0 +1,40 @@
+# zonewright — `make dev` starts the whole stack, `make test` runs every test.
+GO      ?= go
+BIN     := $(CURDIR)/bin
+GOFILES := $(shell git ls-files '*.go' 2>/dev/null)
+TEMPORAL_CLI_VERSION := v1.5.1
+
+.PHONY: all build dev test lint cross tools clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/zonewright ./cmd/zonewright
+	$(GO) build -o $(BIN)/illumos-sim ./cmd/illumos-sim
+
+# The whole system on embedded defaults, in the foreground. Extra flags:
+# make dev DEV_FLAGS="--listen 127.0.0.1:9090"
+dev: build
+	$(BIN)/zonewright dev $(DEV_FLAGS)
+
+# Every test, plus the checks CI must not forgive.
+test: lint cross
+	$(GO) test -count=1 -timeout 45m ./...
+
+lint:
+	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# What runs under SMF is built for illumos and never links the Temporal server.
+cross:
+	GOOS=illumos GOARCH=amd64 $(GO) build -o /dev/null ./cmd/zonewright
+	@if GOOS=illumos GOARCH=amd64 $(GO) list -deps ./cmd/zonewright | grep -q '^go.temporal.io/server'; then \
+		echo "the illumos build of zonewright imports go.temporal.io/server"; exit 1; fi
+	@echo "illumos cross-build ok"
+
+# The Temporal CLI, for signalling and inspecting workflows.
+tools:
+	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,183 @@
+//go:build !illumos && !nodev
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/pgserver"
+	"github.com/zonewright/zonewright/workflows"
+)
+
+// platformCommands adds dev where the Temporal server can be embedded.
+func platformCommands() map[string]command { return map[string]command{"dev": dev} }
+
+// devDatabase is the database the dev stack keeps in its private cluster.
+const devDatabase = "zonewright"
+
+func dev(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ExitOnError)
+	dataDir := fs.String("data-dir", env("ZW_DATA_DIR", ".data"), "where PostgreSQL and Temporal keep their data (env ZW_DATA_DIR)")
+	listen := fs.String("listen", env("ZW_LISTEN", "127.0.0.1:8080"), "API address (env ZW_LISTEN)")
+	temporalAddr := fs.String("temporal-address", env("ZW_TEMPORAL_ADDRESS", devstack.DefaultTemporalAddress), "embedded Temporal frontend address (env ZW_TEMPORAL_ADDRESS)")
+	uiAddr := fs.String("ui-address", env("ZW_UI_ADDRESS", devstack.DefaultUIAddress), "Temporal Web UI address (env ZW_UI_ADDRESS)")
+	dbURL := fs.String("database-url", env("DATABASE_URL", ""), "use this PostgreSQL instead of a private one (env DATABASE_URL)")
+	pgPort := fs.Int("postgres-port", 0, "loopback port of the private PostgreSQL; 0 picks a free one")
+	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	_ = fs.Parse(args)
+	log, err := newLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+
+	// Refuse early and clearly when something already holds our ports.
+	for _, p := range []struct{ addr, flag string }{{*listen, "--listen"}, {*temporalAddr, "--temporal-address"}, {*uiAddr, "--ui-address"}} {
+		if err := devstack.CheckPortFree(p.addr); err != nil {
+			var inUse *devstack.PortInUseError
+			if errors.As(err, &inUse) {
+				return fmt.Errorf("%s is already in use (another dev stack?); stop it or pass %s", p.addr, p.flag)
+			}
+			return err
+		}
+	}
+	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+		return err
+	}
+	unlock, err := lockDataDir(*dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	var stops []func()
+	defer func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}()
+
+	url := *dbURL
+	if url == "" {
+		pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(*dataDir, "postgres"), Port: *pgPort})
+		if err != nil {
+			return fmt.Errorf("private PostgreSQL: %w", err)
+		}
+		stops = append(stops, func() {
+			if err := pg.Stop(); err != nil {
+				log.Warn("stop PostgreSQL", "err", err)
+			}
+		})
+		if err := ensureDatabase(ctx, pg.URL("postgres"), devDatabase); err != nil {
+			return err
+		}
+		url = pg.URL(devDatabase)
+	}
+
+	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
+		Address: *temporalAddr, DataDir: filepath.Join(*dataDir, "temporal"), Namespace: devstack.DefaultNamespace,
+		SearchAttributes: searchAttributes(), Logger: log.With("component", "temporal-server"),
+	})
+	if err != nil {
+		return fmt.Errorf("embedded Temporal: %w", err)
+	}
+	stops = append(stops, func() { _ = tmp.Stop() })
+
+	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: *uiAddr, TemporalAddress: tmp.Address(), Namespace: devstack.DefaultNamespace})
+	if err != nil {
+		return fmt.Errorf("Temporal Web UI: %w", err)
+	}
+	stops = append(stops, func() { _ = ui.Stop() })
+
+	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
+		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log})
+	if err != nil {
+		return err
+	}
+	stops = append(stops, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = cp.Stop(sctx)
+	})
+
+	fmt.Printf(`
+zonewright dev stack is up (started in %s)
+  API          http://%s
+  Temporal UI  %s
+  Temporal     %s (namespace %s)
+  PostgreSQL   %s
+  data         %s
+
+Try: curl http://%s/api/v1/namespaces/default/pods
+Ctrl-C stops everything; the next start resumes the same data.
+`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, cp.Addr())
+
+	select {
+	case <-ctx.Done():
+		log.Info("stopping the dev stack")
+	case err := <-cp.Served():
+		return fmt.Errorf("API server stopped: %w", err)
+	}
+	return nil
+}
+
+// searchAttributes are the custom attributes the workflows upsert, so
+// operators can filter pod workflows in the UI.
+func searchAttributes() map[string]enumspb.IndexedValueType {
+	out := map[string]enumspb.IndexedValueType{}
+	for _, name := range workflows.SearchAttributeNames {
+		out[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+	}
+	return out
+}
+
+func ensureDatabase(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return fmt.Errorf("create database %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// lockDataDir keeps two dev stacks from sharing one data directory.
+func lockDataDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "dev.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("data directory %s is in use by another dev stack; stop it or pass --data-dir", dir)
+	}
+	return func() { f.Close() }, nil
+}
+
+func redact(url string) string {
+	if cfg, err := pgx.ParseConfig(url); err == nil {
+		return fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+	}
+	return "(custom URL)"
+}
+

@@ -1,0 +1,242 @@
+//go:build !illumos && !nodev
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/zonewright/zonewright/workflows"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type devStack struct {
+	cmd               *exec.Cmd
+	api, temporal, ui string
+	dataDir           string
+	output            *strings.Builder
+	exited            chan error
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "zonewright")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build zonewright: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devStack {
+	t.Helper()
+	d := &devStack{api: api, temporal: temporal, ui: ui, dataDir: dataDir, output: &strings.Builder{}, exited: make(chan error, 1)}
+	d.cmd = exec.Command(bin, "dev", "--data-dir", dataDir, "--listen", api, "--temporal-address", temporal, "--ui-address", ui, "--log-level", "warn")
+	stdout, _ := d.cmd.StdoutPipe()
+	d.cmd.Stderr = d.cmd.Stdout
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = d.cmd.Process.Kill()
+	})
+	up := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			d.output.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "dev stack is up") {
+				up <- true
+			}
+		}
+		d.exited <- d.cmd.Wait()
+	}()
+	select {
+	case <-up:
+	case err := <-d.exited:
+		t.Fatalf("dev stack exited during start: %v\n%s", err, d.output)
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("dev stack did not come up within 2 minutes:\n%s", d.output)
+	}
+	return d
+}
+
+func (d *devStack) stop(t *testing.T) {
+	t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.exited:
+		if err != nil {
+			t.Fatalf("dev stack exited with %v after SIGTERM:\n%s", err, d.output)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("dev stack did not stop within 30s of SIGTERM")
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// postgresOf lists postgres processes serving a data directory.
+func postgresOf(dataDir string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if strings.HasSuffix(args[0], "postgres") && strings.Contains(string(cmdline), dataDir) {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+// TestDevStack is the newcomer's path: one command starts everything, a pod
+// created with curl reads back and shows on a watch, the UI answers, the
+// control-plane worker runs workflows, Ctrl-C leaves no process behind and
+// a second start resumes the same data.
+func TestDevStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole dev stack")
+	}
+	bin := buildBinary(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	api, temporal, ui := freeAddr(t), freeAddr(t), freeAddr(t)
+	d := startDev(t, bin, dataDir, api, temporal, ui)
+	for _, want := range []string{"http://" + api, "http://" + ui, temporal} {
+		if !strings.Contains(d.output.String(), want) {
+			t.Fatalf("banner does not show %s:\n%s", want, d.output)
+		}
+	}
+
+	if code, body := get(t, "http://"+api+"/readyz"); code != 200 || !strings.Contains(body, `"temporal":"ok"`) {
+		t.Fatalf("readyz: %d %s", code, body)
+	}
+	if code, body := get(t, "http://"+ui+"/"); code != 200 || !strings.Contains(body, "<html") {
+		t.Fatalf("Temporal Web UI: %d %.200s", code, body)
+	}
+
+	watch, err := http.Get("http://" + api + "/api/v1/namespaces/default/pods?watch=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Body.Close()
+	pod := `{"metadata":{"name":"hello"},"spec":{"containers":[{"name":"app","image":"base","command":["sleep","3600"]}]}}`
+	resp, err := http.Post("http://"+api+"/api/v1/namespaces/default/pods", "application/json", strings.NewReader(pod))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("create pod: %d", resp.StatusCode)
+	}
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(watch.Body)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "data: ") {
+				line <- sc.Text()
+				return
+			}
+		}
+	}()
+	select {
+	case l := <-line:
+		if !strings.Contains(l, `"type":"ADDED"`) || !strings.Contains(l, `"name":"hello"`) {
+			t.Fatalf("watch event: %s", l)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch event for the created pod")
+	}
+
+	// The control-plane worker polls zonewright-control: the housekeeping
+	// schedule exists and a triggered run completes.
+	c, err := client.Dial(client.Options{HostPort: temporal, Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sched := c.ScheduleClient().GetHandle(ctx, workflows.HousekeepingScheduleID)
+	if err := sched.Trigger(ctx, client.ScheduleTriggerOptions{}); err != nil {
+		t.Fatalf("trigger housekeeping schedule: %v", err)
+	}
+	for {
+		desc, err := sched.Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(desc.Info.RecentActions); n > 0 {
+			run := c.GetWorkflow(ctx, desc.Info.RecentActions[n-1].StartWorkflowResult.WorkflowID, desc.Info.RecentActions[n-1].StartWorkflowResult.FirstExecutionRunID)
+			var res workflows.HousekeepingResult
+			if err := run.Get(ctx, &res); err != nil {
+				t.Fatalf("housekeeping run failed: %v", err)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the triggered housekeeping run never started")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	c.Close()
+
+	// A second dev stack on the same ports is refused clearly.
+	out, err := exec.Command(bin, "dev", "--data-dir", filepath.Join(t.TempDir(), "other"), "--listen", api, "--temporal-address", freeAddr(t), "--ui-address", freeAddr(t)).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), api+" is already in use") {
+		t.Fatalf("second dev stack on a taken port: %v\n%s", err, out)
+	}
+
+	d.stop(t)
+	if pids := postgresOf(dataDir); len(pids) > 0 {
+		t.Fatalf("postgres processes outlived the dev stack: %v", pids)
+	}
+
+	d2 := startDev(t, bin, dataDir, api, temporal, ui)
+	if code, body := get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello"); code != 200 {
+		t.Fatalf("the pod did not survive a restart: %d %s", code, body)
+	}
+	// A hard kill must not orphan PostgreSQL either.
+	_ = d2.cmd.Process.Kill()
+	<-d2.exited
+	deadline := time.Now().Add(15 * time.Second)
+	for len(postgresOf(dataDir)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if pids := postgresOf(dataDir); len(pids) > 0 {
+		t.Fatalf("postgres outlived a killed dev stack: %v", pids)
+	}
+}
