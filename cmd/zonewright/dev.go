@@ -180,4 +180,3 @@ func redact(url string) string {
 	}
 	return "(custom URL)"
 }
-
