@@ -189,7 +189,11 @@ func (r Resource[T, PT]) List(ctx context.Context, o ListOptions) (*model.List[T
 		args = append(args, tok.Namespace, tok.Name)
 		conds = append(conds, fmt.Sprintf("(%s, name) > ($%d, $%d)", r.info.nsExpr(), len(args)-1, len(args)))
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s, name", r.columns(), r.info.table, strings.Join(conds, " AND "), r.info.nsExpr())
+	order := "name"
+	if r.info.namespaced {
+		order = "namespace, name"
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s", r.columns(), r.info.table, strings.Join(conds, " AND "), order)
 	if o.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", o.Limit+1)
 	}

@@ -197,6 +197,26 @@ func TestPagination(t *testing.T) {
 	}
 }
 
+func TestClusterScopedListsPage(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	for _, n := range []string{"c", "a", "b"} {
+		if err := s.Nodes().Create(ctx, &model.Node{Metadata: model.ObjectMeta{Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := s.Nodes().List(ctx, store.ListOptions{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, err := s.Nodes().List(ctx, store.ListOptions{Limit: 2, Continue: first.Metadata.Continue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Items) != 2 || first.Items[0].Metadata.Name != "a" || len(rest.Items) != 1 || rest.Items[0].Metadata.Name != "c" {
+		t.Fatalf("node pages: %v then %v", first.Items, rest.Items)
+	}
+}
+
 func TestNamespaceDeleteRefusedWhileItHoldsPods(t *testing.T) {
 	s, ctx := newStore(t), context.Background()
 	if err := s.EnsureNamespace(ctx, "team"); err != nil {

@@ -1,0 +1,170 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pgtest"
+	"github.com/zonewright/zonewright/internal/scheduler"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func node(name, cpu, mem string, ready bool, mut ...func(*model.Node)) *model.Node {
+	status := model.ConditionTrue
+	if !ready {
+		status = model.ConditionFalse
+	}
+	n := &model.Node{Metadata: model.ObjectMeta{Name: name, Labels: map[string]string{}},
+		Status: model.NodeStatus{
+			Allocatable: model.ResourceList{"cpu": cpu, "memory": mem, "pods": "110"},
+			Conditions:  []model.NodeCondition{{Type: model.NodeReady, Status: status}},
+			NodeInfo:    model.NodeInfo{ZoneBrands: []string{"sparse", "lx"}},
+		}}
+	for _, m := range mut {
+		m(n)
+	}
+	return n
+}
+
+func pod(name, cpu, mem string, mut ...func(*model.Pod)) *model.Pod {
+	p := &model.Pod{Metadata: model.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: model.PodSpec{Containers: []model.Container{{Name: "a", Image: "i", Command: []string{"c"},
+			Resources: model.ResourceRequirements{Requests: model.ResourceList{"cpu": cpu, "memory": mem}}}}}}
+	model.DefaultPod(p)
+	for _, m := range mut {
+		m(p)
+	}
+	return p
+}
+
+func TestFiltersAndTheirReasons(t *testing.T) {
+	cands := []scheduler.Candidate{
+		{Node: node("down", "8", "8Gi", false)},
+		{Node: node("cordoned", "8", "8Gi", true, func(n *model.Node) { n.Spec.Unschedulable = true })},
+		{Node: node("tainted", "8", "8Gi", true, func(n *model.Node) {
+			n.Spec.Taints = []model.Taint{{Key: "dedicated", Value: "db", Effect: model.TaintNoSchedule}}
+		})},
+		{Node: node("small", "250m", "8Gi", true)},
+		{Node: node("nolx", "8", "8Gi", true, func(n *model.Node) { n.Status.NodeInfo.ZoneBrands = []string{"sparse"} })},
+	}
+	d := scheduler.Place(pod("p", "500m", "1Gi", func(p *model.Pod) { p.Spec.RuntimeClassName = "lx" }), cands)
+	if d.Node != "" {
+		t.Fatalf("placed on %s, want nowhere", d.Node)
+	}
+	for _, want := range []string{"0/5 nodes are available", "1 Insufficient cpu", "1 node(s) had untolerated taint(s)",
+		"1 node(s) were not ready", "1 node(s) were unschedulable", "1 node(s) did not support the zone brand"} {
+		if !strings.Contains(d.Message, want) {
+			t.Errorf("message %q lacks %q", d.Message, want)
+		}
+	}
+	tolerant := pod("p", "500m", "1Gi", func(p *model.Pod) {
+		p.Spec.RuntimeClassName = "lx"
+		p.Spec.Tolerations = []model.Toleration{{Key: "dedicated", Operator: "Equal", Value: "db", Effect: model.TaintNoSchedule}}
+	})
+	if d := scheduler.Place(tolerant, cands); d.Node != "tainted" {
+		t.Fatalf("a pod tolerating the taint went to %q: %s", d.Node, d.Message)
+	}
+	selective := pod("p", "100m", "1Gi", func(p *model.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "ssd"} })
+	withSSD := append(cands, scheduler.Candidate{Node: node("ssd", "1", "2Gi", true, func(n *model.Node) { n.Metadata.Labels["disk"] = "ssd" })})
+	if d := scheduler.Place(selective, withSSD); d.Node != "ssd" {
+		t.Fatalf("node selector: placed on %q (%s)", d.Node, d.Message)
+	}
+}
+
+func TestScoresPreferTheLeastAllocatedBalancedNode(t *testing.T) {
+	cands := []scheduler.Candidate{
+		{Node: node("busy", "4", "8Gi", true), Used: scheduler.Resources{MilliCPU: 3000, Memory: 6 << 30, Pods: 3}},
+		{Node: node("idle", "4", "8Gi", true)},
+		{Node: node("lopsided", "4", "8Gi", true), Used: scheduler.Resources{MilliCPU: 3500, Pods: 1}},
+	}
+	if d := scheduler.Place(pod("p", "500m", "1Gi"), cands); d.Node != "idle" {
+		t.Fatalf("placed on %s, want idle", d.Node)
+	}
+}
+
+// 50 pods scheduled at once onto small nodes never overcommit one.
+func TestConcurrentBindingNeverOvercommits(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.EnsureNamespace(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := st.Nodes().Create(ctx, node(fmt.Sprintf("n%d", i), "2", "4Gi", true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		if err := st.CreatePod(ctx, pod(fmt.Sprintf("p%02d", i), "500m", "256Mi")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &scheduler.Scheduler{Store: st}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	placed, refused := 0, 0
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := s.Schedule(ctx, "default", fmt.Sprintf("p%02d", i))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Error(err)
+			case d.Node != "":
+				placed++
+			default:
+				refused++
+				if !strings.Contains(d.Message, "3 Insufficient cpu") {
+					t.Errorf("refusal message %q", d.Message)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if placed != 12 || refused != 38 {
+		t.Fatalf("placed %d and refused %d; want 12 (three nodes of 2 cpu, 500m each) and 38", placed, refused)
+	}
+	perNode := map[string]int{}
+	list, _ := st.Pods().List(ctx, store.ListOptions{})
+	for _, p := range list.Items {
+		if p.Spec.NodeName != "" {
+			perNode[p.Spec.NodeName]++
+		}
+	}
+	for n, count := range perNode {
+		if count > 4 {
+			t.Errorf("node %s holds %d pods of 500m on 2 cpu", n, count)
+		}
+	}
+	// Binding is idempotent: a bound pod keeps its node.
+	bound := list.Items[0]
+	for _, p := range list.Items {
+		if p.Spec.NodeName != "" {
+			bound = p
+			break
+		}
+	}
+	d, err := s.Schedule(ctx, "default", bound.Metadata.Name)
+	if err != nil || d.Node != bound.Spec.NodeName {
+		t.Fatalf("rescheduling a bound pod moved it: %v %v", d, err)
+	}
+}
