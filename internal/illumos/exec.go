@@ -1,0 +1,250 @@
+package illumos
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultTimeout bounds a command whose context has no deadline and whose
+// Cmd sets no Timeout.
+const DefaultTimeout = 2 * time.Minute
+
+// maxOutput caps what is kept of each of stdout and stderr.
+const maxOutput = 32 << 20
+
+// Cmd is one command to run: an absolute illumos path and its arguments.
+type Cmd struct {
+	// Path is the command's absolute path on illumos, e.g. /usr/sbin/zoneadm.
+	// A Runner with a BinDir runs BinDir/<base name of Path> instead.
+	Path string
+	Args []string
+	// Stdin is fed to the command; nil means /dev/null (so that commands that
+	// ask for confirmation on a tty never wait for one).
+	Stdin []byte
+	// Timeout applies when the context has no deadline; zero means the
+	// executor's default.
+	Timeout time.Duration
+}
+
+// Argv is Path followed by Args.
+func (c Cmd) Argv() []string { return append([]string{c.Path}, c.Args...) }
+
+// Result is what a finished command printed and how it exited.
+type Result struct {
+	Stdout   []byte
+	Stderr   []byte
+	ExitCode int
+}
+
+// Executor runs commands. Runner is the real one; tests may use a fake
+// (see the fakes package). Implementations return a *ExecError when the
+// command did not exit 0, together with whatever Result they have.
+type Executor interface {
+	Run(ctx context.Context, cmd Cmd) (Result, error)
+}
+
+// ExecError is a command that did not exit 0: it could not start, exited
+// non-zero, was killed by a signal, or ran past its deadline.
+type ExecError struct {
+	Argv     []string // as executed (after BinDir resolution)
+	ExitCode int      // -1 when the process did not exit normally
+	Stdout   string
+	Stderr   string
+	TimedOut bool  // the deadline (or cancellation) ended the command
+	Signaled bool  // killed by a signal it did not ask for
+	Err      error // start failure or context error, if any
+}
+
+func (e *ExecError) Error() string {
+	var b strings.Builder
+	b.WriteString(strconv.Quote(strings.Join(e.Argv, " ")))
+	switch {
+	case e.TimedOut:
+		b.WriteString(": killed at deadline")
+		if e.Err != nil {
+			b.WriteString(" (" + e.Err.Error() + ")")
+		}
+	case e.Signaled:
+		b.WriteString(": killed by signal")
+	case e.Err != nil:
+		b.WriteString(": " + e.Err.Error())
+	default:
+		b.WriteString(": exit status " + strconv.Itoa(e.ExitCode))
+	}
+	if msg := firstLines(e.Stderr, 4); msg != "" {
+		b.WriteString(": " + msg)
+	} else if msg := firstLines(e.Stdout, 2); msg != "" && e.ExitCode > 0 {
+		// route and ipadm put some failures on stdout.
+		b.WriteString(": " + msg)
+	}
+	return b.String()
+}
+
+func (e *ExecError) Unwrap() error { return e.Err }
+
+func firstLines(s string, n int) string {
+	s = strings.TrimSpace(s)
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = append(lines[:n], "...")
+	}
+	return strings.Join(lines, " / ")
+}
+
+// Runner runs commands on this machine. The zero value runs the real illumos
+// commands from their standard directories.
+//
+// Several Runners with different BinDirs in one process address several
+// hosts that answer like illumos (for example simulated nodes).
+type Runner struct {
+	// BinDir, when set, replaces the directory of every command: Cmd.Path
+	// /usr/sbin/zoneadm runs BinDir/zoneadm.
+	BinDir string
+	// Env is added to the environment of every command ("KEY=value").
+	// The environment is the process's own plus LC_ALL=C (so messages and
+	// number formats are the ones the classifier and parsers know), then Env.
+	Env []string
+	// Timeout is the default per-command timeout when neither the context
+	// nor the Cmd has one; zero means DefaultTimeout.
+	Timeout time.Duration
+	// WaitDelay is the grace between the interrupt at the deadline and the
+	// kill, and how long to wait for the output pipes after the process has
+	// exited (a stray grandchild may hold them). Zero means 1s.
+	WaitDelay time.Duration
+	// Logger, if set, gets one debug record per command.
+	Logger *slog.Logger
+}
+
+// Resolve returns the path Run executes for an illumos command path.
+func (r *Runner) Resolve(path string) string {
+	if r.BinDir == "" {
+		return path
+	}
+	return filepath.Join(r.BinDir, filepath.Base(path))
+}
+
+// Run runs cmd and waits for it. When the context (or the default timeout)
+// expires, the command's whole process group is interrupted, then killed
+// WaitDelay later; the error is then an *ExecError with TimedOut set.
+func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
+	argv := append([]string{r.Resolve(c.Path)}, c.Args...)
+	if _, ok := ctx.Deadline(); !ok {
+		timeout := c.Timeout
+		if timeout <= 0 {
+			timeout = r.Timeout
+		}
+		if timeout <= 0 {
+			timeout = DefaultTimeout
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), r.Env...)
+	if c.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(c.Stdin)
+	}
+	var stdout, stderr cappedBuffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	// A process group of its own, so that the deadline reaches the command
+	// and everything it started (a hung brand hook, a shell's children),
+	// not just the direct child. At the deadline the group first gets
+	// SIGINT: zlogin forwards SIGINT to the command it runs in the zone,
+	// which zone_enter put in a process group of its own that no signal to
+	// this group reaches. WaitDelay later, whatever is left of the group
+	// gets SIGKILL (below, once Wait returns).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	}
+	cmd.WaitDelay = r.WaitDelay
+	if cmd.WaitDelay <= 0 {
+		cmd.WaitDelay = time.Second
+	}
+
+	start := time.Now()
+	err := cmd.Run()
+	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: -1}
+	if cmd.ProcessState != nil {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	if r.Logger != nil {
+		r.Logger.LogAttrs(ctx, slog.LevelDebug, "illumos command",
+			slog.Any("argv", argv), slog.Int("exit", res.ExitCode),
+			slog.Duration("took", time.Since(start)))
+	}
+
+	if err == nil || (errors.Is(err, exec.ErrWaitDelay) && res.ExitCode == 0 && ctx.Err() == nil) {
+		// ErrWaitDelay with a clean exit: the command succeeded and left a
+		// child holding its output open; its answer is complete.
+		return res, nil
+	}
+	ee := &ExecError{
+		Argv:     argv,
+		ExitCode: res.ExitCode,
+		Stdout:   string(res.Stdout),
+		Stderr:   string(res.Stderr),
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		ee.TimedOut = true
+		ee.Err = ctxErr
+		// Kill what is left of the group: the direct child was killed by
+		// WaitDelay if SIGINT did not end it, but its children may remain.
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	} else if cmd.ProcessState == nil {
+		ee.Err = err // could not start
+	} else if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		ee.Signaled = true
+	}
+	return res, ee
+}
+
+// cappedBuffer keeps at most maxOutput bytes and discards the rest, so that
+// a runaway command cannot exhaust memory.
+type cappedBuffer struct {
+	buf       bytes.Buffer
+	truncated bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := maxOutput - b.buf.Len(); room < len(p) {
+		b.truncated = true
+		if room < 0 {
+			room = 0
+		}
+		p = p[:room]
+	}
+	b.buf.Write(p)
+	return n, nil
+}
+
+func (b *cappedBuffer) Bytes() []byte {
+	if b.truncated {
+		return append(b.buf.Bytes(), "\n[output truncated]\n"...)
+	}
+	return b.buf.Bytes()
+}
+
+// run runs cmd with ex and wraps a failure as an *Error of op on subject.
+func run(ctx context.Context, ex Executor, op, subject string, c Cmd) (Result, error) {
+	res, err := ex.Run(ctx, c)
+	if err != nil {
+		return res, opError(op, subject, err)
+	}
+	return res, nil
+}

@@ -1,0 +1,111 @@
+package illumos
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// ipadmPath is ipadm inside the zone; it runs through zlogin.
+const ipadmPath = "/usr/sbin/ipadm"
+
+// Addr is one row of `ipadm show-addr -p -o ADDROBJ,TYPE,STATE,ADDR`.
+type Addr struct {
+	Obj   string // address object, IF/NAME
+	Type  string // static, dhcp, addrconf, from-gz
+	State string // ok, tentative, duplicate, down, disabled, inaccessible
+	Addr  string // 10.0.0.5/24, fe80::8:20ff:fe1:2%vnic0/10, or ? when unassigned
+}
+
+// CreateIf creates the IP interface over a datalink (persistent, so it
+// comes back when the zone reboots). ErrAlreadyExists when it exists.
+func (z InZone) CreateIf(ctx context.Context, ifname string) error {
+	const op = "ipadm create-if"
+	if !validIfName(ifname) {
+		return invalidf(op, z.Zone+":"+ifname, "invalid interface name %q", ifname)
+	}
+	_, err := z.run(ctx, op, ifname, []string{inZone(ipadmPath), "create-if", ifname}, nil)
+	return err
+}
+
+// CreateStaticAddr configures a static address (persistent) as addrobj
+// IF/NAME, e.g. CreateStaticAddr(ctx, "vnic0/v4", "10.0.0.5/24").
+// ErrAlreadyExists when the address object exists.
+func (z InZone) CreateStaticAddr(ctx context.Context, addrobj, cidr string) error {
+	const op = "ipadm create-addr"
+	if err := checkAddrObj(op, z.Zone, addrobj); err != nil {
+		return err
+	}
+	if _, err := netip.ParsePrefix(cidr); err != nil {
+		return invalidf(op, z.Zone+":"+addrobj, "address %q is not ADDR/PREFIXLEN", cidr)
+	}
+	_, err := z.run(ctx, op, addrobj, []string{inZone(ipadmPath), "create-addr", "-T", "static", "-a", cidr, addrobj}, nil)
+	return err
+}
+
+// DeleteAddr removes an address object. ErrNotFound when there is none.
+func (z InZone) DeleteAddr(ctx context.Context, addrobj string) error {
+	const op = "ipadm delete-addr"
+	if err := checkAddrObj(op, z.Zone, addrobj); err != nil {
+		return err
+	}
+	_, err := z.run(ctx, op, addrobj, []string{inZone(ipadmPath), "delete-addr", addrobj}, nil)
+	return err
+}
+
+// Addrs lists the zone's addresses; with an address object, just that one
+// (ErrNotFound when it does not exist).
+func (z InZone) Addrs(ctx context.Context, addrobj string) ([]Addr, error) {
+	const op = "ipadm show-addr"
+	args := []string{inZone(ipadmPath), "show-addr", "-p", "-o", "ADDROBJ,TYPE,STATE,ADDR"}
+	if addrobj != "" {
+		if err := checkAddrObj(op, z.Zone, addrobj); err != nil {
+			return nil, err
+		}
+		args = append(args, addrobj)
+	}
+	res, err := z.run(ctx, op, addrobj, args, nil)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := ParseShowAddr(string(res.Stdout))
+	if err != nil {
+		return nil, parseError(op, z.Zone, err)
+	}
+	return addrs, nil
+}
+
+// ParseShowAddr parses `ipadm show-addr -p -o ADDROBJ,TYPE,STATE,ADDR`
+// (libofmt: ':' separated, '\:' and '\\' escaped).
+func ParseShowAddr(out string) ([]Addr, error) {
+	var addrs []Addr
+	for _, line := range nonEmptyLines(out) {
+		f, err := splitParsable(line, 4)
+		if err != nil {
+			return nil, err
+		}
+		if f[0] == "" || !strings.Contains(f[0], "/") {
+			return nil, fmt.Errorf("bad address object %q", f[0])
+		}
+		addrs = append(addrs, Addr{Obj: f[0], Type: f[1], State: f[2], Addr: f[3]})
+	}
+	return addrs, nil
+}
+
+// validIfName accepts link names and the loopback interface.
+func validIfName(s string) bool { return ValidLinkName(s) }
+
+// checkAddrObj checks IF/NAME: a link name, then an alphanumeric name
+// starting with a letter, at most 32 characters.
+func checkAddrObj(op, zone, obj string) error {
+	ifname, name, ok := strings.Cut(obj, "/")
+	valid := ok && validIfName(ifname) && name != "" && len(name) <= 32 && isLetter(name[0])
+	for i := 0; valid && i < len(name); i++ {
+		valid = isAlnum(name[i])
+	}
+	if !valid {
+		return invalidf(op, zone+":"+obj, "invalid address object name %q (want IF/NAME)", obj)
+	}
+	return nil
+}

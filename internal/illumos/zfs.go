@@ -1,0 +1,339 @@
+package illumos
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+const zfsPath = "/usr/sbin/zfs"
+
+// ZFS administers datasets on a host.
+type ZFS struct{ Runner Executor }
+
+// Dataset is one row of `zfs list -H -p -o` with datasetColumns. Numbers
+// that do not apply (a snapshot's avail, an unset quota) are 0.
+type Dataset struct {
+	Name        string
+	Type        string // filesystem, volume, snapshot, bookmark
+	Used        uint64
+	Avail       uint64
+	Refer       uint64
+	Mountpoint  string // "" when it does not apply (volumes, snapshots)
+	Quota       uint64
+	Reservation uint64
+}
+
+// datasetColumns are the -o columns ParseZFSList reads, in order.
+const datasetColumns = "name,type,used,avail,refer,mountpoint,quota,reservation"
+
+// ListOptions select the datasets List returns.
+type ListOptions struct {
+	Names     []string // datasets to list (all when empty)
+	Recursive bool     // -r: include descendants
+	Depth     int      // -d N when > 0: descendants down to N levels
+	Types     []string // -t: filesystem, volume, snapshot, bookmark, all
+}
+
+// Create creates a filesystem and any missing parents (-p), with the given
+// properties (-o k=v). With -p, zfs treats an existing dataset as success
+// and leaves its properties alone: follow with Set to make them so.
+func (z ZFS) Create(ctx context.Context, name string, props map[string]string) error {
+	const op = "zfs create"
+	if !ValidDatasetName(name) {
+		return invalidf(op, name, "invalid dataset name %q", name)
+	}
+	args, err := propArgs(op, name, "-o", props)
+	if err != nil {
+		return err
+	}
+	args = append(append([]string{"create", "-p"}, args...), name)
+	_, err = run(ctx, z.Runner, op, name, Cmd{Path: zfsPath, Args: args})
+	return err
+}
+
+// CreateVolume creates a volume of size bytes (a bhyve disk), with any
+// missing parents.
+func (z ZFS) CreateVolume(ctx context.Context, name string, size uint64, props map[string]string) error {
+	const op = "zfs create"
+	if !ValidDatasetName(name) {
+		return invalidf(op, name, "invalid dataset name %q", name)
+	}
+	if size == 0 {
+		return invalidf(op, name, "volume size must be positive")
+	}
+	args, err := propArgs(op, name, "-o", props)
+	if err != nil {
+		return err
+	}
+	args = append(append([]string{"create", "-p", "-V", strconv.FormatUint(size, 10)}, args...), name)
+	_, err = run(ctx, z.Runner, op, name, Cmd{Path: zfsPath, Args: args})
+	return err
+}
+
+// Destroy destroys a dataset and its descendants (-r). ErrNotFound when it
+// does not exist; ErrBusy while a running zone holds it; ErrWrongState when
+// snapshots have clones elsewhere.
+func (z ZFS) Destroy(ctx context.Context, name string) error {
+	const op = "zfs destroy"
+	if !ValidDatasetName(name) && !ValidSnapshotName(name) {
+		return invalidf(op, name, "invalid dataset name %q", name)
+	}
+	_, err := run(ctx, z.Runner, op, name, Cmd{Path: zfsPath, Args: []string{"destroy", "-r", name}})
+	return err
+}
+
+// Snapshot creates dataset@snap.
+func (z ZFS) Snapshot(ctx context.Context, dataset, snap string) error {
+	const op = "zfs snapshot"
+	full := dataset + "@" + snap
+	if !ValidSnapshotName(full) {
+		return invalidf(op, full, "invalid snapshot name %q", full)
+	}
+	_, err := run(ctx, z.Runner, op, full, Cmd{Path: zfsPath, Args: []string{"snapshot", full}})
+	return err
+}
+
+// Clone creates target as a clone of snapshot (DATASET@SNAP), with any
+// missing parents and the given properties.
+func (z ZFS) Clone(ctx context.Context, snapshot, target string, props map[string]string) error {
+	const op = "zfs clone"
+	if !ValidSnapshotName(snapshot) {
+		return invalidf(op, target, "invalid snapshot name %q", snapshot)
+	}
+	if !ValidDatasetName(target) {
+		return invalidf(op, target, "invalid dataset name %q", target)
+	}
+	args, err := propArgs(op, target, "-o", props)
+	if err != nil {
+		return err
+	}
+	args = append(append([]string{"clone", "-p"}, args...), snapshot, target)
+	_, err = run(ctx, z.Runner, op, target, Cmd{Path: zfsPath, Args: args})
+	return err
+}
+
+// List lists datasets. Naming a dataset that does not exist gives
+// ErrNotFound.
+func (z ZFS) List(ctx context.Context, o ListOptions) ([]Dataset, error) {
+	const op = "zfs list"
+	subject := strings.Join(o.Names, " ")
+	args := []string{"list", "-H", "-p", "-o", datasetColumns}
+	if o.Recursive {
+		args = append(args, "-r")
+	}
+	if o.Depth > 0 {
+		args = append(args, "-d", strconv.Itoa(o.Depth))
+	}
+	if len(o.Types) > 0 {
+		args = append(args, "-t", strings.Join(o.Types, ","))
+	}
+	for _, n := range o.Names {
+		if !ValidDatasetName(n) && !ValidSnapshotName(n) {
+			return nil, invalidf(op, n, "invalid dataset name %q", n)
+		}
+	}
+	args = append(args, o.Names...)
+	res, err := run(ctx, z.Runner, op, subject, Cmd{Path: zfsPath, Args: args})
+	if err != nil {
+		return nil, err
+	}
+	ds, err := ParseZFSList(string(res.Stdout))
+	if err != nil {
+		return nil, parseError(op, subject, err)
+	}
+	return ds, nil
+}
+
+// Exists reports whether a dataset (or snapshot) exists.
+func (z ZFS) Exists(ctx context.Context, name string) (bool, error) {
+	const op = "zfs list"
+	if !ValidDatasetName(name) && !ValidSnapshotName(name) {
+		return false, invalidf(op, name, "invalid dataset name %q", name)
+	}
+	_, err := run(ctx, z.Runner, op, name, Cmd{Path: zfsPath, Args: []string{"list", "-H", "-o", "name", "-t", "all", name}})
+	if err != nil {
+		if KindOf(err) == KindNotFound {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// Get returns one property's value in exact (-p) form. Unset user
+// properties are "-"; unset quota and reservation are "0".
+func (z ZFS) Get(ctx context.Context, name, prop string) (string, error) {
+	vals, err := z.GetProps(ctx, name, prop)
+	if err != nil {
+		return "", err
+	}
+	return vals[prop], nil
+}
+
+// GetProps returns several properties of one dataset
+// (`zfs get -H -p -o value p1,p2 D`, one value per line in request order).
+func (z ZFS) GetProps(ctx context.Context, name string, props ...string) (map[string]string, error) {
+	const op = "zfs get"
+	if !ValidDatasetName(name) && !ValidSnapshotName(name) {
+		return nil, invalidf(op, name, "invalid dataset name %q", name)
+	}
+	if len(props) == 0 {
+		return map[string]string{}, nil
+	}
+	for _, p := range props {
+		if !validPropName(p) {
+			return nil, invalidf(op, name, "invalid property name %q", p)
+		}
+	}
+	res, err := run(ctx, z.Runner, op, name, Cmd{Path: zfsPath, Args: []string{"get", "-H", "-p", "-o", "value", strings.Join(props, ","), name}})
+	if err != nil {
+		return nil, err
+	}
+	vals, err := ParseZFSGetValues(string(res.Stdout), len(props))
+	if err != nil {
+		return nil, parseError(op, name, err)
+	}
+	m := make(map[string]string, len(props))
+	for i, p := range props {
+		m[p] = vals[i]
+	}
+	return m, nil
+}
+
+// Set sets properties of a dataset.
+func (z ZFS) Set(ctx context.Context, name string, props map[string]string) error {
+	const op = "zfs set"
+	if !ValidDatasetName(name) {
+		return invalidf(op, name, "invalid dataset name %q", name)
+	}
+	if len(props) == 0 {
+		return nil
+	}
+	args, err := propArgs(op, name, "", props)
+	if err != nil {
+		return err
+	}
+	args = append(append([]string{"set"}, args...), name)
+	_, err = run(ctx, z.Runner, op, name, Cmd{Path: zfsPath, Args: args})
+	return err
+}
+
+// SetQuota limits the space a dataset and its descendants use; 0 removes
+// the limit.
+func (z ZFS) SetQuota(ctx context.Context, name string, bytes uint64) error {
+	return z.Set(ctx, name, map[string]string{"quota": sizeOrNone(bytes)})
+}
+
+// SetReservation guarantees a dataset space; 0 removes the guarantee.
+func (z ZFS) SetReservation(ctx context.Context, name string, bytes uint64) error {
+	return z.Set(ctx, name, map[string]string{"reservation": sizeOrNone(bytes)})
+}
+
+func sizeOrNone(b uint64) string {
+	if b == 0 {
+		return "none"
+	}
+	return strconv.FormatUint(b, 10)
+}
+
+// validPropName accepts native (a-z, digits, '_') and user (with ':')
+// property names.
+func validPropName(p string) bool {
+	if p == "" || len(p) > 256 {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !(isAlnum(c) || c == '_' || c == ':' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// propArgs renders props as k=v words in key order, each preceded by flag
+// when flag is not empty. Values go in their own argv word, so no value
+// can turn into another option.
+func propArgs(op, subject, flag string, props map[string]string) ([]string, error) {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var args []string
+	for _, k := range keys {
+		if !validPropName(k) {
+			return nil, invalidf(op, subject, "invalid property name %q", k)
+		}
+		v := props[k]
+		if strings.ContainsAny(v, "\x00\n") {
+			return nil, invalidf(op, subject, "property %s: value contains a NUL or newline", k)
+		}
+		if flag != "" {
+			args = append(args, flag)
+		}
+		args = append(args, k+"="+v)
+	}
+	return args, nil
+}
+
+// ParseZFSList parses `zfs list -H -p -o name,type,used,avail,refer,
+// mountpoint,quota,reservation`: one dataset per line, fields separated by
+// a single TAB, "-" where a value does not apply.
+func ParseZFSList(out string) ([]Dataset, error) {
+	var ds []Dataset
+	for _, line := range nonEmptyLines(out) {
+		f := strings.Split(line, "\t")
+		if len(f) != 8 {
+			return nil, fmt.Errorf("%d fields, want 8: %q", len(f), line)
+		}
+		d := Dataset{Name: f[0], Type: f[1]}
+		if d.Name == "" {
+			return nil, fmt.Errorf("empty dataset name in %q", line)
+		}
+		if f[5] != "-" {
+			d.Mountpoint = f[5]
+		}
+		for i, dst := range []*uint64{&d.Used, &d.Avail, &d.Refer, nil, &d.Quota, &d.Reservation} {
+			if dst == nil {
+				continue
+			}
+			v, err := parseZFSNumber(f[2+i])
+			if err != nil {
+				return nil, fmt.Errorf("dataset %s: %w", d.Name, err)
+			}
+			*dst = v
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// parseZFSNumber parses an exact (-p) number; "-" and "none" are 0.
+func parseZFSNumber(s string) (uint64, error) {
+	if s == "-" || s == "none" || s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad number %q", s)
+	}
+	return v, nil
+}
+
+// ParseZFSGetValues parses `zfs get -H -p -o value`: exactly want lines,
+// one value each (values may contain spaces and tabs).
+func ParseZFSGetValues(out string, want int) ([]string, error) {
+	out = strings.TrimSuffix(out, "\n")
+	var vals []string
+	if out != "" || want == 1 {
+		vals = strings.Split(out, "\n")
+	}
+	if len(vals) != want {
+		return nil, fmt.Errorf("%d values, want %d", len(vals), want)
+	}
+	return vals, nil
+}

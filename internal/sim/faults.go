@@ -1,0 +1,540 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Fault injection. ROOT/faults.json (and, for one call, $ILLUMOS_SIM_FAULTS
+// with the same JSON) holds rules keyed by "CMD", "CMD SUB" or
+// "CMD SUB ZONE" (e.g. "zfs", "zoneadm install", "zoneadm boot web01");
+// the most specific key that matches a call wins:
+//
+//	{
+//	  "seed": 42,
+//	  "latency":   {"zoneadm install": "2s"},
+//	  "fail_rate": {"dladm create-vnic": 0.25},
+//	  "fail_next": {"zfs create": {"count": 2, "stderr": "...", "exit": 1},
+//	                "zoneadm install": {"count": 1, "brand_exit": 255}},
+//	  "hang":      ["zoneadm boot"]
+//	}
+
+const faultsFileName = "faults.json"
+
+// FaultConfig is the content of faults.json.
+type FaultConfig struct {
+	Seed     int64                    `json:"seed,omitempty"`
+	Latency  map[string]Duration      `json:"latency,omitempty"`
+	FailRate map[string]float64       `json:"fail_rate,omitempty"`
+	FailNext map[string]*FailNextRule `json:"fail_next,omitempty"`
+	Hang     []string                 `json:"hang,omitempty"`
+}
+
+// FailNextRule fails the next Count matching calls.
+type FailNextRule struct {
+	Count  int    `json:"count"`
+	Stderr string `json:"stderr,omitempty"`
+	Exit   int    `json:"exit,omitempty"`
+	// BrandExit, for "zoneadm install", lets the install proceed to
+	// incomplete and makes the brand hook exit with this status instead
+	// (254: back to configured; 255: stays incomplete).
+	BrandExit int `json:"brand_exit,omitempty"`
+}
+
+// faultPlan is the merged configuration for this call.
+type faultPlan struct {
+	file *FaultConfig
+	env  *FaultConfig
+	h    *host
+}
+
+// faultCall is what applies to one call.
+type faultCall struct {
+	h       *host
+	seed    int64
+	latency time.Duration
+	slept   bool
+	hang    bool
+	rateKey string
+	rate    float64
+	nextKey string
+	next    *FailNextRule
+	fromEnv bool // fail_next came from the environment: not decremented
+	name    string
+	sub     string
+	zone    string
+	lastArg string
+}
+
+func (h *host) faultsPath() string { return filepath.Join(h.root, faultsFileName) }
+
+func readFaultConfig(path string) (*FaultConfig, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &FaultConfig{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read faults: %w", err)
+	}
+	return parseFaultConfig(b, path)
+}
+
+func parseFaultConfig(b []byte, where string) (*FaultConfig, error) {
+	c := &FaultConfig{}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return c, nil
+	}
+	if err := json.Unmarshal(b, c); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", where, err)
+	}
+	return c, nil
+}
+
+func loadFaultPlan(h *host, env map[string]string) (*faultPlan, error) {
+	f, err := readFaultConfig(h.faultsPath())
+	if err != nil {
+		return nil, err
+	}
+	p := &faultPlan{file: f, h: h}
+	if s := env[EnvFaults]; s != "" {
+		if p.env, err = parseFaultConfig([]byte(s), EnvFaults); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// faultKeys are the keys a call matches, most specific first.
+func faultKeys(name, sub, zone string) []string {
+	var keys []string
+	if sub != "" && zone != "" {
+		keys = append(keys, name+" "+sub+" "+zone)
+	}
+	if sub != "" {
+		keys = append(keys, name+" "+sub)
+	}
+	return append(keys, name)
+}
+
+func (p *faultPlan) forCall(name, sub, zone string) *faultCall {
+	fc := &faultCall{h: p.h, name: name, sub: sub, zone: zone}
+	keys := faultKeys(name, sub, zone)
+	// The environment's rules override the file's, key by key.
+	for _, c := range []*FaultConfig{p.file, p.env} {
+		if c == nil {
+			continue
+		}
+		if c.Seed != 0 {
+			fc.seed = c.Seed
+		}
+		for _, k := range keys {
+			if d, ok := c.Latency[k]; ok {
+				fc.latency = time.Duration(d)
+				break
+			}
+		}
+		for _, k := range keys {
+			if r, ok := c.FailRate[k]; ok {
+				fc.rateKey, fc.rate = k, r
+				break
+			}
+		}
+		for _, k := range keys {
+			if r, ok := c.FailNext[k]; ok && r != nil && r.Count > 0 {
+				fc.nextKey, fc.next, fc.fromEnv = k, r, c == p.env
+				break
+			}
+		}
+		for _, k := range keys {
+			if containsStr(c.Hang, k) {
+				fc.hang = true
+			}
+		}
+	}
+	return fc
+}
+
+// before applies hang, latency and injected failures ahead of the command.
+// It returns the exit status and true when the call must fail.
+func (fc *faultCall) before(inv *invocation) (int, bool) {
+	if len(inv.args) > 0 {
+		fc.lastArg = inv.args[len(inv.args)-1]
+	}
+	if fc.hang {
+		// Sleep until killed: the caller's timeout must deal with it.
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
+	if inv.name != "zoneadm" {
+		fc.sleep()
+	}
+	if fc.next != nil && fc.next.BrandExit == 0 {
+		if fc.consumeNext() {
+			msg := fc.next.Stderr
+			if msg == "" {
+				msg = fc.transientMessage()
+			}
+			fmt.Fprintln(inv.stderr, msg)
+			if fc.next.Exit != 0 {
+				return fc.next.Exit, true
+			}
+			return fc.transientExit(), true
+		}
+	}
+	if fc.rate > 0 && fc.rollFailure() {
+		if inv.name == "route" {
+			fmt.Fprintln(inv.stdout, fc.transientMessage())
+		} else {
+			fmt.Fprintln(inv.stderr, fc.transientMessage())
+		}
+		return fc.transientExit(), true
+	}
+	return 0, false
+}
+
+// sleep applies the latency once. zoneadm calls it at the point where the
+// zone sits in its transient state.
+func (fc *faultCall) sleep() {
+	if fc == nil || fc.slept || fc.latency <= 0 {
+		return
+	}
+	fc.slept = true
+	time.Sleep(fc.latency)
+}
+
+// brandExit returns an injected brand-hook status for zoneadm install.
+func (fc *faultCall) brandExit() int {
+	if fc == nil || fc.next == nil || fc.next.BrandExit == 0 {
+		return 0
+	}
+	if !fc.consumeNext() {
+		return 0
+	}
+	return fc.next.BrandExit
+}
+
+// consumeNext decrements the fail_next counter in faults.json under the
+// host lock, so concurrent calls never both take the last failure.
+func (fc *faultCall) consumeNext() bool {
+	if fc.fromEnv {
+		return true
+	}
+	took := false
+	err := withFaultsFile(fc.h, func(c *FaultConfig) bool {
+		r := c.FailNext[fc.nextKey]
+		if r == nil || r.Count <= 0 {
+			return false
+		}
+		r.Count--
+		if r.Count == 0 {
+			delete(c.FailNext, fc.nextKey)
+		}
+		took = true
+		return true
+	})
+	return err == nil && took
+}
+
+// rollFailure draws the next number of the seeded sequence for this key;
+// the call counter lives in the host state, so the sequence is the same on
+// every run that makes the same calls.
+func (fc *faultCall) rollFailure() bool {
+	n := 0
+	err := fc.h.update(func(st *State) bool {
+		if st.FaultCalls == nil {
+			st.FaultCalls = map[string]int{}
+		}
+		n = st.FaultCalls[fc.rateKey]
+		st.FaultCalls[fc.rateKey] = n + 1
+		return true
+	})
+	if err != nil {
+		return false
+	}
+	hf := fnv.New64a()
+	fmt.Fprintf(hf, "%d/%s/%d", fc.seed, fc.rateKey, n)
+	x := splitmix64(hf.Sum64())
+	return float64(x>>11)/float64(1<<53) < fc.rate
+}
+
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// transientMessage is a plausible "try again" failure of each command.
+func (fc *faultCall) transientMessage() string {
+	const eagain = "Resource temporarily unavailable"
+	switch fc.name {
+	case "zoneadm":
+		if fc.zone != "" {
+			return fmt.Sprintf("zoneadm: zone '%s': could not lock the zone: %s", fc.zone, eagain)
+		}
+		return "zoneadm: could not lock the zone index: " + eagain
+	case "zonecfg":
+		z := fc.zone
+		if z == "" {
+			z = "zonecfg"
+		}
+		return fmt.Sprintf("%s: Could not lock the zone configuration: %s", z, eagain)
+	case "zlogin":
+		return fmt.Sprintf("zlogin: could not connect to zone %s: %s", fc.sub, eagain)
+	case "dladm":
+		return fmt.Sprintf("dladm: %s failed: %s", fc.sub, strings.ToLower(eagain))
+	case "zfs", "zpool":
+		return fmt.Sprintf("cannot %s '%s': %s", fc.sub, fc.lastArg, eagain)
+	case "ipadm":
+		return fmt.Sprintf("ipadm: %s failed: %s", fc.sub, eagain)
+	case "route":
+		return fmt.Sprintf("%s: %s", fc.sub, eagain)
+	case "ipnat":
+		return "ipnat: ioctl(SIOCGNATL): " + eagain
+	case "svcs", "svcadm", "svccfg":
+		return fc.name + ": Could not bind to repository server: repository server unavailable.  Exiting."
+	}
+	return fc.name + ": " + eagain
+}
+
+// transientExit is the status of an injected transient failure: EAGAIN
+// (11) for route, whose status is the errno; 1 for everything else.
+func (fc *faultCall) transientExit() int {
+	if fc.name == "route" {
+		return 11
+	}
+	return 1
+}
+
+// faultSubcommand finds the subcommand of a call for fault matching.
+func faultSubcommand(name string, args []string) string {
+	withValue := map[string]string{
+		"zoneadm": "zuR", "zonecfg": "zfR", "zlogin": "el", "route": "R",
+		"svcadm": "", "svccfg": "sf", "dladm": "", "zfs": "", "zpool": "", "ipadm": "",
+	}
+	spec, ok := withValue[name]
+	if !ok {
+		return ""
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			if len(a) == 2 && strings.IndexByte(spec, a[1]) >= 0 {
+				i++
+			}
+			continue
+		}
+		if name == "zonecfg" {
+			return strings.Fields(strings.ReplaceAll(a, ";", " ") + " ")[0]
+		}
+		return a
+	}
+	return ""
+}
+
+// faultZone finds the zone a zoneadm or zonecfg call names with -z.
+func faultZone(name string, args []string) string {
+	if name != "zoneadm" && name != "zonecfg" {
+		return ""
+	}
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "-z" && i+1 < len(args):
+			return args[i+1]
+		case strings.HasPrefix(args[i], "-z") && len(args[i]) > 2:
+			return args[i][2:]
+		}
+	}
+	return ""
+}
+
+// withFaultsFile edits faults.json under the host lock.
+func withFaultsFile(h *host, fn func(c *FaultConfig) bool) error {
+	unlock, err := h.lock(true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	c, err := readFaultConfig(h.faultsPath())
+	if err != nil {
+		return err
+	}
+	if !fn(c) {
+		return nil
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(h.faultsPath(), append(b, '\n'))
+}
+
+const faultUsage = `usage: illumos-sim fault [--root ROOT] show
+       illumos-sim fault clear [KEY]
+       illumos-sim fault seed N
+       illumos-sim fault latency KEY DURATION
+       illumos-sim fault fail-next KEY COUNT [--stderr TEXT] [--exit N] [--brand-exit N]
+       illumos-sim fault probability KEY P
+       illumos-sim fault hang KEY | unhang KEY
+KEY is "CMD", "CMD SUB" or "CMD SUB ZONE", e.g. "zoneadm install".`
+
+// adminFault edits the host's fault rules.
+func adminFault(h *host, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, faultUsage)
+		return 2
+	}
+	bad := func() int { fmt.Fprintln(stderr, faultUsage); return 2 }
+	var err error
+	switch args[0] {
+	case "show":
+		c, e := readFaultConfig(h.faultsPath())
+		if e != nil {
+			err = e
+			break
+		}
+		b, _ := json.MarshalIndent(c, "", "  ")
+		fmt.Fprintf(stdout, "%s\n", b)
+	case "clear":
+		key := ""
+		if len(args) > 1 {
+			key = args[1]
+		}
+		err = withFaultsFile(h, func(c *FaultConfig) bool {
+			if key == "" {
+				*c = FaultConfig{}
+				return true
+			}
+			delete(c.Latency, key)
+			delete(c.FailRate, key)
+			delete(c.FailNext, key)
+			var hang []string
+			for _, k := range c.Hang {
+				if k != key {
+					hang = append(hang, k)
+				}
+			}
+			c.Hang = hang
+			return true
+		})
+		if err == nil {
+			err = h.update(func(st *State) bool {
+				if key == "" {
+					st.FaultCalls = nil
+				} else {
+					delete(st.FaultCalls, key)
+				}
+				return true
+			})
+		}
+	case "seed":
+		if len(args) != 2 {
+			return bad()
+		}
+		n, e := strconv.ParseInt(args[1], 10, 64)
+		if e != nil {
+			return bad()
+		}
+		err = withFaultsFile(h, func(c *FaultConfig) bool { c.Seed = n; return true })
+	case "latency":
+		if len(args) != 3 {
+			return bad()
+		}
+		d, e := time.ParseDuration(args[2])
+		if e != nil {
+			return bad()
+		}
+		err = withFaultsFile(h, func(c *FaultConfig) bool {
+			if c.Latency == nil {
+				c.Latency = map[string]Duration{}
+			}
+			c.Latency[args[1]] = Duration(d)
+			return true
+		})
+	case "fail-next":
+		if len(args) < 3 {
+			return bad()
+		}
+		n, e := strconv.Atoi(args[2])
+		if e != nil || n < 0 {
+			return bad()
+		}
+		rule := &FailNextRule{Count: n}
+		for i := 3; i+1 < len(args); i += 2 {
+			switch args[i] {
+			case "--stderr":
+				rule.Stderr = args[i+1]
+			case "--exit":
+				rule.Exit, e = strconv.Atoi(args[i+1])
+			case "--brand-exit":
+				rule.BrandExit, e = strconv.Atoi(args[i+1])
+			default:
+				return bad()
+			}
+			if e != nil {
+				return bad()
+			}
+		}
+		err = withFaultsFile(h, func(c *FaultConfig) bool {
+			if c.FailNext == nil {
+				c.FailNext = map[string]*FailNextRule{}
+			}
+			c.FailNext[args[1]] = rule
+			return true
+		})
+	case "probability":
+		if len(args) != 3 {
+			return bad()
+		}
+		p, e := strconv.ParseFloat(args[2], 64)
+		if e != nil || p < 0 || p > 1 {
+			return bad()
+		}
+		err = withFaultsFile(h, func(c *FaultConfig) bool {
+			if c.FailRate == nil {
+				c.FailRate = map[string]float64{}
+			}
+			c.FailRate[args[1]] = p
+			return true
+		})
+		if err == nil {
+			// A new rate starts its sequence from the beginning.
+			err = h.update(func(st *State) bool { delete(st.FaultCalls, args[1]); return true })
+		}
+	case "hang", "unhang":
+		if len(args) != 2 {
+			return bad()
+		}
+		err = withFaultsFile(h, func(c *FaultConfig) bool {
+			var hang []string
+			for _, k := range c.Hang {
+				if k != args[1] {
+					hang = append(hang, k)
+				}
+			}
+			if args[0] == "hang" {
+				hang = append(hang, args[1])
+			}
+			sort.Strings(hang)
+			c.Hang = hang
+			return true
+		})
+	default:
+		return bad()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "illumos-sim fault: %v\n", err)
+		return 1
+	}
+	return 0
+}

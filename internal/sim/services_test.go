@@ -1,0 +1,286 @@
+package sim_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bootWithService boots a zone and imports one service into it.
+func bootWithService(t *testing.T, h *simHost, zone, name, start, stop string) {
+	t.Helper()
+	h.zoneSetup(zone, "running")
+	expect(t, h.runIn(manifest(name, start, stop, true), "zlogin", zone, "svccfg", "import", "/dev/stdin"), 0, "", "")
+	fmri := "svc:/site/" + name + ":default"
+	waitFor(t, 10*time.Second, fmri+" online", func() bool {
+		st, pid, _ := h.service(zone, fmri)
+		return st == "online" && pid > 0
+	})
+}
+
+func TestCrashedServiceRestartsThenGoesToMaintenance(t *testing.T) {
+	h := newHost(t)
+	fmri := "svc:/site/web:default"
+	bootWithService(t, h, "web01", "web", "exec sleep 1000", "")
+	expect(t, h.run("zlogin", "web01", "svcs", "-H", "-o", "state,fmri", "web"), 0, "online         "+fmri+"\n", "")
+
+	_, first, _ := h.service("web01", fmri)
+	syscall.Kill(first, syscall.SIGKILL)
+	var second int
+	waitFor(t, 10*time.Second, "restart after a crash", func() bool {
+		st, pid, _ := h.service("web01", fmri)
+		second = pid
+		return st == "online" && pid > 0 && pid != first
+	})
+	if alive(first) {
+		t.Errorf("crashed pid %d still alive", first)
+	}
+	if _, _, restarts := h.service("web01", fmri); restarts != 1 {
+		t.Errorf("restarts = %d, want 1", restarts)
+	}
+	// Two more quick failures: three exits within the window means
+	// maintenance, and no further restart.
+	syscall.Kill(second, syscall.SIGKILL)
+	var third int
+	waitFor(t, 10*time.Second, "second restart", func() bool {
+		st, pid, _ := h.service("web01", fmri)
+		third = pid
+		return st == "online" && pid > 0 && pid != second
+	})
+	syscall.Kill(third, syscall.SIGKILL)
+	waitFor(t, 10*time.Second, "maintenance", func() bool {
+		st, _, _ := h.service("web01", fmri)
+		return st == "maintenance"
+	})
+	time.Sleep(300 * time.Millisecond)
+	if st, pid, _ := h.service("web01", fmri); st != "maintenance" || pid != 0 {
+		t.Errorf("after maintenance: state %s pid %d", st, pid)
+	}
+	out := h.must("zlogin", "web01", "svcs", "-x")
+	if !strings.Contains(out, "Reason: Restarting too quickly.") {
+		t.Errorf("svcs -x:\n%s", out)
+	}
+	// enable does not leave maintenance; clear does.
+	h.must("zlogin", "web01", "svcadm", "enable", "web")
+	time.Sleep(200 * time.Millisecond)
+	if st, _, _ := h.service("web01", fmri); st != "maintenance" {
+		t.Errorf("enable left maintenance: %s", st)
+	}
+	h.must("zlogin", "web01", "svcadm", "clear", "web")
+	waitFor(t, 10*time.Second, "online after clear", func() bool {
+		st, pid, _ := h.service("web01", fmri)
+		return st == "online" && pid > 0
+	})
+}
+
+func TestFailingStartMethodGoesToMaintenance(t *testing.T) {
+	h := newHost(t)
+	h.zoneSetup("web01", "running")
+	h.runIn(manifest("bad", "exit 3", "", true), "zlogin", "web01", "svccfg", "import", "-")
+	waitFor(t, 10*time.Second, "maintenance", func() bool {
+		st, _, _ := h.service("web01", "svc:/site/bad:default")
+		return st == "maintenance"
+	})
+	// svcadm -s reports a service that cannot come online.
+	h.must("zlogin", "web01", "svcadm", "clear", "bad")
+	r := h.run("zlogin", "web01", "svcadm", "enable", "-s", "bad")
+	if r.code != 3 || !strings.Contains(r.stderr, "maintenance") {
+		t.Errorf("svcadm enable -s of a failing service: %v", r)
+	}
+}
+
+func TestSvcadmEnableDisableRestart(t *testing.T) {
+	h := newHost(t)
+	fmri := "svc:/site/web:default"
+	bootWithService(t, h, "web01", "web", "exec sleep 1000", "")
+	_, pid1, _ := h.service("web01", fmri)
+	h.must("zlogin", "web01", "svcadm", "restart", "site/web")
+	waitFor(t, 10*time.Second, "restart", func() bool {
+		st, pid, _ := h.service("web01", fmri)
+		return st == "online" && pid > 0 && pid != pid1
+	})
+	if alive(pid1) {
+		t.Errorf("old pid %d survived restart", pid1)
+	}
+	expect(t, h.run("zlogin", "web01", "svcadm", "disable", "-s", fmri), 0, "", "")
+	expect(t, h.run("zlogin", "web01", "svcs", "-H", "-o", "state", "web"), 0, "disabled\n", "")
+	// Disabled instances are hidden without -a or an operand.
+	if out := h.must("zlogin", "web01", "svcs", "-H", "-o", "fmri"); strings.Contains(out, fmri) {
+		t.Errorf("svcs lists a disabled instance:\n%s", out)
+	}
+	expect(t, h.run("zlogin", "web01", "svcadm", "enable", "-s", "web"), 0, "", "")
+	expect(t, h.run("zlogin", "web01", "svcs", "-H", "-o", "state", "web"), 0, "online\n", "")
+	expect(t, h.run("zlogin", "web01", "svcadm", "enable", "nosuch"), 1, "", "svcadm: Pattern 'nosuch' doesn't match any instances\n")
+	// svcs still prints its header, as the real one does.
+	expect(t, h.run("zlogin", "web01", "svcs", "nosuch"), 1, "STATE          STIME    FMRI\n", "svcs: Pattern 'nosuch' doesn't match any instances\n")
+	// The milestones a provisioner waits for are online.
+	expect(t, h.run("zlogin", "web01", "svcs", "-H", "-o", "state", "milestone/multi-user-server"), 0, "online\n", "")
+}
+
+func TestShutdownIsGracefulHaltIsNot(t *testing.T) {
+	h := newHost(t)
+	fmri := "svc:/site/trap:default"
+	start := `trap "echo graceful > tmp/termed; exit 0" TERM; setsid sleep 1000 & echo $! > tmp/escaped; while :; do sleep 0.05; done`
+	bootWithService(t, h, "web01", "trap", start, "")
+	termed := filepath.Join(h.root, "fs", "zones", "web01", "root", "tmp", "termed")
+	escapedPID := func() int {
+		var pid int
+		waitFor(t, 5*time.Second, "escaped pid", func() bool {
+			b, _ := os.ReadFile(filepath.Join(h.root, "fs", "zones", "web01", "root", "tmp", "escaped"))
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			return pid > 0
+		})
+		return pid
+	}
+
+	// shutdown: the TERM handler runs, and nothing survives.
+	_, pid, _ := h.service("web01", fmri)
+	escaped := escapedPID()
+	expect(t, h.run("zoneadm", "-z", "web01", "shutdown"), 0, "", "")
+	if b, err := os.ReadFile(termed); err != nil || string(b) != "graceful\n" {
+		t.Errorf("TERM handler did not run on shutdown: %q %v", b, err)
+	}
+	for _, p := range []int{pid, escaped} {
+		if alive(p) {
+			t.Errorf("pid %d survived shutdown", p)
+		}
+	}
+	if got := h.zoneState("web01"); got != "installed" {
+		t.Errorf("after shutdown: %s", got)
+	}
+
+	// halt: processes die at once, no handler runs, nothing survives.
+	os.Remove(termed)
+	os.Remove(filepath.Join(h.root, "fs", "zones", "web01", "root", "tmp", "escaped"))
+	h.must("zoneadm", "-z", "web01", "boot")
+	waitFor(t, 10*time.Second, "online after boot", func() bool {
+		st, p, _ := h.service("web01", fmri)
+		return st == "online" && p > 0
+	})
+	_, pid, _ = h.service("web01", fmri)
+	escaped = escapedPID()
+	var supervisor int
+	for _, z := range h.state().Zones {
+		if z.Name == "web01" {
+			supervisor = z.SupervisorPID
+		}
+	}
+	expect(t, h.run("zoneadm", "-z", "web01", "halt"), 0, "", "")
+	for _, p := range []int{pid, escaped, supervisor} {
+		if alive(p) {
+			t.Errorf("pid %d survived halt", p)
+		}
+	}
+	if _, err := os.Stat(termed); err == nil {
+		t.Errorf("halt ran the TERM handler")
+	}
+	if st, p, _ := h.service("web01", fmri); p != 0 || st != "offline" {
+		t.Errorf("service after halt: %s pid %d", st, p)
+	}
+}
+
+func TestServiceRunsLinuxProgramInZoneRoot(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	h := newHost(t)
+	h.zoneSetup("web01", "running")
+	root := filepath.Join(h.root, "fs", "zones", "web01", "root")
+	os.WriteFile(filepath.Join(root, "hello.txt"), []byte("from the zone\n"), 0o644)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	start := fmt.Sprintf("exec /usr/bin/python3 -m http.server --bind 127.0.0.1 %d", port)
+	h.runIn(manifest("http", start, ":kill", true), "zlogin", "web01", "svccfg", "import", "/dev/stdin")
+	var body []byte
+	waitFor(t, 20*time.Second, "http server", func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/hello.txt", port))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode == 200
+	})
+	if string(body) != "from the zone\n" {
+		t.Errorf("served %q", body)
+	}
+	h.must("zoneadm", "-z", "web01", "halt")
+	if _, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/hello.txt", port)); err == nil {
+		t.Errorf("server still answers after halt")
+	}
+}
+
+func TestZlogin(t *testing.T) {
+	h := newHost(t)
+	h.zoneSetup("web01", "running")
+	expect(t, h.run("zlogin", "web01", "exit 7"), 7, "", "")
+	expect(t, h.run("zlogin", "web01", "exit", "3"), 3, "", "")
+	expect(t, h.runIn("hello\nworld\n", "zlogin", "web01", "cat"), 0, "hello\nworld\n", "")
+	// argv is joined with spaces and re-parsed by the shell.
+	expect(t, h.run("zlogin", "web01", "echo", "a;", "echo", "b"), 0, "a\nb\n", "")
+	expect(t, h.run("zlogin", "web01", "echo a >&2"), 0, "", "a\n")
+	expect(t, h.run("zlogin", "web01", "pwd"), 0, filepath.Join(h.root, "fs", "zones", "web01", "root")+"\n", "")
+	expect(t, h.run("zlogin", "web01", "zonename; hostname"), 0, "web01\nweb01\n", "")
+	// Absolute illumos paths of the zone's commands work too.
+	expect(t, h.run("zlogin", "web01", "/usr/bin/zonename;/usr/bin/zonename", "&&", "/usr/sbin/ipadm", "show-addr", "-p", "-o", "addrobj", "lo0/v4"), 0,
+		"web01\nweb01\nlo0/v4\n", "")
+	expect(t, h.run("zlogin", "web01", "kill -9 $$"), 137, "", "")
+	// Commands piped to a zlogin without a command run in the zone shell.
+	expect(t, h.runIn("zonename\n", "zlogin", "web01"), 0, "web01\n", "")
+
+	h.zoneSetup("web02", "installed")
+	expect(t, h.run("zlogin", "web02", "true"), 1, "", "zlogin: login allowed only to running zones (web02 is 'installed').\n")
+	h.must("zoneadm", "-z", "web02", "ready")
+	expect(t, h.run("zlogin", "web02", "true"), 1, "", "zlogin: login allowed only to running zones (web02 is 'ready').\n")
+	h.zoneSetup("web03", "configured")
+	expect(t, h.run("zlogin", "web03", "true"), 1, "", "zlogin: cannot login to a zone which is 'configured'\n")
+	expect(t, h.run("zlogin", "nope", "true"), 1, "", "zlogin: zone 'nope' unknown\n")
+	expect(t, h.run("zlogin", "global", "true"), 1, "", "zlogin: 'zlogin' not applicable to the global zone\n")
+	if r := h.run("zlogin"); r.code != 2 {
+		t.Errorf("zlogin without a zone: %v", r)
+	}
+}
+
+func TestStopAllKillsEverything(t *testing.T) {
+	h := newHost(t)
+	bootWithService(t, h, "a1", "s", "exec sleep 1000", "")
+	bootWithService(t, h, "a2", "s", "exec sleep 1000", "")
+	var pids []int
+	for _, z := range h.state().Zones {
+		if z.SupervisorPID > 0 {
+			pids = append(pids, z.SupervisorPID)
+		}
+		for _, s := range z.Services {
+			pids = append(pids, s.PID)
+		}
+	}
+	if len(pids) != 4 {
+		t.Fatalf("pids %v", pids)
+	}
+	out, err := runBare(t, "stop-all", "--root", h.root)
+	if err != nil {
+		t.Fatalf("stop-all: %v %s", err, out)
+	}
+	for _, p := range pids {
+		if alive(p) {
+			t.Errorf("pid %d survived stop-all", p)
+		}
+	}
+	for _, z := range h.state().Zones {
+		if z.Name != "global" && z.State != "installed" {
+			t.Errorf("%s is %s after stop-all", z.Name, z.State)
+		}
+	}
+}

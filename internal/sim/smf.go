@@ -1,0 +1,837 @@
+package sim
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// SMF inside zones: svccfg imports service manifests, svcadm records what
+// the administrator wants (enabled, restart and clear requests), and the
+// zone's supervisor makes it so and reports the state that svcs prints.
+
+// SvcDef is what the simulator keeps of a service manifest.
+type SvcDef struct {
+	Start    SvcMethod  `json:"start"`
+	Stop     *SvcMethod `json:"stop,omitempty"`
+	Env      []string   `json:"env,omitempty"` // KEY=VALUE from method_environment
+	WorkDir  string     `json:"working_directory,omitempty"`
+	Duration string     `json:"duration"` // contract, child (wait) or transient
+}
+
+// SvcMethod is an exec method.
+type SvcMethod struct {
+	Exec    string `json:"exec"`
+	Timeout int    `json:"timeout_seconds,omitempty"`
+}
+
+// The manifest XML (service_bundle DTD), as far as the simulator reads it.
+type xmlBundle struct {
+	XMLName  xml.Name     `xml:"service_bundle"`
+	Services []xmlService `xml:"service"`
+}
+
+type xmlService struct {
+	Name          string         `xml:"name,attr"`
+	CreateDefault *xmlEnabled    `xml:"create_default_instance"`
+	Instances     []xmlInstance  `xml:"instance"`
+	Methods       []xmlMethod    `xml:"exec_method"`
+	Context       *xmlContext    `xml:"method_context"`
+	PropGroups    []xmlPropGroup `xml:"property_group"`
+}
+
+type xmlEnabled struct {
+	Enabled string `xml:"enabled,attr"`
+}
+
+type xmlInstance struct {
+	Name       string         `xml:"name,attr"`
+	Enabled    string         `xml:"enabled,attr"`
+	Methods    []xmlMethod    `xml:"exec_method"`
+	Context    *xmlContext    `xml:"method_context"`
+	PropGroups []xmlPropGroup `xml:"property_group"`
+}
+
+type xmlMethod struct {
+	Name    string      `xml:"name,attr"`
+	Exec    string      `xml:"exec,attr"`
+	Timeout string      `xml:"timeout_seconds,attr"`
+	Context *xmlContext `xml:"method_context"`
+}
+
+type xmlContext struct {
+	WorkDir string `xml:"working_directory,attr"`
+	Env     *struct {
+		Vars []struct {
+			Name  string `xml:"name,attr"`
+			Value string `xml:"value,attr"`
+		} `xml:"envvar"`
+	} `xml:"method_environment"`
+}
+
+type xmlPropGroup struct {
+	Name  string `xml:"name,attr"`
+	Props []struct {
+		Name  string `xml:"name,attr"`
+		Value string `xml:"value,attr"`
+	} `xml:"propval"`
+}
+
+// importedInstance is one instance a manifest defines.
+type importedInstance struct {
+	fmri    string
+	enabled bool
+	def     *SvcDef
+}
+
+// parseManifest reads a service bundle into instances.
+func parseManifest(data []byte) ([]importedInstance, error) {
+	var b xmlBundle
+	dec := xml.NewDecoder(strings.NewReader(string(data)))
+	if err := dec.Decode(&b); err != nil {
+		return nil, fmt.Errorf("couldn't parse document: %v", err)
+	}
+	var out []importedInstance
+	for _, s := range b.Services {
+		if s.Name == "" {
+			return nil, fmt.Errorf("service has no name")
+		}
+		insts := s.Instances
+		if s.CreateDefault != nil {
+			insts = append(insts, xmlInstance{Name: "default", Enabled: s.CreateDefault.Enabled})
+		}
+		for _, in := range insts {
+			def, err := buildSvcDef(s, in)
+			if err != nil {
+				return nil, fmt.Errorf("svc:/%s:%s: %v", s.Name, in.Name, err)
+			}
+			out = append(out, importedInstance{
+				fmri:    "svc:/" + strings.TrimPrefix(s.Name, "/") + ":" + in.Name,
+				enabled: in.Enabled == "true",
+				def:     def,
+			})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no service instances in document")
+	}
+	return out, nil
+}
+
+// buildSvcDef merges service-level and instance-level settings; the
+// instance's win.
+func buildSvcDef(s xmlService, in xmlInstance) (*SvcDef, error) {
+	def := &SvcDef{Duration: "contract"}
+	methods := map[string]xmlMethod{}
+	for _, m := range s.Methods {
+		methods[m.Name] = m
+	}
+	for _, m := range in.Methods {
+		methods[m.Name] = m
+	}
+	start, ok := methods["start"]
+	if !ok || start.Exec == "" {
+		return nil, fmt.Errorf("no start method")
+	}
+	def.Start = SvcMethod{Exec: start.Exec, Timeout: atoiOr(start.Timeout, 60)}
+	if stop, ok := methods["stop"]; ok && stop.Exec != "" {
+		def.Stop = &SvcMethod{Exec: stop.Exec, Timeout: atoiOr(stop.Timeout, 60)}
+	}
+	env := map[string]string{}
+	applyCtx := func(c *xmlContext) {
+		if c == nil {
+			return
+		}
+		if c.WorkDir != "" {
+			def.WorkDir = c.WorkDir
+		}
+		if c.Env != nil {
+			for _, v := range c.Env.Vars {
+				env[v.Name] = v.Value
+			}
+		}
+	}
+	applyCtx(s.Context)
+	applyCtx(in.Context)
+	applyCtx(start.Context)
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		def.Env = append(def.Env, k+"="+env[k])
+	}
+	for _, pg := range append(s.PropGroups, in.PropGroups...) {
+		if pg.Name != "startd" {
+			continue
+		}
+		for _, p := range pg.Props {
+			if p.Name == "duration" {
+				def.Duration = p.Value
+			}
+		}
+	}
+	switch def.Duration {
+	case "wait":
+		def.Duration = "child"
+	case "contract", "child", "transient":
+	default:
+		return nil, fmt.Errorf("invalid startd/duration %q", def.Duration)
+	}
+	return def, nil
+}
+
+func atoiOr(s string, def int) int {
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
+		return def
+	}
+	return n
+}
+
+// builtinServices are the milestones every running zone reports online:
+// provisioners wait for multi-user-server before using a zone.
+var builtinServices = []string{
+	"svc:/system/svc/restarter:default",
+	"svc:/milestone/network:default",
+	"svc:/milestone/multi-user:default",
+	"svc:/milestone/multi-user-server:default",
+}
+
+// globalServices are what svcs shows in the simulated global zone.
+var globalServices = append(append([]string(nil), builtinServices...),
+	"svc:/network/ipfilter:default", "svc:/system/zones:default")
+
+// smfZone loads the zone the SMF command runs in. Services exist only in
+// running non-global zones; the global zone has the fixed list above.
+func smfZone(inv *invocation, st *State) (*Zone, bool) {
+	z := st.zone(inv.zone)
+	if z == nil {
+		inv.errf("%s: zone %s does not exist", inv.name, inv.zone)
+		return nil, false
+	}
+	if z.Name != "global" && z.State != stateRunning {
+		inv.errf("%s: Could not bind to repository server: repository server unavailable.  Exiting.", inv.name)
+		return nil, false
+	}
+	return z, true
+}
+
+// matchFMRI reports whether an FMRI pattern (full, without "svc:/", a
+// trailing part of the service name, with or without ":instance") names
+// the instance.
+func matchFMRI(pattern, fmri string) bool {
+	if pattern == fmri {
+		return true
+	}
+	p := strings.TrimPrefix(pattern, "svc:")
+	p = strings.TrimPrefix(p, "/")
+	f := strings.TrimPrefix(fmri, "svc:/")
+	svc, _, _ := strings.Cut(f, ":")
+	for _, cand := range []string{f, svc} {
+		if p == cand || strings.HasSuffix(cand, "/"+p) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolvePatterns maps operands to service instances the way svcadm does:
+// a pattern must match exactly one instance.
+func resolvePatterns(inv *invocation, z *Zone, patterns []string) ([]*Service, bool) {
+	var out []*Service
+	for _, p := range patterns {
+		var hits []*Service
+		for _, s := range z.Services {
+			if matchFMRI(p, s.FMRI) {
+				hits = append(hits, s)
+			}
+		}
+		switch {
+		case len(hits) == 0:
+			inv.errf("%s: Pattern '%s' doesn't match any instances", inv.name, p)
+			return nil, false
+		case len(hits) > 1:
+			inv.errf("%s: Pattern '%s' matches multiple instances:", inv.name, p)
+			for _, h := range hits {
+				inv.errf("\t%s", h.FMRI)
+			}
+			return nil, false
+		}
+		out = append(out, hits[0])
+	}
+	return out, true
+}
+
+// signalSupervisor asks the zone's supervisor to act on new requests now.
+func signalSupervisor(pid int) {
+	if pid > 0 {
+		syscall.Kill(pid, syscall.SIGUSR1)
+	}
+}
+
+// svccfg import FILE | validate FILE | delete [-f] FMRI
+func runSvccfg(inv *invocation) int {
+	args := inv.args
+	if len(args) >= 2 && args[0] == "-s" {
+		inv.errf("svccfg: -s is not supported by illumos-sim; import a manifest instead")
+		return 1
+	}
+	if len(args) == 0 {
+		inv.errf("Usage: svccfg [-v] [-s FMRI] [-f file] [command [args...]]")
+		return 2
+	}
+	switch args[0] {
+	case "import", "validate":
+		if len(args) < 2 {
+			inv.errf("Usage: svccfg %s [-V] file", args[0])
+			return 2
+		}
+		file := args[len(args)-1]
+		data, err := readManifest(inv, file)
+		if err != nil {
+			inv.errf("svccfg: %v", err)
+			return 1
+		}
+		insts, err := parseManifest(data)
+		if err != nil {
+			inv.errf("svccfg: %v", err)
+			inv.errf("svccfg: Import of %s failed.", file)
+			return 1
+		}
+		if args[0] == "validate" {
+			return 0
+		}
+		return svccfgImport(inv, insts)
+	case "delete":
+		rest := args[1:]
+		if len(rest) > 0 && rest[0] == "-f" {
+			rest = rest[1:]
+		}
+		if len(rest) != 1 {
+			inv.errf("Usage: svccfg delete [-f] {entity | FMRI}")
+			return 2
+		}
+		return svccfgDelete(inv, rest[0])
+	}
+	inv.errf("svccfg: unknown or unsupported command '%s'", args[0])
+	return 1
+}
+
+func readManifest(inv *invocation, file string) ([]byte, error) {
+	if file == "-" || file == "/dev/stdin" {
+		return io.ReadAll(inv.stdin)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("couldn't open \"%s\": %s", file, strerror(err))
+	}
+	return b, nil
+}
+
+func svccfgImport(inv *invocation, insts []importedInstance) int {
+	if inv.zone == "global" {
+		inv.errf("svccfg: the simulator runs SMF services only inside non-global zones")
+		return 1
+	}
+	pid, code := 0, 0
+	err := inv.h.update(func(st *State) bool {
+		z, ok := smfZone(inv, st)
+		if !ok {
+			code = 1
+			return false
+		}
+		pid = z.SupervisorPID
+		for _, in := range insts {
+			var cur *Service
+			for _, s := range z.Services {
+				if s.FMRI == in.fmri {
+					cur = s
+				}
+			}
+			if cur != nil {
+				// Re-import refreshes the definition; the administrative
+				// enabled state stays as it is, as with SMF.
+				cur.Manifest = in.def
+				continue
+			}
+			z.Services = append(z.Services, &Service{
+				FMRI: in.fmri, Enabled: in.enabled, State: "uninitialized",
+				STime: time.Now().UTC(), Manifest: in.def,
+			})
+		}
+		return true
+	})
+	if err != nil {
+		return inv.stateErr(err)
+	}
+	signalSupervisor(pid)
+	return code
+}
+
+func svccfgDelete(inv *invocation, pattern string) int {
+	pid, code := 0, 0
+	err := inv.h.update(func(st *State) bool {
+		z, ok := smfZone(inv, st)
+		if !ok {
+			code = 1
+			return false
+		}
+		hits, ok := resolvePatterns(inv, z, []string{pattern})
+		if !ok {
+			code = 1
+			return false
+		}
+		var keep []*Service
+		for _, s := range z.Services {
+			if s != hits[0] {
+				keep = append(keep, s)
+			}
+		}
+		z.Services = keep
+		pid = z.SupervisorPID
+		return true
+	})
+	if err != nil {
+		return inv.stateErr(err)
+	}
+	signalSupervisor(pid)
+	return code
+}
+
+// svcadm [-v] enable [-rst] | disable [-st] | restart | refresh | clear FMRI...
+func runSvcadm(inv *invocation) int {
+	args := inv.args
+	verbose := false
+	if len(args) > 0 && args[0] == "-v" {
+		verbose, args = true, args[1:]
+	}
+	if len(args) < 1 {
+		return svcadmUsage(inv)
+	}
+	sub := args[0]
+	opts, rest, _, ok := getopt(args[1:], "rstI")
+	if !ok || len(rest) == 0 {
+		return svcadmUsage(inv)
+	}
+	sync := false
+	for _, o := range opts {
+		if o.c == 's' {
+			sync = true
+		}
+	}
+	switch sub {
+	case "enable", "disable", "restart", "refresh", "clear":
+	default:
+		return svcadmUsage(inv)
+	}
+	if inv.zone == "global" {
+		inv.errf("svcadm: the simulator runs SMF services only inside non-global zones")
+		return 1
+	}
+	pid, code := 0, 0
+	var fmris []string
+	err := inv.h.update(func(st *State) bool {
+		z, ok := smfZone(inv, st)
+		if !ok {
+			code = 1
+			return false
+		}
+		svcs, ok := resolvePatterns(inv, z, rest)
+		if !ok {
+			code = 1
+			return false
+		}
+		for _, s := range svcs {
+			switch sub {
+			case "enable":
+				s.Enabled = true
+			case "disable":
+				s.Enabled = false
+			case "restart":
+				if s.State == "online" || s.State == "degraded" {
+					s.RestartReq++
+				}
+			case "clear":
+				if s.State == "maintenance" {
+					s.ClearReq++
+				}
+			}
+			fmris = append(fmris, s.FMRI)
+			if verbose {
+				inv.outf("%s %s.", s.FMRI, map[string]string{"enable": "enabled", "disable": "disabled",
+					"restart": "restarted", "refresh": "refreshed", "clear": "cleared"}[sub])
+			}
+		}
+		pid = z.SupervisorPID
+		return true
+	})
+	if err != nil {
+		return inv.stateErr(err)
+	}
+	signalSupervisor(pid)
+	if code != 0 || !sync {
+		return code
+	}
+	return svcadmWait(inv, sub, fmris)
+}
+
+func svcadmUsage(inv *invocation) int {
+	inv.errf(`Usage: svcadm [-v] [cmd [args ... ]]
+
+	svcadm enable [-rst] <service> ...	- enable and online service(s)
+	svcadm disable [-st] <service> ...	- disable and offline service(s)
+	svcadm restart <service> ...		- restart specified service(s)
+	svcadm refresh <service> ...		- re-read service configuration
+	svcadm clear <service> ...		- clear maintenance state`)
+	return 2
+}
+
+// svcadmWait implements -s: wait until each instance reaches the wanted
+// state; maintenance is exit 3 like svcadm's "needs administrator".
+func svcadmWait(inv *invocation, sub string, fmris []string) int {
+	want := "online"
+	if sub == "disable" {
+		want = "disabled"
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		done, maint := 0, ""
+		err := inv.h.view(func(st *State) {
+			z := st.zone(inv.zone)
+			if z == nil {
+				return
+			}
+			for _, s := range z.Services {
+				if !containsStr(fmris, s.FMRI) {
+					continue
+				}
+				switch {
+				case s.State == want && (want != "online" || s.PID > 0 || s.Manifest.Duration == "transient"):
+					done++
+				case s.State == "maintenance" && want == "online":
+					maint = s.FMRI
+				}
+			}
+		})
+		if err != nil {
+			return inv.stateErr(err)
+		}
+		if maint != "" {
+			inv.errf("svcadm: Instance \"%s\" has entered maintenance state.", maint)
+			return 3
+		}
+		if done == len(fmris) {
+			return 0
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	inv.errf("svcadm: timed out waiting for %s", strings.Join(fmris, " "))
+	return 1
+}
+
+// svcRow is one instance as svcs prints it.
+type svcRow struct {
+	state string
+	stime time.Time
+	fmri  string
+	pid   int
+	svc   *Service
+}
+
+var svcsColumns = map[string]struct {
+	header string
+	width  int
+}{
+	"state": {"STATE", 14}, "nstate": {"NSTATE", 14}, "stime": {"STIME", 8}, "fmri": {"FMRI", 0},
+	"ctid": {"CTID", 6}, "scope": {"SCOPE", 8}, "svc": {"SVC", 14}, "inst": {"INST", 14},
+	"sta": {"STA", 4}, "nsta": {"NSTA", 4}, "desc": {"DESC", 0},
+}
+
+var stateOrder = map[string]int{"legacy_run": 0, "disabled": 1, "uninitialized": 2, "offline": 3, "online": 4, "degraded": 5, "maintenance": 6}
+
+// svcs [-aHpxLl] [-o col,...] [FMRI...]
+func runSvcs(inv *invocation) int {
+	opts, rest, bad, ok := getopt(inv.args, "aHpxLlvo:s:S:z:Z")
+	if !ok {
+		inv.errf("svcs: illegal option -- %c", bad)
+		inv.errf("Usage: svcs [-aHpv] [-o col[,col ... ]] [-R restarter] [-sS col] [<service> ...]")
+		return 2
+	}
+	var all, noHeader, procs, explain, logs, long bool
+	cols := []string{"state", "stime", "fmri"}
+	for _, o := range opts {
+		switch o.c {
+		case 'a':
+			all = true
+		case 'H':
+			noHeader = true
+		case 'p':
+			procs = true
+		case 'x':
+			explain = true
+		case 'L':
+			logs = true
+		case 'l':
+			long = true
+		case 'o':
+			cols = strings.Split(strings.ToLower(o.val), ",")
+			for _, c := range cols {
+				if _, ok := svcsColumns[c]; !ok {
+					inv.errf("svcs: Unrecognized column \"%s\".", c)
+					return 2
+				}
+			}
+		}
+	}
+	var rows []svcRow
+	code := 0
+	var zoneRoot string
+	err := inv.h.view(func(st *State) {
+		z, ok := smfZone(inv, st)
+		if !ok {
+			code = 1
+			return
+		}
+		if z.Name != "global" {
+			zoneRoot = inv.h.zoneRoot(z)
+		}
+		rows = svcsRows(st, z)
+	})
+	if err != nil {
+		return inv.stateErr(err)
+	}
+	if code != 0 {
+		return code
+	}
+	var selected []svcRow
+	if len(rest) > 0 {
+		for _, p := range rest {
+			n := 0
+			for _, r := range rows {
+				if matchFMRI(p, r.fmri) {
+					selected = append(selected, r)
+					n++
+				}
+			}
+			if n == 0 {
+				inv.errf("svcs: Pattern '%s' doesn't match any instances", p)
+				code = 1
+			}
+		}
+	} else {
+		for _, r := range rows {
+			if all || r.state != "disabled" {
+				selected = append(selected, r)
+			}
+		}
+	}
+	sort.SliceStable(selected, func(i, j int) bool {
+		a, b := selected[i], selected[j]
+		if stateOrder[a.state] != stateOrder[b.state] {
+			return stateOrder[a.state] < stateOrder[b.state]
+		}
+		if !a.stime.Equal(b.stime) {
+			return a.stime.Before(b.stime)
+		}
+		return a.fmri < b.fmri
+	})
+	switch {
+	case long:
+		svcsLong(inv, selected, zoneRoot)
+	case explain:
+		svcsExplain(inv, selected, zoneRoot)
+	case logs:
+		for _, r := range selected {
+			inv.outf("%s", svcLogPath(r.fmri))
+		}
+	default:
+		svcsTable(inv, selected, cols, noHeader, procs)
+	}
+	return code
+}
+
+func svcsRows(st *State, z *Zone) []svcRow {
+	var rows []svcRow
+	booted := z.Booted
+	names := builtinServices
+	if z.Name == "global" {
+		booted, names = st.BootTime, globalServices
+	}
+	for _, f := range names {
+		rows = append(rows, svcRow{state: "online", stime: booted, fmri: f})
+	}
+	for _, s := range z.Services {
+		rows = append(rows, svcRow{state: s.State, stime: s.STime, fmri: s.FMRI, pid: s.PID, svc: s})
+	}
+	return rows
+}
+
+func svcsTable(inv *invocation, rows []svcRow, cols []string, noHeader, procs bool) {
+	line := func(vals []string) {
+		var b strings.Builder
+		for i, v := range vals {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			w := svcsColumns[cols[i]].width
+			if i == len(vals)-1 || w == 0 {
+				b.WriteString(v)
+			} else if cols[i] == "ctid" {
+				b.WriteString(fmt.Sprintf("%*s", w, v))
+			} else {
+				b.WriteString(fmt.Sprintf("%-*s", w, v))
+			}
+		}
+		inv.outf("%s", b.String())
+	}
+	if !noHeader {
+		hdr := make([]string, len(cols))
+		for i, c := range cols {
+			hdr[i] = svcsColumns[c].header
+		}
+		line(hdr)
+	}
+	for _, r := range rows {
+		vals := make([]string, len(cols))
+		for i, c := range cols {
+			vals[i] = svcsValue(r, c)
+		}
+		line(vals)
+		if procs && r.pid > 0 {
+			for _, p := range groupMembers(r.pid) {
+				inv.outf("               %-8s %8d %s", formatSTime(r.stime), p, procComm(p))
+			}
+		}
+	}
+}
+
+func svcsValue(r svcRow, col string) string {
+	svc, inst, _ := strings.Cut(strings.TrimPrefix(r.fmri, "svc:/"), ":")
+	switch col {
+	case "state":
+		return r.state
+	case "nstate":
+		return "-"
+	case "stime":
+		return formatSTime(r.stime)
+	case "fmri":
+		return r.fmri
+	case "ctid":
+		if r.pid > 0 {
+			return fmt.Sprint(r.pid)
+		}
+		return "-"
+	case "scope":
+		return "localhost"
+	case "svc":
+		return svc
+	case "inst":
+		return inst
+	case "sta", "nsta":
+		abbr := map[string]string{"online": "ON", "offline": "OFF", "disabled": "DIS", "maintenance": "MNT",
+			"uninitialized": "UN", "degraded": "DGD", "legacy_run": "LRC"}[r.state]
+		if col == "nsta" {
+			return "-"
+		}
+		return abbr
+	case "desc":
+		return "-"
+	}
+	return ""
+}
+
+// formatSTime is svcs' STIME: the time of day within 24 hours, else
+// "Mon_DD".
+func formatSTime(t time.Time) string {
+	t = t.Local()
+	if time.Since(t) < 24*time.Hour {
+		return t.Format("15:04:05")
+	}
+	return t.Format("Jan_02")
+}
+
+// svcLogPath is the SMF log of an instance, as seen inside the zone.
+func svcLogPath(fmri string) string {
+	f := strings.TrimPrefix(fmri, "svc:/")
+	return "/var/svc/log/" + strings.ReplaceAll(f, "/", "-") + ".log"
+}
+
+func svcsLong(inv *invocation, rows []svcRow, zoneRoot string) {
+	for i, r := range rows {
+		if i > 0 {
+			inv.outf("")
+		}
+		enabled := "true"
+		if r.svc != nil && !r.svc.Enabled {
+			enabled = "false"
+		}
+		inv.outf("fmri         %s", r.fmri)
+		inv.outf("enabled      %s", enabled)
+		inv.outf("state        %s", r.state)
+		inv.outf("next_state   none")
+		inv.outf("state_time   %s", r.stime.Local().Format("Mon Jan _2 15:04:05 2006"))
+		if zoneRoot != "" {
+			inv.outf("logfile      %s", svcLogPath(r.fmri))
+		}
+		inv.outf("restarter    svc:/system/svc/restarter:default")
+		if r.pid > 0 {
+			inv.outf("contract_id  %d", r.pid)
+		}
+	}
+}
+
+func svcsExplain(inv *invocation, rows []svcRow, zoneRoot string) {
+	for _, r := range rows {
+		if r.state != "maintenance" && r.state != "offline" && r.state != "degraded" {
+			continue
+		}
+		reason := "Start method is running."
+		if r.svc != nil && r.svc.Reason != "" {
+			reason = r.svc.Reason
+		}
+		inv.outf("%s", r.fmri)
+		inv.outf(" State: %s since %s", r.state, r.stime.Local().Format("Mon Jan _2 15:04:05 2006"))
+		inv.outf("Reason: %s", reason)
+		if zoneRoot != "" {
+			inv.outf("   See: %s", svcLogPath(r.fmri))
+		}
+		inv.outf("Impact: This service is not running.")
+		inv.outf("")
+	}
+}
+
+// groupMembers lists the processes of a process group.
+func groupMembers(pgid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if st, ok := procStat(pid); ok && st.pgid == pgid && st.state != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func procComm(pid int) string {
+	b, err := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), "comm"))
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,908 @@
+package sim
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A booted zone has a supervisor, like zoneadmd: `illumos-sim zoneadmd
+// ROOT ZONE BOOTID`, started by zoneadm boot in its own session. It runs
+// the zone's SMF services as Linux processes (cwd the zone root, each in
+// its own process group, SIGKILLed if the supervisor dies), restarts them
+// when they exit, puts them into maintenance when they fail too quickly,
+// stops them gracefully on SIGTERM (zoneadm shutdown) and kills them at
+// once on SIGUSR2 (zoneadm halt). SIGUSR1 means "the state changed, look".
+//
+// The supervisor is a child subreaper, so processes a service orphans are
+// reparented to it and reaped here: nothing of a halted zone is left
+// behind, not even a zombie.
+
+const (
+	sigReconcile        = syscall.SIGUSR1
+	sigHalt             = syscall.SIGUSR2
+	sigShutdown         = syscall.SIGTERM
+	prSetChildSubreaper = 36
+)
+
+// runDir is the per-zone runtime directory: supervisor log and bin links.
+func (h *host) runDir(zone string) string { return filepath.Join(h.root, "run", zone) }
+
+// zoneBinDir holds links to the inside-zone commands; zlogin and services
+// put it first on PATH.
+func (h *host) zoneBinDir(zone string) string { return filepath.Join(h.runDir(zone), "bin") }
+
+// ensureZoneBin (re)creates the zone's command links and root marker.
+func ensureZoneBin(h *host, zone string) error {
+	exe, err := selfExe()
+	if err != nil {
+		return err
+	}
+	dir := h.zoneBinDir(zone)
+	if err := linkCommands(dir, exe, zoneCommands); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, rootMarker), []byte(h.root+"\n"))
+}
+
+// procInfo is what the simulator reads from /proc/PID/stat.
+type procInfo struct {
+	state byte
+	ppid  int
+	pgid  int
+}
+
+func procStat(pid int) (procInfo, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procInfo{}, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return procInfo{}, false
+	}
+	var st procInfo
+	if _, err := fmt.Sscanf(s[i+2:], "%c %d %d", &st.state, &st.ppid, &st.pgid); err != nil {
+		return procInfo{}, false
+	}
+	return st, true
+}
+
+// processAlive treats a zombie as dead: on hosts whose init does not reap
+// orphans, a finished process can linger as a zombie forever.
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	st, ok := procStat(pid)
+	return ok && st.state != 'Z'
+}
+
+// groupAlive reports a process group with a live (non-zombie) member.
+func groupAlive(pgid int) bool {
+	if pgid <= 0 || syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	return len(groupMembers(pgid)) > 0
+}
+
+// isSupervisorOf checks, before signalling a recorded pid, that it is still
+// the supervisor of that zone and not a recycled pid.
+func isSupervisorOf(pid int, root, zone string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	return len(args) >= 4 && args[1] == "zoneadmd" && args[2] == root && args[3] == zone
+}
+
+// startSupervisor launches the zone's supervisor and waits until it has
+// taken the zone to running.
+func startSupervisor(h *host, zone, bootID string) error {
+	exe, err := selfExe()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(h.runDir(zone), 0o755); err != nil {
+		return fmt.Errorf("create run dir: %w", err)
+	}
+	logf, err := os.OpenFile(filepath.Join(h.runDir(zone), "zoneadmd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open zoneadmd log: %w", err)
+	}
+	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("pipe: %w", err)
+	}
+	defer r.Close()
+	cmd := exec.Command(exe, "zoneadmd", h.root, zone, bootID)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Env = envWithout(os.Environ(), EnvFaults)
+	// Its own session: the supervisor must outlive this zoneadm and must
+	// not get the terminal's signals.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("could not start zoneadmd: %w", err)
+	}
+	w.Close()
+	cmd.Process.Release()
+	r.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line, err := bufio.NewReader(r).ReadString('\n')
+	line = strings.TrimSpace(line)
+	switch {
+	case line == "ok":
+		return nil
+	case line != "":
+		return errors.New(strings.TrimPrefix(line, "error: "))
+	}
+	return fmt.Errorf("zoneadmd exited during boot (%v); see %s", err, filepath.Join(h.runDir(zone), "zoneadmd.log"))
+}
+
+func envWithout(env []string, keys ...string) []string {
+	var out []string
+	for _, kv := range env {
+		skip := false
+		for _, k := range keys {
+			if strings.HasPrefix(kv, k+"=") {
+				skip = true
+			}
+		}
+		if !skip {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// stopSupervisor asks a supervisor to shut its zone down (gracefully or at
+// once) and waits for it to exit, killing it if it does not.
+func stopSupervisor(h *host, zone string, pid int, graceful bool) {
+	if pid <= 0 || !isSupervisorOf(pid, h.root, zone) {
+		return
+	}
+	sig, wait := sigHalt, 5*time.Second
+	if graceful {
+		sig, wait = sigShutdown, 10*time.Minute
+	}
+	syscall.Kill(pid, sig)
+	deadline := time.Now().Add(wait)
+	for processAlive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if processAlive(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// killServiceGroups is the last resort when a supervisor died without
+// cleaning up: kill the recorded process groups of the zone's services.
+func killServiceGroups(z *Zone) {
+	for _, s := range z.Services {
+		if s.PID > 0 && groupAlive(s.PID) {
+			syscall.Kill(-s.PID, syscall.SIGKILL)
+		}
+	}
+}
+
+// stopAll halts every zone of the host and kills what is left.
+func stopAll(h *host) error {
+	var zones []Zone
+	if err := h.view(func(st *State) {
+		for _, z := range st.Zones {
+			if z.Name != "global" && inKernel(z.State) {
+				zones = append(zones, *z)
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	done := make(chan struct{}, len(zones))
+	for _, z := range zones {
+		go func(z Zone) {
+			stopSupervisor(h, z.Name, z.SupervisorPID, false)
+			killServiceGroups(&z)
+			done <- struct{}{}
+		}(z)
+	}
+	for range zones {
+		<-done
+	}
+	return h.update(func(st *State) bool {
+		for _, z := range st.Zones {
+			if z.Name != "global" && inKernel(z.State) {
+				leaveKernel(st, z)
+			}
+		}
+		return true
+	})
+}
+
+// svcProc is the supervisor's view of one service instance.
+type svcProc struct {
+	fmri        string
+	def         *SvcDef
+	pid         int // main process and process-group id; 0 when not running
+	groupOnly   bool
+	stopping    bool
+	stopHelper  int
+	stopUntil   time.Time
+	restartNext bool // start again once stopped (svcadm restart)
+	restartAt   time.Time
+	exits       []time.Time
+	transient   bool // a transient service whose start method succeeded
+	seenRestart int
+	seenClear   int
+	known       bool
+}
+
+type spawnReq struct {
+	argv  []string
+	env   []string
+	dir   string
+	files []uintptr
+	resp  chan spawnResp
+}
+
+type spawnResp struct {
+	pid int
+	err error
+}
+
+type supervisor struct {
+	h        *host
+	zone     string
+	bootID   string
+	root     string // the zone's root directory
+	logger   *log.Logger
+	spawnCh  chan spawnReq
+	procs    map[string]*svcProc
+	limit    int
+	window   time.Duration
+	delay    time.Duration
+	orphaned bool
+}
+
+// runSupervisor is the entry point of `illumos-sim zoneadmd ROOT ZONE BOOTID`.
+func runSupervisor(args []string, stderr io.Writer) int {
+	if len(args) != 3 {
+		fmt.Fprintln(stderr, "usage: illumos-sim zoneadmd ROOT ZONE BOOTID")
+		return 2
+	}
+	ready := os.NewFile(3, "ready")
+	h, err := openHost(args[0])
+	if err != nil {
+		notifyReady(ready, err)
+		return 1
+	}
+	sv := &supervisor{
+		h: h, zone: args[1], bootID: args[2],
+		logger:  log.New(stderr, "zoneadmd["+args[1]+"] ", log.LstdFlags|log.Lmicroseconds),
+		spawnCh: make(chan spawnReq),
+		procs:   map[string]*svcProc{},
+		limit:   h.facts.SMF.RestartLimit,
+		window:  time.Duration(h.facts.SMF.RestartWindow),
+		delay:   time.Duration(h.facts.SMF.RestartDelay),
+	}
+	if sv.limit <= 0 {
+		sv.limit = 3
+	}
+	return sv.run(ready)
+}
+
+func notifyReady(f *os.File, err error) {
+	if f == nil {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(f, "error: %v\n", err)
+	} else {
+		fmt.Fprintln(f, "ok")
+	}
+	f.Close()
+}
+
+func (sv *supervisor) run(ready *os.File) int {
+	syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	go sv.spawner()
+	sigs := make(chan os.Signal, 32)
+	signal.Notify(sigs, syscall.SIGCHLD, sigReconcile, sigHalt, sigShutdown, syscall.SIGHUP, syscall.SIGINT)
+	if err := ensureZoneBin(sv.h, sv.zone); err != nil {
+		notifyReady(ready, err)
+		return 1
+	}
+	if err := sv.register(); err != nil {
+		notifyReady(ready, err)
+		return 1
+	}
+	notifyReady(ready, nil)
+	sv.logger.Printf("zone booted")
+	sv.reconcile()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	lastFull := time.Now()
+	for {
+		select {
+		case s := <-sigs:
+			switch s {
+			case syscall.SIGCHLD:
+				sv.reap()
+			case sigShutdown:
+				sv.logger.Printf("shutdown requested")
+				sv.shutdown(sigs)
+				return 0
+			case sigHalt, syscall.SIGINT:
+				sv.logger.Printf("halt requested")
+				sv.halt()
+				return 0
+			}
+			sv.reconcile()
+			lastFull = time.Now()
+		case <-tick.C:
+			sv.reap()
+			if sv.timersDue() || time.Since(lastFull) > 2*time.Second {
+				sv.reconcile()
+				lastFull = time.Now()
+			}
+		}
+		if sv.orphaned {
+			// The zone was halted or rebooted behind our back (stop-all,
+			// a crashed zoneadm): nothing here may outlive that.
+			sv.logger.Printf("zone no longer ours; halting")
+			sv.halt()
+			return 0
+		}
+	}
+}
+
+// spawner forks every child from one locked OS thread, because Linux ties
+// Pdeathsig to the thread that forked: were that thread to exit, the
+// children would be killed with it.
+func (sv *supervisor) spawner() {
+	runtime.LockOSThread()
+	for r := range sv.spawnCh {
+		pid, err := syscall.ForkExec(r.argv[0], r.argv, &syscall.ProcAttr{
+			Dir: r.dir, Env: r.env, Files: r.files,
+			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		})
+		r.resp <- spawnResp{pid, err}
+	}
+}
+
+// register moves the zone from ready to running under our boot id.
+func (sv *supervisor) register() error {
+	var regErr error
+	err := sv.h.update(func(st *State) bool {
+		z := st.zone(sv.zone)
+		switch {
+		case z == nil:
+			regErr = fmt.Errorf("zone %s does not exist", sv.zone)
+			return false
+		case z.BootID != sv.bootID || z.State != stateReady:
+			regErr = fmt.Errorf("zone %s is %s, not ready for this boot", sv.zone, z.State)
+			return false
+		}
+		z.State = stateRunning
+		z.SupervisorPID = os.Getpid()
+		z.Booted = time.Now().UTC()
+		sv.root = sv.h.zoneRoot(z)
+		for _, s := range z.Services {
+			if s.State == "online" || s.State == "uninitialized" {
+				s.State = "offline"
+			}
+			s.PID = 0
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return regErr
+}
+
+// timersDue reports a pending restart, stop deadline or daemon to watch.
+func (sv *supervisor) timersDue() bool {
+	now := time.Now()
+	for _, p := range sv.procs {
+		switch {
+		case !p.restartAt.IsZero() && !now.Before(p.restartAt):
+			return true
+		case p.stopping && !p.stopUntil.IsZero() && now.After(p.stopUntil):
+			return true
+		case p.groupOnly && !groupAlive(p.pid):
+			return true
+		}
+	}
+	return false
+}
+
+// stateChange is a service state the supervisor records after acting.
+type stateChange struct {
+	fmri   string
+	state  string
+	pid    int
+	reason string
+}
+
+// reconcile compares what the administrator wants with what runs and acts.
+// The lock is held only to read requests and to record results, never
+// while processes start or stop.
+func (sv *supervisor) reconcile() {
+	var starts, stops []*svcProc
+	now := time.Now()
+	err := sv.h.update(func(st *State) bool {
+		z := st.zone(sv.zone)
+		if z == nil || z.BootID != sv.bootID {
+			sv.orphaned = true
+			return false
+		}
+		changed := false
+		present := map[string]bool{}
+		for _, s := range z.Services {
+			present[s.FMRI] = true
+			p := sv.procs[s.FMRI]
+			if p == nil {
+				p = &svcProc{fmri: s.FMRI, seenRestart: s.RestartReq, seenClear: s.ClearReq}
+				sv.procs[s.FMRI] = p
+			}
+			p.def = s.Manifest
+			if s.ClearReq != p.seenClear {
+				p.seenClear = s.ClearReq
+				if s.State == "maintenance" {
+					setState(s, "offline", "")
+					p.exits = nil
+					changed = true
+				}
+			}
+			if s.RestartReq != p.seenRestart {
+				p.seenRestart = s.RestartReq
+				if p.pid != 0 && !p.stopping {
+					p.restartNext = true
+					stops = append(stops, p)
+					continue
+				}
+			}
+			want := s.Enabled && s.State != "maintenance"
+			switch {
+			case !want && (p.pid != 0 || p.transient) && !p.stopping:
+				p.restartAt = time.Time{}
+				p.restartNext = false
+				stops = append(stops, p)
+			case !want && p.pid == 0 && !s.Enabled && s.State != "disabled" && s.State != "maintenance":
+				p.restartAt = time.Time{}
+				setState(s, "disabled", "")
+				changed = true
+			case want && p.pid == 0 && !p.stopping && !p.transient && !now.Before(p.restartAt):
+				p.restartAt = time.Time{}
+				starts = append(starts, p)
+				if s.State != "offline" {
+					setState(s, "offline", "")
+					changed = true
+				}
+			}
+			if p.stopping && !p.stopUntil.IsZero() && now.After(p.stopUntil) && p.pid != 0 {
+				sv.logger.Printf("%s: stop timed out; killing", p.fmri)
+				syscall.Kill(-p.pid, syscall.SIGKILL)
+			}
+		}
+		for fmri, p := range sv.procs {
+			if !present[fmri] {
+				if p.pid != 0 && !p.stopping {
+					stops = append(stops, p)
+				} else if p.pid == 0 {
+					delete(sv.procs, fmri)
+				}
+			}
+		}
+		return changed
+	})
+	if err != nil {
+		sv.logger.Printf("reconcile: %v", err)
+		return
+	}
+	for _, p := range sv.procs {
+		if p.groupOnly && !p.stopping && !groupAlive(p.pid) {
+			sv.serviceExited(p, 0, false)
+		}
+		if p.groupOnly && p.stopping && !groupAlive(p.pid) {
+			sv.stopped(p)
+		}
+	}
+	for _, p := range stops {
+		sv.stop(p)
+	}
+	for _, p := range starts {
+		sv.start(p)
+	}
+}
+
+func setState(s *Service, state, reason string) {
+	s.State = state
+	s.Reason = reason
+	s.STime = time.Now().UTC()
+}
+
+// record writes service states into the host state.
+func (sv *supervisor) record(changes ...stateChange) {
+	err := sv.h.update(func(st *State) bool {
+		z := st.zone(sv.zone)
+		if z == nil || z.BootID != sv.bootID {
+			return false
+		}
+		for _, c := range changes {
+			for _, s := range z.Services {
+				if s.FMRI != c.fmri {
+					continue
+				}
+				if c.state == "disabled" && s.Enabled {
+					c.state = "offline"
+				}
+				if s.State != c.state || s.Reason != c.reason {
+					setState(s, c.state, c.reason)
+				}
+				s.PID = c.pid
+				if c.reason == "restarting" {
+					s.Restarts++
+					s.Reason = ""
+				}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		sv.logger.Printf("record: %v", err)
+	}
+}
+
+// methodEnv is the environment of a method: the supervisor's own (so host
+// programs resolve as they do for the caller), the zone's command
+// directory first on PATH, the SMF variables, then the manifest's.
+func (sv *supervisor) methodEnv(p *svcProc, method string) []string {
+	env := envWithout(os.Environ(), EnvRoot, EnvZone, EnvFaults, "PATH", "SMF_FMRI", "SMF_METHOD")
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	env = append(env,
+		"PATH="+sv.h.zoneBinDir(sv.zone)+":"+path,
+		EnvRoot+"="+sv.h.root,
+		EnvZone+"="+sv.zone,
+		"SMF_FMRI="+p.fmri,
+		"SMF_METHOD="+method,
+		"SMF_RESTARTER=svc:/system/svc/restarter:default",
+		"SMF_ZONENAME="+sv.zone,
+	)
+	return append(env, p.def.Env...)
+}
+
+// expandMethod substitutes the SMF method tokens %f %s %i %m %r %%.
+func expandMethod(exec, fmri, method string) string {
+	f := strings.TrimPrefix(fmri, "svc:/")
+	svc, inst, _ := strings.Cut(f, ":")
+	r := strings.NewReplacer("%%", "%", "%f", fmri, "%s", svc, "%i", inst, "%m", method,
+		"%r", "svc.startd")
+	return r.Replace(exec)
+}
+
+// launch forks `/bin/sh -c EXEC` for a method of a service.
+func (sv *supervisor) launch(p *svcProc, method, execLine string) (int, error) {
+	dir := sv.root
+	if p.def.WorkDir != "" && p.def.WorkDir != ":default" {
+		dir = filepath.Join(sv.root, p.def.WorkDir)
+	}
+	logPath := filepath.Join(sv.root, svcLogPath(p.fmri))
+	os.MkdirAll(filepath.Dir(logPath), 0o755)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return 0, err
+	}
+	defer devnull.Close()
+	fmt.Fprintf(logf, "[ %s Executing %s method (\"%s\"). ]\n", time.Now().Format("Jan _2 15:04:05"), method, execLine)
+	resp := make(chan spawnResp, 1)
+	sv.spawnCh <- spawnReq{
+		argv:  []string{"/bin/sh", "-c", rewriteIllumosPaths(expandMethod(execLine, p.fmri, method), sv.h.zoneBinDir(sv.zone))},
+		env:   sv.methodEnv(p, method),
+		dir:   dir,
+		files: []uintptr{devnull.Fd(), logf.Fd(), logf.Fd()},
+		resp:  resp,
+	}
+	r := <-resp
+	return r.pid, r.err
+}
+
+func (sv *supervisor) start(p *svcProc) {
+	pid, err := sv.launch(p, "start", p.def.Start.Exec)
+	if err != nil {
+		sv.logger.Printf("%s: start failed: %v", p.fmri, err)
+		sv.serviceExited(p, 1, false)
+		return
+	}
+	sv.logger.Printf("%s: started pid %d", p.fmri, pid)
+	p.pid, p.groupOnly, p.stopping = pid, false, false
+	sv.record(stateChange{fmri: p.fmri, state: "online", pid: pid})
+}
+
+// stop runs the stop method: ":kill" (the default) signals the process
+// group; ":true" does nothing; a command runs, and whatever is left of the
+// service once it finishes is killed, as SMF empties the contract.
+func (sv *supervisor) stop(p *svcProc) {
+	if p.pid == 0 {
+		p.transient = false
+		sv.record(stateChange{fmri: p.fmri, state: "disabled"})
+		return
+	}
+	p.stopping = true
+	method := SvcMethod{Exec: ":kill", Timeout: 60}
+	if p.def != nil && p.def.Stop != nil {
+		method = *p.def.Stop
+	}
+	p.stopUntil = time.Now().Add(time.Duration(method.Timeout) * time.Second)
+	switch {
+	case strings.HasPrefix(method.Exec, ":kill"):
+		sig := syscall.SIGTERM
+		if f := strings.Fields(method.Exec); len(f) == 2 {
+			sig = signalByName(f[1])
+		}
+		syscall.Kill(-p.pid, sig)
+	case method.Exec == ":true":
+		syscall.Kill(-p.pid, syscall.SIGKILL)
+	default:
+		pid, err := sv.launch(p, "stop", method.Exec)
+		if err != nil {
+			syscall.Kill(-p.pid, syscall.SIGKILL)
+		} else {
+			p.stopHelper = pid
+		}
+	}
+}
+
+func signalByName(s string) syscall.Signal {
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "-"), "SIG")
+	switch s {
+	case "HUP", "1":
+		return syscall.SIGHUP
+	case "INT", "2":
+		return syscall.SIGINT
+	case "KILL", "9":
+		return syscall.SIGKILL
+	case "USR1":
+		return syscall.SIGUSR1
+	case "USR2":
+		return syscall.SIGUSR2
+	}
+	return syscall.SIGTERM
+}
+
+// reap collects every exited child (services, stop methods and orphans
+// reparented to us) and reacts to the services' exits.
+func (sv *supervisor) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return
+		}
+		for _, p := range sv.procs {
+			switch pid {
+			case p.stopHelper:
+				p.stopHelper = 0
+				if p.pid != 0 {
+					syscall.Kill(-p.pid, syscall.SIGKILL)
+				}
+			case p.pid:
+				if p.groupOnly {
+					continue
+				}
+				if p.stopping {
+					syscall.Kill(-p.pid, syscall.SIGKILL)
+					sv.stopped(p)
+					continue
+				}
+				status := ws.ExitStatus()
+				if ws.Signaled() {
+					status = 128 + int(ws.Signal())
+				}
+				sv.serviceExited(p, status, true)
+			}
+		}
+	}
+}
+
+// stopped finishes a stop: the service is disabled, or restarts if a
+// restart was asked for.
+func (sv *supervisor) stopped(p *svcProc) {
+	sv.logger.Printf("%s: stopped", p.fmri)
+	p.pid, p.stopping, p.groupOnly, p.stopHelper = 0, false, false, 0
+	p.stopUntil = time.Time{}
+	p.transient = false
+	if p.restartNext {
+		p.restartNext = false
+		sv.start(p)
+		return
+	}
+	sv.record(stateChange{fmri: p.fmri, state: "disabled"})
+}
+
+// serviceExited handles a service process that ended on its own.
+func (sv *supervisor) serviceExited(p *svcProc, status int, fromWait bool) {
+	pgid := p.pid
+	duration := "contract"
+	if p.def != nil {
+		duration = p.def.Duration
+	}
+	if fromWait && status == 0 {
+		switch {
+		case duration == "transient":
+			p.pid, p.transient = 0, true
+			sv.record(stateChange{fmri: p.fmri, state: "online"})
+			return
+		case duration == "contract" && groupAlive(pgid):
+			// The start method daemonised: the service lives on in its
+			// process group, as in an SMF contract.
+			p.groupOnly = true
+			return
+		}
+	}
+	if pgid > 0 {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	p.pid, p.groupOnly = 0, false
+	now := time.Now()
+	var recent []time.Time
+	for _, t := range p.exits {
+		if now.Sub(t) < sv.window {
+			recent = append(recent, t)
+		}
+	}
+	p.exits = append(recent, now)
+	sv.logger.Printf("%s: exited with status %d (%d exits within %s)", p.fmri, status, len(p.exits), sv.window)
+	if len(p.exits) >= sv.limit {
+		p.exits = nil
+		sv.record(stateChange{fmri: p.fmri, state: "maintenance", reason: "Restarting too quickly."})
+		return
+	}
+	p.restartAt = now.Add(sv.delay)
+	sv.record(stateChange{fmri: p.fmri, state: "offline", reason: "restarting"})
+}
+
+// shutdown stops every service with its stop method and waits for all of
+// them (killing those past their stop timeout), then exits.
+func (sv *supervisor) shutdown(sigs chan os.Signal) {
+	for _, p := range sv.procs {
+		p.restartNext = false
+		p.restartAt = time.Time{}
+		if p.pid != 0 && !p.stopping {
+			sv.stop(p)
+		}
+	}
+	for {
+		running := false
+		for _, p := range sv.procs {
+			if p.pid == 0 {
+				continue
+			}
+			if p.groupOnly && !groupAlive(p.pid) {
+				p.pid = 0
+				continue
+			}
+			running = true
+			if time.Now().After(p.stopUntil) {
+				syscall.Kill(-p.pid, syscall.SIGKILL)
+			}
+		}
+		if !running {
+			break
+		}
+		select {
+		case s := <-sigs:
+			if s == sigHalt || s == syscall.SIGINT {
+				sv.halt()
+				return
+			}
+		case <-time.After(20 * time.Millisecond):
+		}
+		sv.reapQuiet()
+	}
+	sv.killEverything()
+}
+
+// reapQuiet reaps children and clears the pids of services that ended.
+func (sv *supervisor) reapQuiet() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return
+		}
+		for _, p := range sv.procs {
+			if p.pid == pid && !p.groupOnly {
+				if groupAlive(pid) {
+					syscall.Kill(-pid, syscall.SIGKILL)
+				}
+				p.pid = 0
+			}
+			if p.stopHelper == pid {
+				p.stopHelper = 0
+				if p.pid != 0 {
+					syscall.Kill(-p.pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}
+}
+
+// halt kills every process of the zone at once.
+func (sv *supervisor) halt() {
+	for _, p := range sv.procs {
+		if p.pid != 0 {
+			syscall.Kill(-p.pid, syscall.SIGKILL)
+		}
+		if p.stopHelper != 0 {
+			syscall.Kill(-p.stopHelper, syscall.SIGKILL)
+		}
+	}
+	sv.killEverything()
+}
+
+// killEverything kills any child left (a daemon that left its process
+// group is still our child, being reparented to us) and reaps them all, so
+// no process and no zombie of the zone survives the supervisor.
+func (sv *supervisor) killEverything() {
+	deadline := time.Now().Add(3 * time.Second)
+	self := os.Getpid()
+	for time.Now().Before(deadline) {
+		for _, pid := range childrenOf(self) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.ECHILD) {
+			return
+		}
+		if pid <= 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	sv.logger.Printf("some processes did not exit")
+}
+
+// childrenOf lists the live processes whose parent is pid.
+func childrenOf(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		if st, ok := procStat(p); ok && st.ppid == pid && st.state != 'Z' {
+			out = append(out, p)
+		}
+	}
+	return out
+}

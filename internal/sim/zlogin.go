@@ -1,0 +1,173 @@
+package sim
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"golang.org/x/term"
+)
+
+// zlogin ZONE [utility [args...]]: the words after the zone are joined with
+// spaces and run by "sh -c" in the zone's root directory (the shell
+// re-parses them, as the zone's shell does); stdin, stdout and stderr pass
+// through and the exit status is the command's (spec §6).
+
+const zloginUsage = "zlogin: usage: zlogin [ -dnQCEINS ] [ -e cmdchar ] [-l user] zonename [command [arg ...]]"
+
+func runZlogin(inv *invocation) int {
+	opts, rest, _, ok := getopt(inv.args, "dinCEINQSe:l:")
+	if !ok || len(rest) == 0 {
+		inv.errf("%s", zloginUsage)
+		return 2
+	}
+	var console, failsafe, noStdin bool
+	user := ""
+	for _, o := range opts {
+		switch o.c {
+		case 'C':
+			console = true
+		case 'S':
+			failsafe = true
+		case 'n':
+			noStdin = true
+		case 'l':
+			user = o.val
+		}
+	}
+	if user != "" && failsafe {
+		inv.errf("zlogin: -l may not be specified for failsafe login")
+		return 2
+	}
+	zone := rest[0]
+	if zone == "global" {
+		inv.errf("zlogin: 'zlogin' not applicable to the global zone")
+		return 1
+	}
+	var z *Zone
+	if err := inv.h.view(func(st *State) {
+		if x := st.zone(zone); x != nil {
+			cp := *x
+			z = &cp
+		}
+	}); err != nil {
+		return inv.stateErr(err)
+	}
+	switch {
+	case z == nil:
+		inv.errf("zlogin: zone '%s' unknown", zone)
+		return 1
+	case stateRank(z.State) < stateRank(stateInstalled):
+		inv.errf("zlogin: cannot login to a zone which is '%s'", z.State)
+		return 1
+	case console:
+		inv.errf("zlogin: console login is not supported by illumos-sim")
+		return 1
+	case z.State != stateRunning:
+		inv.errf("zlogin: login allowed only to running zones (%s is '%s').", zone, z.State)
+		return 1
+	}
+	if err := ensureZoneBin(inv.h, zone); err != nil {
+		inv.errf("zlogin: %v", err)
+		return 1
+	}
+	argv := []string{"/bin/sh"}
+	if len(rest) > 1 {
+		var b strings.Builder
+		for _, w := range rest[1:] {
+			b.WriteString(w)
+			b.WriteByte(' ')
+		}
+		argv = append(argv, "-c", rewriteIllumosPaths(b.String(), inv.h.zoneBinDir(zone)))
+	}
+	return inv.runInZone(z, argv, noStdin)
+}
+
+// runInZone runs argv with the zone's root as cwd and the zone's command
+// directory first on PATH, relaying stdio, signals and the exit status.
+func (inv *invocation) runInZone(z *Zone, argv []string, noStdin bool) int {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = inv.h.zoneRoot(z)
+	path := inv.env["PATH"]
+	if path == "" {
+		path = "/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	env := envWithout(os.Environ(), EnvRoot, EnvZone, EnvFaults, "PATH")
+	cmd.Env = append(env,
+		"PATH="+inv.h.zoneBinDir(z.Name)+":"+path,
+		EnvRoot+"="+inv.h.root,
+		EnvZone+"="+z.Name,
+	)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inv.stdin, inv.stdout, inv.stderr
+	if noStdin {
+		cmd.Stdin = nil
+	}
+	interactive := false
+	if f, ok := inv.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		interactive = true
+	}
+	// Pdeathsig is tied to the forking thread: keep this goroutine on it
+	// for as long as the child runs.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: !interactive}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		inv.errf("zlogin: could not execute in zone %s: %v", z.Name, err)
+		return 1
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				target := cmd.Process.Pid
+				if !interactive {
+					target = -target
+				}
+				syscall.Kill(target, s.(syscall.Signal))
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	inv.errf("zlogin: %v", err)
+	return 1
+}
+
+// illumosPathRE finds absolute illumos paths of the inside-zone commands
+// (/usr/sbin/ipadm, /usr/bin/svcs, ...) as whole words of a command line.
+var illumosPathRE = regexp.MustCompile("(^|[\\s;&|(`])(?:/usr/sbin/|/usr/bin/|/sbin/|/bin/)(" +
+	strings.Join(zoneCommands, "|") + ")([\\s;&|)`]|$)")
+
+// rewriteIllumosPaths points absolute illumos command paths at the zone's
+// command directory: callers write "zlogin Z /usr/sbin/ipadm ...", and
+// those paths do not exist on Linux.
+func rewriteIllumosPaths(line, binDir string) string {
+	for {
+		next := illumosPathRE.ReplaceAllString(line, "${1}"+binDir+"/${2}${3}")
+		if next == line {
+			return line
+		}
+		line = next
+	}
+}
