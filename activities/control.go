@@ -6,12 +6,22 @@ import (
 	"context"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/ipam"
+	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
 // Control holds the control-plane activities and their dependencies.
 type Control struct {
-	Store *store.Store
+	Store      *store.Store
+	Scheduler  *scheduler.Scheduler
+	IPAM       *ipam.IPAM
+	Lifecycles Lifecycles
+}
+
+// NewControl wires the control-plane activities over one store.
+func NewControl(st *store.Store, lc Lifecycles) *Control {
+	return &Control{Store: st, Scheduler: &scheduler.Scheduler{Store: st}, IPAM: ipam.New(st.Pool()), Lifecycles: lc}
 }
 
 // CompactChanges drops watch history older than retention.

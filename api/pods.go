@@ -1,13 +1,20 @@
 package api
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/activities"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows"
 )
 
 func (s *Server) listPods(c *gin.Context) { listOrWatch(s, c, s.store.Pods(), c.Param("ns")) }
@@ -45,11 +52,40 @@ func (s *Server) createPod(c *gin.Context) {
 	}
 	// Observed state is the system's to write; a new pod waits for a node.
 	p.Status = model.PodStatus{Phase: model.PodPending}
-	if err := s.store.CreatePod(c.Request.Context(), p); err != nil {
+	ctx := c.Request.Context()
+	if err := s.store.CreatePod(ctx, p); err != nil {
+		if errors.Is(err, store.ErrAlreadyExists) {
+			if cur, gerr := s.store.Pods().Get(ctx, p.Metadata.Namespace, p.Metadata.Name); gerr == nil && cur.Metadata.DeletionTimestamp != nil {
+				err = fmt.Errorf("%w: pod %q is still terminating; create it again once it is gone", store.ErrAlreadyExists, p.Metadata.Name)
+			}
+		}
 		s.fail(c, err)
 		return
 	}
+	if s.pods != nil {
+		ref := activities.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+		if err := s.pods.Start(ctx, ref); err != nil {
+			// Nothing half-written: without its workflow the pod must not
+			// stay. Should this delete fail too, the reconciler starts the
+			// workflow later.
+			_, _ = s.store.Pods().Delete(context.WithoutCancel(ctx), ref.Namespace, ref.Name, p.Metadata.ResourceVersion)
+			s.fail(c, lifecycleError(err))
+			return
+		}
+	}
 	respond(c, http.StatusCreated, p)
+}
+
+// lifecycleError maps a Temporal failure to the API's statuses.
+func lifecycleError(err error) error {
+	switch {
+	case errors.Is(err, workflows.ErrStillRunning):
+		return &apiError{code: http.StatusConflict, reason: "AlreadyExists", msg: err.Error()}
+	case errors.Is(err, workflows.ErrNoLifecycle):
+		return &apiError{code: http.StatusConflict, reason: "Conflict", msg: err.Error()}
+	}
+	return &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
+		msg: "Temporal is unavailable; nothing was changed, retry shortly (" + err.Error() + ")"}
 }
 
 // updatePod replaces labels, annotations and tolerations of a pod at the
@@ -99,19 +135,109 @@ func (s *Server) updatePod(c *gin.Context) {
 	respond(c, http.StatusOK, cur)
 }
 
-// deletePod removes a pod. A pod that never reached a node has nothing to
-// stop, so it goes at once, as in Kubernetes.
+// deletePod asks for a pod's removal. Its lifecycle stops it within the
+// grace period (terminationGracePeriodSeconds, or ?gracePeriodSeconds=;
+// 0 forces), then the row goes and watchers see DELETED. A pod without a
+// lifecycle has nothing on a host and goes at once.
 func (s *Server) deletePod(c *gin.Context) {
+	ctx := c.Request.Context()
+	ns, name := c.Param("ns"), c.Param("name")
+	var grace *int64
 	if g := c.Query("gracePeriodSeconds"); g != "" {
-		if n, err := strconv.ParseInt(g, 10, 64); err != nil || n < 0 {
+		n, err := strconv.ParseInt(g, 10, 64)
+		if err != nil || n < 0 {
 			s.fail(c, badRequestf("gracePeriodSeconds %q must be a non-negative integer", g))
 			return
 		}
+		grace = &n
 	}
-	p, err := s.store.Pods().Delete(c.Request.Context(), c.Param("ns"), c.Param("name"), c.Query("resourceVersion"))
+	if s.pods == nil {
+		s.deleteNow(c, ns, name)
+		return
+	}
+	for {
+		p, err := s.store.Pods().Get(ctx, ns, name)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		if rv := c.Query("resourceVersion"); rv != "" && rv != p.Metadata.ResourceVersion {
+			s.fail(c, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", store.ErrConflict, rv, p.Metadata.ResourceVersion))
+			return
+		}
+		g := grace
+		if g == nil {
+			g = p.Spec.TerminationGracePeriodSeconds
+		}
+		if prev := p.Metadata.DeletionGracePeriodSeconds; prev == nil || *g < *prev {
+			now := time.Now().UTC()
+			if p.Metadata.DeletionTimestamp == nil {
+				p.Metadata.DeletionTimestamp = &now
+			}
+			p.Metadata.DeletionGracePeriodSeconds = g
+			if err := s.store.Pods().Update(ctx, p); errors.Is(err, store.ErrConflict) {
+				continue
+			} else if err != nil {
+				s.fail(c, err)
+				return
+			}
+		}
+		err = s.pods.Signal(ctx, ns, name, workflows.SignalTerminate, workflows.TerminateSignal{GracePeriodSeconds: g})
+		if errors.Is(err, workflows.ErrNoLifecycle) {
+			s.deleteNow(c, ns, name)
+			return
+		}
+		if err != nil {
+			s.fail(c, lifecycleError(err))
+			return
+		}
+		respond(c, http.StatusOK, p)
+		return
+	}
+}
+
+func (s *Server) deleteNow(c *gin.Context, ns, name string) {
+	p, err := s.store.Pods().Delete(c.Request.Context(), ns, name, c.Query("resourceVersion"))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	respond(c, http.StatusOK, p)
+}
+
+// finalizePod ends a terminating pod's grace period now.
+func (s *Server) finalizePod(c *gin.Context) {
+	s.signalPod(c, workflows.SignalFinalize, struct{}{})
+}
+
+// cancelPod aborts an in-flight provision and rolls it back; the pod ends
+// Failed with reason Cancelled. The body may carry {"reason": "…"}.
+func (s *Server) cancelPod(c *gin.Context) {
+	var sig workflows.CancelSignal
+	if c.Request.ContentLength != 0 {
+		if err := decode(c, &sig); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	s.signalPod(c, workflows.SignalCancel, sig)
+}
+
+func (s *Server) signalPod(c *gin.Context, signal string, arg any) {
+	ctx := c.Request.Context()
+	p, err := s.store.Pods().Get(ctx, c.Param("ns"), c.Param("name"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if s.pods == nil {
+		s.fail(c, &apiError{code: http.StatusConflict, reason: "Conflict", msg: "this server runs no pod lifecycles"})
+		return
+	}
+	if err := s.pods.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, signal, arg); err != nil {
+		s.fail(c, lifecycleError(err))
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"apiVersion": model.APIVersion, "kind": "Status", "status": "Success",
+		"message": fmt.Sprintf("signal %s sent to %s", signal, workflows.PodWorkflowID(p.Metadata.Namespace, p.Metadata.Name))})
 }

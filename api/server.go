@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows"
 )
 
 // MaxBodyBytes bounds every request body.
@@ -25,9 +26,12 @@ type ReadyCheck struct {
 
 // Config wires the API to its dependencies.
 type Config struct {
-	Store  *store.Store
-	Ready  []ReadyCheck
-	Logger *slog.Logger
+	Store *store.Store
+	// Lifecycles starts and signals pod workflows; nil records pods without
+	// running them (a cluster without a control plane worker).
+	Lifecycles *workflows.PodClient
+	Ready      []ReadyCheck
+	Logger     *slog.Logger
 	// WatchKeepalive is how often an idle watch sends a comment line.
 	WatchKeepalive time.Duration
 }
@@ -35,6 +39,7 @@ type Config struct {
 // Server serves the REST API.
 type Server struct {
 	store     *store.Store
+	pods      *workflows.PodClient
 	ready     []ReadyCheck
 	log       *slog.Logger
 	keepalive time.Duration
@@ -48,7 +53,7 @@ func New(cfg Config) *Server {
 	if cfg.WatchKeepalive == 0 {
 		cfg.WatchKeepalive = 15 * time.Second
 	}
-	return &Server{store: cfg.Store, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive}
+	return &Server{store: cfg.Store, pods: cfg.Lifecycles, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive}
 }
 
 // Handler returns the HTTP handler with every route.
@@ -79,6 +84,8 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/namespaces/:ns/pods/:name", s.getPod)
 	v1.PUT("/namespaces/:ns/pods/:name", s.updatePod)
 	v1.DELETE("/namespaces/:ns/pods/:name", s.deletePod)
+	v1.POST("/namespaces/:ns/pods/:name/finalize", s.finalizePod)
+	v1.POST("/namespaces/:ns/pods/:name/cancel", s.cancelPod)
 
 	v1.GET("/nodes", s.listNodes)
 	v1.POST("/nodes", s.createNode)

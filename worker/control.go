@@ -10,7 +10,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -24,40 +23,48 @@ import (
 // NewControl builds the control-plane worker with every control-plane
 // workflow and activity registered.
 func NewControl(c client.Client, st *store.Store) worker.Worker {
+	pods := workflows.PodClient{Temporal: c}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{
 		MaxConcurrentWorkflowTaskPollers: 8,
 		MaxConcurrentActivityTaskPollers: 8,
 	})
 	w.RegisterWorkflowWithOptions(workflows.Housekeeping, workflow.RegisterOptions{Name: "Housekeeping"})
-	ctl := &activities.Control{Store: st}
-	w.RegisterActivityWithOptions(ctl.CompactChanges, activity.RegisterOptions{Name: workflows.ActivityCompactChanges})
-	w.RegisterActivityWithOptions(ctl.ExpireEvents, activity.RegisterOptions{Name: workflows.ActivityExpireEvents})
+	w.RegisterWorkflowWithOptions(workflows.PodLifecycle, workflow.RegisterOptions{Name: workflows.PodWorkflowName})
+	// Registered by method name, as the workflows refer to them.
+	w.RegisterWorkflowWithOptions(workflows.ReconcilePods, workflow.RegisterOptions{Name: "ReconcilePods"})
+	w.RegisterActivity(activities.NewControl(st, pods))
 	return w
 }
 
 // HousekeepingEvery is how often the housekeeping schedule fires.
 const HousekeepingEvery = 5 * time.Minute
 
+// ReconcileEvery is how often pod rows are checked for their workflows.
+const ReconcileEvery = 30 * time.Second
+
 // EnsureSchedules creates the control plane's Temporal Schedules if they
-// are missing; several replicas may race here, and all but one find it made.
+// are missing; several replicas may race here, and all but one find them made.
 func EnsureSchedules(ctx context.Context, c client.Client) error {
-	_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:      workflows.HousekeepingScheduleID,
-		Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: HousekeepingEvery}}},
-		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-		Action: &client.ScheduleWorkflowAction{
-			ID:        workflows.HousekeepingScheduleID,
-			Workflow:  "Housekeeping",
-			TaskQueue: workflows.ControlTaskQueue,
-			Args: []any{workflows.HousekeepingInput{
-				ChangeRetention: 15 * time.Minute,
-				EventRetention:  time.Hour,
-			}},
-		},
-	})
-	var exists *serviceerror.AlreadyExists
-	if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) && !errors.As(err, &exists) {
-		return fmt.Errorf("create schedule %s: %w", workflows.HousekeepingScheduleID, err)
+	for _, s := range []struct {
+		id, workflow string
+		every        time.Duration
+		arg          any
+	}{
+		{workflows.HousekeepingScheduleID, "Housekeeping", HousekeepingEvery,
+			workflows.HousekeepingInput{ChangeRetention: 15 * time.Minute, EventRetention: time.Hour}},
+		{workflows.ReconcilePodsScheduleID, "ReconcilePods", ReconcileEvery, ReconcileEvery},
+	} {
+		_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
+			ID:      s.id,
+			Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: s.every}}},
+			Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+			Action: &client.ScheduleWorkflowAction{ID: s.id, Workflow: s.workflow,
+				TaskQueue: workflows.ControlTaskQueue, Args: []any{s.arg}},
+		})
+		var exists *serviceerror.AlreadyExists
+		if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) && !errors.As(err, &exists) {
+			return fmt.Errorf("create schedule %s: %w", s.id, err)
+		}
 	}
 	return nil
 }

@@ -30,12 +30,6 @@ type HousekeepingResult struct {
 	EventsExpired    int64
 }
 
-// Activity names, shared by the workflow and the worker registration.
-const (
-	ActivityCompactChanges = "CompactChanges"
-	ActivityExpireEvents   = "ExpireEvents"
-)
-
 // Housekeeping trims the watch change log and expires old events, so the
 // database does not grow without bound.
 func Housekeeping(ctx workflow.Context, in HousekeepingInput) (HousekeepingResult, error) {
@@ -44,10 +38,10 @@ func Housekeeping(ctx workflow.Context, in HousekeepingInput) (HousekeepingResul
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
 	})
 	var res HousekeepingResult
-	if err := workflow.ExecuteActivity(ctx, ActivityCompactChanges, in.ChangeRetention).Get(ctx, &res.ChangesCompacted); err != nil {
+	if err := workflow.ExecuteActivity(ctx, ctl.CompactChanges, in.ChangeRetention).Get(ctx, &res.ChangesCompacted); err != nil {
 		return res, err
 	}
-	if err := workflow.ExecuteActivity(ctx, ActivityExpireEvents, in.EventRetention).Get(ctx, &res.EventsExpired); err != nil {
+	if err := workflow.ExecuteActivity(ctx, ctl.ExpireEvents, in.EventRetention).Get(ctx, &res.EventsExpired); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -64,3 +58,17 @@ const (
 
 // SearchAttributeNames lists them for registration.
 var SearchAttributeNames = []string{SearchAttrNamespace, SearchAttrPod, SearchAttrNode, SearchAttrPhase}
+
+// ReconcilePodsScheduleID is the Temporal Schedule that runs ReconcilePods.
+const ReconcilePodsScheduleID = "zonewright-reconcile-pods"
+
+// ReconcilePods starts the lifecycle of every pod row that lacks one.
+func ReconcilePods(ctx workflow.Context, settle time.Duration) (int, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var started int
+	err := workflow.ExecuteActivity(ctx, ctl.EnsurePodWorkflows, settle).Get(ctx, &started)
+	return started, err
+}

@@ -16,6 +16,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/workflows"
@@ -35,6 +36,7 @@ func dev(ctx context.Context, args []string) error {
 	uiAddr := fs.String("ui-address", env("ZW_UI_ADDRESS", devstack.DefaultUIAddress), "Temporal Web UI address (env ZW_UI_ADDRESS)")
 	dbURL := fs.String("database-url", env("DATABASE_URL", ""), "use this PostgreSQL instead of a private one (env DATABASE_URL)")
 	pgPort := fs.Int("postgres-port", 0, "loopback port of the private PostgreSQL; 0 picks a free one")
+	nodes := fs.Int("nodes", 3, "simulated illumos nodes to run, each a real agent over illumos-sim")
 	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	_ = fs.Parse(args)
 	log, err := newLogger(*logLevel)
@@ -112,6 +114,28 @@ func dev(ctx context.Context, args []string) error {
 		_ = cp.Stop(sctx)
 	})
 
+	nodeList := "none (--nodes 0)"
+	if *nodes > 0 {
+		sim, err := devnodes.FindSim()
+		if err != nil {
+			return err
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim,
+			DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log})
+		if err != nil {
+			return err
+		}
+		stops = append(stops, ns.Stop)
+		nodeList = ""
+		for _, n := range ns.Nodes {
+			nodeList += fmt.Sprintf("\n    %s  pods %s  state %s", n.Name, n.PodCIDR, n.Root)
+		}
+	}
+
 	fmt.Printf(`
 zonewright dev stack is up (started in %s)
   API          http://%s
@@ -119,10 +143,11 @@ zonewright dev stack is up (started in %s)
   Temporal     %s (namespace %s)
   PostgreSQL   %s
   data         %s
+  nodes        %s
 
 Try: curl http://%s/api/v1/namespaces/default/pods
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, cp.Addr())
+`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.Addr())
 
 	select {
 	case <-ctx.Done():

@@ -24,6 +24,7 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/worker"
+	"github.com/zonewright/zonewright/workflows"
 )
 
 // Config is everything the control plane needs to start.
@@ -121,7 +122,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		ln.Close()
 		return nil, fmt.Errorf("Temporal client: %w", err)
 	}
-	srv := api.New(api.Config{Store: st, Logger: log, Ready: []api.ReadyCheck{
+	srv := api.New(api.Config{Store: st, Logger: log, Lifecycles: &workflows.PodClient{Temporal: tc}, Ready: []api.ReadyCheck{
 		{Name: "postgres", Check: st.Ping},
 		{Name: "temporal", Check: func(ctx context.Context) error {
 			_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})

@@ -76,7 +76,7 @@ func (s *Store) Events() Resource[model.Event, *model.Event] {
 // FieldSelectors lists the field selectors this kind supports.
 func (r Resource[T, PT]) FieldSelectors() map[string]string { return r.info.fields }
 
-const selectColumns = "uid, %s, name, resource_version, labels, annotations, spec, status, created_at, deleted_at"
+const selectColumns = "uid, %s, name, resource_version, labels, annotations, spec, status, created_at, deleted_at, deletion_grace_seconds"
 
 func (r Resource[T, PT]) columns() string { return fmt.Sprintf(selectColumns, r.info.nsExpr()) }
 
@@ -89,7 +89,7 @@ func (r Resource[T, PT]) scan(row pgx.Row) (PT, error) {
 		created                    time.Time
 		deleted                    *time.Time
 	)
-	if err := row.Scan(&m.UID, &m.Namespace, &m.Name, &rv, &labels, &annots, &spec, &stat, &created, &deleted); err != nil {
+	if err := row.Scan(&m.UID, &m.Namespace, &m.Name, &rv, &labels, &annots, &spec, &stat, &created, &deleted, &m.DeletionGracePeriodSeconds); err != nil {
 		return nil, err
 	}
 	sp, st := obj.Parts()
@@ -365,9 +365,10 @@ func (r Resource[T, PT]) Update(ctx context.Context, obj PT) error {
 		return err
 	}
 	return r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
-		args := []any{rv, labels, annots, spec, status, m.DeletionTimestamp, expected}
-		q := fmt.Sprintf(`UPDATE %s SET resource_version = $1, labels = $2, annotations = $3, spec = $4, status = $5, deleted_at = $6
-			WHERE %s AND resource_version = $7 RETURNING uid, created_at`, r.info.table, r.where(m.Namespace, m.Name, &args))
+		args := []any{rv, labels, annots, spec, status, m.DeletionTimestamp, m.DeletionGracePeriodSeconds, expected}
+		q := fmt.Sprintf(`UPDATE %s SET resource_version = $1, labels = $2, annotations = $3, spec = $4, status = $5,
+			deleted_at = $6, deletion_grace_seconds = $7
+			WHERE %s AND resource_version = $8 RETURNING uid, created_at`, r.info.table, r.where(m.Namespace, m.Name, &args))
 		var created time.Time
 		if err := tx.QueryRow(ctx, q, args...).Scan(&m.UID, &created); err != nil {
 			if classify(err) != ErrNotFound {

@@ -1,0 +1,222 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/zonewright/zonewright/internal/ipam"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// PodRef names one pod incarnation: a pod deleted and created again under
+// the same name has another UID, and activities of the old one leave it alone.
+type PodRef struct {
+	Namespace string
+	Name      string
+	UID       string
+}
+
+func (r PodRef) String() string { return r.Namespace + "/" + r.Name }
+
+// PodSnapshot is what the lifecycle needs to know of the pod's row.
+type PodSnapshot struct {
+	Found    bool
+	Spec     model.PodSpec
+	Phase    string
+	Reason   string
+	Deleting bool
+	// GracePeriodSeconds is the grace a pending deletion asked for.
+	GracePeriodSeconds int64
+}
+
+// ScheduleResult is the scheduler's decision: a node, or why none fits.
+type ScheduleResult struct {
+	Node    string
+	Message string
+}
+
+// AllocateInput asks for the pod's address on its node.
+type AllocateInput struct {
+	Pod  PodRef
+	Node string
+}
+
+// AllocateResult is the pod's address, or why there is none.
+type AllocateResult struct {
+	IP        string
+	PrefixLen int
+	Gateway   string
+	HostIP    string
+	Exhausted string // non-empty: the node's pod CIDR is full
+}
+
+// StatusUpdate is one change to a pod's observed state, with the event
+// that tells a person what happened.
+type StatusUpdate struct {
+	Pod     PodRef
+	Phase   string // empty keeps the phase
+	Reason  string
+	Message string
+	// Conditions replace those of the same type.
+	Conditions        []model.PodCondition
+	PodIP, HostIP     string
+	ContainerStatuses []model.ContainerStatus
+	StartTime         *time.Time
+	// Event, when Reason is set, is recorded for the pod.
+	EventType, EventReason, EventMessage string
+}
+
+// LoadPod reads the pod's row; Found is false if it is gone or belongs to
+// another incarnation.
+func (a *Control) LoadPod(ctx context.Context, ref PodRef) (PodSnapshot, error) {
+	p, err := a.Store.Pods().Get(ctx, ref.Namespace, ref.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return PodSnapshot{}, nil
+	}
+	if err != nil {
+		return PodSnapshot{}, err
+	}
+	if p.Metadata.UID != ref.UID {
+		return PodSnapshot{}, nil
+	}
+	snap := PodSnapshot{Found: true, Spec: p.Spec, Phase: p.Status.Phase, Reason: p.Status.Reason, Deleting: p.Metadata.DeletionTimestamp != nil}
+	if g := p.Metadata.DeletionGracePeriodSeconds; g != nil {
+		snap.GracePeriodSeconds = *g
+	}
+	return snap, nil
+}
+
+// SchedulePod binds the pod to a node, or says why no node fits.
+func (a *Control) SchedulePod(ctx context.Context, ref PodRef) (ScheduleResult, error) {
+	d, err := a.Scheduler.Schedule(ctx, ref.Namespace, ref.Name)
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	return ScheduleResult{Node: d.Node, Message: d.Message}, nil
+}
+
+// AllocatePodIP gives the pod an address from its node's pod CIDR.
+func (a *Control) AllocatePodIP(ctx context.Context, in AllocateInput) (AllocateResult, error) {
+	node, err := a.Store.Nodes().Get(ctx, "", in.Node)
+	if err != nil {
+		return AllocateResult{}, err
+	}
+	if node.Spec.PodCIDR == "" {
+		return AllocateResult{Exhausted: fmt.Sprintf("node %s has no pod CIDR", in.Node)}, nil
+	}
+	alloc, err := a.IPAM.Allocate(ctx, in.Node, node.Spec.PodCIDR, in.Pod.UID)
+	if errors.Is(err, ipam.ErrExhausted) {
+		return AllocateResult{Exhausted: err.Error()}, nil
+	}
+	if err != nil {
+		return AllocateResult{}, err
+	}
+	res := AllocateResult{IP: alloc.Addr.String(), PrefixLen: alloc.Prefix, Gateway: alloc.Gateway.String()}
+	for _, addr := range node.Status.Addresses {
+		if addr.Type == "InternalIP" {
+			res.HostIP = addr.Address
+		}
+	}
+	return res, nil
+}
+
+// ReleasePodIP frees the pod's address.
+func (a *Control) ReleasePodIP(ctx context.Context, ref PodRef) error {
+	return a.IPAM.Release(ctx, ref.UID)
+}
+
+// UpdatePodStatus writes a status change, retrying on concurrent writes
+// (the API may be changing labels at the same time).
+func (a *Control) UpdatePodStatus(ctx context.Context, u StatusUpdate) error {
+	for {
+		p, err := a.Store.Pods().Get(ctx, u.Pod.Namespace, u.Pod.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if p.Metadata.UID != u.Pod.UID {
+			return nil
+		}
+		applyStatus(&p.Status, u)
+		err = a.Store.Pods().Update(ctx, p)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
+	}
+	if u.EventReason == "" {
+		return nil
+	}
+	typ := u.EventType
+	if typ == "" {
+		typ = model.EventNormal
+	}
+	ref := model.ObjectReference{Kind: model.KindPod, Namespace: u.Pod.Namespace, Name: u.Pod.Name, UID: u.Pod.UID}
+	return a.Store.RecordEvent(ctx, ref, typ, u.EventReason, u.EventMessage, "zonewright-lifecycle")
+}
+
+func applyStatus(s *model.PodStatus, u StatusUpdate) {
+	if u.Phase != "" {
+		s.Phase = u.Phase
+	}
+	s.Reason, s.Message = u.Reason, u.Message
+	for _, c := range u.Conditions {
+		replaced := false
+		for i := range s.Conditions {
+			if s.Conditions[i].Type == c.Type {
+				if s.Conditions[i].Status == c.Status {
+					c.LastTransitionTime = s.Conditions[i].LastTransitionTime
+				}
+				s.Conditions[i], replaced = c, true
+			}
+		}
+		if !replaced {
+			s.Conditions = append(s.Conditions, c)
+		}
+	}
+	if u.PodIP != "" {
+		s.PodIP = u.PodIP
+	}
+	if u.HostIP != "" {
+		s.HostIP = u.HostIP
+	}
+	if u.ContainerStatuses != nil {
+		s.ContainerStatuses = u.ContainerStatuses
+	}
+	if u.StartTime != nil {
+		s.StartTime = u.StartTime
+	}
+}
+
+// RemovePod deletes the pod's row once its zone is gone; watchers see DELETED.
+func (a *Control) RemovePod(ctx context.Context, ref PodRef) error {
+	p, err := a.Store.Pods().Get(ctx, ref.Namespace, ref.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if p.Metadata.UID != ref.UID {
+		return nil
+	}
+	_, err = a.Store.Pods().Delete(ctx, ref.Namespace, ref.Name, p.Metadata.ResourceVersion)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if errors.Is(err, store.ErrConflict) {
+		// Changed since we read it; the retry reads it again.
+		return temporal.NewApplicationError("pod changed while being removed", "Conflict")
+	}
+	return err
+}

@@ -1,0 +1,147 @@
+// Package devnodes runs the dev stack's simulated nodes: for each, a state
+// root and command directory of illumos-sim, and a real `zonewright agent`
+// child process pointed at them.
+package devnodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// Config describes the nodes to run.
+type Config struct {
+	Count       int
+	DataDir     string // nodes live in DataDir/node-N
+	Agent       string // the zonewright binary
+	Sim         string // the illumos-sim binary
+	DatabaseURL string
+	Temporal    string
+	Namespace   string
+	// ExtraArgs are added to every agent's command line.
+	ExtraArgs []string
+	Logger    *slog.Logger
+}
+
+// Node is one running simulated node.
+type Node struct {
+	Name    string
+	Root    string // illumos-sim state root
+	BinDir  string // its illumos commands
+	PodCIDR string
+	cmd     *exec.Cmd
+	done    chan struct{}
+}
+
+// Nodes are the running nodes.
+type Nodes struct {
+	cfg   Config
+	Nodes []*Node
+}
+
+// PodCIDR is node i's pod network: in 127.0.0.0/8, so the agent's HTTP and
+// TCP probes reach the containers' real processes on this machine.
+func PodCIDR(i int) string { return fmt.Sprintf("127.10.%d.0/24", i) }
+
+// FindSim locates illumos-sim: beside the running binary, else on PATH.
+func FindSim() (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "illumos-sim")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("illumos-sim"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("illumos-sim not found beside zonewright or on PATH; run `make build` (or pass --nodes 0)")
+}
+
+// Start prepares and starts every node.
+func Start(ctx context.Context, cfg Config) (*Nodes, error) {
+	ns := &Nodes{cfg: cfg}
+	for i := 1; i <= cfg.Count; i++ {
+		n, err := ns.start(ctx, i)
+		if err != nil {
+			ns.Stop()
+			return nil, err
+		}
+		ns.Nodes = append(ns.Nodes, n)
+	}
+	return ns, nil
+}
+
+func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
+	cfg := ns.cfg
+	name := fmt.Sprintf("node-%d", i)
+	dir, err := filepath.Abs(filepath.Join(cfg.DataDir, name))
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{Name: name, Root: filepath.Join(dir, "state"), BinDir: filepath.Join(dir, "bin"), PodCIDR: PodCIDR(i), done: make(chan struct{})}
+	if out, err := exec.CommandContext(ctx, cfg.Sim, "install", n.BinDir, "--root", n.Root).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("prepare simulated node %s: %v: %s", name, err, out)
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"agent", "--node", name, "--database-url", cfg.DatabaseURL,
+		"--temporal-address", cfg.Temporal, "--temporal-namespace", cfg.Namespace,
+		"--pod-cidr", n.PodCIDR, "--bin-dir", n.BinDir}, cfg.ExtraArgs...)
+	n.cmd = exec.Command(cfg.Agent, args...)
+	n.cmd.Stdout, n.cmd.Stderr = logf, logf
+	// The agents die with the dev stack, even if it is killed.
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // Pdeathsig follows the creating thread
+		started <- n.cmd.Start()
+		_ = n.cmd.Wait()
+		logf.Close()
+		close(n.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start agent %s: %w", name, err)
+	}
+	return n, nil
+}
+
+// Stop stops every agent (SIGTERM, then SIGKILL after 15s) and halts every
+// simulated zone, so no process outlives the dev stack.
+func (ns *Nodes) Stop() {
+	for _, n := range ns.Nodes {
+		_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, n := range ns.Nodes {
+		select {
+		case <-n.done:
+		case <-time.After(15 * time.Second):
+			_ = n.cmd.Process.Kill()
+			<-n.done
+		}
+		if out, err := exec.Command(ns.cfg.Sim, "stop-all", "--root", n.Root).CombinedOutput(); err != nil && ns.cfg.Logger != nil {
+			ns.cfg.Logger.Warn("stop simulated zones", "node", n.Name, "err", err, "output", string(out))
+		}
+	}
+}
+
+// Exited reports agents that are no longer running.
+func (ns *Nodes) Exited() []string {
+	var out []string
+	for _, n := range ns.Nodes {
+		select {
+		case <-n.done:
+			out = append(out, n.Name)
+		default:
+		}
+	}
+	return out
+}

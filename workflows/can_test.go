@@ -1,0 +1,5 @@
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+type workflowContinueAsNew = workflow.ContinueAsNewError
