@@ -4,7 +4,7 @@ BIN     := $(CURDIR)/bin
 GOFILES := $(shell git ls-files '*.go' 2>/dev/null)
 TEMPORAL_CLI_VERSION := v1.5.1
 
-.PHONY: all build dev test lint cross tools clean
+.PHONY: all build dev test lint cross tools clean bench
 
 all: build
 
@@ -38,3 +38,8 @@ tools:
 
 clean:
 	rm -rf $(BIN)
+
+# Pod lifecycle speed on a whole stack started for the run (a program, not a
+# test): make bench BENCH_FLAGS="--burst 50"
+bench: build
+	$(GO) run ./cmd/zwbench --bin $(BIN) $(BENCH_FLAGS)

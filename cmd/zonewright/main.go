@@ -23,7 +23,7 @@ type command func(ctx context.Context, args []string) error
 // commands maps each subcommand to its entry point; dev comes only on
 // platforms that embed the Temporal server (not the illumos build).
 func commands() map[string]command {
-	cmds := map[string]command{"serve": serve, "migrate": migrate}
+	cmds := map[string]command{"serve": serve, "migrate": migrate, "agent": agent}
 	for name, c := range platformCommands() {
 		cmds[name] = c
 	}

@@ -44,6 +44,15 @@ type TLSConfig struct {
 
 func (t TLSConfig) enabled() bool { return t.CertFile != "" || t.CAFile != "" || t.ServerName != "" }
 
+// ClientTLS is the TLS configuration of a Temporal client (the agent's):
+// nil, for plaintext, when no TLS option is set.
+func (t TLSConfig) ClientTLS() (*tls.Config, error) {
+	if !t.enabled() {
+		return nil, nil
+	}
+	return t.build()
+}
+
 func (t TLSConfig) build() (*tls.Config, error) {
 	cfg := &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
 	if t.CertFile != "" || t.KeyFile != "" {

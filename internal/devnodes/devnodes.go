@@ -133,6 +133,24 @@ func (ns *Nodes) Stop() {
 	}
 }
 
+// Kill ends node i's agent at once (SIGKILL), as a crash would; its zones
+// keep running.
+func (ns *Nodes) Kill(i int) {
+	n := ns.Nodes[i]
+	_ = n.cmd.Process.Kill()
+	<-n.done
+}
+
+// Restart starts node i's agent again after Kill.
+func (ns *Nodes) Restart(ctx context.Context, i int) error {
+	n, err := ns.start(ctx, i+1)
+	if err != nil {
+		return err
+	}
+	ns.Nodes[i] = n
+	return nil
+}
+
 // Exited reports agents that are no longer running.
 func (ns *Nodes) Exited() []string {
 	var out []string
@@ -145,3 +163,6 @@ func (ns *Nodes) Exited() []string {
 	}
 	return out
 }
+
+// Pid is the agent's process id.
+func (n *Node) Pid() int { return n.cmd.Process.Pid }

@@ -262,3 +262,6 @@ func tail(path string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Pid is the postmaster's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }

@@ -1,0 +1,384 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/zonewright/zonewright/internal/illumos"
+)
+
+// ContainerServicePrefix is the SMF service namespace of containers.
+const ContainerServicePrefix = "zonewright/container/"
+
+// ContainerService is the SMF service name of a container: zonewright/
+// container/<name>. SMF wants each component to start with a letter; a
+// container name that starts with a digit gets "c_" in front ('_' never
+// appears in a container name, so no other container can take that name).
+func ContainerService(container string) string {
+	if container != "" && ('a' <= container[0] && container[0] <= 'z' || 'A' <= container[0] && container[0] <= 'Z') {
+		return ContainerServicePrefix + container
+	}
+	return ContainerServicePrefix + "c_" + container
+}
+
+// ContainerFMRI is the SMF instance that runs a container.
+func ContainerFMRI(container string) string {
+	return illumos.Service{Name: ContainerService(container)}.FMRI()
+}
+
+// containerLog is where SMF writes a container's output, inside the zone.
+func containerLog(container string) string {
+	return "/var/svc/log/" + strings.ReplaceAll(ContainerService(container), "/", "-") + ":default.log"
+}
+
+// service is the SMF service that runs container c of the sandbox. Its
+// environment is the container's, then POD_IP, POD_NAME and
+// POD_NAMESPACE unless the container sets them itself.
+func (s PodSandbox) service(c ContainerSpec) (illumos.Service, error) {
+	if c.Name == "" {
+		return illumos.Service{}, errors.New("a container has no name")
+	}
+	if len(c.Argv) == 0 || c.Argv[0] == "" {
+		return illumos.Service{}, fmt.Errorf("container %q has no command (images with entrypoints are not supported yet: give command)", c.Name)
+	}
+	var env []illumos.EnvVar
+	index := map[string]int{}
+	add := func(name, value string, override bool) {
+		if i, ok := index[name]; ok {
+			if override {
+				env[i].Value = value
+			}
+			return
+		}
+		index[name] = len(env)
+		env = append(env, illumos.EnvVar{Name: name, Value: value})
+	}
+	for _, e := range c.Env {
+		add(e.Name, e.Value, true) // a later entry wins, as in Kubernetes
+	}
+	add("POD_IP", s.IP, false)
+	add("POD_NAME", s.Name, false)
+	add("POD_NAMESPACE", s.Namespace, false)
+	// exec: the container's command replaces the method's shell, so it
+	// is the service's process: SIGTERM reaches it, and its exit is the
+	// service's.
+	return illumos.Service{
+		Name:     ContainerService(c.Name),
+		Start:    append([]string{"exec"}, c.Argv...),
+		Env:      env,
+		Duration: "child",
+	}, nil
+}
+
+// zoneGone reports a failure of a command run through zlogin because
+// the zone is not there or not running.
+func zoneGone(err error) bool {
+	return errors.Is(err, illumos.ErrNotFound) || errors.Is(err, illumos.ErrWrongState)
+}
+
+// ConfigureNetwork gives the zone its address and default route. The
+// address lives on the VNIC as address object <vnic>/v4 (v6 for IPv6);
+// a zone whose allowed-address already put it there at boot (from-gz) is
+// done. The route is added persistently; one already there is success.
+func (h *Host) ConfigureNetwork(ctx context.Context, s PodSandbox) error {
+	const step = "configure the zone's network"
+	if err := s.check(); err != nil {
+		return h.invalid(ctx, step, s, err)
+	}
+	prefix, err := s.checkNet()
+	if err != nil {
+		return h.invalid(ctx, step, s, err)
+	}
+	z := h.Host.Zone(s.ZoneName())
+	ifname := s.VNICName()
+	obj := ifname + "/v4"
+	if prefix.Addr().Is6() {
+		obj = ifname + "/v6"
+	}
+	addrs, err := z.Addrs(ctx, obj)
+	switch {
+	case err == nil && len(addrs) > 0:
+		if addrs[0].Addr != prefix.String() {
+			if addrs[0].Type != "static" {
+				return h.conflict(ctx, step, s, "address object %s in zone %s is %s (%s), want %s",
+					obj, s.ZoneName(), addrs[0].Addr, addrs[0].Type, prefix)
+			}
+			if err := z.DeleteAddr(ctx, obj); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+				return h.fail(ctx, step, s, err)
+			}
+			if err := z.CreateStaticAddr(ctx, obj, prefix.String()); err != nil {
+				return h.fail(ctx, step, s, err)
+			}
+		}
+	case err == nil || errors.Is(err, illumos.ErrNotFound):
+		if err := z.CreateIf(ctx, ifname); err != nil && !errors.Is(err, illumos.ErrAlreadyExists) {
+			return h.fail(ctx, step, s, err)
+		}
+		if err := z.CreateStaticAddr(ctx, obj, prefix.String()); err != nil && !errors.Is(err, illumos.ErrAlreadyExists) {
+			return h.fail(ctx, step, s, err)
+		}
+	default:
+		return h.fail(ctx, step, s, err)
+	}
+	if s.Gateway != "" {
+		if err := z.AddDefaultRoute(ctx, s.Gateway); err != nil {
+			return h.fail(ctx, step, s, err)
+		}
+	}
+	return nil
+}
+
+// checkContainers refuses containers without names or with one name twice.
+func (s PodSandbox) checkContainers() error {
+	seen := map[string]bool{}
+	for _, c := range s.Containers {
+		if c.Name == "" {
+			return errors.New("a container has no name")
+		}
+		if seen[ContainerService(c.Name)] {
+			return fmt.Errorf("container %q given twice", c.Name)
+		}
+		seen[ContainerService(c.Name)] = true
+	}
+	return nil
+}
+
+// StartContainers imports and enables one SMF service per container
+// (svc:/zonewright/container/<name>:default, startd duration child: the
+// command runs in the foreground, and SMF restarts it when it exits).
+// Importing again updates the service in place.
+func (h *Host) StartContainers(ctx context.Context, s PodSandbox) error {
+	const step = "start the containers"
+	if err := s.check(); err != nil {
+		return h.invalid(ctx, step, s, err)
+	}
+	if err := s.checkContainers(); err != nil {
+		return h.invalid(ctx, step, s, err)
+	}
+	z := h.Host.Zone(s.ZoneName())
+	for _, c := range s.Containers {
+		svc, err := s.service(c)
+		if err != nil {
+			return h.invalid(ctx, step, s, err)
+		}
+		manifest, err := illumos.RenderManifest(svc)
+		if err != nil {
+			return h.invalid(ctx, step, s, fmt.Errorf("container %s: %w", c.Name, err))
+		}
+		if err := z.ImportManifest(ctx, manifest); err != nil {
+			return h.fail(ctx, step+" (import the service of container "+c.Name+")", s, err)
+		}
+		if err := z.EnableService(ctx, svc.FMRI()); err != nil {
+			return h.fail(ctx, step+" (enable container "+c.Name+")", s, err)
+		}
+	}
+	return nil
+}
+
+// containerStates reads the SMF state of every container of the sandbox
+// ("" for a container without a service). The services are named: svcs
+// leaves disabled ones out of a plain listing.
+func (h *Host) containerStates(ctx context.Context, s PodSandbox) (map[string]illumos.ServiceStatus, error) {
+	z := h.Host.Zone(s.ZoneName())
+	out := make(map[string]illumos.ServiceStatus, len(s.Containers))
+	if len(s.Containers) == 0 {
+		return out, nil
+	}
+	fmris := make([]string, len(s.Containers))
+	for i, c := range s.Containers {
+		fmris[i] = ContainerFMRI(c.Name)
+	}
+	sts, err := z.Services(ctx, fmris...)
+	if errors.Is(err, illumos.ErrNotFound) {
+		// Some service is missing (or the zone is): look one by one.
+		sts = nil
+		for _, f := range fmris {
+			one, err := z.Services(ctx, f)
+			if errors.Is(err, illumos.ErrNotFound) && !zoneMissing(err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			sts = append(sts, one...)
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	byFMRI := make(map[string]illumos.ServiceStatus, len(sts))
+	for _, st := range sts {
+		byFMRI[st.FMRI] = st
+	}
+	for i, c := range s.Containers {
+		out[c.Name] = byFMRI[fmris[i]]
+	}
+	return out, nil
+}
+
+// zoneMissing reports a zlogin refusal because the zone does not exist
+// (rather than a service that does not).
+func zoneMissing(err error) bool {
+	var ee *illumos.ExecError
+	return errors.As(err, &ee) && strings.HasPrefix(strings.TrimSpace(ee.Stderr), "zlogin:")
+}
+
+// maintenance is the retryable error of a container SMF gave up on.
+func (h *Host) maintenance(ctx context.Context, s PodSandbox, container string) error {
+	msg := fmt.Sprintf("container %q of pod %s/%s is in maintenance on node %s, attempt %d: SMF stopped restarting it "+
+		"(its command exited too often); see `svcs -xv %s` and the log %s in zone %s",
+		container, s.Namespace, s.Name, h.Node, attempt(ctx), ContainerFMRI(container), containerLog(container), s.ZoneName())
+	h.log().Warn("container in maintenance", "zone", s.ZoneName(), "container", container)
+	return temporal.NewApplicationError(msg, ErrTypeContainerMaintenance, container)
+}
+
+// WaitContainersOnline waits until every container's service is online,
+// heartbeating at each look. A container in maintenance ends the wait with
+// a retryable ApplicationError of type ContainerMaintenance that names it.
+func (h *Host) WaitContainersOnline(ctx context.Context, s PodSandbox) error {
+	const step = "wait for the containers to come online"
+	if err := s.check(); err != nil {
+		return h.invalid(ctx, step, s, err)
+	}
+	for {
+		states, err := h.containerStates(ctx, s)
+		if err != nil {
+			if !errors.Is(err, illumos.ErrTransient) || ctx.Err() != nil {
+				return h.fail(ctx, step, s, err)
+			}
+			h.log().Warn("svcs failed; looking again", "zone", s.ZoneName(), "err", err)
+		} else {
+			var pending []string
+			names := make([]string, 0, len(states))
+			for name := range states {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				st := states[name]
+				switch {
+				case st.State == "":
+					return h.fail(ctx, step, s, &illumos.Error{Op: "svcs", Subject: s.ZoneName() + ":" + ContainerFMRI(name),
+						Kind: illumos.KindNotFound, Err: fmt.Errorf("container %q has no SMF service: StartContainers has not run", name)})
+				case st.State == "maintenance":
+					return h.maintenance(ctx, s, name)
+				case st.State == "disabled" && !st.Transitioning:
+					return h.fail(ctx, step, s, &illumos.Error{Op: "svcs", Subject: s.ZoneName() + ":" + ContainerFMRI(name),
+						Kind: illumos.KindWrongState, Err: fmt.Errorf("container %q is disabled (stopped)", name)})
+				case st.State == "online" && !st.Transitioning:
+				default:
+					pending = append(pending, name+"="+st.State)
+				}
+			}
+			if len(pending) == 0 {
+				return nil
+			}
+			beat(ctx, "waiting for "+strings.Join(pending, ","))
+		}
+		if err := sleep(ctx, h.pollInterval()); err != nil {
+			return h.fail(ctx, step, s, err)
+		}
+	}
+}
+
+// ObservePod reports the zone's state ("" when the zone does not exist)
+// and, when it is running, each container's SMF state ("" for a container
+// without a service). Containers is empty when the zone is not running.
+func (h *Host) ObservePod(ctx context.Context, s PodSandbox) (PodObservation, error) {
+	const step = "observe the pod"
+	if err := s.check(); err != nil {
+		return PodObservation{}, h.invalid(ctx, step, s, err)
+	}
+	za := h.Host.Zoneadm()
+	z, err := za.Get(ctx, s.ZoneName())
+	if errors.Is(err, illumos.ErrNotFound) {
+		return PodObservation{}, nil
+	}
+	if err != nil {
+		return PodObservation{}, h.fail(ctx, step, s, err)
+	}
+	obs := PodObservation{ZoneState: string(z.State), Containers: map[string]string{}}
+	if z.State != illumos.ZoneRunning {
+		return obs, nil
+	}
+	states, err := h.containerStates(ctx, s)
+	if err != nil {
+		if zoneGone(err) {
+			// Stopped between the two looks.
+			if z, gerr := za.Get(ctx, s.ZoneName()); gerr == nil {
+				obs.ZoneState = string(z.State)
+			} else if errors.Is(gerr, illumos.ErrNotFound) {
+				obs.ZoneState = ""
+			}
+			return obs, nil
+		}
+		return PodObservation{}, h.fail(ctx, step, s, err)
+	}
+	for name, st := range states {
+		obs.Containers[name] = st.State
+	}
+	return obs, nil
+}
+
+// RestartContainer restarts one container's service: a service in
+// maintenance is cleared (SMF starts it again), a disabled one enabled.
+func (h *Host) RestartContainer(ctx context.Context, in RestartInput) error {
+	const step = "restart the container"
+	s := in.Sandbox
+	if err := s.check(); err != nil {
+		return h.invalid(ctx, step, s, err)
+	}
+	if in.Container == "" {
+		return h.invalid(ctx, step, s, errors.New("no container named"))
+	}
+	z := h.Host.Zone(s.ZoneName())
+	fmri := ContainerFMRI(in.Container)
+	sts, err := z.Services(ctx, fmri)
+	if err != nil {
+		return h.fail(ctx, step+" "+in.Container, s, err)
+	}
+	state := ""
+	if len(sts) > 0 {
+		state = sts[0].State
+	}
+	switch state {
+	case "maintenance":
+		err = z.ClearService(ctx, fmri)
+	case "disabled":
+		err = z.EnableService(ctx, fmri)
+	default:
+		err = z.RestartService(ctx, fmri)
+	}
+	if err != nil {
+		return h.fail(ctx, step+" "+in.Container, s, err)
+	}
+	return nil
+}
+
+// StopContainers disables every container's service: SMF sends SIGTERM to
+// its processes. Services that do not exist, and a zone that is not
+// running, are fine.
+func (h *Host) StopContainers(ctx context.Context, s PodSandbox) error {
+	const step = "stop the containers"
+	if err := s.check(); err != nil {
+		return h.invalid(ctx, step, s, err)
+	}
+	z := h.Host.Zone(s.ZoneName())
+	for _, c := range s.Containers {
+		err := z.DisableService(ctx, ContainerFMRI(c.Name))
+		if err == nil || errors.Is(err, illumos.ErrNotFound) {
+			continue
+		}
+		if errors.Is(err, illumos.ErrWrongState) {
+			if zs, gerr := h.Host.Zoneadm().Get(ctx, s.ZoneName()); errors.Is(gerr, illumos.ErrNotFound) || (gerr == nil && zs.State != illumos.ZoneRunning) {
+				return nil // nothing runs
+			}
+		}
+		return h.fail(ctx, step+" (disable container "+c.Name+")", s, err)
+	}
+	return nil
+}

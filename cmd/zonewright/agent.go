@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	nodeagent "github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// agentOptions are agent's flags, as given (quantities and numbers are
+// parsed after flag.Parse so that a bad environment value is reported
+// like a bad flag).
+type agentOptions struct {
+	temporal       controlplane.Config
+	node           string
+	databaseURL    string
+	podCIDR        string
+	etherstub      string
+	pool           string
+	zonesDataset   string
+	zonesPath      string
+	brands         string
+	imageDir       string
+	maxPods        string
+	reservedCPU    string
+	reservedMemory string
+	binDir         string
+	installs       string
+	heartbeat      string
+	logLevel       string
+}
+
+func agentFlags() (*flag.FlagSet, *agentOptions) {
+	fs := flag.NewFlagSet("agent", flag.ExitOnError)
+	o := &agentOptions{}
+	hostname, _ := os.Hostname()
+	if i := strings.IndexByte(hostname, '.'); i > 0 {
+		hostname = hostname[:i]
+	}
+	fs.StringVar(&o.node, "node", env("ZW_NODE", strings.ToLower(hostname)), "this node's name (env ZW_NODE; default the host name)")
+	fs.StringVar(&o.databaseURL, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL of the control plane: the agent writes its Node (env ZW_DATABASE_URL)")
+	temporalFlags(fs, &o.temporal)
+	fs.StringVar(&o.podCIDR, "pod-cidr", env("ZW_POD_CIDR", ""), "this node's pod network, e.g. 10.88.1.0/24 (required; env ZW_POD_CIDR)")
+	fs.StringVar(&o.etherstub, "etherstub", env("ZW_ETHERSTUB", nodeagent.DefaultEtherstub), "etherstub the pods' VNICs are created over (env ZW_ETHERSTUB)")
+	fs.StringVar(&o.pool, "storage-pool", env("ZW_STORAGE_POOL", nodeagent.DefaultStoragePool), "ZFS pool of the zones: datasets go under <pool>/zonewright/zones (env ZW_STORAGE_POOL)")
+	fs.StringVar(&o.zonesDataset, "zones-dataset", env("ZW_ZONES_DATASET", ""), "parent dataset of the zones, overriding <storage-pool>/zonewright/zones (env ZW_ZONES_DATASET)")
+	fs.StringVar(&o.zonesPath, "zones-path", env("ZW_ZONES_PATH", nodeagent.DefaultZonesPath), "mountpoint of the zones dataset; zonepaths are <zones-path>/<zone> (env ZW_ZONES_PATH)")
+	fs.StringVar(&o.brands, "zone-brands", env("ZW_ZONE_BRANDS", strings.Join(nodeagent.DefaultZoneBrands, ",")), "zone brands this node offers, comma-separated (env ZW_ZONE_BRANDS)")
+	fs.StringVar(&o.imageDir, "image-dir", env("ZW_IMAGE_DIR", ""), "directory of lx image artefacts <image>.zfs or <image>.tar.gz (env ZW_IMAGE_DIR)")
+	fs.StringVar(&o.maxPods, "max-pods", env("ZW_MAX_PODS", strconv.Itoa(nodeagent.DefaultMaxPods)), "pods this node takes at most (env ZW_MAX_PODS)")
+	fs.StringVar(&o.reservedCPU, "system-reserved-cpu", env("ZW_SYSTEM_RESERVED_CPU", "500m"), "CPU kept from pods for the global zone (env ZW_SYSTEM_RESERVED_CPU)")
+	fs.StringVar(&o.reservedMemory, "system-reserved-memory", env("ZW_SYSTEM_RESERVED_MEMORY", "1Gi"), "memory kept from pods for the global zone (env ZW_SYSTEM_RESERVED_MEMORY)")
+	fs.StringVar(&o.binDir, "bin-dir", env("ZW_BIN_DIR", ""), "directory of the illumos commands (zoneadm, dladm, ...); empty: their standard places (env ZW_BIN_DIR)")
+	fs.StringVar(&o.installs, "max-concurrent-installs", env("ZW_MAX_CONCURRENT_INSTALLS", strconv.Itoa(nodeagent.DefaultMaxConcurrentInstalls)), "zone installs run at once at most (env ZW_MAX_CONCURRENT_INSTALLS)")
+	fs.StringVar(&o.heartbeat, "heartbeat-interval", env("ZW_HEARTBEAT_INTERVAL", nodeagent.DefaultHeartbeatInterval.String()), "how often the Node is updated (env ZW_HEARTBEAT_INTERVAL)")
+	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	return fs, o
+}
+
+// config turns the options into the agent's configuration.
+func (o *agentOptions) config() (nodeagent.Config, error) {
+	var errs []error
+	atoi := func(flag, v string) int {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("--%s %q: want a positive number", flag, v))
+		}
+		return n
+	}
+	cfg := nodeagent.Config{
+		Node:              o.node,
+		DatabaseURL:       o.databaseURL,
+		TemporalAddress:   o.temporal.TemporalAddress,
+		TemporalNamespace: o.temporal.TemporalNamespace,
+		PodCIDR:           o.podCIDR,
+		Etherstub:         o.etherstub,
+		ZonesDataset:      o.zonesDataset,
+		ZonesPath:         o.zonesPath,
+		ImageDir:          o.imageDir,
+		BinDir:            o.binDir,
+	}
+	if cfg.ZonesDataset == "" {
+		cfg.ZonesDataset = nodeagent.ZonesDataset(o.pool)
+	}
+	for _, b := range strings.Split(o.brands, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.ZoneBrands = append(cfg.ZoneBrands, b)
+		}
+	}
+	if len(cfg.ZoneBrands) == 0 {
+		errs = append(errs, fmt.Errorf("--zone-brands %q: want at least one brand", o.brands))
+	}
+	cfg.MaxPods = atoi("max-pods", o.maxPods)
+	cfg.MaxConcurrentInstalls = atoi("max-concurrent-installs", o.installs)
+	var err error
+	if cfg.SystemReservedMilliCPU, err = model.MilliCPU(o.reservedCPU); err != nil || cfg.SystemReservedMilliCPU < 0 {
+		errs = append(errs, fmt.Errorf("--system-reserved-cpu %q: want a CPU quantity such as 500m", o.reservedCPU))
+	}
+	if cfg.SystemReservedMemory, err = model.Bytes(o.reservedMemory); err != nil || cfg.SystemReservedMemory < 0 {
+		errs = append(errs, fmt.Errorf("--system-reserved-memory %q: want a memory quantity such as 1Gi", o.reservedMemory))
+	}
+	if cfg.HeartbeatInterval, err = time.ParseDuration(o.heartbeat); err != nil || cfg.HeartbeatInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--heartbeat-interval %q: want a duration such as 10s", o.heartbeat))
+	}
+	if cfg.TemporalTLS, err = o.temporal.TemporalTLS.ClientTLS(); err != nil {
+		errs = append(errs, err)
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// agent runs the node agent: `zonewright agent --pod-cidr 10.88.1.0/24 ...`.
+func agent(ctx context.Context, args []string) error {
+	fs, o := agentFlags()
+	_ = fs.Parse(args)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := newLogger(o.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+	return nodeagent.Run(ctx, cfg)
+}

@@ -1,0 +1,82 @@
+// Command zwbench measures pod lifecycles on a whole zonewright stack
+// started for the run (private PostgreSQL, embedded Temporal, the control
+// plane, simulated nodes each with a real agent, no added command latency):
+//
+//   - idle: pods created one at a time, create→Running p50/p99;
+//   - burst: pods created at once, throughput and create→Running
+//     p50/p95/p99, then delete→gone p50/p99;
+//   - peak RSS of every process of the stack;
+//   - the ceiling: a no-op workflow with as many activities as a pod's
+//     provisioning, at the same concurrency on the same Temporal server,
+//     and the burst throughput as a ratio of it.
+//
+// It prints a table and writes the same figures as JSON (--json).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+func main() {
+	o := options{}
+	flag.IntVar(&o.idle, "idle", 50, "pods created one at a time")
+	flag.IntVar(&o.burst, "burst", 200, "pods created at once")
+	flag.IntVar(&o.nodes, "nodes", 3, "simulated nodes")
+	flag.StringVar(&o.binDir, "bin", "bin", "directory holding zonewright and illumos-sim")
+	flag.StringVar(&o.jsonOut, "json", "bench.json", "where to write the results as JSON")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	res, err := run(ctx, o, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "zwbench:", err)
+		os.Exit(1)
+	}
+	res.print(os.Stdout)
+	b, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.WriteFile(o.jsonOut, b, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "zwbench:", err)
+		os.Exit(1)
+	}
+	abs, _ := filepath.Abs(o.jsonOut)
+	fmt.Printf("\nJSON: %s\n", abs)
+}
+
+type options struct {
+	idle, burst, nodes int
+	binDir, jsonOut    string
+}
+
+// Results are the figures of one run.
+type Results struct {
+	Date             time.Time        `json:"date"`
+	Nodes            int              `json:"nodes"`
+	IdlePods         int              `json:"idlePods"`
+	IdleCreateToRun  Percentiles      `json:"idleCreateToRunningMs"`
+	BurstPods        int              `json:"burstPods"`
+	BurstThroughput  float64          `json:"burstPodsPerSecond"`
+	BurstCreateToRun Percentiles      `json:"burstCreateToRunningMs"`
+	BurstDelete      Percentiles      `json:"burstDeleteToGoneMs"`
+	Ceiling          float64          `json:"ceilingWorkflowsPerSecond"`
+	CeilingSteps     int              `json:"ceilingActivitiesPerWorkflow"`
+	Ratio            float64          `json:"burstToCeilingRatio"`
+	PeakRSS          map[string]int64 `json:"peakRSSKiB"`
+}
+
+// Percentiles of a latency sample, in milliseconds.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}

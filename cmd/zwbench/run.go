@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	tclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// provisionActivities is how many activities take a pod from created to
+// Running: load, schedule, status, allocate, status, the eight host steps,
+// status.
+const provisionActivities = 14
+
+func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
+	res := &Results{Date: time.Now().UTC(), Nodes: o.nodes, IdlePods: o.idle, BurstPods: o.burst, CeilingSteps: provisionActivities}
+	s, err := startStack(ctx, o, log)
+	defer s.stop()
+	if err != nil {
+		return nil, err
+	}
+	api := "http://" + s.cp.Addr()
+	if err := waitNodes(ctx, api, o.nodes); err != nil {
+		return nil, err
+	}
+	tr, err := watchPods(ctx, api)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "idle: %d pods one at a time\n", o.idle)
+	var idle []time.Duration
+	for i := range o.idle {
+		name := fmt.Sprintf("idle-%d", i)
+		start := time.Now()
+		if err := createPod(api, name); err != nil {
+			return nil, err
+		}
+		at, err := tr.wait(ctx, name, tr.running, 2*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		idle = append(idle, at.Sub(start))
+	}
+	res.IdleCreateToRun = percentiles(idle)
+	if err := deleteAll(ctx, api, tr, "idle-", o.idle); err != nil {
+		return nil, err
+	}
+
+	fmt.Fprintf(stderr, "burst: %d pods at once\n", o.burst)
+	start := time.Now()
+	created := make([]time.Time, o.burst)
+	if err := parallel(o.burst, 32, func(i int) error {
+		created[i] = time.Now()
+		return createPod(api, fmt.Sprintf("burst-%d", i))
+	}); err != nil {
+		return nil, err
+	}
+	var burst []time.Duration
+	last := start
+	for i := range o.burst {
+		at, err := tr.wait(ctx, fmt.Sprintf("burst-%d", i), tr.running, 10*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		burst = append(burst, at.Sub(created[i]))
+		if at.After(last) {
+			last = at
+		}
+	}
+	res.BurstThroughput = float64(o.burst) / last.Sub(start).Seconds()
+	res.BurstCreateToRun = percentiles(burst)
+
+	fmt.Fprintf(stderr, "burst: deleting %d pods\n", o.burst)
+	deleted := make([]time.Time, o.burst)
+	if err := parallel(o.burst, 32, func(i int) error {
+		deleted[i] = time.Now()
+		return deletePod(api, fmt.Sprintf("burst-%d", i))
+	}); err != nil {
+		return nil, err
+	}
+	var gone []time.Duration
+	for i := range o.burst {
+		at, err := tr.wait(ctx, fmt.Sprintf("burst-%d", i), tr.gone, 10*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		gone = append(gone, at.Sub(deleted[i]))
+	}
+	res.BurstDelete = percentiles(gone)
+
+	fmt.Fprintf(stderr, "ceiling: %d no-op workflows of %d activities\n", o.burst, provisionActivities)
+	if res.Ceiling, err = ceiling(ctx, s.temporal.Address(), o.burst, log); err != nil {
+		return nil, err
+	}
+	res.Ratio = res.BurstThroughput / res.Ceiling
+	res.PeakRSS = s.peakRSS()
+	return res, nil
+}
+
+func waitNodes(ctx context.Context, api string, n int) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		var list model.List[model.Node]
+		if err := getJSON(api+"/api/v1/nodes", &list); err == nil {
+			ready := 0
+			for _, node := range list.Items {
+				for _, c := range node.Status.Conditions {
+					if c.Type == model.NodeReady && c.Status == model.ConditionTrue {
+						ready++
+					}
+				}
+			}
+			if ready == n {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%d nodes did not become Ready", n)
+}
+
+func podBody(name string) []byte {
+	return []byte(fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"terminationGracePeriodSeconds":0,"containers":[{"name":"app","image":"base",
+	  "command":["sleep","3600"],"resources":{"requests":{"cpu":"10m","memory":"16Mi"}}}]}}`, name))
+}
+
+func createPod(api, name string) error {
+	resp, err := http.Post(api+"/api/v1/namespaces/default/pods", "application/json", bytes.NewReader(podBody(name)))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("create %s: %d %s", name, resp.StatusCode, b)
+	}
+	return nil
+}
+
+func deletePod(api, name string) error {
+	req, _ := http.NewRequest("DELETE", api+"/api/v1/namespaces/default/pods/"+name+"?gracePeriodSeconds=0", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("delete %s: %d %s", name, resp.StatusCode, b)
+	}
+	return nil
+}
+
+func deleteAll(ctx context.Context, api string, tr *tracker, prefix string, n int) error {
+	if err := parallel(n, 16, func(i int) error { return deletePod(api, fmt.Sprintf("%s%d", prefix, i)) }); err != nil {
+		return err
+	}
+	for i := range n {
+		if _, err := tr.wait(ctx, fmt.Sprintf("%s%d", prefix, i), tr.gone, 5*time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func getJSON(url string, into any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(into)
+}
+
+// parallel runs fn(0..n-1) with at most width in flight.
+func parallel(n, width int, fn func(int) error) error {
+	sem := make(chan struct{}, width)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// tracker timestamps, from the API's watch, when each pod first runs and
+// when it is gone.
+type tracker struct {
+	mu      sync.Mutex
+	running map[string]time.Time
+	gone    map[string]time.Time
+	changed chan struct{}
+}
+
+func watchPods(ctx context.Context, api string) (*tracker, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", api+"/api/v1/pods?watch=true", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	tr := &tracker{running: map[string]time.Time{}, gone: map[string]time.Time{}, changed: make(chan struct{}, 1)}
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<22)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, "data: ") {
+				continue
+			}
+			now := time.Now()
+			var ev struct {
+				Type   string
+				Object model.Pod
+			}
+			if json.Unmarshal([]byte(line[6:]), &ev) != nil {
+				continue
+			}
+			name := ev.Object.Metadata.Name
+			tr.mu.Lock()
+			switch {
+			case ev.Type == "DELETED":
+				tr.gone[name] = now
+				delete(tr.running, name)
+			case ev.Object.Status.Phase == model.PodRunning:
+				if _, seen := tr.running[name]; !seen {
+					tr.running[name] = now
+				}
+			}
+			tr.mu.Unlock()
+			select {
+			case tr.changed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return tr, nil
+}
+
+func (tr *tracker) wait(ctx context.Context, name string, m map[string]time.Time, timeout time.Duration) (time.Time, error) {
+	deadline := time.After(timeout)
+	for {
+		tr.mu.Lock()
+		at, ok := m[name]
+		tr.mu.Unlock()
+		if ok {
+			return at, nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-deadline:
+			return time.Time{}, fmt.Errorf("pod %s: timed out after %s", name, timeout)
+		case <-tr.changed:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func percentiles(d []time.Duration) Percentiles {
+	if len(d) == 0 {
+		return Percentiles{}
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	at := func(q float64) float64 {
+		i := int(q*float64(len(d))+0.5) - 1
+		i = max(0, min(i, len(d)-1))
+		return float64(d[i].Microseconds()) / 1000
+	}
+	return Percentiles{P50: at(0.5), P95: at(0.95), P99: at(0.99), Max: float64(d[len(d)-1].Microseconds()) / 1000}
+}
+
+// ceiling runs n no-op workflows of provisionActivities activities each,
+// all at once, on the same server with the same worker settings as the
+// control plane, and returns workflows per second.
+func ceiling(ctx context.Context, address string, n int, log *slog.Logger) (float64, error) {
+	c, err := tclient.Dial(tclient.Options{HostPort: address, Namespace: "default", Logger: sdklog.NewStructuredLogger(log)})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	const queue = "zwbench-ceiling"
+	w := worker.New(c, queue, worker.Options{MaxConcurrentWorkflowTaskPollers: 8, MaxConcurrentActivityTaskPollers: 8})
+	w.RegisterWorkflowWithOptions(ceilingWorkflow, workflow.RegisterOptions{Name: "Ceiling"})
+	w.RegisterActivityWithOptions(func(context.Context) error { return nil }, activity.RegisterOptions{Name: "Noop"})
+	if err := w.Start(); err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	start := time.Now()
+	runs := make([]tclient.WorkflowRun, n)
+	if err := parallel(n, 32, func(i int) error {
+		r, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: fmt.Sprintf("ceiling-%d-%d", start.UnixNano(), i), TaskQueue: queue}, "Ceiling", provisionActivities)
+		runs[i] = r
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	// Completion is read from visibility-free describes, not run.Get's long poll.
+	for _, r := range runs {
+		for {
+			d, err := c.DescribeWorkflowExecution(ctx, r.GetID(), r.GetRunID())
+			if err != nil {
+				return 0, err
+			}
+			if d.WorkflowExecutionInfo.CloseTime != nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	var last time.Time
+	for _, r := range runs {
+		d, _ := c.DescribeWorkflowExecution(ctx, r.GetID(), r.GetRunID())
+		if ct := d.WorkflowExecutionInfo.CloseTime.AsTime(); ct.After(last) {
+			last = ct
+		}
+	}
+	return float64(n) / last.Sub(start).Seconds(), nil
+}
+
+func ceilingWorkflow(ctx workflow.Context, steps int) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second})
+	for range steps {
+		if err := workflow.ExecuteActivity(ctx, "Noop").Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

@@ -1,0 +1,349 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	tworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pgtest"
+	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows"
+)
+
+var (
+	simBin      string
+	simBuildErr error
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "agent-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	simBin = filepath.Join(dir, "illumos-sim")
+	build := exec.Command("go", "build", "-o", simBin, "github.com/zonewright/zonewright/cmd/illumos-sim")
+	if out, err := build.CombinedOutput(); err != nil {
+		simBuildErr = fmt.Errorf("go build illumos-sim: %v\n%s", err, out)
+	}
+	code := pgtest.Main(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// simNode is a simulated host: its command directory and state root
+// (whose directory name, node1, is its host name).
+type simNode struct {
+	bin, root string
+}
+
+func newSimNode(t *testing.T) simNode {
+	t.Helper()
+	if simBuildErr != nil {
+		t.Fatal(simBuildErr)
+	}
+	base := t.TempDir()
+	n := simNode{bin: filepath.Join(base, "bin"), root: filepath.Join(base, "node1")}
+	if out, err := exec.Command(simBin, "install", n.bin, "--root", n.root).CombinedOutput(); err != nil {
+		t.Fatalf("illumos-sim install: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command(simBin, "stop-all", "--root", n.root).Run() })
+	return n
+}
+
+type simState struct {
+	Links []struct {
+		Name  string `json:"name"`
+		Class string `json:"class"`
+	} `json:"links"`
+	Datasets []struct {
+		Name  string            `json:"name"`
+		Props map[string]string `json:"props"`
+	} `json:"datasets"`
+}
+
+func (n simNode) state(t *testing.T) simState {
+	t.Helper()
+	out, err := exec.Command(simBin, "state", "--root", n.root).Output()
+	if err != nil {
+		t.Fatalf("illumos-sim state: %v", err)
+	}
+	var st simState
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (st simState) hasDataset(name string) bool {
+	return slices.ContainsFunc(st.Datasets, func(d struct {
+		Name  string            `json:"name"`
+		Props map[string]string `json:"props"`
+	}) bool {
+		return d.Name == name
+	})
+}
+
+// runAgent starts the agent; the returned stop cancels it and returns
+// what Run returned.
+func runAgent(t *testing.T, cfg agent.Config) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx, cfg) }()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(60 * time.Second):
+			t.Fatal("the agent did not stop within 60s of its cancel")
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// waitNode waits until the Node satisfies ok.
+func waitNode(t *testing.T, st *store.Store, what string, ok func(*model.Node) bool) *model.Node {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last *model.Node
+	var lastErr error
+	for time.Now().Before(deadline) {
+		n, err := st.Nodes().Get(context.Background(), "", "node1")
+		if err == nil && ok(n) {
+			return n
+		}
+		last, lastErr = n, err
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: node %+v, %v", what, last, lastErr)
+	return nil
+}
+
+func readyCondition(n *model.Node) *model.NodeCondition {
+	for i, c := range n.Status.Conditions {
+		if c.Type == model.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// createDatasets is a workflow on a test task queue that runs the host
+// activity CreateDatasets on a node's task queue, the way the pod
+// lifecycle does.
+func createDatasets(ctx workflow.Context, node string, s activities.PodSandbox) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           workflows.NodeTaskQueue(node),
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	return workflow.ExecuteActivity(ctx, "CreateDatasets", s).Get(ctx, nil)
+}
+
+func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
+	ctx := t.Context()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	dbURL := pgtest.NewDatabase(t)
+	if err := store.MigrateUp(ctx, dbURL, log); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	tmp := devstack.StartTestTemporal(t)
+	node := newSimNode(t)
+
+	cfg := agent.Config{
+		Node:                   "node1",
+		DatabaseURL:            dbURL,
+		TemporalAddress:        tmp.Address(),
+		TemporalNamespace:      tmp.Namespace(),
+		PodCIDR:                "127.10.9.0/24",
+		BinDir:                 node.bin,
+		SystemReservedMilliCPU: 500,
+		SystemReservedMemory:   1 << 30,
+		HeartbeatInterval:      200 * time.Millisecond,
+		WorkerStopTimeout:      5 * time.Second,
+		Version:                "test",
+		Logger:                 log,
+	}
+
+	// A configuration without a pod CIDR is refused before anything runs.
+	bad := cfg
+	bad.PodCIDR = ""
+	if err := agent.Run(ctx, bad); err == nil {
+		t.Error("the agent started without a pod CIDR")
+	}
+
+	stop := runAgent(t, cfg)
+	n := waitNode(t, st, "registered and ready", func(n *model.Node) bool {
+		c := readyCondition(n)
+		return c != nil && c.Status == model.ConditionTrue
+	})
+	uid := n.Metadata.UID
+	if want := (model.ResourceList{"cpu": "8", "memory": "32Gi", "pods": "110"}); !equalLists(n.Status.Capacity, want) {
+		t.Errorf("capacity = %v, want %v", n.Status.Capacity, want)
+	}
+	if want := (model.ResourceList{"cpu": "7500m", "memory": "31Gi", "pods": "110"}); !equalLists(n.Status.Allocatable, want) {
+		t.Errorf("allocatable = %v, want %v", n.Status.Allocatable, want)
+	}
+	if info := n.Status.NodeInfo; !slices.Equal(info.ZoneBrands, []string{"sparse", "ipkg", "lx", "bhyve"}) ||
+		info.AgentVersion != "test" || info.OSRelease != "omnios-r151054" || info.KernelVer != "SunOS 5.11" {
+		t.Errorf("node info = %+v", info)
+	}
+	if n.Spec.PodCIDR != "127.10.9.0/24" {
+		t.Errorf("pod CIDR = %q", n.Spec.PodCIDR)
+	}
+	for k, v := range map[string]string{"zonewright.io/hostname": "node1", "zonewright.io/brand-sparse": "true", "zonewright.io/brand-bhyve": "true"} {
+		if n.Metadata.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q (labels %v)", k, n.Metadata.Labels[k], v, n.Metadata.Labels)
+		}
+	}
+	if n.Metadata.Annotations["zonewright.io/zones"] != "none" {
+		t.Errorf("annotations = %v", n.Metadata.Annotations)
+	}
+	ready := readyCondition(n)
+	if ready.Reason != "AgentReady" || ready.LastHeartbeatTime == nil || ready.LastTransitionTime == nil {
+		t.Errorf("Ready = %+v", ready)
+	}
+
+	// The host is prepared.
+	hostState := node.state(t)
+	if !hostState.hasDataset("tank/zonewright/zones") {
+		t.Errorf("no zones dataset: %+v", hostState.Datasets)
+	}
+	if !slices.ContainsFunc(hostState.Links, func(l struct {
+		Name  string `json:"name"`
+		Class string `json:"class"`
+	}) bool {
+		return l.Name == "zwstub0" && l.Class == "etherstub"
+	}) {
+		t.Errorf("no etherstub: %+v", hostState.Links)
+	}
+
+	// Heartbeats move lastHeartbeatTime, not lastTransitionTime.
+	first := *ready.LastHeartbeatTime
+	n = waitNode(t, st, "a later heartbeat", func(n *model.Node) bool {
+		c := readyCondition(n)
+		return c != nil && c.LastHeartbeatTime != nil && c.LastHeartbeatTime.After(first)
+	})
+	if c := readyCondition(n); !c.LastTransitionTime.Equal(*ready.LastTransitionTime) {
+		t.Errorf("lastTransitionTime moved from %v to %v without a transition", ready.LastTransitionTime, c.LastTransitionTime)
+	}
+
+	// A host activity through Temporal: a workflow on another task queue
+	// sends CreateDatasets to node/node1, which only the agent polls.
+	c, err := client.Dial(client.Options{HostPort: tmp.Address(), Namespace: tmp.Namespace(),
+		Logger: sdklog.NewStructuredLogger(log)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	w := tworker.New(c, "agent-test", tworker.Options{})
+	w.RegisterWorkflow(createDatasets)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	s := activities.PodSandbox{Namespace: "default", Name: "web", UID: "uid-web", IP: "127.10.9.2", PrefixLen: 24}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "agent-test-create-datasets", TaskQueue: "agent-test"},
+		createDatasets, "node1", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := run.Get(wctx, nil); err != nil {
+		t.Fatalf("CreateDatasets through the agent's worker: %v", err)
+	}
+	if ds := "tank/zonewright/zones/" + s.ZoneName(); !node.state(t).hasDataset(ds) {
+		t.Errorf("dataset %s missing after CreateDatasets ran on the node", ds)
+	}
+
+	// The zone summary follows the host's zones.
+	h := illumos.Host{Runner: &illumos.Runner{BinDir: node.bin}}
+	if err := h.Zonecfg().Create(ctx, illumos.ZoneConfig{Name: "z1", Zonepath: "/zonewright/zones/z1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, st, "zones summary", func(n *model.Node) bool {
+		return n.Metadata.Annotations["zonewright.io/zones"] == "configured=1"
+	})
+
+	// Cancelled, the agent stops cleanly.
+	if err := stop(); err != nil {
+		t.Fatalf("agent stopped with %v, want nil", err)
+	}
+
+	// A second start adopts the same Node: no duplicate, same uid, an
+	// operator's label kept.
+	n, err = st.Nodes().Get(ctx, "", "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Metadata.Labels["team"] = "infra"
+	if err := st.Nodes().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	last := *readyCondition(n).LastHeartbeatTime
+	stop = runAgent(t, cfg)
+	n = waitNode(t, st, "heartbeats after a restart", func(n *model.Node) bool {
+		c := readyCondition(n)
+		return c != nil && c.LastHeartbeatTime.After(last)
+	})
+	if n.Metadata.UID != uid || n.Metadata.Labels["team"] != "infra" {
+		t.Errorf("after a restart: uid %s (was %s), labels %v", n.Metadata.UID, uid, n.Metadata.Labels)
+	}
+	list, err := st.Nodes().List(ctx, store.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Errorf("%d nodes after a restart, want 1", len(list.Items))
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("second agent stopped with %v, want nil", err)
+	}
+}
+
+func equalLists(a, b model.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,288 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	tclient "go.temporal.io/sdk/client"
+
+	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/devnodes"
+	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pgtest"
+	"github.com/zonewright/zonewright/workflows"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "zw-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	for _, pkg := range []string{"zonewright", "illumos-sim"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "github.com/zonewright/zonewright/cmd/"+pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := pgtest.Main(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cluster is a whole zonewright on this machine.
+type cluster struct {
+	t        *testing.T
+	api      string
+	url      string
+	temporal tclient.Client
+	nodes    *devnodes.Nodes
+}
+
+func newCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	tmp := devstack.StartTestTemporal(t, func(c *devstack.TemporalConfig) {
+		c.SearchAttributes = map[string]enumspb.IndexedValueType{}
+		for _, sa := range workflows.SearchAttributeNames {
+			c.SearchAttributes[sa] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+		}
+	})
+	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
+		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = cp.Stop(sctx)
+	})
+	c := &cluster{t: t, api: "http://" + cp.Addr(), url: url}
+	c.temporal, err = tclient.Dial(tclient.Options{HostPort: tmp.Address(), Namespace: "default", Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.temporal.Close)
+	args := append([]string{"--heartbeat-interval", "1s"}, agentArgs...)
+	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), Agent: filepath.Join(binDir, "zonewright"),
+		Sim: filepath.Join(binDir, "illumos-sim"), DatabaseURL: url, Temporal: tmp.Address(), Namespace: "default", ExtraArgs: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.nodes.Stop)
+	c.eventually(time.Minute, "every node Ready", func() bool {
+		var list model.List[model.Node]
+		c.get("/api/v1/nodes", &list)
+		ready := 0
+		for _, n := range list.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == model.NodeReady && cond.Status == model.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready == nodes
+	})
+	return c
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}
+
+func (c *cluster) do(method, path string, body any) (int, []byte) {
+	c.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, ok := body.([]byte)
+		if !ok {
+			if s, isStr := body.(string); isStr {
+				b = []byte(s)
+			} else {
+				b, _ = json.Marshal(body)
+			}
+		}
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.api+path, r)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func (c *cluster) get(path string, into any) int {
+	c.t.Helper()
+	code, b := c.do("GET", path, nil)
+	if into != nil {
+		_ = json.Unmarshal(b, into)
+	}
+	return code
+}
+
+func (c *cluster) createPod(body string) model.Pod {
+	c.t.Helper()
+	code, b := c.do("POST", "/api/v1/namespaces/default/pods", body)
+	if code != http.StatusCreated {
+		c.t.Fatalf("create pod: %d %s", code, b)
+	}
+	var p model.Pod
+	_ = json.Unmarshal(b, &p)
+	return p
+}
+
+func (c *cluster) pod(name string) (model.Pod, bool) {
+	c.t.Helper()
+	var p model.Pod
+	code := c.get("/api/v1/namespaces/default/pods/"+name, &p)
+	return p, code == http.StatusOK
+}
+
+func (c *cluster) eventually(timeout time.Duration, what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitPhase waits for the pod to reach phase (and Ready, when asked).
+func (c *cluster) waitPhase(name, phase string, ready bool, timeout time.Duration) model.Pod {
+	c.t.Helper()
+	var p model.Pod
+	deadline := time.Now().Add(timeout)
+	for {
+		var ok bool
+		p, ok = c.pod(name)
+		if ok && p.Status.Phase == phase && (!ready || isReady(p)) {
+			return p
+		}
+		if ok && phase != model.PodFailed && p.Status.Phase == model.PodFailed {
+			c.t.Fatalf("pod %s Failed (%s) while waiting for %s: %s\nevents:\n%s", name, p.Status.Reason, phase, p.Status.Message, c.events(name))
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("pod %s is %s (%s: %s) after %s; want %s ready=%t\nevents:\n%s", name, p.Status.Phase, p.Status.Reason, p.Status.Message, timeout, phase, ready, c.events(name))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (c *cluster) waitGone(name string, timeout time.Duration) {
+	c.t.Helper()
+	c.eventually(timeout, "pod "+name+" to be gone", func() bool { _, ok := c.pod(name); return !ok })
+}
+
+func isReady(p model.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == model.PodReady {
+			return cond.Status == model.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (c *cluster) events(name string) string {
+	var list model.List[model.Event]
+	c.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D"+name, &list)
+	var b strings.Builder
+	for _, e := range list.Items {
+		fmt.Fprintf(&b, "  %s %s: %s\n", e.Type, e.Reason, e.Message)
+	}
+	return b.String()
+}
+
+// simState is `illumos-sim state` of a node.
+type simState struct {
+	Zones []struct {
+		Name  string `json:"name"`
+		State string `json:"state"`
+	} `json:"zones"`
+	Links []struct {
+		Name  string `json:"name"`
+		Class string `json:"class"`
+	} `json:"links"`
+	Datasets []struct {
+		Name string `json:"name"`
+	} `json:"datasets"`
+}
+
+func (c *cluster) state(node int) (simState, string) {
+	c.t.Helper()
+	out, err := exec.Command(filepath.Join(binDir, "illumos-sim"), "state", "--root", c.nodes.Nodes[node].Root).Output()
+	if err != nil {
+		c.t.Fatalf("illumos-sim state: %v", err)
+	}
+	var s simState
+	if err := json.Unmarshal(out, &s); err != nil {
+		c.t.Fatalf("parse illumos-sim state: %v\n%s", err, out)
+	}
+	return s, string(out)
+}
+
+// podResources counts what zonewright created on a node: non-global
+// zones, VNICs and pod datasets.
+func (c *cluster) podResources(node int) (zones, vnics, datasets int) {
+	s, _ := c.state(node)
+	for _, z := range s.Zones {
+		if z.Name != "global" {
+			zones++
+		}
+	}
+	for _, l := range s.Links {
+		if l.Class == "vnic" {
+			vnics++
+		}
+	}
+	for _, d := range s.Datasets {
+		if strings.Count(d.Name, "/") >= 3 && strings.Contains(d.Name, "/zonewright/zones/") {
+			datasets++
+		}
+	}
+	return
+}
+
+func (c *cluster) nodeIndex(name string) int {
+	for i, n := range c.nodes.Nodes {
+		if n.Name == name {
+			return i
+		}
+	}
+	c.t.Fatalf("no node %s", name)
+	return -1
+}
+
+func (c *cluster) sim(node int, args ...string) {
+	c.t.Helper()
+	full := append(args[:1:1], append([]string{"--root", c.nodes.Nodes[node].Root}, args[1:]...)...)
+	if out, err := exec.Command(filepath.Join(binDir, "illumos-sim"), full...).CombinedOutput(); err != nil {
+		c.t.Fatalf("illumos-sim %v: %v\n%s", full, err, out)
+	}
+}

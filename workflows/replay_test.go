@@ -1,0 +1,34 @@
+package workflows
+
+import (
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Histories of real runs (recorded by the end-to-end tests with
+// ZW_RECORD_HISTORIES=workflows/testdata/histories) must replay against
+// today's code: a change that would break running workflows fails here and
+// needs workflow.GetVersion.
+func TestRecordedHistoriesReplay(t *testing.T) {
+	files, err := filepath.Glob("testdata/histories/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no recorded histories in testdata/histories")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflowWithOptions(PodLifecycle, workflow.RegisterOptions{Name: PodWorkflowName})
+			if err := r.ReplayWorkflowHistoryFromJSONFile(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)), f); err != nil {
+				t.Fatalf("replay %s: %v", f, err)
+			}
+		})
+	}
+}
