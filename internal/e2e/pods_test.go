@@ -20,6 +20,14 @@ func sleepPod(name, brand string, extra string) string {
 	  "resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}]}}`, name, brand, extra)
 }
 
+func (c *cluster) waitClosed(name string) {
+	c.t.Helper()
+	c.eventually(30*time.Second, "the workflow of "+name+" to close", func() bool {
+		running, err := (workflows.PodClient{Temporal: c.temporal}).Running(context.Background(), "default", name)
+		return err == nil && !running
+	})
+}
+
 func (c *cluster) allocations() int {
 	c.t.Helper()
 	conn, err := pgx.Connect(context.Background(), c.url)
@@ -106,10 +114,7 @@ func TestPodRunsAndIsRemoved(t *testing.T) {
 	c.waitGone("web", 60*time.Second)
 	t.Logf("graceful delete took %s", time.Since(start))
 	c.assertClean()
-	c.eventually(30*time.Second, "the workflow to close", func() bool {
-		running, err := (workflows.PodClient{Temporal: c.temporal}).Running(ctx, "default", "web")
-		return err == nil && !running
-	})
+	c.waitClosed("web")
 	c.recordHistory(workflows.PodWorkflowID("default", "web"), "pod-web-http.json")
 }
 
@@ -153,6 +158,8 @@ func TestCancelMidInstallRollsBack(t *testing.T) {
 	c.assertClean()
 	c.do("DELETE", "/api/v1/namespaces/default/pods/slow", nil)
 	c.waitGone("slow", 30*time.Second)
+	c.waitClosed("slow")
+	c.recordHistory(workflows.PodWorkflowID("default", "slow"), "pod-cancelled.json")
 }
 
 // The container ignores SIGTERM: removal waits out the grace period, and
@@ -202,6 +209,8 @@ func TestLivenessFailureRestartsWithBackoff(t *testing.T) {
 	}
 	c.do("DELETE", "/api/v1/namespaces/default/pods/flaky?gracePeriodSeconds=0", nil)
 	c.waitGone("flaky", 60*time.Second)
+	c.waitClosed("flaky")
+	c.recordHistory(workflows.PodWorkflowID("default", "flaky"), "pod-liveness-restarts.json")
 }
 
 // The agent dies mid-install and comes back: the pod ends Running with
@@ -273,6 +282,8 @@ func TestPermanentFailureFailsThePodAndLeavesNothing(t *testing.T) {
 	c.assertClean()
 	c.do("DELETE", "/api/v1/namespaces/default/pods/doomed", nil)
 	c.waitGone("doomed", 30*time.Second)
+	c.waitClosed("doomed")
+	c.recordHistory(workflows.PodWorkflowID("default", "doomed"), "pod-provision-failed.json")
 }
 
 func TestPodWithoutWorkflowIsRepaired(t *testing.T) {
