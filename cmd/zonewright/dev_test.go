@@ -39,14 +39,18 @@ type devStack struct {
 	exited            chan error
 }
 
+// buildBinary builds zonewright, and illumos-sim beside it where the dev
+// stack looks for it.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "zonewright")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build zonewright: %v\n%s", err, out)
+	dir := t.TempDir()
+	for _, pkg := range []string{".", "../illumos-sim"} {
+		out, err := exec.Command("go", "build", "-o", dir, pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
 	}
-	return bin
+	return filepath.Join(dir, "zonewright")
 }
 
 func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devStack {
@@ -153,7 +157,9 @@ func TestDevStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watch.Body.Close()
-	pod := `{"metadata":{"name":"hello"},"spec":{"containers":[{"name":"app","image":"base","command":["sleep","3600"]}]}}`
+	pod := `{"metadata":{"name":"hello"},"spec":{"terminationGracePeriodSeconds":3,"containers":[{"name":"web","image":"base",
+	  "command":["sh","-c","exec python3 -m http.server --bind $POD_IP 8080"],
+	  "readinessProbe":{"httpGet":{"port":8080},"periodSeconds":1}}]}}`
 	resp, err := http.Post("http://"+api+"/api/v1/namespaces/default/pods", "application/json", strings.NewReader(pod))
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +185,20 @@ func TestDevStack(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no watch event for the created pod")
+	}
+
+	// The pod runs on a simulated node and turns Ready through a real
+	// HTTP probe against its address.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		_, body := get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello")
+		if strings.Contains(body, `"phase":"Running"`) && strings.Contains(body, `"type":"Ready","status":"True"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod not Running and Ready: %s", body)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	// The control-plane worker polls zonewright-control: the housekeeping
@@ -229,10 +249,32 @@ func TestDevStack(t *testing.T) {
 	if code, body := get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello"); code != 200 {
 		t.Fatalf("the pod did not survive a restart: %d %s", code, body)
 	}
+	// Its zone was halted with the stack; the lifecycle boots it again, and
+	// a delete removes it gracefully.
+	req, _ := http.NewRequest("DELETE", "http://"+api+"/api/v1/namespaces/default/pods/hello", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		if code, _ := get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello"); code == 404 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("pod not removed after delete")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	// A hard kill must not orphan PostgreSQL either.
 	_ = d2.cmd.Process.Kill()
 	<-d2.exited
-	deadline := time.Now().Add(15 * time.Second)
+	// Zones outlive a killed control plane, as workloads should; halt them
+	// so the test leaves nothing behind.
+	roots, _ := filepath.Glob(filepath.Join(dataDir, "nodes", "*", "state"))
+	for _, root := range roots {
+		_ = exec.Command(filepath.Join(filepath.Dir(bin), "illumos-sim"), "stop-all", "--root", root).Run()
+	}
+	deadline = time.Now().Add(15 * time.Second)
 	for len(postgresOf(dataDir)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
