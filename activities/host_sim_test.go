@@ -1,16 +1,11 @@
 package activities_test
 
 import (
-	"encoding/json"
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,33 +18,14 @@ import (
 
 	"github.com/zonewright/zonewright/activities"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/simtest"
 )
 
-// The host activities run against the real simulator binary, built once
-// here, through the Temporal SDK's activity test environment. Each test
-// gets its own simulated node.
+// The host activities run against the real simulator binary (simtest
+// builds it once) through the Temporal SDK's activity test environment.
+// Each test gets its own simulated node.
 
-var (
-	simBin      string
-	simBuildErr error
-)
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	dir, err := os.MkdirTemp("", "activities-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	simBin = filepath.Join(dir, "illumos-sim")
-	build := exec.Command("go", "build", "-o", simBin, "github.com/zonewright/zonewright/cmd/illumos-sim")
-	if out, err := build.CombinedOutput(); err != nil {
-		simBuildErr = fmt.Errorf("go build illumos-sim: %v\n%s", err, out)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(simtest.Main(m.Run)) }
 
 const (
 	zonesDataset = "tank/zonewright/zones"
@@ -60,7 +36,7 @@ const (
 // node is one simulated node with its host activities.
 type node struct {
 	log  syncBuffer // what the activities logged
-	root string
+	sim  *simtest.Node
 	host *activities.Host
 	env  *testsuite.TestActivityEnvironment
 }
@@ -69,21 +45,8 @@ type node struct {
 // prepares a host: the zones dataset and the etherstub exist.
 func newNode(t *testing.T) *node {
 	t.Helper()
-	if simBuildErr != nil {
-		t.Fatal(simBuildErr)
-	}
-	base := t.TempDir()
-	n := &node{root: filepath.Join(base, "node1")}
-	bin := filepath.Join(base, "bin")
-	if out, err := exec.Command(simBin, "install", bin, "--root", n.root).CombinedOutput(); err != nil {
-		t.Fatalf("illumos-sim install: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command(simBin, "stop-all", "--root", n.root).CombinedOutput(); err != nil {
-			t.Logf("illumos-sim stop-all: %v\n%s", err, out)
-		}
-	})
-	h := illumos.Host{Runner: &illumos.Runner{BinDir: bin, Timeout: time.Minute}}
+	n := &node{sim: simtest.NewNode(t, "node1")}
+	h := illumos.Host{Runner: &illumos.Runner{BinDir: n.sim.Bin, Timeout: time.Minute}}
 	ctx := t.Context()
 	if err := h.ZFS().Create(ctx, zonesDataset, map[string]string{"mountpoint": zonesPath}); err != nil {
 		t.Fatal(err)
@@ -130,45 +93,6 @@ func (n *node) twice(t *testing.T, what string, fn any, args ...any) {
 	t.Helper()
 	n.must(t, what, fn, args...)
 	n.must(t, what+" (again)", fn, args...)
-}
-
-// simState is the part of `illumos-sim state` the tests look at.
-type simState struct {
-	Zones []struct {
-		Name     string `json:"name"`
-		State    string `json:"state"`
-		Services []struct {
-			FMRI string `json:"fmri"`
-		} `json:"services"`
-	} `json:"zones"`
-	Links []struct {
-		Name  string `json:"name"`
-		Class string `json:"class"`
-	} `json:"links"`
-	Datasets []struct {
-		Name  string            `json:"name"`
-		Props map[string]string `json:"props"`
-	} `json:"datasets"`
-}
-
-func (n *node) state(t *testing.T) simState {
-	t.Helper()
-	out, err := exec.Command(simBin, "state", "--root", n.root).Output()
-	if err != nil {
-		t.Fatalf("illumos-sim state: %v", err)
-	}
-	var st simState
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatalf("illumos-sim state: %v", err)
-	}
-	return st
-}
-
-func (n *node) sim(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(simBin, append(args, "--root", n.root)...).CombinedOutput(); err != nil {
-		t.Fatalf("illumos-sim %v: %v\n%s", args, err, out)
-	}
 }
 
 // freePort is a TCP port nothing listens on at ip right now.

@@ -58,7 +58,7 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	}
 	ds := "tank/zonewright/zones/" + zone
 	found := false
-	for _, d := range n.state(t).Datasets {
+	for _, d := range n.sim.State(t).Datasets {
 		if d.Name == ds {
 			found = true
 		}
@@ -161,7 +161,7 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 // wantNothingLeft fails if the node holds any zone, VNIC or pod dataset.
 func wantNothingLeft(t *testing.T, n *node) {
 	t.Helper()
-	st := n.state(t)
+	st := n.sim.State(t)
 	for _, z := range st.Zones {
 		if z.Name != "global" {
 			t.Errorf("zone left: %+v", z)
@@ -250,7 +250,7 @@ func TestInvalidRequestsAreNotRetryable(t *testing.T) {
 	}
 
 	n.must(t, "CreateVNIC", n.host.CreateVNIC, s)
-	n.sim(t, "fault", "fail-next", "zonecfg", "1", "--stderr", "On line 5:\ncapped-memory: invalid value '256M'", "--exit", "1")
+	n.sim.Run(t, "fault", "fail-next", "zonecfg", "1", "--stderr", "On line 5:\ncapped-memory: invalid value '256M'", "--exit", "1")
 	_, err = n.run(t, n.host.ConfigureZone, s)
 	ae := appError(t, err)
 	msg := err.Error()
@@ -265,7 +265,7 @@ func TestInvalidRequestsAreNotRetryable(t *testing.T) {
 	n.must(t, "ConfigureZone once the fault is gone", n.host.ConfigureZone, s)
 
 	// A transient failure is retryable, and the retry succeeds.
-	n.sim(t, "fault", "fail-next", "zfs create", "1")
+	n.sim.Run(t, "fault", "fail-next", "zfs create", "1")
 	_, err = n.run(t, n.host.CreateDatasets, s)
 	if ae := appError(t, err); ae.Type() != "Transient" || ae.NonRetryable() || !strings.Contains(err.Error(), "Resource temporarily unavailable") {
 		t.Errorf("CreateDatasets with a transient zfs failure: %v (type %s)", err, ae.Type())
@@ -295,7 +295,7 @@ func TestInstallLeftIncompleteIsRecovered(t *testing.T) {
 	for _, step := range []any{n.host.CreateDatasets, n.host.CreateVNIC, n.host.ConfigureZone} {
 		n.must(t, "provision", step, s)
 	}
-	n.sim(t, "fault", "fail-next", "zoneadm install", "1", "--brand-exit", "255")
+	n.sim.Run(t, "fault", "fail-next", "zoneadm install", "1", "--brand-exit", "255")
 	_, err := n.run(t, n.host.InstallZone, s)
 	ae := appError(t, err)
 	if ae.NonRetryable() || !strings.Contains(err.Error(), "install") || !strings.Contains(err.Error(), "brand installer failed") {
@@ -310,7 +310,7 @@ func TestInstallLeftIncompleteIsRecovered(t *testing.T) {
 	}
 	// A brand refusing its arguments (usage, exit 253) is invalid.
 	n.must(t, "UninstallZone", n.host.UninstallZone, s)
-	n.sim(t, "fault", "fail-next", "zoneadm install", "1", "--brand-exit", "253")
+	n.sim.Run(t, "fault", "fail-next", "zoneadm install", "1", "--brand-exit", "253")
 	_, err = n.run(t, n.host.InstallZone, s)
 	if ae := appError(t, err); ae.Type() != "Invalid" || !ae.NonRetryable() || !strings.Contains(err.Error(), "exit status 2") {
 		t.Errorf("InstallZone with a brand usage failure: %v (type %s)", err, ae.Type())

@@ -1,5 +1,6 @@
-// Command zonewright runs zonewright: `serve` (the control plane), `dev`
-// (the whole stack on one machine, embedded defaults) and `migrate`.
+// Command zonewright runs zonewright: `serve` (the control plane), `agent`
+// (on each illumos host), `dev` (the whole stack on one machine, embedded
+// defaults) and `migrate`.
 package main
 
 import (

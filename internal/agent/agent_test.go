@@ -2,13 +2,8 @@ package agent_test
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -25,83 +20,17 @@ import (
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
+	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
 )
 
-var (
-	simBin      string
-	simBuildErr error
-)
-
 func TestMain(m *testing.M) {
-	flag.Parse()
-	dir, err := os.MkdirTemp("", "agent-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	simBin = filepath.Join(dir, "illumos-sim")
-	build := exec.Command("go", "build", "-o", simBin, "github.com/zonewright/zonewright/cmd/illumos-sim")
-	if out, err := build.CombinedOutput(); err != nil {
-		simBuildErr = fmt.Errorf("go build illumos-sim: %v\n%s", err, out)
-	}
-	code := pgtest.Main(m)
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(simtest.Main(func() int { return pgtest.Main(m) }))
 }
 
-// simNode is a simulated host: its command directory and state root
-// (whose directory name, node1, is its host name).
-type simNode struct {
-	bin, root string
-}
-
-func newSimNode(t *testing.T) simNode {
-	t.Helper()
-	if simBuildErr != nil {
-		t.Fatal(simBuildErr)
-	}
-	base := t.TempDir()
-	n := simNode{bin: filepath.Join(base, "bin"), root: filepath.Join(base, "node1")}
-	if out, err := exec.Command(simBin, "install", n.bin, "--root", n.root).CombinedOutput(); err != nil {
-		t.Fatalf("illumos-sim install: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command(simBin, "stop-all", "--root", n.root).Run() })
-	return n
-}
-
-type simState struct {
-	Links []struct {
-		Name  string `json:"name"`
-		Class string `json:"class"`
-	} `json:"links"`
-	Datasets []struct {
-		Name  string            `json:"name"`
-		Props map[string]string `json:"props"`
-	} `json:"datasets"`
-}
-
-func (n simNode) state(t *testing.T) simState {
-	t.Helper()
-	out, err := exec.Command(simBin, "state", "--root", n.root).Output()
-	if err != nil {
-		t.Fatalf("illumos-sim state: %v", err)
-	}
-	var st simState
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-func (st simState) hasDataset(name string) bool {
-	return slices.ContainsFunc(st.Datasets, func(d struct {
-		Name  string            `json:"name"`
-		Props map[string]string `json:"props"`
-	}) bool {
-		return d.Name == name
-	})
+func hasDataset(st simtest.State, name string) bool {
+	return slices.ContainsFunc(st.Datasets, func(d simtest.Dataset) bool { return d.Name == name })
 }
 
 // runAgent starts the agent; the returned stop cancels it and returns
@@ -182,7 +111,7 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	}
 	t.Cleanup(st.Close)
 	tmp := devstack.StartTestTemporal(t)
-	node := newSimNode(t)
+	node := simtest.NewNode(t, "node1") // its state root's name, node1, is its host name
 
 	cfg := agent.Config{
 		Node:                   "node1",
@@ -190,7 +119,7 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		TemporalAddress:        tmp.Address(),
 		TemporalNamespace:      tmp.Namespace(),
 		PodCIDR:                "127.10.9.0/24",
-		BinDir:                 node.bin,
+		BinDir:                 node.Bin,
 		SystemReservedMilliCPU: 500,
 		SystemReservedMemory:   1 << 30,
 		HeartbeatInterval:      200 * time.Millisecond,
@@ -239,14 +168,11 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	}
 
 	// The host is prepared.
-	hostState := node.state(t)
-	if !hostState.hasDataset("tank/zonewright/zones") {
+	hostState := node.State(t)
+	if !hasDataset(hostState, "tank/zonewright/zones") {
 		t.Errorf("no zones dataset: %+v", hostState.Datasets)
 	}
-	if !slices.ContainsFunc(hostState.Links, func(l struct {
-		Name  string `json:"name"`
-		Class string `json:"class"`
-	}) bool {
+	if !slices.ContainsFunc(hostState.Links, func(l simtest.Link) bool {
 		return l.Name == "zwstub0" && l.Class == "etherstub"
 	}) {
 		t.Errorf("no etherstub: %+v", hostState.Links)
@@ -287,12 +213,12 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	if err := run.Get(wctx, nil); err != nil {
 		t.Fatalf("CreateDatasets through the agent's worker: %v", err)
 	}
-	if ds := "tank/zonewright/zones/" + s.ZoneName(); !node.state(t).hasDataset(ds) {
+	if ds := "tank/zonewright/zones/" + s.ZoneName(); !hasDataset(node.State(t), ds) {
 		t.Errorf("dataset %s missing after CreateDatasets ran on the node", ds)
 	}
 
 	// The zone summary follows the host's zones.
-	h := illumos.Host{Runner: &illumos.Runner{BinDir: node.bin}}
+	h := illumos.Host{Runner: &illumos.Runner{BinDir: node.Bin}}
 	if err := h.Zonecfg().Create(ctx, illumos.ZoneConfig{Name: "z1", Zonepath: "/zonewright/zones/z1"}); err != nil {
 		t.Fatal(err)
 	}

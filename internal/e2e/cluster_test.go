@@ -23,6 +23,7 @@ import (
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
+	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -34,12 +35,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binDir = dir
-	for _, pkg := range []string{"zonewright", "illumos-sim"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "github.com/zonewright/zonewright/cmd/"+pkg).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
-			os.Exit(1)
-		}
+	if err := simtest.BuildBinaries(dir, "zonewright", "illumos-sim"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	code := pgtest.Main(m)
 	os.RemoveAll(dir)

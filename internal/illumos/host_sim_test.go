@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/simtest"
 )
 
 func TestDladm(t *testing.T) {
@@ -65,7 +66,7 @@ func TestDladm(t *testing.T) {
 	must(t, "delete etherstub", dl.DeleteEtherstub(ctx, stub))
 	wantKind(t, "delete etherstub again", dl.DeleteEtherstub(ctx, stub), illumos.ErrNotFound)
 
-	st := n.state(t)
+	st := n.sim.State(t)
 	for _, l := range st.Links {
 		if l.Name == vnic || l.Name == stub {
 			t.Errorf("link %s still in the host state", l.Name)
@@ -201,7 +202,7 @@ func TestFacts(t *testing.T) {
 	}
 	_, err = n.host.Facts(ctx, "tank/nosuch")
 	wantKind(t, "facts of a missing dataset", err, illumos.ErrNotFound)
-	if !slices.Contains(n.state(t).Datasets, simDataset{Name: "tank"}) {
+	if !slices.ContainsFunc(n.sim.State(t).Datasets, func(d simtest.Dataset) bool { return d.Name == "tank" }) {
 		t.Error("the pool's root dataset is not in the host state")
 	}
 }

@@ -107,7 +107,7 @@ func TestInZoneNetworking(t *testing.T) {
 	must(t, "add default route", z.AddDefaultRoute(ctx, "10.0.0.1"))
 	must(t, "add default route again (idempotent)", z.AddDefaultRoute(ctx, "10.0.0.1"))
 	hasRoute := func() bool {
-		for _, zs := range n.state(t).Zones {
+		for _, zs := range n.sim.State(t).Zones {
 			if zs.Name != "web01" {
 				continue
 			}

@@ -13,10 +13,7 @@ import (
 // fault runs "illumos-sim fault ..." against the host.
 func (h *simHost) fault(args ...string) {
 	h.t.Helper()
-	out, err := exec.Command(simBin, append([]string{"fault", "--root", h.root}, args...)...).CombinedOutput()
-	if err != nil {
-		h.t.Fatalf("fault %v: %v\n%s", args, err, out)
-	}
+	h.node().Run(h.t, "fault", args...)
 }
 
 func TestFaultLatency(t *testing.T) {

@@ -3,7 +3,6 @@ package sim_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -14,27 +13,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/simtest"
 )
 
-// simBin is the real illumos-sim binary, built once for the whole run.
-var simBin string
+// The real illumos-sim binary is built once for the whole run; simtest.Bin
+// returns it.
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "illumos-sim-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	simBin = filepath.Join(dir, "illumos-sim")
-	out, err := exec.Command("go", "build", "-o", simBin, "github.com/zonewright/zonewright/cmd/illumos-sim").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build illumos-sim: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(simtest.Main(m.Run)) }
 
 // simHost is one simulated node: a command directory made by
 // "illumos-sim install" and its state root.
@@ -62,6 +48,7 @@ func newHost(t *testing.T) *simHost {
 
 func newNamedHost(t *testing.T, base, name string) *simHost {
 	t.Helper()
+	simBin := simtest.Bin(t)
 	h := &simHost{t: t, root: filepath.Join(base, name), bin: filepath.Join(base, name+"-bin")}
 	out, err := exec.Command(simBin, "install", h.bin, "--root", h.root).CombinedOutput()
 	if err != nil {
@@ -139,52 +126,14 @@ func expect(t *testing.T, r result, code int, stdout, stderr string) {
 	}
 }
 
-// simState is the part of `illumos-sim state` the tests read.
-type simState struct {
-	Zones []struct {
-		Name          string `json:"name"`
-		State         string `json:"state"`
-		ID            int    `json:"id"`
-		SupervisorPID int    `json:"supervisor_pid"`
-		Services      []struct {
-			FMRI     string `json:"fmri"`
-			State    string `json:"state"`
-			PID      int    `json:"pid"`
-			Restarts int    `json:"restarts"`
-		} `json:"services"`
-		Addresses []struct {
-			Obj  string `json:"obj"`
-			Addr string `json:"addr"`
-		} `json:"addresses"`
-		Routes []struct {
-			Dest    string `json:"dest"`
-			Gateway string `json:"gateway"`
-		} `json:"routes"`
-	} `json:"zones"`
-	Links []struct {
-		Name  string `json:"name"`
-		Class string `json:"class"`
-	} `json:"links"`
-	Datasets []struct {
-		Name  string            `json:"name"`
-		Props map[string]string `json:"props"`
-	} `json:"datasets"`
-	NAT map[string]struct {
-		Rules []string `json:"rules"`
-	} `json:"nat"`
+// node is the host as a simtest.Node, for the admin commands.
+func (h *simHost) node() *simtest.Node {
+	return &simtest.Node{Name: filepath.Base(h.root), Bin: h.bin, Root: h.root}
 }
 
-func (h *simHost) state() simState {
+func (h *simHost) state() simtest.State {
 	h.t.Helper()
-	out, err := exec.Command(simBin, "state", "--root", h.root).Output()
-	if err != nil {
-		h.t.Fatalf("state: %v", err)
-	}
-	var st simState
-	if err := json.Unmarshal(out, &st); err != nil {
-		h.t.Fatalf("state JSON: %v\n%s", err, out)
-	}
-	return st
+	return h.node().State(h.t)
 }
 
 func (h *simHost) zoneState(name string) string {
@@ -300,7 +249,7 @@ func manifest(name, start, stop string, enabled bool) string {
 // runBare runs "illumos-sim CMD ARGS" with no root configured anywhere.
 func runBare(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	c := exec.Command(simBin, args...)
+	c := exec.Command(simtest.Bin(t), args...)
 	c.Env = cleanEnv()
 	out, err := c.CombinedOutput()
 	return string(out), err
