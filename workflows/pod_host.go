@@ -185,12 +185,18 @@ func (w *podWorkflow) terminateRunning(ctx workflow.Context) error {
 	if g > 0 {
 		w.step(ctx, "StopContainers", 1)
 		sctx := workflow.WithActivityOptions(ctx, undoOptions(r.Node, time.Minute))
+		stopErr := ""
 		if err := workflow.ExecuteActivity(sctx, host.StopContainers, r.Sandbox).Get(sctx, nil); err != nil {
-			w.endStep(ctx, err.Error())
+			stopErr = err.Error()
 		}
+		w.endStep(ctx, stopErr)
 		w.step(ctx, "ShutdownZone", 1)
 		gctx, cancel := workflow.WithCancel(ctx)
 		o := hostOptions(r.Node, time.Duration(g)*time.Second+time.Minute, 30*time.Second, 3)
+		// On finalize the halt that follows ends the shutdown on the host;
+		// waiting for the activity to notice its cancellation would only
+		// wait for its next heartbeat.
+		o.WaitForCancellation = false
 		fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, activities.ShutdownInput{Sandbox: r.Sandbox, GraceSeconds: g})
 		_ = workflow.Await(ctx, func() bool { return fut.IsReady() || w.finalize })
 		if !fut.IsReady() {

@@ -1,0 +1,95 @@
+#!/sbin/sh
+#
+# SMF method for svc:/site/zonewright/agent:default (zonewright-agent.xml).
+# Installed as /opt/zonewright/lib/svc/method/zonewright-agent.
+#
+# start: reads the instance's `config` property group, turns every non-empty
+# property into a flag (config/pod_cidr -> --pod-cidr VALUE) and execs
+# `zonewright agent` in the foreground: the service's duration is child, so
+# this process becomes the agent and svc.startd restarts it when it exits.
+# stop is the manifest's `:kill -15`.
+
+. /lib/svc/share/smf_include.sh
+
+ZONEWRIGHT=/opt/zonewright/bin/zonewright
+
+# The config properties, one per flag of `zonewright agent`.
+PROPS='
+node
+database_url
+temporal_address
+temporal_namespace
+temporal_tls_cert
+temporal_tls_key
+temporal_tls_ca
+temporal_tls_server_name
+pod_cidr
+etherstub
+storage_pool
+zones_dataset
+zones_path
+zone_brands
+image_dir
+max_pods
+system_reserved_cpu
+system_reserved_memory
+bin_dir
+max_concurrent_installs
+heartbeat_interval
+log_level
+'
+
+# getprop NAME prints config/NAME, or nothing when it is unset or empty.
+# svcprop prints an empty string as "" and escapes shell metacharacters
+# with a backslash; both are undone here.
+getprop() {
+	_v=`/usr/bin/svcprop -p "config/$1" "$SMF_FMRI" 2>/dev/null` || return 0
+	[ "$_v" = '""' ] && return 0
+	printf '%s\n' "$_v" | /usr/bin/sed 's/\\\(.\)/\1/g'
+}
+
+case "$1" in
+start)
+	;;
+*)
+	echo "zonewright-agent: unknown method \"$1\" (only start; stop is :kill)" >&2
+	exit $SMF_EXIT_ERR_CONFIG
+	;;
+esac
+
+if [ -z "$SMF_FMRI" ]; then
+	echo "zonewright-agent: SMF_FMRI is not set: run me through SMF" >&2
+	exit $SMF_EXIT_ERR_NOSMF
+fi
+
+if ! smf_is_globalzone; then
+	echo "zonewright-agent: the agent runs in the global zone only" >&2
+	exit $SMF_EXIT_ERR_CONFIG
+fi
+
+if [ ! -x "$ZONEWRIGHT" ]; then
+	echo "zonewright-agent: $ZONEWRIGHT is missing or not executable" >&2
+	exit $SMF_EXIT_ERR_CONFIG
+fi
+
+for p in pod_cidr database_url; do
+	if [ -z "`getprop $p`" ]; then
+		echo "zonewright-agent: config/$p is empty; set it with" >&2
+		echo "  svccfg -s $SMF_FMRI setprop config/$p = astring: VALUE" >&2
+		echo "  svcadm refresh $SMF_FMRI; svcadm clear $SMF_FMRI" >&2
+		exit $SMF_EXIT_ERR_CONFIG
+	fi
+done
+
+# Build the argument list in "$@", one word per flag and one per value, so
+# that no value (a database URL with ? & =, a path with spaces) is split or
+# expanded again.
+set -- agent
+for p in $PROPS; do
+	v=`getprop $p`
+	[ -n "$v" ] || continue
+	set -- "$@" "--`echo $p | /usr/bin/tr _ -`" "$v"
+done
+
+smf_clear_env
+exec "$ZONEWRIGHT" "$@"
