@@ -25,7 +25,10 @@ import (
 func NewControl(c client.Client, st *store.Store) worker.Worker {
 	pods := workflows.PodClient{Temporal: c}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{
-		MaxConcurrentWorkflowTaskPollers: 8,
+		// Autoscaling pollers keep polling the normal queue while running
+		// pods keep the sticky queue busy; the fixed-poller balancer always
+		// prefers a sticky backlog, and new pods then wait for minutes.
+		WorkflowTaskPollerBehavior:       worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{InitialNumberOfPollers: 8}),
 		MaxConcurrentActivityTaskPollers: 8,
 	})
 	w.RegisterWorkflowWithOptions(workflows.Housekeeping, workflow.RegisterOptions{Name: "Housekeeping"})

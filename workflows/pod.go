@@ -108,7 +108,7 @@ type Tuning struct {
 
 // DefaultTuning matches Kubernetes where Kubernetes has a number.
 var DefaultTuning = Tuning{
-	MonitorEvery:   5 * time.Second,
+	MonitorEvery:   10 * time.Second,
 	RetryMin:       2 * time.Second,
 	RetryMax:       30 * time.Second,
 	RestartBackoff: 10 * time.Second,

@@ -74,6 +74,10 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 		w.update(ctx, w.report(ctx, "Started", fmt.Sprintf("Zone running on %s; containers started", r.Node)))
 	}
 	w.status.Step = "Running"
+	// Pods started before the monitor interval became 10s keep their 5s.
+	if workflow.GetVersion(ctx, "monitor-every-10s", workflow.DefaultVersion, 1) == workflow.DefaultVersion && w.in.Tuning == nil {
+		w.t.MonitorEvery = 5 * time.Second
+	}
 	reported := w.readiness()
 	nextMonitor := workflow.Now(ctx).Add(w.t.MonitorEvery)
 	var failure string
