@@ -446,3 +446,36 @@ func TestReadyzReportsEachDependency(t *testing.T) {
 		t.Fatalf("readyz: %d %s", r.code, r.body)
 	}
 }
+
+// A graceful shutdown must not wait for watch streams, which never end.
+func TestShutdownEndsWatches(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_ = st.EnsureNamespace(ctx, "default")
+	a := api.New(api.Config{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewUnstartedServer(a.Handler())
+	srv.Config.RegisterOnShutdown(a.CloseWatches)
+	srv.Start()
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/api/v1/pods?watch=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := srv.Config.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown with an open watch: %v", err)
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatalf("the watch stream did not end cleanly: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -38,6 +39,10 @@ type Config struct {
 
 // Server serves the REST API.
 type Server struct {
+	// closing ends watch streams when the server shuts down: they never
+	// finish by themselves, and a graceful shutdown would wait for them.
+	closing   chan struct{}
+	closeOnce sync.Once
 	store     *store.Store
 	pods      *workflows.PodClient
 	ready     []ReadyCheck
@@ -53,8 +58,12 @@ func New(cfg Config) *Server {
 	if cfg.WatchKeepalive == 0 {
 		cfg.WatchKeepalive = 15 * time.Second
 	}
-	return &Server{store: cfg.Store, pods: cfg.Lifecycles, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive}
+	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive}
 }
+
+// CloseWatches ends every open watch stream; call it when shutting down
+// (http.Server.RegisterOnShutdown).
+func (s *Server) CloseWatches() { s.closeOnce.Do(func() { close(s.closing) }) }
 
 // Handler returns the HTTP handler with every route.
 func (s *Server) Handler() http.Handler {

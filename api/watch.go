@@ -72,6 +72,8 @@ func (s *Server) watch(c *gin.Context, res watchable, ns string) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.closing:
+			return
 		case <-keepalive.C:
 			fmt.Fprint(c.Writer, ": keepalive\n\n")
 			c.Writer.Flush()

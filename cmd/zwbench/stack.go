@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -79,7 +80,9 @@ func (s *stack) stop() {
 		s.nodes.Stop()
 	}
 	if s.cp != nil {
-		_ = s.cp.Stop(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = s.cp.Stop(ctx)
+		cancel()
 	}
 	if s.temporal != nil {
 		_ = s.temporal.Stop()

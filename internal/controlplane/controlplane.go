@@ -141,6 +141,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	bgCtx, cancel := context.WithCancel(context.Background())
 	cp := &ControlPlane{Store: st, Temporal: tc, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
 		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	go func() { cp.served <- cp.http.Serve(ln) }()
 	cp.bg.Add(1)
 	go cp.runWorker(bgCtx)
