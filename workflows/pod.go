@@ -229,7 +229,7 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 	if snap.Phase == model.PodFailed || snap.Phase == model.PodSucceeded {
 		// A finished pod whose workflow was restarted: wait to be deleted.
 		w.status.Phase = snap.Phase
-		return w.awaitRemoval(ctx, nil)
+		return w.awaitRemoval(ctx)
 	}
 	w.setPhase(ctx, model.PodPending)
 
@@ -340,7 +340,7 @@ func (w *podWorkflow) removeUnprovisioned(ctx workflow.Context, err error) error
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
 	if w.terminate == nil && !w.finalize {
 		w.markFailed(ctx, "Cancelled", w.cancel.Reason)
-		return w.awaitRemoval(ctx, nil)
+		return w.awaitRemoval(ctx)
 	}
 	return w.remove(ctx)
 }
@@ -363,7 +363,7 @@ func (w *podWorkflow) failed(ctx workflow.Context, err error) error {
 	} else {
 		w.markFailed(ctx, "ProvisionFailed", err.Error())
 	}
-	return w.awaitRemoval(ctx, nil)
+	return w.awaitRemoval(ctx)
 }
 
 func (w *podWorkflow) markFailed(ctx workflow.Context, reason, msg string) {
@@ -375,9 +375,9 @@ func (w *podWorkflow) markFailed(ctx workflow.Context, reason, msg string) {
 		EventType:  model.EventWarning, EventReason: reason, EventMessage: msg})
 }
 
-// awaitRemoval waits for a delete of a pod that holds nothing on a host
-// (onHost nil) or a halted zone, then removes it.
-func (w *podWorkflow) awaitRemoval(ctx workflow.Context, _ any) error {
+// awaitRemoval waits for the delete of a pod that is done (Failed or
+// cancelled), then removes whatever it still holds and its row.
+func (w *podWorkflow) awaitRemoval(ctx workflow.Context) error {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
 	w.step(ctx, "AwaitDelete", 1)

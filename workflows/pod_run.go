@@ -141,7 +141,7 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 	w.teardown(ctx)
 	w.run_ = nil
 	w.markFailed(ctx, reason, msg)
-	return w.awaitRemoval(ctx, nil)
+	return w.awaitRemoval(ctx)
 }
 
 func (w *podWorkflow) probeActive(i, j int) bool {

@@ -16,6 +16,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/activities"
 	"github.com/zonewright/zonewright/internal/model"
@@ -360,7 +361,7 @@ func TestContinuesAsNewBeforeHistoryGrowsLarge(t *testing.T) {
 	tuning.HistoryLimit = 60
 	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: &tuning})
 	err := h.env.GetWorkflowError()
-	var can *workflowContinueAsNew
+	var can *workflow.ContinueAsNewError
 	if !errors.As(err, &can) {
 		t.Fatalf("workflow ended with %v; want continue-as-new once the history passed 60 events", err)
 	}

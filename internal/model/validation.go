@@ -64,7 +64,7 @@ func ValidateName(field, name string) FieldErrors {
 	return errs
 }
 
-// ValidateLabelKey checks a label or annotation key: an optional DNS
+// validateKey checks a label or annotation key: an optional DNS
 // subdomain prefix and a name of at most 63 characters.
 func validateKey(field, key string) FieldErrors {
 	var errs FieldErrors
@@ -367,7 +367,7 @@ func ValidateNode(n *Node) FieldErrors {
 	return errs
 }
 
-// DefaultNamespace fills in the kind, version and phase.
+// DefaultNamespaceObject fills in the kind, version and phase.
 func DefaultNamespaceObject(n *Namespace) {
 	n.APIVersion, n.Kind = APIVersion, KindNamespace
 	n.Status.Phase = NamespaceActive

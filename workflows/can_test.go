@@ -1,5 +1,0 @@
-package workflows
-
-import "go.temporal.io/sdk/workflow"
-
-type workflowContinueAsNew = workflow.ContinueAsNewError
