@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
@@ -82,15 +81,14 @@ func dev(ctx context.Context, args []string) error {
 				log.Warn("stop PostgreSQL", "err", err)
 			}
 		})
-		if err := ensureDatabase(ctx, pg.URL("postgres"), devDatabase); err != nil {
+		if url, err = pg.EnsureDatabase(ctx, devDatabase); err != nil {
 			return err
 		}
-		url = pg.URL(devDatabase)
 	}
 
 	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
 		Address: *temporalAddr, DataDir: filepath.Join(*dataDir, "temporal"), Namespace: devstack.DefaultNamespace,
-		SearchAttributes: searchAttributes(), Logger: log.With("component", "temporal-server"),
+		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log.With("component", "temporal-server"),
 	})
 	if err != nil {
 		return fmt.Errorf("embedded Temporal: %w", err)
@@ -154,34 +152,6 @@ Ctrl-C stops everything; the next start resumes the same data.
 		log.Info("stopping the dev stack")
 	case err := <-cp.Served():
 		return fmt.Errorf("API server stopped: %w", err)
-	}
-	return nil
-}
-
-// searchAttributes are the custom attributes the workflows upsert, so
-// operators can filter pod workflows in the UI.
-func searchAttributes() map[string]enumspb.IndexedValueType {
-	out := map[string]enumspb.IndexedValueType{}
-	for _, name := range workflows.SearchAttributeNames {
-		out[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
-	return out
-}
-
-func ensureDatabase(ctx context.Context, adminURL, name string) error {
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
-		return err
-	}
-	if !exists {
-		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-			return fmt.Errorf("create database %s: %w", name, err)
-		}
 	}
 	return nil
 }

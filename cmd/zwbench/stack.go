@@ -10,9 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	enumspb "go.temporal.io/api/enums/v1"
-
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
@@ -38,26 +35,16 @@ func startStack(ctx context.Context, o options, log *slog.Logger) (*stack, error
 	if s.pg, err = pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(dir, "postgres")}); err != nil {
 		return s, err
 	}
-	conn, err := pgx.Connect(ctx, s.pg.URL("postgres"))
+	url, err := s.pg.EnsureDatabase(ctx, "zonewright")
 	if err != nil {
 		return s, err
-	}
-	_, err = conn.Exec(ctx, "CREATE DATABASE zonewright")
-	conn.Close(ctx)
-	if err != nil {
-		return s, err
-	}
-	url := s.pg.URL("zonewright")
-	sas := map[string]enumspb.IndexedValueType{}
-	for _, sa := range workflows.SearchAttributeNames {
-		sas[sa] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	}
 	addr, err := freeAddr()
 	if err != nil {
 		return s, err
 	}
 	if s.temporal, err = devstack.StartTemporal(ctx, devstack.TemporalConfig{Address: addr, DataDir: filepath.Join(dir, "temporal"),
-		SearchAttributes: sas, Logger: log}); err != nil {
+		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log}); err != nil {
 		return s, err
 	}
 	if s.cp, err = controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",

@@ -428,3 +428,13 @@ func recoverServerPanic(err *error) {
 	}
 	panic(r)
 }
+
+// KeywordAttributes maps each name to the Keyword type, the shape of
+// TemporalConfig.SearchAttributes for zonewright's workflows.
+func KeywordAttributes(names ...string) map[string]enumspb.IndexedValueType {
+	out := make(map[string]enumspb.IndexedValueType, len(names))
+	for _, n := range names {
+		out[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+	}
+	return out
+}

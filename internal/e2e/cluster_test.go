@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	tclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
@@ -58,10 +58,7 @@ func newCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	tmp := devstack.StartTestTemporal(t, func(c *devstack.TemporalConfig) {
-		c.SearchAttributes = map[string]enumspb.IndexedValueType{}
-		for _, sa := range workflows.SearchAttributeNames {
-			c.SearchAttributes[sa] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-		}
+		c.SearchAttributes = devstack.KeywordAttributes(workflows.SearchAttributeNames...)
 	})
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler)})
@@ -74,7 +71,7 @@ func newCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
 		_ = cp.Stop(sctx)
 	})
 	c := &cluster{t: t, api: "http://" + cp.Addr(), url: url}
-	c.temporal, err = tclient.Dial(tclient.Options{HostPort: tmp.Address(), Namespace: "default", Logger: quietLogger{}})
+	c.temporal, err = tclient.Dial(tclient.Options{HostPort: tmp.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,13 +98,6 @@ func newCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
 	})
 	return c
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...any) {}
-func (quietLogger) Info(string, ...any)  {}
-func (quietLogger) Warn(string, ...any)  {}
-func (quietLogger) Error(string, ...any) {}
 
 func (c *cluster) do(method, path string, body any) (int, []byte) {
 	c.t.Helper()

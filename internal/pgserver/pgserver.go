@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Config says where the cluster lives and how it is reached.
@@ -265,3 +267,23 @@ func tail(path string) string {
 
 // Pid is the postmaster's process id.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// EnsureDatabase creates database name if it does not exist yet and
+// returns its URL.
+func (s *Server) EnsureDatabase(ctx context.Context, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return "", err
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return "", fmt.Errorf("create database %s: %w", name, err)
+		}
+	}
+	return s.URL(name), nil
+}
