@@ -285,9 +285,15 @@ func linkBusy(st *State, name string) bool {
 
 // dladm delete-vnic [-t] VNIC
 func dladmDeleteVnic(inv *invocation, args []string) int {
+	return dladmDeleteLink(inv, args, "vnic", linkBusy)
+}
+
+// dladmDeleteLink deletes a link of one class, refusing while busy says
+// something still uses it.
+func dladmDeleteLink(inv *invocation, args []string, class string, busy func(*State, string) bool) int {
 	_, rest, _, ok := getopt(args, "tR:")
 	if !ok || len(rest) != 1 {
-		return dladmUsage(inv, "delete-vnic")
+		return dladmUsage(inv, "delete-"+class)
 	}
 	name := rest[0]
 	code := 0
@@ -296,10 +302,10 @@ func dladmDeleteVnic(inv *invocation, args []string) int {
 		switch {
 		case l == nil:
 			inv.errf("dladm: invalid link name '%s'", name)
-		case l.Class != "vnic":
-			inv.errf("dladm: '%s' is not a vnic", name)
-		case linkBusy(st, name):
-			inv.errf("dladm: vnic deletion failed: link busy")
+		case l.Class != class:
+			inv.errf("dladm: '%s' is not a%s %s", name, article(class), class)
+		case busy(st, name):
+			inv.errf("dladm: %s deletion failed: link busy", class)
 		default:
 			removeLink(st, name)
 			return true
@@ -311,6 +317,14 @@ func dladmDeleteVnic(inv *invocation, args []string) int {
 		return inv.stateErr(err)
 	}
 	return code
+}
+
+// article is "n" before a vowel ("an etherstub"), "" otherwise ("a vnic").
+func article(word string) string {
+	if strings.ContainsRune("aeiou", rune(word[0])) {
+		return "n"
+	}
+	return ""
 }
 
 func removeLink(st *State, name string) {
@@ -443,32 +457,7 @@ func dladmCreateEtherstub(inv *invocation, args []string) int {
 
 // dladm delete-etherstub [-t] NAME
 func dladmDeleteEtherstub(inv *invocation, args []string) int {
-	_, rest, _, ok := getopt(args, "tR:")
-	if !ok || len(rest) != 1 {
-		return dladmUsage(inv, "delete-etherstub")
-	}
-	name := rest[0]
-	code := 0
-	err := inv.h.update(func(st *State) bool {
-		l := st.link(name)
-		switch {
-		case l == nil:
-			inv.errf("dladm: invalid link name '%s'", name)
-		case l.Class != "etherstub":
-			inv.errf("dladm: '%s' is not an etherstub", name)
-		case hasLinksOver(st, name):
-			inv.errf("dladm: etherstub deletion failed: link busy")
-		default:
-			removeLink(st, name)
-			return true
-		}
-		code = 1
-		return false
-	})
-	if err != nil {
-		return inv.stateErr(err)
-	}
-	return code
+	return dladmDeleteLink(inv, args, "etherstub", hasLinksOver)
 }
 
 func hasLinksOver(st *State, name string) bool {
