@@ -1,0 +1,90 @@
+package model
+
+import "time"
+
+// KindImage is the catalog's resource kind (cluster-scoped).
+const KindImage = "Image"
+
+// Image is an entry of the image catalog: where a zone's root comes from.
+type Image struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta  `json:"metadata"`
+	Spec     ImageSpec   `json:"spec"`
+	Status   ImageStatus `json:"status"`
+}
+
+// ImageSpec is what an operator declares about an image.
+type ImageSpec struct {
+	// Kind says what the artefact is and how nodes install it.
+	Kind string `json:"kind"`
+	// Source is an http(s):// or file:// URL; zone-template images have none.
+	Source string `json:"source,omitempty"`
+	// SHA256 is the hex digest of the file at Source, as downloaded.
+	SHA256 string `json:"sha256,omitempty"`
+	// Size is the download's size in bytes, when known (progress totals).
+	Size int64 `json:"size,omitempty"`
+	// Compression is none, gzip, zstd or xz; empty means detect it from
+	// the file's magic bytes.
+	Compression string `json:"compression,omitempty"`
+	// Resources are what a pod of this image gets when it asks for none.
+	Resources ResourceList `json:"resources,omitempty"`
+	// Brands the image installs as; empty means the kind's natural brand.
+	Brands []string `json:"brands,omitempty"`
+}
+
+// Image kinds.
+const (
+	ImageLXTarball    = "lx-tarball"    // a root file system tarball; lx zones install it with -t
+	ImageZFSStream    = "zfs-stream"    // a zfs send stream; received once, zones clone its @base
+	ImageBhyveDisk    = "bhyve-disk"    // a raw disk; written to a zvol, VMs clone its @base
+	ImageZoneTemplate = "zone-template" // sparse/ipkg zones installed from the host's packages
+)
+
+// ImageKinds lists every kind.
+var ImageKinds = []string{ImageLXTarball, ImageZFSStream, ImageBhyveDisk, ImageZoneTemplate}
+
+// Compressions an image source may use.
+const (
+	CompressionNone = "none"
+	CompressionGzip = "gzip"
+	CompressionZstd = "zstd"
+	CompressionXZ   = "xz"
+)
+
+// ImageStatus is the import's progress and where the image is present.
+type ImageStatus struct {
+	Phase   string `json:"phase,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Progress of the fetch: bytes downloaded and the total (0: unknown).
+	BytesDone  int64 `json:"bytesDone,omitempty"`
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
+	// Artefact is the decompressed file the nodes pull: its digest and size.
+	ArtefactSHA256 string `json:"artefactSHA256,omitempty"`
+	ArtefactSize   int64  `json:"artefactSize,omitempty"`
+	// Nodes lists the image's presence per node.
+	Nodes          []ImageNodeStatus `json:"nodes,omitempty"`
+	LastTransition *time.Time        `json:"lastTransitionTime,omitempty"`
+}
+
+// Image phases (the catalog's), and per-node phases.
+const (
+	ImagePending   = "Pending"
+	ImageImporting = "Importing"
+	ImageReady     = "Ready"
+	ImageFailed    = "Failed"
+	ImagePulling   = "Pulling" // per node only
+)
+
+// ImageNodeStatus is the image on one node.
+type ImageNodeStatus struct {
+	Node    string     `json:"node"`
+	Phase   string     `json:"phase"` // Pulling, Ready, Failed
+	Reason  string     `json:"reason,omitempty"`
+	Message string     `json:"message,omitempty"`
+	Updated *time.Time `json:"updated,omitempty"`
+}
+
+func (i *Image) GetTypeMeta() *TypeMeta    { return &i.TypeMeta }
+func (i *Image) GetMeta() *ObjectMeta      { return &i.Metadata }
+func (i *Image) Parts() (spec, status any) { return &i.Spec, &i.Status }
