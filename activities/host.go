@@ -27,6 +27,9 @@ type PodSandbox struct {
 	UID       string
 	Brand     string // sparse, ipkg, lx, bhyve
 	Image     string
+	// ImageKind is the catalog kind of Image (model.ImageLXTarball, …);
+	// empty when the pod names no catalog image.
+	ImageKind string
 	// MilliCPU and MemoryBytes cap the zone (capped-cpu, capped-memory);
 	// zero means no cap.
 	MilliCPU    int64
