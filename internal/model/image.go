@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // KindImage is the catalog's resource kind (cluster-scoped).
 const KindImage = "Image"
@@ -51,6 +54,79 @@ const (
 	CompressionXZ   = "xz"
 )
 
+// Annotations and labels around images.
+const (
+	// AnnotationSize names a size preset of the image map (small, medium,
+	// large) for a pod that sets no resources.
+	AnnotationSize = "zonewright.io/size"
+	// AnnotationRequestedImagePrefix + container name keeps the image a
+	// container asked for when it was an alias or left to the default.
+	AnnotationRequestedImagePrefix = "images.zonewright.io/"
+	// LabelNodeBrandPrefix + brand marks a node that can install the brand.
+	LabelNodeBrandPrefix = "zonewright.io/brand-"
+)
+
+// NaturalBrands are the brands an image of a kind installs as when its
+// spec names none.
+func NaturalBrands(kind string) []string {
+	switch kind {
+	case ImageLXTarball:
+		return []string{BrandLX}
+	case ImageZFSStream:
+		return []string{BrandSparse, BrandIPKG}
+	case ImageBhyveDisk:
+		return []string{BrandBhyve}
+	case ImageZoneTemplate:
+		return []string{BrandSparse, BrandIPKG}
+	}
+	return nil
+}
+
+// EffectiveBrands returns the brands the image installs as.
+func (s *ImageSpec) EffectiveBrands() []string {
+	if len(s.Brands) > 0 {
+		return s.Brands
+	}
+	return NaturalBrands(s.Kind)
+}
+
+// Fits reports whether the image can install a zone of brand.
+func (s *ImageSpec) Fits(brand string) bool { return slices.Contains(s.EffectiveBrands(), brand) }
+
+// NeedsPull reports whether nodes must download the image before a zone
+// installs from it: zone templates come from the host's own packages.
+func (s *ImageSpec) NeedsPull() bool { return s.Kind != ImageZoneTemplate }
+
+// Node returns the image's status on node, if it has one.
+func (s *ImageStatus) Node(node string) (ImageNodeStatus, bool) {
+	for _, n := range s.Nodes {
+		if n.Node == node {
+			return n, true
+		}
+	}
+	return ImageNodeStatus{}, false
+}
+
+// SetNode replaces (or adds) the status of one node, keeping node order.
+func (s *ImageStatus) SetNode(ns ImageNodeStatus) {
+	for i, n := range s.Nodes {
+		if n.Node == ns.Node {
+			s.Nodes[i] = ns
+			return
+		}
+	}
+	s.Nodes = append(s.Nodes, ns)
+	slices.SortFunc(s.Nodes, func(a, b ImageNodeStatus) int {
+		switch {
+		case a.Node < b.Node:
+			return -1
+		case a.Node > b.Node:
+			return 1
+		}
+		return 0
+	})
+}
+
 // ImageStatus is the import's progress and where the image is present.
 type ImageStatus struct {
 	Phase   string `json:"phase,omitempty"`
@@ -74,6 +150,14 @@ const (
 	ImageReady     = "Ready"
 	ImageFailed    = "Failed"
 	ImagePulling   = "Pulling" // per node only
+)
+
+// Reasons of a Failed image.
+const (
+	ImageReasonCancelled      = "Cancelled"
+	ImageReasonDigestMismatch = "DigestMismatch"
+	ImageReasonFetchFailed    = "FetchFailed"
+	ImageReasonPullFailed     = "PullFailed"
 )
 
 // ImageNodeStatus is the image on one node.

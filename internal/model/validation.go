@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -375,3 +376,74 @@ func DefaultNamespaceObject(n *Namespace) {
 
 // ValidateNamespace checks a namespace.
 func ValidateNamespace(n *Namespace) FieldErrors { return ValidateMeta(&n.Metadata, false) }
+
+// DefaultImage fills in what a user may leave out of an image.
+func DefaultImage(img *Image) {
+	img.APIVersion, img.Kind = APIVersion, KindImage
+	img.Metadata.Namespace = ""
+}
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// ValidateImage checks a catalog image and returns every problem found.
+func ValidateImage(img *Image) FieldErrors {
+	errs := ValidateMeta(&img.Metadata, false)
+	s := &img.Spec
+	if !slices.Contains(ImageKinds, s.Kind) {
+		errs.add("spec.kind", FieldNotSupported, "Unsupported value: %q: supported values: %q", s.Kind, ImageKinds)
+	}
+	switch {
+	case s.Source == "" && s.Kind != ImageZoneTemplate && slices.Contains(ImageKinds, s.Kind):
+		errs.add("spec.source", FieldRequired, "Required value: a %s image needs a source URL (http, https or file)", s.Kind)
+	case s.Source != "":
+		u, err := url.Parse(s.Source)
+		switch {
+		case err != nil:
+			errs.add("spec.source", FieldInvalid, "Invalid value: %q: %v", s.Source, err)
+		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file":
+			errs.add("spec.source", FieldNotSupported, "Unsupported value: %q: the scheme must be http, https or file", s.Source)
+		case u.Scheme == "file" && u.Path == "":
+			errs.add("spec.source", FieldInvalid, "Invalid value: %q: a file URL needs an absolute path (file:///path)", s.Source)
+		case u.Scheme != "file" && u.Host == "":
+			errs.add("spec.source", FieldInvalid, "Invalid value: %q: the URL has no host", s.Source)
+		}
+	}
+	switch {
+	case s.Source != "" && s.SHA256 == "":
+		errs.add("spec.sha256", FieldRequired, "Required value: an image with a source needs its sha256 digest")
+	case s.SHA256 != "" && !sha256Hex.MatchString(s.SHA256):
+		errs.add("spec.sha256", FieldInvalid, "Invalid value: %q: must be 64 lowercase hexadecimal digits", s.SHA256)
+	}
+	if s.Size < 0 {
+		errs.add("spec.size", FieldInvalid, "Invalid value: %d: must be greater than or equal to 0", s.Size)
+	}
+	if s.Compression != "" && !slices.Contains([]string{CompressionNone, CompressionGzip, CompressionZstd, CompressionXZ}, s.Compression) {
+		errs.add("spec.compression", FieldNotSupported, "Unsupported value: %q: supported values: \"none\", \"gzip\", \"zstd\", \"xz\" (or empty to detect it)", s.Compression)
+	}
+	errs = append(errs, validateResourceList("spec.resources", s.Resources)...)
+	for i, b := range s.Brands {
+		if !slices.Contains(Brands, b) {
+			errs.add(fmt.Sprintf("spec.brands[%d]", i), FieldNotSupported, "Unsupported value: %q: supported values: %q", b, Brands)
+		}
+	}
+	return errs
+}
+
+// validateResourceList checks cpu and memory quantities.
+func validateResourceList(field string, l ResourceList) FieldErrors {
+	var errs FieldErrors
+	for k, v := range l {
+		f := field + "." + k
+		if k != ResourceCPU && k != ResourceMemory {
+			errs.add(f, FieldNotSupported, "Unsupported value: %q: supported values: \"cpu\", \"memory\"", k)
+			continue
+		}
+		q, err := ParseQuantity(v)
+		if err != nil {
+			errs.add(f, FieldInvalid, "Invalid value: %q: %v", v, err)
+		} else if q < 0 {
+			errs.add(f, FieldInvalid, "Invalid value: %q: must be greater than or equal to 0", v)
+		}
+	}
+	return errs
+}

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,5 +107,55 @@ func (s *Store) ExpireEvents(ctx context.Context, retention time.Duration) (int6
 		if len(keys) < 200 {
 			return n, nil
 		}
+	}
+}
+
+// PodsUsingImage lists the pods (any namespace, as "namespace/name") whose
+// containers name image. Aliases are resolved when a pod is created, so the
+// stored name is the catalog's.
+func (s *Store) PodsUsingImage(ctx context.Context, image string) ([]string, error) {
+	match, err := json.Marshal([]map[string]string{{"image": image}})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, "SELECT namespace || '/' || name FROM pods WHERE spec -> 'containers' @> $1::jsonb ORDER BY namespace, name", match)
+	if err != nil {
+		return nil, classify(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return names, classify(err)
+}
+
+// MarkImageDeleting stamps the image's deletion time unless a pod uses it
+// (ErrConflict naming them). The check and the stamp share a transaction
+// that locks the image row; a pod created meanwhile is refused at create
+// time because the image is deleting.
+func (s *Store) MarkImageDeleting(ctx context.Context, name, resourceVersion string) (*model.Image, error) {
+	for {
+		img, err := s.Images().Get(ctx, "", name)
+		if err != nil {
+			return nil, err
+		}
+		if resourceVersion != "" && resourceVersion != img.Metadata.ResourceVersion {
+			return nil, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, img.Metadata.ResourceVersion)
+		}
+		users, err := s.PodsUsingImage(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if len(users) > 0 {
+			return nil, fmt.Errorf("%w: image %q is used by pod(s) %s; delete them first", ErrConflict, name, strings.Join(users, ", "))
+		}
+		if img.Metadata.DeletionTimestamp != nil {
+			return img, nil
+		}
+		now := time.Now().UTC()
+		img.Metadata.DeletionTimestamp = &now
+		if err := s.Images().Update(ctx, img); errors.Is(err, ErrConflict) && resourceVersion == "" {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		return img, nil
 	}
 }

@@ -39,6 +39,8 @@ var (
 	podKind = &kindInfo{kind: model.KindPod, table: "pods", namespaced: true,
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
 			"spec.nodeName": "node_name", "status.phase": "phase"}}
+	imageKind = &kindInfo{kind: model.KindImage, table: "images",
+		fields: map[string]string{"metadata.name": "name", "spec.kind": "spec ->> 'kind'", "status.phase": "status ->> 'phase'"}}
 	eventKind = &kindInfo{kind: model.KindEvent, table: "events", namespaced: true,
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
 			"involvedObject.kind": "spec -> 'involvedObject' ->> 'kind'",
@@ -59,7 +61,7 @@ type Resource[T any, PT ObjectPtr[T]] struct {
 	info *kindInfo
 }
 
-// Namespaces, Nodes, Pods and Events give typed access to each kind.
+// Namespaces, Nodes, Pods, Images and Events give typed access to each kind.
 func (s *Store) Namespaces() Resource[model.Namespace, *model.Namespace] {
 	return Resource[model.Namespace, *model.Namespace]{s, namespaceKind}
 }
@@ -68,6 +70,9 @@ func (s *Store) Nodes() Resource[model.Node, *model.Node] {
 }
 func (s *Store) Pods() Resource[model.Pod, *model.Pod] {
 	return Resource[model.Pod, *model.Pod]{s, podKind}
+}
+func (s *Store) Images() Resource[model.Image, *model.Image] {
+	return Resource[model.Image, *model.Image]{s, imageKind}
 }
 func (s *Store) Events() Resource[model.Event, *model.Event] {
 	return Resource[model.Event, *model.Event]{s, eventKind}
