@@ -241,7 +241,15 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 	if err != nil || alloc == nil {
 		return err
 	}
-	w.run_ = &PodRunState{Node: node, HostIP: alloc.HostIP, Sandbox: sandbox(w.in.Pod, w.spec, alloc)}
+	imageKind := ""
+	if workflow.GetVersion(ctx, versionResolveImage, workflow.DefaultVersion, 1) >= 1 {
+		kind, stop, err := w.resolveImage(ctx, node)
+		if stop || err != nil {
+			return w.releaseUnprovisioned(ctx, err)
+		}
+		imageKind = kind
+	}
+	w.run_ = &PodRunState{Node: node, HostIP: alloc.HostIP, Sandbox: sandbox(w.in.Pod, w.spec, alloc, imageKind)}
 	for _, c := range w.spec.Containers {
 		w.run_.Containers = append(w.run_.Containers, newContainerState(c))
 	}

@@ -43,9 +43,9 @@ func undoOptions(node string, timeout time.Duration) workflow.ActivityOptions {
 
 // sandbox is the node's view of the pod: caps summed over containers
 // (limits, else requests) and the address it was given.
-func sandbox(ref activities.PodRef, spec model.PodSpec, alloc *activities.AllocateResult) activities.PodSandbox {
+func sandbox(ref activities.PodRef, spec model.PodSpec, alloc *activities.AllocateResult, imageKind string) activities.PodSandbox {
 	s := activities.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
-		IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
+		ImageKind: imageKind, IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
 	caps := scheduler.PodLimits(&model.Pod{Spec: spec})
 	s.MilliCPU, s.MemoryBytes = caps.MilliCPU, caps.Memory
 	for _, c := range spec.Containers {

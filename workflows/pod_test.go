@@ -99,6 +99,7 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 	}
 	h.env.RegisterActivity(&activities.Control{})
 	h.env.RegisterActivity(&activities.Host{})
+	h.env.RegisterActivity(&activities.Images{})
 	ret := func(m *testsuite.MockCallWrapper, v ...any) {
 		if m != nil {
 			m.Return(v...)
@@ -107,6 +108,7 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 	ret(on(ctl.LoadPod), activities.PodSnapshot{Found: true, Spec: spec, Phase: model.PodPending}, nil)
 	ret(on(ctl.SchedulePod), activities.ScheduleResult{Node: "n1"}, nil)
 	ret(on(ctl.AllocatePodIP), activities.AllocateResult{IP: "10.88.1.2", PrefixLen: 24, Gateway: "10.88.1.1"}, nil)
+	ret(on(img.ResolvePodImage), activities.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: true}, nil)
 	h.env.OnActivity(ctl.UpdatePodStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u activities.StatusUpdate) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()

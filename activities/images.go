@@ -1,0 +1,540 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/zonewright/zonewright/internal/imagestore"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// ImagePulls starts the pull of one image to one node; the workflows
+// package provides it (ImageClient). Starting a pull already running is a
+// no-op, so triggers from pods and from the node sync coalesce.
+type ImagePulls interface {
+	EnsurePull(ctx context.Context, image, node string) error
+}
+
+// Images holds the control-plane activities of the image catalog.
+type Images struct {
+	Store     *store.Store
+	Artefacts *imagestore.Store
+	// AdvertiseURL is the API's base URL as nodes reach it.
+	AdvertiseURL string
+	// TokenTTL bounds the download tokens handed to nodes.
+	TokenTTL time.Duration
+	// StallTimeout fails a fetch that receives nothing for this long.
+	StallTimeout time.Duration
+	// StatusEvery throttles progress writes into the image's status.
+	StatusEvery time.Duration
+	Pulls       ImagePulls
+}
+
+// Error types of the image activities.
+const (
+	ErrTypeDigestMismatch = "DigestMismatch"
+	ErrTypeSourceFailed   = "SourceFailed"
+	ErrTypeStalled        = "Stalled"
+	ErrTypeImageGone      = "ImageGone"
+)
+
+// ImageRef names one image incarnation: an image deleted and created again
+// has another UID, and work for the old one leaves it alone.
+type ImageRef struct {
+	Name string
+	UID  string
+}
+
+// ImagePlan is what the import needs to know of the image.
+type ImagePlan struct {
+	Found bool
+	Spec  model.ImageSpec
+}
+
+// ImageFetched reports the fetch.
+type ImageFetched struct {
+	Bytes      int64
+	Downloaded int64
+	Resumed    bool
+}
+
+// ImageArtefact is the decompressed file nodes pull.
+type ImageArtefact struct {
+	SHA256      string
+	Size        int64
+	Compression string
+}
+
+// ImageReadyInput registers an imported image.
+type ImageReadyInput struct {
+	Image    ImageRef
+	Artefact ImageArtefact
+}
+
+// ImageFailure fails an image with a reason.
+type ImageFailure struct {
+	Image   ImageRef
+	Reason  string
+	Message string
+}
+
+// ImageTargets are the nodes an image goes to, and how they fetch it.
+type ImageTargets struct {
+	Nodes []string
+	Image NodeImage
+}
+
+// ImageNodeInput names an image on a node.
+type ImageNodeInput struct {
+	Image string
+	Node  string
+}
+
+// NodePull is what a pull of one image to one node needs; Skip when the
+// image needs no pull there (gone, not Ready, a zone template, no brand fits).
+type NodePull struct {
+	Skip  bool
+	Why   string
+	Image NodeImage
+}
+
+// ImageNodeUpdate is one node's image status.
+type ImageNodeUpdate struct {
+	Image   string
+	Node    string
+	Phase   string
+	Reason  string
+	Message string
+}
+
+// ResolvedImage is a pod's image as its node sees it.
+type ResolvedImage struct {
+	// Found is false for an image not in the catalog (a pod created
+	// before the catalog); the pod then installs as it always did.
+	Found bool
+	Kind  string
+	// Present: the node holds the image (or needs none).
+	Present bool
+	// Pull: nobody is bringing the image to the node (it lacks it, or its
+	// last pull failed); the pod should start a pull.
+	Pull bool
+	// Failed: the last pull to this node failed, Message says why.
+	Failed  bool
+	Message string
+}
+
+func (a *Images) now() time.Time { return time.Now().UTC() }
+
+// get reads the image; nil when it is gone or another incarnation.
+func (a *Images) get(ctx context.Context, ref ImageRef) (*model.Image, error) {
+	img, err := a.Store.Images().Get(ctx, "", ref.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ref.UID != "" && img.Metadata.UID != ref.UID {
+		return nil, nil
+	}
+	return img, nil
+}
+
+// mutate applies fn to the image and writes it, retrying on a conflict
+// (imports and pulls write the same row concurrently). It reports false
+// when the image is gone.
+func (a *Images) mutate(ctx context.Context, ref ImageRef, fn func(*model.Image)) (bool, error) {
+	for {
+		img, err := a.get(ctx, ref)
+		if err != nil || img == nil {
+			return false, err
+		}
+		fn(img)
+		err = a.Store.Images().Update(ctx, img)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+}
+
+func (a *Images) setPhase(s *model.ImageStatus, phase, reason, msg string) {
+	if s.Phase != phase {
+		now := a.now()
+		s.LastTransition = &now
+	}
+	s.Phase, s.Reason, s.Message = phase, reason, msg
+}
+
+// BeginImageImport marks the image Importing (a zone template, which has
+// nothing to fetch, Ready) and returns its spec.
+func (a *Images) BeginImageImport(ctx context.Context, ref ImageRef) (ImagePlan, error) {
+	var spec model.ImageSpec
+	found, err := a.mutate(ctx, ref, func(img *model.Image) {
+		spec = img.Spec
+		if !img.Spec.NeedsPull() {
+			a.setPhase(&img.Status, model.ImageReady, "", "zone templates install from the host's packages")
+			return
+		}
+		a.setPhase(&img.Status, model.ImageImporting, "", "fetching "+img.Spec.Source)
+		img.Status.BytesDone, img.Status.BytesTotal = 0, img.Spec.Size
+	})
+	return ImagePlan{Found: found, Spec: spec}, err
+}
+
+// FetchImage downloads the image's source into the image store, verifying
+// its digest while it streams. Progress goes into heartbeats (bytes done
+// and total, so a retry resumes and the UI shows it) and, throttled, into
+// the image's status.
+func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, error) {
+	img, err := a.get(ctx, ref)
+	if err != nil {
+		return ImageFetched{}, err
+	}
+	if img == nil {
+		return ImageFetched{}, temporal.NewNonRetryableApplicationError("image "+ref.Name+" is gone", ErrTypeImageGone, nil)
+	}
+	src := img.Spec.Source
+	if u, err := url.Parse(src); err == nil && u.Scheme == "file" {
+		src = u.String()
+	}
+	var (
+		mu       sync.Mutex
+		lastSave time.Time
+		writes   sync.WaitGroup
+	)
+	every := a.StatusEvery
+	if every == 0 {
+		every = time.Second
+	}
+	progress := func(done, total int64) {
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, [2]int64{done, total})
+		}
+		mu.Lock()
+		save := time.Since(lastSave) >= every
+		if save {
+			lastSave = time.Now()
+		}
+		mu.Unlock()
+		if !save {
+			return
+		}
+		writes.Add(1)
+		go func() {
+			defer writes.Done()
+			_, _ = a.mutate(ctx, ref, func(img *model.Image) {
+				if img.Status.Phase == model.ImageImporting && done >= img.Status.BytesDone {
+					img.Status.BytesDone, img.Status.BytesTotal = done, total
+				}
+			})
+		}()
+	}
+	res, err := a.Artefacts.Fetch(ctx, imagestore.FetchRequest{Name: ref.Name, URL: src, SHA256: img.Spec.SHA256,
+		Size: img.Spec.Size, StallTimeout: a.StallTimeout, Progress: progress})
+	writes.Wait()
+	if err != nil {
+		return ImageFetched{}, fetchError(ref.Name, src, err)
+	}
+	_, err = a.mutate(ctx, ref, func(img *model.Image) {
+		img.Status.BytesDone, img.Status.BytesTotal = res.Bytes, res.Bytes
+		img.Status.Message = "verified; decompressing"
+	})
+	return ImageFetched{Bytes: res.Bytes, Downloaded: res.Downloaded, Resumed: res.Resumed}, err
+}
+
+// fetchError classifies a fetch failure: a digest mismatch and a permanent
+// source error are not retried; a stall and the rest are.
+func fetchError(name, src string, err error) error {
+	var mismatch *imagestore.DigestMismatchError
+	var srcErr *imagestore.SourceError
+	switch {
+	case errors.As(err, &mismatch):
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("image %s: sha256 of %s is %s, the catalog expects %s", name, src, mismatch.Got, mismatch.Want),
+			ErrTypeDigestMismatch, err, mismatch.Want, mismatch.Got)
+	case errors.As(err, &srcErr) && srcErr.Permanent:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("image %s: fetch %s: %v", name, src, err), ErrTypeSourceFailed, err)
+	case errors.Is(err, imagestore.ErrStalled):
+		return temporal.NewApplicationErrorWithCause(fmt.Sprintf("image %s: fetch %s stalled: %v", name, src, err), ErrTypeStalled, err)
+	}
+	return fmt.Errorf("image %s: fetch %s: %w", name, src, err)
+}
+
+// DecompressImage turns the download into the artefact nodes pull.
+func (a *Images) DecompressImage(ctx context.Context, ref ImageRef) (ImageArtefact, error) {
+	img, err := a.get(ctx, ref)
+	if err != nil {
+		return ImageArtefact{}, err
+	}
+	if img == nil {
+		return ImageArtefact{}, temporal.NewNonRetryableApplicationError("image "+ref.Name+" is gone", ErrTypeImageGone, nil)
+	}
+	stop := heartbeatWhile(ctx, 5*time.Second)
+	art, err := a.Artefacts.Decompress(ctx, ref.Name, img.Spec.Compression)
+	stop()
+	if err != nil {
+		return ImageArtefact{}, fmt.Errorf("image %s: decompress: %w", ref.Name, err)
+	}
+	return ImageArtefact{SHA256: art.SHA256, Size: art.Size, Compression: art.Compression}, nil
+}
+
+// heartbeatWhile heartbeats every d until the returned stop is called.
+func heartbeatWhile(ctx context.Context, d time.Duration) func() {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// MarkImageReady registers the imported image: Ready, with its artefact,
+// and every Ready node whose brands fit marked Pulling in the same write,
+// so the node sync does not start pulls the import is about to run. It
+// returns those nodes and how they fetch the image.
+func (a *Images) MarkImageReady(ctx context.Context, in ImageReadyInput) (ImageTargets, error) {
+	nodes, err := a.allNodes(ctx)
+	if err != nil {
+		return ImageTargets{}, err
+	}
+	var t ImageTargets
+	_, err = a.mutate(ctx, in.Image, func(img *model.Image) {
+		a.setPhase(&img.Status, model.ImageReady, "", "imported; distributing to nodes")
+		img.Status.ArtefactSHA256, img.Status.ArtefactSize = in.Artefact.SHA256, in.Artefact.Size
+		now := a.now()
+		t = ImageTargets{Image: a.nodeImage(img)}
+		for i := range nodes {
+			if fits(img, &nodes[i]) {
+				t.Nodes = append(t.Nodes, nodes[i].Metadata.Name)
+				img.Status.SetNode(model.ImageNodeStatus{Node: nodes[i].Metadata.Name, Phase: model.ImagePulling, Updated: &now})
+			}
+		}
+	})
+	return t, err
+}
+
+// MarkImageFailed fails the image with a reason.
+func (a *Images) MarkImageFailed(ctx context.Context, in ImageFailure) error {
+	_, err := a.mutate(ctx, in.Image, func(img *model.Image) {
+		a.setPhase(&img.Status, model.ImageFailed, in.Reason, in.Message)
+	})
+	return err
+}
+
+// RemoveImageArtefact removes the image's files (download, partial
+// download, artefact) from the store; removing nothing succeeds.
+func (a *Images) RemoveImageArtefact(ctx context.Context, name string) error {
+	if err := a.Artefacts.Remove(name); err != nil && !errors.Is(err, imagestore.ErrNotFound) {
+		return fmt.Errorf("remove image %s from the store: %w", name, err)
+	}
+	return nil
+}
+
+// nodeImage is how nodes fetch the image's artefact.
+func (a *Images) nodeImage(img *model.Image) NodeImage {
+	ttl := a.TokenTTL
+	if ttl == 0 {
+		ttl = 6 * time.Hour
+	}
+	return NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
+		URL:   ArtefactURL(a.AdvertiseURL, img.Metadata.Name),
+		Token: a.Artefacts.Token(img.Metadata.Name, ttl), SHA256: img.Status.ArtefactSHA256, Size: img.Status.ArtefactSize}
+}
+
+// ArtefactURL is where nodes download an image's artefact from.
+func ArtefactURL(base, name string) string {
+	return base + "/api/v1/images/" + url.PathEscape(name) + "/artefact"
+}
+
+// fits reports whether the node is Ready and can install one of the
+// image's brands.
+func fits(img *model.Image, n *model.Node) bool {
+	if n.Metadata.DeletionTimestamp != nil || !nodeReady(n) {
+		return false
+	}
+	return slices.ContainsFunc(img.Spec.EffectiveBrands(), func(b string) bool {
+		return n.Metadata.Labels[model.LabelNodeBrandPrefix+b] == "true"
+	})
+}
+
+func nodeReady(n *model.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == model.NodeReady {
+			return c.Status == model.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (a *Images) allNodes(ctx context.Context) ([]model.Node, error) {
+	var nodes []model.Node
+	opts := store.ListOptions{Limit: 500}
+	for {
+		page, err := a.Store.Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, page.Items...)
+		if page.Metadata.Continue == "" {
+			return nodes, nil
+		}
+		opts.Continue = page.Metadata.Continue
+	}
+}
+
+// ImagePullPlan says whether and how to pull an image to a node.
+func (a *Images) ImagePullPlan(ctx context.Context, in ImageNodeInput) (NodePull, error) {
+	img, err := a.get(ctx, ImageRef{Name: in.Image})
+	if err != nil {
+		return NodePull{}, err
+	}
+	switch {
+	case img == nil || img.Metadata.DeletionTimestamp != nil:
+		return NodePull{Skip: true, Why: "the image is gone or being deleted"}, nil
+	case !img.Spec.NeedsPull():
+		return NodePull{Skip: true, Why: "a zone template needs no pull"}, nil
+	case img.Status.Phase != model.ImageReady:
+		return NodePull{Skip: true, Why: "the image is " + img.Status.Phase + ", not Ready"}, nil
+	}
+	return NodePull{Image: a.nodeImage(img)}, nil
+}
+
+// SetImageNodeStatus records the image's state on one node.
+func (a *Images) SetImageNodeStatus(ctx context.Context, u ImageNodeUpdate) error {
+	_, err := a.mutate(ctx, ImageRef{Name: u.Image}, func(img *model.Image) {
+		now := a.now()
+		img.Status.SetNode(model.ImageNodeStatus{Node: u.Node, Phase: u.Phase, Reason: u.Reason, Message: u.Message, Updated: &now})
+	})
+	return err
+}
+
+// ImageNodeNames lists the nodes the image's status mentions, Pulling,
+// Ready or Failed: where files of it may be.
+func (a *Images) ImageNodeNames(ctx context.Context, ref ImageRef) ([]string, error) {
+	img, err := a.get(ctx, ref)
+	if err != nil || img == nil {
+		return nil, err
+	}
+	var names []string
+	for _, n := range img.Status.Nodes {
+		names = append(names, n.Node)
+	}
+	return names, nil
+}
+
+// DeleteImageRow removes the image from the catalog.
+func (a *Images) DeleteImageRow(ctx context.Context, ref ImageRef) error {
+	img, err := a.get(ctx, ref)
+	if err != nil || img == nil {
+		return err
+	}
+	_, err = a.Store.Images().Delete(ctx, "", ref.Name, "")
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// ResolvePodImage tells the pod lifecycle what its image is on its node.
+func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (ResolvedImage, error) {
+	img, err := a.get(ctx, ImageRef{Name: in.Image})
+	if err != nil || img == nil {
+		return ResolvedImage{}, err
+	}
+	r := ResolvedImage{Found: true, Kind: img.Spec.Kind}
+	switch ns, onNode := img.Status.Node(in.Node); {
+	case !img.Spec.NeedsPull():
+		r.Present = true
+	case img.Status.Phase != model.ImageReady:
+		r.Message = fmt.Sprintf("image %s is %s, not Ready", img.Metadata.Name, img.Status.Phase)
+		if img.Status.Message != "" {
+			r.Message += ": " + img.Status.Message
+		}
+	case !onNode:
+		r.Pull, r.Message = true, fmt.Sprintf("pulling image %s to node %s", img.Metadata.Name, in.Node)
+	case ns.Phase == model.ImageReady:
+		r.Present = true
+	case ns.Phase == model.ImageFailed:
+		r.Pull, r.Failed = true, true
+		r.Message = fmt.Sprintf("pulling image %s to node %s failed (%s: %s); retrying", img.Metadata.Name, in.Node, ns.Reason, ns.Message)
+	default:
+		r.Message = fmt.Sprintf("pulling image %s to node %s", img.Metadata.Name, in.Node)
+	}
+	return r, nil
+}
+
+// RequestImagePull starts the pull of an image to a node (a no-op while
+// one runs).
+func (a *Images) RequestImagePull(ctx context.Context, in ImageNodeInput) error {
+	if a.Pulls == nil {
+		return temporal.NewNonRetryableApplicationError("this control plane starts no image pulls", ErrTypeInvalid, nil)
+	}
+	return a.Pulls.EnsurePull(ctx, in.Image, in.Node)
+}
+
+// SyncNodeImages starts a pull for every Ready image a fitting Ready node
+// lacks: how a node that registers later gets the images. Nodes where a
+// pull failed are left for pods (or an operator) to retry. It returns how
+// many pulls it started.
+func (a *Images) SyncNodeImages(ctx context.Context) (int, error) {
+	if a.Pulls == nil {
+		return 0, nil
+	}
+	nodes, err := a.allNodes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	started := 0
+	opts := store.ListOptions{Limit: 500, FieldSelector: "status.phase=" + model.ImageReady}
+	for {
+		page, err := a.Store.Images().List(ctx, opts)
+		if err != nil {
+			return started, err
+		}
+		for i := range page.Items {
+			img := &page.Items[i]
+			if !img.Spec.NeedsPull() || img.Metadata.DeletionTimestamp != nil {
+				continue
+			}
+			for j := range nodes {
+				if _, seen := img.Status.Node(nodes[j].Metadata.Name); seen || !fits(img, &nodes[j]) {
+					continue
+				}
+				if err := a.Pulls.EnsurePull(ctx, img.Metadata.Name, nodes[j].Metadata.Name); err != nil {
+					return started, fmt.Errorf("start the pull of %s to %s: %w", img.Metadata.Name, nodes[j].Metadata.Name, err)
+				}
+				started++
+			}
+		}
+		if page.Metadata.Continue == "" {
+			return started, nil
+		}
+		opts.Continue = page.Metadata.Continue
+	}
+}
