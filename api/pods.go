@@ -46,13 +46,27 @@ func (s *Server) createPod(c *gin.Context) {
 		return
 	}
 	systemMeta(&p.Metadata)
-	if errs := model.ValidatePod(p); len(errs) > 0 {
+	ctx := c.Request.Context()
+	for i := range p.Spec.Containers {
+		if ct := &p.Spec.Containers[i]; ct.Image == "" && s.imageMap.Resolve("") != "" {
+			ct.Image = s.imageMap.Resolve("")
+			p.Metadata.Annotations = withAnnotation(p.Metadata.Annotations, model.AnnotationRequestedImagePrefix+ct.Name, "")
+		}
+	}
+	errs := model.ValidatePod(p)
+	if len(errs) == 0 {
+		var err error
+		if errs, err = s.resolvePodImages(ctx, p); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	if len(errs) > 0 {
 		s.fail(c, invalid(model.KindPod, p.Metadata.Name, errs))
 		return
 	}
 	// Observed state is the system's to write; a new pod waits for a node.
 	p.Status = model.PodStatus{Phase: model.PodPending}
-	ctx := c.Request.Context()
 	if err := s.store.CreatePod(ctx, p); err != nil {
 		if errors.Is(err, store.ErrAlreadyExists) {
 			if cur, gerr := s.store.Pods().Get(ctx, p.Metadata.Namespace, p.Metadata.Name); gerr == nil && cur.Metadata.DeletionTimestamp != nil {
@@ -240,4 +254,12 @@ func (s *Server) signalPod(c *gin.Context, signal string, arg any) {
 	}
 	c.JSON(http.StatusAccepted, gin.H{"apiVersion": model.APIVersion, "kind": "Status", "status": "Success",
 		"message": fmt.Sprintf("signal %s sent to %s", signal, workflows.PodWorkflowID(p.Metadata.Namespace, p.Metadata.Name))})
+}
+
+func withAnnotation(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -31,8 +32,15 @@ type Config struct {
 	// Lifecycles starts and signals pod workflows; nil records pods without
 	// running them (a cluster without a control plane worker).
 	Lifecycles *workflows.PodClient
-	Ready      []ReadyCheck
-	Logger     *slog.Logger
+	// Images starts image imports and deletions; nil records images
+	// without importing them.
+	Images *workflows.ImageClient
+	// ImageMap resolves aliases, the default image and size presets.
+	ImageMap *imagemap.Map
+	// Artefacts serves image artefacts to nodes; nil: no download endpoint.
+	Artefacts ArtefactServer
+	Ready     []ReadyCheck
+	Logger    *slog.Logger
 	// WatchKeepalive is how often an idle watch sends a comment line.
 	WatchKeepalive time.Duration
 }
@@ -45,6 +53,9 @@ type Server struct {
 	closeOnce sync.Once
 	store     *store.Store
 	pods      *workflows.PodClient
+	images    *workflows.ImageClient
+	imageMap  *imagemap.Map
+	artefacts ArtefactServer
 	ready     []ReadyCheck
 	log       *slog.Logger
 	keepalive time.Duration
@@ -58,7 +69,8 @@ func New(cfg Config) *Server {
 	if cfg.WatchKeepalive == 0 {
 		cfg.WatchKeepalive = 15 * time.Second
 	}
-	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive}
+	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, images: cfg.Images, imageMap: cfg.ImageMap,
+		artefacts: cfg.Artefacts, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive}
 }
 
 // CloseWatches ends every open watch stream; call it when shutting down
@@ -100,6 +112,12 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/nodes", s.createNode)
 	v1.GET("/nodes/:name", s.getNode)
 	v1.DELETE("/nodes/:name", s.deleteNode)
+
+	v1.GET("/images", s.listImages)
+	v1.POST("/images", s.createImage)
+	v1.GET("/images/:name", s.getImage)
+	v1.DELETE("/images/:name", s.deleteImage)
+	v1.GET("/images/:name/artefact", s.imageArtefact)
 
 	v1.GET("/events", s.listEvents)
 	v1.GET("/namespaces/:ns/events", s.listEvents)

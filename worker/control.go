@@ -39,6 +39,19 @@ func NewControl(c client.Client, st *store.Store) worker.Worker {
 	return w
 }
 
+// RegisterImages adds the image workflows and their control-plane
+// activities to the control-plane worker.
+func RegisterImages(w worker.Worker, a *activities.Images) {
+	w.RegisterWorkflowWithOptions(workflows.ImageImport, workflow.RegisterOptions{Name: workflows.ImageImportWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.ImagePull, workflow.RegisterOptions{Name: workflows.ImagePullWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.ImageDelete, workflow.RegisterOptions{Name: workflows.ImageDeleteWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.ImageSync, workflow.RegisterOptions{Name: workflows.ImageSyncWorkflowName})
+	w.RegisterActivity(a)
+}
+
+// ImageSyncEvery is how often nodes are checked for images they lack.
+const ImageSyncEvery = 30 * time.Second
+
 // HousekeepingEvery is how often the housekeeping schedule fires.
 const HousekeepingEvery = 5 * time.Minute
 
@@ -56,13 +69,18 @@ func EnsureSchedules(ctx context.Context, c client.Client) error {
 		{workflows.HousekeepingScheduleID, "Housekeeping", HousekeepingEvery,
 			workflows.HousekeepingInput{ChangeRetention: 15 * time.Minute, EventRetention: time.Hour}},
 		{workflows.ReconcilePodsScheduleID, "ReconcilePods", ReconcileEvery, ReconcileEvery},
+		{workflows.ImageSyncScheduleID, workflows.ImageSyncWorkflowName, ImageSyncEvery, nil},
 	} {
+		var args []any
+		if s.arg != nil {
+			args = []any{s.arg}
+		}
 		_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
 			ID:      s.id,
 			Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: s.every}}},
 			Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
 			Action: &client.ScheduleWorkflowAction{ID: s.id, Workflow: s.workflow,
-				TaskQueue: workflows.ControlTaskQueue, Args: []any{s.arg}},
+				TaskQueue: workflows.ControlTaskQueue, Args: args},
 		})
 		var exists *serviceerror.AlreadyExists
 		if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) && !errors.As(err, &exists) {

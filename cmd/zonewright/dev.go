@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,9 +15,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/zonewright/zonewright/deploy"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -37,6 +40,9 @@ func dev(ctx context.Context, args []string) error {
 	pgPort := fs.Int("postgres-port", 0, "loopback port of the private PostgreSQL; 0 picks a free one")
 	nodes := fs.Int("nodes", 3, "simulated illumos nodes to run, each a real agent over illumos-sim")
 	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	var img controlplane.Config
+	imageFlags(fs, &img, "")
+	mapFile := fs.String("image-map", env("ZW_IMAGE_MAP", ""), "image map file (env ZW_IMAGE_MAP); default: the built-in deploy/images.yaml")
 	_ = fs.Parse(args)
 	log, err := newLogger(*logLevel)
 	if err != nil {
@@ -101,8 +107,21 @@ func dev(ctx context.Context, args []string) error {
 	}
 	stops = append(stops, func() { _ = ui.Stop() })
 
+	if img.ImageStore == "" {
+		img.ImageStore = filepath.Join(*dataDir, "images")
+	}
+	if img.ImageDownloadSecret == "" {
+		if img.ImageDownloadSecret, err = devSecret(filepath.Join(*dataDir, "image-download-secret")); err != nil {
+			return err
+		}
+	}
+	if img.ImageMap, err = devImageMap(*mapFile); err != nil {
+		return err
+	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
-		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log})
+		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
+		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, AdvertiseURL: img.AdvertiseURL,
+		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout})
 	if err != nil {
 		return err
 	}
@@ -144,8 +163,9 @@ zonewright dev stack is up (started in %s)
   nodes        %s
 
 Try: curl http://%s/api/v1/namespaces/default/pods
+     curl http://%s/api/v1/images
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.Addr())
+`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.Addr(), cp.Addr())
 
 	select {
 	case <-ctx.Done():
@@ -154,6 +174,31 @@ Ctrl-C stops everything; the next start resumes the same data.
 		return fmt.Errorf("API server stopped: %w", err)
 	}
 	return nil
+}
+
+// devSecret reads the dev stack's image download secret, creating a random
+// one on first start, so tokens stay valid across restarts.
+func devSecret(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		return string(b), nil
+	}
+	secret := rand.Text()
+	if err := os.WriteFile(path, []byte(secret), 0o600); err != nil {
+		return "", fmt.Errorf("save the image download secret: %w", err)
+	}
+	return secret, nil
+}
+
+// devImageMap loads the given map, or the built-in one.
+func devImageMap(path string) (*imagemap.Map, error) {
+	if path != "" {
+		return imagemap.Load(path)
+	}
+	m, err := imagemap.Parse(deploy.ImageMap)
+	if err != nil {
+		return nil, fmt.Errorf("built-in image map: %w", err)
+	}
+	return m, nil
 }
 
 // lockDataDir keeps two dev stacks from sharing one data directory.

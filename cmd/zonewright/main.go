@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -78,6 +79,7 @@ func newLogger(level string) (*slog.Logger, error) {
 // serveOptions are serve's flags.
 type serveOptions struct {
 	controlplane.Config
+	imageMap string
 	logLevel string
 }
 
@@ -87,6 +89,8 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	fs.StringVar(&o.DatabaseURL, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL (env ZW_DATABASE_URL)")
 	fs.StringVar(&o.Listen, "listen", env("ZW_LISTEN", "127.0.0.1:8080"), "API listen address (env ZW_LISTEN)")
 	temporalFlags(fs, &o.Config)
+	imageFlags(fs, &o.Config, "/var/lib/zonewright/images")
+	fs.StringVar(&o.imageMap, "image-map", env("ZW_IMAGE_MAP", ""), "image map file: default image, aliases, size presets, images (env ZW_IMAGE_MAP)")
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
 }
@@ -103,6 +107,9 @@ func serve(ctx context.Context, args []string) error {
 	}
 	tc := o.Config
 	tc.Logger = log
+	if tc.ImageMap, err = imagemap.Load(o.imageMap); err != nil {
+		return err
+	}
 	cp, err := controlplane.Start(ctx, tc)
 	if err != nil {
 		return err
@@ -116,6 +123,24 @@ func serve(ctx context.Context, args []string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return cp.Stop(sctx)
+}
+
+// imageFlags registers the image catalog's flags shared by serve and dev.
+func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore string) {
+	fs.StringVar(&c.ImageStore, "image-store", env("ZW_IMAGE_STORE", defaultStore), "directory imported images are kept in (env ZW_IMAGE_STORE)")
+	fs.StringVar(&c.ImageDownloadSecret, "image-download-secret", env("ZW_IMAGE_DOWNLOAD_SECRET", ""), "secret signing the tokens nodes download images with; the same on every replica (env ZW_IMAGE_DOWNLOAD_SECRET)")
+	fs.StringVar(&c.AdvertiseURL, "advertise-url", env("ZW_ADVERTISE_URL", ""), "the API's URL as nodes reach it; default from --listen (env ZW_ADVERTISE_URL)")
+	fs.DurationVar(&c.ImageStallTimeout, "image-stall-timeout", envDuration("ZW_IMAGE_STALL_TIMEOUT", time.Minute), "an image download receiving nothing this long is stalled and retried (env ZW_IMAGE_STALL_TIMEOUT)")
+}
+
+// envDuration is env for a duration; a malformed value keeps def.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, ok := os.LookupEnv(name); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
 }
 
 // temporalFlags registers the Temporal connection flags shared by serve and agent.

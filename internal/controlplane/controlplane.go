@@ -5,6 +5,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -20,7 +21,10 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	tworker "go.temporal.io/sdk/worker"
 
+	"github.com/zonewright/zonewright/activities"
 	"github.com/zonewright/zonewright/api"
+	"github.com/zonewright/zonewright/internal/imagemap"
+	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/worker"
@@ -35,6 +39,19 @@ type Config struct {
 	TemporalNamespace string
 	TemporalTLS       TLSConfig
 	Logger            *slog.Logger
+	// ImageStore is the directory imported images are kept in.
+	ImageStore string
+	// ImageDownloadSecret signs the tokens nodes download artefacts with;
+	// empty picks a random one (valid only for this process).
+	ImageDownloadSecret string
+	// AdvertiseURL is the API's base URL as nodes reach it; empty derives
+	// it from the listen address.
+	AdvertiseURL string
+	// ImageMap is the loaded image map; nil: none.
+	ImageMap *imagemap.Map
+	// ImageStallTimeout fails a fetch that receives nothing for this long
+	// (a slow transfer that keeps receiving is not stalled).
+	ImageStallTimeout time.Duration
 }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
@@ -88,6 +105,10 @@ type ControlPlane struct {
 	worker   tworker.Worker
 	workerMu sync.Mutex
 	served   chan error
+
+	imgMap          *imagemap.Map
+	catalog         imagemap.Catalog
+	imageActivities *activities.Images
 }
 
 // Start migrates the database (waiting for it if it is not up yet), then
@@ -98,6 +119,10 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	imgMap := cfg.ImageMap
+	if imgMap == nil {
+		imgMap = &imagemap.Map{}
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -131,16 +156,32 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		ln.Close()
 		return nil, fmt.Errorf("Temporal client: %w", err)
 	}
-	srv := api.New(api.Config{Store: st, Logger: log, Lifecycles: &workflows.PodClient{Temporal: tc}, Ready: []api.ReadyCheck{
-		{Name: "postgres", Check: st.Ping},
-		{Name: "temporal", Check: func(ctx context.Context) error {
-			_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
-			return err
-		}},
-	}})
+	secret := cfg.ImageDownloadSecret
+	if secret == "" {
+		secret = rand.Text()
+		log.Warn("no image download secret given: using a random one, so node downloads work only through this replica")
+	}
+	advertise := cfg.AdvertiseURL
+	if advertise == "" {
+		advertise = advertiseURL(ln.Addr())
+	}
+	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), Client: &http.Client{}}
+	images := &workflows.ImageClient{Temporal: tc}
+	srv := api.New(api.Config{Store: st, Logger: log, Lifecycles: &workflows.PodClient{Temporal: tc},
+		Images: images, ImageMap: imgMap, Artefacts: artefacts, Ready: []api.ReadyCheck{
+			{Name: "postgres", Check: st.Ping},
+			{Name: "temporal", Check: func(ctx context.Context) error {
+				_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
+				return err
+			}},
+		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
 	cp := &ControlPlane{Store: st, Temporal: tc, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
-		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
+		imgMap:  imgMap,
+		catalog: srv.ImageCatalog(),
+		imageActivities: &activities.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
+			StallTimeout: cfg.ImageStallTimeout, Pulls: images}}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	go func() { cp.served <- cp.http.Serve(ln) }()
 	cp.bg.Add(1)
@@ -162,11 +203,13 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 		err := worker.EnsureSchedules(ctx, cp.Temporal)
 		if err == nil {
 			w := worker.NewControl(cp.Temporal, cp.Store)
+			worker.RegisterImages(w, cp.imageActivities)
 			if err = w.Start(); err == nil {
 				cp.workerMu.Lock()
 				cp.worker = w
 				cp.workerMu.Unlock()
 				cp.log.Info("control-plane worker polling", "taskQueue", "zonewright-control")
+				cp.seedImages(ctx)
 				return
 			}
 		}
@@ -179,6 +222,38 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// seedImages creates the image map's images the catalog lacks, retrying
+// while the database or Temporal is not there.
+func (cp *ControlPlane) seedImages(ctx context.Context) {
+	for attempt := 0; ; attempt++ {
+		err := cp.imgMap.Seed(ctx, cp.catalog, cp.log)
+		if err == nil {
+			return
+		}
+		if attempt%10 == 0 {
+			cp.log.Warn("could not create the image map's images yet; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// advertiseURL is the API's URL from its listen address; an unspecified
+// host (0.0.0.0) becomes the loopback address.
+func advertiseURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // Stop shuts the API down gracefully, then the worker, client and store.

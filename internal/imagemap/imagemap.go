@@ -100,6 +100,9 @@ func (m *Map) Image(name string) *model.Image {
 // Resolve turns what a container asked for into a catalog name: the
 // default for an empty name, the target of an alias, else the name itself.
 func (m *Map) Resolve(name string) string {
+	if m == nil {
+		return name
+	}
 	if name == "" {
 		return m.Default
 	}
@@ -111,8 +114,19 @@ func (m *Map) Resolve(name string) string {
 
 // Size returns a size preset.
 func (m *Map) Size(name string) (model.ResourceList, bool) {
+	if m == nil {
+		return nil, false
+	}
 	r, ok := m.Sizes[name]
 	return r, ok
+}
+
+// SizeNames lists the size presets.
+func (m *Map) SizeNames() []string {
+	if m == nil {
+		return nil
+	}
+	return sortedKeys(m.Sizes)
 }
 
 // Catalog is what Seed needs of the image catalog.

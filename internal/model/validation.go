@@ -24,6 +24,7 @@ const (
 	FieldDuplicate    = "FieldValueDuplicate"
 	FieldForbidden    = "FieldValueForbidden"
 	FieldTooLong      = "FieldValueTooLong"
+	FieldNotFound     = "FieldValueNotFound"
 )
 
 func (e FieldError) Error() string { return e.Field + ": " + e.Detail }
