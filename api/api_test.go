@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/api"
+	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/pgtest"
@@ -50,9 +51,18 @@ func serveStore(t *testing.T, url string, ready ...api.ReadyCheck) *client {
 		t.Fatal(err)
 	}
 	ready = append(ready, api.ReadyCheck{Name: "postgres", Check: st.Ping})
-	srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: slog.New(slog.DiscardHandler), Ready: ready, WatchKeepalive: 100 * time.Millisecond}).Handler())
+	// Pods name images the way people write them; the map says which.
+	imgMap := &imagemap.Map{Aliases: map[string]string{"ubuntu-24.04": "ubuntu-2404"}}
+	srv := httptest.NewServer(api.New(api.Config{Store: st, ImageMap: imgMap, Logger: slog.New(slog.DiscardHandler), Ready: ready, WatchKeepalive: 100 * time.Millisecond}).Handler())
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); st.Close() })
-	return &client{t: t, base: srv.URL}
+	c := &client{t: t, base: srv.URL}
+	// The images the pods of these tests name.
+	for _, name := range []string{"omnios", "i"} {
+		if r := c.json("POST", "/api/v1/images", fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"kind":"zone-template"}}`, name)); r.code != http.StatusCreated {
+			t.Fatalf("create image %s: %d %s", name, r.code, r.body)
+		}
+	}
+	return c
 }
 
 type response struct {
@@ -156,6 +166,17 @@ func TestPodCRUD(t *testing.T) {
 
 func TestYAMLBodiesAndResponses(t *testing.T) {
 	c := newAPI(t)
+	image := `apiVersion: v1
+kind: Image
+metadata: {name: ubuntu-2404}
+spec:
+  kind: lx-tarball
+  source: https://images.example.org/ubuntu-24.04.tar.xz
+  sha256: ` + strings.Repeat("ab", 32) + `
+`
+	if r := c.do("POST", "/api/v1/images", "application/yaml", []byte(image)); r.code != http.StatusCreated {
+		t.Fatalf("YAML image create: %d %s", r.code, r.body)
+	}
 	body := `apiVersion: v1
 kind: Pod
 metadata:
@@ -172,6 +193,9 @@ spec:
 	r := c.do("POST", "/api/v1/namespaces/default/pods", "application/yaml", []byte(body))
 	if r.code != http.StatusCreated || !strings.Contains(string(r.body), `"runtimeClassName":"lx"`) {
 		t.Fatalf("YAML create: %d %s", r.code, r.body)
+	}
+	if !strings.Contains(string(r.body), `"image":"ubuntu-2404"`) || !strings.Contains(string(r.body), `"images.zonewright.io/app":"ubuntu-24.04"`) {
+		t.Fatalf("the alias must resolve to its image and be kept in an annotation: %s", r.body)
 	}
 	req, _ := http.NewRequest("GET", c.base+"/api/v1/namespaces/default/pods/yaml-pod", nil)
 	req.Header.Set("Accept", "application/yaml")

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zonewright/zonewright/deploy"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -47,8 +49,13 @@ func startStack(ctx context.Context, o options, log *slog.Logger) (*stack, error
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log}); err != nil {
 		return s, err
 	}
+	imgMap, err := imagemap.Parse(deploy.ImageMap)
+	if err != nil {
+		return s, err
+	}
 	if s.cp, err = controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
-		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", Logger: log}); err != nil {
+		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", Logger: log,
+		ImageStore: filepath.Join(dir, "images"), ImageDownloadSecret: "zwbench", ImageMap: imgMap}); err != nil {
 		return s, err
 	}
 	bin, err := filepath.Abs(o.binDir)

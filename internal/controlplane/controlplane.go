@@ -109,6 +109,7 @@ type ControlPlane struct {
 	imgMap          *imagemap.Map
 	catalog         imagemap.Catalog
 	imageActivities *activities.Images
+	imagesSeeded    bool
 }
 
 // Start migrates the database (waiting for it if it is not up yet), then
@@ -183,6 +184,11 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		imageActivities: &activities.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
 			StallTimeout: cfg.ImageStallTimeout, Pulls: images}}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
+	// The map's images exist before the first pod names them, unless
+	// Temporal is not up yet: then the worker's start finishes the job.
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	cp.imagesSeeded = imgMap.Seed(sctx, cp.catalog, log) == nil
+	scancel()
 	go func() { cp.served <- cp.http.Serve(ln) }()
 	cp.bg.Add(1)
 	go cp.runWorker(bgCtx)
@@ -209,7 +215,9 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 				cp.worker = w
 				cp.workerMu.Unlock()
 				cp.log.Info("control-plane worker polling", "taskQueue", "zonewright-control")
-				cp.seedImages(ctx)
+				if !cp.imagesSeeded {
+					cp.seedImages(ctx)
+				}
 				return
 			}
 		}

@@ -18,9 +18,11 @@ import (
 	tclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/zonewright/zonewright/deploy"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/simtest"
@@ -51,17 +53,34 @@ type cluster struct {
 	url      string
 	temporal tclient.Client
 	nodes    *devnodes.Nodes
+	cp       *controlplane.ControlPlane
 }
 
 func newCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
+	t.Helper()
+	return newClusterWith(t, nodes, nil, agentArgs...)
+}
+
+// newClusterWith is newCluster with the control plane's config adjusted.
+// The image map is the dev stack's (deploy/images.yaml).
+func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), agentArgs ...string) *cluster {
 	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	tmp := devstack.StartTestTemporal(t, func(c *devstack.TemporalConfig) {
 		c.SearchAttributes = devstack.KeywordAttributes(workflows.SearchAttributeNames...)
 	})
-	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
-		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler)})
+	imgMap, err := imagemap.Parse(deploy.ImageMap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
+		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler),
+		ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +89,7 @@ func newCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
 		defer cancel()
 		_ = cp.Stop(sctx)
 	})
-	c := &cluster{t: t, api: "http://" + cp.Addr(), url: url}
+	c := &cluster{t: t, api: "http://" + cp.Addr(), url: url, cp: cp}
 	c.temporal, err = tclient.Dial(tclient.Options{HostPort: tmp.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		t.Fatal(err)

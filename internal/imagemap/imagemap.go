@@ -68,9 +68,7 @@ func (m *Map) validate() model.FieldErrors {
 		}
 	}
 	for _, alias := range sortedKeys(m.Aliases) {
-		for _, e := range model.ValidateName("aliases."+alias, alias) {
-			errs = append(errs, e)
-		}
+		errs = append(errs, model.ValidateName("aliases."+alias, m.Aliases[alias])...)
 		if _, ok := m.Aliases[m.Aliases[alias]]; ok {
 			errs = append(errs, model.FieldError{Field: "aliases." + alias, Type: model.FieldInvalid,
 				Detail: fmt.Sprintf("Invalid value: %q: an alias must name an image, not another alias", m.Aliases[alias])})
@@ -140,8 +138,14 @@ type Catalog interface {
 // Seed creates the map's images that the catalog lacks. An image that
 // exists with another spec is left alone (the catalog wins; it may have
 // been changed through the API on purpose) and the difference is logged.
+// Zone templates go first: they need no import, so a Temporal that is not
+// up yet does not hold them back.
 func (m *Map) Seed(ctx context.Context, cat Catalog, log *slog.Logger) error {
-	for _, name := range sortedKeys(m.Images) {
+	names := sortedKeys(m.Images)
+	sort.SliceStable(names, func(i, j int) bool {
+		return !m.Images[names[i]].NeedsPull() && m.Images[names[j]].NeedsPull()
+	})
+	for _, name := range names {
 		want := m.Image(name)
 		cur, err := cat.Get(ctx, name)
 		if err != nil {

@@ -95,7 +95,7 @@ func (s *ImageSpec) Fits(brand string) bool { return slices.Contains(s.Effective
 
 // NeedsPull reports whether nodes must download the image before a zone
 // installs from it: zone templates come from the host's own packages.
-func (s *ImageSpec) NeedsPull() bool { return s.Kind != ImageZoneTemplate }
+func (s ImageSpec) NeedsPull() bool { return s.Kind != ImageZoneTemplate }
 
 // Node returns the image's status on node, if it has one.
 func (s *ImageStatus) Node(node string) (ImageNodeStatus, bool) {
