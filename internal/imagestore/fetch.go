@@ -87,6 +87,9 @@ func (s *Store) Fetch(ctx context.Context, req FetchRequest) (FetchResult, error
 		return FetchResult{}, err
 	}
 	res, err := t.run(ctx)
+	if errors.Is(err, ErrStalled) {
+		err = fmt.Errorf("%w: nothing received for %s, %d bytes kept for resume", err, req.StallTimeout, t.have)
+	}
 	if err != nil {
 		return FetchResult{}, fmt.Errorf("fetch image %s from %s: %w", req.Name, req.URL, err)
 	}

@@ -251,7 +251,7 @@ func TestFetchResumedMismatchRetriesCleanOnce(t *testing.T) {
 func TestFetchSlowButSteadySourceSucceeds(t *testing.T) {
 	data := payload(20*64<<10, 10) // 20 chunks of 64 KiB, 200 ms apart: ~4 s
 	src, srv := newSource(t, data)
-	src.set(func(s *source) { s.trickle, s.trickleGap = 64 << 10, 200 * time.Millisecond })
+	src.set(func(s *source) { s.trickle, s.trickleGap = 64<<10, 200*time.Millisecond })
 	s := newStore(t)
 
 	var calls int
@@ -320,7 +320,7 @@ func TestFetchStallsWaitingForHeaders(t *testing.T) {
 func TestFetchCancelStopsPromptlyAndRemoveCleansUp(t *testing.T) {
 	data := payload(4<<20, 12)
 	src, srv := newSource(t, data)
-	src.set(func(s *source) { s.trickle, s.trickleGap = 64 << 10, 100 * time.Millisecond })
+	src.set(func(s *source) { s.trickle, s.trickleGap = 64<<10, 100*time.Millisecond })
 	s := newStore(t)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -354,7 +354,7 @@ func TestFetchCancelStopsPromptlyAndRemoveCleansUp(t *testing.T) {
 func TestRemoveStopsARunningFetch(t *testing.T) {
 	data := payload(4<<20, 13)
 	src, srv := newSource(t, data)
-	src.set(func(s *source) { s.trickle, s.trickleGap = 64 << 10, 100 * time.Millisecond })
+	src.set(func(s *source) { s.trickle, s.trickleGap = 64<<10, 100*time.Millisecond })
 	s := newStore(t)
 
 	started := make(chan struct{})

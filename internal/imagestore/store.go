@@ -33,6 +33,9 @@ type Store struct {
 
 	mu      sync.Mutex
 	running map[string]*operation // per image name
+
+	defaultOnce sync.Once
+	defaultHTTP *http.Client
 }
 
 // operation is a Fetch or Decompress in progress, so that a second one of
@@ -134,7 +137,8 @@ func (s *Store) client() *http.Client {
 	if s.Client != nil {
 		return s.Client
 	}
-	return defaultClient()
+	s.defaultOnce.Do(func() { s.defaultHTTP = defaultClient() })
+	return s.defaultHTTP
 }
 
 // defaultClient bounds connecting, not transferring: stalls are detected
@@ -203,7 +207,7 @@ func (s *Store) Remove(name string) error {
 		cur.cancel(ErrRemoved)
 		<-cur.done
 	}
-	files := []string{s.partialPath(name), s.metaPath(name), s.downloadPath(name), s.artefactPath(name)}
+	files := []string{s.partialPath(name), s.metaPath(name), s.metaPath(name) + ".tmp", s.downloadPath(name), s.artefactPath(name)}
 	tmps, err := filepath.Glob(filepath.Join(s.Dir, name+".artefact.tmp-*"))
 	if err != nil {
 		return fmt.Errorf("remove image %s: %w", name, err)
