@@ -17,7 +17,10 @@
 //
 // A file only ever appears under a final name (.download, .artefact) by
 // rename after it is complete and synced, so a crash leaves either the
-// previous state or the finished file, never half of one.
+// previous state or the finished file, never half of one. Decompress keeps
+// the download, so both steps can be repeated after a crash; an
+// uncompressed download becomes the artefact by a hard link, not a copy.
+// Remove deletes all of an image's files.
 //
 // # Resume rules
 //

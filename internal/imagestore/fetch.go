@@ -146,8 +146,12 @@ func (s *Store) existingDownload(ctx context.Context, req FetchRequest) (FetchRe
 	if err != nil {
 		return FetchResult{}, false, fmt.Errorf("image %s: %w", req.Name, err)
 	}
+	var size int64
+	if fi, err := f.Stat(); err == nil {
+		size = fi.Size()
+	}
 	h := sha256.New()
-	n, err := copyCtx(ctx, h, f)
+	n, err := copyCtx(ctx, h, &progressReader{r: f, report: throttle(req.Progress, size)})
 	f.Close()
 	if err != nil {
 		return FetchResult{}, false, fmt.Errorf("image %s: hash %s: %w", req.Name, path, err)
@@ -202,7 +206,9 @@ func (t *transfer) openPartial(ctx context.Context) error {
 		return t.restart()
 	}
 	t.meta = old
-	n, err := copyCtx(ctx, t.h, f)
+	// Re-hashing a large partial takes a while: report it as progress so
+	// a heartbeating caller stays alive.
+	n, err := copyCtx(ctx, t.h, &progressReader{r: f, report: throttle(t.req.Progress, t.req.Size)})
 	if err != nil {
 		return fmt.Errorf("image %s: hash partial download: %w", name, err)
 	}
@@ -543,6 +549,35 @@ func permanentStatus(code int) bool {
 		return true
 	}
 	return false
+}
+
+// throttle turns a Progress callback into one that reports at most every
+// progressInterval how far a read of a file with the given total has got.
+func throttle(progress func(done, total int64), total int64) func(int64) {
+	if progress == nil {
+		return func(int64) {}
+	}
+	var last time.Time
+	return func(done int64) {
+		if now := time.Now(); now.Sub(last) >= progressInterval {
+			last = now
+			progress(done, total)
+		}
+	}
+}
+
+// progressReader reports the bytes read so far after every read.
+type progressReader struct {
+	r      io.Reader
+	report func(int64)
+	n      int64
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	p.report(p.n)
+	return n, err
 }
 
 // copyCtx is io.Copy that stops between reads when ctx ends.
