@@ -498,3 +498,42 @@ func listenSilently(t *testing.T) string {
 	})
 	return ln.Addr().String()
 }
+
+func TestFetchResumeUsesLastModifiedWithoutETag(t *testing.T) {
+	data := payload(1<<20, 15)
+	src, srv := newSource(t, data)
+	modified := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	src.set(func(s *source) { s.etag, s.lastMod, s.dropAfter = "", modified, 300<<10 })
+	s := newStore(t)
+	req := FetchRequest{Name: "dated", URL: srv.URL, SHA256: sum(data)}
+	if _, err := s.Fetch(t.Context(), req); err == nil {
+		t.Fatal("first attempt succeeded despite the dropped connection")
+	}
+	res, err := s.Fetch(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, served := src.seen()
+	if !res.Resumed || served != int64(len(data)) || len(reqs) != 2 || reqs[1].IfRange != modified.Format(http.TimeFormat) || reqs[1].Status != 206 {
+		t.Fatalf("result %+v, requests %+v, %d bytes served; want a resume with If-Range the Last-Modified date", res, reqs, served)
+	}
+}
+
+func TestFetchOverHTTPSUsesTheStoresClient(t *testing.T) {
+	data := payload(100<<10, 16)
+	srv := httptest.NewTLSServer(&source{t: t, data: data, etag: `"v1"`})
+	t.Cleanup(srv.Close)
+	s := newStore(t)
+	req := FetchRequest{Name: "tls", URL: srv.URL, SHA256: sum(data)}
+	if _, err := s.Fetch(t.Context(), req); err == nil {
+		t.Fatal("the default client trusted the test server's certificate")
+	}
+	s.Client = srv.Client()
+	res, err := s.Fetch(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(readFile(t, res.Path), data) {
+		t.Fatal("download differs from the source")
+	}
+}
