@@ -53,8 +53,16 @@ func DetectCompression(head []byte) string {
 // magic bytes contradict is an ErrInvalid. The artefact is written under a
 // temporary name and renamed when complete; the download is kept, so the
 // call can be repeated. With no download but an artefact present (a repeat
-// after the download was removed), the artefact is described as it is.
+// after the download was removed), the artefact is described as it is,
+// with an empty Compression.
 func (s *Store) Decompress(ctx context.Context, name, compression string) (Artefact, error) {
+	return s.DecompressProgress(ctx, name, compression, nil)
+}
+
+// DecompressProgress is Decompress reporting, at most every ~500ms, how
+// many bytes of the download it has read out of its size, so a caller can
+// heartbeat through a long decode (xz runs at tens of MiB/s).
+func (s *Store) DecompressProgress(ctx context.Context, name, compression string, progress func(read, total int64)) (Artefact, error) {
 	if err := validName(name); err != nil {
 		return Artefact{}, err
 	}
@@ -71,14 +79,18 @@ func (s *Store) Decompress(ctx context.Context, name, compression string) (Artef
 
 	in, err := os.Open(s.downloadPath(name))
 	if errors.Is(err, os.ErrNotExist) {
-		return s.describeArtefact(ctx, name)
+		return s.describeArtefact(ctx, name, progress)
 	}
 	if err != nil {
 		return Artefact{}, fmt.Errorf("decompress image %s: %w", name, err)
 	}
 	defer in.Close()
 
-	br := bufio.NewReaderSize(in, 1<<20)
+	var size int64
+	if fi, err := in.Stat(); err == nil {
+		size = fi.Size()
+	}
+	br := bufio.NewReaderSize(&progressReader{r: in, report: throttle(progress, size)}, 1<<20)
 	head, err := br.Peek(len(magicXZ))
 	if err != nil && !errors.Is(err, io.EOF) {
 		return Artefact{}, fmt.Errorf("decompress image %s: read header: %w", name, err)
@@ -89,7 +101,7 @@ func (s *Store) Decompress(ctx context.Context, name, compression string) (Artef
 	}
 
 	if found == model.CompressionNone {
-		if art, ok, err := s.linkArtefact(ctx, name); err != nil || ok {
+		if art, ok, err := s.linkArtefact(ctx, name, progress); err != nil || ok {
 			return art, err
 		}
 	}
@@ -104,6 +116,9 @@ func (s *Store) Decompress(ctx context.Context, name, compression string) (Artef
 		return Artefact{}, err
 	}
 	art.Compression = found
+	if progress != nil {
+		progress(size, size)
+	}
 	return art, nil
 }
 
@@ -183,7 +198,7 @@ func (s *Store) writeArtefact(ctx context.Context, name string, dec io.Reader) (
 // linkArtefact makes an uncompressed download the artefact without a copy:
 // a hard link under a temporary name, renamed into place. ok=false means
 // the file system cannot link and the caller should copy.
-func (s *Store) linkArtefact(ctx context.Context, name string) (Artefact, bool, error) {
+func (s *Store) linkArtefact(ctx context.Context, name string, progress func(read, total int64)) (Artefact, bool, error) {
 	tmp := fmt.Sprintf("%s.tmp-link-%d", s.artefactPath(name), os.Getpid())
 	os.Remove(tmp)
 	if err := os.Link(s.downloadPath(name), tmp); err != nil {
@@ -196,13 +211,13 @@ func (s *Store) linkArtefact(ctx context.Context, name string) (Artefact, bool, 
 	if err := syncDir(s.Dir); err != nil {
 		return Artefact{}, false, fmt.Errorf("decompress image %s: sync store directory: %w", name, err)
 	}
-	art, err := s.describeArtefact(ctx, name)
+	art, err := s.describeArtefact(ctx, name, progress)
 	art.Compression = model.CompressionNone
 	return art, true, err
 }
 
 // describeArtefact hashes an artefact already in place.
-func (s *Store) describeArtefact(ctx context.Context, name string) (Artefact, error) {
+func (s *Store) describeArtefact(ctx context.Context, name string, progress func(read, total int64)) (Artefact, error) {
 	path := s.artefactPath(name)
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -212,10 +227,17 @@ func (s *Store) describeArtefact(ctx context.Context, name string) (Artefact, er
 		return Artefact{}, fmt.Errorf("decompress image %s: %w", name, err)
 	}
 	defer f.Close()
+	var size int64
+	if fi, err := f.Stat(); err == nil {
+		size = fi.Size()
+	}
 	h := sha256.New()
-	n, err := copyCtx(ctx, h, f)
+	n, err := copyCtx(ctx, h, &progressReader{r: f, report: throttle(progress, size)})
 	if err != nil {
 		return Artefact{}, fmt.Errorf("decompress image %s: hash artefact: %w", name, err)
+	}
+	if progress != nil {
+		progress(n, n)
 	}
 	return Artefact{Path: path, SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
 }

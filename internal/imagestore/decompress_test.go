@@ -67,9 +67,15 @@ func TestDecompressDetectsEachCompressionFromMagicBytes(t *testing.T) {
 				file := compress(t, c, data)
 				fetched(t, s, "img", file)
 
-				art, err := s.Decompress(t.Context(), "img", declared)
+				var calls [][2]int64
+				art, err := s.DecompressProgress(t.Context(), "img", declared, func(read, total int64) {
+					calls = append(calls, [2]int64{read, total})
+				})
 				if err != nil {
 					t.Fatal(err)
+				}
+				if n := int64(len(file)); len(calls) == 0 || calls[len(calls)-1] != [2]int64{n, n} {
+					t.Fatalf("progress calls %v, want the last to be the download's size (%d) twice", calls, n)
 				}
 				if art.Compression != c || art.SHA256 != sum(data) || art.Size != int64(len(data)) || art.Path != s.artefactPath("img") {
 					t.Fatalf("artefact %+v, want %s with the payload's digest and size", art, c)
