@@ -91,7 +91,7 @@ func (s *Store) Fetch(ctx context.Context, req FetchRequest) (FetchResult, error
 		err = fmt.Errorf("%w: nothing received for %s, %d bytes kept for resume", err, req.StallTimeout, t.have)
 	}
 	if err != nil {
-		return FetchResult{}, fmt.Errorf("fetch image %s from %s: %w", req.Name, req.URL, err)
+		return FetchResult{}, fmt.Errorf("fetch image %s from %s: %w", req.Name, src.Redacted(), err)
 	}
 	return res, nil
 }
@@ -117,19 +117,23 @@ func checkFetch(s *Store, req *FetchRequest) (*url.URL, error) {
 	}
 	u, err := url.Parse(req.URL)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may carry credentials
+		}
 		return nil, fmt.Errorf("%w: image %s: source URL: %v", ErrInvalid, req.Name, err)
 	}
 	switch u.Scheme {
 	case "http", "https":
 		if u.Host == "" {
-			return nil, fmt.Errorf("%w: image %s: source URL %q has no host", ErrInvalid, req.Name, req.URL)
+			return nil, fmt.Errorf("%w: image %s: source URL %q has no host", ErrInvalid, req.Name, u.Redacted())
 		}
 	case "file":
 		if (u.Host != "" && u.Host != "localhost") || u.Path == "" {
-			return nil, fmt.Errorf("%w: image %s: source URL %q is not a local absolute file", ErrInvalid, req.Name, req.URL)
+			return nil, fmt.Errorf("%w: image %s: source URL %q is not a local absolute file", ErrInvalid, req.Name, u.Redacted())
 		}
 	default:
-		return nil, fmt.Errorf("%w: image %s: source URL %q: scheme must be http, https or file", ErrInvalid, req.Name, req.URL)
+		return nil, fmt.Errorf("%w: image %s: source URL %q: scheme must be http, https or file", ErrInvalid, req.Name, u.Redacted())
 	}
 	return u, nil
 }
@@ -239,7 +243,8 @@ func (t *transfer) saveMeta() error {
 	}
 	path := t.s.metaPath(t.req.Name)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	// The URL may carry credentials.
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("image %s: write partial sidecar: %w", t.req.Name, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -386,7 +391,7 @@ func (t *transfer) fromHTTP(ctx context.Context) (complete bool, err error) {
 		t.total = max(size, 0)
 	case http.StatusRequestedRangeNotSatisfiable:
 		if !resuming {
-			return false, &SourceError{URL: t.req.URL, Status: resp.StatusCode}
+			return false, &SourceError{URL: t.src.Redacted(), Status: resp.StatusCode}
 		}
 		// "bytes */<size>": the partial holds all of it when the sizes agree.
 		if _, size, ok := parseContentRange(resp.Header.Get("Content-Range")); ok && size >= 0 && size != t.have {
@@ -394,7 +399,7 @@ func (t *transfer) fromHTTP(ctx context.Context) (complete bool, err error) {
 		}
 		return true, nil
 	default:
-		return false, &SourceError{URL: t.req.URL, Status: resp.StatusCode, Permanent: permanentStatus(resp.StatusCode)}
+		return false, &SourceError{URL: t.src.Redacted(), Status: resp.StatusCode, Permanent: permanentStatus(resp.StatusCode)}
 	}
 
 	if err := t.copy(xctx, resp.Body, stall); err != nil {
@@ -413,15 +418,15 @@ func (t *transfer) fromFile(ctx context.Context) (complete bool, err error) {
 	path := t.src.Path
 	src, err := os.Open(path)
 	if err != nil {
-		return false, &SourceError{URL: t.req.URL, Permanent: errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission), Err: err}
+		return false, &SourceError{URL: t.src.Redacted(), Permanent: errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission), Err: err}
 	}
 	defer src.Close()
 	fi, err := src.Stat()
 	if err != nil {
-		return false, &SourceError{URL: t.req.URL, Err: err}
+		return false, &SourceError{URL: t.src.Redacted(), Err: err}
 	}
 	if !fi.Mode().IsRegular() {
-		return false, &SourceError{URL: t.req.URL, Permanent: true, Err: fmt.Errorf("%s is not a regular file", path)}
+		return false, &SourceError{URL: t.src.Redacted(), Permanent: true, Err: fmt.Errorf("%s is not a regular file", path)}
 	}
 	size, mod := fi.Size(), fi.ModTime().UnixNano()
 	if t.have > 0 && (t.meta.FileSize != size || t.meta.FileModTime != mod || t.have > size) {
@@ -437,7 +442,7 @@ func (t *transfer) fromFile(ctx context.Context) (complete bool, err error) {
 	}
 	t.total = size
 	if _, err := src.Seek(t.have, io.SeekStart); err != nil {
-		return false, &SourceError{URL: t.req.URL, Err: err}
+		return false, &SourceError{URL: t.src.Redacted(), Err: err}
 	}
 	xctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

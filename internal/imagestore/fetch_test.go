@@ -537,3 +537,18 @@ func TestFetchOverHTTPSUsesTheStoresClient(t *testing.T) {
 		t.Fatal("download differs from the source")
 	}
 }
+
+func TestFetchErrorsDoNotShowURLCredentials(t *testing.T) {
+	s := newStore(t)
+	u, err := url.Parse(newStatusServer(t, 404))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword("puller", "hunter2")
+	for _, raw := range []string{u.String() + "/image", "http://puller:hunter2@bad host/x"} {
+		_, err := s.Fetch(t.Context(), FetchRequest{Name: "secret", URL: raw, SHA256: sum(nil)})
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Fatalf("err = %v, want an error without the password", err)
+		}
+	}
+}
