@@ -552,3 +552,32 @@ func TestFetchErrorsDoNotShowURLCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestConcurrentFetchesOfOneImageTransferOnce(t *testing.T) {
+	data := payload(1<<20, 17)
+	src, srv := newSource(t, data)
+	src.set(func(s *source) { s.trickle, s.trickleGap = 128 << 10, 20 * time.Millisecond })
+	s := newStore(t)
+	req := FetchRequest{Name: "twice", URL: srv.URL, SHA256: sum(data)}
+
+	results := make(chan FetchResult, 2)
+	errc := make(chan error, 2)
+	for range 2 {
+		go func() {
+			res, err := s.Fetch(t.Context(), req)
+			results <- res
+			errc <- err
+		}()
+	}
+	var downloaded []int64
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		downloaded = append(downloaded, (<-results).Downloaded)
+	}
+	slices.Sort(downloaded)
+	if reqs, served := src.seen(); len(reqs) != 1 || served != int64(len(data)) || !slices.Equal(downloaded, []int64{0, int64(len(data))}) {
+		t.Fatalf("%d requests, %d bytes served, downloaded %v; want one transfer and one reuse", len(reqs), served, downloaded)
+	}
+}

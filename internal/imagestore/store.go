@@ -158,30 +158,38 @@ func validName(name string) error {
 	return nil
 }
 
+// claim registers an operation on name if none is running; otherwise it
+// returns the running one.
+func (s *Store) claim(ctx context.Context, name string) (context.Context, func(), *operation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.running[name]; cur != nil {
+		return nil, nil, cur
+	}
+	if s.running == nil {
+		s.running = map[string]*operation{}
+	}
+	opCtx, cancel := context.WithCancelCause(ctx)
+	op := &operation{cancel: cancel, done: make(chan struct{})}
+	s.running[name] = op
+	end := func() {
+		s.mu.Lock()
+		delete(s.running, name)
+		s.mu.Unlock()
+		cancel(nil)
+		close(op.done)
+	}
+	return opCtx, end, nil
+}
+
 // begin registers an operation on name, first waiting for one already
 // running. The returned context ends when ctx does or Remove stops it.
 func (s *Store) begin(ctx context.Context, name string) (context.Context, func(), error) {
 	for {
-		s.mu.Lock()
-		cur := s.running[name]
+		opCtx, end, cur := s.claim(ctx, name)
 		if cur == nil {
-			if s.running == nil {
-				s.running = map[string]*operation{}
-			}
-			opCtx, cancel := context.WithCancelCause(ctx)
-			op := &operation{cancel: cancel, done: make(chan struct{})}
-			s.running[name] = op
-			s.mu.Unlock()
-			end := func() {
-				s.mu.Lock()
-				delete(s.running, name)
-				s.mu.Unlock()
-				cancel(nil)
-				close(op.done)
-			}
 			return opCtx, end, nil
 		}
-		s.mu.Unlock()
 		select {
 		case <-cur.done:
 		case <-ctx.Done():
@@ -191,17 +199,17 @@ func (s *Store) begin(ctx context.Context, name string) (context.Context, func()
 }
 
 // Remove deletes every file of the image (partial, download, artefact and
-// temporaries), first stopping a Fetch or Decompress of it that is running.
-// An image with no files is not an error.
+// temporaries), first stopping a Fetch or Decompress of it that is running;
+// one that starts meanwhile waits until the files are gone. An image with
+// no files is not an error.
 func (s *Store) Remove(name string) error {
 	if err := validName(name); err != nil {
 		return err
 	}
 	for {
-		s.mu.Lock()
-		cur := s.running[name]
-		s.mu.Unlock()
+		_, end, cur := s.claim(context.Background(), name)
 		if cur == nil {
+			defer end()
 			break
 		}
 		cur.cancel(ErrRemoved)
