@@ -556,7 +556,7 @@ func TestFetchErrorsDoNotShowURLCredentials(t *testing.T) {
 func TestConcurrentFetchesOfOneImageTransferOnce(t *testing.T) {
 	data := payload(1<<20, 17)
 	src, srv := newSource(t, data)
-	src.set(func(s *source) { s.trickle, s.trickleGap = 128 << 10, 20 * time.Millisecond })
+	src.set(func(s *source) { s.trickle, s.trickleGap = 128<<10, 20*time.Millisecond })
 	s := newStore(t)
 	req := FetchRequest{Name: "twice", URL: srv.URL, SHA256: sum(data)}
 
