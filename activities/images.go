@@ -207,9 +207,6 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 		return ImageFetched{}, temporal.NewNonRetryableApplicationError("image "+ref.Name+" is gone", ErrTypeImageGone, nil)
 	}
 	src := img.Spec.Source
-	if u, err := url.Parse(src); err == nil && u.Scheme == "file" {
-		src = u.String()
-	}
 	var (
 		mu       sync.Mutex
 		lastSave time.Time
@@ -255,22 +252,22 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 	return ImageFetched{Bytes: res.Bytes, Downloaded: res.Downloaded, Resumed: res.Resumed}, err
 }
 
-// fetchError classifies a fetch failure: a digest mismatch and a permanent
-// source error are not retried; a stall and the rest are.
+// fetchError classifies a fetch or decompress failure: a digest mismatch
+// and what can never succeed (a source that says no for good, a corrupt
+// download) are not retried; a stall and the rest are.
 func fetchError(name, src string, err error) error {
 	var mismatch *imagestore.DigestMismatchError
-	var srcErr *imagestore.SourceError
 	switch {
 	case errors.As(err, &mismatch):
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("image %s: sha256 of %s is %s, the catalog expects %s", name, src, mismatch.Got, mismatch.Want),
 			ErrTypeDigestMismatch, err, mismatch.Want, mismatch.Got)
-	case errors.As(err, &srcErr) && srcErr.Permanent:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("image %s: fetch %s: %v", name, src, err), ErrTypeSourceFailed, err)
+	case imagestore.Permanent(err):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("image %s: %v", name, err), ErrTypeSourceFailed, err)
 	case errors.Is(err, imagestore.ErrStalled):
-		return temporal.NewApplicationErrorWithCause(fmt.Sprintf("image %s: fetch %s stalled: %v", name, src, err), ErrTypeStalled, err)
+		return temporal.NewApplicationErrorWithCause(fmt.Sprintf("image %s: %v", name, err), ErrTypeStalled, err)
 	}
-	return fmt.Errorf("image %s: fetch %s: %w", name, src, err)
+	return fmt.Errorf("image %s: %w", name, err)
 }
 
 // DecompressImage turns the download into the artefact nodes pull.
@@ -282,36 +279,15 @@ func (a *Images) DecompressImage(ctx context.Context, ref ImageRef) (ImageArtefa
 	if img == nil {
 		return ImageArtefact{}, temporal.NewNonRetryableApplicationError("image "+ref.Name+" is gone", ErrTypeImageGone, nil)
 	}
-	stop := heartbeatWhile(ctx, 5*time.Second)
-	art, err := a.Artefacts.Decompress(ctx, ref.Name, img.Spec.Compression)
-	stop()
+	art, err := a.Artefacts.DecompressProgress(ctx, ref.Name, img.Spec.Compression, func(read, total int64) {
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, [2]int64{read, total})
+		}
+	})
 	if err != nil {
-		return ImageArtefact{}, fmt.Errorf("image %s: decompress: %w", ref.Name, err)
+		return ImageArtefact{}, fetchError(ref.Name, img.Spec.Source, err)
 	}
 	return ImageArtefact{SHA256: art.SHA256, Size: art.Size, Compression: art.Compression}, nil
-}
-
-// heartbeatWhile heartbeats every d until the returned stop is called.
-func heartbeatWhile(ctx context.Context, d time.Duration) func() {
-	if !activity.IsActivity(ctx) {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	return func() { close(done) }
 }
 
 // MarkImageReady registers the imported image: Ready, with its artefact,
