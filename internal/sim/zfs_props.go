@@ -580,6 +580,9 @@ func takeSnapshot(h *host, st *State, src *Dataset, name string) *Dataset {
 		mp, _ := st.mountpoint(src)
 		copyTree(h.hostPath(mp), h.snapshotDir(name))
 	}
+	if src.Type == "volume" {
+		copySparse(h.zvolPath(src.Name), h.snapshotVolData(name), src.VolSize)
+	}
 	return snap
 }
 
@@ -606,6 +609,10 @@ func removeDatasets(h *host, st *State, doomed []*Dataset) {
 	for _, d := range doomed {
 		if d.Type == "snapshot" {
 			os.RemoveAll(h.snapshotDir(d.Name))
+			continue
+		}
+		if d.Type == "volume" {
+			h.removeZvolDevice(d.Name)
 			continue
 		}
 		if !st.isMounted(d) || parentName(d.Name) == "" {
