@@ -656,7 +656,6 @@ func (c *zoneadmCall) zonepathOf() string {
 	return ""
 }
 
-
 // uninstall [-F]
 func (c *zoneadmCall) uninstall() int {
 	force := false
