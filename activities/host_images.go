@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -184,7 +185,7 @@ func (h *Host) pullDataset(ctx context.Context, in NodeImage) (NodeImageResult, 
 		return NodeImageResult{}, err
 	}
 	defer body.Close()
-	stop := h.heartbeat(ctx, body.progress)
+	stop := h.progressBeats(ctx, body)
 	defer stop()
 	if in.Kind == model.ImageZFSStream {
 		err = zfs.Receive(ctx, ds, body, illumos.ReceiveOptions{NoMount: true})
@@ -201,8 +202,8 @@ func (h *Host) pullDataset(ctx context.Context, in NodeImage) (NodeImageResult, 
 		err = zfs.Set(ctx, ds, map[string]string{digestProp: in.SHA256})
 	}
 	if err != nil {
-		if body.err != nil {
-			err = body.err // the download, not the command it starved, is the cause
+		if derr := body.failure(); derr != nil {
+			err = derr // the download, not the command it starved, is the cause
 		}
 		h.cleanup(ctx, in, func(ctx context.Context) error {
 			if err := zfs.Destroy(ctx, ds); err != nil && !errors.Is(err, illumos.ErrNotFound) {
@@ -280,7 +281,7 @@ func (h *Host) pullTarball(ctx context.Context, in NodeImage) (NodeImageResult, 
 		return NodeImageResult{}, err
 	}
 	defer body.Close()
-	stop := h.heartbeat(ctx, body.progress)
+	stop := h.progressBeats(ctx, body)
 	defer stop()
 	tmp, err := os.CreateTemp(h.ImageDir, "."+in.Name+".tar.partial-*")
 	if err != nil {
@@ -302,8 +303,8 @@ func (h *Host) pullTarball(ctx context.Context, in NodeImage) (NodeImageResult, 
 	if err != nil {
 		os.Remove(tmp.Name())
 		os.Remove(final)
-		if body.err != nil {
-			err = body.err
+		if derr := body.failure(); derr != nil {
+			err = derr
 		}
 		return NodeImageResult{}, err
 	}
@@ -355,6 +356,31 @@ func (h *Host) RemoveImage(ctx context.Context, in NodeImage) error {
 	return nil
 }
 
+// progressBeats heartbeats the download's progress every heartbeat
+// interval until stop is called; the first beat comes after one interval,
+// so that it already tells how far the download got.
+func (h *Host) progressBeats(ctx context.Context, b *imageBody) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(h.heartbeatInterval())
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				beat(ctx, b.progress())
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 // imageBody is the download's body: it counts and hashes what is read and
 // remembers a read error (a dropped connection).
 type imageBody struct {
@@ -363,7 +389,7 @@ type imageBody struct {
 	hash  hash.Hash
 	n     atomic.Int64
 	total int64
-	err   error
+	err   atomic.Pointer[downloadError] // read by the command's stdin copier
 }
 
 func (b *imageBody) Read(p []byte) (int, error) {
@@ -371,14 +397,22 @@ func (b *imageBody) Read(p []byte) (int, error) {
 	b.hash.Write(p[:n])
 	b.n.Add(int64(n))
 	if err != nil && !errors.Is(err, io.EOF) {
-		b.err = &downloadError{fmt.Errorf("download of image %s failed after %d of %d bytes: %w", b.name, b.n.Load(), b.total, err)}
+		b.err.CompareAndSwap(nil, &downloadError{fmt.Errorf("download of image %s failed after %d of %d bytes: %w", b.name, b.n.Load(), b.total, err)})
 	}
 	return n, err
 }
 
 func (b *imageBody) Close() error { return b.body.Close() }
 
-func (b *imageBody) progress() any {
+// failure is the download's error, or nil while it has none.
+func (b *imageBody) failure() error {
+	if e := b.err.Load(); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (b *imageBody) progress() ImagePullProgress {
 	return ImagePullProgress{Image: b.name, Bytes: b.n.Load(), Total: b.total}
 }
 
@@ -386,7 +420,7 @@ func (b *imageBody) progress() any {
 // end record) and checks size and digest.
 func (b *imageBody) finish(in NodeImage) error {
 	if _, err := io.Copy(io.Discard, b); err != nil {
-		return b.err
+		return b.failure()
 	}
 	got := hex.EncodeToString(b.hash.Sum(nil))
 	if b.n.Load() != in.Size || got != in.SHA256 {

@@ -576,8 +576,9 @@ func takeSnapshot(h *host, st *State, src *Dataset, name string) *Dataset {
 	snap := newDataset(name, "snapshot")
 	snap.Refer = src.Refer
 	st.Datasets = append(st.Datasets, snap)
-	if src.Type == "filesystem" && st.isMounted(src) {
-		mp, _ := st.mountpoint(src)
+	// The simulation keeps an unmounted filesystem's files at its
+	// mountpoint too (zfs unmount, zfs receive -u), so they are its data.
+	if mp, _ := st.mountpoint(src); src.Type == "filesystem" && strings.HasPrefix(mp, "/") {
 		copyTree(h.hostPath(mp), h.snapshotDir(name))
 	}
 	if src.Type == "volume" {
