@@ -104,7 +104,7 @@ type Config struct {
 	// ZvolDir is the volumes' raw device directory; default
 	// illumos.DefaultZvolDir.
 	ZvolDir string
-	MaxPods      int
+	MaxPods int
 
 	SystemReservedMilliCPU int64
 	SystemReservedMemory   int64 // bytes
@@ -281,10 +281,10 @@ func (a *Agent) run(ctx context.Context) error {
 	defer tc.Close()
 
 	h := &activities.Host{
-		Host:         a.host,
-		Node:         cfg.Node,
-		Etherstub:    cfg.Etherstub,
-		ZonesDataset: cfg.ZonesDataset,
+		Host:           a.host,
+		Node:           cfg.Node,
+		Etherstub:      cfg.Etherstub,
+		ZonesDataset:   cfg.ZonesDataset,
 		ZonesPath:      cfg.ZonesPath,
 		ImagesDataset:  cfg.ImagesDataset,
 		VolumesDataset: cfg.VolumesDataset,
