@@ -5,11 +5,11 @@ import (
 	"bufio"
 	"compress/gzip"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // The lx brand installer (OmniOS lx.7): -s clones a dataset or snapshot,
@@ -167,14 +167,13 @@ func untar(path, dir string) error {
 		if err != nil {
 			return err
 		}
-		rel := filepath.Clean(strings.TrimPrefix(h.Name, "/"))
-		if rel == "." {
+		if filepath.Clean(strings.TrimPrefix(h.Name, "/")) == "." {
 			continue
 		}
-		if !filepath.IsLocal(rel) {
-			return fmt.Errorf("member %q leaves the zone root", h.Name)
+		target, err := safeJoin(dir, h.Name)
+		if err != nil {
+			return err
 		}
-		target := filepath.Join(dir, rel)
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := os.MkdirAll(target, 0o755); err != nil {
@@ -188,7 +187,7 @@ func untar(path, dir string) error {
 			}
 		case tar.TypeReg:
 			os.MkdirAll(filepath.Dir(target), 0o755)
-			out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o777|0o600)
+			out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, os.FileMode(h.Mode)&0o777|0o600)
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/term"
@@ -298,11 +299,13 @@ func (s *streamReader) entry(kind byte, dir string) error {
 	}
 	mode := os.FileMode(binary.BigEndian.Uint32(ms[:4]) & 0o7777)
 	size := binary.BigEndian.Uint64(ms[4:])
-	rel := filepath.FromSlash(string(name))
-	if dir == "" || !filepath.IsLocal(rel) {
+	if dir == "" {
 		return errStreamMalformed
 	}
-	target := filepath.Join(dir, rel)
+	target, err := safeJoin(dir, string(name))
+	if err != nil {
+		return errStreamMalformed
+	}
 	switch kind {
 	case 'D':
 		return os.MkdirAll(target, mode|0o700)
@@ -318,7 +321,7 @@ func (s *streamReader) entry(kind byte, dir string) error {
 		return os.Symlink(string(b), target)
 	}
 	os.MkdirAll(filepath.Dir(target), 0o755)
-	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode|0o600)
+	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, mode|0o600)
 	if err != nil {
 		return err
 	}
@@ -331,6 +334,25 @@ func (s *streamReader) entry(kind byte, dir string) error {
 		return errStreamShort
 	}
 	return err
+}
+
+// safeJoin joins a member path of an archive or stream to dir, refusing
+// one that leaves dir: absolute, "..", or through a symlink an earlier
+// member made (the simulator may run as root).
+func safeJoin(dir, member string) (string, error) {
+	rel := filepath.Clean(filepath.FromSlash(strings.TrimPrefix(member, "/")))
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("member %q leaves the tree", member)
+	}
+	p := dir
+	parts := strings.Split(rel, string(filepath.Separator))
+	for _, part := range parts[:len(parts)-1] {
+		p = filepath.Join(p, part)
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return "", fmt.Errorf("member %q goes through the symlink %s", member, p)
+		}
+	}
+	return filepath.Join(dir, rel), nil
 }
 
 // zfs send [-v] [-p] SNAP
