@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -30,6 +31,13 @@ type Cmd struct {
 	// Stdin is fed to the command; nil means /dev/null (so that commands that
 	// ask for confirmation on a tty never wait for one).
 	Stdin []byte
+	// StdinReader, when set, streams the command's standard input (zfs
+	// receive of an image) instead of Stdin; it is read as the command
+	// consumes it, never held whole in memory.
+	StdinReader io.Reader
+	// Stdout, when set, receives the command's standard output as it is
+	// written (zfs send) instead of its being kept in Result.Stdout.
+	Stdout io.Writer
 	// Timeout applies when the context has no deadline; zero means the
 	// executor's default.
 	Timeout time.Duration
@@ -152,11 +160,17 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), r.Env...)
-	if c.Stdin != nil {
+	switch {
+	case c.StdinReader != nil:
+		cmd.Stdin = c.StdinReader
+	case c.Stdin != nil:
 		cmd.Stdin = bytes.NewReader(c.Stdin)
 	}
 	var stdout, stderr cappedBuffer
 	cmd.Stdout = &stdout
+	if c.Stdout != nil {
+		cmd.Stdout = c.Stdout
+	}
 	cmd.Stderr = &stderr
 	// A process group of its own, so that the deadline reaches the command
 	// and everything it started (a hung brand hook, a shell's children),
