@@ -39,12 +39,12 @@ type Images struct {
 	Pulls       ImagePulls
 }
 
-// Error types of the image activities.
+// Error types of the control-plane image activities (DigestMismatch is
+// shared with the node's).
 const (
-	ErrTypeDigestMismatch = "DigestMismatch"
-	ErrTypeSourceFailed   = "SourceFailed"
-	ErrTypeStalled        = "Stalled"
-	ErrTypeImageGone      = "ImageGone"
+	ErrTypeSourceFailed = "SourceFailed"
+	ErrTypeStalled      = "Stalled"
+	ErrTypeImageGone    = "ImageGone"
 )
 
 // ImageRef names one image incarnation: an image deleted and created again
