@@ -1,0 +1,305 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// Unit tests of the image workflows' paths with mocked activities; the
+// end-to-end tests in internal/e2e run them for real.
+
+var testImage = activities.ImageRef{Name: "ubuntu", UID: "00000000-0000-4000-8000-0000000000aa"}
+
+type imageHarness struct {
+	testsuite.WorkflowTestSuite
+	env *testsuite.TestWorkflowEnvironment
+
+	mu       sync.Mutex
+	nodes    map[string]activities.ImageNodeUpdate // last status per node
+	failure  *activities.ImageFailure
+	removed  []string // nodes RemoveImage ran on
+	storeRm  int
+	ready    bool
+}
+
+func newImageHarness(t *testing.T) *imageHarness { return newImageHarnessOf(t, model.ImageLXTarball) }
+
+func newImageHarnessOf(t *testing.T, kind string) *imageHarness {
+	h := &imageHarness{nodes: map[string]activities.ImageNodeUpdate{}}
+	h.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	h.env = h.NewTestWorkflowEnvironment()
+	h.env.SetTestTimeout(time.Minute)
+	h.env.RegisterActivity(&activities.Images{})
+	h.env.RegisterActivity(&activities.Host{})
+	h.env.OnActivity(img.BeginImageImport, mock.Anything, mock.Anything).Return(
+		activities.ImagePlan{Found: true, Spec: model.ImageSpec{Kind: kind, Source: "http://x/u.tar.gz"}}, nil)
+	h.env.OnActivity(img.DecompressImage, mock.Anything, mock.Anything).Return(activities.ImageArtefact{SHA256: "ab", Size: 10}, nil)
+	h.env.OnActivity(img.MarkImageReady, mock.Anything, mock.Anything).Return(func(context.Context, activities.ImageReadyInput) (activities.ImageTargets, error) {
+		h.mu.Lock()
+		h.ready = true
+		h.mu.Unlock()
+		return activities.ImageTargets{Nodes: []string{"n1", "n2", "n3"}, Image: activities.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil
+	})
+	h.env.OnActivity(img.SetImageNodeStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u activities.ImageNodeUpdate) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.nodes[u.Node] = u
+		return nil
+	})
+	h.env.OnActivity(img.MarkImageFailed, mock.Anything, mock.Anything).Return(func(_ context.Context, f activities.ImageFailure) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.failure = &f
+		return nil
+	})
+	h.env.OnActivity(img.RemoveImageArtefact, mock.Anything, mock.Anything).Return(func(context.Context, string) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.storeRm++
+		return nil
+	})
+	h.env.OnActivity(host.RemoveImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.NodeImage) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.removed = append(h.removed, "removed")
+		return nil
+	})
+	return h
+}
+
+func (h *imageHarness) fetchReturns(ret ...any) {
+	h.env.OnActivity(img.FetchImage, mock.Anything, mock.Anything).Return(ret...)
+}
+
+func TestImportDistributesAndOneFailingNodeFailsOnlyItself(t *testing.T) {
+	h := newImageHarness(t)
+	h.fetchReturns(activities.ImageFetched{Bytes: 10}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, ni activities.NodeImage) (activities.NodeImageResult, error) {
+		return activities.NodeImageResult{Artefact: "/images/ubuntu.tar"}, nil
+	}).Times(2)
+	// The third pull fails every attempt, as a node whose zfs is broken.
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(activities.NodeImageResult{},
+		temporal.NewApplicationError("zfs receive failed: pool is faulted", "Transient"))
+	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.ready || h.failure != nil {
+		t.Fatalf("the image must be Ready (ready=%v failure=%+v)", h.ready, h.failure)
+	}
+	var ready, failed []string
+	for n, u := range h.nodes {
+		switch u.Phase {
+		case model.ImageReady:
+			ready = append(ready, n)
+		case model.ImageFailed:
+			failed = append(failed, n)
+			if u.Reason != model.ImageReasonPullFailed || u.Message == "" {
+				t.Errorf("a failed node needs a reason and message: %+v", u)
+			}
+		}
+	}
+	if len(ready) != 2 || len(failed) != 1 {
+		t.Fatalf("want two nodes Ready and one Failed, got %+v", h.nodes)
+	}
+}
+
+func TestDigestMismatchFailsTheImageWithoutRetry(t *testing.T) {
+	h := newImageHarness(t)
+	calls := 0
+	h.fetchReturns(func(context.Context, activities.ImageRef) (activities.ImageFetched, error) {
+		calls++
+		return activities.ImageFetched{}, temporal.NewNonRetryableApplicationError("sha256 of x is 00, the catalog expects ff", activities.ErrTypeDigestMismatch, nil)
+	})
+	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Fatalf("a digest mismatch must not be retried; fetched %d times", calls)
+	}
+	if h.failure == nil || h.failure.Reason != model.ImageReasonDigestMismatch || h.ready {
+		t.Fatalf("want Failed/DigestMismatch, got %+v ready=%v", h.failure, h.ready)
+	}
+	if h.storeRm != 1 {
+		t.Fatalf("the partial download must be removed; RemoveImageArtefact ran %d times", h.storeRm)
+	}
+}
+
+func TestStalledFetchIsRetried(t *testing.T) {
+	h := newImageHarness(t)
+	calls := 0
+	h.fetchReturns(func(context.Context, activities.ImageRef) (activities.ImageFetched, error) {
+		calls++
+		if calls < 3 {
+			return activities.ImageFetched{}, temporal.NewApplicationError("stalled", activities.ErrTypeStalled)
+		}
+		return activities.ImageFetched{Bytes: 10, Resumed: true}, nil
+	})
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(activities.NodeImageResult{}, nil)
+	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 3 || !h.ready {
+		t.Fatalf("a stalled fetch must be retried until it completes: %d calls, ready=%v", calls, h.ready)
+	}
+}
+
+func TestCancelMidDownloadRemovesPartialFiles(t *testing.T) {
+	h := newImageHarness(t)
+	h.fetchReturns(func(ctx context.Context, _ activities.ImageRef) (activities.ImageFetched, error) {
+		<-ctx.Done()
+		return activities.ImageFetched{}, ctx.Err()
+	})
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
+	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
+	err := h.env.GetWorkflowError()
+	var cancelled *temporal.CanceledError
+	if !errors.As(err, &cancelled) {
+		t.Fatalf("want the workflow cancelled, got %v", err)
+	}
+	if h.storeRm != 1 || h.failure == nil || h.failure.Reason != model.ImageReasonCancelled {
+		t.Fatalf("cancel must remove the store's files and fail the image Cancelled: storeRm=%d failure=%+v", h.storeRm, h.failure)
+	}
+}
+
+func TestCancelDuringDistributionRemovesFromPullingNodes(t *testing.T) {
+	h := newImageHarness(t)
+	h.fetchReturns(activities.ImageFetched{Bytes: 10}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.NodeImage) (activities.NodeImageResult, error) {
+		<-ctx.Done()
+		return activities.NodeImageResult{}, ctx.Err()
+	})
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
+	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
+	if len(h.removed) != 3 || h.storeRm != 1 {
+		t.Fatalf("cancel while pulling must remove the image from the three nodes and the store: nodes=%d store=%d", len(h.removed), h.storeRm)
+	}
+	if h.failure == nil || h.failure.Reason != model.ImageReasonCancelled {
+		t.Fatalf("the image must end Failed/Cancelled: %+v", h.failure)
+	}
+}
+
+func TestZoneTemplateImportFetchesNothing(t *testing.T) {
+	h := newImageHarnessOf(t, model.ImageZoneTemplate)
+	fetched := false
+	h.fetchReturns(func(context.Context, activities.ImageRef) (activities.ImageFetched, error) {
+		fetched = true
+		return activities.ImageFetched{}, nil
+	})
+	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
+	if err := h.env.GetWorkflowError(); err != nil || fetched {
+		t.Fatalf("a zone template has nothing to fetch: err=%v fetched=%v", err, fetched)
+	}
+}
+
+func TestImagePullSkipsWhatNeedsNoPull(t *testing.T) {
+	h := newImageHarness(t)
+	h.env.OnActivity(img.ImagePullPlan, mock.Anything, mock.Anything).Return(activities.NodePull{Skip: true, Why: "not Ready"}, nil)
+	pulled := false
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(context.Context, activities.NodeImage) (activities.NodeImageResult, error) {
+		pulled = true
+		return activities.NodeImageResult{}, nil
+	})
+	h.env.ExecuteWorkflow(ImagePull, ImagePullInput{Image: "ubuntu", Node: "n4"})
+	if err := h.env.GetWorkflowError(); err != nil || pulled {
+		t.Fatalf("err=%v pulled=%v", err, pulled)
+	}
+}
+
+func TestImageDeleteRemovesFromNodesThenTheRow(t *testing.T) {
+	h := newImageHarness(t)
+	h.env.OnActivity(img.ImageNodeNames, mock.Anything, mock.Anything).Return([]string{"n1", "n2"}, nil)
+	deleted := false
+	h.env.OnActivity(img.DeleteImageRow, mock.Anything, mock.Anything).Return(func(context.Context, activities.ImageRef) error {
+		deleted = len(h.removed) == 2 && h.storeRm == 1
+		return nil
+	})
+	h.env.OnRequestCancelExternalWorkflow(mock.Anything, ImageWorkflowID("ubuntu"), "").Return(nil)
+	h.env.ExecuteWorkflow(ImageDelete, ImageInput{Image: testImage})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !deleted {
+		t.Fatalf("the row must go after the nodes (%d) and the store (%d) were cleaned", len(h.removed), h.storeRm)
+	}
+}
+
+func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
+	resolves := 0
+	var pulls []activities.ImageNodeInput
+	var kind string
+	install := override{fn: host.InstallZone, ret: []any{func(_ context.Context, s activities.PodSandbox) error {
+		kind = s.ImageKind
+		return nil
+	}}}
+	h := newHarness(t, podSpec(), install, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in activities.ImageNodeInput) (activities.ResolvedImage, error) {
+		resolves++
+		switch {
+		case resolves == 1:
+			return activities.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Pull: true, Message: "pulling image base to node n1"}, nil
+		case resolves < 4:
+			return activities.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Message: "pulling image base to node n1"}, nil
+		}
+		return activities.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Present: true}, nil
+	}}})
+	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.ImageNodeInput) error {
+		pulls = append(pulls, in)
+		return nil
+	})
+	zero := int64(0)
+	h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.sawReason(ReasonImagePulling) {
+		t.Fatalf("the pod must wait with reason ImagePulling: %+v", h.statuses)
+	}
+	if len(pulls) != 1 || pulls[0] != (activities.ImageNodeInput{Image: "base", Node: "n1"}) {
+		t.Fatalf("want one pull of base to n1, got %+v", pulls)
+	}
+	if kind != model.ImageZFSStream || !h.calls.has("ConfigureZone", "BootZone") {
+		t.Fatalf("the zone must install from the image's kind once present: kind=%q calls=%s", kind, h.calls)
+	}
+}
+
+func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
+	resolves := 0
+	pulls := 0
+	h := newHarness(t, podSpec(), override{fn: img.ResolvePodImage, ret: []any{func(context.Context, activities.ImageNodeInput) (activities.ResolvedImage, error) {
+		resolves++
+		if resolves < 3 {
+			return activities.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Pull: true, Failed: true, Message: "pull failed: disk full"}, nil
+		}
+		return activities.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Present: true}, nil
+	}}})
+	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(context.Context, activities.ImageNodeInput) error {
+		pulls++
+		return nil
+	})
+	zero := int64(0)
+	h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.sawReason(ReasonImagePullBackOff) || pulls != 2 || !h.calls.has("InstallZone") {
+		t.Fatalf("a failed pull keeps the pod Pending (ImagePullBackOff) and is retried: pulls=%d calls=%s", pulls, h.calls)
+	}
+	if slices.ContainsFunc(h.statuses, func(u activities.StatusUpdate) bool { return u.Phase == model.PodFailed }) {
+		t.Fatal("a failed pull must not fail the pod")
+	}
+}
