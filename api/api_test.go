@@ -39,6 +39,12 @@ func newAPI(t *testing.T, ready ...api.ReadyCheck) *client {
 
 func serveStore(t *testing.T, url string, ready ...api.ReadyCheck) *client {
 	t.Helper()
+	// Pods name images the way people write them; the map says which.
+	return serveStoreWith(t, url, &imagemap.Map{Aliases: map[string]string{"ubuntu-24.04": "ubuntu-2404"}}, ready...)
+}
+
+func serveStoreWith(t *testing.T, url string, imgMap *imagemap.Map, ready ...api.ReadyCheck) *client {
+	t.Helper()
 	ctx := context.Background()
 	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
@@ -51,8 +57,6 @@ func serveStore(t *testing.T, url string, ready ...api.ReadyCheck) *client {
 		t.Fatal(err)
 	}
 	ready = append(ready, api.ReadyCheck{Name: "postgres", Check: st.Ping})
-	// Pods name images the way people write them; the map says which.
-	imgMap := &imagemap.Map{Aliases: map[string]string{"ubuntu-24.04": "ubuntu-2404"}}
 	srv := httptest.NewServer(api.New(api.Config{Store: st, ImageMap: imgMap, Logger: slog.New(slog.DiscardHandler), Ready: ready, WatchKeepalive: 100 * time.Millisecond}).Handler())
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); st.Close() })
 	c := &client{t: t, base: srv.URL}

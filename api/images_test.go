@@ -1,0 +1,169 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/zonewright/zonewright/internal/imagemap"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pgtest"
+)
+
+var digest = strings.Repeat("0f", 32)
+
+func TestImageCRUDAndBadInput(t *testing.T) {
+	c := newAPI(t)
+	good := fmt.Sprintf(`{"metadata":{"name":"alpine","labels":{"os":"linux"}},"spec":{"kind":"lx-tarball","source":"https://example.org/a.tar.gz","sha256":%q,"compression":"gzip","resources":{"cpu":"1","memory":"1Gi"}}}`, digest)
+	r := c.json("POST", "/api/v1/images", good)
+	if r.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	var img model.Image
+	_ = json.Unmarshal(r.body, &img)
+	if img.Kind != model.KindImage || img.Status.Phase != model.ImagePending || img.Metadata.UID == "" {
+		t.Fatalf("a new sourced image is Pending with a uid: %s", r.body)
+	}
+	if r := c.json("POST", "/api/v1/images", good); r.code != http.StatusConflict || r.status().Reason != "AlreadyExists" {
+		t.Fatalf("a second create must be 409 AlreadyExists: %d %s", r.code, r.body)
+	}
+	var list model.List[model.Image]
+	r = c.json("GET", "/api/v1/images?labelSelector=os%3Dlinux", nil)
+	_ = json.Unmarshal(r.body, &list)
+	if r.code != 200 || len(list.Items) != 1 || list.Items[0].Metadata.Name != "alpine" {
+		t.Fatalf("label selector: %d %s", r.code, r.body)
+	}
+	r = c.json("GET", "/api/v1/images?fieldSelector=spec.kind%3Dzone-template", nil)
+	_ = json.Unmarshal(r.body, &list)
+	if r.code != 200 || len(list.Items) != 2 { // omnios and i from the helper
+		t.Fatalf("field selector on spec.kind: %d %s", r.code, r.body)
+	}
+	if r := c.json("GET", "/api/v1/images/alpine", nil); r.code != 200 {
+		t.Fatalf("get: %d %s", r.code, r.body)
+	}
+	if r := c.json("GET", "/api/v1/images/nope", nil); r.code != 404 || r.status().Reason != "NotFound" {
+		t.Fatalf("get unknown: %d %s", r.code, r.body)
+	}
+	if r := c.json("GET", "/api/v1/images/alpine/artefact", nil); r.code != 404 {
+		t.Fatalf("a server without an image store has no artefacts: %d %s", r.code, r.body)
+	}
+
+	for _, tc := range []struct {
+		name, body string
+		code       int
+		field      string
+	}{
+		{"malformed", `{"metadata":`, 400, ""},
+		{"wrong kind", `{"kind":"Pod","metadata":{"name":"x"}}`, 400, ""},
+		{"unknown field", `{"metadata":{"name":"x"},"spec":{"kind":"zone-template","sauce":"x"}}`, 400, ""},
+		{"bad name", `{"metadata":{"name":"Bad_Name"},"spec":{"kind":"zone-template"}}`, 422, "metadata.name"},
+		{"unknown kind", `{"metadata":{"name":"x"},"spec":{"kind":"docker"}}`, 422, "spec.kind"},
+		{"source required", `{"metadata":{"name":"x"},"spec":{"kind":"zfs-stream","sha256":"` + digest + `"}}`, 422, "spec.source"},
+		{"bad scheme", `{"metadata":{"name":"x"},"spec":{"kind":"zfs-stream","source":"ftp://h/x","sha256":"` + digest + `"}}`, 422, "spec.source"},
+		{"sha256 required", `{"metadata":{"name":"x"},"spec":{"kind":"zfs-stream","source":"https://h/x"}}`, 422, "spec.sha256"},
+		{"sha256 not hex", `{"metadata":{"name":"x"},"spec":{"kind":"zfs-stream","source":"https://h/x","sha256":"xyz"}}`, 422, "spec.sha256"},
+		{"compression", `{"metadata":{"name":"x"},"spec":{"kind":"zfs-stream","source":"file:///x","sha256":"` + digest + `","compression":"bzip2"}}`, 422, "spec.compression"},
+		{"resources", `{"metadata":{"name":"x"},"spec":{"kind":"zone-template","resources":{"cpu":"lots"}}}`, 422, "spec.resources.cpu"},
+		{"brands", `{"metadata":{"name":"x"},"spec":{"kind":"zone-template","brands":["kvm"]}}`, 422, "spec.brands[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := c.json("POST", "/api/v1/images", tc.body)
+			if r.code != tc.code {
+				t.Fatalf("want %d, got %d %s", tc.code, r.code, r.body)
+			}
+			st := r.status()
+			if st.Kind != "Status" || st.Code != tc.code {
+				t.Fatalf("not a Status: %s", r.body)
+			}
+			if tc.field != "" && (st.Details == nil || len(st.Details.Causes) == 0 || st.Details.Causes[0].Field != tc.field) {
+				t.Fatalf("want a cause on %s: %s", tc.field, r.body)
+			}
+		})
+	}
+}
+
+func TestPodsUseTheImageMap(t *testing.T) {
+	m, err := imagemap.Parse([]byte(`
+default: base
+aliases: {illumos-latest: omnios-r151054}
+sizes:
+  small: {cpu: 250m, memory: 256Mi}
+  large: {cpu: "4", memory: 8Gi}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serveStoreWith(t, pgtest.NewDatabase(t), m)
+	for _, body := range []string{
+		`{"metadata":{"name":"base"},"spec":{"kind":"zone-template","resources":{"cpu":"500m","memory":"512Mi"}}}`,
+		`{"metadata":{"name":"omnios-r151054"},"spec":{"kind":"zone-template"}}`,
+		`{"metadata":{"name":"debian"},"spec":{"kind":"lx-tarball","source":"file:///srv/debian.tar","sha256":"` + digest + `"}}`,
+	} {
+		if r := c.json("POST", "/api/v1/images", body); r.code != http.StatusCreated {
+			t.Fatalf("create image: %d %s", r.code, r.body)
+		}
+	}
+	create := func(body string) (int, model.Pod, model.Status) {
+		r := c.json("POST", "/api/v1/namespaces/default/pods", body)
+		var p model.Pod
+		_ = json.Unmarshal(r.body, &p)
+		return r.code, p, r.status()
+	}
+
+	code, p, _ := create(`{"metadata":{"name":"aliased"},"spec":{"containers":[{"name":"app","image":"illumos-latest","command":["sleep","1"]}]}}`)
+	if code != 201 || p.Spec.Containers[0].Image != "omnios-r151054" || p.Metadata.Annotations["images.zonewright.io/app"] != "illumos-latest" {
+		t.Fatalf("an alias resolves to its image and is kept in an annotation: %d %+v", code, p)
+	}
+	code, p, _ = create(`{"metadata":{"name":"defaulted"},"spec":{"containers":[{"name":"app","command":["sleep","1"]}]}}`)
+	if code != 201 || p.Spec.Containers[0].Image != "base" {
+		t.Fatalf("a container naming no image gets the default: %d %+v", code, p.Spec)
+	}
+	if r := p.Spec.Containers[0].Resources; r.Limits["cpu"] != "500m" || r.Requests["memory"] != "512Mi" {
+		t.Fatalf("a pod without resources gets its image's: %+v", r)
+	}
+	code, p, _ = create(`{"metadata":{"name":"sized","annotations":{"zonewright.io/size":"large"}},"spec":{"containers":[{"name":"app","image":"base","command":["sleep","1"]}]}}`)
+	if r := p.Spec.Containers[0].Resources; code != 201 || r.Limits["cpu"] != "4" || r.Limits["memory"] != "8Gi" {
+		t.Fatalf("the size annotation picks a preset: %d %+v", code, r)
+	}
+	code, p, _ = create(`{"metadata":{"name":"explicit","annotations":{"zonewright.io/size":"large"}},"spec":{"containers":[{"name":"app","image":"base","command":["sleep","1"],"resources":{"limits":{"cpu":"2"}}}]}}`)
+	if r := p.Spec.Containers[0].Resources; code != 201 || r.Limits["cpu"] != "2" || r.Limits["memory"] != "" {
+		t.Fatalf("resources the pod sets win over presets: %d %+v", code, r)
+	}
+
+	for _, tc := range []struct{ name, body, field string }{
+		{"unknown image", `{"metadata":{"name":"x"},"spec":{"containers":[{"name":"app","image":"nope","command":["c"]}]}}`, "spec.containers[0].image"},
+		{"unknown second image", `{"metadata":{"name":"x"},"spec":{"containers":[{"name":"a","image":"base","command":["c"]},{"name":"b","image":"nope","command":["c"]}]}}`, "spec.containers[1].image"},
+		{"brand the image cannot install", `{"metadata":{"name":"x"},"spec":{"runtimeClassName":"lx","containers":[{"name":"app","image":"base","command":["c"]}]}}`, "spec.runtimeClassName"},
+		{"lx image as sparse", `{"metadata":{"name":"x"},"spec":{"containers":[{"name":"app","image":"debian","command":["c"]}]}}`, "spec.runtimeClassName"},
+		{"unknown size", `{"metadata":{"name":"x","annotations":{"zonewright.io/size":"huge"}},"spec":{"containers":[{"name":"app","image":"base","command":["c"]}]}}`, "metadata.annotations[zonewright.io/size]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, st := create(tc.body)
+			if code != 422 || st.Details == nil || len(st.Details.Causes) == 0 || st.Details.Causes[0].Field != tc.field {
+				t.Fatalf("want 422 on %s, got %d %+v", tc.field, code, st)
+			}
+		})
+	}
+	if code, _, _ := create(`{"metadata":{"name":"lx"},"spec":{"runtimeClassName":"lx","containers":[{"name":"app","image":"debian","command":["c"]}]}}`); code != 201 {
+		t.Fatalf("an lx image runs as lx: %d", code)
+	}
+
+	// Delete is refused while a pod uses the image, aliases included.
+	if r := c.json("DELETE", "/api/v1/images/omnios-r151054", nil); r.code != http.StatusConflict || !strings.Contains(string(r.body), "default/aliased") {
+		t.Fatalf("delete of an image in use must be 409 naming the pod: %d %s", r.code, r.body)
+	}
+	if r := c.json("DELETE", "/api/v1/namespaces/default/pods/aliased", nil); r.code != 200 {
+		t.Fatalf("delete pod: %d %s", r.code, r.body)
+	}
+	if r := c.json("DELETE", "/api/v1/images/omnios-r151054", nil); r.code != http.StatusOK {
+		t.Fatalf("delete of an unused image (no Temporal: at once): %d %s", r.code, r.body)
+	}
+	if r := c.json("GET", "/api/v1/images/omnios-r151054", nil); r.code != 404 {
+		t.Fatalf("the image must be gone: %d", r.code)
+	}
+	if r := c.json("DELETE", "/api/v1/images/omnios-r151054", nil); r.code != 404 {
+		t.Fatalf("delete of a missing image: %d %s", r.code, r.body)
+	}
+}
