@@ -170,3 +170,13 @@ func (ns *Nodes) Exited() []string {
 
 // Pid is the agent's process id.
 func (n *Node) Pid() int { return n.cmd.Process.Pid }
+
+// Add starts one more node, as a host that joins the cluster later.
+func (ns *Nodes) Add(ctx context.Context) (*Node, error) {
+	n, err := ns.start(ctx, len(ns.Nodes)+1)
+	if err != nil {
+		return nil, err
+	}
+	ns.Nodes = append(ns.Nodes, n)
+	return n, nil
+}

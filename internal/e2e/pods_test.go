@@ -120,10 +120,21 @@ func TestPodRunsAndIsRemoved(t *testing.T) {
 
 func TestEveryBrandRuns(t *testing.T) {
 	c := newCluster(t, 1)
+	// sparse and ipkg zones install from the host's packages (the base
+	// zone template); lx and bhyve need an image imported first.
+	files := newImageFiles(t)
+	url, digest := files.add("lx", &served{body: compress(t, model.CompressionGzip, tarball(t, "lx\n"))})
+	c.createImage("lx-root", model.ImageLXTarball, url, digest, "")
+	url, digest = files.add("vm", &served{body: randomBytes(1<<20, 9)})
+	c.createImage("vm-disk", model.ImageBhyveDisk, url, digest, "")
+	images := map[string]string{"sparse": "base", "ipkg": "base", "lx": "lx-root", "bhyve": "vm-disk"}
+	for _, name := range []string{"lx-root", "vm-disk"} {
+		c.waitImage(name, model.ImageReady, c.allNodes(model.ImageReady), 2*time.Minute)
+	}
 	for _, brand := range model.Brands {
 		t.Run(brand, func(t *testing.T) {
 			name := "pod-" + brand
-			c.createPod(sleepPod(name, brand, ""))
+			c.createPod(strings.Replace(sleepPod(name, brand, ""), `"image":"base"`, fmt.Sprintf(`"image":%q`, images[brand]), 1))
 			c.waitPhase(name, model.PodRunning, true, 90*time.Second)
 			if code, b := c.do("DELETE", "/api/v1/namespaces/default/pods/"+name+"?gracePeriodSeconds=0", nil); code != 200 {
 				t.Fatalf("delete: %d %s", code, b)

@@ -66,14 +66,14 @@ const (
 	LabelNodeBrandPrefix = "zonewright.io/brand-"
 )
 
-// NaturalBrands are the brands an image of a kind installs as when its
-// spec names none.
+// NaturalBrands are the brands an image of a kind can install; its spec
+// may narrow them.
 func NaturalBrands(kind string) []string {
 	switch kind {
 	case ImageLXTarball:
 		return []string{BrandLX}
 	case ImageZFSStream:
-		return []string{BrandSparse, BrandIPKG}
+		return []string{BrandLX} // zones clone the stream's golden snapshot
 	case ImageBhyveDisk:
 		return []string{BrandBhyve}
 	case ImageZoneTemplate:

@@ -423,8 +423,8 @@ func ValidateImage(img *Image) FieldErrors {
 	}
 	errs = append(errs, validateResourceList("spec.resources", s.Resources)...)
 	for i, b := range s.Brands {
-		if !slices.Contains(Brands, b) {
-			errs.add(fmt.Sprintf("spec.brands[%d]", i), FieldNotSupported, "Unsupported value: %q: supported values: %q", b, Brands)
+		if can := NaturalBrands(s.Kind); !slices.Contains(can, b) && can != nil {
+			errs.add(fmt.Sprintf("spec.brands[%d]", i), FieldNotSupported, "Unsupported value: %q: a %s image installs as %q", b, s.Kind, can)
 		}
 	}
 	return errs
