@@ -26,6 +26,9 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(PodLifecycle, workflow.RegisterOptions{Name: PodWorkflowName})
+			r.RegisterWorkflowWithOptions(ImageImport, workflow.RegisterOptions{Name: ImageImportWorkflowName})
+			r.RegisterWorkflowWithOptions(ImagePull, workflow.RegisterOptions{Name: ImagePullWorkflowName})
+			r.RegisterWorkflowWithOptions(ImageDelete, workflow.RegisterOptions{Name: ImageDeleteWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)), f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}

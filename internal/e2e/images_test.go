@@ -339,6 +339,7 @@ func TestImagesImportDistributeAndRun(t *testing.T) {
 			}
 		}
 	}
+	c.recordHistory(workflows.ImageWorkflowID("lx-stream"), "image-import-failing-node.json")
 	bad := c.waitImage("bad", model.ImageFailed, nil, time.Minute)
 	if bad.Status.Reason != model.ImageReasonDigestMismatch || !strings.Contains(bad.Status.Message, wrong) {
 		t.Errorf("a digest mismatch fails the image with both digests: %+v", bad.Status)
@@ -428,6 +429,7 @@ func TestCancelledImportLeavesNoPartialFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	img := c.waitImage("big", model.ImageFailed, nil, time.Minute)
+	c.recordHistory(workflows.ImageWorkflowID("big"), "image-import-cancelled.json")
 	if img.Status.Reason != model.ImageReasonCancelled {
 		t.Errorf("a cancelled import is Failed/Cancelled: %+v", img.Status)
 	}
@@ -468,6 +470,7 @@ func TestLateNodeGetsImagesAndPodsWaitForThem(t *testing.T) {
 	if !strings.Contains(ev, workflows.ReasonImagePulling) || !strings.Contains(ev, workflows.ReasonImagePullBackOff) {
 		t.Errorf("the pod must have waited with reasons ImagePulling and ImagePullBackOff: %s", ev)
 	}
+	c.recordHistory(workflows.PodWorkflowID("default", "waits"), "pod-image-pull-backoff.json")
 	c.waitImage("lx-late", model.ImageReady, c.allNodes(model.ImageReady), time.Minute)
 	if got := c.imageOnNode(idx, "lx-late"); len(got) == 0 {
 		t.Errorf("the late node lacks the image")
