@@ -23,6 +23,11 @@ temporal_tls_cert
 temporal_tls_key
 temporal_tls_ca
 temporal_tls_server_name
+image_store
+image_download_secret
+advertise_url
+image_map
+image_stall_timeout
 log_level
 '
 
