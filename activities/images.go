@@ -406,8 +406,27 @@ func (a *Images) SetImageNodeStatus(ctx context.Context, u ImageNodeUpdate) erro
 	_, err := a.mutate(ctx, ImageRef{Name: u.Image}, func(img *model.Image) {
 		now := a.now()
 		img.Status.SetNode(model.ImageNodeStatus{Node: u.Node, Phase: u.Phase, Reason: u.Reason, Message: u.Message, Updated: &now})
+		if img.Status.Phase == model.ImageReady {
+			img.Status.Message = nodeSummary(img.Status.Nodes)
+		}
 	})
 	return err
+}
+
+// nodeSummary says where a Ready image is, for its status message.
+func nodeSummary(nodes []model.ImageNodeStatus) string {
+	count := map[string]int{}
+	for _, n := range nodes {
+		count[n.Phase]++
+	}
+	msg := fmt.Sprintf("on %d of %d nodes", count[model.ImageReady], len(nodes))
+	if n := count[model.ImagePulling]; n > 0 {
+		msg += fmt.Sprintf(", %d pulling", n)
+	}
+	if n := count[model.ImageFailed]; n > 0 {
+		msg += fmt.Sprintf(", %d failed", n)
+	}
+	return msg
 }
 
 // ImageNodeNames lists the nodes the image's status mentions, Pulling,
