@@ -216,11 +216,13 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 	if every == 0 {
 		every = time.Second
 	}
+	var last [2]int64 // bytes done and total, for the heartbeats
 	progress := func(done, total int64) {
 		if activity.IsActivity(ctx) {
 			activity.RecordHeartbeat(ctx, [2]int64{done, total})
 		}
 		mu.Lock()
+		last = [2]int64{done, total}
 		save := time.Since(lastSave) >= every
 		if save {
 			lastSave = time.Now()
@@ -239,8 +241,30 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 			})
 		}()
 	}
+	// A live worker heartbeats even while no byte arrives: telling a
+	// stalled source from a slow one is the store's job (StallTimeout),
+	// telling a dead worker from a live one is the heartbeat's.
+	stopBeats := make(chan struct{})
+	if activity.IsActivity(ctx) {
+		go func() {
+			t := time.NewTicker(10 * time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-stopBeats:
+					return
+				case <-t.C:
+					mu.Lock()
+					d := last
+					mu.Unlock()
+					activity.RecordHeartbeat(ctx, d)
+				}
+			}
+		}()
+	}
 	res, err := a.Artefacts.Fetch(ctx, imagestore.FetchRequest{Name: ref.Name, URL: src, SHA256: img.Spec.SHA256,
 		Size: img.Spec.Size, StallTimeout: a.StallTimeout, Progress: progress})
+	close(stopBeats)
 	writes.Wait()
 	if err != nil {
 		return ImageFetched{}, fetchError(ref.Name, src, err)
