@@ -27,12 +27,12 @@ type imageHarness struct {
 	testsuite.WorkflowTestSuite
 	env *testsuite.TestWorkflowEnvironment
 
-	mu       sync.Mutex
-	nodes    map[string]activities.ImageNodeUpdate // last status per node
-	failure  *activities.ImageFailure
-	removed  []string // nodes RemoveImage ran on
-	storeRm  int
-	ready    bool
+	mu      sync.Mutex
+	nodes   map[string]activities.ImageNodeUpdate // last status per node
+	failure *activities.ImageFailure
+	removed []string // nodes RemoveImage ran on
+	storeRm int
+	ready   bool
 }
 
 func newImageHarness(t *testing.T) *imageHarness { return newImageHarnessOf(t, model.ImageLXTarball) }
