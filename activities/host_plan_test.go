@@ -50,7 +50,7 @@ func TestPlanHost(t *testing.T) {
 			inv:  all(zone(web, "running")),
 			pods: []activities.BoundPod{{Namespace: "default", Name: "web", UID: "u-web-2", Phase: "Running"}},
 			want: activities.HostPlan{Orphans: []activities.Orphan{webOrphan}, Drift: []activities.PodDrift{{
-				Pod: activities.BoundPod{Namespace: "default", Name: "web", UID: "u-web-2", Phase: "Running"},
+				Pod:  activities.BoundPod{Namespace: "default", Name: "web", UID: "u-web-2", Phase: "Running"},
 				Zone: activities.PodSandbox{Namespace: "default", Name: "web", UID: "u-web-2"}.ZoneName(), Reason: activities.DriftZoneMissing}}},
 		},
 		{

@@ -11,7 +11,7 @@ import (
 // Event reasons and source of the startup cleanup.
 const (
 	ReasonZoneAdopted   = "ZoneAdopted"
-	ReasonOrphanRemoved = "OrphanRemoved"
+	ReasonOrphanRemoved = activities.ReasonOrphanRemoved
 	ReasonOrphanFailed  = "OrphanRemovalFailed"
 	EventSourceAgent    = "zonewright-agent"
 )
