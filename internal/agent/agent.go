@@ -13,10 +13,13 @@
 // writes the Node) would remove the database credential from the hosts;
 // the Node written is the same either way.
 //
-// Stopping (SIGTERM from SMF, or the context) stops the worker gracefully:
-// running activities get up to Config.WorkerStopTimeout to finish. Zones
-// keep running; the next agent adopts them, since every host activity
-// finds its earlier work by name.
+// Starting, after preparing the host and before registering (so before the
+// node reports Ready) and before the worker polls, the agent removes the
+// zonewright resources of pods no longer bound to its node and adopts the
+// rest untouched (see startupCleanup). Stopping (SIGTERM from SMF, or the
+// context) stops the worker gracefully: running activities get up to
+// Config.WorkerStopTimeout to finish. Zones keep running; the next agent
+// adopts them, since every host activity finds its earlier work by name.
 package agent
 
 import (
