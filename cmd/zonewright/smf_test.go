@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	nodeagent "github.com/zonewright/zonewright/internal/agent"
 )
 
 // The SMF packaging in deploy/smf: a manifest and a method script per
@@ -213,8 +215,11 @@ func TestSMFManifests(t *testing.T) {
 				if m.Type != "method" || m.Timeout == "" {
 					t.Errorf("exec_method %s: type %q timeout %q", m.Name, m.Type, m.Timeout)
 				}
-				if n, err := strconv.Atoi(m.Timeout); m.Name == "stop" && (err != nil || n < 35) {
-					t.Errorf("stop timeout %q s, want at least 35 (the drain takes up to 30 s)", m.Timeout)
+				// The stop method waits for the drain: its timeout must
+				// leave room for the default shutdown timeout.
+				drain := int(nodeagent.DefaultWorkerStopTimeout / time.Second)
+				if n, err := strconv.Atoi(m.Timeout); m.Name == "stop" && (err != nil || n < drain+5) {
+					t.Errorf("stop timeout %q s, want at least %d (the drain takes up to %d s)", m.Timeout, drain+5, drain)
 				}
 			}
 			wantStart := "/opt/zonewright/lib/svc/method/zonewright-" + c.command + " start"
