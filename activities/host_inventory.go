@@ -72,8 +72,11 @@ func IsZonewrightVNICName(name string) bool { return vnicNameRE.MatchString(name
 func (h *Host) Inventory(ctx context.Context) (HostInventory, error) {
 	inv := HostInventory{Node: h.Node, ZonesDataset: h.ZonesDataset}
 	fail := func(what string, err error) (HostInventory, error) {
-		return HostInventory{}, temporal.NewApplicationError(
-			fmt.Sprintf("inventory of node %s: %s: %v", h.Node, what, err), kindErrType[illumos.KindOf(err)])
+		msg := fmt.Sprintf("inventory of node %s: %s: %v", h.Node, what, err)
+		if kind := illumos.KindOf(err); kind != illumos.KindInvalid {
+			return HostInventory{}, temporal.NewApplicationError(msg, kindErrType[kind])
+		}
+		return HostInventory{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalid, nil)
 	}
 
 	ds, err := h.Host.ZFS().List(ctx, illumos.ListOptions{Names: []string{h.ZonesDataset}, Depth: 1, Types: []string{"filesystem"}})

@@ -57,12 +57,12 @@ func ReconcileHosts(ctx workflow.Context, in ReconcileHostsInput) (ReconcileHost
 		in.InventoryTimeout = DefaultInventoryTimeout
 	}
 	log := workflow.GetLogger(ctx)
-	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	control := workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
-	})
+	}
 	var nodes []string
-	if err := workflow.ExecuteActivity(cctx, ctl.ReadyNodes).Get(ctx, &nodes); err != nil {
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, control), ctl.ReadyNodes).Get(ctx, &nodes); err != nil {
 		return ReconcileHostsResult{}, err
 	}
 
@@ -74,6 +74,7 @@ func ReconcileHosts(ctx workflow.Context, in ReconcileHostsInput) (ReconcileHost
 		wg.Add(1)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
+			cctx := workflow.WithActivityOptions(ctx, control)
 			ictx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 				TaskQueue:              NodeTaskQueue(node),
 				ScheduleToStartTimeout: in.InventoryTimeout,
