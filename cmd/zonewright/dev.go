@@ -37,8 +37,14 @@ func dev(ctx context.Context, args []string) error {
 	pgPort := fs.Int("postgres-port", 0, "loopback port of the private PostgreSQL; 0 picks a free one")
 	nodes := fs.Int("nodes", 3, "simulated illumos nodes to run, each a real agent over illumos-sim")
 	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	var sched scheduleOptions
+	scheduleFlags(fs, &sched)
 	_ = fs.Parse(args)
 	log, err := newLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	schedules, err := sched.options()
 	if err != nil {
 		return err
 	}
@@ -102,7 +108,7 @@ func dev(ctx context.Context, args []string) error {
 	stops = append(stops, func() { _ = ui.Stop() })
 
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
-		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log})
+		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Schedules: schedules, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,8 @@ temporal_tls_cert
 temporal_tls_key
 temporal_tls_ca
 temporal_tls_server_name
+reconcile_interval
+orphan_grace
 log_level
 '
 

@@ -24,6 +24,7 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/simtest"
+	"github.com/zonewright/zonewright/worker"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -55,13 +56,19 @@ type cluster struct {
 
 func newCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
 	t.Helper()
+	return newClusterWith(t, nodes, worker.ScheduleOptions{}, agentArgs...)
+}
+
+// newClusterWith is newCluster with the control plane's schedules tuned.
+func newClusterWith(t *testing.T, nodes int, sched worker.ScheduleOptions, agentArgs ...string) *cluster {
+	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	tmp := devstack.StartTestTemporal(t, func(c *devstack.TemporalConfig) {
 		c.SearchAttributes = devstack.KeywordAttributes(workflows.SearchAttributeNames...)
 	})
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
-		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler)})
+		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Schedules: sched, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
