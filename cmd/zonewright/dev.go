@@ -43,8 +43,14 @@ func dev(ctx context.Context, args []string) error {
 	var img controlplane.Config
 	imageFlags(fs, &img, "")
 	mapFile := fs.String("image-map", env("ZW_IMAGE_MAP", ""), "image map file (env ZW_IMAGE_MAP); default: the built-in deploy/images.yaml")
+	var sched scheduleOptions
+	scheduleFlags(fs, &sched)
 	_ = fs.Parse(args)
 	log, err := newLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	schedules, err := sched.options()
 	if err != nil {
 		return err
 	}
@@ -119,7 +125,7 @@ func dev(ctx context.Context, args []string) error {
 		return err
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
-		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
+		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Schedules: schedules, Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout})
 	if err != nil {

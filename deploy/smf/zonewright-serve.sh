@@ -28,6 +28,8 @@ image_download_secret
 advertise_url
 image_map
 image_stall_timeout
+reconcile_interval
+orphan_grace
 log_level
 '
 

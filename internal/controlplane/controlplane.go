@@ -38,7 +38,10 @@ type Config struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	TemporalTLS       TLSConfig
-	Logger            *slog.Logger
+	// Schedules tune the control plane's Temporal Schedules (host
+	// reconciliation interval, orphan grace period).
+	Schedules worker.ScheduleOptions
+	Logger    *slog.Logger
 	// ImageStore is the directory imported images are kept in.
 	ImageStore string
 	// ImageDownloadSecret signs the tokens nodes download artefacts with;
@@ -101,6 +104,7 @@ type ControlPlane struct {
 	http     *http.Server
 	log      *slog.Logger
 	cancel   context.CancelFunc
+	sched    worker.ScheduleOptions
 	bg       sync.WaitGroup
 	worker   tworker.Worker
 	workerMu sync.Mutex
@@ -177,7 +181,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{Store: st, Temporal: tc, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
+	cp := &ControlPlane{Store: st, Temporal: tc, addr: ln.Addr().String(), log: log, cancel: cancel, sched: cfg.Schedules, served: make(chan error, 1),
 		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
@@ -206,7 +210,7 @@ func (cp *ControlPlane) Served() <-chan error { return cp.served }
 func (cp *ControlPlane) runWorker(ctx context.Context) {
 	defer cp.bg.Done()
 	for attempt := 0; ; attempt++ {
-		err := worker.EnsureSchedules(ctx, cp.Temporal)
+		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.sched)
 		if err == nil {
 			w := worker.NewControl(cp.Temporal, cp.Store)
 			worker.RegisterImages(w, cp.imageActivities)
