@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -160,10 +161,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), r.Env...)
-	switch {
-	case c.StdinReader != nil:
-		cmd.Stdin = c.StdinReader
-	case c.Stdin != nil:
+	if c.Stdin != nil && c.StdinReader == nil {
 		cmd.Stdin = bytes.NewReader(c.Stdin)
 	}
 	var stdout, stderr cappedBuffer
@@ -189,7 +187,12 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 	}
 
 	start := time.Now()
-	err := cmd.Run()
+	var err error
+	if c.StdinReader != nil {
+		err = runStreaming(cmd, c.StdinReader)
+	} else {
+		err = cmd.Run()
+	}
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: -1}
 	if cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
@@ -223,8 +226,49 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 		ee.Err = err // could not start
 	} else if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		ee.Signaled = true
+	} else if res.ExitCode == 0 {
+		ee.Err = err // exited 0, but its input failed
 	}
 	return res, ee
+}
+
+// runStreaming runs cmd with its stdin fed from r through a pipe of our
+// own. exec's own copier would make Wait wait for it, and a Read that
+// never returns (a stalled download) would then hold Run past its
+// deadline. Here the copier is left behind once the command has exited:
+// closing the pipe fails its next write, so it ends with its reader.
+func runStreaming(cmd *exec.Cmd, r io.Reader) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("stdin pipe: %w", err)
+	}
+	cmd.Stdin = pr
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return err
+	}
+	pr.Close() // the command has its copy; ours would keep writes from failing
+	copied := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(pw, r)
+		pw.Close()
+		copied <- err
+	}()
+	err = cmd.Wait()
+	pw.Close()
+	if err == nil {
+		// The command succeeded; a reader that failed before its end is
+		// still a failure (the command saw a short input as complete).
+		select {
+		case cerr := <-copied:
+			if cerr != nil && !errors.Is(cerr, syscall.EPIPE) && !errors.Is(cerr, os.ErrClosed) {
+				return fmt.Errorf("stdin: %w", cerr)
+			}
+		default:
+		}
+	}
+	return err
 }
 
 // cappedBuffer keeps at most maxOutput bytes and discards the rest, so that

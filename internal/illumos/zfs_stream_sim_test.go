@@ -2,6 +2,7 @@ package illumos_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
 )
@@ -106,4 +108,28 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// A stream that stops coming is ended by the context's deadline: the
+// command's process group is killed and Receive returns.
+func TestZFSReceiveFromAStalledReaderEndsAtTheDeadline(t *testing.T) {
+	n := newNode(t, "node1")
+	z := n.host.ZFS()
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	go pw.Write([]byte("ILSIMZS1")) // then nothing more
+	ctx, cancel := context.WithTimeout(ctxT(t), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := z.Receive(ctx, "tank/stalled", pr, illumos.ReceiveOptions{})
+	var ee *illumos.ExecError
+	if !errors.As(err, &ee) || !ee.TimedOut {
+		t.Errorf("Receive from a stalled reader: %v, want a deadline kill", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("Receive returned %s after the deadline", took)
+	}
+	if ok, _ := z.Exists(ctxT(t), "tank/stalled"); ok {
+		t.Errorf("a killed receive left tank/stalled")
+	}
 }
