@@ -409,10 +409,10 @@ type imageBody struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc // ends the request (a stall)
 	name   string
-	hash  hash.Hash
-	n     atomic.Int64
-	total int64
-	err   atomic.Pointer[downloadError] // read by the command's stdin copier
+	hash   hash.Hash
+	n      atomic.Int64
+	total  int64
+	err    atomic.Pointer[downloadError] // read by the command's stdin copier
 }
 
 func (b *imageBody) Read(p []byte) (int, error) {
