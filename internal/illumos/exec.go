@@ -166,9 +166,6 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 	}
 	var stdout, stderr cappedBuffer
 	cmd.Stdout = &stdout
-	if c.Stdout != nil {
-		cmd.Stdout = c.Stdout
-	}
 	cmd.Stderr = &stderr
 	// A process group of its own, so that the deadline reaches the command
 	// and everything it started (a hung brand hook, a shell's children),
@@ -188,8 +185,8 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 
 	start := time.Now()
 	var err error
-	if c.StdinReader != nil {
-		err = runStreaming(cmd, c.StdinReader)
+	if c.StdinReader != nil || c.Stdout != nil {
+		err = runStreaming(ctx, cmd, c.StdinReader, c.Stdout)
 	} else {
 		err = cmd.Run()
 	}
@@ -232,34 +229,86 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 	return res, ee
 }
 
-// runStreaming runs cmd with its stdin fed from r through a pipe of our
-// own. exec's own copier would make Wait wait for it, and a Read that
-// never returns (a stalled download) would then hold Run past its
-// deadline. Here the copier is left behind once the command has exited:
-// closing the pipe fails its next write, so it ends with its reader.
-func runStreaming(cmd *exec.Cmd, r io.Reader) error {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("stdin pipe: %w", err)
+// runStreaming runs cmd with its stdin fed from in and its stdout copied
+// to out (either may be nil), each through a pipe of our own. exec's own
+// copiers would make Wait wait for them, so a Read that never returns (a
+// stalled download) or a Write that never returns (a consumer that
+// stopped) would hold Run past its deadline. Here Run returns once the
+// command has exited and its output is delivered, or at the deadline; a
+// copier still blocked in the caller's reader or writer is left to end
+// with it (its pipe is closed under it).
+func runStreaming(ctx context.Context, cmd *exec.Cmd, in io.Reader, out io.Writer) error {
+	var childEnds, ours []*os.File
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
 	}
-	cmd.Stdin = pr
+	var stdinW, stdoutR *os.File
+	if in != nil {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("stdin pipe: %w", err)
+		}
+		cmd.Stdin, stdinW = pr, pw
+		childEnds, ours = append(childEnds, pr), append(ours, pw)
+	}
+	if out != nil {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			closeAll(childEnds)
+			closeAll(ours)
+			return fmt.Errorf("stdout pipe: %w", err)
+		}
+		cmd.Stdout, stdoutR = pw, pr
+		childEnds, ours = append(childEnds, pw), append(ours, pr)
+	}
 	if err := cmd.Start(); err != nil {
-		pr.Close()
-		pw.Close()
+		closeAll(childEnds)
+		closeAll(ours)
 		return err
 	}
-	pr.Close() // the command has its copy; ours would keep writes from failing
+	// The command has its copies; ours would keep its reads and writes
+	// from ever failing.
+	closeAll(childEnds)
 	copied := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(pw, r)
-		pw.Close()
-		copied <- err
-	}()
-	err = cmd.Wait()
-	pw.Close()
-	if err == nil {
+	if in != nil {
+		go func() {
+			_, err := io.Copy(stdinW, in)
+			stdinW.Close()
+			copied <- err
+		}()
+	}
+	delivered := make(chan error, 1)
+	if out != nil {
+		go func() {
+			_, err := io.Copy(out, stdoutR)
+			if err != nil {
+				stdoutR.Close() // the command gets EPIPE instead of blocking
+			}
+			delivered <- err
+		}()
+	}
+	err := cmd.Wait()
+	if in != nil {
+		stdinW.Close()
+	}
+	if out != nil {
+		select {
+		case derr := <-delivered:
+			if err == nil && derr != nil {
+				err = fmt.Errorf("stdout: %w", derr)
+			}
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+		}
+		stdoutR.Close()
+	}
+	if err == nil && in != nil {
 		// The command succeeded; a reader that failed before its end is
-		// still a failure (the command saw a short input as complete).
+		// still a failure (the command took a short input as complete).
 		select {
 		case cerr := <-copied:
 			if cerr != nil && !errors.Is(cerr, syscall.EPIPE) && !errors.Is(cerr, os.ErrClosed) {

@@ -133,3 +133,46 @@ func TestZFSReceiveFromAStalledReaderEndsAtTheDeadline(t *testing.T) {
 		t.Errorf("a killed receive left tank/stalled")
 	}
 }
+
+// A consumer that stops taking the stream ends Send at the deadline, and
+// one that fails ends it at once.
+func TestZFSSendToAStuckOrFailingWriter(t *testing.T) {
+	n := newNode(t, "node1")
+	z := n.host.ZFS()
+	ctx := ctxT(t)
+	must(t, "create volume", z.CreateVolume(ctx, "tank/v", 8<<20, nil))
+	dev := illumos.ZvolDevice(filepath.Join(n.sim.Root, "fs/dev/zvol/rdsk"), "tank/v")
+	f, err := os.OpenFile(dev, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.CopyN(f, rand.Reader, 8<<20) // more than a pipe holds
+	f.Close()
+	must(t, "snapshot", z.Snapshot(ctx, "tank/v", "s"))
+
+	pr, pw := io.Pipe() // nobody reads pr
+	t.Cleanup(func() { pr.Close() })
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = z.Send(dctx, "tank/v@s", pw)
+	var ee *illumos.ExecError
+	if !errors.As(err, &ee) || !ee.TimedOut {
+		t.Errorf("Send to a stuck writer: %v, want a deadline kill", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("Send returned after %s", took)
+	}
+
+	start = time.Now()
+	if err := z.Send(ctx, "tank/v@s", &failingWriter{}); err == nil {
+		t.Errorf("Send to a failing writer succeeded")
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("Send to a failing writer returned after %s", took)
+	}
+}
+
+type failingWriter struct{}
+
+func (*failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
