@@ -111,12 +111,19 @@ type Host struct {
 	Installs chan struct{}
 	Log      *slog.Logger
 
-	// ImageDir, if set, is where image artefacts for lx zones are looked
-	// for: <ImageDir>/<image>.zfs (a ZFS send stream, installed with -s)
-	// or <ImageDir>/<image>.tar.gz (a root tarball, installed with -t).
-	// Without one, an lx zone installs without a source (images are the
-	// image catalog's job; see InstallZone).
+	// ImagesDataset holds the images pulled as ZFS streams and bhyve disks
+	// (<ImagesDataset>/<image>, each with its golden @base snapshot that
+	// zones and pod volumes are cloned from).
+	ImagesDataset string
+	// VolumesDataset holds the pods' volumes (bhyve boot disks cloned from
+	// an image), one per pod zone.
+	VolumesDataset string
+	// ImageDir holds lx tarball images, <ImageDir>/<image>.tar.
 	ImageDir string
+	// ZvolDir is the directory of the volumes' raw devices
+	// (illumos.DefaultZvolDir on illumos), where PullImage writes disk
+	// images.
+	ZvolDir string
 	// PrepareZonepath, if set, runs on the zonepath once the zone's dataset
 	// exists and is mounted. zoneadm install wants the zonepath owned by
 	// root with mode 0700 while zfs create makes it 0755, so on illumos the
@@ -128,6 +135,9 @@ type Host struct {
 	PollInterval time.Duration
 	// HeartbeatInterval is how often long commands heartbeat; zero means 5s.
 	HeartbeatInterval time.Duration
+	// DownloadStallTimeout ends an image download that receives nothing
+	// for that long; zero means a minute.
+	DownloadStallTimeout time.Duration
 
 	mu    sync.Mutex
 	zones map[string]*zoneLock

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -28,9 +29,11 @@ import (
 func TestMain(m *testing.M) { os.Exit(simtest.Main(m.Run)) }
 
 const (
-	zonesDataset = "tank/zonewright/zones"
-	zonesPath    = "/zonewright/zones"
-	etherstub    = "zwstub0"
+	zonesDataset   = "tank/zonewright/zones"
+	zonesPath      = "/zonewright/zones"
+	imagesDataset  = "tank/zonewright/images"
+	volumesDataset = "tank/zonewright/volumes"
+	etherstub      = "zwstub0"
 )
 
 // node is one simulated node with its host activities.
@@ -51,18 +54,27 @@ func newNode(t *testing.T) *node {
 	if err := h.ZFS().Create(ctx, zonesDataset, map[string]string{"mountpoint": zonesPath}); err != nil {
 		t.Fatal(err)
 	}
+	for _, ds := range []string{imagesDataset, volumesDataset} {
+		if err := h.ZFS().Create(ctx, ds, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := h.Dladm().CreateEtherstub(ctx, etherstub); err != nil {
 		t.Fatal(err)
 	}
 	n.host = &activities.Host{
-		Host:         h,
-		Node:         "node1",
-		Etherstub:    etherstub,
-		ZonesDataset: zonesDataset,
-		ZonesPath:    zonesPath,
-		Installs:     make(chan struct{}, 2),
-		Log:          slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), &n.log), nil)),
-		PollInterval: 100 * time.Millisecond,
+		Host:           h,
+		Node:           "node1",
+		Etherstub:      etherstub,
+		ZonesDataset:   zonesDataset,
+		ZonesPath:      zonesPath,
+		ImagesDataset:  imagesDataset,
+		VolumesDataset: volumesDataset,
+		ImageDir:       filepath.Join(n.sim.Root, "fs/var/zonewright/images"),
+		ZvolDir:        filepath.Join(n.sim.Root, "fs/dev/zvol/rdsk"),
+		Installs:       make(chan struct{}, 2),
+		Log:            slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), &n.log), nil)),
+		PollInterval:   100 * time.Millisecond,
 	}
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))))

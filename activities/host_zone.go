@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/model"
 )
 
 // Zone attributes that mark a zone as zonewright's and say whose it is, so
@@ -55,6 +55,46 @@ func (h *Host) CreateDatasets(ctx context.Context, s PodSandbox) error {
 			return h.fail(ctx, step, s, fmt.Errorf("prepare zonepath %s: %w", zp, err))
 		}
 	}
+	if s.Brand == "bhyve" && s.ImageKind == model.ImageBhyveDisk {
+		return h.createBootDisk(ctx, s)
+	}
+	return nil
+}
+
+// bootDisk is the volume a bhyve pod boots from: a clone of its image.
+func (h *Host) bootDisk(s PodSandbox) (string, error) {
+	return illumos.DatasetName(h.VolumesDataset, s.ZoneName())
+}
+
+// createBootDisk clones the pod's disk image to its boot volume.
+func (h *Host) createBootDisk(ctx context.Context, s PodSandbox) error {
+	const step = "clone the boot disk"
+	vol, err := h.bootDisk(s)
+	if err != nil {
+		return h.invalid(ctx, step, s, err)
+	}
+	snap, err := h.imageSnapshot(s.Image)
+	if err != nil {
+		return h.invalid(ctx, step, s, err)
+	}
+	zfs := h.Host.ZFS()
+	origin, err := zfs.Get(ctx, vol, "origin")
+	switch {
+	case err == nil && origin == snap:
+		return nil // cloned by an earlier attempt
+	case err == nil:
+		return h.conflict(ctx, step, s, "volume %s exists and is not a clone of %s (origin %s)", vol, snap, origin)
+	case !errors.Is(err, illumos.ErrNotFound):
+		return h.fail(ctx, step, s, err)
+	}
+	if ok, err := zfs.Exists(ctx, snap); err != nil {
+		return h.fail(ctx, step, s, err)
+	} else if !ok {
+		return h.imageMissing(s, snap)
+	}
+	if err := zfs.Clone(ctx, snap, vol, nil); err != nil {
+		return h.fail(ctx, step, s, err)
+	}
 	return nil
 }
 
@@ -70,6 +110,17 @@ func (h *Host) DestroyDatasets(ctx context.Context, s PodSandbox) error {
 	}
 	if err := h.Host.ZFS().Destroy(ctx, ds); err != nil && !errors.Is(err, illumos.ErrNotFound) {
 		return h.fail(ctx, step, s, err)
+	}
+	// A bhyve pod's boot volume, if it has one (whatever ImageKind says
+	// now, so a teardown never leaves one behind).
+	if s.Brand == "bhyve" {
+		vol, err := h.bootDisk(s)
+		if err != nil {
+			return h.invalid(ctx, step, s, err)
+		}
+		if err := h.Host.ZFS().Destroy(ctx, vol); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+			return h.fail(ctx, "destroy the boot disk", s, err)
+		}
 	}
 	return nil
 }
@@ -152,7 +203,17 @@ func (h *Host) zoneConfig(s PodSandbox) (illumos.ZoneConfig, error) {
 		if s.MilliCPU > 0 {
 			b.VCPUs = int((s.MilliCPU + 999) / 1000)
 		}
-		if b.RAM != 0 || b.VCPUs != 0 {
+		if s.ImageKind == model.ImageBhyveDisk {
+			// The boot volume is delegated to the zone and named as its
+			// boot disk (bhyve.7); the device path is illumos's own.
+			vol, err := h.bootDisk(s)
+			if err != nil {
+				return illumos.ZoneConfig{}, err
+			}
+			cfg.Devices = []string{illumos.ZvolDevice(illumos.DefaultZvolDir, vol)}
+			b.BootDisk = vol
+		}
+		if b.RAM != 0 || b.VCPUs != 0 || b.BootDisk != "" {
 			cfg.Bhyve = b
 		}
 		return cfg, nil
@@ -207,6 +268,12 @@ func configDiff(have, want illumos.ZoneConfig) []string {
 	}
 	if hb.VCPUs != wb.VCPUs || hb.RAM != wb.RAM {
 		d = append(d, fmt.Sprintf("bhyve vcpus %d ram %d, want vcpus %d ram %d", hb.VCPUs, hb.RAM, wb.VCPUs, wb.RAM))
+	}
+	if hb.BootDisk != wb.BootDisk {
+		d = append(d, fmt.Sprintf("bhyve bootdisk %q, want %q", hb.BootDisk, wb.BootDisk))
+	}
+	if !slices.Equal(have.Devices, want.Devices) {
+		d = append(d, fmt.Sprintf("devices %q, want %q", have.Devices, want.Devices))
 	}
 	for _, a := range want.Attrs {
 		if v := attrValue(have, a.Name); v != a.Value {
@@ -282,24 +349,41 @@ func (h *Host) DeleteZoneConfig(ctx context.Context, s PodSandbox) error {
 	return nil
 }
 
-// installOptions finds the lx image artefact of the sandbox, if any.
-func (h *Host) installOptions(s PodSandbox) illumos.InstallOptions {
-	if s.Brand != "lx" || h.ImageDir == "" || s.Image == "" ||
-		strings.ContainsAny(s.Image, `/\`) || strings.HasPrefix(s.Image, ".") {
-		return illumos.InstallOptions{}
+// installOptions are the brand arguments that install the sandbox's
+// catalog image: an lx zone clones the image's golden snapshot (the fast
+// path) or unpacks its tarball; a bhyve zone boots from the volume
+// CreateDatasets cloned; a zone template, or no catalog image, installs
+// plainly. An image the node lacks is a non-retryable ImageMissing.
+func (h *Host) installOptions(ctx context.Context, s PodSandbox) (illumos.InstallOptions, error) {
+	brand := s.Brand
+	if brand == "" {
+		brand = DefaultBrand
 	}
-	if p := filepath.Join(h.ImageDir, s.Image+".zfs"); fileExists(p) {
-		return illumos.InstallOptions{Source: p}
+	switch {
+	case s.ImageKind == "" || s.ImageKind == model.ImageZoneTemplate:
+		return illumos.InstallOptions{}, nil
+	case brand == "lx" && s.ImageKind == model.ImageZFSStream:
+		snap, err := h.imageSnapshot(s.Image)
+		if err != nil {
+			return illumos.InstallOptions{}, h.invalid(ctx, "install the zone", s, err)
+		}
+		if ok, err := h.Host.ZFS().Exists(ctx, snap); err != nil {
+			return illumos.InstallOptions{}, h.fail(ctx, "install the zone (look for the image)", s, err)
+		} else if !ok {
+			return illumos.InstallOptions{}, h.imageMissing(s, snap)
+		}
+		return illumos.InstallOptions{Source: snap}, nil
+	case brand == "lx" && s.ImageKind == model.ImageLXTarball:
+		p := h.tarballPath(s.Image)
+		if _, err := os.Stat(p + ".sha256"); err != nil {
+			return illumos.InstallOptions{}, h.imageMissing(s, p)
+		}
+		return illumos.InstallOptions{Tarball: p}, nil
+	case brand == "bhyve" && s.ImageKind == model.ImageBhyveDisk:
+		return illumos.InstallOptions{}, nil
 	}
-	if p := filepath.Join(h.ImageDir, s.Image+".tar.gz"); fileExists(p) {
-		return illumos.InstallOptions{Tarball: p}
-	}
-	return illumos.InstallOptions{}
-}
-
-func fileExists(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular()
+	return illumos.InstallOptions{}, h.invalid(ctx, "install the zone", s,
+		fmt.Errorf("image %s of kind %s cannot install a %s zone", s.Image, s.ImageKind, brand))
 }
 
 // InstallZone installs the zone, heartbeating while it runs. An installed
@@ -307,10 +391,8 @@ func fileExists(p string) bool {
 // is uninstalled and installed again. At most cap(h.Installs) installs run
 // at once on the node.
 //
-// lx zones install from the image artefact in ImageDir when there is one;
-// until the image catalog distributes images to nodes there usually is
-// none, and the zone installs without a source (which the real lx brand
-// refuses: lx pods need their image on the node).
+// The zone installs from its catalog image (see installOptions), which
+// the control plane pulls to the node beforehand.
 func (h *Host) InstallZone(ctx context.Context, s PodSandbox) error {
 	const step = "install the zone"
 	if err := s.check(); err != nil {
@@ -365,8 +447,12 @@ func (h *Host) install(ctx context.Context, step string, s PodSandbox) error {
 	stop := h.heartbeat(ctx, func() any {
 		return fmt.Sprintf("installing zone %s (%s)", name, time.Since(start).Round(time.Second))
 	})
-	opts := h.installOptions(s)
-	err := h.Host.Zoneadm().Install(ctx, name, opts)
+	opts, err := h.installOptions(ctx, s)
+	if err != nil {
+		stop()
+		return err
+	}
+	err = h.Host.Zoneadm().Install(ctx, name, opts)
 	stop()
 	if err != nil && !errors.Is(err, illumos.ErrAlreadyExists) {
 		return h.fail(ctx, step, s, err)

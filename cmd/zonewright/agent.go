@@ -12,6 +12,7 @@ import (
 
 	nodeagent "github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -29,6 +30,9 @@ type agentOptions struct {
 	zonesPath      string
 	brands         string
 	imageDir       string
+	imagesDataset  string
+	volumesDataset string
+	zvolDir        string
 	maxPods        string
 	reservedCPU    string
 	reservedMemory string
@@ -55,7 +59,10 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.zonesDataset, "zones-dataset", env("ZW_ZONES_DATASET", ""), "parent dataset of the zones, overriding <storage-pool>/zonewright/zones (env ZW_ZONES_DATASET)")
 	fs.StringVar(&o.zonesPath, "zones-path", env("ZW_ZONES_PATH", nodeagent.DefaultZonesPath), "mountpoint of the zones dataset; zonepaths are <zones-path>/<zone> (env ZW_ZONES_PATH)")
 	fs.StringVar(&o.brands, "zone-brands", env("ZW_ZONE_BRANDS", strings.Join(nodeagent.DefaultZoneBrands, ",")), "zone brands this node offers, comma-separated (env ZW_ZONE_BRANDS)")
-	fs.StringVar(&o.imageDir, "image-dir", env("ZW_IMAGE_DIR", ""), "directory of lx image artefacts <image>.zfs or <image>.tar.gz (env ZW_IMAGE_DIR)")
+	fs.StringVar(&o.imagesDataset, "images-dataset", env("ZW_IMAGES_DATASET", ""), "parent dataset of images received as ZFS streams or disk volumes, overriding <storage-pool>/zonewright/images (env ZW_IMAGES_DATASET)")
+	fs.StringVar(&o.volumesDataset, "volumes-dataset", env("ZW_VOLUMES_DATASET", ""), "parent dataset of the pods' volumes (bhyve boot disks), overriding <storage-pool>/zonewright/volumes (env ZW_VOLUMES_DATASET)")
+	fs.StringVar(&o.imageDir, "image-dir", env("ZW_IMAGE_DIR", nodeagent.DefaultImageDir), "directory of lx tarball images <image>.tar (env ZW_IMAGE_DIR)")
+	fs.StringVar(&o.zvolDir, "zvol-dir", env("ZW_ZVOL_DIR", illumos.DefaultZvolDir), "directory of the volumes' raw devices (env ZW_ZVOL_DIR)")
 	fs.StringVar(&o.maxPods, "max-pods", env("ZW_MAX_PODS", strconv.Itoa(nodeagent.DefaultMaxPods)), "pods this node takes at most (env ZW_MAX_PODS)")
 	fs.StringVar(&o.reservedCPU, "system-reserved-cpu", env("ZW_SYSTEM_RESERVED_CPU", "500m"), "CPU kept from pods for the global zone (env ZW_SYSTEM_RESERVED_CPU)")
 	fs.StringVar(&o.reservedMemory, "system-reserved-memory", env("ZW_SYSTEM_RESERVED_MEMORY", "1Gi"), "memory kept from pods for the global zone (env ZW_SYSTEM_RESERVED_MEMORY)")
@@ -87,10 +94,19 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 		ZonesDataset:      o.zonesDataset,
 		ZonesPath:         o.zonesPath,
 		ImageDir:          o.imageDir,
+		ImagesDataset:     o.imagesDataset,
+		VolumesDataset:    o.volumesDataset,
+		ZvolDir:           o.zvolDir,
 		BinDir:            o.binDir,
 	}
 	if cfg.ZonesDataset == "" {
 		cfg.ZonesDataset = nodeagent.ZonesDataset(o.pool)
+	}
+	if cfg.ImagesDataset == "" {
+		cfg.ImagesDataset = nodeagent.ImagesDataset(o.pool)
+	}
+	if cfg.VolumesDataset == "" {
+		cfg.VolumesDataset = nodeagent.VolumesDataset(o.pool)
 	}
 	for _, b := range strings.Split(o.brands, ",") {
 		if b = strings.TrimSpace(b); b != "" {

@@ -35,7 +35,10 @@ storage_pool
 zones_dataset
 zones_path
 zone_brands
+images_dataset
+volumes_dataset
 image_dir
+zvol_dir
 max_pods
 system_reserved_cpu
 system_reserved_memory

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -53,6 +54,7 @@ const (
 	DefaultEtherstub             = "zwstub0"
 	DefaultStoragePool           = "tank"
 	DefaultZonesPath             = "/zonewright/zones"
+	DefaultImageDir              = "/var/zonewright/images"
 	DefaultMaxPods               = 110
 	DefaultMaxConcurrentInstalls = 4
 	DefaultHeartbeatInterval     = 10 * time.Second
@@ -64,6 +66,14 @@ var DefaultZoneBrands = []string{"sparse", "ipkg", "lx", "bhyve"}
 
 // ZonesDataset is the zones' parent dataset in pool.
 func ZonesDataset(pool string) string { return pool + "/zonewright/zones" }
+
+// ImagesDataset is where images received as ZFS streams (and bhyve disk
+// images, as volumes) live in pool, each with its golden @base snapshot.
+func ImagesDataset(pool string) string { return pool + "/zonewright/images" }
+
+// VolumesDataset holds the per-pod volumes (bhyve boot disks cloned from
+// images) in pool.
+func VolumesDataset(pool string) string { return pool + "/zonewright/volumes" }
 
 // Labels, annotations and the condition reason the agent writes.
 const (
@@ -88,8 +98,16 @@ type Config struct {
 	ZonesDataset string // default ZonesDataset(DefaultStoragePool)
 	ZonesPath    string // where ZonesDataset is mounted; default DefaultZonesPath
 	ZoneBrands   []string
-	ImageDir     string // lx image artefacts (see activities.Host.ImageDir)
-	MaxPods      int
+	// ImagesDataset and VolumesDataset: see activities.Host; defaults
+	// ImagesDataset(DefaultStoragePool), VolumesDataset(DefaultStoragePool).
+	ImagesDataset  string
+	VolumesDataset string
+	// ImageDir holds lx tarball images; default DefaultImageDir.
+	ImageDir string
+	// ZvolDir is the volumes' raw device directory; default
+	// illumos.DefaultZvolDir.
+	ZvolDir string
+	MaxPods int
 
 	SystemReservedMilliCPU int64
 	SystemReservedMemory   int64 // bytes
@@ -118,6 +136,18 @@ func (c *Config) setDefaults() {
 	}
 	if c.ZonesPath == "" {
 		c.ZonesPath = DefaultZonesPath
+	}
+	if c.ImagesDataset == "" {
+		c.ImagesDataset = ImagesDataset(DefaultStoragePool)
+	}
+	if c.VolumesDataset == "" {
+		c.VolumesDataset = VolumesDataset(DefaultStoragePool)
+	}
+	if c.ImageDir == "" {
+		c.ImageDir = DefaultImageDir
+	}
+	if c.ZvolDir == "" {
+		c.ZvolDir = illumos.DefaultZvolDir
 	}
 	if len(c.ZoneBrands) == 0 {
 		c.ZoneBrands = DefaultZoneBrands
@@ -163,8 +193,15 @@ func (c *Config) validate() error {
 	if !illumos.ValidLinkName(c.Etherstub) {
 		errs = append(errs, fmt.Errorf("etherstub %q is not a valid link name (letters, digits, '_', ending in a digit)", c.Etherstub))
 	}
-	if !illumos.ValidDatasetName(c.ZonesDataset) {
-		errs = append(errs, fmt.Errorf("zones dataset %q is not a dataset name", c.ZonesDataset))
+	for what, ds := range map[string]string{"zones": c.ZonesDataset, "images": c.ImagesDataset, "volumes": c.VolumesDataset} {
+		if !illumos.ValidDatasetName(ds) {
+			errs = append(errs, fmt.Errorf("%s dataset %q is not a dataset name", what, ds))
+		}
+	}
+	for what, dir := range map[string]string{"image dir": c.ImageDir, "zvol dir": c.ZvolDir} {
+		if !filepath.IsAbs(dir) {
+			errs = append(errs, fmt.Errorf("%s %q must be an absolute path", what, dir))
+		}
 	}
 	if !strings.HasPrefix(c.ZonesPath, "/") || c.ZonesPath == "/" {
 		errs = append(errs, fmt.Errorf("zones path %q must be an absolute path other than /", c.ZonesPath))
@@ -228,13 +265,16 @@ func (a *Agent) run(ctx context.Context) error {
 	defer a.st.Close()
 
 	h := &activities.Host{
-		Host:         a.host,
-		Node:         cfg.Node,
-		Etherstub:    cfg.Etherstub,
-		ZonesDataset: cfg.ZonesDataset,
-		ZonesPath:    cfg.ZonesPath,
-		ImageDir:     cfg.ImageDir,
-		Log:          a.log.With("component", "host"),
+		Host:           a.host,
+		Node:           cfg.Node,
+		Etherstub:      cfg.Etherstub,
+		ZonesDataset:   cfg.ZonesDataset,
+		ZonesPath:      cfg.ZonesPath,
+		ImagesDataset:  cfg.ImagesDataset,
+		VolumesDataset: cfg.VolumesDataset,
+		ImageDir:       cfg.ImageDir,
+		ZvolDir:        cfg.ZvolDir,
+		Log:            a.log.With("component", "host"),
 	}
 	if cfg.MaxConcurrentInstalls > 0 {
 		h.Installs = make(chan struct{}, cfg.MaxConcurrentInstalls)
@@ -301,6 +341,18 @@ func (a *Agent) prepareHost(ctx context.Context) error {
 		// but the operator chose another place, and we leave it.
 		a.log.Warn("the zones dataset is mounted elsewhere than the zones path; zone datasets are mounted under the zones path",
 			"dataset", cfg.ZonesDataset, "mountpoint", mp, "zonesPath", cfg.ZonesPath)
+	}
+	// The parents of images (received streams, disk volumes) and of the
+	// pods' volumes; the directory of lx tarballs.
+	for _, ds := range []string{cfg.ImagesDataset, cfg.VolumesDataset} {
+		if _, err := retry(ctx, a.log, "create dataset "+ds, func() (struct{}, error) {
+			return struct{}{}, zfs.Create(ctx, ds, nil)
+		}); err != nil {
+			return fmt.Errorf("create the dataset %s: %w", ds, err)
+		}
+	}
+	if err := os.MkdirAll(cfg.ImageDir, 0o755); err != nil {
+		return fmt.Errorf("create the image directory: %w", err)
 	}
 	if _, err := retry(ctx, a.log, "create the etherstub", func() (struct{}, error) {
 		ok, err := dl.EtherstubExists(ctx, cfg.Etherstub)

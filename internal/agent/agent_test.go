@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -120,6 +121,8 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		TemporalNamespace:      tmp.Namespace(),
 		PodCIDR:                "127.10.9.0/24",
 		BinDir:                 node.Bin,
+		ImageDir:               filepath.Join(node.Root, "fs/var/zonewright/images"),
+		ZvolDir:                filepath.Join(node.Root, "fs/dev/zvol/rdsk"),
 		SystemReservedMilliCPU: 500,
 		SystemReservedMemory:   1 << 30,
 		HeartbeatInterval:      200 * time.Millisecond,
@@ -169,8 +172,13 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 
 	// The host is prepared.
 	hostState := node.State(t)
-	if !hasDataset(hostState, "tank/zonewright/zones") {
-		t.Errorf("no zones dataset: %+v", hostState.Datasets)
+	for _, ds := range []string{"tank/zonewright/zones", "tank/zonewright/images", "tank/zonewright/volumes"} {
+		if !hasDataset(hostState, ds) {
+			t.Errorf("no dataset %s: %+v", ds, hostState.Datasets)
+		}
+	}
+	if fi, err := os.Stat(cfg.ImageDir); err != nil || !fi.IsDir() {
+		t.Errorf("no image directory: %v", err)
 	}
 	if !slices.ContainsFunc(hostState.Links, func(l simtest.Link) bool {
 		return l.Name == "zwstub0" && l.Class == "etherstub"

@@ -95,7 +95,11 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 	}
 	args := append([]string{"agent", "--node", name, "--database-url", cfg.DatabaseURL,
 		"--temporal-address", cfg.Temporal, "--temporal-namespace", cfg.Namespace,
-		"--pod-cidr", n.PodCIDR, "--bin-dir", n.BinDir}, cfg.ExtraArgs...)
+		"--pod-cidr", n.PodCIDR, "--bin-dir", n.BinDir,
+		// The simulator keeps an illumos path P at <root>/fs/P; the agent
+		// writes images and volume data there itself.
+		"--image-dir", filepath.Join(n.Root, "fs/var/zonewright/images"),
+		"--zvol-dir", filepath.Join(n.Root, "fs/dev/zvol/rdsk")}, cfg.ExtraArgs...)
 	n.cmd = exec.Command(cfg.Agent, args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	// The agents die with the dev stack, even if it is killed.

@@ -80,12 +80,18 @@ var rules = []rule{
 	{kind: KindTransient, frag: "Interrupted system call"},
 	{kind: KindTransient, frag: "repository server unavailable"},
 	{kind: KindTransient, frag: "timed out waiting for"},
+	// zfs receive of a stream that ended early (the sender or the
+	// download stopped): sending it again can work.
+	{kind: KindTransient, frag: "failed to read from stream"},
+	{kind: KindTransient, frag: "checksum mismatch or incomplete stream"},
 
 	// Invalid requests whose wording overlaps with the state messages below.
 	{kind: KindInvalid, frag: "operation is invalid for the global zone"},
 	{kind: KindInvalid, frag: "operation is invalid for zones starting with SUNW"},
 	{kind: KindInvalid, frag: "not applicable to the global zone"},
 	{kind: KindInvalid, frag: "Input not from terminal"},
+	{kind: KindInvalid, frag: "invalid stream"},
+	{kind: KindAlreadyExists, frag: "must specify -F to overwrite it"},
 
 	// Not found.
 	{kind: KindNotFound, frag: "No such zone configured"},

@@ -36,6 +36,13 @@ func TestClassifySpecMessages(t *testing.T) {
 		{"zoneadm exit 2 without text is invalid", []string{"/usr/sbin/zoneadm", "list", "-Q"}, 2, "", "", KindInvalid},
 		{"list -p with -v is invalid", []string{"zoneadm", "list", "-pv"}, 1, "zoneadm: list -p and -v are mutually exclusive.\n", "", KindInvalid},
 
+		// zfs receive
+		{"receive onto an existing dataset already exists", []string{"zfs", "receive", "tank/a"}, 1, "cannot receive new filesystem stream: destination 'tank/a' exists\nmust specify -F to overwrite it\n", "", KindAlreadyExists},
+		{"receive under a missing parent is not found", []string{"zfs", "receive", "tank/a/b"}, 1, "cannot receive new filesystem stream: no such pool or dataset\n", "", KindNotFound},
+		{"receive of a truncated stream is transient", []string{"zfs", "receive", "tank/a"}, 1, "cannot receive: failed to read from stream\n", "", KindTransient},
+		{"receive of a corrupted stream is transient", []string{"zfs", "receive", "tank/a"}, 1, "cannot receive new filesystem stream: checksum mismatch or incomplete stream\n", "", KindTransient},
+		{"receive of something else is invalid", []string{"zfs", "receive", "tank/a"}, 1, "cannot receive: invalid stream (bad magic number)\n", "", KindInvalid},
+
 		// zonecfg
 		{"zonecfg info on an unknown zone is not found", []string{"zonecfg", "-z", "nosuch", "info"}, 1, "nosuch: No such zone configured\n", "", KindNotFound},
 		{"zonecfg create over an existing zone already exists", []string{"zonecfg", "-z", "web01", "-f", "-"}, 1, "On line 1:\nZone exists, input not from terminal and -F not specified:\ncreate command ignored, exiting.\n", "", KindAlreadyExists},

@@ -3,6 +3,8 @@ package illumos
 import (
 	"context"
 	"fmt"
+	"io"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -336,4 +338,58 @@ func ParseZFSGetValues(out string, want int) ([]string, error) {
 		return nil, fmt.Errorf("%d values, want %d", len(vals), want)
 	}
 	return vals, nil
+}
+
+// ReceiveOptions are the flags of `zfs receive`.
+type ReceiveOptions struct {
+	Force   bool              // -F: replace an existing destination
+	NoMount bool              // -u: do not mount what was received
+	Props   map[string]string // -o k=v: set on the received dataset
+}
+
+// Receive reads a send stream from r into target (a dataset, or
+// DATASET@SNAP to name the received snapshot), streaming it to zfs
+// receive as it is read. ErrAlreadyExists when target exists without
+// Force; ErrNotFound when its parent does not; ErrTransient when the
+// stream ends early (a failing r ends it); ErrInvalid when r is not a
+// send stream.
+func (z ZFS) Receive(ctx context.Context, target string, r io.Reader, o ReceiveOptions) error {
+	const op = "zfs receive"
+	if !ValidDatasetName(target) && !ValidSnapshotName(target) {
+		return invalidf(op, target, "invalid dataset name %q", target)
+	}
+	args := []string{"receive"}
+	if o.Force {
+		args = append(args, "-F")
+	}
+	if o.NoMount {
+		args = append(args, "-u")
+	}
+	props, err := propArgs(op, target, "-o", o.Props)
+	if err != nil {
+		return err
+	}
+	args = append(append(args, props...), target)
+	_, err = run(ctx, z.Runner, op, target, Cmd{Path: zfsPath, Args: args, StdinReader: r})
+	return err
+}
+
+// Send writes the full send stream of snapshot (DATASET@SNAP) to w as zfs
+// send produces it, with the dataset's properties (-p).
+func (z ZFS) Send(ctx context.Context, snapshot string, w io.Writer) error {
+	const op = "zfs send"
+	if !ValidSnapshotName(snapshot) {
+		return invalidf(op, snapshot, "invalid snapshot name %q", snapshot)
+	}
+	_, err := run(ctx, z.Runner, op, snapshot, Cmd{Path: zfsPath, Args: []string{"send", "-p", snapshot}, Stdout: w})
+	return err
+}
+
+// DefaultZvolDir is where illumos puts volumes' raw devices.
+const DefaultZvolDir = "/dev/zvol/rdsk"
+
+// ZvolDevice is the device path of volume vol (pool/…/name) in a device
+// directory such as DefaultZvolDir.
+func ZvolDevice(dir, vol string) string {
+	return path.Join(dir, vol)
 }

@@ -429,9 +429,8 @@ func TestBrandInstallOptions(t *testing.T) {
 	if got := h.zoneState("lx1"); got != "configured" {
 		t.Errorf("failed lx install left the zone %s", got)
 	}
-	img := filepath.Join(t.TempDir(), "image.tar.gz")
-	os.WriteFile(img, []byte("x"), 0o644)
-	h.must("zoneadm", "-z", "lx1", "install", "-x", "nodataset", "-s", img)
+	img := writeTarball(t, map[string]string{"etc/os-release": "NAME=test\n"})
+	h.must("zoneadm", "-z", "lx1", "install", "-x", "nodataset", "-t", img)
 	if got := h.zoneState("lx1"); got != "installed" {
 		t.Errorf("lx install: %s", got)
 	}

@@ -46,7 +46,10 @@ type Zone struct {
 	// OwnDataset is the dataset zoneadm install created for the zonepath;
 	// uninstall destroys it.
 	OwnDataset string `json:"own_dataset,omitempty"`
-	BootID     string `json:"boot_id,omitempty"`
+	// RootDataset is the <zonepath dataset>/root an lx install from a
+	// snapshot or a send stream made; uninstall destroys it.
+	RootDataset string `json:"root_dataset,omitempty"`
+	BootID      string `json:"boot_id,omitempty"`
 	// BootOwner is the zoneadm process carrying out BootID; a boot whose
 	// owner died can be taken over.
 	BootOwner     int `json:"boot_owner,omitempty"`

@@ -25,12 +25,14 @@ var zfsUsage = map[string]string{
 	"mount":   "\tmount\n\tmount [-vO] [-o opts] <-a | filesystem>",
 	"unmount": "\tunmount [-f] <-a | filesystem|mountpoint>",
 	"rename":  "\trename [-f] <filesystem|volume|snapshot> <filesystem|volume|snapshot>\n\trename [-f] -p <filesystem|volume> <filesystem|volume>\n\trename -r <snapshot> <snapshot>",
+	"send":    "\tsend [-DnPpRvLec] [-[iI] snapshot] <snapshot>",
+	"receive": "\treceive [-vnsFu] [-o <property>=<value>] ... <filesystem|volume|snapshot>\n\treceive [-vnsFu] [-o <property>=<value>] ... [-d | -e] <filesystem>",
 }
 
 func runZfs(inv *invocation) int {
 	if len(inv.args) == 0 {
 		inv.errf("usage: zfs command args ...\nwhere 'command' is one of the following:\n")
-		for _, k := range []string{"create", "destroy", "snapshot", "clone", "list", "get", "set", "inherit", "mount", "unmount", "rename"} {
+		for _, k := range []string{"create", "destroy", "snapshot", "clone", "list", "get", "set", "inherit", "mount", "unmount", "rename", "send", "receive"} {
 			inv.errf("%s", zfsUsage[k])
 		}
 		return 2
@@ -40,6 +42,7 @@ func runZfs(inv *invocation) int {
 		"create": zfsCreate, "destroy": zfsDestroy, "snapshot": zfsSnapshot, "snap": zfsSnapshot,
 		"clone": zfsClone, "list": zfsList, "get": zfsGet, "set": zfsSet, "inherit": zfsInherit,
 		"mount": zfsMount, "unmount": zfsUnmount, "umount": zfsUnmount, "rename": zfsRename,
+		"send": zfsSend, "receive": zfsReceive, "recv": zfsReceive,
 	}
 	h, ok := handlers[sub]
 	if !ok {
@@ -217,6 +220,13 @@ func zfsCreate(inv *invocation, args []string) int {
 		for _, m := range missing {
 			st.Datasets = append(st.Datasets, newDataset(m, "filesystem"))
 			mountDir(inv.h, st, st.dataset(m))
+		}
+		if isVol {
+			if err := inv.h.makeZvolDevice(name, d.VolSize); err != nil {
+				inv.errf("cannot create '%s': %s", name, strerror(err))
+				code = 1
+				return false
+			}
 		}
 		st.Datasets = append(st.Datasets, d)
 		mountDir(inv.h, st, d)
@@ -513,14 +523,32 @@ func zfsClone(inv *invocation, args []string) int {
 			}
 		}
 		typ := "filesystem"
-		if origin := st.dataset(parentName(src)); origin != nil && origin.Type == "volume" {
+		origin := st.dataset(parentName(src))
+		if origin != nil && origin.Type == "volume" {
 			typ = "volume"
 		}
 		d := newDataset(dst, typ)
 		d.Origin, d.Refer = src, s.Refer
+		if typ == "volume" {
+			d.VolSize = origin.VolSize
+			if bs, ok := origin.Props["volblocksize"]; ok {
+				d.Props["volblocksize"] = bs
+			}
+		}
 		if !applyProps(inv, "create", dst, d, props) {
 			code = 1
 			return false
+		}
+		if typ == "volume" {
+			err := copySparse(inv.h.snapshotVolData(src), inv.h.zvolPath(dst), d.VolSize)
+			if err == nil {
+				err = inv.h.makeZvolDevice(dst, d.VolSize)
+			}
+			if err != nil {
+				inv.errf("cannot create '%s': %s", dst, strerror(err))
+				code = 1
+				return false
+			}
 		}
 		st.Datasets = append(st.Datasets, d)
 		if st.isMounted(d) {
@@ -1023,6 +1051,9 @@ func zfsSetOne(inv *invocation, st *State, d *Dataset, assigns [][2]string) bool
 		case "volsize":
 			n, _ := strconv.ParseUint(v, 10, 64)
 			d.VolSize = n
+			if err := inv.h.makeZvolDevice(d.Name, n); err != nil {
+				return fail("%s", strerror(err))
+			}
 			if propBytes(d, "refreservation") > 0 {
 				d.Props["refreservation"] = v
 			}
@@ -1254,6 +1285,14 @@ func zfsRename(inv *invocation, args []string) int {
 		}
 		oldMP, _ := st.mountpoint(d)
 		wasMounted := st.isMounted(d)
+		if d.Type == "volume" {
+			inv.h.renameZvolDevice(from, to)
+		}
+		for _, x := range st.Datasets {
+			if x.Type == "snapshot" && (strings.HasPrefix(x.Name, from+"@")) {
+				os.Rename(inv.h.snapshotDir(x.Name), inv.h.snapshotDir(to+strings.TrimPrefix(x.Name, from)))
+			}
+		}
 		for _, x := range st.Datasets {
 			if x.Name == from || isDescendant(x.Name, from) {
 				x.Name = to + strings.TrimPrefix(x.Name, from)

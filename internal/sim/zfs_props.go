@@ -576,9 +576,13 @@ func takeSnapshot(h *host, st *State, src *Dataset, name string) *Dataset {
 	snap := newDataset(name, "snapshot")
 	snap.Refer = src.Refer
 	st.Datasets = append(st.Datasets, snap)
-	if src.Type == "filesystem" && st.isMounted(src) {
-		mp, _ := st.mountpoint(src)
+	// The simulation keeps an unmounted filesystem's files at its
+	// mountpoint too (zfs unmount, zfs receive -u), so they are its data.
+	if mp, _ := st.mountpoint(src); src.Type == "filesystem" && strings.HasPrefix(mp, "/") {
 		copyTree(h.hostPath(mp), h.snapshotDir(name))
+	}
+	if src.Type == "volume" {
+		copySparse(h.zvolPath(src.Name), h.snapshotVolData(name), src.VolSize)
 	}
 	return snap
 }
@@ -606,6 +610,10 @@ func removeDatasets(h *host, st *State, doomed []*Dataset) {
 	for _, d := range doomed {
 		if d.Type == "snapshot" {
 			os.RemoveAll(h.snapshotDir(d.Name))
+			continue
+		}
+		if d.Type == "volume" {
+			h.removeZvolDevice(d.Name)
 			continue
 		}
 		if !st.isMounted(d) || parentName(d.Name) == "" {

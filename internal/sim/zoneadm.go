@@ -567,6 +567,10 @@ func (c *zoneadmCall) cleanZonepath(st *State, z *Zone) {
 			os.RemoveAll(filepath.Join(dir, e.Name()))
 		}
 	}
+	if z.RootDataset != "" {
+		destroyDatasetTree(c.h, st, z.RootDataset)
+		z.RootDataset = ""
+	}
 	if z.OwnDataset != "" {
 		destroyDatasetTree(c.h, st, z.OwnDataset)
 		os.Remove(dir)
@@ -586,6 +590,7 @@ func brandInstall(c *zoneadmCall, args []string) int {
 	}
 	switch brand {
 	case "lx":
+		var source, tarball string
 		for i := 0; i < len(args); i++ {
 			switch args[i] {
 			case "-x":
@@ -594,15 +599,21 @@ func brandInstall(c *zoneadmCall, args []string) int {
 				if i+1 >= len(args) {
 					return brandUsage(c, brand)
 				}
-				src := args[i+1]
-				i++
-				if !c.sourceExists(src) {
-					c.errf("ERROR: the source %s does not exist", src)
-					return 254
+				if args[i] == "-s" {
+					source = args[i+1]
+				} else {
+					tarball = args[i+1]
 				}
+				i++
 			default:
 				return brandUsage(c, brand)
 			}
+		}
+		if source != "" && tarball != "" {
+			return brandUsage(c, brand)
+		}
+		if source != "" || tarball != "" {
+			return lxInstall(c, source, tarball)
 		}
 	case "bhyve", "kvm":
 		for i := 0; i < len(args); i++ {
@@ -643,17 +654,6 @@ func (c *zoneadmCall) zonepathOf() string {
 		return z.Config.Zonepath
 	}
 	return ""
-}
-
-// sourceExists: an lx image is a file on the Linux host or a dataset.
-func (c *zoneadmCall) sourceExists(src string) bool {
-	if strings.HasPrefix(src, "/") {
-		_, err := os.Stat(src)
-		return err == nil
-	}
-	found := false
-	c.h.view(func(st *State) { found = st.dataset(src) != nil })
-	return found
 }
 
 // uninstall [-F]

@@ -1,0 +1,474 @@
+package activities_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+const imageToken = "s3cret"
+
+// imageServer serves artefacts the way the control plane's download
+// endpoint does: GET /images/<name> with a bearer token. A path in drop
+// gets half its bytes, then the connection closes; slow paths are sent in
+// pieces with pauses.
+type imageServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	files    map[string][]byte
+	drop     map[string]bool
+	slow     map[string]bool
+	stall    map[string]bool
+	requests atomic.Int64
+}
+
+func newImageServer(t *testing.T) *imageServer {
+	s := &imageServer{files: map[string][]byte{}, drop: map[string]bool{}, slow: map[string]bool{}, stall: map[string]bool{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		if r.Header.Get("Authorization") != "Bearer "+imageToken {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		name := strings.TrimPrefix(r.URL.Path, "/images/")
+		s.mu.Lock()
+		body, ok := s.files[name]
+		drop, slow, stall := s.drop[name], s.slow[name], s.stall[name]
+		s.mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Length", itoa(len(body)))
+		switch {
+		case drop:
+			w.Write(body[:len(body)/2])
+			w.(http.Flusher).Flush()
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		case stall:
+			w.Write(body[:len(body)/2])
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Minute):
+			}
+		case slow:
+			for i := range 4 {
+				w.Write(body[i*len(body)/4 : (i+1)*len(body)/4])
+				w.(http.Flusher).Flush()
+				time.Sleep(150 * time.Millisecond)
+			}
+		default:
+			w.Write(body)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// add serves body under name and returns the NodeImage of it.
+func (s *imageServer) add(name, kind string, body []byte) activities.NodeImage {
+	s.mu.Lock()
+	s.files[name] = body
+	s.mu.Unlock()
+	sum := sha256.Sum256(body)
+	return activities.NodeImage{Name: name, Kind: kind, URL: s.URL + "/images/" + name, Token: imageToken,
+		SHA256: hex.EncodeToString(sum[:]), Size: int64(len(body))}
+}
+
+func (s *imageServer) set(m map[string]bool, name string, on bool) {
+	s.mu.Lock()
+	m[name] = on
+	s.mu.Unlock()
+}
+
+// streamFixture is a zfs send stream made with the simulator itself: a
+// dataset with /etc/motd, snapshotted @v1 and sent.
+func streamFixture(t *testing.T, n *node) []byte {
+	t.Helper()
+	ctx := t.Context()
+	zfs := n.host.Host.ZFS()
+	if err := zfs.Create(ctx, "tank/fixture", nil); err != nil {
+		t.Fatal(err)
+	}
+	etc := filepath.Join(n.sim.Root, "fs/tank/fixture/etc")
+	os.MkdirAll(etc, 0o755)
+	if err := os.WriteFile(filepath.Join(etc, "motd"), []byte("from the stream\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := zfs.Snapshot(ctx, "tank/fixture", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := zfs.Send(ctx, "tank/fixture@v1", &buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := zfs.Destroy(ctx, "tank/fixture"); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func tarFixture(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	body := "from the tarball\n"
+	tw.WriteHeader(&tar.Header{Name: "etc/", Mode: 0o755, Typeflag: tar.TypeDir})
+	tw.WriteHeader(&tar.Header{Name: "etc/motd", Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+	tw.Write([]byte(body))
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func diskFixture(t *testing.T) []byte {
+	b := make([]byte, 3<<20+100) // not a whole number of blocks
+	rand.Read(b)
+	return b
+}
+
+func (n *node) pull(t *testing.T, img activities.NodeImage) activities.NodeImageResult {
+	t.Helper()
+	var res activities.NodeImageResult
+	if err := n.must(t, "PullImage "+img.Name, n.host.PullImage, img).Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func (n *node) datasetNames(t *testing.T, prefix string) []string {
+	t.Helper()
+	var out []string
+	for _, d := range n.sim.State(t).Datasets {
+		if d.Name == prefix || strings.HasPrefix(d.Name, prefix+"/") || strings.HasPrefix(d.Name, prefix+"@") {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// wantNoImage fails if anything of image name is on the node.
+func (n *node) wantNoImage(t *testing.T, name string) {
+	t.Helper()
+	if ds := n.datasetNames(t, imagesDataset+"/"+name); len(ds) > 0 {
+		t.Errorf("image datasets left: %v", ds)
+	}
+	if _, err := os.Stat(filepath.Join(n.host.ZvolDir, imagesDataset, name)); !os.IsNotExist(err) {
+		t.Errorf("image volume device left: %v", err)
+	}
+	files, _ := filepath.Glob(filepath.Join(n.host.ImageDir, "*"+name+"*"))
+	if len(files) > 0 {
+		t.Errorf("image files left: %v", files)
+	}
+}
+
+func TestPullImageOfEachKind(t *testing.T) {
+	n := newNode(t)
+	srv := newImageServer(t)
+	ctx := t.Context()
+	zfs := n.host.Host.ZFS()
+
+	var mu sync.Mutex
+	var beats []activities.ImagePullProgress
+	n.host.HeartbeatInterval = 20 * time.Millisecond
+	n.env.SetOnActivityHeartbeatListener(func(info *activity.Info, details converter.EncodedValues) {
+		var p activities.ImagePullProgress
+		if details.Get(&p) == nil {
+			mu.Lock()
+			beats = append(beats, p)
+			mu.Unlock()
+		}
+	})
+
+	// A zfs stream is received, with a golden @base beside the sent @v1.
+	stream := srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n))
+	res := n.pull(t, stream)
+	if res.Artefact != imagesDataset+"/ubuntu@base" || res.Bytes != stream.Size {
+		t.Errorf("stream result %+v", res)
+	}
+	if got := n.datasetNames(t, imagesDataset+"/ubuntu"); !slices.Equal(got, []string{imagesDataset + "/ubuntu", imagesDataset + "/ubuntu@base", imagesDataset + "/ubuntu@v1"}) {
+		t.Errorf("stream datasets %v", got)
+	}
+	if v, err := zfs.Get(ctx, imagesDataset+"/ubuntu", "zonewright:sha256"); err != nil || v != stream.SHA256 {
+		t.Errorf("digest property %q, %v", v, err)
+	}
+
+	// A tarball lands in the image directory with its digest beside it.
+	tarball := srv.add("alpine", model.ImageLXTarball, tarFixture(t))
+	res = n.pull(t, tarball)
+	if want := filepath.Join(n.host.ImageDir, "alpine.tar"); res.Artefact != want {
+		t.Errorf("tarball artefact %q, want %q", res.Artefact, want)
+	}
+	if b, _ := os.ReadFile(res.Artefact); !bytes.Equal(b, tarFixture(t)) {
+		t.Errorf("tarball content differs")
+	}
+
+	// A disk becomes a volume of the artefact's size rounded up to the
+	// block size, written through its device, then @base. It is served
+	// slowly so that progress shows in the heartbeats.
+	diskBody := diskFixture(t)
+	disk := srv.add("freebsd", model.ImageBhyveDisk, diskBody)
+	srv.set(srv.slow, "freebsd", true)
+	res = n.pull(t, disk)
+	if res.Artefact != imagesDataset+"/freebsd@base" {
+		t.Errorf("disk artefact %q", res.Artefact)
+	}
+	props, err := zfs.GetProps(ctx, imagesDataset+"/freebsd", "type", "volsize")
+	if err != nil || props["type"] != "volume" || props["volsize"] != itoa((len(diskBody)+8191)/8192*8192) {
+		t.Errorf("disk volume %v, %v", props, err)
+	}
+	dev, err := os.ReadFile(illumos.ZvolDevice(n.host.ZvolDir, imagesDataset+"/freebsd"))
+	if err != nil || !bytes.Equal(dev[:len(diskBody)], diskBody) {
+		t.Errorf("the volume does not hold the disk image (err %v)", err)
+	}
+	mu.Lock()
+	progressed := false
+	for _, b := range beats {
+		if b.Image == "freebsd" && b.Total == disk.Size && b.Bytes > 0 && b.Bytes < b.Total {
+			progressed = true
+		}
+	}
+	mu.Unlock()
+	if !progressed {
+		t.Errorf("no heartbeat showed the disk's download in progress: %+v", beats)
+	}
+
+	// A zone template has nothing to fetch.
+	before := srv.requests.Load()
+	res = n.pull(t, activities.NodeImage{Name: "omnios", Kind: model.ImageZoneTemplate})
+	if res.Artefact != "" {
+		t.Errorf("zone template artefact %q", res.Artefact)
+	}
+	// Pulling complete images again downloads nothing.
+	for _, img := range []activities.NodeImage{stream, tarball, disk} {
+		n.pull(t, img)
+	}
+	if got := srv.requests.Load(); got != before {
+		t.Errorf("re-pulling complete images made %d requests", got-before)
+	}
+}
+
+func TestPullImageDigestMismatchLeavesNothing(t *testing.T) {
+	n := newNode(t)
+	srv := newImageServer(t)
+	for _, img := range []activities.NodeImage{
+		srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n)),
+		srv.add("alpine", model.ImageLXTarball, tarFixture(t)),
+		srv.add("freebsd", model.ImageBhyveDisk, diskFixture(t)),
+	} {
+		want := img.SHA256
+		img.SHA256 = strings.Repeat("0", 64)
+		_, err := n.run(t, n.host.PullImage, img)
+		ae := appError(t, err)
+		if ae.Type() != activities.ErrTypeDigestMismatch || !ae.NonRetryable() ||
+			!strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), img.SHA256) {
+			t.Errorf("%s with a wrong digest: %v (type %s, non-retryable %v)", img.Kind, err, ae.Type(), ae.NonRetryable())
+		}
+		n.wantNoImage(t, img.Name)
+
+		// A wrong size is a mismatch too.
+		img.SHA256, img.Size = want, img.Size+1
+		_, err = n.run(t, n.host.PullImage, img)
+		if ae := appError(t, err); ae.Type() != activities.ErrTypeDigestMismatch || !ae.NonRetryable() {
+			t.Errorf("%s with a wrong size: %v", img.Kind, err)
+		}
+		n.wantNoImage(t, img.Name)
+	}
+}
+
+func TestPullImageDroppedDownloadIsRetriedCleanly(t *testing.T) {
+	n := newNode(t)
+	srv := newImageServer(t)
+	for _, img := range []activities.NodeImage{
+		srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n)),
+		srv.add("alpine", model.ImageLXTarball, tarFixture(t)),
+		srv.add("freebsd", model.ImageBhyveDisk, diskFixture(t)),
+	} {
+		srv.set(srv.drop, img.Name, true)
+		_, err := n.run(t, n.host.PullImage, img)
+		if ae := appError(t, err); ae.NonRetryable() || ae.Type() != activities.ErrTypeDownload {
+			t.Errorf("%s with a dropped connection: %v (type %s, non-retryable %v)", img.Kind, err, ae.Type(), ae.NonRetryable())
+		}
+		n.wantNoImage(t, img.Name)
+		srv.set(srv.drop, img.Name, false)
+		n.pull(t, img)
+	}
+	// A wrong token is refused by the server: retryable, nothing left.
+	img := srv.add("other", model.ImageLXTarball, tarFixture(t))
+	img.Token = "wrong"
+	_, err := n.run(t, n.host.PullImage, img)
+	if ae := appError(t, err); ae.NonRetryable() || !strings.Contains(err.Error(), "401") {
+		t.Errorf("a refused download: %v", err)
+	}
+	n.wantNoImage(t, "other")
+}
+
+func TestPullImageStalledDownloadIsEnded(t *testing.T) {
+	n := newNode(t)
+	srv := newImageServer(t)
+	n.host.DownloadStallTimeout = 300 * time.Millisecond
+	for _, img := range []activities.NodeImage{
+		srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n)),
+		srv.add("alpine", model.ImageLXTarball, tarFixture(t)),
+	} {
+		srv.set(srv.stall, img.Name, true)
+		start := time.Now()
+		_, err := n.run(t, n.host.PullImage, img)
+		if ae := appError(t, err); ae.NonRetryable() || ae.Type() != activities.ErrTypeDownload || !strings.Contains(err.Error(), "stalled") {
+			t.Errorf("%s with a stalled server: %v", img.Kind, err)
+		}
+		if took := time.Since(start); took > 30*time.Second {
+			t.Errorf("the stall was noticed after %s", took)
+		}
+		n.wantNoImage(t, img.Name)
+	}
+}
+
+func TestPullImageReplacesAPartialOne(t *testing.T) {
+	n := newNode(t)
+	srv := newImageServer(t)
+	ctx := t.Context()
+	zfs := n.host.Host.ZFS()
+	// A crash after zfs receive, before the digest was recorded.
+	stream := srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n))
+	if err := zfs.Create(ctx, imagesDataset+"/ubuntu", nil); err != nil {
+		t.Fatal(err)
+	}
+	n.pull(t, stream)
+	if v, _ := zfs.Get(ctx, imagesDataset+"/ubuntu", "zonewright:sha256"); v != stream.SHA256 {
+		t.Errorf("the partial image was not replaced: digest %q", v)
+	}
+	// A crash while writing a tarball, and one with a stale sidecar.
+	tarball := srv.add("alpine", model.ImageLXTarball, tarFixture(t))
+	os.MkdirAll(n.host.ImageDir, 0o755)
+	os.WriteFile(filepath.Join(n.host.ImageDir, ".alpine.tar.partial-123"), []byte("half"), 0o644)
+	os.WriteFile(filepath.Join(n.host.ImageDir, "alpine.tar"), []byte("old"), 0o644)
+	os.WriteFile(filepath.Join(n.host.ImageDir, "alpine.tar.sha256"), []byte(strings.Repeat("1", 64)), 0o644)
+	res := n.pull(t, tarball)
+	if b, _ := os.ReadFile(res.Artefact); !bytes.Equal(b, tarFixture(t)) {
+		t.Errorf("the stale tarball was kept")
+	}
+	if m, _ := filepath.Glob(filepath.Join(n.host.ImageDir, ".alpine.tar.partial-*")); len(m) > 0 {
+		t.Errorf("partial files left: %v", m)
+	}
+}
+
+func TestInstallsFromImages(t *testing.T) {
+	n := newNode(t)
+	srv := newImageServer(t)
+	stream := srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n))
+	tarball := srv.add("alpine", model.ImageLXTarball, tarFixture(t))
+	diskBody := diskFixture(t)
+	disk := srv.add("freebsd", model.ImageBhyveDisk, diskBody)
+
+	lxStream := sandbox("lxs", "127.10.9.2")
+	lxStream.Brand, lxStream.Image, lxStream.ImageKind = "lx", "ubuntu", model.ImageZFSStream
+	lxTar := sandbox("lxt", "127.10.9.3")
+	lxTar.Brand, lxTar.Image, lxTar.ImageKind = "lx", "alpine", model.ImageLXTarball
+	vm := sandbox("vm", "127.10.9.4")
+	vm.Brand, vm.Image, vm.ImageKind = "bhyve", "freebsd", model.ImageBhyveDisk
+
+	// Without the image on the node the install stops for good.
+	for _, s := range []activities.PodSandbox{lxStream, lxTar} {
+		n.must(t, "CreateDatasets", n.host.CreateDatasets, s)
+		n.must(t, "CreateVNIC", n.host.CreateVNIC, s)
+		n.must(t, "ConfigureZone", n.host.ConfigureZone, s)
+		_, err := n.run(t, n.host.InstallZone, s)
+		if ae := appError(t, err); ae.Type() != activities.ErrTypeImageMissing || !ae.NonRetryable() ||
+			!strings.Contains(err.Error(), s.Image) || !strings.Contains(err.Error(), "node1") {
+			t.Errorf("install of %s without its image: %v", s.Name, err)
+		}
+	}
+	_, err := n.run(t, n.host.CreateDatasets, vm)
+	if ae := appError(t, err); ae.Type() != activities.ErrTypeImageMissing || !ae.NonRetryable() {
+		t.Errorf("bhyve boot disk without its image: %v", err)
+	}
+
+	for _, img := range []activities.NodeImage{stream, tarball, disk} {
+		n.pull(t, img)
+	}
+	ctx := t.Context()
+	for _, s := range []activities.PodSandbox{lxStream, lxTar, vm} {
+		n.provision(t, s)
+		if z, err := n.host.Host.Zoneadm().Get(ctx, s.ZoneName()); err != nil || z.State != illumos.ZoneRunning {
+			t.Errorf("%s: zone %+v, %v", s.Name, z, err)
+		}
+	}
+	motd := func(s activities.PodSandbox) string {
+		b, _ := os.ReadFile(filepath.Join(n.sim.Root, "fs", zonesPath, s.ZoneName(), "root/etc/motd"))
+		return string(b)
+	}
+	if got := motd(lxStream); got != "from the stream\n" {
+		t.Errorf("lx zone from the stream: motd %q", got)
+	}
+	if got := motd(lxTar); got != "from the tarball\n" {
+		t.Errorf("lx zone from the tarball: motd %q", got)
+	}
+	if v, err := n.host.Host.ZFS().Get(ctx, zonesDataset+"/"+lxStream.ZoneName()+"/root", "origin"); err != nil || v != imagesDataset+"/ubuntu@base" {
+		t.Errorf("the lx zone is not a clone of the image: origin %q, %v", v, err)
+	}
+
+	// The VM boots from its own clone of the disk, delegated to the zone.
+	vol := volumesDataset + "/" + vm.ZoneName()
+	if v, err := n.host.Host.ZFS().Get(ctx, vol, "origin"); err != nil || v != imagesDataset+"/freebsd@base" {
+		t.Errorf("boot disk origin %q, %v", v, err)
+	}
+	dev, err := os.ReadFile(illumos.ZvolDevice(n.host.ZvolDir, vol))
+	if err != nil || !bytes.Equal(dev[:len(diskBody)], diskBody) {
+		t.Errorf("the boot disk does not hold the image (err %v)", err)
+	}
+	info, err := n.host.Host.Zonecfg().Info(ctx, vm.ZoneName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(info.Config.Devices, []string{"/dev/zvol/rdsk/" + vol}) || info.Config.Bhyve == nil || info.Config.Bhyve.BootDisk != vol {
+		t.Errorf("bhyve config devices %q bhyve %+v", info.Config.Devices, info.Config.Bhyve)
+	}
+
+	// Images in use are not removed.
+	for _, img := range []activities.NodeImage{stream, disk} {
+		_, err := n.run(t, n.host.RemoveImage, img)
+		if ae := appError(t, err); ae.Type() != activities.ErrTypeBusy || ae.NonRetryable() {
+			t.Errorf("RemoveImage %s while in use: %v", img.Name, err)
+		}
+	}
+
+	for _, s := range []activities.PodSandbox{lxStream, lxTar, vm} {
+		n.deprovision(t, s)
+	}
+	wantNothingLeft(t, n)
+	if _, err := os.Stat(illumos.ZvolDevice(n.host.ZvolDir, vol)); !os.IsNotExist(err) {
+		t.Errorf("the boot disk's device outlived the pod: %v", err)
+	}
+	for _, img := range []activities.NodeImage{stream, tarball, disk} {
+		n.twice(t, "RemoveImage "+img.Name, n.host.RemoveImage, img)
+		n.wantNoImage(t, img.Name)
+	}
+}
