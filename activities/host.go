@@ -135,6 +135,9 @@ type Host struct {
 	PollInterval time.Duration
 	// HeartbeatInterval is how often long commands heartbeat; zero means 5s.
 	HeartbeatInterval time.Duration
+	// DownloadStallTimeout ends an image download that receives nothing
+	// for that long; zero means a minute.
+	DownloadStallTimeout time.Duration
 
 	mu    sync.Mutex
 	zones map[string]*zoneLock

@@ -358,38 +358,61 @@ func (h *Host) RemoveImage(ctx context.Context, in NodeImage) error {
 
 // progressBeats heartbeats the download's progress every heartbeat
 // interval until stop is called; the first beat comes after one interval,
-// so that it already tells how far the download got.
+// so that it already tells how far the download got. A download that
+// makes no progress for the stall timeout is ended: a slow transfer goes
+// on, a stalled one fails (retryably) instead of heartbeating forever.
 func (h *Host) progressBeats(ctx context.Context, b *imageBody) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(h.heartbeatInterval())
+		interval := min(h.heartbeatInterval(), h.stallTimeout()/4)
+		t := time.NewTicker(interval)
 		defer t.Stop()
+		last, lastMove, lastBeat := int64(-1), time.Now(), time.Now()
 		for {
 			select {
 			case <-done:
 				return
 			case <-ctx.Done():
 				return
-			case <-t.C:
-				beat(ctx, b.progress())
+			case now := <-t.C:
+				p := b.progress()
+				if p.Bytes != last {
+					last, lastMove = p.Bytes, now
+				} else if now.Sub(lastMove) >= h.stallTimeout() {
+					b.cancel(fmt.Errorf("download stalled: no data for %s after %d of %d bytes", h.stallTimeout(), p.Bytes, p.Total))
+					return
+				}
+				if now.Sub(lastBeat) >= h.heartbeatInterval() {
+					beat(ctx, p)
+					lastBeat = now
+				}
 			}
 		}
 	}()
 	return func() { close(done); wg.Wait() }
 }
 
+func (h *Host) stallTimeout() time.Duration {
+	if h.DownloadStallTimeout > 0 {
+		return h.DownloadStallTimeout
+	}
+	return time.Minute
+}
+
 // imageBody is the download's body: it counts and hashes what is read and
 // remembers a read error (a dropped connection).
 type imageBody struct {
-	body  io.ReadCloser
-	name  string
-	hash  hash.Hash
-	n     atomic.Int64
-	total int64
-	err   atomic.Pointer[downloadError] // read by the command's stdin copier
+	body   io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelCauseFunc // ends the request (a stall)
+	name   string
+	hash   hash.Hash
+	n      atomic.Int64
+	total  int64
+	err    atomic.Pointer[downloadError] // read by the command's stdin copier
 }
 
 func (b *imageBody) Read(p []byte) (int, error) {
@@ -397,12 +420,19 @@ func (b *imageBody) Read(p []byte) (int, error) {
 	b.hash.Write(p[:n])
 	b.n.Add(int64(n))
 	if err != nil && !errors.Is(err, io.EOF) {
+		if cause := context.Cause(b.ctx); cause != nil {
+			err = cause
+		}
 		b.err.CompareAndSwap(nil, &downloadError{fmt.Errorf("download of image %s failed after %d of %d bytes: %w", b.name, b.n.Load(), b.total, err)})
 	}
 	return n, err
 }
 
-func (b *imageBody) Close() error { return b.body.Close() }
+func (b *imageBody) Close() error {
+	err := b.body.Close()
+	b.cancel(nil)
+	return err
+}
 
 // failure is the download's error, or nil while it has none.
 func (b *imageBody) failure() error {
@@ -439,23 +469,28 @@ type digestError struct{ msg string }
 
 func (e *digestError) Error() string { return e.msg }
 
-// download starts the GET of the artefact with the bearer token.
+// download starts the GET of the artefact with the bearer token. Closing
+// the body ends the request.
 func (h *Host) download(ctx context.Context, in NodeImage) (*imageBody, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.URL, nil)
 	if err != nil {
+		cancel(nil)
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+in.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		cancel(nil)
 		return nil, &downloadError{fmt.Errorf("download of image %s: %w", in.Name, err)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
+		cancel(nil)
 		return nil, &downloadError{fmt.Errorf("download of image %s: %s: %s", in.Name, resp.Status, strings.TrimSpace(string(msg)))}
 	}
-	return &imageBody{body: resp.Body, name: in.Name, hash: sha256.New(), total: in.Size}, nil
+	return &imageBody{body: resp.Body, ctx: ctx, cancel: cancel, name: in.Name, hash: sha256.New(), total: in.Size}, nil
 }
 
 // cleanup removes a failed pull's remains, even when ctx has ended.

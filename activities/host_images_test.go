@@ -38,11 +38,12 @@ type imageServer struct {
 	files    map[string][]byte
 	drop     map[string]bool
 	slow     map[string]bool
+	stall    map[string]bool
 	requests atomic.Int64
 }
 
 func newImageServer(t *testing.T) *imageServer {
-	s := &imageServer{files: map[string][]byte{}, drop: map[string]bool{}, slow: map[string]bool{}}
+	s := &imageServer{files: map[string][]byte{}, drop: map[string]bool{}, slow: map[string]bool{}, stall: map[string]bool{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.requests.Add(1)
 		if r.Header.Get("Authorization") != "Bearer "+imageToken {
@@ -52,7 +53,7 @@ func newImageServer(t *testing.T) *imageServer {
 		name := strings.TrimPrefix(r.URL.Path, "/images/")
 		s.mu.Lock()
 		body, ok := s.files[name]
-		drop, slow := s.drop[name], s.slow[name]
+		drop, slow, stall := s.drop[name], s.slow[name], s.stall[name]
 		s.mu.Unlock()
 		if !ok {
 			http.NotFound(w, r)
@@ -66,6 +67,13 @@ func newImageServer(t *testing.T) *imageServer {
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
 				conn.Close()
+			}
+		case stall:
+			w.Write(body[:len(body)/2])
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Minute):
 			}
 		case slow:
 			for i := range 4 {
@@ -320,6 +328,27 @@ func TestPullImageDroppedDownloadIsRetriedCleanly(t *testing.T) {
 		t.Errorf("a refused download: %v", err)
 	}
 	n.wantNoImage(t, "other")
+}
+
+func TestPullImageStalledDownloadIsEnded(t *testing.T) {
+	n := newNode(t)
+	srv := newImageServer(t)
+	n.host.DownloadStallTimeout = 300 * time.Millisecond
+	for _, img := range []activities.NodeImage{
+		srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n)),
+		srv.add("alpine", model.ImageLXTarball, tarFixture(t)),
+	} {
+		srv.set(srv.stall, img.Name, true)
+		start := time.Now()
+		_, err := n.run(t, n.host.PullImage, img)
+		if ae := appError(t, err); ae.NonRetryable() || ae.Type() != activities.ErrTypeDownload || !strings.Contains(err.Error(), "stalled") {
+			t.Errorf("%s with a stalled server: %v", img.Kind, err)
+		}
+		if took := time.Since(start); took > 30*time.Second {
+			t.Errorf("the stall was noticed after %s", took)
+		}
+		n.wantNoImage(t, img.Name)
+	}
 }
 
 func TestPullImageReplacesAPartialOne(t *testing.T) {

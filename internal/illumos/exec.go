@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -160,17 +161,11 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), r.Env...)
-	switch {
-	case c.StdinReader != nil:
-		cmd.Stdin = c.StdinReader
-	case c.Stdin != nil:
+	if c.Stdin != nil && c.StdinReader == nil {
 		cmd.Stdin = bytes.NewReader(c.Stdin)
 	}
 	var stdout, stderr cappedBuffer
 	cmd.Stdout = &stdout
-	if c.Stdout != nil {
-		cmd.Stdout = c.Stdout
-	}
 	cmd.Stderr = &stderr
 	// A process group of its own, so that the deadline reaches the command
 	// and everything it started (a hung brand hook, a shell's children),
@@ -189,7 +184,12 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 	}
 
 	start := time.Now()
-	err := cmd.Run()
+	var err error
+	if c.StdinReader != nil || c.Stdout != nil {
+		err = runStreaming(ctx, cmd, c.StdinReader, c.Stdout)
+	} else {
+		err = cmd.Run()
+	}
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: -1}
 	if cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
@@ -223,8 +223,101 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 		ee.Err = err // could not start
 	} else if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		ee.Signaled = true
+	} else if res.ExitCode == 0 {
+		ee.Err = err // exited 0, but its input failed
 	}
 	return res, ee
+}
+
+// runStreaming runs cmd with its stdin fed from in and its stdout copied
+// to out (either may be nil), each through a pipe of our own. exec's own
+// copiers would make Wait wait for them, so a Read that never returns (a
+// stalled download) or a Write that never returns (a consumer that
+// stopped) would hold Run past its deadline. Here Run returns once the
+// command has exited and its output is delivered, or at the deadline; a
+// copier still blocked in the caller's reader or writer is left to end
+// with it (its pipe is closed under it).
+func runStreaming(ctx context.Context, cmd *exec.Cmd, in io.Reader, out io.Writer) error {
+	var childEnds, ours []*os.File
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
+	}
+	var stdinW, stdoutR *os.File
+	if in != nil {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("stdin pipe: %w", err)
+		}
+		cmd.Stdin, stdinW = pr, pw
+		childEnds, ours = append(childEnds, pr), append(ours, pw)
+	}
+	if out != nil {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			closeAll(childEnds)
+			closeAll(ours)
+			return fmt.Errorf("stdout pipe: %w", err)
+		}
+		cmd.Stdout, stdoutR = pw, pr
+		childEnds, ours = append(childEnds, pw), append(ours, pr)
+	}
+	if err := cmd.Start(); err != nil {
+		closeAll(childEnds)
+		closeAll(ours)
+		return err
+	}
+	// The command has its copies; ours would keep its reads and writes
+	// from ever failing.
+	closeAll(childEnds)
+	copied := make(chan error, 1)
+	if in != nil {
+		go func() {
+			_, err := io.Copy(stdinW, in)
+			stdinW.Close()
+			copied <- err
+		}()
+	}
+	delivered := make(chan error, 1)
+	if out != nil {
+		go func() {
+			_, err := io.Copy(out, stdoutR)
+			if err != nil {
+				stdoutR.Close() // the command gets EPIPE instead of blocking
+			}
+			delivered <- err
+		}()
+	}
+	err := cmd.Wait()
+	if in != nil {
+		stdinW.Close()
+	}
+	if out != nil {
+		select {
+		case derr := <-delivered:
+			if err == nil && derr != nil {
+				err = fmt.Errorf("stdout: %w", derr)
+			}
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+		}
+		stdoutR.Close()
+	}
+	if err == nil && in != nil {
+		// The command succeeded; a reader that failed before its end is
+		// still a failure (the command took a short input as complete).
+		select {
+		case cerr := <-copied:
+			if cerr != nil && !errors.Is(cerr, syscall.EPIPE) && !errors.Is(cerr, os.ErrClosed) {
+				return fmt.Errorf("stdin: %w", cerr)
+			}
+		default:
+		}
+	}
+	return err
 }
 
 // cappedBuffer keeps at most maxOutput bytes and discards the rest, so that

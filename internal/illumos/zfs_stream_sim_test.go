@@ -2,6 +2,7 @@ package illumos_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
 )
@@ -77,6 +79,7 @@ func TestZFSStreamsLargeVolumeThroughAPipe(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	start := time.Now()
 	pr, pw := io.Pipe()
 	sent := make(chan error, 1)
 	counter := &countingWriter{w: pw}
@@ -87,6 +90,8 @@ func TestZFSStreamsLargeVolumeThroughAPipe(t *testing.T) {
 	if counter.n < size {
 		t.Errorf("the stream was %d bytes, want at least %d", counter.n, size)
 	}
+	t.Logf("64 MiB volume sent and received through a pipe in %s; this process allocated %d KiB",
+		time.Since(start).Round(time.Millisecond), (after.TotalAlloc-before.TotalAlloc)>>10)
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
 		t.Errorf("streaming 64 MiB allocated %d MiB: the stream was buffered", grew>>20)
 	}
@@ -107,3 +112,70 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+// A stream that stops coming is ended by the context's deadline: the
+// command's process group is killed and Receive returns.
+func TestZFSReceiveFromAStalledReaderEndsAtTheDeadline(t *testing.T) {
+	n := newNode(t, "node1")
+	z := n.host.ZFS()
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	go pw.Write([]byte("ILSIMZS1")) // then nothing more
+	ctx, cancel := context.WithTimeout(ctxT(t), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := z.Receive(ctx, "tank/stalled", pr, illumos.ReceiveOptions{})
+	var ee *illumos.ExecError
+	if !errors.As(err, &ee) || !ee.TimedOut {
+		t.Errorf("Receive from a stalled reader: %v, want a deadline kill", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("Receive returned %s after the deadline", took)
+	}
+	if ok, _ := z.Exists(ctxT(t), "tank/stalled"); ok {
+		t.Errorf("a killed receive left tank/stalled")
+	}
+}
+
+// A consumer that stops taking the stream ends Send at the deadline, and
+// one that fails ends it at once.
+func TestZFSSendToAStuckOrFailingWriter(t *testing.T) {
+	n := newNode(t, "node1")
+	z := n.host.ZFS()
+	ctx := ctxT(t)
+	must(t, "create volume", z.CreateVolume(ctx, "tank/v", 8<<20, nil))
+	dev := illumos.ZvolDevice(filepath.Join(n.sim.Root, "fs/dev/zvol/rdsk"), "tank/v")
+	f, err := os.OpenFile(dev, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.CopyN(f, rand.Reader, 8<<20) // more than a pipe holds
+	f.Close()
+	must(t, "snapshot", z.Snapshot(ctx, "tank/v", "s"))
+
+	pr, pw := io.Pipe() // nobody reads pr
+	t.Cleanup(func() { pr.Close() })
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = z.Send(dctx, "tank/v@s", pw)
+	var ee *illumos.ExecError
+	if !errors.As(err, &ee) || !ee.TimedOut {
+		t.Errorf("Send to a stuck writer: %v, want a deadline kill", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("Send returned after %s", took)
+	}
+
+	start = time.Now()
+	if err := z.Send(ctx, "tank/v@s", &failingWriter{}); err == nil {
+		t.Errorf("Send to a failing writer succeeded")
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("Send to a failing writer returned after %s", took)
+	}
+}
+
+type failingWriter struct{}
+
+func (*failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }

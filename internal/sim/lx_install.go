@@ -47,6 +47,7 @@ func lxInstall(c *zoneadmCall, source, tarball string) int {
 // into the zone root.
 func lxFromDataset(c *zoneadmCall, z *Zone, source, root string) int {
 	status := 0
+	from := ""
 	err := c.h.update(func(st *State) bool {
 		src := st.dataset(source)
 		if src == nil {
@@ -54,7 +55,6 @@ func lxFromDataset(c *zoneadmCall, z *Zone, source, root string) int {
 			status = 254
 			return false
 		}
-		from := ""
 		switch {
 		case src.Type == "snapshot" && st.dataset(parentName(source)).Type == "filesystem":
 			from = c.h.snapshotDir(source)
@@ -77,15 +77,20 @@ func lxFromDataset(c *zoneadmCall, z *Zone, source, root string) int {
 				sz.RootDataset = name
 			}
 		}
-		if err := copyTree(from, root); err != nil {
-			c.errf("ERROR: cannot clone %s: %s", source, strerror(err))
-			status = 255
-		}
 		return true
 	})
 	if err != nil {
 		c.errf("ERROR: %v", err)
 		return 255
+	}
+	if status != 0 {
+		return status
+	}
+	// Copied outside the lock: the clone recorded above keeps the
+	// snapshot from being destroyed meanwhile.
+	if err := copyTree(from, root); err != nil {
+		c.errf("ERROR: cannot clone %s: %s", source, strerror(err))
+		status = 255
 	}
 	if status == 0 {
 		c.outf("       Image: Cloned %s to %s.", source, strings.TrimSuffix(z.Config.Zonepath, "/")+"/root")

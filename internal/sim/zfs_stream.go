@@ -656,8 +656,7 @@ func commitReceived(h *host, st *State, d *Dataset, snap, tree, vol string) erro
 	}
 	// The simulation keeps a filesystem's files at its mountpoint whether
 	// or not it is mounted (as zfs unmount does).
-	if mp, _ := st.mountpoint(d); strings.HasPrefix(mp, "/") {
-		os.RemoveAll(h.hostPath(mp))
+	if mp, _ := st.mountpoint(d); strings.HasPrefix(mp, "/") && mp != "/" {
 		return copyTree(h.snapshotDir(snap), h.hostPath(mp))
 	}
 	return nil
