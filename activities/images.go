@@ -127,7 +127,8 @@ type ResolvedImage struct {
 	// Pull: nobody is bringing the image to the node (it lacks it, or its
 	// last pull failed); the pod should start a pull.
 	Pull bool
-	// Failed: the last pull to this node failed, Message says why.
+	// Failed: the last pull to this node failed, or the image's import
+	// did; Message says why.
 	Failed  bool
 	Message string
 }
@@ -491,6 +492,9 @@ func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (Resolv
 	case !img.Spec.NeedsPull():
 		r.Present = true
 	case img.Status.Phase != model.ImageReady:
+		// An import that failed needs an operator (a new source or digest):
+		// the pod backs off until the image is replaced.
+		r.Failed = img.Status.Phase == model.ImageFailed
 		r.Message = fmt.Sprintf("image %s is %s, not Ready", img.Metadata.Name, img.Status.Phase)
 		if img.Status.Message != "" {
 			r.Message += ": " + img.Status.Message

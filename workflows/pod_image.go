@@ -65,7 +65,7 @@ func (w *podWorkflow) resolveImage(ctx workflow.Context, node string) (string, b
 		if stop || err != nil {
 			return "", stop, err
 		}
-		if r.Failed {
+		if r.Failed && r.Pull {
 			w.requestPull(ctx, in) // again, after the back-off
 		}
 	}
