@@ -50,6 +50,17 @@ func TestImageCRUDAndBadInput(t *testing.T) {
 		t.Fatalf("a server without an image store has no artefacts: %d %s", r.code, r.body)
 	}
 
+	// Watches work as for every kind: the current objects, then changes.
+	w := c.watch("/api/v1/images?watch=true&fieldSelector=spec.kind%3Dlx-tarball", "")
+	if ev := w.next(t); ev.Type != "ADDED" || ev.Object.Metadata.Name != "alpine" {
+		t.Fatalf("a watch starts with the current images: %+v", ev)
+	}
+	c.json("POST", "/api/v1/images", `{"metadata":{"name":"tmpl"},"spec":{"kind":"zone-template"}}`)
+	c.json("POST", "/api/v1/images", strings.Replace(good, `"alpine"`, `"alpine-2"`, 1))
+	if ev := w.next(t); ev.Type != "ADDED" || ev.Object.Metadata.Name != "alpine-2" {
+		t.Fatalf("the watch sees the new lx image, not the template: %+v", ev)
+	}
+
 	for _, tc := range []struct {
 		name, body string
 		code       int
