@@ -31,8 +31,11 @@ type Config struct {
 	// Lifecycles starts and signals pod workflows; nil records pods without
 	// running them (a cluster without a control plane worker).
 	Lifecycles *workflows.PodClient
-	Ready      []ReadyCheck
-	Logger     *slog.Logger
+	// Nodes starts and wakes nodes' health workflows; nil leaves them to
+	// the control plane's node watch and reconciler.
+	Nodes  *workflows.NodeClient
+	Ready  []ReadyCheck
+	Logger *slog.Logger
 	// WatchKeepalive is how often an idle watch sends a comment line.
 	WatchKeepalive time.Duration
 }
@@ -45,6 +48,7 @@ type Server struct {
 	closeOnce sync.Once
 	store     *store.Store
 	pods      *workflows.PodClient
+	nodes     *workflows.NodeClient
 	ready     []ReadyCheck
 	log       *slog.Logger
 	keepalive time.Duration
@@ -58,7 +62,7 @@ func New(cfg Config) *Server {
 	if cfg.WatchKeepalive == 0 {
 		cfg.WatchKeepalive = 15 * time.Second
 	}
-	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive}
+	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive}
 }
 
 // CloseWatches ends every open watch stream; call it when shutting down
@@ -100,6 +104,9 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/nodes", s.createNode)
 	v1.GET("/nodes/:name", s.getNode)
 	v1.DELETE("/nodes/:name", s.deleteNode)
+	v1.POST("/nodes/:name/cordon", s.cordonNode)
+	v1.POST("/nodes/:name/uncordon", s.uncordonNode)
+	v1.POST("/nodes/:name/drain", s.drainNode)
 
 	v1.GET("/events", s.listEvents)
 	v1.GET("/namespaces/:ns/events", s.listEvents)

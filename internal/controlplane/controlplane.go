@@ -34,7 +34,12 @@ type Config struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	TemporalTLS       TLSConfig
-	Logger            *slog.Logger
+	// NodeGracePeriod without a heartbeat makes a node NotReady;
+	// NodeEvictionTimeout later its pods are evicted. Zero: the defaults
+	// (workflows.DefaultNodeGracePeriod, DefaultNodeEvictionTimeout).
+	NodeGracePeriod     time.Duration
+	NodeEvictionTimeout time.Duration
+	Logger              *slog.Logger
 }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
@@ -80,6 +85,7 @@ func (t TLSConfig) build() (*tls.Config, error) {
 type ControlPlane struct {
 	Store    *store.Store
 	Temporal client.Client
+	nodes    workflows.NodeClient
 	addr     string
 	http     *http.Server
 	log      *slog.Logger
@@ -131,7 +137,8 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		ln.Close()
 		return nil, fmt.Errorf("Temporal client: %w", err)
 	}
-	srv := api.New(api.Config{Store: st, Logger: log, Lifecycles: &workflows.PodClient{Temporal: tc}, Ready: []api.ReadyCheck{
+	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
+	srv := api.New(api.Config{Store: st, Logger: log, Lifecycles: &workflows.PodClient{Temporal: tc}, Nodes: &nodes, Ready: []api.ReadyCheck{
 		{Name: "postgres", Check: st.Ping},
 		{Name: "temporal", Check: func(ctx context.Context) error {
 			_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
@@ -139,7 +146,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		}},
 	}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{Store: st, Temporal: tc, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
+	cp := &ControlPlane{Store: st, Temporal: tc, nodes: nodes, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
 		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	go func() { cp.served <- cp.http.Serve(ln) }()
@@ -161,12 +168,14 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 	for attempt := 0; ; attempt++ {
 		err := worker.EnsureSchedules(ctx, cp.Temporal)
 		if err == nil {
-			w := worker.NewControl(cp.Temporal, cp.Store)
+			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes)
 			if err = w.Start(); err == nil {
 				cp.workerMu.Lock()
 				cp.worker = w
 				cp.workerMu.Unlock()
 				cp.log.Info("control-plane worker polling", "taskQueue", "zonewright-control")
+				cp.bg.Add(1)
+				go cp.watchNodes(ctx)
 				return
 			}
 		}
