@@ -37,7 +37,12 @@ func dev(ctx context.Context, args []string) error {
 	pgPort := fs.Int("postgres-port", 0, "loopback port of the private PostgreSQL; 0 picks a free one")
 	nodes := fs.Int("nodes", 3, "simulated illumos nodes to run, each a real agent over illumos-sim")
 	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	var health controlplane.Config
+	nodeHealth := nodeHealthFlags(fs, &health)
 	_ = fs.Parse(args)
+	if err := nodeHealth(); err != nil {
+		return err
+	}
 	log, err := newLogger(*logLevel)
 	if err != nil {
 		return err
@@ -102,7 +107,8 @@ func dev(ctx context.Context, args []string) error {
 	stops = append(stops, func() { _ = ui.Stop() })
 
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
-		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log})
+		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
+		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout})
 	if err != nil {
 		return err
 	}

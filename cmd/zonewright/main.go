@@ -78,7 +78,8 @@ func newLogger(level string) (*slog.Logger, error) {
 // serveOptions are serve's flags.
 type serveOptions struct {
 	controlplane.Config
-	logLevel string
+	logLevel   string
+	nodeHealth func() error
 }
 
 func serveFlags() (*flag.FlagSet, *serveOptions) {
@@ -87,6 +88,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	fs.StringVar(&o.DatabaseURL, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL (env ZW_DATABASE_URL)")
 	fs.StringVar(&o.Listen, "listen", env("ZW_LISTEN", "127.0.0.1:8080"), "API listen address (env ZW_LISTEN)")
 	temporalFlags(fs, &o.Config)
+	o.nodeHealth = nodeHealthFlags(fs, &o.Config)
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
 }
@@ -96,6 +98,9 @@ func serve(ctx context.Context, args []string) error {
 	_ = fs.Parse(args)
 	if o.DatabaseURL == "" {
 		return fmt.Errorf("--database-url (or ZW_DATABASE_URL) is required")
+	}
+	if err := o.nodeHealth(); err != nil {
+		return err
 	}
 	log, err := newLogger(o.logLevel)
 	if err != nil {
