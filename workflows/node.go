@@ -114,9 +114,11 @@ func (w *nodeHealth) run(ctx workflow.Context) error {
 	// agent is noticed soon; while Ready the workflow sleeps until the
 	// last heartbeat would be stale.
 	recheck := min(w.in.GracePeriod, 10*time.Second)
-	for {
+	for loops := 1; ; loops++ {
+		// A loop adds about ten events (a look, maybe a mark, a timer);
+		// the estimate also holds where the history length is not reported.
 		info := workflow.GetInfo(ctx)
-		if info.GetCurrentHistoryLength() > limit || info.GetContinueAsNewSuggested() {
+		if info.GetCurrentHistoryLength() > limit || loops*10 > limit || info.GetContinueAsNewSuggested() {
 			st := w.st
 			return workflow.NewContinueAsNewError(ctx, NodeHealth, NodeHealthInput{Node: w.in.Node, GracePeriod: w.in.GracePeriod,
 				EvictionTimeout: w.in.EvictionTimeout, State: &st, HistoryLimit: w.in.HistoryLimit})

@@ -136,7 +136,7 @@ func dev(ctx context.Context, args []string) error {
 		stops = append(stops, ns.Stop)
 		nodeList = ""
 		for _, n := range ns.Nodes {
-			nodeList += fmt.Sprintf("\n    %s  pods %s  state %s", n.Name, n.PodCIDR, n.Root)
+			nodeList += fmt.Sprintf("\n    %s  pods %s  state %s  agent pid %d", n.Name, n.PodCIDR, n.Root, n.Pid())
 		}
 	}
 
