@@ -185,6 +185,8 @@ type EvictInput struct {
 	// Lost: the node is unreachable; its pods are marked Failed/NodeLost
 	// at once and their lifecycles do no more work on it.
 	Lost bool
+	// Message tells the pods why; empty: the node stopped heartbeating.
+	Message string
 }
 
 // EvictNodePods tells every unfinished pod bound to the node to leave it
@@ -206,7 +208,10 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInpu
 		sig := EvictSignal{Node: in.Node, Lost: in.Lost, Reason: ReasonEvicted}
 		if in.Lost {
 			sig.Reason = ReasonNodeLost
-			msg := fmt.Sprintf("node %s is lost: no heartbeat from its agent", in.Node)
+			msg := in.Message
+			if msg == "" {
+				msg = fmt.Sprintf("node %s is lost: no heartbeat from its agent", in.Node)
+			}
 			c := &Control{Store: st}
 			if err := c.UpdatePodStatus(ctx, StatusUpdate{Pod: ref, Phase: model.PodFailed, Reason: ReasonNodeLost, Message: msg,
 				Conditions: []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: ReasonNodeLost}},

@@ -89,7 +89,8 @@ func (s *Server) deleteNode(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	evicted, err := activities.EvictPods(ctx, s.store, s.lifecycles(), activities.EvictInput{Node: name, Lost: true})
+	evicted, err := activities.EvictPods(ctx, s.store, s.lifecycles(), activities.EvictInput{Node: name, Lost: true,
+		Message: fmt.Sprintf("node %s was deleted by force; the pod is treated as lost with it", name)})
 	if err != nil {
 		s.fail(c, dependencyError(err))
 		return

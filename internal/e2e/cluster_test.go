@@ -55,13 +55,23 @@ type cluster struct {
 
 func newCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
 	t.Helper()
+	return startCluster(t, nodes, nil, agentArgs...)
+}
+
+// startCluster is newCluster with the control plane's configuration tuned.
+func startCluster(t *testing.T, nodes int, tune func(*controlplane.Config), agentArgs ...string) *cluster {
+	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	tmp := devstack.StartTestTemporal(t, func(c *devstack.TemporalConfig) {
 		c.SearchAttributes = devstack.KeywordAttributes(workflows.SearchAttributeNames...)
 	})
-	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
-		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler)})
+	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
+		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler)}
+	if tune != nil {
+		tune(&cfg)
+	}
+	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
