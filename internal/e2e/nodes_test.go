@@ -204,6 +204,11 @@ func TestLostNodeEvictsMovesAndRecovers(t *testing.T) {
 			t.Fatalf("%s is %s on %s after %s returned", name, p.Status.Phase, p.Spec.NodeName, victim)
 		}
 	}
+	c.recordHistory(workflows.NodeWorkflowID(victim), "node-lost-and-back.json")
+	c.do("DELETE", "/api/v1/namespaces/default/pods/mover-a?gracePeriodSeconds=0", nil)
+	c.waitGone("mover-a", time.Minute)
+	c.waitClosed("mover-a")
+	c.recordHistory(workflows.PodWorkflowID("default", "mover-a"), "pod-moved-node-lost.json")
 }
 
 // Drain cordons the node; a restartPolicy Always pod that ignores SIGTERM
@@ -250,6 +255,10 @@ func TestDrainMovesPodsAndHonoursGracePeriod(t *testing.T) {
 	if !c.hasEvent(model.KindNode, from, "NodeDrain", "2 pod(s)") {
 		t.Fatalf("no NodeDrain event on %s: %+v", from, c.eventsOf(model.KindNode, from))
 	}
+	c.do("DELETE", "/api/v1/namespaces/default/pods/mover?gracePeriodSeconds=0", nil)
+	c.waitGone("mover", time.Minute)
+	c.waitClosed("mover")
+	c.recordHistory(workflows.PodWorkflowID("default", "mover"), "pod-drained.json")
 }
 
 // Cordon keeps new pods off a node, uncordon lets them back; a node with
@@ -322,4 +331,5 @@ func TestCordonUncordonAndNodeDelete(t *testing.T) {
 	c.eventually(30*time.Second, "the NodeHealth workflow of "+a+" to end", func() bool {
 		return c.workflowStatus(workflows.NodeWorkflowID(a)) == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})
+	c.recordHistory(workflows.NodeWorkflowID(a), "node-force-deleted.json")
 }
