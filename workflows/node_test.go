@@ -333,3 +333,25 @@ func (h *harness) sawEvent(reason, contains string) bool {
 	}
 	return false
 }
+
+// An eviction from a node the pod already left changes nothing.
+func TestEvictionFromANodeLeftBeforeIsIgnored(t *testing.T) {
+	h, schedules := evictHarness(t, podSpec())
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Reason: activities.ReasonEvicted})
+	}, time.Minute)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Lost: true, Reason: activities.ReasonNodeLost})
+	}, 10*time.Minute)
+	zero := int64(0)
+	h.run(20*time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if *schedules != 2 || strings.Count(h.calls.String(), "UnbindPod") != 1 {
+		t.Fatalf("scheduled %d times (%s); want one move only", *schedules, h.calls)
+	}
+	if q := h.queues.String(); !strings.Contains(q, "DestroyDatasets@node/n2") {
+		t.Fatalf("the pod was not removed from n2 on delete: %s", q)
+	}
+}

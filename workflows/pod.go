@@ -209,6 +209,9 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 		for {
 			var s activities.EvictSignal
 			ch.Receive(ctx, &s)
+			if w.run_ != nil && w.run_.Node != s.Node {
+				continue // the pod has left that node already
+			}
 			// A lost node outranks a drain of the same node.
 			if w.evict == nil || w.evict.Node != s.Node || s.Lost {
 				w.evict = &s
@@ -289,6 +292,9 @@ func (w *podWorkflow) placeAndRun(ctx workflow.Context) error {
 	node, err := w.schedule(ctx)
 	if err != nil || node == "" {
 		return err
+	}
+	if w.evict != nil && w.evict.Node != node {
+		w.evict = nil // about a node the pod left before
 	}
 	if w.movedFrom != "" {
 		w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, EventReason: "Rescheduled",
