@@ -23,6 +23,8 @@ temporal_tls_cert
 temporal_tls_key
 temporal_tls_ca
 temporal_tls_server_name
+node_grace_period
+node_eviction_timeout
 log_level
 '
 
