@@ -106,6 +106,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	warnShortGrace(log, o.NodeGracePeriod)
 	tc := o.Config
 	tc.Logger = log
 	cp, err := controlplane.Start(ctx, tc)

@@ -3,8 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"time"
 
+	nodeagent "github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -29,4 +31,19 @@ func nodeHealthFlags(fs *flag.FlagSet, c *controlplane.Config) func() error {
 		}
 		return nil
 	}
+}
+
+// warnShortGrace says when the grace period leaves agents with the default
+// heartbeat interval too little room: their nodes would flap NotReady.
+func warnShortGrace(log *slog.Logger, grace time.Duration) {
+	if grace < 2*nodeagent.DefaultHeartbeatInterval {
+		log.Warn("the node grace period is shorter than two default agent heartbeats; run agents with a shorter --heartbeat-interval or nodes flap NotReady",
+			"gracePeriod", grace, "defaultHeartbeatInterval", nodeagent.DefaultHeartbeatInterval)
+	}
+}
+
+// devHeartbeat is the heartbeat interval of the dev stack's agents: the
+// default, or a quarter of a shorter grace period, so nodes never flap.
+func devHeartbeat(grace time.Duration) time.Duration {
+	return min(nodeagent.DefaultHeartbeatInterval, max(grace/4, 100*time.Millisecond))
 }
