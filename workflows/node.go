@@ -123,6 +123,7 @@ func (w *nodeHealth) run(ctx workflow.Context) error {
 			return workflow.NewContinueAsNewError(ctx, NodeHealth, NodeHealthInput{Node: w.in.Node, GracePeriod: w.in.GracePeriod,
 				EvictionTimeout: w.in.EvictionTimeout, State: &st, HistoryLimit: w.in.HistoryLimit})
 		}
+		w.check = false // this look answers any check asked so far
 		var obs activities.NodeObservation
 		if err := workflow.ExecuteActivity(ctx, ctl.ObserveNode, w.in.Node).Get(ctx, &obs); err != nil {
 			return err
@@ -163,7 +164,6 @@ func (w *nodeHealth) run(ctx workflow.Context) error {
 				}
 			}
 		}
-		w.check = false
 		if _, err := workflow.AwaitWithTimeout(ctx, sleep, func() bool { return w.check }); err != nil {
 			if temporal.IsCanceledError(err) {
 				return nil
