@@ -17,6 +17,8 @@ type Control struct {
 	Scheduler  *scheduler.Scheduler
 	IPAM       *ipam.IPAM
 	Lifecycles Lifecycles
+	// NodeHealth starts nodes' health workflows; nil leaves them alone.
+	NodeHealth NodeHealthStarter
 }
 
 // NewControl wires the control-plane activities over one store.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/zonewright/zonewright/activities"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
 
@@ -26,7 +27,7 @@ import (
 // builds it once) through the Temporal SDK's activity test environment.
 // Each test gets its own simulated node.
 
-func TestMain(m *testing.M) { os.Exit(simtest.Main(m.Run)) }
+func TestMain(m *testing.M) { os.Exit(simtest.Main(func() int { return pgtest.Main(m) })) }
 
 const (
 	zonesDataset   = "tank/zonewright/zones"

@@ -9,11 +9,12 @@ import (
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// Lifecycles starts pod workflows and tells whether one runs; the
-// workflows package provides it (PodClient).
+// Lifecycles starts pod workflows, tells whether one runs and signals
+// them; the workflows package provides it (PodClient).
 type Lifecycles interface {
 	Start(ctx context.Context, ref PodRef) error
 	Running(ctx context.Context, namespace, name string) (bool, error)
+	Signal(ctx context.Context, namespace, name, signal string, arg any) error
 }
 
 // EnsurePodWorkflows repairs the invariant "every pod row has its

@@ -103,40 +103,4 @@ func (s *Server) deleteNamespace(c *gin.Context) {
 	respond(c, http.StatusOK, ns)
 }
 
-func (s *Server) listNodes(c *gin.Context) { listOrWatch(s, c, s.store.Nodes(), "") }
-func (s *Server) getNode(c *gin.Context)   { getOne(s, c, s.store.Nodes(), "", c.Param("name")) }
-
-func (s *Server) createNode(c *gin.Context) {
-	var n model.Node
-	if err := decode(c, &n); err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := checkTypeMeta(&n.TypeMeta, model.KindNode); err != nil {
-		s.fail(c, err)
-		return
-	}
-	systemMeta(&n.Metadata)
-	n.Metadata.Namespace = ""
-	model.DefaultNode(&n)
-	if errs := model.ValidateNode(&n); len(errs) > 0 {
-		s.fail(c, invalid(model.KindNode, n.Metadata.Name, errs))
-		return
-	}
-	if err := s.store.Nodes().Create(c.Request.Context(), &n); err != nil {
-		s.fail(c, err)
-		return
-	}
-	respond(c, http.StatusCreated, &n)
-}
-
-func (s *Server) deleteNode(c *gin.Context) {
-	n, err := s.store.DeleteNode(c.Request.Context(), c.Param("name"), c.Query("resourceVersion"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	respond(c, http.StatusOK, n)
-}
-
 func (s *Server) listEvents(c *gin.Context) { listOrWatch(s, c, s.store.Events(), c.Param("ns")) }

@@ -39,8 +39,11 @@ type Config struct {
 	ImageMap *imagemap.Map
 	// Artefacts serves image artefacts to nodes; nil: no download endpoint.
 	Artefacts ArtefactServer
-	Ready     []ReadyCheck
-	Logger    *slog.Logger
+	// Nodes starts and wakes nodes' health workflows; nil leaves them to
+	// the control plane's node watch and reconciler.
+	Nodes  *workflows.NodeClient
+	Ready  []ReadyCheck
+	Logger *slog.Logger
 	// WatchKeepalive is how often an idle watch sends a comment line.
 	WatchKeepalive time.Duration
 }
@@ -56,6 +59,7 @@ type Server struct {
 	images    *workflows.ImageClient
 	imageMap  *imagemap.Map
 	artefacts ArtefactServer
+	nodes     *workflows.NodeClient
 	ready     []ReadyCheck
 	log       *slog.Logger
 	keepalive time.Duration
@@ -69,7 +73,7 @@ func New(cfg Config) *Server {
 	if cfg.WatchKeepalive == 0 {
 		cfg.WatchKeepalive = 15 * time.Second
 	}
-	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, images: cfg.Images, imageMap: cfg.ImageMap,
+	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive}
 }
 
@@ -112,6 +116,9 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/nodes", s.createNode)
 	v1.GET("/nodes/:name", s.getNode)
 	v1.DELETE("/nodes/:name", s.deleteNode)
+	v1.POST("/nodes/:name/cordon", s.cordonNode)
+	v1.POST("/nodes/:name/uncordon", s.uncordonNode)
+	v1.POST("/nodes/:name/drain", s.drainNode)
 
 	v1.GET("/images", s.listImages)
 	v1.POST("/images", s.createImage)

@@ -21,8 +21,8 @@ import (
 )
 
 // NewControl builds the control-plane worker with every control-plane
-// workflow and activity registered.
-func NewControl(c client.Client, st *store.Store) worker.Worker {
+// workflow and activity registered; nodes starts nodes' health workflows.
+func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient) worker.Worker {
 	pods := workflows.PodClient{Temporal: c}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{
 		// Autoscaling pollers keep polling the normal queue while running
@@ -36,7 +36,10 @@ func NewControl(c client.Client, st *store.Store) worker.Worker {
 	// Registered by method name, as the workflows refer to them.
 	w.RegisterWorkflowWithOptions(workflows.ReconcilePods, workflow.RegisterOptions{Name: "ReconcilePods"})
 	w.RegisterWorkflowWithOptions(workflows.ReconcileHosts, workflow.RegisterOptions{Name: workflows.ReconcileHostsWorkflowName})
-	w.RegisterActivity(activities.NewControl(st, pods))
+	w.RegisterWorkflowWithOptions(workflows.NodeHealth, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
+	ctl := activities.NewControl(st, pods)
+	ctl.NodeHealth = nodes
+	w.RegisterActivity(ctl)
 	return w
 }
 

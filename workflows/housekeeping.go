@@ -62,13 +62,19 @@ var SearchAttributeNames = []string{SearchAttrNamespace, SearchAttrPod, SearchAt
 // ReconcilePodsScheduleID is the Temporal Schedule that runs ReconcilePods.
 const ReconcilePodsScheduleID = "zonewright-reconcile-pods"
 
-// ReconcilePods starts the lifecycle of every pod row that lacks one.
+// ReconcilePods starts the lifecycle of every pod row that lacks one, and
+// the health workflow of every node that lacks one.
 func ReconcilePods(ctx workflow.Context, settle time.Duration) (int, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	var started int
-	err := workflow.ExecuteActivity(ctx, ctl.EnsurePodWorkflows, settle).Get(ctx, &started)
-	return started, err
+	if err := workflow.ExecuteActivity(ctx, ctl.EnsurePodWorkflows, settle).Get(ctx, &started); err != nil {
+		return started, err
+	}
+	if workflow.GetVersion(ctx, "ensure-node-health", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return started, nil
+	}
+	return started, workflow.ExecuteActivity(ctx, ctl.EnsureNodeWorkflows).Get(ctx, nil)
 }

@@ -19,7 +19,10 @@ const (
 	SignalTerminate = "terminate"
 	SignalFinalize  = "finalize"
 	SignalCancel    = "cancel"
-	QueryStatus     = "status"
+	// SignalEvict tells the pod to leave its node (NodeHealth on a lost
+	// node, the API's drain); its argument is an activities.EvictSignal.
+	SignalEvict = activities.SignalEvict
+	QueryStatus = "status"
 )
 
 // PodWorkflowID is the stable, readable ID of a pod's lifecycle.
@@ -122,6 +125,12 @@ var ctl *activities.Control // and the control-plane ones
 // errCancelled ends a provision that an operator cancelled.
 var errCancelled = errors.New("cancelled")
 
+// errMoved: the pod left its node and is to be scheduled again.
+var errMoved = errors.New("moved off its node")
+
+// errNodeLost: a host activity was given up because its node is lost.
+var errNodeLost = errors.New("node lost")
+
 // PodLifecycle runs one pod from creation to removal: schedule, allocate an
 // address, provision its zone on the node as a saga, run it (probes,
 // restarts), and on terminate stop it gracefully and remove every trace.
@@ -147,6 +156,9 @@ type podWorkflow struct {
 	terminate *TerminateSignal
 	finalize  bool
 	cancel    *CancelSignal
+	evict     *activities.EvictSignal
+	// movedFrom is the node the pod left, until it is scheduled again.
+	movedFrom string
 }
 
 func (w *podWorkflow) setup(ctx workflow.Context) error {
@@ -192,7 +204,41 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 			w.cancel = &s
 		}
 	})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ch := workflow.GetSignalChannel(ctx, SignalEvict)
+		for {
+			var s activities.EvictSignal
+			ch.Receive(ctx, &s)
+			if w.run_ != nil && w.run_.Node != s.Node {
+				continue // the pod has left that node already
+			}
+			// A lost node outranks a drain of the same node.
+			if w.evict == nil || w.evict.Node != s.Node || s.Lost {
+				w.evict = &s
+			}
+		}
+	})
 	return nil
+}
+
+// evicting: the pod was told to leave the node it is on.
+func (w *podWorkflow) evicting() bool {
+	return w.evict != nil && w.run_ != nil && w.evict.Node == w.run_.Node
+}
+
+// lost: the pod's node is lost; nothing more is asked of it.
+func (w *podWorkflow) lost() bool { return w.evicting() && w.evict.Lost }
+
+// interrupted: the running pod has something else to do than run.
+func (w *podWorkflow) interrupted() bool { return w.stopRequested() || w.evicting() }
+
+// hostWait waits for a host activity, unless its node is lost: then the
+// activity is given up (nobody polls that node's queue) with errNodeLost.
+func (w *podWorkflow) hostWait(ctx workflow.Context, fut workflow.Future) error {
+	if err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.lost() }); err != nil || fut.IsReady() {
+		return nil // the future's Get tells
+	}
+	return errNodeLost
 }
 
 func grace(g *int64, def int64) int64 {
@@ -224,18 +270,36 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 	if w.in.Run != nil {
 		w.run_ = w.in.Run
 		w.status.Node, w.status.Phase = w.run_.Node, model.PodRunning
-		return w.running(ctx)
-	}
-	if snap.Phase == model.PodFailed || snap.Phase == model.PodSucceeded {
+		if err := w.running(ctx); !errors.Is(err, errMoved) {
+			return err
+		}
+	} else if snap.Phase == model.PodFailed || snap.Phase == model.PodSucceeded {
 		// A finished pod whose workflow was restarted: wait to be deleted.
 		w.status.Phase = snap.Phase
 		return w.awaitRemoval(ctx)
 	}
-	w.setPhase(ctx, model.PodPending)
+	// Each turn places the pod on a node and runs it there; a pod evicted
+	// from its node (restartPolicy Always) comes round again.
+	for {
+		if err := w.placeAndRun(ctx); !errors.Is(err, errMoved) {
+			return err
+		}
+	}
+}
 
+func (w *podWorkflow) placeAndRun(ctx workflow.Context) error {
+	w.setPhase(ctx, model.PodPending)
 	node, err := w.schedule(ctx)
 	if err != nil || node == "" {
 		return err
+	}
+	if w.evict != nil && w.evict.Node != node {
+		w.evict = nil // about a node the pod left before
+	}
+	if w.movedFrom != "" {
+		w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, EventReason: "Rescheduled",
+			EventMessage: fmt.Sprintf("Rescheduled %s from %s to %s", w.ref(), w.movedFrom, node)})
+		w.movedFrom = ""
 	}
 	alloc, err := w.allocate(ctx, node)
 	if err != nil || alloc == nil {
@@ -358,6 +422,11 @@ func (w *podWorkflow) removeUnprovisioned(ctx workflow.Context, err error) error
 func (w *podWorkflow) failed(ctx workflow.Context, err error) error {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
+	if errors.Is(err, errCancelled) && w.evicting() && !w.stopRequested() {
+		// Evicted while provisioning: the saga rolled back what it could.
+		_ = workflow.GetVersion(ctx, versionNodeEviction, workflow.DefaultVersion, 1)
+		return w.leftNode(ctx)
+	}
 	w.run_ = nil // the saga left nothing on the host
 	if errors.Is(err, errCancelled) && (w.terminate != nil || w.finalize) {
 		return w.remove(ctx) // deleted while provisioning

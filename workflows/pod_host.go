@@ -96,13 +96,15 @@ func (w *podWorkflow) provision(ctx workflow.Context) error {
 		sctx, cancel := workflow.WithCancel(ctx)
 		sctx = workflow.WithActivityOptions(sctx, hostOptions(r.Node, st.timeout, st.heartbeat, 6))
 		fut := workflow.ExecuteActivity(sctx, st.do, r.Sandbox)
-		err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.stopRequested() })
+		err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })
 		if err != nil || !fut.IsReady() {
 			if temporal.IsCanceledError(err) {
 				w.cancel = &CancelSignal{Reason: "workflow cancel requested"}
 			}
 			cancel()
-			_ = fut.Get(ctx, nil) // wait for the activity to stop before undoing it
+			if !w.lost() {
+				_ = fut.Get(ctx, nil) // wait for the activity to stop before undoing it
+			}
 			failure = errCancelled
 			break
 		}
@@ -124,14 +126,19 @@ func (w *podWorkflow) provision(ctx workflow.Context) error {
 func (w *podWorkflow) compensate(ctx workflow.Context, n int) {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	r := w.run_
-	for i := n - 1; i >= 0; i-- {
+	for i := n - 1; i >= 0 && !w.lost(); i-- {
 		st := provisionSteps[i]
 		if st.undo == nil {
 			continue
 		}
 		w.step(ctx, "Undo"+st.name, 1)
 		uctx := workflow.WithActivityOptions(ctx, undoOptions(r.Node, st.timeout))
-		if err := workflow.ExecuteActivity(uctx, st.undo, r.Sandbox).Get(uctx, nil); err != nil {
+		fut := workflow.ExecuteActivity(uctx, st.undo, r.Sandbox)
+		if w.hostWait(ctx, fut) != nil {
+			w.endStep(ctx, "node lost: left for its agent to clean up")
+			break
+		}
+		if err := fut.Get(uctx, nil); err != nil {
 			w.endStep(ctx, err.Error())
 			continue
 		}
@@ -168,6 +175,14 @@ func unwrapActivity(err error) error {
 func (w *podWorkflow) terminateRunning(ctx workflow.Context) error {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
+	w.stopGracefully(ctx, "Killing")
+	w.teardown(ctx)
+	return w.remove(ctx)
+}
+
+// stopGracefully stops the containers and shuts the zone down within the
+// pod's grace period (a terminate signal may shorten it, finalize ends it).
+func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	r := w.run_
 	g := int64(model.DefaultTerminationGracePeriodSeconds)
 	if w.spec.TerminationGracePeriodSeconds != nil {
@@ -181,12 +196,17 @@ func (w *podWorkflow) terminateRunning(ctx workflow.Context) error {
 	}
 	w.update(ctx, activities.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
 		Conditions:  []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Terminating"}},
-		EventReason: "Killing", EventMessage: fmt.Sprintf("Stopping containers with a grace period of %ds", g)})
-	if g > 0 {
+		EventReason: eventReason, EventMessage: fmt.Sprintf("Stopping containers with a grace period of %ds", g)})
+	if g > 0 && !w.lost() {
 		w.step(ctx, "StopContainers", 1)
 		sctx := workflow.WithActivityOptions(ctx, undoOptions(r.Node, time.Minute))
 		stopErr := ""
-		if err := workflow.ExecuteActivity(sctx, host.StopContainers, r.Sandbox).Get(sctx, nil); err != nil {
+		stop := workflow.ExecuteActivity(sctx, host.StopContainers, r.Sandbox)
+		if w.hostWait(ctx, stop) != nil {
+			w.endStep(ctx, errNodeLost.Error())
+			return
+		}
+		if err := stop.Get(sctx, nil); err != nil {
 			stopErr = err.Error()
 		}
 		w.endStep(ctx, stopErr)
@@ -198,7 +218,12 @@ func (w *podWorkflow) terminateRunning(ctx workflow.Context) error {
 		// wait for its next heartbeat.
 		o.WaitForCancellation = false
 		fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, activities.ShutdownInput{Sandbox: r.Sandbox, GraceSeconds: g})
-		_ = workflow.Await(ctx, func() bool { return fut.IsReady() || w.finalize })
+		_ = workflow.Await(ctx, func() bool { return fut.IsReady() || w.finalize || w.lost() })
+		if !fut.IsReady() && w.lost() {
+			cancel()
+			w.endStep(ctx, errNodeLost.Error())
+			return
+		}
 		if !fut.IsReady() {
 			cancel() // finalize: the grace period ends now
 			w.update(ctx, activities.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
@@ -208,8 +233,6 @@ func (w *podWorkflow) terminateRunning(ctx workflow.Context) error {
 		_ = fut.Get(ctx, &stopped)
 		w.endStep(ctx, "")
 	}
-	w.teardown(ctx)
-	return w.remove(ctx)
 }
 
 // teardown removes the pod's zone and everything under it from the node.
@@ -222,9 +245,17 @@ func (w *podWorkflow) teardown(ctx workflow.Context) {
 		{"DeleteVNIC", host.DeleteVNIC, nil, time.Minute, 0},
 		{"DestroyDatasets", host.DestroyDatasets, nil, 2 * time.Minute, 0},
 	} {
+		if w.lost() {
+			break // the agent cleans up when it returns
+		}
 		w.step(ctx, st.name, 1)
 		sctx := workflow.WithActivityOptions(ctx, undoOptions(r.Node, st.timeout))
-		if err := workflow.ExecuteActivity(sctx, st.do, r.Sandbox).Get(sctx, nil); err != nil {
+		fut := workflow.ExecuteActivity(sctx, st.do, r.Sandbox)
+		if w.hostWait(ctx, fut) != nil {
+			w.endStep(ctx, errNodeLost.Error())
+			break
+		}
+		if err := fut.Get(sctx, nil); err != nil {
 			w.endStep(ctx, err.Error())
 			continue
 		}

@@ -81,7 +81,7 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 	reported := w.readiness()
 	nextMonitor := workflow.Now(ctx).Add(w.t.MonitorEvery)
 	var failure string
-	for loops := 1; failure == "" && !w.stopRequested(); loops++ {
+	for loops := 1; failure == "" && !w.interrupted(); loops++ {
 		// A loop adds about a dozen events (timer, probes, monitor); the
 		// estimate also holds where the history length is not reported.
 		info := workflow.GetInfo(ctx)
@@ -101,14 +101,14 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 			}
 		}
 		if d := next.Sub(now); d > 0 {
-			if _, err := workflow.AwaitWithTimeout(ctx, d, w.stopRequested); err != nil {
+			if _, err := workflow.AwaitWithTimeout(ctx, d, w.interrupted); err != nil {
 				if temporal.IsCanceledError(err) {
 					w.cancel = &CancelSignal{Reason: "workflow cancel requested"}
 					break
 				}
 				return err
 			}
-			if w.stopRequested() {
+			if w.interrupted() {
 				break
 			}
 		}
@@ -132,6 +132,9 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
 	if w.terminate != nil || w.finalize {
 		return w.terminateRunning(ctx)
+	}
+	if failure == "" && w.cancel == nil && w.evicting() {
+		return w.leaveNode(ctx)
 	}
 	// Cancelled or failed: stop and clean the host, keep the row Failed.
 	reason, msg := "ContainerFailed", failure
@@ -178,6 +181,9 @@ func (w *podWorkflow) runProbes(ctx workflow.Context, now time.Time) string {
 	}
 	for _, d := range due {
 		var res activities.ProbeResult
+		if w.hostWait(ctx, d.fut) != nil {
+			return "" // the node is lost: node health has taken over
+		}
 		if err := d.fut.Get(ctx, &res); err != nil {
 			res = activities.ProbeResult{Message: unwrapActivity(err).Error()}
 		}
@@ -243,8 +249,12 @@ func (w *podWorkflow) restartContainer(ctx workflow.Context, i int, now time.Tim
 	c := &r.Containers[i]
 	why := c.RestartReason
 	o := hostOptions(r.Node, 2*time.Minute, 0, 5)
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), host.RestartContainer,
-		activities.RestartInput{Sandbox: r.Sandbox, Container: c.Name}).Get(ctx, nil)
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), host.RestartContainer,
+		activities.RestartInput{Sandbox: r.Sandbox, Container: c.Name})
+	if w.hostWait(ctx, fut) != nil {
+		return
+	}
+	err := fut.Get(ctx, nil)
 	c.Restarts++
 	w.restartContainerState(i, now)
 	msg := fmt.Sprintf("Restarted container %s (restart %d): %s", c.Name, c.Restarts, why)
@@ -261,7 +271,11 @@ func (w *podWorkflow) monitor(ctx workflow.Context, now time.Time) string {
 	r := w.run_
 	var obs activities.PodObservation
 	o := hostOptions(r.Node, time.Minute, 0, 3)
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), host.ObservePod, r.Sandbox).Get(ctx, &obs); err != nil {
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), host.ObservePod, r.Sandbox)
+	if w.hostWait(ctx, fut) != nil {
+		return ""
+	}
+	if err := fut.Get(ctx, &obs); err != nil {
 		return "" // the node is unreachable: node health decides, not one missed look
 	}
 	if obs.ZoneState != "running" {
@@ -272,7 +286,11 @@ func (w *podWorkflow) monitor(ctx workflow.Context, now time.Time) string {
 			return fmt.Sprintf("zone vanished from node %s (state %q)", r.Node, obs.ZoneState)
 		}
 		for _, step := range []any{host.BootZone, host.ConfigureNetwork, host.StartContainers} {
-			if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, hostOptions(r.Node, 5*time.Minute, 0, 5)), step, r.Sandbox).Get(ctx, nil); err != nil {
+			fut := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, hostOptions(r.Node, 5*time.Minute, 0, 5)), step, r.Sandbox)
+			if w.hostWait(ctx, fut) != nil {
+				return ""
+			}
+			if err := fut.Get(ctx, nil); err != nil {
 				return fmt.Sprintf("zone was %q and could not be booted again: %s", obs.ZoneState, unwrapActivity(err))
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -66,6 +67,7 @@ type harness struct {
 	testsuite.WorkflowTestSuite
 	env      *testsuite.TestWorkflowEnvironment
 	calls    *calls
+	queues   *calls // host activities as name@taskqueue
 	statuses []activities.StatusUpdate
 	mu       sync.Mutex
 }
@@ -78,7 +80,7 @@ type override struct {
 }
 
 func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harness {
-	h := &harness{calls: &calls{}}
+	h := &harness{calls: &calls{}, queues: &calls{}}
 	h.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	h.env = h.NewTestWorkflowEnvironment()
 	h.env.SetTestTimeout(time.Minute)
@@ -143,7 +145,11 @@ func (h *harness) record(name string) func(context.Context, activities.PodRef) e
 }
 
 func (h *harness) recordSandbox(name string) func(context.Context, activities.PodSandbox) error {
-	return func(context.Context, activities.PodSandbox) error { h.calls.add(name); return nil }
+	return func(ctx context.Context, _ activities.PodSandbox) error {
+		h.calls.add(name)
+		h.queues.add(name + "@" + activity.GetInfo(ctx).TaskQueue)
+		return nil
+	}
 }
 
 func (h *harness) run(after time.Duration, signal string, arg any) {

@@ -16,7 +16,7 @@ import (
 // Errors of PodClient that callers map to API statuses.
 var (
 	// ErrNoLifecycle: the pod has no running workflow.
-	ErrNoLifecycle = errors.New("the pod's lifecycle workflow is not running")
+	ErrNoLifecycle = activities.ErrNoLifecycle
 	// ErrStillRunning: a workflow of an earlier pod of the same name has not finished.
 	ErrStillRunning = errors.New("a pod of this name is still being removed")
 )

@@ -45,7 +45,12 @@ func dev(ctx context.Context, args []string) error {
 	mapFile := fs.String("image-map", env("ZW_IMAGE_MAP", ""), "image map file (env ZW_IMAGE_MAP); default: the built-in deploy/images.yaml")
 	var sched scheduleOptions
 	scheduleFlags(fs, &sched)
+	var health controlplane.Config
+	nodeHealth := nodeHealthFlags(fs, &health)
 	_ = fs.Parse(args)
+	if err := nodeHealth(); err != nil {
+		return err
+	}
 	log, err := newLogger(*logLevel)
 	if err != nil {
 		return err
@@ -127,7 +132,8 @@ func dev(ctx context.Context, args []string) error {
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
 		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Schedules: schedules, Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, AdvertiseURL: img.AdvertiseURL,
-		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout})
+		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
+		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout})
 	if err != nil {
 		return err
 	}
@@ -148,14 +154,15 @@ func dev(ctx context.Context, args []string) error {
 			return err
 		}
 		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim,
-			DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log})
+			DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
+			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String()}})
 		if err != nil {
 			return err
 		}
 		stops = append(stops, ns.Stop)
 		nodeList = ""
 		for _, n := range ns.Nodes {
-			nodeList += fmt.Sprintf("\n    %s  pods %s  state %s", n.Name, n.PodCIDR, n.Root)
+			nodeList += fmt.Sprintf("\n    %s  pods %s  state %s  agent pid %d", n.Name, n.PodCIDR, n.Root, n.Pid())
 		}
 	}
 

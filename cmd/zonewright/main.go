@@ -82,9 +82,10 @@ func newLogger(level string) (*slog.Logger, error) {
 // serveOptions are serve's flags.
 type serveOptions struct {
 	controlplane.Config
-	imageMap  string
-	schedules scheduleOptions
-	logLevel  string
+	imageMap   string
+	schedules  scheduleOptions
+	logLevel   string
+	nodeHealth func() error
 }
 
 func serveFlags() (*flag.FlagSet, *serveOptions) {
@@ -96,6 +97,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	imageFlags(fs, &o.Config, "/var/lib/zonewright/images")
 	fs.StringVar(&o.imageMap, "image-map", env("ZW_IMAGE_MAP", ""), "image map file: default image, aliases, size presets, images (env ZW_IMAGE_MAP)")
 	scheduleFlags(fs, &o.schedules)
+	o.nodeHealth = nodeHealthFlags(fs, &o.Config)
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
 }
@@ -134,10 +136,14 @@ func serve(ctx context.Context, args []string) error {
 	if o.DatabaseURL == "" {
 		return fmt.Errorf("--database-url (or ZW_DATABASE_URL) is required")
 	}
+	if err := o.nodeHealth(); err != nil {
+		return err
+	}
 	log, err := newLogger(o.logLevel)
 	if err != nil {
 		return err
 	}
+	warnShortGrace(log, o.NodeGracePeriod)
 	tc := o.Config
 	tc.Logger = log
 	if tc.ImageMap, err = imagemap.Load(o.imageMap); err != nil {

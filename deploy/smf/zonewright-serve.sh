@@ -30,6 +30,8 @@ image_map
 image_stall_timeout
 reconcile_interval
 orphan_grace
+node_grace_period
+node_eviction_timeout
 log_level
 '
 

@@ -55,6 +55,11 @@ type Config struct {
 	// ImageStallTimeout fails a fetch that receives nothing for this long
 	// (a slow transfer that keeps receiving is not stalled).
 	ImageStallTimeout time.Duration
+	// NodeGracePeriod without a heartbeat makes a node NotReady;
+	// NodeEvictionTimeout later its pods are evicted. Zero: the defaults
+	// (workflows.DefaultNodeGracePeriod, DefaultNodeEvictionTimeout).
+	NodeGracePeriod     time.Duration
+	NodeEvictionTimeout time.Duration
 }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
@@ -100,6 +105,7 @@ func (t TLSConfig) build() (*tls.Config, error) {
 type ControlPlane struct {
 	Store    *store.Store
 	Temporal client.Client
+	nodes    workflows.NodeClient
 	addr     string
 	http     *http.Server
 	log      *slog.Logger
@@ -172,7 +178,8 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), Client: &http.Client{}}
 	images := &workflows.ImageClient{Temporal: tc}
-	srv := api.New(api.Config{Store: st, Logger: log, Lifecycles: &workflows.PodClient{Temporal: tc},
+	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
+	srv := api.New(api.Config{Store: st, Logger: log, Lifecycles: &workflows.PodClient{Temporal: tc}, Nodes: &nodes,
 		Images: images, ImageMap: imgMap, Artefacts: artefacts, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
@@ -181,7 +188,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{Store: st, Temporal: tc, addr: ln.Addr().String(), log: log, cancel: cancel, sched: cfg.Schedules, served: make(chan error, 1),
+	cp := &ControlPlane{Store: st, Temporal: tc, nodes: nodes, addr: ln.Addr().String(), log: log, cancel: cancel, sched: cfg.Schedules, served: make(chan error, 1),
 		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
@@ -212,7 +219,7 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 	for attempt := 0; ; attempt++ {
 		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.sched)
 		if err == nil {
-			w := worker.NewControl(cp.Temporal, cp.Store)
+			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes)
 			worker.RegisterImages(w, cp.imageActivities)
 			if err = w.Start(); err == nil {
 				cp.workerMu.Lock()
@@ -222,6 +229,8 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 				if !cp.imagesSeeded {
 					cp.seedImages(ctx)
 				}
+				cp.bg.Add(1)
+				go cp.watchNodes(ctx)
 				return
 			}
 		}

@@ -1,0 +1,330 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// Node health's names: the taint that keeps new pods off a node whose
+// agent went silent, and the reasons written on the node and its pods.
+const (
+	TaintUnreachable        = "node.zonewright.io/unreachable"
+	ReasonNodeStatusUnknown = "NodeStatusUnknown"
+	ReasonNodeLost          = "NodeLost"
+	ReasonEvicted           = "Evicted"
+	nodeHealthSource        = "zonewright-node-health"
+)
+
+// NodeHealthStarter starts a node's NodeHealth workflow unless one runs;
+// the workflows package provides it (NodeClient).
+type NodeHealthStarter interface {
+	Ensure(ctx context.Context, node string) error
+}
+
+// NodeObservation is what NodeHealth needs to know of the node's row.
+type NodeObservation struct {
+	Found bool
+	// HeartbeatAge is how long ago the agent last wrote its Ready
+	// condition, measured by this process's clock; -1 when it never did.
+	HeartbeatAge time.Duration
+	// Tainted: the node carries the unreachable taint.
+	Tainted bool
+}
+
+// ObserveNode reads the node's last heartbeat.
+func (a *Control) ObserveNode(ctx context.Context, node string) (NodeObservation, error) {
+	n, err := a.Store.Nodes().Get(ctx, "", node)
+	if errors.Is(err, store.ErrNotFound) {
+		return NodeObservation{}, nil
+	}
+	if err != nil {
+		return NodeObservation{}, err
+	}
+	return observe(n, time.Now()), nil
+}
+
+func observe(n *model.Node, now time.Time) NodeObservation {
+	obs := NodeObservation{Found: true, HeartbeatAge: -1, Tainted: hasTaint(n, TaintUnreachable)}
+	if c := readyCondition(n); c != nil && c.LastHeartbeatTime != nil {
+		obs.HeartbeatAge = max(now.Sub(*c.LastHeartbeatTime), 0)
+	}
+	return obs
+}
+
+func readyCondition(n *model.Node) *model.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == model.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func hasTaint(n *model.Node, key string) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t model.Taint) bool { return t.Key == key })
+}
+
+// MarkNotReadyInput says how stale a heartbeat must be to mark the node.
+type MarkNotReadyInput struct {
+	Node        string
+	GracePeriod time.Duration
+}
+
+// MarkNotReadyResult tells whether the node was marked (a heartbeat may
+// have arrived since it was observed) and whether anything changed.
+type MarkNotReadyResult struct {
+	Marked  bool
+	Changed bool
+}
+
+// MarkNodeNotReady sets the Ready condition to Unknown and adds the
+// unreachable taint, if the heartbeat is still older than the grace
+// period. The agent writes the same row: a conflicting write is read again.
+func (a *Control) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (MarkNotReadyResult, error) {
+	var res MarkNotReadyResult
+	var uid string
+	err := a.updateNode(ctx, in.Node, func(n *model.Node, now time.Time) bool {
+		uid = n.Metadata.UID
+		obs := observe(n, now)
+		res = MarkNotReadyResult{}
+		if obs.HeartbeatAge >= 0 && obs.HeartbeatAge < in.GracePeriod {
+			return false
+		}
+		res.Marked = true
+		msg := fmt.Sprintf("zonewright agent stopped posting heartbeats: none for %s", in.GracePeriod)
+		if obs.HeartbeatAge >= 0 {
+			msg = fmt.Sprintf("zonewright agent stopped posting heartbeats: the last was %s ago", obs.HeartbeatAge.Round(time.Second))
+		}
+		c := readyCondition(n)
+		if c == nil {
+			n.Status.Conditions = append(n.Status.Conditions, model.NodeCondition{Type: model.NodeReady})
+			c = &n.Status.Conditions[len(n.Status.Conditions)-1]
+		}
+		if c.Status != model.ConditionUnknown {
+			c.Status, c.LastTransitionTime, res.Changed = model.ConditionUnknown, &now, true
+			c.Reason, c.Message = ReasonNodeStatusUnknown, msg
+		}
+		if !hasTaint(n, TaintUnreachable) {
+			n.Spec.Taints = append(n.Spec.Taints, model.Taint{Key: TaintUnreachable, Effect: model.TaintNoSchedule, TimeAdded: &now})
+			res.Changed = true
+		}
+		return res.Changed
+	})
+	if err != nil || !res.Changed {
+		return res, err
+	}
+	return res, a.nodeEvent(ctx, in.Node, uid, model.EventWarning, "NodeNotReady",
+		fmt.Sprintf("Node %s is NotReady: no heartbeat for %s; tainted %s:NoSchedule", in.Node, in.GracePeriod, TaintUnreachable))
+}
+
+// MarkNodeReady removes the unreachable taint once the agent posts
+// heartbeats again (it writes Ready=True itself). It reports whether the
+// taint was there.
+func (a *Control) MarkNodeReady(ctx context.Context, node string) (bool, error) {
+	removed := false
+	var uid string
+	err := a.updateNode(ctx, node, func(n *model.Node, _ time.Time) bool {
+		uid = n.Metadata.UID
+		before := len(n.Spec.Taints)
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t model.Taint) bool { return t.Key == TaintUnreachable })
+		removed = len(n.Spec.Taints) != before
+		return removed
+	})
+	if err != nil || !removed {
+		return removed, err
+	}
+	return true, a.nodeEvent(ctx, node, uid, model.EventNormal, "NodeReady",
+		fmt.Sprintf("Node %s is Ready: heartbeats resumed; taint %s removed", node, TaintUnreachable))
+}
+
+// updateNode reads the node, lets change edit it, and writes it back if
+// change says so, reading again when another writer got in between. A
+// node that is gone is not an error: there is nothing left to mark.
+func (a *Control) updateNode(ctx context.Context, node string, change func(n *model.Node, now time.Time) bool) error {
+	return UpdateNode(ctx, a.Store, node, change)
+}
+
+// UpdateNode is a read-modify-write of one node that retries on
+// conflicting writes (the agent heartbeats into the same row).
+func UpdateNode(ctx context.Context, st *store.Store, node string, change func(n *model.Node, now time.Time) bool) error {
+	for attempt := 0; ; attempt++ {
+		n, err := st.Nodes().Get(ctx, "", node)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read node %s: %w", node, err)
+		}
+		if !change(n, time.Now().UTC()) {
+			return nil
+		}
+		err = st.Nodes().Update(ctx, n)
+		if errors.Is(err, store.ErrConflict) && attempt < 20 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("update node %s: %w", node, err)
+		}
+		return nil
+	}
+}
+
+func (a *Control) nodeEvent(ctx context.Context, node, uid, typ, reason, msg string) error {
+	return a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindNode, Name: node, UID: uid}, typ, reason, msg, nodeHealthSource)
+}
+
+// EvictInput names the node whose pods are evicted.
+type EvictInput struct {
+	Node string
+	// Lost: the node is unreachable; its pods are marked Failed/NodeLost
+	// at once and their lifecycles do no more work on it.
+	Lost bool
+	// Message tells the pods why; empty: the node stopped heartbeating.
+	Message string
+}
+
+// EvictNodePods tells every unfinished pod bound to the node to leave it
+// (lost nodes: their pods are Failed/NodeLost first). It returns how many.
+func (a *Control) EvictNodePods(ctx context.Context, in EvictInput) (int, error) {
+	return EvictPods(ctx, a.Store, a.Lifecycles, in)
+}
+
+// EvictPods is EvictNodePods for callers outside a worker (the API's
+// drain and forced node delete).
+func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInput) (int, error) {
+	pods, err := PodsOnNode(ctx, st, in.Node)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods {
+		ref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+		sig := EvictSignal{Node: in.Node, Lost: in.Lost, Reason: ReasonEvicted}
+		if in.Lost {
+			sig.Reason = ReasonNodeLost
+			msg := in.Message
+			if msg == "" {
+				msg = fmt.Sprintf("node %s is lost: no heartbeat from its agent", in.Node)
+			}
+			c := &Control{Store: st}
+			if err := c.UpdatePodStatus(ctx, StatusUpdate{Pod: ref, Phase: model.PodFailed, Reason: ReasonNodeLost, Message: msg,
+				Conditions: []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: ReasonNodeLost}},
+				EventType:  model.EventWarning, EventReason: ReasonNodeLost, EventMessage: msg}); err != nil {
+				return n, fmt.Errorf("mark pod %s lost: %w", ref, err)
+			}
+		}
+		if lc != nil {
+			// A pod without a running lifecycle has nothing to tell; the
+			// reconciler starts one, which finds the pod Failed.
+			if err := lc.Signal(ctx, ref.Namespace, ref.Name, SignalEvict, sig); err != nil && !errors.Is(err, ErrNoLifecycle) {
+				return n, fmt.Errorf("tell pod %s to leave node %s: %w", ref, in.Node, err)
+			}
+		}
+		n++
+	}
+	return n, nil
+}
+
+// PodsOnNode lists the unfinished pods bound to a node.
+func PodsOnNode(ctx context.Context, st *store.Store, node string) ([]model.Pod, error) {
+	var out []model.Pod
+	opts := store.ListOptions{FieldSelector: "spec.nodeName=" + node, Limit: 500}
+	for {
+		page, err := st.Pods().List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list pods on node %s: %w", node, err)
+		}
+		for _, p := range page.Items {
+			if p.Status.Phase != model.PodFailed && p.Status.Phase != model.PodSucceeded {
+				out = append(out, p)
+			}
+		}
+		if page.Metadata.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = page.Metadata.Continue
+	}
+}
+
+// SignalEvict is the pod lifecycle's signal to leave its node; its
+// argument is an EvictSignal.
+const SignalEvict = "evict"
+
+// EvictSignal tells a pod lifecycle to leave Node: Lost nodes get no more
+// work (their leftovers are the agent's to clean when it returns); live
+// ones (drain) stop the pod gracefully first. Reason is what a pod that
+// does not restart ends Failed with.
+type EvictSignal struct {
+	Node   string
+	Lost   bool
+	Reason string
+}
+
+// ErrNoLifecycle: the pod has no running workflow to signal.
+var ErrNoLifecycle = errors.New("the pod's lifecycle workflow is not running")
+
+// EnsureNodeWorkflows repairs the invariant "every node has its NodeHealth
+// workflow". It returns how many nodes it checked.
+func (a *Control) EnsureNodeWorkflows(ctx context.Context) (int, error) {
+	if a.NodeHealth == nil {
+		return 0, nil
+	}
+	list, err := a.Store.Nodes().List(ctx, store.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	for _, n := range list.Items {
+		if err := a.NodeHealth.Ensure(ctx, n.Metadata.Name); err != nil {
+			return 0, fmt.Errorf("ensure the health workflow of node %s: %w", n.Metadata.Name, err)
+		}
+	}
+	return len(list.Items), nil
+}
+
+// UnbindPod readies a pod that left its node for scheduling again: unbound,
+// Pending, its address and container statuses cleared. Same name, same UID.
+func (a *Control) UnbindPod(ctx context.Context, in UnbindInput) error {
+	for {
+		p, err := a.Store.Pods().Get(ctx, in.Pod.Namespace, in.Pod.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if p.Metadata.UID != in.Pod.UID {
+			return nil
+		}
+		now := time.Now().UTC()
+		p.Spec.NodeName = ""
+		p.Status.Phase, p.Status.Reason, p.Status.Message = model.PodPending, "Rescheduling", in.Message
+		p.Status.PodIP, p.Status.HostIP, p.Status.ContainerStatuses, p.Status.StartTime = "", "", nil, nil
+		p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c model.PodCondition) bool {
+			return c.Type == model.PodScheduled || c.Type == model.PodReady
+		})
+		p.Status.Conditions = append(p.Status.Conditions,
+			model.PodCondition{Type: model.PodScheduled, Status: model.ConditionFalse, Reason: "Rescheduling", LastTransitionTime: &now},
+			model.PodCondition{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Rescheduling", LastTransitionTime: &now})
+		err = a.Store.Pods().Update(ctx, p)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		ref := model.ObjectReference{Kind: model.KindPod, Namespace: in.Pod.Namespace, Name: in.Pod.Name, UID: in.Pod.UID}
+		return a.Store.RecordEvent(ctx, ref, model.EventWarning, "Rescheduling", in.Message, "zonewright-lifecycle")
+	}
+}
+
+// UnbindInput names the pod to unbind and why.
+type UnbindInput struct {
+	Pod     PodRef
+	Message string
+}

@@ -1,0 +1,229 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pgtest"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func createNode(t *testing.T, st *store.Store, name string, heartbeat time.Time) {
+	t.Helper()
+	n := &model.Node{Metadata: model.ObjectMeta{Name: name}, Spec: model.NodeSpec{PodCIDR: "10.88.1.0/24"},
+		Status: model.NodeStatus{Conditions: []model.NodeCondition{{Type: model.NodeReady, Status: model.ConditionTrue,
+			Reason: "AgentReady", LastHeartbeatTime: &heartbeat, LastTransitionTime: &heartbeat}}}}
+	model.DefaultNode(n)
+	if err := st.Nodes().Create(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readyOf(t *testing.T, st *store.Store, name string) (model.NodeCondition, []model.Taint) {
+	t.Helper()
+	n, err := st.Nodes().Get(context.Background(), "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == model.NodeReady {
+			return c, n.Spec.Taints
+		}
+	}
+	t.Fatalf("node %s has no Ready condition", name)
+	return model.NodeCondition{}, nil
+}
+
+func nodeEvents(t *testing.T, st *store.Store, reason string) int {
+	t.Helper()
+	list, err := st.Events().List(context.Background(), store.ListOptions{FieldSelector: "reason=" + reason})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+// The mark is made once: the transition time and the event do not repeat,
+// a fresh heartbeat is never overwritten, and the agent's concurrent
+// writes (conflicts) are read again rather than lost or failing the mark.
+func TestMarkNodeNotReadyAndReady(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	ctl := activities.NewControl(st, nil)
+	createNode(t, st, "n1", time.Now().Add(-time.Minute))
+
+	// An agent-like writer edits the same row meanwhile.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = activities.UpdateNode(ctx, st, "n1", func(n *model.Node, _ time.Time) bool {
+				if n.Metadata.Annotations == nil {
+					n.Metadata.Annotations = map[string]string{}
+				}
+				n.Metadata.Annotations["writes"] = time.Now().String()
+				return true
+			})
+		}
+	}()
+	res, err := ctl.MarkNodeNotReady(ctx, activities.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second})
+	close(stop)
+	wg.Wait()
+	if err != nil || !res.Marked || !res.Changed {
+		t.Fatalf("mark a stale node: %+v %v", res, err)
+	}
+	cond, taints := readyOf(t, st, "n1")
+	if cond.Status != model.ConditionUnknown || cond.Reason != activities.ReasonNodeStatusUnknown || cond.LastTransitionTime == nil ||
+		time.Since(*cond.LastTransitionTime) > time.Minute/2 {
+		t.Fatalf("Ready after the mark: %+v", cond)
+	}
+	if len(taints) != 1 || taints[0].Key != activities.TaintUnreachable || taints[0].Effect != model.TaintNoSchedule {
+		t.Fatalf("taints after the mark: %+v", taints)
+	}
+	first := *cond.LastTransitionTime
+
+	res, err = ctl.MarkNodeNotReady(ctx, activities.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second})
+	if err != nil || !res.Marked || res.Changed {
+		t.Fatalf("second mark: %+v %v; want marked, nothing changed", res, err)
+	}
+	cond, taints = readyOf(t, st, "n1")
+	if !cond.LastTransitionTime.Equal(first) || len(taints) != 1 || nodeEvents(t, st, "NodeNotReady") != 1 {
+		t.Fatalf("a second mark moved the transition time (%v, was %v), added a taint (%d) or an event (%d)",
+			cond.LastTransitionTime, first, len(taints), nodeEvents(t, st, "NodeNotReady"))
+	}
+
+	// The agent is back: Ready=True with a fresh heartbeat, as it writes it.
+	_ = activities.UpdateNode(ctx, st, "n1", func(n *model.Node, now time.Time) bool {
+		n.Status.Conditions = []model.NodeCondition{{Type: model.NodeReady, Status: model.ConditionTrue, LastHeartbeatTime: &now, LastTransitionTime: &now}}
+		return true
+	})
+	if res, err = ctl.MarkNodeNotReady(ctx, activities.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second}); err != nil || res.Marked {
+		t.Fatalf("a fresh heartbeat was marked NotReady: %+v %v", res, err)
+	}
+	if removed, err := ctl.MarkNodeReady(ctx, "n1"); err != nil || !removed {
+		t.Fatalf("MarkNodeReady: %t %v; want the taint removed", removed, err)
+	}
+	if _, taints = readyOf(t, st, "n1"); len(taints) != 0 {
+		t.Fatalf("taints after Ready: %+v", taints)
+	}
+	if removed, _ := ctl.MarkNodeReady(ctx, "n1"); removed || nodeEvents(t, st, "NodeReady") != 1 {
+		t.Fatal("a second MarkNodeReady removed something or recorded another event")
+	}
+	if obs, err := ctl.ObserveNode(ctx, "gone"); err != nil || obs.Found {
+		t.Fatalf("ObserveNode of a missing node: %+v %v", obs, err)
+	}
+}
+
+type signals struct {
+	mu   sync.Mutex
+	sent map[string]activities.EvictSignal
+}
+
+func (s *signals) Start(context.Context, activities.PodRef) error { return nil }
+func (s *signals) Running(context.Context, string, string) (bool, error) {
+	return true, nil
+}
+func (s *signals) Signal(_ context.Context, _, name, signal string, arg any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if signal != activities.SignalEvict {
+		return errors.New("unexpected signal " + signal)
+	}
+	if name == "orphan" {
+		return activities.ErrNoLifecycle
+	}
+	s.sent[name] = arg.(activities.EvictSignal)
+	return nil
+}
+
+// Eviction of a lost node marks its unfinished pods Failed/NodeLost and
+// signals their lifecycles; finished pods and other nodes' pods are left
+// alone; an unbound pod is Pending and unscheduled, same UID.
+func TestEvictLostNodeAndUnbind(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	sig := &signals{sent: map[string]activities.EvictSignal{}}
+	ctl := activities.NewControl(st, sig)
+	mk := func(name, node, phase string) *model.Pod {
+		p := &model.Pod{Metadata: model.ObjectMeta{Name: name, Namespace: model.DefaultNamespace},
+			Spec: model.PodSpec{NodeName: node, Containers: []model.Container{{Name: "a", Image: "i", Command: []string{"c"}}}}}
+		model.DefaultPod(p)
+		p.Status.Phase = phase
+		now := time.Now()
+		p.Status.Conditions = []model.PodCondition{{Type: model.PodScheduled, Status: model.ConditionTrue, LastTransitionTime: &now}}
+		if err := st.CreatePod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	run := mk("run", "n1", model.PodRunning)
+	mk("orphan", "n1", model.PodRunning)
+	mk("done", "n1", model.PodFailed)
+	mk("elsewhere", "n2", model.PodRunning)
+
+	n, err := ctl.EvictNodePods(ctx, activities.EvictInput{Node: "n1", Lost: true})
+	if err != nil || n != 2 {
+		t.Fatalf("evicted %d, %v; want the 2 unfinished pods of n1", n, err)
+	}
+	if s, ok := sig.sent["run"]; !ok || !s.Lost || s.Node != "n1" || s.Reason != activities.ReasonNodeLost || len(sig.sent) != 1 {
+		t.Fatalf("signals sent: %+v", sig.sent)
+	}
+	for name, want := range map[string]string{"run": activities.ReasonNodeLost, "orphan": activities.ReasonNodeLost, "done": "", "elsewhere": ""} {
+		p, _ := st.Pods().Get(ctx, model.DefaultNamespace, name)
+		if p.Status.Reason != want {
+			t.Fatalf("pod %s has reason %q; want %q", name, p.Status.Reason, want)
+		}
+	}
+
+	if err := ctl.UnbindPod(ctx, activities.UnbindInput{Pod: activities.PodRef{Namespace: "default", Name: "run", UID: run.Metadata.UID}, Message: "moving"}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := st.Pods().Get(ctx, model.DefaultNamespace, "run")
+	scheduled := ""
+	for _, c := range p.Status.Conditions {
+		if c.Type == model.PodScheduled {
+			scheduled = c.Status
+		}
+	}
+	if p.Spec.NodeName != "" || p.Status.Phase != model.PodPending || scheduled != model.ConditionFalse || p.Metadata.UID != run.Metadata.UID {
+		t.Fatalf("after unbinding: node %q phase %s scheduled %s uid %s", p.Spec.NodeName, p.Status.Phase, scheduled, p.Metadata.UID)
+	}
+	// Another incarnation of the name is left alone.
+	if err := ctl.UnbindPod(ctx, activities.UnbindInput{Pod: activities.PodRef{Namespace: "default", Name: "elsewhere", UID: "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := st.Pods().Get(ctx, model.DefaultNamespace, "elsewhere"); p.Spec.NodeName != "n2" {
+		t.Fatal("UnbindPod touched another incarnation of the pod")
+	}
+}

@@ -1,0 +1,229 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// Events the API records on nodes.
+const nodeEventSource = "zonewright-api"
+
+func (s *Server) listNodes(c *gin.Context) { listOrWatch(s, c, s.store.Nodes(), "") }
+func (s *Server) getNode(c *gin.Context)   { getOne(s, c, s.store.Nodes(), "", c.Param("name")) }
+
+func (s *Server) createNode(c *gin.Context) {
+	var n model.Node
+	if err := decode(c, &n); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := checkTypeMeta(&n.TypeMeta, model.KindNode); err != nil {
+		s.fail(c, err)
+		return
+	}
+	systemMeta(&n.Metadata)
+	n.Metadata.Namespace = ""
+	model.DefaultNode(&n)
+	if errs := model.ValidateNode(&n); len(errs) > 0 {
+		s.fail(c, invalid(model.KindNode, n.Metadata.Name, errs))
+		return
+	}
+	if err := s.store.Nodes().Create(c.Request.Context(), &n); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if s.nodes != nil {
+		// The node exists now; should Temporal not answer, the control
+		// plane's node watch and the reconciler start its health workflow.
+		if err := s.nodes.Ensure(c.Request.Context(), n.Metadata.Name); err != nil {
+			s.log.Warn("could not start the node's health workflow yet", "node", n.Metadata.Name, "err", err)
+		}
+	}
+	respond(c, http.StatusCreated, &n)
+}
+
+// deleteNode removes a node with no pods bound to it; ?force=true evicts
+// them first (as from a lost node: they are marked Failed/NodeLost, and
+// those that restart are scheduled elsewhere), then removes the node.
+func (s *Server) deleteNode(c *gin.Context) {
+	ctx := c.Request.Context()
+	name := c.Param("name")
+	force := c.Query("force")
+	if force != "" && force != "true" && force != "false" {
+		s.fail(c, badRequestf("force %q must be true or false", force))
+		return
+	}
+	if force != "true" {
+		n, err := s.store.DeleteNode(ctx, name, c.Query("resourceVersion"))
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		s.nodeDeleted(ctx, n, "Node deleted")
+		respond(c, http.StatusOK, n)
+		return
+	}
+	if rv := c.Query("resourceVersion"); rv != "" {
+		cur, err := s.store.Nodes().Get(ctx, "", name)
+		if err == nil && cur.Metadata.ResourceVersion != rv {
+			err = fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", store.ErrConflict, rv, cur.Metadata.ResourceVersion)
+		}
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	// Cordon first, so nothing new lands on it meanwhile.
+	if _, err := s.editNode(ctx, name, func(n *model.Node) bool {
+		n.Spec.Unschedulable = true
+		return true
+	}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	evicted, err := activities.EvictPods(ctx, s.store, s.lifecycles(), activities.EvictInput{Node: name, Lost: true,
+		Message: fmt.Sprintf("node %s was deleted by force; the pod is treated as lost with it", name)})
+	if err != nil {
+		s.fail(c, dependencyError(err))
+		return
+	}
+	n, err := s.store.Nodes().Delete(ctx, "", name, "")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.nodeDeleted(ctx, n, fmt.Sprintf("Node deleted by force; %d pod(s) evicted as NodeLost", evicted))
+	respond(c, http.StatusOK, n)
+}
+
+func (s *Server) nodeDeleted(ctx context.Context, n *model.Node, msg string) {
+	s.nodeEvent(ctx, n, model.EventNormal, "NodeDeleted", msg)
+	if s.nodes != nil {
+		// Its health workflow finds the row gone and ends.
+		if err := s.nodes.Check(ctx, n.Metadata.Name); err != nil {
+			s.log.Warn("could not wake the node's health workflow", "node", n.Metadata.Name, "err", err)
+		}
+	}
+}
+
+// cordonNode marks the node unschedulable: new pods go elsewhere, running
+// ones stay.
+func (s *Server) cordonNode(c *gin.Context) { s.setSchedulable(c, false) }
+
+// uncordonNode makes the node schedulable again.
+func (s *Server) uncordonNode(c *gin.Context) { s.setSchedulable(c, true) }
+
+func (s *Server) setSchedulable(c *gin.Context, schedulable bool) {
+	ctx := c.Request.Context()
+	n, err := s.editNode(ctx, c.Param("name"), func(n *model.Node) bool {
+		if n.Spec.Unschedulable == !schedulable {
+			return false
+		}
+		n.Spec.Unschedulable = !schedulable
+		return true
+	})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if n.changed {
+		reason, msg := "NodeNotSchedulable", "Node "+n.Metadata.Name+" cordoned: no new pods are scheduled on it"
+		if schedulable {
+			reason, msg = "NodeSchedulable", "Node "+n.Metadata.Name+" uncordoned: pods may be scheduled on it again"
+		}
+		s.nodeEvent(ctx, n.Node, model.EventNormal, reason, msg)
+	}
+	respond(c, http.StatusOK, n.Node)
+}
+
+// drainNode cordons the node and tells every pod on it to leave: each
+// stops gracefully (its grace period honoured); those with restartPolicy
+// Always are scheduled on another node, the others end Failed/Evicted.
+// It answers once the pods are told, not when they are gone.
+func (s *Server) drainNode(c *gin.Context) {
+	ctx := c.Request.Context()
+	n, err := s.editNode(ctx, c.Param("name"), func(n *model.Node) bool {
+		if n.Spec.Unschedulable {
+			return false
+		}
+		n.Spec.Unschedulable = true
+		return true
+	})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	evicted, err := activities.EvictPods(ctx, s.store, s.lifecycles(), activities.EvictInput{Node: n.Metadata.Name})
+	if err != nil {
+		s.fail(c, dependencyError(err))
+		return
+	}
+	s.nodeEvent(ctx, n.Node, model.EventNormal, "NodeDrain",
+		fmt.Sprintf("Node %s cordoned and drained: %d pod(s) told to leave", n.Metadata.Name, evicted))
+	respond(c, http.StatusOK, n.Node)
+}
+
+type editedNode struct {
+	*model.Node
+	changed bool
+}
+
+// editNode is a read-modify-write of one node that retries when the
+// agent's heartbeat wrote it in between.
+func (s *Server) editNode(ctx context.Context, name string, edit func(*model.Node) bool) (editedNode, error) {
+	for {
+		n, err := s.store.Nodes().Get(ctx, "", name)
+		if err != nil {
+			return editedNode{}, err
+		}
+		if !edit(n) {
+			return editedNode{Node: n}, nil
+		}
+		err = s.store.Nodes().Update(ctx, n)
+		if errors.Is(err, store.ErrConflict) {
+			if ctx.Err() != nil {
+				return editedNode{}, ctx.Err()
+			}
+			continue
+		}
+		if err != nil {
+			return editedNode{}, err
+		}
+		return editedNode{Node: n, changed: true}, nil
+	}
+}
+
+func (s *Server) nodeEvent(ctx context.Context, n *model.Node, typ, reason, msg string) {
+	ref := model.ObjectReference{Kind: model.KindNode, Name: n.Metadata.Name, UID: n.Metadata.UID}
+	if err := s.store.RecordEvent(ctx, ref, typ, reason, msg, nodeEventSource); err != nil {
+		s.log.Warn("could not record a node event", "node", n.Metadata.Name, "reason", reason, "err", err)
+	}
+}
+
+// lifecycles is the pod client as the eviction wants it: nil when pods
+// have no workflows here.
+func (s *Server) lifecycles() activities.Lifecycles {
+	if s.pods == nil {
+		return nil
+	}
+	return s.pods
+}
+
+// dependencyError keeps store errors as they are (they map to their own
+// statuses) and makes anything else — Temporal not answering — a 503.
+func dependencyError(err error) error {
+	for _, known := range []error{store.ErrNotFound, store.ErrConflict, store.ErrUnavailable, store.ErrInvalid, store.ErrAlreadyExists} {
+		if errors.Is(err, known) {
+			return err
+		}
+	}
+	return lifecycleError(err)
+}

@@ -1,0 +1,209 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/zonewright/zonewright/activities"
+)
+
+// NodeHealth's public contract: its name, ID and the signal that makes it
+// look at the node now (sent after a forced delete, so it ends at once).
+const (
+	NodeHealthWorkflowName = "NodeHealth"
+	SignalNodeCheck        = "check"
+	QueryNodeHealth        = "status"
+)
+
+// NodeWorkflowID is the stable, readable ID of a node's health workflow.
+func NodeWorkflowID(node string) string { return "node/" + node }
+
+// Node health defaults, as Kubernetes' node lifecycle controller has them
+// (40 s grace; 5 min before pods are evicted).
+const (
+	DefaultNodeGracePeriod     = 40 * time.Second
+	DefaultNodeEvictionTimeout = 5 * time.Minute
+)
+
+// Search attribute values of ZwPhase for nodes.
+const (
+	NodePhaseReady    = "Ready"
+	NodePhaseNotReady = "NotReady"
+)
+
+// NodeHealthInput starts a node's health workflow; State carries what it
+// knows across continue-as-new.
+type NodeHealthInput struct {
+	Node string
+	// GracePeriod without a heartbeat makes the node NotReady.
+	GracePeriod time.Duration
+	// EvictionTimeout after NotReady evicts the node's pods.
+	EvictionTimeout time.Duration
+	State           *NodeHealthState `json:",omitempty"`
+	// HistoryLimit overrides when to continue-as-new (tests); 0: 2000 events.
+	HistoryLimit int `json:",omitempty"`
+}
+
+// NodeHealthState is the node's health as the workflow last saw it.
+type NodeHealthState struct {
+	NotReady      bool
+	NotReadySince time.Time `json:",omitempty"`
+	Evicted       bool
+	Evictions     int // pods evicted, over the node's life
+	Transitions   int // Ready<->NotReady, over the node's life
+}
+
+// NodeHealth watches one node's heartbeats: no heartbeat for the grace
+// period makes it NotReady (condition Unknown, unreachable taint); after
+// the eviction timeout its pods are evicted once; heartbeats resuming make
+// it Ready again. It sleeps until the heartbeat would be stale rather than
+// polling, and ends when the node's row is deleted.
+func NodeHealth(ctx workflow.Context, in NodeHealthInput) error {
+	w := &nodeHealth{in: in, st: NodeHealthState{}}
+	if in.State != nil {
+		w.st = *in.State
+	}
+	if w.in.GracePeriod <= 0 {
+		w.in.GracePeriod = DefaultNodeGracePeriod
+	}
+	if w.in.EvictionTimeout <= 0 {
+		w.in.EvictionTimeout = DefaultNodeEvictionTimeout
+	}
+	if err := w.setup(ctx); err != nil {
+		return err
+	}
+	return w.run(ctx)
+}
+
+type nodeHealth struct {
+	in    NodeHealthInput
+	st    NodeHealthState
+	check bool
+}
+
+func (w *nodeHealth) setup(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryNodeHealth, func() (NodeHealthState, error) { return w.st, nil }); err != nil {
+		return err
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ch := workflow.GetSignalChannel(ctx, SignalNodeCheck)
+		for {
+			ch.Receive(ctx, nil)
+			w.check = true
+		}
+	})
+	return nil
+}
+
+func (w *nodeHealth) run(ctx workflow.Context) error {
+	ctx = workflow.WithActivityOptions(ctx, controlOptions)
+	phase := NodePhaseReady
+	if w.st.NotReady {
+		phase = NodePhaseNotReady
+	}
+	if err := upsert(ctx, SearchAttrNode, w.in.Node, SearchAttrPhase, phase); err != nil {
+		return err
+	}
+	limit := w.in.HistoryLimit
+	if limit <= 0 {
+		limit = 2000
+	}
+	// While NotReady the node is looked at this often, so a returning
+	// agent is noticed soon; while Ready the workflow sleeps until the
+	// last heartbeat would be stale.
+	recheck := min(w.in.GracePeriod, 10*time.Second)
+	for loops := 1; ; loops++ {
+		// A loop adds about ten events (a look, maybe a mark, a timer);
+		// the estimate also holds where the history length is not reported.
+		info := workflow.GetInfo(ctx)
+		if info.GetCurrentHistoryLength() > limit || loops*10 > limit || info.GetContinueAsNewSuggested() {
+			st := w.st
+			return workflow.NewContinueAsNewError(ctx, NodeHealth, NodeHealthInput{Node: w.in.Node, GracePeriod: w.in.GracePeriod,
+				EvictionTimeout: w.in.EvictionTimeout, State: &st, HistoryLimit: w.in.HistoryLimit})
+		}
+		w.check = false // this look answers any check asked so far
+		var obs activities.NodeObservation
+		if err := workflow.ExecuteActivity(ctx, ctl.ObserveNode, w.in.Node).Get(ctx, &obs); err != nil {
+			return err
+		}
+		if !obs.Found {
+			return nil // the node was deleted
+		}
+		fresh := obs.HeartbeatAge >= 0 && obs.HeartbeatAge < w.in.GracePeriod
+		var sleep time.Duration
+		switch {
+		case fresh:
+			if w.st.NotReady || obs.Tainted {
+				if err := w.ready(ctx); err != nil {
+					return err
+				}
+			}
+			// Wake just after the heartbeat would turn stale.
+			sleep = w.in.GracePeriod - obs.HeartbeatAge + 100*time.Millisecond
+		default:
+			if !w.st.NotReady {
+				marked, err := w.notReady(ctx)
+				if err != nil {
+					return err
+				}
+				if !marked {
+					continue // a heartbeat arrived meanwhile: look again
+				}
+			}
+			sleep = recheck
+			if !w.st.Evicted {
+				left := w.st.NotReadySince.Add(w.in.EvictionTimeout).Sub(workflow.Now(ctx))
+				if left <= 0 {
+					if err := w.evict(ctx); err != nil {
+						return err
+					}
+				} else {
+					sleep = min(sleep, left)
+				}
+			}
+		}
+		if _, err := workflow.AwaitWithTimeout(ctx, sleep, func() bool { return w.check }); err != nil {
+			if temporal.IsCanceledError(err) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func (w *nodeHealth) notReady(ctx workflow.Context) (bool, error) {
+	var res activities.MarkNotReadyResult
+	in := activities.MarkNotReadyInput{Node: w.in.Node, GracePeriod: w.in.GracePeriod}
+	if err := workflow.ExecuteActivity(ctx, ctl.MarkNodeNotReady, in).Get(ctx, &res); err != nil {
+		return false, err
+	}
+	if !res.Marked {
+		return false, nil
+	}
+	w.st.NotReady, w.st.NotReadySince, w.st.Evicted = true, workflow.Now(ctx), false
+	w.st.Transitions++
+	return true, upsert(ctx, SearchAttrPhase, NodePhaseNotReady)
+}
+
+func (w *nodeHealth) ready(ctx workflow.Context) error {
+	if err := workflow.ExecuteActivity(ctx, ctl.MarkNodeReady, w.in.Node).Get(ctx, nil); err != nil {
+		return err
+	}
+	if w.st.NotReady {
+		w.st.Transitions++
+	}
+	w.st.NotReady, w.st.NotReadySince, w.st.Evicted = false, time.Time{}, false
+	return upsert(ctx, SearchAttrPhase, NodePhaseReady)
+}
+
+func (w *nodeHealth) evict(ctx workflow.Context) error {
+	var n int
+	if err := workflow.ExecuteActivity(ctx, ctl.EvictNodePods, activities.EvictInput{Node: w.in.Node, Lost: true}).Get(ctx, &n); err != nil {
+		return err
+	}
+	w.st.Evicted = true
+	w.st.Evictions += n
+	return nil
+}

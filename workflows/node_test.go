@@ -1,0 +1,357 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/converter"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// fakeNode plays the node's row: an agent heartbeating every 10 s while
+// alive, as seen by ObserveNode at the test clock's time.
+type fakeNode struct {
+	env      *testsuite.TestWorkflowEnvironment
+	start    time.Time
+	mu       sync.Mutex
+	alive    bool
+	lastHB   time.Time
+	deleted  bool
+	tainted  bool
+	observed int
+
+	notReadyAt []time.Duration // when MarkNodeNotReady marked it
+	readyAt    []time.Duration // when MarkNodeReady ran
+	evictedAt  []time.Duration // when EvictNodePods ran
+}
+
+func (f *fakeNode) now() time.Time { return f.env.Now() }
+
+func (f *fakeNode) heartbeat() time.Time {
+	if f.alive {
+		// The agent posts every 10 s.
+		f.lastHB = f.start.Add(f.now().Sub(f.start).Truncate(10 * time.Second))
+	}
+	return f.lastHB
+}
+
+func (f *fakeNode) setAlive(alive bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heartbeat()
+	f.alive = alive
+	if alive {
+		f.lastHB = f.now()
+	}
+}
+
+func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(time.Minute)
+	env.RegisterActivity(&activities.Control{})
+	f := &fakeNode{env: env, alive: true}
+	f.start = env.Now()
+	f.lastHB = f.start
+	env.OnActivity(ctl.ObserveNode, mock.Anything, mock.Anything).Return(func(context.Context, string) (activities.NodeObservation, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.observed++
+		if f.deleted {
+			return activities.NodeObservation{}, nil
+		}
+		return activities.NodeObservation{Found: true, HeartbeatAge: f.now().Sub(f.heartbeat()), Tainted: f.tainted}, nil
+	})
+	env.OnActivity(ctl.MarkNodeNotReady, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.MarkNotReadyInput) (activities.MarkNotReadyResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.now().Sub(f.heartbeat()) < in.GracePeriod {
+			return activities.MarkNotReadyResult{}, nil
+		}
+		f.tainted = true
+		f.notReadyAt = append(f.notReadyAt, f.now().Sub(f.start))
+		return activities.MarkNotReadyResult{Marked: true, Changed: true}, nil
+	})
+	env.OnActivity(ctl.MarkNodeReady, mock.Anything, mock.Anything).Return(func(context.Context, string) (bool, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.tainted = false
+		f.readyAt = append(f.readyAt, f.now().Sub(f.start))
+		return true, nil
+	})
+	env.OnActivity(ctl.EvictNodePods, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.EvictInput) (int, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if !in.Lost {
+			t.Errorf("NodeHealth evicted without Lost: %+v", in)
+		}
+		f.evictedAt = append(f.evictedAt, f.now().Sub(f.start))
+		return 2, nil
+	})
+	return env, f
+}
+
+func within(got, want, slack time.Duration) bool { return got >= want && got <= want+slack }
+
+// The agent dies at 60 s (last heartbeat 60 s): NotReady at 100 s, pods
+// evicted once at 400 s, Ready again when it returns at 500 s; the node's
+// deletion at 600 s ends the workflow.
+func TestNodeHealthNotReadyEvictsOnceAndRecovers(t *testing.T) {
+	env, f := newNodeEnv(t)
+	env.RegisterDelayedCallback(func() { f.setAlive(false) }, 65*time.Second)
+	env.RegisterDelayedCallback(func() { f.setAlive(true) }, 500*time.Second)
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.deleted = true
+		f.mu.Unlock()
+		env.SignalWorkflow(SignalNodeCheck, nil)
+	}, 600*time.Second)
+	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not end cleanly on the node's deletion: completed=%t err=%v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	if len(f.notReadyAt) != 1 || !within(f.notReadyAt[0], 100*time.Second, 2*time.Second) {
+		t.Fatalf("NotReady marked at %v; want once, at 100s (last heartbeat 60s + grace 40s)", f.notReadyAt)
+	}
+	if len(f.evictedAt) != 1 || !within(f.evictedAt[0], f.notReadyAt[0]+5*time.Minute, 2*time.Second) {
+		t.Fatalf("pods evicted at %v; want once, eviction timeout after NotReady (%v)", f.evictedAt, f.notReadyAt[0]+5*time.Minute)
+	}
+	if len(f.readyAt) != 1 || !within(f.readyAt[0], 500*time.Second, 11*time.Second) {
+		t.Fatalf("Ready again at %v; want once, soon after 500s", f.readyAt)
+	}
+	var st NodeHealthState
+	if v, err := env.QueryWorkflow(QueryNodeHealth); err != nil || v.Get(&st) != nil {
+		t.Fatalf("status query: %v", err)
+	}
+	if st.NotReady || st.Transitions != 2 || st.Evictions != 2 {
+		t.Fatalf("state after recovery: %+v; want Ready, 2 transitions, 2 pods evicted", st)
+	}
+}
+
+// Heartbeats back before the eviction timeout: NotReady and Ready again,
+// nothing evicted.
+func TestNodeHealthShortOutageEvictsNothing(t *testing.T) {
+	env, f := newNodeEnv(t)
+	env.RegisterDelayedCallback(func() { f.setAlive(false) }, 5*time.Second)
+	env.RegisterDelayedCallback(func() { f.setAlive(true) }, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.deleted = true
+		f.mu.Unlock()
+	}, 20*time.Minute)
+	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.notReadyAt) != 1 || len(f.readyAt) != 1 || len(f.evictedAt) != 0 {
+		t.Fatalf("notReady=%v ready=%v evicted=%v; want one NotReady, one Ready, no eviction", f.notReadyAt, f.readyAt, f.evictedAt)
+	}
+}
+
+// A healthy node is looked at about once per grace period, never marked.
+func TestNodeHealthHealthyNodeSleepsUntilStale(t *testing.T) {
+	env, f := newNodeEnv(t)
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.deleted = true
+		f.mu.Unlock()
+	}, time.Hour)
+	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.notReadyAt) != 0 {
+		t.Fatalf("a heartbeating node was marked NotReady at %v", f.notReadyAt)
+	}
+	// An hour of a healthy node: one look per stale-by time (~30-40 s),
+	// not one every few seconds.
+	if f.observed < 60 || f.observed > 130 {
+		t.Fatalf("looked at a healthy node %d times in an hour; want about one per grace period", f.observed)
+	}
+}
+
+// Past its history limit the workflow continues as new with its state.
+func TestNodeHealthContinuesAsNew(t *testing.T) {
+	env, f := newNodeEnv(t)
+	env.RegisterDelayedCallback(func() { f.setAlive(false) }, time.Second)
+	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 5 * time.Second, EvictionTimeout: time.Hour, HistoryLimit: 60})
+	err := env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	if !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	var in NodeHealthInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Node != "n1" || in.State == nil || !in.State.NotReady || in.State.NotReadySince.IsZero() || in.GracePeriod != 5*time.Second {
+		t.Fatalf("continued with %+v (state %+v); want the node NotReady carried over", in, in.State)
+	}
+}
+
+// A pod on a lost node (restartPolicy Always) is not asked anything more
+// of that node: its address is released, it is unbound, scheduled on
+// another node, provisioned there, and says where it moved.
+func TestPodOnLostNodeMovesToAnotherNode(t *testing.T) {
+	h, schedules := evictHarness(t, podSpec())
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Lost: true, Reason: activities.ReasonNodeLost})
+	}, time.Minute)
+	zero := int64(0)
+	h.run(time.Hour, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if *schedules != 2 {
+		t.Fatalf("scheduled %d times; want 2 (first placement, then the move)", *schedules)
+	}
+	q := h.queues.String()
+	for _, step := range []string{"HaltZone", "UninstallZone", "StopContainers", "DestroyDatasets"} {
+		if strings.Contains(q, step+"@node/n1") {
+			t.Fatalf("%s was sent to the lost node: %s", step, q)
+		}
+	}
+	if !strings.Contains(q, "InstallZone@node/n1") || !strings.Contains(q, "InstallZone@node/n2") || !strings.Contains(q, "DestroyDatasets@node/n2") {
+		t.Fatalf("want a zone installed on n1, then on n2, and removed from n2 on delete: %s", q)
+	}
+	if !h.calls.has("ReleasePodIP", "UnbindPod") {
+		t.Fatalf("the address on the lost node was not released before unbinding: %s", h.calls)
+	}
+	if !h.sawEvent("Rescheduled", "from n1 to n2") {
+		t.Fatalf("no Rescheduled event naming both nodes: %+v", h.statuses)
+	}
+	if !h.calls.has("RemovePod") {
+		t.Fatalf("pod not removed on delete: %s", h.calls)
+	}
+}
+
+// Drain: the live node stops the pod gracefully and removes its zone
+// before the pod moves.
+func TestDrainedPodStopsGracefullyThenMoves(t *testing.T) {
+	h, _ := evictHarness(t, podSpec())
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Reason: activities.ReasonEvicted})
+	}, time.Minute)
+	zero := int64(0)
+	h.run(time.Hour, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	q := h.queues.String()
+	want := "StopContainers@node/n1 HaltZone@node/n1 UninstallZone@node/n1 DeleteZoneConfig@node/n1 DeleteVNIC@node/n1 DestroyDatasets@node/n1 CreateDatasets@node/n2"
+	if !strings.Contains(q, want) {
+		t.Fatalf("host activities ran as\n  %s\nwant in order\n  %s", q, want)
+	}
+	if !h.calls.has("ShutdownZone") || !h.sawReason("Evicting") {
+		t.Fatalf("drain did not shut the zone down gracefully: %s", h.calls)
+	}
+}
+
+// Under restartPolicy Never a pod on a lost node stays Failed (node health
+// marked it NodeLost) and is removed on delete without touching the host.
+func TestPodOnLostNodeNeverStaysFailed(t *testing.T) {
+	h, schedules := evictHarness(t, podSpec(func(s *model.PodSpec) { s.RestartPolicy = model.RestartNever }))
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Lost: true, Reason: activities.ReasonNodeLost})
+	}, time.Minute)
+	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if *schedules != 1 || h.calls.has("UnbindPod") {
+		t.Fatalf("a Never pod was rescheduled: %s", h.calls)
+	}
+	if q := h.queues.String(); strings.Contains(q, "Halt") || strings.Contains(q, "Destroy") || strings.Contains(q, "StopContainers") {
+		t.Fatalf("host work sent to a lost node: %s", q)
+	}
+	if !h.calls.has("ReleasePodIP", "RemovePod") {
+		t.Fatalf("not removed on delete: %s", h.calls)
+	}
+}
+
+// A pod deleted while its node is unreachable waits (its stop cannot run)
+// until the node is declared lost, then goes away without the host.
+func TestPodDeletedOnUnreachableNodeGoesOnceEvicted(t *testing.T) {
+	h, _ := evictHarness(t, podSpec(), override{fn: host.StopContainers, after: 24 * time.Hour, ret: []any{nil}})
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Lost: true, Reason: activities.ReasonNodeLost})
+	}, 10*time.Minute)
+	start := h.env.Now()
+	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.calls.has("RemovePod") {
+		t.Fatalf("pod not removed: %s", h.calls)
+	}
+	if ended := h.env.Now().Sub(start); ended < 10*time.Minute || ended > 11*time.Minute {
+		t.Fatalf("lifecycle ended at %v; want right after the eviction at 10m", ended)
+	}
+	if q := h.queues.String(); strings.Contains(q, "HaltZone") {
+		t.Fatalf("teardown sent to the lost node: %s", q)
+	}
+}
+
+// evictHarness is the pod harness with two nodes: the first placement goes
+// to n1, later ones to n2.
+func evictHarness(t *testing.T, spec model.PodSpec, overrides ...override) (*harness, *int) {
+	schedules := 0
+	overrides = append(overrides, override{fn: ctl.SchedulePod, ret: []any{func(context.Context, activities.PodRef) (activities.ScheduleResult, error) {
+		schedules++
+		if schedules == 1 {
+			return activities.ScheduleResult{Node: "n1"}, nil
+		}
+		return activities.ScheduleResult{Node: "n2"}, nil
+	}}})
+	h := newHarness(t, spec, overrides...)
+	h.env.OnActivity(ctl.UnbindPod, mock.Anything, mock.Anything).Return(func(context.Context, activities.UnbindInput) error {
+		h.calls.add("UnbindPod")
+		return nil
+	})
+	return h, &schedules
+}
+
+func (h *harness) sawEvent(reason, contains string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.statuses {
+		if s.EventReason == reason && strings.Contains(s.EventMessage, contains) {
+			return true
+		}
+	}
+	return false
+}
+
+// An eviction from a node the pod already left changes nothing.
+func TestEvictionFromANodeLeftBeforeIsIgnored(t *testing.T) {
+	h, schedules := evictHarness(t, podSpec())
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Reason: activities.ReasonEvicted})
+	}, time.Minute)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Lost: true, Reason: activities.ReasonNodeLost})
+	}, 10*time.Minute)
+	zero := int64(0)
+	h.run(20*time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if *schedules != 2 || strings.Count(h.calls.String(), "UnbindPod") != 1 {
+		t.Fatalf("scheduled %d times (%s); want one move only", *schedules, h.calls)
+	}
+	if q := h.queues.String(); !strings.Contains(q, "DestroyDatasets@node/n2") {
+		t.Fatalf("the pod was not removed from n2 on delete: %s", q)
+	}
+}
