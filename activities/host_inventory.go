@@ -23,6 +23,9 @@ type HostInventory struct {
 	Zones        []InventoryZone
 	VNICs        []string // zonewright VNICs over the node's etherstub
 	Datasets     []string // zonewright zone datasets under ZonesDataset
+	// VolumesDataset holds the bhyve pods' boot volumes, one per zone.
+	VolumesDataset string
+	Volumes        []string // zonewright boot volumes under VolumesDataset
 }
 
 // InventoryZone is one zonewright zone.
@@ -70,7 +73,7 @@ func IsZonewrightVNICName(name string) bool { return vnicNameRE.MatchString(name
 // over the node's etherstub; a dataset when it is a child of ZonesDataset
 // with a derived zone name. It changes nothing.
 func (h *Host) Inventory(ctx context.Context) (HostInventory, error) {
-	inv := HostInventory{Node: h.Node, ZonesDataset: h.ZonesDataset}
+	inv := HostInventory{Node: h.Node, ZonesDataset: h.ZonesDataset, VolumesDataset: h.VolumesDataset}
 	fail := func(what string, err error) (HostInventory, error) {
 		msg := fmt.Sprintf("inventory of node %s: %s: %v", h.Node, what, err)
 		if kind := illumos.KindOf(err); kind != illumos.KindInvalid {
@@ -91,6 +94,18 @@ func (h *Host) Inventory(ctx context.Context) (HostInventory, error) {
 		}
 		inv.Datasets = append(inv.Datasets, d.Name)
 		ownDatasets[child] = true
+	}
+
+	if h.VolumesDataset != "" {
+		vols, err := h.Host.ZFS().List(ctx, illumos.ListOptions{Names: []string{h.VolumesDataset}, Depth: 1, Types: []string{"volume"}})
+		if err != nil && !errors.Is(err, illumos.ErrNotFound) {
+			return fail("list volumes", err)
+		}
+		for _, v := range vols {
+			if h.isBootVolume(v.Name) {
+				inv.Volumes = append(inv.Volumes, v.Name)
+			}
+		}
 	}
 
 	vnics, err := h.Host.Dladm().VNICs(ctx)
@@ -148,6 +163,7 @@ type Orphan struct {
 	UID       string   `json:",omitempty"`
 	VNICs     []string `json:",omitempty"`
 	Dataset   string   `json:",omitempty"`
+	Volume    string   `json:",omitempty"` // a bhyve pod's boot volume
 }
 
 // String says what the orphan is, for events and logs.
@@ -165,6 +181,9 @@ func (o Orphan) String() string {
 	}
 	if o.Dataset != "" {
 		parts = append(parts, "dataset "+o.Dataset)
+	}
+	if o.Volume != "" {
+		parts = append(parts, "volume "+o.Volume)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -207,6 +226,14 @@ func (h *Host) RemoveOrphan(ctx context.Context, o Orphan) error {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on node %s: %q is not a zonewright zone dataset", step, h.Node, o.Dataset), ErrTypeInvalid, nil)
 		}
 		if err := h.Host.ZFS().Destroy(ctx, o.Dataset); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+			return h.orphanFail(ctx, step, o, err)
+		}
+	}
+	if o.Volume != "" {
+		if !h.isBootVolume(o.Volume) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on node %s: %q is not a zonewright boot volume", step, h.Node, o.Volume), ErrTypeInvalid, nil)
+		}
+		if err := h.Host.ZFS().Destroy(ctx, o.Volume); err != nil && !errors.Is(err, illumos.ErrNotFound) {
 			return h.orphanFail(ctx, step, o, err)
 		}
 	}
@@ -270,4 +297,11 @@ func (h *Host) orphanFail(ctx context.Context, step string, o Orphan, err error)
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalid, nil)
 	}
 	return temporal.NewApplicationError(msg, kindErrType[kind])
+}
+
+// isBootVolume reports whether name is a direct child of VolumesDataset
+// with a derived zone name: a pod's boot volume.
+func (h *Host) isBootVolume(name string) bool {
+	child, ok := strings.CutPrefix(name, h.VolumesDataset+"/")
+	return ok && h.VolumesDataset != "" && !strings.Contains(child, "/") && IsZonewrightZoneName(child)
 }

@@ -62,6 +62,7 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 		if ds, err := illumos.DatasetName(inv.ZonesDataset, s.ZoneName()); err == nil {
 			claimed[ds] = true
 		}
+		claimed[inv.VolumesDataset+"/"+s.ZoneName()] = true
 	}
 	vnics := map[string]bool{}
 	for _, v := range inv.VNICs {
@@ -71,10 +72,14 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 	for _, d := range inv.Datasets {
 		datasets[d] = true
 	}
+	for _, v := range inv.Volumes {
+		datasets[v] = true
+	}
 	zoneOf := map[string]InventoryZone{} // pod UID -> its zone
 
 	for _, z := range inv.Zones {
 		ds := inv.ZonesDataset + "/" + z.Name
+		vol := inv.VolumesDataset + "/" + z.Name
 		if p, ok := bound[z.UID]; ok && z.UID != "" {
 			plan.Adopted = append(plan.Adopted, z)
 			zoneOf[p.UID] = z
@@ -82,6 +87,7 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 				claimed[v] = true
 			}
 			claimed[ds] = true
+			claimed[vol] = true
 			continue
 		}
 		o := Orphan{Key: "zone/" + z.Name, Zone: z.Name, Namespace: z.Namespace(), Name: z.PodName(), UID: z.UID}
@@ -95,6 +101,10 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 			o.Dataset = ds
 			claimed[ds] = true
 		}
+		if datasets[vol] && !claimed[vol] {
+			o.Volume = vol
+			claimed[vol] = true
+		}
 		plan.Orphans = append(plan.Orphans, o)
 	}
 	for _, v := range inv.VNICs {
@@ -105,6 +115,11 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 	for _, d := range inv.Datasets {
 		if !claimed[d] {
 			plan.Orphans = append(plan.Orphans, Orphan{Key: "dataset/" + d, Dataset: d})
+		}
+	}
+	for _, v := range inv.Volumes {
+		if !claimed[v] {
+			plan.Orphans = append(plan.Orphans, Orphan{Key: "volume/" + v, Volume: v})
 		}
 	}
 	sort.Slice(plan.Orphans, func(i, j int) bool { return plan.Orphans[i].Key < plan.Orphans[j].Key })

@@ -11,6 +11,8 @@ func TestPlanHost(t *testing.T) {
 	const ds = "tank/zonewright/zones"
 	web := activities.PodSandbox{Namespace: "default", Name: "web", UID: "u-web"}
 	db := activities.PodSandbox{Namespace: "default", Name: "db", UID: "u-db"}
+	gone := activities.PodSandbox{Namespace: "default", Name: "gone", UID: "u-gone"}
+	const vols = "tank/zonewright/volumes"
 	zone := func(s activities.PodSandbox, state string) activities.InventoryZone {
 		return activities.InventoryZone{Name: s.ZoneName(), State: state, Pod: s.Namespace + "/" + s.Name, UID: s.UID, VNICs: []string{s.VNICName()}}
 	}
@@ -80,6 +82,17 @@ func TestPlanHost(t *testing.T) {
 			pods: []activities.BoundPod{bound(web, "Running"), {Namespace: "default", Name: "db", UID: "u-db", Phase: "Running", Deleting: true},
 				{Namespace: "default", Name: "new", UID: "u-new", Phase: "Pending"}},
 			want: activities.HostPlan{Drift: []activities.PodDrift{{Pod: bound(web, "Running"), Zone: web.ZoneName(), Reason: activities.DriftZoneMissing}}},
+		},
+		{
+			name: "a bhyve pod's boot volume goes with its orphan zone, stays with a bound pod, and is an orphan alone",
+			inv: activities.HostInventory{ZonesDataset: ds, VolumesDataset: vols,
+				Zones:   []activities.InventoryZone{zone(web, "running"), zone(db, "installed")},
+				Volumes: []string{vols + "/" + web.ZoneName(), vols + "/" + db.ZoneName(), vols + "/" + gone.ZoneName()}},
+			pods: []activities.BoundPod{bound(web, "Running")},
+			want: activities.HostPlan{Adopted: []activities.InventoryZone{zone(web, "running")}, Orphans: []activities.Orphan{
+				{Key: "volume/" + vols + "/" + gone.ZoneName(), Volume: vols + "/" + gone.ZoneName()},
+				{Key: "zone/" + db.ZoneName(), Zone: db.ZoneName(), Namespace: "default", Name: "db", UID: "u-db", Volume: vols + "/" + db.ZoneName()},
+			}},
 		},
 		{
 			name: "a zone known by name only (no attrs) is an orphan",
