@@ -35,6 +35,7 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient) wo
 	w.RegisterWorkflowWithOptions(workflows.PodLifecycle, workflow.RegisterOptions{Name: workflows.PodWorkflowName})
 	// Registered by method name, as the workflows refer to them.
 	w.RegisterWorkflowWithOptions(workflows.ReconcilePods, workflow.RegisterOptions{Name: "ReconcilePods"})
+	w.RegisterWorkflowWithOptions(workflows.ReconcileHosts, workflow.RegisterOptions{Name: workflows.ReconcileHostsWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.NodeHealth, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
 	ctl := activities.NewControl(st, pods)
 	ctl.NodeHealth = nodes
@@ -48,28 +49,65 @@ const HousekeepingEvery = 5 * time.Minute
 // ReconcileEvery is how often pod rows are checked for their workflows.
 const ReconcileEvery = 30 * time.Second
 
+// ScheduleOptions tune the control plane's schedules; zero values take
+// the defaults.
+type ScheduleOptions struct {
+	// ReconcileInterval is how often ReconcileHosts compares the nodes
+	// with PostgreSQL; default ReconcileEvery.
+	ReconcileInterval time.Duration
+	// OrphanGrace is how long an orphan is reported before it is removed;
+	// default workflows.DefaultOrphanGrace.
+	OrphanGrace time.Duration
+}
+
 // EnsureSchedules creates the control plane's Temporal Schedules if they
-// are missing; several replicas may race here, and all but one find them made.
-func EnsureSchedules(ctx context.Context, c client.Client) error {
+// are missing; several replicas may race here, and all but one find them
+// made. The host reconciliation schedule is updated to o when it exists,
+// so a changed interval or grace period takes effect on restart.
+func EnsureSchedules(ctx context.Context, c client.Client, o ScheduleOptions) error {
+	if o.ReconcileInterval <= 0 {
+		o.ReconcileInterval = ReconcileEvery
+	}
+	if o.OrphanGrace <= 0 {
+		o.OrphanGrace = workflows.DefaultOrphanGrace
+	}
 	for _, s := range []struct {
 		id, workflow string
 		every        time.Duration
 		arg          any
+		update       bool
 	}{
 		{workflows.HousekeepingScheduleID, "Housekeeping", HousekeepingEvery,
-			workflows.HousekeepingInput{ChangeRetention: 15 * time.Minute, EventRetention: time.Hour}},
-		{workflows.ReconcilePodsScheduleID, "ReconcilePods", ReconcileEvery, ReconcileEvery},
+			workflows.HousekeepingInput{ChangeRetention: 15 * time.Minute, EventRetention: time.Hour}, false},
+		{workflows.ReconcilePodsScheduleID, "ReconcilePods", ReconcileEvery, ReconcileEvery, false},
+		{workflows.ReconcileHostsScheduleID, workflows.ReconcileHostsWorkflowName, o.ReconcileInterval,
+			workflows.ReconcileHostsInput{OrphanGrace: o.OrphanGrace}, true},
 	} {
+		spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: s.every}}}
+		action := &client.ScheduleWorkflowAction{ID: s.id, Workflow: s.workflow,
+			TaskQueue: workflows.ControlTaskQueue, Args: []any{s.arg}}
 		_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
 			ID:      s.id,
-			Spec:    client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: s.every}}},
+			Spec:    spec,
 			Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-			Action: &client.ScheduleWorkflowAction{ID: s.id, Workflow: s.workflow,
-				TaskQueue: workflows.ControlTaskQueue, Args: []any{s.arg}},
+			Action:  action,
 		})
 		var exists *serviceerror.AlreadyExists
 		if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) && !errors.As(err, &exists) {
 			return fmt.Errorf("create schedule %s: %w", s.id, err)
+		}
+		if err != nil && s.update {
+			err = c.ScheduleClient().GetHandle(ctx, s.id).Update(ctx, client.ScheduleUpdateOptions{
+				DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+					sch := in.Description.Schedule
+					sch.Spec = &spec
+					sch.Action = action
+					return &client.ScheduleUpdate{Schedule: &sch}, nil
+				},
+			})
+			if err != nil {
+				return fmt.Errorf("update schedule %s: %w", s.id, err)
+			}
 		}
 	}
 	return nil

@@ -35,6 +35,7 @@ type agentOptions struct {
 	binDir         string
 	installs       string
 	heartbeat      string
+	shutdown       string
 	logLevel       string
 }
 
@@ -61,6 +62,7 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.binDir, "bin-dir", env("ZW_BIN_DIR", ""), "directory of the illumos commands (zoneadm, dladm, ...); empty: their standard places (env ZW_BIN_DIR)")
 	fs.StringVar(&o.installs, "max-concurrent-installs", env("ZW_MAX_CONCURRENT_INSTALLS", strconv.Itoa(nodeagent.DefaultMaxConcurrentInstalls)), "zone installs run at once at most (env ZW_MAX_CONCURRENT_INSTALLS)")
 	fs.StringVar(&o.heartbeat, "heartbeat-interval", env("ZW_HEARTBEAT_INTERVAL", nodeagent.DefaultHeartbeatInterval.String()), "how often the Node is updated (env ZW_HEARTBEAT_INTERVAL)")
+	fs.StringVar(&o.shutdown, "shutdown-timeout", env("ZW_SHUTDOWN_TIMEOUT", nodeagent.DefaultWorkerStopTimeout.String()), "on SIGTERM, how long running activities may take to finish before the agent exits (env ZW_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
 }
@@ -109,6 +111,9 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	}
 	if cfg.HeartbeatInterval, err = time.ParseDuration(o.heartbeat); err != nil || cfg.HeartbeatInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--heartbeat-interval %q: want a duration such as 10s", o.heartbeat))
+	}
+	if cfg.WorkerStopTimeout, err = time.ParseDuration(o.shutdown); err != nil || cfg.WorkerStopTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-timeout %q: want a duration such as 30s", o.shutdown))
 	}
 	if cfg.TemporalTLS, err = o.temporal.TemporalTLS.ClientTLS(); err != nil {
 		errs = append(errs, err)

@@ -39,11 +39,17 @@ func dev(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	var health controlplane.Config
 	nodeHealth := nodeHealthFlags(fs, &health)
+	var sched scheduleOptions
+	scheduleFlags(fs, &sched)
 	_ = fs.Parse(args)
 	if err := nodeHealth(); err != nil {
 		return err
 	}
 	log, err := newLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	schedules, err := sched.options()
 	if err != nil {
 		return err
 	}
@@ -107,7 +113,7 @@ func dev(ctx context.Context, args []string) error {
 	stops = append(stops, func() { _ = ui.Stop() })
 
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
-		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
+		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Schedules: schedules, Logger: log,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/worker"
+	"github.com/zonewright/zonewright/workflows"
 )
 
 type command func(ctx context.Context, args []string) error
@@ -78,6 +81,7 @@ func newLogger(level string) (*slog.Logger, error) {
 // serveOptions are serve's flags.
 type serveOptions struct {
 	controlplane.Config
+	schedules  scheduleOptions
 	logLevel   string
 	nodeHealth func() error
 }
@@ -89,8 +93,37 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	fs.StringVar(&o.Listen, "listen", env("ZW_LISTEN", "127.0.0.1:8080"), "API listen address (env ZW_LISTEN)")
 	temporalFlags(fs, &o.Config)
 	o.nodeHealth = nodeHealthFlags(fs, &o.Config)
+	scheduleFlags(fs, &o.schedules)
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
+}
+
+// scheduleOptions are the control plane's schedule flags, as given.
+type scheduleOptions struct {
+	reconcileInterval string
+	orphanGrace       string
+}
+
+// scheduleFlags registers the schedule flags shared by serve and dev.
+func scheduleFlags(fs *flag.FlagSet, o *scheduleOptions) {
+	fs.StringVar(&o.reconcileInterval, "reconcile-interval", env("ZW_RECONCILE_INTERVAL", worker.ReconcileEvery.String()),
+		"how often every Ready node's zones, VNICs and datasets are compared with the database (env ZW_RECONCILE_INTERVAL)")
+	fs.StringVar(&o.orphanGrace, "orphan-grace", env("ZW_ORPHAN_GRACE", workflows.DefaultOrphanGrace.String()),
+		"how long a zonewright zone, VNIC or dataset with no pod is reported before it is removed (env ZW_ORPHAN_GRACE)")
+}
+
+// options parses the schedule flags.
+func (o scheduleOptions) options() (worker.ScheduleOptions, error) {
+	var s worker.ScheduleOptions
+	var errs []error
+	var err error
+	if s.ReconcileInterval, err = time.ParseDuration(o.reconcileInterval); err != nil || s.ReconcileInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--reconcile-interval %q: want a duration of at least 1s, such as 30s", o.reconcileInterval))
+	}
+	if s.OrphanGrace, err = time.ParseDuration(o.orphanGrace); err != nil || s.OrphanGrace < 0 {
+		errs = append(errs, fmt.Errorf("--orphan-grace %q: want a duration such as 2m", o.orphanGrace))
+	}
+	return s, errors.Join(errs...)
 }
 
 func serve(ctx context.Context, args []string) error {
@@ -109,6 +142,9 @@ func serve(ctx context.Context, args []string) error {
 	warnShortGrace(log, o.NodeGracePeriod)
 	tc := o.Config
 	tc.Logger = log
+	if tc.Schedules, err = o.schedules.options(); err != nil {
+		return err
+	}
 	cp, err := controlplane.Start(ctx, tc)
 	if err != nil {
 		return err

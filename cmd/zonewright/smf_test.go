@@ -15,6 +15,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	nodeagent "github.com/zonewright/zonewright/internal/agent"
 )
 
 // The SMF packaging in deploy/smf: a manifest and a method script per
@@ -70,6 +73,7 @@ type smfCase struct {
 	required []string // properties the method script refuses to start without
 	deps     []string // FMRIs the manifest must depend on
 	user     string   // method_credential user
+	stop     string   // the stop method's exec
 }
 
 func smfCases() []smfCase {
@@ -85,6 +89,8 @@ func smfCases() []smfCase {
 				"svc:/system/zones:default",
 			},
 			user: "root",
+			// Only the agent's own process: host commands it runs finish.
+			stop: "/opt/zonewright/lib/svc/method/zonewright-agent stop",
 		},
 		{
 			command:  "serve",
@@ -95,6 +101,7 @@ func smfCases() []smfCase {
 				"svc:/milestone/network:default",
 				"svc:/system/filesystem/local:default",
 			},
+			stop: ":kill -15",
 		},
 	}
 }
@@ -208,16 +215,19 @@ func TestSMFManifests(t *testing.T) {
 				if m.Type != "method" || m.Timeout == "" {
 					t.Errorf("exec_method %s: type %q timeout %q", m.Name, m.Type, m.Timeout)
 				}
-				if n, err := strconv.Atoi(m.Timeout); m.Name == "stop" && (err != nil || n < 35) {
-					t.Errorf("stop timeout %q s, want at least 35 (the drain takes up to 30 s)", m.Timeout)
+				// The stop method waits for the drain: its timeout must
+				// leave room for the default shutdown timeout.
+				drain := int(nodeagent.DefaultWorkerStopTimeout / time.Second)
+				if n, err := strconv.Atoi(m.Timeout); m.Name == "stop" && (err != nil || n < drain+5) {
+					t.Errorf("stop timeout %q s, want at least %d (the drain takes up to %d s)", m.Timeout, drain+5, drain)
 				}
 			}
 			wantStart := "/opt/zonewright/lib/svc/method/zonewright-" + c.command + " start"
 			if methods["start"] != wantStart {
 				t.Errorf("start method %q, want %q", methods["start"], wantStart)
 			}
-			if methods["stop"] != ":kill -15" {
-				t.Errorf("stop method %q, want \":kill -15\"", methods["stop"])
+			if methods["stop"] != c.stop {
+				t.Errorf("stop method %q, want %q", methods["stop"], c.stop)
 			}
 			if c.user != "" && (s.MethodContext == nil || s.MethodContext.Credential == nil || s.MethodContext.Credential.User != c.user) {
 				t.Errorf("method_credential user is not %s", c.user)
@@ -328,68 +338,13 @@ func TestSMFMethodScripts(t *testing.T) {
 // command line it execs: every non-empty property becomes --flag value,
 // one word each, whatever the value holds.
 func TestSMFMethodScriptRun(t *testing.T) {
-	sh, err := exec.LookPath("sh")
-	if err != nil {
+	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh:", err)
 	}
 	for _, c := range smfCases() {
 		t.Run(c.command, func(t *testing.T) {
-			dir := t.TempDir()
-			write := func(name, content string) string {
-				p := filepath.Join(dir, name)
-				if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				return p
-			}
-			include := write("smf_include.sh", `
-SMF_EXIT_OK=0; SMF_EXIT_ERR_FATAL=95; SMF_EXIT_ERR_CONFIG=96; SMF_EXIT_ERR_NOSMF=99
-smf_is_globalzone() { return 0; }
-smf_clear_env() { unset SMF_FMRI SMF_METHOD SMF_RESTARTER SMF_ZONENAME; }
-`)
-			props := filepath.Join(dir, "props")
-			if err := os.Mkdir(props, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			// svcprop -p config/NAME FMRI: the file props/NAME holds the
-			// value as svcprop prints it; no file, no property.
-			svcprop := write("svcprop", `#!/bin/sh
-f="`+props+`/${2#config/}"
-[ -f "$f" ] || { echo "svcprop: no property $2" >&2; exit 1; }
-cat "$f"
-`)
-			zw := write("zonewright", "#!/bin/sh\nprintf '%s\\n' \"$@\"\nenv | sed -n 's/^SMF_/env SMF_/p'\n")
-			data, err := os.ReadFile(smfPath("zonewright-" + c.command + ".sh"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			script := strings.NewReplacer(
-				"/lib/svc/share/smf_include.sh", include,
-				"/usr/bin/svcprop", svcprop,
-				"/opt/zonewright/bin/zonewright", zw,
-				"/usr/bin/sed", "sed",
-				"/usr/bin/tr", "tr",
-			).Replace(string(data))
-			method := write("method", script)
-			run := func(args ...string) (string, int) {
-				cmd := exec.Command(sh, append([]string{method}, args...)...)
-				cmd.Env = append(os.Environ(), "SMF_FMRI=svc:/"+c.service+":default", "SMF_METHOD=start")
-				out, err := cmd.CombinedOutput()
-				var ee *exec.ExitError
-				if errors.As(err, &ee) {
-					return string(out), ee.ExitCode()
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				return string(out), 0
-			}
-			setProp := func(name, printed string) {
-				if err := os.WriteFile(filepath.Join(props, name), []byte(printed+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-
+			m := newStubbedMethod(t, c)
+			run, setProp := m.run, m.setProp
 			if out, code := run("refresh"); code != 96 {
 				t.Errorf("method refresh: exit %d, want 96 (SMF_EXIT_ERR_CONFIG)\n%s", code, out)
 			}
@@ -462,4 +417,133 @@ func pairs(args []string) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, "\n")
+}
+
+// The agent's stop method sends SIGTERM to the agent's process alone
+// (restarter/start_pid) and returns only once it has exited, so the
+// agent's drain completes and host commands it runs are not signalled.
+func TestSMFAgentStopMethod(t *testing.T) {
+	m := newStubbedMethod(t, smfCases()[0])
+	if out, code := m.run("stop"); code != 0 {
+		t.Fatalf("stop with no start_pid: exit %d, want 0\n%s", code, out)
+	}
+
+	dir := t.TempDir()
+	drained := filepath.Join(dir, "drained")
+	// The agent: on SIGTERM it takes a second to drain, then exits 0.
+	agentProc := exec.Command("sh", "-c", `trap 'sleep 1; echo yes > "$0"; exit 0' TERM; while :; do sleep 0.1; done`, drained)
+	// A host command the agent runs: it must not be signalled.
+	signalled := filepath.Join(dir, "signalled")
+	command := exec.Command("sh", "-c", `trap 'echo yes > "$0"; exit 1' TERM; while :; do sleep 0.1; done`, signalled)
+	exited := map[*exec.Cmd]chan struct{}{}
+	for _, p := range []*exec.Cmd{agentProc, command} {
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		exited[p] = done
+		go func() { _ = p.Wait(); close(done) }() // reaped at once, as svc.startd does
+	}
+	t.Cleanup(func() { _ = command.Process.Kill(); <-exited[command] })
+	time.Sleep(300 * time.Millisecond) // the traps are set
+
+	if err := os.MkdirAll(filepath.Join(m.props, "restarter"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.setProp("restarter/start_pid", strconv.Itoa(agentProc.Process.Pid))
+	start := time.Now()
+	out, code := m.run("stop")
+	took := time.Since(start)
+	if code != 0 {
+		t.Fatalf("stop: exit %d, want 0\n%s", code, out)
+	}
+	select {
+	case <-exited[agentProc]:
+	default:
+		t.Fatalf("stop returned after %s while the agent still runs", took)
+	}
+	if b, err := os.ReadFile(drained); err != nil || strings.TrimSpace(string(b)) != "yes" {
+		t.Errorf("the agent did not drain before stop returned (took %s): %v", took, err)
+	}
+	select {
+	case <-exited[command]:
+		t.Error("the stop method signalled a process other than the agent")
+	default:
+	}
+	if _, err := os.Stat(signalled); err == nil {
+		t.Error("a host command of the agent got SIGTERM")
+	}
+}
+
+// stubbedMethod is a method script rewritten to use stand-ins for
+// smf_include.sh, svcprop and the zonewright binary.
+type stubbedMethod struct {
+	props   string // props/NAME holds config/NAME as svcprop prints it
+	run     func(args ...string) (string, int)
+	setProp func(name, printed string)
+}
+
+func newStubbedMethod(t *testing.T, c smfCase) *stubbedMethod {
+	t.Helper()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal("no sh:", err)
+	}
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	include := write("smf_include.sh", `
+SMF_EXIT_OK=0; SMF_EXIT_ERR_FATAL=95; SMF_EXIT_ERR_CONFIG=96; SMF_EXIT_ERR_NOSMF=99
+smf_is_globalzone() { return 0; }
+smf_clear_env() { unset SMF_FMRI SMF_METHOD SMF_RESTARTER SMF_ZONENAME; }
+`)
+	props := filepath.Join(dir, "props")
+	if err := os.Mkdir(props, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// svcprop -p config/NAME FMRI: the file props/NAME holds the
+	// value as svcprop prints it; no file, no property.
+	svcprop := write("svcprop", `#!/bin/sh
+f="`+props+`/${2#config/}"
+[ -f "$f" ] || { echo "svcprop: no property $2" >&2; exit 1; }
+cat "$f"
+`)
+	zw := write("zonewright", "#!/bin/sh\nprintf '%s\\n' \"$@\"\nenv | sed -n 's/^SMF_/env SMF_/p'\n")
+	data, err := os.ReadFile(smfPath("zonewright-" + c.command + ".sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := strings.NewReplacer(
+		"/lib/svc/share/smf_include.sh", include,
+		"/usr/bin/svcprop", svcprop,
+		"/opt/zonewright/bin/zonewright", zw,
+		"/usr/bin/sed", "sed",
+		"/usr/bin/tr", "tr",
+	).Replace(string(data))
+	method := write("method", script)
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(sh, append([]string{method}, args...)...)
+		cmd.Env = append(os.Environ(), "SMF_FMRI=svc:/"+c.service+":default", "SMF_METHOD=start")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	setProp := func(name, printed string) {
+		if err := os.WriteFile(filepath.Join(props, name), []byte(printed+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	return &stubbedMethod{props: props, run: run, setProp: setProp}
 }

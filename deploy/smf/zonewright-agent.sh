@@ -7,7 +7,13 @@
 # property into a flag (config/pod_cidr -> --pod-cidr VALUE) and execs
 # `zonewright agent` in the foreground: the service's duration is child, so
 # this process becomes the agent and svc.startd restarts it when it exits.
-# stop is the manifest's `:kill -15`.
+#
+# stop: sends SIGTERM to the agent's process only (restarter/start_pid; the
+# start method exec'd the agent, so that is its pid) and waits for it to
+# exit. The agent then stops polling, lets running activities finish (up to
+# config/shutdown_timeout) and exits 0. Unlike :kill, host commands the
+# agent runs at that moment are not signalled, so the drain lets them
+# complete. svc.startd bounds this method with its timeout_seconds.
 
 . /lib/svc/share/smf_include.sh
 
@@ -36,6 +42,7 @@ system_reserved_memory
 bin_dir
 max_concurrent_installs
 heartbeat_interval
+shutdown_timeout
 log_level
 '
 
@@ -48,11 +55,33 @@ getprop() {
 	printf '%s\n' "$_v" | /usr/bin/sed 's/\\\(.\)/\1/g'
 }
 
+# stop_agent sends SIGTERM to the agent and waits until it has exited.
+stop_agent() {
+	pid=`/usr/bin/svcprop -p restarter/start_pid "$SMF_FMRI" 2>/dev/null`
+	case "$pid" in
+	''|*[!0-9]*)
+		exit $SMF_EXIT_OK	# not running
+		;;
+	esac
+	kill -TERM "$pid" 2>/dev/null || exit $SMF_EXIT_OK
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 1
+	done
+	exit $SMF_EXIT_OK
+}
+
 case "$1" in
 start)
 	;;
+stop)
+	if [ -z "$SMF_FMRI" ]; then
+		echo "zonewright-agent: SMF_FMRI is not set: run me through SMF" >&2
+		exit $SMF_EXIT_ERR_NOSMF
+	fi
+	stop_agent
+	;;
 *)
-	echo "zonewright-agent: unknown method \"$1\" (only start; stop is :kill)" >&2
+	echo "zonewright-agent: unknown method \"$1\" (start or stop)" >&2
 	exit $SMF_EXIT_ERR_CONFIG
 	;;
 esac

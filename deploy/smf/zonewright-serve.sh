@@ -25,6 +25,8 @@ temporal_tls_ca
 temporal_tls_server_name
 node_grace_period
 node_eviction_timeout
+reconcile_interval
+orphan_grace
 log_level
 '
 

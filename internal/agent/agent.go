@@ -13,10 +13,13 @@
 // writes the Node) would remove the database credential from the hosts;
 // the Node written is the same either way.
 //
-// Stopping (SIGTERM from SMF, or the context) stops the worker gracefully:
-// running activities get up to Config.WorkerStopTimeout to finish. Zones
-// keep running; the next agent adopts them, since every host activity
-// finds its earlier work by name.
+// Starting, after preparing the host and before registering (so before the
+// node reports Ready) and before the worker polls, the agent removes the
+// zonewright resources of pods no longer bound to its node and adopts the
+// rest untouched (see startupCleanup). Stopping (SIGTERM from SMF, or the
+// context) stops the worker gracefully: running activities get up to
+// Config.WorkerStopTimeout to finish. Zones keep running; the next agent
+// adopts them, since every host activity finds its earlier work by name.
 package agent
 
 import (
@@ -224,25 +227,6 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	defer a.st.Close()
 
-	node, err := a.sync(ctx, a.summary(ctx))
-	if err != nil {
-		return fmt.Errorf("register node %s: %w", cfg.Node, err)
-	}
-	a.log.Info("node registered", "uid", node.Metadata.UID, "cpus", facts.CPUs, "memory", facts.MemoryBytes,
-		"allocatable", node.Status.Allocatable, "brands", cfg.ZoneBrands, "podCIDR", cfg.PodCIDR)
-
-	opts := client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    sdklog.NewStructuredLogger(a.log.With("component", "temporal")),
-	}
-	opts.ConnectionOptions.TLS = cfg.TemporalTLS
-	tc, err := client.NewLazyClient(opts)
-	if err != nil {
-		return fmt.Errorf("Temporal client: %w", err)
-	}
-	defer tc.Close()
-
 	h := &activities.Host{
 		Host:         a.host,
 		Node:         cfg.Node,
@@ -261,6 +245,31 @@ func (a *Agent) run(ctx context.Context) error {
 		// zonepaths are not ours to chmod.)
 		h.PrepareZonepath = func(p string) error { return os.Chmod(p, 0o700) }
 	}
+
+	// Before the node reports Ready and before its worker polls: remove
+	// what belongs to pods no longer bound here, adopt the rest.
+	if _, err := a.startupCleanup(ctx, h); err != nil {
+		return err
+	}
+
+	node, err := a.sync(ctx, a.summary(ctx))
+	if err != nil {
+		return fmt.Errorf("register node %s: %w", cfg.Node, err)
+	}
+	a.log.Info("node registered", "uid", node.Metadata.UID, "cpus", facts.CPUs, "memory", facts.MemoryBytes,
+		"allocatable", node.Status.Allocatable, "brands", cfg.ZoneBrands, "podCIDR", cfg.PodCIDR)
+
+	opts := client.Options{
+		HostPort:  cfg.TemporalAddress,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    sdklog.NewStructuredLogger(a.log.With("component", "temporal")),
+	}
+	opts.ConnectionOptions.TLS = cfg.TemporalTLS
+	tc, err := client.NewLazyClient(opts)
+	if err != nil {
+		return fmt.Errorf("Temporal client: %w", err)
+	}
+	defer tc.Close()
 
 	workerCtx, stopStarting := context.WithCancel(ctx)
 	defer stopStarting()

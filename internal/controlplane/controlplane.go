@@ -34,6 +34,9 @@ type Config struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	TemporalTLS       TLSConfig
+	// Schedules tune the control plane's Temporal Schedules (host
+	// reconciliation interval, orphan grace period).
+	Schedules worker.ScheduleOptions
 	// NodeGracePeriod without a heartbeat makes a node NotReady;
 	// NodeEvictionTimeout later its pods are evicted. Zero: the defaults
 	// (workflows.DefaultNodeGracePeriod, DefaultNodeEvictionTimeout).
@@ -90,6 +93,7 @@ type ControlPlane struct {
 	http     *http.Server
 	log      *slog.Logger
 	cancel   context.CancelFunc
+	sched    worker.ScheduleOptions
 	bg       sync.WaitGroup
 	worker   tworker.Worker
 	workerMu sync.Mutex
@@ -146,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		}},
 	}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{Store: st, Temporal: tc, nodes: nodes, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
+	cp := &ControlPlane{Store: st, Temporal: tc, nodes: nodes, addr: ln.Addr().String(), log: log, cancel: cancel, sched: cfg.Schedules, served: make(chan error, 1),
 		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	go func() { cp.served <- cp.http.Serve(ln) }()
@@ -166,7 +170,7 @@ func (cp *ControlPlane) Served() <-chan error { return cp.served }
 func (cp *ControlPlane) runWorker(ctx context.Context) {
 	defer cp.bg.Done()
 	for attempt := 0; ; attempt++ {
-		err := worker.EnsureSchedules(ctx, cp.Temporal)
+		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.sched)
 		if err == nil {
 			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes)
 			if err = w.Start(); err == nil {

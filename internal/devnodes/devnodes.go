@@ -141,7 +141,17 @@ func (ns *Nodes) Kill(i int) {
 	<-n.done
 }
 
-// Restart starts node i's agent again after Kill.
+// Terminate sends node i's agent SIGTERM, as SMF's stop method does, and
+// waits for it to exit; it returns the agent's exit code. Its zones keep
+// running.
+func (ns *Nodes) Terminate(i int) int {
+	n := ns.Nodes[i]
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	<-n.done
+	return n.cmd.ProcessState.ExitCode()
+}
+
+// Restart starts node i's agent again after Kill or Terminate.
 func (ns *Nodes) Restart(ctx context.Context, i int) error {
 	n, err := ns.start(ctx, i+1)
 	if err != nil {

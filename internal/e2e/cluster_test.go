@@ -24,6 +24,7 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/simtest"
+	"github.com/zonewright/zonewright/worker"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -56,6 +57,12 @@ type cluster struct {
 func newCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
 	t.Helper()
 	return startCluster(t, nodes, nil, agentArgs...)
+}
+
+// newClusterWith is newCluster with the control plane's schedules tuned.
+func newClusterWith(t *testing.T, nodes int, sched worker.ScheduleOptions, agentArgs ...string) *cluster {
+	t.Helper()
+	return startCluster(t, nodes, func(c *controlplane.Config) { c.Schedules = sched }, agentArgs...)
 }
 
 // startCluster is newCluster with the control plane's configuration tuned.

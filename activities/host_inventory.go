@@ -1,0 +1,273 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/zonewright/zonewright/internal/illumos"
+)
+
+// HostInventory is what zonewright owns on one node: its zones, the VNICs
+// over the node's etherstub and the datasets under its zones dataset, as
+// the host reports them. Anything zonewright did not create is left out,
+// so nothing listed here is ever someone else's.
+type HostInventory struct {
+	Node         string
+	ZonesDataset string
+	Zones        []InventoryZone
+	VNICs        []string // zonewright VNICs over the node's etherstub
+	Datasets     []string // zonewright zone datasets under ZonesDataset
+}
+
+// InventoryZone is one zonewright zone.
+type InventoryZone struct {
+	Name  string
+	State string // zoneadm state
+	Brand string
+	// ID is the kernel zone id, -1 when the zone is not in the kernel.
+	ID int
+	// Pod ("namespace/name") and UID come from the zone's zonewright
+	// attributes; both are empty for a zone recognised only by its
+	// derived name and dataset (its configuration lost its attributes).
+	Pod string
+	UID string
+	// VNICs are the zone's configured net resources.
+	VNICs []string
+}
+
+// Namespace and Name split Pod.
+func (z InventoryZone) Namespace() string { ns, _, _ := strings.Cut(z.Pod, "/"); return ns }
+
+// PodName is the pod's name part of Pod.
+func (z InventoryZone) PodName() string { _, n, _ := strings.Cut(z.Pod, "/"); return n }
+
+// zoneNameRE matches the names illumos.ZoneName derives: a readable part
+// and a 12-hex-digit hash, or "z" and the hash alone.
+var zoneNameRE = regexp.MustCompile(`^(z[0-9a-f]{12}|[a-z0-9][a-z0-9_.-]*-[0-9a-f]{12})$`)
+
+// vnicNameRE matches the VNIC names PodSandbox.VNICName derives:
+// illumos.LinkName("zw", uid) is "zw…_" and ten decimal digits.
+var vnicNameRE = regexp.MustCompile(`^zw[a-z0-9_]*_[1-9][0-9]{9}$`)
+
+// IsZonewrightZoneName reports whether name has the shape of a derived
+// pod zone name.
+func IsZonewrightZoneName(name string) bool { return zoneNameRE.MatchString(name) }
+
+// IsZonewrightVNICName reports whether name has the shape of a derived pod
+// VNIC name.
+func IsZonewrightVNICName(name string) bool { return vnicNameRE.MatchString(name) }
+
+// Inventory lists what zonewright owns on the node. A zone is zonewright's
+// when it carries both zonewright attributes, or when it has a derived
+// zone name, its zonepath under ZonesPath and its dataset under
+// ZonesDataset. A VNIC is zonewright's when it has a derived name and sits
+// over the node's etherstub; a dataset when it is a child of ZonesDataset
+// with a derived zone name. It changes nothing.
+func (h *Host) Inventory(ctx context.Context) (HostInventory, error) {
+	inv := HostInventory{Node: h.Node, ZonesDataset: h.ZonesDataset}
+	fail := func(what string, err error) (HostInventory, error) {
+		msg := fmt.Sprintf("inventory of node %s: %s: %v", h.Node, what, err)
+		if kind := illumos.KindOf(err); kind != illumos.KindInvalid {
+			return HostInventory{}, temporal.NewApplicationError(msg, kindErrType[kind])
+		}
+		return HostInventory{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalid, nil)
+	}
+
+	ds, err := h.Host.ZFS().List(ctx, illumos.ListOptions{Names: []string{h.ZonesDataset}, Depth: 1, Types: []string{"filesystem"}})
+	if err != nil && !errors.Is(err, illumos.ErrNotFound) {
+		return fail("list datasets", err)
+	}
+	ownDatasets := map[string]bool{}
+	for _, d := range ds {
+		child, ok := strings.CutPrefix(d.Name, h.ZonesDataset+"/")
+		if !ok || strings.Contains(child, "/") || !IsZonewrightZoneName(child) {
+			continue
+		}
+		inv.Datasets = append(inv.Datasets, d.Name)
+		ownDatasets[child] = true
+	}
+
+	vnics, err := h.Host.Dladm().VNICs(ctx)
+	if err != nil {
+		return fail("list VNICs", err)
+	}
+	for _, v := range vnics {
+		if v.Over == h.Etherstub && IsZonewrightVNICName(v.Name) {
+			inv.VNICs = append(inv.VNICs, v.Name)
+		}
+	}
+
+	zones, err := h.Host.Zoneadm().List(ctx)
+	if err != nil {
+		return fail("list zones", err)
+	}
+	for _, z := range zones {
+		if z.Name == "global" {
+			continue
+		}
+		info, err := h.Host.Zonecfg().Info(ctx, z.Name)
+		if errors.Is(err, illumos.ErrNotFound) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return fail("read the configuration of zone "+z.Name, err)
+		}
+		iz := InventoryZone{Name: z.Name, State: string(z.State), Brand: z.Brand, ID: z.ID,
+			Pod: attrValue(info.Config, AttrPod), UID: attrValue(info.Config, AttrUID)}
+		tagged := iz.UID != "" && strings.Count(iz.Pod, "/") == 1
+		named := IsZonewrightZoneName(z.Name) && ownDatasets[z.Name] &&
+			info.Config.Zonepath == path.Join(h.ZonesPath, z.Name)
+		if !tagged && !named {
+			continue // not ours
+		}
+		if !tagged {
+			iz.Pod, iz.UID = "", ""
+		}
+		for _, n := range info.Config.Nets {
+			iz.VNICs = append(iz.VNICs, n.Physical)
+		}
+		inv.Zones = append(inv.Zones, iz)
+	}
+	return inv, nil
+}
+
+// Orphan is one pod's leftovers on a node with no pod bound there to own
+// them: a zone (with the VNICs and dataset it uses), or a lone VNIC or
+// dataset. Key names it stably across reconciliations.
+type Orphan struct {
+	Key       string
+	Zone      string   `json:",omitempty"`
+	Namespace string   `json:",omitempty"`
+	Name      string   `json:",omitempty"`
+	UID       string   `json:",omitempty"`
+	VNICs     []string `json:",omitempty"`
+	Dataset   string   `json:",omitempty"`
+}
+
+// String says what the orphan is, for events and logs.
+func (o Orphan) String() string {
+	var parts []string
+	if o.Zone != "" {
+		z := "zone " + o.Zone
+		if o.Namespace != "" {
+			z += fmt.Sprintf(" (pod %s/%s uid %s)", o.Namespace, o.Name, o.UID)
+		}
+		parts = append(parts, z)
+	}
+	for _, v := range o.VNICs {
+		parts = append(parts, "VNIC "+v)
+	}
+	if o.Dataset != "" {
+		parts = append(parts, "dataset "+o.Dataset)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// RemoveOrphan tears an orphan down completely: the zone is halted,
+// uninstalled and unconfigured, then its VNICs and dataset go. It checks
+// again, on the host, that what it removes is zonewright's (a zone with
+// other attributes than the orphan's, a VNIC over another link or a
+// dataset outside the zones dataset is left alone), and it is idempotent:
+// what is already gone is fine.
+func (h *Host) RemoveOrphan(ctx context.Context, o Orphan) error {
+	const step = "remove an orphan"
+	if o.Zone != "" {
+		if err := h.removeOrphanZone(ctx, o); err != nil {
+			return err
+		}
+	}
+	for _, v := range o.VNICs {
+		if !IsZonewrightVNICName(v) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on node %s: %q is not a zonewright VNIC name", step, h.Node, v), ErrTypeInvalid, nil)
+		}
+		got, err := h.Host.Dladm().VNIC(ctx, v)
+		if errors.Is(err, illumos.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return h.orphanFail(ctx, step, o, err)
+		}
+		if got.Over != h.Etherstub {
+			h.log().Warn("leaving a VNIC that is not over the etherstub", "vnic", v, "over", got.Over)
+			continue
+		}
+		if err := h.Host.Dladm().DeleteVNIC(ctx, v); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+			return h.orphanFail(ctx, step, o, err)
+		}
+	}
+	if o.Dataset != "" {
+		child, ok := strings.CutPrefix(o.Dataset, h.ZonesDataset+"/")
+		if !ok || strings.Contains(child, "/") || !IsZonewrightZoneName(child) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on node %s: %q is not a zonewright zone dataset", step, h.Node, o.Dataset), ErrTypeInvalid, nil)
+		}
+		if err := h.Host.ZFS().Destroy(ctx, o.Dataset); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+			return h.orphanFail(ctx, step, o, err)
+		}
+	}
+	h.log().Info("orphan removed", "orphan", o.String())
+	return nil
+}
+
+// removeOrphanZone halts, uninstalls and unconfigures the orphan's zone,
+// through the pod teardown steps when its pod is known.
+func (h *Host) removeOrphanZone(ctx context.Context, o Orphan) error {
+	const step = "remove an orphan zone"
+	info, err := h.Host.Zonecfg().Info(ctx, o.Zone)
+	if errors.Is(err, illumos.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return h.orphanFail(ctx, step, o, err)
+	}
+	if uid := attrValue(info.Config, AttrUID); uid != o.UID {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on node %s: zone %s now belongs to uid %q, not %q; left alone",
+			step, h.Node, o.Zone, uid, o.UID), ErrTypeConflict, nil)
+	}
+	s := PodSandbox{Namespace: o.Namespace, Name: o.Name, UID: o.UID}
+	if s.check() == nil && s.ZoneName() == o.Zone {
+		if err := h.HaltZone(ctx, s); err != nil {
+			return err
+		}
+		if err := h.UninstallZone(ctx, s); err != nil {
+			return err
+		}
+		return h.DeleteZoneConfig(ctx, s)
+	}
+	// A zone known by its name only: the same steps by name.
+	za := h.Host.Zoneadm()
+	if err := za.Halt(ctx, o.Zone); err != nil && !errors.Is(err, illumos.ErrWrongState) && !errors.Is(err, illumos.ErrNotFound) {
+		return h.orphanFail(ctx, step, o, err)
+	}
+	unlock, err := h.lockZone(ctx, o.Zone)
+	if err != nil {
+		return h.orphanFail(ctx, step, o, err)
+	}
+	defer unlock()
+	if z, err := za.Get(ctx, o.Zone); err == nil && (z.State == illumos.ZoneInstalled || z.State == illumos.ZoneIncomplete) {
+		if err := za.Uninstall(ctx, o.Zone); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+			return h.orphanFail(ctx, step, o, err)
+		}
+	} else if err != nil && !errors.Is(err, illumos.ErrNotFound) {
+		return h.orphanFail(ctx, step, o, err)
+	}
+	if err := h.Host.Zonecfg().Delete(ctx, o.Zone); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+		return h.orphanFail(ctx, step, o, err)
+	}
+	return nil
+}
+
+func (h *Host) orphanFail(ctx context.Context, step string, o Orphan, err error) error {
+	kind := illumos.KindOf(err)
+	msg := fmt.Sprintf("%s (%s) on node %s, attempt %d: %v", step, o, h.Node, attempt(ctx), err)
+	h.log().Warn("orphan removal failed", "orphan", o.String(), "kind", kind.String(), "err", err)
+	if kind == illumos.KindInvalid {
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalid, nil)
+	}
+	return temporal.NewApplicationError(msg, kindErrType[kind])
+}

@@ -1,0 +1,146 @@
+package activities
+
+import (
+	"context"
+	"sort"
+
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// BoundPod is a pod row bound to a node (spec.nodeName), as far as host
+// reconciliation cares.
+type BoundPod struct {
+	Namespace string
+	Name      string
+	UID       string
+	Phase     string
+	Deleting  bool
+}
+
+// HostPlan is what reconciling one node's inventory with the pods bound to
+// it calls for.
+type HostPlan struct {
+	// Adopted are the zones of pods bound to the node: kept as they are.
+	Adopted []InventoryZone
+	// Orphans are zonewright resources no pod bound to the node owns.
+	Orphans []Orphan
+	// Drift are running pods whose zone vanished or stopped.
+	Drift []PodDrift
+}
+
+// PodDrift is a running pod whose zone is not running on its node.
+type PodDrift struct {
+	Pod    BoundPod
+	Zone   string
+	State  string // the zone's state; "" when it is missing
+	Reason string // DriftZoneMissing or DriftZoneNotRunning
+}
+
+// Reasons of PodDrift, also the events the reconciler records.
+const (
+	DriftZoneMissing    = "ZoneMissing"
+	DriftZoneNotRunning = "ZoneNotRunning"
+)
+
+// PlanHost compares a node's inventory with the pods bound to it. A zone
+// belongs to a bound pod when its zonewright.uid attribute is the pod's
+// UID (the name alone is not enough: a pod evicted elsewhere keeps its
+// name and UID, but is no longer bound here); a VNIC or dataset belongs to
+// a bound pod, or to a zone, when its derived name says so. Everything
+// else in the inventory is an orphan. Pods that are Running and not being
+// deleted, and whose zone is missing or not running, are drift.
+func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
+	var plan HostPlan
+	bound := map[string]BoundPod{}
+	claimed := map[string]bool{} // VNIC and dataset names owned by bound pods
+	for _, p := range pods {
+		bound[p.UID] = p
+		s := PodSandbox{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+		claimed[s.VNICName()] = true
+		if ds, err := illumos.DatasetName(inv.ZonesDataset, s.ZoneName()); err == nil {
+			claimed[ds] = true
+		}
+	}
+	vnics := map[string]bool{}
+	for _, v := range inv.VNICs {
+		vnics[v] = true
+	}
+	datasets := map[string]bool{}
+	for _, d := range inv.Datasets {
+		datasets[d] = true
+	}
+	zoneOf := map[string]InventoryZone{} // pod UID -> its zone
+
+	for _, z := range inv.Zones {
+		ds := inv.ZonesDataset + "/" + z.Name
+		if p, ok := bound[z.UID]; ok && z.UID != "" {
+			plan.Adopted = append(plan.Adopted, z)
+			zoneOf[p.UID] = z
+			for _, v := range z.VNICs {
+				claimed[v] = true
+			}
+			claimed[ds] = true
+			continue
+		}
+		o := Orphan{Key: "zone/" + z.Name, Zone: z.Name, Namespace: z.Namespace(), Name: z.PodName(), UID: z.UID}
+		for _, v := range z.VNICs {
+			if vnics[v] && !claimed[v] {
+				o.VNICs = append(o.VNICs, v)
+				claimed[v] = true
+			}
+		}
+		if datasets[ds] && !claimed[ds] {
+			o.Dataset = ds
+			claimed[ds] = true
+		}
+		plan.Orphans = append(plan.Orphans, o)
+	}
+	for _, v := range inv.VNICs {
+		if !claimed[v] {
+			plan.Orphans = append(plan.Orphans, Orphan{Key: "vnic/" + v, VNICs: []string{v}})
+		}
+	}
+	for _, d := range inv.Datasets {
+		if !claimed[d] {
+			plan.Orphans = append(plan.Orphans, Orphan{Key: "dataset/" + d, Dataset: d})
+		}
+	}
+	sort.Slice(plan.Orphans, func(i, j int) bool { return plan.Orphans[i].Key < plan.Orphans[j].Key })
+
+	for _, p := range pods {
+		if p.Phase != model.PodRunning || p.Deleting {
+			continue
+		}
+		s := PodSandbox{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+		z, ok := zoneOf[p.UID]
+		switch {
+		case !ok:
+			plan.Drift = append(plan.Drift, PodDrift{Pod: p, Zone: s.ZoneName(), Reason: DriftZoneMissing})
+		case z.State != string(illumos.ZoneRunning):
+			plan.Drift = append(plan.Drift, PodDrift{Pod: p, Zone: z.Name, State: z.State, Reason: DriftZoneNotRunning})
+		}
+	}
+	return plan
+}
+
+// BoundPods lists the pods whose spec.nodeName is node.
+func BoundPods(ctx context.Context, st *store.Store, node string) ([]BoundPod, error) {
+	var out []BoundPod
+	opts := store.ListOptions{FieldSelector: "spec.nodeName=" + node, Limit: 500}
+	for {
+		page, err := st.Pods().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range page.Items {
+			out = append(out, BoundPod{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID,
+				Phase: p.Status.Phase, Deleting: p.Metadata.DeletionTimestamp != nil})
+		}
+		if page.Metadata.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = page.Metadata.Continue
+	}
+}

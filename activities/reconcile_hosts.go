@@ -1,0 +1,160 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// Event reasons and source of the host reconciler.
+const (
+	ReasonOrphanFound    = "OrphanFound"
+	ReasonOrphanRemoved  = "OrphanRemoved"
+	EventSourceReconcile = "zonewright-reconciler"
+)
+
+// ReadyNodes lists the nodes whose Ready condition is True: the ones the
+// host reconciler looks at (a node that is not Ready is node health's).
+func (a *Control) ReadyNodes(ctx context.Context) ([]string, error) {
+	var out []string
+	opts := store.ListOptions{Limit: 500}
+	for {
+		page, err := a.Store.Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		for _, n := range page.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == model.NodeReady && c.Status == model.ConditionTrue {
+					out = append(out, n.Metadata.Name)
+				}
+			}
+		}
+		if page.Metadata.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = page.Metadata.Continue
+	}
+}
+
+// ReconcileHostInput is one node's inventory to compare with PostgreSQL.
+type ReconcileHostInput struct {
+	Node      string
+	Inventory HostInventory
+	// OrphanGrace is how long an orphan must have been seen before it is
+	// removed.
+	OrphanGrace time.Duration
+}
+
+// ReconcileHostResult is the drift found on one node.
+type ReconcileHostResult struct {
+	Node           string
+	Adopted        int // zones of pods bound to the node
+	Orphans        int // orphans seen, removable or not
+	NewOrphans     int // orphans seen for the first time
+	ZoneMissing    int
+	ZoneNotRunning int
+	// LifecyclesStarted counts drifted pods that had no lifecycle running.
+	LifecyclesStarted int
+	// Remove are the orphans past their grace period.
+	Remove []Orphan
+}
+
+// ReconcileHost compares a node's inventory with the pods bound to it:
+// orphans are recorded (an OrphanFound event on the Node the first time)
+// and returned for removal once past the grace period; orphans that are
+// no longer reported are forgotten. Running pods whose zone vanished or
+// stopped get a ZoneMissing or ZoneNotRunning event, and a lifecycle if
+// they have none (the lifecycle's monitor then restarts or fails them per
+// their restartPolicy).
+//
+// The inventory was read before this activity reads the pods, and zones
+// are made only for pods already bound, so a zone in the inventory whose
+// pod is bound here is never taken for an orphan.
+func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (ReconcileHostResult, error) {
+	res := ReconcileHostResult{Node: in.Node}
+	pods, err := BoundPods(ctx, a.Store, in.Node)
+	if err != nil {
+		return res, fmt.Errorf("list the pods bound to node %s: %w", in.Node, err)
+	}
+	plan := PlanHost(in.Inventory, pods)
+	res.Adopted, res.Orphans = len(plan.Adopted), len(plan.Orphans)
+
+	keys := make([]string, len(plan.Orphans))
+	for i, o := range plan.Orphans {
+		keys[i] = o.Key
+	}
+	seen, err := a.Store.TrackOrphans(ctx, in.Node, keys)
+	if err != nil {
+		return res, err
+	}
+	node := model.ObjectReference{Kind: model.KindNode, Name: in.Node}
+	for _, o := range plan.Orphans {
+		s := seen[o.Key]
+		if s.New {
+			res.NewOrphans++
+			a.event(ctx, node, model.EventWarning, ReasonOrphanFound, fmt.Sprintf(
+				"Found %s on node %s with no pod bound there to own it; it is removed unless a pod claims it within %s", o, in.Node, in.OrphanGrace))
+		}
+		if s.Age >= in.OrphanGrace {
+			res.Remove = append(res.Remove, o)
+		}
+	}
+
+	for _, d := range plan.Drift {
+		ref := model.ObjectReference{Kind: model.KindPod, Namespace: d.Pod.Namespace, Name: d.Pod.Name, UID: d.Pod.UID}
+		msg := fmt.Sprintf("Zone %s of the running pod is missing from node %s", d.Zone, in.Node)
+		if d.Reason == DriftZoneNotRunning {
+			res.ZoneNotRunning++
+			msg = fmt.Sprintf("Zone %s of the running pod is %s on node %s", d.Zone, d.State, in.Node)
+		} else {
+			res.ZoneMissing++
+		}
+		if a.Lifecycles != nil {
+			running, err := a.Lifecycles.Running(ctx, d.Pod.Namespace, d.Pod.Name)
+			if err != nil {
+				return res, fmt.Errorf("is the lifecycle of %s/%s running: %w", d.Pod.Namespace, d.Pod.Name, err)
+			}
+			if !running {
+				if err := a.Lifecycles.Start(ctx, PodRef{Namespace: d.Pod.Namespace, Name: d.Pod.Name, UID: d.Pod.UID}); err != nil {
+					return res, fmt.Errorf("start the lifecycle of %s/%s: %w", d.Pod.Namespace, d.Pod.Name, err)
+				}
+				res.LifecyclesStarted++
+				msg += "; it had no lifecycle, one was started"
+			} else {
+				msg += "; its lifecycle restarts or fails it per its restartPolicy"
+			}
+		}
+		a.event(ctx, ref, model.EventWarning, d.Reason, msg)
+	}
+	return res, nil
+}
+
+// OrphanRemovedInput reports one orphan removed from a node.
+type OrphanRemovedInput struct {
+	Node   string
+	Orphan Orphan
+}
+
+// OrphanRemoved forgets a removed orphan and records an OrphanRemoved
+// event on its Node.
+func (a *Control) OrphanRemoved(ctx context.Context, in OrphanRemovedInput) error {
+	if err := a.Store.ForgetOrphan(ctx, in.Node, in.Orphan.Key); err != nil {
+		return err
+	}
+	a.event(ctx, model.ObjectReference{Kind: model.KindNode, Name: in.Node}, model.EventNormal, ReasonOrphanRemoved,
+		fmt.Sprintf("Removed %s from node %s: no pod owned it for the whole grace period", in.Orphan, in.Node))
+	return nil
+}
+
+// event records an event; a failure to record one is logged, not fatal:
+// the repair matters more than its note.
+func (a *Control) event(ctx context.Context, obj model.ObjectReference, typ, reason, msg string) {
+	if err := a.Store.RecordEvent(ctx, obj, typ, reason, msg, EventSourceReconcile); err != nil {
+		slog.Default().Warn("record event", "reason", reason, "object", obj.Name, "err", err)
+	}
+}

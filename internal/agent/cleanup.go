@@ -1,0 +1,78 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// Event reasons and source of the startup cleanup.
+const (
+	ReasonZoneAdopted   = "ZoneAdopted"
+	ReasonOrphanRemoved = activities.ReasonOrphanRemoved
+	ReasonOrphanFailed  = "OrphanRemovalFailed"
+	EventSourceAgent    = "zonewright-agent"
+)
+
+// CleanupResult is what the startup cleanup did.
+type CleanupResult struct {
+	Adopted []string // zones kept
+	Removed []string // orphans removed
+	Failed  []string // orphans that could not be removed (the reconciler retries)
+}
+
+// startupCleanup runs before the node reports Ready and before its worker
+// polls, so no host activity of this node runs meanwhile: it removes the
+// zonewright zones, VNICs and datasets whose pod is no longer bound to
+// this node (deleted while the agent was away, or evicted and now running
+// elsewhere under the same name and UID) and adopts the rest untouched:
+// nothing is rebooted or reinstalled, the pods' lifecycles reconcile them.
+// Nothing zonewright did not create is looked at (see Host.Inventory).
+//
+// The inventory is read before the pods: a zone is made only after its
+// pod is bound, so a zone seen has its binding visible by then.
+func (a *Agent) startupCleanup(ctx context.Context, h *activities.Host) (CleanupResult, error) {
+	var res CleanupResult
+	inv, err := retry(ctx, a.log, "list the host's zonewright resources", func() (activities.HostInventory, error) {
+		return h.Inventory(ctx)
+	})
+	if err != nil {
+		return res, fmt.Errorf("inventory of the host: %w", err)
+	}
+	pods, err := activities.BoundPods(ctx, a.st, a.cfg.Node)
+	if err != nil {
+		return res, fmt.Errorf("list the pods bound to node %s: %w", a.cfg.Node, err)
+	}
+	plan := activities.PlanHost(inv, pods)
+	node := model.ObjectReference{Kind: model.KindNode, Name: a.cfg.Node}
+
+	for _, z := range plan.Adopted {
+		res.Adopted = append(res.Adopted, z.Name)
+		a.log.Info("adopted a zone of a pod bound to this node; left as it is", "zone", z.Name, "pod", z.Pod, "uid", z.UID, "state", z.State)
+		a.event(ctx, model.ObjectReference{Kind: model.KindPod, Namespace: z.Namespace(), Name: z.PodName(), UID: z.UID},
+			model.EventNormal, ReasonZoneAdopted,
+			fmt.Sprintf("The agent of node %s started and kept zone %s (%s) as it is", a.cfg.Node, z.Name, z.State))
+	}
+	for _, o := range plan.Orphans {
+		if err := h.RemoveOrphan(ctx, o); err != nil {
+			res.Failed = append(res.Failed, o.String())
+			a.log.Warn("could not remove an orphan; the reconciler will try again", "orphan", o.String(), "err", err)
+			a.event(ctx, node, model.EventWarning, ReasonOrphanFailed, fmt.Sprintf("Could not remove %s: %v", o, err))
+			continue
+		}
+		res.Removed = append(res.Removed, o.String())
+		a.log.Info("removed the resources of a pod no longer bound to this node", "orphan", o.String())
+		a.event(ctx, node, model.EventNormal, ReasonOrphanRemoved,
+			fmt.Sprintf("Removed %s at agent start: no pod bound to node %s owns it", o, a.cfg.Node))
+	}
+	a.log.Info("startup cleanup done", "adopted", len(res.Adopted), "removed", len(res.Removed), "failed", len(res.Failed))
+	return res, nil
+}
+
+func (a *Agent) event(ctx context.Context, obj model.ObjectReference, typ, reason, msg string) {
+	if err := a.st.RecordEvent(ctx, obj, typ, reason, msg, EventSourceAgent); err != nil {
+		a.log.Warn("record event", "reason", reason, "err", err)
+	}
+}
