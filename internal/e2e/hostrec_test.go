@@ -163,7 +163,12 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	}
 
 	// Drift: the pod's zone halted behind zonewright's back is reported,
-	// and the lifecycle boots it again (restartPolicy Always).
+	// and the pod's lifecycle boots it again (restartPolicy Always). The
+	// lifecycle is stopped first (a crashed worker), so that the reconciler
+	// alone can notice the halt, and restarts it.
+	if err := c.temporal.TerminateWorkflow(ctx, workflows.PodWorkflowID("default", "app"), "", "simulated crash"); err != nil {
+		t.Fatal(err)
+	}
 	if err := za.Halt(ctx, appSandbox.ZoneName()); err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,16 @@ func zfsUsageErr(inv *invocation, sub string, why string) int {
 	return 2
 }
 
+// zfsOperandErr is the usage error of a subcommand that takes exactly one
+// operand (what) but was given n.
+func zfsOperandErr(inv *invocation, sub, what string, n int) int {
+	why := "missing " + what + " argument"
+	if n > 1 {
+		why = "too many arguments"
+	}
+	return zfsUsageErr(inv, sub, why)
+}
+
 func badOption(inv *invocation, sub string, c byte) int {
 	return zfsUsageErr(inv, sub, fmt.Sprintf("invalid option '%c'", c))
 }
@@ -121,11 +131,7 @@ func zfsCreate(inv *invocation, args []string) int {
 		return badOption(inv, "create", bad)
 	}
 	if len(rest) != 1 {
-		why := "missing filesystem argument"
-		if len(rest) > 1 {
-			why = "too many arguments"
-		}
-		return zfsUsageErr(inv, "create", why)
+		return zfsOperandErr(inv, "create", "filesystem", len(rest))
 	}
 	name := rest[0]
 	props, code, ok := parseCreateProps(inv, "create", opts)
@@ -253,11 +259,7 @@ func zfsDestroy(inv *invocation, args []string) int {
 		return badOption(inv, "destroy", bad)
 	}
 	if len(rest) != 1 {
-		why := "missing dataset argument"
-		if len(rest) > 1 {
-			why = "too many arguments"
-		}
-		return zfsUsageErr(inv, "destroy", why)
+		return zfsOperandErr(inv, "destroy", "dataset", len(rest))
 	}
 	var recursive, clones, dry, verbose bool
 	for _, o := range opts {

@@ -362,11 +362,7 @@ func zfsSend(inv *invocation, args []string) int {
 		return badOption(inv, "send", bad)
 	}
 	if len(rest) != 1 {
-		why := "missing snapshot argument"
-		if len(rest) > 1 {
-			why = "too many arguments"
-		}
-		return zfsUsageErr(inv, "send", why)
+		return zfsOperandErr(inv, "send", "snapshot", len(rest))
 	}
 	var verbose, withProps bool
 	for _, o := range opts {
@@ -450,11 +446,7 @@ func zfsReceive(inv *invocation, args []string) int {
 		return badOption(inv, "receive", bad)
 	}
 	if len(rest) != 1 {
-		why := "missing snapshot argument"
-		if len(rest) > 1 {
-			why = "too many arguments"
-		}
-		return zfsUsageErr(inv, "receive", why)
+		return zfsOperandErr(inv, "receive", "snapshot", len(rest))
 	}
 	props, code, ok := parseCreateProps(inv, "receive", opts)
 	if !ok {
