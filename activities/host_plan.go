@@ -48,14 +48,19 @@ const (
 // belongs to a bound pod when its zonewright.uid attribute is the pod's
 // UID (the name alone is not enough: a pod evicted elsewhere keeps its
 // name and UID, but is no longer bound here); a VNIC or dataset belongs to
-// a bound pod, or to a zone, when its derived name says so. Everything
-// else in the inventory is an orphan. Pods that are Running and not being
+// a bound pod, or to a zone, when its derived name says so. A Failed or
+// Succeeded pod owns nothing (it left its host clean, or its node was lost
+// and what it left there is to go). Everything else in the inventory is an
+// orphan. Pods that are Running and not being
 // deleted, and whose zone is missing or not running, are drift.
 func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 	var plan HostPlan
 	bound := map[string]BoundPod{}
 	claimed := map[string]bool{} // VNIC and dataset names owned by bound pods
 	for _, p := range pods {
+		if p.Phase == model.PodFailed || p.Phase == model.PodSucceeded {
+			continue // a finished pod holds nothing on a host (one left on a lost node did)
+		}
 		bound[p.UID] = p
 		s := PodSandbox{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 		claimed[s.VNICName()] = true

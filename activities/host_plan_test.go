@@ -95,6 +95,12 @@ func TestPlanHost(t *testing.T) {
 			}},
 		},
 		{
+			name: "a zone left on a lost node by a pod that stayed Failed there is an orphan",
+			inv:  all(zone(web, "running")),
+			pods: []activities.BoundPod{bound(web, "Failed")},
+			want: activities.HostPlan{Orphans: []activities.Orphan{webOrphan}},
+		},
+		{
 			name: "a zone known by name only (no attrs) is an orphan",
 			inv: activities.HostInventory{ZonesDataset: ds, Datasets: []string{ds + "/" + db.ZoneName()},
 				Zones: []activities.InventoryZone{{Name: db.ZoneName(), State: "installed"}}},

@@ -16,7 +16,7 @@
 // Starting, after preparing the host and before registering (so before the
 // node reports Ready) and before the worker polls, the agent removes the
 // zonewright resources of pods no longer bound to its node and adopts the
-// rest untouched (see startupCleanup). Stopping (SIGTERM from SMF, or the
+// rest untouched (see cleanHost). Stopping (SIGTERM from SMF, or the
 // context) stops the worker gracefully: running activities get up to
 // Config.WorkerStopTimeout to finish. Zones keep running; the next agent
 // adopts them, since every host activity finds its earlier work by name.
@@ -288,7 +288,7 @@ func (a *Agent) run(ctx context.Context) error {
 
 	// Before the node reports Ready and before its worker polls: remove
 	// what belongs to pods no longer bound here, adopt the rest.
-	if _, err := a.startupCleanup(ctx, h); err != nil {
+	if _, err := a.cleanHost(ctx, h, "at agent start"); err != nil {
 		return err
 	}
 
@@ -316,7 +316,7 @@ func (a *Agent) run(ctx context.Context) error {
 	started := make(chan tworker.Worker, 1)
 	go func() { started <- a.startWorker(workerCtx, tc, h) }()
 
-	a.heartbeat(ctx)
+	a.heartbeat(ctx, h)
 
 	stopStarting()
 	if w := <-started; w != nil {
@@ -436,8 +436,11 @@ func (a *Agent) startWorker(ctx context.Context, tc client.Client, h *activities
 	}
 }
 
-// heartbeat updates the Node every interval until ctx ends.
-func (a *Agent) heartbeat(ctx context.Context) {
+// heartbeat updates the Node every interval until ctx ends. A node the
+// control plane declared lost while this agent kept running (a network
+// partition, a frozen process) is cleaned before it reports Ready again:
+// its evicted pods may run elsewhere by now.
+func (a *Agent) heartbeat(ctx context.Context, h *activities.Host) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -446,12 +449,32 @@ func (a *Agent) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if a.declaredLost(ctx) {
+			if _, err := a.cleanHost(ctx, h, "on the node's return"); err != nil && ctx.Err() == nil {
+				a.log.Warn("cleaning the host on the node's return failed; the reconciler will remove what is left", "err", err)
+			}
+		}
 		hctx, cancel := context.WithTimeout(ctx, a.cfg.HeartbeatInterval+10*time.Second)
 		if _, err := a.sync(hctx, a.summary(hctx)); err != nil && ctx.Err() == nil {
 			a.log.Warn("node heartbeat failed", "err", err)
 		}
 		cancel()
 	}
+}
+
+// declaredLost reports whether the Node's Ready condition is other than
+// True: only the control plane's node health sets it so.
+func (a *Agent) declaredLost(ctx context.Context) bool {
+	n, err := a.st.Nodes().Get(ctx, "", a.cfg.Node)
+	if err != nil {
+		return false // the heartbeat reports the trouble
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == model.NodeReady {
+			return c.Status != model.ConditionTrue
+		}
+	}
+	return false
 }
 
 // hostSummary is what each heartbeat reports besides being alive.

@@ -23,8 +23,9 @@ type CleanupResult struct {
 	Failed  []string // orphans that could not be removed (the reconciler retries)
 }
 
-// startupCleanup runs before the node reports Ready and before its worker
-// polls, so no host activity of this node runs meanwhile: it removes the
+// cleanHost runs before the node reports Ready: at start, before the
+// worker polls, and when the agent finds its node declared lost (it was
+// cut off, not stopped). It removes the
 // zonewright zones, VNICs and datasets whose pod is no longer bound to
 // this node (deleted while the agent was away, or evicted and now running
 // elsewhere under the same name and UID) and adopts the rest untouched:
@@ -33,7 +34,9 @@ type CleanupResult struct {
 //
 // The inventory is read before the pods: a zone is made only after its
 // pod is bound, so a zone seen has its binding visible by then.
-func (a *Agent) startupCleanup(ctx context.Context, h *activities.Host) (CleanupResult, error) {
+//
+// when says which ("at agent start", "on the node's return"), for events.
+func (a *Agent) cleanHost(ctx context.Context, h *activities.Host, when string) (CleanupResult, error) {
 	var res CleanupResult
 	inv, err := retry(ctx, a.log, "list the host's zonewright resources", func() (activities.HostInventory, error) {
 		return h.Inventory(ctx)
@@ -53,7 +56,7 @@ func (a *Agent) startupCleanup(ctx context.Context, h *activities.Host) (Cleanup
 		a.log.Info("adopted a zone of a pod bound to this node; left as it is", "zone", z.Name, "pod", z.Pod, "uid", z.UID, "state", z.State)
 		a.event(ctx, model.ObjectReference{Kind: model.KindPod, Namespace: z.Namespace(), Name: z.PodName(), UID: z.UID},
 			model.EventNormal, ReasonZoneAdopted,
-			fmt.Sprintf("The agent of node %s started and kept zone %s (%s) as it is", a.cfg.Node, z.Name, z.State))
+			fmt.Sprintf("The agent of node %s kept zone %s (%s) as it is %s", a.cfg.Node, z.Name, z.State, when))
 	}
 	for _, o := range plan.Orphans {
 		if err := h.RemoveOrphan(ctx, o); err != nil {
@@ -65,9 +68,9 @@ func (a *Agent) startupCleanup(ctx context.Context, h *activities.Host) (Cleanup
 		res.Removed = append(res.Removed, o.String())
 		a.log.Info("removed the resources of a pod no longer bound to this node", "orphan", o.String())
 		a.event(ctx, node, model.EventNormal, ReasonOrphanRemoved,
-			fmt.Sprintf("Removed %s at agent start: no pod bound to node %s owns it", o, a.cfg.Node))
+			fmt.Sprintf("Removed %s %s: no pod bound to node %s owns it", o, when, a.cfg.Node))
 	}
-	a.log.Info("startup cleanup done", "adopted", len(res.Adopted), "removed", len(res.Removed), "failed", len(res.Failed))
+	a.log.Info("host cleanup done", "when", when, "adopted", len(res.Adopted), "removed", len(res.Removed), "failed", len(res.Failed))
 	return res, nil
 }
 

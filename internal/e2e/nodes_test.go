@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -332,4 +333,58 @@ func TestCordonUncordonAndNodeDelete(t *testing.T) {
 		return c.workflowStatus(workflows.NodeWorkflowID(a)) == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})
 	c.recordHistory(workflows.NodeWorkflowID(a), "node-force-deleted.json")
+}
+
+// An agent cut off without stopping (here frozen with SIGSTOP, as in a
+// network partition) finds its node declared lost when it comes back: it
+// removes what the pods evicted meanwhile left on the host — the moved
+// pod's zone, and the zone of a pod that stayed Failed/NodeLost — before
+// its first heartbeat reports the node Ready again.
+func TestFrozenAgentCleansItsHostBeforeReportingReady(t *testing.T) {
+	const grace, eviction = 5 * time.Second, 10 * time.Second
+	c := nodeHealthCluster(t, 2, grace, eviction)
+	victim := c.nodes.Nodes[0].Name
+	c.createPod(pinnedPod("mover", victim, model.RestartAlways, 30))
+	c.createPod(pinnedPod("stayer", victim, model.RestartNever, 30))
+	for _, name := range []string{"mover", "stayer"} {
+		c.waitPhase(name, model.PodRunning, true, 90*time.Second)
+	}
+
+	pid := c.nodes.Nodes[0].Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}()
+	c.eventually(2*time.Minute, "mover Running on the other node", func() bool {
+		p, ok := c.pod("mover")
+		return ok && p.Status.Phase == model.PodRunning && p.Spec.NodeName != victim && p.Spec.NodeName != ""
+	})
+	if p := c.waitPhase("stayer", model.PodFailed, false, 30*time.Second); p.Status.Reason != activities.ReasonNodeLost {
+		t.Fatalf("stayer is Failed with reason %q; want %s", p.Status.Reason, activities.ReasonNodeLost)
+	}
+	if z, _, _ := c.podResources(0); z != 2 {
+		t.Fatalf("%s holds %d pod zones while its agent is frozen; want both still there", victim, z)
+	}
+
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	c.eventually(30*time.Second, victim+" Ready again", func() bool {
+		n, _ := c.node(victim)
+		status, _ := readiness(n)
+		return status == model.ConditionTrue
+	})
+	if z, v, d := c.podResources(0); z != 0 || v != 0 || d != 0 {
+		_, state := c.state(0)
+		t.Fatalf("%s reports Ready holding %d zones, %d VNICs, %d datasets of evicted pods:\n%s", victim, z, v, d, state)
+	}
+	if !c.hasEvent(model.KindNode, victim, activities.ReasonOrphanRemoved, "on the node's return") {
+		t.Fatalf("no OrphanRemoved event on the node's return: %+v", c.eventsOf(model.KindNode, victim))
+	}
 }
