@@ -78,7 +78,6 @@ func VolumesDataset(pool string) string { return pool + "/zonewright/volumes" }
 // Labels, annotations and the condition reason the agent writes.
 const (
 	LabelHostname       = "zonewright.io/hostname"
-	LabelBrandPrefix    = "zonewright.io/brand-"
 	AnnotationZones     = "zonewright.io/zones"                 // "running=3,installed=1"
 	AnnotationAvailable = "zonewright.io/zones-available-bytes" // free space for zones
 	ReasonAgentReady    = "AgentReady"
@@ -207,7 +206,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("zones path %q must be an absolute path other than /", c.ZonesPath))
 	}
 	for _, b := range c.ZoneBrands {
-		if b == "" || len(model.ValidateMeta(&model.ObjectMeta{Name: "n", Labels: map[string]string{LabelBrandPrefix + b: "true"}}, false)) > 0 {
+		if b == "" || len(model.ValidateMeta(&model.ObjectMeta{Name: "n", Labels: map[string]string{model.LabelNodeBrandPrefix + b: "true"}}, false)) > 0 {
 			errs = append(errs, fmt.Errorf("zone brand %q is not a valid name", b))
 		}
 	}
@@ -592,12 +591,12 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary) {
 		n.Metadata.Labels = map[string]string{}
 	}
 	for k := range n.Metadata.Labels {
-		if strings.HasPrefix(k, LabelBrandPrefix) {
+		if strings.HasPrefix(k, model.LabelNodeBrandPrefix) {
 			delete(n.Metadata.Labels, k) // brands no longer offered go
 		}
 	}
 	for _, b := range cfg.ZoneBrands {
-		n.Metadata.Labels[LabelBrandPrefix+b] = "true"
+		n.Metadata.Labels[model.LabelNodeBrandPrefix+b] = "true"
 	}
 	if v := labelValue(f.Hostname); v != "" {
 		n.Metadata.Labels[LabelHostname] = v
