@@ -25,9 +25,9 @@ import (
 )
 
 // provisionActivities is how many activities take a pod from created to
-// Running: load, schedule, status, allocate, status, the eight host steps,
-// status.
-const provisionActivities = 14
+// Running: load, schedule, status, allocate, resolve the image, status, the
+// eight host steps, status.
+const provisionActivities = 15
 
 func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	res := &Results{Date: time.Now().UTC(), Nodes: o.nodes, IdlePods: o.idle, BurstPods: o.burst, CeilingSteps: provisionActivities}
