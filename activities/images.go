@@ -376,21 +376,12 @@ func ArtefactURL(base, name string) string {
 // fits reports whether the node is Ready and can install one of the
 // image's brands.
 func fits(img *model.Image, n *model.Node) bool {
-	if n.Metadata.DeletionTimestamp != nil || !nodeReady(n) {
+	if n.Metadata.DeletionTimestamp != nil || !n.Ready() {
 		return false
 	}
 	return slices.ContainsFunc(img.Spec.EffectiveBrands(), func(b string) bool {
 		return n.Metadata.Labels[model.LabelNodeBrandPrefix+b] == "true"
 	})
-}
-
-func nodeReady(n *model.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == model.NodeReady {
-			return c.Status == model.ConditionTrue
-		}
-	}
-	return false
 }
 
 func (a *Images) allNodes(ctx context.Context) ([]model.Node, error) {

@@ -51,19 +51,10 @@ func (a *Control) ObserveNode(ctx context.Context, node string) (NodeObservation
 
 func observe(n *model.Node, now time.Time) NodeObservation {
 	obs := NodeObservation{Found: true, HeartbeatAge: -1, Tainted: hasTaint(n, TaintUnreachable)}
-	if c := readyCondition(n); c != nil && c.LastHeartbeatTime != nil {
+	if c := n.Condition(model.NodeReady); c != nil && c.LastHeartbeatTime != nil {
 		obs.HeartbeatAge = max(now.Sub(*c.LastHeartbeatTime), 0)
 	}
 	return obs
-}
-
-func readyCondition(n *model.Node) *model.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == model.NodeReady {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 func hasTaint(n *model.Node, key string) bool {
@@ -101,7 +92,7 @@ func (a *Control) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (M
 		if obs.HeartbeatAge >= 0 {
 			msg = fmt.Sprintf("zonewright agent stopped posting heartbeats: the last was %s ago", obs.HeartbeatAge.Round(time.Second))
 		}
-		c := readyCondition(n)
+		c := n.Condition(model.NodeReady)
 		if c == nil {
 			n.Status.Conditions = append(n.Status.Conditions, model.NodeCondition{Type: model.NodeReady})
 			c = &n.Status.Conditions[len(n.Status.Conditions)-1]

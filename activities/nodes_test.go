@@ -49,10 +49,8 @@ func readyOf(t *testing.T, st *store.Store, name string) (model.NodeCondition, [
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == model.NodeReady {
-			return c, n.Spec.Taints
-		}
+	if c := n.Condition(model.NodeReady); c != nil {
+		return *c, n.Spec.Taints
 	}
 	t.Fatalf("node %s has no Ready condition", name)
 	return model.NodeCondition{}, nil

@@ -28,10 +28,8 @@ func (a *Control) ReadyNodes(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}
 		for _, n := range page.Items {
-			for _, c := range n.Status.Conditions {
-				if c.Type == model.NodeReady && c.Status == model.ConditionTrue {
-					out = append(out, n.Metadata.Name)
-				}
+			if n.Ready() {
+				out = append(out, n.Metadata.Name)
 			}
 		}
 		if page.Metadata.Continue == "" {

@@ -121,10 +121,8 @@ func waitNodes(ctx context.Context, api string, n int) error {
 		if err := getJSON(api+"/api/v1/nodes", &list); err == nil {
 			ready := 0
 			for _, node := range list.Items {
-				for _, c := range node.Status.Conditions {
-					if c.Type == model.NodeReady && c.Status == model.ConditionTrue {
-						ready++
-					}
+				if node.Ready() {
+					ready++
 				}
 			}
 			if ready == n {

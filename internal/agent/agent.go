@@ -468,12 +468,8 @@ func (a *Agent) declaredLost(ctx context.Context) bool {
 	if err != nil {
 		return false // the heartbeat reports the trouble
 	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == model.NodeReady {
-			return c.Status != model.ConditionTrue
-		}
-	}
-	return false
+	c := n.Condition(model.NodeReady)
+	return c != nil && c.Status != model.ConditionTrue
 }
 
 // hostSummary is what each heartbeat reports besides being alive.

@@ -78,15 +78,6 @@ func waitNode(t *testing.T, st *store.Store, what string, ok func(*model.Node) b
 	return nil
 }
 
-func readyCondition(n *model.Node) *model.NodeCondition {
-	for i, c := range n.Status.Conditions {
-		if c.Type == model.NodeReady {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // createDatasets is a workflow on a test task queue that runs the host
 // activity CreateDatasets on a node's task queue, the way the pod
 // lifecycle does.
@@ -140,7 +131,7 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 
 	stop := runAgent(t, cfg)
 	n := waitNode(t, st, "registered and ready", func(n *model.Node) bool {
-		c := readyCondition(n)
+		c := n.Condition(model.NodeReady)
 		return c != nil && c.Status == model.ConditionTrue
 	})
 	uid := n.Metadata.UID
@@ -165,7 +156,7 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	if n.Metadata.Annotations["zonewright.io/zones"] != "none" {
 		t.Errorf("annotations = %v", n.Metadata.Annotations)
 	}
-	ready := readyCondition(n)
+	ready := n.Condition(model.NodeReady)
 	if ready.Reason != "AgentReady" || ready.LastHeartbeatTime == nil || ready.LastTransitionTime == nil {
 		t.Errorf("Ready = %+v", ready)
 	}
@@ -189,10 +180,10 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	// Heartbeats move lastHeartbeatTime, not lastTransitionTime.
 	first := *ready.LastHeartbeatTime
 	n = waitNode(t, st, "a later heartbeat", func(n *model.Node) bool {
-		c := readyCondition(n)
+		c := n.Condition(model.NodeReady)
 		return c != nil && c.LastHeartbeatTime != nil && c.LastHeartbeatTime.After(first)
 	})
-	if c := readyCondition(n); !c.LastTransitionTime.Equal(*ready.LastTransitionTime) {
+	if c := n.Condition(model.NodeReady); !c.LastTransitionTime.Equal(*ready.LastTransitionTime) {
 		t.Errorf("lastTransitionTime moved from %v to %v without a transition", ready.LastTransitionTime, c.LastTransitionTime)
 	}
 
@@ -249,10 +240,10 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	if err := st.Nodes().Update(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	last := *readyCondition(n).LastHeartbeatTime
+	last := *n.Condition(model.NodeReady).LastHeartbeatTime
 	stop = runAgent(t, cfg)
 	n = waitNode(t, st, "heartbeats after a restart", func(n *model.Node) bool {
-		c := readyCondition(n)
+		c := n.Condition(model.NodeReady)
 		return c != nil && c.LastHeartbeatTime.After(last)
 	})
 	if n.Metadata.UID != uid || n.Metadata.Labels["team"] != "infra" {

@@ -106,7 +106,7 @@ func TestStartupCleanupRemovesUnboundPodsAndAdoptsBoundOnes(t *testing.T) {
 	stop := runAgent(t, agent.Config{Node: "node1", DatabaseURL: dbURL, TemporalAddress: tmp.Address(), TemporalNamespace: tmp.Namespace(),
 		PodCIDR: "127.10.9.0/24", BinDir: node.Bin, Version: "test", Logger: log})
 	waitNode(t, st, "registered and ready", func(n *model.Node) bool {
-		c := readyCondition(n)
+		c := n.Condition(model.NodeReady)
 		return c != nil && c.Status == model.ConditionTrue
 	})
 	// Ready is reported only after the cleanup: check the host right away.

@@ -107,10 +107,8 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 		c.get("/api/v1/nodes", &list)
 		ready := 0
 		for _, n := range list.Items {
-			for _, cond := range n.Status.Conditions {
-				if cond.Type == model.NodeReady && cond.Status == model.ConditionTrue {
-					ready++
-				}
+			if n.Ready() {
+				ready++
 			}
 		}
 		return ready == nodes

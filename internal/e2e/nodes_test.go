@@ -66,10 +66,8 @@ func (c *cluster) node(name string) (model.Node, int) {
 // the unreachable taint.
 func readiness(n model.Node) (string, bool) {
 	status := ""
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == model.NodeReady {
-			status = cond.Status
-		}
+	if c := n.Condition(model.NodeReady); c != nil {
+		status = c.Status
 	}
 	for _, t := range n.Spec.Taints {
 		if t.Key == activities.TaintUnreachable && t.Effect == model.TaintNoSchedule {

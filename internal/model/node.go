@@ -55,6 +55,22 @@ type NodeCondition struct {
 // NodeReady is the condition that gates scheduling.
 const NodeReady = "Ready"
 
+// Condition is the node's condition of type t, or nil.
+func (n *Node) Condition(t string) *NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == t {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// Ready reports whether the node's Ready condition is True.
+func (n *Node) Ready() bool {
+	c := n.Condition(NodeReady)
+	return c != nil && c.Status == ConditionTrue
+}
+
 // NodeAddress is one way to reach the node.
 type NodeAddress struct {
 	Type    string `json:"type"`

@@ -125,7 +125,7 @@ func filter(p *model.Pod, req Resources, c Candidate) string {
 	if p.Spec.NodeName != "" && p.Spec.NodeName != n.Metadata.Name {
 		return reasonNodeNameMiss
 	}
-	if !Ready(n) {
+	if !n.Ready() {
 		return reasonNotReady
 	}
 	if n.Spec.Unschedulable {
@@ -155,16 +155,6 @@ func filter(p *model.Pod, req Resources, c Candidate) string {
 		return reasonMemory
 	}
 	return ""
-}
-
-// Ready reports whether the node's Ready condition is True.
-func Ready(n *model.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == model.NodeReady {
-			return c.Status == model.ConditionTrue
-		}
-	}
-	return false
 }
 
 func tolerates(tols []model.Toleration, t model.Taint) bool {
