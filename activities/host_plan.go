@@ -147,20 +147,14 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 
 // BoundPods lists the pods whose spec.nodeName is node.
 func BoundPods(ctx context.Context, st *store.Store, node string) ([]BoundPod, error) {
-	var out []BoundPod
-	opts := store.ListOptions{FieldSelector: "spec.nodeName=" + node, Limit: 500}
-	for {
-		page, err := st.Pods().List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range page.Items {
-			out = append(out, BoundPod{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID,
-				Phase: p.Status.Phase, Deleting: p.Metadata.DeletionTimestamp != nil})
-		}
-		if page.Metadata.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = page.Metadata.Continue
+	pods, err := st.Pods().ListAll(ctx, store.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, err
 	}
+	out := make([]BoundPod, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, BoundPod{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID,
+			Phase: p.Status.Phase, Deleting: p.Metadata.DeletionTimestamp != nil})
+	}
+	return out, nil
 }

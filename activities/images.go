@@ -154,21 +154,18 @@ func (a *Images) get(ctx context.Context, ref ImageRef) (*model.Image, error) {
 // (imports and pulls write the same row concurrently). It reports false
 // when the image is gone.
 func (a *Images) mutate(ctx context.Context, ref ImageRef, fn func(*model.Image)) (bool, error) {
-	for {
-		img, err := a.get(ctx, ref)
-		if err != nil || img == nil {
-			return false, err
+	gone := false
+	_, err := a.Store.Images().Modify(ctx, "", ref.Name, func(img *model.Image) bool {
+		if gone = ref.UID != "" && img.Metadata.UID != ref.UID; gone {
+			return false
 		}
 		fn(img)
-		err = a.Store.Images().Update(ctx, img)
-		if errors.Is(err, store.ErrConflict) {
-			continue
-		}
-		if errors.Is(err, store.ErrNotFound) {
-			return false, nil
-		}
-		return err == nil, err
+		return true
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
 	}
+	return err == nil && !gone, err
 }
 
 func (a *Images) setPhase(s *model.ImageStatus, phase, reason, msg string) {
@@ -385,19 +382,7 @@ func fits(img *model.Image, n *model.Node) bool {
 }
 
 func (a *Images) allNodes(ctx context.Context) ([]model.Node, error) {
-	var nodes []model.Node
-	opts := store.ListOptions{Limit: 500}
-	for {
-		page, err := a.Store.Nodes().List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		nodes = append(nodes, page.Items...)
-		if page.Metadata.Continue == "" {
-			return nodes, nil
-		}
-		opts.Continue = page.Metadata.Continue
-	}
+	return a.Store.Nodes().ListAll(ctx, store.ListOptions{})
 }
 
 // ImagePullPlan says whether and how to pull an image to a node.

@@ -144,26 +144,14 @@ func (a *Control) updateNode(ctx context.Context, node string, change func(n *mo
 // UpdateNode is a read-modify-write of one node that retries on
 // conflicting writes (the agent heartbeats into the same row).
 func UpdateNode(ctx context.Context, st *store.Store, node string, change func(n *model.Node, now time.Time) bool) error {
-	for attempt := 0; ; attempt++ {
-		n, err := st.Nodes().Get(ctx, "", node)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read node %s: %w", node, err)
-		}
-		if !change(n, time.Now().UTC()) {
-			return nil
-		}
-		err = st.Nodes().Update(ctx, n)
-		if errors.Is(err, store.ErrConflict) && attempt < 20 {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("update node %s: %w", node, err)
-		}
+	_, err := st.Nodes().Modify(ctx, "", node, func(n *model.Node) bool { return change(n, time.Now().UTC()) })
+	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("update node %s: %w", node, err)
+	}
+	return nil
 }
 
 func (a *Control) nodeEvent(ctx context.Context, node, uid, typ, reason, msg string) error {
@@ -224,23 +212,13 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInpu
 
 // PodsOnNode lists the unfinished pods bound to a node.
 func PodsOnNode(ctx context.Context, st *store.Store, node string) ([]model.Pod, error) {
-	var out []model.Pod
-	opts := store.ListOptions{FieldSelector: "spec.nodeName=" + node, Limit: 500}
-	for {
-		page, err := st.Pods().List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("list pods on node %s: %w", node, err)
-		}
-		for _, p := range page.Items {
-			if p.Status.Phase != model.PodFailed && p.Status.Phase != model.PodSucceeded {
-				out = append(out, p)
-			}
-		}
-		if page.Metadata.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = page.Metadata.Continue
+	pods, err := st.Pods().ListAll(ctx, store.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
+	return slices.DeleteFunc(pods, func(p model.Pod) bool {
+		return p.Status.Phase == model.PodFailed || p.Status.Phase == model.PodSucceeded
+	}), nil
 }
 
 // SignalEvict is the pod lifecycle's signal to leave its node; its
@@ -281,17 +259,7 @@ func (a *Control) EnsureNodeWorkflows(ctx context.Context) (int, error) {
 // UnbindPod readies a pod that left its node for scheduling again: unbound,
 // Pending, its address and container statuses cleared. Same name, same UID.
 func (a *Control) UnbindPod(ctx context.Context, in UnbindInput) error {
-	for {
-		p, err := a.Store.Pods().Get(ctx, in.Pod.Namespace, in.Pod.Name)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if p.Metadata.UID != in.Pod.UID {
-			return nil
-		}
+	found, err := a.modifyPod(ctx, in.Pod, func(p *model.Pod) {
 		now := time.Now().UTC()
 		p.Spec.NodeName = ""
 		p.Status.Phase, p.Status.Reason, p.Status.Message = model.PodPending, "Rescheduling", in.Message
@@ -302,16 +270,12 @@ func (a *Control) UnbindPod(ctx context.Context, in UnbindInput) error {
 		p.Status.Conditions = append(p.Status.Conditions,
 			model.PodCondition{Type: model.PodScheduled, Status: model.ConditionFalse, Reason: "Rescheduling", LastTransitionTime: &now},
 			model.PodCondition{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Rescheduling", LastTransitionTime: &now})
-		err = a.Store.Pods().Update(ctx, p)
-		if errors.Is(err, store.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		ref := model.ObjectReference{Kind: model.KindPod, Namespace: in.Pod.Namespace, Name: in.Pod.Name, UID: in.Pod.UID}
-		return a.Store.RecordEvent(ctx, ref, model.EventWarning, "Rescheduling", in.Message, "zonewright-lifecycle")
+	})
+	if err != nil || !found {
+		return err
 	}
+	ref := model.ObjectReference{Kind: model.KindPod, Namespace: in.Pod.Namespace, Name: in.Pod.Name, UID: in.Pod.UID}
+	return a.Store.RecordEvent(ctx, ref, model.EventWarning, "Rescheduling", in.Message, "zonewright-lifecycle")
 }
 
 // UnbindInput names the pod to unbind and why.

@@ -133,26 +133,9 @@ func (a *Control) ReleasePodIP(ctx context.Context, ref PodRef) error {
 // UpdatePodStatus writes a status change, retrying on concurrent writes
 // (the API may be changing labels at the same time).
 func (a *Control) UpdatePodStatus(ctx context.Context, u StatusUpdate) error {
-	for {
-		p, err := a.Store.Pods().Get(ctx, u.Pod.Namespace, u.Pod.Name)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if p.Metadata.UID != u.Pod.UID {
-			return nil
-		}
-		applyStatus(&p.Status, u)
-		err = a.Store.Pods().Update(ctx, p)
-		if errors.Is(err, store.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		break
+	found, err := a.modifyPod(ctx, u.Pod, func(p *model.Pod) { applyStatus(&p.Status, u) })
+	if err != nil || !found {
+		return err
 	}
 	if u.EventReason == "" {
 		return nil
@@ -163,6 +146,23 @@ func (a *Control) UpdatePodStatus(ctx context.Context, u StatusUpdate) error {
 	}
 	ref := model.ObjectReference{Kind: model.KindPod, Namespace: u.Pod.Namespace, Name: u.Pod.Name, UID: u.Pod.UID}
 	return a.Store.RecordEvent(ctx, ref, typ, u.EventReason, u.EventMessage, "zonewright-lifecycle")
+}
+
+// modifyPod applies change to the pod and writes it, reading it again after
+// a concurrent write. It reports false, changing nothing, when the pod is
+// gone or is another incarnation of the name.
+func (a *Control) modifyPod(ctx context.Context, ref PodRef, change func(*model.Pod)) (bool, error) {
+	found := false
+	_, err := a.Store.Pods().Modify(ctx, ref.Namespace, ref.Name, func(p *model.Pod) bool {
+		if found = p.Metadata.UID == ref.UID; found {
+			change(p)
+		}
+		return found
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return found && err == nil, err
 }
 
 func applyStatus(s *model.PodStatus, u StatusUpdate) {

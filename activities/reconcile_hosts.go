@@ -20,23 +20,17 @@ const (
 // ReadyNodes lists the nodes whose Ready condition is True: the ones the
 // host reconciler looks at (a node that is not Ready is node health's).
 func (a *Control) ReadyNodes(ctx context.Context) ([]string, error) {
-	var out []string
-	opts := store.ListOptions{Limit: 500}
-	for {
-		page, err := a.Store.Nodes().List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-		for _, n := range page.Items {
-			if n.Ready() {
-				out = append(out, n.Metadata.Name)
-			}
-		}
-		if page.Metadata.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = page.Metadata.Continue
+	nodes, err := a.Store.Nodes().ListAll(ctx, store.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
 	}
+	var out []string
+	for _, n := range nodes {
+		if n.Ready() {
+			out = append(out, n.Metadata.Name)
+		}
+	}
+	return out, nil
 }
 
 // ReconcileHostInput is one node's inventory to compare with PostgreSQL.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -237,6 +238,25 @@ func (r Resource[T, PT]) List(ctx context.Context, o ListOptions) (*model.List[T
 	return list, nil
 }
 
+// ListAll is List through every page; o.Limit sizes the pages (0: 500).
+func (r Resource[T, PT]) ListAll(ctx context.Context, o ListOptions) ([]T, error) {
+	if o.Limit <= 0 {
+		o.Limit = 500
+	}
+	var all []T
+	for {
+		page, err := r.List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Items...)
+		if page.Metadata.Continue == "" {
+			return all, nil
+		}
+		o.Continue = page.Metadata.Continue
+	}
+}
+
 func encodeContinue(t continueToken) string {
 	b, _ := json.Marshal(t)
 	return base64.RawURLEncoding.EncodeToString(b)
@@ -388,6 +408,25 @@ func (r Resource[T, PT]) Update(ctx context.Context, obj PT) error {
 		m.CreationTimestamp = &created
 		return r.finish(obj, rv, "MODIFIED")
 	})
+}
+
+// Modify reads an object, lets change edit it and writes it back, reading
+// it again when another write got there first. change returns false to
+// leave the object as it is. It returns the object as last read or
+// written; ErrNotFound when it does not exist (any more).
+func (r Resource[T, PT]) Modify(ctx context.Context, ns, name string, change func(PT) bool) (PT, error) {
+	for {
+		obj, err := r.Get(ctx, ns, name)
+		if err != nil || !change(obj) {
+			return obj, err
+		}
+		if err = r.Update(ctx, obj); !errors.Is(err, ErrConflict) {
+			return obj, err
+		}
+		if err := ctx.Err(); err != nil {
+			return obj, err
+		}
+	}
 }
 
 // Delete removes an object. A non-empty resourceVersion is a precondition.

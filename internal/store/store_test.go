@@ -350,3 +350,52 @@ func TestWatchFromCompactedHistoryExpires(t *testing.T) {
 		t.Fatalf("watch from compacted history: got %v, want ErrExpired", err)
 	}
 }
+
+func TestListAllReadsEveryPage(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	for i := range 7 {
+		if err := s.CreatePod(ctx, pod(fmt.Sprintf("p%d", i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := s.Pods().ListAll(ctx, store.ListOptions{Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 7 || all[0].Metadata.Name != "p0" || all[6].Metadata.Name != "p6" {
+		t.Fatalf("ListAll over pages of 3 gave %d pods", len(all))
+	}
+}
+
+func TestModifyRetriesAfterAConcurrentWrite(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	if err := s.CreatePod(ctx, pod("web", nil)); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	got, err := s.Pods().Modify(ctx, "default", "web", func(p *model.Pod) bool {
+		calls++
+		if calls == 1 { // someone else writes between our read and our write
+			other, err := s.Pods().Get(ctx, "default", "web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			other.Metadata.Labels = map[string]string{"by": "other"}
+			if err := s.Pods().Update(ctx, other); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Status.Phase = model.PodRunning
+		return true
+	})
+	if err != nil || calls != 2 {
+		t.Fatalf("Modify: err %v after %d calls; want a second read after the conflict", err, calls)
+	}
+	stored, _ := s.Pods().Get(ctx, "default", "web")
+	if stored.Status.Phase != model.PodRunning || stored.Metadata.Labels["by"] != "other" || got.Metadata.ResourceVersion != stored.Metadata.ResourceVersion {
+		t.Fatalf("stored %+v %+v; want both writes kept", stored.Status, stored.Metadata.Labels)
+	}
+	if _, err := s.Pods().Modify(ctx, "default", "gone", func(*model.Pod) bool { return true }); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Modify of a missing pod: %v; want ErrNotFound", err)
+	}
+}
