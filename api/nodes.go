@@ -179,26 +179,15 @@ type editedNode struct {
 // editNode is a read-modify-write of one node that retries when the
 // agent's heartbeat wrote it in between.
 func (s *Server) editNode(ctx context.Context, name string, edit func(*model.Node) bool) (editedNode, error) {
-	for {
-		n, err := s.store.Nodes().Get(ctx, "", name)
-		if err != nil {
-			return editedNode{}, err
-		}
-		if !edit(n) {
-			return editedNode{Node: n}, nil
-		}
-		err = s.store.Nodes().Update(ctx, n)
-		if errors.Is(err, store.ErrConflict) {
-			if ctx.Err() != nil {
-				return editedNode{}, ctx.Err()
-			}
-			continue
-		}
-		if err != nil {
-			return editedNode{}, err
-		}
-		return editedNode{Node: n, changed: true}, nil
+	changed := false
+	n, err := s.store.Nodes().Modify(ctx, "", name, func(n *model.Node) bool {
+		changed = edit(n)
+		return changed
+	})
+	if err != nil {
+		return editedNode{}, err
 	}
+	return editedNode{Node: n, changed: changed}, nil
 }
 
 func (s *Server) nodeEvent(ctx context.Context, n *model.Node, typ, reason, msg string) {
