@@ -370,7 +370,10 @@ func (h *Host) progressBeats(ctx context.Context, b *imageBody) (stop func()) {
 		interval := min(h.heartbeatInterval(), h.stallTimeout()/4)
 		t := time.NewTicker(interval)
 		defer t.Stop()
-		last, lastMove, lastBeat := int64(-1), time.Now(), time.Now()
+		// A beat carries news: the bytes moved since the last one (so the
+		// first beat Temporal sends, unthrottled, shows progress), or after
+		// four quiet intervals that the pull is still alive.
+		last, lastMove, lastBeat, beaten := int64(-1), time.Now(), time.Now(), int64(0)
 		for {
 			select {
 			case <-done:
@@ -385,9 +388,9 @@ func (h *Host) progressBeats(ctx context.Context, b *imageBody) (stop func()) {
 					b.cancel(fmt.Errorf("download stalled: no data for %s after %d of %d bytes", h.stallTimeout(), p.Bytes, p.Total))
 					return
 				}
-				if now.Sub(lastBeat) >= h.heartbeatInterval() {
+				if since := now.Sub(lastBeat); since >= h.heartbeatInterval() && (p.Bytes != beaten || since >= 4*h.heartbeatInterval()) {
 					beat(ctx, p)
-					lastBeat = now
+					lastBeat, beaten = now, p.Bytes
 				}
 			}
 		}
