@@ -97,6 +97,65 @@ func TestFailingStartMethodGoesToMaintenance(t *testing.T) {
 	}
 }
 
+func TestStartMethodConfigErrorGoesToMaintenanceWithoutRetry(t *testing.T) {
+	h := newHost(t)
+	h.zoneSetup("web01", "running")
+	root := filepath.Join(h.root, "fs", "zones", "web01", "root")
+	// Fails with $SMF_EXIT_ERR_CONFIG until tmp/ok exists.
+	start := `echo start >> tmp/starts; [ -f tmp/ok ] && exec sleep 1000; exit 96`
+	h.runIn(manifest("cfg", start, "", true), "zlogin", "web01", "svccfg", "import", "/dev/stdin")
+	// The other codes svc.startd does not retry, in the child model too.
+	child := strings.Replace(manifest("child", "exit 99", "", true), "  </service>",
+		"    <property_group name='startd' type='framework'><propval name='duration' type='astring' value='child'/></property_group>\n  </service>", 1)
+	h.runIn(child, "zlogin", "web01", "svccfg", "import", "/dev/stdin")
+	h.runIn(manifest("fatal", "exit 95", "", true), "zlogin", "web01", "svccfg", "import", "/dev/stdin")
+
+	fmri := "svc:/site/cfg:default"
+	for _, f := range []string{fmri, "svc:/site/child:default", "svc:/site/fatal:default"} {
+		waitFor(t, 10*time.Second, f+" maintenance", func() bool {
+			st, _, _ := h.service("web01", f)
+			return st == "maintenance"
+		})
+	}
+	time.Sleep(500 * time.Millisecond) // well past the restart delay
+	if st, pid, restarts := h.service("web01", fmri); st != "maintenance" || pid != 0 || restarts != 0 {
+		t.Errorf("after exit 96: state %s pid %d restarts %d", st, pid, restarts)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "tmp", "starts")); string(b) != "start\n" {
+		t.Errorf("start method ran %q, want once", b)
+	}
+	logPath := filepath.Join(root, "var", "svc", "log", "site-cfg:default.log")
+	if b, _ := os.ReadFile(logPath); strings.Count(string(b), " Method \"start\" exited with status 96. ]\n") != 1 {
+		t.Errorf("log:\n%s", b)
+	}
+	out := h.must("zlogin", "web01", "svcs", "-x")
+	for _, want := range []string{
+		"svc:/site/cfg:default (?)\n State: maintenance since ",
+		"Reason: Start method exited with $SMF_EXIT_ERR_CONFIG.\n   See: http://illumos.org/msg/SMF-8000-KS\n   See: /var/svc/log/site-cfg:default.log\nImpact: This service is not running.\n",
+		"Reason: Start method exited with status 99.\n",
+		"Reason: Start method exited with $SMF_EXIT_ERR_FATAL.\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("svcs -x lacks %q:\n%s", want, out)
+		}
+	}
+	out = h.must("svcs", "-z", "web01", "-x", "cfg")
+	if !strings.Contains(out, "\n  Zone: web01\n") || !strings.Contains(out, "   See: /zones/web01/root/var/svc/log/site-cfg:default.log\n") {
+		t.Errorf("svcs -z web01 -x cfg:\n%s", out)
+	}
+
+	// Once the configuration is fixed, clear starts it again.
+	os.WriteFile(filepath.Join(root, "tmp", "ok"), nil, 0o644)
+	h.must("zlogin", "web01", "svcadm", "clear", "cfg")
+	waitFor(t, 10*time.Second, "online after clear", func() bool {
+		st, pid, _ := h.service("web01", fmri)
+		return st == "online" && pid > 0
+	})
+	if b, _ := os.ReadFile(logPath); !strings.Contains(string(b), " Leaving maintenance because clear requested. ]\n") {
+		t.Errorf("log:\n%s", b)
+	}
+}
+
 func TestSvcadmEnableDisableRestart(t *testing.T) {
 	h := newHost(t)
 	fmri := "svc:/site/web:default"

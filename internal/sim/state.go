@@ -124,7 +124,7 @@ type NATTable struct {
 
 // Service is one SMF service instance inside a zone. The SMF commands write
 // the desired fields (Enabled and the request counters); only the zone's
-// supervisor writes State, PID and Reason.
+// supervisor writes State, PID, Reason and Aux.
 type Service struct {
 	FMRI       string    `json:"fmri"`
 	Enabled    bool      `json:"enabled"`
@@ -132,6 +132,7 @@ type Service struct {
 	PID        int       `json:"pid,omitempty"`
 	STime      time.Time `json:"stime"`
 	Reason     string    `json:"reason,omitempty"`
+	Aux        string    `json:"aux,omitempty"` // restarter/auxiliary_state, e.g. method_failed
 	Restarts   int       `json:"restarts,omitempty"`
 	RestartReq int       `json:"restart_req,omitempty"`
 	ClearReq   int       `json:"clear_req,omitempty"`

@@ -439,6 +439,7 @@ type stateChange struct {
 	state  string
 	pid    int
 	reason string
+	aux    string
 }
 
 // reconcile compares what the administrator wants with what runs and acts.
@@ -446,6 +447,7 @@ type stateChange struct {
 // while processes start or stop.
 func (sv *supervisor) reconcile() {
 	var starts, stops []*svcProc
+	var cleared []string
 	now := time.Now()
 	err := sv.h.update(func(st *State) bool {
 		z := st.zone(sv.zone)
@@ -468,6 +470,7 @@ func (sv *supervisor) reconcile() {
 				if s.State == "maintenance" {
 					setState(s, "offline", "")
 					p.exits = nil
+					cleared = append(cleared, s.FMRI)
 					changed = true
 				}
 			}
@@ -517,6 +520,9 @@ func (sv *supervisor) reconcile() {
 		sv.logger.Printf("reconcile: %v", err)
 		return
 	}
+	for _, fmri := range cleared {
+		sv.startdLog(fmri, "Leaving maintenance because clear requested.")
+	}
 	for _, p := range sv.procs {
 		if p.groupOnly && !p.stopping && !groupAlive(p.pid) {
 			sv.serviceExited(p, 0, false)
@@ -536,6 +542,7 @@ func (sv *supervisor) reconcile() {
 func setState(s *Service, state, reason string) {
 	s.State = state
 	s.Reason = reason
+	s.Aux = ""
 	s.STime = time.Now().UTC()
 }
 
@@ -554,8 +561,9 @@ func (sv *supervisor) record(changes ...stateChange) {
 				if c.state == "disabled" && s.Enabled {
 					c.state = "offline"
 				}
-				if s.State != c.state || s.Reason != c.reason {
+				if s.State != c.state || s.Reason != c.reason || s.Aux != c.aux {
 					setState(s, c.state, c.reason)
+					s.Aux = c.aux
 				}
 				s.PID = c.pid
 				if c.reason == "restarting" {
@@ -607,9 +615,7 @@ func (sv *supervisor) launch(p *svcProc, method, execLine string) (int, error) {
 	if p.def.WorkDir != "" && p.def.WorkDir != ":default" {
 		dir = filepath.Join(sv.root, p.def.WorkDir)
 	}
-	logPath := filepath.Join(sv.root, svcLogPath(p.fmri))
-	os.MkdirAll(filepath.Dir(logPath), 0o755)
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := sv.openServiceLog(p.fmri)
 	if err != nil {
 		return 0, err
 	}
@@ -619,7 +625,7 @@ func (sv *supervisor) launch(p *svcProc, method, execLine string) (int, error) {
 		return 0, err
 	}
 	defer devnull.Close()
-	fmt.Fprintf(logf, "[ %s Executing %s method (\"%s\"). ]\n", time.Now().Format("Jan _2 15:04:05"), method, execLine)
+	writeStartdLine(logf, fmt.Sprintf("Executing %s method (\"%s\").", method, execLine))
 	resp := make(chan spawnResp, 1)
 	sv.spawnCh <- spawnReq{
 		argv:  []string{"/bin/sh", "-c", rewriteIllumosPaths(expandMethod(execLine, p.fmri, method), sv.h.zoneBinDir(sv.zone))},
@@ -724,6 +730,7 @@ func (sv *supervisor) reap() {
 				if ws.Signaled() {
 					status = 128 + int(ws.Signal())
 				}
+				sv.logMethodExit(p, ws)
 				sv.serviceExited(p, status, true)
 			}
 		}
@@ -769,6 +776,14 @@ func (sv *supervisor) serviceExited(p *svcProc, status int, fromWait bool) {
 		syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	p.pid, p.groupOnly = 0, false
+	if fromWait && noRetryExit(status) {
+		// The method said retrying cannot help: svc.startd goes straight
+		// to maintenance and waits for svcadm clear.
+		p.exits = nil
+		sv.logger.Printf("%s: exited with status %d; maintenance", p.fmri, status)
+		sv.record(stateChange{fmri: p.fmri, state: "maintenance", reason: methodFailedReason(status), aux: "method_failed"})
+		return
+	}
 	now := time.Now()
 	var recent []time.Time
 	for _, t := range p.exits {
@@ -780,11 +795,87 @@ func (sv *supervisor) serviceExited(p *svcProc, status int, fromWait bool) {
 	sv.logger.Printf("%s: exited with status %d (%d exits within %s)", p.fmri, status, len(p.exits), sv.window)
 	if len(p.exits) >= sv.limit {
 		p.exits = nil
-		sv.record(stateChange{fmri: p.fmri, state: "maintenance", reason: "Restarting too quickly."})
+		sv.startdLog(p.fmri, "Restarting too quickly, changing state to maintenance.")
+		sv.record(stateChange{fmri: p.fmri, state: "maintenance", reason: "Restarting too quickly.", aux: "restarting_too_quickly"})
 		return
 	}
 	p.restartAt = now.Add(sv.delay)
 	sv.record(stateChange{fmri: p.fmri, state: "offline", reason: "restarting"})
+}
+
+// The exit codes of smf_method(7) that svc.startd does not retry.
+const (
+	smfExitErrFatal  = 95
+	smfExitErrConfig = 96
+	smfExitErrNoSMF  = 99
+	smfExitErrPerm   = 100
+)
+
+func noRetryExit(status int) bool {
+	switch status {
+	case smfExitErrFatal, smfExitErrConfig, smfExitErrNoSMF, smfExitErrPerm:
+		return true
+	}
+	return false
+}
+
+// methodFailedReason is what svcs -x says of a method_failed instance.
+func methodFailedReason(status int) string {
+	switch status {
+	case smfExitErrConfig:
+		return "Start method exited with $SMF_EXIT_ERR_CONFIG."
+	case smfExitErrFatal:
+		return "Start method exited with $SMF_EXIT_ERR_FATAL."
+	}
+	return fmt.Sprintf("Start method exited with status %d.", status)
+}
+
+// openServiceLog opens an instance's log in the zone for appending.
+func (sv *supervisor) openServiceLog(fmri string) (*os.File, error) {
+	logPath := filepath.Join(sv.root, svcLogPath(fmri))
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
+// writeStartdLine writes one of svc.startd's own lines: "[ Jan  5 10:12:30 MSG ]".
+func writeStartdLine(w io.Writer, msg string) {
+	fmt.Fprintf(w, "[ %s %s ]\n", time.Now().Format("Jan _2 15:04:05"), msg)
+}
+
+// startdLog appends one of svc.startd's lines to an instance's log.
+func (sv *supervisor) startdLog(fmri, format string, a ...any) {
+	f, err := sv.openServiceLog(fmri)
+	if err != nil {
+		sv.logger.Printf("%s: log: %v", fmri, err)
+		return
+	}
+	defer f.Close()
+	writeStartdLine(f, fmt.Sprintf(format, a...))
+}
+
+// logMethodExit logs a start method that failed, as svc.startd does.
+func (sv *supervisor) logMethodExit(p *svcProc, ws syscall.WaitStatus) {
+	switch {
+	case ws.Signaled():
+		sv.startdLog(p.fmri, "Method \"start\" failed due to signal %s.", signalShortName(ws.Signal()))
+	case ws.ExitStatus() != 0:
+		sv.startdLog(p.fmri, "Method \"start\" exited with status %d.", ws.ExitStatus())
+	}
+}
+
+// signalShortName is the name illumos gives a signal without "SIG".
+func signalShortName(sig syscall.Signal) string {
+	names := map[syscall.Signal]string{
+		syscall.SIGHUP: "HUP", syscall.SIGINT: "INT", syscall.SIGQUIT: "QUIT", syscall.SIGABRT: "ABRT",
+		syscall.SIGKILL: "KILL", syscall.SIGSEGV: "SEGV", syscall.SIGPIPE: "PIPE", syscall.SIGTERM: "TERM",
+		syscall.SIGUSR1: "USR1", syscall.SIGUSR2: "USR2",
+	}
+	if n, ok := names[sig]; ok {
+		return n
+	}
+	return fmt.Sprint(int(sig))
 }
 
 // shutdown stops every service with its stop method and waits for all of
