@@ -51,6 +51,7 @@ func TestOperationsBuildTheDocumentedArgv(t *testing.T) {
 		{func() error { _, err := z.Exec(ctx, []string{"echo", "a b", "it's", "$(reboot)"}, nil); return err },
 			`/usr/sbin/zlogin web01 echo 'a b' 'it'\''s' '$(reboot)'`},
 		{func() error { return h.Ipnat().Flush(ctx) }, "/usr/sbin/ipnat -C -F"},
+		{func() error { _, err := h.AllZoneServices(ctx); return err }, "/usr/bin/svcs -Z -H -o zone,state,fmri"},
 	}
 	for _, s := range steps {
 		if err := s.run(); err != nil {
@@ -76,6 +77,42 @@ func at(s []string, i int) string {
 		return s[i]
 	}
 	return "<none>"
+}
+
+func TestAllZoneServicesRunsOneSvcsForEveryZone(t *testing.T) {
+	ex := &fakes.Executor{}
+	ex.On("svcs", func(illumos.Cmd) fakes.Reply {
+		return fakes.Reply{
+			Stdout: "global           online         svc:/system/zones:default\n" +
+				"web01            online*        svc:/zonewright/pod/web:default\n" +
+				"web02            maintenance    svc:/zonewright/pod/api:default\n",
+			// A zone on its way up has no repository yet: a warning, not a failure.
+			Stderr: "svcs: Could not bind to repository server for zone web03: repository server unavailable\n",
+		}
+	})
+	got, err := illumos.Host{Runner: ex}.AllZoneServices(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []illumos.ZoneServiceStatus{
+		{Zone: "global", ServiceStatus: illumos.ServiceStatus{FMRI: "svc:/system/zones:default", State: "online"}},
+		{Zone: "web01", ServiceStatus: illumos.ServiceStatus{FMRI: "svc:/zonewright/pod/web:default", State: "online", Transitioning: true}},
+		{Zone: "web02", ServiceStatus: illumos.ServiceStatus{FMRI: "svc:/zonewright/pod/api:default", State: "maintenance"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	if argvs := ex.Argvs(); len(argvs) != 1 || argvs[0] != "/usr/bin/svcs -Z -H -o zone,state,fmri" {
+		t.Errorf("ran %q", argvs)
+	}
+
+	ex.On("svcs", func(illumos.Cmd) fakes.Reply {
+		return fakes.Reply{ExitCode: 1, Stderr: "svcs: Could not bind to repository server: repository server unavailable.  Exiting.\n"}
+	})
+	_, err = illumos.Host{Runner: ex}.AllZoneServices(context.Background())
+	if !errors.Is(err, illumos.ErrTransient) {
+		t.Errorf("repository down: %v, want ErrTransient", err)
+	}
 }
 
 func TestBadRequestsAreInvalidAndRunNothing(t *testing.T) {

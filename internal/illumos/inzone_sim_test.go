@@ -173,6 +173,48 @@ func TestServicesInZone(t *testing.T) {
 	wantKind(t, "import garbage", z.ImportManifest(ctx, []byte("<not a manifest")), illumos.ErrInvalid)
 }
 
+func TestAllZoneServicesFromTheGlobalZone(t *testing.T) {
+	ctx := ctxT(t)
+	n := newNode(t, "node1")
+	web := illumos.Service{Name: "zonewright/pod/web", Start: []string{"sleep", "300"}, Enabled: true}
+	bad := illumos.Service{Name: "zonewright/pod/bad", Start: []string{"sh", "-c", "exit 96"}, Enabled: true}
+	for _, zs := range []struct {
+		zone string
+		nets illumos.Net
+		svc  illumos.Service
+	}{
+		{"web01", illumos.Net{Physical: "web0", AllowedAddress: "10.0.0.5/24"}, web},
+		{"web02", illumos.Net{Physical: "web1", AllowedAddress: "10.0.0.6/24"}, bad},
+	} {
+		z := runningZone(t, ctx, n, zs.zone, zs.nets)
+		manifest, err := illumos.RenderManifest(zs.svc)
+		must(t, "render", err)
+		must(t, "import", z.ImportManifest(ctx, manifest))
+	}
+
+	want := map[string]string{"web01 " + web.FMRI(): "online", "web02 " + bad.FMRI(): "maintenance"}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		all, err := n.host.AllZoneServices(ctx)
+		must(t, "svcs -Z", err)
+		got := map[string]string{}
+		zones := map[string]bool{}
+		for _, s := range all {
+			zones[s.Zone] = true
+			if want[s.Zone+" "+s.FMRI] != "" && !s.Transitioning {
+				got[s.Zone+" "+s.FMRI] = s.State
+			}
+		}
+		if reflect.DeepEqual(got, want) && zones["global"] && zones["web01"] && zones["web02"] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("svcs -Z: %+v", all)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func waitState(t *testing.T, ctx context.Context, z illumos.InZone, fmri, want string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)

@@ -271,6 +271,87 @@ func FuzzParseSvcs(f *testing.F) {
 	})
 }
 
+func TestParseAllZoneServices(t *testing.T) {
+	tests := []struct {
+		name string
+		out  string
+		want []ZoneServiceStatus
+	}{
+		{
+			name: "columns split on blank runs of any width",
+			out: "web01            online         svc:/zonewright/pod/web:default\n" +
+				"a-very-long-zone-name-over-sixteen online svc:/site/x:default\n",
+			want: []ZoneServiceStatus{
+				{Zone: "web01", ServiceStatus: ServiceStatus{FMRI: "svc:/zonewright/pod/web:default", State: "online"}},
+				{Zone: "a-very-long-zone-name-over-sixteen", ServiceStatus: ServiceStatus{FMRI: "svc:/site/x:default", State: "online"}},
+			},
+		},
+		{
+			name: "a trailing star becomes Transitioning",
+			out:  "web01            offline*       svc:/zonewright/pod/web:default\n",
+			want: []ZoneServiceStatus{
+				{Zone: "web01", ServiceStatus: ServiceStatus{FMRI: "svc:/zonewright/pod/web:default", State: "offline", Transitioning: true}},
+			},
+		},
+		{
+			name: "the global zone and legacy rc scripts are kept",
+			out: "global           legacy_run     lrc:/etc/rc2_d/S20sysetup\n" +
+				"global           online         svc:/system/zones:default\n",
+			want: []ZoneServiceStatus{
+				{Zone: "global", ServiceStatus: ServiceStatus{FMRI: "lrc:/etc/rc2_d/S20sysetup", State: "legacy_run"}},
+				{Zone: "global", ServiceStatus: ServiceStatus{FMRI: "svc:/system/zones:default", State: "online"}},
+			},
+		},
+		{
+			name: "blank lines and a CR are ignored",
+			out:  "\nweb02 maintenance svc:/site/x:default\r\n\n",
+			want: []ZoneServiceStatus{
+				{Zone: "web02", ServiceStatus: ServiceStatus{FMRI: "svc:/site/x:default", State: "maintenance"}},
+			},
+		},
+		{name: "no output is no services", out: "", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseAllZoneServices(tt.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+	for _, bad := range []string{
+		"online svc:/x:default",                // the zone column is missing
+		"web01 online svc:/x:default extra",    // a fourth column
+		"web01 * svc:/x:default",               // a marker without a state
+		"web01 online nofmri",                  // not an FMRI
+		"-bad online svc:/x:default",           // not a zone name
+		"ZONE             STATE          FMRI", // a header (svcs without -H)
+	} {
+		if _, err := ParseAllZoneServices(bad); err == nil {
+			t.Errorf("ParseAllZoneServices(%q) succeeded", bad)
+		}
+	}
+}
+
+func FuzzParseAllZoneServices(f *testing.F) {
+	f.Add("web01            online         svc:/zonewright/pod/web:default\n")
+	f.Add("global offline* svc:/a:b")
+	f.Fuzz(func(t *testing.T, out string) {
+		sts, err := ParseAllZoneServices(out)
+		if err != nil {
+			return
+		}
+		for _, s := range sts {
+			if s.Zone == "" || s.State == "" || strings.HasSuffix(s.State, "*") || strings.ContainsAny(s.Zone+s.FMRI, " \t") {
+				t.Fatalf("accepted %+v", s)
+			}
+		}
+	})
+}
+
 func TestValidFMRI(t *testing.T) {
 	for _, ok := range []string{"svc:/zonewright/pod/web:default", "zonewright/pod/web", "network/ssh", "svc:/a-b/c_d.e,f:inst-1"} {
 		if !ValidFMRI(ok) {

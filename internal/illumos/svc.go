@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// The SMF commands inside the zone; they run through zlogin.
+// The SMF commands. They run inside a zone through zlogin, except svcs -Z,
+// which the global zone runs for every zone at once.
 const (
 	svcadmPath = "/usr/sbin/svcadm"
 	svccfgPath = "/usr/sbin/svccfg"
@@ -20,6 +21,13 @@ type ServiceStatus struct {
 	// Transitioning is set when svcs marks the state with '*': the service
 	// is on its way to another state.
 	Transitioning bool
+}
+
+// ZoneServiceStatus is one row of `svcs -Z -H -o zone,state,fmri`: a
+// service instance and the zone it runs in.
+type ZoneServiceStatus struct {
+	Zone string // "global" for the global zone's own services
+	ServiceStatus
 }
 
 // ImportManifest imports an SMF manifest into the zone's repository
@@ -87,8 +95,27 @@ func (z InZone) Services(ctx context.Context, fmris ...string) ([]ServiceStatus,
 	return st, nil
 }
 
+// AllZoneServices returns the service instances of every running zone,
+// the global zone included, from one svcs run in the global zone (`svcs
+// -Z -H -o zone,state,fmri`): one command per interval however many zones
+// there are. Zones that are not running are absent; a zone booting or
+// halting may be absent too (svcs warns about it on stderr and succeeds).
+func (h Host) AllZoneServices(ctx context.Context) ([]ZoneServiceStatus, error) {
+	const op = "svcs -Z"
+	res, err := run(ctx, h.Runner, op, "", Cmd{Path: svcsPath, Args: []string{"-Z", "-H", "-o", "zone,state,fmri"}})
+	if err != nil {
+		return nil, err
+	}
+	sts, err := ParseAllZoneServices(string(res.Stdout))
+	if err != nil {
+		return nil, parseError(op, "", err)
+	}
+	return sts, nil
+}
+
 // ParseSvcs parses `svcs -H -o state,fmri`: blank-separated columns, the
-// state possibly marked with a trailing '*' while it changes.
+// state possibly marked with a trailing '*' while it changes. Legacy rc
+// scripts (lrc: FMRIs, state legacy_run) are kept.
 func ParseSvcs(out string) ([]ServiceStatus, error) {
 	var sts []ServiceStatus
 	for _, line := range nonEmptyLines(out) {
@@ -96,17 +123,48 @@ func ParseSvcs(out string) ([]ServiceStatus, error) {
 		if len(f) != 2 {
 			return nil, fmt.Errorf("%d fields, want 2: %q", len(f), line)
 		}
-		st := ServiceStatus{State: f[0], FMRI: f[1]}
-		if strings.HasSuffix(st.State, "*") {
-			st.State = strings.TrimSuffix(st.State, "*")
-			st.Transitioning = true
-		}
-		if st.State == "" || !strings.Contains(st.FMRI, ":") {
-			return nil, fmt.Errorf("not a service line: %q", line)
+		st, err := serviceStatus(f[0], f[1], line)
+		if err != nil {
+			return nil, err
 		}
 		sts = append(sts, st)
 	}
 	return sts, nil
+}
+
+// ParseAllZoneServices parses `svcs -Z -H -o zone,state,fmri`, read like
+// ParseSvcs with the zone name first.
+func ParseAllZoneServices(out string) ([]ZoneServiceStatus, error) {
+	var sts []ZoneServiceStatus
+	for _, line := range nonEmptyLines(out) {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("%d fields, want 3: %q", len(f), line)
+		}
+		if f[0] != "global" && !ValidZoneName(f[0]) {
+			return nil, fmt.Errorf("bad zone name: %q", line)
+		}
+		st, err := serviceStatus(f[1], f[2], line)
+		if err != nil {
+			return nil, err
+		}
+		sts = append(sts, ZoneServiceStatus{Zone: f[0], ServiceStatus: st})
+	}
+	return sts, nil
+}
+
+// serviceStatus reads the STATE and FMRI columns of one svcs line,
+// moving the transition marker '*' into Transitioning.
+func serviceStatus(state, fmri, line string) (ServiceStatus, error) {
+	st := ServiceStatus{State: state, FMRI: fmri}
+	if strings.HasSuffix(st.State, "*") {
+		st.State = strings.TrimSuffix(st.State, "*")
+		st.Transitioning = true
+	}
+	if st.State == "" || !strings.Contains(st.FMRI, ":") {
+		return ServiceStatus{}, fmt.Errorf("not a service line: %q", line)
+	}
+	return st, nil
 }
 
 // ValidFMRI accepts service FMRIs and abbreviations svcadm and svcs take:
