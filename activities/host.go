@@ -15,6 +15,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
 // PodSandbox is everything a node needs to build and run one pod's zone.
@@ -47,12 +48,6 @@ type ContainerSpec struct {
 	Env  []model.EnvVar
 }
 
-// PodObservation is what a node sees of a pod's zone right now.
-type PodObservation struct {
-	ZoneState  string            // zoneadm state, "" when the zone does not exist
-	Containers map[string]string // container name -> SMF state (online, offline, maintenance, …)
-}
-
 // RestartInput names one container of a pod.
 type RestartInput struct {
 	Sandbox   PodSandbox
@@ -65,17 +60,26 @@ type ShutdownInput struct {
 	GraceSeconds int64
 }
 
-// ProbeInput is one probe of one container.
-type ProbeInput struct {
-	Sandbox   PodSandbox
-	Container string
-	Probe     model.Probe
+// SuperviseInput hands a running pod to its node's supervisor: the
+// sandbox (without the containers' environment) and each container's
+// probes.
+type SuperviseInput struct {
+	Sandbox PodSandbox
+	Probes  []ContainerProbes
 }
 
-// ProbeResult is a probe's verdict; a failed probe is a result, not an error.
-type ProbeResult struct {
-	Success bool
-	Message string
+// ContainerProbes are one container's probes; nil: none of that kind.
+type ContainerProbes struct {
+	Name                         string
+	Startup, Liveness, Readiness *model.Probe
+}
+
+// Supervisor is the node's pod supervisor, as the host activities see it
+// (internal/supervisor).
+type Supervisor interface {
+	Watch(p supervisor.Pod, initial map[string]supervisor.Initial) uint64
+	Restarted(uid, container string) uint64
+	Forget(uid string)
 }
 
 // Host holds the host activities of one node: every change they make goes
@@ -109,7 +113,10 @@ type Host struct {
 	ZonesPath    string
 	// Installs bounds concurrent zone installs on this node.
 	Installs chan struct{}
-	Log      *slog.Logger
+	// Supervisor watches the pods running on this node; nil in tests
+	// that run no pods.
+	Supervisor Supervisor
+	Log        *slog.Logger
 
 	// ImagesDataset holds the images pulled as ZFS streams and bhyve disks
 	// (<ImagesDataset>/<image>, each with its golden @base snapshot that

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
 // ContainerServicePrefix is the SMF service namespace of containers.
@@ -64,14 +65,14 @@ func (s PodSandbox) service(c ContainerSpec) (illumos.Service, error) {
 	add("POD_IP", s.IP, false)
 	add("POD_NAME", s.Name, false)
 	add("POD_NAMESPACE", s.Namespace, false)
-	// exec: the container's command replaces the method's shell, so it
-	// is the service's process: SIGTERM reaches it, and its exit is the
-	// service's.
+	// The wrapper records the command's exit status and keeps SMF from
+	// restarting it: the pod's lifecycle decides by restartPolicy.
 	return illumos.Service{
-		Name:     ContainerService(c.Name),
-		Start:    append([]string{"exec"}, c.Argv...),
-		Env:      env,
-		Duration: "child",
+		Name:       ContainerService(c.Name),
+		Start:      supervisor.ExitStatusWrapper(c.Name, c.Argv),
+		Env:        env,
+		WorkingDir: "/",
+		Duration:   "child",
 	}, nil
 }
 
@@ -285,61 +286,24 @@ func (h *Host) WaitContainersOnline(ctx context.Context, s PodSandbox) error {
 	}
 }
 
-// ObservePod reports the zone's state ("" when the zone does not exist)
-// and, when it is running, each container's SMF state ("" for a container
-// without a service). Containers is empty when the zone is not running.
-func (h *Host) ObservePod(ctx context.Context, s PodSandbox) (PodObservation, error) {
-	const step = "observe the pod"
-	if err := s.check(); err != nil {
-		return PodObservation{}, h.invalid(ctx, step, s, err)
-	}
-	za := h.Host.Zoneadm()
-	z, err := za.Get(ctx, s.ZoneName())
-	if errors.Is(err, illumos.ErrNotFound) {
-		return PodObservation{}, nil
-	}
-	if err != nil {
-		return PodObservation{}, h.fail(ctx, step, s, err)
-	}
-	obs := PodObservation{ZoneState: string(z.State), Containers: map[string]string{}}
-	if z.State != illumos.ZoneRunning {
-		return obs, nil
-	}
-	states, err := h.containerStates(ctx, s)
-	if err != nil {
-		if zoneGone(err) {
-			// Stopped between the two looks.
-			if z, gerr := za.Get(ctx, s.ZoneName()); gerr == nil {
-				obs.ZoneState = string(z.State)
-			} else if errors.Is(gerr, illumos.ErrNotFound) {
-				obs.ZoneState = ""
-			}
-			return obs, nil
-		}
-		return PodObservation{}, h.fail(ctx, step, s, err)
-	}
-	for name, st := range states {
-		obs.Containers[name] = st.State
-	}
-	return obs, nil
-}
-
 // RestartContainer restarts one container's service: a service in
-// maintenance is cleared (SMF starts it again), a disabled one enabled.
-func (h *Host) RestartContainer(ctx context.Context, in RestartInput) error {
+// maintenance (its command ended) is cleared, so SMF starts it again; a
+// disabled one is enabled; a running one restarted. It returns the
+// supervisor's Seq from which reports describe the new incarnation.
+func (h *Host) RestartContainer(ctx context.Context, in RestartInput) (uint64, error) {
 	const step = "restart the container"
 	s := in.Sandbox
 	if err := s.check(); err != nil {
-		return h.invalid(ctx, step, s, err)
+		return 0, h.invalid(ctx, step, s, err)
 	}
 	if in.Container == "" {
-		return h.invalid(ctx, step, s, errors.New("no container named"))
+		return 0, h.invalid(ctx, step, s, errors.New("no container named"))
 	}
 	z := h.Host.Zone(s.ZoneName())
 	fmri := ContainerFMRI(in.Container)
 	sts, err := z.Services(ctx, fmri)
 	if err != nil {
-		return h.fail(ctx, step+" "+in.Container, s, err)
+		return 0, h.fail(ctx, step+" "+in.Container, s, err)
 	}
 	state := ""
 	if len(sts) > 0 {
@@ -354,9 +318,12 @@ func (h *Host) RestartContainer(ctx context.Context, in RestartInput) error {
 		err = z.RestartService(ctx, fmri)
 	}
 	if err != nil {
-		return h.fail(ctx, step+" "+in.Container, s, err)
+		return 0, h.fail(ctx, step+" "+in.Container, s, err)
 	}
-	return nil
+	if h.Supervisor == nil {
+		return 0, nil
+	}
+	return h.Supervisor.Restarted(s.UID, in.Container), nil
 }
 
 // StopContainers disables every container's service: SMF sends SIGTERM to
@@ -366,6 +333,9 @@ func (h *Host) StopContainers(ctx context.Context, s PodSandbox) error {
 	const step = "stop the containers"
 	if err := s.check(); err != nil {
 		return h.invalid(ctx, step, s, err)
+	}
+	if h.Supervisor != nil {
+		h.Supervisor.Forget(s.UID) // stopping is not failing
 	}
 	z := h.Host.Zone(s.ZoneName())
 	for _, c := range s.Containers {
@@ -381,4 +351,29 @@ func (h *Host) StopContainers(ctx context.Context, s PodSandbox) error {
 		return h.fail(ctx, step+" (disable container "+c.Name+")", s, err)
 	}
 	return nil
+}
+
+// SupervisePod hands a running pod to the node's supervisor, which probes
+// it and reports what changes to its lifecycle. It returns the Seq from
+// which reports describe the pod as it is now.
+func (h *Host) SupervisePod(ctx context.Context, in SuperviseInput) (uint64, error) {
+	const step = "supervise the pod"
+	s := in.Sandbox
+	if err := s.check(); err != nil {
+		return 0, h.invalid(ctx, step, s, err)
+	}
+	if h.Supervisor == nil {
+		return 0, h.invalid(ctx, step, s, errors.New("this node runs no supervisor"))
+	}
+	return h.Supervisor.Watch(SupervisedPod(s, in.Probes), nil), nil
+}
+
+// SupervisedPod is what the supervisor watches of a pod.
+func SupervisedPod(s PodSandbox, probes []ContainerProbes) supervisor.Pod {
+	p := supervisor.Pod{Namespace: s.Namespace, Name: s.Name, UID: s.UID, Zone: s.ZoneName(), IP: s.IP}
+	for _, c := range probes {
+		p.Containers = append(p.Containers, supervisor.Container{Name: c.Name, FMRI: ContainerFMRI(c.Name),
+			Startup: c.Startup, Liveness: c.Liveness, Readiness: c.Readiness})
+	}
+	return p
 }

@@ -541,6 +541,9 @@ func (h *Host) HaltZone(ctx context.Context, s PodSandbox) error {
 	if err := s.check(); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
+	if h.Supervisor != nil {
+		h.Supervisor.Forget(s.UID)
+	}
 	name := s.ZoneName()
 	za := h.Host.Zoneadm()
 	err := za.Halt(ctx, name)

@@ -175,7 +175,8 @@ func (a *Control) EvictNodePods(ctx context.Context, in EvictInput) (int, error)
 }
 
 // EvictPods is EvictNodePods for callers outside a worker (the API's
-// drain and forced node delete).
+// drain and forced node delete): it tells each pod's lifecycle to leave;
+// the lifecycle alone writes the pod's status.
 func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInput) (int, error) {
 	pods, err := PodsOnNode(ctx, st, in.Node)
 	if err != nil {
@@ -187,20 +188,10 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInpu
 		sig := EvictSignal{Node: in.Node, Lost: in.Lost, Reason: ReasonEvicted}
 		if in.Lost {
 			sig.Reason = ReasonNodeLost
-			msg := in.Message
-			if msg == "" {
-				msg = fmt.Sprintf("node %s is lost: no heartbeat from its agent", in.Node)
-			}
-			c := &Control{Store: st}
-			if err := c.UpdatePodStatus(ctx, StatusUpdate{Pod: ref, Phase: model.PodFailed, Reason: ReasonNodeLost, Message: msg,
-				Conditions: []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: ReasonNodeLost}},
-				EventType:  model.EventWarning, EventReason: ReasonNodeLost, EventMessage: msg}); err != nil {
-				return n, fmt.Errorf("mark pod %s lost: %w", ref, err)
-			}
 		}
 		if lc != nil {
 			// A pod without a running lifecycle has nothing to tell; the
-			// reconciler starts one, which finds the pod Failed.
+			// reconciler starts one, which finds the pod's node gone.
 			if err := lc.Signal(ctx, ref.Namespace, ref.Name, SignalEvict, sig); err != nil && !errors.Is(err, ErrNoLifecycle) {
 				return n, fmt.Errorf("tell pod %s to leave node %s: %w", ref, in.Node, err)
 			}
@@ -208,6 +199,19 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInpu
 		n++
 	}
 	return n, nil
+}
+
+// ListNodePods names the unfinished pods bound to a node.
+func (a *Control) ListNodePods(ctx context.Context, node string) ([]PodRef, error) {
+	pods, err := PodsOnNode(ctx, a.Store, node)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]PodRef, len(pods))
+	for i, p := range pods {
+		refs[i] = PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+	}
+	return refs, nil
 }
 
 // PodsOnNode lists the unfinished pods bound to a node.
@@ -224,6 +228,36 @@ func PodsOnNode(ctx context.Context, st *store.Store, node string) ([]model.Pod,
 // SignalEvict is the pod lifecycle's signal to leave its node; its
 // argument is an EvictSignal.
 const SignalEvict = "evict"
+
+// SignalWake makes a waiting pod lifecycle look again now.
+const SignalWake = "wake"
+
+// Pod reasons while the pod waits for its image on its node.
+const (
+	ReasonImagePulling     = "ImagePulling"
+	ReasonImagePullBackOff = "ImagePullBackOff"
+)
+
+// WakeImageWaiters wakes the pods bound to the node that wait for the
+// image (a pull there just ended). It returns how many it woke.
+func (a *Control) WakeImageWaiters(ctx context.Context, in ImageNodeInput) (int, error) {
+	pods, err := PodsOnNode(ctx, a.Store, in.Node)
+	if err != nil || a.Lifecycles == nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods {
+		if p.Status.Phase != model.PodPending || (p.Status.Reason != ReasonImagePulling && p.Status.Reason != ReasonImagePullBackOff) ||
+			len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != in.Image {
+			continue
+		}
+		if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalWake, struct{}{}); err != nil && !errors.Is(err, ErrNoLifecycle) {
+			return n, fmt.Errorf("wake pod %s/%s: %w", p.Metadata.Namespace, p.Metadata.Name, err)
+		}
+		n++
+	}
+	return n, nil
+}
 
 // EvictSignal tells a pod lifecycle to leave Node: Lost nodes get no more
 // work (their leftovers are the agent's to clean when it returns); live

@@ -69,6 +69,8 @@ type StatusUpdate struct {
 	StartTime         *time.Time
 	// Event, when Reason is set, is recorded for the pod.
 	EventType, EventReason, EventMessage string
+	// EventOnly records the event and leaves the status as it is.
+	EventOnly bool `json:",omitempty"`
 }
 
 // LoadPod reads the pod's row; Found is false if it is gone or belongs to
@@ -133,9 +135,11 @@ func (a *Control) ReleasePodIP(ctx context.Context, ref PodRef) error {
 // UpdatePodStatus writes a status change, retrying on concurrent writes
 // (the API may be changing labels at the same time).
 func (a *Control) UpdatePodStatus(ctx context.Context, u StatusUpdate) error {
-	found, err := a.modifyPod(ctx, u.Pod, func(p *model.Pod) { applyStatus(&p.Status, u) })
-	if err != nil || !found {
-		return err
+	if !u.EventOnly {
+		found, err := a.modifyPod(ctx, u.Pod, func(p *model.Pod) { applyStatus(&p.Status, u) })
+		if err != nil || !found {
+			return err
+		}
 	}
 	if u.EventReason == "" {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -97,6 +98,8 @@ func lifecycleError(err error) error {
 		return &apiError{code: http.StatusConflict, reason: "AlreadyExists", msg: err.Error()}
 	case errors.Is(err, workflows.ErrNoLifecycle):
 		return &apiError{code: http.StatusConflict, reason: "Conflict", msg: err.Error()}
+	case errors.Is(err, workflows.ErrRefused):
+		return &apiError{code: http.StatusConflict, reason: "Conflict", msg: strings.TrimPrefix(err.Error(), workflows.ErrRefused.Error()+": ")}
 	}
 	return &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
 		msg: "Temporal is unavailable; nothing was changed, retry shortly (" + err.Error() + ")"}
@@ -221,7 +224,7 @@ func (s *Server) deleteNow(c *gin.Context, ns, name string) {
 
 // finalizePod ends a terminating pod's grace period now.
 func (s *Server) finalizePod(c *gin.Context) {
-	s.signalPod(c, workflows.SignalFinalize, struct{}{})
+	s.updatePodLifecycle(c, workflows.UpdateFinalize, nil)
 }
 
 // cancelPod aborts an in-flight provision and rolls it back; the pod ends
@@ -234,10 +237,12 @@ func (s *Server) cancelPod(c *gin.Context) {
 			return
 		}
 	}
-	s.signalPod(c, workflows.SignalCancel, sig)
+	s.updatePodLifecycle(c, workflows.UpdateCancel, sig)
 }
 
-func (s *Server) signalPod(c *gin.Context, signal string, arg any) {
+// updatePodLifecycle runs one of the lifecycle's updates, so the caller
+// learns whether it was taken (409 with the lifecycle's reason if not).
+func (s *Server) updatePodLifecycle(c *gin.Context, update string, arg any) {
 	ctx := c.Request.Context()
 	p, err := s.store.Pods().Get(ctx, c.Param("ns"), c.Param("name"))
 	if err != nil {
@@ -248,12 +253,16 @@ func (s *Server) signalPod(c *gin.Context, signal string, arg any) {
 		s.fail(c, &apiError{code: http.StatusConflict, reason: "Conflict", msg: "this server runs no pod lifecycles"})
 		return
 	}
-	if err := s.pods.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, signal, arg); err != nil {
+	var args []any
+	if arg != nil {
+		args = append(args, arg)
+	}
+	if err := s.pods.Update(ctx, p.Metadata.Namespace, p.Metadata.Name, update, args...); err != nil {
 		s.fail(c, lifecycleError(err))
 		return
 	}
 	c.JSON(http.StatusAccepted, gin.H{"apiVersion": model.APIVersion, "kind": "Status", "status": "Success",
-		"message": fmt.Sprintf("signal %s sent to %s", signal, workflows.PodWorkflowID(p.Metadata.Namespace, p.Metadata.Name))})
+		"message": fmt.Sprintf("%s accepted by %s", update, workflows.PodWorkflowID(p.Metadata.Namespace, p.Metadata.Name))})
 }
 
 func withAnnotation(m map[string]string, k, v string) map[string]string {

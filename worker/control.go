@@ -21,9 +21,10 @@ import (
 )
 
 // NewControl builds the control-plane worker with every control-plane
-// workflow and activity registered; nodes starts nodes' health workflows.
-func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient) worker.Worker {
-	pods := workflows.PodClient{Temporal: c}
+// workflow and activity registered; nodes starts nodes' health workflows,
+// podTuning goes into the pod lifecycles it starts (nil: the defaults).
+func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning) worker.Worker {
+	pods := workflows.PodClient{Temporal: c, Tuning: podTuning}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{
 		// Autoscaling pollers keep polling the normal queue while running
 		// pods keep the sticky queue busy; the fixed-poller balancer always

@@ -165,10 +165,21 @@ func pullToNode(ctx workflow.Context, ni activities.NodeImage, node string) {
 			reason = model.ImageReasonDigestMismatch
 		}
 		set(cctx, model.ImageFailed, reason, unwrapActivity(err).Error())
-		return
+	} else {
+		set(cctx, model.ImageReady, "", res.Artefact)
 	}
-	set(cctx, model.ImageReady, "", res.Artefact)
+	// Pods waiting for the image on this node look again now, instead
+	// of at their next periodic look.
+	if workflow.GetVersion(ctx, versionWakeImageWaiters, workflow.DefaultVersion, 1) >= 1 {
+		in := activities.ImageNodeInput{Image: ni.Name, Node: node}
+		if err := workflow.ExecuteActivity(cctx, ctl.WakeImageWaiters, in).Get(cctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("could not wake the pods waiting for the image", "image", ni.Name, "node", node, "error", err)
+		}
+	}
 }
+
+// versionWakeImageWaiters marks pulls that wake the pods waiting for them.
+const versionWakeImageWaiters = "wake-image-waiters"
 
 // removeEverywhere removes the image from the named nodes and the store,
 // best effort on nodes (one that is down must not block the rest).

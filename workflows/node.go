@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -184,21 +185,83 @@ func (w *nodeHealth) notReady(ctx workflow.Context) (bool, error) {
 	}
 	w.st.NotReady, w.st.NotReadySince, w.st.Evicted = true, workflow.Now(ctx), false
 	w.st.Transitions++
-	return true, upsert(ctx, SearchAttrPhase, NodePhaseNotReady)
+	if err := upsert(ctx, SearchAttrPhase, NodePhaseNotReady); err != nil {
+		return true, err
+	}
+	// Its pods stop looking Ready at once, as Kubernetes' MarkPodsNotReady.
+	if workflow.GetVersion(ctx, versionSignalPods, workflow.DefaultVersion, 1) >= 1 {
+		return true, w.signalPods(ctx, SignalNode, func(activities.PodRef) any { return NodeSignal{Node: w.in.Node, Ready: false} })
+	}
+	return true, nil
+}
+
+// versionSignalPods marks node health runs that tell their pods of the
+// node's readiness and evict them by signalling them themselves.
+const versionSignalPods = "signal-pods"
+
+// signalPods sends a signal to the lifecycle of every unfinished pod bound
+// to the node, each until it is delivered (a lifecycle that has ended
+// needs none): visible in this history, retried, never half done.
+func (w *nodeHealth) signalPods(ctx workflow.Context, name string, arg func(activities.PodRef) any) error {
+	var pods []activities.PodRef
+	if err := workflow.ExecuteActivity(ctx, ctl.ListNodePods, w.in.Node).Get(ctx, &pods); err != nil {
+		return err
+	}
+	for attempt := 0; len(pods) > 0; attempt++ {
+		if attempt > 0 {
+			if err := workflow.Sleep(ctx, min(time.Second<<min(attempt-1, 5), 30*time.Second)); err != nil {
+				return err
+			}
+		}
+		futs := make([]workflow.Future, len(pods))
+		for i, p := range pods {
+			futs[i] = workflow.SignalExternalWorkflow(ctx, PodWorkflowID(p.Namespace, p.Name), "", name, arg(p))
+		}
+		var failed []activities.PodRef
+		for i, f := range futs {
+			var gone *temporal.UnknownExternalWorkflowExecutionError
+			if err := f.Get(ctx, nil); err != nil && !errors.As(err, &gone) {
+				workflow.GetLogger(ctx).Warn("signal to a pod failed; retrying", "pod", pods[i].String(), "signal", name, "error", err)
+				failed = append(failed, pods[i])
+			}
+		}
+		pods = failed
+	}
+	return nil
 }
 
 func (w *nodeHealth) ready(ctx workflow.Context) error {
 	if err := workflow.ExecuteActivity(ctx, ctl.MarkNodeReady, w.in.Node).Get(ctx, nil); err != nil {
 		return err
 	}
+	wasNotReady := w.st.NotReady
 	if w.st.NotReady {
 		w.st.Transitions++
 	}
 	w.st.NotReady, w.st.NotReadySince, w.st.Evicted = false, time.Time{}, false
-	return upsert(ctx, SearchAttrPhase, NodePhaseReady)
+	if err := upsert(ctx, SearchAttrPhase, NodePhaseReady); err != nil {
+		return err
+	}
+	if wasNotReady && workflow.GetVersion(ctx, versionSignalPods, workflow.DefaultVersion, 1) >= 1 {
+		return w.signalPods(ctx, SignalNode, func(activities.PodRef) any { return NodeSignal{Node: w.in.Node, Ready: true} })
+	}
+	return nil
 }
 
 func (w *nodeHealth) evict(ctx workflow.Context) error {
+	if workflow.GetVersion(ctx, versionSignalPods, workflow.DefaultVersion, 1) >= 1 {
+		n := 0
+		err := w.signalPods(ctx, SignalEvict, func(activities.PodRef) any {
+			n++
+			return activities.EvictSignal{Node: w.in.Node, Lost: true, Reason: activities.ReasonNodeLost}
+		})
+		if err != nil {
+			return err
+		}
+		w.st.Evicted = true
+		w.st.Evictions += n
+		return nil
+	}
 	var n int
 	if err := workflow.ExecuteActivity(ctx, ctl.EvictNodePods, activities.EvictInput{Node: w.in.Node, Lost: true}).Get(ctx, &n); err != nil {
 		return err

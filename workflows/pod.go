@@ -12,17 +12,34 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 )
 
-// PodLifecycle's public contract: its name, ID, signals and query. The API
-// and operators (temporal workflow signal --name finalize) use these.
+// PodLifecycle's public contract: its name, ID, signals, updates and query.
+// The API, the agents and operators (temporal workflow signal --name
+// finalize) use these.
 const (
 	PodWorkflowName = "PodLifecycle"
+	// SignalTerminate asks for a graceful termination (TerminateSignal).
 	SignalTerminate = "terminate"
-	SignalFinalize  = "finalize"
-	SignalCancel    = "cancel"
+	// SignalFinalize ends a grace period that has begun; on a pod that is
+	// not terminating it changes nothing (an event says so).
+	SignalFinalize = "finalize"
+	// SignalCancel aborts a provision and rolls it back (CancelSignal).
+	SignalCancel = "cancel"
 	// SignalEvict tells the pod to leave its node (NodeHealth on a lost
 	// node, the API's drain); its argument is an activities.EvictSignal.
 	SignalEvict = activities.SignalEvict
+	// SignalReport carries a node's model.PodReport: what the supervisor
+	// on the pod's node saw change.
+	SignalReport = "report"
+	// SignalNode tells the pod its node's readiness (NodeSignal).
+	SignalNode = "node"
+	// SignalWake makes a waiting pod look again now (an image pull ended).
+	SignalWake  = activities.SignalWake
 	QueryStatus = "status"
+	// The updates answer instead of "sent": they validate first, so a
+	// finalize on a pod that is not terminating is refused.
+	UpdateTerminate = "terminate"
+	UpdateFinalize  = "finalize"
+	UpdateCancel    = "cancel"
 )
 
 // PodWorkflowID is the stable, readable ID of a pod's lifecycle.
@@ -40,43 +57,64 @@ type CancelSignal struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// PodInput starts a lifecycle; Run carries state across continue-as-new.
+// NodeSignal tells a pod whether its node is Ready.
+type NodeSignal struct {
+	Node  string
+	Ready bool
+}
+
+// Phase is where a lifecycle is. Every phase keeps all it needs in
+// PodState, so every phase can continue-as-new.
+type Phase string
+
+// The lifecycle's phases, in their usual order.
+const (
+	PhasePending      Phase = "Pending"      // waiting for a node
+	PhaseScheduled    Phase = "Scheduled"    // bound; waiting for an address
+	PhaseImagePulling Phase = "ImagePulling" // waiting for the image on the node
+	PhaseProvisioning Phase = "Provisioning" // building the zone (a saga)
+	PhaseRunning      Phase = "Running"      // reacting to the node's reports
+	PhaseTerminating  Phase = "Terminating"  // stopping within the grace period
+	PhaseRemoving     Phase = "Removing"     // releasing the address, removing the row
+	PhaseFailed       Phase = "Failed"       // holds nothing on a host; waits to be deleted
+	PhaseSucceeded    Phase = "Succeeded"
+)
+
+// PodInput starts a lifecycle; State carries it across continue-as-new.
 type PodInput struct {
 	Pod activities.PodRef
-	Run *PodRunState `json:",omitempty"`
-	// Tuning overrides the lifecycle's timings (tests); nil uses DefaultTuning.
-	Tuning *Tuning `json:",omitempty"`
+	// Tuning is written by whoever starts the lifecycle, so changing a
+	// default never changes running workflows; nil takes DefaultTuning
+	// once, and it is carried from then on.
+	Tuning *Tuning   `json:",omitempty"`
+	State  *PodState `json:",omitempty"`
 }
 
-// PodRunState is a running pod's state, carried across continue-as-new.
-type PodRunState struct {
-	Node       string
-	HostIP     string
-	Sandbox    activities.PodSandbox
-	StartedAt  time.Time
-	Containers []ContainerRunState
-	Steps      []StepRecord
-}
-
-// ContainerRunState is one container's probe and restart state.
-type ContainerRunState struct {
-	Name        string
-	Ready       bool
-	StartupDone bool
-	Restarts    int32
-	// RestartAt is when a pending restart may run (back-off); zero: none.
-	RestartAt     time.Time
-	RestartReason string
-	LastStart     time.Time
-	Probes        []ProbeRunState
-}
-
-// ProbeRunState counts consecutive results of one probe.
-type ProbeRunState struct {
-	Kind      string // startup, liveness, readiness
-	Successes int32
-	Failures  int32
-	NextAt    time.Time
+// PodState is everything a lifecycle knows.
+type PodState struct {
+	Phase Phase
+	// Attempt counts the tries of a waiting phase; Waiting is the reason
+	// last reported while waiting (an event is recorded when it changes).
+	Attempt int    `json:",omitempty"`
+	Waiting string `json:",omitempty"`
+	Node    string `json:",omitempty"`
+	HostIP  string `json:",omitempty"`
+	// Sandbox exists once the pod holds an address.
+	Sandbox *activities.PodSandbox `json:",omitempty"`
+	// MovedFrom is the node an evicted pod left, until it is placed again.
+	MovedFrom string    `json:",omitempty"`
+	Run       *RunState `json:",omitempty"`
+	// Why the pod failed or succeeded, once it did.
+	Reason, Message string `json:",omitempty"`
+	// What was asked of it.
+	Terminate    *TerminateSignal        `json:",omitempty"`
+	Finalize     bool                    `json:",omitempty"`
+	Cancel       *CancelSignal           `json:",omitempty"`
+	Evict        *activities.EvictSignal `json:",omitempty"`
+	NodeNotReady bool                    `json:",omitempty"`
+	// Report is the newest node report not applied yet.
+	Report *model.PodReport `json:",omitempty"`
+	Steps  []StepRecord     `json:",omitempty"`
 }
 
 // StepRecord is one step of the lifecycle, for the status query.
@@ -90,8 +128,8 @@ type StepRecord struct {
 
 // PodLifecycleStatus answers the status query.
 type PodLifecycleStatus struct {
-	Step      string
-	Phase     string
+	Step      string // the phase
+	Phase     string // the pod's phase as the API shows it
 	Node      string
 	Attempts  int
 	LastError string
@@ -101,45 +139,45 @@ type PodLifecycleStatus struct {
 
 // Tuning holds the lifecycle's timings.
 type Tuning struct {
-	MonitorEvery   time.Duration // how often the zone and its services are checked
-	RetryMin       time.Duration // first wait before scheduling or allocating again
+	RetryMin time.Duration // first wait before a waiting phase tries again
+	// RetryMax caps that wait; with it a waiting pod costs a bounded
+	// number of history events per hour.
 	RetryMax       time.Duration
 	RestartBackoff time.Duration // a container's second restart waits this, doubling
 	RestartMax     time.Duration
 	HistoryLimit   int // continue-as-new past this many history events
 }
 
-// DefaultTuning matches Kubernetes where Kubernetes has a number.
+// DefaultTuning matches Kubernetes where Kubernetes has a number; a pod
+// waits at most 5 minutes between looks (about 130 history events an hour).
 var DefaultTuning = Tuning{
-	MonitorEvery:   10 * time.Second,
 	RetryMin:       2 * time.Second,
-	RetryMax:       30 * time.Second,
+	RetryMax:       5 * time.Minute,
 	RestartBackoff: 10 * time.Second,
 	RestartMax:     5 * time.Minute,
-	HistoryLimit:   5000,
+	HistoryLimit:   2000,
 }
 
 var host *activities.Host   // method values name the host activities
 var ctl *activities.Control // and the control-plane ones
 
-// errCancelled ends a provision that an operator cancelled.
-var errCancelled = errors.New("cancelled")
-
-// errMoved: the pod left its node and is to be scheduled again.
-var errMoved = errors.New("moved off its node")
-
 // errNodeLost: a host activity was given up because its node is lost.
 var errNodeLost = errors.New("node lost")
 
-// PodLifecycle runs one pod from creation to removal: schedule, allocate an
-// address, provision its zone on the node as a saga, run it (probes,
-// restarts), and on terminate stop it gracefully and remove every trace.
+// PodLifecycle runs one pod from creation to removal as a phase machine:
+// schedule, allocate an address, wait for the image, provision the zone as
+// a saga, run it (reacting to what its node reports; restarts with back-off
+// per restartPolicy), and on terminate stop it gracefully and remove every
+// trace.
 func PodLifecycle(ctx workflow.Context, in PodInput) error {
-	t := DefaultTuning
+	w := &podWorkflow{in: in, t: DefaultTuning}
 	if in.Tuning != nil {
-		t = *in.Tuning
+		w.t = *in.Tuning
 	}
-	w := &podWorkflow{in: in, t: t}
+	w.in.Tuning = &w.t
+	if in.State != nil {
+		w.st = *in.State
+	}
 	if err := w.setup(ctx); err != nil {
 		return err
 	}
@@ -147,113 +185,27 @@ func PodLifecycle(ctx workflow.Context, in PodInput) error {
 }
 
 type podWorkflow struct {
-	in     PodInput
-	t      Tuning
-	spec   model.PodSpec
-	run_   *PodRunState
-	status PodLifecycleStatus
+	in   PodInput
+	t    Tuning
+	spec model.PodSpec
+	st   PodState
 
-	terminate *TerminateSignal
-	finalize  bool
-	cancel    *CancelSignal
-	evict     *activities.EvictSignal
-	// movedFrom is the node the pod left, until it is scheduled again.
-	movedFrom string
-}
-
-func (w *podWorkflow) setup(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (PodLifecycleStatus, error) {
-		s := w.status
-		if w.run_ != nil {
-			s.Steps = w.run_.Steps
-			s.Restarts = map[string]int32{}
-			for _, c := range w.run_.Containers {
-				s.Restarts[c.Name] = c.Restarts
-			}
-		}
-		return s, nil
-	}); err != nil {
-		return err
-	}
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		ch := workflow.GetSignalChannel(ctx, SignalTerminate)
-		for {
-			var s TerminateSignal
-			ch.Receive(ctx, &s)
-			// A second, shorter grace period wins, as a second DELETE does.
-			if w.terminate == nil || grace(s.GracePeriodSeconds, 1<<31) < grace(w.terminate.GracePeriodSeconds, 1<<31) {
-				w.terminate = &s
-			}
-		}
-	})
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		ch := workflow.GetSignalChannel(ctx, SignalFinalize)
-		for {
-			ch.Receive(ctx, nil)
-			w.finalize = true
-		}
-	})
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		ch := workflow.GetSignalChannel(ctx, SignalCancel)
-		for {
-			var s CancelSignal
-			ch.Receive(ctx, &s)
-			if s.Reason == "" {
-				s.Reason = "cancelled by an operator"
-			}
-			w.cancel = &s
-		}
-	})
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		ch := workflow.GetSignalChannel(ctx, SignalEvict)
-		for {
-			var s activities.EvictSignal
-			ch.Receive(ctx, &s)
-			if w.run_ != nil && w.run_.Node != s.Node {
-				continue // the pod has left that node already
-			}
-			// A lost node outranks a drain of the same node.
-			if w.evict == nil || w.evict.Node != s.Node || s.Lost {
-				w.evict = &s
-			}
-		}
-	})
-	return nil
-}
-
-// evicting: the pod was told to leave the node it is on.
-func (w *podWorkflow) evicting() bool {
-	return w.evict != nil && w.run_ != nil && w.evict.Node == w.run_.Node
-}
-
-// lost: the pod's node is lost; nothing more is asked of it.
-func (w *podWorkflow) lost() bool { return w.evicting() && w.evict.Lost }
-
-// interrupted: the running pod has something else to do than run.
-func (w *podWorkflow) interrupted() bool { return w.stopRequested() || w.evicting() }
-
-// hostWait waits for a host activity, unless its node is lost: then the
-// activity is given up (nobody polls that node's queue) with errNodeLost.
-func (w *podWorkflow) hostWait(ctx workflow.Context, fut workflow.Future) error {
-	if err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.lost() }); err != nil || fut.IsReady() {
-		return nil // the future's Get tells
-	}
-	return errNodeLost
-}
-
-func grace(g *int64, def int64) int64 {
-	if g == nil {
-		return def
-	}
-	return *g
+	// Not carried across continue-as-new: the last error for the query,
+	// a wake-up.
+	lastError string
+	woken     bool
+	// podPhase is the phase last written to the search attribute.
+	podPhase string
 }
 
 func (w *podWorkflow) ref() activities.PodRef { return w.in.Pod }
 
 func (w *podWorkflow) run(ctx workflow.Context) error {
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
-	if err := upsert(ctx, SearchAttrNamespace, w.in.Pod.Namespace, SearchAttrPod, w.in.Pod.Name); err != nil {
-		return err
+	if w.in.State == nil {
+		if err := upsert(ctx, SearchAttrNamespace, w.in.Pod.Namespace, SearchAttrPod, w.in.Pod.Name); err != nil {
+			return err
+		}
 	}
 	var snap activities.PodSnapshot
 	if err := workflow.ExecuteActivity(ctx, ctl.LoadPod, w.ref()).Get(ctx, &snap); err != nil {
@@ -263,212 +215,122 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 		return nil // the row is gone: nothing to run
 	}
 	w.spec = snap.Spec
-	if snap.Deleting && w.terminate == nil {
+	if snap.Deleting && w.st.Terminate == nil {
 		g := snap.GracePeriodSeconds
-		w.terminate = &TerminateSignal{GracePeriodSeconds: &g}
+		w.st.Terminate = &TerminateSignal{GracePeriodSeconds: &g}
 	}
-	if w.in.Run != nil {
-		w.run_ = w.in.Run
-		w.status.Node, w.status.Phase = w.run_.Node, model.PodRunning
-		if err := w.running(ctx); !errors.Is(err, errMoved) {
-			return err
+	if w.in.State == nil {
+		w.st.Phase = PhasePending
+		if snap.Phase == model.PodFailed || snap.Phase == model.PodSucceeded {
+			// A finished pod whose workflow was restarted: wait to be deleted.
+			w.st.Phase = Phase(snap.Phase)
 		}
-	} else if snap.Phase == model.PodFailed || snap.Phase == model.PodSucceeded {
-		// A finished pod whose workflow was restarted: wait to be deleted.
-		w.status.Phase = snap.Phase
-		return w.awaitRemoval(ctx)
 	}
-	// Each turn places the pod on a node and runs it there; a pod evicted
-	// from its node (restartPolicy Always) comes round again.
 	for {
-		if err := w.placeAndRun(ctx); !errors.Is(err, errMoved) {
+		if w.st.Phase == PhaseRemoving {
+			return w.remove(ctx)
+		}
+		if w.mayContinueAsNew(ctx) {
+			st := w.st
+			return workflow.NewContinueAsNewError(ctx, PodLifecycle, PodInput{Pod: w.in.Pod, Tuning: w.in.Tuning, State: &st})
+		}
+		if err := w.turn(ctx); err != nil {
 			return err
 		}
 	}
 }
 
-func (w *podWorkflow) placeAndRun(ctx workflow.Context) error {
-	w.setPhase(ctx, model.PodPending)
-	node, err := w.schedule(ctx)
-	if err != nil || node == "" {
+// turn does one step of the current phase; the phase methods set the next.
+func (w *podWorkflow) turn(ctx workflow.Context) error {
+	switch w.st.Phase {
+	case PhasePending:
+		return w.pending(ctx)
+	case PhaseScheduled:
+		return w.scheduled(ctx)
+	case PhaseImagePulling:
+		return w.imagePulling(ctx)
+	case PhaseProvisioning:
+		return w.provisioning(ctx)
+	case PhaseRunning:
+		return w.running(ctx)
+	case PhaseTerminating:
+		return w.terminating(ctx)
+	case PhaseFailed, PhaseSucceeded:
+		return w.finished(ctx)
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("unknown phase %q", w.st.Phase), "Invalid", nil)
+}
+
+// mayContinueAsNew: the history is long and nothing is in flight (no
+// unhandled signal, no running update handler), so nothing can be lost.
+func (w *podWorkflow) mayContinueAsNew(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	if info.GetCurrentHistoryLength() < w.t.HistoryLimit && !info.GetContinueAsNewSuggested() {
+		return false
+	}
+	return len(workflow.GetUnhandledSignalNames(ctx)) == 0 && workflow.AllHandlersFinished(ctx)
+}
+
+// setPhase moves the lifecycle to another phase, resetting the waiting
+// counters.
+func (w *podWorkflow) setPhase(p Phase) {
+	if w.st.Phase != p {
+		w.st.Phase, w.st.Attempt, w.st.Waiting = p, 0, ""
+	}
+}
+
+// setPodPhase keeps the ZwPhase search attribute on the pod's phase.
+func (w *podWorkflow) setPodPhase(ctx workflow.Context, phase string) {
+	if w.podPhase != phase {
+		w.podPhase = phase
+		_ = upsert(ctx, SearchAttrPhase, phase)
+	}
+}
+
+// stopRequested: a delete or a cancel arrived.
+func (w *podWorkflow) stopRequested() bool { return w.st.Terminate != nil || w.st.Cancel != nil }
+
+// evicting: the pod was told to leave the node it is on.
+func (w *podWorkflow) evicting() bool {
+	return w.st.Evict != nil && w.st.Node != "" && w.st.Evict.Node == w.st.Node
+}
+
+// lost: the pod's node is lost; nothing more is asked of it.
+func (w *podWorkflow) lost() bool { return w.evicting() && w.st.Evict.Lost }
+
+// hostWait waits for a host activity unless its node is lost: then the
+// activity is cancelled (its queue may never be polled again, and a stale
+// task must not run when the host returns) and errNodeLost is returned.
+func (w *podWorkflow) hostWait(ctx workflow.Context, fut workflow.Future, cancel workflow.CancelFunc) error {
+	if err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.lost() }); err != nil || fut.IsReady() {
+		return nil // the future's Get tells
+	}
+	cancel()
+	return errNodeLost
+}
+
+// execHost runs a host activity on the pod's node and waits for it as
+// hostWait does.
+func (w *podWorkflow) execHost(ctx workflow.Context, o workflow.ActivityOptions, fn, arg any, result any) error {
+	hctx, cancel := workflow.WithCancel(ctx)
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(hctx, o), fn, arg)
+	if err := w.hostWait(ctx, fut, cancel); err != nil {
 		return err
 	}
-	if w.evict != nil && w.evict.Node != node {
-		w.evict = nil // about a node the pod left before
-	}
-	if w.movedFrom != "" {
-		w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, EventReason: "Rescheduled",
-			EventMessage: fmt.Sprintf("Rescheduled %s from %s to %s", w.ref(), w.movedFrom, node)})
-		w.movedFrom = ""
-	}
-	alloc, err := w.allocate(ctx, node)
-	if err != nil || alloc == nil {
-		return err
-	}
-	imageKind := ""
-	if workflow.GetVersion(ctx, versionResolveImage, workflow.DefaultVersion, 1) >= 1 {
-		kind, stop, err := w.resolveImage(ctx, node)
-		if stop || err != nil {
-			return w.releaseUnprovisioned(ctx, err)
-		}
-		imageKind = kind
-	}
-	w.run_ = &PodRunState{Node: node, HostIP: alloc.HostIP, Sandbox: sandbox(w.in.Pod, w.spec, alloc, imageKind)}
-	for _, c := range w.spec.Containers {
-		w.run_.Containers = append(w.run_.Containers, newContainerState(c))
-	}
-	if err := w.provision(ctx); err != nil {
-		return w.failed(ctx, err)
-	}
-	return w.running(ctx)
+	return fut.Get(ctx, result)
 }
 
-// schedule binds the pod to a node, waiting while none fits. It returns ""
-// if the pod was deleted or cancelled meanwhile.
-func (w *podWorkflow) schedule(ctx workflow.Context) (string, error) {
-	lastMsg := ""
-	for attempt := 1; ; attempt++ {
-		w.step(ctx, "Schedule", attempt)
-		var res activities.ScheduleResult
-		if err := workflow.ExecuteActivity(ctx, ctl.SchedulePod, w.ref()).Get(ctx, &res); err != nil {
-			return "", err
-		}
-		if res.Node != "" {
-			w.status.Node = res.Node
-			w.endStep(ctx, "")
-			if err := upsert(ctx, SearchAttrNode, res.Node); err != nil {
-				return "", err
-			}
-			w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, Reason: "", Message: "",
-				EventReason: "Scheduled", EventMessage: fmt.Sprintf("Successfully assigned %s to %s", w.ref(), res.Node)})
-			return res.Node, nil
-		}
-		w.status.LastError = res.Message
-		if res.Message != lastMsg {
-			now := workflow.Now(ctx)
-			w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, Reason: "Unschedulable", Message: res.Message,
-				Conditions: []model.PodCondition{{Type: model.PodScheduled, Status: model.ConditionFalse, Reason: "Unschedulable", Message: res.Message, LastTransitionTime: &now}},
-				EventType:  model.EventWarning, EventReason: "FailedScheduling", EventMessage: res.Message})
-			lastMsg = res.Message
-		}
-		if stop, err := w.waitRetry(ctx, attempt); stop || err != nil {
-			return "", w.removeUnprovisioned(ctx, err)
-		}
+func grace(g *int64, def int64) int64 {
+	if g == nil {
+		return def
 	}
-}
-
-// allocate gets the pod an address on its node, waiting while the pod
-// CIDR is full.
-func (w *podWorkflow) allocate(ctx workflow.Context, node string) (*activities.AllocateResult, error) {
-	lastMsg := ""
-	for attempt := 1; ; attempt++ {
-		w.step(ctx, "AllocateIP", attempt)
-		var res activities.AllocateResult
-		if err := workflow.ExecuteActivity(ctx, ctl.AllocatePodIP, activities.AllocateInput{Pod: w.ref(), Node: node}).Get(ctx, &res); err != nil {
-			return nil, err
-		}
-		if res.Exhausted == "" {
-			w.endStep(ctx, "")
-			return &res, nil
-		}
-		w.status.LastError = res.Exhausted
-		if res.Exhausted != lastMsg {
-			w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, Reason: "IPExhausted", Message: res.Exhausted,
-				EventType: model.EventWarning, EventReason: "FailedAllocateIP", EventMessage: res.Exhausted})
-			lastMsg = res.Exhausted
-		}
-		if stop, err := w.waitRetry(ctx, attempt); stop || err != nil {
-			return nil, w.removeUnprovisioned(ctx, err)
-		}
-	}
-}
-
-// waitRetry sleeps with back-off before the next attempt; it reports stop
-// when a terminate or cancel arrives instead.
-func (w *podWorkflow) waitRetry(ctx workflow.Context, attempt int) (bool, error) {
-	d := w.t.RetryMin << min(attempt-1, 10)
-	if d > w.t.RetryMax {
-		d = w.t.RetryMax
-	}
-	_, err := workflow.AwaitWithTimeout(ctx, d, func() bool { return w.stopRequested() })
-	if temporal.IsCanceledError(err) {
-		w.cancel = &CancelSignal{Reason: "workflow cancel requested"}
-		return true, nil
-	}
-	return w.stopRequested(), err
-}
-
-func (w *podWorkflow) stopRequested() bool {
-	return w.terminate != nil || w.cancel != nil || w.finalize
-}
-
-// removeUnprovisioned ends a pod that never got a zone: deleted, it goes;
-// cancelled, it stays Failed until deleted.
-func (w *podWorkflow) removeUnprovisioned(ctx workflow.Context, err error) error {
-	if err != nil {
-		return err
-	}
-	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	ctx = workflow.WithActivityOptions(ctx, controlOptions)
-	if w.terminate == nil && !w.finalize {
-		w.markFailed(ctx, "Cancelled", w.cancel.Reason)
-		return w.awaitRemoval(ctx)
-	}
-	return w.remove(ctx)
-}
-
-// failed rolls nothing back (provision already did) and keeps the pod
-// Failed until it is deleted.
-func (w *podWorkflow) failed(ctx workflow.Context, err error) error {
-	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	ctx = workflow.WithActivityOptions(ctx, controlOptions)
-	if errors.Is(err, errCancelled) && w.evicting() && !w.stopRequested() {
-		// Evicted while provisioning: the saga rolled back what it could.
-		_ = workflow.GetVersion(ctx, versionNodeEviction, workflow.DefaultVersion, 1)
-		return w.leftNode(ctx)
-	}
-	w.run_ = nil // the saga left nothing on the host
-	if errors.Is(err, errCancelled) && (w.terminate != nil || w.finalize) {
-		return w.remove(ctx) // deleted while provisioning
-	}
-	if errors.Is(err, errCancelled) {
-		reason := "cancelled"
-		if w.cancel != nil {
-			reason = w.cancel.Reason
-		}
-		w.markFailed(ctx, "Cancelled", "provisioning cancelled and rolled back: "+reason)
-	} else {
-		w.markFailed(ctx, "ProvisionFailed", err.Error())
-	}
-	return w.awaitRemoval(ctx)
-}
-
-func (w *podWorkflow) markFailed(ctx workflow.Context, reason, msg string) {
-	w.status.LastError = msg
-	w.setPhase(ctx, model.PodFailed)
-	now := workflow.Now(ctx)
-	w.update(ctx, activities.StatusUpdate{Phase: model.PodFailed, Reason: reason, Message: msg,
-		Conditions: []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: reason, LastTransitionTime: &now}},
-		EventType:  model.EventWarning, EventReason: reason, EventMessage: msg})
-}
-
-// awaitRemoval waits for the delete of a pod that is done (Failed or
-// cancelled), then removes whatever it still holds and its row.
-func (w *podWorkflow) awaitRemoval(ctx workflow.Context) error {
-	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	ctx = workflow.WithActivityOptions(ctx, controlOptions)
-	w.step(ctx, "AwaitDelete", 1)
-	if err := workflow.Await(ctx, func() bool { return w.terminate != nil || w.finalize }); err != nil {
-		return err
-	}
-	if w.run_ != nil {
-		return w.terminateRunning(ctx)
-	}
-	return w.remove(ctx)
+	return *g
 }
 
 // remove releases the address and deletes the row: the pod is gone.
 func (w *podWorkflow) remove(ctx workflow.Context) error {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	ctx = workflow.WithActivityOptions(ctx, controlOptions)
 	w.step(ctx, "Remove", 1)
 	if err := workflow.ExecuteActivity(ctx, ctl.ReleasePodIP, w.ref()).Get(ctx, nil); err != nil {
 		return err
@@ -480,16 +342,44 @@ func (w *podWorkflow) remove(ctx workflow.Context) error {
 	return nil
 }
 
-func (w *podWorkflow) setPhase(ctx workflow.Context, phase string) {
-	if w.status.Phase == phase {
-		return
+// finish ends the pod Failed (or Succeeded): it holds nothing on a host any
+// more and waits to be deleted.
+func (w *podWorkflow) finish(ctx workflow.Context, phase Phase, reason, msg string) {
+	var statuses []model.ContainerStatus
+	if w.st.Run != nil {
+		statuses = w.containerStatuses(workflow.Now(ctx))
 	}
-	w.status.Phase = phase
-	_ = upsert(ctx, SearchAttrPhase, phase)
+	w.setPhase(phase)
+	w.st.Reason, w.st.Message = reason, msg
+	w.st.Run, w.st.Sandbox, w.st.Node, w.st.Report = nil, nil, "", nil
+	w.setPodPhase(ctx, string(phase))
+	typ := model.EventWarning
+	if phase == PhaseSucceeded {
+		typ = model.EventNormal
+	} else {
+		w.lastError = msg
+	}
+	now := workflow.Now(ctx)
+	w.update(ctx, activities.StatusUpdate{Phase: string(phase), Reason: reason, Message: msg, ContainerStatuses: statuses,
+		Conditions: []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: reason, LastTransitionTime: &now}},
+		EventType:  typ, EventReason: reason, EventMessage: msg})
 }
 
-// update writes a status change; a failure here is logged, not fatal:
-// the next update carries the state again.
+// finished waits, holding nothing, for the pod to be deleted.
+func (w *podWorkflow) finished(ctx workflow.Context) error {
+	w.step(ctx, "AwaitDelete", 1)
+	w.setPodPhase(ctx, string(w.st.Phase))
+	if err := workflow.Await(ctx, func() bool { return w.st.Terminate != nil || w.mayContinueAsNew(ctx) }); err != nil {
+		return err
+	}
+	if w.st.Terminate != nil {
+		w.setPhase(PhaseRemoving)
+	}
+	return nil
+}
+
+// update writes a status change. Control activities retry until the
+// database answers, so an error here is the workflow being cancelled.
 func (w *podWorkflow) update(ctx workflow.Context, u activities.StatusUpdate) {
 	u.Pod = w.ref()
 	if err := workflow.ExecuteActivity(ctx, ctl.UpdatePodStatus, u).Get(ctx, nil); err != nil {
@@ -498,37 +388,28 @@ func (w *podWorkflow) update(ctx workflow.Context, u activities.StatusUpdate) {
 }
 
 func (w *podWorkflow) step(ctx workflow.Context, name string, attempt int) {
-	w.status.Step, w.status.Attempts = name, attempt
 	rec := StepRecord{Step: name, Started: workflow.Now(ctx), Attempts: attempt}
-	if w.run_ == nil {
-		w.status.Steps = appendStep(w.status.Steps, rec)
-		return
-	}
-	w.run_.Steps = appendStep(w.run_.Steps, rec)
+	w.st.Steps = appendStep(w.st.Steps, rec)
 }
 
 func (w *podWorkflow) endStep(ctx workflow.Context, errMsg string) {
-	steps := w.status.Steps
-	if w.run_ != nil {
-		steps = w.run_.Steps
-	}
-	if n := len(steps); n > 0 {
-		steps[n-1].Finished, steps[n-1].Error = workflow.Now(ctx), errMsg
+	if n := len(w.st.Steps); n > 0 {
+		w.st.Steps[n-1].Finished, w.st.Steps[n-1].Error = workflow.Now(ctx), errMsg
 	}
 	if errMsg != "" {
-		w.status.LastError = errMsg
+		w.lastError = errMsg
 	}
 }
 
-// appendStep keeps the last 50 steps (a retried step updates its record).
+// appendStep keeps the last 20 steps (a retried step updates its record).
 func appendStep(steps []StepRecord, rec StepRecord) []StepRecord {
 	if n := len(steps); n > 0 && steps[n-1].Step == rec.Step && steps[n-1].Finished.IsZero() {
 		steps[n-1].Attempts = rec.Attempts
 		return steps
 	}
 	steps = append(steps, rec)
-	if len(steps) > 50 {
-		steps = steps[len(steps)-50:]
+	if len(steps) > 20 {
+		steps = steps[len(steps)-20:]
 	}
 	return steps
 }

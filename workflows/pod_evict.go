@@ -9,15 +9,13 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 )
 
-// versionNodeEviction marks histories that handled an evict signal.
-const versionNodeEviction = "node-eviction"
-
 // leaveNode takes the running pod off the node it was evicted from. A live
 // node (drain) stops it gracefully, its grace period honoured, and removes
 // its zone; a lost node is asked nothing more: its agent removes the
 // leftovers when it comes back, before it reports Ready.
 func (w *podWorkflow) leaveNode(ctx workflow.Context) error {
-	_ = workflow.GetVersion(ctx, versionNodeEviction, workflow.DefaultVersion, 1)
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	ctx = workflow.WithActivityOptions(ctx, controlOptions)
 	if !w.lost() {
 		w.stopGracefully(ctx, "Evicting")
 	}
@@ -25,26 +23,18 @@ func (w *podWorkflow) leaveNode(ctx workflow.Context) error {
 	return w.leftNode(ctx)
 }
 
-// leftNode decides what becomes of a pod that left its node: under
-// restartPolicy Always it is unbound and scheduled again (same name, same
-// UID; errMoved), otherwise it stays Failed until it is deleted.
+// leftNode decides what becomes of a pod that left its node (holding
+// nothing there any more): under restartPolicy Always it is unbound and
+// scheduled again, same name and UID; otherwise it ends Failed.
 func (w *podWorkflow) leftNode(ctx workflow.Context) error {
-	ev, from := *w.evict, w.run_.Node
-	w.evict, w.run_, w.status.Node = nil, nil, ""
+	ev, from := *w.st.Evict, w.st.Node
 	why := "was drained"
 	if ev.Lost {
 		why = "is lost"
 	}
 	if w.spec.RestartPolicy != model.RestartAlways {
-		msg := fmt.Sprintf("node %s %s and restartPolicy is %s", from, why, w.spec.RestartPolicy)
-		if ev.Lost {
-			// Node health marked the pod Failed/NodeLost already.
-			w.status.LastError = msg
-			w.setPhase(ctx, model.PodFailed)
-		} else {
-			w.markFailed(ctx, ev.Reason, msg)
-		}
-		return w.awaitRemoval(ctx)
+		w.finish(ctx, PhaseFailed, ev.Reason, fmt.Sprintf("node %s %s and restartPolicy is %s", from, why, w.spec.RestartPolicy))
+		return nil
 	}
 	w.step(ctx, "Unbind", 1)
 	in := activities.UnbindInput{Pod: w.ref(), Message: fmt.Sprintf("Node %s %s; scheduling %s on another node", from, why, w.ref())}
@@ -52,6 +42,8 @@ func (w *podWorkflow) leftNode(ctx workflow.Context) error {
 		return err
 	}
 	w.endStep(ctx, "")
-	w.movedFrom = from
-	return errMoved
+	w.st.Evict, w.st.Node, w.st.Run, w.st.Sandbox, w.st.Report, w.st.NodeNotReady = nil, "", nil, nil, nil, false
+	w.st.MovedFrom = from
+	w.setPhase(PhasePending)
+	return nil
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,14 +21,20 @@ var controlOptions = workflow.ActivityOptions{
 		MaximumInterval: 30 * time.Second},
 }
 
+// hostScheduleToStart bounds how long a host task may wait for its node.
+const hostScheduleToStart = 2 * time.Minute
+
 // hostOptions are sized per step; transient failures retry a few times,
 // after which the saga rolls back. Invalid input is never retried.
 func hostOptions(node string, timeout time.Duration, heartbeat time.Duration, attempts int32) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		TaskQueue:           NodeTaskQueue(node),
-		StartToCloseTimeout: timeout,
-		HeartbeatTimeout:    heartbeat,
-		WaitForCancellation: true,
+		TaskQueue: NodeTaskQueue(node),
+		// A node that does not pick a task up in time is down: the step
+		// fails (and is retried or rolled back) instead of waiting forever.
+		ScheduleToStartTimeout: hostScheduleToStart,
+		StartToCloseTimeout:    timeout,
+		HeartbeatTimeout:       heartbeat,
+		WaitForCancellation:    true,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumInterval: 30 * time.Second, MaximumAttempts: attempts, NonRetryableErrorTypes: []string{"Invalid"}},
 	}
@@ -77,79 +84,113 @@ var provisionSteps = []sagaStep{
 	{"WaitContainersOnline", host.WaitContainersOnline, nil, 5 * time.Minute, 30 * time.Second},
 }
 
-// provision builds the zone step by step. A step that fails for good, or a
-// cancel, rolls back every step begun, in reverse, so nothing is left on
-// the host; the caller then fails the pod.
-func (w *podWorkflow) provision(ctx workflow.Context) error {
-	r := w.run_
-	w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: r.Sandbox.IP, HostIP: r.HostIP,
-		EventReason: "Provisioning", EventMessage: fmt.Sprintf("Provisioning zone on %s with address %s", r.Node, r.Sandbox.IP)})
+// supervised is what the node's supervisor needs of the pod: the sandbox
+// without the containers' environment (it may hold secrets), and each
+// container's probes.
+func supervised(sb activities.PodSandbox, spec model.PodSpec) activities.SuperviseInput {
+	in := activities.SuperviseInput{Sandbox: sb}
+	in.Sandbox.Containers = nil
+	for _, c := range spec.Containers {
+		in.Sandbox.Containers = append(in.Sandbox.Containers, activities.ContainerSpec{Name: c.Name})
+		in.Probes = append(in.Probes, activities.ContainerProbes{Name: c.Name,
+			Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
+	}
+	return in
+}
+
+// provisioning builds the zone step by step, then hands the pod to its
+// node's supervisor. A step that fails for good, or a cancel, delete or
+// eviction, rolls back every step begun, in reverse, so nothing is left
+// on the host.
+func (w *podWorkflow) provisioning(ctx workflow.Context) error {
+	sb := *w.st.Sandbox
+	w.setPodPhase(ctx, model.PodPending)
+	w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
+		EventReason: "Provisioning", EventMessage: fmt.Sprintf("Provisioning zone on %s with address %s", w.st.Node, sb.IP)})
 	begun := 0
 	var failure error
+	interrupted := func() bool { return w.stopRequested() || w.evicting() }
 	for _, st := range provisionSteps {
-		if w.stopRequested() {
-			failure = errCancelled
+		if interrupted() {
 			break
 		}
 		begun++
 		w.step(ctx, st.name, 1)
 		sctx, cancel := workflow.WithCancel(ctx)
-		sctx = workflow.WithActivityOptions(sctx, hostOptions(r.Node, st.timeout, st.heartbeat, 6))
-		fut := workflow.ExecuteActivity(sctx, st.do, r.Sandbox)
-		err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })
-		if err != nil || !fut.IsReady() {
-			if temporal.IsCanceledError(err) {
-				w.cancel = &CancelSignal{Reason: "workflow cancel requested"}
-			}
+		sctx = workflow.WithActivityOptions(sctx, hostOptions(w.st.Node, st.timeout, st.heartbeat, 6))
+		fut := workflow.ExecuteActivity(sctx, st.do, sb)
+		err := workflow.Await(ctx, func() bool { return fut.IsReady() || interrupted() })
+		if temporal.IsCanceledError(err) {
+			w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+		}
+		if !fut.IsReady() {
 			cancel()
 			if !w.lost() {
 				_ = fut.Get(ctx, nil) // wait for the activity to stop before undoing it
 			}
-			failure = errCancelled
 			break
 		}
 		if err := fut.Get(ctx, nil); err != nil {
-			failure = fmt.Errorf("step %s on node %s failed: %w", st.name, r.Node, unwrapActivity(err))
+			failure = fmt.Errorf("step %s on node %s failed: %w", st.name, w.st.Node, unwrapActivity(err))
 			w.endStep(ctx, failure.Error())
 			break
 		}
 		w.endStep(ctx, "")
 	}
-	if failure == nil {
-		return nil
+	if failure == nil && !interrupted() {
+		return w.startRunning(ctx)
 	}
 	w.compensate(ctx, begun)
-	return failure
+	switch {
+	case w.st.Terminate != nil:
+		w.setPhase(PhaseRemoving) // deleted while provisioning
+	case w.st.Cancel != nil:
+		w.finish(ctx, PhaseFailed, "Cancelled", "provisioning cancelled and rolled back: "+w.st.Cancel.Reason)
+	case failure == nil && w.evicting():
+		return w.leftNode(ctx)
+	default:
+		w.finish(ctx, PhaseFailed, "ProvisionFailed", failure.Error())
+	}
+	return nil
 }
 
 // compensate undoes the first n steps in reverse, then frees the address.
 func (w *podWorkflow) compensate(ctx workflow.Context, n int) {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	r := w.run_
+	sb := *w.st.Sandbox
 	for i := n - 1; i >= 0 && !w.lost(); i-- {
 		st := provisionSteps[i]
 		if st.undo == nil {
 			continue
 		}
 		w.step(ctx, "Undo"+st.name, 1)
-		uctx := workflow.WithActivityOptions(ctx, undoOptions(r.Node, st.timeout))
-		fut := workflow.ExecuteActivity(uctx, st.undo, r.Sandbox)
-		if w.hostWait(ctx, fut) != nil {
+		err := w.execHost(ctx, undoOptions(w.st.Node, st.timeout), st.undo, sb, nil)
+		if errors.Is(err, errNodeLost) {
 			w.endStep(ctx, "node lost: left for its agent to clean up")
 			break
 		}
-		if err := fut.Get(uctx, nil); err != nil {
-			w.endStep(ctx, err.Error())
-			continue
-		}
-		w.endStep(ctx, "")
+		w.endStep(ctx, errString(err))
 	}
+	w.releaseAddress(ctx)
+}
+
+// releaseAddress frees the pod's address; the sandbox goes with it.
+func (w *podWorkflow) releaseAddress(ctx workflow.Context) {
 	cctx := workflow.WithActivityOptions(ctx, controlOptions)
-	_ = workflow.ExecuteActivity(cctx, ctl.ReleasePodIP, w.ref()).Get(cctx, nil)
+	if err := workflow.ExecuteActivity(cctx, ctl.ReleasePodIP, w.ref()).Get(cctx, nil); err != nil {
+		w.endStep(ctx, "release the address: "+err.Error())
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return unwrapActivity(err).Error()
 }
 
 // unwrapActivity gives the message a person can act on: the activity's
-// own error (step, command, stderr, attempt), not Temporal's wrapping.
+// own error (step, command, stderr), not Temporal's wrapping.
 func unwrapActivity(err error) error {
 	var appErr *temporal.ApplicationError
 	for e := err; e != nil; {
@@ -168,76 +209,74 @@ func unwrapActivity(err error) error {
 	return err
 }
 
-// terminateRunning stops the pod gracefully and removes every trace:
-// services get SIGTERM, the zone shuts down within the grace period (a
-// finalize signal ends it early), then it is halted, uninstalled and its
-// configuration, VNIC, datasets, address and row are removed.
-func (w *podWorkflow) terminateRunning(ctx workflow.Context) error {
+// terminating stops the pod gracefully and removes every trace: services
+// get SIGTERM, the zone shuts down within the grace period (finalize ends
+// it), then it is halted, uninstalled and its configuration, VNIC,
+// datasets and address are removed; the row goes next.
+func (w *podWorkflow) terminating(ctx workflow.Context) error {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
-	w.stopGracefully(ctx, "Killing")
-	w.teardown(ctx)
-	return w.remove(ctx)
+	w.setPodPhase(ctx, "Terminating")
+	if w.st.Sandbox != nil {
+		w.stopGracefully(ctx, "Killing")
+		w.teardown(ctx)
+	}
+	w.setPhase(PhaseRemoving)
+	return nil
 }
 
 // stopGracefully stops the containers and shuts the zone down within the
 // pod's grace period (a terminate signal may shorten it, finalize ends it).
 func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
-	r := w.run_
-	g := int64(model.DefaultTerminationGracePeriodSeconds)
-	if w.spec.TerminationGracePeriodSeconds != nil {
-		g = *w.spec.TerminationGracePeriodSeconds
+	sb := *w.st.Sandbox
+	g := w.podGrace()
+	if w.st.Terminate != nil && w.st.Terminate.GracePeriodSeconds != nil {
+		g = *w.st.Terminate.GracePeriodSeconds
 	}
-	if w.terminate != nil && w.terminate.GracePeriodSeconds != nil {
-		g = *w.terminate.GracePeriodSeconds
-	}
-	if w.finalize {
+	if w.st.Finalize {
 		g = 0
 	}
+	now := workflow.Now(ctx)
 	w.update(ctx, activities.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
-		Conditions:  []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Terminating"}},
+		Conditions:  []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Terminating", LastTransitionTime: &now}},
 		EventReason: eventReason, EventMessage: fmt.Sprintf("Stopping containers with a grace period of %ds", g)})
-	if g > 0 && !w.lost() {
-		w.step(ctx, "StopContainers", 1)
-		sctx := workflow.WithActivityOptions(ctx, undoOptions(r.Node, time.Minute))
-		stopErr := ""
-		stop := workflow.ExecuteActivity(sctx, host.StopContainers, r.Sandbox)
-		if w.hostWait(ctx, stop) != nil {
-			w.endStep(ctx, errNodeLost.Error())
-			return
-		}
-		if err := stop.Get(sctx, nil); err != nil {
-			stopErr = err.Error()
-		}
-		w.endStep(ctx, stopErr)
-		w.step(ctx, "ShutdownZone", 1)
-		gctx, cancel := workflow.WithCancel(ctx)
-		o := hostOptions(r.Node, time.Duration(g)*time.Second+time.Minute, 30*time.Second, 3)
-		// On finalize the halt that follows ends the shutdown on the host;
-		// waiting for the activity to notice its cancellation would only
-		// wait for its next heartbeat.
-		o.WaitForCancellation = false
-		fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, activities.ShutdownInput{Sandbox: r.Sandbox, GraceSeconds: g})
-		_ = workflow.Await(ctx, func() bool { return fut.IsReady() || w.finalize || w.lost() })
-		if !fut.IsReady() && w.lost() {
-			cancel()
-			w.endStep(ctx, errNodeLost.Error())
-			return
-		}
-		if !fut.IsReady() {
-			cancel() // finalize: the grace period ends now
-			w.update(ctx, activities.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
-				EventReason: "Finalized", EventMessage: "Grace period ended by the finalize signal"})
-		}
-		var stopped bool
-		_ = fut.Get(ctx, &stopped)
-		w.endStep(ctx, "")
+	if g <= 0 || w.lost() {
+		return
 	}
+	w.step(ctx, "StopContainers", 1)
+	err := w.execHost(ctx, undoOptions(w.st.Node, time.Minute), host.StopContainers, sb, nil)
+	w.endStep(ctx, errString(err))
+	if errors.Is(err, errNodeLost) {
+		return
+	}
+	w.step(ctx, "ShutdownZone", 1)
+	gctx, cancel := workflow.WithCancel(ctx)
+	o := hostOptions(w.st.Node, time.Duration(g)*time.Second+time.Minute, 30*time.Second, 3)
+	// On finalize the halt that follows ends the shutdown on the host;
+	// waiting for the activity to notice its cancellation would only wait
+	// for its next heartbeat.
+	o.WaitForCancellation = false
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, activities.ShutdownInput{Sandbox: sb, GraceSeconds: g})
+	_ = workflow.Await(ctx, func() bool { return fut.IsReady() || w.st.Finalize || w.lost() })
+	if !fut.IsReady() {
+		cancel()
+		if w.lost() {
+			w.endStep(ctx, errNodeLost.Error())
+			return
+		}
+		w.update(ctx, activities.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
+			EventReason: "Finalized", EventMessage: "Grace period ended by the finalize signal"})
+	}
+	var stopped bool
+	_ = fut.Get(ctx, &stopped)
+	w.endStep(ctx, "")
 }
 
-// teardown removes the pod's zone and everything under it from the node.
+// teardown removes the pod's zone and everything under it from the node,
+// then frees its address. On a lost node only the address is freed: the
+// agent removes the leftovers when it returns, before it reports Ready.
 func (w *podWorkflow) teardown(ctx workflow.Context) {
-	r := w.run_
+	sb := *w.st.Sandbox
 	for _, st := range []sagaStep{
 		{"HaltZone", host.HaltZone, nil, 5 * time.Minute, 0},
 		{"UninstallZone", host.UninstallZone, nil, 30 * time.Minute, 0},
@@ -246,21 +285,15 @@ func (w *podWorkflow) teardown(ctx workflow.Context) {
 		{"DestroyDatasets", host.DestroyDatasets, nil, 2 * time.Minute, 0},
 	} {
 		if w.lost() {
-			break // the agent cleans up when it returns
-		}
-		w.step(ctx, st.name, 1)
-		sctx := workflow.WithActivityOptions(ctx, undoOptions(r.Node, st.timeout))
-		fut := workflow.ExecuteActivity(sctx, st.do, r.Sandbox)
-		if w.hostWait(ctx, fut) != nil {
-			w.endStep(ctx, errNodeLost.Error())
 			break
 		}
-		if err := fut.Get(sctx, nil); err != nil {
-			w.endStep(ctx, err.Error())
-			continue
+		w.step(ctx, st.name, 1)
+		err := w.execHost(ctx, undoOptions(w.st.Node, st.timeout), st.do, sb, nil)
+		w.endStep(ctx, errString(err))
+		if errors.Is(err, errNodeLost) {
+			break
 		}
-		w.endStep(ctx, "")
 	}
-	cctx := workflow.WithActivityOptions(ctx, controlOptions)
-	_ = workflow.ExecuteActivity(cctx, ctl.ReleasePodIP, w.ref()).Get(cctx, nil)
+	w.releaseAddress(ctx)
+	w.st.Sandbox = nil
 }

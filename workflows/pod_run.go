@@ -11,336 +11,328 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 )
 
-// Probe kinds, in the order they are checked.
+// RunState is a running pod's state.
+type RunState struct {
+	StartedAt time.Time
+	// Seq: reports numbered at or below it describe the pod before its
+	// containers last started.
+	Seq        uint64
+	Containers []ContainerRunState
+	// Written is the status last written, so an unchanged one is not
+	// written again.
+	Written string `json:",omitempty"`
+}
+
+// Container run states.
 const (
-	probeStartup   = "startup"
-	probeLiveness  = "liveness"
-	probeReadiness = "readiness"
+	containerRunning    = "running"
+	containerBackOff    = "backoff"    // waiting for RestartAt
+	containerTerminated = "terminated" // ended for good (OnFailure, Never)
 )
 
-func newContainerState(c model.Container) ContainerRunState {
-	cs := ContainerRunState{Name: c.Name, StartupDone: c.StartupProbe == nil, Ready: c.ReadinessProbe == nil}
-	for _, p := range []struct {
-		kind  string
-		probe *model.Probe
-	}{{probeStartup, c.StartupProbe}, {probeLiveness, c.LivenessProbe}, {probeReadiness, c.ReadinessProbe}} {
-		if p.probe != nil {
-			cs.Probes = append(cs.Probes, ProbeRunState{Kind: p.kind})
-		}
-	}
-	return cs
+// ContainerRunState is what the lifecycle knows of one container.
+type ContainerRunState struct {
+	Name           string
+	State          string
+	Ready, Started bool
+	Restarts       int32
+	// Since is the Seq from which reports describe this incarnation.
+	Since         uint64
+	RestartAt     time.Time `json:",omitempty"`
+	RestartReason string    `json:",omitempty"`
+	// Last is how the previous incarnation ended (or this one, once
+	// terminated).
+	Last *model.ContainerStateTerminated `json:",omitempty"`
 }
 
-func probeSpec(c model.Container, kind string) model.Probe {
-	var p *model.Probe
-	switch kind {
-	case probeStartup:
-		p = c.StartupProbe
-	case probeLiveness:
-		p = c.LivenessProbe
-	default:
-		p = c.ReadinessProbe
+// startRunning hands the provisioned pod to its node's supervisor; from
+// then on the pod costs nothing until its node reports a change.
+func (w *podWorkflow) startRunning(ctx workflow.Context) error {
+	var seq uint64
+	w.step(ctx, "Supervise", 1)
+	err := w.execHost(ctx, hostOptions(w.st.Node, time.Minute, 0, 5), host.SupervisePod, supervised(*w.st.Sandbox, w.spec), &seq)
+	w.endStep(ctx, errString(err))
+	now := workflow.Now(ctx)
+	r := &RunState{StartedAt: now, Seq: seq}
+	for _, c := range w.spec.Containers {
+		r.Containers = append(r.Containers, ContainerRunState{Name: c.Name, State: containerRunning, Since: seq,
+			Started: c.StartupProbe == nil, Ready: c.ReadinessProbe == nil && c.StartupProbe == nil})
 	}
-	return *p
+	w.st.Run = r
+	w.setPhase(PhaseRunning)
+	w.setPodPhase(ctx, model.PodRunning)
+	w.writeStatus(ctx, "Started", fmt.Sprintf("Zone running on %s; containers started", w.st.Node))
+	return nil
 }
 
-// restartContainerState resets a container's probes as it (re)starts: the
-// startup probe gates the others, each waits its initial delay.
-func (w *podWorkflow) restartContainerState(i int, now time.Time) {
-	c := &w.run_.Containers[i]
-	spec := w.spec.Containers[i]
-	c.LastStart, c.RestartAt, c.RestartReason = now, time.Time{}, ""
-	c.StartupDone, c.Ready = spec.StartupProbe == nil, spec.ReadinessProbe == nil
-	for j := range c.Probes {
-		p := &c.Probes[j]
-		p.Successes, p.Failures = 0, 0
-		p.NextAt = now.Add(time.Duration(probeSpec(spec, p.Kind).InitialDelaySeconds) * time.Second)
-	}
-}
-
-// running watches the pod until it is deleted or cancelled: each probe on
-// its own timer, the zone and its services on a monitor timer, restarts
-// with back-off per restartPolicy, continue-as-new before the history grows
-// large.
+// running reacts to what arrives: a delete, a cancel, an eviction, the
+// node's readiness, a report from the node, a restart falling due. With
+// nothing to do it waits without a timer: a healthy pod adds no history.
 func (w *podWorkflow) running(ctx workflow.Context) error {
-	r := w.run_
-	if r.StartedAt.IsZero() {
-		now := workflow.Now(ctx)
-		r.StartedAt = now
-		for i := range r.Containers {
-			w.restartContainerState(i, now)
-		}
-		w.setPhase(ctx, model.PodRunning)
-		w.update(ctx, w.report(ctx, "Started", fmt.Sprintf("Zone running on %s; containers started", r.Node)))
-	}
-	w.status.Step = "Running"
-	// Pods started before the monitor interval became 10s keep their 5s.
-	if workflow.GetVersion(ctx, "monitor-every-10s", workflow.DefaultVersion, 1) == workflow.DefaultVersion && w.in.Tuning == nil {
-		w.t.MonitorEvery = 5 * time.Second
-	}
-	reported := w.readiness()
-	nextMonitor := workflow.Now(ctx).Add(w.t.MonitorEvery)
-	var failure string
-	for loops := 1; failure == "" && !w.interrupted(); loops++ {
-		// A loop adds about a dozen events (timer, probes, monitor); the
-		// estimate also holds where the history length is not reported.
-		info := workflow.GetInfo(ctx)
-		if info.GetCurrentHistoryLength() > w.t.HistoryLimit || loops*12 > w.t.HistoryLimit || info.GetContinueAsNewSuggested() {
-			return workflow.NewContinueAsNewError(ctx, PodLifecycle, PodInput{Pod: w.in.Pod, Run: r, Tuning: w.in.Tuning})
-		}
-		now := workflow.Now(ctx)
-		next := nextMonitor
-		for i, c := range r.Containers {
-			if !c.RestartAt.IsZero() && c.RestartAt.Before(next) {
-				next = c.RestartAt
-			}
-			for j := range c.Probes {
-				if w.probeActive(i, j) && c.Probes[j].NextAt.Before(next) {
-					next = c.Probes[j].NextAt
-				}
-			}
-		}
-		if d := next.Sub(now); d > 0 {
-			if _, err := workflow.AwaitWithTimeout(ctx, d, w.interrupted); err != nil {
-				if temporal.IsCanceledError(err) {
-					w.cancel = &CancelSignal{Reason: "workflow cancel requested"}
-					break
-				}
-				return err
-			}
-			if w.interrupted() {
-				break
-			}
-		}
-		now = workflow.Now(ctx)
-		for i := range r.Containers {
-			if c := &r.Containers[i]; !c.RestartAt.IsZero() && !now.Before(c.RestartAt) {
-				w.restartContainer(ctx, i, now)
-			}
-		}
-		failure = w.runProbes(ctx, now)
-		if failure == "" && !now.Before(nextMonitor) {
-			failure = w.monitor(ctx, now)
-			nextMonitor = now.Add(w.t.MonitorEvery)
-		}
-		if ready := w.readiness(); ready != reported {
-			w.update(ctx, w.report(ctx, "", ""))
-			reported = ready
-		}
-	}
-	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	ctx = workflow.WithActivityOptions(ctx, controlOptions)
-	if w.terminate != nil || w.finalize {
-		return w.terminateRunning(ctx)
-	}
-	if failure == "" && w.cancel == nil && w.evicting() {
+	r := w.st.Run
+	switch {
+	case w.st.Terminate != nil:
+		w.setPhase(PhaseTerminating)
+		return nil
+	case w.st.Cancel != nil:
+		w.teardownFailed(ctx, "Cancelled", "stopped and removed from the node: "+w.st.Cancel.Reason)
+		return nil
+	case w.evicting():
 		return w.leaveNode(ctx)
 	}
-	// Cancelled or failed: stop and clean the host, keep the row Failed.
-	reason, msg := "ContainerFailed", failure
-	if failure == "" {
-		reason, msg = "Cancelled", "stopped and removed from the node: "+w.cancel.Reason
-	}
-	w.teardown(ctx)
-	w.run_ = nil
-	w.markFailed(ctx, reason, msg)
-	return w.awaitRemoval(ctx)
-}
-
-func (w *podWorkflow) probeActive(i, j int) bool {
-	c := w.run_.Containers[i]
-	if !c.RestartAt.IsZero() {
-		return false
-	}
-	if c.Probes[j].Kind == probeStartup {
-		return !c.StartupDone
-	}
-	return c.StartupDone
-}
-
-// runProbes runs every due probe in parallel and applies the results; it
-// returns a failure message when a container failed under restartPolicy Never.
-func (w *podWorkflow) runProbes(ctx workflow.Context, now time.Time) string {
-	r := w.run_
-	type pending struct {
-		i, j int
-		fut  workflow.Future
-	}
-	var due []pending
-	for i := range r.Containers {
-		for j := range r.Containers[i].Probes {
-			p := r.Containers[i].Probes[j]
-			if !w.probeActive(i, j) || now.Before(p.NextAt) {
-				continue
+	if rep := w.st.Report; rep != nil {
+		w.st.Report = nil
+		if rep.Seq > r.Seq {
+			if done := w.apply(ctx, *rep); done {
+				return nil
 			}
-			spec := probeSpec(w.spec.Containers[i], p.Kind)
-			o := hostOptions(r.Node, time.Duration(spec.TimeoutSeconds)*time.Second+10*time.Second, 0, 1)
-			in := activities.ProbeInput{Sandbox: r.Sandbox, Container: r.Containers[i].Name, Probe: spec}
-			due = append(due, pending{i, j, workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), host.Probe, in)})
 		}
 	}
-	for _, d := range due {
-		var res activities.ProbeResult
-		if w.hostWait(ctx, d.fut) != nil {
-			return "" // the node is lost: node health has taken over
+	now := workflow.Now(ctx)
+	var next time.Time
+	for i := range r.Containers {
+		c := &r.Containers[i]
+		if c.State != containerBackOff {
+			continue
 		}
-		if err := d.fut.Get(ctx, &res); err != nil {
-			res = activities.ProbeResult{Message: unwrapActivity(err).Error()}
-		}
-		if msg := w.applyProbe(ctx, d.i, d.j, res, now); msg != "" {
-			return msg
+		if !now.Before(c.RestartAt) {
+			w.restart(ctx, i)
+		} else if next.IsZero() || c.RestartAt.Before(next) {
+			next = c.RestartAt
 		}
 	}
-	return ""
-}
-
-func (w *podWorkflow) applyProbe(ctx workflow.Context, i, j int, res activities.ProbeResult, now time.Time) string {
-	c := &w.run_.Containers[i]
-	p := &c.Probes[j]
-	spec := probeSpec(w.spec.Containers[i], p.Kind)
-	p.NextAt = now.Add(time.Duration(spec.PeriodSeconds) * time.Second)
-	if res.Success {
-		p.Successes, p.Failures = p.Successes+1, 0
+	if w.allTerminated() {
+		w.ended(ctx)
+		return nil
+	}
+	w.writeStatus(ctx, "", "")
+	nodeNotReady := w.st.NodeNotReady
+	wake := func() bool {
+		return w.st.Terminate != nil || w.st.Cancel != nil || w.evicting() || w.st.Report != nil || w.st.NodeNotReady != nodeNotReady
+	}
+	var err error
+	if next.IsZero() {
+		err = workflow.Await(ctx, func() bool { return wake() || w.mayContinueAsNew(ctx) })
 	} else {
-		p.Failures, p.Successes = p.Failures+1, 0
+		_, err = workflow.AwaitWithTimeout(ctx, next.Sub(now), wake)
 	}
-	switch {
-	case p.Kind == probeStartup && p.Successes >= spec.SuccessThreshold:
-		c.StartupDone = true
-	case p.Kind == probeReadiness && p.Successes >= spec.SuccessThreshold:
-		c.Ready = true
-	case p.Kind == probeReadiness && p.Failures >= spec.FailureThreshold:
-		c.Ready = false
-	case (p.Kind == probeStartup || p.Kind == probeLiveness) && p.Failures >= spec.FailureThreshold:
-		return w.containerFailed(ctx, i, fmt.Sprintf("%s probe failed %d times: %s", p.Kind, p.Failures, res.Message), now)
+	if temporal.IsCanceledError(err) {
+		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+		return nil
 	}
-	if !res.Success && p.Failures == 1 {
-		w.update(ctx, activities.StatusUpdate{Reason: "", EventType: model.EventWarning, EventReason: "Unhealthy",
-			EventMessage: fmt.Sprintf("%s probe of container %s failed: %s", p.Kind, c.Name, res.Message)})
-	}
-	return ""
+	return err
 }
 
-// containerFailed restarts the container after its back-off, or fails the
-// pod under restartPolicy Never.
-func (w *podWorkflow) containerFailed(ctx workflow.Context, i int, why string, now time.Time) string {
-	c := &w.run_.Containers[i]
-	if !c.RestartAt.IsZero() {
-		return ""
+// apply acts on a node's report; it reports true when the pod left
+// Running.
+func (w *podWorkflow) apply(ctx workflow.Context, rep model.PodReport) bool {
+	r := w.st.Run
+	if rep.Zone != "running" {
+		return w.zoneDown(ctx, rep.Zone)
 	}
-	if w.spec.RestartPolicy == model.RestartNever {
-		return fmt.Sprintf("container %s failed and restartPolicy is Never: %s", c.Name, why)
+	for _, cr := range rep.Containers {
+		i := w.container(cr.Name)
+		if i < 0 {
+			continue
+		}
+		c := &r.Containers[i]
+		if c.State != containerRunning || rep.Seq <= c.Since {
+			continue // backing off, ended, or a report of an earlier incarnation
+		}
+		c.Ready, c.Started = cr.Ready, cr.Started
+		var why string
+		var code int32 = 1
+		switch {
+		case cr.State == model.ContainerExited && cr.ExitCode != nil:
+			code = *cr.ExitCode
+			why = fmt.Sprintf("exited with code %d", code)
+		case cr.State == model.ContainerMaintenance:
+			why = "its service is in maintenance (SMF stopped restarting it)"
+		case cr.State == model.ContainerMissing:
+			why = "its service is gone"
+		case cr.Unhealthy != "":
+			why = cr.Unhealthy
+		default:
+			continue
+		}
+		if w.containerEnded(ctx, i, code, why, cr.Unhealthy != "" && cr.State == model.ContainerRunning) {
+			return true
+		}
+	}
+	return false
+}
+
+// containerEnded decides, by restartPolicy, what becomes of a container
+// whose command ended (or that failed its liveness probe): restart after
+// back-off, terminated for good, or the pod fails. It reports true when
+// the pod left Running.
+func (w *podWorkflow) containerEnded(ctx workflow.Context, i int, code int32, why string, unhealthy bool) bool {
+	c := &w.st.Run.Containers[i]
+	now := workflow.Now(ctx)
+	reason := "Error"
+	switch {
+	case unhealthy:
+		reason = "Unhealthy"
+	case code == 0:
+		reason = "Completed"
+	}
+	c.Ready = false
+	c.Last = &model.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: why, FinishedAt: &now}
+	policy := w.spec.RestartPolicy
+	switch {
+	case policy == model.RestartNever && reason != "Completed":
+		c.State = containerTerminated
+		w.teardownFailed(ctx, "ContainerFailed", fmt.Sprintf("container %s %s and restartPolicy is Never", c.Name, why))
+		return true
+	case policy != model.RestartAlways && reason == "Completed":
+		c.State = containerTerminated
+		w.writeStatus(ctx, "Completed", fmt.Sprintf("Container %s completed (exit code 0)", c.Name))
+		return false
 	}
 	delay := time.Duration(0)
 	if c.Restarts > 0 {
-		delay = w.t.RestartBackoff << min(c.Restarts-1, 16)
-		if delay > w.t.RestartMax {
-			delay = w.t.RestartMax
-		}
+		delay = min(w.t.RestartBackoff<<min(c.Restarts-1, 16), w.t.RestartMax)
 	}
-	c.Ready = false
-	c.RestartAt, c.RestartReason = now.Add(delay+time.Millisecond), why
-	w.update(ctx, w.report(ctx, "BackOff", fmt.Sprintf("Restarting container %s in %s: %s", c.Name, delay, why)))
-	return ""
+	c.State, c.RestartAt, c.RestartReason = containerBackOff, now.Add(delay), why
+	w.writeStatus(ctx, "BackOff", fmt.Sprintf("Restarting container %s in %s: %s", c.Name, delay, why))
+	return false
 }
 
-func (w *podWorkflow) restartContainer(ctx workflow.Context, i int, now time.Time) {
-	r := w.run_
-	c := &r.Containers[i]
-	why := c.RestartReason
-	o := hostOptions(r.Node, 2*time.Minute, 0, 5)
-	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), host.RestartContainer,
-		activities.RestartInput{Sandbox: r.Sandbox, Container: c.Name})
-	if w.hostWait(ctx, fut) != nil {
-		return
-	}
-	err := fut.Get(ctx, nil)
+// restart restarts a container whose back-off is over.
+func (w *podWorkflow) restart(ctx workflow.Context, i int) {
+	c := &w.st.Run.Containers[i]
+	var seq uint64
+	err := w.execHost(ctx, hostOptions(w.st.Node, 2*time.Minute, 0, 5), host.RestartContainer,
+		activities.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, &seq)
 	c.Restarts++
-	w.restartContainerState(i, now)
-	msg := fmt.Sprintf("Restarted container %s (restart %d): %s", c.Name, c.Restarts, why)
+	c.State, c.RestartAt, c.Since = containerRunning, time.Time{}, max(seq, c.Since)
+	c.Started = w.spec.Containers[i].StartupProbe == nil
+	c.Ready = false
+	msg := fmt.Sprintf("Restarted container %s (restart %d): %s", c.Name, c.Restarts, c.RestartReason)
 	if err != nil {
 		msg = fmt.Sprintf("Restart %d of container %s failed: %s", c.Restarts, c.Name, unwrapActivity(err))
 	}
-	w.update(ctx, w.report(ctx, "Restarted", msg))
+	c.RestartReason = ""
+	w.writeStatus(ctx, "Restarted", msg)
 }
 
-// monitor checks the zone and its services: a zone found not running is
-// booted again (or the pod fails under Never); a service in maintenance or
-// gone is a failed container.
-func (w *podWorkflow) monitor(ctx workflow.Context, now time.Time) string {
-	r := w.run_
-	var obs activities.PodObservation
-	o := hostOptions(r.Node, time.Minute, 0, 3)
-	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), host.ObservePod, r.Sandbox)
-	if w.hostWait(ctx, fut) != nil {
-		return ""
+// zoneDown handles a zone found not running: booted again (every container
+// restarts), unless restartPolicy is Never or the zone is gone, which fail
+// the pod.
+func (w *podWorkflow) zoneDown(ctx workflow.Context, state string) bool {
+	sb := *w.st.Sandbox
+	if w.spec.RestartPolicy == model.RestartNever {
+		w.teardownFailed(ctx, "ZoneStopped", fmt.Sprintf("zone is %q and restartPolicy is Never", state))
+		return true
 	}
-	if err := fut.Get(ctx, &obs); err != nil {
-		return "" // the node is unreachable: node health decides, not one missed look
+	if state == "" || state == "configured" {
+		w.teardownFailed(ctx, "ZoneGone", fmt.Sprintf("zone vanished from node %s (state %q)", w.st.Node, state))
+		return true
 	}
-	if obs.ZoneState != "running" {
-		if w.spec.RestartPolicy == model.RestartNever {
-			return fmt.Sprintf("zone is %q and restartPolicy is Never", obs.ZoneState)
-		}
-		if obs.ZoneState == "" || obs.ZoneState == "configured" {
-			return fmt.Sprintf("zone vanished from node %s (state %q)", r.Node, obs.ZoneState)
-		}
-		for _, step := range []any{host.BootZone, host.ConfigureNetwork, host.StartContainers} {
-			fut := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, hostOptions(r.Node, 5*time.Minute, 0, 5)), step, r.Sandbox)
-			if w.hostWait(ctx, fut) != nil {
-				return ""
-			}
-			if err := fut.Get(ctx, nil); err != nil {
-				return fmt.Sprintf("zone was %q and could not be booted again: %s", obs.ZoneState, unwrapActivity(err))
-			}
-		}
-		for i := range r.Containers {
-			r.Containers[i].Restarts++
-			w.restartContainerState(i, now)
-		}
-		w.update(ctx, w.report(ctx, "ZoneRebooted", fmt.Sprintf("Zone was %s; booted it again", obs.ZoneState)))
-		return ""
-	}
-	for i, c := range r.Containers {
-		switch state := obs.Containers[c.Name]; state {
-		case "online", "offline":
-		default:
-			if msg := w.containerFailed(ctx, i, fmt.Sprintf("service is %q", state), now); msg != "" {
-				return msg
-			}
+	for _, step := range []any{host.BootZone, host.ConfigureNetwork, host.StartContainers} {
+		if err := w.execHost(ctx, hostOptions(w.st.Node, 5*time.Minute, 0, 5), step, sb, nil); err != nil {
+			w.teardownFailed(ctx, "ZoneStopped", fmt.Sprintf("zone was %q and could not be booted again: %s", state, errString(err)))
+			return true
 		}
 	}
-	return ""
+	var seq uint64
+	_ = w.execHost(ctx, hostOptions(w.st.Node, time.Minute, 0, 5), host.SupervisePod, supervised(sb, w.spec), &seq)
+	r := w.st.Run
+	r.Seq = max(r.Seq, seq)
+	for i := range r.Containers {
+		c := &r.Containers[i]
+		if c.State == containerTerminated {
+			continue
+		}
+		c.Restarts++
+		c.State, c.Since, c.RestartAt, c.Ready = containerRunning, r.Seq, time.Time{}, false
+		c.Started = w.spec.Containers[i].StartupProbe == nil
+	}
+	w.writeStatus(ctx, "ZoneRebooted", fmt.Sprintf("Zone was %s; booted it again", state))
+	return false
 }
 
-// readiness summarises what the Ready condition reports.
-func (w *podWorkflow) readiness() string {
-	s := ""
-	for _, c := range w.run_.Containers {
-		s += fmt.Sprintf("%s=%t/%d;", c.Name, c.Ready, c.Restarts)
+func (w *podWorkflow) container(name string) int {
+	for i, c := range w.st.Run.Containers {
+		if c.Name == name {
+			return i
+		}
 	}
-	return s
+	return -1
 }
 
-// report renders the pod's running status, with an event when reason is set.
-func (w *podWorkflow) report(ctx workflow.Context, reason, msg string) activities.StatusUpdate {
-	r := w.run_
+func (w *podWorkflow) allTerminated() bool {
+	for _, c := range w.st.Run.Containers {
+		if c.State != containerTerminated {
+			return false
+		}
+	}
+	return len(w.st.Run.Containers) > 0
+}
+
+// ended: every container completed under OnFailure or Never; the pod
+// succeeded and its zone goes.
+func (w *podWorkflow) ended(ctx workflow.Context) {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	w.teardown(ctx)
+	w.finish(ctx, PhaseSucceeded, "Completed", "every container completed")
+}
+
+// teardownFailed stops and removes the pod's zone and keeps the pod Failed.
+func (w *podWorkflow) teardownFailed(ctx workflow.Context, reason, msg string) {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	w.teardown(ctx)
+	w.finish(ctx, PhaseFailed, reason, msg)
+}
+
+// writeStatus writes the running pod's status when it changed (or when an
+// event is to be recorded).
+func (w *podWorkflow) writeStatus(ctx workflow.Context, reason, msg string) {
+	r := w.st.Run
 	now := workflow.Now(ctx)
-	ready := model.ConditionTrue
-	var statuses []model.ContainerStatus
-	for _, c := range r.Containers {
-		state := "running"
-		if !c.RestartAt.IsZero() {
-			state = "waiting"
-		}
-		statuses = append(statuses, model.ContainerStatus{Name: c.Name, Ready: c.Ready, RestartCount: c.Restarts, State: state})
-		if !c.Ready {
+	statuses := w.containerStatuses(now)
+	ready, condReason := model.ConditionTrue, ""
+	for _, s := range statuses {
+		if !s.Ready {
 			ready = model.ConditionFalse
 		}
 	}
+	if w.st.NodeNotReady {
+		ready, condReason = model.ConditionFalse, "NodeNotReady"
+	}
+	summary := fmt.Sprintf("%s/%s|", ready, condReason)
+	for _, c := range r.Containers {
+		summary += fmt.Sprintf("%s=%s,%t,%t,%d;", c.Name, c.State, c.Ready, c.Started, c.Restarts)
+	}
+	if summary == r.Written && reason == "" {
+		return
+	}
+	r.Written = summary
 	start := r.StartedAt
-	return activities.StatusUpdate{Phase: model.PodRunning, PodIP: r.Sandbox.IP, HostIP: r.HostIP, StartTime: &start,
+	w.update(ctx, activities.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
 		ContainerStatuses: statuses,
-		Conditions:        []model.PodCondition{{Type: model.PodReady, Status: ready, LastTransitionTime: &now}},
-		EventReason:       reason, EventMessage: msg}
+		Conditions:        []model.PodCondition{{Type: model.PodReady, Status: ready, Reason: condReason, LastTransitionTime: &now}},
+		EventReason:       reason, EventMessage: msg})
+}
+
+// containerStatuses renders the containers in Kubernetes' shape.
+func (w *podWorkflow) containerStatuses(now time.Time) []model.ContainerStatus {
+	var out []model.ContainerStatus
+	for _, c := range w.st.Run.Containers {
+		started := c.Started
+		s := model.ContainerStatus{Name: c.Name, Ready: c.Ready && !w.st.NodeNotReady, Started: &started, RestartCount: c.Restarts}
+		switch c.State {
+		case containerBackOff:
+			s.State.Waiting = &model.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: c.RestartReason}
+		case containerTerminated:
+			s.State.Terminated = c.Last
+		default:
+			s.State.Running = &model.ContainerStateRunning{StartedAt: &w.st.Run.StartedAt}
+		}
+		if c.Last != nil && c.State != containerTerminated {
+			s.LastTerminationState.Terminated = c.Last
+		}
+		out = append(out, s)
+	}
+	return out
 }

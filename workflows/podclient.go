@@ -9,12 +9,16 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/zonewright/zonewright/activities"
 )
 
 // Errors of PodClient that callers map to API statuses.
 var (
+	// ErrRefused: the lifecycle's validator refused an update (finalize
+	// on a pod that is not terminating); the error says why.
+	ErrRefused = errors.New("refused")
 	// ErrNoLifecycle: the pod has no running workflow.
 	ErrNoLifecycle = activities.ErrNoLifecycle
 	// ErrStillRunning: a workflow of an earlier pod of the same name has not finished.
@@ -23,7 +27,11 @@ var (
 
 // PodClient starts and steers pod lifecycles: what the API and the
 // reconciler use, so nobody retypes an ID or a signal name.
-type PodClient struct{ Temporal client.Client }
+type PodClient struct {
+	Temporal client.Client
+	// Tuning is written into every lifecycle started; nil: DefaultTuning.
+	Tuning *Tuning
+}
 
 // Start starts the lifecycle of a newly created pod.
 func (c PodClient) Start(ctx context.Context, ref activities.PodRef) error {
@@ -35,7 +43,11 @@ func (c PodClient) Start(ctx context.Context, ref activities.PodRef) error {
 	}
 	// The previous pod of this name may be finishing its last activity.
 	for attempt := 0; ; attempt++ {
-		_, err := c.Temporal.ExecuteWorkflow(ctx, opts, PodWorkflowName, PodInput{Pod: ref})
+		t := DefaultTuning
+		if c.Tuning != nil {
+			t = *c.Tuning
+		}
+		_, err := c.Temporal.ExecuteWorkflow(ctx, opts, PodWorkflowName, PodInput{Pod: ref, Tuning: &t})
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if !errors.As(err, &started) {
 			return err
@@ -70,6 +82,27 @@ func (c PodClient) Signal(ctx context.Context, namespace, name, signal string, a
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return fmt.Errorf("%w: %s", ErrNoLifecycle, PodWorkflowID(namespace, name))
+	}
+	return err
+}
+
+// Update runs one of the lifecycle's updates and waits for its answer; a
+// refusal by its validator is ErrRefused with the lifecycle's reason.
+func (c PodClient) Update(ctx context.Context, namespace, name, update string, args ...any) error {
+	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: PodWorkflowID(namespace, name), UpdateName: update, Args: args,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%w: %s", ErrNoLifecycle, PodWorkflowID(namespace, name))
+	}
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return fmt.Errorf("%w: %s", ErrRefused, appErr.Message())
 	}
 	return err
 }

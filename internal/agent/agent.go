@@ -46,6 +46,7 @@ import (
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/supervisor"
 	"github.com/zonewright/zonewright/worker"
 )
 
@@ -119,6 +120,9 @@ type Config struct {
 	MaxConcurrentActivities int // see worker.NodeOptions
 	HeartbeatInterval       time.Duration
 	WorkerStopTimeout       time.Duration
+	// ObserveEvery is how often the supervisor lists the zones and their
+	// services; default supervisor.DefaultObserveEvery.
+	ObserveEvery time.Duration
 
 	// Version is reported as nodeInfo.agentVersion; empty means the
 	// binary's build information.
@@ -310,12 +314,24 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	defer tc.Close()
 
+	// The supervisor watches the pods running here before the worker
+	// takes new ones, so an agent restart loses no probe state.
+	sup := supervisor.New(supervisor.Config{Node: cfg.Node, Host: supervisor.IllumosHost{Host: a.host},
+		Reporter: lifecycleReporter{tc: tc}, ObserveEvery: cfg.ObserveEvery, Log: a.log})
+	h.Supervisor = sup
+	if err := a.superviseBound(ctx, sup); err != nil {
+		return fmt.Errorf("list the pods bound to node %s: %w", cfg.Node, err)
+	}
+	supCtx, stopSupervising := context.WithCancel(ctx)
+	defer stopSupervising()
+	go sup.Run(supCtx)
+
 	workerCtx, stopStarting := context.WithCancel(ctx)
 	defer stopStarting()
 	started := make(chan tworker.Worker, 1)
 	go func() { started <- a.startWorker(workerCtx, tc, h) }()
 
-	a.heartbeat(ctx, h)
+	a.heartbeat(ctx, h, sup)
 
 	stopStarting()
 	if w := <-started; w != nil {
@@ -439,7 +455,7 @@ func (a *Agent) startWorker(ctx context.Context, tc client.Client, h *activities
 // control plane declared lost while this agent kept running (a network
 // partition, a frozen process) is cleaned before it reports Ready again:
 // its evicted pods may run elsewhere by now.
-func (a *Agent) heartbeat(ctx context.Context, h *activities.Host) {
+func (a *Agent) heartbeat(ctx context.Context, h *activities.Host, sup *supervisor.Supervisor) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -451,6 +467,9 @@ func (a *Agent) heartbeat(ctx context.Context, h *activities.Host) {
 		if a.declaredLost(ctx) {
 			if _, err := a.cleanHost(ctx, h, "on the node's return"); err != nil && ctx.Err() == nil {
 				a.log.Warn("cleaning the host on the node's return failed; the reconciler will remove what is left", "err", err)
+			}
+			if err := a.superviseBound(ctx, sup); err != nil && ctx.Err() == nil {
+				a.log.Warn("list the pods bound to this node", "err", err)
 			}
 		}
 		hctx, cancel := context.WithTimeout(ctx, a.cfg.HeartbeatInterval+10*time.Second)

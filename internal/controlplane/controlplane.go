@@ -60,6 +60,9 @@ type Config struct {
 	// (workflows.DefaultNodeGracePeriod, DefaultNodeEvictionTimeout).
 	NodeGracePeriod     time.Duration
 	NodeEvictionTimeout time.Duration
+	// PodTuning is written into every pod lifecycle started (back-offs,
+	// retries); nil: workflows.DefaultTuning.
+	PodTuning *workflows.Tuning
 }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
@@ -103,18 +106,19 @@ func (t TLSConfig) build() (*tls.Config, error) {
 
 // ControlPlane is a running control plane.
 type ControlPlane struct {
-	Store    *store.Store
-	Temporal client.Client
-	nodes    workflows.NodeClient
-	addr     string
-	http     *http.Server
-	log      *slog.Logger
-	cancel   context.CancelFunc
-	sched    worker.ScheduleOptions
-	bg       sync.WaitGroup
-	worker   tworker.Worker
-	workerMu sync.Mutex
-	served   chan error
+	Store     *store.Store
+	Temporal  client.Client
+	nodes     workflows.NodeClient
+	podTuning *workflows.Tuning
+	addr      string
+	http      *http.Server
+	log       *slog.Logger
+	cancel    context.CancelFunc
+	sched     worker.ScheduleOptions
+	bg        sync.WaitGroup
+	worker    tworker.Worker
+	workerMu  sync.Mutex
+	served    chan error
 
 	imgMap          *imagemap.Map
 	catalog         imagemap.Catalog
@@ -179,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), Client: &http.Client{}}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
-	srv := api.New(api.Config{Store: st, Logger: log, Lifecycles: &workflows.PodClient{Temporal: tc}, Nodes: &nodes,
+	srv := api.New(api.Config{Store: st, Logger: log, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes,
 		Images: images, ImageMap: imgMap, Artefacts: artefacts, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
@@ -188,7 +192,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{Store: st, Temporal: tc, nodes: nodes, addr: ln.Addr().String(), log: log, cancel: cancel, sched: cfg.Schedules, served: make(chan error, 1),
+	cp := &ControlPlane{Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, addr: ln.Addr().String(), log: log, cancel: cancel, sched: cfg.Schedules, served: make(chan error, 1),
 		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
@@ -219,7 +223,7 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 	for attempt := 0; ; attempt++ {
 		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.sched)
 		if err == nil {
-			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes)
+			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning)
 			worker.RegisterImages(w, cp.imageActivities)
 			if err = w.Start(); err == nil {
 				cp.workerMu.Lock()

@@ -160,10 +160,40 @@ const (
 
 // ContainerStatus is the observed state of one container.
 type ContainerStatus struct {
-	Name         string `json:"name"`
-	Ready        bool   `json:"ready"`
-	RestartCount int32  `json:"restartCount"`
-	State        string `json:"state,omitempty"`
+	Name         string         `json:"name"`
+	Ready        bool           `json:"ready"`
+	Started      *bool          `json:"started,omitempty"`
+	RestartCount int32          `json:"restartCount"`
+	State        ContainerState `json:"state"`
+	// LastTerminationState is how the previous incarnation ended.
+	LastTerminationState ContainerState `json:"lastState"`
+}
+
+// ContainerState is one of waiting, running or terminated (Kubernetes'
+// shape); all nil is unknown.
+type ContainerState struct {
+	Waiting    *ContainerStateWaiting    `json:"waiting,omitempty"`
+	Running    *ContainerStateRunning    `json:"running,omitempty"`
+	Terminated *ContainerStateTerminated `json:"terminated,omitempty"`
+}
+
+// ContainerStateWaiting: not running yet, or backing off before a restart.
+type ContainerStateWaiting struct {
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// ContainerStateRunning: the container's command runs.
+type ContainerStateRunning struct {
+	StartedAt *time.Time `json:"startedAt,omitempty"`
+}
+
+// ContainerStateTerminated: the container's command ended.
+type ContainerStateTerminated struct {
+	ExitCode   int32      `json:"exitCode"`
+	Reason     string     `json:"reason,omitempty"` // Completed, Error, Unhealthy
+	Message    string     `json:"message,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 }
 
 func (p *Pod) GetTypeMeta() *TypeMeta    { return &p.TypeMeta }

@@ -1,0 +1,70 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/supervisor"
+	"github.com/zonewright/zonewright/workflows"
+)
+
+// lifecycleReporter delivers the supervisor's reports as signals to the
+// pods' lifecycles.
+type lifecycleReporter struct{ tc client.Client }
+
+func (r lifecycleReporter) Report(ctx context.Context, namespace, name string, rep model.PodReport) error {
+	err := r.tc.SignalWorkflow(ctx, workflows.PodWorkflowID(namespace, name), "", workflows.SignalReport, rep)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return supervisor.ErrGone
+	}
+	return err
+}
+
+// superviseBound makes the supervisor watch exactly the running pods bound
+// to this node: after an agent restart (their probe sets come from the
+// control plane, what they last reported as their initial state, so a
+// Ready pod stays Ready) and after the host was cleaned on the node's
+// return. Pods watched already keep their probe state.
+func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor) error {
+	pods, err := a.st.Pods().ListAll(ctx, store.ListOptions{FieldSelector: "spec.nodeName=" + a.cfg.Node})
+	if err != nil {
+		return err
+	}
+	watched := sup.Watched()
+	bound := map[string]bool{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase != model.PodRunning || p.Metadata.DeletionTimestamp != nil {
+			continue
+		}
+		bound[p.Metadata.UID] = true
+		if slices.Contains(watched, p.Metadata.UID) {
+			continue
+		}
+		sb := activities.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID, IP: p.Status.PodIP}
+		var probes []activities.ContainerProbes
+		for _, c := range p.Spec.Containers {
+			probes = append(probes, activities.ContainerProbes{Name: c.Name, Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
+		}
+		initial := map[string]supervisor.Initial{}
+		for _, cs := range p.Status.ContainerStatuses {
+			initial[cs.Name] = supervisor.Initial{Ready: cs.Ready, Started: cs.Started == nil || *cs.Started}
+		}
+		sup.Watch(activities.SupervisedPod(sb, probes), initial)
+	}
+	for _, uid := range watched {
+		if !bound[uid] {
+			sup.Forget(uid)
+		}
+	}
+	a.log.Info("supervising the pods running here", "pods", len(bound))
+	return nil
+}

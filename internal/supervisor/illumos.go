@@ -1,0 +1,90 @@
+package supervisor
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/zonewright/zonewright/internal/illumos"
+)
+
+// exitRecordDir is where a container's wrapper leaves its command's exit
+// status, relative to the root of the zone (the method's working
+// directory, "/").
+const exitRecordDir = "var/zonewright/exit"
+
+// ExitStatusWrapper is the start method that runs a container's argv and
+// records how it ended: the command runs as a child of the shell (SIGTERM
+// from SMF reaches both), its exit status is written to the zone, and the
+// method then exits with SMF_EXIT_ERR_CONFIG (96) so SMF does not restart
+// it: whether and when it restarts is the pod's lifecycle's decision. The
+// service's working directory must be "/".
+func ExitStatusWrapper(container string, argv []string) []string {
+	rec := exitRecordDir + "/" + container
+	script := `"$@"; s=$?; mkdir -p ` + exitRecordDir + ` && echo "$s" > ` + rec + `.new && mv -f ` + rec + `.new ` + rec + `; exit 96`
+	return append([]string{"/bin/sh", "-c", script, "sh"}, argv...)
+}
+
+// IllumosHost observes a node through the illumos commands.
+type IllumosHost struct{ Host illumos.Host }
+
+// Zones lists every zone's state with one zoneadm list -cp.
+func (h IllumosHost) Zones(ctx context.Context) (map[string]string, error) {
+	zones, err := h.Host.Zoneadm().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(zones))
+	for _, z := range zones {
+		out[z.Name] = string(z.State)
+	}
+	return out, nil
+}
+
+// Services lists every running zone's services with one svcs -Z.
+func (h IllumosHost) Services(ctx context.Context) (map[string]map[string]ServiceState, error) {
+	rows, err := h.Host.AllZoneServices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]ServiceState{}
+	for _, r := range rows {
+		if out[r.Zone] == nil {
+			out[r.Zone] = map[string]ServiceState{}
+		}
+		out[r.Zone][r.FMRI] = ServiceState{State: r.State, Transitioning: r.Transitioning}
+	}
+	return out, nil
+}
+
+// ExitCode reads the status the container's wrapper recorded. The record
+// is read by its path in the zone, then relative to the directory zlogin
+// starts in, which is the zone's root where the zone's root is not "/".
+func (h IllumosHost) ExitCode(ctx context.Context, zone, container string) (int32, bool, error) {
+	rec := exitRecordDir + "/" + container
+	res, err := h.Host.Zone(zone).Exec(ctx, []string{"sh", "-c", "cat /" + rec + " 2>/dev/null || cat " + rec}, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	if res.ExitCode != 0 {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(res.Stdout)), 10, 32)
+	if err != nil {
+		return 0, false, nil
+	}
+	return int32(n), true, nil
+}
+
+// Exec runs argv in the zone through zlogin.
+func (h IllumosHost) Exec(ctx context.Context, zone string, argv []string) (int, string, error) {
+	res, err := h.Host.Zone(zone).Exec(ctx, argv, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	out := string(res.Stderr)
+	if strings.TrimSpace(out) == "" {
+		out = string(res.Stdout)
+	}
+	return res.ExitCode, out, nil
+}

@@ -1,0 +1,104 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// Probe kinds.
+const (
+	probeStartup   = "startup"
+	probeLiveness  = "liveness"
+	probeReadiness = "readiness"
+)
+
+// startProbes starts one worker per probe of c, each on its own timer, as
+// kubelet's prober does. Callers hold s.mu.
+func (s *Supervisor) startProbes(p *pod, c *container) {
+	ctx, stop := context.WithCancel(p.ctx)
+	c.stop = stop
+	for kind, spec := range map[string]*model.Probe{probeStartup: c.spec.Startup, probeLiveness: c.spec.Liveness, probeReadiness: c.spec.Readiness} {
+		if spec != nil {
+			go s.probeLoop(ctx, p, c, kind, spec)
+		}
+	}
+}
+
+// probeLoop runs one probe until ctx ends: first after its initial delay,
+// then every period; the startup probe gates the others and ends once it
+// succeeded. Only a crossed threshold changes what is reported.
+func (s *Supervisor) probeLoop(ctx context.Context, p *pod, c *container, kind string, spec *model.Probe) {
+	period := time.Duration(max(spec.PeriodSeconds, 1)) * time.Second
+	successThreshold, failureThreshold := max(spec.SuccessThreshold, 1), max(spec.FailureThreshold, 1)
+	if !sleep(ctx, time.Duration(spec.InitialDelaySeconds)*time.Second) {
+		return
+	}
+	var successes, failures int32
+	for {
+		s.mu.Lock()
+		started, running := c.started, c.state == model.ContainerRunning
+		s.mu.Unlock()
+		if kind == probeStartup && started {
+			return
+		}
+		if running && (kind == probeStartup || started) {
+			res, err := runProbe(ctx, s.cfg.Host, p.spec.Zone, p.spec.IP, spec)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				res = Result{Message: err.Error()} // a probe that cannot run never succeeds
+			}
+			if res.Success {
+				successes, failures = successes+1, 0
+			} else {
+				failures, successes = failures+1, 0
+			}
+			if s.apply(ctx, c, kind, res, successes >= successThreshold, failures >= failureThreshold, failures) {
+				s.poke()
+			}
+		}
+		if !sleep(ctx, period) {
+			return
+		}
+	}
+}
+
+// apply records a probe's crossed threshold; it reports whether anything
+// that is reported changed.
+func (s *Supervisor) apply(ctx context.Context, c *container, kind string, res Result, succeeded, failed bool, failures int32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ctx.Err() != nil {
+		return false // a result of an incarnation that was restarted meanwhile
+	}
+	before := *c
+	switch {
+	case kind == probeStartup && succeeded:
+		c.started = true
+	case kind == probeReadiness && succeeded:
+		c.ready = true
+	case kind == probeReadiness && failed:
+		c.ready = false
+	case (kind == probeStartup || kind == probeLiveness) && failed && c.unhealthy == "":
+		c.unhealthy = fmt.Sprintf("%s probe failed %d times: %s", kind, failures, res.Message)
+	}
+	return before.started != c.started || before.ready != c.ready || before.unhealthy != c.unhealthy
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,385 @@
+// Package supervisor watches the pods of one node from the node itself:
+// every probe on its own timer, the zones and their container services
+// observed in one batch per interval, exit codes read once per exit. It
+// keeps the results locally and reports a pod only when what it sees
+// changed, retrying until the report is accepted. A healthy pod costs the
+// control plane nothing.
+//
+// Decisions (restarts, back-off, restartPolicy) are not made here: the
+// pod's lifecycle makes them from the reports.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// DefaultObserveEvery is how often zones and services are listed.
+const DefaultObserveEvery = 2 * time.Second
+
+// Pod is one pod the node runs, as the supervisor needs it.
+type Pod struct {
+	Namespace, Name, UID string
+	Zone                 string
+	IP                   string
+	Containers           []Container
+}
+
+// Container is one container: its SMF instance and its probes.
+type Container struct {
+	Name      string
+	FMRI      string
+	Startup   *model.Probe
+	Liveness  *model.Probe
+	Readiness *model.Probe
+}
+
+// Initial is what is already known of a container when a pod is watched
+// again after an agent restart (from the control plane), so a Ready pod
+// stays Ready while its probes start over.
+type Initial struct {
+	Started, Ready bool
+}
+
+// ServiceState is one SMF instance's state in a zone.
+type ServiceState struct {
+	State         string
+	Transitioning bool
+}
+
+// Host is what the supervisor observes the node through.
+type Host interface {
+	Execer
+	// Zones maps every zone to its state (zoneadm list -cp).
+	Zones(ctx context.Context) (map[string]string, error)
+	// Services maps zone → FMRI → state for every running zone (svcs -Z).
+	Services(ctx context.Context) (map[string]map[string]ServiceState, error)
+	// ExitCode reads the exit status a container's command left in the
+	// zone; false when it left none.
+	ExitCode(ctx context.Context, zone, container string) (int32, bool, error)
+}
+
+// ErrGone: the pod's lifecycle no longer exists; stop reporting it.
+var ErrGone = errors.New("the pod's lifecycle is gone")
+
+// Reporter delivers a report to the pod's lifecycle.
+type Reporter interface {
+	Report(ctx context.Context, namespace, name string, r model.PodReport) error
+}
+
+// Config wires a supervisor.
+type Config struct {
+	Node         string
+	Host         Host
+	Reporter     Reporter
+	ObserveEvery time.Duration // default DefaultObserveEvery
+	Log          *slog.Logger
+}
+
+// Supervisor watches the node's pods. Its methods are safe for concurrent use.
+type Supervisor struct {
+	cfg  Config
+	log  *slog.Logger
+	wake chan struct{}
+	// base outlives the calls that start watches; Run's end cancels it.
+	base    context.Context
+	stopAll context.CancelFunc
+
+	mu   sync.Mutex
+	seq  uint64
+	pods map[string]*pod // by UID
+}
+
+// New returns a supervisor; Run starts it.
+func New(cfg Config) *Supervisor {
+	if cfg.ObserveEvery <= 0 {
+		cfg.ObserveEvery = DefaultObserveEvery
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	base, stop := context.WithCancel(context.Background())
+	return &Supervisor{cfg: cfg, log: cfg.Log.With("component", "supervisor"), wake: make(chan struct{}, 1),
+		base: base, stopAll: stop, pods: map[string]*pod{}}
+}
+
+type pod struct {
+	spec       Pod
+	zone       string
+	seen       bool // observed at least once
+	containers []*container
+	ctx        context.Context // the probe workers' parent
+	stop       context.CancelFunc
+
+	sent     *model.PodReport // the last report accepted, Seq cleared
+	retryAt  time.Time
+	failures int
+}
+
+type container struct {
+	spec      Container
+	state     string
+	exitCode  *int32
+	started   bool
+	ready     bool
+	unhealthy string
+	// since: observations begun before it belong to an earlier
+	// incarnation and are ignored.
+	since time.Time
+	stop  context.CancelFunc
+}
+
+// next is the next report number; it starts from the clock so it keeps
+// growing across agent restarts. Callers hold s.mu.
+func (s *Supervisor) next() uint64 {
+	s.seq = max(s.seq+1, uint64(time.Now().UnixNano()))
+	return s.seq
+}
+
+func (s *Supervisor) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Watch starts supervising p (replacing an earlier watch of the same UID)
+// and returns the Seq from which reports describe it. initial, by
+// container name, seeds what an agent restart would otherwise forget.
+func (s *Supervisor) Watch(p Pod, initial map[string]Initial) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.pods[p.UID]; old != nil {
+		old.stop()
+	}
+	pctx, stop := context.WithCancel(s.base)
+	ps := &pod{spec: p, ctx: pctx, stop: stop}
+	now := time.Now()
+	for _, c := range p.Containers {
+		in, known := initial[c.Name]
+		cs := &container{spec: c, state: model.ContainerStarting, since: now,
+			started: c.Startup == nil || (known && in.Started), ready: known && in.Ready}
+		ps.containers = append(ps.containers, cs)
+		s.startProbes(ps, cs)
+	}
+	s.pods[p.UID] = ps
+	s.poke()
+	return s.next()
+}
+
+// Forget stops supervising a pod (it is being stopped or has left).
+func (s *Supervisor) Forget(uid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.pods[uid]; p != nil {
+		p.stop()
+		delete(s.pods, uid)
+	}
+}
+
+// Restarted starts a container's observation and probes over: the
+// lifecycle restarted it. It returns the Seq from which reports describe
+// the new incarnation; 0 when the pod is not watched.
+func (s *Supervisor) Restarted(uid, name string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pods[uid]
+	if p == nil {
+		return 0
+	}
+	for _, c := range p.containers {
+		if c.spec.Name != name {
+			continue
+		}
+		c.stop()
+		c.state, c.exitCode, c.unhealthy, c.ready = model.ContainerStarting, nil, "", false
+		c.started = c.spec.Startup == nil
+		c.since = time.Now()
+		s.startProbes(p, c)
+	}
+	s.poke()
+	return s.next()
+}
+
+// Watched lists the UIDs supervised now.
+func (s *Supervisor) Watched() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.pods))
+	for uid := range s.pods {
+		out = append(out, uid)
+	}
+	return out
+}
+
+// Run observes and reports until ctx ends.
+func (s *Supervisor) Run(ctx context.Context) {
+	defer s.stopAll()
+	go s.deliver(ctx)
+	t := time.NewTicker(s.cfg.ObserveEvery)
+	defer t.Stop()
+	for {
+		s.observe(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// observe lists zones and services once for the whole node and updates
+// every pod from the listing.
+func (s *Supervisor) observe(ctx context.Context) {
+	began := time.Now()
+	zones, err := s.cfg.Host.Zones(ctx)
+	if err != nil {
+		s.log.Warn("list zones", "err", err)
+		return
+	}
+	svcs, err := s.cfg.Host.Services(ctx)
+	if err != nil {
+		s.log.Warn("list the zones' services", "err", err)
+		return
+	}
+	type exitRead struct {
+		p *pod
+		c *container
+	}
+	var exits []exitRead
+	s.mu.Lock()
+	for _, p := range s.pods {
+		p.seen = true
+		p.zone = zones[p.spec.Zone]
+		for _, c := range p.containers {
+			if began.Before(c.since) {
+				continue // listed before this incarnation began
+			}
+			st, ok := svcs[p.spec.Zone][c.spec.FMRI]
+			state := containerState(p.zone, st, ok)
+			if state == model.ContainerMaintenance && c.state != model.ContainerExited {
+				exits = append(exits, exitRead{p, c})
+			}
+			if state != model.ContainerMaintenance || c.state != model.ContainerExited {
+				c.state = state
+			}
+			if state != model.ContainerRunning {
+				c.ready = false
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, e := range exits {
+		code, ok, err := s.cfg.Host.ExitCode(ctx, e.p.spec.Zone, e.c.spec.Name)
+		if err != nil {
+			s.log.Warn("read a container's exit status", "zone", e.p.spec.Zone, "container", e.c.spec.Name, "err", err)
+			continue
+		}
+		s.mu.Lock()
+		if ok && !began.Before(e.c.since) && e.c.state == model.ContainerMaintenance {
+			e.c.state, e.c.exitCode = model.ContainerExited, &code
+		}
+		s.mu.Unlock()
+	}
+	s.poke()
+}
+
+// containerState maps a zone and SMF state to what a container is.
+func containerState(zone string, st ServiceState, found bool) string {
+	switch {
+	case zone != "running" || !found:
+		return model.ContainerMissing
+	case st.State == "online" && !st.Transitioning:
+		return model.ContainerRunning
+	case st.State == "maintenance":
+		return model.ContainerMaintenance
+	case st.State == "disabled":
+		return model.ContainerMissing
+	}
+	return model.ContainerStarting
+}
+
+// report renders what is known of p now (Seq left zero). Callers hold s.mu.
+func (p *pod) report(node string) model.PodReport {
+	r := model.PodReport{UID: p.spec.UID, Node: node, Zone: p.zone}
+	for _, c := range p.containers {
+		cr := model.ContainerReport{Name: c.spec.Name, State: c.state, ExitCode: c.exitCode, Started: c.started,
+			Ready: c.ready && c.started && c.state == model.ContainerRunning, Unhealthy: c.unhealthy}
+		r.Containers = append(r.Containers, cr)
+	}
+	return r
+}
+
+// deliver sends each pod's report when it changed, retrying with back-off
+// until accepted; only the latest state is ever sent.
+func (s *Supervisor) deliver(ctx context.Context) {
+	for {
+		wait := s.deliverOnce(ctx)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-s.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// deliverOnce sends every changed report that is due and says how long
+// until a failed one is due again.
+func (s *Supervisor) deliverOnce(ctx context.Context) time.Duration {
+	type due struct {
+		p *pod
+		r model.PodReport
+	}
+	now := time.Now()
+	next := time.Minute
+	var todo []due
+	s.mu.Lock()
+	for _, p := range s.pods {
+		if !p.seen {
+			continue
+		}
+		r := p.report(s.cfg.Node)
+		if p.sent != nil && reflect.DeepEqual(*p.sent, r) {
+			continue
+		}
+		if now.Before(p.retryAt) {
+			next = min(next, p.retryAt.Sub(now))
+			continue
+		}
+		r.Seq = s.next()
+		todo = append(todo, due{p, r})
+	}
+	s.mu.Unlock()
+	for _, d := range todo {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := s.cfg.Reporter.Report(rctx, d.p.spec.Namespace, d.p.spec.Name, d.r)
+		cancel()
+		s.mu.Lock()
+		switch {
+		case err == nil || errors.Is(err, ErrGone):
+			sent := d.r
+			sent.Seq = 0
+			d.p.sent, d.p.failures, d.p.retryAt = &sent, 0, time.Time{}
+		default:
+			d.p.failures++
+			back := min(time.Duration(1<<min(d.p.failures-1, 5))*time.Second, 30*time.Second)
+			d.p.retryAt = time.Now().Add(back)
+			next = min(next, back)
+			if ctx.Err() == nil {
+				s.log.Warn("report not delivered; retrying", "pod", d.p.spec.Namespace+"/"+d.p.spec.Name, "in", back, "err", err)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return next
+}

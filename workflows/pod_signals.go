@@ -1,0 +1,150 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// errNotTerminating refuses a finalize update on a pod with no grace
+// period under way.
+var errNotTerminating = errors.New("the pod is not terminating: finalize ends a grace period that has begun (delete the pod first)")
+
+// setup registers the query, the signals and their update twins. Every
+// handler only records what was asked; the phase loop acts on it.
+func (w *podWorkflow) setup(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, w.status); err != nil {
+		return err
+	}
+	receive(ctx, SignalTerminate, w.onTerminate)
+	receive(ctx, SignalCancel, w.onCancel)
+	receive(ctx, SignalFinalize, func(ctx workflow.Context, _ struct{}) {
+		if w.st.Terminate == nil {
+			w.update(workflow.WithActivityOptions(ctx, controlOptions), activities.StatusUpdate{EventOnly: true,
+				EventType: model.EventWarning, EventReason: "FinalizeIgnored", EventMessage: "Finalize ignored: " + errNotTerminating.Error()})
+			return
+		}
+		w.st.Finalize = true
+	})
+	receive(ctx, SignalEvict, func(_ workflow.Context, s activities.EvictSignal) {
+		if w.st.Node != s.Node {
+			return // the pod has left that node already
+		}
+		// A lost node outranks a drain of the same node.
+		if w.st.Evict == nil || w.st.Evict.Node != s.Node || s.Lost {
+			w.st.Evict = &s
+		}
+	})
+	receive(ctx, SignalNode, func(_ workflow.Context, s NodeSignal) {
+		if s.Node == w.st.Node {
+			w.st.NodeNotReady = !s.Ready
+		}
+	})
+	receive(ctx, SignalReport, func(_ workflow.Context, r model.PodReport) {
+		if r.UID != w.in.Pod.UID || r.Node != w.st.Node || (w.st.Report != nil && r.Seq <= w.st.Report.Seq) {
+			return // another incarnation, another node, or older than one kept
+		}
+		if w.st.Phase == PhaseProvisioning || w.st.Phase == PhaseRunning {
+			w.st.Report = &r
+		}
+	})
+	receive(ctx, SignalWake, func(workflow.Context, struct{}) { w.woken = true })
+
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateTerminate,
+		func(ctx workflow.Context, s TerminateSignal) (int64, error) {
+			w.onTerminate(ctx, s)
+			return grace(w.st.Terminate.GracePeriodSeconds, w.podGrace()), nil
+		}, workflow.UpdateHandlerOptions{Validator: func(s TerminateSignal) error {
+			if s.GracePeriodSeconds != nil && *s.GracePeriodSeconds < 0 {
+				return errors.New("gracePeriodSeconds must not be negative")
+			}
+			return nil
+		}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateFinalize,
+		func(workflow.Context) error { w.st.Finalize = true; return nil },
+		workflow.UpdateHandlerOptions{Validator: func() error {
+			if w.st.Terminate == nil {
+				return errNotTerminating
+			}
+			return nil
+		}}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel,
+		func(ctx workflow.Context, s CancelSignal) error { w.onCancel(ctx, s); return nil },
+		workflow.UpdateHandlerOptions{Validator: func(CancelSignal) error {
+			switch w.st.Phase {
+			case PhaseTerminating, PhaseRemoving, PhaseFailed, PhaseSucceeded:
+				return fmt.Errorf("the pod is %s: there is nothing to cancel", w.st.Phase)
+			}
+			return nil
+		}})
+}
+
+// receive runs handle for every signal of that name, in order.
+func receive[T any](ctx workflow.Context, name string, handle func(workflow.Context, T)) {
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ch := workflow.GetSignalChannel(ctx, name)
+		for {
+			var v T
+			ch.Receive(ctx, &v)
+			handle(ctx, v)
+		}
+	})
+}
+
+func (w *podWorkflow) onTerminate(_ workflow.Context, s TerminateSignal) {
+	// A second, shorter grace period wins, as a second DELETE does.
+	if w.st.Terminate == nil || grace(s.GracePeriodSeconds, 1<<31) < grace(w.st.Terminate.GracePeriodSeconds, 1<<31) {
+		w.st.Terminate = &s
+	}
+}
+
+func (w *podWorkflow) onCancel(_ workflow.Context, s CancelSignal) {
+	if s.Reason == "" {
+		s.Reason = "cancelled by an operator"
+	}
+	w.st.Cancel = &s
+}
+
+// podGrace is the pod's own termination grace period.
+func (w *podWorkflow) podGrace() int64 {
+	if g := w.spec.TerminationGracePeriodSeconds; g != nil {
+		return *g
+	}
+	return model.DefaultTerminationGracePeriodSeconds
+}
+
+func (w *podWorkflow) status() (PodLifecycleStatus, error) {
+	s := PodLifecycleStatus{Step: string(w.st.Phase), Phase: w.apiPhase(), Node: w.st.Node, Attempts: w.st.Attempt,
+		LastError: w.lastError, Steps: w.st.Steps}
+	if s.LastError == "" {
+		s.LastError = w.st.Waiting
+	}
+	if r := w.st.Run; r != nil {
+		s.Restarts = map[string]int32{}
+		for _, c := range r.Containers {
+			s.Restarts[c.Name] = c.Restarts
+		}
+	}
+	return s, nil
+}
+
+// apiPhase is the pod phase the API shows for a lifecycle phase.
+func (w *podWorkflow) apiPhase() string {
+	switch w.st.Phase {
+	case PhaseRunning, PhaseTerminating:
+		return model.PodRunning
+	case PhaseFailed:
+		return model.PodFailed
+	case PhaseSucceeded:
+		return model.PodSucceeded
+	}
+	return model.PodPending
+}

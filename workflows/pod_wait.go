@@ -1,0 +1,175 @@
+package workflows
+
+import (
+	"time"
+
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// Pod reasons while the pod waits.
+const (
+	ReasonUnschedulable    = "Unschedulable"
+	ReasonIPExhausted      = "IPExhausted"
+	ReasonImagePulling     = activities.ReasonImagePulling
+	ReasonImagePullBackOff = activities.ReasonImagePullBackOff
+)
+
+// pending binds the pod to a node, or waits while none fits.
+func (w *podWorkflow) pending(ctx workflow.Context) error {
+	w.setPodPhase(ctx, model.PodPending)
+	if w.stopRequested() {
+		return w.stopUnprovisioned(ctx)
+	}
+	w.st.Attempt++
+	w.step(ctx, "Schedule", w.st.Attempt)
+	var res activities.ScheduleResult
+	if err := workflow.ExecuteActivity(ctx, ctl.SchedulePod, w.ref()).Get(ctx, &res); err != nil {
+		return err
+	}
+	if res.Node == "" {
+		now := workflow.Now(ctx)
+		w.waiting(ctx, ReasonUnschedulable, "FailedScheduling", model.EventWarning, res.Message,
+			model.PodCondition{Type: model.PodScheduled, Status: model.ConditionFalse, Reason: ReasonUnschedulable, Message: res.Message, LastTransitionTime: &now})
+		return w.waitRetry(ctx, w.st.Attempt)
+	}
+	w.endStep(ctx, "")
+	w.st.Node = res.Node
+	if w.st.Evict != nil && w.st.Evict.Node != res.Node {
+		w.st.Evict = nil // about a node the pod left before
+	}
+	if err := upsert(ctx, SearchAttrNode, res.Node); err != nil {
+		return err
+	}
+	w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, EventReason: "Scheduled",
+		EventMessage: fmt.Sprintf("Successfully assigned %s to %s", w.ref(), res.Node)})
+	if w.st.MovedFrom != "" {
+		w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, EventReason: "Rescheduled",
+			EventMessage: fmt.Sprintf("Rescheduled %s from %s to %s", w.ref(), w.st.MovedFrom, res.Node)})
+		w.st.MovedFrom = ""
+	}
+	w.setPhase(PhaseScheduled)
+	return nil
+}
+
+// scheduled gets the pod an address on its node, waiting while the
+// node's pod CIDR is full.
+func (w *podWorkflow) scheduled(ctx workflow.Context) error {
+	if w.stopRequested() || w.evicting() {
+		return w.stopUnprovisioned(ctx)
+	}
+	w.st.Attempt++
+	w.step(ctx, "AllocateIP", w.st.Attempt)
+	var res activities.AllocateResult
+	in := activities.AllocateInput{Pod: w.ref(), Node: w.st.Node}
+	if err := workflow.ExecuteActivity(ctx, ctl.AllocatePodIP, in).Get(ctx, &res); err != nil {
+		return err
+	}
+	if res.Exhausted != "" {
+		w.waiting(ctx, ReasonIPExhausted, "FailedAllocateIP", model.EventWarning, res.Exhausted)
+		return w.waitRetry(ctx, w.st.Attempt)
+	}
+	w.endStep(ctx, "")
+	sb := sandbox(w.in.Pod, w.spec, &res, "")
+	w.st.Sandbox, w.st.HostIP = &sb, res.HostIP
+	w.setPhase(PhaseImagePulling)
+	return nil
+}
+
+// imagePulling waits, Pending with reason ImagePulling, until the node
+// holds the pod's image, starting the pull when nobody has. The pull's end
+// wakes the pod (SignalWake); a look every RetryMax covers a wake that was
+// lost. A failed pull is retried with back-off (ImagePullBackOff), as
+// Kubernetes does.
+func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
+	if w.stopRequested() || w.evicting() {
+		return w.stopUnprovisioned(ctx)
+	}
+	w.st.Attempt++
+	w.step(ctx, "ResolveImage", w.st.Attempt)
+	in := activities.ImageNodeInput{Image: w.sandboxImage(), Node: w.st.Node}
+	var r activities.ResolvedImage
+	if err := workflow.ExecuteActivity(ctx, img.ResolvePodImage, in).Get(ctx, &r); err != nil {
+		return err
+	}
+	if !r.Found || r.Present {
+		w.endStep(ctx, "")
+		w.st.Sandbox.ImageKind = r.Kind
+		w.setPhase(PhaseProvisioning)
+		return nil
+	}
+	if r.Pull {
+		if err := workflow.ExecuteActivity(ctx, img.RequestImagePull, in).Get(ctx, nil); err != nil {
+			w.endStep(ctx, err.Error())
+		}
+	}
+	if r.Failed {
+		w.waiting(ctx, ReasonImagePullBackOff, ReasonImagePullBackOff, model.EventWarning, r.Message)
+		return w.waitRetry(ctx, w.st.Attempt)
+	}
+	w.waiting(ctx, ReasonImagePulling, ReasonImagePulling, model.EventNormal, r.Message)
+	return w.waitFor(ctx, w.t.RetryMax)
+}
+
+func (w *podWorkflow) sandboxImage() string {
+	if len(w.spec.Containers) > 0 {
+		return w.spec.Containers[0].Image
+	}
+	return ""
+}
+
+// waiting reports why the pod waits, once per reason and message.
+func (w *podWorkflow) waiting(ctx workflow.Context, reason, eventReason, eventType, msg string, conds ...model.PodCondition) {
+	w.lastError = msg
+	if w.st.Waiting == reason+": "+msg {
+		return
+	}
+	w.st.Waiting = reason + ": " + msg
+	w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, Reason: reason, Message: msg, Conditions: conds,
+		EventType: eventType, EventReason: eventReason, EventMessage: msg})
+}
+
+// waitRetry waits with exponential back-off, capped at RetryMax, before
+// the next attempt.
+func (w *podWorkflow) waitRetry(ctx workflow.Context, attempt int) error {
+	d := w.t.RetryMin << min(attempt-1, 20)
+	return w.waitFor(ctx, min(d, w.t.RetryMax))
+}
+
+// waitFor sleeps d, or less when a delete, cancel, eviction or wake-up
+// arrives. A Temporal cancel request is a cancel.
+func (w *podWorkflow) waitFor(ctx workflow.Context, d time.Duration) error {
+	w.woken = false
+	_, err := workflow.AwaitWithTimeout(ctx, d, func() bool { return w.stopRequested() || w.evicting() || w.woken })
+	if temporal.IsCanceledError(err) {
+		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+		return nil
+	}
+	return err
+}
+
+// stopUnprovisioned ends a pod whose zone was never begun: deleted, it
+// goes; cancelled, it stays Failed until deleted; evicted from its node,
+// it leaves it.
+func (w *podWorkflow) stopUnprovisioned(ctx workflow.Context) error {
+	if w.st.Terminate != nil {
+		w.setPhase(PhaseRemoving)
+		return nil
+	}
+	if w.st.Sandbox != nil {
+		if err := workflow.ExecuteActivity(ctx, ctl.ReleasePodIP, w.ref()).Get(ctx, nil); err != nil {
+			return err
+		}
+		w.st.Sandbox = nil
+	}
+	if w.st.Cancel != nil {
+		w.finish(ctx, PhaseFailed, "Cancelled", w.st.Cancel.Reason)
+		return nil
+	}
+	return w.leftNode(ctx)
+}
