@@ -33,7 +33,10 @@ type fakeNode struct {
 
 	notReadyAt []time.Duration // when MarkNodeNotReady marked it
 	readyAt    []time.Duration // when MarkNodeReady ran
-	evictedAt  []time.Duration // when EvictNodePods ran
+	evictedAt  []time.Duration // when each pod was told to leave
+	signals    []string        // every signal sent to a pod: "name workflowID"
+	// failSignals fails that many signals first (a frontend hiccup).
+	failSignals int
 }
 
 func (f *fakeNode) now() time.Time { return f.env.Now() }
@@ -91,15 +94,25 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 		f.readyAt = append(f.readyAt, f.now().Sub(f.start))
 		return true, nil
 	})
-	env.OnActivity(ctl.EvictNodePods, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.EvictInput) (int, error) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if !in.Lost {
-			t.Errorf("NodeHealth evicted without Lost: %+v", in)
-		}
-		f.evictedAt = append(f.evictedAt, f.now().Sub(f.start))
-		return 2, nil
-	})
+	env.OnActivity(ctl.ListNodePods, mock.Anything, mock.Anything).Return(
+		[]activities.PodRef{{Namespace: "default", Name: "a", UID: "1"}, {Namespace: "default", Name: "b", UID: "2"}}, nil)
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(_, id, _, signal string, arg any) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.signals = append(f.signals, signal+" "+id)
+			if f.failSignals > 0 {
+				f.failSignals--
+				return errors.New("transient: frontend unavailable")
+			}
+			if signal == SignalEvict {
+				if ev, ok := arg.(activities.EvictSignal); !ok || !ev.Lost || ev.Node != "n1" {
+					t.Errorf("NodeHealth evicted with %+v", arg)
+				}
+				f.evictedAt = append(f.evictedAt, f.now().Sub(f.start))
+			}
+			return nil
+		})
 	return env, f
 }
 
@@ -125,8 +138,8 @@ func TestNodeHealthNotReadyEvictsOnceAndRecovers(t *testing.T) {
 	if len(f.notReadyAt) != 1 || !within(f.notReadyAt[0], 100*time.Second, 2*time.Second) {
 		t.Fatalf("NotReady marked at %v; want once, at 100s (last heartbeat 60s + grace 40s)", f.notReadyAt)
 	}
-	if len(f.evictedAt) != 1 || !within(f.evictedAt[0], f.notReadyAt[0]+5*time.Minute, 2*time.Second) {
-		t.Fatalf("pods evicted at %v; want once, eviction timeout after NotReady (%v)", f.evictedAt, f.notReadyAt[0]+5*time.Minute)
+	if len(f.evictedAt) != 2 || !within(f.evictedAt[0], f.notReadyAt[0]+5*time.Minute, 2*time.Second) {
+		t.Fatalf("pods evicted at %v; want both pods once, eviction timeout after NotReady (%v)", f.evictedAt, f.notReadyAt[0]+5*time.Minute)
 	}
 	if len(f.readyAt) != 1 || !within(f.readyAt[0], 500*time.Second, 11*time.Second) {
 		t.Fatalf("Ready again at %v; want once, soon after 500s", f.readyAt)
@@ -353,5 +366,41 @@ func TestEvictionFromANodeLeftBeforeIsIgnored(t *testing.T) {
 	}
 	if q := h.queues.String(); !strings.Contains(q, "DestroyDatasets@node/n2") {
 		t.Fatalf("the pod was not removed from n2 on delete: %s", q)
+	}
+}
+
+// Eviction is idempotent: a signal that fails is sent again until every
+// pod's lifecycle has it; the pods are told their node's readiness too.
+func TestNodeHealthEvictionRetriesFailedSignals(t *testing.T) {
+	env, f := newNodeEnv(t)
+	env.RegisterDelayedCallback(func() { f.setAlive(false) }, 65*time.Second)
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.failSignals = 3
+		f.mu.Unlock()
+	}, 350*time.Second)
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.deleted = true
+		f.mu.Unlock()
+		env.SignalWorkflow(SignalNodeCheck, nil)
+	}, 600*time.Second)
+	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.evictedAt) != 2 {
+		t.Fatalf("%d pods told to leave after 3 failed signals; want both: %v", len(f.evictedAt), f.signals)
+	}
+	notReady := 0
+	for _, s := range f.signals {
+		if strings.HasPrefix(s, SignalNode+" ") {
+			notReady++
+		}
+	}
+	if notReady != 2 {
+		t.Fatalf("pods told of the node's readiness %d times; want both pods once: %v", notReady, f.signals)
 	}
 }

@@ -155,7 +155,7 @@ var DefaultTuning = Tuning{
 	RetryMax:       5 * time.Minute,
 	RestartBackoff: 10 * time.Second,
 	RestartMax:     5 * time.Minute,
-	HistoryLimit:   2000,
+	HistoryLimit:   1500,
 }
 
 var host *activities.Host   // method values name the host activities
@@ -227,6 +227,15 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 		}
 	}
 	for {
+		if ctx.Err() != nil {
+			// A Temporal cancel request is a cancel like the signal's; what
+			// follows (rolling back, waiting to be deleted) must still run.
+			if w.st.Cancel == nil {
+				w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+			}
+			ctx, _ = workflow.NewDisconnectedContext(ctx)
+			ctx = workflow.WithActivityOptions(ctx, controlOptions)
+		}
 		if w.st.Phase == PhaseRemoving {
 			return w.remove(ctx)
 		}

@@ -140,6 +140,8 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 	if failure == nil && !interrupted() {
 		return w.startRunning(ctx)
 	}
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	ctx = workflow.WithActivityOptions(ctx, controlOptions)
 	w.compensate(ctx, begun)
 	switch {
 	case w.st.Terminate != nil:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -29,8 +30,12 @@ import (
 
 var testRef = activities.PodRef{Namespace: "default", Name: "web", UID: "00000000-0000-4000-8000-000000000001"}
 
-var fastTuning = Tuning{MonitorEvery: 5 * time.Second, RetryMin: time.Second, RetryMax: 4 * time.Second,
+var fastTuning = Tuning{RetryMin: time.Second, RetryMax: 4 * time.Second,
 	RestartBackoff: 10 * time.Second, RestartMax: time.Minute, HistoryLimit: 100000}
+
+// supervisedSeq is the Seq SupervisePod answers in the tests; reports
+// must be numbered above it.
+const supervisedSeq = 100
 
 func podSpec(mut ...func(*model.PodSpec)) model.PodSpec {
 	p := &model.Pod{Spec: model.PodSpec{Containers: []model.Container{{Name: "app", Image: "base", Command: []string{"sleep", "1000"}}}}}
@@ -128,14 +133,38 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		"StopContainers": host.StopContainers} {
 		ret(on(fn), h.recordSandbox(name))
 	}
-	ret(on(host.ObservePod), activities.PodObservation{ZoneState: "running", Containers: map[string]string{"app": "online"}}, nil)
+	ret(on(host.SupervisePod), func(context.Context, activities.SuperviseInput) (uint64, error) {
+		h.calls.add("SupervisePod")
+		return supervisedSeq, nil
+	})
 	ret(on(host.ShutdownZone), func(_ context.Context, _ activities.ShutdownInput) (bool, error) {
 		h.calls.add("ShutdownZone")
 		return true, nil
 	})
-	ret(on(host.Probe), activities.ProbeResult{Success: true}, nil)
-	ret(on(host.RestartContainer), nil)
+	ret(on(host.RestartContainer), func(context.Context, activities.RestartInput) (uint64, error) {
+		h.calls.add("RestartContainer")
+		return uint64(h.env.Now().UnixNano()), nil
+	})
+	h.env.OnActivity(ctl.ListNodePods, mock.Anything, mock.Anything).Return([]activities.PodRef{testRef}, nil).Maybe()
 	return h
+}
+
+// report sends the node's report after a delay: container app in state
+// with the readiness given (Seq from the test clock, so it is newer than
+// any restart before it).
+func (h *harness) report(after time.Duration, zone string, containers ...model.ContainerReport) {
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalReport, model.PodReport{UID: testRef.UID, Node: "n1", Seq: uint64(h.env.Now().UnixNano()) + 1,
+			Zone: zone, Containers: containers})
+	}, after)
+}
+
+func running(ready bool) model.ContainerReport {
+	return model.ContainerReport{Name: "app", State: model.ContainerRunning, Started: true, Ready: ready}
+}
+
+func exited(code int32) model.ContainerReport {
+	return model.ContainerReport{Name: "app", State: model.ContainerExited, ExitCode: &code, Started: true}
 }
 
 func fnName(fn any) string { return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name() }
@@ -184,7 +213,7 @@ func TestHappyPathProvisionsRunsAndRemoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"CreateDatasets", "CreateVNIC", "ConfigureZone", "InstallZone", "BootZone", "ConfigureNetwork",
-		"StartContainers", "WaitContainersOnline", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC",
+		"StartContainers", "WaitContainersOnline", "SupervisePod", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC",
 		"DestroyDatasets", "ReleasePodIP", "ReleasePodIP", "RemovePod"}
 	if !h.calls.has(want...) {
 		t.Fatalf("activities ran as\n  %s\nwant\n  %s", h.calls, strings.Join(want, " "))
@@ -301,30 +330,27 @@ func TestFinalizeEndsTheGracePeriod(t *testing.T) {
 }
 
 func TestLivenessFailureRestartsWithBackoff(t *testing.T) {
-	spec := podSpec(func(s *model.PodSpec) {
-		s.Containers[0].LivenessProbe = &model.Probe{Exec: &model.ExecAction{Command: []string{"false"}}}
-		model.DefaultPod(&model.Pod{Spec: *s})
-	})
-	var restarts []time.Time
-	var h *harness
-	h = newHarness(t, spec,
-		override{fn: host.Probe, ret: []any{activities.ProbeResult{Message: "exit status 1"}, nil}},
-		override{fn: host.RestartContainer, ret: []any{func(context.Context, activities.RestartInput) error {
-			restarts = append(restarts, h.env.Now())
-			return nil
-		}}})
-	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
-	if len(restarts) < 3 {
-		t.Fatalf("%d restarts in 3 minutes of failing liveness", len(restarts))
+	h := newHarness(t, podSpec())
+	unhealthy := model.ContainerReport{Name: "app", State: model.ContainerRunning, Started: true, Unhealthy: "liveness probe failed 3 times"}
+	for _, at := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute} {
+		h.report(at, "running", unhealthy)
 	}
-	// Each restart waits for 3 failures 10s apart; the back-off grows 10s, 20s…
-	gap1, gap2 := restarts[1].Sub(restarts[0]), restarts[2].Sub(restarts[1])
-	if gap1 < 30*time.Second || gap2 < gap1+5*time.Second {
-		t.Fatalf("restart gaps %s then %s: want at least 30s and growing (back-off)", gap1, gap2)
+	h.run(4*time.Minute, SignalTerminate, TerminateSignal{})
+	if got := strings.Count(h.calls.String(), "RestartContainer"); got != 3 {
+		t.Fatalf("%d restarts for 3 liveness failures: %s", got, h.calls)
+	}
+	var backoffs []string
+	for _, s := range h.statuses {
+		if s.EventReason == "BackOff" {
+			backoffs = append(backoffs, s.EventMessage)
+		}
+	}
+	if len(backoffs) != 3 || !strings.Contains(backoffs[0], " in 0s") || !strings.Contains(backoffs[1], " in 10s") || !strings.Contains(backoffs[2], " in 20s") {
+		t.Fatalf("back-off did not grow 0s, 10s, 20s: %q", backoffs)
 	}
 	last := h.lastStatusWithContainers()
-	if last.ContainerStatuses[0].RestartCount < 3 {
-		t.Fatalf("restartCount %d not reported", last.ContainerStatuses[0].RestartCount)
+	if c := last.ContainerStatuses[0]; c.RestartCount != 3 || c.LastTerminationState.Terminated == nil || c.LastTerminationState.Terminated.Reason != "Unhealthy" {
+		t.Fatalf("container status after 3 restarts: %+v", c)
 	}
 }
 
@@ -339,38 +365,253 @@ func (h *harness) lastStatusWithContainers() activities.StatusUpdate {
 	return activities.StatusUpdate{}
 }
 
-func TestReadinessDrivesTheReadyCondition(t *testing.T) {
-	spec := podSpec(func(s *model.PodSpec) {
-		s.Containers[0].ReadinessProbe = &model.Probe{HTTPGet: &model.HTTPGetAction{Port: 8080}, InitialDelaySeconds: 5}
-		model.DefaultPod(&model.Pod{Spec: *s})
-	})
-	probes := 0
-	h := newHarness(t, spec, override{fn: host.Probe, ret: []any{func(context.Context, activities.ProbeInput) (activities.ProbeResult, error) {
-		probes++
-		return activities.ProbeResult{Success: probes >= 3}, nil
-	}}})
-	h.run(time.Minute, SignalTerminate, TerminateSignal{})
-	var ready []string
+// readyConditions lists the Ready condition's statuses as written.
+func (h *harness) readyConditions() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
 	for _, s := range h.statuses {
 		for _, c := range s.Conditions {
 			if c.Type == model.PodReady {
-				ready = append(ready, c.Status)
+				out = append(out, c.Status+"/"+c.Reason)
 			}
 		}
 	}
-	if len(ready) < 2 || ready[0] != model.ConditionFalse || !strings.Contains(strings.Join(ready, ","), "False,True") {
-		t.Fatalf("Ready went %v; want False until the readiness probe passes, then True", ready)
+	return out
+}
+
+func TestReportsDriveTheReadyCondition(t *testing.T) {
+	spec := podSpec(func(s *model.PodSpec) {
+		s.Containers[0].ReadinessProbe = &model.Probe{HTTPGet: &model.HTTPGetAction{Port: 8080}}
+	})
+	h := newHarness(t, spec)
+	h.report(time.Minute, "running", running(true))
+	h.report(2*time.Minute, "running", running(true)) // the same state again: nothing to write
+	h.report(3*time.Minute, "running", running(false))
+	h.run(4*time.Minute, SignalTerminate, TerminateSignal{})
+	got := strings.Join(h.readyConditions(), ",")
+	if !strings.HasPrefix(got, "False/,True/,False/,False/Terminating") {
+		t.Fatalf("Ready went %s; want False until ready, True, then False, written once each", got)
 	}
 }
 
-func TestContinuesAsNewBeforeHistoryGrowsLarge(t *testing.T) {
+func TestStaleAndForeignReportsAreIgnored(t *testing.T) {
 	h := newHarness(t, podSpec())
-	tuning := fastTuning
-	tuning.HistoryLimit = 60
-	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: &tuning})
-	err := h.env.GetWorkflowError()
-	var can *workflow.ContinueAsNewError
-	if !errors.As(err, &can) {
-		t.Fatalf("workflow ended with %v; want continue-as-new once the history passed 60 events", err)
+	h.env.RegisterDelayedCallback(func() {
+		code := int32(1)
+		stale := model.PodReport{UID: testRef.UID, Node: "n1", Seq: supervisedSeq, Zone: "running",
+			Containers: []model.ContainerReport{{Name: "app", State: model.ContainerExited, ExitCode: &code}}}
+		h.env.SignalWorkflow(SignalReport, stale)
+		other := stale
+		other.Seq, other.UID = supervisedSeq+1000, "another-incarnation"
+		h.env.SignalWorkflow(SignalReport, other)
+	}, time.Minute)
+	h.run(2*time.Minute, SignalTerminate, TerminateSignal{})
+	if h.calls.has("RestartContainer") || h.sawReason("BackOff") {
+		t.Fatalf("a stale or foreign report was acted on: %s", h.calls)
+	}
+}
+
+func TestExitCodesFollowRestartPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		policy  string
+		code    int32
+		restart bool
+		phase   string
+	}{
+		{"Always restarts a clean exit", model.RestartAlways, 0, true, ""},
+		{"OnFailure restarts a failed exit", model.RestartOnFailure, 2, true, ""},
+		{"OnFailure ends a clean exit as Succeeded", model.RestartOnFailure, 0, false, model.PodSucceeded},
+		{"Never fails the pod with the exit code", model.RestartNever, 3, false, model.PodFailed},
+		{"Never ends a clean exit as Succeeded", model.RestartNever, 0, false, model.PodSucceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, podSpec(func(s *model.PodSpec) { s.RestartPolicy = tc.policy }))
+			h.report(time.Minute, "running", exited(tc.code))
+			h.run(5*time.Minute, SignalTerminate, TerminateSignal{})
+			if h.calls.has("RestartContainer") != tc.restart {
+				t.Fatalf("restarted=%t, want %t: %s", !tc.restart, tc.restart, h.calls)
+			}
+			if tc.phase == "" {
+				return
+			}
+			var end *activities.StatusUpdate
+			for i := range h.statuses {
+				if h.statuses[i].Phase == tc.phase {
+					end = &h.statuses[i]
+				}
+			}
+			if end == nil {
+				t.Fatalf("pod never %s: %+v", tc.phase, h.statuses)
+			}
+			term := end.ContainerStatuses[0].State.Terminated
+			if term == nil || term.ExitCode != tc.code {
+				t.Fatalf("%s pod's container status lacks exit code %d: %+v", tc.phase, tc.code, end.ContainerStatuses)
+			}
+			if !h.calls.has("HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") {
+				t.Fatalf("a finished pod keeps its zone: %s", h.calls)
+			}
+		})
+	}
+}
+
+func TestNodeNotReadyMakesThePodNotReadyAndBack(t *testing.T) {
+	h := newHarness(t, podSpec())
+	h.report(time.Minute, "running", running(true))
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalNode, NodeSignal{Node: "n1", Ready: false}) }, 2*time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalNode, NodeSignal{Node: "n1", Ready: true}) }, 3*time.Minute)
+	h.run(4*time.Minute, SignalTerminate, TerminateSignal{})
+	got := strings.Join(h.readyConditions(), ",")
+	if !strings.Contains(got, "True/,False/NodeNotReady,True/") {
+		t.Fatalf("Ready went %s; want False/NodeNotReady while the node is, then True", got)
+	}
+}
+
+func TestFinalizeOnARunningPodChangesNothing(t *testing.T) {
+	h := newHarness(t, podSpec())
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalFinalize, nil) }, time.Minute)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(UpdateFinalize, "u1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) {
+				if !strings.Contains(err.Error(), "not terminating") {
+					t.Errorf("finalize refused with %v", err)
+				}
+				h.calls.add("FinalizeRefused")
+			},
+			OnAccept:   func() { t.Error("finalize accepted on a running pod") },
+			OnComplete: func(any, error) {},
+		})
+	}, 90*time.Second)
+	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	if !h.sawReason("FinalizeIgnored") || !h.calls.has("FinalizeRefused") {
+		t.Fatalf("finalize on a running pod: event %t, update refused %t", h.sawReason("FinalizeIgnored"), h.calls.has("FinalizeRefused"))
+	}
+	if h.calls.has("RemovePod") && strings.Index(h.calls.String(), "RemovePod") < strings.Index(h.calls.String(), "HaltZone") {
+		t.Fatalf("finalize removed a running pod: %s", h.calls)
+	}
+}
+
+// costCounter counts what a workflow writes to its history, from the test
+// environment's listeners: each activity adds about 6 events (scheduled,
+// started, completed and a workflow task), each timer 5, each signal 4.
+type costCounter struct {
+	mu                         sync.Mutex
+	activities, timers, events int
+}
+
+func (c *costCounter) listen(h *harness, onEvent func(events int)) {
+	bump := func(n int) {
+		c.mu.Lock()
+		c.events += n
+		e := c.events
+		c.mu.Unlock()
+		if onEvent != nil {
+			onEvent(e)
+		}
+	}
+	h.env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) {
+		c.mu.Lock()
+		c.activities++
+		c.mu.Unlock()
+		bump(6)
+	})
+	h.env.SetOnTimerScheduledListener(func(string, time.Duration) {
+		c.mu.Lock()
+		c.timers++
+		c.mu.Unlock()
+		bump(5)
+	})
+}
+
+func (c *costCounter) snapshot() (activities, timers, events int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.activities, c.timers, c.events
+}
+
+// The cost budget: a healthy Running pod with a readiness and a liveness
+// probe adds nothing to its history for an hour.
+func TestRunningPodCostsNothingWhileHealthy(t *testing.T) {
+	spec := podSpec(func(s *model.PodSpec) {
+		s.Containers[0].ReadinessProbe = &model.Probe{Exec: &model.ExecAction{Command: []string{"true"}}, PeriodSeconds: 10}
+		s.Containers[0].LivenessProbe = &model.Probe{TCPSocket: &model.TCPSocketAction{Port: 80}, PeriodSeconds: 10}
+	})
+	h := newHarness(t, spec)
+	h.env.SetTestTimeout(5 * time.Minute)
+	var cost costCounter
+	cost.listen(h, nil)
+	h.report(time.Minute, "running", running(true))
+	var a0, t0, e0 int
+	h.env.RegisterDelayedCallback(func() { a0, t0, e0 = cost.snapshot() }, time.Minute+time.Second)
+	var a1, t1, e1 int
+	h.env.RegisterDelayedCallback(func() { a1, t1, e1 = cost.snapshot() }, 61*time.Minute)
+	h.run(62*time.Minute, SignalTerminate, TerminateSignal{})
+	if !strings.Contains(strings.Join(h.readyConditions(), ","), "True/") {
+		t.Fatal("the pod never became Ready")
+	}
+	if e1-e0 > 10 {
+		t.Fatalf("an hour Running and Ready added %d activities, %d timers (~%d events); the budget is 10 events", a1-a0, t1-t0, e1-e0)
+	}
+}
+
+// A pod waiting for capacity for ten hours continues as new in its waiting
+// phase and no run's history passes 2,000 events.
+func TestWaitingPodContinuesAsNewWithinItsBudget(t *testing.T) {
+	unschedulable := override{fn: ctl.SchedulePod, ret: []any{activities.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
+	tuning := DefaultTuning
+	tuning.HistoryLimit = 500 // continue as new a few times in ten hours
+	in := PodInput{Pod: testRef, Tuning: &tuning}
+	waited, runs, total := time.Duration(0), 0, 0
+	for waited < 10*time.Hour {
+		runs++
+		h := newHarness(t, podSpec(), unschedulable)
+		h.env.SetTestTimeout(time.Minute)
+		start := h.env.Now()
+		var cost costCounter
+		cost.listen(h, func(events int) { h.env.SetCurrentHistoryLength(events) })
+		h.env.ExecuteWorkflow(PodLifecycle, in)
+		_, _, events := cost.snapshot()
+		total += events
+		if events > 2000 {
+			t.Fatalf("run %d reached ~%d events", runs, events)
+		}
+		var can *workflow.ContinueAsNewError
+		if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+			t.Fatalf("run %d ended with %v after %s; want continue-as-new", runs, err, h.env.Now().Sub(start))
+		}
+		waited += h.env.Now().Sub(start)
+		in = PodInput{}
+		if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {
+			t.Fatal(err)
+		}
+		if in.State == nil || in.State.Phase != PhasePending || in.State.Attempt == 0 || in.Tuning == nil || *in.Tuning != tuning {
+			t.Fatalf("continued input lost the waiting state: %+v", in)
+		}
+	}
+	if runs < 2 {
+		t.Fatalf("ten hours of waiting fit one run")
+	}
+	// After the first minute's quick retries, at most 150 events an hour.
+	if perHour := float64(total-100) / waited.Hours(); perHour > 150 {
+		t.Fatalf("waiting cost ~%.0f events an hour; the budget is 150", perHour)
+	}
+}
+
+func TestContinuedRunningPodProvisionsNothing(t *testing.T) {
+	h := newHarness(t, podSpec())
+	sb := activities.PodSandbox{Namespace: testRef.Namespace, Name: testRef.Name, UID: testRef.UID, IP: "10.88.1.2"}
+	st := &PodState{Phase: PhaseRunning, Node: "n1", Sandbox: &sb, Run: &RunState{StartedAt: h.env.Now(), Seq: 500,
+		Containers: []ContainerRunState{{Name: "app", State: containerRunning, Ready: true, Started: true, Restarts: 2, Since: 500}}}}
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, time.Minute)
+	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: &fastTuning, State: st})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if h.calls.has("CreateDatasets") || h.calls.has("SupervisePod") {
+		t.Fatalf("a continued Running pod provisioned again: %s", h.calls)
+	}
+	if !h.calls.has("HaltZone") || !h.calls.has("RemovePod") {
+		t.Fatalf("a continued Running pod was not torn down on delete: %s", h.calls)
 	}
 }
