@@ -1,6 +1,7 @@
 package activities_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -19,8 +20,10 @@ import (
 
 	"github.com/zonewright/zonewright/activities"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/simtest"
+	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
 // The host activities run against the real simulator binary (simtest
@@ -154,20 +157,38 @@ func (n *node) deprovision(t *testing.T, s activities.PodSandbox) {
 	n.twice(t, "DestroyDatasets", h.DestroyDatasets, s)
 }
 
-func (n *node) observe(t *testing.T, s activities.PodSandbox) activities.PodObservation {
+// observation is what the node's supervisor sees of one pod.
+type observation struct {
+	ZoneState  string
+	Containers map[string]string // container → SMF state
+}
+
+// observe lists the node as its supervisor does (zoneadm list, svcs -Z).
+func (n *node) observe(t *testing.T, s activities.PodSandbox) observation {
 	t.Helper()
-	var obs activities.PodObservation
-	if err := n.must(t, "ObservePod", n.host.ObservePod, s).Get(&obs); err != nil {
+	h := supervisor.IllumosHost{Host: n.host.Host}
+	zones, err := h.Zones(context.Background())
+	if err != nil {
 		t.Fatal(err)
+	}
+	svcs, err := h.Services(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := observation{ZoneState: zones[s.ZoneName()], Containers: map[string]string{}}
+	for _, c := range s.Containers {
+		if st, ok := svcs[s.ZoneName()][activities.ContainerFMRI(c.Name)]; ok {
+			obs.Containers[c.Name] = st.State
+		}
 	}
 	return obs
 }
 
-func (n *node) probe(t *testing.T, s activities.PodSandbox, container string, p activities.ProbeInput) activities.ProbeResult {
+// probe runs a probe as the node's supervisor does.
+func (n *node) probe(t *testing.T, s activities.PodSandbox, p model.Probe) supervisor.Result {
 	t.Helper()
-	p.Sandbox, p.Container = s, container
-	var res activities.ProbeResult
-	if err := n.must(t, "Probe", n.host.Probe, p).Get(&res); err != nil {
+	res, err := supervisor.RunProbe(context.Background(), supervisor.IllumosHost{Host: n.host.Host}, s.ZoneName(), s.IP, &p)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return res

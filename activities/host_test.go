@@ -1,6 +1,7 @@
 package activities_test
 
 import (
+	"context"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/zonewright/zonewright/activities"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
 func TestPodLifecycleOnASimulatedNode(t *testing.T) {
@@ -78,11 +80,11 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	}
 
 	// Probes.
-	httpProbe := activities.ProbeInput{Probe: model.Probe{HTTPGet: &model.HTTPGetAction{Path: "/", Port: int32(port)}, TimeoutSeconds: 2}}
-	var res activities.ProbeResult
+	httpProbe := model.Probe{HTTPGet: &model.HTTPGetAction{Path: "/", Port: int32(port)}, TimeoutSeconds: 2}
+	var res supervisor.Result
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		res = n.probe(t, s, "http", httpProbe)
+		res = n.probe(t, s, httpProbe)
 		if res.Success || time.Now().After(deadline) {
 			break
 		}
@@ -91,36 +93,35 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	if !res.Success || res.Message != "HTTP probe succeeded with statuscode: 200" {
 		t.Errorf("http probe: %+v", res)
 	}
-	notFound := activities.ProbeInput{Probe: model.Probe{HTTPGet: &model.HTTPGetAction{Path: "/nosuch", Port: int32(port)}}}
-	if res := n.probe(t, s, "http", notFound); res.Success || res.Message != "HTTP probe failed with statuscode: 404" {
+	notFound := model.Probe{HTTPGet: &model.HTTPGetAction{Path: "/nosuch", Port: int32(port)}}
+	if res := n.probe(t, s, notFound); res.Success || res.Message != "HTTP probe failed with statuscode: 404" {
 		t.Errorf("http probe of a missing page: %+v", res)
 	}
-	exec0 := activities.ProbeInput{Probe: model.Probe{Exec: &model.ExecAction{Command: []string{"sh", "-c", "exit 0"}}}}
-	if res := n.probe(t, s, "http", exec0); !res.Success {
+	exec0 := model.Probe{Exec: &model.ExecAction{Command: []string{"sh", "-c", "exit 0"}}}
+	if res := n.probe(t, s, exec0); !res.Success {
 		t.Errorf("exec probe exit 0: %+v", res)
 	}
-	exec3 := activities.ProbeInput{Probe: model.Probe{Exec: &model.ExecAction{Command: []string{"sh", "-c", "echo sick >&2; exit 3"}}}}
-	if res := n.probe(t, s, "http", exec3); res.Success || !strings.Contains(res.Message, "exited with 3: sick") {
+	exec3 := model.Probe{Exec: &model.ExecAction{Command: []string{"sh", "-c", "echo sick >&2; exit 3"}}}
+	if res := n.probe(t, s, exec3); res.Success || !strings.Contains(res.Message, "exited with 3: sick") {
 		t.Errorf("exec probe exit 3: %+v", res)
 	}
-	slow := activities.ProbeInput{Probe: model.Probe{Exec: &model.ExecAction{Command: []string{"sleep", "30"}}, TimeoutSeconds: 1}}
+	slow := model.Probe{Exec: &model.ExecAction{Command: []string{"sleep", "30"}}, TimeoutSeconds: 1}
 	start := time.Now()
-	if res := n.probe(t, s, "http", slow); res.Success || !strings.Contains(res.Message, "timed out after 1s") || time.Since(start) > 10*time.Second {
+	if res := n.probe(t, s, slow); res.Success || !strings.Contains(res.Message, "timed out after 1s") || time.Since(start) > 10*time.Second {
 		t.Errorf("exec probe past its timeout: %+v after %s", res, time.Since(start))
 	}
-	tcpOpen := activities.ProbeInput{Probe: model.Probe{TCPSocket: &model.TCPSocketAction{Port: int32(port)}}}
-	if res := n.probe(t, s, "http", tcpOpen); !res.Success {
+	tcpOpen := model.Probe{TCPSocket: &model.TCPSocketAction{Port: int32(port)}}
+	if res := n.probe(t, s, tcpOpen); !res.Success {
 		t.Errorf("tcp probe of the server: %+v", res)
 	}
 	closed := freePort(t, ip)
-	tcpClosed := activities.ProbeInput{Probe: model.Probe{TCPSocket: &model.TCPSocketAction{Port: int32(closed)}}}
-	if res := n.probe(t, s, "http", tcpClosed); res.Success || !strings.Contains(res.Message, "connection refused") ||
+	tcpClosed := model.Probe{TCPSocket: &model.TCPSocketAction{Port: int32(closed)}}
+	if res := n.probe(t, s, tcpClosed); res.Success || !strings.Contains(res.Message, "connection refused") ||
 		!strings.Contains(res.Message, "dial tcp "+ip) {
 		t.Errorf("tcp probe of a closed port: %+v", res)
 	}
-	_, err = n.run(t, n.host.Probe, activities.ProbeInput{Sandbox: s, Container: "http"})
-	if ae := appError(t, err); ae.Type() != "Invalid" || !ae.NonRetryable() {
-		t.Errorf("a probe without an action: %v (type %s)", err, ae.Type())
+	if _, err := supervisor.RunProbe(ctx, supervisor.IllumosHost{Host: n.host.Host}, s.ZoneName(), s.IP, &model.Probe{}); err == nil {
+		t.Error("a probe without an action ran")
 	}
 
 	// Restart and stop.
@@ -128,7 +129,8 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	n.must(t, "WaitContainersOnline after a restart", n.host.WaitContainersOnline, s)
 	n.twice(t, "StopContainers", n.host.StopContainers, s)
 	obs = n.observe(t, s)
-	if obs.ZoneState != "running" || obs.Containers["sleeper"] != "disabled" || obs.Containers["http"] != "disabled" {
+	// svcs lists enabled instances: stopped containers are not there.
+	if _, listed := obs.Containers["sleeper"]; obs.ZoneState != "running" || listed || obs.Containers["http"] != "" {
 		t.Errorf("observed after stop %+v", obs)
 	}
 	// Starting them again is StartContainers again (enable).
@@ -215,15 +217,27 @@ func TestContainerInMaintenance(t *testing.T) {
 	for _, step := range []any{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone, h.InstallZone, h.BootZone, h.ConfigureNetwork, h.StartContainers} {
 		n.must(t, "provision", step, s)
 	}
+	// The crashing command ends in maintenance at once: SMF does not
+	// restart it.
+	var obs observation
+	deadline := time.Now().Add(10 * time.Second)
+	for obs = n.observe(t, s); obs.Containers["crashy"] != "maintenance" && time.Now().Before(deadline); obs = n.observe(t, s) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if obs.Containers["crashy"] != "maintenance" || obs.Containers["ok"] != "online" {
+		t.Errorf("observed %+v", obs)
+	}
 	_, err := n.run(t, h.WaitContainersOnline, s)
 	ae := appError(t, err)
 	if ae.Type() != "ContainerMaintenance" || ae.NonRetryable() || !strings.Contains(err.Error(), `container "crashy"`) ||
 		!strings.Contains(err.Error(), "maintenance") {
-		t.Errorf("WaitContainersOnline with a crashing container: %v (type %s, non-retryable %v)", err, ae.Type(), ae.NonRetryable())
+		t.Errorf("WaitContainersOnline with a crashed container: %v (type %s, non-retryable %v)", err, ae.Type(), ae.NonRetryable())
 	}
-	obs := n.observe(t, s)
-	if obs.Containers["crashy"] != "maintenance" || obs.Containers["ok"] != "online" {
-		t.Errorf("observed %+v", obs)
+	// SMF did not restart it: its wrapper recorded the exit status for
+	// the lifecycle to decide.
+	code, ok, err := supervisor.IllumosHost{Host: n.host.Host}.ExitCode(context.Background(), s.ZoneName(), "crashy")
+	if err != nil || !ok || code != 1 {
+		t.Errorf("exit status of crashy = %d, %t, %v; want 1", code, ok, err)
 	}
 	// Restart clears maintenance: SMF tries again (and the command fails
 	// again).

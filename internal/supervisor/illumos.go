@@ -14,15 +14,20 @@ import (
 const exitRecordDir = "var/zonewright/exit"
 
 // ExitStatusWrapper is the start method that runs a container's argv and
-// records how it ended: the command runs as a child of the shell (SIGTERM
-// from SMF reaches both), its exit status is written to the zone, and the
-// method then exits with SMF_EXIT_ERR_CONFIG (96) so SMF does not restart
-// it: whether and when it restarts is the pod's lifecycle's decision. The
-// service's working directory must be "/".
+// records how it ended: the command runs as a child of the shell, which
+// passes SIGTERM on and waits for it (so a grace period lasts as long as
+// the command does), writes its exit status to the zone, and then exits
+// with SMF_EXIT_ERR_CONFIG (96) so SMF does not restart it: whether and
+// when it restarts is the pod's lifecycle's decision. The service's
+// working directory must be "/".
 func ExitStatusWrapper(container string, argv []string) []string {
 	rec := exitRecordDir + "/" + container
-	script := `"$@"; s=$?; mkdir -p ` + exitRecordDir + ` && echo "$s" > ` + rec + `.new && mv -f ` + rec + `.new ` + rec + `; exit 96`
-	return append([]string{"/bin/sh", "-c", script, "sh"}, argv...)
+	script := `trap 'kill -TERM $c 2>/dev/null' TERM; "$@" & c=$!; ` +
+		`while :; do wait $c; s=$?; kill -0 $c 2>/dev/null || break; done; ` +
+		`mkdir -p ` + exitRecordDir + ` && echo "$s" > ` + rec + `.new && mv -f ` + rec + `.new ` + rec + `; exit 96`
+	// exec: the wrapper replaces the method's shell, so it is the
+	// service's process and SIGTERM reaches it.
+	return append([]string{"exec", "/bin/sh", "-c", script, "sh"}, argv...)
 }
 
 // IllumosHost observes a node through the illumos commands.

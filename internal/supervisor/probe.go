@@ -31,10 +31,10 @@ type Execer interface {
 	Exec(ctx context.Context, zone string, argv []string) (exitCode int, output string, err error)
 }
 
-// runProbe runs one probe: exec through the zone, httpGet and tcpSocket
+// RunProbe runs one probe: exec through the zone, httpGet and tcpSocket
 // against the pod's address from this node. An error is a probe that can
 // never run as given (no action, a bad port).
-func runProbe(ctx context.Context, ex Execer, zone, ip string, p *model.Probe) (Result, error) {
+func RunProbe(ctx context.Context, ex Execer, zone, ip string, p *model.Probe) (Result, error) {
 	timeout := time.Duration(p.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
 		timeout = defaultProbeTimeout

@@ -1,0 +1,277 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// Unit tests of the supervisor's logic over a scripted host; the
+// end-to-end tests run it in the agent against the simulator.
+
+type fakeHost struct {
+	mu        sync.Mutex
+	zones     map[string]string
+	svcs      map[string]map[string]ServiceState
+	exits     map[string]int32
+	exitReads int
+	probeCode int
+	probes    int
+}
+
+func (f *fakeHost) Zones(context.Context) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range f.zones {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (f *fakeHost) Services(context.Context) (map[string]map[string]ServiceState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]map[string]ServiceState{}
+	for z, m := range f.svcs {
+		out[z] = map[string]ServiceState{}
+		for k, v := range m {
+			out[z][k] = v
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeHost) ExitCode(_ context.Context, zone, container string) (int32, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.exitReads++
+	c, ok := f.exits[zone+"/"+container]
+	return c, ok, nil
+}
+
+func (f *fakeHost) Exec(context.Context, string, []string) (int, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.probes++
+	return f.probeCode, "", nil
+}
+
+func (f *fakeHost) set(fn func(f *fakeHost)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+type recorder struct {
+	mu      sync.Mutex
+	reports []model.PodReport
+	fail    int // fail that many deliveries first
+	tries   int
+}
+
+func (r *recorder) Report(_ context.Context, _, _ string, rep model.PodReport) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tries++
+	if r.fail > 0 {
+		r.fail--
+		return errors.New("frontend unavailable")
+	}
+	r.reports = append(r.reports, rep)
+	return nil
+}
+
+func (r *recorder) wait(t *testing.T, what string, ok func(last model.PodReport, n int) bool) model.PodReport {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		n := len(r.reports)
+		var last model.PodReport
+		if n > 0 {
+			last = r.reports[n-1]
+		}
+		r.mu.Unlock()
+		if n > 0 && ok(last, n) {
+			return last
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.Fatalf("timed out waiting for %s; reports: %+v", what, r.reports)
+	return model.PodReport{}
+}
+
+func start(t *testing.T, h *fakeHost, r *recorder) *Supervisor {
+	s := New(Config{Node: "n1", Host: h, Reporter: r, ObserveEvery: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go s.Run(ctx)
+	return s
+}
+
+const fmri = "svc:/zonewright/container/app:default"
+
+func onlineHost() *fakeHost {
+	return &fakeHost{zones: map[string]string{"z1": "running"},
+		svcs: map[string]map[string]ServiceState{"z1": {fmri: {State: "online"}}}, exits: map[string]int32{}}
+}
+
+func appPod(probes ...func(*Container)) Pod {
+	c := Container{Name: "app", FMRI: fmri}
+	for _, p := range probes {
+		p(&c)
+	}
+	return Pod{Namespace: "default", Name: "web", UID: "u1", Zone: "z1", IP: "127.0.0.1", Containers: []Container{c}}
+}
+
+func TestReadinessTransitionsAreReportedOnlyWhenTheyHappen(t *testing.T) {
+	h, r := onlineHost(), &recorder{}
+	s := start(t, h, r)
+	s.Watch(appPod(func(c *Container) {
+		c.Readiness = &model.Probe{Exec: &model.ExecAction{Command: []string{"check"}}, PeriodSeconds: 1, SuccessThreshold: 1, FailureThreshold: 2}
+	}), nil)
+	first := r.wait(t, "a first report", func(model.PodReport, int) bool { return true })
+	if first.Zone != "running" || first.UID != "u1" || first.Node != "n1" {
+		t.Fatalf("first report %+v", first)
+	}
+	ready := r.wait(t, "Ready", func(l model.PodReport, _ int) bool { return l.Containers[0].Ready })
+	h.set(func(f *fakeHost) { f.probeCode = 1 })
+	notReady := r.wait(t, "not Ready after two failures", func(l model.PodReport, _ int) bool { return !l.Containers[0].Ready })
+	if notReady.Seq <= ready.Seq {
+		t.Fatalf("report numbers did not grow: %d then %d", ready.Seq, notReady.Seq)
+	}
+	r.mu.Lock()
+	n := len(r.reports)
+	r.mu.Unlock()
+	time.Sleep(2500 * time.Millisecond) // more probes, more observations, nothing new
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.reports) != n {
+		t.Fatalf("unchanged state was reported again: %+v", r.reports[n:])
+	}
+	if n > 4 {
+		t.Fatalf("%d reports for 2 transitions", n)
+	}
+}
+
+func TestAnExitIsReportedWithItsCodeAndARestartStartsOver(t *testing.T) {
+	h, r := onlineHost(), &recorder{}
+	s := start(t, h, r)
+	s.Watch(appPod(), nil)
+	r.wait(t, "running", func(l model.PodReport, _ int) bool { return l.Containers[0].State == model.ContainerRunning })
+	h.set(func(f *fakeHost) {
+		f.svcs["z1"][fmri] = ServiceState{State: "maintenance"}
+		f.exits["z1/app"] = 3
+	})
+	ex := r.wait(t, "exited", func(l model.PodReport, _ int) bool { return l.Containers[0].State == model.ContainerExited })
+	if c := ex.Containers[0]; c.ExitCode == nil || *c.ExitCode != 3 || c.Ready {
+		t.Fatalf("exit reported as %+v", c)
+	}
+	time.Sleep(300 * time.Millisecond)
+	h.mu.Lock()
+	reads := h.exitReads
+	h.mu.Unlock()
+	if reads != 1 {
+		t.Fatalf("the exit status was read %d times; once is enough", reads)
+	}
+	seq := s.Restarted("u1", "app")
+	if seq <= ex.Seq {
+		t.Fatalf("restart's Seq %d not above the exit report's %d", seq, ex.Seq)
+	}
+	h.set(func(f *fakeHost) { f.svcs["z1"][fmri] = ServiceState{State: "online"} })
+	back := r.wait(t, "running again", func(l model.PodReport, _ int) bool {
+		return l.Seq > seq && l.Containers[0].State == model.ContainerRunning
+	})
+	if back.Containers[0].ExitCode != nil {
+		t.Fatalf("the new incarnation carries the old exit: %+v", back.Containers[0])
+	}
+}
+
+func TestLivenessFailureIsReportedOnceItCrossesItsThreshold(t *testing.T) {
+	h, r := onlineHost(), &recorder{}
+	h.probeCode = 1
+	s := start(t, h, r)
+	s.Watch(appPod(func(c *Container) {
+		c.Liveness = &model.Probe{Exec: &model.ExecAction{Command: []string{"check"}}, PeriodSeconds: 1, FailureThreshold: 2}
+	}), nil)
+	got := r.wait(t, "unhealthy", func(l model.PodReport, _ int) bool { return l.Containers[0].Unhealthy != "" })
+	h.mu.Lock()
+	probes := h.probes
+	h.mu.Unlock()
+	if probes < 2 {
+		t.Fatalf("unhealthy after %d probe(s); the threshold is 2: %+v", probes, got)
+	}
+}
+
+func TestAStartupProbeGatesTheOthers(t *testing.T) {
+	h, r := onlineHost(), &recorder{}
+	h.probeCode = 1
+	s := start(t, h, r)
+	s.Watch(appPod(func(c *Container) {
+		c.Startup = &model.Probe{Exec: &model.ExecAction{Command: []string{"started"}}, PeriodSeconds: 1, FailureThreshold: 100}
+		c.Readiness = &model.Probe{Exec: &model.ExecAction{Command: []string{"ready"}}, PeriodSeconds: 1}
+	}), nil)
+	time.Sleep(1500 * time.Millisecond)
+	h.mu.Lock()
+	before := h.probes
+	h.mu.Unlock()
+	last := r.wait(t, "a report", func(model.PodReport, int) bool { return true })
+	if last.Containers[0].Started || last.Containers[0].Ready {
+		t.Fatalf("started or ready before the startup probe passed: %+v", last.Containers[0])
+	}
+	if before > 2 {
+		t.Fatalf("%d probes ran while only the startup probe may", before)
+	}
+	h.set(func(f *fakeHost) { f.probeCode = 0 })
+	r.wait(t, "started and ready", func(l model.PodReport, _ int) bool { return l.Containers[0].Started && l.Containers[0].Ready })
+}
+
+func TestAWatchAfterAnAgentRestartKeepsTheReadyState(t *testing.T) {
+	h, r := onlineHost(), &recorder{}
+	h.probeCode = 0
+	s := start(t, h, r)
+	s.Watch(appPod(func(c *Container) {
+		c.Readiness = &model.Probe{Exec: &model.ExecAction{Command: []string{"ready"}}, PeriodSeconds: 1, InitialDelaySeconds: 30}
+	}), map[string]Initial{"app": {Started: true, Ready: true}})
+	first := r.wait(t, "a report", func(model.PodReport, int) bool { return true })
+	if !first.Containers[0].Ready {
+		t.Fatalf("a Ready pod watched again reported not Ready: %+v", first.Containers[0])
+	}
+}
+
+func TestUndeliveredReportsAreRetried(t *testing.T) {
+	h, r := onlineHost(), &recorder{fail: 2}
+	s := start(t, h, r)
+	s.Watch(appPod(), nil)
+	r.wait(t, "the report after two failed deliveries", func(model.PodReport, int) bool { return true })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tries != 3 {
+		t.Fatalf("%d tries; want 3", r.tries)
+	}
+}
+
+func TestAPodForgottenIsNoLongerReported(t *testing.T) {
+	h, r := onlineHost(), &recorder{}
+	s := start(t, h, r)
+	s.Watch(appPod(), nil)
+	r.wait(t, "a report", func(model.PodReport, int) bool { return true })
+	s.Forget("u1")
+	r.mu.Lock()
+	n := len(r.reports)
+	r.mu.Unlock()
+	h.set(func(f *fakeHost) { f.zones["z1"] = "installed" })
+	time.Sleep(300 * time.Millisecond)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.reports) != n || len(s.Watched()) != 0 {
+		t.Fatalf("a forgotten pod was reported: %+v", r.reports[n:])
+	}
+}
