@@ -8,7 +8,12 @@
 //   - peak RSS of every process of the stack;
 //   - the ceiling: a no-op workflow with as many activities as a pod's
 //     provisioning, at the same concurrency on the same Temporal server,
-//     and the burst throughput as a ratio of it.
+//     and the burst throughput as a ratio of it;
+//   - steady state: pods Running and Ready, each with an exec readiness
+//     probe, measured over a window: history events per pod per minute,
+//     Temporal requests per second and the CPU of the whole stack (also
+//     without pods), against the floor, the CPU of the probe commands
+//     alone.
 //
 // It prints a table and writes the same figures as JSON (--json).
 package main
@@ -30,6 +35,8 @@ func main() {
 	o := options{}
 	flag.IntVar(&o.idle, "idle", 50, "pods created one at a time")
 	flag.IntVar(&o.burst, "burst", 200, "pods created at once")
+	flag.IntVar(&o.steady, "steady", 60, "pods kept running for the steady-state section (0 skips it)")
+	flag.DurationVar(&o.steadyWindow, "steady-window", 60*time.Second, "how long each steady-state window measures")
 	flag.IntVar(&o.nodes, "nodes", 3, "simulated nodes")
 	flag.StringVar(&o.binDir, "bin", "bin", "directory holding zonewright and illumos-sim")
 	flag.StringVar(&o.jsonOut, "json", "bench.json", "where to write the results as JSON")
@@ -53,8 +60,9 @@ func main() {
 }
 
 type options struct {
-	idle, burst, nodes int
-	binDir, jsonOut    string
+	idle, burst, steady, nodes int
+	steadyWindow               time.Duration
+	binDir, jsonOut            string
 }
 
 // Results are the figures of one run.
@@ -71,6 +79,7 @@ type Results struct {
 	CeilingSteps     int              `json:"ceilingActivitiesPerWorkflow"`
 	Ratio            float64          `json:"burstToCeilingRatio"`
 	PeakRSS          map[string]int64 `json:"peakRSSKiB"`
+	Steady           *SteadyResults   `json:"steady,omitempty"`
 }
 
 // Percentiles of a latency sample, in milliseconds.

@@ -49,7 +49,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	for i := range o.idle {
 		name := fmt.Sprintf("idle-%d", i)
 		start := time.Now()
-		if err := createPod(api, name); err != nil {
+		if err := createPod(api, name, podBody(name)); err != nil {
 			return nil, err
 		}
 		at, err := tr.wait(ctx, name, tr.running, 2*time.Minute)
@@ -63,29 +63,52 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 		return nil, err
 	}
 
+	if o.burst > 0 {
+		if err := burst(ctx, s, api, tr, o, res, log); err != nil {
+			return nil, err
+		}
+	}
+	if o.steady > 0 {
+		c, err := tclient.Dial(tclient.Options{HostPort: s.temporal.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(log)})
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		if res.Steady, err = steadyState(ctx, s, api, tr, c, o); err != nil {
+			return nil, fmt.Errorf("steady state: %w", err)
+		}
+	}
+	res.PeakRSS = s.peakRSS()
+	return res, nil
+}
+
+// burst creates o.burst pods at once, deletes them, and runs the ceiling at
+// the same concurrency.
+func burst(ctx context.Context, s *stack, api string, tr *tracker, o options, res *Results, log *slog.Logger) error {
 	fmt.Fprintf(stderr, "burst: %d pods at once\n", o.burst)
 	start := time.Now()
 	created := make([]time.Time, o.burst)
 	if err := parallel(o.burst, 32, func(i int) error {
 		created[i] = time.Now()
-		return createPod(api, fmt.Sprintf("burst-%d", i))
+		name := fmt.Sprintf("burst-%d", i)
+		return createPod(api, name, podBody(name))
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	var burst []time.Duration
+	var running []time.Duration
 	last := start
 	for i := range o.burst {
 		at, err := tr.wait(ctx, fmt.Sprintf("burst-%d", i), tr.running, 10*time.Minute)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		burst = append(burst, at.Sub(created[i]))
+		running = append(running, at.Sub(created[i]))
 		if at.After(last) {
 			last = at
 		}
 	}
 	res.BurstThroughput = float64(o.burst) / last.Sub(start).Seconds()
-	res.BurstCreateToRun = percentiles(burst)
+	res.BurstCreateToRun = percentiles(running)
 
 	fmt.Fprintf(stderr, "burst: deleting %d pods\n", o.burst)
 	deleted := make([]time.Time, o.burst)
@@ -93,25 +116,25 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 		deleted[i] = time.Now()
 		return deletePod(api, fmt.Sprintf("burst-%d", i))
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	var gone []time.Duration
 	for i := range o.burst {
 		at, err := tr.wait(ctx, fmt.Sprintf("burst-%d", i), tr.gone, 10*time.Minute)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		gone = append(gone, at.Sub(deleted[i]))
 	}
 	res.BurstDelete = percentiles(gone)
 
 	fmt.Fprintf(stderr, "ceiling: %d no-op workflows of %d activities\n", o.burst, provisionActivities)
+	var err error
 	if res.Ceiling, err = ceiling(ctx, s.temporal.Address(), o.burst, log); err != nil {
-		return nil, err
+		return err
 	}
 	res.Ratio = res.BurstThroughput / res.Ceiling
-	res.PeakRSS = s.peakRSS()
-	return res, nil
+	return nil
 }
 
 func waitNodes(ctx context.Context, api string, n int) error {
@@ -143,8 +166,8 @@ func podBody(name string) []byte {
 	  "command":["sleep","3600"],"resources":{"requests":{"cpu":"10m","memory":"16Mi"}}}]}}`, name))
 }
 
-func createPod(api, name string) error {
-	resp, err := http.Post(api+"/api/v1/namespaces/default/pods", "application/json", bytes.NewReader(podBody(name)))
+func createPod(api, name string, body []byte) error {
+	resp, err := http.Post(api+"/api/v1/namespaces/default/pods", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -215,11 +238,12 @@ func parallel(n, width int, fn func(int) error) error {
 	return first
 }
 
-// tracker timestamps, from the API's watch, when each pod first runs and
-// when it is gone.
+// tracker timestamps, from the API's watch, when each pod first runs, since
+// when it is Ready (only while it is) and when it is gone.
 type tracker struct {
 	mu      sync.Mutex
 	running map[string]time.Time
+	ready   map[string]time.Time
 	gone    map[string]time.Time
 	changed chan struct{}
 }
@@ -230,7 +254,7 @@ func watchPods(ctx context.Context, api string) (*tracker, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := &tracker{running: map[string]time.Time{}, gone: map[string]time.Time{}, changed: make(chan struct{}, 1)}
+	tr := &tracker{running: map[string]time.Time{}, ready: map[string]time.Time{}, gone: map[string]time.Time{}, changed: make(chan struct{}, 1)}
 	go func() {
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
@@ -254,10 +278,18 @@ func watchPods(ctx context.Context, api string) (*tracker, error) {
 			case ev.Type == "DELETED":
 				tr.gone[name] = now
 				delete(tr.running, name)
+				delete(tr.ready, name)
 			case ev.Object.Status.Phase == model.PodRunning:
 				if _, seen := tr.running[name]; !seen {
 					tr.running[name] = now
 				}
+			}
+			if ev.Type != "DELETED" && podReady(ev.Object) {
+				if _, seen := tr.ready[name]; !seen {
+					tr.ready[name] = now
+				}
+			} else {
+				delete(tr.ready, name)
 			}
 			tr.mu.Unlock()
 			select {
@@ -287,6 +319,32 @@ func (tr *tracker) wait(ctx context.Context, name string, m map[string]time.Time
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// count is how many of names m holds.
+func (tr *tracker) count(m map[string]time.Time, names []string) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	n := 0
+	for _, name := range names {
+		if _, ok := m[name]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// podReady is Running with the Ready condition True.
+func podReady(p model.Pod) bool {
+	if p.Status.Phase != model.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == model.PodReady {
+			return c.Status == model.ConditionTrue
+		}
+	}
+	return false
 }
 
 func percentiles(d []time.Duration) Percentiles {

@@ -46,7 +46,8 @@ func startStack(ctx context.Context, o options, log *slog.Logger) (*stack, error
 		return s, err
 	}
 	if s.temporal, err = devstack.StartTemporal(ctx, devstack.TemporalConfig{Address: addr, DataDir: filepath.Join(dir, "temporal"),
-		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log}); err != nil {
+		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log,
+		CountRequests: true}); err != nil {
 		return s, err
 	}
 	imgMap, err := imagemap.Parse(deploy.ImageMap)
@@ -87,9 +88,15 @@ func (s *stack) stop() {
 	_ = os.RemoveAll(s.dir)
 }
 
+// Labels of the parts of the stack, for peak RSS and CPU.
+const (
+	selfLabel     = "zwbench (Temporal server, API, control-plane worker)"
+	postgresLabel = "postgres (postmaster and backends, summed)"
+)
+
 // peakRSS reads every process's high-water mark (VmHWM) in KiB.
 func (s *stack) peakRSS() map[string]int64 {
-	out := map[string]int64{"zwbench (Temporal server, API, control-plane worker)": hwm(os.Getpid())}
+	out := map[string]int64{selfLabel: hwm(os.Getpid())}
 	for _, n := range s.nodes.Nodes {
 		out["agent "+n.Name] = hwm(n.Pid())
 	}
@@ -97,7 +104,7 @@ func (s *stack) peakRSS() map[string]int64 {
 	for _, child := range children(s.pg.Pid()) {
 		pg += hwm(child)
 	}
-	out["postgres (postmaster and backends, summed)"] = pg
+	out[postgresLabel] = pg
 	return out
 }
 
@@ -118,22 +125,107 @@ func hwm(pid int) int64 {
 
 func children(pid int) []int {
 	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …; comm may hold spaces, so split after ')'.
-		rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
-		f := strings.Fields(rest)
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+	for _, p := range pids() {
+		if f, ok := stat(p); ok && len(f) > 1 && f[1] == strconv.Itoa(pid) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// clockTicks is USER_HZ, the unit of the times in /proc/<pid>/stat: 100 on
+// Linux whatever the kernel's own tick rate.
+const clockTicks = 100
+
+// zonesLabel names the simulated zones' processes: their supervisors
+// (zoneadmd, started in a session of their own and so no longer below an
+// agent) and the containers they run.
+const zonesLabel = "simulated zones (zoneadmd and containers)"
+
+// cpuTicks sums the CPU time (user and system, in clockTicks) of every
+// process of the stack, by the part it belongs to (the labels of peakRSS,
+// and zonesLabel). Each process counts with its exited and reaped children
+// (cutime, cstime): a process that exits between two samples is reaped by
+// a parent that is itself counted, so the difference of two samples holds
+// every process's CPU in between once, short-lived commands included.
+func (s *stack) cpuTicks() map[string]int64 {
+	roots := map[int]string{os.Getpid(): selfLabel, s.pg.Pid(): postgresLabel}
+	for _, n := range s.nodes.Nodes {
+		roots[n.Pid()] = "agent " + n.Name
+	}
+	type proc struct {
+		ppid  int
+		ticks int64
+	}
+	procs := map[int]proc{}
+	for _, p := range pids() {
+		f, ok := stat(p)
+		// After the comm: state ppid … utime(11) stime cutime cstime.
+		if !ok || len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		var ticks int64
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
+		procs[p] = proc{ppid, ticks}
+	}
+	label := func(pid int) string {
+		for p := pid; p > 1; p = procs[p].ppid {
+			if l, ok := roots[p]; ok {
+				return l
+			}
+			if _, ok := procs[p]; !ok {
+				break
+			}
+		}
+		return ""
+	}
+	// Zone supervisors are known by their command line, which names their
+	// node's state directory inside the stack's directory.
+	for p := range procs {
+		if label(p) == "" && mentions(p, s.dir+"/") {
+			roots[p] = zonesLabel
+		}
+	}
+	out := map[string]int64{zonesLabel: 0}
+	for p, pr := range procs {
+		if l := label(p); l != "" {
+			out[l] += pr.ticks
+		}
+	}
+	return out
+}
+
+// mentions reports whether an argument of process pid contains s.
+func mentions(pid int, s string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(b), s)
+}
+
+func pids() []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if p, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// stat returns the fields of /proc/<pid>/stat after the command name
+// (state, ppid, …); the name may hold spaces, so the split is after ')'.
+func stat(pid int) ([]string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 > len(b) {
+		return nil, false
+	}
+	return strings.Fields(string(b[i+2:])), true
 }

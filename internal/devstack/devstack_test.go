@@ -283,6 +283,22 @@ func TestATakenPortIsAClearErrorBeforeAnythingStarts(t *testing.T) {
 	}
 }
 
+func TestTemporalCountsFrontendRequestsWhenAsked(t *testing.T) {
+	srv := devstack.StartTestTemporal(t, func(cfg *devstack.TemporalConfig) { cfg.CountRequests = true })
+	c := dial(t, srv)
+	const method = "/temporal.api.workflowservice.v1.WorkflowService/DescribeNamespace"
+	before := srv.FrontendRequests()[method]
+	for range 3 {
+		if _, err := c.WorkflowService().DescribeNamespace(context.Background(),
+			&workflowservice.DescribeNamespaceRequest{Namespace: devstack.DefaultNamespace}); err != nil {
+			t.Fatalf("describe namespace: %v", err)
+		}
+	}
+	if got := srv.FrontendRequests()[method] - before; got != 3 {
+		t.Errorf("%s counted %d times, want 3", method, got)
+	}
+}
+
 func greetWorkflow(ctx workflow.Context, name string) (string, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	var out string

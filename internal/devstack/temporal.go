@@ -87,6 +87,10 @@ type TemporalConfig struct {
 	// LogLevel is the least level of server logs passed on; default warn
 	// (at info the server logs every shard and queue event).
 	LogLevel slog.Leveler
+	// CountRequests makes the frontend count the calls it serves
+	// (Temporal.FrontendRequests), for measuring how much a workload asks
+	// of Temporal. Off by default.
+	CountRequests bool
 }
 
 // Temporal is a running embedded Temporal server.
@@ -97,6 +101,7 @@ type Temporal struct {
 	httpAddress string
 	namespace   string
 	dbPath      string
+	requests    *requestCounter // nil unless TemporalConfig.CountRequests
 
 	stopOnce sync.Once
 	stopErr  error
@@ -158,7 +163,13 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start temporal: %w", err)
 	}
-	srv, err := newServer(conf, logger)
+	var requests *requestCounter
+	var extra []temporal.ServerOption
+	if cfg.CountRequests {
+		requests = newRequestCounter()
+		extra = append(extra, temporal.WithChainedFrontendGrpcInterceptors(requests.intercept))
+	}
+	srv, err := newServer(conf, logger, extra...)
 	if err != nil {
 		return nil, fmt.Errorf("start temporal: %w", err)
 	}
@@ -175,6 +186,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		httpAddress: net.JoinHostPort(dialHost(host), strconv.Itoa(conf.Services[string(primitives.FrontendService)].RPC.HTTPPort)),
 		namespace:   cfg.Namespace,
 		dbPath:      dbPath,
+		requests:    requests,
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
@@ -198,6 +210,18 @@ func (t *Temporal) Namespace() string { return t.namespace }
 
 // DatabasePath is the SQLite file holding the server's state.
 func (t *Temporal) DatabasePath() string { return t.dbPath }
+
+// FrontendRequests returns how many calls the frontend has served since the
+// start, by full gRPC method name (e.g.
+// "/temporal.api.workflowservice.v1.WorkflowService/PollActivityTaskQueue");
+// long polls count once, when they arrive. It returns nil unless the server
+// was started with TemporalConfig.CountRequests.
+func (t *Temporal) FrontendRequests() map[string]uint64 {
+	if t.requests == nil {
+		return nil
+	}
+	return t.requests.snapshot()
+}
 
 // Stop stops all services and releases their ports. It is safe to call more
 // than once; StartTemporal may then run again on the same DataDir.
@@ -381,7 +405,7 @@ func dynamicConfig() dynamicconfig.StaticClient {
 
 // newServer and startServer turn a panic of the server's startup (our logger
 // panics on Fatal, e.g. when a port cannot be bound) into an error.
-func newServer(conf *config.Config, logger serverLogger) (srv temporal.Server, err error) {
+func newServer(conf *config.Config, logger serverLogger, extra ...temporal.ServerOption) (srv temporal.Server, err error) {
 	defer recoverServerPanic(&err)
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
@@ -396,7 +420,7 @@ func newServer(conf *config.Config, logger serverLogger) (srv temporal.Server, e
 		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(
 			net.JoinHostPort(dialHost(svc.RPC.BindOnIP), strconv.Itoa(svc.RPC.GRPCPort)))
 	}
-	return temporal.NewServer(
+	opts := append([]temporal.ServerOption{
 		temporal.WithConfig(conf),
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithStaticHosts(hosts),
@@ -404,7 +428,8 @@ func newServer(conf *config.Config, logger serverLogger) (srv temporal.Server, e
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
 		temporal.WithDynamicConfigClient(dynamicConfig()),
-	)
+	}, extra...)
+	return temporal.NewServer(opts...)
 }
 
 func startServer(srv temporal.Server) (err error) {

@@ -1,0 +1,378 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	tclient "go.temporal.io/sdk/client"
+
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows"
+)
+
+const (
+	// steadyProbePeriod is the period of the steady pods' exec readiness
+	// probe, and so the rate the floor is computed at.
+	steadyProbePeriod = 10 * time.Second
+	// steadySettle lets the stack finish what the previous step started
+	// (creations, deletions, first probes) before a window opens.
+	steadySettle = 15 * time.Second
+	// floorProbes is how many probe commands the floor is measured over.
+	floorProbes = 200
+	// Targets of a healthy running pod: no history at all, and a stack
+	// that costs little more than running the probes themselves.
+	targetEventsPerPodMinute = 0
+	targetStackToFloor       = 1.5
+)
+
+// SteadyResults are what healthy running pods cost, measured over a window.
+// The stack is measured once without pods too, so that the pods' share can
+// be told from what the stack costs on its own.
+type SteadyResults struct {
+	Pods               int     `json:"pods"`
+	ProbePeriodSeconds float64 `json:"probePeriodSeconds"`
+	WindowSeconds      float64 `json:"windowSeconds"`
+	PodsReadyAtEnd     int     `json:"podsReadyAtEnd"`
+
+	// History events each pod workflow added in the window, per minute.
+	EventsPerPodMinuteMedian float64 `json:"historyEventsPerPodPerMinuteMedian"`
+	EventsPerPodMinuteMean   float64 `json:"historyEventsPerPodPerMinuteMean"`
+	EventsPerPodMinuteMax    float64 `json:"historyEventsPerPodPerMinuteMax"`
+	EventsTotal              int64   `json:"historyEventsTotal"`
+	PodsContinuedAsNew       int     `json:"podsContinuedAsNew"`
+
+	// Calls served by the Temporal frontend, per second.
+	RequestsPerSecond       float64            `json:"temporalRequestsPerSecond"`
+	RequestsPerSecondNoPods float64            `json:"temporalRequestsPerSecondNoPods"`
+	RequestsByMethod        map[string]float64 `json:"temporalRequestsPerSecondByMethod"`
+	RequestsByMethodNoPods  map[string]float64 `json:"temporalRequestsPerSecondByMethodNoPods"`
+
+	// CPU of every process of the stack, in % of one core.
+	StackCPU                float64            `json:"stackCPUPercent"`
+	StackCPUNoPods          float64            `json:"stackCPUPercentNoPods"`
+	StackCPUByProcess       map[string]float64 `json:"stackCPUPercentByProcess"`
+	StackCPUByProcessNoPods map[string]float64 `json:"stackCPUPercentByProcessNoPods"`
+	StackCPUPer100Pods      float64            `json:"stackCPUPercentPer100Pods"`
+	PodsCPUPer100Pods       float64            `json:"podsShareOfStackCPUPercentPer100Pods"`
+
+	// The floor: the CPU of the probe commands alone, run as the node runs
+	// them, at one probe per pod per period.
+	ProbeCPUMs         float64 `json:"probeCPUMs"`
+	FloorProbes        int     `json:"floorProbes"`
+	FloorCPUPer100Pods float64 `json:"floorCPUPercentPer100Pods"`
+	StackToFloor       float64 `json:"stackToFloorRatio"`
+	PodsToFloor        float64 `json:"podsShareToFloorRatio"`
+
+	TargetEventsPerPodMinute float64 `json:"targetHistoryEventsPerPodPerMinute"`
+	TargetStackToFloor       float64 `json:"targetStackToFloorRatio"`
+}
+
+// steadyState measures the stack without pods, then with o.steady pods
+// Running and Ready, each with one exec readiness probe, then the floor.
+func steadyState(ctx context.Context, s *stack, api string, tr *tracker, c tclient.Client, o options) (*SteadyResults, error) {
+	res := &SteadyResults{Pods: o.steady, ProbePeriodSeconds: steadyProbePeriod.Seconds(), FloorProbes: floorProbes,
+		TargetEventsPerPodMinute: targetEventsPerPodMinute, TargetStackToFloor: targetStackToFloor}
+
+	if len(s.nodes.Nodes) == 0 {
+		return nil, fmt.Errorf("%d pods need at least one node", o.steady)
+	}
+	fmt.Fprintf(stderr, "steady: the stack without pods for %s\n", o.steadyWindow)
+	if err := sleep(ctx, steadySettle); err != nil {
+		return nil, err
+	}
+	idle, err := s.measureWindow(ctx, o.steadyWindow)
+	if err != nil {
+		return nil, err
+	}
+	res.StackCPUNoPods = idle.cpuPercent()
+	res.RequestsPerSecondNoPods = idle.requestsPerSecond()
+	res.RequestsByMethodNoPods = idle.requestsPerSecondByMethod()
+	res.StackCPUByProcessNoPods = idle.cpuPercentByProcess()
+
+	fmt.Fprintf(stderr, "steady: %d pods with an exec readiness probe\n", o.steady)
+	names := make([]string, o.steady)
+	if err := parallel(o.steady, 32, func(i int) error {
+		names[i] = fmt.Sprintf("steady-%d", i)
+		node := s.nodes.Nodes[i%len(s.nodes.Nodes)].Name
+		return createPod(api, names[i], steadyPodBody(names[i], node))
+	}); err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if _, err := tr.wait(ctx, name, tr.ready, 10*time.Minute); err != nil {
+			return nil, fmt.Errorf("waiting for Ready: %w", err)
+		}
+	}
+	if err := sleep(ctx, steadySettle); err != nil {
+		return nil, err
+	}
+
+	fmt.Fprintf(stderr, "steady: measuring %d Ready pods for %s\n", o.steady, o.steadyWindow)
+	// The history marks enclose the stack window, so that the bench's own
+	// describes are in neither its CPU nor its request count.
+	marks, err := markHistories(ctx, c, names)
+	if err != nil {
+		return nil, err
+	}
+	busy, err := s.measureWindow(ctx, o.steadyWindow)
+	if err != nil {
+		return nil, err
+	}
+	var rates []float64
+	for i, name := range names {
+		events, runs, at, err := eventsSince(ctx, c, workflows.PodWorkflowID("default", name), marks[i])
+		if err != nil {
+			return nil, err
+		}
+		res.EventsTotal += events
+		if runs > 0 {
+			res.PodsContinuedAsNew++
+		}
+		rates = append(rates, float64(events)/at.Sub(marks[i].at).Minutes())
+	}
+	res.PodsReadyAtEnd = tr.count(tr.ready, names)
+	res.WindowSeconds = busy.seconds()
+	res.EventsPerPodMinuteMedian, res.EventsPerPodMinuteMean, res.EventsPerPodMinuteMax = summarize(rates)
+	res.RequestsPerSecond = busy.requestsPerSecond()
+	res.RequestsByMethod = busy.requestsPerSecondByMethod()
+	res.StackCPU = busy.cpuPercent()
+	res.StackCPUByProcess = busy.cpuPercentByProcess()
+	perPods := 100 / float64(o.steady)
+	res.StackCPUPer100Pods = res.StackCPU * perPods
+	res.PodsCPUPer100Pods = (res.StackCPU - res.StackCPUNoPods) * perPods
+
+	fmt.Fprintf(stderr, "steady: the floor, %d probe commands\n", floorProbes)
+	if res.ProbeCPUMs, err = probeCPU(ctx, s, api, names[0]); err != nil {
+		return nil, err
+	}
+	// ms of CPU per probe × (100 pods / period) probes per second, in % of a core.
+	res.FloorCPUPer100Pods = res.ProbeCPUMs / 1000 * (100 / steadyProbePeriod.Seconds()) * 100
+	res.StackToFloor = res.StackCPUPer100Pods / res.FloorCPUPer100Pods
+	res.PodsToFloor = res.PodsCPUPer100Pods / res.FloorCPUPer100Pods
+	return res, nil
+}
+
+// steadyPodBody is a pod like podBody's, placed on node, with one exec
+// readiness probe.
+func steadyPodBody(name, node string) []byte {
+	return []byte(fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"nodeName":%q,"terminationGracePeriodSeconds":0,"containers":[{"name":"app","image":"base",
+	  "command":["sleep","3600"],"resources":{"requests":{"cpu":"10m","memory":"16Mi"}},
+	  "readinessProbe":{"exec":{"command":["true"]},"periodSeconds":%d}}]}}`, name, node, int(steadyProbePeriod.Seconds())))
+}
+
+// stackWindow is the stack's CPU and Temporal requests at the start and end
+// of a window.
+type stackWindow struct {
+	start, end   time.Time
+	cpu0, cpu1   map[string]int64
+	reqs0, reqs1 map[string]uint64
+}
+
+// measureWindow samples the stack, waits d and samples it again. Requests
+// are read outside the CPU samples, so that reading them is not measured.
+func (s *stack) measureWindow(ctx context.Context, d time.Duration) (*stackWindow, error) {
+	w := &stackWindow{reqs0: s.temporal.FrontendRequests()}
+	w.start, w.cpu0 = time.Now(), s.cpuTicks()
+	if err := sleep(ctx, d); err != nil {
+		return nil, err
+	}
+	w.cpu1, w.end = s.cpuTicks(), time.Now()
+	w.reqs1 = s.temporal.FrontendRequests()
+	return w, nil
+}
+
+func (w *stackWindow) seconds() float64 { return w.end.Sub(w.start).Seconds() }
+
+func (w *stackWindow) cpuPercentByProcess() map[string]float64 {
+	out := map[string]float64{}
+	for name := range w.cpu1 {
+		out[name] = float64(w.cpu1[name]-w.cpu0[name]) / clockTicks / w.seconds() * 100
+	}
+	return out
+}
+
+func (w *stackWindow) cpuPercent() float64 {
+	total := 0.0
+	for _, p := range w.cpuPercentByProcess() {
+		total += p
+	}
+	return total
+}
+
+// requestsPerSecondByMethod names methods by their last element
+// ("PollActivityTaskQueue").
+func (w *stackWindow) requestsPerSecondByMethod() map[string]float64 {
+	out := map[string]float64{}
+	for method, n := range w.reqs1 {
+		if d := n - w.reqs0[method]; d > 0 {
+			out[method[strings.LastIndexByte(method, '/')+1:]] += float64(d) / w.seconds()
+		}
+	}
+	return out
+}
+
+func (w *stackWindow) requestsPerSecond() float64 {
+	total := 0.0
+	for _, r := range w.requestsPerSecondByMethod() {
+		total += r
+	}
+	return total
+}
+
+// historyMark is where a pod workflow's history stood at a moment.
+type historyMark struct {
+	run    string
+	length int64
+	at     time.Time
+}
+
+func markHistories(ctx context.Context, c tclient.Client, names []string) ([]historyMark, error) {
+	marks := make([]historyMark, len(names))
+	for i, name := range names {
+		id := workflows.PodWorkflowID("default", name)
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return nil, fmt.Errorf("describe %s: %w", id, err)
+		}
+		info := d.GetWorkflowExecutionInfo()
+		marks[i] = historyMark{run: info.GetExecution().GetRunId(), length: info.GetHistoryLength(), at: time.Now()}
+	}
+	return marks, nil
+}
+
+// eventsSince counts the events workflow id added since mark, across
+// continue-as-new: the current run's events, every run in between whole,
+// and the rest of the marked run. It returns the number of new runs too.
+func eventsSince(ctx context.Context, c tclient.Client, id string, mark historyMark) (events int64, newRuns int, at time.Time, err error) {
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return 0, 0, at, fmt.Errorf("describe %s: %w", id, err)
+	}
+	at = time.Now()
+	run, length := d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), d.GetWorkflowExecutionInfo().GetHistoryLength()
+	for run != mark.run {
+		events += length
+		newRuns++
+		// A run started by continue-as-new names its predecessor in its
+		// first event.
+		h, err := c.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
+			Namespace: "default", Execution: d.GetWorkflowExecutionInfo().GetExecution(), MaximumPageSize: 1})
+		if err != nil {
+			return 0, 0, at, fmt.Errorf("history of %s run %s: %w", id, run, err)
+		}
+		first := h.GetHistory().GetEvents()
+		if len(first) == 0 {
+			return 0, 0, at, fmt.Errorf("history of %s run %s is empty", id, run)
+		}
+		prev := first[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+		if prev == "" {
+			return 0, 0, at, fmt.Errorf("%s run %s does not continue run %s", id, run, mark.run)
+		}
+		if d, err = c.DescribeWorkflowExecution(ctx, id, prev); err != nil {
+			return 0, 0, at, fmt.Errorf("describe %s run %s: %w", id, prev, err)
+		}
+		run, length = prev, d.GetWorkflowExecutionInfo().GetHistoryLength()
+	}
+	return events + length - mark.length, newRuns, at, nil
+}
+
+// probeCPU runs the steady pods' probe command in the zone of pod name the
+// way its node does (zlogin from the node's command directory, through the
+// same runner) and returns the CPU its processes used per run, in ms.
+func probeCPU(ctx context.Context, s *stack, api, name string) (float64, error) {
+	var pod model.Pod
+	if err := getJSON(api+"/api/v1/namespaces/default/pods/"+name, &pod); err != nil {
+		return 0, fmt.Errorf("get pod %s: %w", name, err)
+	}
+	var binDir string
+	for _, n := range s.nodes.Nodes {
+		if n.Name == pod.Spec.NodeName {
+			binDir = n.BinDir
+		}
+	}
+	if binDir == "" {
+		return 0, fmt.Errorf("pod %s is on unknown node %q", name, pod.Spec.NodeName)
+	}
+	zone := illumos.Host{Runner: &illumos.Runner{BinDir: binDir}}.Zone(illumos.ZoneName("default", name, pod.Metadata.UID))
+	probe := func() error {
+		res, err := zone.Exec(ctx, []string{"true"}, nil)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		if err != nil {
+			return fmt.Errorf("probe command in zone %s: %w", zone.Zone, err)
+		}
+		return nil
+	}
+	// A few runs first, so that the measured ones find the binary cached.
+	for range 5 {
+		if err := probe(); err != nil {
+			return 0, err
+		}
+	}
+	// The children's usage counts every process the probe started and
+	// reaped, the way the node pays for it. Nothing else of this process
+	// exits meanwhile.
+	before, err := childrenCPU()
+	if err != nil {
+		return 0, err
+	}
+	for range floorProbes {
+		if err := probe(); err != nil {
+			return 0, err
+		}
+	}
+	after, err := childrenCPU()
+	if err != nil {
+		return 0, err
+	}
+	return float64((after - before).Microseconds()) / 1000 / floorProbes, nil
+}
+
+func childrenCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// summarize returns the median, mean and max of xs.
+func summarize(xs []float64) (median, mean, maximum float64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	median = s[len(s)/2]
+	if len(s)%2 == 0 {
+		median = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	for _, x := range s {
+		mean += x
+	}
+	return median, mean / float64(len(s)), s[len(s)-1]
+}
+
+// topMethods are the n busiest methods, busiest first.
+func topMethods(byMethod map[string]float64, n int) []string {
+	names := slices.Collect(maps.Keys(byMethod))
+	sort.Slice(names, func(i, j int) bool { return byMethod[names[i]] > byMethod[names[j]] })
+	return names[:min(n, len(names))]
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
