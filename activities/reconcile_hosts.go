@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/store"
 )
 
 // Event reasons and source of the host reconciler.
@@ -16,22 +15,6 @@ const (
 	ReasonOrphanRemoved  = "OrphanRemoved"
 	EventSourceReconcile = "zonewright-reconciler"
 )
-
-// ReadyNodes lists the nodes whose Ready condition is True: the ones the
-// host reconciler looks at (a node that is not Ready is node health's).
-func (a *Control) ReadyNodes(ctx context.Context) ([]string, error) {
-	nodes, err := a.Store.Nodes().ListAll(ctx, store.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	var out []string
-	for _, n := range nodes {
-		if n.Ready() {
-			out = append(out, n.Metadata.Name)
-		}
-	}
-	return out, nil
-}
 
 // ReconcileHostInput is one node's inventory to compare with PostgreSQL.
 type ReconcileHostInput struct {

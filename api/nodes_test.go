@@ -91,7 +91,9 @@ func TestNodeCordonDrainAndDeleteStatuses(t *testing.T) {
 	}
 	var p model.Pod
 	_ = json.Unmarshal(c.json("GET", "/api/v1/namespaces/default/pods/bound", nil).body, &p)
-	if p.Status.Phase != model.PodFailed || p.Status.Reason != "NodeLost" {
-		t.Fatalf("pod of a node deleted by force: %s/%s; want Failed/NodeLost", p.Status.Phase, p.Status.Reason)
+	// Only the pod's lifecycle writes its status (it is told to leave the
+	// node; the end-to-end tests follow it there): the API does not.
+	if p.Status.Phase == model.PodFailed || p.Status.Reason == "NodeLost" {
+		t.Fatalf("the API wrote the status of a pod of a node deleted by force: %s/%s", p.Status.Phase, p.Status.Reason)
 	}
 }

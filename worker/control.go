@@ -36,7 +36,6 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	w.RegisterWorkflowWithOptions(workflows.PodLifecycle, workflow.RegisterOptions{Name: workflows.PodWorkflowName})
 	// Registered by method name, as the workflows refer to them.
 	w.RegisterWorkflowWithOptions(workflows.ReconcilePods, workflow.RegisterOptions{Name: "ReconcilePods"})
-	w.RegisterWorkflowWithOptions(workflows.ReconcileHosts, workflow.RegisterOptions{Name: workflows.ReconcileHostsWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.NodeHealth, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
 	ctl := activities.NewControl(st, pods)
 	ctl.NodeHealth = nodes
@@ -54,49 +53,44 @@ func RegisterImages(w worker.Worker, a *activities.Images) {
 	w.RegisterActivity(a)
 }
 
-// ImageSyncEvery is how often nodes are checked for images they lack.
-const ImageSyncEvery = 30 * time.Second
+// The control plane's housekeeping needs a global view and nothing else:
+// it runs every few minutes, so the Temporal UI's workflow list stays
+// about the pods. Each node reconciles its own host (see the agent).
+const (
+	// ImageSyncEvery is how often nodes are checked for images they lack
+	// (pods pull what they need at once; this catches late nodes).
+	ImageSyncEvery = 5 * time.Minute
+	// HousekeepingEvery is how often the housekeeping schedule fires.
+	HousekeepingEvery = 5 * time.Minute
+	// ReconcileEvery is how often pod rows are checked for their workflows.
+	ReconcileEvery = 5 * time.Minute
+)
 
-// HousekeepingEvery is how often the housekeeping schedule fires.
-const HousekeepingEvery = 5 * time.Minute
-
-// ReconcileEvery is how often pod rows are checked for their workflows.
-const ReconcileEvery = 30 * time.Second
-
-// ScheduleOptions tune the control plane's schedules; zero values take
-// the defaults.
-type ScheduleOptions struct {
-	// ReconcileInterval is how often ReconcileHosts compares the nodes
-	// with PostgreSQL; default ReconcileEvery.
-	ReconcileInterval time.Duration
-	// OrphanGrace is how long an orphan is reported before it is removed;
-	// default workflows.DefaultOrphanGrace.
-	OrphanGrace time.Duration
-}
+// obsoleteSchedules were created by earlier versions; their work moved
+// (host reconciliation runs on each node now).
+var obsoleteSchedules = []string{"zonewright-reconcile-hosts"}
 
 // EnsureSchedules creates the control plane's Temporal Schedules if they
-// are missing; several replicas may race here, and all but one find them
-// made. The host reconciliation schedule is updated to o when it exists,
-// so a changed interval or grace period takes effect on restart.
-func EnsureSchedules(ctx context.Context, c client.Client, o ScheduleOptions) error {
-	if o.ReconcileInterval <= 0 {
-		o.ReconcileInterval = ReconcileEvery
-	}
-	if o.OrphanGrace <= 0 {
-		o.OrphanGrace = workflows.DefaultOrphanGrace
+// are missing (several replicas may race here, and all but one find them
+// made), updates their interval when it changed, and deletes obsolete ones.
+func EnsureSchedules(ctx context.Context, c client.Client) error {
+	for _, id := range obsoleteSchedules {
+		err := c.ScheduleClient().GetHandle(ctx, id).Delete(ctx)
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			return fmt.Errorf("delete obsolete schedule %s: %w", id, err)
+		}
 	}
 	for _, s := range []struct {
 		id, workflow string
 		every        time.Duration
 		arg          any
-		update       bool
 	}{
 		{workflows.HousekeepingScheduleID, "Housekeeping", HousekeepingEvery,
-			workflows.HousekeepingInput{ChangeRetention: 15 * time.Minute, EventRetention: time.Hour}, false},
-		{workflows.ReconcilePodsScheduleID, "ReconcilePods", ReconcileEvery, ReconcileEvery, false},
-		{workflows.ReconcileHostsScheduleID, workflows.ReconcileHostsWorkflowName, o.ReconcileInterval,
-			workflows.ReconcileHostsInput{OrphanGrace: o.OrphanGrace}, true},
-		{workflows.ImageSyncScheduleID, workflows.ImageSyncWorkflowName, ImageSyncEvery, nil, false},
+			workflows.HousekeepingInput{ChangeRetention: 15 * time.Minute, EventRetention: time.Hour}},
+		// A pod row is given 30 s to get its workflow before one is started.
+		{workflows.ReconcilePodsScheduleID, "ReconcilePods", ReconcileEvery, 30 * time.Second},
+		{workflows.ImageSyncScheduleID, workflows.ImageSyncWorkflowName, ImageSyncEvery, nil},
 	} {
 		var args []any
 		if s.arg != nil {
@@ -115,7 +109,7 @@ func EnsureSchedules(ctx context.Context, c client.Client, o ScheduleOptions) er
 		if err != nil && !errors.Is(err, temporal.ErrScheduleAlreadyRunning) && !errors.As(err, &exists) {
 			return fmt.Errorf("create schedule %s: %w", s.id, err)
 		}
-		if err != nil && s.update {
+		if err != nil {
 			err = c.ScheduleClient().GetHandle(ctx, s.id).Update(ctx, client.ScheduleUpdateOptions{
 				DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 					sch := in.Description.Schedule

@@ -1,13 +1,13 @@
 package worker_test
 
 import (
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/zonewright/zonewright/internal/devstack"
@@ -15,9 +15,10 @@ import (
 	"github.com/zonewright/zonewright/workflows"
 )
 
-// The host reconciliation schedule follows the configured interval and
-// grace period, also when it exists already (a restart with new flags).
-func TestEnsureSchedulesAppliesTheReconcileSettings(t *testing.T) {
+// The control plane's schedules fire every few minutes (the nodes
+// reconcile their own hosts), keep their interval on a second start, and
+// the host reconciliation schedule of earlier versions is deleted.
+func TestEnsureSchedulesKeepsTheWorkflowListQuiet(t *testing.T) {
 	ctx := t.Context()
 	tmp := devstack.StartTestTemporal(t)
 	c, err := client.Dial(client.Options{HostPort: tmp.Address(), Namespace: tmp.Namespace(),
@@ -26,34 +27,29 @@ func TestEnsureSchedulesAppliesTheReconcileSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-
-	check := func(every, grace time.Duration) {
-		t.Helper()
-		d, err := c.ScheduleClient().GetHandle(ctx, workflows.ReconcileHostsScheduleID).Describe(ctx)
+	const obsolete = "zonewright-reconcile-hosts"
+	if _, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{ID: obsolete,
+		Spec:   client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: 30 * time.Second}}},
+		Action: &client.ScheduleWorkflowAction{ID: obsolete, Workflow: "ReconcileHosts", TaskQueue: workflows.ControlTaskQueue}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := worker.EnsureSchedules(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{workflows.HousekeepingScheduleID, workflows.ReconcilePodsScheduleID, workflows.ImageSyncScheduleID} {
+		d, err := c.ScheduleClient().GetHandle(ctx, id).Describe(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if iv := d.Schedule.Spec.Intervals; len(iv) != 1 || iv[0].Every != every {
-			t.Errorf("intervals %+v, want every %s", iv, every)
-		}
-		a, ok := d.Schedule.Action.(*client.ScheduleWorkflowAction)
-		if !ok || a.Workflow != workflows.ReconcileHostsWorkflowName || a.TaskQueue != workflows.ControlTaskQueue || len(a.Args) != 1 {
-			t.Fatalf("action %+v", d.Schedule.Action)
-		}
-		var in workflows.ReconcileHostsInput
-		if err := converter.GetDefaultDataConverter().FromPayload(a.Args[0].(*commonpb.Payload), &in); err != nil {
-			t.Fatal(err)
-		}
-		if in.OrphanGrace != grace {
-			t.Errorf("orphan grace %s, want %s", in.OrphanGrace, grace)
+		if iv := d.Schedule.Spec.Intervals; len(iv) != 1 || iv[0].Every < 5*time.Minute {
+			t.Errorf("schedule %s fires every %+v; want every 5 minutes or less often", id, iv)
 		}
 	}
-	if err := worker.EnsureSchedules(ctx, c, worker.ScheduleOptions{}); err != nil {
-		t.Fatal(err)
+	_, err = c.ScheduleClient().GetHandle(ctx, obsolete).Describe(ctx)
+	var nf *serviceerror.NotFound
+	if !errors.As(err, &nf) {
+		t.Fatalf("the obsolete host reconciliation schedule is still there: %v", err)
 	}
-	check(worker.ReconcileEvery, workflows.DefaultOrphanGrace)
-	if err := worker.EnsureSchedules(ctx, c, worker.ScheduleOptions{ReconcileInterval: 5 * time.Second, OrphanGrace: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	check(5*time.Second, time.Minute)
 }

@@ -39,6 +39,8 @@ type agentOptions struct {
 	binDir         string
 	installs       string
 	heartbeat      string
+	reconcile      string
+	orphanGrace    string
 	shutdown       string
 	logLevel       string
 }
@@ -69,6 +71,10 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.binDir, "bin-dir", env("ZW_BIN_DIR", ""), "directory of the illumos commands (zoneadm, dladm, ...); empty: their standard places (env ZW_BIN_DIR)")
 	fs.StringVar(&o.installs, "max-concurrent-installs", env("ZW_MAX_CONCURRENT_INSTALLS", strconv.Itoa(nodeagent.DefaultMaxConcurrentInstalls)), "zone installs run at once at most (env ZW_MAX_CONCURRENT_INSTALLS)")
 	fs.StringVar(&o.heartbeat, "heartbeat-interval", env("ZW_HEARTBEAT_INTERVAL", nodeagent.DefaultHeartbeatInterval.String()), "how often the Node is updated (env ZW_HEARTBEAT_INTERVAL)")
+	fs.StringVar(&o.reconcile, "reconcile-interval", env("ZW_RECONCILE_INTERVAL", nodeagent.DefaultReconcileInterval.String()),
+		"how often this host's zones, VNICs and datasets are compared with the control plane (env ZW_RECONCILE_INTERVAL)")
+	fs.StringVar(&o.orphanGrace, "orphan-grace", env("ZW_ORPHAN_GRACE", nodeagent.DefaultOrphanGrace.String()),
+		"how long a zonewright zone, VNIC or dataset with no pod is reported before it is removed (env ZW_ORPHAN_GRACE)")
 	fs.StringVar(&o.shutdown, "shutdown-timeout", env("ZW_SHUTDOWN_TIMEOUT", nodeagent.DefaultWorkerStopTimeout.String()), "on SIGTERM, how long running activities may take to finish before the agent exits (env ZW_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
@@ -127,6 +133,12 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	}
 	if cfg.HeartbeatInterval, err = time.ParseDuration(o.heartbeat); err != nil || cfg.HeartbeatInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--heartbeat-interval %q: want a duration such as 10s", o.heartbeat))
+	}
+	if cfg.ReconcileInterval, err = time.ParseDuration(o.reconcile); err != nil || cfg.ReconcileInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--reconcile-interval %q: want a duration of at least 1s, such as 30s", o.reconcile))
+	}
+	if cfg.OrphanGrace, err = time.ParseDuration(o.orphanGrace); err != nil || cfg.OrphanGrace < 0 {
+		errs = append(errs, fmt.Errorf("--orphan-grace %q: want a duration such as 2m", o.orphanGrace))
 	}
 	if cfg.WorkerStopTimeout, err = time.ParseDuration(o.shutdown); err != nil || cfg.WorkerStopTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %q: want a duration such as 30s", o.shutdown))

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/zonewright/zonewright/deploy"
+	nodeagent "github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
@@ -43,8 +44,8 @@ func dev(ctx context.Context, args []string) error {
 	var img controlplane.Config
 	imageFlags(fs, &img, "")
 	mapFile := fs.String("image-map", env("ZW_IMAGE_MAP", ""), "image map file (env ZW_IMAGE_MAP); default: the built-in deploy/images.yaml")
-	var sched scheduleOptions
-	scheduleFlags(fs, &sched)
+	reconcile := fs.String("reconcile-interval", nodeagent.DefaultReconcileInterval.String(), "how often each node compares its host with the control plane (passed to the agents)")
+	orphanGrace := fs.String("orphan-grace", nodeagent.DefaultOrphanGrace.String(), "how long a node reports an orphan before removing it (passed to the agents)")
 	var health controlplane.Config
 	nodeHealth := nodeHealthFlags(fs, &health)
 	_ = fs.Parse(args)
@@ -52,10 +53,6 @@ func dev(ctx context.Context, args []string) error {
 		return err
 	}
 	log, err := newLogger(*logLevel)
-	if err != nil {
-		return err
-	}
-	schedules, err := sched.options()
 	if err != nil {
 		return err
 	}
@@ -130,7 +127,7 @@ func dev(ctx context.Context, args []string) error {
 		return err
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
-		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Schedules: schedules, Logger: log,
+		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout})
@@ -155,7 +152,8 @@ func dev(ctx context.Context, args []string) error {
 		}
 		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim,
 			DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
-			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String()}})
+			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
+				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace}})
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -19,8 +18,6 @@ import (
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/store"
-	"github.com/zonewright/zonewright/worker"
-	"github.com/zonewright/zonewright/workflows"
 )
 
 type command func(ctx context.Context, args []string) error
@@ -83,7 +80,6 @@ func newLogger(level string) (*slog.Logger, error) {
 type serveOptions struct {
 	controlplane.Config
 	imageMap   string
-	schedules  scheduleOptions
 	logLevel   string
 	nodeHealth func() error
 }
@@ -96,38 +92,9 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	temporalFlags(fs, &o.Config)
 	imageFlags(fs, &o.Config, "/var/lib/zonewright/images")
 	fs.StringVar(&o.imageMap, "image-map", env("ZW_IMAGE_MAP", ""), "image map file: default image, aliases, size presets, images (env ZW_IMAGE_MAP)")
-	scheduleFlags(fs, &o.schedules)
 	o.nodeHealth = nodeHealthFlags(fs, &o.Config)
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
-}
-
-// scheduleOptions are the control plane's schedule flags, as given.
-type scheduleOptions struct {
-	reconcileInterval string
-	orphanGrace       string
-}
-
-// scheduleFlags registers the schedule flags shared by serve and dev.
-func scheduleFlags(fs *flag.FlagSet, o *scheduleOptions) {
-	fs.StringVar(&o.reconcileInterval, "reconcile-interval", env("ZW_RECONCILE_INTERVAL", worker.ReconcileEvery.String()),
-		"how often every Ready node's zones, VNICs and datasets are compared with the database (env ZW_RECONCILE_INTERVAL)")
-	fs.StringVar(&o.orphanGrace, "orphan-grace", env("ZW_ORPHAN_GRACE", workflows.DefaultOrphanGrace.String()),
-		"how long a zonewright zone, VNIC or dataset with no pod is reported before it is removed (env ZW_ORPHAN_GRACE)")
-}
-
-// options parses the schedule flags.
-func (o scheduleOptions) options() (worker.ScheduleOptions, error) {
-	var s worker.ScheduleOptions
-	var errs []error
-	var err error
-	if s.ReconcileInterval, err = time.ParseDuration(o.reconcileInterval); err != nil || s.ReconcileInterval < time.Second {
-		errs = append(errs, fmt.Errorf("--reconcile-interval %q: want a duration of at least 1s, such as 30s", o.reconcileInterval))
-	}
-	if s.OrphanGrace, err = time.ParseDuration(o.orphanGrace); err != nil || s.OrphanGrace < 0 {
-		errs = append(errs, fmt.Errorf("--orphan-grace %q: want a duration such as 2m", o.orphanGrace))
-	}
-	return s, errors.Join(errs...)
 }
 
 func serve(ctx context.Context, args []string) error {
@@ -147,9 +114,6 @@ func serve(ctx context.Context, args []string) error {
 	tc := o.Config
 	tc.Logger = log
 	if tc.ImageMap, err = imagemap.Load(o.imageMap); err != nil {
-		return err
-	}
-	if tc.Schedules, err = o.schedules.options(); err != nil {
 		return err
 	}
 	cp, err := controlplane.Start(ctx, tc)

@@ -45,6 +45,8 @@ system_reserved_memory
 bin_dir
 max_concurrent_installs
 heartbeat_interval
+reconcile_interval
+orphan_grace
 shutdown_timeout
 log_level
 '

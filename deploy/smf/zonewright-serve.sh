@@ -28,8 +28,6 @@ image_download_secret
 advertise_url
 image_map
 image_stall_timeout
-reconcile_interval
-orphan_grace
 node_grace_period
 node_eviction_timeout
 log_level

@@ -48,6 +48,7 @@ import (
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/supervisor"
 	"github.com/zonewright/zonewright/worker"
+	"github.com/zonewright/zonewright/workflows"
 )
 
 // Defaults of the agent's settings.
@@ -123,6 +124,12 @@ type Config struct {
 	// ObserveEvery is how often the supervisor lists the zones and their
 	// services; default supervisor.DefaultObserveEvery.
 	ObserveEvery time.Duration
+	// ReconcileInterval is how often the host is compared with the control
+	// plane (orphans, drift); default DefaultReconcileInterval.
+	ReconcileInterval time.Duration
+	// OrphanGrace is how long an orphan is reported before it is removed;
+	// default DefaultOrphanGrace.
+	OrphanGrace time.Duration
 
 	// Version is reported as nodeInfo.agentVersion; empty means the
 	// binary's build information.
@@ -166,6 +173,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.WorkerStopTimeout <= 0 {
 		c.WorkerStopTimeout = DefaultWorkerStopTimeout
+	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = DefaultReconcileInterval
+	}
+	if c.OrphanGrace <= 0 {
+		c.OrphanGrace = DefaultOrphanGrace
 	}
 	if c.Version == "" {
 		c.Version = buildVersion()
@@ -325,6 +338,7 @@ func (a *Agent) run(ctx context.Context) error {
 	supCtx, stopSupervising := context.WithCancel(ctx)
 	defer stopSupervising()
 	go sup.Run(supCtx)
+	go a.reconcileHost(supCtx, h, workflows.PodClient{Temporal: tc})
 
 	workerCtx, stopStarting := context.WithCancel(ctx)
 	defer stopStarting()

@@ -38,9 +38,6 @@ type Config struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	TemporalTLS       TLSConfig
-	// Schedules tune the control plane's Temporal Schedules (host
-	// reconciliation interval, orphan grace period).
-	Schedules worker.ScheduleOptions
 	Logger    *slog.Logger
 	// ImageStore is the directory imported images are kept in.
 	ImageStore string
@@ -114,7 +111,6 @@ type ControlPlane struct {
 	http      *http.Server
 	log       *slog.Logger
 	cancel    context.CancelFunc
-	sched     worker.ScheduleOptions
 	bg        sync.WaitGroup
 	worker    tworker.Worker
 	workerMu  sync.Mutex
@@ -192,7 +188,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, addr: ln.Addr().String(), log: log, cancel: cancel, sched: cfg.Schedules, served: make(chan error, 1),
+	cp := &ControlPlane{Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
 		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
@@ -221,7 +217,7 @@ func (cp *ControlPlane) Served() <-chan error { return cp.served }
 func (cp *ControlPlane) runWorker(ctx context.Context) {
 	defer cp.bg.Done()
 	for attempt := 0; ; attempt++ {
-		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.sched)
+		err := worker.EnsureSchedules(ctx, cp.Temporal)
 		if err == nil {
 			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning)
 			worker.RegisterImages(w, cp.imageActivities)

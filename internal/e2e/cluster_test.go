@@ -46,6 +46,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// e2eTuning shortens the lifecycle's back-offs so tests wait seconds,
+// not the minutes Kubernetes' defaults take.
+var e2eTuning = workflows.Tuning{RetryMin: 200 * time.Millisecond, RetryMax: 3 * time.Second,
+	RestartBackoff: time.Second, RestartMax: 5 * time.Second, HistoryLimit: workflows.DefaultTuning.HistoryLimit}
+
 // cluster is a whole zonewright on this machine.
 type cluster struct {
 	t        *testing.T
@@ -76,7 +81,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	}
 	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler),
-		ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap}
+		ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning}
 	if adjust != nil {
 		adjust(&cfg)
 	}

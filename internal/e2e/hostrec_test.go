@@ -14,11 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/zonewright/zonewright/activities"
-	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/simtest"
-	"github.com/zonewright/zonewright/worker"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -94,9 +92,7 @@ func (c *cluster) exec(sql string, args ...any) {
 // for an orphan, and reports a pod whose zone was halted behind its back.
 func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	const grace = 6 * time.Second
-	c := newClusterWith(t, 1, func(cfg *controlplane.Config) {
-		cfg.Schedules = worker.ScheduleOptions{ReconcileInterval: 2 * time.Second, OrphanGrace: grace}
-	})
+	c := newCluster(t, 1, "--reconcile-interval", "2s", "--orphan-grace", grace.String())
 	ctx := context.Background()
 	c.createPod(sleepPod("app", "sparse", ""))
 	app := c.waitPhase("app", model.PodRunning, false, 90*time.Second)

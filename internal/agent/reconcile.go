@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/zonewright/zonewright/activities"
+)
+
+// Defaults of the host reconciliation.
+const (
+	DefaultReconcileInterval = 30 * time.Second
+	DefaultOrphanGrace       = 2 * time.Minute
+)
+
+// reconcileHost compares, every interval, what the host holds with what
+// the control plane says: zonewright zones, VNICs and datasets no pod bound
+// here owns are reported (OrphanFound) and removed once the grace period
+// has passed (OrphanRemoved); running pods whose zone vanished or stopped
+// get an event (their lifecycle hears of it from the supervisor; one
+// without a lifecycle gets one started). The node does this itself: no
+// workflow runs for it, and a node that is down reconciles nothing until it
+// returns (and cleans itself then).
+func (a *Agent) reconcileHost(ctx context.Context, h *activities.Host, pods activities.Lifecycles) {
+	ctl := &activities.Control{Store: a.st, Lifecycles: pods}
+	t := time.NewTicker(a.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		inv, err := h.Inventory(ctx)
+		if err != nil {
+			a.log.Warn("host reconciliation: inventory", "err", err)
+			continue
+		}
+		res, err := ctl.ReconcileHost(ctx, activities.ReconcileHostInput{Node: a.cfg.Node, Inventory: inv, OrphanGrace: a.cfg.OrphanGrace})
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Warn("host reconciliation: compare with the control plane", "err", err)
+			}
+			continue
+		}
+		for _, o := range res.Remove {
+			if err := h.RemoveOrphan(ctx, o); err != nil {
+				a.log.Warn("orphan not removed; the next reconciliation tries again", "orphan", o.String(), "err", err)
+				continue
+			}
+			if err := ctl.OrphanRemoved(ctx, activities.OrphanRemovedInput{Node: a.cfg.Node, Orphan: o}); err != nil {
+				a.log.Warn("orphan removed but not recorded", "orphan", o.String(), "err", err)
+			}
+		}
+		if res.Orphans > 0 || res.ZoneMissing > 0 || res.ZoneNotRunning > 0 {
+			a.log.Info("host reconciled", "orphans", res.Orphans, "removed", len(res.Remove),
+				"zoneMissing", res.ZoneMissing, "zoneNotRunning", res.ZoneNotRunning)
+		}
+	}
+}
