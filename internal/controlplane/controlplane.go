@@ -38,7 +38,7 @@ type Config struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	TemporalTLS       TLSConfig
-	Logger    *slog.Logger
+	Logger            *slog.Logger
 	// ImageStore is the directory imported images are kept in.
 	ImageStore string
 	// ImageDownloadSecret signs the tokens nodes download artefacts with;
