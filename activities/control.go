@@ -19,6 +19,10 @@ type Control struct {
 	Lifecycles Lifecycles
 	// NodeHealth starts nodes' health workflows; nil leaves them alone.
 	NodeHealth NodeHealthStarter
+	// NodeGracePeriod and NodeEvictionTimeout are the node health timings
+	// configured now; ObserveNode hands them to every NodeHealth, so a
+	// changed flag reaches the nodes' running workflows. Zero: theirs.
+	NodeGracePeriod, NodeEvictionTimeout time.Duration
 }
 
 // NewControl wires the control-plane activities over one store.

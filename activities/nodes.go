@@ -35,6 +35,9 @@ type NodeObservation struct {
 	HeartbeatAge time.Duration
 	// Tainted: the node carries the unreachable taint.
 	Tainted bool
+	// GracePeriod and EvictionTimeout are the timings configured now;
+	// zero keeps the workflow's own.
+	GracePeriod, EvictionTimeout time.Duration
 }
 
 // ObserveNode reads the node's last heartbeat.
@@ -46,7 +49,9 @@ func (a *Control) ObserveNode(ctx context.Context, node string) (NodeObservation
 	if err != nil {
 		return NodeObservation{}, err
 	}
-	return observe(n, time.Now()), nil
+	obs := observe(n, time.Now())
+	obs.GracePeriod, obs.EvictionTimeout = a.NodeGracePeriod, a.NodeEvictionTimeout
+	return obs, nil
 }
 
 func observe(n *model.Node, now time.Time) NodeObservation {
@@ -185,7 +190,7 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInpu
 	n := 0
 	for _, p := range pods {
 		ref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
-		sig := EvictSignal{Node: in.Node, Lost: in.Lost, Reason: ReasonEvicted}
+		sig := EvictSignal{Node: in.Node, Lost: in.Lost, Reason: ReasonEvicted, Message: in.Message}
 		if in.Lost {
 			sig.Reason = ReasonNodeLost
 		}
@@ -267,6 +272,8 @@ type EvictSignal struct {
 	Node   string
 	Lost   bool
 	Reason string
+	// Message says why, when there is more to say than the reason.
+	Message string `json:",omitempty"`
 }
 
 // ErrNoLifecycle: the pod has no running workflow to signal.

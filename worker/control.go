@@ -39,6 +39,7 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	w.RegisterWorkflowWithOptions(workflows.NodeHealth, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
 	ctl := activities.NewControl(st, pods)
 	ctl.NodeHealth = nodes
+	ctl.NodeGracePeriod, ctl.NodeEvictionTimeout = nodes.GracePeriod, nodes.EvictionTimeout
 	w.RegisterActivity(ctl)
 	return w
 }
@@ -73,7 +74,11 @@ var obsoleteSchedules = []string{"zonewright-reconcile-hosts"}
 // EnsureSchedules creates the control plane's Temporal Schedules if they
 // are missing (several replicas may race here, and all but one find them
 // made), updates their interval when it changed, and deletes obsolete ones.
-func EnsureSchedules(ctx context.Context, c client.Client) error {
+// reconcilePods overrides ReconcileEvery when positive (tests).
+func EnsureSchedules(ctx context.Context, c client.Client, reconcilePods time.Duration) error {
+	if reconcilePods <= 0 {
+		reconcilePods = ReconcileEvery
+	}
 	for _, id := range obsoleteSchedules {
 		err := c.ScheduleClient().GetHandle(ctx, id).Delete(ctx)
 		var nf *serviceerror.NotFound
@@ -89,7 +94,7 @@ func EnsureSchedules(ctx context.Context, c client.Client) error {
 		{workflows.HousekeepingScheduleID, "Housekeeping", HousekeepingEvery,
 			workflows.HousekeepingInput{ChangeRetention: 15 * time.Minute, EventRetention: time.Hour}},
 		// A pod row is given 30 s to get its workflow before one is started.
-		{workflows.ReconcilePodsScheduleID, "ReconcilePods", ReconcileEvery, 30 * time.Second},
+		{workflows.ReconcilePodsScheduleID, "ReconcilePods", reconcilePods, 30 * time.Second},
 		{workflows.ImageSyncScheduleID, workflows.ImageSyncWorkflowName, ImageSyncEvery, nil},
 	} {
 		var args []any

@@ -111,10 +111,6 @@ func (w *nodeHealth) run(ctx workflow.Context) error {
 	if limit <= 0 {
 		limit = 2000
 	}
-	// While NotReady the node is looked at this often, so a returning
-	// agent is noticed soon; while Ready the workflow sleeps until the
-	// last heartbeat would be stale.
-	recheck := min(w.in.GracePeriod, 10*time.Second)
 	for loops := 1; ; loops++ {
 		// A loop adds about ten events (a look, maybe a mark, a timer);
 		// the estimate also holds where the history length is not reported.
@@ -132,6 +128,18 @@ func (w *nodeHealth) run(ctx workflow.Context) error {
 		if !obs.Found {
 			return nil // the node was deleted
 		}
+		// The timings configured now win over those this run started
+		// with: a changed flag reaches every node at its next look.
+		if obs.GracePeriod > 0 {
+			w.in.GracePeriod = obs.GracePeriod
+		}
+		if obs.EvictionTimeout > 0 {
+			w.in.EvictionTimeout = obs.EvictionTimeout
+		}
+		// While NotReady the node is looked at this often, so a returning
+		// agent is noticed soon; while Ready the workflow sleeps until the
+		// last heartbeat would be stale.
+		recheck := min(w.in.GracePeriod, 10*time.Second)
 		fresh := obs.HeartbeatAge >= 0 && obs.HeartbeatAge < w.in.GracePeriod
 		var sleep time.Duration
 		switch {

@@ -37,6 +37,8 @@ type fakeNode struct {
 	signals    []string        // every signal sent to a pod: "name workflowID"
 	// failSignals fails that many signals first (a frontend hiccup).
 	failSignals int
+	// grace is the grace period the control plane is configured with now.
+	grace time.Duration
 }
 
 func (f *fakeNode) now() time.Time { return f.env.Now() }
@@ -75,7 +77,7 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 		if f.deleted {
 			return activities.NodeObservation{}, nil
 		}
-		return activities.NodeObservation{Found: true, HeartbeatAge: f.now().Sub(f.heartbeat()), Tainted: f.tainted}, nil
+		return activities.NodeObservation{Found: true, HeartbeatAge: f.now().Sub(f.heartbeat()), Tainted: f.tainted, GracePeriod: f.grace}, nil
 	})
 	env.OnActivity(ctl.MarkNodeNotReady, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.MarkNotReadyInput) (activities.MarkNotReadyResult, error) {
 		f.mu.Lock()
@@ -402,5 +404,30 @@ func TestNodeHealthEvictionRetriesFailedSignals(t *testing.T) {
 	}
 	if notReady != 2 {
 		t.Fatalf("pods told of the node's readiness %d times; want both pods once: %v", notReady, f.signals)
+	}
+}
+
+// A grace period changed on the control plane reaches a node whose health
+// workflow started with another.
+func TestNodeHealthFollowsTheConfiguredGracePeriod(t *testing.T) {
+	env, f := newNodeEnv(t)
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.grace = 10 * time.Second
+		f.mu.Unlock()
+	}, 30*time.Second)
+	env.RegisterDelayedCallback(func() { f.setAlive(false) }, 65*time.Second)
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.deleted = true
+		f.mu.Unlock()
+		env.SignalWorkflow(SignalNodeCheck, nil)
+	}, 200*time.Second)
+	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.notReadyAt) != 1 || !within(f.notReadyAt[0], 70*time.Second, 2*time.Second) {
+		t.Fatalf("NotReady at %v; want at 70s (last heartbeat 60s + the new grace of 10s)", f.notReadyAt)
 	}
 }

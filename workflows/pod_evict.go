@@ -32,6 +32,9 @@ func (w *podWorkflow) leftNode(ctx workflow.Context) error {
 	if ev.Lost {
 		why = "is lost"
 	}
+	if ev.Message != "" {
+		why += " (" + ev.Message + ")"
+	}
 	if w.spec.RestartPolicy != model.RestartAlways {
 		w.finish(ctx, PhaseFailed, ev.Reason, fmt.Sprintf("node %s %s and restartPolicy is %s", from, why, w.spec.RestartPolicy))
 		return nil

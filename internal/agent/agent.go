@@ -332,13 +332,13 @@ func (a *Agent) run(ctx context.Context) error {
 	sup := supervisor.New(supervisor.Config{Node: cfg.Node, Host: supervisor.IllumosHost{Host: a.host},
 		Reporter: lifecycleReporter{tc: tc}, ObserveEvery: cfg.ObserveEvery, Log: a.log})
 	h.Supervisor = sup
-	if err := a.superviseBound(ctx, sup); err != nil {
+	if err := a.superviseBound(ctx, sup, true); err != nil {
 		return fmt.Errorf("list the pods bound to node %s: %w", cfg.Node, err)
 	}
 	supCtx, stopSupervising := context.WithCancel(ctx)
 	defer stopSupervising()
 	go sup.Run(supCtx)
-	go a.reconcileHost(supCtx, h, workflows.PodClient{Temporal: tc})
+	go a.reconcileHost(supCtx, h, sup, workflows.PodClient{Temporal: tc})
 
 	workerCtx, stopStarting := context.WithCancel(ctx)
 	defer stopStarting()
@@ -482,7 +482,7 @@ func (a *Agent) heartbeat(ctx context.Context, h *activities.Host, sup *supervis
 			if _, err := a.cleanHost(ctx, h, "on the node's return"); err != nil && ctx.Err() == nil {
 				a.log.Warn("cleaning the host on the node's return failed; the reconciler will remove what is left", "err", err)
 			}
-			if err := a.superviseBound(ctx, sup); err != nil && ctx.Err() == nil {
+			if err := a.superviseBound(ctx, sup, true); err != nil && ctx.Err() == nil {
 				a.log.Warn("list the pods bound to this node", "err", err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
 // Defaults of the host reconciliation.
@@ -21,7 +22,7 @@ const (
 // without a lifecycle gets one started). The node does this itself: no
 // workflow runs for it, and a node that is down reconciles nothing until it
 // returns (and cleans itself then).
-func (a *Agent) reconcileHost(ctx context.Context, h *activities.Host, pods activities.Lifecycles) {
+func (a *Agent) reconcileHost(ctx context.Context, h *activities.Host, sup *supervisor.Supervisor, pods activities.Lifecycles) {
 	ctl := &activities.Control{Store: a.st, Lifecycles: pods}
 	t := time.NewTicker(a.cfg.ReconcileInterval)
 	defer t.Stop()
@@ -30,6 +31,9 @@ func (a *Agent) reconcileHost(ctx context.Context, h *activities.Host, pods acti
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if err := a.superviseBound(ctx, sup, false); err != nil && ctx.Err() == nil {
+			a.log.Warn("list the pods bound to this node", "err", err)
 		}
 		inv, err := h.Inventory(ctx)
 		if err != nil {

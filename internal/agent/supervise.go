@@ -28,12 +28,14 @@ func (r lifecycleReporter) Report(ctx context.Context, namespace, name string, r
 	return err
 }
 
-// superviseBound makes the supervisor watch exactly the running pods bound
-// to this node: after an agent restart (their probe sets come from the
-// control plane, what they last reported as their initial state, so a
-// Ready pod stays Ready) and after the host was cleaned on the node's
-// return. Pods watched already keep their probe state.
-func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor) error {
+// superviseBound makes the supervisor watch the running pods bound to this
+// node: after an agent restart (their probe sets come from the control
+// plane, what they last reported as their initial state, so a Ready pod
+// stays Ready), and at every host reconciliation (a pod handed over while
+// the agent restarted). Pods watched already keep their probe state. With
+// forget, pods no longer bound here are forgotten (after the host was
+// cleaned on the node's return).
+func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor, forget bool) error {
 	pods, err := a.st.Pods().ListAll(ctx, store.ListOptions{FieldSelector: "spec.nodeName=" + a.cfg.Node})
 	if err != nil {
 		return err
@@ -61,10 +63,9 @@ func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor) 
 		sup.Watch(activities.SupervisedPod(sb, probes), initial)
 	}
 	for _, uid := range watched {
-		if !bound[uid] {
+		if forget && !bound[uid] {
 			sup.Forget(uid)
 		}
 	}
-	a.log.Info("supervising the pods running here", "pods", len(bound))
 	return nil
 }

@@ -60,6 +60,9 @@ type Config struct {
 	// PodTuning is written into every pod lifecycle started (back-offs,
 	// retries); nil: workflows.DefaultTuning.
 	PodTuning *workflows.Tuning
+	// PodReconcileInterval is how often pod rows are checked for their
+	// lifecycles; zero: worker.ReconcileEvery.
+	PodReconcileInterval time.Duration
 }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
@@ -103,18 +106,19 @@ func (t TLSConfig) build() (*tls.Config, error) {
 
 // ControlPlane is a running control plane.
 type ControlPlane struct {
-	Store     *store.Store
-	Temporal  client.Client
-	nodes     workflows.NodeClient
-	podTuning *workflows.Tuning
-	addr      string
-	http      *http.Server
-	log       *slog.Logger
-	cancel    context.CancelFunc
-	bg        sync.WaitGroup
-	worker    tworker.Worker
-	workerMu  sync.Mutex
-	served    chan error
+	Store        *store.Store
+	Temporal     client.Client
+	nodes        workflows.NodeClient
+	podTuning    *workflows.Tuning
+	podReconcile time.Duration
+	addr         string
+	http         *http.Server
+	log          *slog.Logger
+	cancel       context.CancelFunc
+	bg           sync.WaitGroup
+	worker       tworker.Worker
+	workerMu     sync.Mutex
+	served       chan error
 
 	imgMap          *imagemap.Map
 	catalog         imagemap.Catalog
@@ -188,7 +192,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
+	cp := &ControlPlane{Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
 		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
@@ -217,7 +221,7 @@ func (cp *ControlPlane) Served() <-chan error { return cp.served }
 func (cp *ControlPlane) runWorker(ctx context.Context) {
 	defer cp.bg.Done()
 	for attempt := 0; ; attempt++ {
-		err := worker.EnsureSchedules(ctx, cp.Temporal)
+		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.podReconcile)
 		if err == nil {
 			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning)
 			worker.RegisterImages(w, cp.imageActivities)

@@ -81,7 +81,8 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	}
 	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler),
-		ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning}
+		ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
+		PodReconcileInterval: 2 * time.Second}
 	if adjust != nil {
 		adjust(&cfg)
 	}

@@ -304,7 +304,7 @@ func TestPodWithoutWorkflowIsRepaired(t *testing.T) {
 	c := newCluster(t, 1)
 	// A crash between the API's two writes: the row exists, the workflow not.
 	c.createPod(sleepPod("orphan", "sparse", ""))
-	c.waitPhase("orphan", model.PodRunning, true, 90*time.Second)
+	before := c.waitPhase("orphan", model.PodRunning, true, 90*time.Second)
 	ctx := context.Background()
 	if err := c.temporal.TerminateWorkflow(ctx, workflows.PodWorkflowID("default", "orphan"), "", "simulated crash"); err != nil {
 		t.Fatal(err)
@@ -317,4 +317,21 @@ func TestPodWithoutWorkflowIsRepaired(t *testing.T) {
 	c.eventually(30*time.Second, "a LifecycleRestored event", func() bool {
 		return strings.Contains(c.events("orphan"), "LifecycleRestored")
 	})
+	// The new lifecycle takes the pod over where it is: same node, same
+	// address, one zone, Running and Ready again.
+	c.eventually(90*time.Second, "the new lifecycle to reach its Running phase", func() bool {
+		q, err := c.temporal.QueryWorkflow(ctx, workflows.PodWorkflowID("default", "orphan"), "", workflows.QueryStatus)
+		var st workflows.PodLifecycleStatus
+		return err == nil && q.Get(&st) == nil && st.Step == string(workflows.PhaseRunning)
+	})
+	after := c.waitPhase("orphan", model.PodRunning, true, 30*time.Second)
+	if after.Spec.NodeName != before.Spec.NodeName || after.Status.PodIP != before.Status.PodIP {
+		t.Fatalf("repaired pod moved: %s %s, was %s %s", after.Spec.NodeName, after.Status.PodIP, before.Spec.NodeName, before.Status.PodIP)
+	}
+	if z, v, d := c.podResources(0); z != 1 || v != 1 || d != 1 {
+		t.Fatalf("after the repair the node holds %d zones, %d VNICs, %d datasets; want one each", z, v, d)
+	}
+	if n := c.allocations(); n != 1 {
+		t.Fatalf("%d addresses allocated after the repair, want 1", n)
+	}
 }

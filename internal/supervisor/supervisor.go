@@ -164,7 +164,7 @@ func (s *Supervisor) Watch(p Pod, initial map[string]Initial) uint64 {
 	for _, c := range p.Containers {
 		in, known := initial[c.Name]
 		cs := &container{spec: c, state: model.ContainerStarting, since: now,
-			started: c.Startup == nil || (known && in.Started), ready: known && in.Ready}
+			started: c.Startup == nil || (known && in.Started), ready: c.Readiness == nil || (known && in.Ready)}
 		ps.containers = append(ps.containers, cs)
 		s.startProbes(ps, cs)
 	}
@@ -198,7 +198,7 @@ func (s *Supervisor) Restarted(uid, name string) uint64 {
 			continue
 		}
 		c.stop()
-		c.state, c.exitCode, c.unhealthy, c.ready = model.ContainerStarting, nil, "", false
+		c.state, c.exitCode, c.unhealthy, c.ready = model.ContainerStarting, nil, "", c.spec.Readiness == nil
 		c.started = c.spec.Startup == nil
 		c.since = time.Now()
 		s.startProbes(p, c)
@@ -269,8 +269,8 @@ func (s *Supervisor) observe(ctx context.Context) {
 			if state != model.ContainerMaintenance || c.state != model.ContainerExited {
 				c.state = state
 			}
-			if state != model.ContainerRunning {
-				c.ready = false
+			if state != model.ContainerRunning && c.spec.Readiness != nil {
+				c.ready = false // probed again from scratch once it runs
 			}
 		}
 	}
@@ -366,7 +366,12 @@ func (s *Supervisor) deliverOnce(ctx context.Context) time.Duration {
 		cancel()
 		s.mu.Lock()
 		switch {
-		case err == nil || errors.Is(err, ErrGone):
+		case errors.Is(err, ErrGone):
+			if s.pods[d.p.spec.UID] == d.p {
+				d.p.stop() // its lifecycle ended: nobody to tell any more
+				delete(s.pods, d.p.spec.UID)
+			}
+		case err == nil:
 			sent := d.r
 			sent.Seq = 0
 			d.p.sent, d.p.failures, d.p.retryAt = &sent, 0, time.Time{}

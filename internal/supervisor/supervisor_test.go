@@ -275,3 +275,15 @@ func TestAPodForgottenIsNoLongerReported(t *testing.T) {
 		t.Fatalf("a forgotten pod was reported: %+v", r.reports[n:])
 	}
 }
+
+func TestAContainerWithoutReadinessProbeIsReadyWhileItRuns(t *testing.T) {
+	h, r := onlineHost(), &recorder{}
+	s := start(t, h, r)
+	s.Watch(appPod(), nil)
+	r.wait(t, "Ready", func(l model.PodReport, _ int) bool { return l.Containers[0].Ready })
+	h.set(func(f *fakeHost) { f.zones["z1"] = "installed" })
+	got := r.wait(t, "not Ready once the zone stopped", func(l model.PodReport, _ int) bool { return !l.Containers[0].Ready })
+	if got.Zone != "installed" {
+		t.Fatalf("zone reported %q", got.Zone)
+	}
+}
