@@ -157,8 +157,15 @@ func TestServicesInZone(t *testing.T) {
 	}
 	must(t, "enable", z.EnableService(ctx, svc.FMRI()))
 	waitState(t, ctx, z, svc.FMRI(), "online")
-	// The start method ran with its argv and environment intact.
-	if b, err := os.ReadFile(out); err != nil || string(b) != "hi & <there> 100%\n" {
+	// The start method ran with its argv and environment intact (SMF says
+	// online once the method is started, not once it has written).
+	var b []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err = os.ReadFile(out); err == nil && len(b) > 0 {
+			break
+		}
+	}
+	if string(b) != "hi & <there> 100%\n" {
 		t.Errorf("the service wrote %q, %v", b, err)
 	}
 	must(t, "restart", z.RestartService(ctx, svc.FMRI()))
