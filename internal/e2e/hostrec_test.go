@@ -314,6 +314,7 @@ func TestAgentSIGTERMLetsARunningInstallFinish(t *testing.T) {
 // zones are ever being installed at once on the node, as the simulator's
 // own state shows (a zone is incomplete while zoneadm install runs).
 func TestConcurrentInstallsNeverExceedTheLimit(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1, "--max-concurrent-installs", "2")
 	c.sim(0, "fault", "latency", "zoneadm install", "3s")
 	const pods = 5

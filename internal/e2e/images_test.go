@@ -418,6 +418,7 @@ func TestImportResumesAStalledDownloadAndWaitsForASlowOne(t *testing.T) {
 // temporal workflow cancel on an import stops it and leaves no partial
 // file in the store or on any node.
 func TestCancelledImportLeavesNoPartialFiles(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	c := newClusterWith(t, 2, func(cfg *controlplane.Config) { cfg.ImageStore = storeDir })
 	files := newImageFiles(t)
@@ -448,6 +449,7 @@ func TestCancelledImportLeavesNoPartialFiles(t *testing.T) {
 // runs. A pull that fails keeps the pod Pending (ImagePullBackOff) until a
 // retry succeeds.
 func TestLateNodeGetsImagesAndPodsWaitForThem(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	files := newImageFiles(t)
 	stream := c.zfsStream("late\n")

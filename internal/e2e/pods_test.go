@@ -119,6 +119,7 @@ func TestPodRunsAndIsRemoved(t *testing.T) {
 }
 
 func TestEveryBrandRuns(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	// sparse and ipkg zones install from the host's packages (the base
 	// zone template); lx and bhyve need an image imported first.
@@ -146,6 +147,7 @@ func TestEveryBrandRuns(t *testing.T) {
 }
 
 func TestCancelMidInstallRollsBack(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.sim(0, "fault", "latency", "zoneadm install", "4s")
 	c.createPod(sleepPod("slow", "sparse", ""))
@@ -230,6 +232,7 @@ func TestLivenessFailureRestartsWithBackoff(t *testing.T) {
 // The agent dies mid-install and comes back: the pod ends Running with
 // exactly one of everything.
 func TestAgentCrashMidInstall(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.sim(0, "fault", "latency", "zoneadm install", "3s")
 	c.createPod(sleepPod("survivor", "sparse", ""))
@@ -261,6 +264,7 @@ func TestAgentCrashMidInstall(t *testing.T) {
 }
 
 func TestTransientFailuresAreRetried(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 2)
 	for i := range c.nodes.Nodes {
 		for _, cmd := range []string{"zfs", "dladm", "zonecfg", "zoneadm", "zlogin"} {
@@ -286,6 +290,7 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 }
 
 func TestPermanentFailureFailsThePodAndLeavesNothing(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.sim(0, "fault", "fail-next", "zoneadm install", "100", "--stderr", "zoneadm: zone 'x': unknown brand.", "--exit", "1")
 	c.createPod(sleepPod("doomed", "sparse", ""))
@@ -301,6 +306,7 @@ func TestPermanentFailureFailsThePodAndLeavesNothing(t *testing.T) {
 }
 
 func TestPodWithoutWorkflowIsRepaired(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	// A crash between the API's two writes: the row exists, the workflow not.
 	c.createPod(sleepPod("orphan", "sparse", ""))

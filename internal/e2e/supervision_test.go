@@ -105,6 +105,7 @@ func containerStatus(p model.Pod) model.ContainerStatus {
 
 // Exit codes are real, and restartPolicy decides from them.
 func TestExitCodesUnderEachRestartPolicy(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.createPod(exitPod("never-fails", model.RestartNever, "sleep 1; exit 3"))
 	c.createPod(exitPod("onfailure-done", model.RestartOnFailure, "sleep 1; exit 0"))
@@ -212,6 +213,7 @@ func TestFrozenNodePodsNotReadyAndBack(t *testing.T) {
 // A pod waiting for capacity continues as new over and over; a delete
 // sent meanwhile is honoured.
 func TestSignalDuringContinueAsNewIsHonoured(t *testing.T) {
+	t.Parallel()
 	c := newClusterWith(t, 1, func(cfg *controlplane.Config) {
 		tuning := e2eTuning
 		tuning.RetryMax, tuning.HistoryLimit = 200*time.Millisecond, 20
