@@ -97,14 +97,12 @@ func (a *Control) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (M
 		if obs.HeartbeatAge >= 0 {
 			msg = fmt.Sprintf("zonewright agent stopped posting heartbeats: the last was %s ago", obs.HeartbeatAge.Round(time.Second))
 		}
-		c := n.Condition(model.NodeReady)
-		if c == nil {
-			n.Status.Conditions = append(n.Status.Conditions, model.NodeCondition{Type: model.NodeReady})
-			c = &n.Status.Conditions[len(n.Status.Conditions)-1]
-		}
-		if c.Status != model.ConditionUnknown {
-			c.Status, c.LastTransitionTime, res.Changed = model.ConditionUnknown, &now, true
-			c.Reason, c.Message = ReasonNodeStatusUnknown, msg
+		if c := n.Condition(model.NodeReady); c == nil || c.Status != model.ConditionUnknown {
+			next := model.NodeCondition{Type: model.NodeReady, Status: model.ConditionUnknown, Reason: ReasonNodeStatusUnknown, Message: msg}
+			if c != nil {
+				next.LastHeartbeatTime = c.LastHeartbeatTime
+			}
+			res.Changed = model.SetCondition(&n.Status.Conditions, next, now)
 		}
 		if !hasTaint(n, TaintUnreachable) {
 			n.Spec.Taints = append(n.Spec.Taints, model.Taint{Key: TaintUnreachable, Effect: model.TaintNoSchedule, TimeAdded: &now})
@@ -305,12 +303,9 @@ func (a *Control) UnbindPod(ctx context.Context, in UnbindInput) error {
 		p.Spec.NodeName = ""
 		p.Status.Phase, p.Status.Reason, p.Status.Message = model.PodPending, "Rescheduling", in.Message
 		p.Status.PodIP, p.Status.HostIP, p.Status.ContainerStatuses, p.Status.StartTime = "", "", nil, nil
-		p.Status.Conditions = slices.DeleteFunc(p.Status.Conditions, func(c model.PodCondition) bool {
-			return c.Type == model.PodScheduled || c.Type == model.PodReady
-		})
-		p.Status.Conditions = append(p.Status.Conditions,
-			model.PodCondition{Type: model.PodScheduled, Status: model.ConditionFalse, Reason: "Rescheduling", LastTransitionTime: &now},
-			model.PodCondition{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Rescheduling", LastTransitionTime: &now})
+		for _, typ := range []string{model.PodScheduled, model.PodReady} {
+			model.SetCondition(&p.Status.Conditions, model.PodCondition{Type: typ, Status: model.ConditionFalse, Reason: "Rescheduling"}, now)
+		}
 	})
 	if err != nil || !found {
 		return err

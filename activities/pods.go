@@ -175,18 +175,11 @@ func applyStatus(s *model.PodStatus, u StatusUpdate) {
 	}
 	s.Reason, s.Message = u.Reason, u.Message
 	for _, c := range u.Conditions {
-		replaced := false
-		for i := range s.Conditions {
-			if s.Conditions[i].Type == c.Type {
-				if s.Conditions[i].Status == c.Status {
-					c.LastTransitionTime = s.Conditions[i].LastTransitionTime
-				}
-				s.Conditions[i], replaced = c, true
-			}
+		at := time.Now().UTC()
+		if c.LastTransitionTime != nil {
+			at = *c.LastTransitionTime
 		}
-		if !replaced {
-			s.Conditions = append(s.Conditions, c)
-		}
+		model.SetCondition(&s.Conditions, c, at)
 	}
 	if u.PodIP != "" {
 		s.PodIP = u.PodIP

@@ -647,29 +647,9 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary) {
 	if workerErr != nil {
 		msg += "; its worker is not polling Temporal yet: " + workerErr.Error()
 	}
-	setCondition(&n.Status.Conditions, model.NodeCondition{
-		Type: model.NodeReady, Status: model.ConditionTrue, Reason: ReasonAgentReady, Message: msg,
+	model.SetCondition(&n.Status.Conditions, model.NodeCondition{
+		Type: model.NodeReady, Status: model.ConditionTrue, Reason: ReasonAgentReady, Message: msg, LastHeartbeatTime: &now,
 	}, now)
-}
-
-// setCondition sets c, its heartbeat now; the transition time changes
-// only when the status does.
-func setCondition(conds *[]model.NodeCondition, c model.NodeCondition, now time.Time) {
-	c.LastHeartbeatTime = &now
-	for i := range *conds {
-		old := &(*conds)[i]
-		if old.Type != c.Type {
-			continue
-		}
-		c.LastTransitionTime = old.LastTransitionTime
-		if old.Status != c.Status || c.LastTransitionTime == nil {
-			c.LastTransitionTime = &now
-		}
-		*old = c
-		return
-	}
-	c.LastTransitionTime = &now
-	*conds = append(*conds, c)
 }
 
 // FormatMilliCPU renders millicores as a quantity: "8", "7500m".

@@ -146,6 +146,8 @@ func TestExitCodesUnderEachRestartPolicy(t *testing.T) {
 	c.recordHistory(workflows.PodWorkflowID("default", "never-fails"), "pod-exit-never.json")
 	c.waitClosed("always")
 	c.recordHistory(workflows.PodWorkflowID("default", "always"), "pod-restarts-always.json")
+	c.waitClosed("onfailure-fails")
+	c.recordHistory(workflows.PodWorkflowID("default", "onfailure-fails"), "pod-restarts-onfailure.json")
 }
 
 // The agent is killed and started again while pods run: no restart is
@@ -221,10 +223,16 @@ func TestSignalDuringContinueAsNewIsHonoured(t *testing.T) {
 	})
 	c.createPod(`{"metadata":{"name":"huge"},"spec":{"containers":[{"name":"app","image":"base","command":["sleep","1"],
 	  "resources":{"requests":{"cpu":"512"}}}]}}`)
+	var continued string
 	c.eventually(time.Minute, "the pod to continue as new a few times", func() bool {
 		list, err := c.temporal.ListWorkflow(context.Background(), listRequest(`WorkflowId = "pod/default/huge" AND ExecutionStatus = "ContinuedAsNew"`))
-		return err == nil && len(list.Executions) >= 3
+		if err != nil || len(list.Executions) < 3 {
+			return false
+		}
+		continued = list.Executions[0].Execution.RunId
+		return true
 	})
+	c.recordRun("pod/default/huge", continued, "pod-pending-continued.json")
 	if code, b := c.do("DELETE", "/api/v1/namespaces/default/pods/huge", nil); code != 200 {
 		t.Fatalf("delete: %d %s", code, b)
 	}

@@ -17,13 +17,16 @@ func listRequest(query string) *workflowservice.ListWorkflowExecutionsRequest {
 
 // recordHistory writes a finished workflow's history where the replay test
 // reads it, when ZW_RECORD_HISTORIES names that directory.
-func (c *cluster) recordHistory(workflowID, file string) {
+func (c *cluster) recordHistory(workflowID, file string) { c.recordRun(workflowID, "", file) }
+
+// recordRun is recordHistory for one run of the workflow ("" the latest).
+func (c *cluster) recordRun(workflowID, runID, file string) {
 	dir := os.Getenv("ZW_RECORD_HISTORIES")
 	if dir == "" {
 		return
 	}
 	ctx := context.Background()
-	iter := c.temporal.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := c.temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	hist := &historypb.History{}
 	for iter.HasNext() {
 		ev, err := iter.Next()

@@ -66,7 +66,7 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		}
 		now := time.Now().UTC()
 		pod.Spec.NodeName = d.Node
-		setCondition(pod, model.PodCondition{Type: model.PodScheduled, Status: model.ConditionTrue, LastTransitionTime: &now})
+		model.SetCondition(&pod.Status.Conditions, model.PodCondition{Type: model.PodScheduled, Status: model.ConditionTrue}, now)
 		err = s.Store.Pods().Update(ctx, pod)
 		if errors.Is(err, store.ErrConflict) {
 			continue // the pod changed under us (a label edit): read it again
@@ -103,14 +103,4 @@ func hasCondition(p *model.Pod, typ string) bool {
 		}
 	}
 	return false
-}
-
-func setCondition(p *model.Pod, c model.PodCondition) {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == c.Type {
-			p.Status.Conditions[i] = c
-			return
-		}
-	}
-	p.Status.Conditions = append(p.Status.Conditions, c)
 }
