@@ -1,0 +1,189 @@
+package agent
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// Defaults of the agent's settings.
+const (
+	DefaultEtherstub             = "zwstub0"
+	DefaultStoragePool           = "tank"
+	DefaultZonesPath             = "/zonewright/zones"
+	DefaultImageDir              = "/var/zonewright/images"
+	DefaultMaxPods               = 110
+	DefaultMaxConcurrentInstalls = 4
+	DefaultHeartbeatInterval     = 10 * time.Second
+	DefaultWorkerStopTimeout     = 30 * time.Second
+)
+
+// DefaultZoneBrands are the brands a node offers unless told otherwise.
+var DefaultZoneBrands = []string{"sparse", "ipkg", "lx", "bhyve"}
+
+// ZonesDataset is the zones' parent dataset in pool.
+func ZonesDataset(pool string) string { return pool + "/zonewright/zones" }
+
+// ImagesDataset is where images received as ZFS streams (and bhyve disk
+// images, as volumes) live in pool, each with its golden @base snapshot.
+func ImagesDataset(pool string) string { return pool + "/zonewright/images" }
+
+// VolumesDataset holds the per-pod volumes (bhyve boot disks cloned from
+// images) in pool.
+func VolumesDataset(pool string) string { return pool + "/zonewright/volumes" }
+
+// Config is everything the agent needs.
+type Config struct {
+	Node        string // the Node's name
+	DatabaseURL string
+
+	TemporalAddress   string
+	TemporalNamespace string
+	TemporalTLS       *tls.Config // nil: plaintext
+
+	PodCIDR      string
+	Etherstub    string // default DefaultEtherstub
+	ZonesDataset string // default ZonesDataset(DefaultStoragePool)
+	ZonesPath    string // where ZonesDataset is mounted; default DefaultZonesPath
+	ZoneBrands   []string
+	// ImagesDataset and VolumesDataset: see activities.Host; defaults
+	// ImagesDataset(DefaultStoragePool), VolumesDataset(DefaultStoragePool).
+	ImagesDataset  string
+	VolumesDataset string
+	// ImageDir holds lx tarball images; default DefaultImageDir.
+	ImageDir string
+	// ZvolDir is the volumes' raw device directory; default
+	// illumos.DefaultZvolDir.
+	ZvolDir string
+	MaxPods int
+
+	SystemReservedMilliCPU int64
+	SystemReservedMemory   int64 // bytes
+
+	// BinDir is the directory of the illumos commands; empty runs them
+	// from their standard places.
+	BinDir string
+
+	MaxConcurrentInstalls   int
+	MaxConcurrentActivities int // see worker.NodeOptions
+	HeartbeatInterval       time.Duration
+	WorkerStopTimeout       time.Duration
+	// ObserveEvery is how often the supervisor lists the zones and their
+	// services; default supervisor.DefaultObserveEvery.
+	ObserveEvery time.Duration
+	// ReconcileInterval is how often the host is compared with the control
+	// plane (orphans, drift); default DefaultReconcileInterval.
+	ReconcileInterval time.Duration
+	// OrphanGrace is how long an orphan is reported before it is removed;
+	// default DefaultOrphanGrace.
+	OrphanGrace time.Duration
+
+	// Version is reported as nodeInfo.agentVersion; empty means the
+	// binary's build information.
+	Version string
+	Logger  *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Etherstub == "" {
+		c.Etherstub = DefaultEtherstub
+	}
+	if c.ZonesDataset == "" {
+		c.ZonesDataset = ZonesDataset(DefaultStoragePool)
+	}
+	if c.ZonesPath == "" {
+		c.ZonesPath = DefaultZonesPath
+	}
+	if c.ImagesDataset == "" {
+		c.ImagesDataset = ImagesDataset(DefaultStoragePool)
+	}
+	if c.VolumesDataset == "" {
+		c.VolumesDataset = VolumesDataset(DefaultStoragePool)
+	}
+	if c.ImageDir == "" {
+		c.ImageDir = DefaultImageDir
+	}
+	if c.ZvolDir == "" {
+		c.ZvolDir = illumos.DefaultZvolDir
+	}
+	if len(c.ZoneBrands) == 0 {
+		c.ZoneBrands = DefaultZoneBrands
+	}
+	if c.MaxPods <= 0 {
+		c.MaxPods = DefaultMaxPods
+	}
+	if c.MaxConcurrentInstalls <= 0 {
+		c.MaxConcurrentInstalls = DefaultMaxConcurrentInstalls
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.WorkerStopTimeout <= 0 {
+		c.WorkerStopTimeout = DefaultWorkerStopTimeout
+	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = DefaultReconcileInterval
+	}
+	if c.OrphanGrace <= 0 {
+		c.OrphanGrace = DefaultOrphanGrace
+	}
+	if c.Version == "" {
+		c.Version = buildVersion()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Node == "" {
+		errs = append(errs, errors.New("a node name is required (--node)"))
+	} else if f := model.ValidateNode(&model.Node{Metadata: model.ObjectMeta{Name: c.Node}}); len(f) > 0 {
+		errs = append(errs, fmt.Errorf("node name %q: %v", c.Node, f))
+	}
+	if c.DatabaseURL == "" {
+		errs = append(errs, errors.New("a database URL is required (--database-url)"))
+	}
+	if c.TemporalAddress == "" {
+		errs = append(errs, errors.New("a Temporal address is required (--temporal-address)"))
+	}
+	if c.PodCIDR == "" {
+		errs = append(errs, errors.New("the node's pod CIDR is required (--pod-cidr)"))
+	} else if p, err := netip.ParsePrefix(c.PodCIDR); err != nil || p.Masked() != p {
+		errs = append(errs, fmt.Errorf("pod CIDR %q is not a network such as 10.88.1.0/24", c.PodCIDR))
+	}
+	if !illumos.ValidLinkName(c.Etherstub) {
+		errs = append(errs, fmt.Errorf("etherstub %q is not a valid link name (letters, digits, '_', ending in a digit)", c.Etherstub))
+	}
+	for what, ds := range map[string]string{"zones": c.ZonesDataset, "images": c.ImagesDataset, "volumes": c.VolumesDataset} {
+		if !illumos.ValidDatasetName(ds) {
+			errs = append(errs, fmt.Errorf("%s dataset %q is not a dataset name", what, ds))
+		}
+	}
+	for what, dir := range map[string]string{"image dir": c.ImageDir, "zvol dir": c.ZvolDir} {
+		if !filepath.IsAbs(dir) {
+			errs = append(errs, fmt.Errorf("%s %q must be an absolute path", what, dir))
+		}
+	}
+	if !strings.HasPrefix(c.ZonesPath, "/") || c.ZonesPath == "/" {
+		errs = append(errs, fmt.Errorf("zones path %q must be an absolute path other than /", c.ZonesPath))
+	}
+	for _, b := range c.ZoneBrands {
+		if b == "" || len(model.ValidateMeta(&model.ObjectMeta{Name: "n", Labels: map[string]string{model.LabelNodeBrandPrefix + b: "true"}}, false)) > 0 {
+			errs = append(errs, fmt.Errorf("zone brand %q is not a valid name", b))
+		}
+	}
+	if c.SystemReservedMilliCPU < 0 || c.SystemReservedMemory < 0 {
+		errs = append(errs, errors.New("system reservations cannot be negative"))
+	}
+	return errors.Join(errs...)
+}

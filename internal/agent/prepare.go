@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// prepareHost makes the zones' parent dataset and the etherstub exist.
+func (a *Agent) prepareHost(ctx context.Context) error {
+	cfg := a.cfg
+	zfs, dl := a.host.ZFS(), a.host.Dladm()
+	if _, err := retry(ctx, a.log, "create the zones dataset", func() (struct{}, error) {
+		return struct{}{}, zfs.Create(ctx, cfg.ZonesDataset, map[string]string{"mountpoint": cfg.ZonesPath})
+	}); err != nil {
+		return fmt.Errorf("create the zones dataset %s: %w", cfg.ZonesDataset, err)
+	}
+	if mp, err := zfs.Get(ctx, cfg.ZonesDataset, "mountpoint"); err == nil && mp != cfg.ZonesPath {
+		// Zone datasets get their mountpoints explicitly, so this works;
+		// but the operator chose another place, and we leave it.
+		a.log.Warn("the zones dataset is mounted elsewhere than the zones path; zone datasets are mounted under the zones path",
+			"dataset", cfg.ZonesDataset, "mountpoint", mp, "zonesPath", cfg.ZonesPath)
+	}
+	// The parents of images (received streams, disk volumes) and of the
+	// pods' volumes; the directory of lx tarballs.
+	for _, ds := range []string{cfg.ImagesDataset, cfg.VolumesDataset} {
+		if _, err := retry(ctx, a.log, "create dataset "+ds, func() (struct{}, error) {
+			return struct{}{}, zfs.Create(ctx, ds, nil)
+		}); err != nil {
+			return fmt.Errorf("create the dataset %s: %w", ds, err)
+		}
+	}
+	if err := os.MkdirAll(cfg.ImageDir, 0o755); err != nil {
+		return fmt.Errorf("create the image directory: %w", err)
+	}
+	if _, err := retry(ctx, a.log, "create the etherstub", func() (struct{}, error) {
+		ok, err := dl.EtherstubExists(ctx, cfg.Etherstub)
+		if err != nil || ok {
+			return struct{}{}, err
+		}
+		err = dl.CreateEtherstub(ctx, cfg.Etherstub)
+		if errors.Is(err, illumos.ErrAlreadyExists) {
+			return struct{}{}, nil
+		}
+		return struct{}{}, err
+	}); err != nil {
+		return fmt.Errorf("create the etherstub %s: %w", cfg.Etherstub, err)
+	}
+	return nil
+}
+
+// retry runs fn until it succeeds, fails for good (not retryable) or has
+// failed five times.
+func retry[T any](ctx context.Context, log *slog.Logger, what string, fn func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for attempt := 1; ; attempt++ {
+		if v, err = fn(); err == nil || !illumos.IsRetryable(err) || attempt == 5 || ctx.Err() != nil {
+			return v, err
+		}
+		log.Warn("retrying", "what", what, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return v, ctx.Err()
+		case <-time.After(time.Duration(attempt) * time.Second):
+		}
+	}
+}
+
+// openStore opens the database, waiting for it to come up.
+func openStore(ctx context.Context, url string, log *slog.Logger) (*store.Store, error) {
+	for attempt := 0; ; attempt++ {
+		err := store.Reachable(ctx, url)
+		if err == nil {
+			return store.Open(ctx, url)
+		}
+		if !errors.Is(err, store.ErrUnavailable) {
+			return nil, err
+		}
+		if attempt%10 == 0 {
+			log.Warn("waiting for the database", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
