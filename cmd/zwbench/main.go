@@ -13,7 +13,13 @@
 //     probe, measured over a window: history events per pod per minute,
 //     Temporal requests per second and the CPU of the whole stack (also
 //     without pods), against the floor, the CPU of the probe commands
-//     alone.
+//     alone;
+//   - scale (--scale): on a stack of its own, pods added in steps up to
+//     --scale on --scale-nodes nodes, each Running and Ready with an exec
+//     readiness probe; at every step, and on the stack without pods, the
+//     CPU and memory of every process of the stack, history events per pod
+//     per minute and Temporal requests per second, so that what a pod
+//     costs can be seen to stay the same as pods are added.
 //
 // It prints a table and writes the same figures as JSON (--json).
 package main
@@ -38,6 +44,10 @@ func main() {
 	flag.IntVar(&o.steady, "steady", 60, "pods kept running for the steady-state section (0 skips it)")
 	flag.DurationVar(&o.steadyWindow, "steady-window", 60*time.Second, "how long each steady-state window measures")
 	flag.IntVar(&o.nodes, "nodes", 3, "simulated nodes")
+	flag.IntVar(&o.scale, "scale", 0, "pods the scale section ends with, on a stack of its own (0 skips it)")
+	flag.IntVar(&o.scaleNodes, "scale-nodes", 10, "simulated nodes of the scale section's stack")
+	flag.IntVar(&o.scaleSteps, "scale-steps", 4, "steps the scale section adds its pods in, measuring after each")
+	flag.DurationVar(&o.scaleWindow, "scale-window", 60*time.Second, "how long each scale step measures")
 	flag.StringVar(&o.binDir, "bin", "bin", "directory holding zonewright and illumos-sim")
 	flag.StringVar(&o.jsonOut, "json", "bench.json", "where to write the results as JSON")
 	flag.Parse()
@@ -60,9 +70,11 @@ func main() {
 }
 
 type options struct {
-	idle, burst, steady, nodes int
-	steadyWindow               time.Duration
-	binDir, jsonOut            string
+	idle, burst, steady, nodes    int
+	steadyWindow                  time.Duration
+	scale, scaleNodes, scaleSteps int
+	scaleWindow                   time.Duration
+	binDir, jsonOut               string
 }
 
 // Results are the figures of one run.
@@ -80,6 +92,7 @@ type Results struct {
 	Ratio            float64          `json:"burstToCeilingRatio"`
 	PeakRSS          map[string]int64 `json:"peakRSSKiB"`
 	Steady           *SteadyResults   `json:"steady,omitempty"`
+	Scale            *ScaleResults    `json:"scale,omitempty"`
 }
 
 // Percentiles of a latency sample, in milliseconds.

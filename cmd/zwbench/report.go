@@ -5,12 +5,22 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"text/tabwriter"
 )
 
 var stderr io.Writer = os.Stderr
 
 func (r *Results) print(w io.Writer) {
+	if r.PeakRSS != nil { // the sections of the first stack ran
+		r.printSections(w)
+	}
+	if r.Scale != nil {
+		r.Scale.print(w)
+	}
+}
+
+func (r *Results) printSections(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "measure\tp50\tp95\tp99\tmax\n")
 	row := func(name string, p Percentiles) {
@@ -34,6 +44,80 @@ func (r *Results) print(w io.Writer) {
 	if r.Steady != nil {
 		r.Steady.print(w)
 	}
+}
+
+func (r *ScaleResults) print(w io.Writer) {
+	const mib = 1024.0
+	last := r.Steps[len(r.Steps)-1]
+	fmt.Fprintf(w, "\nscale: %d pods on %d nodes, Running and Ready, one exec probe each every %.0f s; %.0f s window a step\n",
+		r.Pods, r.Nodes, r.ProbePeriodSeconds, last.WindowSeconds)
+	fmt.Fprintf(w, "  the nodes fit %d such pods (at most %d a node); the scheduler put %d–%d on each\n",
+		r.PodsTheNodesFit, r.MaxPodsPerNode, r.PodsPerNodeMin, r.PodsPerNodeMax)
+	fmt.Fprintf(w, "  machine: %d CPUs, %.1f GiB; %.1f GiB available at %d pods\n",
+		r.MachineCPUs, float64(r.MachineMemKiB)/mib/mib, float64(last.MemAvailableKiB)/mib/mib, last.Pods)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  measure\tp50\tp95\tp99\tmax\n")
+	row := func(name string, p Percentiles) {
+		fmt.Fprintf(tw, "  %s\t%.0f ms\t%.0f ms\t%.0f ms\t%.0f ms\n", name, p.P50, p.P95, p.P99, p.Max)
+	}
+	row(fmt.Sprintf("create→Running, all %d pods (%d creations in flight)", r.Pods, r.CreateInFlight), r.CreateToRunning)
+	row(fmt.Sprintf("create→Ready, all %d pods", r.Pods), r.CreateToReady)
+	tw.Flush()
+	fmt.Fprintf(w, "  pods reached Running at %.1f pods/s (each step's first creation → its last pod Running)\n\n", r.RunningPodsPerSecond)
+
+	// One row a step. Δ columns are less the stack without pods, per pod:
+	// the same at every step means a cost linear in pods.
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "pods\tReady\tRunning in\tReady in\tCPU %% of a core\t/100 pods\tΔ /100 pods\tRSS MiB\t/pod\tΔ /pod\tPSS MiB\tΔ /pod\tevents/pod/min\tTemporal req/s\tprobe CPU ms\tsim state KiB/node\tmachine CPU %%\t\n")
+	for i, st := range r.Steps {
+		ev := fmt.Sprintf("%.1f (max %.1f)", st.EventsPerPodMinuteMedian, st.EventsPerPodMinuteMax)
+		if i == 0 {
+			fmt.Fprintf(tw, "%d\t–\t–\t–\t%.1f\t–\t–\t%.0f\t–\t–\t%.0f\t–\t–\t%.1f\t–\t%.0f\t%.0f\t\n",
+				st.Pods, st.CPUPercent, float64(st.RSSKiB)/mib, float64(st.PSSKiB)/mib, st.RequestsPerSecond, st.SimStateKiB, st.MachineCPUPercent)
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%.0f s\t%.0f s\t%.1f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%s\t%.1f\t%.1f\t%.0f\t%.0f\t\n",
+			st.Pods, st.PodsReady, st.RunningSeconds, st.ReadySeconds, st.CPUPercent, st.CPUPer100Pods, st.CPUPer100PodsAboveEmpty,
+			float64(st.RSSKiB)/mib, st.RSSKiBPerPod/mib, st.RSSKiBPerPodAboveEmpty/mib,
+			float64(st.PSSKiB)/mib, st.PSSKiBPerPodAboveEmpty/mib, ev, st.RequestsPerSecond, st.ProbeCPUMs, st.SimStateKiB, st.MachineCPUPercent)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "  (Δ: above the stack without pods, per pod; the same at every step = cost linear in pods.\n")
+	fmt.Fprintf(w, "   RSS counts shared pages in every process, PSS splits them; machine CPU includes whatever else runs.)\n")
+	fmt.Fprintf(w, "  straight line through the steps, cost = a + b × pods (R² = 1: exactly linear):\n")
+	fmt.Fprintf(w, "    CPU  a = %.1f %% of a core, b = %.2f %% per 100 pods, R² = %.3f\n", r.CPUFit.Intercept, r.CPUFit.Slope, r.CPUFit.R2)
+	fmt.Fprintf(w, "    RSS  a = %.0f MiB, b = %.2f MiB per pod, R² = %.3f\n", r.RSSFit.Intercept/mib, r.RSSFit.Slope/mib, r.RSSFit.R2)
+	fmt.Fprintf(w, "    PSS  a = %.0f MiB, b = %.2f MiB per pod, R² = %.3f\n", r.PSSFit.Intercept/mib, r.PSSFit.Slope/mib, r.PSSFit.R2)
+	fmt.Fprintf(w, "  floor at %d pods: the probe commands alone, %.1f %% of a core per 100 pods (%.2f ms CPU each)\n", r.Pods, r.FloorCPUPer100Pods, r.ProbeCPUMs)
+
+	groups := make([]string, 0, len(last.Memory))
+	for g := range last.CPUPercentByGroup {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	fmt.Fprintf(w, "\n  by process group, at each step\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\t")
+	for _, st := range r.Steps {
+		fmt.Fprintf(tw, "%d pods\t", st.Pods)
+	}
+	fmt.Fprintf(tw, "\n")
+	table := func(title string, value func(ScaleStep, string) string) {
+		fmt.Fprintf(tw, "%s\t\n", title)
+		for _, g := range groups {
+			fmt.Fprintf(tw, "%s\t", g)
+			for _, st := range r.Steps {
+				fmt.Fprintf(tw, "%s\t", value(st, g))
+			}
+			fmt.Fprintf(tw, "\n")
+		}
+	}
+	table("CPU % of a core", func(st ScaleStep, g string) string { return fmt.Sprintf("%.1f", st.CPUPercentByGroup[g]) })
+	table("RSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].RSS)/mib) })
+	table("PSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].PSS)/mib) })
+	table("processes", func(st ScaleStep, g string) string { return strconv.Itoa(st.Memory[g].Processes) })
+	tw.Flush()
+	fmt.Fprintf(w, "\n  the section took %.0f s\n", r.ElapsedSeconds)
 }
 
 func (r *SteadyResults) print(w io.Writer) {

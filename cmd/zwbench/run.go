@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -30,19 +31,43 @@ import (
 const provisionActivities = 15
 
 func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
-	res := &Results{Date: time.Now().UTC(), Nodes: o.nodes, IdlePods: o.idle, BurstPods: o.burst, CeilingSteps: provisionActivities}
-	s, err := startStack(ctx, o, log)
+	res := &Results{Date: time.Now().UTC()}
+	if o.idle > 0 || o.burst > 0 || o.steady > 0 || o.scale <= 0 {
+		if err := sections(ctx, o, res, log); err != nil {
+			return nil, err
+		}
+	}
+	if o.scale > 0 {
+		// The scale section runs on a stack of its own. What the previous
+		// one held goes back to the system first, so that this process's
+		// memory is the new stack's.
+		debug.FreeOSMemory()
+		start := time.Now()
+		var err error
+		if res.Scale, err = scale(ctx, o, log); err != nil {
+			return nil, fmt.Errorf("scale: %w", err)
+		}
+		res.Scale.ElapsedSeconds = time.Since(start).Seconds()
+	}
+	return res, nil
+}
+
+// sections runs idle, burst, the ceiling and the steady state on one stack
+// of o.nodes nodes.
+func sections(ctx context.Context, o options, res *Results, log *slog.Logger) error {
+	res.Nodes, res.IdlePods, res.BurstPods, res.CeilingSteps = o.nodes, o.idle, o.burst, provisionActivities
+	s, err := startStack(ctx, stackConfig{binDir: o.binDir, nodes: o.nodes, maxPods: 250}, log)
 	defer s.stop()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	api := "http://" + s.cp.Addr()
 	if err := waitNodes(ctx, api, o.nodes); err != nil {
-		return nil, err
+		return err
 	}
 	tr, err := watchPods(ctx, api)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	fmt.Fprintf(stderr, "idle: %d pods one at a time\n", o.idle)
 	var idle []time.Duration
@@ -50,36 +75,36 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 		name := fmt.Sprintf("idle-%d", i)
 		start := time.Now()
 		if err := createPod(api, name, podBody(name)); err != nil {
-			return nil, err
+			return err
 		}
 		at, err := tr.wait(ctx, name, tr.running, 2*time.Minute)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		idle = append(idle, at.Sub(start))
 	}
 	res.IdleCreateToRun = percentiles(idle)
 	if err := deleteAll(ctx, api, tr, "idle-", o.idle); err != nil {
-		return nil, err
+		return err
 	}
 
 	if o.burst > 0 {
 		if err := burst(ctx, s, api, tr, o, res, log); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if o.steady > 0 {
 		c, err := tclient.Dial(tclient.Options{HostPort: s.temporal.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(log)})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer c.Close()
 		if res.Steady, err = steadyState(ctx, s, api, tr, c, o); err != nil {
-			return nil, fmt.Errorf("steady state: %w", err)
+			return fmt.Errorf("steady state: %w", err)
 		}
 	}
 	res.PeakRSS = s.peakRSS()
-	return res, nil
+	return nil
 }
 
 // burst creates o.burst pods at once, deletes them, and runs the ceiling at

@@ -28,7 +28,14 @@ type stack struct {
 	nodes    *devnodes.Nodes
 }
 
-func startStack(ctx context.Context, o options, log *slog.Logger) (*stack, error) {
+// stackConfig sizes a stack: its simulated nodes and the pods each takes.
+type stackConfig struct {
+	binDir  string // holds zonewright and illumos-sim
+	nodes   int
+	maxPods int // the agents' --max-pods
+}
+
+func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack, error) {
 	dir, err := os.MkdirTemp("", "zwbench-")
 	if err != nil {
 		return nil, err
@@ -59,14 +66,14 @@ func startStack(ctx context.Context, o options, log *slog.Logger) (*stack, error
 		ImageStore: filepath.Join(dir, "images"), ImageDownloadSecret: "zwbench", ImageMap: imgMap}); err != nil {
 		return s, err
 	}
-	bin, err := filepath.Abs(o.binDir)
+	bin, err := filepath.Abs(cfg.binDir)
 	if err != nil {
 		return s, err
 	}
-	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: o.nodes, DataDir: filepath.Join(dir, "nodes"),
+	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"),
 		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), DatabaseURL: url,
 		Temporal: s.temporal.Address(), Namespace: "default", Logger: log,
-		ExtraArgs: []string{"--max-pods", "250", "--heartbeat-interval", "2s"}})
+		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods), "--heartbeat-interval", "2s"}})
 	return s, err
 }
 
@@ -149,6 +156,24 @@ const zonesLabel = "simulated zones (zoneadmd and containers)"
 // a parent that is itself counted, so the difference of two samples holds
 // every process's CPU in between once, short-lived commands included.
 func (s *stack) cpuTicks() map[string]int64 {
+	out := map[string]int64{zonesLabel: 0}
+	for _, p := range s.procs() {
+		out[p.label] += p.ticks
+	}
+	return out
+}
+
+// stackProc is a process of the stack: the part it belongs to and its CPU
+// time with its reaped children's, in clockTicks.
+type stackProc struct {
+	label string
+	ticks int64
+}
+
+// procs finds every process of the stack: the descendants of this process,
+// of postgres and of each agent, and the simulated zones' supervisors with
+// theirs.
+func (s *stack) procs() map[int]stackProc {
 	roots := map[int]string{os.Getpid(): selfLabel, s.pg.Pid(): postgresLabel}
 	for _, n := range s.nodes.Nodes {
 		roots[n.Pid()] = "agent " + n.Name
@@ -190,13 +215,63 @@ func (s *stack) cpuTicks() map[string]int64 {
 			roots[p] = zonesLabel
 		}
 	}
-	out := map[string]int64{zonesLabel: 0}
+	out := map[int]stackProc{}
 	for p, pr := range procs {
 		if l := label(p); l != "" {
-			out[l] += pr.ticks
+			out[p] = stackProc{l, pr.ticks}
 		}
 	}
 	return out
+}
+
+// Memory is what the processes of a part of the stack hold, summed: their
+// resident set (shared pages counted in every process that maps them) and
+// their proportional set (shared pages split between those processes, so
+// that the sum is what they hold together), in KiB.
+type Memory struct {
+	RSS       int64 `json:"rssKiB"`
+	PSS       int64 `json:"pssKiB"`
+	Processes int   `json:"processes"`
+}
+
+// memory reads the memory of every process of the stack, by the part it
+// belongs to (the labels of cpuTicks).
+func (s *stack) memory() map[string]Memory {
+	out := map[string]Memory{}
+	for pid, p := range s.procs() {
+		rss, pss, ok := rollup(pid)
+		if !ok {
+			continue // it exited meanwhile
+		}
+		m := out[p.label]
+		m.RSS += rss
+		m.PSS += pss
+		m.Processes++
+		out[p.label] = m
+	}
+	return out
+}
+
+// rollup reads a process's Rss and Pss, in KiB, from smaps_rollup.
+func rollup(pid int) (rss, pss int64, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "Rss:":
+			rss, _ = strconv.ParseInt(f[1], 10, 64)
+			ok = true
+		case "Pss:":
+			pss, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return rss, pss, ok
 }
 
 // mentions reports whether an argument of process pid contains s.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -126,18 +128,11 @@ func steadyState(ctx context.Context, s *stack, api string, tr *tracker, c tclie
 	if err != nil {
 		return nil, err
 	}
-	var rates []float64
-	for i, name := range names {
-		events, runs, at, err := eventsSince(ctx, c, workflows.PodWorkflowID("default", name), marks[i])
-		if err != nil {
-			return nil, err
-		}
-		res.EventsTotal += events
-		if runs > 0 {
-			res.PodsContinuedAsNew++
-		}
-		rates = append(rates, float64(events)/at.Sub(marks[i].at).Minutes())
+	rates, events, newRuns, err := historyRates(ctx, c, names, marks)
+	if err != nil {
+		return nil, err
 	}
+	res.EventsTotal, res.PodsContinuedAsNew = events, newRuns
 	res.PodsReadyAtEnd = tr.count(tr.ready, names)
 	res.WindowSeconds = busy.seconds()
 	res.EventsPerPodMinuteMedian, res.EventsPerPodMinuteMean, res.EventsPerPodMinuteMax = summarize(rates)
@@ -168,28 +163,35 @@ func steadyPodBody(name, node string) []byte {
 	  "readinessProbe":{"exec":{"command":["true"]},"periodSeconds":%d}}]}}`, name, node, int(steadyProbePeriod.Seconds())))
 }
 
-// stackWindow is the stack's CPU and Temporal requests at the start and end
-// of a window.
+// stackWindow is the stack's CPU and Temporal requests, and the whole
+// machine's busy CPU time, at the start and end of a window.
 type stackWindow struct {
 	start, end   time.Time
 	cpu0, cpu1   map[string]int64
 	reqs0, reqs1 map[string]uint64
+	busy0, busy1 int64
 }
 
 // measureWindow samples the stack, waits d and samples it again. Requests
 // are read outside the CPU samples, so that reading them is not measured.
 func (s *stack) measureWindow(ctx context.Context, d time.Duration) (*stackWindow, error) {
-	w := &stackWindow{reqs0: s.temporal.FrontendRequests()}
+	w := &stackWindow{reqs0: s.temporal.FrontendRequests(), busy0: machineBusyTicks()}
 	w.start, w.cpu0 = time.Now(), s.cpuTicks()
 	if err := sleep(ctx, d); err != nil {
 		return nil, err
 	}
 	w.cpu1, w.end = s.cpuTicks(), time.Now()
-	w.reqs1 = s.temporal.FrontendRequests()
+	w.reqs1, w.busy1 = s.temporal.FrontendRequests(), machineBusyTicks()
 	return w, nil
 }
 
 func (w *stackWindow) seconds() float64 { return w.end.Sub(w.start).Seconds() }
+
+// machineCPUPercent is the whole machine's busy CPU in the window, in % of
+// one core: the stack's and whatever else runs beside it.
+func (w *stackWindow) machineCPUPercent() float64 {
+	return float64(w.busy1-w.busy0) / clockTicks / w.seconds() * 100
+}
 
 func (w *stackWindow) cpuPercentByProcess() map[string]float64 {
 	out := map[string]float64{}
@@ -236,16 +238,41 @@ type historyMark struct {
 
 func markHistories(ctx context.Context, c tclient.Client, names []string) ([]historyMark, error) {
 	marks := make([]historyMark, len(names))
-	for i, name := range names {
-		id := workflows.PodWorkflowID("default", name)
+	err := parallel(len(names), 8, func(i int) error {
+		id := workflows.PodWorkflowID("default", names[i])
 		d, err := c.DescribeWorkflowExecution(ctx, id, "")
 		if err != nil {
-			return nil, fmt.Errorf("describe %s: %w", id, err)
+			return fmt.Errorf("describe %s: %w", id, err)
 		}
 		info := d.GetWorkflowExecutionInfo()
 		marks[i] = historyMark{run: info.GetExecution().GetRunId(), length: info.GetHistoryLength(), at: time.Now()}
+		return nil
+	})
+	return marks, err
+}
+
+// historyRates counts the events each of names added since its mark, per
+// minute, and the events and new runs of them all.
+func historyRates(ctx context.Context, c tclient.Client, names []string, marks []historyMark) (rates []float64, events int64, newRuns int, err error) {
+	rates = make([]float64, len(names))
+	counts := make([]int64, len(names))
+	runs := make([]int, len(names))
+	err = parallel(len(names), 8, func(i int) error {
+		n, r, at, err := eventsSince(ctx, c, workflows.PodWorkflowID("default", names[i]), marks[i])
+		if err != nil {
+			return err
+		}
+		counts[i], runs[i] = n, r
+		rates[i] = float64(n) / at.Sub(marks[i].at).Minutes()
+		return nil
+	})
+	for i := range names {
+		events += counts[i]
+		if runs[i] > 0 {
+			newRuns++
+		}
 	}
-	return marks, nil
+	return rates, events, newRuns, err
 }
 
 // eventsSince counts the events workflow id added since mark, across
@@ -335,6 +362,26 @@ func probeCPU(ctx context.Context, s *stack, api, name string) (float64, error) 
 		return 0, err
 	}
 	return float64((after - before).Microseconds()) / 1000 / floorProbes, nil
+}
+
+// machineBusyTicks is the CPU time, in clockTicks, that every CPU of the
+// machine has spent on anything but idling since boot.
+func machineBusyTicks() int64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	var busy int64
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is already in user
+			continue
+		}
+		busy += n
+	}
+	return busy
 }
 
 func childrenCPU() (time.Duration, error) {

@@ -1,0 +1,475 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	tclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/scheduler"
+)
+
+const (
+	// scaleInFlight bounds the scale section's creations in flight.
+	scaleInFlight = 32
+	// podCIDRPods is how many pods a node's pod network holds: a /24 has
+	// 254 host addresses and the node keeps the first as its gateway.
+	podCIDRPods = 253
+	// scaleStall fails a step when no pod of it became Ready for so long.
+	scaleStall = 5 * time.Minute
+	// agentsLabel sums the agents of every node.
+	agentsLabel = "agents (every node, summed)"
+)
+
+// ScaleResults are what pods cost as more are added: the same stack is
+// measured without pods, then after each step of pods added, all Running
+// and Ready, each with one exec readiness probe.
+type ScaleResults struct {
+	Pods               int     `json:"pods"`
+	Nodes              int     `json:"nodes"`
+	MaxPodsPerNode     int     `json:"maxPodsPerNode"`
+	PodsTheNodesFit    int     `json:"podsTheNodesFit"`
+	PodsPerNodeMin     int     `json:"podsPerNodeMin"`
+	PodsPerNodeMax     int     `json:"podsPerNodeMax"`
+	ProbePeriodSeconds float64 `json:"probePeriodSeconds"`
+	CreateInFlight     int     `json:"createInFlight"`
+
+	// From each pod's creation request to its first Running and Ready, and
+	// pods per second from each step's first request to its last pod
+	// Running.
+	CreateToRunning      Percentiles `json:"createToRunningMs"`
+	CreateToReady        Percentiles `json:"createToReadyMs"`
+	RunningPodsPerSecond float64     `json:"runningPodsPerSecond"`
+
+	// Steps[0] is the stack without pods.
+	Steps []ScaleStep `json:"steps"`
+
+	// Straight lines through the steps: cost = intercept + slope × pods.
+	CPUFit LinearFit `json:"stackCPUPercentFit"`
+	RSSFit LinearFit `json:"rssKiBFit"`
+	PSSFit LinearFit `json:"pssKiBFit"`
+
+	// The floor with every pod running: the CPU of the probe commands
+	// alone (see SteadyResults).
+	ProbeCPUMs         float64 `json:"probeCPUMs"`
+	FloorCPUPer100Pods float64 `json:"floorCPUPercentPer100Pods"`
+
+	MachineCPUs   int   `json:"machineCPUs"`
+	MachineMemKiB int64 `json:"machineMemTotalKiB"`
+	// The whole section, from starting its stack to having stopped it.
+	ElapsedSeconds float64 `json:"elapsedSeconds"`
+}
+
+// ScaleStep is the stack measured over one window with Pods pods. The
+// "aboveEmpty" figures are less the stack without pods, per pod: if they
+// stay the same from step to step, the cost is linear in pods.
+type ScaleStep struct {
+	Pods      int `json:"pods"`
+	PodsReady int `json:"podsReadyAtEnd"`
+	// From the step's first creation to its last pod Running, and Ready.
+	RunningSeconds float64 `json:"runningSeconds"`
+	ReadySeconds   float64 `json:"readySeconds"`
+	WindowSeconds  float64 `json:"windowSeconds"`
+	// The CPU of one probe command, run after the window as the node runs
+	// it: if it grows with pods, so does the cost of every command.
+	ProbeCPUMs float64 `json:"probeCPUMs"`
+	// The size of a simulated node's state, the mean of the nodes.
+	SimStateKiB float64 `json:"simStateKiBPerNode"`
+
+	// CPU in % of one core.
+	CPUPercent               float64            `json:"stackCPUPercent"`
+	CPUPercentByGroup        map[string]float64 `json:"stackCPUPercentByGroup"`
+	CPUPer100Pods            float64            `json:"stackCPUPercentPer100Pods"`
+	CPUPer100PodsAboveEmpty  float64            `json:"aboveEmptyStackCPUPercentPer100Pods"`
+	MachineCPUPercent        float64            `json:"machineCPUPercent"`
+	RequestsPerSecond        float64            `json:"temporalRequestsPerSecond"`
+	RequestsByMethod         map[string]float64 `json:"temporalRequestsPerSecondByMethod"`
+	EventsPerPodMinuteMedian float64            `json:"historyEventsPerPodPerMinuteMedian"`
+	EventsPerPodMinuteMean   float64            `json:"historyEventsPerPodPerMinuteMean"`
+	EventsPerPodMinuteMax    float64            `json:"historyEventsPerPodPerMinuteMax"`
+	EventsTotal              int64              `json:"historyEventsTotal"`
+	PodsContinuedAsNew       int                `json:"podsContinuedAsNew"`
+
+	// Memory, read at the end of the window, in KiB.
+	Memory                 map[string]Memory `json:"memoryByGroup"`
+	RSSKiB                 int64             `json:"rssKiB"`
+	PSSKiB                 int64             `json:"pssKiB"`
+	Processes              int               `json:"processes"`
+	RSSKiBPerPod           float64           `json:"rssKiBPerPod"`
+	RSSKiBPerPodAboveEmpty float64           `json:"aboveEmptyStackRSSKiBPerPod"`
+	PSSKiBPerPodAboveEmpty float64           `json:"aboveEmptyStackPSSKiBPerPod"`
+	MemAvailableKiB        int64             `json:"machineMemAvailableKiB"`
+}
+
+// LinearFit is the least-squares line y = Intercept + Slope × x through the
+// steps, x in pods or hundreds of pods (SlopePer), and how straight they
+// lie on it (R2, 1 for a straight line).
+type LinearFit struct {
+	Intercept float64 `json:"intercept"`
+	Slope     float64 `json:"slope"`
+	SlopePer  string  `json:"slopePer"`
+	R2        float64 `json:"r2"`
+}
+
+// scale starts a stack of o.scaleNodes nodes, measures it without pods,
+// then adds o.scale pods in o.scaleSteps steps and measures it after each.
+func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, error) {
+	n, m := o.scale, o.scaleNodes
+	if m < 1 {
+		return nil, fmt.Errorf("--scale-nodes %d: want at least one node", m)
+	}
+	steps := min(max(o.scaleSteps, 1), n)
+	if per := (n + m - 1) / m; per > podCIDRPods {
+		return nil, fmt.Errorf("%d pods on %d nodes is %d a node, and a node's /24 pod network holds %d: add nodes (--scale-nodes)", n, m, per, podCIDRPods)
+	}
+	res := &ScaleResults{Pods: n, Nodes: m, MaxPodsPerNode: podCIDRPods, ProbePeriodSeconds: steadyProbePeriod.Seconds(),
+		CreateInFlight: scaleInFlight, MachineCPUs: machineCPUs(), MachineMemKiB: meminfo("MemTotal")}
+
+	fmt.Fprintf(stderr, "scale: a stack of %d nodes\n", m)
+	s, err := startStack(ctx, stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods}, log)
+	if s != nil {
+		defer s.stop()
+	}
+	if err != nil {
+		return nil, err
+	}
+	api := "http://" + s.cp.Addr()
+	if err := waitNodes(ctx, api, m); err != nil {
+		return nil, err
+	}
+	if res.PodsTheNodesFit, err = podsTheNodesFit(api); err != nil {
+		return nil, err
+	}
+	if res.PodsTheNodesFit < n {
+		req := scalePodRequests()
+		return nil, fmt.Errorf("the nodes' allocatable resources fit %d pods of %dm CPU and %d MiB, not %d",
+			res.PodsTheNodesFit, req.MilliCPU, req.Memory>>20, n)
+	}
+	tr, err := watchPods(ctx, api)
+	if err != nil {
+		return nil, err
+	}
+	c, err := tclient.Dial(tclient.Options{HostPort: s.temporal.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(log)})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+
+	fmt.Fprintf(stderr, "scale: the stack without pods for %s\n", o.scaleWindow)
+	if err := sleep(ctx, steadySettle); err != nil {
+		return nil, err
+	}
+	empty, err := measureScaleStep(ctx, s, c, tr, nil, o.scaleWindow)
+	if err != nil {
+		return nil, err
+	}
+	res.Steps = append(res.Steps, *empty)
+
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("scale-%d", i)
+	}
+	created, readyAt := make([]time.Time, n), make([]time.Time, n)
+	var adding time.Duration // to Running
+	for k, from := 1, 0; k <= steps; k++ {
+		to := n * k / steps
+		fmt.Fprintf(stderr, "scale: step %d/%d, %d → %d pods\n", k, steps, from, to)
+		start := time.Now()
+		if err := parallel(to-from, scaleInFlight, func(i int) error {
+			created[from+i] = time.Now()
+			return createPod(api, names[from+i], scalePodBody(names[from+i]))
+		}); err != nil {
+			return nil, err
+		}
+		if err := waitAll(ctx, tr, tr.ready, "Ready", names[from:to], readyAt[from:to]); err != nil {
+			return nil, err
+		}
+		lastRunning, lastReady := start, start
+		for i, name := range names[from:to] {
+			if at, ok := tr.at(tr.running, name); ok && at.After(lastRunning) {
+				lastRunning = at
+			}
+			if at := readyAt[from+i]; at.After(lastReady) {
+				lastReady = at
+			}
+		}
+		adding += lastRunning.Sub(start)
+		if err := sleep(ctx, steadySettle); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "scale: measuring %d pods for %s\n", to, o.scaleWindow)
+		st, err := measureScaleStep(ctx, s, c, tr, names[:to], o.scaleWindow)
+		if err != nil {
+			return nil, err
+		}
+		st.RunningSeconds, st.ReadySeconds = lastRunning.Sub(start).Seconds(), lastReady.Sub(start).Seconds()
+		st.perPod(empty)
+		fmt.Fprintf(stderr, "scale: %d probe commands\n", floorProbes)
+		if st.ProbeCPUMs, err = probeCPU(ctx, s, api, names[0]); err != nil {
+			return nil, err
+		}
+		res.Steps = append(res.Steps, *st)
+		from = to
+	}
+	res.RunningPodsPerSecond = float64(n) / adding.Seconds()
+
+	var running, ready []time.Duration
+	for i, name := range names {
+		if at, ok := tr.at(tr.running, name); ok {
+			running = append(running, at.Sub(created[i]))
+		}
+		ready = append(ready, readyAt[i].Sub(created[i]))
+	}
+	res.CreateToRunning, res.CreateToReady = percentiles(running), percentiles(ready)
+	if res.PodsPerNodeMin, res.PodsPerNodeMax, err = podsPerNode(api, s); err != nil {
+		return nil, err
+	}
+	res.fit()
+	res.ProbeCPUMs = res.Steps[len(res.Steps)-1].ProbeCPUMs
+	res.FloorCPUPer100Pods = res.ProbeCPUMs / 1000 * (100 / steadyProbePeriod.Seconds()) * 100
+	fmt.Fprintf(stderr, "scale: stopping the stack\n")
+	return res, nil
+}
+
+// scalePodBody is a pod like steadyPodBody's, placed by the scheduler.
+func scalePodBody(name string) []byte {
+	return []byte(fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"terminationGracePeriodSeconds":0,"containers":[{"name":"app","image":"base",
+	  "command":["sleep","3600"],"resources":{"requests":{"cpu":"10m","memory":"16Mi"}},
+	  "readinessProbe":{"exec":{"command":["true"]},"periodSeconds":%d}}]}}`, name, int(steadyProbePeriod.Seconds())))
+}
+
+func scalePodRequests() scheduler.Resources {
+	var p model.Pod
+	_ = json.Unmarshal(scalePodBody("p"), &p)
+	return scheduler.PodRequests(&p)
+}
+
+// podsTheNodesFit is how many scale pods the nodes' allocatable resources
+// (as the agents registered them) take, as the scheduler counts.
+func podsTheNodesFit(api string) (int, error) {
+	var list model.List[model.Node]
+	if err := getJSON(api+"/api/v1/nodes", &list); err != nil {
+		return 0, fmt.Errorf("list nodes: %w", err)
+	}
+	req := scalePodRequests()
+	total := 0
+	for i := range list.Items {
+		a := scheduler.Allocatable(&list.Items[i])
+		fit := a.Pods
+		if req.MilliCPU > 0 {
+			fit = min(fit, a.MilliCPU/req.MilliCPU)
+		}
+		if req.Memory > 0 {
+			fit = min(fit, a.Memory/req.Memory)
+		}
+		total += int(fit)
+	}
+	return total, nil
+}
+
+// podsPerNode is the fewest and most pods the scheduler put on a node.
+func podsPerNode(api string, s *stack) (lo, hi int, err error) {
+	var list model.List[model.Pod]
+	if err := getJSON(api+"/api/v1/namespaces/default/pods", &list); err != nil {
+		return 0, 0, fmt.Errorf("list pods: %w", err)
+	}
+	on := map[string]int{}
+	for _, p := range list.Items {
+		on[p.Spec.NodeName]++
+	}
+	lo = math.MaxInt
+	for _, n := range s.nodes.Nodes {
+		lo, hi = min(lo, on[n.Name]), max(hi, on[n.Name])
+	}
+	return lo, hi, nil
+}
+
+// waitAll waits until m holds every one of names and records when in at.
+// It fails when none has arrived for scaleStall, and reports progress.
+func waitAll(ctx context.Context, tr *tracker, m map[string]time.Time, what string, names []string, at []time.Time) error {
+	done, progress, report := 0, time.Now(), time.Now()
+	for {
+		tr.mu.Lock()
+		for i, name := range names {
+			if t, ok := m[name]; ok && at[i].IsZero() {
+				at[i], done, progress = t, done+1, time.Now()
+			}
+		}
+		tr.mu.Unlock()
+		if done == len(names) {
+			return nil
+		}
+		if time.Since(progress) > scaleStall {
+			var missing []string
+			for i, name := range names {
+				if at[i].IsZero() && len(missing) < 5 {
+					missing = append(missing, name)
+				}
+			}
+			return fmt.Errorf("%d of %d pods not %s, none for %s (%s …)", len(names)-done, len(names), what, scaleStall, strings.Join(missing, ", "))
+		}
+		if time.Since(report) >= 10*time.Second {
+			fmt.Fprintf(stderr, "scale: %d/%d %s\n", done, len(names), what)
+			report = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tr.changed:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// at is when m recorded name.
+func (tr *tracker) at(m map[string]time.Time, name string) (time.Time, bool) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	t, ok := m[name]
+	return t, ok
+}
+
+// measureScaleStep measures the stack with the pods names over a window:
+// CPU, Temporal requests and the pods' history events in it, memory at
+// its end. History marks enclose the window, and memory is read after it,
+// so that neither is in the window's CPU.
+func measureScaleStep(ctx context.Context, s *stack, c tclient.Client, tr *tracker, names []string, window time.Duration) (*ScaleStep, error) {
+	marks, err := markHistories(ctx, c, names)
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.measureWindow(ctx, window)
+	if err != nil {
+		return nil, err
+	}
+	st := &ScaleStep{Pods: len(names), PodsReady: tr.count(tr.ready, names), WindowSeconds: w.seconds(),
+		CPUPercent: w.cpuPercent(), CPUPercentByGroup: map[string]float64{}, MachineCPUPercent: w.machineCPUPercent(),
+		RequestsPerSecond: w.requestsPerSecond(), RequestsByMethod: w.requestsPerSecondByMethod(), Memory: map[string]Memory{}}
+	for l, p := range w.cpuPercentByProcess() {
+		st.CPUPercentByGroup[group(l)] += p
+	}
+	rates, events, newRuns, err := historyRates(ctx, c, names, marks)
+	if err != nil {
+		return nil, err
+	}
+	st.EventsTotal, st.PodsContinuedAsNew = events, newRuns
+	st.EventsPerPodMinuteMedian, st.EventsPerPodMinuteMean, st.EventsPerPodMinuteMax = summarize(rates)
+	for l, mem := range s.memory() {
+		g := st.Memory[group(l)]
+		g.RSS, g.PSS, g.Processes = g.RSS+mem.RSS, g.PSS+mem.PSS, g.Processes+mem.Processes
+		st.Memory[group(l)] = g
+		st.RSSKiB, st.PSSKiB, st.Processes = st.RSSKiB+mem.RSS, st.PSSKiB+mem.PSS, st.Processes+mem.Processes
+	}
+	st.MemAvailableKiB = meminfo("MemAvailable")
+	// The simulator keeps a node's state in one file, which its commands
+	// and zone supervisors read.
+	for _, node := range s.nodes.Nodes {
+		if fi, err := os.Stat(filepath.Join(node.Root, "state.json")); err == nil {
+			st.SimStateKiB += float64(fi.Size()) / 1024 / float64(len(s.nodes.Nodes))
+		}
+	}
+	return st, nil
+}
+
+// perPod derives the per-pod figures of a step from its totals and those
+// of the stack without pods.
+func (st *ScaleStep) perPod(empty *ScaleStep) {
+	pods := float64(st.Pods)
+	st.CPUPer100Pods = st.CPUPercent / pods * 100
+	st.CPUPer100PodsAboveEmpty = (st.CPUPercent - empty.CPUPercent) / pods * 100
+	st.RSSKiBPerPod = float64(st.RSSKiB) / pods
+	st.RSSKiBPerPodAboveEmpty = float64(st.RSSKiB-empty.RSSKiB) / pods
+	st.PSSKiBPerPodAboveEmpty = float64(st.PSSKiB-empty.PSSKiB) / pods
+}
+
+func (r *ScaleResults) fit() {
+	var pods, cpu, rss, pss []float64
+	for _, st := range r.Steps {
+		pods = append(pods, float64(st.Pods))
+		cpu = append(cpu, st.CPUPercent)
+		rss = append(rss, float64(st.RSSKiB))
+		pss = append(pss, float64(st.PSSKiB))
+	}
+	r.RSSFit, r.PSSFit = fitLine(pods, rss, "pod"), fitLine(pods, pss, "pod")
+	hundreds := make([]float64, len(pods))
+	for i, p := range pods {
+		hundreds[i] = p / 100
+	}
+	r.CPUFit = fitLine(hundreds, cpu, "100 pods")
+}
+
+// fitLine is the least-squares line through (xs, ys).
+func fitLine(xs, ys []float64, per string) LinearFit {
+	n := float64(len(xs))
+	if n < 2 {
+		return LinearFit{SlopePer: per}
+	}
+	var sx, sy float64
+	for i := range xs {
+		sx, sy = sx+xs[i], sy+ys[i]
+	}
+	mx, my := sx/n, sy/n
+	var sxx, sxy, syy float64
+	for i := range xs {
+		dx, dy := xs[i]-mx, ys[i]-my
+		sxx, sxy, syy = sxx+dx*dx, sxy+dx*dy, syy+dy*dy
+	}
+	f := LinearFit{SlopePer: per, R2: 1}
+	if sxx > 0 {
+		f.Slope = sxy / sxx
+	}
+	f.Intercept = my - f.Slope*mx
+	if syy > 0 {
+		f.R2 = sxy * sxy / (sxx * syy)
+	}
+	return f
+}
+
+// group is the part of the stack a process label belongs to, the agents
+// of every node together.
+func group(label string) string {
+	if strings.HasPrefix(label, "agent ") {
+		return agentsLabel
+	}
+	return label
+}
+
+// meminfo reads a field of /proc/meminfo, in KiB.
+func meminfo(field string) int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// machineCPUs counts the CPUs /proc/stat lists.
+func machineCPUs() int {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "cpu") && !strings.HasPrefix(line, "cpu ") {
+			n++
+		}
+	}
+	return n
+}
