@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -52,7 +53,11 @@ func ensureZoneBin(h *host, zone string) error {
 	if err := linkCommands(dir, exe, zoneCommands); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, rootMarker), []byte(h.root+"\n"))
+	marker, want := filepath.Join(dir, rootMarker), []byte(h.root+"\n")
+	if b, err := os.ReadFile(marker); err == nil && bytes.Equal(b, want) {
+		return nil // every zlogin checks; only the first writes
+	}
+	return writeFileAtomic(marker, want)
 }
 
 // procInfo is what the simulator reads from /proc/PID/stat.
@@ -204,21 +209,21 @@ func killServiceGroups(z *Zone) {
 
 // stopAll halts every zone of the host and kills what is left.
 func stopAll(h *host) error {
-	var zones []Zone
-	if err := h.view(func(st *State) {
-		for _, z := range st.Zones {
-			if z.Name != "global" && inKernel(z.State) {
-				zones = append(zones, *z)
-			}
-		}
-	}); err != nil {
+	all, err := h.listZones()
+	if err != nil {
 		return err
+	}
+	var zones []*Zone
+	for _, z := range all {
+		if z.Name != "global" && inKernel(z.State) {
+			zones = append(zones, z)
+		}
 	}
 	done := make(chan struct{}, len(zones))
 	for _, z := range zones {
-		go func(z Zone) {
+		go func(z *Zone) {
 			stopSupervisor(h, z.Name, z.SupervisorPID, false)
-			killServiceGroups(&z)
+			killServiceGroups(z)
 			done <- struct{}{}
 		}(z)
 	}
@@ -226,8 +231,11 @@ func stopAll(h *host) error {
 		<-done
 	}
 	return h.update(func(st *State) bool {
-		for _, z := range st.Zones {
-			if z.Name != "global" && inKernel(z.State) {
+		for _, z := range st.zones() {
+			if z.Name == "global" || !inKernel(z.State) {
+				continue
+			}
+			if z = st.zone(z.Name); z != nil && inKernel(z.State) {
 				leaveKernel(st, z)
 			}
 		}
@@ -389,8 +397,7 @@ func (sv *supervisor) spawner() {
 // register moves the zone from ready to running under our boot id.
 func (sv *supervisor) register() error {
 	var regErr error
-	err := sv.h.update(func(st *State) bool {
-		z := st.zone(sv.zone)
+	err := sv.h.updateZone(sv.zone, func(z *Zone) bool {
 		switch {
 		case z == nil:
 			regErr = fmt.Errorf("zone %s does not exist", sv.zone)
@@ -443,14 +450,13 @@ type stateChange struct {
 }
 
 // reconcile compares what the administrator wants with what runs and acts.
-// The lock is held only to read requests and to record results, never
+// The zone's lock is held only to read requests and to record results, never
 // while processes start or stop.
 func (sv *supervisor) reconcile() {
 	var starts, stops []*svcProc
 	var cleared []string
 	now := time.Now()
-	err := sv.h.update(func(st *State) bool {
-		z := st.zone(sv.zone)
+	err := sv.h.updateZone(sv.zone, func(z *Zone) bool {
 		if z == nil || z.BootID != sv.bootID {
 			sv.orphaned = true
 			return false
@@ -546,10 +552,9 @@ func setState(s *Service, state, reason string) {
 	s.STime = time.Now().UTC()
 }
 
-// record writes service states into the host state.
+// record writes service states into the zone's state.
 func (sv *supervisor) record(changes ...stateChange) {
-	err := sv.h.update(func(st *State) bool {
-		z := st.zone(sv.zone)
+	err := sv.h.updateZone(sv.zone, func(z *Zone) bool {
 		if z == nil || z.BootID != sv.bootID {
 			return false
 		}
