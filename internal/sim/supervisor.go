@@ -25,6 +25,12 @@ import (
 // stops them gracefully on SIGTERM (zoneadm shutdown) and kills them at
 // once on SIGUSR2 (zoneadm halt). SIGUSR1 means "the state changed, look".
 //
+// An idle zone costs next to nothing: the supervisor sleeps until a signal
+// (SIGCHLD, SIGUSR1, shutdown, halt) or a timer that exists for a reason
+// (a restart back-off, a stop timeout, the poll of a daemon's process
+// group), with a slow safety tick that re-reads the zone in case it was
+// halted behind the supervisor's back.
+//
 // The supervisor is a child subreaper, so processes a service orphans are
 // reparented to it and reaped here: nothing of a halted zone is left
 // behind, not even a zombie.
@@ -34,6 +40,20 @@ const (
 	sigHalt             = syscall.SIGUSR2
 	sigShutdown         = syscall.SIGTERM
 	prSetChildSubreaper = 36
+)
+
+// The supervisor's timers.
+const (
+	// safetyTick bounds the sleep of an idle supervisor: it re-reads the
+	// zone and halts if the zone is no longer its boot.
+	safetyTick = 30 * time.Second
+	// groupPoll is how often the process group of a daemon (a contract
+	// service whose start method exited) is checked for emptiness. Its
+	// processes are reparented to the supervisor, so their exits usually
+	// arrive as SIGCHLD first; the poll catches the rest.
+	groupPoll = time.Second
+	// minWake keeps a deadline already due from spinning the loop.
+	minWake = 10 * time.Millisecond
 )
 
 // runDir is the per-zone runtime directory: supervisor log and bin links.
@@ -249,6 +269,7 @@ type svcProc struct {
 	def         *SvcDef
 	pid         int // main process and process-group id; 0 when not running
 	groupOnly   bool
+	member      int // a live member of the process group, last seen
 	stopping    bool
 	stopHelper  int
 	stopUntil   time.Time
@@ -343,15 +364,17 @@ func (sv *supervisor) run(ready *os.File) int {
 	notifyReady(ready, nil)
 	sv.logger.Printf("zone booted")
 	sv.reconcile()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	lastFull := time.Now()
+	timer := time.NewTimer(sv.untilNextWake())
+	defer timer.Stop()
 	for {
 		select {
 		case s := <-sigs:
 			switch s {
 			case syscall.SIGCHLD:
+				// Exits are handled as they are reaped: the zone's file is
+				// read only when there is something to record.
 				sv.reap()
+				sv.checkGroups()
 			case sigShutdown:
 				sv.logger.Printf("shutdown requested")
 				sv.shutdown(sigs)
@@ -360,15 +383,12 @@ func (sv *supervisor) run(ready *os.File) int {
 				sv.logger.Printf("halt requested")
 				sv.halt()
 				return 0
-			}
-			sv.reconcile()
-			lastFull = time.Now()
-		case <-tick.C:
-			sv.reap()
-			if sv.timersDue() || time.Since(lastFull) > 2*time.Second {
+			default:
 				sv.reconcile()
-				lastFull = time.Now()
 			}
+		case <-timer.C:
+			sv.reap()
+			sv.reconcile()
 		}
 		if sv.orphaned {
 			// The zone was halted or rebooted behind our back (stop-all,
@@ -377,7 +397,30 @@ func (sv *supervisor) run(ready *os.File) int {
 			sv.halt()
 			return 0
 		}
+		timer.Reset(sv.untilNextWake())
 	}
+}
+
+// untilNextWake is the time to the earliest deadline the supervisor has a
+// reason to wake for: a restart back-off ending, a stop timeout, the next
+// poll of a daemon's process group; at most safetyTick.
+func (sv *supervisor) untilNextWake() time.Duration {
+	now := time.Now()
+	next := now.Add(safetyTick)
+	for _, p := range sv.procs {
+		if !p.restartAt.IsZero() && p.restartAt.Before(next) {
+			next = p.restartAt
+		}
+		if p.stopping && !p.stopUntil.IsZero() && p.stopUntil.Before(next) {
+			next = p.stopUntil
+		}
+		if p.groupOnly {
+			if t := now.Add(groupPoll); t.Before(next) {
+				next = t
+			}
+		}
+	}
+	return max(next.Sub(now), minWake)
 }
 
 // spawner forks every child from one locked OS thread, because Linux ties
@@ -424,22 +467,6 @@ func (sv *supervisor) register() error {
 	return regErr
 }
 
-// timersDue reports a pending restart, stop deadline or daemon to watch.
-func (sv *supervisor) timersDue() bool {
-	now := time.Now()
-	for _, p := range sv.procs {
-		switch {
-		case !p.restartAt.IsZero() && !now.Before(p.restartAt):
-			return true
-		case p.stopping && !p.stopUntil.IsZero() && now.After(p.stopUntil):
-			return true
-		case p.groupOnly && !groupAlive(p.pid):
-			return true
-		}
-	}
-	return false
-}
-
 // stateChange is a service state the supervisor records after acting.
 type stateChange struct {
 	fmri   string
@@ -450,8 +477,8 @@ type stateChange struct {
 }
 
 // reconcile compares what the administrator wants with what runs and acts.
-// The zone's lock is held only to read requests and to record results, never
-// while processes start or stop.
+// The zone's lock is held only to read requests and to record results,
+// never while processes start or stop.
 func (sv *supervisor) reconcile() {
 	var starts, stops []*svcProc
 	var cleared []string
@@ -489,13 +516,15 @@ func (sv *supervisor) reconcile() {
 				}
 			}
 			want := s.Enabled && s.State != "maintenance"
+			if !want {
+				// A pending restart is moot; it must not keep a timer.
+				p.restartAt = time.Time{}
+			}
 			switch {
 			case !want && (p.pid != 0 || p.transient) && !p.stopping:
-				p.restartAt = time.Time{}
 				p.restartNext = false
 				stops = append(stops, p)
 			case !want && p.pid == 0 && !s.Enabled && s.State != "disabled" && s.State != "maintenance":
-				p.restartAt = time.Time{}
 				setState(s, "disabled", "")
 				changed = true
 			case want && p.pid == 0 && !p.stopping && !p.transient && !now.Before(p.restartAt):
@@ -506,9 +535,10 @@ func (sv *supervisor) reconcile() {
 					changed = true
 				}
 			}
-			if p.stopping && !p.stopUntil.IsZero() && now.After(p.stopUntil) && p.pid != 0 {
+			if p.stopping && !p.stopUntil.IsZero() && !now.Before(p.stopUntil) && p.pid != 0 {
 				sv.logger.Printf("%s: stop timed out; killing", p.fmri)
 				syscall.Kill(-p.pid, syscall.SIGKILL)
+				p.stopUntil = time.Time{} // killed: its exit ends the stop
 			}
 		}
 		for fmri, p := range sv.procs {
@@ -529,20 +559,50 @@ func (sv *supervisor) reconcile() {
 	for _, fmri := range cleared {
 		sv.startdLog(fmri, "Leaving maintenance because clear requested.")
 	}
-	for _, p := range sv.procs {
-		if p.groupOnly && !p.stopping && !groupAlive(p.pid) {
-			sv.serviceExited(p, 0, false)
-		}
-		if p.groupOnly && p.stopping && !groupAlive(p.pid) {
-			sv.stopped(p)
-		}
-	}
+	sv.checkGroups()
 	for _, p := range stops {
 		sv.stop(p)
 	}
 	for _, p := range starts {
 		sv.start(p)
 	}
+}
+
+// checkGroups finishes the daemons (contract services whose start method
+// exited) whose process group is empty: a stop completes, a running
+// service has exited.
+func (sv *supervisor) checkGroups() {
+	for _, p := range sv.procs {
+		if !p.groupOnly || p.groupAlive() {
+			continue
+		}
+		if p.stopping {
+			sv.stopped(p)
+		} else {
+			sv.serviceExited(p, 0, false)
+		}
+	}
+}
+
+// groupAlive reports whether the service's process group has a live
+// member. It remembers one, so a daemon that lives on is confirmed with a
+// single /proc read rather than a scan of every process.
+func (p *svcProc) groupAlive() bool {
+	if p.pid <= 0 || syscall.Kill(-p.pid, 0) != nil {
+		return false
+	}
+	if p.member > 0 {
+		if st, ok := procStat(p.member); ok && st.pgid == p.pid && st.state != 'Z' {
+			return true
+		}
+	}
+	members := groupMembers(p.pid)
+	if len(members) == 0 {
+		p.member = 0
+		return false
+	}
+	p.member = members[0]
+	return true
 }
 
 func setState(s *Service, state, reason string) {
@@ -651,7 +711,7 @@ func (sv *supervisor) start(p *svcProc) {
 		return
 	}
 	sv.logger.Printf("%s: started pid %d", p.fmri, pid)
-	p.pid, p.groupOnly, p.stopping = pid, false, false
+	p.pid, p.groupOnly, p.stopping, p.member = pid, false, false, 0
 	sv.record(stateChange{fmri: p.fmri, state: "online", pid: pid})
 }
 
@@ -770,7 +830,7 @@ func (sv *supervisor) serviceExited(p *svcProc, status int, fromWait bool) {
 			p.pid, p.transient = 0, true
 			sv.record(stateChange{fmri: p.fmri, state: "online"})
 			return
-		case duration == "contract" && groupAlive(pgid):
+		case duration == "contract" && p.groupAlive():
 			// The start method daemonised: the service lives on in its
 			// process group, as in an SMF contract.
 			p.groupOnly = true
@@ -780,7 +840,7 @@ func (sv *supervisor) serviceExited(p *svcProc, status int, fromWait bool) {
 	if pgid > 0 {
 		syscall.Kill(-pgid, syscall.SIGKILL)
 	}
-	p.pid, p.groupOnly = 0, false
+	p.pid, p.groupOnly, p.member = 0, false, 0
 	if fromWait && noRetryExit(status) {
 		// The method said retrying cannot help: svc.startd goes straight
 		// to maintenance and waits for svcadm clear.
@@ -899,7 +959,7 @@ func (sv *supervisor) shutdown(sigs chan os.Signal) {
 			if p.pid == 0 {
 				continue
 			}
-			if p.groupOnly && !groupAlive(p.pid) {
+			if p.groupOnly && !p.groupAlive() {
 				p.pid = 0
 				continue
 			}
