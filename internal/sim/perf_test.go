@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -21,10 +22,11 @@ import (
 // same with 1 or 100 zones; the listings read every zone and grow.
 //
 // BenchmarkIdleSupervisor boots 20 zones with one idle service each and
-// reports what their supervisors burn over 20 s (percent of a core per
-// zone from utime+stime, and CPU microseconds per second per zone from
-// schedstat) and their memory: resident, proportional (shared pages of
-// the binary split between the supervisors) and private.
+// reports what their supervisors burn over 20 s (-args -idle-window=D to
+// change it): percent of a core per zone from utime+stime, and CPU
+// microseconds per second per zone from schedstat; and their memory:
+// resident, proportional (the binary's pages shared between the
+// supervisors split among them) and private.
 
 // crowdedHost boots n zones z000..z(n-1), each running one service.
 func crowdedHost(b *testing.B, n int) *simHost {
@@ -140,8 +142,12 @@ func procMem(pid int, fields ...string) []int64 {
 	return out
 }
 
+var idleWindow = flag.Duration("idle-window", 20*time.Second,
+	"how long BenchmarkIdleSupervisor watches the supervisors")
+
 func BenchmarkIdleSupervisor(b *testing.B) {
-	const zones, window = 20, 20 * time.Second
+	const zones = 20
+	window := *idleWindow
 	const ticksPerSecond = 100 // USER_HZ
 	h := crowdedHost(b, zones)
 	var pids []int

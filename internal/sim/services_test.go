@@ -406,3 +406,36 @@ func TestStopTimeoutKillsTheService(t *testing.T) {
 		t.Errorf("pid %d survived its stop timeout", pid)
 	}
 }
+
+// Services get the environment of the zoneadm boot caller: the
+// supervisor's own runtime settings do not leak into it.
+func TestServicesKeepTheBootCallersEnvironment(t *testing.T) {
+	h := newHost(t)
+	for zone, gmp := range map[string]string{"e1": "", "e2": "3"} {
+		h.zoneSetup(zone, "installed")
+		var env []string
+		if gmp != "" {
+			env = []string{"GOMAXPROCS=" + gmp}
+		}
+		if r := h.runEnv("", env, "zoneadm", "-z", zone, "boot"); r.code != 0 {
+			t.Fatalf("boot %s: %v", zone, r)
+		}
+		h.runIn(manifest("env", `echo "${GOMAXPROCS-unset}" > tmp/gmp; exec sleep 1000`, "", true),
+			"zlogin", zone, "svccfg", "import", "/dev/stdin")
+		want := gmp
+		if want == "" {
+			want = "unset"
+			if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
+				want = v // the test's own environment reaches the boot
+			}
+		}
+		out := filepath.Join(h.root, "fs", "zones", zone, "root", "tmp", "gmp")
+		waitFor(t, 10*time.Second, zone+" service ran", func() bool {
+			b, _ := os.ReadFile(out)
+			return strings.HasSuffix(string(b), "\n")
+		})
+		if b, _ := os.ReadFile(out); string(b) != want+"\n" {
+			t.Errorf("%s: GOMAXPROCS in the service = %q, want %q", zone, b, want)
+		}
+	}
+}

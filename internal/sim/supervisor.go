@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -159,7 +160,7 @@ func startSupervisor(h *host, zone, bootID string) error {
 	cmd := exec.Command(exe, "zoneadmd", h.root, zone, bootID)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{w}
-	cmd.Env = envWithout(os.Environ(), EnvFaults)
+	cmd.Env = supervisorEnv(os.Environ())
 	// Its own session: the supervisor must outlive this zoneadm and must
 	// not get the terminal's signals.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -179,6 +180,32 @@ func startSupervisor(h *host, zone, bootID string) error {
 		return errors.New(strings.TrimPrefix(line, "error: "))
 	}
 	return fmt.Errorf("zoneadmd exited during boot (%v); see %s", err, filepath.Join(h.runDir(zone), "zoneadmd.log"))
+}
+
+// envCallerGOMAXPROCS carries the boot caller's GOMAXPROCS (if any) past
+// the supervisor, which runs with GOMAXPROCS=1 (one thread fewer, less
+// memory per zone) but must give its services the caller's environment.
+const envCallerGOMAXPROCS = "ILLUMOS_SIM_CALLER_GOMAXPROCS"
+
+// supervisorEnv is the environment a supervisor starts with.
+func supervisorEnv(env []string) []string {
+	out := envWithout(env, EnvFaults, "GOMAXPROCS", envCallerGOMAXPROCS)
+	if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
+		out = append(out, envCallerGOMAXPROCS+"="+v)
+	}
+	return append(out, "GOMAXPROCS=1")
+}
+
+// restoreCallerEnv undoes supervisorEnv in the supervisor's own
+// environment, which its services inherit.
+func restoreCallerEnv() {
+	v, ok := os.LookupEnv(envCallerGOMAXPROCS)
+	os.Unsetenv(envCallerGOMAXPROCS)
+	if ok {
+		os.Setenv("GOMAXPROCS", v)
+	} else {
+		os.Unsetenv("GOMAXPROCS")
+	}
 }
 
 func envWithout(env []string, keys ...string) []string {
@@ -315,6 +342,10 @@ func runSupervisor(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: illumos-sim zoneadmd ROOT ZONE BOOTID")
 		return 2
 	}
+	restoreCallerEnv()
+	// An idle supervisor's heap is a few hundred KiB; without this it
+	// would hold up to the default 4 MiB of garbage between collections.
+	debug.SetGCPercent(25)
 	ready := os.NewFile(3, "ready")
 	h, err := openHost(args[0])
 	if err != nil {
