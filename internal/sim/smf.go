@@ -513,7 +513,11 @@ func svcadmWait(inv *invocation, sub string, fmris []string) int {
 				continue
 			}
 			switch {
-			case s.State == want && (want != "online" || s.PID > 0 || s.Manifest.Duration == "transient"):
+			case s.State == want && (want != "online" || s.Manifest.Duration == "transient"):
+				done++
+			case s.State == want && s.PID > 0 && groupAlive(s.PID):
+				// Online with a live process group: a start method that
+				// has already failed (its exit not yet recorded) is not.
 				done++
 			case s.State == "maintenance" && want == "online":
 				maint = s.FMRI
