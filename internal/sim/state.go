@@ -369,8 +369,11 @@ func sortZones(zones []*Zone) {
 	})
 }
 
+// marshalState encodes a state file. Compactly: listings decode every
+// zone's file, and whitespace makes that markedly slower (`illumos-sim
+// state` is the readable form).
 func marshalState(v any) ([]byte, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
