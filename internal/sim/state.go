@@ -319,9 +319,10 @@ func (l *fileLock) releaseAndRemove() {
 }
 
 // zoneFileOK rejects names that cannot be a zone file (a zone name from a
-// command line is looked up before it is validated).
+// command line is looked up before it is validated): such a zone does not
+// exist. Zone names are at most 64 characters.
 func zoneFileOK(name string) bool {
-	return name != "" && len(name) <= 255 && !strings.ContainsAny(name, "/\x00") && !strings.HasPrefix(name, ".")
+	return name != "" && len(name) <= 200 && !strings.ContainsAny(name, "/\x00") && !strings.HasPrefix(name, ".")
 }
 
 // readZone reads one zone's file; a zone that does not exist is nil.
