@@ -190,8 +190,10 @@ const envCallerGOMAXPROCS = "ILLUMOS_SIM_CALLER_GOMAXPROCS"
 // supervisorEnv is the environment a supervisor starts with.
 func supervisorEnv(env []string) []string {
 	out := envWithout(env, EnvFaults, "GOMAXPROCS", envCallerGOMAXPROCS)
-	if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
-		out = append(out, envCallerGOMAXPROCS+"="+v)
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			out = append(out, envCallerGOMAXPROCS+"="+v)
+		}
 	}
 	return append(out, "GOMAXPROCS=1")
 }
