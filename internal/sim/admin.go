@@ -213,6 +213,7 @@ func adminState(h *host, stdout, stderr io.Writer) int {
 	var out []byte
 	var encErr error
 	err := h.view(func(st *State) {
+		st.Zones = st.zones()
 		out, encErr = json.MarshalIndent(st, "", "  ")
 	})
 	if err == nil {

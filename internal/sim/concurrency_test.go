@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestConcurrentUpdatesAreNotLost hammers one host with parallel creates
@@ -122,5 +123,72 @@ func TestConcurrentCreateOfOneNameHasOneWinner(t *testing.T) {
 	}
 	if ok != 2 {
 		t.Errorf("%d creates succeeded, want exactly 2 (one zfs, one dladm)", ok)
+	}
+}
+
+// TestZoneAndHostCommandsInterleave runs, at once, commands that lock one
+// zone (svcadm, the supervisors), commands that lock the host and then
+// zones (boot, halt, zfs, dladm) and listings that lock nothing. None may
+// deadlock or lose an update, and no zone's services may be lost.
+func TestZoneAndHostCommandsInterleave(t *testing.T) {
+	h := newHost(t)
+	zones := []string{"c0", "c1", "c2"}
+	for _, z := range zones {
+		bootWithService(t, h, z, "s", "exec sleep 1000", "")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 256)
+	run := func(args ...string) {
+		if r := h.run(args[0], args[1:]...); r.code != 0 {
+			errs <- fmt.Sprintf("%v: %v", args, r)
+		}
+	}
+	for _, z := range zones[:2] {
+		wg.Add(1)
+		go func(z string) {
+			defer wg.Done()
+			for i := 0; i < 6; i++ {
+				run("zlogin", z, "svcadm", "disable", "-s", "s")
+				run("zlogin", z, "svcadm", "enable", "-s", "s")
+			}
+		}(z)
+	}
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 4; i++ {
+			run("zoneadm", "-z", "c2", "halt")
+			run("zoneadm", "-z", "c2", "boot")
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 8; i++ {
+			run("zfs", "create", fmt.Sprintf("tank/i%d", i))
+			run("dladm", "create-vnic", "-t", "-l", "net0", fmt.Sprintf("iv%d", i))
+			run("zfs", "destroy", fmt.Sprintf("tank/i%d", i))
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 12; i++ {
+			run("zoneadm", "list", "-cp")
+			run("svcs", "-Z", "-H")
+			run("dladm", "show-vnic")
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	for _, z := range zones {
+		waitFor(t, 10*time.Second, z+" service online", func() bool {
+			st, pid, _ := h.service(z, "svc:/site/s:default")
+			return st == "online" && pid > 0
+		})
+	}
+	if got := len(strings.Fields(h.must("dladm", "show-vnic", "-p", "-o", "link"))); got != 8 {
+		t.Errorf("%d vnics, want 8", got)
 	}
 }

@@ -274,7 +274,7 @@ func parseMACPrefix(s string) ([]byte, bool) {
 // linkBusy reports why a link cannot be removed: an in-kernel zone owns
 // it, or the global zone plumbed IP on it.
 func linkBusy(st *State, name string) bool {
-	if linkOwner(st, name) != "" {
+	if linkOwners(st)[name] != "" {
 		return true
 	}
 	if g := st.zone("global"); g != nil && findIface(g, name) != nil {
@@ -401,6 +401,7 @@ func dladmShowVnic(inv *invocation, args []string) int {
 			code = 1
 			return
 		}
+		owners := linkOwners(st)
 		for _, l := range st.Links {
 			if l.Class != "vnic" || (len(rest) == 1 && l.Name != rest[0]) || (over != "" && l.Over != over) {
 				continue
@@ -408,7 +409,7 @@ func dladmShowVnic(inv *invocation, args []string) int {
 			if persistent && l.Temporary {
 				continue
 			}
-			zone := linkOwner(st, l.Name)
+			zone := owners[l.Name]
 			if zone == "" {
 				zone = "--"
 			}

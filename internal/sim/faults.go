@@ -360,11 +360,11 @@ func faultZone(name string, args []string) string {
 
 // withFaultsFile edits faults.json under the host lock.
 func withFaultsFile(h *host, fn func(c *FaultConfig) bool) error {
-	unlock, err := h.lock(true)
+	l, err := h.lockHost(true)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer l.release()
 	c, err := readFaultConfig(h.faultsPath())
 	if err != nil {
 		return err

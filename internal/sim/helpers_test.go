@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { os.Exit(simtest.Main(m.Run)) }
 // simHost is one simulated node: a command directory made by
 // "illumos-sim install" and its state root.
 type simHost struct {
-	t    *testing.T
+	t    testing.TB
 	root string
 	bin  string
 }
@@ -41,12 +41,12 @@ func (r result) String() string {
 
 // newHost installs a fresh node named node1 and stops everything it ran
 // when the test ends.
-func newHost(t *testing.T) *simHost {
+func newHost(t testing.TB) *simHost {
 	t.Helper()
 	return newNamedHost(t, t.TempDir(), "node1")
 }
 
-func newNamedHost(t *testing.T, base, name string) *simHost {
+func newNamedHost(t testing.TB, base, name string) *simHost {
 	t.Helper()
 	simBin := simtest.Bin(t)
 	h := &simHost{t: t, root: filepath.Join(base, name), bin: filepath.Join(base, name+"-bin")}
@@ -163,7 +163,7 @@ func (h *simHost) service(zone, fmri string) (state string, pid, restarts int) {
 }
 
 // waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {

@@ -89,8 +89,9 @@ func zoneLinks(st *State, z *Zone) map[string]bool {
 		}
 		return m
 	}
+	owners := linkOwners(st)
 	for _, l := range st.Links {
-		if l.Class != "etherstub" && linkOwner(st, l.Name) == "" {
+		if l.Class != "etherstub" && owners[l.Name] == "" {
 			m[l.Name] = true
 		}
 	}

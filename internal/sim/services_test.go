@@ -343,3 +343,99 @@ func TestStopAllKillsEverything(t *testing.T) {
 		}
 	}
 }
+
+// A contract service whose start method leaves a daemon behind stays online
+// as long as its process group lives; the daemon's exit restarts it, and a
+// stop waits for the group to empty.
+func TestDaemonServiceIsWatchedThroughItsProcessGroup(t *testing.T) {
+	h := newHost(t)
+	fmri := "svc:/site/daemon:default"
+	h.zoneSetup("web01", "running")
+	pidFile := filepath.Join(h.root, "fs", "zones", "web01", "root", "tmp", "daemon")
+	daemonPID := func() int {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid
+	}
+	h.runIn(manifest("daemon", "sleep 1000 & echo $! > tmp/daemon.new; mv tmp/daemon.new tmp/daemon", "", true),
+		"zlogin", "web01", "svccfg", "import", "/dev/stdin")
+	var first int
+	waitFor(t, 10*time.Second, "the daemon", func() bool {
+		first = daemonPID()
+		return first > 0 && alive(first)
+	})
+	time.Sleep(300 * time.Millisecond) // the start method has exited
+	if st, _, _ := h.service("web01", fmri); st != "online" {
+		t.Fatalf("with its daemon running: %s", st)
+	}
+	syscall.Kill(first, syscall.SIGKILL)
+	waitFor(t, 5*time.Second, "a new daemon", func() bool {
+		pid := daemonPID()
+		return pid != first && pid > 0 && alive(pid)
+	})
+	if _, _, restarts := h.service("web01", fmri); restarts != 1 {
+		t.Errorf("restarts = %d, want 1", restarts)
+	}
+	second := daemonPID()
+	expect(t, h.run("zlogin", "web01", "svcadm", "disable", "-s", "daemon"), 0, "", "")
+	if alive(second) {
+		t.Errorf("daemon %d survived disable", second)
+	}
+}
+
+// A service that ignores SIGTERM is killed when its stop method's timeout
+// passes, not before.
+func TestStopTimeoutKillsTheService(t *testing.T) {
+	h := newHost(t)
+	fmri := "svc:/site/stubborn:default"
+	m := strings.Replace(manifest("stubborn", `trap "" TERM; exec sleep 1000`, ":kill", true),
+		"timeout_seconds='10'", "timeout_seconds='1'", 1)
+	h.zoneSetup("web01", "running")
+	h.runIn(m, "zlogin", "web01", "svccfg", "import", "/dev/stdin")
+	waitFor(t, 10*time.Second, fmri+" online", func() bool {
+		st, pid, _ := h.service("web01", fmri)
+		return st == "online" && pid > 0
+	})
+	_, pid, _ := h.service("web01", fmri)
+	start := time.Now()
+	expect(t, h.run("zlogin", "web01", "svcadm", "disable", "-s", "stubborn"), 0, "", "")
+	if took := time.Since(start); took < 900*time.Millisecond || took > 5*time.Second {
+		t.Errorf("disable took %v, want about the 1 s stop timeout", took)
+	}
+	if alive(pid) {
+		t.Errorf("pid %d survived its stop timeout", pid)
+	}
+}
+
+// Services get the environment of the zoneadm boot caller: the
+// supervisor's own runtime settings do not leak into it.
+func TestServicesKeepTheBootCallersEnvironment(t *testing.T) {
+	h := newHost(t)
+	for zone, gmp := range map[string]string{"e1": "", "e2": "3"} {
+		h.zoneSetup(zone, "installed")
+		var env []string
+		if gmp != "" {
+			env = []string{"GOMAXPROCS=" + gmp}
+		}
+		if r := h.runEnv("", env, "zoneadm", "-z", zone, "boot"); r.code != 0 {
+			t.Fatalf("boot %s: %v", zone, r)
+		}
+		h.runIn(manifest("env", `echo "${GOMAXPROCS-unset}" > tmp/gmp; exec sleep 1000`, "", true),
+			"zlogin", zone, "svccfg", "import", "/dev/stdin")
+		want := gmp
+		if want == "" {
+			want = "unset"
+			if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
+				want = v // the test's own environment reaches the boot
+			}
+		}
+		out := filepath.Join(h.root, "fs", "zones", zone, "root", "tmp", "gmp")
+		waitFor(t, 10*time.Second, zone+" service ran", func() bool {
+			b, _ := os.ReadFile(out)
+			return strings.HasSuffix(string(b), "\n")
+		})
+		if b, _ := os.ReadFile(out); string(b) != want+"\n" {
+			t.Errorf("%s: GOMAXPROCS in the service = %q, want %q", zone, b, want)
+		}
+	}
+}

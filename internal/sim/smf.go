@@ -209,10 +209,10 @@ var builtinServices = []string{
 var globalServices = append(append([]string(nil), builtinServices...),
 	"svc:/network/ipfilter:default", "svc:/system/zones:default")
 
-// smfZone loads the zone the SMF command runs in. Services exist only in
-// running non-global zones; the global zone has the fixed list above.
-func smfZone(inv *invocation, st *State) (*Zone, bool) {
-	z := st.zone(inv.zone)
+// smfZone checks the zone the SMF command runs in (z, nil if it does not
+// exist). Services exist only in running non-global zones; the global zone
+// has the fixed list above.
+func smfZone(inv *invocation, z *Zone) (*Zone, bool) {
 	if z == nil {
 		inv.errf("%s: zone %s does not exist", inv.name, inv.zone)
 		return nil, false
@@ -342,8 +342,8 @@ func svccfgImport(inv *invocation, insts []importedInstance) int {
 		return 1
 	}
 	pid, code := 0, 0
-	err := inv.h.update(func(st *State) bool {
-		z, ok := smfZone(inv, st)
+	err := inv.h.updateZone(inv.zone, func(z *Zone) bool {
+		z, ok := smfZone(inv, z)
 		if !ok {
 			code = 1
 			return false
@@ -378,8 +378,8 @@ func svccfgImport(inv *invocation, insts []importedInstance) int {
 
 func svccfgDelete(inv *invocation, pattern string) int {
 	pid, code := 0, 0
-	err := inv.h.update(func(st *State) bool {
-		z, ok := smfZone(inv, st)
+	err := inv.h.updateZone(inv.zone, func(z *Zone) bool {
+		z, ok := smfZone(inv, z)
 		if !ok {
 			code = 1
 			return false
@@ -438,8 +438,8 @@ func runSvcadm(inv *invocation) int {
 	}
 	pid, code := 0, 0
 	var fmris []string
-	err := inv.h.update(func(st *State) bool {
-		z, ok := smfZone(inv, st)
+	err := inv.h.updateZone(inv.zone, func(z *Zone) bool {
+		z, ok := smfZone(inv, z)
 		if !ok {
 			code = 1
 			return false
@@ -504,25 +504,24 @@ func svcadmWait(inv *invocation, sub string, fmris []string) int {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		done, maint := 0, ""
-		err := inv.h.view(func(st *State) {
-			z := st.zone(inv.zone)
-			if z == nil {
-				return
-			}
-			for _, s := range z.Services {
-				if !containsStr(fmris, s.FMRI) {
-					continue
-				}
-				switch {
-				case s.State == want && (want != "online" || s.PID > 0 || s.Manifest.Duration == "transient"):
-					done++
-				case s.State == "maintenance" && want == "online":
-					maint = s.FMRI
-				}
-			}
-		})
+		z, err := inv.h.viewZone(inv.zone)
 		if err != nil {
 			return inv.stateErr(err)
+		}
+		for _, s := range zoneServices(z) {
+			if !containsStr(fmris, s.FMRI) {
+				continue
+			}
+			switch {
+			case s.State == want && (want != "online" || s.Manifest.Duration == "transient"):
+				done++
+			case s.State == want && s.PID > 0 && groupAlive(s.PID):
+				// Online with a live process group: a start method that
+				// has already failed (its exit not yet recorded) is not.
+				done++
+			case s.State == "maintenance" && want == "online":
+				maint = s.FMRI
+			}
 		}
 		if maint != "" {
 			inv.errf("svcadm: Instance \"%s\" has entered maintenance state.", maint)
@@ -535,6 +534,14 @@ func svcadmWait(inv *invocation, sub string, fmris []string) int {
 	}
 	inv.errf("svcadm: timed out waiting for %s", strings.Join(fmris, " "))
 	return 1
+}
+
+// zoneServices is a zone's services; none for a zone that does not exist.
+func zoneServices(z *Zone) []*Service {
+	if z == nil {
+		return nil
+	}
+	return z.Services
 }
 
 // groupMembers lists the processes of a process group.

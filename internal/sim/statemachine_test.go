@@ -121,7 +121,7 @@ func TestZoneStateMachine(t *testing.T) {
 			zone := fmt.Sprintf("z%02d", n)
 			w := table[from][op.name]
 			t.Run(fmt.Sprintf("%s from %s", op.name, from), func(t *testing.T) {
-				defer func(parent *testing.T) { h.t = parent }(h.t)
+				defer func(parent testing.TB) { h.t = parent }(h.t)
 				h.t = t
 				h.zoneSetup(zone, from)
 				args := make([]string, len(op.cmd)-1)

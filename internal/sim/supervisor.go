@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +26,12 @@ import (
 // stops them gracefully on SIGTERM (zoneadm shutdown) and kills them at
 // once on SIGUSR2 (zoneadm halt). SIGUSR1 means "the state changed, look".
 //
+// An idle zone costs next to nothing: the supervisor sleeps until a signal
+// (SIGCHLD, SIGUSR1, shutdown, halt) or a timer that exists for a reason
+// (a restart back-off, a stop timeout, the poll of a daemon's process
+// group), with a slow safety tick that re-reads the zone in case it was
+// halted behind the supervisor's back.
+//
 // The supervisor is a child subreaper, so processes a service orphans are
 // reparented to it and reaped here: nothing of a halted zone is left
 // behind, not even a zombie.
@@ -33,6 +41,20 @@ const (
 	sigHalt             = syscall.SIGUSR2
 	sigShutdown         = syscall.SIGTERM
 	prSetChildSubreaper = 36
+)
+
+// The supervisor's timers.
+const (
+	// safetyTick bounds the sleep of an idle supervisor: it re-reads the
+	// zone and halts if the zone is no longer its boot.
+	safetyTick = 30 * time.Second
+	// groupPoll is how often the process group of a daemon (a contract
+	// service whose start method exited) is checked for emptiness. Its
+	// processes are reparented to the supervisor, so their exits usually
+	// arrive as SIGCHLD first; the poll catches the rest.
+	groupPoll = time.Second
+	// minWake keeps a deadline already due from spinning the loop.
+	minWake = 10 * time.Millisecond
 )
 
 // runDir is the per-zone runtime directory: supervisor log and bin links.
@@ -52,7 +74,11 @@ func ensureZoneBin(h *host, zone string) error {
 	if err := linkCommands(dir, exe, zoneCommands); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, rootMarker), []byte(h.root+"\n"))
+	marker, want := filepath.Join(dir, rootMarker), []byte(h.root+"\n")
+	if b, err := os.ReadFile(marker); err == nil && bytes.Equal(b, want) {
+		return nil // every zlogin checks; only the first writes
+	}
+	return writeFileAtomic(marker, want)
 }
 
 // procInfo is what the simulator reads from /proc/PID/stat.
@@ -134,7 +160,7 @@ func startSupervisor(h *host, zone, bootID string) error {
 	cmd := exec.Command(exe, "zoneadmd", h.root, zone, bootID)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{w}
-	cmd.Env = envWithout(os.Environ(), EnvFaults)
+	cmd.Env = supervisorEnv(os.Environ())
 	// Its own session: the supervisor must outlive this zoneadm and must
 	// not get the terminal's signals.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -154,6 +180,34 @@ func startSupervisor(h *host, zone, bootID string) error {
 		return errors.New(strings.TrimPrefix(line, "error: "))
 	}
 	return fmt.Errorf("zoneadmd exited during boot (%v); see %s", err, filepath.Join(h.runDir(zone), "zoneadmd.log"))
+}
+
+// envCallerGOMAXPROCS carries the boot caller's GOMAXPROCS (if any) past
+// the supervisor, which runs with GOMAXPROCS=1 (one thread fewer, less
+// memory per zone) but must give its services the caller's environment.
+const envCallerGOMAXPROCS = "ILLUMOS_SIM_CALLER_GOMAXPROCS"
+
+// supervisorEnv is the environment a supervisor starts with.
+func supervisorEnv(env []string) []string {
+	out := envWithout(env, EnvFaults, "GOMAXPROCS", envCallerGOMAXPROCS)
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			out = append(out, envCallerGOMAXPROCS+"="+v)
+		}
+	}
+	return append(out, "GOMAXPROCS=1")
+}
+
+// restoreCallerEnv undoes supervisorEnv in the supervisor's own
+// environment, which its services inherit.
+func restoreCallerEnv() {
+	v, ok := os.LookupEnv(envCallerGOMAXPROCS)
+	os.Unsetenv(envCallerGOMAXPROCS)
+	if ok {
+		os.Setenv("GOMAXPROCS", v)
+	} else {
+		os.Unsetenv("GOMAXPROCS")
+	}
 }
 
 func envWithout(env []string, keys ...string) []string {
@@ -204,21 +258,21 @@ func killServiceGroups(z *Zone) {
 
 // stopAll halts every zone of the host and kills what is left.
 func stopAll(h *host) error {
-	var zones []Zone
-	if err := h.view(func(st *State) {
-		for _, z := range st.Zones {
-			if z.Name != "global" && inKernel(z.State) {
-				zones = append(zones, *z)
-			}
-		}
-	}); err != nil {
+	all, err := h.listZones()
+	if err != nil {
 		return err
+	}
+	var zones []*Zone
+	for _, z := range all {
+		if z.Name != "global" && inKernel(z.State) {
+			zones = append(zones, z)
+		}
 	}
 	done := make(chan struct{}, len(zones))
 	for _, z := range zones {
-		go func(z Zone) {
+		go func(z *Zone) {
 			stopSupervisor(h, z.Name, z.SupervisorPID, false)
-			killServiceGroups(&z)
+			killServiceGroups(z)
 			done <- struct{}{}
 		}(z)
 	}
@@ -226,8 +280,11 @@ func stopAll(h *host) error {
 		<-done
 	}
 	return h.update(func(st *State) bool {
-		for _, z := range st.Zones {
-			if z.Name != "global" && inKernel(z.State) {
+		for _, z := range st.zones() {
+			if z.Name == "global" || !inKernel(z.State) {
+				continue
+			}
+			if z = st.zone(z.Name); z != nil && inKernel(z.State) {
 				leaveKernel(st, z)
 			}
 		}
@@ -241,6 +298,7 @@ type svcProc struct {
 	def         *SvcDef
 	pid         int // main process and process-group id; 0 when not running
 	groupOnly   bool
+	member      int // a live member of the process group, last seen
 	stopping    bool
 	stopHelper  int
 	stopUntil   time.Time
@@ -286,6 +344,10 @@ func runSupervisor(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: illumos-sim zoneadmd ROOT ZONE BOOTID")
 		return 2
 	}
+	restoreCallerEnv()
+	// An idle supervisor's heap is a few hundred KiB; without this it
+	// would hold up to the default 4 MiB of garbage between collections.
+	debug.SetGCPercent(25)
 	ready := os.NewFile(3, "ready")
 	h, err := openHost(args[0])
 	if err != nil {
@@ -335,15 +397,17 @@ func (sv *supervisor) run(ready *os.File) int {
 	notifyReady(ready, nil)
 	sv.logger.Printf("zone booted")
 	sv.reconcile()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	lastFull := time.Now()
+	timer := time.NewTimer(sv.untilNextWake())
+	defer timer.Stop()
 	for {
 		select {
 		case s := <-sigs:
 			switch s {
 			case syscall.SIGCHLD:
+				// Exits are handled as they are reaped: the zone's file is
+				// read only when there is something to record.
 				sv.reap()
+				sv.checkGroups()
 			case sigShutdown:
 				sv.logger.Printf("shutdown requested")
 				sv.shutdown(sigs)
@@ -352,15 +416,12 @@ func (sv *supervisor) run(ready *os.File) int {
 				sv.logger.Printf("halt requested")
 				sv.halt()
 				return 0
-			}
-			sv.reconcile()
-			lastFull = time.Now()
-		case <-tick.C:
-			sv.reap()
-			if sv.timersDue() || time.Since(lastFull) > 2*time.Second {
+			default:
 				sv.reconcile()
-				lastFull = time.Now()
 			}
+		case <-timer.C:
+			sv.reap()
+			sv.reconcile()
 		}
 		if sv.orphaned {
 			// The zone was halted or rebooted behind our back (stop-all,
@@ -369,7 +430,30 @@ func (sv *supervisor) run(ready *os.File) int {
 			sv.halt()
 			return 0
 		}
+		timer.Reset(sv.untilNextWake())
 	}
+}
+
+// untilNextWake is the time to the earliest deadline the supervisor has a
+// reason to wake for: a restart back-off ending, a stop timeout, the next
+// poll of a daemon's process group; at most safetyTick.
+func (sv *supervisor) untilNextWake() time.Duration {
+	now := time.Now()
+	next := now.Add(safetyTick)
+	for _, p := range sv.procs {
+		if !p.restartAt.IsZero() && p.restartAt.Before(next) {
+			next = p.restartAt
+		}
+		if p.stopping && !p.stopUntil.IsZero() && p.stopUntil.Before(next) {
+			next = p.stopUntil
+		}
+		if p.groupOnly {
+			if t := now.Add(groupPoll); t.Before(next) {
+				next = t
+			}
+		}
+	}
+	return max(next.Sub(now), minWake)
 }
 
 // spawner forks every child from one locked OS thread, because Linux ties
@@ -389,8 +473,7 @@ func (sv *supervisor) spawner() {
 // register moves the zone from ready to running under our boot id.
 func (sv *supervisor) register() error {
 	var regErr error
-	err := sv.h.update(func(st *State) bool {
-		z := st.zone(sv.zone)
+	err := sv.h.updateZone(sv.zone, func(z *Zone) bool {
 		switch {
 		case z == nil:
 			regErr = fmt.Errorf("zone %s does not exist", sv.zone)
@@ -417,22 +500,6 @@ func (sv *supervisor) register() error {
 	return regErr
 }
 
-// timersDue reports a pending restart, stop deadline or daemon to watch.
-func (sv *supervisor) timersDue() bool {
-	now := time.Now()
-	for _, p := range sv.procs {
-		switch {
-		case !p.restartAt.IsZero() && !now.Before(p.restartAt):
-			return true
-		case p.stopping && !p.stopUntil.IsZero() && now.After(p.stopUntil):
-			return true
-		case p.groupOnly && !groupAlive(p.pid):
-			return true
-		}
-	}
-	return false
-}
-
 // stateChange is a service state the supervisor records after acting.
 type stateChange struct {
 	fmri   string
@@ -443,14 +510,13 @@ type stateChange struct {
 }
 
 // reconcile compares what the administrator wants with what runs and acts.
-// The lock is held only to read requests and to record results, never
-// while processes start or stop.
+// The zone's lock is held only to read requests and to record results,
+// never while processes start or stop.
 func (sv *supervisor) reconcile() {
 	var starts, stops []*svcProc
 	var cleared []string
 	now := time.Now()
-	err := sv.h.update(func(st *State) bool {
-		z := st.zone(sv.zone)
+	err := sv.h.updateZone(sv.zone, func(z *Zone) bool {
 		if z == nil || z.BootID != sv.bootID {
 			sv.orphaned = true
 			return false
@@ -483,13 +549,15 @@ func (sv *supervisor) reconcile() {
 				}
 			}
 			want := s.Enabled && s.State != "maintenance"
+			if !want {
+				// A pending restart is moot; it must not keep a timer.
+				p.restartAt = time.Time{}
+			}
 			switch {
 			case !want && (p.pid != 0 || p.transient) && !p.stopping:
-				p.restartAt = time.Time{}
 				p.restartNext = false
 				stops = append(stops, p)
 			case !want && p.pid == 0 && !s.Enabled && s.State != "disabled" && s.State != "maintenance":
-				p.restartAt = time.Time{}
 				setState(s, "disabled", "")
 				changed = true
 			case want && p.pid == 0 && !p.stopping && !p.transient && !now.Before(p.restartAt):
@@ -500,9 +568,10 @@ func (sv *supervisor) reconcile() {
 					changed = true
 				}
 			}
-			if p.stopping && !p.stopUntil.IsZero() && now.After(p.stopUntil) && p.pid != 0 {
+			if p.stopping && !p.stopUntil.IsZero() && !now.Before(p.stopUntil) && p.pid != 0 {
 				sv.logger.Printf("%s: stop timed out; killing", p.fmri)
 				syscall.Kill(-p.pid, syscall.SIGKILL)
+				p.stopUntil = time.Time{} // killed: its exit ends the stop
 			}
 		}
 		for fmri, p := range sv.procs {
@@ -523,20 +592,50 @@ func (sv *supervisor) reconcile() {
 	for _, fmri := range cleared {
 		sv.startdLog(fmri, "Leaving maintenance because clear requested.")
 	}
-	for _, p := range sv.procs {
-		if p.groupOnly && !p.stopping && !groupAlive(p.pid) {
-			sv.serviceExited(p, 0, false)
-		}
-		if p.groupOnly && p.stopping && !groupAlive(p.pid) {
-			sv.stopped(p)
-		}
-	}
+	sv.checkGroups()
 	for _, p := range stops {
 		sv.stop(p)
 	}
 	for _, p := range starts {
 		sv.start(p)
 	}
+}
+
+// checkGroups finishes the daemons (contract services whose start method
+// exited) whose process group is empty: a stop completes, a running
+// service has exited.
+func (sv *supervisor) checkGroups() {
+	for _, p := range sv.procs {
+		if !p.groupOnly || p.groupAlive() {
+			continue
+		}
+		if p.stopping {
+			sv.stopped(p)
+		} else {
+			sv.serviceExited(p, 0, false)
+		}
+	}
+}
+
+// groupAlive reports whether the service's process group has a live
+// member. It remembers one, so a daemon that lives on is confirmed with a
+// single /proc read rather than a scan of every process.
+func (p *svcProc) groupAlive() bool {
+	if p.pid <= 0 || syscall.Kill(-p.pid, 0) != nil {
+		return false
+	}
+	if p.member > 0 {
+		if st, ok := procStat(p.member); ok && st.pgid == p.pid && st.state != 'Z' {
+			return true
+		}
+	}
+	members := groupMembers(p.pid)
+	if len(members) == 0 {
+		p.member = 0
+		return false
+	}
+	p.member = members[0]
+	return true
 }
 
 func setState(s *Service, state, reason string) {
@@ -546,10 +645,9 @@ func setState(s *Service, state, reason string) {
 	s.STime = time.Now().UTC()
 }
 
-// record writes service states into the host state.
+// record writes service states into the zone's state.
 func (sv *supervisor) record(changes ...stateChange) {
-	err := sv.h.update(func(st *State) bool {
-		z := st.zone(sv.zone)
+	err := sv.h.updateZone(sv.zone, func(z *Zone) bool {
 		if z == nil || z.BootID != sv.bootID {
 			return false
 		}
@@ -646,7 +744,7 @@ func (sv *supervisor) start(p *svcProc) {
 		return
 	}
 	sv.logger.Printf("%s: started pid %d", p.fmri, pid)
-	p.pid, p.groupOnly, p.stopping = pid, false, false
+	p.pid, p.groupOnly, p.stopping, p.member = pid, false, false, 0
 	sv.record(stateChange{fmri: p.fmri, state: "online", pid: pid})
 }
 
@@ -765,7 +863,7 @@ func (sv *supervisor) serviceExited(p *svcProc, status int, fromWait bool) {
 			p.pid, p.transient = 0, true
 			sv.record(stateChange{fmri: p.fmri, state: "online"})
 			return
-		case duration == "contract" && groupAlive(pgid):
+		case duration == "contract" && p.groupAlive():
 			// The start method daemonised: the service lives on in its
 			// process group, as in an SMF contract.
 			p.groupOnly = true
@@ -775,7 +873,7 @@ func (sv *supervisor) serviceExited(p *svcProc, status int, fromWait bool) {
 	if pgid > 0 {
 		syscall.Kill(-pgid, syscall.SIGKILL)
 	}
-	p.pid, p.groupOnly = 0, false
+	p.pid, p.groupOnly, p.member = 0, false, 0
 	if fromWait && noRetryExit(status) {
 		// The method said retrying cannot help: svc.startd goes straight
 		// to maintenance and waits for svcadm clear.
@@ -894,7 +992,7 @@ func (sv *supervisor) shutdown(sigs chan os.Signal) {
 			if p.pid == 0 {
 				continue
 			}
-			if p.groupOnly && !groupAlive(p.pid) {
+			if p.groupOnly && !p.groupAlive() {
 				p.pid = 0
 				continue
 			}

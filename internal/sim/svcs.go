@@ -89,8 +89,7 @@ func runSvcs(inv *invocation) int {
 	if !ok {
 		return code
 	}
-	var zones []svcsZone
-	err := inv.h.view(func(st *State) { zones, ok = svcsZones(inv, st, a) })
+	zones, ok, err := svcsZones(inv, a)
 	if err != nil {
 		return inv.stateErr(err)
 	}
@@ -183,66 +182,80 @@ func svcsUsageErr(inv *invocation) int {
 	return 2
 }
 
-// svcsZones loads the zones the command looks at. Under -Z a zone in the
-// kernel whose repository is not up (ready, shutting down) gets a warning
-// and is skipped; zones not in the kernel are not looked at.
-func svcsZones(inv *invocation, st *State, a svcsArgs) ([]svcsZone, bool) {
+// svcsZones loads the zones the command looks at: the one zone's file
+// alone, or for -Z every zone's, without locks (svcs never writes). Under
+// -Z a zone in the kernel whose repository is not up (ready, shutting
+// down) gets a warning and is skipped; zones not in the kernel are not
+// looked at.
+func svcsZones(inv *invocation, a svcsArgs) ([]svcsZone, bool, error) {
 	switch {
 	case a.allZones:
+		zones, err := inv.h.listZones()
+		if err != nil {
+			return nil, false, err
+		}
 		var out []svcsZone
-		for _, z := range zonesByID(st) {
+		for _, z := range zonesByID(zones) {
 			if z.State != stateRunning {
 				if inKernel(z.State) {
 					inv.errf("svcs: Could not bind to repository server for zone %s: repository server unavailable", z.Name)
 				}
 				continue
 			}
-			out = append(out, svcsZoneOf(st, z, true))
+			out = append(out, svcsZoneOf(z, true))
 		}
-		return out, true
+		return out, true, nil
 	case a.zone != "":
-		z := st.zone(a.zone)
+		z, err := inv.h.viewZone(a.zone)
+		if err != nil {
+			return nil, false, err
+		}
 		if z == nil {
 			inv.errf("svcs: invalid zone '%s'", a.zone)
-			return nil, false
+			return nil, false, nil
 		}
 		if z.State != stateRunning {
 			inv.errf("svcs: Could not bind to repository server for zone %s: repository server unavailable", z.Name)
-			return nil, false
+			return nil, false, nil
 		}
-		return []svcsZone{svcsZoneOf(st, z, true)}, true
+		return []svcsZone{svcsZoneOf(z, true)}, true, nil
 	}
-	z, ok := smfZone(inv, st)
+	z, err := inv.h.viewZone(inv.zone)
+	if err != nil {
+		return nil, false, err
+	}
+	z, ok := smfZone(inv, z)
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
-	return []svcsZone{svcsZoneOf(st, z, false)}, true
+	return []svcsZone{svcsZoneOf(z, false)}, true, nil
 }
 
-// zonesByID lists the zones in zone id order, the order -Z visits them.
-func zonesByID(st *State) []*Zone {
-	zones := append([]*Zone(nil), st.Zones...)
+// zonesByID puts zones (in index order) in zone id order, the order -Z
+// visits them.
+func zonesByID(zones []*Zone) []*Zone {
 	sort.SliceStable(zones, func(i, j int) bool { return zones[i].ID < zones[j].ID })
 	return zones
 }
 
-func svcsZoneOf(st *State, z *Zone, named bool) svcsZone {
-	v := svcsZone{name: z.Name, named: named, rows: svcsRows(st, z)}
+func svcsZoneOf(z *Zone, named bool) svcsZone {
+	v := svcsZone{name: z.Name, named: named, rows: svcsRows(z)}
 	if named && z.Name != "global" {
 		v.logRoot = path.Join(z.Config.Zonepath, "root")
 	}
 	return v
 }
 
-func svcsRows(st *State, z *Zone) []svcRow {
+// svcsRows are a zone's instances; the global zone's fixed services have
+// been online since the host booted (the global zone's Booted).
+func svcsRows(z *Zone) []svcRow {
 	var rows []svcRow
-	booted := z.Booted
 	names := builtinServices
 	if z.Name == "global" {
-		booted, names = st.BootTime, globalServices
+		names = globalServices
 	}
 	for _, f := range names {
-		rows = append(rows, svcRow{zone: z.Name, state: "online", stime: booted, fmri: f})
+		rows = append(rows, svcRow{zone: z.Name, state: "online", stime: z.Booted, fmri: f})
 	}
 	for _, s := range z.Services {
 		rows = append(rows, svcRow{zone: z.Name, state: s.State, stime: s.STime, fmri: s.FMRI, pid: s.PID, svc: s})

@@ -536,7 +536,7 @@ func sortDatasets(ds []*Dataset) {
 // zonepath dataset, delegated datasets and zvol devices, with descendants.
 func heldDatasets(st *State) map[string]string {
 	held := map[string]string{}
-	for _, z := range st.Zones {
+	for _, z := range st.zones() {
 		if z.Name == "global" || !inKernel(z.State) {
 			continue
 		}

@@ -49,13 +49,10 @@ func runZlogin(inv *invocation) int {
 		inv.errf("zlogin: 'zlogin' not applicable to the global zone")
 		return 1
 	}
-	var z *Zone
-	if err := inv.h.view(func(st *State) {
-		if x := st.zone(zone); x != nil {
-			cp := *x
-			z = &cp
-		}
-	}); err != nil {
+	// A zone's own file, read without a lock: a probe costs the same
+	// however many zones the host has.
+	z, err := inv.h.viewZone(zone)
+	if err != nil {
 		return inv.stateErr(err)
 	}
 	switch {

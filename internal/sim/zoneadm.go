@@ -171,20 +171,23 @@ func (c *zoneadmCall) resolveZone(uuid string) (int, bool) {
 	if c.zone == "" && uuid == "" {
 		return 0, true
 	}
-	found := true
-	err := c.h.view(func(st *State) {
-		if uuid != "" {
-			for _, z := range st.Zones {
-				if z.UUID == uuid && (c.zone == "" || c.zone == z.Name) {
-					c.zone = z.Name
-					return
-				}
+	found := false
+	var err error
+	if uuid != "" {
+		// Only -u has to look at every zone.
+		var zones []*Zone
+		zones, err = c.h.listZones()
+		for _, z := range zones {
+			if z.UUID == uuid && (c.zone == "" || c.zone == z.Name) {
+				c.zone, found = z.Name, true
+				break
 			}
-			found = false
-			return
 		}
-		found = st.zone(c.zone) != nil
-	})
+	} else {
+		var z *Zone
+		z, err = c.h.viewZone(c.zone)
+		found = z != nil
+	}
 	if err != nil {
 		return c.stateErr(err), false
 	}
@@ -231,28 +234,39 @@ func (c *zoneadmCall) list() int {
 		c.zerror("%s -p and -v are mutually exclusive.", "list")
 		return 1
 	}
-	var zones []Zone
-	if err := c.h.view(func(st *State) {
-		for _, z := range listOrder(st) {
-			switch {
-			case c.zone != "":
-				if z.Name != c.zone {
-					continue
-				}
-			case all:
-			case installed:
-				if stateRank(z.State) < stateRank(stateInstalled) {
-					continue
-				}
-			default:
-				if !inKernel(z.State) {
-					continue
-				}
-			}
-			zones = append(zones, *z)
+	// Listing one zone reads that zone's file alone; listing all reads
+	// every zone file and rewrites none.
+	var candidates []*Zone
+	if c.zone != "" {
+		z, err := c.h.viewZone(c.zone)
+		if err != nil {
+			return c.stateErr(err)
 		}
-	}); err != nil {
-		return c.stateErr(err)
+		if z != nil {
+			candidates = []*Zone{z}
+		}
+	} else {
+		all, err := c.h.listZones()
+		if err != nil {
+			return c.stateErr(err)
+		}
+		candidates = listOrder(all)
+	}
+	var zones []*Zone
+	for _, z := range candidates {
+		switch {
+		case c.zone != "":
+		case all:
+		case installed:
+			if stateRank(z.State) < stateRank(stateInstalled) {
+				continue
+			}
+		default:
+			if !inKernel(z.State) {
+				continue
+			}
+		}
+		zones = append(zones, z)
 	}
 	if verbose {
 		c.outf("%*s %-16s %-10s %-30s %-8s %-6s", 4, "ID", "NAME", "STATUS", "PATH", "BRAND", "IP")
@@ -280,10 +294,10 @@ func (c *zoneadmCall) list() int {
 }
 
 // listOrder is zoneadm's order: zones in the kernel by id, then the rest in
-// index order.
-func listOrder(st *State) []*Zone {
+// index order (the order zones come in).
+func listOrder(zones []*Zone) []*Zone {
 	var kernel, rest []*Zone
-	for _, z := range st.Zones {
+	for _, z := range zones {
 		if z.ID >= 0 {
 			kernel = append(kernel, z)
 		} else {
@@ -344,20 +358,13 @@ func (c *zoneadmCall) zoneadmdFailed(format string, a ...any) int {
 	return 1
 }
 
-// zoneCopy loads one zone by value.
+// zoneCopy reads the zone as it is now.
 func (c *zoneadmCall) zoneCopy() (*Zone, error) {
-	var out *Zone
-	err := c.h.view(func(st *State) {
-		if z := st.zone(c.zone); z != nil {
-			cp := *z
-			cp.Config = z.Config.clone()
-			out = &cp
-		}
-	})
-	if err == nil && out == nil {
+	z, err := c.h.viewZone(c.zone)
+	if err == nil && z == nil {
 		err = fmt.Errorf("zone %s vanished", c.zone)
 	}
-	return out, err
+	return z, err
 }
 
 // verify
@@ -399,31 +406,34 @@ func verifyZone(st *State, z *Zone, booting bool) []string {
 	if !booting || !z.Config.exclusive() {
 		return out
 	}
+	owners := linkOwners(st)
 	for _, l := range z.Config.netLinks() {
 		link := st.link(l)
 		switch {
 		case link == nil || link.Class == "etherstub":
 			out = append(out, fmt.Sprintf("failed to add network device %s: object not found", l))
-		case linkOwner(st, l) != "" && linkOwner(st, l) != z.Name:
+		case owners[l] != "" && owners[l] != z.Name:
 			out = append(out, fmt.Sprintf("failed to add network device %s: link busy", l))
 		}
 	}
 	return out
 }
 
-// linkOwner is the zone in the kernel whose exclusive-IP config uses link.
-func linkOwner(st *State, link string) string {
-	for _, z := range st.Zones {
+// linkOwners maps each link used by the exclusive-IP configuration of a
+// zone in the kernel to that zone. It reads every zone.
+func linkOwners(st *State) map[string]string {
+	owners := map[string]string{}
+	for _, z := range st.zones() {
 		if z.Name == "global" || !inKernel(z.State) || !z.Config.exclusive() {
 			continue
 		}
 		for _, l := range z.Config.netLinks() {
-			if l == link {
-				return z.Name
+			if _, taken := owners[l]; !taken {
+				owners[l] = z.Name
 			}
 		}
 	}
-	return ""
+	return owners
 }
 
 // hostPath maps an illumos absolute path to its directory under the root.

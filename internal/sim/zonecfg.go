@@ -1654,7 +1654,7 @@ func (s *zcSession) commit() {
 	z := s.st.zone(s.zone)
 	if z == nil {
 		z = &Zone{Name: s.zone, State: stateConfigured, ID: -1}
-		s.st.Zones = append(s.st.Zones, z)
+		s.st.addZone(z)
 	}
 	z.Config = s.cfg.clone()
 	if s.renameTo != "" && s.renameTo != s.zone {
