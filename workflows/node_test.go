@@ -43,6 +43,16 @@ type fakeNode struct {
 
 func (f *fakeNode) now() time.Time { return f.env.Now() }
 
+// deleteAt deletes the node's row at d and tells the workflow to look.
+func (f *fakeNode) deleteAt(d time.Duration) {
+	f.env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.deleted = true
+		f.mu.Unlock()
+		f.env.SignalWorkflow(SignalNodeCheck, nil)
+	}, d)
+}
+
 func (f *fakeNode) heartbeat() time.Time {
 	if f.alive {
 		// The agent posts every 10 s.
@@ -127,12 +137,7 @@ func TestNodeHealthNotReadyEvictsOnceAndRecovers(t *testing.T) {
 	env, f := newNodeEnv(t)
 	env.RegisterDelayedCallback(func() { f.setAlive(false) }, 65*time.Second)
 	env.RegisterDelayedCallback(func() { f.setAlive(true) }, 500*time.Second)
-	env.RegisterDelayedCallback(func() {
-		f.mu.Lock()
-		f.deleted = true
-		f.mu.Unlock()
-		env.SignalWorkflow(SignalNodeCheck, nil)
-	}, 600*time.Second)
+f.deleteAt(600*time.Second)
 	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not end cleanly on the node's deletion: completed=%t err=%v", env.IsWorkflowCompleted(), env.GetWorkflowError())
@@ -381,12 +386,7 @@ func TestNodeHealthEvictionRetriesFailedSignals(t *testing.T) {
 		f.failSignals = 3
 		f.mu.Unlock()
 	}, 350*time.Second)
-	env.RegisterDelayedCallback(func() {
-		f.mu.Lock()
-		f.deleted = true
-		f.mu.Unlock()
-		env.SignalWorkflow(SignalNodeCheck, nil)
-	}, 600*time.Second)
+f.deleteAt(600*time.Second)
 	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -417,12 +417,7 @@ func TestNodeHealthFollowsTheConfiguredGracePeriod(t *testing.T) {
 		f.mu.Unlock()
 	}, 30*time.Second)
 	env.RegisterDelayedCallback(func() { f.setAlive(false) }, 65*time.Second)
-	env.RegisterDelayedCallback(func() {
-		f.mu.Lock()
-		f.deleted = true
-		f.mu.Unlock()
-		env.SignalWorkflow(SignalNodeCheck, nil)
-	}, 200*time.Second)
+f.deleteAt(200*time.Second)
 	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -90,6 +91,26 @@ func (c *cluster) hasEvent(kind, name, reason, contains string) bool {
 		}
 	}
 	return false
+}
+
+// freeze stops node i's agent (SIGSTOP) as a hung process would; the
+// returned func thaws it, as does the end of the test.
+func (c *cluster) freeze(i int) (thaw func()) {
+	c.t.Helper()
+	pid := c.nodes.Nodes[i].Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		c.t.Fatal(err)
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				c.t.Error(err)
+			}
+		})
+	}
+	c.t.Cleanup(thaw)
+	return thaw
 }
 
 func pinnedPod(name, node, policy string, grace int) string {
@@ -348,16 +369,7 @@ func TestFrozenAgentCleansItsHostBeforeReportingReady(t *testing.T) {
 		c.waitPhase(name, model.PodRunning, true, 90*time.Second)
 	}
 
-	pid := c.nodes.Nodes[0].Pid()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}()
+	thaw := c.freeze(0)
 	c.eventually(2*time.Minute, "mover Running on the other node", func() bool {
 		p, ok := c.pod("mover")
 		return ok && p.Status.Phase == model.PodRunning && p.Spec.NodeName != victim && p.Spec.NodeName != ""
@@ -369,10 +381,7 @@ func TestFrozenAgentCleansItsHostBeforeReportingReady(t *testing.T) {
 		t.Fatalf("%s holds %d pod zones while its agent is frozen; want both still there", victim, z)
 	}
 
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	resumed = true
+	thaw()
 	c.eventually(30*time.Second, victim+" Ready again", func() bool {
 		n, _ := c.node(victim)
 		status, _ := readiness(n)

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -186,16 +185,7 @@ func TestFrozenNodePodsNotReadyAndBack(t *testing.T) {
 	c.createPod(`{"metadata":{"name":"frozen"},"spec":{"containers":[{"name":"app","image":"base","command":["sleep","3600"],
 	  "readinessProbe":{"exec":{"command":["true"]},"periodSeconds":1}}]}}`)
 	c.waitPhase("frozen", model.PodRunning, true, 90*time.Second)
-	pid := c.nodes.Nodes[0].Pid()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}()
+	thaw := c.freeze(0)
 	// The last heartbeat is up to a second old; NodeHealth looks within
 	// its grace period.
 	c.waitReady("frozen", false, grace+15*time.Second)
@@ -205,10 +195,7 @@ func TestFrozenNodePodsNotReadyAndBack(t *testing.T) {
 			t.Fatalf("Ready=False with reason %q; want NodeNotReady", cond.Reason)
 		}
 	}
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	resumed = true
+	thaw()
 	c.waitReady("frozen", true, 30*time.Second)
 }
 
