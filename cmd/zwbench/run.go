@@ -191,17 +191,25 @@ func podBody(name string) []byte {
 	  "command":["sleep","3600"],"resources":{"requests":{"cpu":"10m","memory":"16Mi"}}}]}}`, name))
 }
 
+// createPod creates a pod, retrying while the API answers 503 (it then
+// changed nothing and asks to retry shortly), as a client should.
 func createPod(api, name string, body []byte) error {
-	resp, err := http.Post(api+"/api/v1/namespaces/default/pods", "application/json", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
+	for attempt := 1; ; attempt++ {
+		resp, err := http.Post(api+"/api/v1/namespaces/default/pods", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
 		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("create %s: %d %s", name, resp.StatusCode, b)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusCreated:
+			return nil
+		case resp.StatusCode == http.StatusServiceUnavailable && attempt < 10:
+			time.Sleep(time.Duration(attempt) * time.Second)
+		default:
+			return fmt.Errorf("create %s: %d %s", name, resp.StatusCode, b)
+		}
 	}
-	return nil
 }
 
 func deletePod(api, name string) error {
