@@ -137,7 +137,7 @@ func TestNodeHealthNotReadyEvictsOnceAndRecovers(t *testing.T) {
 	env, f := newNodeEnv(t)
 	env.RegisterDelayedCallback(func() { f.setAlive(false) }, 65*time.Second)
 	env.RegisterDelayedCallback(func() { f.setAlive(true) }, 500*time.Second)
-f.deleteAt(600*time.Second)
+	f.deleteAt(600 * time.Second)
 	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not end cleanly on the node's deletion: completed=%t err=%v", env.IsWorkflowCompleted(), env.GetWorkflowError())
@@ -386,7 +386,7 @@ func TestNodeHealthEvictionRetriesFailedSignals(t *testing.T) {
 		f.failSignals = 3
 		f.mu.Unlock()
 	}, 350*time.Second)
-f.deleteAt(600*time.Second)
+	f.deleteAt(600 * time.Second)
 	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -417,7 +417,7 @@ func TestNodeHealthFollowsTheConfiguredGracePeriod(t *testing.T) {
 		f.mu.Unlock()
 	}, 30*time.Second)
 	env.RegisterDelayedCallback(func() { f.setAlive(false) }, 65*time.Second)
-f.deleteAt(200*time.Second)
+	f.deleteAt(200 * time.Second)
 	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
