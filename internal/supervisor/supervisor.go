@@ -129,6 +129,9 @@ type container struct {
 	started   bool
 	ready     bool
 	unhealthy string
+	// noExitRecord: this incarnation is in maintenance with no exit status
+	// recorded; it is not looked for again until the container restarts.
+	noExitRecord bool
 	// since: observations begun before it belong to an earlier
 	// incarnation and are ignored.
 	since time.Time
@@ -199,6 +202,7 @@ func (s *Supervisor) Restarted(uid, name string) uint64 {
 		}
 		c.stop()
 		c.state, c.exitCode, c.unhealthy, c.ready = model.ContainerStarting, nil, "", c.spec.Readiness == nil
+		c.noExitRecord = false
 		c.started = c.spec.Startup == nil
 		c.since = time.Now()
 		s.startProbes(p, c)
@@ -263,7 +267,7 @@ func (s *Supervisor) observe(ctx context.Context) {
 			}
 			st, ok := svcs[p.spec.Zone][c.spec.FMRI]
 			state := containerState(p.zone, st, ok)
-			if state == model.ContainerMaintenance && c.state != model.ContainerExited {
+			if state == model.ContainerMaintenance && c.state != model.ContainerExited && !c.noExitRecord {
 				exits = append(exits, exitRead{p, c})
 			}
 			if state != model.ContainerMaintenance || c.state != model.ContainerExited {
@@ -282,8 +286,12 @@ func (s *Supervisor) observe(ctx context.Context) {
 			continue
 		}
 		s.mu.Lock()
-		if ok && !began.Before(e.c.since) && e.c.state == model.ContainerMaintenance {
-			e.c.state, e.c.exitCode = model.ContainerExited, &code
+		if !began.Before(e.c.since) && e.c.state == model.ContainerMaintenance {
+			if ok {
+				e.c.state, e.c.exitCode = model.ContainerExited, &code
+			} else {
+				e.c.noExitRecord = true
+			}
 		}
 		s.mu.Unlock()
 	}
