@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -245,6 +246,9 @@ func (h *Host) WaitContainersOnline(ctx context.Context, s PodSandbox) error {
 	if err := s.check(); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
+	// Services usually come online within moments of their start: look
+	// again soon, then less often.
+	wait := 50 * time.Millisecond
 	for {
 		states, err := h.containerStates(ctx, s)
 		if err != nil {
@@ -280,9 +284,10 @@ func (h *Host) WaitContainersOnline(ctx context.Context, s PodSandbox) error {
 			}
 			beat(ctx, "waiting for "+strings.Join(pending, ","))
 		}
-		if err := sleep(ctx, h.pollInterval()); err != nil {
+		if err := sleep(ctx, min(wait, h.pollInterval())); err != nil {
 			return h.fail(ctx, step, s, err)
 		}
+		wait *= 2
 	}
 }
 

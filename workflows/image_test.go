@@ -243,9 +243,9 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 	resolves := 0
 	var pulls []activities.ImageNodeInput
 	var kind string
-	install := override{fn: host.InstallZone, ret: []any{func(_ context.Context, s activities.PodSandbox) error {
-		kind = s.ImageKind
-		return nil
+	install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in activities.ProvisionInput) (uint64, error) {
+		kind = in.Sandbox.ImageKind
+		return supervisedSeq, nil
 	}}}
 	h := newHarness(t, podSpec(), install, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in activities.ImageNodeInput) (activities.ResolvedImage, error) {
 		resolves++
@@ -272,7 +272,7 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 	if len(pulls) != 1 || pulls[0] != (activities.ImageNodeInput{Image: "base", Node: "n1"}) {
 		t.Fatalf("want one pull of base to n1, got %+v", pulls)
 	}
-	if kind != model.ImageZFSStream || !h.calls.has("ConfigureZone", "BootZone") {
+	if kind != model.ImageZFSStream {
 		t.Fatalf("the zone must install from the image's kind once present: kind=%q calls=%s", kind, h.calls)
 	}
 }
@@ -296,7 +296,7 @@ func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if !h.sawReason(ReasonImagePullBackOff) || pulls != 2 || !h.calls.has("InstallZone") {
+	if !h.sawReason(ReasonImagePullBackOff) || pulls != 2 || !h.calls.has("ProvisionPod") {
 		t.Fatalf("a failed pull keeps the pod Pending (ImagePullBackOff) and is retried: pulls=%d calls=%s", pulls, h.calls)
 	}
 	if slices.ContainsFunc(h.statuses, func(u activities.StatusUpdate) bool { return u.Phase == model.PodFailed }) {

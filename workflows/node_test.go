@@ -243,7 +243,7 @@ func TestPodOnLostNodeMovesToAnotherNode(t *testing.T) {
 			t.Fatalf("%s was sent to the lost node: %s", step, q)
 		}
 	}
-	if !strings.Contains(q, "InstallZone@node/n1") || !strings.Contains(q, "InstallZone@node/n2") || !strings.Contains(q, "DestroyDatasets@node/n2") {
+	if !strings.Contains(q, "ProvisionPod@node/n1") || !strings.Contains(q, "ProvisionPod@node/n2") || !strings.Contains(q, "DestroyDatasets@node/n2") {
 		t.Fatalf("want a zone installed on n1, then on n2, and removed from n2 on delete: %s", q)
 	}
 	if !h.calls.has("ReleasePodIP", "UnbindPod") {
@@ -270,7 +270,7 @@ func TestDrainedPodStopsGracefullyThenMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := h.queues.String()
-	want := "StopContainers@node/n1 HaltZone@node/n1 UninstallZone@node/n1 DeleteZoneConfig@node/n1 DeleteVNIC@node/n1 DestroyDatasets@node/n1 CreateDatasets@node/n2"
+	want := "StopContainers@node/n1 HaltZone@node/n1 UninstallZone@node/n1 DeleteZoneConfig@node/n1 DeleteVNIC@node/n1 DestroyDatasets@node/n1 ProvisionPod@node/n2"
 	if !strings.Contains(q, want) {
 		t.Fatalf("host activities ran as\n  %s\nwant in order\n  %s", q, want)
 	}

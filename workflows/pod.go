@@ -196,11 +196,21 @@ type podWorkflow struct {
 	woken     bool
 	// podPhase is the phase last written to the search attribute.
 	podPhase string
+	// fastStart: this run reaches the database through local activities
+	// and provisions the zone in one host activity (versionFastStart).
+	fastStart bool
 }
+
+// versionFastStart: control-plane steps run as local activities (no task
+// queue round trip) and the zone is provisioned by one host activity
+// (ProvisionPod) instead of one per step. Runs recorded before it replay
+// on the step-by-step path.
+const versionFastStart = "fast-start"
 
 func (w *podWorkflow) ref() activities.PodRef { return w.in.Pod }
 
 func (w *podWorkflow) run(ctx workflow.Context) error {
+	w.fastStart = workflow.GetVersion(ctx, versionFastStart, workflow.DefaultVersion, 1) >= 1
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
 	if w.in.State == nil {
 		if err := upsert(ctx, SearchAttrNamespace, w.in.Pod.Namespace, SearchAttrPod, w.in.Pod.Name); err != nil {
@@ -208,7 +218,7 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 		}
 	}
 	var snap activities.PodSnapshot
-	if err := workflow.ExecuteActivity(ctx, ctl.LoadPod, w.ref()).Get(ctx, &snap); err != nil {
+	if err := w.control(ctx, ctl.LoadPod, w.ref()).Get(ctx, &snap); err != nil {
 		return err
 	}
 	if !snap.Found {
@@ -341,10 +351,10 @@ func (w *podWorkflow) remove(ctx workflow.Context) error {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
 	w.step(ctx, "Remove", 1)
-	if err := workflow.ExecuteActivity(ctx, ctl.ReleasePodIP, w.ref()).Get(ctx, nil); err != nil {
+	if err := w.control(ctx, ctl.ReleasePodIP, w.ref()).Get(ctx, nil); err != nil {
 		return err
 	}
-	if err := workflow.ExecuteActivity(ctx, ctl.RemovePod, w.ref()).Get(ctx, nil); err != nil {
+	if err := w.control(ctx, ctl.RemovePod, w.ref()).Get(ctx, nil); err != nil {
 		return err
 	}
 	w.endStep(ctx, "")
@@ -391,9 +401,18 @@ func (w *podWorkflow) finished(ctx workflow.Context) error {
 // database answers, so an error here is the workflow being cancelled.
 func (w *podWorkflow) update(ctx workflow.Context, u activities.StatusUpdate) {
 	u.Pod = w.ref()
-	if err := workflow.ExecuteActivity(ctx, ctl.UpdatePodStatus, u).Get(ctx, nil); err != nil {
+	if err := w.control(ctx, ctl.UpdatePodStatus, u).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("could not record pod status", "error", err)
 	}
+}
+
+// control runs a control-plane activity: on this worker, as a local
+// activity, from versionFastStart on.
+func (w *podWorkflow) control(ctx workflow.Context, fn, arg any) workflow.Future {
+	if w.fastStart {
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localControlOptions), fn, arg)
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, controlOptions), fn, arg)
 }
 
 func (w *podWorkflow) step(ctx workflow.Context, name string, attempt int) {

@@ -43,7 +43,7 @@ func (w *podWorkflow) leftNode(ctx workflow.Context) error {
 		EventMessage: fmt.Sprintf("Node %s %s; the pod leaves it", from, why)})
 	w.step(ctx, "Unbind", 1)
 	in := activities.UnbindInput{Pod: w.ref(), Message: fmt.Sprintf("Node %s %s; scheduling %s on another node", from, why, w.ref())}
-	if err := workflow.ExecuteActivity(ctx, ctl.UnbindPod, in).Get(ctx, nil); err != nil {
+	if err := w.control(ctx, ctl.UnbindPod, in).Get(ctx, nil); err != nil {
 		return err
 	}
 	w.endStep(ctx, "")

@@ -21,6 +21,18 @@ var controlOptions = workflow.ActivityOptions{
 		MaximumInterval: 30 * time.Second},
 }
 
+// localControlOptions: the same, run on the workflow's own worker.
+var localControlOptions = workflow.LocalActivityOptions{
+	StartToCloseTimeout: 30 * time.Second,
+	RetryPolicy:         controlOptions.RetryPolicy,
+}
+
+// provisionHeartbeat: a node that stops heartbeating a provision for this
+// long has lost it (a crashed agent); the retry finds the work done so far.
+// It also bounds how late a cancel reaches the node (heartbeats are sent at
+// most every 0.8 of it).
+const provisionHeartbeat = 15 * time.Second
+
 // hostScheduleToStart bounds how long a host task may wait for its node.
 const hostScheduleToStart = 2 * time.Minute
 
@@ -107,11 +119,78 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 	w.setPodPhase(ctx, model.PodPending)
 	w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
 		EventReason: "Provisioning", EventMessage: fmt.Sprintf("Provisioning zone on %s with address %s", w.st.Node, sb.IP)})
-	begun := 0
-	var failure error
-	interrupted := func() bool { return w.stopRequested() || w.evicting() }
+	provision := w.provisionStepwise
+	if w.fastStart {
+		provision = w.provisionAtOnce
+	}
+	begun, seq, failure := provision(ctx)
+	if failure == nil && !w.interrupted() {
+		return w.startRunning(ctx, seq)
+	}
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	ctx = workflow.WithActivityOptions(ctx, controlOptions)
+	w.compensate(ctx, begun)
+	switch {
+	case w.st.Terminate != nil:
+		w.setPhase(PhaseRemoving) // deleted while provisioning
+	case w.st.Cancel != nil:
+		w.finish(ctx, PhaseFailed, "Cancelled", "provisioning cancelled and rolled back: "+w.st.Cancel.Reason)
+	case failure == nil && w.evicting():
+		return w.leftNode(ctx)
+	default:
+		w.finish(ctx, PhaseFailed, "ProvisionFailed", failure.Error())
+	}
+	return nil
+}
+
+// interrupted: provisioning must stop (a delete, a cancel, an eviction).
+func (w *podWorkflow) interrupted() bool { return w.stopRequested() || w.evicting() }
+
+// provisionAtOnce builds the zone with one host activity, which also hands
+// the pod to the supervisor. It returns how many steps were begun (all of
+// them when the node's answer is unknown: undoing is idempotent), the
+// supervisor's Seq, and the failure of a step.
+func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint64, failure error) {
+	w.step(ctx, "ProvisionPod", 1)
+	sctx, cancel := workflow.WithCancel(ctx)
+	o := hostOptions(w.st.Node, activities.ProvisionTimeout(), provisionHeartbeat, 6)
+	in := activities.ProvisionInput{Sandbox: *w.st.Sandbox, Probes: supervised(*w.st.Sandbox, w.spec).Probes}
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(sctx, o), host.ProvisionPod, in)
+	err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })
+	if temporal.IsCanceledError(err) {
+		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+	}
+	if !fut.IsReady() {
+		cancel()
+		if !w.lost() {
+			_ = fut.Get(ctx, nil) // wait for the activity to stop before undoing it
+		}
+		w.endStep(ctx, "interrupted")
+		return len(provisionSteps), 0, nil
+	}
+	err = fut.Get(ctx, &seq)
+	if err == nil {
+		w.endStep(ctx, "")
+		return len(provisionSteps), seq, nil
+	}
+	begun, step := len(provisionSteps), "ProvisionPod"
+	var appErr *temporal.ApplicationError
+	var p activities.ProvisionProgress
+	if errors.As(err, &appErr) && appErr.Details(&p) == nil && p.Begun > 0 {
+		begun, step = min(p.Begun, begun), p.Step
+	}
+	failure = fmt.Errorf("step %s on node %s failed: %w", step, w.st.Node, unwrapActivity(err))
+	w.endStep(ctx, failure.Error())
+	return begun, 0, failure
+}
+
+// provisionStepwise builds the zone with one host activity per step, then
+// hands the pod to the supervisor: the path of runs recorded before
+// versionFastStart.
+func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq uint64, failure error) {
+	sb := *w.st.Sandbox
 	for _, st := range provisionSteps {
-		if interrupted() {
+		if w.interrupted() {
 			break
 		}
 		begun++
@@ -119,7 +198,7 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 		sctx, cancel := workflow.WithCancel(ctx)
 		sctx = workflow.WithActivityOptions(sctx, hostOptions(w.st.Node, st.timeout, st.heartbeat, 6))
 		fut := workflow.ExecuteActivity(sctx, st.do, sb)
-		err := workflow.Await(ctx, func() bool { return fut.IsReady() || interrupted() })
+		err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })
 		if temporal.IsCanceledError(err) {
 			w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
 		}
@@ -137,23 +216,13 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 		}
 		w.endStep(ctx, "")
 	}
-	if failure == nil && !interrupted() {
-		return w.startRunning(ctx)
+	if failure != nil || w.interrupted() {
+		return begun, 0, failure
 	}
-	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	ctx = workflow.WithActivityOptions(ctx, controlOptions)
-	w.compensate(ctx, begun)
-	switch {
-	case w.st.Terminate != nil:
-		w.setPhase(PhaseRemoving) // deleted while provisioning
-	case w.st.Cancel != nil:
-		w.finish(ctx, PhaseFailed, "Cancelled", "provisioning cancelled and rolled back: "+w.st.Cancel.Reason)
-	case failure == nil && w.evicting():
-		return w.leftNode(ctx)
-	default:
-		w.finish(ctx, PhaseFailed, "ProvisionFailed", failure.Error())
-	}
-	return nil
+	w.step(ctx, "Supervise", 1)
+	err := w.execHost(ctx, hostOptions(w.st.Node, time.Minute, 0, 5), host.SupervisePod, supervised(*w.st.Sandbox, w.spec), &seq)
+	w.endStep(ctx, errString(err))
+	return begun, seq, nil
 }
 
 // compensate undoes the first n steps in reverse, then frees the address.
@@ -179,7 +248,7 @@ func (w *podWorkflow) compensate(ctx workflow.Context, n int) {
 // releaseAddress frees the pod's address; the sandbox goes with it.
 func (w *podWorkflow) releaseAddress(ctx workflow.Context) {
 	cctx := workflow.WithActivityOptions(ctx, controlOptions)
-	if err := workflow.ExecuteActivity(cctx, ctl.ReleasePodIP, w.ref()).Get(cctx, nil); err != nil {
+	if err := w.control(cctx, ctl.ReleasePodIP, w.ref()).Get(cctx, nil); err != nil {
 		w.endStep(ctx, "release the address: "+err.Error())
 	}
 }

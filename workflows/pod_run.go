@@ -45,13 +45,8 @@ type ContainerRunState struct {
 	Last *model.ContainerStateTerminated `json:",omitempty"`
 }
 
-// startRunning hands the provisioned pod to its node's supervisor; from
-// then on the pod costs nothing until its node reports a change.
-func (w *podWorkflow) startRunning(ctx workflow.Context) error {
-	var seq uint64
-	w.step(ctx, "Supervise", 1)
-	err := w.execHost(ctx, hostOptions(w.st.Node, time.Minute, 0, 5), host.SupervisePod, supervised(*w.st.Sandbox, w.spec), &seq)
-	w.endStep(ctx, errString(err))
+// startRunning: the pod's node supervises it (from seq on); from then on the pod costs nothing until its node reports a change.
+func (w *podWorkflow) startRunning(ctx workflow.Context, seq uint64) error {
 	now := workflow.Now(ctx)
 	r := &RunState{StartedAt: now, Seq: seq}
 	for _, c := range w.spec.Containers {

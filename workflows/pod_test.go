@@ -33,7 +33,7 @@ var testRef = activities.PodRef{Namespace: "default", Name: "web", UID: "0000000
 var fastTuning = Tuning{RetryMin: time.Second, RetryMax: 4 * time.Second,
 	RestartBackoff: 10 * time.Second, RestartMax: time.Minute, HistoryLimit: 100000}
 
-// supervisedSeq is the Seq SupervisePod answers in the tests; reports
+// supervisedSeq is the Seq ProvisionPod answers in the tests; reports
 // must be numbered above it.
 const supervisedSeq = 100
 
@@ -125,16 +125,14 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 	for name, fn := range map[string]any{"ReleasePodIP": ctl.ReleasePodIP, "RemovePod": ctl.RemovePod} {
 		h.env.OnActivity(fn, mock.Anything, mock.Anything).Return(h.record(name))
 	}
-	for _, st := range provisionSteps {
-		ret(on(st.do), h.recordSandbox(st.name))
-	}
 	for name, fn := range map[string]any{"DestroyDatasets": host.DestroyDatasets, "DeleteVNIC": host.DeleteVNIC,
 		"DeleteZoneConfig": host.DeleteZoneConfig, "UninstallZone": host.UninstallZone, "HaltZone": host.HaltZone,
 		"StopContainers": host.StopContainers} {
 		ret(on(fn), h.recordSandbox(name))
 	}
-	ret(on(host.SupervisePod), func(context.Context, activities.SuperviseInput) (uint64, error) {
-		h.calls.add("SupervisePod")
+	ret(on(host.ProvisionPod), func(ctx context.Context, _ activities.ProvisionInput) (uint64, error) {
+		h.calls.add("ProvisionPod")
+		h.queues.add("ProvisionPod@" + activity.GetInfo(ctx).TaskQueue)
 		return supervisedSeq, nil
 	})
 	ret(on(host.ShutdownZone), func(_ context.Context, _ activities.ShutdownInput) (bool, error) {
@@ -212,8 +210,7 @@ func TestHappyPathProvisionsRunsAndRemoves(t *testing.T) {
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"CreateDatasets", "CreateVNIC", "ConfigureZone", "InstallZone", "BootZone", "ConfigureNetwork",
-		"StartContainers", "WaitContainersOnline", "SupervisePod", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC",
+	want := []string{"ProvisionPod", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC",
 		"DestroyDatasets", "ReleasePodIP", "ReleasePodIP", "RemovePod"}
 	if !h.calls.has(want...) {
 		t.Fatalf("activities ran as\n  %s\nwant\n  %s", h.calls, strings.Join(want, " "))
@@ -254,10 +251,12 @@ func TestUnschedulableWaitsAndRetries(t *testing.T) {
 }
 
 func TestPermanentFailureCompensatesInReverse(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.InstallZone, ret: []any{
-		temporal.NewNonRetryableApplicationError("InstallZone: zoneadm -z web install: exit 1: brand install failed", "Invalid", nil)}})
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{uint64(0),
+		temporal.NewApplicationErrorWithOptions("install the zone: zoneadm -z web install: exit 1: brand install failed", "Invalid",
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{activities.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
 	h.run(time.Hour, SignalTerminate, TerminateSignal{})
-	want := []string{"CreateDatasets", "CreateVNIC", "ConfigureZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP"}
+	// The steps begun, the failed one included, are undone in reverse.
+	want := []string{"UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP"}
 	if !h.calls.has(want...) {
 		t.Fatalf("saga ran as %s\nwant %s", h.calls, strings.Join(want, " "))
 	}
@@ -276,16 +275,17 @@ func TestPermanentFailureCompensatesInReverse(t *testing.T) {
 }
 
 func TestCancelMidInstallRollsBack(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.InstallZone, after: 10 * time.Minute, ret: []any{nil}})
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{uint64(supervisedSeq), nil}})
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SignalWorkflow(SignalCancel, CancelSignal{Reason: "wrong image"})
 	}, time.Minute)
 	h.run(time.Hour, SignalTerminate, TerminateSignal{})
-	if !h.calls.has("UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") {
+	// How far the node got is unknown: everything is undone (idempotently).
+	if !h.calls.has("StopContainers", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") {
 		t.Fatalf("cancel did not roll back: %s", h.calls)
 	}
-	if h.calls.has("BootZone") {
-		t.Fatalf("provisioning went on after cancel: %s", h.calls)
+	if h.sawReason("Started") {
+		t.Fatalf("provisioning went on after cancel: %+v", h.statuses)
 	}
 	if !h.sawReason("Cancelled") {
 		t.Fatal("pod not marked Cancelled")
@@ -293,7 +293,7 @@ func TestCancelMidInstallRollsBack(t *testing.T) {
 }
 
 func TestTemporalCancelBehavesLikeTheCancelSignal(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.InstallZone, after: 10 * time.Minute, ret: []any{nil}})
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{uint64(supervisedSeq), nil}})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
 	h.run(time.Hour, SignalTerminate, TerminateSignal{})
 	if !h.calls.has("UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") || !h.sawReason("Cancelled") {
@@ -608,10 +608,23 @@ func TestContinuedRunningPodProvisionsNothing(t *testing.T) {
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if h.calls.has("CreateDatasets") || h.calls.has("SupervisePod") {
+	if h.calls.has("ProvisionPod") {
 		t.Fatalf("a continued Running pod provisioned again: %s", h.calls)
 	}
 	if !h.calls.has("HaltZone") || !h.calls.has("RemovePod") {
 		t.Fatalf("a continued Running pod was not torn down on delete: %s", h.calls)
+	}
+}
+
+// A provision's progress counts the node's steps; the workflow undoes
+// them by position, so both lists must name the same steps in order.
+func TestProvisionStepsMatchTheNodes(t *testing.T) {
+	if len(provisionSteps) != len(activities.ProvisionSteps) {
+		t.Fatalf("%d steps here, %d on the node", len(provisionSteps), len(activities.ProvisionSteps))
+	}
+	for i, st := range provisionSteps {
+		if st.name != activities.ProvisionSteps[i].Name {
+			t.Fatalf("step %d is %s here and %s on the node", i, st.name, activities.ProvisionSteps[i].Name)
+		}
 	}
 }

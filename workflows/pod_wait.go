@@ -29,7 +29,7 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 	w.st.Attempt++
 	w.step(ctx, "Schedule", w.st.Attempt)
 	var res activities.ScheduleResult
-	if err := workflow.ExecuteActivity(ctx, ctl.SchedulePod, w.ref()).Get(ctx, &res); err != nil {
+	if err := w.control(ctx, ctl.SchedulePod, w.ref()).Get(ctx, &res); err != nil {
 		return err
 	}
 	if res.Node == "" {
@@ -67,7 +67,7 @@ func (w *podWorkflow) scheduled(ctx workflow.Context) error {
 	w.step(ctx, "AllocateIP", w.st.Attempt)
 	var res activities.AllocateResult
 	in := activities.AllocateInput{Pod: w.ref(), Node: w.st.Node}
-	if err := workflow.ExecuteActivity(ctx, ctl.AllocatePodIP, in).Get(ctx, &res); err != nil {
+	if err := w.control(ctx, ctl.AllocatePodIP, in).Get(ctx, &res); err != nil {
 		return err
 	}
 	if res.Exhausted != "" {
@@ -94,7 +94,7 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 	w.step(ctx, "ResolveImage", w.st.Attempt)
 	in := activities.ImageNodeInput{Image: w.sandboxImage(), Node: w.st.Node}
 	var r activities.ResolvedImage
-	if err := workflow.ExecuteActivity(ctx, img.ResolvePodImage, in).Get(ctx, &r); err != nil {
+	if err := w.control(ctx, img.ResolvePodImage, in).Get(ctx, &r); err != nil {
 		return err
 	}
 	if !r.Found || r.Present {
@@ -104,7 +104,7 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 		return nil
 	}
 	if r.Pull {
-		if err := workflow.ExecuteActivity(ctx, img.RequestImagePull, in).Get(ctx, nil); err != nil {
+		if err := w.control(ctx, img.RequestImagePull, in).Get(ctx, nil); err != nil {
 			w.endStep(ctx, err.Error())
 		}
 	}
@@ -162,7 +162,7 @@ func (w *podWorkflow) stopUnprovisioned(ctx workflow.Context) error {
 		return nil
 	}
 	if w.st.Sandbox != nil {
-		if err := workflow.ExecuteActivity(ctx, ctl.ReleasePodIP, w.ref()).Get(ctx, nil); err != nil {
+		if err := w.control(ctx, ctl.ReleasePodIP, w.ref()).Get(ctx, nil); err != nil {
 			return err
 		}
 		w.st.Sandbox = nil

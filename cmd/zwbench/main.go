@@ -6,8 +6,9 @@
 //   - burst: pods created at once, throughput and create→Running
 //     p50/p95/p99, then delete→gone p50/p99;
 //   - peak RSS of every process of the stack;
-//   - the ceiling: a no-op workflow with as many activities as a pod's
-//     provisioning, at the same concurrency on the same Temporal server,
+//   - the ceiling: a no-op workflow with as many local activities and
+//     activities as a pod's start, at the same concurrency on the same
+//     Temporal server,
 //     and the burst throughput as a ratio of it;
 //   - steady state: pods Running and Ready, each with an exec readiness
 //     probe, measured over a window: history events per pod per minute,
@@ -88,7 +89,7 @@ type Results struct {
 	BurstCreateToRun Percentiles      `json:"burstCreateToRunningMs"`
 	BurstDelete      Percentiles      `json:"burstDeleteToGoneMs"`
 	Ceiling          float64          `json:"ceilingWorkflowsPerSecond"`
-	CeilingSteps     int              `json:"ceilingActivitiesPerWorkflow"`
+	CeilingShape     ceilingShape     `json:"ceilingShape"`
 	Ratio            float64          `json:"burstToCeilingRatio"`
 	PeakRSS          map[string]int64 `json:"peakRSSKiB"`
 	Steady           *SteadyResults   `json:"steady,omitempty"`

@@ -31,7 +31,8 @@ func (r *Results) printSections(w io.Writer) {
 	row(fmt.Sprintf("burst delete→gone (%d pods)", r.BurstPods), r.BurstDelete)
 	tw.Flush()
 	fmt.Fprintf(w, "\nburst throughput        %.1f pods/s\n", r.BurstThroughput)
-	fmt.Fprintf(w, "ceiling                 %.1f workflows/s (%d no-op activities each, %d at once)\n", r.Ceiling, r.CeilingSteps, r.BurstPods)
+	fmt.Fprintf(w, "ceiling                 %.1f workflows/s (%d no-op local activities and %d activities each, %d at once)\n",
+		r.Ceiling, r.CeilingShape.Local, r.CeilingShape.Remote, r.BurstPods)
 	fmt.Fprintf(w, "burst / ceiling         %.0f%%\n\npeak RSS\n", 100*r.Ratio)
 	names := make([]string, 0, len(r.PeakRSS))
 	for n := range r.PeakRSS {

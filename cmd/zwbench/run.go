@@ -25,10 +25,13 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 )
 
-// provisionActivities is how many activities take a pod from created to
-// Running: load, schedule, status, allocate, resolve the image, status, the
-// eight host steps, status.
-const provisionActivities = 15
+// podShape is what takes a pod from created to Running: local activities
+// (load, schedule, status, allocate, resolve the image, status, status)
+// and one activity on the node (ProvisionPod).
+var podShape = ceilingShape{Local: 7, Remote: 1}
+
+// ceilingShape is a no-op workflow's local activities and activities.
+type ceilingShape struct{ Local, Remote int }
 
 func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	res := &Results{Date: time.Now().UTC()}
@@ -55,7 +58,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 // sections runs idle, burst, the ceiling and the steady state on one stack
 // of o.nodes nodes.
 func sections(ctx context.Context, o options, res *Results, log *slog.Logger) error {
-	res.Nodes, res.IdlePods, res.BurstPods, res.CeilingSteps = o.nodes, o.idle, o.burst, provisionActivities
+	res.Nodes, res.IdlePods, res.BurstPods, res.CeilingShape = o.nodes, o.idle, o.burst, podShape
 	s, err := startStack(ctx, stackConfig{binDir: o.binDir, nodes: o.nodes, maxPods: 250}, log)
 	defer s.stop()
 	if err != nil {
@@ -153,7 +156,7 @@ func burst(ctx context.Context, s *stack, api string, tr *tracker, o options, re
 	}
 	res.BurstDelete = percentiles(gone)
 
-	fmt.Fprintf(stderr, "ceiling: %d no-op workflows of %d activities\n", o.burst, provisionActivities)
+	fmt.Fprintf(stderr, "ceiling: %d no-op workflows of %d local activities and %d activities\n", o.burst, podShape.Local, podShape.Remote)
 	var err error
 	if res.Ceiling, err = ceiling(ctx, s.temporal.Address(), o.burst, log); err != nil {
 		return err
@@ -393,7 +396,7 @@ func percentiles(d []time.Duration) Percentiles {
 	return Percentiles{P50: at(0.5), P95: at(0.95), P99: at(0.99), Max: float64(d[len(d)-1].Microseconds()) / 1000}
 }
 
-// ceiling runs n no-op workflows of provisionActivities activities each,
+// ceiling runs n no-op workflows shaped like a pod's start (podShape),
 // all at once, on the same server with the same worker settings as the
 // control plane, and returns workflows per second.
 func ceiling(ctx context.Context, address string, n int, log *slog.Logger) (float64, error) {
@@ -413,7 +416,7 @@ func ceiling(ctx context.Context, address string, n int, log *slog.Logger) (floa
 	start := time.Now()
 	runs := make([]tclient.WorkflowRun, n)
 	if err := parallel(n, 32, func(i int) error {
-		r, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: fmt.Sprintf("ceiling-%d-%d", start.UnixNano(), i), TaskQueue: queue}, "Ceiling", provisionActivities)
+		r, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: fmt.Sprintf("ceiling-%d-%d", start.UnixNano(), i), TaskQueue: queue}, "Ceiling", podShape)
 		runs[i] = r
 		return err
 	}); err != nil {
@@ -442,9 +445,15 @@ func ceiling(ctx context.Context, address string, n int, log *slog.Logger) (floa
 	return float64(n) / last.Sub(start).Seconds(), nil
 }
 
-func ceilingWorkflow(ctx workflow.Context, steps int) error {
+func ceilingWorkflow(ctx workflow.Context, shape ceilingShape) error {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second})
-	for range steps {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
+	for range shape.Local {
+		if err := workflow.ExecuteLocalActivity(ctx, "Noop").Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	for range shape.Remote {
 		if err := workflow.ExecuteActivity(ctx, "Noop").Get(ctx, nil); err != nil {
 			return err
 		}

@@ -1,0 +1,69 @@
+package activities_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/supervisor"
+)
+
+// watches records the pods handed to the supervisor.
+type watches struct {
+	mu   sync.Mutex
+	pods []supervisor.Pod
+}
+
+func (w *watches) Watch(p supervisor.Pod, _ map[string]supervisor.Initial) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pods = append(w.pods, p)
+	return uint64(len(w.pods))
+}
+func (w *watches) Restarted(string, string) uint64 { return 0 }
+func (w *watches) Forget(string)                   {}
+
+func TestProvisionPodBuildsTheZoneAndHandsItOver(t *testing.T) {
+	n := newNode(t)
+	sup := &watches{}
+	n.host.Supervisor = sup
+	s := sandbox("web", "127.10.6.2", activities.ContainerSpec{Name: "app", Argv: []string{"sleep", "1000"}})
+	in := activities.ProvisionInput{Sandbox: s, Probes: []activities.ContainerProbes{{Name: "app"}}}
+	for i := range 2 { // a retry finds the work done
+		var seq uint64
+		if err := n.must(t, "ProvisionPod", n.host.ProvisionPod, in).Get(&seq); err != nil {
+			t.Fatal(err)
+		}
+		if seq != uint64(i+1) {
+			t.Fatalf("ProvisionPod answered Seq %d; want the supervisor's %d", seq, i+1)
+		}
+	}
+	if obs := n.observe(t, s); obs.ZoneState != "running" || obs.Containers["app"] != "online" {
+		t.Fatalf("after ProvisionPod the node shows %+v; want the zone running and app online", obs)
+	}
+	if len(sup.pods) != 2 || sup.pods[1].Zone != s.ZoneName() || len(sup.pods[1].Containers) != 1 {
+		t.Fatalf("supervisor was handed %+v", sup.pods)
+	}
+	n.deprovision(t, s)
+}
+
+// A failed step says which step it was and how many were begun, so the
+// workflow undoes exactly those.
+func TestProvisionPodFailureCarriesItsProgress(t *testing.T) {
+	n := newNode(t)
+	n.host.Supervisor = &watches{}
+	s := sandbox("web", "127.10.6.3")
+	if err := n.host.Host.Dladm().CreateVNIC(t.Context(), illumos.VNICSpec{Name: s.VNICName(), Over: "net0"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := n.run(t, n.host.ProvisionPod, activities.ProvisionInput{Sandbox: s})
+	ae := appError(t, err)
+	var p activities.ProvisionProgress
+	if derr := ae.Details(&p); derr != nil {
+		t.Fatalf("no progress in the failure's details: %v", derr)
+	}
+	if ae.Type() != "Conflict" || !ae.NonRetryable() || p != (activities.ProvisionProgress{Begun: 2, Step: "CreateVNIC"}) {
+		t.Fatalf("failure %v (type %s, non-retryable %v, progress %+v); want a Conflict at step 2, CreateVNIC", err, ae.Type(), ae.NonRetryable(), p)
+	}
+}
