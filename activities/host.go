@@ -140,6 +140,9 @@ type Host struct {
 	// PollInterval is how often the waiting activities (WaitContainersOnline,
 	// ShutdownZone) look again; zero means 500ms.
 	PollInterval time.Duration
+	// StepRetry is the first wait before a provision step that failed
+	// transiently is tried again (doubling up to 30s); zero means 1s.
+	StepRetry time.Duration
 	// HeartbeatInterval is how often long commands heartbeat; zero means 5s.
 	HeartbeatInterval time.Duration
 	// DownloadStallTimeout ends an image download that receives nothing
@@ -267,8 +270,19 @@ var kindErrType = map[illumos.Kind]string{
 	illumos.KindTransient:     "Transient",
 }
 
-// attempt is the activity's attempt number (1 outside an activity).
+// attemptKey carries a step's own try number within a provision.
+type attemptKey struct{}
+
+func withAttempt(ctx context.Context, n int32) context.Context {
+	return context.WithValue(ctx, attemptKey{}, n)
+}
+
+// attempt is the step's try within a provision, else the activity's
+// attempt number (1 outside an activity).
 func attempt(ctx context.Context) int32 {
+	if n, ok := ctx.Value(attemptKey{}).(int32); ok {
+		return n
+	}
 	if !activity.IsActivity(ctx) {
 		return 1
 	}

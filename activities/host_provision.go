@@ -77,9 +77,7 @@ func (h *Host) ProvisionPod(ctx context.Context, in ProvisionInput) (uint64, err
 		mu.Lock()
 		progress = ProvisionProgress{Begun: i + 1, Step: st.Name}
 		mu.Unlock()
-		sctx, cancel := context.WithTimeout(ctx, st.Timeout)
-		err := st.run(h, sctx, s)
-		cancel()
+		err := h.runStep(ctx, st, s)
 		if err != nil && ctx.Err() != nil {
 			return 0, ctx.Err() // cancelled: the workflow undoes everything
 		}
@@ -93,13 +91,44 @@ func (h *Host) ProvisionPod(ctx context.Context, in ProvisionInput) (uint64, err
 	return h.Supervisor.Watch(SupervisedPod(s, in.Probes), nil), nil
 }
 
-// provisionFailed is a step's error with the progress as its details,
-// retryable or not as the step's error was.
-func provisionFailed(err error, p ProvisionProgress) error {
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) {
-		return temporal.NewApplicationErrorWithOptions(err.Error(), kindErrType[illumos.KindUnknown], temporal.ApplicationErrorOptions{Details: []any{p}})
+// stepAttempts bounds the tries of one step within a provision.
+const stepAttempts = 6
+
+// runStep runs one step, trying a transient failure again with back-off
+// (each step on its own: a retry of the whole provision would need every
+// step to succeed at once).
+func (h *Host) runStep(ctx context.Context, st ProvisionStep, s PodSandbox) error {
+	wait := h.stepRetry()
+	for try := int32(1); ; try++ {
+		sctx, cancel := context.WithTimeout(withAttempt(ctx, try), st.Timeout)
+		err := st.run(h, sctx, s)
+		cancel()
+		var appErr *temporal.ApplicationError
+		if err == nil || ctx.Err() != nil || try == stepAttempts || (errors.As(err, &appErr) && appErr.NonRetryable()) {
+			return err
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(2*wait, 30*time.Second)
 	}
-	return temporal.NewApplicationErrorWithOptions(appErr.Message(), appErr.Type(),
-		temporal.ApplicationErrorOptions{NonRetryable: appErr.NonRetryable(), Details: []any{p}})
+}
+
+func (h *Host) stepRetry() time.Duration {
+	if h.StepRetry > 0 {
+		return h.StepRetry
+	}
+	return time.Second
+}
+
+// provisionFailed is a step's last error, with the progress as its
+// details; the step had its tries, so the provision is not retried.
+func provisionFailed(err error, p ProvisionProgress) error {
+	typ := kindErrType[illumos.KindUnknown]
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		typ = appErr.Type()
+	}
+	return temporal.NewApplicationErrorWithOptions(err.Error(), typ,
+		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{p}})
 }

@@ -1,8 +1,10 @@
 package activities_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zonewright/zonewright/activities"
 	"github.com/zonewright/zonewright/internal/illumos"
@@ -44,6 +46,24 @@ func TestProvisionPodBuildsTheZoneAndHandsItOver(t *testing.T) {
 	}
 	if len(sup.pods) != 2 || sup.pods[1].Zone != s.ZoneName() || len(sup.pods[1].Containers) != 1 {
 		t.Fatalf("supervisor was handed %+v", sup.pods)
+	}
+	n.deprovision(t, s)
+}
+
+// A transient failure is tried again within the step, not by starting
+// the provision over.
+func TestProvisionPodRetriesATransientStep(t *testing.T) {
+	n := newNode(t)
+	n.host.Supervisor = &watches{}
+	n.host.StepRetry = 10 * time.Millisecond
+	s := sandbox("web", "127.10.6.4")
+	n.sim.Run(t, "fault", "fail-next", "zoneadm boot", "2")
+	n.must(t, "ProvisionPod past two failed boots", n.host.ProvisionPod, activities.ProvisionInput{Sandbox: s})
+	if obs := n.observe(t, s); obs.ZoneState != "running" {
+		t.Fatalf("zone is %q after ProvisionPod; want running", obs.ZoneState)
+	}
+	if !strings.Contains(n.log.String(), "attempt=2") {
+		t.Fatalf("the log does not count the step's tries:\n%s", n.log.String())
 	}
 	n.deprovision(t, s)
 }

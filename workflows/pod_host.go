@@ -153,7 +153,9 @@ func (w *podWorkflow) interrupted() bool { return w.stopRequested() || w.evictin
 func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint64, failure error) {
 	w.step(ctx, "ProvisionPod", 1)
 	sctx, cancel := workflow.WithCancel(ctx)
-	o := hostOptions(w.st.Node, activities.ProvisionTimeout(), provisionHeartbeat, 6)
+	// The node tries each step again itself; Temporal retries only a
+	// provision whose node stopped heartbeating.
+	o := hostOptions(w.st.Node, activities.ProvisionTimeout(), provisionHeartbeat, 3)
 	in := activities.ProvisionInput{Sandbox: *w.st.Sandbox, Probes: supervised(*w.st.Sandbox, w.spec).Probes}
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(sctx, o), host.ProvisionPod, in)
 	err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })

@@ -93,7 +93,8 @@ func TestPodRunsAndIsRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st workflows.PodLifecycleStatus
-	if err := q.Get(&st); err != nil || st.Phase != model.PodRunning || st.Node != p.Spec.NodeName || len(st.Steps) < 8 {
+	if err := q.Get(&st); err != nil || st.Phase != model.PodRunning || st.Node != p.Spec.NodeName || len(st.Steps) < 4 ||
+		st.Steps[len(st.Steps)-1].Step != "ProvisionPod" || st.Steps[len(st.Steps)-1].Finished.IsZero() {
 		t.Fatalf("status query: %+v %v", st, err)
 	}
 	c.eventually(30*time.Second, "the workflow to be found by its search attributes", func() bool {
