@@ -4,7 +4,8 @@
 //
 //   - idle: pods created one at a time, create→Running p50/p99;
 //   - burst: pods created at once, throughput and create→Running
-//     p50/p95/p99, then delete→gone p50/p99;
+//     p50/p95/p99 and the CPU each part of the stack spent per pod, then
+//     delete→gone p50/p99;
 //   - peak RSS of every process of the stack;
 //   - the ceiling: a no-op workflow with as many local activities and
 //     activities as a pod's start, at the same concurrency on the same
@@ -80,20 +81,23 @@ type options struct {
 
 // Results are the figures of one run.
 type Results struct {
-	Date             time.Time        `json:"date"`
-	Nodes            int              `json:"nodes"`
-	IdlePods         int              `json:"idlePods"`
-	IdleCreateToRun  Percentiles      `json:"idleCreateToRunningMs"`
-	BurstPods        int              `json:"burstPods"`
-	BurstThroughput  float64          `json:"burstPodsPerSecond"`
-	BurstCreateToRun Percentiles      `json:"burstCreateToRunningMs"`
-	BurstDelete      Percentiles      `json:"burstDeleteToGoneMs"`
-	Ceiling          float64          `json:"ceilingWorkflowsPerSecond"`
-	CeilingShape     ceilingShape     `json:"ceilingShape"`
-	Ratio            float64          `json:"burstToCeilingRatio"`
-	PeakRSS          map[string]int64 `json:"peakRSSKiB"`
-	Steady           *SteadyResults   `json:"steady,omitempty"`
-	Scale            *ScaleResults    `json:"scale,omitempty"`
+	Date             time.Time   `json:"date"`
+	Nodes            int         `json:"nodes"`
+	IdlePods         int         `json:"idlePods"`
+	IdleCreateToRun  Percentiles `json:"idleCreateToRunningMs"`
+	BurstPods        int         `json:"burstPods"`
+	BurstThroughput  float64     `json:"burstPodsPerSecond"`
+	BurstCreateToRun Percentiles `json:"burstCreateToRunningMs"`
+	BurstDelete      Percentiles `json:"burstDeleteToGoneMs"`
+	// BurstCPU is what each part of the stack spent from the burst's first
+	// create to its last pod Running, in CPU milliseconds per pod.
+	BurstCPU     map[string]float64 `json:"burstCPUMsPerPod"`
+	Ceiling      float64            `json:"ceilingWorkflowsPerSecond"`
+	CeilingShape ceilingShape       `json:"ceilingShape"`
+	Ratio        float64            `json:"burstToCeilingRatio"`
+	PeakRSS      map[string]int64   `json:"peakRSSKiB"`
+	Steady       *SteadyResults     `json:"steady,omitempty"`
+	Scale        *ScaleResults      `json:"scale,omitempty"`
 }
 
 // Percentiles of a latency sample, in milliseconds.

@@ -33,7 +33,16 @@ func (r *Results) printSections(w io.Writer) {
 	fmt.Fprintf(w, "\nburst throughput        %.1f pods/s\n", r.BurstThroughput)
 	fmt.Fprintf(w, "ceiling                 %.1f workflows/s (%d no-op local activities and %d activities each, %d at once)\n",
 		r.Ceiling, r.CeilingShape.Local, r.CeilingShape.Remote, r.BurstPods)
-	fmt.Fprintf(w, "burst / ceiling         %.0f%%\n\npeak RSS\n", 100*r.Ratio)
+	fmt.Fprintf(w, "burst / ceiling         %.0f%%\n\nburst CPU per pod (create to Running)\n", 100*r.Ratio)
+	parts := make([]string, 0, len(r.BurstCPU))
+	for n := range r.BurstCPU {
+		parts = append(parts, n)
+	}
+	sort.Strings(parts)
+	for _, n := range parts {
+		fmt.Fprintf(w, "  %-55s %6.1f ms\n", n, r.BurstCPU[n])
+	}
+	fmt.Fprintf(w, "\npeak RSS\n")
 	names := make([]string, 0, len(r.PeakRSS))
 	for n := range r.PeakRSS {
 		names = append(names, n)

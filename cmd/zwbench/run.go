@@ -114,7 +114,7 @@ func sections(ctx context.Context, o options, res *Results, log *slog.Logger) er
 // the same concurrency.
 func burst(ctx context.Context, s *stack, api string, tr *tracker, o options, res *Results, log *slog.Logger) error {
 	fmt.Fprintf(stderr, "burst: %d pods at once\n", o.burst)
-	start := time.Now()
+	start, before := time.Now(), s.cpuTicks()
 	created := make([]time.Time, o.burst)
 	if err := parallel(o.burst, 32, func(i int) error {
 		created[i] = time.Now()
@@ -136,6 +136,10 @@ func burst(ctx context.Context, s *stack, api string, tr *tracker, o options, re
 		}
 	}
 	res.BurstThroughput = float64(o.burst) / last.Sub(start).Seconds()
+	res.BurstCPU = map[string]float64{}
+	for part, t := range s.cpuTicks() {
+		res.BurstCPU[part] = float64(t-before[part]) * 1000 / clockTicks / float64(o.burst)
+	}
 	res.BurstCreateToRun = percentiles(running)
 
 	fmt.Fprintf(stderr, "burst: deleting %d pods\n", o.burst)
