@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
@@ -42,9 +43,11 @@ type Images struct {
 // Error types of the control-plane image activities (DigestMismatch is
 // shared with the node's).
 const (
-	ErrTypeSourceFailed = "SourceFailed"
-	ErrTypeStalled      = "Stalled"
-	ErrTypeImageGone    = "ImageGone"
+	ErrTypeDigestMismatch = "DigestMismatch"
+	ErrTypeInvalid        = "Invalid"
+	ErrTypeSourceFailed   = "SourceFailed"
+	ErrTypeStalled        = "Stalled"
+	ErrTypeImageGone      = "ImageGone"
 )
 
 // ImageRef names one image incarnation: an image deleted and created again
@@ -90,7 +93,7 @@ type ImageFailure struct {
 // ImageTargets are the nodes an image goes to, and how they fetch it.
 type ImageTargets struct {
 	Nodes []string
-	Image NodeImage
+	Image hostops.NodeImage
 }
 
 // ImageNodeInput names an image on a node.
@@ -104,7 +107,7 @@ type ImageNodeInput struct {
 type NodePull struct {
 	Skip  bool
 	Why   string
-	Image NodeImage
+	Image hostops.NodeImage
 }
 
 // ImageNodeUpdate is one node's image status.
@@ -355,12 +358,12 @@ func (a *Images) RemoveImageArtefact(ctx context.Context, name string) error {
 }
 
 // nodeImage is how nodes fetch the image's artefact.
-func (a *Images) nodeImage(img *model.Image) NodeImage {
+func (a *Images) nodeImage(img *model.Image) hostops.NodeImage {
 	ttl := a.TokenTTL
 	if ttl == 0 {
 		ttl = 6 * time.Hour
 	}
-	return NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
+	return hostops.NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
 		URL:   ArtefactURL(a.AdvertiseURL, img.Metadata.Name),
 		Token: a.Artefacts.Token(img.Metadata.Name, ttl), SHA256: img.Status.ArtefactSHA256, Size: img.Status.ArtefactSize}
 }

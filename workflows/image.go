@@ -9,6 +9,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/activities"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -68,7 +70,7 @@ func pullOptions(node string) workflow.ActivityOptions {
 		HeartbeatTimeout:       5 * time.Minute,
 		WaitForCancellation:    true,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
-			MaximumAttempts: 4, NonRetryableErrorTypes: []string{activities.ErrTypeInvalid, activities.ErrTypeDigestMismatch}},
+			MaximumAttempts: 4, NonRetryableErrorTypes: []string{hostacts.ErrTypeInvalid, hostacts.ErrTypeDigestMismatch}},
 	}
 }
 
@@ -145,7 +147,7 @@ func distribute(ctx workflow.Context, t activities.ImageTargets) {
 }
 
 // pullToNode runs PullImage on the node and records the outcome.
-func pullToNode(ctx workflow.Context, ni activities.NodeImage, node string) {
+func pullToNode(ctx workflow.Context, ni hostops.NodeImage, node string) {
 	cctx := workflow.WithActivityOptions(ctx, controlOptions)
 	set := func(c workflow.Context, phase, reason, msg string) {
 		c = workflow.WithActivityOptions(c, controlOptions)
@@ -154,14 +156,14 @@ func pullToNode(ctx workflow.Context, ni activities.NodeImage, node string) {
 	}
 	set(cctx, model.ImagePulling, "", "")
 	pctx := workflow.WithActivityOptions(ctx, pullOptions(node))
-	var res activities.NodeImageResult
+	var res hostops.NodeImageResult
 	err := workflow.ExecuteActivity(pctx, host.PullImage, ni).Get(pctx, &res)
 	if ctx.Err() != nil {
 		return // cancelled: the caller removes what was pulled
 	}
 	if err != nil {
 		reason := model.ImageReasonPullFailed
-		if isType(err, activities.ErrTypeDigestMismatch) {
+		if isType(err, hostacts.ErrTypeDigestMismatch) {
 			reason = model.ImageReasonDigestMismatch
 		}
 		set(cctx, model.ImageFailed, reason, unwrapActivity(err).Error())
@@ -192,7 +194,7 @@ func removeEverywhere(ctx workflow.Context, ref activities.ImageRef, nodes []str
 			o := pullOptions(node)
 			o.StartToCloseTimeout, o.HeartbeatTimeout = 10*time.Minute, 0
 			rctx := workflow.WithActivityOptions(gctx, o)
-			if err := workflow.ExecuteActivity(rctx, host.RemoveImage, activities.NodeImage{Name: ref.Name}).Get(rctx, nil); err != nil {
+			if err := workflow.ExecuteActivity(rctx, host.RemoveImage, hostops.NodeImage{Name: ref.Name}).Get(rctx, nil); err != nil {
 				workflow.GetLogger(ctx).Warn("could not remove the image from a node", "image", ref.Name, "node", node, "error", err)
 			}
 		})

@@ -15,6 +15,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/zonewright/zonewright/activities"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -43,7 +45,7 @@ func newImageHarnessOf(t *testing.T, kind string) *imageHarness {
 	h.env = h.NewTestWorkflowEnvironment()
 	h.env.SetTestTimeout(time.Minute)
 	h.env.RegisterActivity(&activities.Images{})
-	h.env.RegisterActivity(&activities.Host{})
+	h.env.RegisterActivity(&hostacts.Activities{})
 	h.env.OnActivity(img.BeginImageImport, mock.Anything, mock.Anything).Return(
 		activities.ImagePlan{Found: true, Spec: model.ImageSpec{Kind: kind, Source: "http://x/u.tar.gz"}}, nil)
 	h.env.OnActivity(img.DecompressImage, mock.Anything, mock.Anything).Return(activities.ImageArtefact{SHA256: "ab", Size: 10}, nil)
@@ -51,7 +53,7 @@ func newImageHarnessOf(t *testing.T, kind string) *imageHarness {
 		h.mu.Lock()
 		h.ready = true
 		h.mu.Unlock()
-		return activities.ImageTargets{Nodes: []string{"n1", "n2", "n3"}, Image: activities.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil
+		return activities.ImageTargets{Nodes: []string{"n1", "n2", "n3"}, Image: hostops.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil
 	})
 	h.env.OnActivity(img.SetImageNodeStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u activities.ImageNodeUpdate) error {
 		h.mu.Lock()
@@ -71,7 +73,7 @@ func newImageHarnessOf(t *testing.T, kind string) *imageHarness {
 		h.storeRm++
 		return nil
 	})
-	h.env.OnActivity(host.RemoveImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.NodeImage) error {
+	h.env.OnActivity(host.RemoveImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostops.NodeImage) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.removed = append(h.removed, "removed")
@@ -87,11 +89,11 @@ func (h *imageHarness) fetchReturns(ret ...any) {
 func TestImportDistributesAndOneFailingNodeFailsOnlyItself(t *testing.T) {
 	h := newImageHarness(t)
 	h.fetchReturns(activities.ImageFetched{Bytes: 10}, nil)
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, ni activities.NodeImage) (activities.NodeImageResult, error) {
-		return activities.NodeImageResult{Artefact: "/images/ubuntu.tar"}, nil
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, ni hostops.NodeImage) (hostops.NodeImageResult, error) {
+		return hostops.NodeImageResult{Artefact: "/images/ubuntu.tar"}, nil
 	}).Times(2)
 	// The third pull fails every attempt, as a node whose zfs is broken.
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(activities.NodeImageResult{},
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostops.NodeImageResult{},
 		temporal.NewApplicationError("zfs receive failed: pool is faulted", "Transient"))
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -149,7 +151,7 @@ func TestStalledFetchIsRetried(t *testing.T) {
 		}
 		return activities.ImageFetched{Bytes: 10, Resumed: true}, nil
 	})
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(activities.NodeImageResult{}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostops.NodeImageResult{}, nil)
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -180,9 +182,9 @@ func TestCancelMidDownloadRemovesPartialFiles(t *testing.T) {
 func TestCancelDuringDistributionRemovesFromPullingNodes(t *testing.T) {
 	h := newImageHarness(t)
 	h.fetchReturns(activities.ImageFetched{Bytes: 10}, nil)
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.NodeImage) (activities.NodeImageResult, error) {
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostops.NodeImage) (hostops.NodeImageResult, error) {
 		<-ctx.Done()
-		return activities.NodeImageResult{}, ctx.Err()
+		return hostops.NodeImageResult{}, ctx.Err()
 	})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
@@ -211,9 +213,9 @@ func TestImagePullSkipsWhatNeedsNoPull(t *testing.T) {
 	h := newImageHarness(t)
 	h.env.OnActivity(img.ImagePullPlan, mock.Anything, mock.Anything).Return(activities.NodePull{Skip: true, Why: "not Ready"}, nil)
 	pulled := false
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(context.Context, activities.NodeImage) (activities.NodeImageResult, error) {
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(context.Context, hostops.NodeImage) (hostops.NodeImageResult, error) {
 		pulled = true
-		return activities.NodeImageResult{}, nil
+		return hostops.NodeImageResult{}, nil
 	})
 	h.env.ExecuteWorkflow(ImagePull, ImagePullInput{Image: "ubuntu", Node: "n4"})
 	if err := h.env.GetWorkflowError(); err != nil || pulled {
@@ -243,7 +245,7 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 	resolves := 0
 	var pulls []activities.ImageNodeInput
 	var kind string
-	install := override{fn: host.InstallZone, ret: []any{func(_ context.Context, s activities.PodSandbox) error {
+	install := override{fn: host.InstallZone, ret: []any{func(_ context.Context, s hostops.PodSandbox) error {
 		kind = s.ImageKind
 		return nil
 	}}}

@@ -9,6 +9,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/activities"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -100,7 +102,7 @@ type PodState struct {
 	Node    string `json:",omitempty"`
 	HostIP  string `json:",omitempty"`
 	// Sandbox exists once the pod holds an address.
-	Sandbox *activities.PodSandbox `json:",omitempty"`
+	Sandbox *hostops.PodSandbox `json:",omitempty"`
 	// MovedFrom is the node an evicted pod left, until it is placed again.
 	MovedFrom string    `json:",omitempty"`
 	Run       *RunState `json:",omitempty"`
@@ -158,8 +160,8 @@ var DefaultTuning = Tuning{
 	HistoryLimit:   1500,
 }
 
-var host *activities.Host   // method values name the host activities
-var ctl *activities.Control // and the control-plane ones
+var host *hostacts.Activities // method values name the host activities
+var ctl *activities.Control   // and the control-plane ones
 
 // errNodeLost: a host activity was given up because its node is lost.
 var errNodeLost = errors.New("node lost")

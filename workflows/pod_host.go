@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/scheduler"
 )
@@ -50,8 +51,8 @@ func undoOptions(node string, timeout time.Duration) workflow.ActivityOptions {
 
 // sandbox is the node's view of the pod: caps summed over containers
 // (limits, else requests) and the address it was given.
-func sandbox(ref activities.PodRef, spec model.PodSpec, alloc *activities.AllocateResult, imageKind string) activities.PodSandbox {
-	s := activities.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
+func sandbox(ref activities.PodRef, spec model.PodSpec, alloc *activities.AllocateResult, imageKind string) hostops.PodSandbox {
+	s := hostops.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
 		ImageKind: imageKind, IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
 	caps := scheduler.PodLimits(&model.Pod{Spec: spec})
 	s.MilliCPU, s.MemoryBytes = caps.MilliCPU, caps.Memory
@@ -60,7 +61,7 @@ func sandbox(ref activities.PodRef, spec model.PodSpec, alloc *activities.Alloca
 			s.Image = c.Image
 		}
 		argv := append(append([]string{}, c.Command...), c.Args...)
-		s.Containers = append(s.Containers, activities.ContainerSpec{Name: c.Name, Argv: argv, Env: c.Env})
+		s.Containers = append(s.Containers, hostops.ContainerSpec{Name: c.Name, Argv: argv, Env: c.Env})
 	}
 	return s
 }
@@ -87,12 +88,12 @@ var provisionSteps = []sagaStep{
 // supervised is what the node's supervisor needs of the pod: the sandbox
 // without the containers' environment (it may hold secrets), and each
 // container's probes.
-func supervised(sb activities.PodSandbox, spec model.PodSpec) activities.SuperviseInput {
-	in := activities.SuperviseInput{Sandbox: sb}
+func supervised(sb hostops.PodSandbox, spec model.PodSpec) hostops.SuperviseInput {
+	in := hostops.SuperviseInput{Sandbox: sb}
 	in.Sandbox.Containers = nil
 	for _, c := range spec.Containers {
-		in.Sandbox.Containers = append(in.Sandbox.Containers, activities.ContainerSpec{Name: c.Name})
-		in.Probes = append(in.Probes, activities.ContainerProbes{Name: c.Name,
+		in.Sandbox.Containers = append(in.Sandbox.Containers, hostops.ContainerSpec{Name: c.Name})
+		in.Probes = append(in.Probes, hostops.ContainerProbes{Name: c.Name,
 			Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
 	}
 	return in
@@ -258,7 +259,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	// waiting for the activity to notice its cancellation would only wait
 	// for its next heartbeat.
 	o.WaitForCancellation = false
-	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, activities.ShutdownInput{Sandbox: sb, GraceSeconds: g})
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, hostops.ShutdownInput{Sandbox: sb, GraceSeconds: g})
 	_ = workflow.Await(ctx, func() bool { return fut.IsReady() || w.st.Finalize || w.lost() })
 	if !fut.IsReady() {
 		cancel()

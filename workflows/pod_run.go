@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -203,7 +204,7 @@ func (w *podWorkflow) restart(ctx workflow.Context, i int) {
 	c := &w.st.Run.Containers[i]
 	var seq uint64
 	err := w.execHost(ctx, hostOptions(w.st.Node, 2*time.Minute, 0, 5), host.RestartContainer,
-		activities.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, &seq)
+		hostops.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, &seq)
 	c.Restarts++
 	c.State, c.RestartAt, c.Since = containerRunning, time.Time{}, max(seq, c.Since)
 	c.Started = w.spec.Containers[i].StartupProbe == nil

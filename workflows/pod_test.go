@@ -21,6 +21,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/activities"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -105,7 +107,7 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		return h.env.OnActivity(fn, mock.Anything, mock.Anything)
 	}
 	h.env.RegisterActivity(&activities.Control{})
-	h.env.RegisterActivity(&activities.Host{})
+	h.env.RegisterActivity(&hostacts.Activities{})
 	h.env.RegisterActivity(&activities.Images{})
 	ret := func(m *testsuite.MockCallWrapper, v ...any) {
 		if m != nil {
@@ -133,15 +135,15 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		"StopContainers": host.StopContainers} {
 		ret(on(fn), h.recordSandbox(name))
 	}
-	ret(on(host.SupervisePod), func(context.Context, activities.SuperviseInput) (uint64, error) {
+	ret(on(host.SupervisePod), func(context.Context, hostops.SuperviseInput) (uint64, error) {
 		h.calls.add("SupervisePod")
 		return supervisedSeq, nil
 	})
-	ret(on(host.ShutdownZone), func(_ context.Context, _ activities.ShutdownInput) (bool, error) {
+	ret(on(host.ShutdownZone), func(_ context.Context, _ hostops.ShutdownInput) (bool, error) {
 		h.calls.add("ShutdownZone")
 		return true, nil
 	})
-	ret(on(host.RestartContainer), func(context.Context, activities.RestartInput) (uint64, error) {
+	ret(on(host.RestartContainer), func(context.Context, hostops.RestartInput) (uint64, error) {
 		h.calls.add("RestartContainer")
 		return uint64(h.env.Now().UnixNano()), nil
 	})
@@ -173,8 +175,8 @@ func (h *harness) record(name string) func(context.Context, activities.PodRef) e
 	return func(context.Context, activities.PodRef) error { h.calls.add(name); return nil }
 }
 
-func (h *harness) recordSandbox(name string) func(context.Context, activities.PodSandbox) error {
-	return func(ctx context.Context, _ activities.PodSandbox) error {
+func (h *harness) recordSandbox(name string) func(context.Context, hostops.PodSandbox) error {
+	return func(ctx context.Context, _ hostops.PodSandbox) error {
 		h.calls.add(name)
 		h.queues.add(name + "@" + activity.GetInfo(ctx).TaskQueue)
 		return nil
@@ -307,7 +309,7 @@ func TestFinalizeEndsTheGracePeriod(t *testing.T) {
 	var start time.Time
 	h = newHarness(t, podSpec(),
 		override{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}},
-		override{fn: host.HaltZone, ret: []any{func(context.Context, activities.PodSandbox) error {
+		override{fn: host.HaltZone, ret: []any{func(context.Context, hostops.PodSandbox) error {
 			haltedAt = h.env.Now().Sub(start)
 			return nil
 		}}})
@@ -600,7 +602,7 @@ func TestWaitingPodContinuesAsNewWithinItsBudget(t *testing.T) {
 
 func TestContinuedRunningPodProvisionsNothing(t *testing.T) {
 	h := newHarness(t, podSpec())
-	sb := activities.PodSandbox{Namespace: testRef.Namespace, Name: testRef.Name, UID: testRef.UID, IP: "10.88.1.2"}
+	sb := hostops.PodSandbox{Namespace: testRef.Namespace, Name: testRef.Name, UID: testRef.UID, IP: "10.88.1.2"}
 	st := &PodState{Phase: PhaseRunning, Node: "n1", Sandbox: &sb, Run: &RunState{StartedAt: h.env.Now(), Seq: 500,
 		Containers: []ContainerRunState{{Name: "app", State: containerRunning, Ready: true, Started: true, Restarts: 2, Since: 500}}}}
 	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, time.Minute)

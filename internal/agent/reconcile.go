@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
@@ -22,7 +23,7 @@ const (
 // without a lifecycle gets one started). The node does this itself: no
 // workflow runs for it, and a node that is down reconciles nothing until it
 // returns (and cleans itself then).
-func (a *Agent) reconcileHost(ctx context.Context, h *activities.Host, sup *supervisor.Supervisor, pods activities.Lifecycles) {
+func (a *Agent) reconcileHost(ctx context.Context, h *hostops.Host, sup *supervisor.Supervisor, pods activities.Lifecycles) {
 	ctl := &activities.Control{Store: a.st, Lifecycles: pods}
 	t := time.NewTicker(a.cfg.ReconcileInterval)
 	defer t.Stop()
