@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/scheduler"
@@ -51,7 +51,7 @@ func undoOptions(node string, timeout time.Duration) workflow.ActivityOptions {
 
 // sandbox is the node's view of the pod: caps summed over containers
 // (limits, else requests) and the address it was given.
-func sandbox(ref activities.PodRef, spec model.PodSpec, alloc *activities.AllocateResult, imageKind string) hostops.PodSandbox {
+func sandbox(ref controlops.PodRef, spec model.PodSpec, alloc *controlops.AllocateResult, imageKind string) hostops.PodSandbox {
 	s := hostops.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
 		ImageKind: imageKind, IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
 	caps := scheduler.PodLimits(&model.Pod{Spec: spec})
@@ -106,7 +106,7 @@ func supervised(sb hostops.PodSandbox, spec model.PodSpec) hostops.SuperviseInpu
 func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 	sb := *w.st.Sandbox
 	w.setPodPhase(ctx, model.PodPending)
-	w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
+	w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
 		EventReason: "Provisioning", EventMessage: fmt.Sprintf("Provisioning zone on %s with address %s", w.st.Node, sb.IP)})
 	begun := 0
 	var failure error
@@ -240,7 +240,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 		g = 0
 	}
 	now := workflow.Now(ctx)
-	w.update(ctx, activities.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
+	w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
 		Conditions:  []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Terminating", LastTransitionTime: &now}},
 		EventReason: eventReason, EventMessage: fmt.Sprintf("Stopping containers with a grace period of %ds", g)})
 	if g <= 0 || w.lost() {
@@ -267,7 +267,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 			w.endStep(ctx, errNodeLost.Error())
 			return
 		}
-		w.update(ctx, activities.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
+		w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
 			EventReason: "Finalized", EventMessage: "Grace period ended by the finalize signal"})
 	}
 	var stopped bool

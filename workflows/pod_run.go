@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -310,7 +310,7 @@ func (w *podWorkflow) writeStatus(ctx workflow.Context, reason, msg string) {
 	}
 	r.Written = summary
 	start := r.StartedAt
-	w.update(ctx, activities.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
+	w.update(ctx, controlops.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
 		ContainerStatuses: statuses,
 		Conditions:        []model.PodCondition{{Type: model.PodReady, Status: ready, Reason: condReason, LastTransitionTime: &now}},
 		EventReason:       reason, EventMessage: msg})

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -12,7 +12,7 @@ import (
 // Event reasons and source of the startup cleanup.
 const (
 	ReasonZoneAdopted   = "ZoneAdopted"
-	ReasonOrphanRemoved = activities.ReasonOrphanRemoved
+	ReasonOrphanRemoved = controlops.ReasonOrphanRemoved
 	ReasonOrphanFailed  = "OrphanRemovalFailed"
 	EventSourceAgent    = "zonewright-agent"
 )
@@ -45,7 +45,7 @@ func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (Cl
 	if err != nil {
 		return res, fmt.Errorf("inventory of the host: %w", err)
 	}
-	pods, err := activities.BoundPods(ctx, a.st, a.cfg.Node)
+	pods, err := controlops.BoundPods(ctx, a.st, a.cfg.Node)
 	if err != nil {
 		return res, fmt.Errorf("list the pods bound to node %s: %w", a.cfg.Node, err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
@@ -122,7 +122,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	made := time.Now()
 
 	c.eventually(30*time.Second, "an OrphanFound event for the ghost zone", func() bool {
-		for _, e := range c.nodeEvents("node-1", activities.ReasonOrphanFound) {
+		for _, e := range c.nodeEvents("node-1", controlops.ReasonOrphanFound) {
 			if strings.Contains(e.Message, ghost.ZoneName()) {
 				return true
 			}
@@ -141,7 +141,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 		t.Errorf("the orphan was removed %s after it appeared, before its grace period of %s", took, grace)
 	}
 	c.eventually(10*time.Second, "an OrphanRemoved event", func() bool {
-		for _, e := range c.nodeEvents("node-1", activities.ReasonOrphanRemoved) {
+		for _, e := range c.nodeEvents("node-1", controlops.ReasonOrphanRemoved) {
 			if strings.Contains(e.Message, ghost.ZoneName()) {
 				return true
 			}
@@ -155,8 +155,8 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	if z, ok := findZone(s, appSandbox.ZoneName()); !ok || z.State != "running" {
 		t.Errorf("the running pod's zone was touched: %+v (found %t)", z, ok)
 	}
-	if len(c.nodeEvents("node-1", activities.ReasonOrphanFound)) != 1 {
-		t.Errorf("OrphanFound events: %+v", c.nodeEvents("node-1", activities.ReasonOrphanFound))
+	if len(c.nodeEvents("node-1", controlops.ReasonOrphanFound)) != 1 {
+		t.Errorf("OrphanFound events: %+v", c.nodeEvents("node-1", controlops.ReasonOrphanFound))
 	}
 
 	// Drift: the pod's zone halted behind zonewright's back is reported,

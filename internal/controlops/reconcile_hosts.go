@@ -1,4 +1,4 @@
-package activities
+package controlops
 
 import (
 	"context"
@@ -49,7 +49,7 @@ type ReconcileHostResult struct {
 // they have none (the lifecycle's monitor then restarts or fails them per
 // their restartPolicy).
 //
-// The inventory was read before this activity reads the pods, and zones
+// The inventory was read before ReconcileHost reads the pods, and zones
 // are made only for pods already bound, so a zone in the inventory whose
 // pod is bound here is never taken for an orphan.
 func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (ReconcileHostResult, error) {
