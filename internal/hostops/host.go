@@ -101,13 +101,12 @@ type Supervisor interface {
 //
 // Errors say what failed where (*Error: the step, the pod and its zone,
 // the node) and why: an *illumos.Error for a failed command (its kind, its
-// argv and stderr), an *InvalidError for a request that cannot succeed
-// however often it is tried (a bad name, a usage error, a value zonecfg
-// refuses are illumos.KindInvalid errors of the same standing), a
-// *ConflictError for something on the host in the way that is not ours (a
-// VNIC of the pod's name over another link, a zone of the pod's name
-// belonging to another pod), a *MaintenanceError from
-// WaitContainersOnline; the image operations add their own (images.go).
+// argv and stderr; a usage error or a value zonecfg refuses is of kind
+// illumos.KindInvalid), an *InvalidError for a request refused before any
+// command runs, a *ConflictError for something on the host in the way
+// that is not ours (a VNIC of the pod's name over another link, a zone of
+// the pod's name belonging to another pod), a *MaintenanceError from
+// WaitContainersOnline; the image operations add their own (errors.go).
 //
 // A Host must not be copied after first use.
 type Host struct {
