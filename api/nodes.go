@@ -8,7 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -89,7 +89,7 @@ func (s *Server) deleteNode(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	evicted, err := activities.EvictPods(ctx, s.store, s.lifecycles(), activities.EvictInput{Node: name, Lost: true,
+	evicted, err := controlops.EvictPods(ctx, s.store, s.lifecycles(), controlops.EvictInput{Node: name, Lost: true,
 		Message: fmt.Sprintf("node %s was deleted by force; the pod is treated as lost with it", name)})
 	if err != nil {
 		s.fail(c, dependencyError(err))
@@ -161,7 +161,7 @@ func (s *Server) drainNode(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	evicted, err := activities.EvictPods(ctx, s.store, s.lifecycles(), activities.EvictInput{Node: n.Metadata.Name})
+	evicted, err := controlops.EvictPods(ctx, s.store, s.lifecycles(), controlops.EvictInput{Node: n.Metadata.Name})
 	if err != nil {
 		s.fail(c, dependencyError(err))
 		return
@@ -199,7 +199,7 @@ func (s *Server) nodeEvent(ctx context.Context, n *model.Node, typ, reason, msg 
 
 // lifecycles is the pod client as the eviction wants it: nil when pods
 // have no workflows here.
-func (s *Server) lifecycles() activities.Lifecycles {
+func (s *Server) lifecycles() controlops.Lifecycles {
 	if s.pods == nil {
 		return nil
 	}

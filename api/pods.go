@@ -12,7 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
@@ -78,7 +78,7 @@ func (s *Server) createPod(c *gin.Context) {
 		return
 	}
 	if s.pods != nil {
-		ref := activities.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+		ref := controlops.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 		if err := s.pods.Start(ctx, ref); err != nil {
 			// Nothing half-written: without its workflow the pod must not
 			// stay. Should this delete fail too, the reconciler starts the

@@ -15,7 +15,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	controlacts "github.com/zonewright/zonewright/activities/control"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -37,21 +38,21 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	// Registered by method name, as the workflows refer to them.
 	w.RegisterWorkflowWithOptions(workflows.ReconcilePods, workflow.RegisterOptions{Name: "ReconcilePods"})
 	w.RegisterWorkflowWithOptions(workflows.NodeHealth, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
-	ctl := activities.NewControl(st, pods)
+	ctl := controlops.NewControl(st, pods)
 	ctl.NodeHealth = nodes
 	ctl.NodeGracePeriod, ctl.NodeEvictionTimeout = nodes.GracePeriod, nodes.EvictionTimeout
-	w.RegisterActivity(ctl)
+	w.RegisterActivity(&controlacts.Control{Ops: ctl})
 	return w
 }
 
 // RegisterImages adds the image workflows and their control-plane
-// activities to the control-plane worker.
-func RegisterImages(w worker.Worker, a *activities.Images) {
+// activities (over a) to the control-plane worker.
+func RegisterImages(w worker.Worker, a *controlops.Images) {
 	w.RegisterWorkflowWithOptions(workflows.ImageImport, workflow.RegisterOptions{Name: workflows.ImageImportWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.ImagePull, workflow.RegisterOptions{Name: workflows.ImagePullWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.ImageDelete, workflow.RegisterOptions{Name: workflows.ImageDeleteWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.ImageSync, workflow.RegisterOptions{Name: workflows.ImageSyncWorkflowName})
-	w.RegisterActivity(a)
+	w.RegisterActivity(&controlacts.Images{Ops: a})
 }
 
 // The control plane's housekeeping needs a global view and nothing else:

@@ -6,7 +6,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/zonewright/zonewright/activities"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -22,8 +23,9 @@ type NodeOptions struct {
 }
 
 // NewNode builds the worker of one node: it polls node/<name> and runs the
-// host activities of h (every exported method, registered by name).
-func NewNode(c client.Client, h *activities.Host, o NodeOptions) worker.Worker {
+// host activities over h (every exported method of hostacts.Activities,
+// registered by name).
+func NewNode(c client.Client, h *hostops.Host, o NodeOptions) worker.Worker {
 	if o.MaxConcurrentActivities <= 0 {
 		o.MaxConcurrentActivities = 64
 	}
@@ -37,6 +39,6 @@ func NewNode(c client.Client, h *activities.Host, o NodeOptions) worker.Worker {
 		// The node's task queue carries host activities only.
 		DisableWorkflowWorker: true,
 	})
-	w.RegisterActivity(h)
+	w.RegisterActivity(&hostacts.Activities{Ops: h})
 	return w
 }

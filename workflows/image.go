@@ -8,7 +8,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	controlacts "github.com/zonewright/zonewright/activities/control"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -35,7 +38,7 @@ func ImageDeleteWorkflowID(name string) string { return "image/" + name + "/dele
 
 // ImageInput starts an import or a deletion.
 type ImageInput struct {
-	Image activities.ImageRef
+	Image controlops.ImageRef
 }
 
 // ImagePullInput starts a pull of one image to one node.
@@ -44,7 +47,7 @@ type ImagePullInput struct {
 	Node  string
 }
 
-var img *activities.Images // method values name the image activities
+var img *controlacts.Images // method values name the image activities
 
 // fetchOptions: a download may take hours; heartbeats (every progress
 // report) notice a dead worker within a minute. A digest mismatch or a
@@ -55,7 +58,7 @@ var fetchOptions = workflow.ActivityOptions{
 	HeartbeatTimeout:    time.Minute,
 	WaitForCancellation: true,
 	RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-		MaximumAttempts: 8, NonRetryableErrorTypes: []string{activities.ErrTypeDigestMismatch, activities.ErrTypeSourceFailed, activities.ErrTypeImageGone}},
+		MaximumAttempts: 8, NonRetryableErrorTypes: []string{controlacts.ErrTypeDigestMismatch, controlacts.ErrTypeSourceFailed, controlacts.ErrTypeImageGone}},
 }
 
 // pullOptions: the node downloads and installs; a node that does not pick
@@ -68,7 +71,7 @@ func pullOptions(node string) workflow.ActivityOptions {
 		HeartbeatTimeout:       5 * time.Minute,
 		WaitForCancellation:    true,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
-			MaximumAttempts: 4, NonRetryableErrorTypes: []string{activities.ErrTypeInvalid, activities.ErrTypeDigestMismatch}},
+			MaximumAttempts: 4, NonRetryableErrorTypes: []string{hostacts.ErrTypeInvalid, hostacts.ErrTypeDigestMismatch}},
 	}
 }
 
@@ -78,7 +81,7 @@ func pullOptions(node string) workflow.ActivityOptions {
 func ImageImport(ctx workflow.Context, in ImageInput) error {
 	ref := in.Image
 	cctx := workflow.WithActivityOptions(ctx, controlOptions)
-	var plan activities.ImagePlan
+	var plan controlops.ImagePlan
 	if err := workflow.ExecuteActivity(cctx, img.BeginImageImport, ref).Get(cctx, &plan); err != nil {
 		return err
 	}
@@ -90,17 +93,17 @@ func ImageImport(ctx workflow.Context, in ImageInput) error {
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
 		removeEverywhere(dctx, ref, pulling)
 		dctx = workflow.WithActivityOptions(dctx, controlOptions)
-		_ = workflow.ExecuteActivity(dctx, img.MarkImageFailed, activities.ImageFailure{Image: ref, Reason: reason, Message: msg}).Get(dctx, nil)
+		_ = workflow.ExecuteActivity(dctx, img.MarkImageFailed, controlops.ImageFailure{Image: ref, Reason: reason, Message: msg}).Get(dctx, nil)
 	}
 	fctx := workflow.WithActivityOptions(ctx, fetchOptions)
-	var fetched activities.ImageFetched
+	var fetched controlops.ImageFetched
 	err := workflow.ExecuteActivity(fctx, img.FetchImage, ref).Get(fctx, &fetched)
 	if err == nil {
-		var art activities.ImageArtefact
+		var art controlops.ImageArtefact
 		err = workflow.ExecuteActivity(fctx, img.DecompressImage, ref).Get(fctx, &art)
 		if err == nil {
-			var targets activities.ImageTargets
-			if err := workflow.ExecuteActivity(cctx, img.MarkImageReady, activities.ImageReadyInput{Image: ref, Artefact: art}).Get(cctx, &targets); err != nil {
+			var targets controlops.ImageTargets
+			if err := workflow.ExecuteActivity(cctx, img.MarkImageReady, controlops.ImageReadyInput{Image: ref, Artefact: art}).Get(cctx, &targets); err != nil {
 				return err
 			}
 			pulling = targets.Nodes
@@ -115,9 +118,9 @@ func ImageImport(ctx workflow.Context, in ImageInput) error {
 	case temporal.IsCanceledError(err) || ctx.Err() != nil:
 		cleanup(model.ImageReasonCancelled, "import cancelled; partial files removed")
 		return temporal.NewCanceledError("import of " + ref.Name + " cancelled")
-	case isType(err, activities.ErrTypeImageGone):
+	case isType(err, controlacts.ErrTypeImageGone):
 		return nil
-	case isType(err, activities.ErrTypeDigestMismatch):
+	case isType(err, controlacts.ErrTypeDigestMismatch):
 		cleanup(model.ImageReasonDigestMismatch, unwrapActivity(err).Error())
 	default:
 		cleanup(model.ImageReasonFetchFailed, unwrapActivity(err).Error())
@@ -132,7 +135,7 @@ func isType(err error, typ string) bool {
 
 // distribute pulls the image to every target node in parallel; each node's
 // outcome goes into the image status, and one failing fails no other.
-func distribute(ctx workflow.Context, t activities.ImageTargets) {
+func distribute(ctx workflow.Context, t controlops.ImageTargets) {
 	wg := workflow.NewWaitGroup(ctx)
 	for _, node := range t.Nodes {
 		wg.Add(1)
@@ -145,23 +148,23 @@ func distribute(ctx workflow.Context, t activities.ImageTargets) {
 }
 
 // pullToNode runs PullImage on the node and records the outcome.
-func pullToNode(ctx workflow.Context, ni activities.NodeImage, node string) {
+func pullToNode(ctx workflow.Context, ni hostops.NodeImage, node string) {
 	cctx := workflow.WithActivityOptions(ctx, controlOptions)
 	set := func(c workflow.Context, phase, reason, msg string) {
 		c = workflow.WithActivityOptions(c, controlOptions)
-		_ = workflow.ExecuteActivity(c, img.SetImageNodeStatus, activities.ImageNodeUpdate{Image: ni.Name, Node: node,
+		_ = workflow.ExecuteActivity(c, img.SetImageNodeStatus, controlops.ImageNodeUpdate{Image: ni.Name, Node: node,
 			Phase: phase, Reason: reason, Message: msg}).Get(c, nil)
 	}
 	set(cctx, model.ImagePulling, "", "")
 	pctx := workflow.WithActivityOptions(ctx, pullOptions(node))
-	var res activities.NodeImageResult
+	var res hostops.NodeImageResult
 	err := workflow.ExecuteActivity(pctx, host.PullImage, ni).Get(pctx, &res)
 	if ctx.Err() != nil {
 		return // cancelled: the caller removes what was pulled
 	}
 	if err != nil {
 		reason := model.ImageReasonPullFailed
-		if isType(err, activities.ErrTypeDigestMismatch) {
+		if isType(err, hostacts.ErrTypeDigestMismatch) {
 			reason = model.ImageReasonDigestMismatch
 		}
 		set(cctx, model.ImageFailed, reason, unwrapActivity(err).Error())
@@ -171,7 +174,7 @@ func pullToNode(ctx workflow.Context, ni activities.NodeImage, node string) {
 	// Pods waiting for the image on this node look again now, instead
 	// of at their next periodic look.
 	if workflow.GetVersion(ctx, versionWakeImageWaiters, workflow.DefaultVersion, 1) >= 1 {
-		in := activities.ImageNodeInput{Image: ni.Name, Node: node}
+		in := controlops.ImageNodeInput{Image: ni.Name, Node: node}
 		if err := workflow.ExecuteActivity(cctx, ctl.WakeImageWaiters, in).Get(cctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("could not wake the pods waiting for the image", "image", ni.Name, "node", node, "error", err)
 		}
@@ -183,7 +186,7 @@ const versionWakeImageWaiters = "wake-image-waiters"
 
 // removeEverywhere removes the image from the named nodes and the store,
 // best effort on nodes (one that is down must not block the rest).
-func removeEverywhere(ctx workflow.Context, ref activities.ImageRef, nodes []string) {
+func removeEverywhere(ctx workflow.Context, ref controlops.ImageRef, nodes []string) {
 	wg := workflow.NewWaitGroup(ctx)
 	for _, node := range nodes {
 		wg.Add(1)
@@ -192,7 +195,7 @@ func removeEverywhere(ctx workflow.Context, ref activities.ImageRef, nodes []str
 			o := pullOptions(node)
 			o.StartToCloseTimeout, o.HeartbeatTimeout = 10*time.Minute, 0
 			rctx := workflow.WithActivityOptions(gctx, o)
-			if err := workflow.ExecuteActivity(rctx, host.RemoveImage, activities.NodeImage{Name: ref.Name}).Get(rctx, nil); err != nil {
+			if err := workflow.ExecuteActivity(rctx, host.RemoveImage, hostops.NodeImage{Name: ref.Name}).Get(rctx, nil); err != nil {
 				workflow.GetLogger(ctx).Warn("could not remove the image from a node", "image", ref.Name, "node", node, "error", err)
 			}
 		})
@@ -206,8 +209,8 @@ func removeEverywhere(ctx workflow.Context, ref activities.ImageRef, nodes []str
 // or one a pod waits on).
 func ImagePull(ctx workflow.Context, in ImagePullInput) error {
 	cctx := workflow.WithActivityOptions(ctx, controlOptions)
-	var plan activities.NodePull
-	if err := workflow.ExecuteActivity(cctx, img.ImagePullPlan, activities.ImageNodeInput{Image: in.Image, Node: in.Node}).Get(cctx, &plan); err != nil {
+	var plan controlops.NodePull
+	if err := workflow.ExecuteActivity(cctx, img.ImagePullPlan, controlops.ImageNodeInput{Image: in.Image, Node: in.Node}).Get(cctx, &plan); err != nil {
 		return err
 	}
 	if plan.Skip {

@@ -14,22 +14,25 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/zonewright/zonewright/activities"
+	controlacts "github.com/zonewright/zonewright/activities/control"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
 // Unit tests of the image workflows' paths with mocked activities; the
 // end-to-end tests in internal/e2e run them for real.
 
-var testImage = activities.ImageRef{Name: "ubuntu", UID: "00000000-0000-4000-8000-0000000000aa"}
+var testImage = controlops.ImageRef{Name: "ubuntu", UID: "00000000-0000-4000-8000-0000000000aa"}
 
 type imageHarness struct {
 	testsuite.WorkflowTestSuite
 	env *testsuite.TestWorkflowEnvironment
 
 	mu      sync.Mutex
-	nodes   map[string]activities.ImageNodeUpdate // last status per node
-	failure *activities.ImageFailure
+	nodes   map[string]controlops.ImageNodeUpdate // last status per node
+	failure *controlops.ImageFailure
 	removed []string // nodes RemoveImage ran on
 	storeRm int
 	ready   bool
@@ -38,28 +41,28 @@ type imageHarness struct {
 func newImageHarness(t *testing.T) *imageHarness { return newImageHarnessOf(t, model.ImageLXTarball) }
 
 func newImageHarnessOf(t *testing.T, kind string) *imageHarness {
-	h := &imageHarness{nodes: map[string]activities.ImageNodeUpdate{}}
+	h := &imageHarness{nodes: map[string]controlops.ImageNodeUpdate{}}
 	h.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	h.env = h.NewTestWorkflowEnvironment()
 	h.env.SetTestTimeout(time.Minute)
-	h.env.RegisterActivity(&activities.Images{})
-	h.env.RegisterActivity(&activities.Host{})
+	h.env.RegisterActivity(&controlacts.Images{})
+	h.env.RegisterActivity(&hostacts.Activities{})
 	h.env.OnActivity(img.BeginImageImport, mock.Anything, mock.Anything).Return(
-		activities.ImagePlan{Found: true, Spec: model.ImageSpec{Kind: kind, Source: "http://x/u.tar.gz"}}, nil)
-	h.env.OnActivity(img.DecompressImage, mock.Anything, mock.Anything).Return(activities.ImageArtefact{SHA256: "ab", Size: 10}, nil)
-	h.env.OnActivity(img.MarkImageReady, mock.Anything, mock.Anything).Return(func(context.Context, activities.ImageReadyInput) (activities.ImageTargets, error) {
+		controlops.ImagePlan{Found: true, Spec: model.ImageSpec{Kind: kind, Source: "http://x/u.tar.gz"}}, nil)
+	h.env.OnActivity(img.DecompressImage, mock.Anything, mock.Anything).Return(controlops.ImageArtefact{SHA256: "ab", Size: 10}, nil)
+	h.env.OnActivity(img.MarkImageReady, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ImageReadyInput) (controlops.ImageTargets, error) {
 		h.mu.Lock()
 		h.ready = true
 		h.mu.Unlock()
-		return activities.ImageTargets{Nodes: []string{"n1", "n2", "n3"}, Image: activities.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil
+		return controlops.ImageTargets{Nodes: []string{"n1", "n2", "n3"}, Image: hostops.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil
 	})
-	h.env.OnActivity(img.SetImageNodeStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u activities.ImageNodeUpdate) error {
+	h.env.OnActivity(img.SetImageNodeStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u controlops.ImageNodeUpdate) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.nodes[u.Node] = u
 		return nil
 	})
-	h.env.OnActivity(img.MarkImageFailed, mock.Anything, mock.Anything).Return(func(_ context.Context, f activities.ImageFailure) error {
+	h.env.OnActivity(img.MarkImageFailed, mock.Anything, mock.Anything).Return(func(_ context.Context, f controlops.ImageFailure) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.failure = &f
@@ -71,7 +74,7 @@ func newImageHarnessOf(t *testing.T, kind string) *imageHarness {
 		h.storeRm++
 		return nil
 	})
-	h.env.OnActivity(host.RemoveImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.NodeImage) error {
+	h.env.OnActivity(host.RemoveImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostops.NodeImage) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.removed = append(h.removed, "removed")
@@ -86,12 +89,12 @@ func (h *imageHarness) fetchReturns(ret ...any) {
 
 func TestImportDistributesAndOneFailingNodeFailsOnlyItself(t *testing.T) {
 	h := newImageHarness(t)
-	h.fetchReturns(activities.ImageFetched{Bytes: 10}, nil)
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, ni activities.NodeImage) (activities.NodeImageResult, error) {
-		return activities.NodeImageResult{Artefact: "/images/ubuntu.tar"}, nil
+	h.fetchReturns(controlops.ImageFetched{Bytes: 10}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, ni hostops.NodeImage) (hostops.NodeImageResult, error) {
+		return hostops.NodeImageResult{Artefact: "/images/ubuntu.tar"}, nil
 	}).Times(2)
 	// The third pull fails every attempt, as a node whose zfs is broken.
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(activities.NodeImageResult{},
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostops.NodeImageResult{},
 		temporal.NewApplicationError("zfs receive failed: pool is faulted", "Transient"))
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -120,9 +123,9 @@ func TestImportDistributesAndOneFailingNodeFailsOnlyItself(t *testing.T) {
 func TestDigestMismatchFailsTheImageWithoutRetry(t *testing.T) {
 	h := newImageHarness(t)
 	calls := 0
-	h.fetchReturns(func(context.Context, activities.ImageRef) (activities.ImageFetched, error) {
+	h.fetchReturns(func(context.Context, controlops.ImageRef) (controlops.ImageFetched, error) {
 		calls++
-		return activities.ImageFetched{}, temporal.NewNonRetryableApplicationError("sha256 of x is 00, the catalog expects ff", activities.ErrTypeDigestMismatch, nil)
+		return controlops.ImageFetched{}, temporal.NewNonRetryableApplicationError("sha256 of x is 00, the catalog expects ff", controlacts.ErrTypeDigestMismatch, nil)
 	})
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -142,14 +145,14 @@ func TestDigestMismatchFailsTheImageWithoutRetry(t *testing.T) {
 func TestStalledFetchIsRetried(t *testing.T) {
 	h := newImageHarness(t)
 	calls := 0
-	h.fetchReturns(func(context.Context, activities.ImageRef) (activities.ImageFetched, error) {
+	h.fetchReturns(func(context.Context, controlops.ImageRef) (controlops.ImageFetched, error) {
 		calls++
 		if calls < 3 {
-			return activities.ImageFetched{}, temporal.NewApplicationError("stalled", activities.ErrTypeStalled)
+			return controlops.ImageFetched{}, temporal.NewApplicationError("stalled", controlacts.ErrTypeStalled)
 		}
-		return activities.ImageFetched{Bytes: 10, Resumed: true}, nil
+		return controlops.ImageFetched{Bytes: 10, Resumed: true}, nil
 	})
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(activities.NodeImageResult{}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostops.NodeImageResult{}, nil)
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -161,9 +164,9 @@ func TestStalledFetchIsRetried(t *testing.T) {
 
 func TestCancelMidDownloadRemovesPartialFiles(t *testing.T) {
 	h := newImageHarness(t)
-	h.fetchReturns(func(ctx context.Context, _ activities.ImageRef) (activities.ImageFetched, error) {
+	h.fetchReturns(func(ctx context.Context, _ controlops.ImageRef) (controlops.ImageFetched, error) {
 		<-ctx.Done()
-		return activities.ImageFetched{}, ctx.Err()
+		return controlops.ImageFetched{}, ctx.Err()
 	})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
@@ -179,10 +182,10 @@ func TestCancelMidDownloadRemovesPartialFiles(t *testing.T) {
 
 func TestCancelDuringDistributionRemovesFromPullingNodes(t *testing.T) {
 	h := newImageHarness(t)
-	h.fetchReturns(activities.ImageFetched{Bytes: 10}, nil)
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.NodeImage) (activities.NodeImageResult, error) {
+	h.fetchReturns(controlops.ImageFetched{Bytes: 10}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostops.NodeImage) (hostops.NodeImageResult, error) {
 		<-ctx.Done()
-		return activities.NodeImageResult{}, ctx.Err()
+		return hostops.NodeImageResult{}, ctx.Err()
 	})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
@@ -197,9 +200,9 @@ func TestCancelDuringDistributionRemovesFromPullingNodes(t *testing.T) {
 func TestZoneTemplateImportFetchesNothing(t *testing.T) {
 	h := newImageHarnessOf(t, model.ImageZoneTemplate)
 	fetched := false
-	h.fetchReturns(func(context.Context, activities.ImageRef) (activities.ImageFetched, error) {
+	h.fetchReturns(func(context.Context, controlops.ImageRef) (controlops.ImageFetched, error) {
 		fetched = true
-		return activities.ImageFetched{}, nil
+		return controlops.ImageFetched{}, nil
 	})
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil || fetched {
@@ -209,11 +212,11 @@ func TestZoneTemplateImportFetchesNothing(t *testing.T) {
 
 func TestImagePullSkipsWhatNeedsNoPull(t *testing.T) {
 	h := newImageHarness(t)
-	h.env.OnActivity(img.ImagePullPlan, mock.Anything, mock.Anything).Return(activities.NodePull{Skip: true, Why: "not Ready"}, nil)
+	h.env.OnActivity(img.ImagePullPlan, mock.Anything, mock.Anything).Return(controlops.NodePull{Skip: true, Why: "not Ready"}, nil)
 	pulled := false
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(context.Context, activities.NodeImage) (activities.NodeImageResult, error) {
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(context.Context, hostops.NodeImage) (hostops.NodeImageResult, error) {
 		pulled = true
-		return activities.NodeImageResult{}, nil
+		return hostops.NodeImageResult{}, nil
 	})
 	h.env.ExecuteWorkflow(ImagePull, ImagePullInput{Image: "ubuntu", Node: "n4"})
 	if err := h.env.GetWorkflowError(); err != nil || pulled {
@@ -225,7 +228,7 @@ func TestImageDeleteRemovesFromNodesThenTheRow(t *testing.T) {
 	h := newImageHarness(t)
 	h.env.OnActivity(img.ImageNodeNames, mock.Anything, mock.Anything).Return([]string{"n1", "n2"}, nil)
 	deleted := false
-	h.env.OnActivity(img.DeleteImageRow, mock.Anything, mock.Anything).Return(func(context.Context, activities.ImageRef) error {
+	h.env.OnActivity(img.DeleteImageRow, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ImageRef) error {
 		deleted = len(h.removed) == 2 && h.storeRm == 1
 		return nil
 	})
@@ -241,23 +244,23 @@ func TestImageDeleteRemovesFromNodesThenTheRow(t *testing.T) {
 
 func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 	resolves := 0
-	var pulls []activities.ImageNodeInput
+	var pulls []controlops.ImageNodeInput
 	var kind string
-	install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in activities.ProvisionInput) (uint64, error) {
+	install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in hostops.ProvisionInput) (uint64, error) {
 		kind = in.Sandbox.ImageKind
 		return supervisedSeq, nil
 	}}}
-	h := newHarness(t, podSpec(), install, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in activities.ImageNodeInput) (activities.ResolvedImage, error) {
+	h := newHarness(t, podSpec(), install, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
 		resolves++
 		switch {
 		case resolves == 1:
-			return activities.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Pull: true, Message: "pulling image base to node n1"}, nil
+			return controlops.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Pull: true, Message: "pulling image base to node n1"}, nil
 		case resolves < 4:
-			return activities.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Message: "pulling image base to node n1"}, nil
+			return controlops.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Message: "pulling image base to node n1"}, nil
 		}
-		return activities.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Present: true}, nil
+		return controlops.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Present: true}, nil
 	}}})
-	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.ImageNodeInput) error {
+	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlops.ImageNodeInput) error {
 		pulls = append(pulls, in)
 		return nil
 	})
@@ -269,7 +272,7 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 	if !h.sawReason(ReasonImagePulling) {
 		t.Fatalf("the pod must wait with reason ImagePulling: %+v", h.statuses)
 	}
-	if len(pulls) != 1 || pulls[0] != (activities.ImageNodeInput{Image: "base", Node: "n1"}) {
+	if len(pulls) != 1 || pulls[0] != (controlops.ImageNodeInput{Image: "base", Node: "n1"}) {
 		t.Fatalf("want one pull of base to n1, got %+v", pulls)
 	}
 	if kind != model.ImageZFSStream {
@@ -280,14 +283,14 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 	resolves := 0
 	pulls := 0
-	h := newHarness(t, podSpec(), override{fn: img.ResolvePodImage, ret: []any{func(context.Context, activities.ImageNodeInput) (activities.ResolvedImage, error) {
+	h := newHarness(t, podSpec(), override{fn: img.ResolvePodImage, ret: []any{func(context.Context, controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
 		resolves++
 		if resolves < 3 {
-			return activities.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Pull: true, Failed: true, Message: "pull failed: disk full"}, nil
+			return controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Pull: true, Failed: true, Message: "pull failed: disk full"}, nil
 		}
-		return activities.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Present: true}, nil
+		return controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Present: true}, nil
 	}}})
-	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(context.Context, activities.ImageNodeInput) error {
+	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ImageNodeInput) error {
 		pulls++
 		return nil
 	})
@@ -299,7 +302,7 @@ func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 	if !h.sawReason(ReasonImagePullBackOff) || pulls != 2 || !h.calls.has("ProvisionPod") {
 		t.Fatalf("a failed pull keeps the pod Pending (ImagePullBackOff) and is retried: pulls=%d calls=%s", pulls, h.calls)
 	}
-	if slices.ContainsFunc(h.statuses, func(u activities.StatusUpdate) bool { return u.Phase == model.PodFailed }) {
+	if slices.ContainsFunc(h.statuses, func(u controlops.StatusUpdate) bool { return u.Phase == model.PodFailed }) {
 		t.Fatal("a failed pull must not fail the pod")
 	}
 }

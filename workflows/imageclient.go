@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 )
 
 // ImageClient starts the image workflows: what the API, the image map and
@@ -33,13 +33,13 @@ func (c ImageClient) start(ctx context.Context, id, workflow string, conflict en
 }
 
 // StartImport starts the import of a newly created image.
-func (c ImageClient) StartImport(ctx context.Context, ref activities.ImageRef) error {
+func (c ImageClient) StartImport(ctx context.Context, ref controlops.ImageRef) error {
 	return c.start(ctx, ImageWorkflowID(ref.Name), ImageImportWorkflowName, enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL, ImageInput{Image: ref})
 }
 
 // StartDelete starts the removal of an image marked deleting; a second
 // DELETE joins the running one.
-func (c ImageClient) StartDelete(ctx context.Context, ref activities.ImageRef) error {
+func (c ImageClient) StartDelete(ctx context.Context, ref controlops.ImageRef) error {
 	return c.start(ctx, ImageDeleteWorkflowID(ref.Name), ImageDeleteWorkflowName, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, ImageInput{Image: ref})
 }
 

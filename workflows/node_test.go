@@ -15,7 +15,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	controlacts "github.com/zonewright/zonewright/activities/control"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -76,28 +77,28 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(time.Minute)
-	env.RegisterActivity(&activities.Control{})
+	env.RegisterActivity(&controlacts.Control{})
 	f := &fakeNode{env: env, alive: true}
 	f.start = env.Now()
 	f.lastHB = f.start
-	env.OnActivity(ctl.ObserveNode, mock.Anything, mock.Anything).Return(func(context.Context, string) (activities.NodeObservation, error) {
+	env.OnActivity(ctl.ObserveNode, mock.Anything, mock.Anything).Return(func(context.Context, string) (controlops.NodeObservation, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.observed++
 		if f.deleted {
-			return activities.NodeObservation{}, nil
+			return controlops.NodeObservation{}, nil
 		}
-		return activities.NodeObservation{Found: true, HeartbeatAge: f.now().Sub(f.heartbeat()), Tainted: f.tainted, GracePeriod: f.grace}, nil
+		return controlops.NodeObservation{Found: true, HeartbeatAge: f.now().Sub(f.heartbeat()), Tainted: f.tainted, GracePeriod: f.grace}, nil
 	})
-	env.OnActivity(ctl.MarkNodeNotReady, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.MarkNotReadyInput) (activities.MarkNotReadyResult, error) {
+	env.OnActivity(ctl.MarkNodeNotReady, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlops.MarkNotReadyInput) (controlops.MarkNotReadyResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.now().Sub(f.heartbeat()) < in.GracePeriod {
-			return activities.MarkNotReadyResult{}, nil
+			return controlops.MarkNotReadyResult{}, nil
 		}
 		f.tainted = true
 		f.notReadyAt = append(f.notReadyAt, f.now().Sub(f.start))
-		return activities.MarkNotReadyResult{Marked: true, Changed: true}, nil
+		return controlops.MarkNotReadyResult{Marked: true, Changed: true}, nil
 	})
 	env.OnActivity(ctl.MarkNodeReady, mock.Anything, mock.Anything).Return(func(context.Context, string) (bool, error) {
 		f.mu.Lock()
@@ -107,7 +108,7 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 		return true, nil
 	})
 	env.OnActivity(ctl.ListNodePods, mock.Anything, mock.Anything).Return(
-		[]activities.PodRef{{Namespace: "default", Name: "a", UID: "1"}, {Namespace: "default", Name: "b", UID: "2"}}, nil)
+		[]controlops.PodRef{{Namespace: "default", Name: "a", UID: "1"}, {Namespace: "default", Name: "b", UID: "2"}}, nil)
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
 		func(_, id, _, signal string, arg any) error {
 			f.mu.Lock()
@@ -118,7 +119,7 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 				return errors.New("transient: frontend unavailable")
 			}
 			if signal == SignalEvict {
-				if ev, ok := arg.(activities.EvictSignal); !ok || !ev.Lost || ev.Node != "n1" {
+				if ev, ok := arg.(controlops.EvictSignal); !ok || !ev.Lost || ev.Node != "n1" {
 					t.Errorf("NodeHealth evicted with %+v", arg)
 				}
 				f.evictedAt = append(f.evictedAt, f.now().Sub(f.start))
@@ -227,7 +228,7 @@ func TestNodeHealthContinuesAsNew(t *testing.T) {
 func TestPodOnLostNodeMovesToAnotherNode(t *testing.T) {
 	h, schedules := evictHarness(t, podSpec())
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Lost: true, Reason: activities.ReasonNodeLost})
+		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
 	}, time.Minute)
 	zero := int64(0)
 	h.run(time.Hour, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
@@ -262,7 +263,7 @@ func TestPodOnLostNodeMovesToAnotherNode(t *testing.T) {
 func TestDrainedPodStopsGracefullyThenMoves(t *testing.T) {
 	h, _ := evictHarness(t, podSpec())
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Reason: activities.ReasonEvicted})
+		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Reason: controlops.ReasonEvicted})
 	}, time.Minute)
 	zero := int64(0)
 	h.run(time.Hour, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
@@ -284,7 +285,7 @@ func TestDrainedPodStopsGracefullyThenMoves(t *testing.T) {
 func TestPodOnLostNodeNeverStaysFailed(t *testing.T) {
 	h, schedules := evictHarness(t, podSpec(func(s *model.PodSpec) { s.RestartPolicy = model.RestartNever }))
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Lost: true, Reason: activities.ReasonNodeLost})
+		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
 	}, time.Minute)
 	h.run(time.Hour, SignalTerminate, TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -306,7 +307,7 @@ func TestPodOnLostNodeNeverStaysFailed(t *testing.T) {
 func TestPodDeletedOnUnreachableNodeGoesOnceEvicted(t *testing.T) {
 	h, _ := evictHarness(t, podSpec(), override{fn: host.StopContainers, after: 24 * time.Hour, ret: []any{nil}})
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Lost: true, Reason: activities.ReasonNodeLost})
+		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
 	}, 10*time.Minute)
 	start := h.env.Now()
 	h.run(time.Minute, SignalTerminate, TerminateSignal{})
@@ -328,15 +329,15 @@ func TestPodDeletedOnUnreachableNodeGoesOnceEvicted(t *testing.T) {
 // to n1, later ones to n2.
 func evictHarness(t *testing.T, spec model.PodSpec, overrides ...override) (*harness, *int) {
 	schedules := 0
-	overrides = append(overrides, override{fn: ctl.SchedulePod, ret: []any{func(context.Context, activities.PodRef) (activities.ScheduleResult, error) {
+	overrides = append(overrides, override{fn: ctl.SchedulePod, ret: []any{func(context.Context, controlops.PodRef) (controlops.ScheduleResult, error) {
 		schedules++
 		if schedules == 1 {
-			return activities.ScheduleResult{Node: "n1"}, nil
+			return controlops.ScheduleResult{Node: "n1"}, nil
 		}
-		return activities.ScheduleResult{Node: "n2"}, nil
+		return controlops.ScheduleResult{Node: "n2"}, nil
 	}}})
 	h := newHarness(t, spec, overrides...)
-	h.env.OnActivity(ctl.UnbindPod, mock.Anything, mock.Anything).Return(func(context.Context, activities.UnbindInput) error {
+	h.env.OnActivity(ctl.UnbindPod, mock.Anything, mock.Anything).Return(func(context.Context, controlops.UnbindInput) error {
 		h.calls.add("UnbindPod")
 		return nil
 	})
@@ -358,10 +359,10 @@ func (h *harness) sawEvent(reason, contains string) bool {
 func TestEvictionFromANodeLeftBeforeIsIgnored(t *testing.T) {
 	h, schedules := evictHarness(t, podSpec())
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Reason: activities.ReasonEvicted})
+		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Reason: controlops.ReasonEvicted})
 	}, time.Minute)
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, activities.EvictSignal{Node: "n1", Lost: true, Reason: activities.ReasonNodeLost})
+		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
 	}, 10*time.Minute)
 	zero := int64(0)
 	h.run(20*time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})

@@ -8,7 +8,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	controlacts "github.com/zonewright/zonewright/activities/control"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -25,15 +28,15 @@ const (
 	// SignalCancel aborts a provision and rolls it back (CancelSignal).
 	SignalCancel = "cancel"
 	// SignalEvict tells the pod to leave its node (NodeHealth on a lost
-	// node, the API's drain); its argument is an activities.EvictSignal.
-	SignalEvict = activities.SignalEvict
+	// node, the API's drain); its argument is a controlops.EvictSignal.
+	SignalEvict = controlops.SignalEvict
 	// SignalReport carries a node's model.PodReport: what the supervisor
 	// on the pod's node saw change.
 	SignalReport = "report"
 	// SignalNode tells the pod its node's readiness (NodeSignal).
 	SignalNode = "node"
 	// SignalWake makes a waiting pod look again now (an image pull ended).
-	SignalWake  = activities.SignalWake
+	SignalWake  = controlops.SignalWake
 	QueryStatus = "status"
 	// The updates answer instead of "sent": they validate first, so a
 	// finalize on a pod that is not terminating is refused.
@@ -82,7 +85,7 @@ const (
 
 // PodInput starts a lifecycle; State carries it across continue-as-new.
 type PodInput struct {
-	Pod activities.PodRef
+	Pod controlops.PodRef
 	// Tuning is written by whoever starts the lifecycle, so changing a
 	// default never changes running workflows; nil takes DefaultTuning
 	// once, and it is carried from then on.
@@ -100,7 +103,7 @@ type PodState struct {
 	Node    string `json:",omitempty"`
 	HostIP  string `json:",omitempty"`
 	// Sandbox exists once the pod holds an address.
-	Sandbox *activities.PodSandbox `json:",omitempty"`
+	Sandbox *hostops.PodSandbox `json:",omitempty"`
 	// MovedFrom is the node an evicted pod left, until it is placed again.
 	MovedFrom string    `json:",omitempty"`
 	Run       *RunState `json:",omitempty"`
@@ -110,7 +113,7 @@ type PodState struct {
 	Terminate    *TerminateSignal        `json:",omitempty"`
 	Finalize     bool                    `json:",omitempty"`
 	Cancel       *CancelSignal           `json:",omitempty"`
-	Evict        *activities.EvictSignal `json:",omitempty"`
+	Evict        *controlops.EvictSignal `json:",omitempty"`
 	NodeNotReady bool                    `json:",omitempty"`
 	// Report is the newest node report not applied yet.
 	Report *model.PodReport `json:",omitempty"`
@@ -158,8 +161,8 @@ var DefaultTuning = Tuning{
 	HistoryLimit:   1500,
 }
 
-var host *activities.Host   // method values name the host activities
-var ctl *activities.Control // and the control-plane ones
+var host *hostacts.Activities // method values name the host activities
+var ctl *controlacts.Control  // and the control-plane ones
 
 // errNodeLost: a host activity was given up because its node is lost.
 var errNodeLost = errors.New("node lost")
@@ -207,7 +210,7 @@ type podWorkflow struct {
 // on the step-by-step path.
 const versionFastStart = "fast-start"
 
-func (w *podWorkflow) ref() activities.PodRef { return w.in.Pod }
+func (w *podWorkflow) ref() controlops.PodRef { return w.in.Pod }
 
 func (w *podWorkflow) run(ctx workflow.Context) error {
 	w.fastStart = workflow.GetVersion(ctx, versionFastStart, workflow.DefaultVersion, 1) >= 1
@@ -217,7 +220,7 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 			return err
 		}
 	}
-	var snap activities.PodSnapshot
+	var snap controlops.PodSnapshot
 	if err := w.control(ctx, ctl.LoadPod, w.ref()).Get(ctx, &snap); err != nil {
 		return err
 	}
@@ -379,7 +382,7 @@ func (w *podWorkflow) finish(ctx workflow.Context, phase Phase, reason, msg stri
 		w.lastError = msg
 	}
 	now := workflow.Now(ctx)
-	w.update(ctx, activities.StatusUpdate{Phase: string(phase), Reason: reason, Message: msg, ContainerStatuses: statuses,
+	w.update(ctx, controlops.StatusUpdate{Phase: string(phase), Reason: reason, Message: msg, ContainerStatuses: statuses,
 		Conditions: []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: reason, LastTransitionTime: &now}},
 		EventType:  typ, EventReason: reason, EventMessage: msg})
 }
@@ -399,7 +402,7 @@ func (w *podWorkflow) finished(ctx workflow.Context) error {
 
 // update writes a status change. Control activities retry until the
 // database answers, so an error here is the workflow being cancelled.
-func (w *podWorkflow) update(ctx workflow.Context, u activities.StatusUpdate) {
+func (w *podWorkflow) update(ctx workflow.Context, u controlops.StatusUpdate) {
 	u.Pod = w.ref()
 	if err := w.control(ctx, ctl.UpdatePodStatus, u).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("could not record pod status", "error", err)

@@ -8,7 +8,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/scheduler"
 )
@@ -62,8 +63,8 @@ func undoOptions(node string, timeout time.Duration) workflow.ActivityOptions {
 
 // sandbox is the node's view of the pod: caps summed over containers
 // (limits, else requests) and the address it was given.
-func sandbox(ref activities.PodRef, spec model.PodSpec, alloc *activities.AllocateResult, imageKind string) activities.PodSandbox {
-	s := activities.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
+func sandbox(ref controlops.PodRef, spec model.PodSpec, alloc *controlops.AllocateResult, imageKind string) hostops.PodSandbox {
+	s := hostops.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
 		ImageKind: imageKind, IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
 	caps := scheduler.PodLimits(&model.Pod{Spec: spec})
 	s.MilliCPU, s.MemoryBytes = caps.MilliCPU, caps.Memory
@@ -72,7 +73,7 @@ func sandbox(ref activities.PodRef, spec model.PodSpec, alloc *activities.Alloca
 			s.Image = c.Image
 		}
 		argv := append(append([]string{}, c.Command...), c.Args...)
-		s.Containers = append(s.Containers, activities.ContainerSpec{Name: c.Name, Argv: argv, Env: c.Env})
+		s.Containers = append(s.Containers, hostops.ContainerSpec{Name: c.Name, Argv: argv, Env: c.Env})
 	}
 	return s
 }
@@ -99,12 +100,12 @@ var provisionSteps = []sagaStep{
 // supervised is what the node's supervisor needs of the pod: the sandbox
 // without the containers' environment (it may hold secrets), and each
 // container's probes.
-func supervised(sb activities.PodSandbox, spec model.PodSpec) activities.SuperviseInput {
-	in := activities.SuperviseInput{Sandbox: sb}
+func supervised(sb hostops.PodSandbox, spec model.PodSpec) hostops.SuperviseInput {
+	in := hostops.SuperviseInput{Sandbox: sb}
 	in.Sandbox.Containers = nil
 	for _, c := range spec.Containers {
-		in.Sandbox.Containers = append(in.Sandbox.Containers, activities.ContainerSpec{Name: c.Name})
-		in.Probes = append(in.Probes, activities.ContainerProbes{Name: c.Name,
+		in.Sandbox.Containers = append(in.Sandbox.Containers, hostops.ContainerSpec{Name: c.Name})
+		in.Probes = append(in.Probes, hostops.ContainerProbes{Name: c.Name,
 			Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
 	}
 	return in
@@ -117,7 +118,7 @@ func supervised(sb activities.PodSandbox, spec model.PodSpec) activities.Supervi
 func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 	sb := *w.st.Sandbox
 	w.setPodPhase(ctx, model.PodPending)
-	w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
+	w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
 		EventReason: "Provisioning", EventMessage: fmt.Sprintf("Provisioning zone on %s with address %s", w.st.Node, sb.IP)})
 	provision := w.provisionStepwise
 	if w.fastStart {
@@ -155,8 +156,8 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 	sctx, cancel := workflow.WithCancel(ctx)
 	// The node tries each step again itself; Temporal retries only a
 	// provision whose node stopped heartbeating.
-	o := hostOptions(w.st.Node, activities.ProvisionTimeout(), provisionHeartbeat, 3)
-	in := activities.ProvisionInput{Sandbox: *w.st.Sandbox, Probes: supervised(*w.st.Sandbox, w.spec).Probes}
+	o := hostOptions(w.st.Node, hostops.ProvisionTimeout(), provisionHeartbeat, 3)
+	in := hostops.ProvisionInput{Sandbox: *w.st.Sandbox, Probes: supervised(*w.st.Sandbox, w.spec).Probes}
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(sctx, o), host.ProvisionPod, in)
 	err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })
 	if temporal.IsCanceledError(err) {
@@ -177,7 +178,7 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 	}
 	begun, step := len(provisionSteps), "ProvisionPod"
 	var appErr *temporal.ApplicationError
-	var p activities.ProvisionProgress
+	var p hostops.ProvisionProgress
 	if errors.As(err, &appErr) && appErr.Details(&p) == nil && p.Begun > 0 {
 		begun, step = min(p.Begun, begun), p.Step
 	}
@@ -310,7 +311,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 		g = 0
 	}
 	now := workflow.Now(ctx)
-	w.update(ctx, activities.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
+	w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
 		Conditions:  []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Terminating", LastTransitionTime: &now}},
 		EventReason: eventReason, EventMessage: fmt.Sprintf("Stopping containers with a grace period of %ds", g)})
 	if g <= 0 || w.lost() {
@@ -329,7 +330,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	// waiting for the activity to notice its cancellation would only wait
 	// for its next heartbeat.
 	o.WaitForCancellation = false
-	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, activities.ShutdownInput{Sandbox: sb, GraceSeconds: g})
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, hostops.ShutdownInput{Sandbox: sb, GraceSeconds: g})
 	_ = workflow.Await(ctx, func() bool { return fut.IsReady() || w.st.Finalize || w.lost() })
 	if !fut.IsReady() {
 		cancel()
@@ -337,7 +338,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 			w.endStep(ctx, errNodeLost.Error())
 			return
 		}
-		w.update(ctx, activities.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
+		w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
 			EventReason: "Finalized", EventMessage: "Grace period ended by the finalize signal"})
 	}
 	var stopped bool

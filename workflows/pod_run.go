@@ -7,7 +7,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -198,7 +199,7 @@ func (w *podWorkflow) restart(ctx workflow.Context, i int) {
 	c := &w.st.Run.Containers[i]
 	var seq uint64
 	err := w.execHost(ctx, hostOptions(w.st.Node, 2*time.Minute, 0, 5), host.RestartContainer,
-		activities.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, &seq)
+		hostops.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, &seq)
 	c.Restarts++
 	c.State, c.RestartAt, c.Since = containerRunning, time.Time{}, max(seq, c.Since)
 	c.Started = w.spec.Containers[i].StartupProbe == nil
@@ -304,7 +305,7 @@ func (w *podWorkflow) writeStatus(ctx workflow.Context, reason, msg string) {
 	}
 	r.Written = summary
 	start := r.StartedAt
-	w.update(ctx, activities.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
+	w.update(ctx, controlops.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
 		ContainerStatuses: statuses,
 		Conditions:        []model.PodCondition{{Type: model.PodReady, Status: ready, Reason: condReason, LastTransitionTime: &now}},
 		EventReason:       reason, EventMessage: msg})

@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -24,13 +24,13 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 	receive(ctx, SignalCancel, w.onCancel)
 	receive(ctx, SignalFinalize, func(ctx workflow.Context, _ struct{}) {
 		if w.st.Terminate == nil {
-			w.update(workflow.WithActivityOptions(ctx, controlOptions), activities.StatusUpdate{EventOnly: true,
+			w.update(workflow.WithActivityOptions(ctx, controlOptions), controlops.StatusUpdate{EventOnly: true,
 				EventType: model.EventWarning, EventReason: "FinalizeIgnored", EventMessage: "Finalize ignored: " + errNotTerminating.Error()})
 			return
 		}
 		w.st.Finalize = true
 	})
-	receive(ctx, SignalEvict, func(_ workflow.Context, s activities.EvictSignal) {
+	receive(ctx, SignalEvict, func(_ workflow.Context, s controlops.EvictSignal) {
 		if w.st.Node != s.Node {
 			return // the pod has left that node already
 		}

@@ -20,7 +20,10 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	controlacts "github.com/zonewright/zonewright/activities/control"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -28,7 +31,7 @@ import (
 // the SDK's test suite and mocked activities; the end-to-end tests run the
 // real activities on the dev stack's parts.
 
-var testRef = activities.PodRef{Namespace: "default", Name: "web", UID: "00000000-0000-4000-8000-000000000001"}
+var testRef = controlops.PodRef{Namespace: "default", Name: "web", UID: "00000000-0000-4000-8000-000000000001"}
 
 var fastTuning = Tuning{RetryMin: time.Second, RetryMax: 4 * time.Second,
 	RestartBackoff: 10 * time.Second, RestartMax: time.Minute, HistoryLimit: 100000}
@@ -73,7 +76,7 @@ type harness struct {
 	env      *testsuite.TestWorkflowEnvironment
 	calls    *calls
 	queues   *calls // host activities as name@taskqueue
-	statuses []activities.StatusUpdate
+	statuses []controlops.StatusUpdate
 	mu       sync.Mutex
 }
 
@@ -104,19 +107,19 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		}
 		return h.env.OnActivity(fn, mock.Anything, mock.Anything)
 	}
-	h.env.RegisterActivity(&activities.Control{})
-	h.env.RegisterActivity(&activities.Host{})
-	h.env.RegisterActivity(&activities.Images{})
+	h.env.RegisterActivity(&controlacts.Control{})
+	h.env.RegisterActivity(&hostacts.Activities{})
+	h.env.RegisterActivity(&controlacts.Images{})
 	ret := func(m *testsuite.MockCallWrapper, v ...any) {
 		if m != nil {
 			m.Return(v...)
 		}
 	}
-	ret(on(ctl.LoadPod), activities.PodSnapshot{Found: true, Spec: spec, Phase: model.PodPending}, nil)
-	ret(on(ctl.SchedulePod), activities.ScheduleResult{Node: "n1"}, nil)
-	ret(on(ctl.AllocatePodIP), activities.AllocateResult{IP: "10.88.1.2", PrefixLen: 24, Gateway: "10.88.1.1"}, nil)
-	ret(on(img.ResolvePodImage), activities.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: true}, nil)
-	h.env.OnActivity(ctl.UpdatePodStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u activities.StatusUpdate) error {
+	ret(on(ctl.LoadPod), controlops.PodSnapshot{Found: true, Spec: spec, Phase: model.PodPending}, nil)
+	ret(on(ctl.SchedulePod), controlops.ScheduleResult{Node: "n1"}, nil)
+	ret(on(ctl.AllocatePodIP), controlops.AllocateResult{IP: "10.88.1.2", PrefixLen: 24, Gateway: "10.88.1.1"}, nil)
+	ret(on(img.ResolvePodImage), controlops.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: true}, nil)
+	h.env.OnActivity(ctl.UpdatePodStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u controlops.StatusUpdate) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.statuses = append(h.statuses, u)
@@ -130,20 +133,20 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		"StopContainers": host.StopContainers} {
 		ret(on(fn), h.recordSandbox(name))
 	}
-	ret(on(host.ProvisionPod), func(ctx context.Context, _ activities.ProvisionInput) (uint64, error) {
+	ret(on(host.ProvisionPod), func(ctx context.Context, _ hostops.ProvisionInput) (uint64, error) {
 		h.calls.add("ProvisionPod")
 		h.queues.add("ProvisionPod@" + activity.GetInfo(ctx).TaskQueue)
 		return supervisedSeq, nil
 	})
-	ret(on(host.ShutdownZone), func(_ context.Context, _ activities.ShutdownInput) (bool, error) {
+	ret(on(host.ShutdownZone), func(_ context.Context, _ hostops.ShutdownInput) (bool, error) {
 		h.calls.add("ShutdownZone")
 		return true, nil
 	})
-	ret(on(host.RestartContainer), func(context.Context, activities.RestartInput) (uint64, error) {
+	ret(on(host.RestartContainer), func(context.Context, hostops.RestartInput) (uint64, error) {
 		h.calls.add("RestartContainer")
 		return uint64(h.env.Now().UnixNano()), nil
 	})
-	h.env.OnActivity(ctl.ListNodePods, mock.Anything, mock.Anything).Return([]activities.PodRef{testRef}, nil).Maybe()
+	h.env.OnActivity(ctl.ListNodePods, mock.Anything, mock.Anything).Return([]controlops.PodRef{testRef}, nil).Maybe()
 	return h
 }
 
@@ -167,12 +170,12 @@ func exited(code int32) model.ContainerReport {
 
 func fnName(fn any) string { return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name() }
 
-func (h *harness) record(name string) func(context.Context, activities.PodRef) error {
-	return func(context.Context, activities.PodRef) error { h.calls.add(name); return nil }
+func (h *harness) record(name string) func(context.Context, controlops.PodRef) error {
+	return func(context.Context, controlops.PodRef) error { h.calls.add(name); return nil }
 }
 
-func (h *harness) recordSandbox(name string) func(context.Context, activities.PodSandbox) error {
-	return func(ctx context.Context, _ activities.PodSandbox) error {
+func (h *harness) recordSandbox(name string) func(context.Context, hostops.PodSandbox) error {
+	return func(ctx context.Context, _ hostops.PodSandbox) error {
 		h.calls.add(name)
 		h.queues.add(name + "@" + activity.GetInfo(ctx).TaskQueue)
 		return nil
@@ -186,7 +189,7 @@ func (h *harness) run(after time.Duration, signal string, arg any) {
 	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: &fastTuning})
 }
 
-func (h *harness) lastStatus() activities.StatusUpdate {
+func (h *harness) lastStatus() controlops.StatusUpdate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.statuses[len(h.statuses)-1]
@@ -225,12 +228,12 @@ func TestHappyPathProvisionsRunsAndRemoves(t *testing.T) {
 
 func TestUnschedulableWaitsAndRetries(t *testing.T) {
 	tries := 0
-	h := newHarness(t, podSpec(), override{fn: ctl.SchedulePod, ret: []any{func(context.Context, activities.PodRef) (activities.ScheduleResult, error) {
+	h := newHarness(t, podSpec(), override{fn: ctl.SchedulePod, ret: []any{func(context.Context, controlops.PodRef) (controlops.ScheduleResult, error) {
 		tries++
 		if tries < 4 {
-			return activities.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil
+			return controlops.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil
 		}
-		return activities.ScheduleResult{Node: "n1"}, nil
+		return controlops.ScheduleResult{Node: "n1"}, nil
 	}}})
 	h.run(time.Hour, SignalTerminate, TerminateSignal{})
 	if tries != 4 {
@@ -253,14 +256,14 @@ func TestUnschedulableWaitsAndRetries(t *testing.T) {
 func TestPermanentFailureCompensatesInReverse(t *testing.T) {
 	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{uint64(0),
 		temporal.NewApplicationErrorWithOptions("install the zone: zoneadm -z web install: exit 1: brand install failed", "Invalid",
-			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{activities.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
 	h.run(time.Hour, SignalTerminate, TerminateSignal{})
 	// The steps begun, the failed one included, are undone in reverse.
 	want := []string{"UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP"}
 	if !h.calls.has(want...) {
 		t.Fatalf("saga ran as %s\nwant %s", h.calls, strings.Join(want, " "))
 	}
-	var failed *activities.StatusUpdate
+	var failed *controlops.StatusUpdate
 	for i := range h.statuses {
 		if h.statuses[i].Phase == model.PodFailed {
 			failed = &h.statuses[i]
@@ -307,7 +310,7 @@ func TestFinalizeEndsTheGracePeriod(t *testing.T) {
 	var start time.Time
 	h = newHarness(t, podSpec(),
 		override{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}},
-		override{fn: host.HaltZone, ret: []any{func(context.Context, activities.PodSandbox) error {
+		override{fn: host.HaltZone, ret: []any{func(context.Context, hostops.PodSandbox) error {
 			haltedAt = h.env.Now().Sub(start)
 			return nil
 		}}})
@@ -354,7 +357,7 @@ func TestLivenessFailureRestartsWithBackoff(t *testing.T) {
 	}
 }
 
-func (h *harness) lastStatusWithContainers() activities.StatusUpdate {
+func (h *harness) lastStatusWithContainers() controlops.StatusUpdate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := len(h.statuses) - 1; i >= 0; i-- {
@@ -362,7 +365,7 @@ func (h *harness) lastStatusWithContainers() activities.StatusUpdate {
 			return h.statuses[i]
 		}
 	}
-	return activities.StatusUpdate{}
+	return controlops.StatusUpdate{}
 }
 
 // readyConditions lists the Ready condition's statuses as written.
@@ -436,7 +439,7 @@ func TestExitCodesFollowRestartPolicy(t *testing.T) {
 			if tc.phase == "" {
 				return
 			}
-			var end *activities.StatusUpdate
+			var end *controlops.StatusUpdate
 			for i := range h.statuses {
 				if h.statuses[i].Phase == tc.phase {
 					end = &h.statuses[i]
@@ -558,7 +561,7 @@ func TestRunningPodCostsNothingWhileHealthy(t *testing.T) {
 // A pod waiting for capacity for ten hours continues as new in its waiting
 // phase and no run's history passes 2,000 events.
 func TestWaitingPodContinuesAsNewWithinItsBudget(t *testing.T) {
-	unschedulable := override{fn: ctl.SchedulePod, ret: []any{activities.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
+	unschedulable := override{fn: ctl.SchedulePod, ret: []any{controlops.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
 	tuning := DefaultTuning
 	tuning.HistoryLimit = 500 // continue as new a few times in ten hours
 	in := PodInput{Pod: testRef, Tuning: &tuning}
@@ -600,7 +603,7 @@ func TestWaitingPodContinuesAsNewWithinItsBudget(t *testing.T) {
 
 func TestContinuedRunningPodProvisionsNothing(t *testing.T) {
 	h := newHarness(t, podSpec())
-	sb := activities.PodSandbox{Namespace: testRef.Namespace, Name: testRef.Name, UID: testRef.UID, IP: "10.88.1.2"}
+	sb := hostops.PodSandbox{Namespace: testRef.Namespace, Name: testRef.Name, UID: testRef.UID, IP: "10.88.1.2"}
 	st := &PodState{Phase: PhaseRunning, Node: "n1", Sandbox: &sb, Run: &RunState{StartedAt: h.env.Now(), Seq: 500,
 		Containers: []ContainerRunState{{Name: "app", State: containerRunning, Ready: true, Started: true, Restarts: 2, Since: 500}}}}
 	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, time.Minute)
@@ -619,12 +622,12 @@ func TestContinuedRunningPodProvisionsNothing(t *testing.T) {
 // A provision's progress counts the node's steps; the workflow undoes
 // them by position, so both lists must name the same steps in order.
 func TestProvisionStepsMatchTheNodes(t *testing.T) {
-	if len(provisionSteps) != len(activities.ProvisionSteps) {
-		t.Fatalf("%d steps here, %d on the node", len(provisionSteps), len(activities.ProvisionSteps))
+	if len(provisionSteps) != len(hostops.ProvisionSteps) {
+		t.Fatalf("%d steps here, %d on the node", len(provisionSteps), len(hostops.ProvisionSteps))
 	}
 	for i, st := range provisionSteps {
-		if st.name != activities.ProvisionSteps[i].Name {
-			t.Fatalf("step %d is %s here and %s on the node", i, st.name, activities.ProvisionSteps[i].Name)
+		if st.name != hostops.ProvisionSteps[i].Name {
+			t.Fatalf("step %d is %s here and %s on the node", i, st.name, hostops.ProvisionSteps[i].Name)
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -16,8 +16,8 @@ import (
 const (
 	ReasonUnschedulable    = "Unschedulable"
 	ReasonIPExhausted      = "IPExhausted"
-	ReasonImagePulling     = activities.ReasonImagePulling
-	ReasonImagePullBackOff = activities.ReasonImagePullBackOff
+	ReasonImagePulling     = controlops.ReasonImagePulling
+	ReasonImagePullBackOff = controlops.ReasonImagePullBackOff
 )
 
 // pending binds the pod to a node, or waits while none fits.
@@ -28,7 +28,7 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 	}
 	w.st.Attempt++
 	w.step(ctx, "Schedule", w.st.Attempt)
-	var res activities.ScheduleResult
+	var res controlops.ScheduleResult
 	if err := w.control(ctx, ctl.SchedulePod, w.ref()).Get(ctx, &res); err != nil {
 		return err
 	}
@@ -46,10 +46,10 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 	if err := upsert(ctx, SearchAttrNode, res.Node); err != nil {
 		return err
 	}
-	w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, EventReason: "Scheduled",
+	w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, EventReason: "Scheduled",
 		EventMessage: fmt.Sprintf("Successfully assigned %s to %s", w.ref(), res.Node)})
 	if w.st.MovedFrom != "" {
-		w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, EventReason: "Rescheduled",
+		w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, EventReason: "Rescheduled",
 			EventMessage: fmt.Sprintf("Rescheduled %s from %s to %s", w.ref(), w.st.MovedFrom, res.Node)})
 		w.st.MovedFrom = ""
 	}
@@ -65,8 +65,8 @@ func (w *podWorkflow) scheduled(ctx workflow.Context) error {
 	}
 	w.st.Attempt++
 	w.step(ctx, "AllocateIP", w.st.Attempt)
-	var res activities.AllocateResult
-	in := activities.AllocateInput{Pod: w.ref(), Node: w.st.Node}
+	var res controlops.AllocateResult
+	in := controlops.AllocateInput{Pod: w.ref(), Node: w.st.Node}
 	if err := w.control(ctx, ctl.AllocatePodIP, in).Get(ctx, &res); err != nil {
 		return err
 	}
@@ -92,8 +92,8 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 	}
 	w.st.Attempt++
 	w.step(ctx, "ResolveImage", w.st.Attempt)
-	in := activities.ImageNodeInput{Image: w.sandboxImage(), Node: w.st.Node}
-	var r activities.ResolvedImage
+	in := controlops.ImageNodeInput{Image: w.sandboxImage(), Node: w.st.Node}
+	var r controlops.ResolvedImage
 	if err := w.control(ctx, img.ResolvePodImage, in).Get(ctx, &r); err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (w *podWorkflow) waiting(ctx workflow.Context, reason, eventReason, eventTy
 		return
 	}
 	w.st.Waiting = reason + ": " + msg
-	w.update(ctx, activities.StatusUpdate{Phase: model.PodPending, Reason: reason, Message: msg, Conditions: conds,
+	w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, Reason: reason, Message: msg, Conditions: conds,
 		EventType: eventType, EventReason: eventReason, EventMessage: msg})
 }
 

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 )
 
 // Errors of PodClient that callers map to API statuses.
@@ -20,7 +20,7 @@ var (
 	// on a pod that is not terminating); the error says why.
 	ErrRefused = errors.New("refused")
 	// ErrNoLifecycle: the pod has no running workflow.
-	ErrNoLifecycle = activities.ErrNoLifecycle
+	ErrNoLifecycle = controlops.ErrNoLifecycle
 	// ErrStillRunning: a workflow of an earlier pod of the same name has not finished.
 	ErrStillRunning = errors.New("a pod of this name is still being removed")
 )
@@ -34,7 +34,7 @@ type PodClient struct {
 }
 
 // Start starts the lifecycle of a newly created pod.
-func (c PodClient) Start(ctx context.Context, ref activities.PodRef) error {
+func (c PodClient) Start(ctx context.Context, ref controlops.PodRef) error {
 	opts := client.StartWorkflowOptions{
 		ID:                       PodWorkflowID(ref.Namespace, ref.Name),
 		TaskQueue:                ControlTaskQueue,

@@ -38,7 +38,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	tworker "go.temporal.io/sdk/worker"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/supervisor"
@@ -93,7 +93,7 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	defer a.st.Close()
 
-	h := &activities.Host{
+	h := &hostops.Host{
 		Host:           a.host,
 		Node:           cfg.Node,
 		Etherstub:      cfg.Etherstub,
@@ -171,7 +171,7 @@ func (a *Agent) run(ctx context.Context) error {
 
 // startWorker starts the node's worker, retrying until Temporal answers.
 // It returns the running worker, or nil when ctx ends first.
-func (a *Agent) startWorker(ctx context.Context, tc client.Client, h *activities.Host) tworker.Worker {
+func (a *Agent) startWorker(ctx context.Context, tc client.Client, h *hostops.Host) tworker.Worker {
 	for attempt := 0; ; attempt++ {
 		w := worker.NewNode(tc, h, worker.NodeOptions{
 			MaxConcurrentActivities: a.cfg.MaxConcurrentActivities,

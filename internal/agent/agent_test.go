@@ -15,9 +15,9 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
@@ -81,7 +81,7 @@ func waitNode(t *testing.T, st *store.Store, what string, ok func(*model.Node) b
 // createDatasets is a workflow on a test task queue that runs the host
 // activity CreateDatasets on a node's task queue, the way the pod
 // lifecycle does.
-func createDatasets(ctx workflow.Context, node string, s activities.PodSandbox) error {
+func createDatasets(ctx workflow.Context, node string, s hostops.PodSandbox) error {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           workflows.NodeTaskQueue(node),
 		StartToCloseTimeout: time.Minute,
@@ -201,7 +201,7 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	s := activities.PodSandbox{Namespace: "default", Name: "web", UID: "uid-web", IP: "127.10.9.2", PrefixLen: 24}
+	s := hostops.PodSandbox{Namespace: "default", Name: "web", UID: "uid-web", IP: "127.10.9.2", PrefixLen: 24}
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "agent-test-create-datasets", TaskQueue: "agent-test"},
 		createDatasets, "node1", s)
 	if err != nil {

@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
 // Event reasons and source of the startup cleanup.
 const (
 	ReasonZoneAdopted   = "ZoneAdopted"
-	ReasonOrphanRemoved = activities.ReasonOrphanRemoved
+	ReasonOrphanRemoved = controlops.ReasonOrphanRemoved
 	ReasonOrphanFailed  = "OrphanRemovalFailed"
 	EventSourceAgent    = "zonewright-agent"
 )
@@ -36,19 +37,19 @@ type CleanupResult struct {
 // pod is bound, so a zone seen has its binding visible by then.
 //
 // when says which ("at agent start", "on the node's return"), for events.
-func (a *Agent) cleanHost(ctx context.Context, h *activities.Host, when string) (CleanupResult, error) {
+func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (CleanupResult, error) {
 	var res CleanupResult
-	inv, err := retry(ctx, a.log, "list the host's zonewright resources", func() (activities.HostInventory, error) {
+	inv, err := retry(ctx, a.log, "list the host's zonewright resources", func() (hostops.HostInventory, error) {
 		return h.Inventory(ctx)
 	})
 	if err != nil {
 		return res, fmt.Errorf("inventory of the host: %w", err)
 	}
-	pods, err := activities.BoundPods(ctx, a.st, a.cfg.Node)
+	pods, err := controlops.BoundPods(ctx, a.st, a.cfg.Node)
 	if err != nil {
 		return res, fmt.Errorf("list the pods bound to node %s: %w", a.cfg.Node, err)
 	}
-	plan := activities.PlanHost(inv, pods)
+	plan := hostops.PlanHost(inv, pods)
 	node := model.ObjectReference{Kind: model.KindNode, Name: a.cfg.Node}
 
 	for _, z := range plan.Adopted {

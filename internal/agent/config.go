@@ -54,7 +54,7 @@ type Config struct {
 	ZonesDataset string // default ZonesDataset(DefaultStoragePool)
 	ZonesPath    string // where ZonesDataset is mounted; default DefaultZonesPath
 	ZoneBrands   []string
-	// ImagesDataset and VolumesDataset: see activities.Host; defaults
+	// ImagesDataset and VolumesDataset: see hostops.Host; defaults
 	// ImagesDataset(DefaultStoragePool), VolumesDataset(DefaultStoragePool).
 	ImagesDataset  string
 	VolumesDataset string

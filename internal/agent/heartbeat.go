@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
@@ -13,7 +13,7 @@ import (
 // control plane declared lost while this agent kept running (a network
 // partition, a frozen process) is cleaned before it reports Ready again:
 // its evicted pods may run elsewhere by now.
-func (a *Agent) heartbeat(ctx context.Context, h *activities.Host, sup *supervisor.Supervisor) {
+func (a *Agent) heartbeat(ctx context.Context, h *hostops.Host, sup *supervisor.Supervisor) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {

@@ -4,7 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
@@ -22,8 +23,8 @@ const (
 // without a lifecycle gets one started). The node does this itself: no
 // workflow runs for it, and a node that is down reconciles nothing until it
 // returns (and cleans itself then).
-func (a *Agent) reconcileHost(ctx context.Context, h *activities.Host, sup *supervisor.Supervisor, pods activities.Lifecycles) {
-	ctl := &activities.Control{Store: a.st, Lifecycles: pods}
+func (a *Agent) reconcileHost(ctx context.Context, h *hostops.Host, sup *supervisor.Supervisor, pods controlops.Lifecycles) {
+	ctl := &controlops.Control{Store: a.st, Lifecycles: pods}
 	t := time.NewTicker(a.cfg.ReconcileInterval)
 	defer t.Stop()
 	for {
@@ -40,7 +41,7 @@ func (a *Agent) reconcileHost(ctx context.Context, h *activities.Host, sup *supe
 			a.log.Warn("host reconciliation: inventory", "err", err)
 			continue
 		}
-		res, err := ctl.ReconcileHost(ctx, activities.ReconcileHostInput{Node: a.cfg.Node, Inventory: inv, OrphanGrace: a.cfg.OrphanGrace})
+		res, err := ctl.ReconcileHost(ctx, controlops.ReconcileHostInput{Node: a.cfg.Node, Inventory: inv, OrphanGrace: a.cfg.OrphanGrace})
 		if err != nil {
 			if ctx.Err() == nil {
 				a.log.Warn("host reconciliation: compare with the control plane", "err", err)
@@ -52,7 +53,7 @@ func (a *Agent) reconcileHost(ctx context.Context, h *activities.Host, sup *supe
 				a.log.Warn("orphan not removed; the next reconciliation tries again", "orphan", o.String(), "err", err)
 				continue
 			}
-			if err := ctl.OrphanRemoved(ctx, activities.OrphanRemovedInput{Node: a.cfg.Node, Orphan: o}); err != nil {
+			if err := ctl.OrphanRemoved(ctx, controlops.OrphanRemovedInput{Node: a.cfg.Node, Orphan: o}); err != nil {
 				a.log.Warn("orphan removed but not recorded", "orphan", o.String(), "err", err)
 			}
 		}

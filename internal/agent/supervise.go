@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/supervisor"
@@ -51,16 +51,16 @@ func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor, 
 		if slices.Contains(watched, p.Metadata.UID) {
 			continue
 		}
-		sb := activities.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID, IP: p.Status.PodIP}
-		var probes []activities.ContainerProbes
+		sb := hostops.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID, IP: p.Status.PodIP}
+		var probes []hostops.ContainerProbes
 		for _, c := range p.Spec.Containers {
-			probes = append(probes, activities.ContainerProbes{Name: c.Name, Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
+			probes = append(probes, hostops.ContainerProbes{Name: c.Name, Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
 		}
 		initial := map[string]supervisor.Initial{}
 		for _, cs := range p.Status.ContainerStatuses {
 			initial[cs.Name] = supervisor.Initial{Ready: cs.Ready, Started: cs.Started == nil || *cs.Started}
 		}
-		sup.Watch(activities.SupervisedPod(sb, probes), initial)
+		sup.Watch(hostops.SupervisedPod(sb, probes), initial)
 	}
 	for _, uid := range watched {
 		if forget && !bound[uid] {

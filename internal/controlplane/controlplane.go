@@ -21,8 +21,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	tworker "go.temporal.io/sdk/worker"
 
-	"github.com/zonewright/zonewright/activities"
 	"github.com/zonewright/zonewright/api"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
@@ -120,10 +120,10 @@ type ControlPlane struct {
 	workerMu     sync.Mutex
 	served       chan error
 
-	imgMap          *imagemap.Map
-	catalog         imagemap.Catalog
-	imageActivities *activities.Images
-	imagesSeeded    bool
+	imgMap       *imagemap.Map
+	catalog      imagemap.Catalog
+	imageOps     *controlops.Images
+	imagesSeeded bool
 }
 
 // Start migrates the database (waiting for it if it is not up yet), then
@@ -196,7 +196,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
-		imageActivities: &activities.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
+		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
 			StallTimeout: cfg.ImageStallTimeout, Pulls: images}}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	// The map's images exist before the first pod names them, unless
@@ -224,7 +224,7 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.podReconcile)
 		if err == nil {
 			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning)
-			worker.RegisterImages(w, cp.imageActivities)
+			worker.RegisterImages(w, cp.imageOps)
 			if err = w.Start(); err == nil {
 				cp.workerMu.Lock()
 				cp.worker = w

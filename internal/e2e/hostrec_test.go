@@ -13,7 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/simtest"
@@ -54,8 +55,8 @@ func datasetExists(s simtest.State, name string) bool {
 // nodeHost is node i's host activities, run from the test against the
 // node's simulated commands: what an operator typing zonecfg and zoneadm
 // on the host would make.
-func (c *cluster) nodeHost(i int) *activities.Host {
-	return &activities.Host{Host: illumos.Host{Runner: &illumos.Runner{BinDir: c.nodes.Nodes[i].BinDir}},
+func (c *cluster) nodeHost(i int) *hostops.Host {
+	return &hostops.Host{Host: illumos.Host{Runner: &illumos.Runner{BinDir: c.nodes.Nodes[i].BinDir}},
 		Node: c.nodes.Nodes[i].Name, Etherstub: "zwstub0", ZonesDataset: "tank/zonewright/zones", ZonesPath: "/zonewright/zones"}
 }
 
@@ -96,14 +97,14 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	ctx := context.Background()
 	c.createPod(sleepPod("app", "sparse", ""))
 	app := c.waitPhase("app", model.PodRunning, false, 90*time.Second)
-	appSandbox := activities.PodSandbox{Namespace: "default", Name: "app", UID: app.Metadata.UID}
+	appSandbox := hostops.PodSandbox{Namespace: "default", Name: "app", UID: app.Metadata.UID}
 
 	// By hand on the host: a zone with zonewright's names and attributes
 	// for a pod that does not exist, and an operator's own zone.
 	h := c.nodeHost(0)
-	ghost := activities.PodSandbox{Namespace: "default", Name: "ghost", UID: "4f0c2a8e-0000-4000-8000-00000000beef",
+	ghost := hostops.PodSandbox{Namespace: "default", Name: "ghost", UID: "4f0c2a8e-0000-4000-8000-00000000beef",
 		IP: "127.10.1.200", PrefixLen: 24}
-	for _, step := range []func(context.Context, activities.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone, h.InstallZone, h.BootZone} {
+	for _, step := range []func(context.Context, hostops.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone, h.InstallZone, h.BootZone} {
 		if err := step(ctx, ghost); err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +122,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	made := time.Now()
 
 	c.eventually(30*time.Second, "an OrphanFound event for the ghost zone", func() bool {
-		for _, e := range c.nodeEvents("node-1", activities.ReasonOrphanFound) {
+		for _, e := range c.nodeEvents("node-1", controlops.ReasonOrphanFound) {
 			if strings.Contains(e.Message, ghost.ZoneName()) {
 				return true
 			}
@@ -140,7 +141,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 		t.Errorf("the orphan was removed %s after it appeared, before its grace period of %s", took, grace)
 	}
 	c.eventually(10*time.Second, "an OrphanRemoved event", func() bool {
-		for _, e := range c.nodeEvents("node-1", activities.ReasonOrphanRemoved) {
+		for _, e := range c.nodeEvents("node-1", controlops.ReasonOrphanRemoved) {
 			if strings.Contains(e.Message, ghost.ZoneName()) {
 				return true
 			}
@@ -154,8 +155,8 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	if z, ok := findZone(s, appSandbox.ZoneName()); !ok || z.State != "running" {
 		t.Errorf("the running pod's zone was touched: %+v (found %t)", z, ok)
 	}
-	if len(c.nodeEvents("node-1", activities.ReasonOrphanFound)) != 1 {
-		t.Errorf("OrphanFound events: %+v", c.nodeEvents("node-1", activities.ReasonOrphanFound))
+	if len(c.nodeEvents("node-1", controlops.ReasonOrphanFound)) != 1 {
+		t.Errorf("OrphanFound events: %+v", c.nodeEvents("node-1", controlops.ReasonOrphanFound))
 	}
 
 	// Drift: the pod's zone halted behind zonewright's back is reported,
@@ -169,7 +170,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.eventually(30*time.Second, "a ZoneNotRunning event on the pod", func() bool {
-		return len(c.podEvents("app", activities.DriftZoneNotRunning)) > 0
+		return len(c.podEvents("app", hostops.DriftZoneNotRunning)) > 0
 	})
 	c.eventually(60*time.Second, "the pod's zone to run again", func() bool {
 		z, ok := findZone(c.hostState(0), appSandbox.ZoneName())
@@ -189,10 +190,10 @@ func TestAgentRestartAdoptsItsPodsAndRemovesUnboundOnes(t *testing.T) {
 	for _, name := range []string{"keep", "gone", "moved"} {
 		c.createPod(sleepPod(name, "sparse", ""))
 	}
-	sandboxes := map[string]activities.PodSandbox{}
+	sandboxes := map[string]hostops.PodSandbox{}
 	for _, name := range []string{"keep", "gone", "moved"} {
 		p := c.waitPhase(name, model.PodRunning, true, 90*time.Second)
-		sandboxes[name] = activities.PodSandbox{Namespace: "default", Name: name, UID: p.Metadata.UID}
+		sandboxes[name] = hostops.PodSandbox{Namespace: "default", Name: name, UID: p.Metadata.UID}
 	}
 	before := c.hostState(0)
 	keepZone, ok := findZone(before, sandboxes["keep"].ZoneName())
@@ -275,12 +276,12 @@ func TestAgentSIGTERMLetsARunningInstallFinish(t *testing.T) {
 	c := newCluster(t, 1, "--shutdown-timeout", "40s")
 	c.createPod(sleepPod("first", "sparse", ""))
 	first := c.waitPhase("first", model.PodRunning, false, 90*time.Second)
-	firstZone := activities.PodSandbox{Namespace: "default", Name: "first", UID: first.Metadata.UID}.ZoneName()
+	firstZone := hostops.PodSandbox{Namespace: "default", Name: "first", UID: first.Metadata.UID}.ZoneName()
 	runningBefore, _ := findZone(c.hostState(0), firstZone)
 
 	c.sim(0, "fault", "latency", "zoneadm install", "8s")
 	second := c.createPod(sleepPod("second", "sparse", ""))
-	secondZone := activities.PodSandbox{Namespace: "default", Name: "second", UID: second.Metadata.UID}.ZoneName()
+	secondZone := hostops.PodSandbox{Namespace: "default", Name: "second", UID: second.Metadata.UID}.ZoneName()
 	c.eventually(60*time.Second, "the second pod's install to be running", func() bool {
 		z, ok := findZone(c.hostState(0), secondZone)
 		return ok && z.State == "incomplete"

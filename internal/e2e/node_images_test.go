@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -27,20 +27,20 @@ import (
 // images on one node through its agent.
 type imageJob struct {
 	Node   string
-	Images []activities.NodeImage
+	Images []hostops.NodeImage
 	Remove bool
 }
 
 // nodeImages runs PullImage or RemoveImage on the node's task queue, as
 // the control plane's image distribution does.
-func nodeImages(ctx workflow.Context, job imageJob) ([]activities.NodeImageResult, error) {
+func nodeImages(ctx workflow.Context, job imageJob) ([]hostops.NodeImageResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           workflows.NodeTaskQueue(job.Node),
 		StartToCloseTimeout: 2 * time.Minute,
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, InitialInterval: time.Second},
 	})
-	var out []activities.NodeImageResult
+	var out []hostops.NodeImageResult
 	for _, img := range job.Images {
 		if job.Remove {
 			if err := workflow.ExecuteActivity(ctx, "RemoveImage", img).Get(ctx, nil); err != nil {
@@ -48,7 +48,7 @@ func nodeImages(ctx workflow.Context, job imageJob) ([]activities.NodeImageResul
 			}
 			continue
 		}
-		var res activities.NodeImageResult
+		var res hostops.NodeImageResult
 		if err := workflow.ExecuteActivity(ctx, "PullImage", img).Get(ctx, &res); err != nil {
 			return nil, err
 		}
@@ -90,12 +90,12 @@ func TestAgentPullsAndRemovesImages(t *testing.T) {
 		w.Write(files[strings.TrimPrefix(r.URL.Path, "/")])
 	}))
 	t.Cleanup(srv.Close)
-	image := func(name, kind string) activities.NodeImage {
+	image := func(name, kind string) hostops.NodeImage {
 		sum := sha256.Sum256(files[name])
-		return activities.NodeImage{Name: name, Kind: kind, URL: srv.URL + "/" + name, Token: "tok",
+		return hostops.NodeImage{Name: name, Kind: kind, URL: srv.URL + "/" + name, Token: "tok",
 			SHA256: hex.EncodeToString(sum[:]), Size: int64(len(files[name]))}
 	}
-	imgs := []activities.NodeImage{
+	imgs := []hostops.NodeImage{
 		image("ubuntu", model.ImageZFSStream), image("alpine", model.ImageLXTarball), image("freebsd", model.ImageBhyveDisk),
 	}
 
@@ -105,14 +105,14 @@ func TestAgentPullsAndRemovesImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	run := func(job imageJob) []activities.NodeImageResult {
+	run := func(job imageJob) []hostops.NodeImageResult {
 		t.Helper()
 		ctx := t.Context()
 		wr, err := c.temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{TaskQueue: "e2e-images", WorkflowExecutionTimeout: 3 * time.Minute}, "E2ENodeImages", job)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []activities.NodeImageResult
+		var out []hostops.NodeImageResult
 		if err := wr.Get(ctx, &out); err != nil {
 			t.Fatalf("images on %s: %v", job.Node, err)
 		}

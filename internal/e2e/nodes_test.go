@@ -13,7 +13,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
@@ -71,7 +71,7 @@ func readiness(n model.Node) (string, bool) {
 		status = c.Status
 	}
 	for _, t := range n.Spec.Taints {
-		if t.Key == activities.TaintUnreachable && t.Effect == model.TaintNoSchedule {
+		if t.Key == controlops.TaintUnreachable && t.Effect == model.TaintNoSchedule {
 			return status, true
 		}
 	}
@@ -153,8 +153,8 @@ func TestLostNodeEvictsMovesAndRecovers(t *testing.T) {
 	t.Logf("NotReady %s after the kill", time.Since(killed).Round(100*time.Millisecond))
 	n, _ := c.node(victim)
 	for _, cond := range n.Status.Conditions {
-		if cond.Type == model.NodeReady && (cond.Reason != activities.ReasonNodeStatusUnknown || cond.LastTransitionTime == nil || cond.LastTransitionTime.Before(killed.Add(-time.Second))) {
-			t.Fatalf("Ready condition after the kill: %+v; want reason %s and a fresh transition time", cond, activities.ReasonNodeStatusUnknown)
+		if cond.Type == model.NodeReady && (cond.Reason != controlops.ReasonNodeStatusUnknown || cond.LastTransitionTime == nil || cond.LastTransitionTime.Before(killed.Add(-time.Second))) {
+			t.Fatalf("Ready condition after the kill: %+v; want reason %s and a fresh transition time", cond, controlops.ReasonNodeStatusUnknown)
 		}
 	}
 	c.eventually(10*time.Second, "ZwPhase NotReady in Temporal", func() bool {
@@ -186,13 +186,13 @@ func TestLostNodeEvictsMovesAndRecovers(t *testing.T) {
 		if !c.hasEvent(model.KindPod, name, "Rescheduled", "from "+victim+" to "+p.Spec.NodeName) {
 			t.Fatalf("no event says where %s moved:\n%s", name, c.events(name))
 		}
-		if !c.hasEvent(model.KindPod, name, activities.ReasonNodeLost, victim) {
+		if !c.hasEvent(model.KindPod, name, controlops.ReasonNodeLost, victim) {
 			t.Fatalf("no NodeLost event for %s:\n%s", name, c.events(name))
 		}
 	}
 	stayer := c.waitPhase("stayer", model.PodFailed, false, 30*time.Second)
-	if stayer.Status.Reason != activities.ReasonNodeLost {
-		t.Fatalf("stayer is Failed with reason %q; want %s", stayer.Status.Reason, activities.ReasonNodeLost)
+	if stayer.Status.Reason != controlops.ReasonNodeLost {
+		t.Fatalf("stayer is Failed with reason %q; want %s", stayer.Status.Reason, controlops.ReasonNodeLost)
 	}
 	// A pod on the lost node is deleted without its node.
 	c.do("DELETE", "/api/v1/namespaces/default/pods/stayer", nil)
@@ -265,8 +265,8 @@ func TestDrainMovesPodsAndHonoursGracePeriod(t *testing.T) {
 		t.Fatalf("no event says where mover moved:\n%s", c.events("mover"))
 	}
 	once := c.waitPhase("once", model.PodFailed, false, time.Minute)
-	if once.Status.Reason != activities.ReasonEvicted {
-		t.Fatalf("once is Failed with %q; want %s", once.Status.Reason, activities.ReasonEvicted)
+	if once.Status.Reason != controlops.ReasonEvicted {
+		t.Fatalf("once is Failed with %q; want %s", once.Status.Reason, controlops.ReasonEvicted)
 	}
 	c.eventually(30*time.Second, from+" holds no pod resources", func() bool {
 		z, v, d := c.podResources(0)
@@ -342,7 +342,7 @@ func TestCordonUncordonAndNodeDelete(t *testing.T) {
 		return p.Status.Phase == model.PodRunning && p.Spec.NodeName == b && isReady(p)
 	})
 	moved, _ := c.pod("back")
-	if !c.hasEvent(model.KindPod, "back", activities.ReasonNodeLost, "deleted by force") {
+	if !c.hasEvent(model.KindPod, "back", controlops.ReasonNodeLost, "deleted by force") {
 		t.Fatalf("no event tells why back left %s:\n%s", a, c.events("back"))
 	}
 	if moved.Spec.NodeName != b || moved.Metadata.UID != p.Metadata.UID {
@@ -374,8 +374,8 @@ func TestFrozenAgentCleansItsHostBeforeReportingReady(t *testing.T) {
 		p, ok := c.pod("mover")
 		return ok && p.Status.Phase == model.PodRunning && p.Spec.NodeName != victim && p.Spec.NodeName != ""
 	})
-	if p := c.waitPhase("stayer", model.PodFailed, false, 30*time.Second); p.Status.Reason != activities.ReasonNodeLost {
-		t.Fatalf("stayer is Failed with reason %q; want %s", p.Status.Reason, activities.ReasonNodeLost)
+	if p := c.waitPhase("stayer", model.PodFailed, false, 30*time.Second); p.Status.Reason != controlops.ReasonNodeLost {
+		t.Fatalf("stayer is Failed with reason %q; want %s", p.Status.Reason, controlops.ReasonNodeLost)
 	}
 	if z, _, _ := c.podResources(0); z != 2 {
 		t.Fatalf("%s holds %d pod zones while its agent is frozen; want both still there", victim, z)
@@ -391,7 +391,7 @@ func TestFrozenAgentCleansItsHostBeforeReportingReady(t *testing.T) {
 		_, state := c.state(0)
 		t.Fatalf("%s reports Ready holding %d zones, %d VNICs, %d datasets of evicted pods:\n%s", victim, z, v, d, state)
 	}
-	if !c.hasEvent(model.KindNode, victim, activities.ReasonOrphanRemoved, "on the node's return") {
+	if !c.hasEvent(model.KindNode, victim, controlops.ReasonOrphanRemoved, "on the node's return") {
 		t.Fatalf("no OrphanRemoved event on the node's return: %+v", c.eventsOf(model.KindNode, victim))
 	}
 }

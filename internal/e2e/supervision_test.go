@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/activities"
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -19,7 +19,7 @@ import (
 func (c *cluster) zoneRun(p model.Pod, argv ...string) {
 	c.t.Helper()
 	n := c.nodes.Nodes[c.nodeIndex(p.Spec.NodeName)]
-	zone := activities.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}.ZoneName()
+	zone := hostops.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}.ZoneName()
 	if out, err := exec.Command(filepath.Join(n.BinDir, "zlogin"), append([]string{zone}, argv...)...).CombinedOutput(); err != nil {
 		c.t.Fatalf("zlogin %s %v: %v\n%s", zone, argv, err, out)
 	}

@@ -1,4 +1,4 @@
-package activities
+package controlops
 
 import (
 	"context"

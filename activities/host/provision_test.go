@@ -1,4 +1,4 @@
-package activities_test
+package host_test
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
@@ -29,9 +29,9 @@ func (w *watches) Forget(string)                   {}
 func TestProvisionPodBuildsTheZoneAndHandsItOver(t *testing.T) {
 	n := newNode(t)
 	sup := &watches{}
-	n.host.Supervisor = sup
-	s := sandbox("web", "127.10.6.2", activities.ContainerSpec{Name: "app", Argv: []string{"sleep", "1000"}})
-	in := activities.ProvisionInput{Sandbox: s, Probes: []activities.ContainerProbes{{Name: "app"}}}
+	n.ops.Supervisor = sup
+	s := sandbox("web", "127.10.6.2", hostops.ContainerSpec{Name: "app", Argv: []string{"sleep", "1000"}})
+	in := hostops.ProvisionInput{Sandbox: s, Probes: []hostops.ContainerProbes{{Name: "app"}}}
 	for i := range 2 { // a retry finds the work done
 		var seq uint64
 		if err := n.must(t, "ProvisionPod", n.host.ProvisionPod, in).Get(&seq); err != nil {
@@ -54,15 +54,15 @@ func TestProvisionPodBuildsTheZoneAndHandsItOver(t *testing.T) {
 // the provision over.
 func TestProvisionPodRetriesATransientStep(t *testing.T) {
 	n := newNode(t)
-	n.host.Supervisor = &watches{}
-	n.host.StepRetry = 10 * time.Millisecond
+	n.ops.Supervisor = &watches{}
+	n.ops.StepRetry = 10 * time.Millisecond
 	s := sandbox("web", "127.10.6.4")
 	n.sim.Run(t, "fault", "fail-next", "zoneadm boot", "2")
-	n.must(t, "ProvisionPod past two failed boots", n.host.ProvisionPod, activities.ProvisionInput{Sandbox: s})
+	n.must(t, "ProvisionPod past two failed boots", n.host.ProvisionPod, hostops.ProvisionInput{Sandbox: s})
 	if obs := n.observe(t, s); obs.ZoneState != "running" {
 		t.Fatalf("zone is %q after ProvisionPod; want running", obs.ZoneState)
 	}
-	if !strings.Contains(n.log.String(), "attempt=2") {
+	if !strings.Contains(n.log.String(), "try=2") {
 		t.Fatalf("the log does not count the step's tries:\n%s", n.log.String())
 	}
 	n.deprovision(t, s)
@@ -72,18 +72,18 @@ func TestProvisionPodRetriesATransientStep(t *testing.T) {
 // workflow undoes exactly those.
 func TestProvisionPodFailureCarriesItsProgress(t *testing.T) {
 	n := newNode(t)
-	n.host.Supervisor = &watches{}
+	n.ops.Supervisor = &watches{}
 	s := sandbox("web", "127.10.6.3")
-	if err := n.host.Host.Dladm().CreateVNIC(t.Context(), illumos.VNICSpec{Name: s.VNICName(), Over: "net0"}); err != nil {
+	if err := n.ops.Host.Dladm().CreateVNIC(t.Context(), illumos.VNICSpec{Name: s.VNICName(), Over: "net0"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := n.run(t, n.host.ProvisionPod, activities.ProvisionInput{Sandbox: s})
+	_, err := n.run(t, n.host.ProvisionPod, hostops.ProvisionInput{Sandbox: s})
 	ae := appError(t, err)
-	var p activities.ProvisionProgress
+	var p hostops.ProvisionProgress
 	if derr := ae.Details(&p); derr != nil {
 		t.Fatalf("no progress in the failure's details: %v", derr)
 	}
-	if ae.Type() != "Conflict" || !ae.NonRetryable() || p != (activities.ProvisionProgress{Begun: 2, Step: "CreateVNIC"}) {
+	if ae.Type() != "Conflict" || !ae.NonRetryable() || p != (hostops.ProvisionProgress{Begun: 2, Step: "CreateVNIC"}) {
 		t.Fatalf("failure %v (type %s, non-retryable %v, progress %+v); want a Conflict at step 2, CreateVNIC", err, ae.Type(), ae.NonRetryable(), p)
 	}
 }

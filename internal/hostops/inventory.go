@@ -1,4 +1,4 @@
-package activities
+package hostops
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"path"
 	"regexp"
 	"strings"
-
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/zonewright/zonewright/internal/illumos"
 )
@@ -75,11 +73,7 @@ func IsZonewrightVNICName(name string) bool { return vnicNameRE.MatchString(name
 func (h *Host) Inventory(ctx context.Context) (HostInventory, error) {
 	inv := HostInventory{Node: h.Node, ZonesDataset: h.ZonesDataset, VolumesDataset: h.VolumesDataset}
 	fail := func(what string, err error) (HostInventory, error) {
-		msg := fmt.Sprintf("inventory of node %s: %s: %v", h.Node, what, err)
-		if kind := illumos.KindOf(err); kind != illumos.KindInvalid {
-			return HostInventory{}, temporal.NewApplicationError(msg, kindErrType[kind])
-		}
-		return HostInventory{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalid, nil)
+		return HostInventory{}, fmt.Errorf("inventory of node %s: %s: %w", h.Node, what, err)
 	}
 
 	ds, err := h.Host.ZFS().List(ctx, illumos.ListOptions{Names: []string{h.ZonesDataset}, Depth: 1, Types: []string{"filesystem"}})
@@ -203,7 +197,7 @@ func (h *Host) RemoveOrphan(ctx context.Context, o Orphan) error {
 	}
 	for _, v := range o.VNICs {
 		if !IsZonewrightVNICName(v) {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on node %s: %q is not a zonewright VNIC name", step, h.Node, v), ErrTypeInvalid, nil)
+			return &InvalidError{Err: fmt.Errorf("%s on node %s: %q is not a zonewright VNIC name", step, h.Node, v)}
 		}
 		got, err := h.Host.Dladm().VNIC(ctx, v)
 		if errors.Is(err, illumos.ErrNotFound) {
@@ -223,7 +217,7 @@ func (h *Host) RemoveOrphan(ctx context.Context, o Orphan) error {
 	if o.Dataset != "" {
 		child, ok := strings.CutPrefix(o.Dataset, h.ZonesDataset+"/")
 		if !ok || strings.Contains(child, "/") || !IsZonewrightZoneName(child) {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on node %s: %q is not a zonewright zone dataset", step, h.Node, o.Dataset), ErrTypeInvalid, nil)
+			return &InvalidError{Err: fmt.Errorf("%s on node %s: %q is not a zonewright zone dataset", step, h.Node, o.Dataset)}
 		}
 		if err := h.Host.ZFS().Destroy(ctx, o.Dataset); err != nil && !errors.Is(err, illumos.ErrNotFound) {
 			return h.orphanFail(ctx, step, o, err)
@@ -231,7 +225,7 @@ func (h *Host) RemoveOrphan(ctx context.Context, o Orphan) error {
 	}
 	if o.Volume != "" {
 		if !h.isBootVolume(o.Volume) {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on node %s: %q is not a zonewright boot volume", step, h.Node, o.Volume), ErrTypeInvalid, nil)
+			return &InvalidError{Err: fmt.Errorf("%s on node %s: %q is not a zonewright boot volume", step, h.Node, o.Volume)}
 		}
 		if err := h.Host.ZFS().Destroy(ctx, o.Volume); err != nil && !errors.Is(err, illumos.ErrNotFound) {
 			return h.orphanFail(ctx, step, o, err)
@@ -253,8 +247,8 @@ func (h *Host) removeOrphanZone(ctx context.Context, o Orphan) error {
 		return h.orphanFail(ctx, step, o, err)
 	}
 	if uid := attrValue(info.Config, AttrUID); uid != o.UID {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s on node %s: zone %s now belongs to uid %q, not %q; left alone",
-			step, h.Node, o.Zone, uid, o.UID), ErrTypeConflict, nil)
+		return &ConflictError{Reason: fmt.Sprintf("%s on node %s: zone %s now belongs to uid %q, not %q; left alone",
+			step, h.Node, o.Zone, uid, o.UID)}
 	}
 	s := PodSandbox{Namespace: o.Namespace, Name: o.Name, UID: o.UID}
 	if s.check() == nil && s.ZoneName() == o.Zone {
@@ -290,13 +284,8 @@ func (h *Host) removeOrphanZone(ctx context.Context, o Orphan) error {
 }
 
 func (h *Host) orphanFail(ctx context.Context, step string, o Orphan, err error) error {
-	kind := illumos.KindOf(err)
-	msg := fmt.Sprintf("%s (%s) on node %s, attempt %d: %v", step, o, h.Node, attempt(ctx), err)
-	h.log().Warn("orphan removal failed", "orphan", o.String(), "kind", kind.String(), "err", err)
-	if kind == illumos.KindInvalid {
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalid, nil)
-	}
-	return temporal.NewApplicationError(msg, kindErrType[kind])
+	h.log().Warn("orphan removal failed", "orphan", o.String(), "kind", illumos.KindOf(err).String(), "err", err)
+	return &Error{What: fmt.Sprintf("%s (%s) on node %s", step, o, h.Node), Err: err}
 }
 
 // isBootVolume reports whether name is a direct child of VolumesDataset

@@ -1,4 +1,4 @@
-package activities
+package hostops
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/supervisor"
@@ -229,18 +227,17 @@ func zoneMissing(err error) bool {
 	return errors.As(err, &ee) && strings.HasPrefix(strings.TrimSpace(ee.Stderr), "zlogin:")
 }
 
-// maintenance is the retryable error of a container SMF gave up on.
+// maintenance is the error of a container SMF gave up on (a retry may
+// find it restarted).
 func (h *Host) maintenance(ctx context.Context, s PodSandbox, container string) error {
-	msg := fmt.Sprintf("container %q of pod %s/%s is in maintenance on node %s, attempt %d: SMF stopped restarting it "+
-		"(its command exited too often); see `svcs -xv %s` and the log %s in zone %s",
-		container, s.Namespace, s.Name, h.Node, attempt(ctx), ContainerFMRI(container), containerLog(container), s.ZoneName())
 	h.log().Warn("container in maintenance", "zone", s.ZoneName(), "container", container)
-	return temporal.NewApplicationError(msg, ErrTypeContainerMaintenance, container)
+	return &Error{What: h.podStep("wait for the containers to come online", s), Err: &MaintenanceError{Container: container,
+		Zone: s.ZoneName(), FMRI: ContainerFMRI(container), Log: containerLog(container)}}
 }
 
 // WaitContainersOnline waits until every container's service is online,
-// heartbeating at each look. A container in maintenance ends the wait with
-// a retryable ApplicationError of type ContainerMaintenance that names it.
+// reporting progress at each look. A container in maintenance ends the
+// wait with a *MaintenanceError that names it.
 func (h *Host) WaitContainersOnline(ctx context.Context, s PodSandbox) error {
 	const step = "wait for the containers to come online"
 	if err := s.check(); err != nil {

@@ -1,4 +1,4 @@
-package activities
+package hostops
 
 import (
 	"context"
@@ -353,7 +353,7 @@ func (h *Host) DeleteZoneConfig(ctx context.Context, s PodSandbox) error {
 // catalog image: an lx zone clones the image's golden snapshot (the fast
 // path) or unpacks its tarball; a bhyve zone boots from the volume
 // CreateDatasets cloned; a zone template, or no catalog image, installs
-// plainly. An image the node lacks is a non-retryable ImageMissing.
+// plainly. An image the node lacks is an *ImageMissingError.
 func (h *Host) installOptions(ctx context.Context, s PodSandbox) (illumos.InstallOptions, error) {
 	brand := s.Brand
 	if brand == "" {
@@ -386,9 +386,9 @@ func (h *Host) installOptions(ctx context.Context, s PodSandbox) (illumos.Instal
 		fmt.Errorf("image %s of kind %s cannot install a %s zone", s.Image, s.ImageKind, brand))
 }
 
-// InstallZone installs the zone, heartbeating while it runs. An installed
-// (or booted) zone is success; a zone left incomplete by a failed install
-// is uninstalled and installed again. At most cap(h.Installs) installs run
+// InstallZone installs the zone, reporting progress while it runs. An
+// installed (or booted) zone is success; a zone left incomplete by a
+// failed install is uninstalled and installed again. At most cap(h.Installs) installs run
 // at once on the node.
 //
 // The zone installs from its catalog image (see installOptions), which

@@ -1,10 +1,11 @@
-package activities_test
+package host_test
 
 import (
 	"slices"
 	"testing"
 
-	"github.com/zonewright/zonewright/activities"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
@@ -12,7 +13,7 @@ import (
 func TestInventoryListsOnlyZonewrightResourcesAndRemoveOrphanTearsDown(t *testing.T) {
 	n := newNode(t)
 	ctx := t.Context()
-	h := n.host.Host
+	h := n.ops.Host
 	web := sandbox("web", "127.10.8.2")
 	for _, step := range []any{n.host.CreateDatasets, n.host.CreateVNIC, n.host.ConfigureZone, n.host.InstallZone, n.host.BootZone} {
 		n.must(t, "provision", step, web)
@@ -21,7 +22,7 @@ func TestInventoryListsOnlyZonewrightResourcesAndRemoveOrphanTearsDown(t *testin
 	// name but no zonewright dataset, a VNIC with another name over the
 	// etherstub, a zonewright-looking VNIC over another link, a dataset
 	// with another name.
-	lookalike := activities.PodSandbox{Namespace: "x", Name: "y", UID: "z"}.ZoneName()
+	lookalike := hostops.PodSandbox{Namespace: "x", Name: "y", UID: "z"}.ZoneName()
 	for _, name := range []string{"operator-db", lookalike} {
 		if err := h.Zonecfg().Create(ctx, illumos.ZoneConfig{Name: name, Zonepath: zonesPath + "/" + name}); err != nil {
 			t.Fatal(err)
@@ -43,7 +44,7 @@ func TestInventoryListsOnlyZonewrightResourcesAndRemoveOrphanTearsDown(t *testin
 	lone := sandbox("lone", "127.10.8.3")
 	n.must(t, "CreateVNIC", n.host.CreateVNIC, lone)
 
-	var inv activities.HostInventory
+	var inv hostops.HostInventory
 	if err := n.must(t, "Inventory", n.host.Inventory).Get(&inv); err != nil {
 		t.Fatal(err)
 	}
@@ -58,18 +59,18 @@ func TestInventoryListsOnlyZonewrightResourcesAndRemoveOrphanTearsDown(t *testin
 		t.Errorf("datasets %v, want %v", inv.Datasets, want)
 	}
 
-	plan := activities.PlanHost(inv, nil)
+	plan := hostops.PlanHost(inv, nil)
 	if len(plan.Orphans) != 2 {
 		t.Fatalf("orphans %+v", plan.Orphans)
 	}
 	// A stale decision: the zone now belongs to another uid. Left alone.
-	i := slices.IndexFunc(plan.Orphans, func(o activities.Orphan) bool { return o.Zone == web.ZoneName() })
+	i := slices.IndexFunc(plan.Orphans, func(o hostops.Orphan) bool { return o.Zone == web.ZoneName() })
 	if i < 0 {
 		t.Fatalf("the zone is no orphan: %+v", plan.Orphans)
 	}
 	stale := plan.Orphans[i]
 	stale.UID = "uid-someone-else"
-	if _, err := n.run(t, n.host.RemoveOrphan, stale); err == nil || appError(t, err).Type() != activities.ErrTypeConflict {
+	if _, err := n.run(t, n.host.RemoveOrphan, stale); err == nil || appError(t, err).Type() != hostacts.ErrTypeConflict {
 		t.Fatalf("RemoveOrphan of a zone that belongs to another uid: %v", err)
 	}
 	if z, err := h.Zoneadm().Get(ctx, web.ZoneName()); err != nil || z.State != illumos.ZoneRunning {

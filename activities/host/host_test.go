@@ -1,4 +1,4 @@
-package activities_test
+package host_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/supervisor"
@@ -28,8 +28,8 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	const ip = "127.10.1.2"
 	port := freePort(t, ip)
 	s := sandbox("web", ip,
-		activities.ContainerSpec{Name: "sleeper", Argv: []string{"sleep", "1000"}},
-		activities.ContainerSpec{Name: "http", Argv: []string{python, "-m", "http.server", "--bind", ip, strconv.Itoa(port)},
+		hostops.ContainerSpec{Name: "sleeper", Argv: []string{"sleep", "1000"}},
+		hostops.ContainerSpec{Name: "http", Argv: []string{python, "-m", "http.server", "--bind", ip, strconv.Itoa(port)},
 			Env: []model.EnvVar{{Name: "GREETING", Value: "hi"}}},
 	)
 	zone := s.ZoneName()
@@ -37,7 +37,7 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 
 	// What the host now has.
 	ctx := t.Context()
-	info, err := n.host.Host.Zonecfg().Info(ctx, zone)
+	info, err := n.ops.Host.Zonecfg().Info(ctx, zone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +66,10 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	if !found {
 		t.Errorf("dataset %s missing", ds)
 	}
-	if v, err := n.host.Host.Dladm().VNIC(ctx, s.VNICName()); err != nil || v.Over != etherstub || v.Zone != zone {
+	if v, err := n.ops.Host.Dladm().VNIC(ctx, s.VNICName()); err != nil || v.Over != etherstub || v.Zone != zone {
 		t.Errorf("vnic = %+v, %v", v, err)
 	}
-	addrs, err := n.host.Host.Zone(zone).Addrs(ctx, s.VNICName()+"/v4")
+	addrs, err := n.ops.Host.Zone(zone).Addrs(ctx, s.VNICName()+"/v4")
 	if err != nil || len(addrs) != 1 || addrs[0].Addr != ip+"/24" {
 		t.Errorf("address = %+v, %v", addrs, err)
 	}
@@ -120,12 +120,12 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 		!strings.Contains(res.Message, "dial tcp "+ip) {
 		t.Errorf("tcp probe of a closed port: %+v", res)
 	}
-	if _, err := supervisor.RunProbe(ctx, supervisor.IllumosHost{Host: n.host.Host}, s.ZoneName(), s.IP, &model.Probe{}); err == nil {
+	if _, err := supervisor.RunProbe(ctx, supervisor.IllumosHost{Host: n.ops.Host}, s.ZoneName(), s.IP, &model.Probe{}); err == nil {
 		t.Error("a probe without an action ran")
 	}
 
 	// Restart and stop.
-	n.must(t, "RestartContainer", n.host.RestartContainer, activities.RestartInput{Sandbox: s, Container: "sleeper"})
+	n.must(t, "RestartContainer", n.host.RestartContainer, hostops.RestartInput{Sandbox: s, Container: "sleeper"})
 	n.must(t, "WaitContainersOnline after a restart", n.host.WaitContainersOnline, s)
 	n.twice(t, "StopContainers", n.host.StopContainers, s)
 	obs = n.observe(t, s)
@@ -139,10 +139,10 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 
 	// A graceful shutdown: the services stop on SIGTERM.
 	var stopped bool
-	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, activities.ShutdownInput{Sandbox: s, GraceSeconds: 30}).Get(&stopped); err != nil || !stopped {
+	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, hostops.ShutdownInput{Sandbox: s, GraceSeconds: 30}).Get(&stopped); err != nil || !stopped {
 		t.Errorf("ShutdownZone = %v, %v; want true", stopped, err)
 	}
-	if err := n.must(t, "ShutdownZone of a stopped zone", n.host.ShutdownZone, activities.ShutdownInput{Sandbox: s, GraceSeconds: 30}).Get(&stopped); err != nil || !stopped {
+	if err := n.must(t, "ShutdownZone of a stopped zone", n.host.ShutdownZone, hostops.ShutdownInput{Sandbox: s, GraceSeconds: 30}).Get(&stopped); err != nil || !stopped {
 		t.Errorf("ShutdownZone again = %v, %v; want true", stopped, err)
 	}
 	obs = n.observe(t, s)
@@ -182,12 +182,12 @@ func wantNothingLeft(t *testing.T, n *node) {
 func TestShutdownPastTheGracePeriodThenHalt(t *testing.T) {
 	n := newNode(t)
 	s := sandbox("stubborn", "127.10.2.2",
-		activities.ContainerSpec{Name: "stubborn", Argv: []string{"sh", "-c", "trap '' TERM; while :; do sleep 1; done"}})
+		hostops.ContainerSpec{Name: "stubborn", Argv: []string{"sh", "-c", "trap '' TERM; while :; do sleep 1; done"}})
 	n.provision(t, s)
 
 	start := time.Now()
 	var stopped bool
-	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, activities.ShutdownInput{Sandbox: s, GraceSeconds: 2}).Get(&stopped); err != nil || stopped {
+	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, hostops.ShutdownInput{Sandbox: s, GraceSeconds: 2}).Get(&stopped); err != nil || stopped {
 		t.Errorf("ShutdownZone of a zone whose service ignores SIGTERM = %v, %v; want false", stopped, err)
 	}
 	if took := time.Since(start); took < 2*time.Second || took > 10*time.Second {
@@ -199,7 +199,7 @@ func TestShutdownPastTheGracePeriodThenHalt(t *testing.T) {
 	}
 	// A grace period of zero asks for no shutdown at all.
 	n.must(t, "BootZone", n.host.BootZone, s)
-	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, activities.ShutdownInput{Sandbox: s, GraceSeconds: 0}).Get(&stopped); err != nil || stopped {
+	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, hostops.ShutdownInput{Sandbox: s, GraceSeconds: 0}).Get(&stopped); err != nil || stopped {
 		t.Errorf("ShutdownZone with no grace = %v, %v; want false", stopped, err)
 	}
 	// UninstallZone halts a running zone first.
@@ -211,8 +211,8 @@ func TestShutdownPastTheGracePeriodThenHalt(t *testing.T) {
 func TestContainerInMaintenance(t *testing.T) {
 	n := newNode(t)
 	s := sandbox("crashy", "127.10.3.2",
-		activities.ContainerSpec{Name: "ok", Argv: []string{"sleep", "1000"}},
-		activities.ContainerSpec{Name: "crashy", Argv: []string{"sh", "-c", "exit 1"}})
+		hostops.ContainerSpec{Name: "ok", Argv: []string{"sleep", "1000"}},
+		hostops.ContainerSpec{Name: "crashy", Argv: []string{"sh", "-c", "exit 1"}})
 	h := n.host
 	for _, step := range []any{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone, h.InstallZone, h.BootZone, h.ConfigureNetwork, h.StartContainers} {
 		n.must(t, "provision", step, s)
@@ -235,14 +235,14 @@ func TestContainerInMaintenance(t *testing.T) {
 	}
 	// SMF did not restart it: its wrapper recorded the exit status for
 	// the lifecycle to decide.
-	code, ok, err := supervisor.IllumosHost{Host: n.host.Host}.ExitCode(context.Background(), s.ZoneName(), "crashy")
+	code, ok, err := supervisor.IllumosHost{Host: n.ops.Host}.ExitCode(context.Background(), s.ZoneName(), "crashy")
 	if err != nil || !ok || code != 1 {
 		t.Errorf("exit status of crashy = %d, %t, %v; want 1", code, ok, err)
 	}
 	// Restart clears maintenance: SMF tries again (and the command fails
 	// again).
-	n.must(t, "RestartContainer", h.RestartContainer, activities.RestartInput{Sandbox: s, Container: "crashy"})
-	_, err = n.run(t, h.RestartContainer, activities.RestartInput{Sandbox: s, Container: "nosuch"})
+	n.must(t, "RestartContainer", h.RestartContainer, hostops.RestartInput{Sandbox: s, Container: "crashy"})
+	_, err = n.run(t, h.RestartContainer, hostops.RestartInput{Sandbox: s, Container: "nosuch"})
 	if ae := appError(t, err); ae.Type() != "NotFound" || ae.NonRetryable() {
 		t.Errorf("restart of a missing container: %v (type %s)", err, ae.Type())
 	}
@@ -286,14 +286,14 @@ func TestInvalidRequestsAreNotRetryable(t *testing.T) {
 
 	// A VNIC of the pod's name over another link is not ours.
 	other := sandbox("other", "127.10.4.3")
-	if err := n.host.Host.Dladm().CreateVNIC(t.Context(), illumos.VNICSpec{Name: other.VNICName(), Over: "net0"}); err != nil {
+	if err := n.ops.Host.Dladm().CreateVNIC(t.Context(), illumos.VNICSpec{Name: other.VNICName(), Over: "net0"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = n.run(t, n.host.CreateVNIC, other)
 	if ae := appError(t, err); ae.Type() != "Conflict" || !ae.NonRetryable() || !strings.Contains(err.Error(), "over net0") {
 		t.Errorf("CreateVNIC over a VNIC on another link: %v", err)
 	}
-	if err := n.host.Host.Dladm().DeleteVNIC(t.Context(), other.VNICName()); err != nil {
+	if err := n.ops.Host.Dladm().DeleteVNIC(t.Context(), other.VNICName()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -303,7 +303,7 @@ func TestInvalidRequestsAreNotRetryable(t *testing.T) {
 
 func TestInstallLeftIncompleteIsRecovered(t *testing.T) {
 	n := newNode(t)
-	s := sandbox("web", "127.10.5.2", activities.ContainerSpec{Name: "sleeper", Argv: []string{"sleep", "1000"}})
+	s := sandbox("web", "127.10.5.2", hostops.ContainerSpec{Name: "sleeper", Argv: []string{"sleep", "1000"}})
 	for _, step := range []any{n.host.CreateDatasets, n.host.CreateVNIC, n.host.ConfigureZone} {
 		n.must(t, "provision", step, s)
 	}
@@ -351,7 +351,7 @@ func TestConfigureZoneReplacesAStaleConfiguration(t *testing.T) {
 	s2 := s
 	s2.MilliCPU, s2.MemoryBytes = 2000, 1<<30
 	n.must(t, "ConfigureZone with other caps", n.host.ConfigureZone, s2)
-	info, err := n.host.Host.Zonecfg().Info(t.Context(), s.ZoneName())
+	info, err := n.ops.Host.Zonecfg().Info(t.Context(), s.ZoneName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestBhyveAndLxConfigurations(t *testing.T) {
 	vm := sandbox("vm", "127.10.7.2")
 	vm.Brand, vm.MilliCPU, vm.MemoryBytes = "bhyve", 1500, 2<<30
 	n.must(t, "ConfigureZone bhyve", n.host.ConfigureZone, vm)
-	info, err := n.host.Host.Zonecfg().Info(t.Context(), vm.ZoneName())
+	info, err := n.ops.Host.Zonecfg().Info(t.Context(), vm.ZoneName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestBhyveAndLxConfigurations(t *testing.T) {
 	n.must(t, "CreateDatasets lx", n.host.CreateDatasets, lx)
 	n.must(t, "ConfigureZone lx", n.host.ConfigureZone, lx)
 	n.must(t, "InstallZone lx without a catalog image", n.host.InstallZone, lx)
-	for _, s := range []activities.PodSandbox{vm, lx} {
+	for _, s := range []hostops.PodSandbox{vm, lx} {
 		n.deprovision(t, s)
 	}
 	wantNothingLeft(t, n)
@@ -398,7 +398,7 @@ func TestBhyveAndLxConfigurations(t *testing.T) {
 
 func TestInstallWaitsForASlotAndHeartbeats(t *testing.T) {
 	n := newNode(t)
-	n.host.Installs = make(chan struct{}, 1)
+	n.ops.Installs = make(chan struct{}, 1)
 	var mu sync.Mutex
 	var beats []string
 	n.env.SetOnActivityHeartbeatListener(func(info *activity.Info, details converter.EncodedValues) {
@@ -412,17 +412,17 @@ func TestInstallWaitsForASlotAndHeartbeats(t *testing.T) {
 	for _, step := range []any{n.host.CreateDatasets, n.host.CreateVNIC, n.host.ConfigureZone} {
 		n.must(t, "provision", step, s)
 	}
-	n.host.Installs <- struct{}{} // another install holds the only slot
+	n.ops.Installs <- struct{}{} // another install holds the only slot
 	done := make(chan error, 1)
 	go func() {
 		_, err := n.env.ExecuteActivity(n.host.InstallZone, s)
 		done <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
-	if z, err := n.host.Host.Zoneadm().Get(t.Context(), s.ZoneName()); err != nil || z.State != illumos.ZoneConfigured {
+	if z, err := n.ops.Host.Zoneadm().Get(t.Context(), s.ZoneName()); err != nil || z.State != illumos.ZoneConfigured {
 		t.Errorf("the zone installed while no slot was free: %+v, %v", z, err)
 	}
-	<-n.host.Installs
+	<-n.ops.Installs
 	select {
 	case err := <-done:
 		if err != nil {
@@ -431,7 +431,7 @@ func TestInstallWaitsForASlotAndHeartbeats(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("InstallZone did not finish once the slot was free")
 	}
-	if len(n.host.Installs) != 0 {
+	if len(n.ops.Installs) != 0 {
 		t.Errorf("InstallZone kept its slot")
 	}
 	mu.Lock()

@@ -1,4 +1,4 @@
-package activities
+package controlops
 
 import (
 	"context"
@@ -9,11 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
-
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -24,7 +23,8 @@ type ImagePulls interface {
 	EnsurePull(ctx context.Context, image, node string) error
 }
 
-// Images holds the control-plane activities of the image catalog.
+// Images is the control plane's work on the image catalog: imports into
+// the image store, the image's status, and which node gets which image.
 type Images struct {
 	Store     *store.Store
 	Artefacts *imagestore.Store
@@ -39,13 +39,27 @@ type Images struct {
 	Pulls       ImagePulls
 }
 
-// Error types of the control-plane image activities (DigestMismatch is
-// shared with the node's).
-const (
-	ErrTypeSourceFailed = "SourceFailed"
-	ErrTypeStalled      = "Stalled"
-	ErrTypeImageGone    = "ImageGone"
-)
+// ImageGoneError: the image was deleted (or is another incarnation) while
+// it was being imported.
+type ImageGoneError struct{ Image string }
+
+func (e *ImageGoneError) Error() string { return "image " + e.Image + " is gone" }
+
+// ImportError is a failed fetch or decompress of an image's source. Err is
+// the image store's error: an *imagestore.DigestMismatchError, a
+// permanent failure (imagestore.Permanent), imagestore.ErrStalled, or
+// another that a retry may get past.
+type ImportError struct {
+	Image  string
+	Source string
+	Err    error
+}
+
+func (e *ImportError) Error() string { return fmt.Sprintf("image %s: %v", e.Image, e.Err) }
+func (e *ImportError) Unwrap() error { return e.Err }
+
+// ErrNoPulls: this control plane was given no way to start image pulls.
+var ErrNoPulls = errors.New("this control plane starts no image pulls")
 
 // ImageRef names one image incarnation: an image deleted and created again
 // has another UID, and work for the old one leaves it alone.
@@ -90,7 +104,7 @@ type ImageFailure struct {
 // ImageTargets are the nodes an image goes to, and how they fetch it.
 type ImageTargets struct {
 	Nodes []string
-	Image NodeImage
+	Image hostops.NodeImage
 }
 
 // ImageNodeInput names an image on a node.
@@ -104,7 +118,7 @@ type ImageNodeInput struct {
 type NodePull struct {
 	Skip  bool
 	Why   string
-	Image NodeImage
+	Image hostops.NodeImage
 }
 
 // ImageNodeUpdate is one node's image status.
@@ -193,16 +207,17 @@ func (a *Images) BeginImageImport(ctx context.Context, ref ImageRef) (ImagePlan,
 }
 
 // FetchImage downloads the image's source into the image store, verifying
-// its digest while it streams. Progress goes into heartbeats (bytes done
-// and total, so a retry resumes and the UI shows it) and, throttled, into
-// the image's status.
+// its digest while it streams. Progress goes to the context's progress
+// callback (bytes done and total, [2]int64, so a retry resumes and the UI
+// shows it) and, throttled, into the image's status. A failed fetch is an
+// *ImportError; an image gone meanwhile an *ImageGoneError.
 func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, error) {
 	img, err := a.get(ctx, ref)
 	if err != nil {
 		return ImageFetched{}, err
 	}
 	if img == nil {
-		return ImageFetched{}, temporal.NewNonRetryableApplicationError("image "+ref.Name+" is gone", ErrTypeImageGone, nil)
+		return ImageFetched{}, &ImageGoneError{Image: ref.Name}
 	}
 	src := img.Spec.Source
 	var (
@@ -214,10 +229,11 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 	if every == 0 {
 		every = time.Second
 	}
-	var last [2]int64 // bytes done and total, for the heartbeats
-	progress := func(done, total int64) {
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, [2]int64{done, total})
+	var last [2]int64 // bytes done and total, for the progress reports
+	report := progress.From(ctx)
+	onProgress := func(done, total int64) {
+		if report != nil {
+			report([2]int64{done, total})
 		}
 		mu.Lock()
 		last = [2]int64{done, total}
@@ -239,11 +255,11 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 			})
 		}()
 	}
-	// A live worker heartbeats even while no byte arrives: telling a
-	// stalled source from a slow one is the store's job (StallTimeout),
-	// telling a dead worker from a live one is the heartbeat's.
+	// A live worker reports even while no byte arrives: telling a stalled
+	// source from a slow one is the store's job (StallTimeout), telling a
+	// dead worker from a live one is the report's (a heartbeat).
 	stopBeats := make(chan struct{})
-	if activity.IsActivity(ctx) {
+	if report != nil {
 		go func() {
 			t := time.NewTicker(10 * time.Second)
 			defer t.Stop()
@@ -255,17 +271,17 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 					mu.Lock()
 					d := last
 					mu.Unlock()
-					activity.RecordHeartbeat(ctx, d)
+					report(d)
 				}
 			}
 		}()
 	}
 	res, err := a.Artefacts.Fetch(ctx, imagestore.FetchRequest{Name: ref.Name, URL: src, SHA256: img.Spec.SHA256,
-		Size: img.Spec.Size, StallTimeout: a.StallTimeout, Progress: progress})
+		Size: img.Spec.Size, StallTimeout: a.StallTimeout, Progress: onProgress})
 	close(stopBeats)
 	writes.Wait()
 	if err != nil {
-		return ImageFetched{}, fetchError(ref.Name, src, err)
+		return ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: err}
 	}
 	_, err = a.mutate(ctx, ref, func(img *model.Image) {
 		img.Status.BytesDone, img.Status.BytesTotal = res.Bytes, res.Bytes
@@ -274,40 +290,22 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 	return ImageFetched{Bytes: res.Bytes, Downloaded: res.Downloaded, Resumed: res.Resumed}, err
 }
 
-// fetchError classifies a fetch or decompress failure: a digest mismatch
-// and what can never succeed (a source that says no for good, a corrupt
-// download) are not retried; a stall and the rest are.
-func fetchError(name, src string, err error) error {
-	var mismatch *imagestore.DigestMismatchError
-	switch {
-	case errors.As(err, &mismatch):
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("image %s: sha256 of %s is %s, the catalog expects %s", name, src, mismatch.Got, mismatch.Want),
-			ErrTypeDigestMismatch, err, mismatch.Want, mismatch.Got)
-	case imagestore.Permanent(err):
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("image %s: %v", name, err), ErrTypeSourceFailed, err)
-	case errors.Is(err, imagestore.ErrStalled):
-		return temporal.NewApplicationErrorWithCause(fmt.Sprintf("image %s: %v", name, err), ErrTypeStalled, err)
-	}
-	return fmt.Errorf("image %s: %w", name, err)
-}
-
-// DecompressImage turns the download into the artefact nodes pull.
+// DecompressImage turns the download into the artefact nodes pull,
+// reporting its progress (bytes read and total, [2]int64). Errors are as
+// FetchImage's.
 func (a *Images) DecompressImage(ctx context.Context, ref ImageRef) (ImageArtefact, error) {
 	img, err := a.get(ctx, ref)
 	if err != nil {
 		return ImageArtefact{}, err
 	}
 	if img == nil {
-		return ImageArtefact{}, temporal.NewNonRetryableApplicationError("image "+ref.Name+" is gone", ErrTypeImageGone, nil)
+		return ImageArtefact{}, &ImageGoneError{Image: ref.Name}
 	}
 	art, err := a.Artefacts.DecompressProgress(ctx, ref.Name, img.Spec.Compression, func(read, total int64) {
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, [2]int64{read, total})
-		}
+		progress.Report(ctx, [2]int64{read, total})
 	})
 	if err != nil {
-		return ImageArtefact{}, fetchError(ref.Name, img.Spec.Source, err)
+		return ImageArtefact{}, &ImportError{Image: ref.Name, Source: img.Spec.Source, Err: err}
 	}
 	return ImageArtefact{SHA256: art.SHA256, Size: art.Size, Compression: art.Compression}, nil
 }
@@ -355,12 +353,12 @@ func (a *Images) RemoveImageArtefact(ctx context.Context, name string) error {
 }
 
 // nodeImage is how nodes fetch the image's artefact.
-func (a *Images) nodeImage(img *model.Image) NodeImage {
+func (a *Images) nodeImage(img *model.Image) hostops.NodeImage {
 	ttl := a.TokenTTL
 	if ttl == 0 {
 		ttl = 6 * time.Hour
 	}
-	return NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
+	return hostops.NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
 		URL:   ArtefactURL(a.AdvertiseURL, img.Metadata.Name),
 		Token: a.Artefacts.Token(img.Metadata.Name, ttl), SHA256: img.Status.ArtefactSHA256, Size: img.Status.ArtefactSize}
 }
@@ -489,10 +487,10 @@ func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (Resolv
 }
 
 // RequestImagePull starts the pull of an image to a node (a no-op while
-// one runs).
+// one runs); ErrNoPulls without Pulls.
 func (a *Images) RequestImagePull(ctx context.Context, in ImageNodeInput) error {
 	if a.Pulls == nil {
-		return temporal.NewNonRetryableApplicationError("this control plane starts no image pulls", ErrTypeInvalid, nil)
+		return ErrNoPulls
 	}
 	return a.Pulls.EnsurePull(ctx, in.Image, in.Node)
 }

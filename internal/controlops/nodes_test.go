@@ -1,18 +1,21 @@
-package activities_test
+package controlops_test
 
 import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/activities"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/store"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
@@ -71,7 +74,7 @@ func nodeEvents(t *testing.T, st *store.Store, reason string) int {
 func TestMarkNodeNotReadyAndReady(t *testing.T) {
 	st := openStore(t)
 	ctx := context.Background()
-	ctl := activities.NewControl(st, nil)
+	ctl := controlops.NewControl(st, nil)
 	createNode(t, st, "n1", time.Now().Add(-time.Minute))
 
 	// An agent-like writer edits the same row meanwhile.
@@ -86,7 +89,7 @@ func TestMarkNodeNotReadyAndReady(t *testing.T) {
 				return
 			default:
 			}
-			_ = activities.UpdateNode(ctx, st, "n1", func(n *model.Node, _ time.Time) bool {
+			_ = controlops.UpdateNode(ctx, st, "n1", func(n *model.Node, _ time.Time) bool {
 				if n.Metadata.Annotations == nil {
 					n.Metadata.Annotations = map[string]string{}
 				}
@@ -95,23 +98,23 @@ func TestMarkNodeNotReadyAndReady(t *testing.T) {
 			})
 		}
 	}()
-	res, err := ctl.MarkNodeNotReady(ctx, activities.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second})
+	res, err := ctl.MarkNodeNotReady(ctx, controlops.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second})
 	close(stop)
 	wg.Wait()
 	if err != nil || !res.Marked || !res.Changed {
 		t.Fatalf("mark a stale node: %+v %v", res, err)
 	}
 	cond, taints := readyOf(t, st, "n1")
-	if cond.Status != model.ConditionUnknown || cond.Reason != activities.ReasonNodeStatusUnknown || cond.LastTransitionTime == nil ||
+	if cond.Status != model.ConditionUnknown || cond.Reason != controlops.ReasonNodeStatusUnknown || cond.LastTransitionTime == nil ||
 		time.Since(*cond.LastTransitionTime) > time.Minute/2 {
 		t.Fatalf("Ready after the mark: %+v", cond)
 	}
-	if len(taints) != 1 || taints[0].Key != activities.TaintUnreachable || taints[0].Effect != model.TaintNoSchedule {
+	if len(taints) != 1 || taints[0].Key != controlops.TaintUnreachable || taints[0].Effect != model.TaintNoSchedule {
 		t.Fatalf("taints after the mark: %+v", taints)
 	}
 	first := *cond.LastTransitionTime
 
-	res, err = ctl.MarkNodeNotReady(ctx, activities.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second})
+	res, err = ctl.MarkNodeNotReady(ctx, controlops.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second})
 	if err != nil || !res.Marked || res.Changed {
 		t.Fatalf("second mark: %+v %v; want marked, nothing changed", res, err)
 	}
@@ -122,11 +125,11 @@ func TestMarkNodeNotReadyAndReady(t *testing.T) {
 	}
 
 	// The agent is back: Ready=True with a fresh heartbeat, as it writes it.
-	_ = activities.UpdateNode(ctx, st, "n1", func(n *model.Node, now time.Time) bool {
+	_ = controlops.UpdateNode(ctx, st, "n1", func(n *model.Node, now time.Time) bool {
 		n.Status.Conditions = []model.NodeCondition{{Type: model.NodeReady, Status: model.ConditionTrue, LastHeartbeatTime: &now, LastTransitionTime: &now}}
 		return true
 	})
-	if res, err = ctl.MarkNodeNotReady(ctx, activities.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second}); err != nil || res.Marked {
+	if res, err = ctl.MarkNodeNotReady(ctx, controlops.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second}); err != nil || res.Marked {
 		t.Fatalf("a fresh heartbeat was marked NotReady: %+v %v", res, err)
 	}
 	if removed, err := ctl.MarkNodeReady(ctx, "n1"); err != nil || !removed {
@@ -145,23 +148,23 @@ func TestMarkNodeNotReadyAndReady(t *testing.T) {
 
 type signals struct {
 	mu   sync.Mutex
-	sent map[string]activities.EvictSignal
+	sent map[string]controlops.EvictSignal
 }
 
-func (s *signals) Start(context.Context, activities.PodRef) error { return nil }
+func (s *signals) Start(context.Context, controlops.PodRef) error { return nil }
 func (s *signals) Running(context.Context, string, string) (bool, error) {
 	return true, nil
 }
 func (s *signals) Signal(_ context.Context, _, name, signal string, arg any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if signal != activities.SignalEvict {
+	if signal != controlops.SignalEvict {
 		return errors.New("unexpected signal " + signal)
 	}
 	if name == "orphan" {
-		return activities.ErrNoLifecycle
+		return controlops.ErrNoLifecycle
 	}
-	s.sent[name] = arg.(activities.EvictSignal)
+	s.sent[name] = arg.(controlops.EvictSignal)
 	return nil
 }
 
@@ -171,8 +174,8 @@ func (s *signals) Signal(_ context.Context, _, name, signal string, arg any) err
 func TestEvictLostNodeAndUnbind(t *testing.T) {
 	st := openStore(t)
 	ctx := context.Background()
-	sig := &signals{sent: map[string]activities.EvictSignal{}}
-	ctl := activities.NewControl(st, sig)
+	sig := &signals{sent: map[string]controlops.EvictSignal{}}
+	ctl := controlops.NewControl(st, sig)
 	mk := func(name, node, phase string) *model.Pod {
 		p := &model.Pod{Metadata: model.ObjectMeta{Name: name, Namespace: model.DefaultNamespace},
 			Spec: model.PodSpec{NodeName: node, Containers: []model.Container{{Name: "a", Image: "i", Command: []string{"c"}}}}}
@@ -190,11 +193,11 @@ func TestEvictLostNodeAndUnbind(t *testing.T) {
 	mk("done", "n1", model.PodFailed)
 	mk("elsewhere", "n2", model.PodRunning)
 
-	n, err := ctl.EvictNodePods(ctx, activities.EvictInput{Node: "n1", Lost: true})
+	n, err := ctl.EvictNodePods(ctx, controlops.EvictInput{Node: "n1", Lost: true})
 	if err != nil || n != 2 {
 		t.Fatalf("evicted %d, %v; want the 2 unfinished pods of n1", n, err)
 	}
-	if s, ok := sig.sent["run"]; !ok || !s.Lost || s.Node != "n1" || s.Reason != activities.ReasonNodeLost || len(sig.sent) != 1 {
+	if s, ok := sig.sent["run"]; !ok || !s.Lost || s.Node != "n1" || s.Reason != controlops.ReasonNodeLost || len(sig.sent) != 1 {
 		t.Fatalf("signals sent: %+v", sig.sent)
 	}
 	// Only a pod's lifecycle writes its status: eviction only tells it.
@@ -209,7 +212,7 @@ func TestEvictLostNodeAndUnbind(t *testing.T) {
 		t.Fatalf("ListNodePods(n1) = %+v, %v; want the 2 unfinished pods", refs, err)
 	}
 
-	if err := ctl.UnbindPod(ctx, activities.UnbindInput{Pod: activities.PodRef{Namespace: "default", Name: "run", UID: run.Metadata.UID}, Message: "moving"}); err != nil {
+	if err := ctl.UnbindPod(ctx, controlops.UnbindInput{Pod: controlops.PodRef{Namespace: "default", Name: "run", UID: run.Metadata.UID}, Message: "moving"}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := st.Pods().Get(ctx, model.DefaultNamespace, "run")
@@ -223,7 +226,7 @@ func TestEvictLostNodeAndUnbind(t *testing.T) {
 		t.Fatalf("after unbinding: node %q phase %s scheduled %s uid %s", p.Spec.NodeName, p.Status.Phase, scheduled, p.Metadata.UID)
 	}
 	// Another incarnation of the name is left alone.
-	if err := ctl.UnbindPod(ctx, activities.UnbindInput{Pod: activities.PodRef{Namespace: "default", Name: "elsewhere", UID: "other"}}); err != nil {
+	if err := ctl.UnbindPod(ctx, controlops.UnbindInput{Pod: controlops.PodRef{Namespace: "default", Name: "elsewhere", UID: "other"}}); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := st.Pods().Get(ctx, model.DefaultNamespace, "elsewhere"); p.Spec.NodeName != "n2" {

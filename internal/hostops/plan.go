@@ -1,12 +1,10 @@
-package activities
+package hostops
 
 import (
-	"context"
 	"sort"
 
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/store"
 )
 
 // BoundPod is a pod row bound to a node (spec.nodeName), as far as host
@@ -143,18 +141,4 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 		}
 	}
 	return plan
-}
-
-// BoundPods lists the pods whose spec.nodeName is node.
-func BoundPods(ctx context.Context, st *store.Store, node string) ([]BoundPod, error) {
-	pods, err := st.Pods().ListAll(ctx, store.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]BoundPod, 0, len(pods))
-	for _, p := range pods {
-		out = append(out, BoundPod{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID,
-			Phase: p.Status.Phase, Deleting: p.Metadata.DeletionTimestamp != nil})
-	}
-	return out, nil
 }

@@ -1,4 +1,4 @@
-package activities_test
+package host_test
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/zonewright/zonewright/activities"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
@@ -30,7 +30,7 @@ import (
 // builds it once) through the Temporal SDK's activity test environment.
 // Each test gets its own simulated node.
 
-func TestMain(m *testing.M) { os.Exit(simtest.Main(func() int { return pgtest.Main(m) })) }
+func TestMain(m *testing.M) { os.Exit(simtest.Main(m.Run)) }
 
 const (
 	zonesDataset   = "tank/zonewright/zones"
@@ -44,7 +44,8 @@ const (
 type node struct {
 	log  syncBuffer // what the activities logged
 	sim  *simtest.Node
-	host *activities.Host
+	ops  *hostops.Host // the host library the activities run over
+	host *hostacts.Activities
 	env  *testsuite.TestActivityEnvironment
 }
 
@@ -66,7 +67,7 @@ func newNode(t *testing.T) *node {
 	if err := h.Dladm().CreateEtherstub(ctx, etherstub); err != nil {
 		t.Fatal(err)
 	}
-	n.host = &activities.Host{
+	n.ops = &hostops.Host{
 		Host:           h,
 		Node:           "node1",
 		Etherstub:      etherstub,
@@ -80,6 +81,7 @@ func newNode(t *testing.T) *node {
 		Log:            slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), &n.log), nil)),
 		PollInterval:   100 * time.Millisecond,
 	}
+	n.host = &hostacts.Activities{Ops: n.ops}
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	n.env = suite.NewTestActivityEnvironment()
@@ -122,8 +124,8 @@ func freePort(t *testing.T, ip string) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func sandbox(name, ip string, containers ...activities.ContainerSpec) activities.PodSandbox {
-	return activities.PodSandbox{
+func sandbox(name, ip string, containers ...hostops.ContainerSpec) hostops.PodSandbox {
+	return hostops.PodSandbox{
 		Namespace: "default", Name: name, UID: "uid-" + name, Brand: "sparse", Image: "omnios-r151054",
 		MilliCPU: 500, MemoryBytes: 256<<20 + 1,
 		IP: ip, PrefixLen: 24, Gateway: strings.TrimSuffix(ip, ip[strings.LastIndexByte(ip, '.'):]) + ".1",
@@ -132,7 +134,7 @@ func sandbox(name, ip string, containers ...activities.ContainerSpec) activities
 }
 
 // provision runs every provisioning step in order, each twice.
-func (n *node) provision(t *testing.T, s activities.PodSandbox) {
+func (n *node) provision(t *testing.T, s hostops.PodSandbox) {
 	t.Helper()
 	h := n.host
 	n.twice(t, "CreateDatasets", h.CreateDatasets, s)
@@ -146,7 +148,7 @@ func (n *node) provision(t *testing.T, s activities.PodSandbox) {
 }
 
 // deprovision undoes provision in reverse, each step twice.
-func (n *node) deprovision(t *testing.T, s activities.PodSandbox) {
+func (n *node) deprovision(t *testing.T, s hostops.PodSandbox) {
 	t.Helper()
 	h := n.host
 	n.twice(t, "StopContainers", h.StopContainers, s)
@@ -164,9 +166,9 @@ type observation struct {
 }
 
 // observe lists the node as its supervisor does (zoneadm list, svcs -Z).
-func (n *node) observe(t *testing.T, s activities.PodSandbox) observation {
+func (n *node) observe(t *testing.T, s hostops.PodSandbox) observation {
 	t.Helper()
-	h := supervisor.IllumosHost{Host: n.host.Host}
+	h := supervisor.IllumosHost{Host: n.ops.Host}
 	zones, err := h.Zones(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +179,7 @@ func (n *node) observe(t *testing.T, s activities.PodSandbox) observation {
 	}
 	obs := observation{ZoneState: zones[s.ZoneName()], Containers: map[string]string{}}
 	for _, c := range s.Containers {
-		if st, ok := svcs[s.ZoneName()][activities.ContainerFMRI(c.Name)]; ok {
+		if st, ok := svcs[s.ZoneName()][hostops.ContainerFMRI(c.Name)]; ok {
 			obs.Containers[c.Name] = st.State
 		}
 	}
@@ -185,9 +187,9 @@ func (n *node) observe(t *testing.T, s activities.PodSandbox) observation {
 }
 
 // probe runs a probe as the node's supervisor does.
-func (n *node) probe(t *testing.T, s activities.PodSandbox, p model.Probe) supervisor.Result {
+func (n *node) probe(t *testing.T, s hostops.PodSandbox, p model.Probe) supervisor.Result {
 	t.Helper()
-	res, err := supervisor.RunProbe(context.Background(), supervisor.IllumosHost{Host: n.host.Host}, s.ZoneName(), s.IP, &p)
+	res, err := supervisor.RunProbe(context.Background(), supervisor.IllumosHost{Host: n.ops.Host}, s.ZoneName(), s.IP, &p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package activities_test
+package host_test
 
 import (
 	"archive/tar"
@@ -21,7 +21,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/zonewright/zonewright/activities"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -92,12 +93,12 @@ func newImageServer(t *testing.T) *imageServer {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // add serves body under name and returns the NodeImage of it.
-func (s *imageServer) add(name, kind string, body []byte) activities.NodeImage {
+func (s *imageServer) add(name, kind string, body []byte) hostops.NodeImage {
 	s.mu.Lock()
 	s.files[name] = body
 	s.mu.Unlock()
 	sum := sha256.Sum256(body)
-	return activities.NodeImage{Name: name, Kind: kind, URL: s.URL + "/images/" + name, Token: imageToken,
+	return hostops.NodeImage{Name: name, Kind: kind, URL: s.URL + "/images/" + name, Token: imageToken,
 		SHA256: hex.EncodeToString(sum[:]), Size: int64(len(body))}
 }
 
@@ -112,7 +113,7 @@ func (s *imageServer) set(m map[string]bool, name string, on bool) {
 func streamFixture(t *testing.T, n *node) []byte {
 	t.Helper()
 	ctx := t.Context()
-	zfs := n.host.Host.ZFS()
+	zfs := n.ops.Host.ZFS()
 	if err := zfs.Create(ctx, "tank/fixture", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -154,9 +155,9 @@ func diskFixture(t *testing.T) []byte {
 	return b
 }
 
-func (n *node) pull(t *testing.T, img activities.NodeImage) activities.NodeImageResult {
+func (n *node) pull(t *testing.T, img hostops.NodeImage) hostops.NodeImageResult {
 	t.Helper()
-	var res activities.NodeImageResult
+	var res hostops.NodeImageResult
 	if err := n.must(t, "PullImage "+img.Name, n.host.PullImage, img).Get(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -180,10 +181,10 @@ func (n *node) wantNoImage(t *testing.T, name string) {
 	if ds := n.datasetNames(t, imagesDataset+"/"+name); len(ds) > 0 {
 		t.Errorf("image datasets left: %v", ds)
 	}
-	if _, err := os.Stat(filepath.Join(n.host.ZvolDir, imagesDataset, name)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(n.ops.ZvolDir, imagesDataset, name)); !os.IsNotExist(err) {
 		t.Errorf("image volume device left: %v", err)
 	}
-	files, _ := filepath.Glob(filepath.Join(n.host.ImageDir, "*"+name+"*"))
+	files, _ := filepath.Glob(filepath.Join(n.ops.ImageDir, "*"+name+"*"))
 	if len(files) > 0 {
 		t.Errorf("image files left: %v", files)
 	}
@@ -193,13 +194,13 @@ func TestPullImageOfEachKind(t *testing.T) {
 	n := newNode(t)
 	srv := newImageServer(t)
 	ctx := t.Context()
-	zfs := n.host.Host.ZFS()
+	zfs := n.ops.Host.ZFS()
 
 	var mu sync.Mutex
-	var beats []activities.ImagePullProgress
-	n.host.HeartbeatInterval = 20 * time.Millisecond
+	var beats []hostops.ImagePullProgress
+	n.ops.HeartbeatInterval = 20 * time.Millisecond
 	n.env.SetOnActivityHeartbeatListener(func(info *activity.Info, details converter.EncodedValues) {
-		var p activities.ImagePullProgress
+		var p hostops.ImagePullProgress
 		if details.Get(&p) == nil {
 			mu.Lock()
 			beats = append(beats, p)
@@ -223,7 +224,7 @@ func TestPullImageOfEachKind(t *testing.T) {
 	// A tarball lands in the image directory with its digest beside it.
 	tarball := srv.add("alpine", model.ImageLXTarball, tarFixture(t))
 	res = n.pull(t, tarball)
-	if want := filepath.Join(n.host.ImageDir, "alpine.tar"); res.Artefact != want {
+	if want := filepath.Join(n.ops.ImageDir, "alpine.tar"); res.Artefact != want {
 		t.Errorf("tarball artefact %q, want %q", res.Artefact, want)
 	}
 	if b, _ := os.ReadFile(res.Artefact); !bytes.Equal(b, tarFixture(t)) {
@@ -244,7 +245,7 @@ func TestPullImageOfEachKind(t *testing.T) {
 	if err != nil || props["type"] != "volume" || props["volsize"] != itoa((len(diskBody)+8191)/8192*8192) {
 		t.Errorf("disk volume %v, %v", props, err)
 	}
-	dev, err := os.ReadFile(illumos.ZvolDevice(n.host.ZvolDir, imagesDataset+"/freebsd"))
+	dev, err := os.ReadFile(illumos.ZvolDevice(n.ops.ZvolDir, imagesDataset+"/freebsd"))
 	if err != nil || !bytes.Equal(dev[:len(diskBody)], diskBody) {
 		t.Errorf("the volume does not hold the disk image (err %v)", err)
 	}
@@ -262,12 +263,12 @@ func TestPullImageOfEachKind(t *testing.T) {
 
 	// A zone template has nothing to fetch.
 	before := srv.requests.Load()
-	res = n.pull(t, activities.NodeImage{Name: "omnios", Kind: model.ImageZoneTemplate})
+	res = n.pull(t, hostops.NodeImage{Name: "omnios", Kind: model.ImageZoneTemplate})
 	if res.Artefact != "" {
 		t.Errorf("zone template artefact %q", res.Artefact)
 	}
 	// Pulling complete images again downloads nothing.
-	for _, img := range []activities.NodeImage{stream, tarball, disk} {
+	for _, img := range []hostops.NodeImage{stream, tarball, disk} {
 		n.pull(t, img)
 	}
 	if got := srv.requests.Load(); got != before {
@@ -278,7 +279,7 @@ func TestPullImageOfEachKind(t *testing.T) {
 func TestPullImageDigestMismatchLeavesNothing(t *testing.T) {
 	n := newNode(t)
 	srv := newImageServer(t)
-	for _, img := range []activities.NodeImage{
+	for _, img := range []hostops.NodeImage{
 		srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n)),
 		srv.add("alpine", model.ImageLXTarball, tarFixture(t)),
 		srv.add("freebsd", model.ImageBhyveDisk, diskFixture(t)),
@@ -287,7 +288,7 @@ func TestPullImageDigestMismatchLeavesNothing(t *testing.T) {
 		img.SHA256 = strings.Repeat("0", 64)
 		_, err := n.run(t, n.host.PullImage, img)
 		ae := appError(t, err)
-		if ae.Type() != activities.ErrTypeDigestMismatch || !ae.NonRetryable() ||
+		if ae.Type() != hostacts.ErrTypeDigestMismatch || !ae.NonRetryable() ||
 			!strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), img.SHA256) {
 			t.Errorf("%s with a wrong digest: %v (type %s, non-retryable %v)", img.Kind, err, ae.Type(), ae.NonRetryable())
 		}
@@ -296,7 +297,7 @@ func TestPullImageDigestMismatchLeavesNothing(t *testing.T) {
 		// A wrong size is a mismatch too.
 		img.SHA256, img.Size = want, img.Size+1
 		_, err = n.run(t, n.host.PullImage, img)
-		if ae := appError(t, err); ae.Type() != activities.ErrTypeDigestMismatch || !ae.NonRetryable() {
+		if ae := appError(t, err); ae.Type() != hostacts.ErrTypeDigestMismatch || !ae.NonRetryable() {
 			t.Errorf("%s with a wrong size: %v", img.Kind, err)
 		}
 		n.wantNoImage(t, img.Name)
@@ -306,14 +307,14 @@ func TestPullImageDigestMismatchLeavesNothing(t *testing.T) {
 func TestPullImageDroppedDownloadIsRetriedCleanly(t *testing.T) {
 	n := newNode(t)
 	srv := newImageServer(t)
-	for _, img := range []activities.NodeImage{
+	for _, img := range []hostops.NodeImage{
 		srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n)),
 		srv.add("alpine", model.ImageLXTarball, tarFixture(t)),
 		srv.add("freebsd", model.ImageBhyveDisk, diskFixture(t)),
 	} {
 		srv.set(srv.drop, img.Name, true)
 		_, err := n.run(t, n.host.PullImage, img)
-		if ae := appError(t, err); ae.NonRetryable() || ae.Type() != activities.ErrTypeDownload {
+		if ae := appError(t, err); ae.NonRetryable() || ae.Type() != hostacts.ErrTypeDownload {
 			t.Errorf("%s with a dropped connection: %v (type %s, non-retryable %v)", img.Kind, err, ae.Type(), ae.NonRetryable())
 		}
 		n.wantNoImage(t, img.Name)
@@ -333,15 +334,15 @@ func TestPullImageDroppedDownloadIsRetriedCleanly(t *testing.T) {
 func TestPullImageStalledDownloadIsEnded(t *testing.T) {
 	n := newNode(t)
 	srv := newImageServer(t)
-	n.host.DownloadStallTimeout = 300 * time.Millisecond
-	for _, img := range []activities.NodeImage{
+	n.ops.DownloadStallTimeout = 300 * time.Millisecond
+	for _, img := range []hostops.NodeImage{
 		srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n)),
 		srv.add("alpine", model.ImageLXTarball, tarFixture(t)),
 	} {
 		srv.set(srv.stall, img.Name, true)
 		start := time.Now()
 		_, err := n.run(t, n.host.PullImage, img)
-		if ae := appError(t, err); ae.NonRetryable() || ae.Type() != activities.ErrTypeDownload || !strings.Contains(err.Error(), "stalled") {
+		if ae := appError(t, err); ae.NonRetryable() || ae.Type() != hostacts.ErrTypeDownload || !strings.Contains(err.Error(), "stalled") {
 			t.Errorf("%s with a stalled server: %v", img.Kind, err)
 		}
 		if took := time.Since(start); took > 30*time.Second {
@@ -355,7 +356,7 @@ func TestPullImageReplacesAPartialOne(t *testing.T) {
 	n := newNode(t)
 	srv := newImageServer(t)
 	ctx := t.Context()
-	zfs := n.host.Host.ZFS()
+	zfs := n.ops.Host.ZFS()
 	// A crash after zfs receive, before the digest was recorded.
 	stream := srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n))
 	if err := zfs.Create(ctx, imagesDataset+"/ubuntu", nil); err != nil {
@@ -367,15 +368,15 @@ func TestPullImageReplacesAPartialOne(t *testing.T) {
 	}
 	// A crash while writing a tarball, and one with a stale sidecar.
 	tarball := srv.add("alpine", model.ImageLXTarball, tarFixture(t))
-	os.MkdirAll(n.host.ImageDir, 0o755)
-	os.WriteFile(filepath.Join(n.host.ImageDir, ".alpine.tar.partial-123"), []byte("half"), 0o644)
-	os.WriteFile(filepath.Join(n.host.ImageDir, "alpine.tar"), []byte("old"), 0o644)
-	os.WriteFile(filepath.Join(n.host.ImageDir, "alpine.tar.sha256"), []byte(strings.Repeat("1", 64)), 0o644)
+	os.MkdirAll(n.ops.ImageDir, 0o755)
+	os.WriteFile(filepath.Join(n.ops.ImageDir, ".alpine.tar.partial-123"), []byte("half"), 0o644)
+	os.WriteFile(filepath.Join(n.ops.ImageDir, "alpine.tar"), []byte("old"), 0o644)
+	os.WriteFile(filepath.Join(n.ops.ImageDir, "alpine.tar.sha256"), []byte(strings.Repeat("1", 64)), 0o644)
 	res := n.pull(t, tarball)
 	if b, _ := os.ReadFile(res.Artefact); !bytes.Equal(b, tarFixture(t)) {
 		t.Errorf("the stale tarball was kept")
 	}
-	if m, _ := filepath.Glob(filepath.Join(n.host.ImageDir, ".alpine.tar.partial-*")); len(m) > 0 {
+	if m, _ := filepath.Glob(filepath.Join(n.ops.ImageDir, ".alpine.tar.partial-*")); len(m) > 0 {
 		t.Errorf("partial files left: %v", m)
 	}
 }
@@ -396,32 +397,32 @@ func TestInstallsFromImages(t *testing.T) {
 	vm.Brand, vm.Image, vm.ImageKind = "bhyve", "freebsd", model.ImageBhyveDisk
 
 	// Without the image on the node the install stops for good.
-	for _, s := range []activities.PodSandbox{lxStream, lxTar} {
+	for _, s := range []hostops.PodSandbox{lxStream, lxTar} {
 		n.must(t, "CreateDatasets", n.host.CreateDatasets, s)
 		n.must(t, "CreateVNIC", n.host.CreateVNIC, s)
 		n.must(t, "ConfigureZone", n.host.ConfigureZone, s)
 		_, err := n.run(t, n.host.InstallZone, s)
-		if ae := appError(t, err); ae.Type() != activities.ErrTypeImageMissing || !ae.NonRetryable() ||
+		if ae := appError(t, err); ae.Type() != hostacts.ErrTypeImageMissing || !ae.NonRetryable() ||
 			!strings.Contains(err.Error(), s.Image) || !strings.Contains(err.Error(), "node1") {
 			t.Errorf("install of %s without its image: %v", s.Name, err)
 		}
 	}
 	_, err := n.run(t, n.host.CreateDatasets, vm)
-	if ae := appError(t, err); ae.Type() != activities.ErrTypeImageMissing || !ae.NonRetryable() {
+	if ae := appError(t, err); ae.Type() != hostacts.ErrTypeImageMissing || !ae.NonRetryable() {
 		t.Errorf("bhyve boot disk without its image: %v", err)
 	}
 
-	for _, img := range []activities.NodeImage{stream, tarball, disk} {
+	for _, img := range []hostops.NodeImage{stream, tarball, disk} {
 		n.pull(t, img)
 	}
 	ctx := t.Context()
-	for _, s := range []activities.PodSandbox{lxStream, lxTar, vm} {
+	for _, s := range []hostops.PodSandbox{lxStream, lxTar, vm} {
 		n.provision(t, s)
-		if z, err := n.host.Host.Zoneadm().Get(ctx, s.ZoneName()); err != nil || z.State != illumos.ZoneRunning {
+		if z, err := n.ops.Host.Zoneadm().Get(ctx, s.ZoneName()); err != nil || z.State != illumos.ZoneRunning {
 			t.Errorf("%s: zone %+v, %v", s.Name, z, err)
 		}
 	}
-	motd := func(s activities.PodSandbox) string {
+	motd := func(s hostops.PodSandbox) string {
 		b, _ := os.ReadFile(filepath.Join(n.sim.Root, "fs", zonesPath, s.ZoneName(), "root/etc/motd"))
 		return string(b)
 	}
@@ -431,20 +432,20 @@ func TestInstallsFromImages(t *testing.T) {
 	if got := motd(lxTar); got != "from the tarball\n" {
 		t.Errorf("lx zone from the tarball: motd %q", got)
 	}
-	if v, err := n.host.Host.ZFS().Get(ctx, zonesDataset+"/"+lxStream.ZoneName()+"/root", "origin"); err != nil || v != imagesDataset+"/ubuntu@base" {
+	if v, err := n.ops.Host.ZFS().Get(ctx, zonesDataset+"/"+lxStream.ZoneName()+"/root", "origin"); err != nil || v != imagesDataset+"/ubuntu@base" {
 		t.Errorf("the lx zone is not a clone of the image: origin %q, %v", v, err)
 	}
 
 	// The VM boots from its own clone of the disk, delegated to the zone.
 	vol := volumesDataset + "/" + vm.ZoneName()
-	if v, err := n.host.Host.ZFS().Get(ctx, vol, "origin"); err != nil || v != imagesDataset+"/freebsd@base" {
+	if v, err := n.ops.Host.ZFS().Get(ctx, vol, "origin"); err != nil || v != imagesDataset+"/freebsd@base" {
 		t.Errorf("boot disk origin %q, %v", v, err)
 	}
-	dev, err := os.ReadFile(illumos.ZvolDevice(n.host.ZvolDir, vol))
+	dev, err := os.ReadFile(illumos.ZvolDevice(n.ops.ZvolDir, vol))
 	if err != nil || !bytes.Equal(dev[:len(diskBody)], diskBody) {
 		t.Errorf("the boot disk does not hold the image (err %v)", err)
 	}
-	info, err := n.host.Host.Zonecfg().Info(ctx, vm.ZoneName())
+	info, err := n.ops.Host.Zonecfg().Info(ctx, vm.ZoneName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,21 +454,21 @@ func TestInstallsFromImages(t *testing.T) {
 	}
 
 	// Images in use are not removed.
-	for _, img := range []activities.NodeImage{stream, disk} {
+	for _, img := range []hostops.NodeImage{stream, disk} {
 		_, err := n.run(t, n.host.RemoveImage, img)
-		if ae := appError(t, err); ae.Type() != activities.ErrTypeBusy || ae.NonRetryable() {
+		if ae := appError(t, err); ae.Type() != hostacts.ErrTypeBusy || ae.NonRetryable() {
 			t.Errorf("RemoveImage %s while in use: %v", img.Name, err)
 		}
 	}
 
-	for _, s := range []activities.PodSandbox{lxStream, lxTar, vm} {
+	for _, s := range []hostops.PodSandbox{lxStream, lxTar, vm} {
 		n.deprovision(t, s)
 	}
 	wantNothingLeft(t, n)
-	if _, err := os.Stat(illumos.ZvolDevice(n.host.ZvolDir, vol)); !os.IsNotExist(err) {
+	if _, err := os.Stat(illumos.ZvolDevice(n.ops.ZvolDir, vol)); !os.IsNotExist(err) {
 		t.Errorf("the boot disk's device outlived the pod: %v", err)
 	}
-	for _, img := range []activities.NodeImage{stream, tarball, disk} {
+	for _, img := range []hostops.NodeImage{stream, tarball, disk} {
 		n.twice(t, "RemoveImage "+img.Name, n.host.RemoveImage, img)
 		n.wantNoImage(t, img.Name)
 	}

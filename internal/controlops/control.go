@@ -1,6 +1,19 @@
-// Package activities holds zonewright's Temporal activities: control-plane
-// work against PostgreSQL, and host work through the illumos commands.
-package activities
+// Package controlops is the control plane's work on its state: pods as
+// their lifecycles see them (load, schedule, address, status, unbind,
+// remove), node health (observe, mark NotReady and Ready, evict), the
+// host reconciliation's bookkeeping (orphans, drift), repairs of the
+// one-workflow-per-row invariants, and the image catalog (imports, pulls,
+// per-node status). It works on PostgreSQL (internal/store), the
+// scheduler, IPAM and the image store.
+//
+// It knows nothing of Temporal: the control-plane activities
+// (activities/control) are thin wrappers over it, and the API and the
+// agent call it directly (EvictPods, ReconcileHost, BoundPods, …).
+// Starting and signalling workflows goes through small interfaces the
+// workflows package implements (Lifecycles, NodeHealthStarter,
+// ImagePulls); long work reports progress through the caller's callback
+// (internal/progress).
+package controlops
 
 import (
 	"context"
@@ -11,7 +24,8 @@ import (
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// Control holds the control-plane activities and their dependencies.
+// Control is the control plane's work on pods and nodes, with its
+// dependencies.
 type Control struct {
 	Store      *store.Store
 	Scheduler  *scheduler.Scheduler
@@ -25,7 +39,7 @@ type Control struct {
 	NodeGracePeriod, NodeEvictionTimeout time.Duration
 }
 
-// NewControl wires the control-plane activities over one store.
+// NewControl wires a Control over one store.
 func NewControl(st *store.Store, lc Lifecycles) *Control {
 	return &Control{Store: st, Scheduler: &scheduler.Scheduler{Store: st}, IPAM: ipam.New(st.Pool()), Lifecycles: lc}
 }

@@ -1,8 +1,19 @@
-package activities
+// Package hostops is the work zonewright does on an illumos host for its
+// pods: datasets, VNICs, zones (configure, install, boot, halt, shut
+// down, uninstall), the zone's network, the containers (SMF services)
+// and their hand-off to the node's supervisor, images pulled from the
+// control plane, and the inventory, plan and orphan removal of host
+// reconciliation. Every change goes through the illumos commands
+// (internal/illumos).
+//
+// It knows nothing of Temporal: the host activities (activities/host) are
+// thin wrappers over it, and the agent calls it directly. Errors are plain
+// Go errors (see errors.go); long operations report that they are alive
+// through the caller's progress callback (internal/progress).
+package hostops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -10,17 +21,15 @@ import (
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
 // PodSandbox is everything a node needs to build and run one pod's zone.
 // Host names (zone, VNIC, dataset) derive from it deterministically, so
-// every host activity can be retried, or re-run after a crash, and find
+// every host operation can be retried, or re-run after a crash, and find
 // its earlier work.
 type PodSandbox struct {
 	Namespace string
@@ -74,7 +83,7 @@ type ContainerProbes struct {
 	Startup, Liveness, Readiness *model.Probe
 }
 
-// Supervisor is the node's pod supervisor, as the host activities see it
+// Supervisor is the node's pod supervisor, as the host operations see it
 // (internal/supervisor).
 type Supervisor interface {
 	Watch(p supervisor.Pod, initial map[string]supervisor.Initial) uint64
@@ -82,25 +91,22 @@ type Supervisor interface {
 	Forget(uid string)
 }
 
-// Host holds the host activities of one node: every change they make goes
-// through the illumos commands. Only that node's agent runs them, on its
-// task queue node/<name>.
+// Host does the work of one node's pods: every change it makes goes
+// through the illumos commands. Only that node's agent runs it (through
+// the host activities on its task queue node/<name>, or directly).
 //
-// Every exported method is an activity (RegisterActivity(h) registers them
-// by method name), and every one is idempotent: names derive from the
-// sandbox (see PodSandbox.ZoneName), so a retry, or a re-run after a crash,
-// finds the work already done and succeeds.
+// Every operation is idempotent: names derive from the sandbox (see
+// PodSandbox.ZoneName), so a retry, or a re-run after a crash, finds the
+// work already done and succeeds.
 //
-// Errors: a request that cannot succeed however often it is tried
-// (illumos.ErrInvalid: a bad name, a usage error, a value zonecfg refuses)
-// is a non-retryable ApplicationError of type "Invalid"; something on the
-// host that is in the way and is not ours (a VNIC of the pod's name over
-// another link, a zone of the pod's name belonging to another pod) is a
-// non-retryable "Conflict". Everything else is a retryable ApplicationError
-// whose type is the illumos kind ("NotFound", "AlreadyExists",
-// "WrongState", "Busy", "Transient", "Unknown"), or "ContainerMaintenance"
-// from WaitContainersOnline. Messages name the step, the zone, the attempt,
-// and the failed command's argv and stderr.
+// Errors say what failed where (*Error: the step, the pod and its zone,
+// the node) and why: an *illumos.Error for a failed command (its kind, its
+// argv and stderr; a usage error or a value zonecfg refuses is of kind
+// illumos.KindInvalid), an *InvalidError for a request refused before any
+// command runs, a *ConflictError for something on the host in the way
+// that is not ours (a VNIC of the pod's name over another link, a zone of
+// the pod's name belonging to another pod), a *MaintenanceError from
+// WaitContainersOnline; the image operations add their own (errors.go).
 //
 // A Host must not be copied after first use.
 type Host struct {
@@ -137,13 +143,14 @@ type Host struct {
 	// agent sets this to a chmod. Nil when the commands do not run against
 	// this machine's filesystem (a --bin-dir pointing elsewhere).
 	PrepareZonepath func(zonepath string) error
-	// PollInterval is how often the waiting activities (WaitContainersOnline,
+	// PollInterval is how often the waiting operations (WaitContainersOnline,
 	// ShutdownZone) look again; zero means 500ms.
 	PollInterval time.Duration
 	// StepRetry is the first wait before a provision step that failed
 	// transiently is tried again (doubling up to 30s); zero means 1s.
 	StepRetry time.Duration
-	// HeartbeatInterval is how often long commands heartbeat; zero means 5s.
+	// HeartbeatInterval is how often long commands report progress (to
+	// the context's progress callback); zero means 5s.
 	HeartbeatInterval time.Duration
 	// DownloadStallTimeout ends an image download that receives nothing
 	// for that long; zero means a minute.
@@ -253,82 +260,41 @@ func (h *Host) heartbeatInterval() time.Duration {
 	return 5 * time.Second
 }
 
-// Error types of the ApplicationErrors host activities return.
-const (
-	ErrTypeInvalid              = "Invalid"
-	ErrTypeConflict             = "Conflict"
-	ErrTypeContainerMaintenance = "ContainerMaintenance"
-)
-
-// kindErrType is the ApplicationError type of a retryable illumos failure.
-var kindErrType = map[illumos.Kind]string{
-	illumos.KindUnknown:       "Unknown",
-	illumos.KindNotFound:      "NotFound",
-	illumos.KindAlreadyExists: "AlreadyExists",
-	illumos.KindWrongState:    "WrongState",
-	illumos.KindBusy:          "Busy",
-	illumos.KindTransient:     "Transient",
-}
-
-// attemptKey carries a step's own try number within a provision.
-type attemptKey struct{}
-
-func withAttempt(ctx context.Context, n int32) context.Context {
-	return context.WithValue(ctx, attemptKey{}, n)
-}
-
-// attempt is the step's try within a provision, else the activity's
-// attempt number (1 outside an activity).
-func attempt(ctx context.Context) int32 {
-	if n, ok := ctx.Value(attemptKey{}).(int32); ok {
-		return n
-	}
-	if !activity.IsActivity(ctx) {
-		return 1
-	}
-	return activity.GetInfo(ctx).Attempt
-}
-
 // fail turns the failure of step on the sandbox's zone into the error the
-// activity returns: non-retryable when the request is invalid, retryable
-// otherwise, the message saying what a person needs to act on.
+// operation returns: an *Error saying what a person needs to act on. An
+// error already shaped (an *Error, an *ImageMissingError) is returned as
+// it is.
 func (h *Host) fail(ctx context.Context, step string, s PodSandbox, err error) error {
-	if err == nil {
-		return nil
+	if err == nil || shaped(err) {
+		return err
 	}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return err // already shaped (conflicts, maintenance)
-	}
-	kind := illumos.KindOf(err)
-	msg := fmt.Sprintf("%s for pod %s/%s (zone %s) on node %s, attempt %d: %v",
-		step, s.Namespace, s.Name, s.ZoneName(), h.Node, attempt(ctx), err)
-	h.log().Warn("host activity failed", "step", step, "zone", s.ZoneName(), "kind", kind.String(), "attempt", attempt(ctx), "err", err)
-	// The message carries the whole story (argv, stderr); a cause would
-	// only repeat it in the error's text on the workflow side.
-	if kind == illumos.KindInvalid {
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalid, nil)
-	}
-	return temporal.NewApplicationError(msg, kindErrType[kind])
+	h.log().Warn("host operation failed", "step", step, "zone", s.ZoneName(), "kind", illumos.KindOf(err).String(), "err", err)
+	return &Error{What: h.podStep(step, s), Err: err}
+}
+
+// podStep says which step on which pod, zone and node.
+func (h *Host) podStep(step string, s PodSandbox) string {
+	return fmt.Sprintf("%s for pod %s/%s (zone %s) on node %s", step, s.Namespace, s.Name, s.ZoneName(), h.Node)
 }
 
 // invalid is a request the host refuses before running anything.
 func (h *Host) invalid(ctx context.Context, step string, s PodSandbox, err error) error {
-	return h.fail(ctx, step, s, &illumos.Error{Op: step, Subject: s.ZoneName(), Kind: illumos.KindInvalid, Err: err})
+	return h.fail(ctx, step, s, &InvalidError{Err: err})
 }
 
 // conflict is something on the host in the pod's way that is not the pod's.
 func (h *Host) conflict(ctx context.Context, step string, s PodSandbox, format string, args ...any) error {
-	msg := fmt.Sprintf("%s for pod %s/%s (zone %s) on node %s, attempt %d: %s",
-		step, s.Namespace, s.Name, s.ZoneName(), h.Node, attempt(ctx), fmt.Sprintf(format, args...))
-	h.log().Error("host activity conflict", "step", step, "zone", s.ZoneName(), "msg", msg)
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeConflict, nil)
+	err := &Error{What: h.podStep(step, s), Err: &ConflictError{Reason: fmt.Sprintf(format, args...)}}
+	h.log().Error("host operation conflict", "step", step, "zone", s.ZoneName(), "msg", err.Error())
+	return err
 }
 
-// heartbeat records a heartbeat every interval until the returned stop is
+// heartbeat reports progress every interval until the returned stop is
 // called, so that a long command (zoneadm install) is seen to be alive.
+// Without a progress callback in ctx it does nothing.
 func (h *Host) heartbeat(ctx context.Context, details func() any) (stop func()) {
-	if !activity.IsActivity(ctx) {
+	report := progress.From(ctx)
+	if report == nil {
 		return func() {}
 	}
 	done := make(chan struct{})
@@ -339,7 +305,7 @@ func (h *Host) heartbeat(ctx context.Context, details func() any) (stop func()) 
 		t := time.NewTicker(h.heartbeatInterval())
 		defer t.Stop()
 		for {
-			activity.RecordHeartbeat(ctx, details())
+			report(details())
 			select {
 			case <-done:
 				return
@@ -352,12 +318,8 @@ func (h *Host) heartbeat(ctx context.Context, details func() any) (stop func()) 
 	return func() { close(done); wg.Wait() }
 }
 
-// beat records one heartbeat (in polling loops).
-func beat(ctx context.Context, details any) {
-	if activity.IsActivity(ctx) {
-		activity.RecordHeartbeat(ctx, details)
-	}
-}
+// beat reports progress once (in polling loops).
+func beat(ctx context.Context, details any) { progress.Report(ctx, details) }
 
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {

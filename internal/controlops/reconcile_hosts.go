@@ -1,4 +1,4 @@
-package activities
+package controlops
 
 import (
 	"context"
@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
 )
 
 // Event reasons and source of the host reconciler.
@@ -19,7 +21,7 @@ const (
 // ReconcileHostInput is one node's inventory to compare with PostgreSQL.
 type ReconcileHostInput struct {
 	Node      string
-	Inventory HostInventory
+	Inventory hostops.HostInventory
 	// OrphanGrace is how long an orphan must have been seen before it is
 	// removed.
 	OrphanGrace time.Duration
@@ -36,7 +38,7 @@ type ReconcileHostResult struct {
 	// LifecyclesStarted counts drifted pods that had no lifecycle running.
 	LifecyclesStarted int
 	// Remove are the orphans past their grace period.
-	Remove []Orphan
+	Remove []hostops.Orphan
 }
 
 // ReconcileHost compares a node's inventory with the pods bound to it:
@@ -47,7 +49,7 @@ type ReconcileHostResult struct {
 // they have none (the lifecycle's monitor then restarts or fails them per
 // their restartPolicy).
 //
-// The inventory was read before this activity reads the pods, and zones
+// The inventory was read before ReconcileHost reads the pods, and zones
 // are made only for pods already bound, so a zone in the inventory whose
 // pod is bound here is never taken for an orphan.
 func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (ReconcileHostResult, error) {
@@ -56,7 +58,7 @@ func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (Rec
 	if err != nil {
 		return res, fmt.Errorf("list the pods bound to node %s: %w", in.Node, err)
 	}
-	plan := PlanHost(in.Inventory, pods)
+	plan := hostops.PlanHost(in.Inventory, pods)
 	res.Adopted, res.Orphans = len(plan.Adopted), len(plan.Orphans)
 
 	keys := make([]string, len(plan.Orphans))
@@ -83,7 +85,7 @@ func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (Rec
 	for _, d := range plan.Drift {
 		ref := model.ObjectReference{Kind: model.KindPod, Namespace: d.Pod.Namespace, Name: d.Pod.Name, UID: d.Pod.UID}
 		msg := fmt.Sprintf("Zone %s of the running pod is missing from node %s", d.Zone, in.Node)
-		if d.Reason == DriftZoneNotRunning {
+		if d.Reason == hostops.DriftZoneNotRunning {
 			res.ZoneNotRunning++
 			msg = fmt.Sprintf("Zone %s of the running pod is %s on node %s", d.Zone, d.State, in.Node)
 		} else {
@@ -112,7 +114,7 @@ func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (Rec
 // OrphanRemovedInput reports one orphan removed from a node.
 type OrphanRemovedInput struct {
 	Node   string
-	Orphan Orphan
+	Orphan hostops.Orphan
 }
 
 // OrphanRemoved forgets a removed orphan and records an OrphanRemoved
@@ -132,4 +134,18 @@ func (a *Control) event(ctx context.Context, obj model.ObjectReference, typ, rea
 	if err := a.Store.RecordEvent(ctx, obj, typ, reason, msg, EventSourceReconcile); err != nil {
 		slog.Default().Warn("record event", "reason", reason, "object", obj.Name, "err", err)
 	}
+}
+
+// BoundPods lists the pods whose spec.nodeName is node.
+func BoundPods(ctx context.Context, st *store.Store, node string) ([]hostops.BoundPod, error) {
+	pods, err := st.Pods().ListAll(ctx, store.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]hostops.BoundPod, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, hostops.BoundPod{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID,
+			Phase: p.Status.Phase, Deleting: p.Metadata.DeletionTimestamp != nil})
+	}
+	return out, nil
 }

@@ -1,4 +1,4 @@
-package activities
+package hostops
 
 import (
 	"context"
@@ -15,8 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
@@ -41,27 +39,12 @@ type NodeImageResult struct {
 	Bytes    int64
 }
 
-// ImagePullProgress is the heartbeat detail of PullImage.
+// ImagePullProgress is what PullImage reports as its progress.
 type ImagePullProgress struct {
 	Image string
 	Bytes int64 // received so far
 	Total int64 // the artefact's size
 }
-
-// Error types of the image activities.
-const (
-	// ErrTypeDigestMismatch: the artefact's sha256 or size is not the
-	// catalog's (non-retryable; nothing of it is left on the node).
-	ErrTypeDigestMismatch = "DigestMismatch"
-	// ErrTypeImageMissing: an install needs an image the node does not
-	// have (non-retryable: the control plane pulls images first).
-	ErrTypeImageMissing = "ImageMissing"
-	// ErrTypeDownload: the download failed (retryable).
-	ErrTypeDownload = "Download"
-	// ErrTypeBusy: the image cannot be removed while zones use it
-	// (retryable).
-	ErrTypeBusy = "Busy"
-)
 
 const (
 	// baseSnapshot is the golden snapshot clones are made from.
@@ -120,13 +103,13 @@ func (in NodeImage) check() error {
 // becomes <ImageDir>/<name>.tar; a bhyve disk is written into the volume
 // <ImagesDataset>/<name>, then snapshotted @base. A zone template has
 // nothing to fetch. The download is streamed, never held whole, its
-// sha256 computed on the way and progress heartbeated.
+// sha256 computed on the way and its progress reported (ImagePullProgress).
 //
 // Idempotent: an image already complete with the same digest returns at
 // once; a partial one (a crash, a dropped download) is removed and pulled
-// again. A digest or size mismatch is a non-retryable DigestMismatch and
-// leaves nothing behind; a failed download is a retryable Download error
-// that leaves nothing half-installed.
+// again. A digest or size mismatch is a *DigestMismatchError and leaves
+// nothing behind; a failed download is a *DownloadError that leaves
+// nothing half-installed.
 func (h *Host) PullImage(ctx context.Context, in NodeImage) (NodeImageResult, error) {
 	if err := in.check(); err != nil {
 		return NodeImageResult{}, h.imageInvalid(ctx, in, err)
@@ -326,7 +309,7 @@ func (h *Host) removeTarball(name string) error {
 // RemoveImage removes the image from the node, whatever of it is there
 // (its dataset with snapshots, its volume, its tarball and partial files);
 // removing an absent image succeeds. While zones (or pod volumes) are
-// clones of the image it is refused with a retryable Busy error.
+// clones of the image it is refused with an *ImageInUseError.
 func (h *Host) RemoveImage(ctx context.Context, in NodeImage) error {
 	if errs := model.ValidateName("name", in.Name); len(errs) > 0 {
 		return h.imageInvalid(ctx, in, fmt.Errorf("image name %q: %v", in.Name, errs))
@@ -344,8 +327,7 @@ func (h *Host) RemoveImage(ctx context.Context, in NodeImage) error {
 	switch {
 	case err == nil, errors.Is(err, illumos.ErrNotFound):
 	case errors.Is(err, illumos.ErrWrongState), errors.Is(err, illumos.ErrBusy):
-		msg := fmt.Sprintf("remove image %s from node %s, attempt %d: zones still use it: %v", in.Name, h.Node, attempt(ctx), err)
-		return temporal.NewApplicationError(msg, ErrTypeBusy)
+		return &Error{What: fmt.Sprintf("remove image %s from node %s", in.Name, h.Node), Err: &ImageInUseError{Err: err}}
 	default:
 		return h.imageFail(ctx, "remove", in, err)
 	}
@@ -356,11 +338,11 @@ func (h *Host) RemoveImage(ctx context.Context, in NodeImage) error {
 	return nil
 }
 
-// progressBeats heartbeats the download's progress every heartbeat
+// progressBeats reports the download's progress every heartbeat
 // interval until stop is called; the first beat comes after one interval,
 // so that it already tells how far the download got. A download that
 // makes no progress for the stall timeout is ended: a slow transfer goes
-// on, a stalled one fails (retryably) instead of heartbeating forever.
+// on, a stalled one fails (a *DownloadError) instead of reporting forever.
 func (h *Host) progressBeats(ctx context.Context, b *imageBody) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -371,8 +353,9 @@ func (h *Host) progressBeats(ctx context.Context, b *imageBody) (stop func()) {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		// A beat carries news: the bytes moved since the last one (so the
-		// first beat Temporal sends, unthrottled, shows progress), or after
-		// four quiet intervals that the pull is still alive.
+		// first beat a heartbeating caller sends, unthrottled, shows
+		// progress), or after four quiet intervals that the pull is still
+		// alive.
 		last, lastMove, lastBeat, beaten := int64(-1), time.Now(), time.Now(), int64(0)
 		for {
 			select {
@@ -415,7 +398,7 @@ type imageBody struct {
 	hash   hash.Hash
 	n      atomic.Int64
 	total  int64
-	err    atomic.Pointer[downloadError] // read by the command's stdin copier
+	err    atomic.Pointer[DownloadError] // read by the command's stdin copier
 }
 
 func (b *imageBody) Read(p []byte) (int, error) {
@@ -426,7 +409,7 @@ func (b *imageBody) Read(p []byte) (int, error) {
 		if cause := context.Cause(b.ctx); cause != nil {
 			err = cause
 		}
-		b.err.CompareAndSwap(nil, &downloadError{fmt.Errorf("download of image %s failed after %d of %d bytes: %w", b.name, b.n.Load(), b.total, err)})
+		b.err.CompareAndSwap(nil, &DownloadError{fmt.Errorf("download of image %s failed after %d of %d bytes: %w", b.name, b.n.Load(), b.total, err)})
 	}
 	return n, err
 }
@@ -457,20 +440,11 @@ func (b *imageBody) finish(in NodeImage) error {
 	}
 	got := hex.EncodeToString(b.hash.Sum(nil))
 	if b.n.Load() != in.Size || got != in.SHA256 {
-		return &digestError{fmt.Sprintf("image %s: got %d bytes with sha256 %s, want %d bytes with sha256 %s",
+		return &DigestMismatchError{fmt.Sprintf("image %s: got %d bytes with sha256 %s, want %d bytes with sha256 %s",
 			in.Name, b.n.Load(), got, in.Size, in.SHA256)}
 	}
 	return nil
 }
-
-type downloadError struct{ err error }
-
-func (e *downloadError) Error() string { return e.err.Error() }
-func (e *downloadError) Unwrap() error { return e.err }
-
-type digestError struct{ msg string }
-
-func (e *digestError) Error() string { return e.msg }
 
 // download starts the GET of the artefact with the bearer token. Closing
 // the body ends the request.
@@ -485,13 +459,13 @@ func (h *Host) download(ctx context.Context, in NodeImage) (*imageBody, error) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel(nil)
-		return nil, &downloadError{fmt.Errorf("download of image %s: %w", in.Name, err)}
+		return nil, &DownloadError{fmt.Errorf("download of image %s: %w", in.Name, err)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
 		cancel(nil)
-		return nil, &downloadError{fmt.Errorf("download of image %s: %s: %s", in.Name, resp.Status, strings.TrimSpace(string(msg)))}
+		return nil, &DownloadError{fmt.Errorf("download of image %s: %s: %s", in.Name, resp.Status, strings.TrimSpace(string(msg)))}
 	}
 	return &imageBody{body: resp.Body, ctx: ctx, cancel: cancel, name: in.Name, hash: sha256.New(), total: in.Size}, nil
 }
@@ -505,35 +479,19 @@ func (h *Host) cleanup(ctx context.Context, in NodeImage, fn func(context.Contex
 	}
 }
 
-// imageFail shapes an image activity's error.
+// imageFail says which image operation failed on which node.
 func (h *Host) imageFail(ctx context.Context, verb string, in NodeImage, err error) error {
-	msg := fmt.Sprintf("%s image %s (%s) on node %s, attempt %d: %v", verb, in.Name, in.Kind, h.Node, attempt(ctx), err)
-	h.log().Warn("image activity failed", "verb", verb, "image", in.Name, "err", err)
-	var de *digestError
-	var dl *downloadError
-	switch {
-	case errors.As(err, &de):
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeDigestMismatch, nil)
-	case errors.As(err, &dl):
-		return temporal.NewApplicationError(msg, ErrTypeDownload)
-	}
-	kind := illumos.KindOf(err)
-	if kind == illumos.KindInvalid {
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalid, nil)
-	}
-	return temporal.NewApplicationError(msg, kindErrType[kind])
+	h.log().Warn("image operation failed", "verb", verb, "image", in.Name, "err", err)
+	return &Error{What: fmt.Sprintf("%s image %s (%s) on node %s", verb, in.Name, in.Kind, h.Node), Err: err}
 }
 
 func (h *Host) imageInvalid(ctx context.Context, in NodeImage, err error) error {
-	msg := fmt.Sprintf("image %s on node %s: %v", in.Name, h.Node, err)
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalid, nil)
+	return &InvalidError{Err: fmt.Errorf("image %s on node %s: %w", in.Name, h.Node, err)}
 }
 
 // imageMissing is an install that needs an image the node lacks.
 func (h *Host) imageMissing(s PodSandbox, artefact string) error {
-	msg := fmt.Sprintf("image %s (%s) of pod %s/%s is not on node %s (%s is missing); pull it first",
-		s.Image, s.ImageKind, s.Namespace, s.Name, h.Node, artefact)
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeImageMissing, nil)
+	return &ImageMissingError{Image: s.Image, Kind: s.ImageKind, Namespace: s.Namespace, Pod: s.Name, Node: h.Node, Artefact: artefact}
 }
 
 // writeFileAtomic writes a small file through a temp file and a rename.

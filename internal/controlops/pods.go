@@ -1,12 +1,10 @@
-package activities
+package controlops
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
-
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/zonewright/zonewright/internal/ipam"
 	"github.com/zonewright/zonewright/internal/model"
@@ -195,7 +193,12 @@ func applyStatus(s *model.PodStatus, u StatusUpdate) {
 	}
 }
 
-// RemovePod deletes the pod's row once its zone is gone; watchers see DELETED.
+// ErrPodChanged: the pod changed while RemovePod removed it; trying again
+// reads it again.
+var ErrPodChanged = errors.New("pod changed while being removed")
+
+// RemovePod deletes the pod's row once its zone is gone; watchers see
+// DELETED. A concurrent write to the row is ErrPodChanged.
 func (a *Control) RemovePod(ctx context.Context, ref PodRef) error {
 	p, err := a.Store.Pods().Get(ctx, ref.Namespace, ref.Name)
 	if errors.Is(err, store.ErrNotFound) {
@@ -212,8 +215,8 @@ func (a *Control) RemovePod(ctx context.Context, ref PodRef) error {
 		return nil
 	}
 	if errors.Is(err, store.ErrConflict) {
-		// Changed since we read it; the retry reads it again.
-		return temporal.NewApplicationError("pod changed while being removed", "Conflict")
+		// Changed since we read it; a retry reads it again.
+		return ErrPodChanged
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package activities
+package controlops
 
 import (
 	"context"
@@ -177,7 +177,7 @@ func (a *Control) EvictNodePods(ctx context.Context, in EvictInput) (int, error)
 	return EvictPods(ctx, a.Store, a.Lifecycles, in)
 }
 
-// EvictPods is EvictNodePods for callers outside a worker (the API's
+// EvictPods is EvictNodePods for callers without a Control (the API's
 // drain and forced node delete): it tells each pod's lifecycle to leave;
 // the lifecycle alone writes the pod's status.
 func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInput) (int, error) {

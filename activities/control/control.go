@@ -1,0 +1,136 @@
+// Package control holds the control-plane activities, which run on the
+// task queue zonewright-control: the Temporal face of internal/controlops.
+// Each activity calls the library, turns its progress reports into
+// heartbeats, and the errors the workflows tell apart into
+// ApplicationErrors of their own types.
+package control
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/progress"
+)
+
+// Control holds the control-plane activities of pods and nodes. Every
+// exported method is an activity, registered by its name
+// (RegisterActivity(a)), with the arguments and results of the
+// controlops.Control method of the same name.
+type Control struct {
+	Ops *controlops.Control
+}
+
+// heartbeats has the library's progress reports recorded as the
+// activity's heartbeats.
+func heartbeats(ctx context.Context) context.Context {
+	return progress.With(ctx, func(details any) { activity.RecordHeartbeat(ctx, details) })
+}
+
+// CompactChanges drops watch history older than retention.
+func (a *Control) CompactChanges(ctx context.Context, retention time.Duration) (int64, error) {
+	return a.Ops.CompactChanges(ctx, retention)
+}
+
+// ExpireEvents deletes events older than retention.
+func (a *Control) ExpireEvents(ctx context.Context, retention time.Duration) (int64, error) {
+	return a.Ops.ExpireEvents(ctx, retention)
+}
+
+// LoadPod reads the pod's row; Found is false if it is gone or belongs to
+// another incarnation.
+func (a *Control) LoadPod(ctx context.Context, ref controlops.PodRef) (controlops.PodSnapshot, error) {
+	return a.Ops.LoadPod(ctx, ref)
+}
+
+// SchedulePod binds the pod to a node, or says why no node fits.
+func (a *Control) SchedulePod(ctx context.Context, ref controlops.PodRef) (controlops.ScheduleResult, error) {
+	return a.Ops.SchedulePod(ctx, ref)
+}
+
+// AllocatePodIP gives the pod an address from its node's pod CIDR.
+func (a *Control) AllocatePodIP(ctx context.Context, in controlops.AllocateInput) (controlops.AllocateResult, error) {
+	return a.Ops.AllocatePodIP(ctx, in)
+}
+
+// ReleasePodIP frees the pod's address.
+func (a *Control) ReleasePodIP(ctx context.Context, ref controlops.PodRef) error {
+	return a.Ops.ReleasePodIP(ctx, ref)
+}
+
+// UpdatePodStatus writes a status change and its event.
+func (a *Control) UpdatePodStatus(ctx context.Context, u controlops.StatusUpdate) error {
+	return a.Ops.UpdatePodStatus(ctx, u)
+}
+
+// RemovePod deletes the pod's row; a concurrent write is a retryable
+// "Conflict".
+func (a *Control) RemovePod(ctx context.Context, ref controlops.PodRef) error {
+	err := a.Ops.RemovePod(ctx, ref)
+	if errors.Is(err, controlops.ErrPodChanged) {
+		return temporal.NewApplicationError(err.Error(), "Conflict")
+	}
+	return err
+}
+
+// EnsurePodWorkflows starts the lifecycle of every pod row without one.
+func (a *Control) EnsurePodWorkflows(ctx context.Context, settle time.Duration) (int, error) {
+	return a.Ops.EnsurePodWorkflows(ctx, settle)
+}
+
+// ReconcileHost compares a node's inventory with the pods bound to it.
+func (a *Control) ReconcileHost(ctx context.Context, in controlops.ReconcileHostInput) (controlops.ReconcileHostResult, error) {
+	return a.Ops.ReconcileHost(ctx, in)
+}
+
+// OrphanRemoved forgets a removed orphan and records its event.
+func (a *Control) OrphanRemoved(ctx context.Context, in controlops.OrphanRemovedInput) error {
+	return a.Ops.OrphanRemoved(ctx, in)
+}
+
+// ObserveNode reads the node's last heartbeat.
+func (a *Control) ObserveNode(ctx context.Context, node string) (controlops.NodeObservation, error) {
+	return a.Ops.ObserveNode(ctx, node)
+}
+
+// MarkNodeNotReady marks a node whose heartbeat is older than the grace
+// period NotReady and taints it.
+func (a *Control) MarkNodeNotReady(ctx context.Context, in controlops.MarkNotReadyInput) (controlops.MarkNotReadyResult, error) {
+	return a.Ops.MarkNodeNotReady(ctx, in)
+}
+
+// MarkNodeReady removes the unreachable taint.
+func (a *Control) MarkNodeReady(ctx context.Context, node string) (bool, error) {
+	return a.Ops.MarkNodeReady(ctx, node)
+}
+
+// EvictNodePods tells every unfinished pod bound to the node to leave it.
+func (a *Control) EvictNodePods(ctx context.Context, in controlops.EvictInput) (int, error) {
+	return a.Ops.EvictNodePods(ctx, in)
+}
+
+// ListNodePods names the unfinished pods bound to a node.
+func (a *Control) ListNodePods(ctx context.Context, node string) ([]controlops.PodRef, error) {
+	return a.Ops.ListNodePods(ctx, node)
+}
+
+// WakeImageWaiters wakes the pods bound to the node that wait for the
+// image.
+func (a *Control) WakeImageWaiters(ctx context.Context, in controlops.ImageNodeInput) (int, error) {
+	return a.Ops.WakeImageWaiters(ctx, in)
+}
+
+// EnsureNodeWorkflows starts the NodeHealth workflow of every node
+// without one.
+func (a *Control) EnsureNodeWorkflows(ctx context.Context) (int, error) {
+	return a.Ops.EnsureNodeWorkflows(ctx)
+}
+
+// UnbindPod readies a pod that left its node for scheduling again.
+func (a *Control) UnbindPod(ctx context.Context, in controlops.UnbindInput) error {
+	return a.Ops.UnbindPod(ctx, in)
+}

@@ -1,0 +1,146 @@
+package hostops
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/progress"
+)
+
+// ProvisionInput is a pod to build on its node and then hand to the
+// node's supervisor.
+type ProvisionInput struct {
+	Sandbox PodSandbox
+	Probes  []ContainerProbes
+}
+
+// ProvisionProgress is how far a provision got: what it reports while it
+// runs and what its failure carries, so that the steps begun (the failed
+// one included) are undone and no others.
+type ProvisionProgress struct {
+	Begun int
+	Step  string
+}
+
+// ProvisionStep is one step of building a pod's zone.
+type ProvisionStep struct {
+	Name    string
+	Timeout time.Duration
+	run     func(*Host, context.Context, PodSandbox) error
+}
+
+// ProvisionSteps are the steps ProvisionPod runs, in order; undoing runs
+// in reverse.
+var ProvisionSteps = []ProvisionStep{
+	{"CreateDatasets", 2 * time.Minute, (*Host).CreateDatasets},
+	{"CreateVNIC", time.Minute, (*Host).CreateVNIC},
+	{"ConfigureZone", 2 * time.Minute, (*Host).ConfigureZone},
+	{"InstallZone", 30 * time.Minute, (*Host).InstallZone},
+	{"BootZone", 5 * time.Minute, (*Host).BootZone},
+	{"ConfigureNetwork", 2 * time.Minute, (*Host).ConfigureNetwork},
+	{"StartContainers", 2 * time.Minute, (*Host).StartContainers},
+	{"WaitContainersOnline", 5 * time.Minute, (*Host).WaitContainersOnline},
+}
+
+// ProvisionTimeout bounds a whole provision: every step's own bound.
+func ProvisionTimeout() time.Duration {
+	var d time.Duration
+	for _, st := range ProvisionSteps {
+		d += st.Timeout
+	}
+	return d
+}
+
+// stepAttempts bounds the tries of one step within a provision.
+const stepAttempts = 6
+
+// ProvisionError is a provision that failed at a step after Tries tries.
+type ProvisionError struct {
+	Progress ProvisionProgress
+	Tries    int32
+	Err      error
+}
+
+func (e *ProvisionError) Error() string { return e.Err.Error() }
+func (e *ProvisionError) Unwrap() error { return e.Err }
+
+// ProvisionPod builds the pod's zone, every step in one call so that a pod
+// costs one round trip to its node, then hands the pod to the supervisor
+// and returns the Seq from which its reports describe it. A step that
+// fails transiently is tried again with back-off, on its own; every step
+// is idempotent, so a provision run again finds the work done. It reports
+// its ProvisionProgress, and fails with a *ProvisionError.
+func (h *Host) ProvisionPod(ctx context.Context, in ProvisionInput) (uint64, error) {
+	s := in.Sandbox
+	if err := s.check(); err != nil {
+		return 0, h.invalid(ctx, "provision the pod", s, err)
+	}
+	if h.Supervisor == nil {
+		return 0, h.invalid(ctx, "provision the pod", s, errors.New("this node runs no supervisor"))
+	}
+	var mu sync.Mutex
+	var at ProvisionProgress
+	stop := h.heartbeat(ctx, func() any {
+		mu.Lock()
+		defer mu.Unlock()
+		return at
+	})
+	defer stop()
+	for i, st := range ProvisionSteps {
+		mu.Lock()
+		at = ProvisionProgress{Begun: i + 1, Step: st.Name}
+		mu.Unlock()
+		progress.Report(ctx, at)
+		tries, err := h.runStep(ctx, st, s)
+		if err != nil && ctx.Err() != nil {
+			return 0, ctx.Err() // cancelled: the caller undoes everything
+		}
+		if err != nil {
+			return 0, &ProvisionError{Progress: at, Tries: tries, Err: err}
+		}
+	}
+	return h.Supervisor.Watch(SupervisedPod(s, in.Probes), nil), nil
+}
+
+// runStep runs one step, trying a transient failure again with back-off
+// (each step on its own: starting the provision over would need every
+// step to succeed in the same run). It returns the tries made.
+func (h *Host) runStep(ctx context.Context, st ProvisionStep, s PodSandbox) (int32, error) {
+	wait := h.stepRetry()
+	for try := int32(1); ; try++ {
+		sctx, cancel := context.WithTimeout(ctx, st.Timeout)
+		err := st.run(h, sctx, s)
+		cancel()
+		if err == nil || ctx.Err() != nil || try == stepAttempts || Permanent(err) {
+			return try, err
+		}
+		h.log().Warn("provision step failed; trying again", "step", st.Name, "zone", s.ZoneName(), "try", try, "err", err)
+		if err := sleep(ctx, wait); err != nil {
+			return try, err
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+func (h *Host) stepRetry() time.Duration {
+	if h.StepRetry > 0 {
+		return h.StepRetry
+	}
+	return time.Second
+}
+
+// Permanent reports an error that trying again cannot fix: an invalid
+// request, a conflict on the host, a missing or corrupt image.
+func Permanent(err error) bool {
+	var (
+		invalid  *InvalidError
+		conflict *ConflictError
+		missing  *ImageMissingError
+		mismatch *DigestMismatchError
+	)
+	return errors.As(err, &invalid) || errors.As(err, &conflict) || errors.As(err, &missing) ||
+		errors.As(err, &mismatch) || illumos.KindOf(err) == illumos.KindInvalid
+}
