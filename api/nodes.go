@@ -138,6 +138,9 @@ func (s *Server) setSchedulable(c *gin.Context, schedulable bool) {
 		reason, msg := "NodeNotSchedulable", "Node "+n.Metadata.Name+" cordoned: no new pods are scheduled on it"
 		if schedulable {
 			reason, msg = "NodeSchedulable", "Node "+n.Metadata.Name+" uncordoned: pods may be scheduled on it again"
+			if s.pods != nil {
+				controlops.WakeUnschedulable(ctx, s.store, s.pods)
+			}
 		}
 		s.nodeEvent(ctx, n.Node, model.EventNormal, reason, msg)
 	}

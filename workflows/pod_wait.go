@@ -14,7 +14,7 @@ import (
 
 // Pod reasons while the pod waits.
 const (
-	ReasonUnschedulable    = "Unschedulable"
+	ReasonUnschedulable    = controlops.ReasonUnschedulable
 	ReasonIPExhausted      = "IPExhausted"
 	ReasonImagePulling     = controlops.ReasonImagePulling
 	ReasonImagePullBackOff = controlops.ReasonImagePullBackOff

@@ -133,6 +133,7 @@ func (a *Control) MarkNodeReady(ctx context.Context, node string) (bool, error) 
 	if err != nil || !removed {
 		return removed, err
 	}
+	WakeUnschedulable(ctx, a.Store, a.Lifecycles)
 	return true, a.nodeEvent(ctx, node, uid, model.EventNormal, "NodeReady",
 		fmt.Sprintf("Node %s is Ready: heartbeats resumed; taint %s removed", node, TaintUnreachable))
 }
@@ -260,6 +261,34 @@ func (a *Control) WakeImageWaiters(ctx context.Context, in ImageNodeInput) (int,
 		n++
 	}
 	return n, nil
+}
+
+// ReasonUnschedulable is the reason of a pending pod no node fits.
+const ReasonUnschedulable = "Unschedulable"
+
+// WakeUnschedulable wakes the pods waiting because no node fitted them,
+// as room was just made (a pod ended or went, a node became Ready or
+// schedulable): they look again now instead of after their back-off. It
+// is best effort (a pod not woken still looks again after its back-off)
+// and returns how many it woke.
+func WakeUnschedulable(ctx context.Context, st *store.Store, lc Lifecycles) int {
+	if lc == nil {
+		return 0
+	}
+	pending, err := st.Pods().List(ctx, store.ListOptions{FieldSelector: "status.phase=" + model.PodPending})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, p := range pending.Items {
+		if p.Status.Reason != ReasonUnschedulable {
+			continue
+		}
+		if lc.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalWake, struct{}{}) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // EvictSignal tells a pod lifecycle to leave Node: Lost nodes get no more

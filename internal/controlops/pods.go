@@ -138,6 +138,9 @@ func (a *Control) UpdatePodStatus(ctx context.Context, u StatusUpdate) error {
 		if err != nil || !found {
 			return err
 		}
+		if u.Phase == model.PodFailed || u.Phase == model.PodSucceeded {
+			WakeUnschedulable(ctx, a.Store, a.Lifecycles) // its requests count no more
+		}
 	}
 	if u.EventReason == "" {
 		return nil
@@ -217,6 +220,9 @@ func (a *Control) RemovePod(ctx context.Context, ref PodRef) error {
 	if errors.Is(err, store.ErrConflict) {
 		// Changed since we read it; a retry reads it again.
 		return ErrPodChanged
+	}
+	if err == nil && p.Spec.NodeName != "" {
+		WakeUnschedulable(ctx, a.Store, a.Lifecycles)
 	}
 	return err
 }
