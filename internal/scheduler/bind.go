@@ -16,9 +16,29 @@ import (
 // Scheduler places pods recorded in the store.
 type Scheduler struct {
 	Store *store.Store
-	// mu keeps this process to one connection waiting on the scheduling
-	// lock, so waiters never starve the lock holder of pool connections.
-	mu sync.Mutex
+	// turn keeps this process to one connection waiting on the scheduling
+	// lock, so waiters never starve the lock holder of pool connections;
+	// a waiter whose context ends stops waiting.
+	once sync.Once
+	turn chan struct{}
+	// requests caches what each bound pod requests (fixed when the pod is
+	// created), so a placement reads the pods' UIDs, not their specs.
+	// Only the scheduling lock's holder touches it.
+	requests map[string]Resources
+}
+
+// wait takes this process's turn at the scheduling lock.
+func (s *Scheduler) wait(ctx context.Context) (done func(), err error) {
+	s.once.Do(func() { s.turn = make(chan struct{}, 1) })
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case s.turn <- struct{}{}:
+		return func() { <-s.turn }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // schedulingLock serialises placements across every control-plane replica:
@@ -28,8 +48,11 @@ const schedulingLock = 0x7a77_0002
 // Schedule binds the pod to the best node, or reports why none fits. It is
 // idempotent: a pod already bound keeps its node.
 func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	done, err := s.wait(ctx)
+	if err != nil {
+		return Decision{}, err
+	}
+	defer done()
 	conn, err := s.Store.Pool().Acquire(ctx)
 	if err != nil {
 		return Decision{}, fmt.Errorf("%w: %v", store.ErrUnavailable, err)
@@ -76,24 +99,49 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 }
 
 // usage sums the requests of pods bound to each node, other than pod uid,
-// that still hold their resources.
+// that still hold their resources. Only the specs of pods it has not seen
+// before are read.
 func (s *Scheduler) usage(ctx context.Context, conn *pgx.Conn, uid string) (map[string]Resources, error) {
-	rows, err := conn.Query(ctx, `SELECT node_name, spec FROM pods
+	rows, err := conn.Query(ctx, `SELECT uid::text, node_name FROM pods
 		WHERE node_name IS NOT NULL AND coalesce(phase, '') NOT IN ('Succeeded', 'Failed') AND uid <> $1`, uid)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := map[string]Resources{}
-	for rows.Next() {
-		var node string
-		var p model.Pod
-		if err := rows.Scan(&node, &p.Spec); err != nil {
+	bound, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ UID, Node string }])
+	if err != nil {
+		return nil, err
+	}
+	known := make(map[string]Resources, len(bound))
+	var unknown []string
+	for _, b := range bound {
+		if r, ok := s.requests[b.UID]; ok {
+			known[b.UID] = r
+		} else {
+			unknown = append(unknown, b.UID)
+		}
+	}
+	if len(unknown) > 0 {
+		rows, err := conn.Query(ctx, `SELECT uid::text, spec FROM pods WHERE uid = ANY($1::uuid[])`, unknown)
+		if err != nil {
 			return nil, err
 		}
-		out[node] = out[node].add(PodRequests(&p))
+		specs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+			UID  string
+			Spec model.PodSpec
+		}])
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range specs {
+			known[p.UID] = PodRequests(&model.Pod{Spec: p.Spec})
+		}
 	}
-	return out, rows.Err()
+	s.requests = known // pods gone, or holding nothing any more, drop out
+	out := map[string]Resources{}
+	for _, b := range bound {
+		out[b.Node] = out[b.Node].add(known[b.UID])
+	}
+	return out, nil
 }
 
 func hasCondition(p *model.Pod, typ string) bool {

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -166,5 +167,56 @@ func TestConcurrentBindingNeverOvercommits(t *testing.T) {
 	d, err := s.Schedule(ctx, "default", bound.Metadata.Name)
 	if err != nil || d.Node != bound.Spec.NodeName {
 		t.Fatalf("rescheduling a bound pod moved it: %v %v", d, err)
+	}
+}
+
+// What a pod requests stops counting once it ends (the scheduler's cache
+// of requests follows the pods), and a placement whose context ends stops
+// waiting for its turn.
+func TestEndedPodsFreeTheirRoom(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.EnsureNamespace(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Nodes().Create(ctx, node("n0", "1", "4Gi", true)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := st.CreatePod(ctx, pod(name, "600m", "256Mi")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &scheduler.Scheduler{Store: st}
+	if d, err := s.Schedule(ctx, "default", "a"); err != nil || d.Node != "n0" {
+		t.Fatalf("a: %+v %v", d, err)
+	}
+	if d, err := s.Schedule(ctx, "default", "b"); err != nil || d.Node != "" {
+		t.Fatalf("b fits beside a on one cpu: %+v %v", d, err)
+	}
+	a, err := st.Pods().Get(ctx, "default", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Status.Phase = model.PodFailed
+	if err := st.Pods().Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Schedule(ctx, "default", "b"); err != nil || d.Node != "n0" {
+		t.Fatalf("b still refused once a ended: %+v %v", d, err)
+	}
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Schedule(done, "default", "b"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a placement with its context ended: %v", err)
 	}
 }
