@@ -107,3 +107,36 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// An installed zone's configuration is read once, not at every
+// inventory: the node's reconciliation would otherwise cost a zonecfg per
+// pod every pass. A zone configured again is read again.
+func TestInventoryReadsAnInstalledZonesConfigurationOnce(t *testing.T) {
+	n := newNode(t)
+	web := sandbox("web", "127.10.8.4")
+	for _, step := range []any{n.host.CreateDatasets, n.host.CreateVNIC, n.host.ConfigureZone, n.host.InstallZone} {
+		n.must(t, "provision", step, web)
+	}
+	inventory := func(what string) hostops.HostInventory {
+		t.Helper()
+		var inv hostops.HostInventory
+		if err := n.must(t, what, n.host.Inventory).Get(&inv); err != nil {
+			t.Fatal(err)
+		}
+		return inv
+	}
+	inventory("Inventory")
+	// Every zonecfg fails from now on: a second inventory must not need one.
+	n.sim.Run(t, "fault", "fail-next", "zonecfg", "100", "--stderr", "zonecfg: unexpected", "--exit", "1")
+	if inv := inventory("Inventory again"); len(inv.Zones) != 1 || inv.Zones[0].UID != "uid-web" {
+		t.Fatalf("zones %+v", inv.Zones)
+	}
+	n.sim.Run(t, "fault", "clear")
+	for _, step := range []any{n.host.UninstallZone, n.host.DeleteZoneConfig, n.host.ConfigureZone, n.host.InstallZone} {
+		n.must(t, "provision again", step, web)
+	}
+	n.sim.Run(t, "fault", "fail-next", "zonecfg", "1", "--stderr", "zonecfg: unexpected", "--exit", "1")
+	if _, err := n.run(t, n.host.Inventory); err == nil {
+		t.Fatal("a zone configured again was not read again")
+	}
+}

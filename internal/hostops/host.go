@@ -158,6 +158,15 @@ type Host struct {
 
 	mu    sync.Mutex
 	zones map[string]*zoneLock
+	// configs caches installed zones' configurations for Inventory (see
+	// installedConfig).
+	configs map[string]cachedConfig
+}
+
+// cachedConfig is a zone's configuration as read while it had uuid.
+type cachedConfig struct {
+	uuid string
+	info illumos.ZoneInfo
 }
 
 type zoneLock struct {

@@ -116,11 +116,12 @@ func (h *Host) Inventory(ctx context.Context) (HostInventory, error) {
 	if err != nil {
 		return fail("list zones", err)
 	}
+	h.forgetConfigs(zones)
 	for _, z := range zones {
 		if z.Name == "global" {
 			continue
 		}
-		info, err := h.Host.Zonecfg().Info(ctx, z.Name)
+		info, err := h.installedConfig(ctx, z)
 		if errors.Is(err, illumos.ErrNotFound) {
 			continue // deleted since the listing
 		}
@@ -144,6 +145,54 @@ func (h *Host) Inventory(ctx context.Context) (HostInventory, error) {
 		inv.Zones = append(inv.Zones, iz)
 	}
 	return inv, nil
+}
+
+// installedConfig reads the zone's configuration once per zone (name and
+// uuid), not at every inventory: a zonecfg per zone per pass would cost a
+// node a command per pod for nothing. zonewright changes a configuration
+// only through ConfigureZone and DeleteZoneConfig, which drop the cached
+// one; an operator's in-place edit of a zone's zonewright attributes is
+// seen once the agent restarts.
+func (h *Host) installedConfig(ctx context.Context, z illumos.Zone) (illumos.ZoneInfo, error) {
+	h.mu.Lock()
+	c, ok := h.configs[z.Name]
+	h.mu.Unlock()
+	if ok && z.UUID != "" && c.uuid == z.UUID {
+		return c.info, nil
+	}
+	info, err := h.Host.Zonecfg().Info(ctx, z.Name)
+	if err != nil || z.UUID == "" {
+		return info, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.configs == nil {
+		h.configs = map[string]cachedConfig{}
+	}
+	h.configs[z.Name] = cachedConfig{uuid: z.UUID, info: info}
+	return info, nil
+}
+
+// forgetConfig drops the zone's cached configuration.
+func (h *Host) forgetConfig(zone string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.configs, zone)
+}
+
+// forgetConfigs drops the cached configurations of zones no longer listed.
+func (h *Host) forgetConfigs(listed []illumos.Zone) {
+	names := make(map[string]bool, len(listed))
+	for _, z := range listed {
+		names[z.Name] = true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name := range h.configs {
+		if !names[name] {
+			delete(h.configs, name)
+		}
+	}
 }
 
 // Orphan is one pod's leftovers on a node with no pod bound there to own

@@ -303,6 +303,7 @@ func (h *Host) ConfigureZone(ctx context.Context, s PodSandbox) error {
 	if err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
+	h.forgetConfig(s.ZoneName())
 	zc := h.Host.Zonecfg()
 	err = zc.Create(ctx, cfg)
 	if err == nil {
@@ -343,6 +344,7 @@ func (h *Host) DeleteZoneConfig(ctx context.Context, s PodSandbox) error {
 	if err := s.check(); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
+	h.forgetConfig(s.ZoneName())
 	if err := h.Host.Zonecfg().Delete(ctx, s.ZoneName()); err != nil && !errors.Is(err, illumos.ErrNotFound) {
 		return h.fail(ctx, step, s, err)
 	}
