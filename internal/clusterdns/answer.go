@@ -15,6 +15,12 @@ const maxUDPSize = 4096
 // ServeDNS answers one query: from the index for the cluster domain and
 // the addresses it knows, from upstream for the rest.
 func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	if len(r.Question) != 1 {
+		// The default accept function lets no other through; another
+		// server using this handler may.
+		w.WriteMsg(new(dns.Msg).SetRcodeFormatError(r))
+		return
+	}
 	tcp := isTCP(w)
 	opt := r.IsEdns0()
 	if opt != nil && opt.Version() != 0 {
@@ -23,7 +29,7 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 		w.WriteMsg(m)
 		return
 	}
-	q := r.Question[0] // the default accept function lets only one question through
+	q := r.Question[0]
 	name := strings.ToLower(q.Name)
 	ix := s.current()
 	m := ix.answer(r, name)

@@ -33,6 +33,11 @@ func cluster(gen int64) *servicenet.Snapshot {
 				{IP: "10.0.0.6", TargetPorts: []int32{15432}},
 			}},
 		{Namespace: "default", Name: "empty"}, // headless, no endpoints
+		{Namespace: "default", Name: "half", Ports: []servicenet.Port{{Name: "pg", Protocol: "TCP", Port: 5432}},
+			Endpoints: []servicenet.Endpoint{
+				{IP: "10.0.0.8", Hostname: "half-0", TargetPorts: []int32{5432}},
+				{IP: "10.0.0.9", Hostname: "half-1", TargetPorts: []int32{0}}, // no such port on this pod
+			}},
 		{Namespace: "prod", Name: "web", ClusterIP: "10.96.0.30"},
 		{Namespace: "big", Name: "many", Endpoints: many},
 	}}
@@ -112,6 +117,8 @@ func TestRecordsAndRcodesOverUDPAndTCP(t *testing.T) {
 			answer: []string{"0 100 80 " + web}, extra: []string{"10.96.0.20"}},
 		{name: "a named port of a headless service has an SRV per endpoint, on the pod's port", qname: "_pg._tcp." + db, qtype: dns.TypeSRV,
 			answer: []string{"0 50 15432 10-0-0-6." + db, "0 50 5432 db-0." + db}, extra: []string{"10.0.0.5", "10.0.0.6"}},
+		{name: "a pod without the port has no SRV for it", qname: "_pg._tcp.half.default.svc.cluster.local.", qtype: dns.TypeSRV,
+			answer: []string{"0 50 5432 half-0.half.default.svc.cluster.local."}, extra: []string{"10.0.0.8"}},
 		{name: "a port under the other protocol does not exist", qname: "_http._udp." + web, qtype: dns.TypeSRV, rcode: dns.RcodeNameError, soa: true},
 		{name: "a ClusterIP's reverse name is the service", qname: "20.0.96.10.in-addr.arpa.", qtype: dns.TypePTR, answer: []string{web}},
 		{name: "a headless endpoint with a hostname has a reverse name", qname: "5.0.0.10.in-addr.arpa.", qtype: dns.TypePTR, answer: []string{"db-0." + db}},
@@ -463,5 +470,37 @@ func TestQueriesDuringSnapshotSwapsSeeOneWholeGeneration(t *testing.T) {
 	}
 	if s.Generation() != 200 {
 		t.Fatalf("generation %d served, want 200", s.Generation())
+	}
+}
+
+func TestShutdownDoesNotWaitForASilentUpstream(t *testing.T) {
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0") // reads nothing, answers nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	var h servicenet.Holder
+	h.Store(cluster(1))
+	s, err := Listen(Config{Addr: "127.0.0.1:0", Upstreams: []string{silent.LocalAddr().String()}}, &h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan *dns.Msg, 1)
+	go func() {
+		r, _, _ := (&dns.Client{Net: "udp", Timeout: 5 * time.Second}).Exchange(new(dns.Msg).SetQuestion("example.org.", dns.TypeA), s.Addr())
+		answered <- r
+	}()
+	time.Sleep(200 * time.Millisecond) // the forward is under way
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("Shutdown took %s with a forward in flight", took)
+	}
+	if r := <-answered; r != nil && r.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("the forward cut short came back %s, want SERVFAIL or nothing", dns.RcodeToString[r.Rcode])
 	}
 }

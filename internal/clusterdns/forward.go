@@ -70,9 +70,9 @@ func (f *forwarder) exchange(ctx context.Context, r *dns.Msg, clientTCP bool, lo
 	q := r.Copy() // the client's message stays the client's
 	var lastErr error
 	for _, up := range f.upstreams {
-		reply, _, err := f.udp.ExchangeContext(ctx, q, up)
+		reply, err := exchangeOnce(ctx, f.udp, q, up)
 		if err == nil && reply.Truncated && clientTCP {
-			reply, _, err = f.tcp.ExchangeContext(ctx, q, up)
+			reply, err = exchangeOnce(ctx, f.tcp, q, up)
 		}
 		if err == nil {
 			reply.Id = r.Id
@@ -85,6 +85,21 @@ func (f *forwarder) exchange(ctx context.Context, r *dns.Msg, clientTCP bool, lo
 	}
 	log.Debug("cluster DNS: no upstream answered", "name", r.Question[0].Name, "upstreams", f.upstreams, "err", lastErr)
 	return new(dns.Msg).SetRcode(r, dns.RcodeServerFailure)
+}
+
+// exchangeOnce is one exchange with one upstream that also ends when ctx
+// does (the client honours only its deadline), so that Shutdown does not
+// wait out a slow upstream.
+func exchangeOnce(ctx context.Context, c *dns.Client, q *dns.Msg, upstream string) (*dns.Msg, error) {
+	conn, err := c.DialContext(ctx, upstream)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	reply, _, err := c.ExchangeWithConnContext(ctx, q, conn)
+	return reply, err
 }
 
 // upstreamAddr is host:port for "host" or "host:port" (IPv6 addresses

@@ -97,10 +97,11 @@ func (ix *index) addService(svc *servicenet.Service) {
 		if err != nil {
 			continue
 		}
-		if !seen[ip] {
-			seen[ip] = true
-			ix.node(name).addr = append(ix.node(name).addr, addrRR(name, ip))
+		if seen[ip] {
+			continue // listed twice: one set of records
 		}
+		seen[ip] = true
+		ix.node(name).addr = append(ix.node(name).addr, addrRR(name, ip))
 		// An endpoint without a hostname is named by its address, as in
 		// CoreDNS, so that its SRV target resolves.
 		label := strings.ToLower(ep.Hostname)
