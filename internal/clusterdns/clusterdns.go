@@ -4,8 +4,9 @@
 // other name to upstream resolvers, since it is the pods' only nameserver.
 //
 // Records are indexed once per snapshot generation and the index swapped
-// whole, so a query reads one generation and never waits on a lock held
-// for longer than a pointer load.
+// whole, so a query reads one whole generation. A new snapshot is indexed
+// as soon as it is stored; a query waits for that only when it comes
+// first, and otherwise takes no lock held longer than a pointer load.
 package clusterdns
 
 import (
@@ -81,8 +82,9 @@ func Listen(cfg Config, names *servicenet.Holder) (*Server, error) {
 	s.addr = pc.LocalAddr().String()
 	upstreams := cfg.Upstreams
 	if upstreams == nil {
-		if upstreams, err = ResolvConfUpstreams(DefaultResolvConf, s.addr); err != nil {
-			s.log.Warn("cluster DNS: no upstream resolvers, names outside the cluster will be refused", "err", err)
+		upstreams, err = ResolvConfUpstreams(DefaultResolvConf, s.addr)
+		if err != nil || len(upstreams) == 0 {
+			s.log.Warn("cluster DNS: no upstream resolvers in "+DefaultResolvConf+", names outside the cluster will be refused", "err", err)
 		}
 	}
 	if s.forward, err = newForwarder(upstreams); err != nil {
