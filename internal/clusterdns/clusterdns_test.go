@@ -39,6 +39,7 @@ func cluster(gen int64) *servicenet.Snapshot {
 				{IP: "10.0.0.9", Hostname: "half-1", TargetPorts: []int32{0}}, // no such port on this pod
 			}},
 		{Namespace: "prod", Name: "web", ClusterIP: "10.96.0.30"},
+		{Namespace: "default", Name: "six", ClusterIP: "fd00:96::20"},
 		{Namespace: "big", Name: "many", Endpoints: many},
 	}}
 }
@@ -123,6 +124,9 @@ func TestRecordsAndRcodesOverUDPAndTCP(t *testing.T) {
 		{name: "a ClusterIP's reverse name is the service", qname: "20.0.96.10.in-addr.arpa.", qtype: dns.TypePTR, answer: []string{web}},
 		{name: "a headless endpoint with a hostname has a reverse name", qname: "5.0.0.10.in-addr.arpa.", qtype: dns.TypePTR, answer: []string{"db-0." + db}},
 		{name: "a known reverse name without the type asked is NODATA", qname: "20.0.96.10.in-addr.arpa.", qtype: dns.TypeA, soa: true},
+		{name: "an IPv6 ClusterIP is an AAAA", qname: "six.default.svc.cluster.local.", qtype: dns.TypeAAAA, answer: []string{"fd00:96::20"}},
+		{name: "an IPv6 ClusterIP's reverse name is the service", qname: "0.2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.0.d.f.ip6.arpa.", qtype: dns.TypePTR,
+			answer: []string{"six.default.svc.cluster.local."}},
 		{name: "dns-version is the schema version", qname: "dns-version.cluster.local.", qtype: dns.TypeTXT, answer: []string{`"1.1.0"`}},
 		{name: "a name without the type asked is NODATA", qname: web, qtype: dns.TypeAAAA, soa: true},
 		{name: "a namespace exists", qname: "default.svc.cluster.local.", qtype: dns.TypeA, soa: true},
