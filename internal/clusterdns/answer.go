@@ -38,7 +38,7 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	m.RecursionAvailable = s.forward.enabled()
 	if opt != nil && m.IsEdns0() == nil {
-		m.SetEdns0(maxUDPSize, false)
+		m.SetEdns0(maxUDPSize, opt.Do()) // DO is copied back (RFC 3225 3)
 	}
 	fit(m, r, tcp)
 	w.WriteMsg(m)

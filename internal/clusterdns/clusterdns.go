@@ -96,7 +96,9 @@ func Listen(cfg Config, names *servicenet.Holder) (*Server, error) {
 	s.index.Store(buildIndex(nil, s.domain))
 	s.current() // the snapshot already held is indexed before the first query
 
-	s.udp = &dns.Server{PacketConn: pc, Handler: s}
+	// Queries are read into buffers of the largest EDNS0 size honoured,
+	// so that one with options (cookies, padding) is not cut.
+	s.udp = &dns.Server{PacketConn: pc, Handler: s, UDPSize: maxUDPSize}
 	s.tcp = &dns.Server{Listener: l, Handler: s}
 	for _, srv := range []*dns.Server{s.udp, s.tcp} {
 		started, failed := make(chan struct{}), make(chan error, 1)

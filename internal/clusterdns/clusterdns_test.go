@@ -508,3 +508,18 @@ func TestShutdownDoesNotWaitForASilentUpstream(t *testing.T) {
 		t.Fatalf("the forward cut short came back %s, want SERVFAIL or nothing", dns.RcodeToString[r.Rcode])
 	}
 }
+
+func TestTheDOBitIsCopiedBack(t *testing.T) {
+	var h servicenet.Holder
+	h.Store(cluster(1))
+	s := start(t, &h, nil)
+	q := new(dns.Msg).SetQuestion("web.default.svc.cluster.local.", dns.TypeA)
+	q.SetEdns0(1232, true)
+	r, _, err := (&dns.Client{Net: "udp"}).Exchange(q, s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opt := r.IsEdns0(); opt == nil || !opt.Do() || len(r.Answer) != 1 {
+		t.Fatalf("OPT %v with %d answers, want DO set and the answer", opt, len(r.Answer))
+	}
+}
