@@ -523,3 +523,24 @@ func TestTheDOBitIsCopiedBack(t *testing.T) {
 		t.Fatalf("OPT %v with %d answers, want DO set and the answer", opt, len(r.Answer))
 	}
 }
+
+func TestUpstreamFlagValues(t *testing.T) {
+	cases := []struct {
+		flag string
+		want []string
+	}{
+		{"", nil},
+		{"none", []string{}},
+		{"192.0.2.53", []string{"192.0.2.53"}},
+		{"192.0.2.53:5353, 2001:db8::53", []string{"192.0.2.53:5353", "2001:db8::53"}},
+	}
+	for _, c := range cases {
+		got := ParseUpstreams(c.flag)
+		if !slices.Equal(got, c.want) || (got == nil) != (c.want == nil) {
+			t.Errorf("%q: %#v, want %#v", c.flag, got, c.want)
+		}
+	}
+	if _, err := newForwarder(ParseUpstreams("192.0.2.53:5353, 2001:db8::53")); err != nil {
+		t.Errorf("the forwarder refuses a parsed list: %v", err)
+	}
+}

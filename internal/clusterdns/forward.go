@@ -102,6 +102,19 @@ func exchangeOnce(ctx context.Context, c *dns.Client, q *dns.Msg, upstream strin
 	return reply, err
 }
 
+// ParseUpstreams reads an upstream flag's value into Config.Upstreams:
+// "" is nil (the node's resolv.conf), "none" is empty (forward nothing),
+// anything else a comma-separated list.
+func ParseUpstreams(flag string) []string {
+	switch strings.TrimSpace(flag) {
+	case "":
+		return nil
+	case "none":
+		return []string{}
+	}
+	return strings.FieldsFunc(flag, func(r rune) bool { return r == ',' || r == ' ' })
+}
+
 // upstreamAddr is host:port for "host" or "host:port" (IPv6 addresses
 // bare or in brackets).
 func upstreamAddr(u string) (string, error) {
