@@ -18,6 +18,9 @@ func (r *Results) print(w io.Writer) {
 	if r.Scale != nil {
 		r.Scale.print(w)
 	}
+	if r.DNS != nil {
+		r.DNS.print(w)
+	}
 }
 
 func (r *Results) printSections(w io.Writer) {

@@ -35,7 +35,14 @@ type ceilingShape struct{ Local, Remote int }
 
 func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	res := &Results{Date: time.Now().UTC()}
-	if o.idle > 0 || o.burst > 0 || o.steady > 0 || o.scale <= 0 {
+	if o.dnsSeconds > 0 {
+		// First, on a machine no stack of this run is loading yet.
+		var err error
+		if res.DNS, err = dnsSection(ctx, time.Duration(o.dnsSeconds)*time.Second, o.dnsClients, log); err != nil {
+			return nil, fmt.Errorf("dns: %w", err)
+		}
+	}
+	if o.idle > 0 || o.burst > 0 || o.steady > 0 || (o.scale <= 0 && o.dnsSeconds <= 0) {
 		if err := sections(ctx, o, res, log); err != nil {
 			return nil, err
 		}
