@@ -78,6 +78,29 @@ func (s *Store) DeleteService(ctx context.Context, ns, name, resourceVersion str
 	})
 }
 
+// ServiceNetwork reads every service and every Endpoints object in one
+// snapshot, with the resource version of that snapshot: the state of the
+// service network exactly as of that version.
+func (s *Store) ServiceNetwork(ctx context.Context) (int64, []model.Service, []model.Endpoints, error) {
+	var (
+		rv   int64
+		svcs []model.Service
+		eps  []model.Endpoints
+	)
+	err := s.inTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(resource_version), 0) FROM changes").Scan(&rv); err != nil {
+			return err
+		}
+		var err error
+		if svcs, err = s.Services().all(ctx, tx); err != nil {
+			return err
+		}
+		eps, err = s.Endpoints().all(ctx, tx)
+		return err
+	})
+	return rv, svcs, eps, err
+}
+
 // DeleteNamespace removes an empty namespace, its events and endpoints;
 // one that still holds pods or services is ErrConflict.
 func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion string) (*model.Namespace, error) {

@@ -248,6 +248,28 @@ func (r Resource[T, PT]) List(ctx context.Context, o ListOptions) (*model.List[T
 	return list, nil
 }
 
+// all reads every object of the kind in tx, in (namespace, name) order.
+func (r Resource[T, PT]) all(ctx context.Context, tx pgx.Tx) ([]T, error) {
+	order := "name"
+	if r.info.namespaced {
+		order = "namespace, name"
+	}
+	rows, err := tx.Query(ctx, fmt.Sprintf("SELECT %s FROM %s ORDER BY %s", r.columns(), r.info.table, order))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		obj, err := r.scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *obj)
+	}
+	return out, rows.Err()
+}
+
 // ListAll is List through every page; o.Limit sizes the pages (0: 500).
 func (r Resource[T, PT]) ListAll(ctx context.Context, o ListOptions) ([]T, error) {
 	if o.Limit <= 0 {
