@@ -18,8 +18,8 @@ CREATE TABLE services (
 CREATE INDEX services_labels ON services USING gin (labels);
 
 -- Written only by the endpoints controller; no foreign key to namespaces,
--- so a namespace emptied of services is not held up by the controller
--- catching up (namespace deletion removes them).
+-- so deleting a namespace emptied of services does not wait for the
+-- controller to delete their Endpoints.
 CREATE TABLE endpoints (
     uid                    uuid PRIMARY KEY,
     namespace              text NOT NULL,

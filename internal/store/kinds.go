@@ -101,8 +101,10 @@ func (s *Store) ServiceNetwork(ctx context.Context) (int64, []model.Service, []m
 	return rv, svcs, eps, err
 }
 
-// DeleteNamespace removes an empty namespace, its events and endpoints;
-// one that still holds pods or services is ErrConflict.
+// DeleteNamespace removes an empty namespace and its events; one that
+// still holds pods or services is ErrConflict. Endpoints left by its last
+// services are the endpoints controller's to delete, so that watchers see
+// them go.
 func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion string) (*model.Namespace, error) {
 	return s.Namespaces().DeleteWith(ctx, "", name, resourceVersion, func(tx pgx.Tx, _ *model.Namespace) error {
 		var pods int
@@ -118,9 +120,6 @@ func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion strin
 		}
 		if services > 0 {
 			return fmt.Errorf("%w: namespace %q still holds %d service(s); delete them first", ErrConflict, name, services)
-		}
-		if _, err := tx.Exec(ctx, "DELETE FROM endpoints WHERE namespace = $1", name); err != nil {
-			return err
 		}
 		_, err := tx.Exec(ctx, "DELETE FROM events WHERE namespace = $1", name)
 		return err
