@@ -23,6 +23,11 @@ import (
 // newServiceAPI serves a fresh database with a service network holder.
 func newServiceAPI(t *testing.T) (*client, *servicenet.Holder) {
 	t.Helper()
+	return newServiceAPIWith(t, "10.96.0.0/16")
+}
+
+func newServiceAPIWith(t *testing.T, cidr string) (*client, *servicenet.Holder) {
+	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
@@ -37,7 +42,7 @@ func newServiceAPI(t *testing.T) (*client, *servicenet.Holder) {
 	}
 	h := &servicenet.Holder{}
 	srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: slog.New(slog.DiscardHandler), WatchKeepalive: 100 * time.Millisecond,
-		ServiceCIDR: clusterip.MustParse("10.96.0.0/16"), ServiceNet: h, ServiceNetWait: 5 * time.Second}).Handler())
+		ServiceCIDR: clusterip.MustParse(cidr), ServiceNet: h, ServiceNetWait: 5 * time.Second}).Handler())
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); st.Close() })
 	return &client{t: t, base: srv.URL}, h
 }
@@ -259,5 +264,22 @@ func TestServiceNetLongPoll(t *testing.T) {
 		if r := c.json("GET", "/api/v1/servicenet?"+q, nil); r.code != 400 {
 			t.Fatalf("?%s: %d %s, want 400", q, r.code, r.body)
 		}
+	}
+}
+
+func TestAFullServiceRangeIsAConflict(t *testing.T) {
+	c, _ := newServiceAPIWith(t, "10.96.0.0/28") // 12 addresses to hand out
+	for i := range 12 {
+		if r := c.json("POST", "/api/v1/namespaces/default/services", fmt.Sprintf(serviceJSON, fmt.Sprintf("s%d", i), "")); r.code != 201 {
+			t.Fatalf("service %d: %d %s", i, r.code, r.body)
+		}
+	}
+	r := c.json("POST", "/api/v1/namespaces/default/services", fmt.Sprintf(serviceJSON, "one-too-many", ""))
+	if r.code != http.StatusConflict || !strings.Contains(r.status().Message, "service CIDR exhausted") {
+		t.Fatalf("13th service: %d %s, want 409 naming the exhausted range", r.code, r.body)
+	}
+	// A headless service needs no address.
+	if r := c.json("POST", "/api/v1/namespaces/default/services", `{"metadata":{"name":"headless"},"spec":{"clusterIP":"None","selector":{"app":"db"}}}`); r.code != 201 {
+		t.Fatalf("headless service in a full range: %d %s", r.code, r.body)
 	}
 }

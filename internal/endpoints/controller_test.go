@@ -188,9 +188,19 @@ func TestARestartedControllerConvergesOnWhatChangedWhileItWasDown(t *testing.T) 
 		t.Fatal(err)
 	}
 
+	// And an address outlived its service (removed by hand).
+	createService(t, s, "lost")
+	if _, err := s.Pool().Exec(context.Background(), "DELETE FROM services WHERE name = 'lost'"); err != nil {
+		t.Fatal(err)
+	}
+
 	startController(t, s)
 	within(t, s, 10*time.Second, "api", "b:10.88.0.3|")
 	within(t, s, time.Second, "web", "none")
+	var leaked int
+	if err := s.Pool().QueryRow(context.Background(), "SELECT count(*) FROM cluster_ips WHERE name = 'lost'").Scan(&leaked); err != nil || leaked != 0 {
+		t.Fatalf("the controller's start left %d address(es) of a vanished service (%v)", leaked, err)
+	}
 }
 
 func TestOnlyOneReplicaLeads(t *testing.T) {
