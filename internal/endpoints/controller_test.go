@@ -152,6 +152,21 @@ func TestEndpointsFollowReadinessWithinASecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, s, time.Second, "web", "|a:10.88.0.2")
+	// A new selector picks other pods.
+	if _, err := s.Services().Modify(context.Background(), model.DefaultNamespace, "web", func(svc *model.Service) bool {
+		svc.Spec.Selector = map[string]string{"app": "db"}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, s, time.Second, "web", "other:10.88.0.4|")
+	if _, err := s.Services().Modify(context.Background(), model.DefaultNamespace, "web", func(svc *model.Service) bool {
+		svc.Spec.Selector = map[string]string{"app": "web"}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, s, time.Second, "web", "|a:10.88.0.2")
 	// Relabelled out of the selector: gone from the service.
 	if _, err := s.Pods().Modify(context.Background(), model.DefaultNamespace, "a", func(p *model.Pod) bool {
 		p.Metadata.Labels = map[string]string{"app": "elsewhere"}
