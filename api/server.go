@@ -12,7 +12,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/imagemap"
+	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -41,9 +43,17 @@ type Config struct {
 	Artefacts ArtefactServer
 	// Nodes starts and wakes nodes' health workflows; nil leaves them to
 	// the control plane's node watch and reconciler.
-	Nodes  *workflows.NodeClient
-	Ready  []ReadyCheck
-	Logger *slog.Logger
+	Nodes *workflows.NodeClient
+	// ServiceCIDR is the range services' cluster IPs come from; nil:
+	// clusterip.DefaultCIDR.
+	ServiceCIDR *clusterip.Range
+	// ServiceNet holds the service network snapshot served to nodes at
+	// /api/v1/servicenet; nil: that endpoint answers 503.
+	ServiceNet *servicenet.Holder
+	// ServiceNetWait bounds a servicenet long poll; zero: MaxServiceNetWait.
+	ServiceNetWait time.Duration
+	Ready          []ReadyCheck
+	Logger         *slog.Logger
 	// WatchKeepalive is how often an idle watch sends a comment line.
 	WatchKeepalive time.Duration
 }
@@ -63,6 +73,10 @@ type Server struct {
 	ready     []ReadyCheck
 	log       *slog.Logger
 	keepalive time.Duration
+
+	serviceCIDR    *clusterip.Range
+	serviceNetH    *servicenet.Holder
+	serviceNetWait time.Duration
 }
 
 // New builds the API server.
@@ -73,8 +87,15 @@ func New(cfg Config) *Server {
 	if cfg.WatchKeepalive == 0 {
 		cfg.WatchKeepalive = 15 * time.Second
 	}
+	if cfg.ServiceCIDR == nil {
+		cfg.ServiceCIDR = clusterip.MustParse(clusterip.DefaultCIDR)
+	}
+	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
+		cfg.ServiceNetWait = MaxServiceNetWait
+	}
 	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, images: cfg.Images, imageMap: cfg.ImageMap,
-		artefacts: cfg.Artefacts, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive}
+		artefacts: cfg.Artefacts, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
+		serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait}
 }
 
 // CloseWatches ends every open watch stream; call it when shutting down
@@ -125,6 +146,23 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/images/:name", s.getImage)
 	v1.DELETE("/images/:name", s.deleteImage)
 	v1.GET("/images/:name/artefact", s.imageArtefact)
+
+	v1.GET("/services", s.listServices)
+	v1.GET("/namespaces/:ns/services", s.listServices)
+	v1.POST("/namespaces/:ns/services", s.createService)
+	v1.GET("/namespaces/:ns/services/:name", s.getService)
+	v1.PUT("/namespaces/:ns/services/:name", s.updateService)
+	v1.DELETE("/namespaces/:ns/services/:name", s.deleteService)
+
+	v1.GET("/endpoints", s.listEndpoints)
+	v1.GET("/namespaces/:ns/endpoints", s.listEndpoints)
+	v1.GET("/namespaces/:ns/endpoints/:name", s.getEndpoints)
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		v1.Handle(m, "/namespaces/:ns/endpoints", s.refuseEndpointsWrite)
+		v1.Handle(m, "/namespaces/:ns/endpoints/:name", s.refuseEndpointsWrite)
+	}
+
+	v1.GET("/servicenet", s.serviceNet)
 
 	v1.GET("/events", s.listEvents)
 	v1.GET("/namespaces/:ns/events", s.listEvents)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/zonewright/zonewright/deploy"
 	nodeagent "github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
@@ -48,9 +49,14 @@ func dev(ctx context.Context, args []string) error {
 	orphanGrace := fs.String("orphan-grace", nodeagent.DefaultOrphanGrace.String(), "how long a node reports an orphan before removing it (passed to the agents)")
 	var health controlplane.Config
 	nodeHealth := nodeHealthFlags(fs, &health)
+	// Inside 127.0.0.0/8, so service addresses are reachable on Linux.
+	serviceCIDRFlag(fs, &health, clusterip.DevCIDR)
 	_ = fs.Parse(args)
 	if err := nodeHealth(); err != nil {
 		return err
+	}
+	if _, err := clusterip.Parse(health.ServiceCIDR); err != nil {
+		return fmt.Errorf("--service-cidr: %w", err)
 	}
 	log, err := newLogger(*logLevel)
 	if err != nil {
@@ -130,7 +136,8 @@ func dev(ctx context.Context, args []string) error {
 		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
-		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout})
+		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
+		ServiceCIDR: health.ServiceCIDR})
 	if err != nil {
 		return err
 	}
@@ -172,11 +179,12 @@ zonewright dev stack is up (started in %s)
   PostgreSQL   %s
   data         %s
   nodes        %s
+  services     %s (cluster DNS %s)
 
 Try: curl http://%s/api/v1/namespaces/default/pods
      curl http://%s/api/v1/images
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.Addr(), cp.Addr())
+`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(), cp.Addr(), cp.Addr())
 
 	select {
 	case <-ctx.Done():

@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -139,7 +140,7 @@ func TestDevStack(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	api, temporal, ui := freeAddr(t), freeAddr(t), freeAddr(t)
 	d := startDev(t, bin, dataDir, api, temporal, ui)
-	for _, want := range []string{"http://" + api, "http://" + ui, temporal} {
+	for _, want := range []string{"http://" + api, "http://" + ui, temporal, "127.96.0.0/16 (cluster DNS 127.96.0.10)"} {
 		if !strings.Contains(d.output.String(), want) {
 			t.Fatalf("banner does not show %s:\n%s", want, d.output)
 		}
@@ -157,7 +158,7 @@ func TestDevStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watch.Body.Close()
-	pod := `{"metadata":{"name":"hello"},"spec":{"terminationGracePeriodSeconds":3,"containers":[{"name":"web","image":"base",
+	pod := `{"metadata":{"name":"hello","labels":{"app":"hello"}},"spec":{"terminationGracePeriodSeconds":3,"containers":[{"name":"web","image":"base",
 	  "command":["sh","-c","exec python3 -m http.server --bind $POD_IP 8080"],
 	  "readinessProbe":{"httpGet":{"port":8080},"periodSeconds":1}}]}}`
 	resp, err := http.Post("http://"+api+"/api/v1/namespaces/default/pods", "application/json", strings.NewReader(pod))
@@ -199,6 +200,37 @@ func TestDevStack(t *testing.T) {
 			t.Fatalf("pod not Running and Ready: %s", body)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+
+	// A service over it gets an address of the dev range (loopback, so it
+	// is reachable on Linux) and the pod as its endpoint.
+	resp, err = http.Post("http://"+api+"/api/v1/namespaces/default/services", "application/json",
+		strings.NewReader(`{"metadata":{"name":"hello"},"spec":{"selector":{"app":"hello"},"ports":[{"port":80,"targetPort":8080}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var svc struct {
+		Spec struct{ ClusterIP string } `json:"spec"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&svc)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || !strings.HasPrefix(svc.Spec.ClusterIP, "127.96.") {
+		t.Fatalf("create service: %d, clusterIP %q; want one from 127.96.0.0/16", resp.StatusCode, svc.Spec.ClusterIP)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, body := get(t, "http://"+api+"/api/v1/namespaces/default/endpoints/hello")
+		if strings.Contains(body, `"addresses":[{"ip":"127.10.`) && strings.Contains(body, `"port":8080`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Ready pod is not the service's endpoint: %s", body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	req, _ := http.NewRequest("DELETE", "http://"+api+"/api/v1/namespaces/default/services/hello", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("delete service: %v %v", resp, err)
 	}
 
 	// The control-plane worker polls zonewright-control: the housekeeping
@@ -251,7 +283,7 @@ func TestDevStack(t *testing.T) {
 	}
 	// Its zone was halted with the stack; the lifecycle boots it again, and
 	// a delete removes it gracefully.
-	req, _ := http.NewRequest("DELETE", "http://"+api+"/api/v1/namespaces/default/pods/hello", nil)
+	req, _ = http.NewRequest("DELETE", "http://"+api+"/api/v1/namespaces/default/pods/hello", nil)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete: %v %v", resp, err)
 	}

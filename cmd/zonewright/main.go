@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/store"
@@ -93,6 +94,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	imageFlags(fs, &o.Config, "/var/lib/zonewright/images")
 	fs.StringVar(&o.imageMap, "image-map", env("ZW_IMAGE_MAP", ""), "image map file: default image, aliases, size presets, images (env ZW_IMAGE_MAP)")
 	o.nodeHealth = nodeHealthFlags(fs, &o.Config)
+	serviceCIDRFlag(fs, &o.Config, clusterip.DefaultCIDR)
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
 }
@@ -105,6 +107,9 @@ func serve(ctx context.Context, args []string) error {
 	}
 	if err := o.nodeHealth(); err != nil {
 		return err
+	}
+	if _, err := clusterip.Parse(o.ServiceCIDR); err != nil {
+		return fmt.Errorf("--service-cidr: %w", err)
 	}
 	log, err := newLogger(o.logLevel)
 	if err != nil {
@@ -137,6 +142,12 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore string) {
 	fs.StringVar(&c.ImageDownloadSecret, "image-download-secret", env("ZW_IMAGE_DOWNLOAD_SECRET", ""), "secret signing the tokens nodes download images with; the same on every replica (env ZW_IMAGE_DOWNLOAD_SECRET)")
 	fs.StringVar(&c.AdvertiseURL, "advertise-url", env("ZW_ADVERTISE_URL", ""), "the API's URL as nodes reach it; default from --listen (env ZW_ADVERTISE_URL)")
 	fs.DurationVar(&c.ImageStallTimeout, "image-stall-timeout", envDuration("ZW_IMAGE_STALL_TIMEOUT", time.Minute), "an image download receiving nothing this long is stalled and retried (env ZW_IMAGE_STALL_TIMEOUT)")
+}
+
+// serviceCIDRFlag registers --service-cidr, shared by serve and dev.
+func serviceCIDRFlag(fs *flag.FlagSet, c *controlplane.Config, def string) {
+	fs.StringVar(&c.ServiceCIDR, "service-cidr", env("ZW_SERVICE_CIDR", def),
+		"IPv4 range services' cluster IPs come from, /12 to /28; its base + 10 is the cluster DNS (env ZW_SERVICE_CIDR)")
 }
 
 // envDuration is env for a duration; a malformed value keeps def.

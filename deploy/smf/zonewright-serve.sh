@@ -30,6 +30,7 @@ image_map
 image_stall_timeout
 node_grace_period
 node_eviction_timeout
+service_cidr
 log_level
 '
 

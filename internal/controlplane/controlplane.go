@@ -1,6 +1,7 @@
 // Package controlplane assembles the control plane that `zonewright serve`
-// runs and the dev stack embeds: migrations, the store, the REST API and the
-// control-plane Temporal worker.
+// runs and the dev stack embeds: migrations, the store, the REST API, the
+// control-plane Temporal worker, the endpoints controller and the service
+// network snapshot.
 package controlplane
 
 import (
@@ -13,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -22,10 +24,14 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/zonewright/zonewright/api"
+	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/endpoints"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/servicefeed"
+	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/worker"
 	"github.com/zonewright/zonewright/workflows"
@@ -63,6 +69,9 @@ type Config struct {
 	// PodReconcileInterval is how often pod rows are checked for their
 	// lifecycles; zero: worker.ReconcileEvery.
 	PodReconcileInterval time.Duration
+	// ServiceCIDR is the range services' cluster IPs come from; empty:
+	// clusterip.DefaultCIDR.
+	ServiceCIDR string
 }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
@@ -124,7 +133,22 @@ type ControlPlane struct {
 	catalog      imagemap.Catalog
 	imageOps     *controlops.Images
 	imagesSeeded bool
+
+	serviceCIDR *clusterip.Range
+	serviceNet  *servicenet.Holder
 }
+
+// ServiceNet holds the current service network snapshot (every service,
+// its address and ready endpoints), kept current from the change feed: the
+// cluster DNS server answers from it.
+func (cp *ControlPlane) ServiceNet() *servicenet.Holder { return cp.serviceNet }
+
+// ServiceCIDR is the range services' cluster IPs come from.
+func (cp *ControlPlane) ServiceCIDR() *clusterip.Range { return cp.serviceCIDR }
+
+// ClusterDNSAddress is the address the cluster DNS serves on and zones'
+// resolv.conf names: the service CIDR's base + 10, never a service's.
+func (cp *ControlPlane) ClusterDNSAddress() netip.Addr { return cp.serviceCIDR.DNSAddress() }
 
 // Start migrates the database (waiting for it if it is not up yet), then
 // serves the API and runs the control-plane worker. The worker connects in
@@ -139,6 +163,14 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if imgMap == nil {
 		imgMap = &imagemap.Map{}
 	}
+	if cfg.ServiceCIDR == "" {
+		cfg.ServiceCIDR = clusterip.DefaultCIDR
+	}
+	serviceCIDR, err := clusterip.Parse(cfg.ServiceCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("--service-cidr: %w", err)
+	}
+	serviceNet := &servicenet.Holder{}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("API address %s: %w (is another zonewright running? pass --listen)", cfg.Listen, err)
@@ -183,7 +215,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), Client: &http.Client{}}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
-	srv := api.New(api.Config{Store: st, Logger: log, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes,
+	srv := api.New(api.Config{Store: st, Logger: log, ServiceCIDR: serviceCIDR, ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes,
 		Images: images, ImageMap: imgMap, Artefacts: artefacts, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
@@ -197,7 +229,8 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
-			StallTimeout: cfg.ImageStallTimeout, Pulls: images}}
+			StallTimeout: cfg.ImageStallTimeout, Pulls: images},
+		serviceCIDR: serviceCIDR, serviceNet: serviceNet}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	// The map's images exist before the first pod names them, unless
 	// Temporal is not up yet: then the worker's start finishes the job.
@@ -207,6 +240,17 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	go func() { cp.served <- cp.http.Serve(ln) }()
 	cp.bg.Add(1)
 	go cp.runWorker(bgCtx)
+	// Services need no Temporal: endpoints and the snapshot follow the
+	// store from the start.
+	cp.bg.Add(2)
+	go func() {
+		defer cp.bg.Done()
+		(&endpoints.Controller{Store: st, Log: log.With("component", "endpoints")}).Run(bgCtx)
+	}()
+	go func() {
+		defer cp.bg.Done()
+		(&servicefeed.Follower{Store: st, Holder: serviceNet, Log: log.With("component", "servicenet")}).Run(bgCtx)
+	}()
 	return cp, nil
 }
 

@@ -209,6 +209,7 @@ func ValidatePod(p *Pod) FieldErrors {
 			errs.add(f+".startupProbe.successThreshold", FieldInvalid, "Invalid value: %d: must be 1", c.StartupProbe.SuccessThreshold)
 		}
 	}
+	errs = append(errs, validateContainerPortNames(s)...)
 	if !slices.Contains(Brands, s.RuntimeClassName) {
 		errs.add("spec.runtimeClassName", FieldNotSupported, "Unsupported value: %q: supported values: %q", s.RuntimeClassName, Brands)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -39,8 +40,71 @@ func (s *Store) CreatePod(ctx context.Context, p *model.Pod) error {
 	})
 }
 
-// DeleteNamespace removes an empty namespace and its events; one that still
-// holds pods is ErrConflict.
+// CreateService stores a new service in an existing namespace, with its
+// cluster IP allocated from ips in the same transaction (unless it is
+// headless): a requested address that is taken or outside the range is a
+// model.FieldErrors.
+func (s *Store) CreateService(ctx context.Context, svc *model.Service, ips *clusterip.Range) error {
+	return s.Services().CreateWith(ctx, svc, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", svc.Metadata.Namespace).Scan(&one)
+		if classify(err) == ErrNotFound {
+			return fmt.Errorf("%w: namespace %q", ErrNotFound, svc.Metadata.Namespace)
+		}
+		if err != nil || svc.Headless() {
+			return err
+		}
+		// A duplicate name must say so, not that its address is taken.
+		err = tx.QueryRow(ctx, "SELECT 1 FROM services WHERE namespace = $1 AND name = $2", svc.Metadata.Namespace, svc.Metadata.Name).Scan(&one)
+		if err == nil {
+			return fmt.Errorf("%w: service %q", ErrAlreadyExists, svc.Metadata.Name)
+		} else if classify(err) != ErrNotFound {
+			return err
+		}
+		ip, err := ips.Allocate(ctx, tx, clusterip.Service{UID: svc.Metadata.UID, Namespace: svc.Metadata.Namespace, Name: svc.Metadata.Name}, svc.Spec.ClusterIP)
+		if err != nil {
+			return err
+		}
+		svc.Spec.ClusterIP = ip.String()
+		return nil
+	})
+}
+
+// DeleteService removes a service and releases its cluster IP in the same
+// transaction. Its Endpoints go with the endpoints controller.
+func (s *Store) DeleteService(ctx context.Context, ns, name, resourceVersion string) (*model.Service, error) {
+	return s.Services().DeleteWith(ctx, ns, name, resourceVersion, func(tx pgx.Tx, svc *model.Service) error {
+		return clusterip.Release(ctx, tx, svc.Metadata.UID)
+	})
+}
+
+// ServiceNetwork reads every service and every Endpoints object in one
+// snapshot, with the resource version of that snapshot: the state of the
+// service network exactly as of that version.
+func (s *Store) ServiceNetwork(ctx context.Context) (int64, []model.Service, []model.Endpoints, error) {
+	var (
+		rv   int64
+		svcs []model.Service
+		eps  []model.Endpoints
+	)
+	err := s.inTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(resource_version), 0) FROM changes").Scan(&rv); err != nil {
+			return err
+		}
+		var err error
+		if svcs, err = s.Services().all(ctx, tx); err != nil {
+			return err
+		}
+		eps, err = s.Endpoints().all(ctx, tx)
+		return err
+	})
+	return rv, svcs, eps, err
+}
+
+// DeleteNamespace removes an empty namespace and its events; one that
+// still holds pods or services is ErrConflict. Endpoints left by its last
+// services are the endpoints controller's to delete, so that watchers see
+// them go.
 func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion string) (*model.Namespace, error) {
 	return s.Namespaces().DeleteWith(ctx, "", name, resourceVersion, func(tx pgx.Tx, _ *model.Namespace) error {
 		var pods int
@@ -49,6 +113,13 @@ func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion strin
 		}
 		if pods > 0 {
 			return fmt.Errorf("%w: namespace %q still holds %d pod(s); delete them first", ErrConflict, name, pods)
+		}
+		var services int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM services WHERE namespace = $1", name).Scan(&services); err != nil {
+			return err
+		}
+		if services > 0 {
+			return fmt.Errorf("%w: namespace %q still holds %d service(s); delete them first", ErrConflict, name, services)
 		}
 		_, err := tx.Exec(ctx, "DELETE FROM events WHERE namespace = $1", name)
 		return err

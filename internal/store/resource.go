@@ -40,6 +40,10 @@ var (
 	podKind = &kindInfo{kind: model.KindPod, table: "pods", namespaced: true,
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
 			"spec.nodeName": "node_name", "status.phase": "phase"}}
+	serviceKind = &kindInfo{kind: model.KindService, table: "services", namespaced: true,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace", "spec.clusterIP": "spec ->> 'clusterIP'"}}
+	endpointsKind = &kindInfo{kind: model.KindEndpoints, table: "endpoints", namespaced: true,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace"}}
 	imageKind = &kindInfo{kind: model.KindImage, table: "images",
 		fields: map[string]string{"metadata.name": "name", "spec.kind": "spec ->> 'kind'", "status.phase": "status ->> 'phase'"}}
 	eventKind = &kindInfo{kind: model.KindEvent, table: "events", namespaced: true,
@@ -62,7 +66,7 @@ type Resource[T any, PT ObjectPtr[T]] struct {
 	info *kindInfo
 }
 
-// Namespaces, Nodes, Pods, Images and Events give typed access to each kind.
+// Namespaces, Nodes, Pods, Services, Endpoints, Images and Events give typed access to each kind.
 func (s *Store) Namespaces() Resource[model.Namespace, *model.Namespace] {
 	return Resource[model.Namespace, *model.Namespace]{s, namespaceKind}
 }
@@ -71,6 +75,12 @@ func (s *Store) Nodes() Resource[model.Node, *model.Node] {
 }
 func (s *Store) Pods() Resource[model.Pod, *model.Pod] {
 	return Resource[model.Pod, *model.Pod]{s, podKind}
+}
+func (s *Store) Services() Resource[model.Service, *model.Service] {
+	return Resource[model.Service, *model.Service]{s, serviceKind}
+}
+func (s *Store) Endpoints() Resource[model.Endpoints, *model.Endpoints] {
+	return Resource[model.Endpoints, *model.Endpoints]{s, endpointsKind}
 }
 func (s *Store) Images() Resource[model.Image, *model.Image] {
 	return Resource[model.Image, *model.Image]{s, imageKind}
@@ -238,6 +248,28 @@ func (r Resource[T, PT]) List(ctx context.Context, o ListOptions) (*model.List[T
 	return list, nil
 }
 
+// all reads every object of the kind in tx, in (namespace, name) order.
+func (r Resource[T, PT]) all(ctx context.Context, tx pgx.Tx) ([]T, error) {
+	order := "name"
+	if r.info.namespaced {
+		order = "namespace, name"
+	}
+	rows, err := tx.Query(ctx, fmt.Sprintf("SELECT %s FROM %s ORDER BY %s", r.columns(), r.info.table, order))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		obj, err := r.scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *obj)
+	}
+	return out, rows.Err()
+}
+
 // ListAll is List through every page; o.Limit sizes the pages (0: 500).
 func (r Resource[T, PT]) ListAll(ctx context.Context, o ListOptions) ([]T, error) {
 	if o.Limit <= 0 {
@@ -337,7 +369,9 @@ func (r Resource[T, PT]) Create(ctx context.Context, obj PT) error {
 }
 
 // CreateWith is Create with a check run first in the same transaction
-// (for example: the namespace exists and is not terminating).
+// (for example: the namespace exists and is not terminating). The check
+// may complete obj (a service's allocated address): it is stored as the
+// check leaves it.
 func (r Resource[T, PT]) CreateWith(ctx context.Context, obj PT, check func(pgx.Tx) error) error {
 	m := obj.GetMeta()
 	if !r.info.namespaced {
@@ -346,15 +380,15 @@ func (r Resource[T, PT]) CreateWith(ctx context.Context, obj PT, check func(pgx.
 	if m.UID == "" {
 		m.UID = newUID()
 	}
-	labels, annots, spec, status, err := r.docs(obj)
-	if err != nil {
-		return err
-	}
-	err = r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
+	return r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
 		if check != nil {
 			if err := check(tx); err != nil {
 				return change{}, err
 			}
+		}
+		labels, annots, spec, status, err := r.docs(obj)
+		if err != nil {
+			return change{}, err
 		}
 		cols, vals := "uid, name, resource_version, labels, annotations, spec, status", "$1, $2, $3, $4, $5, $6, $7"
 		args := []any{m.UID, m.Name, rv, labels, annots, spec, status}
@@ -374,7 +408,6 @@ func (r Resource[T, PT]) CreateWith(ctx context.Context, obj PT, check func(pgx.
 		m.CreationTimestamp = &created
 		return r.finish(obj, rv, "ADDED")
 	})
-	return err
 }
 
 // Update replaces the object's labels, annotations, spec and status if its
