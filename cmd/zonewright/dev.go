@@ -51,8 +51,12 @@ func dev(ctx context.Context, args []string) error {
 	nodeHealth := nodeHealthFlags(fs, &health)
 	// Inside 127.0.0.0/8, so service addresses are reachable on Linux.
 	serviceCIDRFlag(fs, &health, clusterip.DevCIDR)
+	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
 	_ = fs.Parse(args)
 	if err := nodeHealth(); err != nil {
+		return err
+	}
+	if err := dnsDone(); err != nil {
 		return err
 	}
 	if _, err := clusterip.Parse(health.ServiceCIDR); err != nil {
@@ -65,7 +69,10 @@ func dev(ctx context.Context, args []string) error {
 	start := time.Now()
 
 	// Refuse early and clearly when something already holds our ports.
-	for _, p := range []struct{ addr, flag string }{{*listen, "--listen"}, {*temporalAddr, "--temporal-address"}, {*uiAddr, "--ui-address"}} {
+	for _, p := range []struct{ addr, flag string }{{*listen, "--listen"}, {*temporalAddr, "--temporal-address"}, {*uiAddr, "--ui-address"}, {health.DNS.Addr, "--dns-listen"}} {
+		if p.addr == "" {
+			continue
+		}
 		if err := devstack.CheckPortFree(p.addr); err != nil {
 			var inUse *devstack.PortInUseError
 			if errors.As(err, &inUse) {
@@ -137,7 +144,7 @@ func dev(ctx context.Context, args []string) error {
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
-		ServiceCIDR: health.ServiceCIDR})
+		ServiceCIDR: health.ServiceCIDR, DNS: health.DNS})
 	if err != nil {
 		return err
 	}
@@ -179,12 +186,14 @@ zonewright dev stack is up (started in %s)
   PostgreSQL   %s
   data         %s
   nodes        %s
-  services     %s (cluster DNS %s)
+  services     %s (cluster DNS address %s)
+  DNS          %s, domain %s
 
 Try: curl http://%s/api/v1/namespaces/default/pods
      curl http://%s/api/v1/images
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(), cp.Addr(), cp.Addr())
+`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
+		dnsShown(cp.DNSAddr()), health.DNS.Domain, cp.Addr(), cp.Addr())
 
 	select {
 	case <-ctx.Done():
@@ -193,6 +202,14 @@ Ctrl-C stops everything; the next start resumes the same data.
 		return fmt.Errorf("API server stopped: %w", err)
 	}
 	return nil
+}
+
+// dnsShown is the DNS address for the banner.
+func dnsShown(addr string) string {
+	if addr == "" {
+		return `none (--dns-listen "")`
+	}
+	return addr
 }
 
 // devSecret reads the dev stack's image download secret, creating a random

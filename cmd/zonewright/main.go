@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/miekg/dns"
+
+	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/imagemap"
@@ -83,6 +86,7 @@ type serveOptions struct {
 	imageMap   string
 	logLevel   string
 	nodeHealth func() error
+	dns        func() error
 }
 
 func serveFlags() (*flag.FlagSet, *serveOptions) {
@@ -95,6 +99,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	fs.StringVar(&o.imageMap, "image-map", env("ZW_IMAGE_MAP", ""), "image map file: default image, aliases, size presets, images (env ZW_IMAGE_MAP)")
 	o.nodeHealth = nodeHealthFlags(fs, &o.Config)
 	serviceCIDRFlag(fs, &o.Config, clusterip.DefaultCIDR)
+	o.dns = dnsFlags(fs, &o.Config.DNS, "")
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
 }
@@ -111,6 +116,9 @@ func serve(ctx context.Context, args []string) error {
 	if _, err := clusterip.Parse(o.ServiceCIDR); err != nil {
 		return fmt.Errorf("--service-cidr: %w", err)
 	}
+	if err := o.dns(); err != nil {
+		return err
+	}
 	log, err := newLogger(o.logLevel)
 	if err != nil {
 		return err
@@ -125,7 +133,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("zonewright serving", "api", "http://"+cp.Addr(), "temporal", tc.TemporalAddress, "namespace", tc.TemporalNamespace)
+	log.Info("zonewright serving", "api", "http://"+cp.Addr(), "dns", cp.DNSAddr(), "temporal", tc.TemporalAddress, "namespace", tc.TemporalNamespace)
 	select {
 	case <-ctx.Done():
 	case err := <-cp.Served():
@@ -148,6 +156,24 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore string) {
 func serviceCIDRFlag(fs *flag.FlagSet, c *controlplane.Config, def string) {
 	fs.StringVar(&c.ServiceCIDR, "service-cidr", env("ZW_SERVICE_CIDR", def),
 		"IPv4 range services' cluster IPs come from, /12 to /28; its base + 10 is the cluster DNS (env ZW_SERVICE_CIDR)")
+}
+
+// dnsFlags registers the cluster DNS's flags, shared by serve and dev;
+// the function returned completes c once the flags are parsed.
+func dnsFlags(fs *flag.FlagSet, c *clusterdns.Config, defListen string) func() error {
+	fs.StringVar(&c.Addr, "dns-listen", env("ZW_DNS_LISTEN", defListen),
+		"address the cluster DNS answers on, UDP and TCP; empty serves none (env ZW_DNS_LISTEN)")
+	fs.StringVar(&c.Domain, "cluster-domain", env("ZW_CLUSTER_DOMAIN", clusterdns.DefaultDomain),
+		"the cluster's DNS domain: <service>.<namespace>.svc.<domain> (env ZW_CLUSTER_DOMAIN)")
+	upstream := fs.String("dns-upstream", env("ZW_DNS_UPSTREAM", ""),
+		"resolvers for names outside the cluster domain, comma-separated; empty: those of /etc/resolv.conf; none: refuse such names (env ZW_DNS_UPSTREAM)")
+	return func() error {
+		if _, ok := dns.IsDomainName(c.Domain); !ok || strings.Trim(c.Domain, ".") == "" {
+			return fmt.Errorf("--cluster-domain %q is not a domain name", c.Domain)
+		}
+		c.Upstreams = clusterdns.ParseUpstreams(*upstream)
+		return nil
+	}
 }
 
 // envDuration is env for a duration; a malformed value keeps def.

@@ -31,6 +31,9 @@ image_stall_timeout
 node_grace_period
 node_eviction_timeout
 service_cidr
+dns_listen
+cluster_domain
+dns_upstream
 log_level
 '
 

@@ -24,6 +24,7 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/zonewright/zonewright/api"
+	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/endpoints"
@@ -72,6 +73,9 @@ type Config struct {
 	// ServiceCIDR is the range services' cluster IPs come from; empty:
 	// clusterip.DefaultCIDR.
 	ServiceCIDR string
+	// DNS is the cluster DNS this replica serves; an empty DNS.Addr
+	// serves none.
+	DNS clusterdns.Config
 }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
@@ -136,12 +140,22 @@ type ControlPlane struct {
 
 	serviceCIDR *clusterip.Range
 	serviceNet  *servicenet.Holder
+	dns         *clusterdns.Server // nil: this replica serves no DNS
 }
 
 // ServiceNet holds the current service network snapshot (every service,
 // its address and ready endpoints), kept current from the change feed: the
 // cluster DNS server answers from it.
 func (cp *ControlPlane) ServiceNet() *servicenet.Holder { return cp.serviceNet }
+
+// DNSAddr is the address the cluster DNS answers on; empty when this
+// replica serves none.
+func (cp *ControlPlane) DNSAddr() string {
+	if cp.dns == nil {
+		return ""
+	}
+	return cp.dns.Addr()
+}
 
 // ServiceCIDR is the range services' cluster IPs come from.
 func (cp *ControlPlane) ServiceCIDR() *clusterip.Range { return cp.serviceCIDR }
@@ -175,32 +189,48 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API address %s: %w (is another zonewright running? pass --listen)", cfg.Listen, err)
 	}
-	if err := migrateWhenUp(ctx, cfg.DatabaseURL, log); err != nil {
+	var dnsServer *clusterdns.Server
+	if cfg.DNS.Addr != "" {
+		if cfg.DNS.Log == nil {
+			cfg.DNS.Log = log.With("component", "dns")
+		}
+		if dnsServer, err = clusterdns.Listen(cfg.DNS, serviceNet); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("cluster DNS on %s: %w (pass --dns-listen)", cfg.DNS.Addr, err)
+		}
+	}
+	closeListeners := func() {
 		ln.Close()
+		if dnsServer != nil {
+			_ = dnsServer.Shutdown(context.Background())
+		}
+	}
+	if err := migrateWhenUp(ctx, cfg.DatabaseURL, log); err != nil {
+		closeListeners()
 		return nil, err
 	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
-		ln.Close()
+		closeListeners()
 		return nil, err
 	}
 	if err := st.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
 		st.Close()
-		ln.Close()
+		closeListeners()
 		return nil, fmt.Errorf("create the default namespace: %w", err)
 	}
 	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(log.With("component", "temporal-client"))}
 	if cfg.TemporalTLS.enabled() {
 		if opts.ConnectionOptions.TLS, err = cfg.TemporalTLS.build(); err != nil {
 			st.Close()
-			ln.Close()
+			closeListeners()
 			return nil, err
 		}
 	}
 	tc, err := client.NewLazyClient(opts)
 	if err != nil {
 		st.Close()
-		ln.Close()
+		closeListeners()
 		return nil, fmt.Errorf("Temporal client: %w", err)
 	}
 	secret := cfg.ImageDownloadSecret
@@ -230,7 +260,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
 			StallTimeout: cfg.ImageStallTimeout, Pulls: images},
-		serviceCIDR: serviceCIDR, serviceNet: serviceNet}
+		serviceCIDR: serviceCIDR, serviceNet: serviceNet, dns: dnsServer}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	// The map's images exist before the first pod names them, unless
 	// Temporal is not up yet: then the worker's start finishes the job.
@@ -328,6 +358,9 @@ func advertiseURL(addr net.Addr) string {
 // Stop shuts the API down gracefully, then the worker, client and store.
 func (cp *ControlPlane) Stop(ctx context.Context) error {
 	err := cp.http.Shutdown(ctx)
+	if cp.dns != nil {
+		_ = cp.dns.Shutdown(ctx)
+	}
 	cp.cancel()
 	cp.bg.Wait()
 	cp.workerMu.Lock()

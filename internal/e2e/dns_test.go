@@ -1,0 +1,80 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/zonewright/zonewright/internal/clusterdns"
+	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// lookup asks the control plane's cluster DNS for name's A records over
+// UDP and returns the rcode and the addresses.
+func (c *cluster) lookup(name string) (int, []string) {
+	c.t.Helper()
+	q := new(dns.Msg)
+	q.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	r, _, err := new(dns.Client).Exchange(q, c.cp.DNSAddr())
+	if err != nil {
+		c.t.Fatalf("query %s: %v", name, err)
+	}
+	var ips []string
+	for _, rr := range r.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			ips = append(ips, a.A.String())
+		}
+	}
+	return r.Rcode, ips
+}
+
+// The cluster DNS that serve runs answers from what the API holds: a new
+// service resolves within a second of its creation, a headless service to
+// its ready pod and to nothing once the pod goes, and names outside the
+// cluster are refused when no upstream is configured.
+func TestClusterDNSFollowsServicesAndPods(t *testing.T) {
+	t.Parallel()
+	c := newClusterWith(t, 1, func(cfg *controlplane.Config) {
+		cfg.DNS = clusterdns.Config{Addr: "127.0.0.1:0", Upstreams: []string{}}
+	})
+	code, b := c.do("POST", "/api/v1/namespaces/default/services", `{"metadata":{"name":"web"},"spec":{"selector":{"app":"web"},"ports":[{"port":80}]}}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create service: %d %s", code, b)
+	}
+	created := time.Now()
+	var svc model.Service
+	_ = json.Unmarshal(b, &svc)
+	c.eventually(time.Second, "web.default.svc.cluster.local to resolve", func() bool {
+		rcode, ips := c.lookup("WEB.default.svc.cluster.local")
+		return rcode == dns.RcodeSuccess && len(ips) == 1 && ips[0] == svc.Spec.ClusterIP
+	})
+	t.Logf("the new service resolved %s after its creation", time.Since(created).Round(time.Millisecond))
+
+	if code, b := c.do("POST", "/api/v1/namespaces/default/services",
+		`{"metadata":{"name":"db"},"spec":{"clusterIP":"None","selector":{"app":"db"},"ports":[{"port":5432}]}}`); code != http.StatusCreated {
+		t.Fatalf("create headless service: %d %s", code, b)
+	}
+	c.eventually(time.Second, "the headless service without endpoints to be NXDOMAIN", func() bool {
+		rcode, _ := c.lookup("db.default.svc.cluster.local")
+		return rcode == dns.RcodeNameError
+	})
+	c.createPod(`{"metadata":{"name":"db-1","labels":{"app":"db"}},"spec":{"containers":[{"name":"app","image":"base","command":["sleep","3600"]}]}}`)
+	p := c.waitPhase("db-1", model.PodRunning, true, 90*time.Second)
+	c.eventually(2*time.Second, "the headless service to resolve to its ready pod", func() bool {
+		rcode, ips := c.lookup("db.default.svc.cluster.local")
+		return rcode == dns.RcodeSuccess && len(ips) == 1 && ips[0] == p.Status.PodIP
+	})
+	c.do("DELETE", "/api/v1/namespaces/default/pods/db-1?gracePeriodSeconds=0", nil)
+	c.waitGone("db-1", 60*time.Second)
+	c.eventually(time.Second, "the deleted pod out of DNS", func() bool {
+		rcode, _ := c.lookup("db.default.svc.cluster.local")
+		return rcode == dns.RcodeNameError
+	})
+	if rcode, _ := c.lookup("example.org"); rcode != dns.RcodeRefused {
+		t.Fatalf("a name outside the cluster with no upstream answered %s, want REFUSED", dns.RcodeToString[rcode])
+	}
+}
