@@ -78,6 +78,8 @@ func runAdmin(sub, argv0 string, args []string, stdin io.Reader, stdout, stderr 
 		})
 	case "zoneadmd":
 		return runSupervisor(args, stderr)
+	case "natd":
+		return runNatd(args, stderr)
 	case "help", "-h", "--help":
 		adminUsage(stdout)
 		return 0
@@ -214,6 +216,7 @@ func adminState(h *host, stdout, stderr io.Writer) int {
 	var encErr error
 	err := h.view(func(st *State) {
 		st.Zones = st.zones()
+		st.NAT = h.natStacks()
 		out, encErr = json.MarshalIndent(st, "", "  ")
 	})
 	if err == nil {
