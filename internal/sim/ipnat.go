@@ -346,8 +346,15 @@ func runIpnat(inv *invocation) int {
 	if err != nil {
 		return inv.stateErr(err)
 	}
-	if o.stack == "global" && !o.dry && (before.Gen != after.Gen || before.FlushGen != after.FlushGen) {
-		syncNatd(inv.h, after.Gen, after.FlushGen, hasRdr(after.Rules))
+	if o.stack == "global" && !o.dry {
+		switch {
+		case before.Gen != after.Gen || before.FlushGen != after.FlushGen:
+			syncNatd(inv.h, after.Gen, after.FlushGen, hasRdr(after.Rules))
+		case hasRdr(after.Rules) && !natdRunning(inv.h):
+			// Rules without their forwarders (the daemon was stopped):
+			// any ipnat brings them back.
+			syncNatd(inv.h, after.Gen, after.FlushGen, true)
+		}
 	}
 	return code
 }

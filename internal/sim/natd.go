@@ -126,6 +126,8 @@ func startNatd(h *host) error {
 		return fmt.Errorf("open natd log: %w", err)
 	}
 	defer logf.Close()
+	// A dead daemon's generation must not pass for the new one's.
+	os.Remove(h.natdFile("applied"))
 	cmd := exec.Command(exe, "natd", h.root)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(envWithout(os.Environ(), EnvFaults, "GOMAXPROCS"), "GOMAXPROCS=2")
@@ -170,6 +172,7 @@ func runNatd(args []string, stderr io.Writer) int {
 		return 1
 	}
 	d := &natd{h: h, log: logger, listeners: map[natKey]*natListener{}, failed: map[natKey]bool{}, conns: map[*natConn]bool{}, pid: os.Getpid()}
+	d.dropOrphanSessions()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, sigReconcile, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	tick := time.NewTicker(natdPoll)
@@ -185,6 +188,8 @@ func runNatd(args []string, stderr io.Writer) int {
 		if first || id != seen {
 			first, seen = false, id
 			d.reload()
+		} else if d.retryDue() {
+			d.converge(d.last)
 		}
 		select {
 		case s := <-sigs:
@@ -256,6 +261,45 @@ type natd struct {
 	gen       uint64
 	flushGen  uint64
 	loaded    bool
+	last      *NATTable // the table last read
+	lastRetry time.Time
+}
+
+// retryDue says whether listeners that could not bind should be tried
+// again (once a second: the address may have appeared, the port been
+// freed).
+func (d *natd) retryDue() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.failed) == 0 || d.last == nil || time.Since(d.lastRetry) < time.Second {
+		return false
+	}
+	d.lastRetry = time.Now()
+	return true
+}
+
+// dropOrphanSessions ends the sessions of a daemon that died with them
+// open (stop-all): their connections are gone.
+func (d *natd) dropOrphanSessions() {
+	err := d.h.updateNAT("global", func(t *NATTable) bool {
+		var keep []*NATSession
+		for _, s := range t.Sessions {
+			if s.Owner == 0 { // only a daemon makes sessions, and it is gone
+				keep = append(keep, s)
+			} else {
+				t.Expired++
+			}
+		}
+		if len(keep) == len(t.Sessions) {
+			return false
+		}
+		t.Sessions = keep
+		t.reap()
+		return true
+	})
+	if err != nil {
+		d.log.Print(err)
+	}
 }
 
 func (d *natd) reload() {
@@ -270,6 +314,7 @@ func (d *natd) reload() {
 	if !d.loaded || t.Gen != d.gen {
 		d.converge(t)
 	}
+	d.last = t
 	d.loaded, d.gen, d.flushGen = true, t.Gen, t.FlushGen
 	b := fmt.Sprintf("%d %d\n", t.Gen, t.FlushGen)
 	if err := writeFileAtomic(d.h.natdFile("applied"), []byte(b)); err != nil {
@@ -514,6 +559,7 @@ func (d *natd) cutAll() {
 }
 
 func (d *natd) shutdown() {
+	os.Remove(d.h.natdFile("applied"))
 	d.mu.Lock()
 	for k, l := range d.listeners {
 		l.close()
