@@ -24,12 +24,13 @@ const tagLen = 16
 
 // NATRule is one parsed rule.
 type NATRule struct {
-	Kind   string   // rdr, map, bimap, map-block
-	Ifaces []string // one or two
-	Addr   uint32   // rdr: the external address; map: the source
-	Mask   uint32
-	PortLo int // rdr: external ports (0: none)
-	PortHi int
+	Kind     string   // rdr, map, bimap, map-block
+	Ifaces   []string // one or two
+	Addr     uint32   // rdr: the external address; map: the source
+	Mask     uint32
+	HasPorts bool // rdr: `port P` on the left (and `port Q` on the right)
+	PortLo   int  // rdr: external ports
+	PortHi   int
 	// rdr: one or two targets (DIP,DIP2); map: one destination.
 	To     []uint32
 	ToMask uint32
@@ -72,7 +73,7 @@ func (r *NATRule) String() string {
 	}
 	fmt.Fprintf(&b, " %s/%s", ipString(r.Addr), maskString(r.Mask))
 	if r.Kind == "rdr" {
-		if r.PortLo != 0 && r.TCPUDP() {
+		if r.HasPorts && r.TCPUDP() {
 			fmt.Fprintf(&b, " port %d", r.PortLo)
 			if r.PortHi != r.PortLo {
 				fmt.Fprintf(&b, "-%d", r.PortHi)
@@ -86,7 +87,7 @@ func (r *NATRule) String() string {
 		if r.ToBits >= 0 {
 			fmt.Fprintf(&b, "/%d", r.ToBits)
 		}
-		if r.ToPort != 0 && r.TCPUDP() {
+		if r.HasPorts && r.TCPUDP() {
 			if r.FixedDst {
 				fmt.Fprintf(&b, " port = %d", r.ToPort)
 			} else {
@@ -516,11 +517,14 @@ func (p *natParser) protocol() string {
 	default:
 		if n, err := strconv.Atoi(s); err == nil && n >= 0 && n <= 255 && s[0] != '+' {
 			s = protoName(n)
-		} else if _, ok := natProtocols[s]; !ok || s == "ip" {
+		} else if _, ok := natProtocols[s]; !ok {
 			return ""
 		}
 	}
 	p.pos++
+	if s == "ip" {
+		s = "" // protocol 0: any, which is what -l prints as "ip"
+	}
 	return s
 }
 
@@ -545,6 +549,7 @@ func (p *natParser) rdr(r *NATRule) error {
 		return err
 	}
 	if p.accept("port") {
+		r.HasPorts = true
 		t := p.next()
 		lo, hi, isRange := strings.Cut(t.text, "-")
 		if !isRange {
@@ -588,7 +593,7 @@ func (p *natParser) rdr(r *NATRule) error {
 			break
 		}
 	}
-	if r.PortLo != 0 {
+	if r.HasPorts {
 		// Ports on the left need `port [=] Q` on the right.
 		if err := p.expect("port"); err != nil {
 			return err
@@ -603,7 +608,7 @@ func (p *natParser) rdr(r *NATRule) error {
 		}
 	}
 	r.Proto = p.protocol()
-	if r.Proto == "" && r.PortLo != 0 {
+	if r.Proto == "" && r.HasPorts {
 		r.Proto = "tcp" // TCP default (spec §10.2)
 	}
 	if p.accept("round-robin") {

@@ -329,7 +329,7 @@ func natRoutes(t *NATTable) map[natKey][]*natRoute {
 	out := map[natKey][]*natRoute{}
 	for _, e := range t.listed() {
 		r, ok := parseNATRule(e.Text)
-		if !ok || r.Kind != "rdr" || r.Mask != ^uint32(0) || r.PortLo == 0 || !r.TCPUDP() ||
+		if !ok || r.Kind != "rdr" || r.Mask != ^uint32(0) || !r.HasPorts || r.PortLo == 0 || !r.TCPUDP() ||
 			r.PortHi-r.PortLo >= natdMaxPorts || r.ToBits >= 0 {
 			continue
 		}

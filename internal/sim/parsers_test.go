@@ -143,6 +143,7 @@ func TestIpnatNormalisation(t *testing.T) {
 		"map net0 10.0.0.0 -> 1.2.3.4/32":                                         "map net0 10.0.0.0/32 -> 1.2.3.4/32",
 		"map net0 10.0.0.0/0xffffff00 -> 1.2.3.4/32 tag t udp":                    "map net0 10.0.0.0/24 -> 1.2.3.4/32 tag t udp",
 		"map net0 10.0.0.0 netmask 255.0.255.0 -> range 1.2.3.4-1.2.3.9":          "map net0 10.0.0.0/255.0.255.0 -> range 1.2.3.4-1.2.3.9",
+		"rdr net0 10.0.0.5 port 0 -> 1.2.3.4 port 80":                             "rdr net0 10.0.0.5/32 port 0 -> 1.2.3.4 port 80 tcp",
 		"rdr net0 10.0.0.5 -> 0/32 age 3":                                         "rdr net0 10.0.0.5/32 -> 0.0.0.0/32 ip age 3/3",
 	} {
 		rules, bad := parseNATRules(in)
@@ -151,7 +152,7 @@ func TestIpnatNormalisation(t *testing.T) {
 		}
 	}
 	for _, in := range []string{
-		"rdr net0 10.0.0.5 port 0 -> 1.2.3.4 port 80",
+		"rdr net0 10.0.0.5 port 65536 -> 1.2.3.4 port 80",
 		"map net0 10.0.0.0/33 -> 1.2.3.4/32",
 		"rdr web 10.0.0.5 port 80 -> 1.2.3.4 port 80 tcp bogus",
 		"rdr net0 10.0.0.5 port 80 -> 1.2.3.4,1.2.3.5,1.2.3.6 port 80",
