@@ -50,7 +50,7 @@ func adminUsage(w io.Writer) {
 	fmt.Fprintf(w, `usage: illumos-sim COMMAND [ARGS...]     act as an illumos command (%s)
        illumos-sim install DIR [--root ROOT]   link every command into DIR
        illumos-sim state [--root ROOT]         print the host's state as JSON
-       illumos-sim stop-all [--root ROOT]      kill every zone supervisor and service
+       illumos-sim stop-all [--root ROOT]      kill every zone supervisor and service, and the NAT daemon
        illumos-sim fault [--root ROOT] show|clear|latency|fail-next|probability|hang|unhang ...
 `, strings.Join(CommandNames(), ", "))
 }
