@@ -456,3 +456,24 @@ func TestIpnatConcurrentAdds(t *testing.T) {
 		t.Errorf("%d rules listed, want 8", n)
 	}
 }
+
+// Each exclusive-IP zone has its own IPF stack: -z ZONE from the global
+// zone and ipnat inside the zone share it; -G ZONE is another; the
+// zone's stack goes when the zone halts.
+func TestIpnatZoneStacks(t *testing.T) {
+	h := newHost(t)
+	h.must("dladm", "create-vnic", "-l", "net0", "web0")
+	h.zoneSetup("web01", "running", "add net; set physical=web0; end")
+	rule := "rdr web0 10.0.0.5/32 port 80 -> 10.1.0.1 port 8080 tcp\n"
+	h.mustIn(rule, "ipnat", "-z", "web01", "-f", "-")
+	listing := "List of active MAP/Redirect filters:\n" + rule + "\nList of active sessions:\n"
+	expect(t, h.run("ipnat", "-z", "web01", "-l"), 0, listing, "")
+	expect(t, h.runEnv("", []string{"ILLUMOS_SIM_ZONE=web01"}, "ipnat", "-l"), 0, listing, "")
+	expect(t, h.runEnv("", []string{"ILLUMOS_SIM_ZONE=web01"}, "ipnat", "-z", "web01", "-l"), 1, "", "Permission denied setting zone: web01\n")
+	expect(t, h.run("ipnat", "-G", "web01", "-l"), 0, natEmpty, "")
+	expect(t, h.run("ipnat", "-l"), 0, natEmpty, "")
+	h.must("zoneadm", "-z", "web01", "halt")
+	expect(t, h.run("ipnat", "-z", "web01", "-l"), 1, "", "Could not find running zone: web01\n")
+	h.must("zoneadm", "-z", "web01", "boot")
+	expect(t, h.run("ipnat", "-z", "web01", "-l"), 0, natEmpty, "")
+}
