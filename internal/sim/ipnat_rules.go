@@ -7,11 +7,16 @@ import (
 )
 
 // The ipnat rule grammar (spec §10.2, ipnat_y.y) and the `ipnat -l`
-// rendering of a rule (spec §10.4, printnat.c). IPv4 only.
+// rendering of a rule (spec §10.4, printnat.c). IPv4 only. The spec gives
+// no rendering for the from/to form; it prints as written, normalised
+// (`any` for 0/0, masks as bits, comparators as symbols), as printnat.c's
+// printhostmask and printportcmp do.
 //
 //	rdr IF[,IF2] ADDR[/M] [port P[-P2|:P2]] -> DIP[,DIP2] port [=] Q [PROTO] RDROPTS
+//	rdr IF[,IF2] [!] from SRC [port CMP N] [!] to DST [port CMP N] -> DIP[,DIP2] port [=] Q [PROTO] RDROPTS
 //	rdr IF[,IF2] ADDR[/M] -> DIP[,DIP2] [PROTO] RDROPTS
 //	map|bimap IF[,IF2] SRC[/M] -> DST[/M] | range A-B [portmap P LOW:HIGH|auto [sequential] | icmpidmap icmp N:M | proxy port P NAME/PROTO] MAPOPTS
+//	map|bimap IF[,IF2] [!] from SRC [port CMP N] [!] to DST [port CMP N] -> (as above)
 //	map-block IF SRC/M -> DST/M [ports N|ports auto] MAPOPTS
 //	RDROPTS := [round-robin] [frag] [age N[/M]] [sticky] [mssclamp N] [proxy NAME] [tag NAME]
 //	MAPOPTS := [round-robin] [frag] [age N[/M]] [mssclamp N] [tag NAME] [PROTO]
@@ -55,6 +60,58 @@ type NATRule struct {
 	MSSClamp   int
 	Proxy      string
 	Tag        string
+	// The from/to form (IPN_FILTER): Filter replaces Addr/Mask and the
+	// rdr's left-hand ports when printed.
+	Filter *natFilter
+}
+
+// natFilter is `[!] from SRC [port CMP N] [!] to DST [port CMP N]`.
+type natFilter struct {
+	NotSrc, NotDst   bool
+	Src, SrcMask     uint32
+	Dst, DstMask     uint32
+	SrcPort, DstPort natPortCmp
+}
+
+// natPortCmp is a port comparison: Op "" for none; "=", "!=", "<", ">",
+// "<=", ">=" against Lo; "<>" or "><" between Lo and Hi; ":" for Lo..Hi.
+type natPortCmp struct {
+	Op     string
+	Lo, Hi int
+}
+
+// String is printportcmp.c's rendering.
+func (c natPortCmp) String() string {
+	switch c.Op {
+	case "":
+		return ""
+	case "<>", "><":
+		return fmt.Sprintf(" port %d %s %d", c.Lo, c.Op, c.Hi)
+	case ":":
+		return fmt.Sprintf(" port %d:%d", c.Lo, c.Hi)
+	}
+	return fmt.Sprintf(" port %s %d", c.Op, c.Lo)
+}
+
+// hostMask prints a from/to address as printhostmask.c does: 0/0 is any.
+func hostMask(a, m uint32) string {
+	if a == 0 && m == 0 {
+		return "any"
+	}
+	return ipString(a) + "/" + maskString(m)
+}
+
+func (f *natFilter) String() string {
+	var b strings.Builder
+	if f.NotSrc {
+		b.WriteString(" !")
+	}
+	b.WriteString(" from " + hostMask(f.Src, f.SrcMask) + f.SrcPort.String())
+	if f.NotDst {
+		b.WriteString(" !")
+	}
+	b.WriteString(" to " + hostMask(f.Dst, f.DstMask) + f.DstPort.String())
+	return b.String()
 }
 
 // TCPUDP reports whether the rule's protocol carries ports.
@@ -71,9 +128,13 @@ func (r *NATRule) String() string {
 	if len(r.Ifaces) == 2 {
 		b.WriteString("," + r.Ifaces[1] + " ") // printnat.c: two spaces
 	}
-	fmt.Fprintf(&b, " %s/%s", ipString(r.Addr), maskString(r.Mask))
+	if r.Filter != nil {
+		b.WriteString(r.Filter.String())
+	} else {
+		fmt.Fprintf(&b, " %s/%s", ipString(r.Addr), maskString(r.Mask))
+	}
 	if r.Kind == "rdr" {
-		if r.HasPorts && r.TCPUDP() {
+		if r.HasPorts && r.TCPUDP() && r.Filter == nil {
 			fmt.Fprintf(&b, " port %d", r.PortLo)
 			if r.PortHi != r.PortLo {
 				fmt.Fprintf(&b, "-%d", r.PortHi)
@@ -541,14 +602,21 @@ func (p *natParser) rdr(r *NATRule) error {
 	if err := p.ifaces(r); err != nil {
 		return err
 	}
-	if p.is("from") || p.is("!") {
-		return syntaxErr(p.peek()) // the from/to form is not simulated
-	}
 	var err error
-	if r.Addr, r.Mask, err = p.address(); err != nil {
+	if p.is("from") || p.is("!") {
+		if err := p.filter(r); err != nil {
+			return err
+		}
+		// The right-hand `port [=] Q` is required in this form; a
+		// `to ... port = N` is what a forwarder listens on.
+		f := r.Filter
+		r.Addr, r.Mask, r.HasPorts = f.Dst, f.DstMask, true
+		if f.DstPort.Op == "=" && !f.NotDst {
+			r.PortLo, r.PortHi = f.DstPort.Lo, f.DstPort.Lo
+		}
+	} else if r.Addr, r.Mask, err = p.address(); err != nil {
 		return err
-	}
-	if p.accept("port") {
+	} else if p.accept("port") {
 		r.HasPorts = true
 		t := p.next()
 		lo, hi, isRange := strings.Cut(t.text, "-")
@@ -639,6 +707,84 @@ func (p *natParser) rdr(r *NATRule) error {
 	return p.tag(r)
 }
 
+// filter reads `[!] from SRC [port CMP N] [!] to DST [port CMP N]`.
+func (p *natParser) filter(r *NATRule) error {
+	f := &natFilter{}
+	f.NotSrc = p.accept("!")
+	if err := p.expect("from"); err != nil {
+		return err
+	}
+	var err error
+	if f.Src, f.SrcMask, err = p.address(); err != nil {
+		return err
+	}
+	if f.SrcPort, err = p.portCmp(); err != nil {
+		return err
+	}
+	f.NotDst = p.accept("!")
+	if err := p.expect("to"); err != nil {
+		return err
+	}
+	if f.Dst, f.DstMask, err = p.address(); err != nil {
+		return err
+	}
+	if f.DstPort, err = p.portCmp(); err != nil {
+		return err
+	}
+	r.Filter = f
+	return nil
+}
+
+// portCmp reads an optional `port CMP N`, `port N <> M`, `port N >< M`
+// or `port N:M` (spec §10.2).
+func (p *natParser) portCmp() (natPortCmp, error) {
+	if !p.accept("port") {
+		return natPortCmp{}, nil
+	}
+	ops := map[string]string{"=": "=", "eq": "=", "!=": "!=", "ne": "!=", "<": "<", "lt": "<",
+		">": ">", "gt": ">", "<=": "<=", "le": "<=", ">=": ">=", "ge": ">="}
+	t := p.next()
+	op := strings.ToLower(t.text)
+	// The lexer splits `=` off: `!=`, `<=` and `>=` come as two tokens.
+	if (op == "!" || op == "<" || op == ">") && p.is("=") {
+		p.pos++
+		op += "="
+	}
+	if norm, ok := ops[op]; ok && !t.quoted {
+		n := p.next()
+		if n.eof {
+			return natPortCmp{}, syntaxErr(n)
+		}
+		v, err := p.portNum(n, n.text)
+		return natPortCmp{Op: norm, Lo: v}, err
+	}
+	if t.eof || t.quoted {
+		return natPortCmp{}, syntaxErr(t)
+	}
+	if lo, hi, ok := strings.Cut(t.text, ":"); ok {
+		a, err := p.portNum(t, lo)
+		if err != nil {
+			return natPortCmp{}, err
+		}
+		b, err := p.portNum(t, hi)
+		return natPortCmp{Op: ":", Lo: a, Hi: b}, err
+	}
+	a, err := p.portNum(t, t.text)
+	if err != nil {
+		return natPortCmp{}, err
+	}
+	rt := p.next()
+	if rt.text != "<>" && rt.text != "><" || rt.quoted {
+		return natPortCmp{}, syntaxErr(rt)
+	}
+	n := p.next()
+	if n.eof {
+		return natPortCmp{}, syntaxErr(n)
+	}
+	b, err := p.portNum(n, n.text)
+	return natPortCmp{Op: rt.text, Lo: a, Hi: b}, err
+}
+
 func (p *natParser) age(r *NATRule) error {
 	if !p.accept("age") {
 		return nil
@@ -693,11 +839,13 @@ func (p *natParser) mapRule(r *NATRule) error {
 	if r.Kind == "map-block" && len(r.Ifaces) > 1 {
 		return syntaxErr(natToken{text: ",", line: p.peek().line})
 	}
-	if p.is("from") || p.is("!") {
-		return syntaxErr(p.peek()) // the from/to form is not simulated
-	}
 	var err error
-	if r.Addr, r.Mask, err = p.address(); err != nil {
+	if r.Kind != "map-block" && (p.is("from") || p.is("!")) {
+		if err := p.filter(r); err != nil {
+			return err
+		}
+		r.Addr, r.Mask = r.Filter.Src, r.Filter.SrcMask
+	} else if r.Addr, r.Mask, err = p.address(); err != nil {
 		return err
 	}
 	if err := p.expect("->"); err != nil {

@@ -477,3 +477,17 @@ func TestIpnatZoneStacks(t *testing.T) {
 	h.must("zoneadm", "-z", "web01", "boot")
 	expect(t, h.run("ipnat", "-z", "web01", "-l"), 0, natEmpty, "")
 }
+
+// The from/to form forwards on its `to ADDR/32 port = N`.
+func TestIpnatForwardsFromToRule(t *testing.T) {
+	h := newHost(t)
+	a := backend(t, "127.0.0.2", "A")
+	host, port, _ := net.SplitHostPort(a)
+	vip := clusterIP(9)
+	rule := fmt.Sprintf("rdr net0 from any to %s/32 port = 80 -> %s port %s tcp\n", vip, host, port)
+	h.mustIn(rule, "ipnat", "-f", "-")
+	expect(t, h.run("ipnat", "-l"), 0, "List of active MAP/Redirect filters:\n"+rule+"\nList of active sessions:\n", "")
+	if g := get("http://" + vip + ":80/"); g != "A" {
+		t.Errorf("got %q, want A", g)
+	}
+}
