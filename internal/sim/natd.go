@@ -180,9 +180,11 @@ func runNatd(args []string, stderr io.Writer) int {
 	var seen fileID
 	first := true
 	for {
-		if _, err := os.Stat(h.root); err != nil {
+		// The node is gone (or going: a removal may leave run/ behind
+		// for a while, which this daemon's own files would keep alive).
+		if _, err := os.Stat(h.zonesDir()); err != nil {
 			d.shutdown()
-			return 0 // the node is gone
+			return 0
 		}
 		id := statID(h.natPath("global"))
 		if first || id != seen {
