@@ -86,6 +86,9 @@ func (h *host) readNAT(stack string) (*NATTable, []byte, error) {
 // viewNAT reads a stack's table; the file is replaced by rename, so no
 // lock is needed.
 func (h *host) viewNAT(stack string) (*NATTable, error) {
+	if !zoneFileOK(strings.TrimSuffix(stack, "@G")) {
+		return nil, fmt.Errorf("bad IP stack name %q", stack)
+	}
 	t, _, err := h.readNAT(stack)
 	return t, err
 }
@@ -337,12 +340,23 @@ func runIpnat(inv *invocation) int {
 	}
 	code := 0
 	var before, after NATTable
-	err := inv.h.updateNAT(o.stack, func(t *NATTable) bool {
-		before = *t
-		code = ipnatApply(inv, t, o, input)
-		after = *t
-		return !o.dry
-	})
+	var err error
+	if !o.hasFile && !o.clear && !o.flush {
+		// -l and -s only read: the file is replaced by rename, so no lock.
+		var t *NATTable
+		if t, err = inv.h.viewNAT(o.stack); err == nil {
+			before = *t
+			code = ipnatApply(inv, t, o, nil)
+			after = *t
+		}
+	} else {
+		err = inv.h.updateNAT(o.stack, func(t *NATTable) bool {
+			before = *t
+			code = ipnatApply(inv, t, o, input)
+			after = *t
+			return !o.dry
+		})
+	}
 	if err != nil {
 		return inv.stateErr(err)
 	}
