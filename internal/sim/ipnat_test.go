@@ -206,6 +206,16 @@ func TestIpnatForwardsSplitRule(t *testing.T) {
 	if strings.Join(got, "") != "ABAB" {
 		t.Errorf("split rule gave %q, want ABAB", got)
 	}
+	// With sticky, a client stays on the target it got first.
+	sticky := clusterIP(10)
+	h.mustIn(fmt.Sprintf("rdr net0 %s port 8080 -> %s,127.0.0.3 port %s sticky\n", sticky, ahost, aport), "ipnat", "-f", "-")
+	got = nil
+	for i := 0; i < 4; i++ {
+		got = append(got, get("http://"+sticky+":8080/"))
+	}
+	if strings.Join(got, "") != "AAAA" {
+		t.Errorf("sticky split rule gave %q, want AAAA", got)
+	}
 }
 
 // Sessions outlive the rules that made them (§10.6); -F cuts them.

@@ -235,6 +235,11 @@ type natRoute struct {
 	port       int
 	roundRobin bool
 	next       int // which of two targets is next (IPN_SPLIT alternates)
+	// affinity pins a client to a target: `A,B sticky` without
+	// round-robin is the one form whose affinity records the kernel
+	// creates (spec §10.3); they last as long as the rule here (their
+	// lifetime on a host is UNCONFIRMED).
+	affinity map[netip.Addr]netip.Addr
 }
 
 type natListener struct {
@@ -347,7 +352,11 @@ func natRoutes(t *NATTable) map[natKey][]*natRoute {
 			}
 			for _, proto := range strings.Split(r.Proto, "/") {
 				k := natKey{proto, addr, p}
-				out[k] = append(out[k], &natRoute{rule: e.ID, targets: targets, port: q, roundRobin: r.RoundRobin})
+				route := &natRoute{rule: e.ID, targets: targets, port: q, roundRobin: r.RoundRobin}
+				if r.Sticky && !r.RoundRobin && len(targets) == 2 {
+					route.affinity = map[netip.Addr]netip.Addr{}
+				}
+				out[k] = append(out[k], route)
 			}
 		}
 	}
@@ -412,6 +421,9 @@ func mergeChain(old, want []*natRoute) []*natRoute {
 	for _, r := range old {
 		if w, ok := byRule[r.rule]; ok {
 			w.next = r.next
+			if w.affinity != nil && r.affinity != nil {
+				w.affinity = r.affinity
+			}
 			out = append(out, w)
 			kept[r.rule] = true
 		}
@@ -480,16 +492,22 @@ func (l *natListener) close() {
 	}
 }
 
-// pick chooses the target of a new session (spec §10.3).
-func (l *natListener) pick() (*natRoute, netip.Addr, bool) {
+// pick chooses the target of a new session from client (spec §10.3).
+func (l *natListener) pick(client netip.Addr) (*natRoute, netip.Addr, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.chain) == 0 {
 		return nil, netip.Addr{}, false
 	}
 	r := l.chain[0]
+	if t, ok := r.affinity[client]; ok {
+		return r, t, true
+	}
 	target := r.targets[r.next%len(r.targets)]
 	r.next++
+	if r.affinity != nil {
+		r.affinity[client] = target
+	}
 	if r.roundRobin && len(l.chain) > 1 {
 		l.chain = append(l.chain[1:], r)
 	}
@@ -597,7 +615,8 @@ func (d *natd) serveTCP(l *natListener) {
 }
 
 func (d *natd) forwardTCP(l *natListener, c net.Conn) {
-	r, target, ok := l.pick()
+	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	r, target, ok := l.pick(client.Addr().Unmap())
 	if !ok {
 		reset(c)
 		return
@@ -608,7 +627,6 @@ func (d *natd) forwardTCP(l *natListener, c net.Conn) {
 		reset(c)
 		return
 	}
-	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	id := d.openSession(l.key, r, target, client)
 	var once sync.Once
 	nc := &natConn{session: id}
@@ -667,7 +685,7 @@ func (d *natd) serveUDP(l *natListener) {
 }
 
 func (d *natd) newFlow(l *natListener, from netip.AddrPort) *natFlow {
-	r, target, ok := l.pick()
+	r, target, ok := l.pick(from.Addr().Unmap())
 	if !ok {
 		return nil
 	}
