@@ -192,6 +192,8 @@ var rules = []rule{
 	{kind: KindInvalid, frag: "usage:"},
 	{kind: KindInvalid, frag: "Usage:"},
 	// Last: the many "invalid <thing>" messages (property, type, depth,
+	// ipnat's parse errors: `MSG error at "TOK", line N` (spec 10.5).
+	{kind: KindInvalid, re: regexp.MustCompile(`error at ".*", line [0-9]+`)},
 	// option, argument...) not matched above.
 	{kind: KindInvalid, frag: "invalid "},
 }

@@ -506,3 +506,44 @@ func FuzzFactsParsers(f *testing.F) {
 		}
 	})
 }
+
+func TestParseIpnatListing(t *testing.T) {
+	out := "List of active MAP/Redirect filters:\n" +
+		"rdr net1 10.96.0.20/32 port 80 -> 10.88.0.5,10.88.0.6 port 8080 tcp round-robin sticky tag svc-web\n" +
+		"rdr net1 10.96.0.21/32 port 80-90 -> 10.88.0.7 port = 8080 tcp\n" +
+		"rdr net1 10.96.0.22/32 port 80 -> 10.88.0.7 port 8080 tcp age 30/30\n" +
+		"\n" +
+		"List of active sessions:\n" +
+		"RDR 10.88.0.5       8080  <- -> 10.96.0.20      80    [10.88.0.9 51234]\n" +
+		"MAP 10.88.0.9       <- -> 10.0.0.1        [10.0.0.2]\n"
+	got, err := ParseIpnatListing(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := NATListing{
+		Rules: []NATRule{
+			&RdrRule{Interface: "net1", ExtAddr: netip.MustParsePrefix("10.96.0.20/32"), ExtPort: 80,
+				IntAddrs: []netip.Addr{netip.MustParseAddr("10.88.0.5"), netip.MustParseAddr("10.88.0.6")}, IntPort: 8080,
+				Proto: "tcp", RoundRobin: true, Sticky: true, Tag: "svc-web"},
+			&RdrRule{Interface: "net1", ExtAddr: netip.MustParsePrefix("10.96.0.21/32"), ExtPort: 80, ExtPortEnd: 90,
+				IntAddrs: []netip.Addr{netip.MustParseAddr("10.88.0.7")}, IntPort: 8080, Proto: "tcp", FixedPort: true},
+			RawRule("rdr net1 10.96.0.22/32 port 80 -> 10.88.0.7 port 8080 tcp age 30/30"),
+		},
+		Sessions: []NATSession{
+			{Type: "RDR", In: netip.MustParseAddrPort("10.88.0.5:8080"), Out: netip.MustParseAddrPort("10.96.0.20:80"), Remote: netip.MustParseAddrPort("10.88.0.9:51234")},
+			{Type: "MAP", In: netip.MustParseAddrPort("10.88.0.9:0"), Out: netip.MustParseAddrPort("10.0.0.1:0"), Remote: netip.MustParseAddrPort("10.0.0.2:0")},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %#v\nwant %#v", got, want)
+	}
+	for _, r := range want.Rules[:2] {
+		line, err := r.Rule()
+		if back, err2 := ParseNATRule(line); err != nil || err2 != nil || !reflect.DeepEqual(back, r) {
+			t.Errorf("%q does not round-trip: %#v %v %v", line, back, err, err2)
+		}
+	}
+	if _, err := ParseIpnatListing("List of active MAP/Redirect filters:\n\nList of active sessions:\nRDR garbage\n"); err == nil {
+		t.Error("a bad session line was accepted")
+	}
+}

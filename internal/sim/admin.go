@@ -50,7 +50,7 @@ func adminUsage(w io.Writer) {
 	fmt.Fprintf(w, `usage: illumos-sim COMMAND [ARGS...]     act as an illumos command (%s)
        illumos-sim install DIR [--root ROOT]   link every command into DIR
        illumos-sim state [--root ROOT]         print the host's state as JSON
-       illumos-sim stop-all [--root ROOT]      kill every zone supervisor and service
+       illumos-sim stop-all [--root ROOT]      kill every zone supervisor and service, and the NAT daemon
        illumos-sim fault [--root ROOT] show|clear|latency|fail-next|probability|hang|unhang ...
 `, strings.Join(CommandNames(), ", "))
 }
@@ -78,6 +78,8 @@ func runAdmin(sub, argv0 string, args []string, stdin io.Reader, stdout, stderr 
 		})
 	case "zoneadmd":
 		return runSupervisor(args, stderr)
+	case "natd":
+		return runNatd(args, stderr)
 	case "help", "-h", "--help":
 		adminUsage(stdout)
 		return 0
@@ -214,6 +216,7 @@ func adminState(h *host, stdout, stderr io.Writer) int {
 	var encErr error
 	err := h.view(func(st *State) {
 		st.Zones = st.zones()
+		st.NAT = h.natStacks()
 		out, encErr = json.MarshalIndent(st, "", "  ")
 	})
 	if err == nil {

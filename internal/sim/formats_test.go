@@ -257,17 +257,19 @@ func TestIpnatLoadListFlush(t *testing.T) {
 		"bimap net0 192.168.1.11/32 -> 10.0.0.6/32\n\n" +
 		"List of active sessions:\n"
 	expect(t, h.run("ipnat", "-l"), 0, listing, "")
-	expect(t, h.runIn("rdr net0 10.0.0.5/32 port 80 -> 192.168.1.10 port 8080 tcp\n", "ipnat", "-f", "-"), 1, "",
-		"1:ioctl(add/insert rule): File exists\n")
+	// A duplicate is reported and the exit status stays 0; a syntax error
+	// exits 1 (spec §10.5).
+	expect(t, h.runIn("rdr net0 10.0.0.5/32 port 80 -> 192.168.1.10 port 8080 tcp\n", "ipnat", "-f", "-"), 0, "",
+		"1:ioctl(add/insert nat rule): File exists\n")
 	expect(t, h.runIn("rdr net0 10.0.0.5 port eighty -> 1.2.3.4 port 80\n", "ipnat", "-f", "-"), 1, "",
-		"ipnat: syntax error on line 1\n")
-	// -C flushes the rules (counted on stdout), -F the sessions; with -f -
-	// the file then replaces the set.
+		"invalid port number error at \"eighty\", line 1\n")
+	// -F flushes the sessions, -C the rules (the kernel always counts 4);
+	// with -f - the file then replaces the set.
 	expect(t, h.runIn("rdr net0 10.0.0.7/32 port 443 -> 192.168.1.12 port 8443 tcp\n", "ipnat", "-C", "-F", "-f", "-"), 0,
-		"0 entries flushed from NAT table\n3 entries flushed from NAT list\n", "")
+		"0 entries flushed from NAT table\n4 entries flushed from NAT list\n", "")
 	expect(t, h.run("ipnat", "-l"), 0, "List of active MAP/Redirect filters:\n"+
 		"rdr net0 10.0.0.7/32 port 443 -> 192.168.1.12 port 8443 tcp\n\nList of active sessions:\n", "")
-	expect(t, h.run("ipnat", "-C"), 0, "1 entries flushed from NAT list\n", "")
+	expect(t, h.run("ipnat", "-C"), 0, "4 entries flushed from NAT list\n", "")
 	expect(t, h.run("ipnat", "-l"), 0, "List of active MAP/Redirect filters:\n\nList of active sessions:\n", "")
 }
 

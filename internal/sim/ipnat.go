@@ -1,24 +1,265 @@
 package sim
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
-// ipnat: -F then -C, then the rules of -f FILE ("-" is stdin) are added
-// (or removed with -r); -l lists rules and sessions. Counters and listings
-// go to stdout (spec §10). The simulation has no traffic, so the session
-// table is always empty.
+// ipnat (spec §10): -F flushes the sessions, then -C the rules, then the
+// rules of -f FILE ("-" is stdin) are added (or removed with -r) one by
+// one, then -s and -l print. A refused rule is reported on stderr and
+// does not change the exit status (§10.5).
+//
+// Each IP stack has its NAT table in its own file, nat/STACK.json, guarded
+// by nat/STACK.lock, so NAT costs nothing to the other commands and one
+// stack's rules cost nothing to another's. The global zone's rdr rules
+// are also realised as real forwarders by the node's NAT daemon (natd.go),
+// which adds the sessions.
+
+// NATTable is one IP stack's IPFilter NAT state.
+type NATTable struct {
+	// Gen changes with every change of the rule set; FlushGen with every
+	// -F. The NAT daemon converges on them.
+	Gen      uint64          `json:"gen"`
+	FlushGen uint64          `json:"flush_gen"`
+	NextID   int             `json:"next_id"`
+	Rules    []*NATRuleEntry `json:"rules"`
+	Sessions []*NATSession   `json:"sessions"`
+	Added    uint64          `json:"added"`
+	Expired  uint64          `json:"expired"`
+}
+
+// NATRuleEntry is one loaded rule.
+type NATRuleEntry struct {
+	ID   int    `json:"id"`
+	Text string `json:"text"` // the normalised rule, its identity
+	Hits uint64 `json:"hits"`
+	// Deleted: removed while sessions used it; not listed, kept until
+	// they end (nat_siocdelnat, spec §10.6).
+	Deleted bool `json:"deleted,omitempty"`
+}
+
+// NATSession is one active translation.
+type NATSession struct {
+	ID         int    `json:"id"`
+	Rule       int    `json:"rule"`
+	Type       string `json:"type"` // RDR, MAP, BIMAP, MAP-BLOCK
+	Proto      string `json:"proto"`
+	In         string `json:"in"` // the backend
+	InPort     int    `json:"in_port"`
+	Out        string `json:"out"` // the original destination
+	OutPort    int    `json:"out_port"`
+	Remote     string `json:"remote"` // the client
+	RemotePort int    `json:"remote_port"`
+	// Owner is the NAT daemon forwarding the session.
+	Owner int `json:"owner,omitempty"`
+}
+
+func (h *host) natDir() string { return filepath.Join(h.root, "nat") }
+
+// natStackFile names a stack's file: the zone's name; `ZONE@G` for the
+// global-zone-controlled stack of ZONE (-G), `@` being no zone name's.
+func (h *host) natPath(stack string) string {
+	return filepath.Join(h.natDir(), stack+".json")
+}
+
+func (h *host) readNAT(stack string) (*NATTable, []byte, error) {
+	t := &NATTable{}
+	b, err := os.ReadFile(h.natPath(stack))
+	if errors.Is(err, os.ErrNotExist) {
+		return t, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read nat: %w", err)
+	}
+	if err := json.Unmarshal(b, t); err != nil {
+		return nil, nil, fmt.Errorf("parse %s: %w", h.natPath(stack), err)
+	}
+	return t, b, nil
+}
+
+// viewNAT reads a stack's table; the file is replaced by rename, so no
+// lock is needed.
+func (h *host) viewNAT(stack string) (*NATTable, error) {
+	if !zoneFileOK(strings.TrimSuffix(stack, "@G")) {
+		return nil, fmt.Errorf("bad IP stack name %q", stack)
+	}
+	t, _, err := h.readNAT(stack)
+	return t, err
+}
+
+// updateNAT changes a stack's table under its lock; fn returns false to
+// leave it unchanged.
+func (h *host) updateNAT(stack string, fn func(t *NATTable) bool) error {
+	if !zoneFileOK(strings.TrimSuffix(stack, "@G")) {
+		return fmt.Errorf("bad IP stack name %q", stack)
+	}
+	if err := os.MkdirAll(h.natDir(), 0o755); err != nil {
+		return fmt.Errorf("nat dir: %w", err)
+	}
+	l, err := lockFile(filepath.Join(h.natDir(), stack+".lock"), true)
+	if err != nil {
+		return err
+	}
+	defer l.release()
+	t, orig, err := h.readNAT(stack)
+	if err != nil {
+		return err
+	}
+	if !fn(t) {
+		return nil
+	}
+	b, err := marshalState(t)
+	if err != nil {
+		return err
+	}
+	if string(b) == string(orig) {
+		return nil
+	}
+	return writeFileAtomic(h.natPath(stack), b)
+}
+
+// dropNAT forgets the stacks of a zone leaving the kernel: its exclusive
+// IP stack goes with it.
+func (h *host) dropNAT(zone string) {
+	for _, s := range []string{zone, zone + "@G"} {
+		os.Remove(h.natPath(s))
+	}
+}
+
+// natStacks lists the stacks that have a table (for `illumos-sim state`).
+func (h *host) natStacks() map[string]*NATTable {
+	out := map[string]*NATTable{}
+	entries, _ := os.ReadDir(h.natDir())
+	for _, e := range entries {
+		n := e.Name()
+		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
+			continue
+		}
+		if t, err := h.viewNAT(strings.TrimSuffix(n, ".json")); err == nil {
+			out[strings.TrimSuffix(n, ".json")] = t
+		}
+	}
+	return out
+}
+
+// listed is the rule set `ipnat -l` shows: deleted rules are hidden.
+func (t *NATTable) listed() []*NATRuleEntry {
+	var out []*NATRuleEntry
+	for _, r := range t.Rules {
+		if !r.Deleted {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (t *NATTable) ruleInUse(id int) bool {
+	for _, s := range t.Sessions {
+		if s.Rule == id {
+			return true
+		}
+	}
+	return false
+}
+
+// reap frees deleted rules no session uses any more.
+func (t *NATTable) reap() {
+	var keep []*NATRuleEntry
+	for _, r := range t.Rules {
+		if !r.Deleted || t.ruleInUse(r.ID) {
+			keep = append(keep, r)
+		}
+	}
+	t.Rules = keep
+}
+
+// addRule loads a rule; the error is the errno text the kernel gives.
+func (t *NATTable) addRule(r *NATRule) string {
+	text := r.String()
+	for _, e := range t.listed() {
+		if e.Text == text {
+			return "File exists"
+		}
+	}
+	if r.Proxy != "" && !knownProxies[strings.ToLower(r.Proxy)] {
+		return "No such file or directory"
+	}
+	t.NextID++
+	t.Rules = append(t.Rules, &NATRuleEntry{ID: t.NextID, Text: text})
+	t.Gen++
+	return ""
+}
+
+// removeRule unloads a rule; one that sessions use is only marked.
+func (t *NATTable) removeRule(r *NATRule) string {
+	text := r.String()
+	for i, e := range t.Rules {
+		if e.Deleted || e.Text != text {
+			continue
+		}
+		if t.ruleInUse(e.ID) {
+			e.Deleted = true
+		} else {
+			t.Rules = append(t.Rules[:i], t.Rules[i+1:]...)
+		}
+		t.Gen++
+		return ""
+	}
+	return "No such process"
+}
+
+// clearRules is -C: every rule goes; sessions are kept (spec §10.1).
+func (t *NATTable) clearRules() {
+	for _, r := range t.Rules {
+		r.Deleted = true
+	}
+	t.reap()
+	t.Gen++
+}
+
+// flushSessions is -F: every session goes; it returns how many.
+func (t *NATTable) flushSessions() int {
+	n := len(t.Sessions)
+	t.Sessions = nil
+	t.Expired += uint64(n)
+	t.FlushGen++
+	t.reap()
+	return n
+}
 
 func ipnatUsage(inv *invocation) int {
-	inv.errf("usage: ipnat [-CdFhlnRrsv] [-G|-z zonename] -f filename")
+	name := "ipnat"
+	if filepath.Base(inv.argv0) == "ipnat" {
+		name = inv.argv0
+	}
+	inv.errf("Usage: %s [-CdFhlnrRsv] [-f filename] [-G|-z zonename]", name)
 	return 1
 }
 
+// ipnatOpts is one run's options.
+type ipnatOpts struct {
+	clear, flush, list, hits, remove, dry, stats, verbose bool
+	file                                                  string
+	hasFile                                               bool
+	stack                                                 string
+}
+
 func runIpnat(inv *invocation) int {
-	opts, rest, bad, ok := getopt(inv.args, "CdFhlnRrsvf:z:G:")
+	const spec = "CdFf:G:hlM:N:nrRsvz:"
+	if len(inv.args) == 0 {
+		return ipnatUsage(inv)
+	}
+	opts, rest, bad, ok := getopt(inv.args, spec)
 	if !ok {
-		if bad != 0 {
+		if strings.IndexByte(spec, bad) >= 0 {
+			inv.errf("ipnat: option requires an argument -- %c", bad)
+		} else {
 			inv.errf("ipnat: illegal option -- %c", bad)
 		}
 		return ipnatUsage(inv)
@@ -26,110 +267,246 @@ func runIpnat(inv *invocation) int {
 	if len(rest) > 0 {
 		return ipnatUsage(inv)
 	}
-	var flushRules, flushSessions, list, remove, dry, stats bool
-	file, stack := "", inv.zone
-	hasFile := false
-	for _, o := range opts {
-		switch o.c {
+	o := ipnatOpts{stack: inv.zone}
+	zoneOpt, gOpt := "", ""
+	for _, op := range opts {
+		switch op.c {
 		case 'C':
-			flushRules = true
+			o.clear = true
 		case 'F':
-			flushSessions = true
+			o.flush = true
 		case 'l':
-			list = true
+			o.list = true
+		case 'h':
+			o.hits = true
 		case 'r':
-			remove = true
+			o.remove = true
 		case 'n':
-			dry = true
+			o.dry = true
 		case 's':
-			stats = true
+			o.stats = true
+		case 'v':
+			o.verbose = true
 		case 'f':
-			file, hasFile = o.val, true
-		case 'z', 'G':
-			stack = o.val
+			o.file, o.hasFile = op.val, true
+		case 'z':
+			zoneOpt = op.val
+		case 'G':
+			gOpt = op.val
 		}
 	}
-	if !flushRules && !flushSessions && !list && !stats && !hasFile {
-		return ipnatUsage(inv)
+	// The zone stack (ipfzone.c, spec §10.1).
+	if zoneOpt != "" && gOpt != "" {
+		inv.errf("Only one of -G and -z may be set")
+		return 1
 	}
-	var rules []natLine
-	if hasFile {
-		var data []byte
+	if z := zoneOpt + gOpt; z != "" {
+		if gOpt == "global" {
+			inv.errf("-G cannot be used with the global zone")
+			return 1
+		}
+		if inv.zone != "global" {
+			inv.errf("Permission denied setting zone: %s", z)
+			return 1
+		}
+		if z != "global" {
+			zone, _, err := inv.h.readZone(z)
+			if err != nil {
+				return inv.stateErr(err)
+			}
+			if zone == nil || zone.State != stateRunning {
+				inv.errf("Could not find running zone: %s", z)
+				return 1
+			}
+		}
+		o.stack = z
+		if gOpt != "" {
+			o.stack = z + "@G"
+		}
+	}
+	var input []byte
+	if o.hasFile {
 		var err error
-		if file == "-" {
-			data, err = io.ReadAll(inv.stdin)
+		if o.file == "-" {
+			input, err = io.ReadAll(inv.stdin)
 		} else {
-			data, err = os.ReadFile(file)
+			input, err = os.ReadFile(o.file)
 		}
 		if err != nil {
-			inv.errf("ipnat: %s: %s", file, strerror(err))
-			return 1
-		}
-		var badLine int
-		rules, badLine = parseNATRules(string(data))
-		if badLine != 0 {
-			inv.errf("ipnat: syntax error on line %d", badLine)
-			return 1
+			// Reported, and the run goes on (spec §10.5).
+			inv.errf("fopen(%s) failed: %s", o.file, strerror(err))
+			o.hasFile, input = false, nil
 		}
 	}
 	code := 0
-	err := inv.h.update(func(st *State) bool {
-		if stack != "global" {
-			if z := st.zone(stack); z == nil || z.State != stateRunning {
-				inv.errf("ipnat: open(IPNAT_NAME): No such file or directory")
-				code = 1
-				return false
-			}
+	var before, after NATTable
+	var err error
+	if !o.hasFile && !o.clear && !o.flush {
+		// -l and -s only read: the file is replaced by rename, so no lock.
+		var t *NATTable
+		if t, err = inv.h.viewNAT(o.stack); err == nil {
+			before = *t
+			code = ipnatApply(inv, t, o, nil)
+			after = *t
 		}
-		t := st.natTable(stack)
-		if flushSessions {
-			inv.outf("0 entries flushed from NAT table")
-		}
-		if flushRules {
-			n := len(t.Rules)
-			if !dry {
-				t.Rules = []string{}
-			}
-			inv.outf("%d entries flushed from NAT list", n)
-		}
-		for _, l := range rules {
-			text := l.rule.String()
-			idx := indexOf(t.Rules, text)
-			switch {
-			case remove && idx < 0:
-				inv.errf("%d:ioctl(delete nat rule): No such process", l.line)
-				code = 1
-			case remove:
-				if !dry {
-					t.Rules = append(t.Rules[:idx], t.Rules[idx+1:]...)
-				}
-			case idx >= 0:
-				inv.errf("%d:ioctl(add/insert rule): File exists", l.line)
-				code = 1
-			case !dry:
-				t.Rules = append(t.Rules, text)
-			}
-		}
-		if list {
-			inv.outf("List of active MAP/Redirect filters:")
-			for _, r := range t.Rules {
-				inv.outf("%s", r)
-			}
-			inv.outf("")
-			inv.outf("List of active sessions:")
-		}
-		if stats {
-			inv.outf("mapped\tin\t0\tout\t0")
-			inv.outf("added\t0\texpired\t0")
-			inv.outf("no memory\t0\tbad nat\t0")
-			inv.outf("inuse\t0")
-			inv.outf("rules\t%d", len(t.Rules))
-			inv.outf("wilds\t0")
-		}
-		return !dry
-	})
+	} else {
+		err = inv.h.updateNAT(o.stack, func(t *NATTable) bool {
+			before = *t
+			code = ipnatApply(inv, t, o, input)
+			after = *t
+			return !o.dry
+		})
+	}
 	if err != nil {
 		return inv.stateErr(err)
 	}
+	if o.stack == "global" && !o.dry {
+		switch {
+		case before.Gen != after.Gen || before.FlushGen != after.FlushGen:
+			syncNatd(inv.h, after.Gen, after.FlushGen, hasRdr(after.Rules))
+		case hasRdr(after.Rules) && !natdRunning(inv.h):
+			// Rules without their forwarders (the daemon was stopped):
+			// any ipnat brings them back.
+			syncNatd(inv.h, after.Gen, after.FlushGen, true)
+		}
+	}
 	return code
+}
+
+// ipnatApply does one run's work on the table, in ipnat's fixed order.
+func ipnatApply(inv *invocation, t *NATTable, o ipnatOpts, input []byte) int {
+	// -l and -s open the device read-only: every change then fails with
+	// EPERM and the exit status stays 0 (spec §10.1).
+	readOnly := (o.list || o.stats) && (o.hasFile || o.clear || o.flush)
+	if o.flush {
+		switch {
+		case o.dry:
+			inv.outf("0 entries flushed from NAT table")
+		case readOnly:
+			inv.errf("ioctl(SIOCFLNAT): Not owner")
+		default:
+			inv.outf("%d entries flushed from NAT table", t.flushSessions())
+		}
+	}
+	if o.clear {
+		switch {
+		case o.dry:
+			inv.outf("0 entries flushed from NAT list")
+		case readOnly:
+			inv.errf("ioctl(SIOCCNATL): Not owner")
+		default:
+			t.clearRules()
+			// The kernel's count is always 4 (spec §10.1).
+			inv.outf("4 entries flushed from NAT list")
+		}
+	}
+	code := 0
+	if o.hasFile {
+		p := newNATParser(string(input), func(msg string) { inv.errf("%s", msg) })
+		for {
+			r, line, err := p.Next()
+			if err != nil {
+				// Earlier rules stay loaded (spec §10.6).
+				inv.errf("%s", err)
+				code = 1
+				break
+			}
+			if r == nil {
+				break
+			}
+			if o.verbose {
+				inv.outf("%s", r)
+			}
+			if o.dry {
+				continue
+			}
+			what, msg := "add/insert nat rule", ""
+			if o.remove {
+				what = "delete nat rule"
+			}
+			switch {
+			case readOnly:
+				msg = "Not owner"
+			case o.remove:
+				msg = t.removeRule(r)
+			default:
+				msg = t.addRule(r)
+			}
+			if msg != "" {
+				// N is the rule's own line, which spec §10.5 allows.
+				inv.errf("%d:ioctl(%s): %s", line, what, msg)
+			}
+		}
+	}
+	if o.stats {
+		inv.outf("mapped\tin\t%d\tout\t%d", t.Added, 0)
+		inv.outf("added\t%d\texpired\t%d", t.Added, t.Expired)
+		inv.outf("no memory\t0\tbad nat\t0")
+		inv.outf("inuse\t%d", len(t.Sessions))
+		inv.outf("orphans\t0")
+		inv.outf("rules\t%d", len(t.Rules))
+		inv.outf("wilds\t0")
+	}
+	if o.list {
+		inv.outf("List of active MAP/Redirect filters:")
+		for _, r := range t.listed() {
+			if o.hits {
+				inv.outf("%d %s", r.Hits, r.Text)
+			} else {
+				inv.outf("%s", r.Text)
+			}
+		}
+		inv.outf("")
+		inv.outf("List of active sessions:")
+		for _, s := range t.Sessions {
+			inv.outf("%s", s.line())
+		}
+	}
+	return code
+}
+
+// line is the session as printactivenat.c prints it (spec §10.4).
+func (s *NATSession) line() string {
+	if s.Proto != "tcp" && s.Proto != "udp" {
+		return fmt.Sprintf("%s %-15s <- -> %-15s [%s]", s.Type, s.In, s.Out, s.Remote)
+	}
+	return fmt.Sprintf("%s %-15s %-5d <- -> %-15s %-5d [%s %d]", s.Type, s.In, s.InPort, s.Out, s.OutPort, s.Remote, s.RemotePort)
+}
+
+func hasRdr(rules []*NATRuleEntry) bool {
+	for _, r := range rules {
+		if strings.HasPrefix(r.Text, "rdr ") {
+			return true
+		}
+	}
+	return false
+}
+
+// ipfilterReload is the ipfilter method's load_ipnat, run by `svcadm
+// refresh|restart network/ipfilter` in the global zone: `ipnat -CF`, then
+// the rules of /etc/ipf/ipnat.conf (spec §10.7). Runtime rules and every
+// session are gone afterwards. (On a host the reload is asynchronous;
+// here it is done when svcadm returns.)
+func ipfilterReload(h *host) error {
+	conf, _ := os.ReadFile(filepath.Join(h.root, "fs", "etc", "ipf", "ipnat.conf"))
+	var t2 NATTable
+	err := h.updateNAT("global", func(t *NATTable) bool {
+		t.flushSessions()
+		t.clearRules()
+		p := newNATParser(string(conf), nil)
+		for {
+			r, _, err := p.Next()
+			if err != nil || r == nil {
+				break
+			}
+			t.addRule(r)
+		}
+		t2 = *t
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	syncNatd(h, t2.Gen, t2.FlushGen, hasRdr(t2.Rules))
+	return nil
 }

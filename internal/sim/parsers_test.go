@@ -104,6 +104,8 @@ func FuzzIpnatRule(f *testing.F) {
 		"bimap vnic0 192.168.1.11/32 -> 10.0.0.6/32 # comment",
 		"map-block net0 10.1.0.0/16 -> 203.0.113.0/24 ports 256",
 		"rdr net0 10.0.0.5 port http->192.168.1.10 port 80",
+		"rdr net0 from 10.0.0.0/8 port 1:9 to 10.0.0.5 port <= 80 -> 1.2.3.4 port 80 tcp",
+		"map net0 ! from 10.0.0.0/8 port 1 >< 9 to any port = 53 -> 0/32 udp",
 		"bogus rule",
 	} {
 		f.Add(seed)
@@ -134,11 +136,21 @@ func FuzzIpnatRule(f *testing.F) {
 
 func TestIpnatNormalisation(t *testing.T) {
 	for in, want := range map[string]string{
-		"rdr net0 10.0.0.5 port 80 -> 192.168.1.10 port 8080":                     "rdr net0 10.0.0.5/32 port 80 -> 192.168.1.10 port 8080 tcp",
-		"rdr net0 10.0.0.5/255.255.255.255 port http -> 192.168.1.10 port 80 udp": "rdr net0 10.0.0.5/32 port 80 -> 192.168.1.10 port 80 udp",
-		"map net0 192.168.1.0/255.255.255.0 -> 0/32":                              "map net0 192.168.1.0/24 -> 0.0.0.0/32",
-		"map net0 192.168.1.0/24->10.0.0.5/32 portmap tcp/udp 1025:65000":         "map net0 192.168.1.0/24 -> 10.0.0.5/32 portmap tcp/udp 1025:65000",
-		"rdr net0 10.0.0.5/32 port 80-90 -> 1.2.3.4 port 80 tcp/udp sticky frag":  "rdr net0 10.0.0.5/32 port 80-90 -> 1.2.3.4 port 80 tcp/udp sticky frag",
+		"rdr net0 10.0.0.5 port 80 -> 192.168.1.10 port 8080":                                      "rdr net0 10.0.0.5/32 port 80 -> 192.168.1.10 port 8080 tcp",
+		"rdr net0 10.0.0.5/255.255.255.255 port http -> 192.168.1.10 port 80 udp":                  "rdr net0 10.0.0.5/32 port 80 -> 192.168.1.10 port 80 udp",
+		"map net0 192.168.1.0/255.255.255.0 -> 0/32":                                               "map net0 192.168.1.0/24 -> 0.0.0.0/32",
+		"map net0 192.168.1.0/24->10.0.0.5/32 portmap tcp/udp 1025:65000":                          "map net0 192.168.1.0/24 -> 10.0.0.5/32 portmap tcp/udp 1025:65000",
+		"rdr net0 10.0.0.5/32 port 80:90 -> 1.2.3.4 port 80 tcpudp frag sticky":                    "rdr net0 10.0.0.5/32 port 80-90 -> 1.2.3.4 port 80 tcp/udp frag",
+		"RDR net0 10.0.0.5 port 80 -> 1.2.3.4,1.2.3.5 port = 80 sticky tag web":                    "rdr net0 10.0.0.5/32 port 80 -> 1.2.3.4,1.2.3.5 port = 80 tcp sticky tag web",
+		"map net0 10.0.0.0 -> 1.2.3.4/32":                                                          "map net0 10.0.0.0/32 -> 1.2.3.4/32",
+		"map net0 10.0.0.0/0xffffff00 -> 1.2.3.4/32 tag t udp":                                     "map net0 10.0.0.0/24 -> 1.2.3.4/32 tag t udp",
+		"map net0 10.0.0.0 netmask 255.0.255.0 -> range 1.2.3.4-1.2.3.9":                           "map net0 10.0.0.0/255.0.255.0 -> range 1.2.3.4-1.2.3.9",
+		"rdr net0 10.0.0.5 port 0 -> 1.2.3.4 port 80":                                              "rdr net0 10.0.0.5/32 port 0 -> 1.2.3.4 port 80 tcp",
+		"rdr net0 from any to 10.0.0.5 port = 80 -> 10.1.0.1 port 8080":                            "rdr net0 from any to 10.0.0.5/32 port = 80 -> 10.1.0.1 port 8080 tcp",
+		"rdr net0 ! from 10.0.0.0/8 port 1 <> 1024 to 10.0.0.5 port ge 80 -> 10.1.0.1 port 80 udp": "rdr net0 ! from 10.0.0.0/8 port 1 <> 1024 to 10.0.0.5/32 port >= 80 -> 10.1.0.1 port 80 udp",
+		"map gw0 from 10.2.0.0/16 to 10.2.0.0/16 -> 10.2.0.1/32 portmap tcp/udp auto":              "map gw0 from 10.2.0.0/16 to 10.2.0.0/16 -> 10.2.0.1/32 portmap tcp/udp auto",
+		"map net0 from 10.2.0.0/16 port != 53 ! to any -> 0/32":                                    "map net0 from 10.2.0.0/16 port != 53 ! to any -> 0.0.0.0/32",
+		"rdr net0 10.0.0.5 -> 0/32 age 3":                                                          "rdr net0 10.0.0.5/32 -> 0.0.0.0/32 ip age 3/3",
 	} {
 		rules, bad := parseNATRules(in)
 		if bad != 0 || len(rules) != 1 || rules[0].rule.String() != want {
@@ -146,11 +158,15 @@ func TestIpnatNormalisation(t *testing.T) {
 		}
 	}
 	for _, in := range []string{
-		"rdr net0 10.0.0.5 port 0 -> 1.2.3.4 port 80",
-		"map net0 10.0.0.0 -> 1.2.3.4/32",
+		"rdr net0 10.0.0.5 port 65536 -> 1.2.3.4 port 80",
 		"map net0 10.0.0.0/33 -> 1.2.3.4/32",
-		"rdr web 10.0.0.5 port 80 -> 1.2.3.4 port 80",
-		"rdr net0 10.0.0.5 port 80 -> 1.2.3.4 port 80 tcp bogus",
+		"rdr net0 from any to 10.0.0.5 port = 80 -> 10.1.0.1 tcp",
+		"map net0 from 10.2.0.0/16 -> 0/32",
+		"rdr web 10.0.0.5 port 80 -> 1.2.3.4 port 80 tcp bogus",
+		"rdr net0 10.0.0.5 port 80 -> 1.2.3.4,1.2.3.5,1.2.3.6 port 80",
+		"rdr net0 10.0.0.5 port 80 -> 1.2.3.4 port 80 tag x round-robin",
+		"rdr net0 10.0.0.5 port 80 -> 1.2.3.4/32 port 80",
+		"map net0 10.0.0.0/24 -> 1.2.3.4/32 portmap tcp auto udp",
 	} {
 		if _, bad := parseNATRules("\n" + in); bad != 2 {
 			t.Errorf("%q: bad line %d, want 2", in, bad)

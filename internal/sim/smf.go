@@ -432,6 +432,17 @@ func runSvcadm(inv *invocation) int {
 	default:
 		return svcadmUsage(inv)
 	}
+	if inv.zone == "global" && (sub == "refresh" || sub == "restart") && allIpfilter(rest) {
+		// The ipfilter method reloads NAT: ipnat -CF, then the files
+		// (spec §10.7).
+		if err := ipfilterReload(inv.h); err != nil {
+			return inv.stateErr(err)
+		}
+		if verbose {
+			inv.outf("svc:/network/ipfilter:default %s.", map[string]string{"refresh": "refreshed", "restart": "restarted"}[sub])
+		}
+		return 0
+	}
 	if inv.zone == "global" {
 		inv.errf("svcadm: the simulator runs SMF services only inside non-global zones")
 		return 1
@@ -481,6 +492,16 @@ func runSvcadm(inv *invocation) int {
 		return code
 	}
 	return svcadmWait(inv, sub, fmris)
+}
+
+// allIpfilter reports whether every pattern names the ipfilter service.
+func allIpfilter(patterns []string) bool {
+	for _, p := range patterns {
+		if !matchFMRI(p, "svc:/network/ipfilter:default") {
+			return false
+		}
+	}
+	return len(patterns) > 0
 }
 
 func svcadmUsage(inv *invocation) int {

@@ -51,10 +51,12 @@ type State struct {
 	NextZoneIndex int `json:"next_zone_index"`
 	// Zones is filled only for `illumos-sim state`: each zone lives in its
 	// own file, and commands reach zones through zone and zones.
-	Zones    []*Zone              `json:"zones,omitempty"`
-	Links    []*Link              `json:"links"`
-	Datasets []*Dataset           `json:"datasets"`
-	NAT      map[string]*NATTable `json:"nat"`
+	Zones    []*Zone    `json:"zones,omitempty"`
+	Links    []*Link    `json:"links"`
+	Datasets []*Dataset `json:"datasets"`
+	// NAT is filled only for `illumos-sim state`: each IP stack's NAT
+	// table lives in its own file (nat/STACK.json).
+	NAT map[string]*NATTable `json:"nat,omitempty"`
 	// FaultCalls counts the calls each probabilistic fault rule has seen, so
 	// a seeded failure sequence is the same on every run.
 	FaultCalls map[string]int `json:"fault_calls,omitempty"`
@@ -144,11 +146,6 @@ type Route struct {
 	Host    bool   `json:"host,omitempty"`
 	Gateway string `json:"gateway"`
 	Iface   string `json:"iface,omitempty"`
-}
-
-// NATTable is one IP stack's IPFilter NAT configuration.
-type NATTable struct {
-	Rules []string `json:"rules"` // normalised rule text
 }
 
 // Service is one SMF service instance inside a zone. The SMF commands write
@@ -265,9 +262,7 @@ func (h *host) loadLegacy() (*State, []*Zone, error) {
 		}
 	}
 	st.Version, st.NextZoneIndex = stateVersion, len(zones)
-	if st.NAT == nil {
-		st.NAT = map[string]*NATTable{}
-	}
+	st.NAT = nil // NAT tables have their own files (ipnat.go)
 	return st, zones, nil
 }
 
@@ -396,19 +391,17 @@ func (h *host) loadHost() (*State, []byte, error) {
 		return nil, nil, fmt.Errorf("parse %s: %w", h.statePath(), err)
 	}
 	st.Zones = nil
-	if st.NAT == nil {
-		st.NAT = map[string]*NATTable{}
-	}
+	st.NAT = nil // NAT tables have their own files (ipnat.go)
 	return st, b, nil
 }
 
 // saveHost writes the host-wide state file unless it is unchanged (orig).
 func (h *host) saveHost(st *State, orig []byte) error {
 	sort.Slice(st.Datasets, func(i, j int) bool { return st.Datasets[i].Name < st.Datasets[j].Name })
-	zones := st.Zones
-	st.Zones = nil
+	zones, nat := st.Zones, st.NAT
+	st.Zones, st.NAT = nil, nil
 	b, err := marshalState(st)
-	st.Zones = zones
+	st.Zones, st.NAT = zones, nat
 	if err != nil {
 		return err
 	}
@@ -728,7 +721,6 @@ func newState(f *Facts) (*State, *Zone) {
 		BootTime:      now,
 		NextZoneID:    1,
 		NextZoneIndex: 1,
-		NAT:           map[string]*NATTable{},
 	}
 	global := &Zone{
 		Name: "global", State: stateRunning, ID: 0, Booted: now,
@@ -794,17 +786,4 @@ func (st *State) dataset(name string) *Dataset {
 		}
 	}
 	return nil
-}
-
-// natTable returns (creating) the NAT table of an IP stack.
-func (st *State) natTable(stack string) *NATTable {
-	if st.NAT == nil {
-		st.NAT = map[string]*NATTable{}
-	}
-	t := st.NAT[stack]
-	if t == nil {
-		t = &NATTable{Rules: []string{}}
-		st.NAT[stack] = t
-	}
-	return t
 }

@@ -588,7 +588,7 @@ func (c *zoneadmCall) cleanZonepath(st *State, z *Zone) {
 	}
 	z.Services = nil
 	z.Interfaces, z.Addresses, z.Routes, z.PersistentRoutes = nil, nil, nil, nil
-	delete(st.NAT, z.Name)
+	c.h.dropNAT(z.Name)
 }
 
 // brandInstall validates brand installer arguments. It returns the hook's
@@ -832,7 +832,7 @@ func leaveKernel(st *State, z *Zone) {
 		}
 	}
 	z.Addresses = addrs
-	delete(st.NAT, z.Name)
+	st.tx.h.dropNAT(z.Name)
 	for _, s := range z.Services {
 		s.PID = 0
 		if s.State == "online" || s.State == "offline" || s.State == "uninitialized" {

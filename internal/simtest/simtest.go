@@ -198,7 +198,27 @@ type Dataset struct {
 	Props map[string]string `json:"props"`
 }
 
-// NATTable is one IP stack's NAT rules.
+// NATTable is one IP stack's NAT rules and active sessions.
 type NATTable struct {
-	Rules []string `json:"rules"`
+	Rules    []NATRule    `json:"rules"`
+	Sessions []NATSession `json:"sessions"`
+}
+
+// NATRule is a loaded rule as `ipnat -l` prints it. A Deleted rule was
+// removed but is kept while sessions use it.
+type NATRule struct {
+	Text    string `json:"text"`
+	Hits    int    `json:"hits"`
+	Deleted bool   `json:"deleted"`
+}
+
+// NATSession is an active translation: Remote sent to Out, forwarded to In.
+type NATSession struct {
+	Proto      string `json:"proto"`
+	In         string `json:"in"`
+	InPort     int    `json:"in_port"`
+	Out        string `json:"out"`
+	OutPort    int    `json:"out_port"`
+	Remote     string `json:"remote"`
+	RemotePort int    `json:"remote_port"`
 }
