@@ -186,7 +186,7 @@ zonewright dev stack is up (started in %s)
   PostgreSQL   %s
   data         %s
   nodes        %s
-  services     %s (cluster DNS address %s)
+  services     %s (cluster DNS %s)
   DNS          %s, domain %s
 
 Try: curl http://%s/api/v1/namespaces/default/pods

@@ -17,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"go.temporal.io/sdk/client"
 
+	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -35,6 +37,7 @@ func freeAddr(t *testing.T) string {
 type devStack struct {
 	cmd               *exec.Cmd
 	api, temporal, ui string
+	dns               string
 	dataDir           string
 	output            *strings.Builder
 	exited            chan error
@@ -56,8 +59,9 @@ func buildBinary(t *testing.T) string {
 
 func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devStack {
 	t.Helper()
-	d := &devStack{api: api, temporal: temporal, ui: ui, dataDir: dataDir, output: &strings.Builder{}, exited: make(chan error, 1)}
-	d.cmd = exec.Command(bin, "dev", "--data-dir", dataDir, "--listen", api, "--temporal-address", temporal, "--ui-address", ui, "--log-level", "warn")
+	d := &devStack{api: api, temporal: temporal, ui: ui, dns: freeAddr(t), dataDir: dataDir, output: &strings.Builder{}, exited: make(chan error, 1)}
+	d.cmd = exec.Command(bin, "dev", "--data-dir", dataDir, "--listen", api, "--temporal-address", temporal, "--ui-address", ui,
+		"--dns-listen", d.dns, "--log-level", "warn")
 	stdout, _ := d.cmd.StdoutPipe()
 	d.cmd.Stderr = d.cmd.Stdout
 	if err := d.cmd.Start(); err != nil {
@@ -97,6 +101,36 @@ func (d *devStack) stop(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("dev stack did not stop within 30s of SIGTERM")
+	}
+}
+
+// serviceResolves creates a service and finds its ClusterIP through the
+// stack's cluster DNS, as the README's dig does.
+func (d *devStack) serviceResolves(t *testing.T) {
+	t.Helper()
+	resp, err := http.Post("http://"+d.api+"/api/v1/namespaces/default/services", "application/json",
+		strings.NewReader(`{"metadata":{"name":"echo"},"spec":{"selector":{"app":"echo"},"ports":[{"port":80,"targetPort":8080}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var svc model.Service
+	err = json.NewDecoder(resp.Body).Decode(&svc)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create service: %d %v", resp.StatusCode, err)
+	}
+	q := new(dns.Msg)
+	q.SetQuestion("echo.default.svc.cluster.local.", dns.TypeA)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, _, err := new(dns.Client).Exchange(q, d.dns)
+		if err == nil && len(r.Answer) == 1 && r.Answer[0].(*dns.A).A.String() == svc.Spec.ClusterIP {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("echo.default.svc.cluster.local did not resolve to %s: %v %v", svc.Spec.ClusterIP, r, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -140,7 +174,7 @@ func TestDevStack(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	api, temporal, ui := freeAddr(t), freeAddr(t), freeAddr(t)
 	d := startDev(t, bin, dataDir, api, temporal, ui)
-	for _, want := range []string{"http://" + api, "http://" + ui, temporal, "127.96.0.0/16 (cluster DNS 127.96.0.10)"} {
+	for _, want := range []string{"http://" + api, "http://" + ui, temporal, "127.96.0.0/16 (cluster DNS 127.96.0.10)", d.dns + ", domain cluster.local"} {
 		if !strings.Contains(d.output.String(), want) {
 			t.Fatalf("banner does not show %s:\n%s", want, d.output)
 		}
@@ -152,6 +186,7 @@ func TestDevStack(t *testing.T) {
 	if code, body := get(t, "http://"+ui+"/"); code != 200 || !strings.Contains(body, "<html") {
 		t.Fatalf("Temporal Web UI: %d %.200s", code, body)
 	}
+	d.serviceResolves(t)
 
 	watch, err := http.Get("http://" + api + "/api/v1/namespaces/default/pods?watch=true")
 	if err != nil {
@@ -267,7 +302,8 @@ func TestDevStack(t *testing.T) {
 	c.Close()
 
 	// A second dev stack on the same ports is refused clearly.
-	out, err := exec.Command(bin, "dev", "--data-dir", filepath.Join(t.TempDir(), "other"), "--listen", api, "--temporal-address", freeAddr(t), "--ui-address", freeAddr(t)).CombinedOutput()
+	out, err := exec.Command(bin, "dev", "--data-dir", filepath.Join(t.TempDir(), "other"), "--listen", api, "--temporal-address", freeAddr(t), "--ui-address", freeAddr(t),
+		"--dns-listen", freeAddr(t)).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), api+" is already in use") {
 		t.Fatalf("second dev stack on a taken port: %v\n%s", err, out)
 	}
