@@ -16,27 +16,12 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func newStore(t *testing.T) *store.Store {
-	t.Helper()
-	url := pgtest.NewDatabase(t)
-	ctx := context.Background()
-	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newStore(t *testing.T) *store.Store { return storetest.New(t) }
 
 // startController runs a controller until the returned stop is called.
 func startController(t *testing.T, s *store.Store) (stop func()) {

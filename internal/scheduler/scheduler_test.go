@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -93,19 +93,7 @@ func TestScoresPreferTheLeastAllocatedBalancedNode(t *testing.T) {
 
 // 50 pods scheduled at once onto small nodes never overcommit one.
 func TestConcurrentBindingNeverOvercommits(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	ctx := context.Background()
-	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.EnsureNamespace(ctx, "default"); err != nil {
-		t.Fatal(err)
-	}
+	st, ctx := storetest.New(t), context.Background()
 	for i := range 3 {
 		if err := st.Nodes().Create(ctx, node(fmt.Sprintf("n%d", i), "2", "4Gi", true)); err != nil {
 			t.Fatal(err)
@@ -174,19 +162,7 @@ func TestConcurrentBindingNeverOvercommits(t *testing.T) {
 // of requests follows the pods), and a placement whose context ends stops
 // waiting for its turn.
 func TestEndedPodsFreeTheirRoom(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	ctx := context.Background()
-	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.EnsureNamespace(ctx, "default"); err != nil {
-		t.Fatal(err)
-	}
+	st, ctx := storetest.New(t), context.Background()
 	if err := st.Nodes().Create(ctx, node("n0", "1", "4Gi", true)); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/zonewright/zonewright/internal/servicefeed"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -58,23 +59,7 @@ func TestBuildResolvesEachEndpointsPorts(t *testing.T) {
 	}
 }
 
-func newStore(t *testing.T) *store.Store {
-	t.Helper()
-	url := pgtest.NewDatabase(t)
-	ctx := context.Background()
-	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newStore(t *testing.T) *store.Store { return storetest.New(t) }
 
 func follow(t *testing.T, s *store.Store) *servicenet.Holder {
 	t.Helper()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"testing"
@@ -14,27 +13,12 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func newStore(t *testing.T) *store.Store {
-	t.Helper()
-	url := pgtest.NewDatabase(t)
-	ctx := context.Background()
-	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newStore(t *testing.T) *store.Store { return storetest.New(t) }
 
 func pod(name string, labels map[string]string) *model.Pod {
 	p := &model.Pod{Metadata: model.ObjectMeta{Name: name, Namespace: model.DefaultNamespace, Labels: labels},
