@@ -157,6 +157,10 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary) {
 		n.Metadata.Annotations[AnnotationAvailable] = sum.available
 	}
 
+	if st := a.serviceNAT.get(); st != nil {
+		n.Status.ServiceNetwork = st
+	}
+
 	a.mu.Lock()
 	workerErr := a.workerErr
 	a.mu.Unlock()
