@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -67,6 +68,8 @@ func (a *Agent) programServiceNAT(ctx context.Context) {
 	go a.followServiceNet(ctx, &held, newer)
 
 	nat := a.host.Ipnat()
+	// validate checked the CIDR.
+	nw := servicenat.Network{Interface: GatewayLink, PodCIDR: netip.MustParsePrefix(a.cfg.PodCIDR)}
 	t := time.NewTicker(a.cfg.ServiceNATCheckInterval)
 	defer t.Stop()
 	var lastProblem string
@@ -81,7 +84,7 @@ func (a *Agent) programServiceNAT(ctx context.Context) {
 		if snap == nil {
 			continue // nothing to program before the first snapshot
 		}
-		want := servicenat.Rules(snap, GatewayLink)
+		want := servicenat.Rules(snap, nw)
 		res, err := servicenat.Converge(ctx, nat, want)
 		problem := ""
 		switch {

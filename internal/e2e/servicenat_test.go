@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	nodeagent "github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/servicenat"
@@ -99,9 +100,14 @@ func TestServiceClusterIPReachesPodsThroughEveryNodesNAT(t *testing.T) {
 		}
 		return applied == 3
 	})
-	for i := range c.nodes.Nodes {
+	for i, n := range c.nodes.Nodes {
 		if rules := c.ipnatRules(i); len(rules) != 2 || !hasRuleTo(rules, pods["echo-1"].Status.PodIP) || !hasRuleTo(rules, pods["echo-2"].Status.PodIP) {
 			t.Fatalf("node %d rules: %q", i, rules)
+		}
+		// And the hairpin source NAT of its own pod network.
+		out, _ := exec.Command(filepath.Join(n.BinDir, "ipnat"), "-l").Output()
+		if !strings.Contains(string(out), "map "+nodeagent.GatewayLink+" "+n.PodCIDR+" -> ") {
+			t.Fatalf("node %d has no hairpin map rule for %s:\n%s", i, n.PodCIDR, out)
 		}
 	}
 

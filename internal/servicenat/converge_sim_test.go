@@ -2,6 +2,7 @@ package servicenat_test
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,6 +57,12 @@ func ruleLines(t *testing.T, nat illumos.Ipnat) []string {
 	return out
 }
 
+// nw is the simulated node's pod network (the gateway link's name is
+// not checked by the simulator).
+var nw = servicenat.Network{Interface: "zwgw0", PodCIDR: netip.MustParsePrefix("10.88.1.0/24")}
+
+const hairpin = "map zwgw0 10.88.1.0/24 -> 10.88.1.1/32 portmap tcp/udp auto tag zonewright-svc"
+
 const operatorRule = "rdr net0 10.96.9.9/32 port 22 -> 10.88.9.9 port 22 tcp"
 
 // Converge adds the new backend's rule, then removes the old one's, and
@@ -66,16 +73,17 @@ func TestConvergeAddsThenRemovesAndKeepsOperatorRules(t *testing.T) {
 	if err := nat.Load(ctx, []illumos.NATRule{illumos.RawRule(operatorRule)}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := servicenat.Converge(ctx, nat, servicenat.Rules(web("10.88.1.5", "10.88.1.6"), "zwgw0"))
-	if err != nil || res.Added != 2 || res.Removed != 0 || !res.Converged() {
+	res, err := servicenat.Converge(ctx, nat, servicenat.Rules(web("10.88.1.5", "10.88.1.6"), nw))
+	if err != nil || res.Added != 3 || res.Removed != 0 || !res.Converged() {
 		t.Fatalf("first converge: %+v, %v", res, err)
 	}
-	res, err = servicenat.Converge(ctx, nat, servicenat.Rules(web("10.88.1.6", "10.88.1.7"), "zwgw0"))
+	res, err = servicenat.Converge(ctx, nat, servicenat.Rules(web("10.88.1.6", "10.88.1.7"), nw))
 	if err != nil || res.Added != 1 || res.Removed != 1 || !res.Converged() {
 		t.Fatalf("second converge: %+v, %v", res, err)
 	}
 	want := []string{
 		operatorRule,
+		hairpin,
 		"rdr zwgw0 10.96.0.20/32 port 80 -> 10.88.1.6 port 8080 tcp round-robin tag zonewright-svc",
 		// Added before the obsolete 10.88.1.5 rule was removed: last.
 		"rdr zwgw0 10.96.0.20/32 port 80 -> 10.88.1.7 port 8080 tcp round-robin tag zonewright-svc",
@@ -83,11 +91,11 @@ func TestConvergeAddsThenRemovesAndKeepsOperatorRules(t *testing.T) {
 	if got := ruleLines(t, nat); !reflect.DeepEqual(got, want) {
 		t.Errorf("rules = %q\nwant %q", got, want)
 	}
-	if res, err := servicenat.Converge(ctx, nat, servicenat.Rules(web("10.88.1.6", "10.88.1.7"), "zwgw0")); err != nil || res.Changed() {
+	if res, err := servicenat.Converge(ctx, nat, servicenat.Rules(web("10.88.1.6", "10.88.1.7"), nw)); err != nil || res.Changed() {
 		t.Errorf("converging a converged host changed it: %+v, %v", res, err)
 	}
 	// No endpoints: no rule, and the operator's stays.
-	if res, err := servicenat.Converge(ctx, nat, servicenat.Rules(web(), "zwgw0")); err != nil || res.Removed != 2 || !res.Converged() {
+	if res, err := servicenat.Converge(ctx, nat, servicenat.Rules(web(), nw)); err != nil || res.Removed != 3 || !res.Converged() {
 		t.Errorf("converge to no endpoints: %+v, %v", res, err)
 	}
 	if got := ruleLines(t, nat); !reflect.DeepEqual(got, []string{operatorRule}) {
@@ -100,7 +108,7 @@ func TestConvergeAddsThenRemovesAndKeepsOperatorRules(t *testing.T) {
 func TestConvergeRepairsAWipe(t *testing.T) {
 	ctx := ctxT(t)
 	nat, node := newNAT(t)
-	want := servicenat.Rules(web("10.88.1.5", "10.88.1.6"), "zwgw0")
+	want := servicenat.Rules(web("10.88.1.5", "10.88.1.6"), nw)
 	if _, err := servicenat.Converge(ctx, nat, want); err != nil {
 		t.Fatal(err)
 	}
@@ -112,10 +120,10 @@ func TestConvergeRepairsAWipe(t *testing.T) {
 		t.Fatalf("after -CF: %q", got)
 	}
 	res, err := servicenat.Converge(ctx, nat, want)
-	if err != nil || res.Added != 2 || !res.Converged() {
+	if err != nil || res.Added != 3 || !res.Converged() {
 		t.Fatalf("repair: %+v, %v", res, err)
 	}
-	if got := ruleLines(t, nat); len(got) != 2 {
+	if got := ruleLines(t, nat); len(got) != 3 {
 		t.Errorf("after repair: %q", got)
 	}
 }
@@ -126,15 +134,15 @@ func TestConvergeReportsARefusedRule(t *testing.T) {
 	ctx := ctxT(t)
 	nat, _ := newNAT(t)
 	refused := illumos.RawRule("rdr zwgw0 10.96.0.21/32 port 21 -> 10.88.1.8 port 21 tcp proxy nosuch tag " + servicenat.Tag)
-	want := append(servicenat.Rules(web("10.88.1.5"), "zwgw0"), refused)
+	want := append(servicenat.Rules(web("10.88.1.5"), nw), refused)
 	res, err := servicenat.Converge(ctx, nat, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Added != 2 || !reflect.DeepEqual(res.Missing, []illumos.NATRule{refused}) || len(res.Leftover) != 0 {
+	if res.Added != 3 || !reflect.DeepEqual(res.Missing, []illumos.NATRule{refused}) || len(res.Leftover) != 0 {
 		t.Errorf("result = %+v, want the proxy rule missing", res)
 	}
-	if got := ruleLines(t, nat); len(got) != 1 {
-		t.Errorf("rules = %q, want the web rule alone", got)
+	if got := ruleLines(t, nat); len(got) != 2 {
+		t.Errorf("rules = %q, want the hairpin and web rules", got)
 	}
 }

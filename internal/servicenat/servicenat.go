@@ -1,5 +1,5 @@
-// Package servicenat turns the service network into a node's ipnat rdr
-// rules and converges the host's rules to them: kube-proxy's job, done by
+// Package servicenat turns the service network into a node's ipnat rules
+// and converges the host's rules to them: kube-proxy's job, done by
 // each node's agent. Planning (Rules, Diff) is pure; Converge drives a
 // host's ipnat.
 //
@@ -27,18 +27,33 @@ import (
 // (spec 10.5) and fits IPFilter's 16 bytes, so it is printed back whole.
 const Tag = "zonewright-svc"
 
-// Rules returns the node's rdr rules for snap, in a deterministic order
-// (by ClusterIP, port, protocol, then endpoint address): for every
-// service with a ClusterIP, every port, every endpoint that has the port
-// (a non-zero target port), one round-robin rule on iface, the interface
-// the pods' traffic enters the global zone by. Headless services, ports
-// that are neither TCP nor UDP, and addresses that do not parse (the
-// control plane validated them; a bad one must not stop the others)
-// get no rule.
-func Rules(snap *servicenet.Snapshot, iface string) []illumos.NATRule {
+// Network is where a node's pods are.
+type Network struct {
+	// Interface is the global zone's link the pods' traffic enters it by
+	// (the VNIC on the etherstub holding their gateway address): rdr
+	// applies to packets arriving inbound on it (spec 10.9).
+	Interface string
+	// PodCIDR is the node's pod network; its first address is the pods'
+	// gateway (as ipam.Gateway). Invalid: no hairpin rule.
+	PodCIDR netip.Prefix
+}
+
+// Rules returns the node's NAT rules for snap, in a deterministic order.
+//
+// For every service with a ClusterIP, every port, every endpoint that has
+// the port (a non-zero target port): one round-robin rdr rule on the
+// network's interface, ordered by ClusterIP, port, protocol, then
+// endpoint address. Headless services, ports that are neither TCP nor
+// UDP, and addresses that do not parse (the control plane validated
+// them; a bad one must not stop the others) get none.
+//
+// When there is any rdr rule and the pod network is known, a hairpin map
+// rule comes first (HairpinRule).
+func Rules(snap *servicenet.Snapshot, nw Network) []illumos.NATRule {
 	if snap == nil {
 		return nil
 	}
+	iface := nw.Interface
 	var rules []*illumos.RdrRule
 	for _, svc := range snap.Services {
 		if svc.Headless() {
@@ -69,11 +84,36 @@ func Rules(snap *servicenet.Snapshot, iface string) []illumos.NATRule {
 	}
 	slices.SortFunc(rules, compareRdr)
 	rules = slices.CompactFunc(rules, func(a, b *illumos.RdrRule) bool { return compareRdr(a, b) == 0 })
-	out := make([]illumos.NATRule, len(rules))
-	for i, r := range rules {
-		out[i] = r
+	var out []illumos.NATRule
+	if h := HairpinRule(nw); h != nil && len(rules) > 0 {
+		out = append(out, h)
+	}
+	for _, r := range rules {
+		out = append(out, r)
 	}
 	return out
+}
+
+// HairpinRule is the source NAT that lets a pod reach a ClusterIP whose
+// chosen backend is on the same node (spec 10.9, remedy (a)). The pod's
+// packet enters the global zone by the gateway link, is rdr'ed to the
+// other pod and leaves by the same link; without this rule the backend
+// would answer the client directly over the etherstub, from its own
+// address rather than the ClusterIP, and the client would drop the reply.
+// Rewriting the source to the gateway address makes the reply come back
+// through the global zone, where both translations are undone. Only
+// traffic routed through the global zone leaves by that link with a
+// source in the pod network: pods on the etherstub talk to each other
+// directly. Whether IPFilter applies a map to a packet it has just
+// rdr'ed is UNCONFIRMED on a host (see README). Nil without a pod network.
+func HairpinRule(nw Network) *illumos.MapRule {
+	if !nw.PodCIDR.IsValid() || !nw.PodCIDR.Addr().Is4() {
+		return nil
+	}
+	cidr := nw.PodCIDR.Masked()
+	gateway := cidr.Addr().Next()
+	return &illumos.MapRule{Interface: nw.Interface, Src: cidr, Dst: netip.PrefixFrom(gateway, 32),
+		Portmap: "auto", PortmapProto: "tcp/udp", Tag: Tag}
 }
 
 func compareRdr(a, b *illumos.RdrRule) int {
@@ -99,6 +139,8 @@ func protocol(p string) string {
 func Owned(r illumos.NATRule) bool {
 	switch r := r.(type) {
 	case *illumos.RdrRule:
+		return r.Tag == Tag
+	case *illumos.MapRule:
 		return r.Tag == Tag
 	case illumos.RawRule:
 		f := strings.Fields(string(r))

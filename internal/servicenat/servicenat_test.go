@@ -1,6 +1,7 @@
 package servicenat
 
 import (
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -44,8 +45,10 @@ func TestRulesOnePerServicePortAndEndpoint(t *testing.T) {
 			Ports:     []servicenet.Port{{Protocol: "TCP", Port: 443}},
 			Endpoints: []servicenet.Endpoint{{IP: "10.88.1.9", TargetPorts: []int32{8443}}}},
 	}}
-	got := lines(t, Rules(snap, "zwgw0"))
+	nw := Network{Interface: "zwgw0", PodCIDR: netip.MustParsePrefix("10.88.1.0/24")}
+	got := lines(t, Rules(snap, nw))
 	want := []string{
+		"map zwgw0 10.88.1.0/24 -> 10.88.1.1/32 portmap tcp/udp auto tag zonewright-svc",
 		"rdr zwgw0 10.96.0.3/32 port 443 -> 10.88.1.9 port 8443 tcp round-robin tag zonewright-svc",
 		"rdr zwgw0 10.96.0.20/32 port 53 -> 10.88.2.9 port 5353 udp round-robin tag zonewright-svc",
 		"rdr zwgw0 10.96.0.20/32 port 80 -> 10.88.1.5 port 8000 tcp round-robin tag zonewright-svc",
@@ -54,13 +57,20 @@ func TestRulesOnePerServicePortAndEndpoint(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if again := lines(t, Rules(snap, "zwgw0")); !reflect.DeepEqual(again, got) {
+	if again := lines(t, Rules(snap, nw)); !reflect.DeepEqual(again, got) {
 		t.Errorf("rules differ between two plans of one snapshot")
+	}
+	// Without a pod network: no hairpin rule. Without rdr rules: none.
+	if got := lines(t, Rules(snap, Network{Interface: "zwgw0"})); !reflect.DeepEqual(got, want[1:]) {
+		t.Errorf("rules without a pod network: %q", got)
+	}
+	if got := Rules(&servicenet.Snapshot{Services: snap.Services[1:3]}, nw); len(got) != 0 {
+		t.Errorf("rules for headless and endpoint-less services: %q", lines(t, got))
 	}
 	if len(Tag) > 16 {
 		t.Errorf("tag %q is longer than IPFilter's 16 bytes", Tag)
 	}
-	if Rules(nil, "zwgw0") != nil {
+	if Rules(nil, nw) != nil {
 		t.Errorf("a nil snapshot has rules")
 	}
 }
@@ -78,18 +88,19 @@ func TestDiffAddsMissingAndRemovesOnlyOwnedRules(t *testing.T) {
 	goneRaw := "rdr zwgw0 10.96.0.21/32 port 80 -> 10.88.1.6 port 8000 tcp round-robin age 30/30 tag zonewright-svc"
 	operator := "rdr net0 10.96.0.20/32 port 80 -> 10.88.1.6 port 8000 tcp round-robin tag svc-web"
 	operatorUntagged := "map net0 10.88.0.0/16 -> 0.0.0.0/32 portmap tcp/udp auto"
+	goneMap := "map zwgw0 10.88.2.0/24 -> 10.88.2.1/32 portmap tcp/udp auto tag zonewright-svc"
 	newRule := "rdr zwgw0 10.96.0.20/32 port 80 -> 10.88.2.9 port 8080 tcp round-robin tag zonewright-svc"
 
 	want := []illumos.NATRule{parse(keep), parse(newRule)}
-	current := []illumos.NATRule{parse(operatorUntagged), parse(keep), parse(gone), parse(goneRaw), parse(operator)}
+	current := []illumos.NATRule{parse(operatorUntagged), parse(keep), parse(gone), parse(goneRaw), parse(operator), parse(goneMap)}
 	add, remove := Diff(want, current)
 	if got := lines(t, add); !reflect.DeepEqual(got, []string{newRule}) {
 		t.Errorf("add = %q", got)
 	}
-	if got := lines(t, remove); !reflect.DeepEqual(got, []string{gone, goneRaw}) {
+	if got := lines(t, remove); !reflect.DeepEqual(got, []string{gone, goneRaw, goneMap}) {
 		t.Errorf("remove = %q, want only zonewright's obsolete rules", got)
 	}
-	if add, remove := Diff(want, append(current, parse(newRule))); len(add) != 0 || len(remove) != 2 {
+	if add, remove := Diff(want, append(current, parse(newRule))); len(add) != 0 || len(remove) != 3 {
 		t.Errorf("with the new rule loaded: add %d, remove %d", len(add), len(remove))
 	}
 	if add, remove := Diff(nil, []illumos.NATRule{parse(operator), parse(operatorUntagged)}); len(add)+len(remove) != 0 {
