@@ -140,7 +140,7 @@ func TestDevStack(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	api, temporal, ui := freeAddr(t), freeAddr(t), freeAddr(t)
 	d := startDev(t, bin, dataDir, api, temporal, ui)
-	for _, want := range []string{"http://" + api, "http://" + ui, temporal, "127.96.0.0/16 (cluster DNS 127.96.0.10)"} {
+	for _, want := range []string{"http://" + api, "http://" + ui, temporal, "127.96.0.0/16 (cluster DNS address 127.96.0.10)"} {
 		if !strings.Contains(d.output.String(), want) {
 			t.Fatalf("banner does not show %s:\n%s", want, d.output)
 		}
@@ -225,6 +225,21 @@ func TestDevStack(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the Ready pod is not the service's endpoint: %s", body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The nodes' NAT rules make the ClusterIP reach the pod.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		r, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + svc.Spec.ClusterIP + "/")
+		if err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ClusterIP %s does not reach the pod: %v", svc.Spec.ClusterIP, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
