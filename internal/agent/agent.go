@@ -156,7 +156,7 @@ func (a *Agent) run(ctx context.Context) error {
 	defer stopSupervising()
 	go sup.Run(supCtx)
 	go a.reconcileHost(supCtx, h, sup, workflows.PodClient{Temporal: tc})
-	go a.programServiceNAT(supCtx)
+	go a.programServiceNAT(supCtx, a.writeServiceNetworkStatus)
 
 	workerCtx, stopStarting := context.WithCancel(ctx)
 	defer stopStarting()

@@ -57,8 +57,9 @@ func (s *serviceNATState) set(st model.NodeServiceNetwork) bool {
 // wipe (`ipnat -CF`, an ipfilter refresh) is repaired within seconds. The
 // last snapshot is kept: while the control plane is unreachable the node
 // keeps, and repairs, the rules it has. Each generation fully in force is
-// reported in the Node's status.serviceNetwork.
-func (a *Agent) programServiceNAT(ctx context.Context) {
+// reported in the Node's status.serviceNetwork: report writes it (the
+// agent passes writeServiceNetworkStatus).
+func (a *Agent) programServiceNAT(ctx context.Context, report func(context.Context)) {
 	if a.cfg.APIURL == "" {
 		a.log.Warn("no --api-url: this node programs no service NAT rules, so ClusterIPs are not reachable from its pods")
 		return
@@ -121,7 +122,7 @@ func (a *Agent) programServiceNAT(ctx context.Context) {
 			st.Message = problem
 		}
 		if a.serviceNAT.set(st) {
-			a.writeServiceNetworkStatus(ctx)
+			report(ctx)
 		}
 	}
 }
