@@ -116,3 +116,15 @@ func TestServiceNATFollowsSnapshotsAndKeepsTheLastOne(t *testing.T) {
 		t.Errorf("status = %+v, want generation 6 with 2 rules", st)
 	}
 }
+
+func TestConfigAPIURLMustBeHTTP(t *testing.T) {
+	for url, ok := range map[string]bool{"": true, "http://cp:8080": true, "https://cp.example/": true,
+		"cp:8080": false, "ftp://cp": false, "http://": false} {
+		cfg := Config{Node: "node1", DatabaseURL: "postgres://x", TemporalAddress: "t:7233", PodCIDR: "10.88.1.0/24", APIURL: url}
+		cfg.setDefaults()
+		err := cfg.validate()
+		if (err == nil) != ok {
+			t.Errorf("API URL %q: validate = %v, want ok %v", url, err, ok)
+		}
+	}
+}
