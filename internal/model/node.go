@@ -52,7 +52,9 @@ type NodeServiceNetwork struct {
 	// in force on the host when it was read back.
 	Generation  int64      `json:"generation"`
 	AppliedTime *time.Time `json:"appliedTime,omitempty"`
-	Rules       int        `json:"rules"` // zonewright's rdr rules for it
+	// Rules counts zonewright's NAT rules for the newest snapshot the
+	// node holds (its rdr rules and the hairpin map rule).
+	Rules int `json:"rules"`
 	// Missing counts the rules of the newest snapshot the host did not
 	// take (ipnat refused them); Message says which, when there are some.
 	Missing int    `json:"missing,omitempty"`
