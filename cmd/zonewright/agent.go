@@ -23,6 +23,7 @@ type agentOptions struct {
 	temporal       controlplane.Config
 	node           string
 	databaseURL    string
+	apiURL         string
 	podCIDR        string
 	etherstub      string
 	pool           string
@@ -55,6 +56,7 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.node, "node", env("ZW_NODE", strings.ToLower(hostname)), "this node's name (env ZW_NODE; default the host name)")
 	fs.StringVar(&o.databaseURL, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL of the control plane: the agent writes its Node (env ZW_DATABASE_URL)")
 	temporalFlags(fs, &o.temporal)
+	fs.StringVar(&o.apiURL, "api-url", env("ZW_API_URL", ""), "the control plane's base URL, e.g. http://control-plane:8080: the node follows its service network and programs the service NAT rules; empty: none (env ZW_API_URL)")
 	fs.StringVar(&o.podCIDR, "pod-cidr", env("ZW_POD_CIDR", ""), "this node's pod network, e.g. 10.88.1.0/24 (required; env ZW_POD_CIDR)")
 	fs.StringVar(&o.etherstub, "etherstub", env("ZW_ETHERSTUB", nodeagent.DefaultEtherstub), "etherstub the pods' VNICs are created over (env ZW_ETHERSTUB)")
 	fs.StringVar(&o.pool, "storage-pool", env("ZW_STORAGE_POOL", nodeagent.DefaultStoragePool), "ZFS pool of the zones: datasets go under <pool>/zonewright/zones (env ZW_STORAGE_POOL)")
@@ -93,6 +95,7 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	cfg := nodeagent.Config{
 		Node:              o.node,
 		DatabaseURL:       o.databaseURL,
+		APIURL:            o.apiURL,
 		TemporalAddress:   o.temporal.TemporalAddress,
 		TemporalNamespace: o.temporal.TemporalNamespace,
 		PodCIDR:           o.podCIDR,

@@ -263,6 +263,21 @@ func TestDevStack(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The nodes' NAT rules make the ClusterIP reach the pod.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		r, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + svc.Spec.ClusterIP + "/")
+		if err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ClusterIP %s does not reach the pod: %v", svc.Spec.ClusterIP, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	req, _ := http.NewRequest("DELETE", "http://"+api+"/api/v1/namespaces/default/services/hello", nil)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete service: %v %v", resp, err)

@@ -23,6 +23,7 @@ ZONEWRIGHT=/opt/zonewright/bin/zonewright
 PROPS='
 node
 database_url
+api_url
 temporal_address
 temporal_namespace
 temporal_tls_cert

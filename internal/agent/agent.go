@@ -4,8 +4,10 @@
 // heartbeats (nodestatus.go, heartbeat.go), runs the node's Temporal
 // worker (the host activities on task queue node/<name>, which only this
 // agent polls), supervises the pods running here (supervise.go, over
-// internal/supervisor), and reconciles its own host (reconcile.go).
-// Settings are in config.go.
+// internal/supervisor), reconciles its own host (reconcile.go), and
+// programs the service NAT rules from the control plane's service network
+// snapshots (servicenat.go, over internal/servicenat). Settings are in
+// config.go.
 //
 // Trust: registration and heartbeats write the Node row directly through
 // the store, so the agent holds the control plane's database URL. That is
@@ -56,6 +58,8 @@ type Agent struct {
 
 	mu        sync.Mutex
 	workerErr error // why the worker is not polling yet; nil once it is
+
+	serviceNAT serviceNATState
 }
 
 // Run runs the agent until ctx ends, then stops it gracefully and returns
@@ -152,6 +156,7 @@ func (a *Agent) run(ctx context.Context) error {
 	defer stopSupervising()
 	go sup.Run(supCtx)
 	go a.reconcileHost(supCtx, h, sup, workflows.PodClient{Temporal: tc})
+	go a.programServiceNAT(supCtx, a.writeServiceNetworkStatus)
 
 	workerCtx, stopStarting := context.WithCancel(ctx)
 	defer stopStarting()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -24,7 +25,18 @@ const (
 	DefaultMaxConcurrentInstalls = 4
 	DefaultHeartbeatInterval     = 10 * time.Second
 	DefaultWorkerStopTimeout     = 30 * time.Second
+	// DefaultServiceNATCheckInterval is how often the host's service NAT
+	// rules are checked against the snapshot: an ipfilter refresh (which
+	// wipes them) is repaired within about this long.
+	DefaultServiceNATCheckInterval = 2 * time.Second
 )
+
+// GatewayLink is the global zone's VNIC on the etherstub that holds the
+// pods' gateway address (the pod CIDR's first address, their default
+// router). Pod traffic enters the global zone by it, so the service rdr
+// rules name it: rdr applies to packets arriving inbound on its interface
+// (spec 10.9).
+const GatewayLink = "zwgw0"
 
 // DefaultZoneBrands are the brands a node offers unless told otherwise.
 var DefaultZoneBrands = []string{"sparse", "ipkg", "lx", "bhyve"}
@@ -86,6 +98,13 @@ type Config struct {
 	// default DefaultOrphanGrace.
 	OrphanGrace time.Duration
 
+	// APIURL is the control plane's base URL (http://host:8080), where
+	// the agent follows the service network snapshot to program the
+	// node's service NAT rules; empty: no service rules are programmed.
+	APIURL string
+	// ServiceNATCheckInterval: see DefaultServiceNATCheckInterval.
+	ServiceNATCheckInterval time.Duration
+
 	// Version is reported as nodeInfo.agentVersion; empty means the
 	// binary's build information.
 	Version string
@@ -135,6 +154,9 @@ func (c *Config) setDefaults() {
 	if c.OrphanGrace <= 0 {
 		c.OrphanGrace = DefaultOrphanGrace
 	}
+	if c.ServiceNATCheckInterval <= 0 {
+		c.ServiceNATCheckInterval = DefaultServiceNATCheckInterval
+	}
 	if c.Version == "" {
 		c.Version = buildVersion()
 	}
@@ -180,6 +202,11 @@ func (c *Config) validate() error {
 	for _, b := range c.ZoneBrands {
 		if b == "" || len(model.ValidateMeta(&model.ObjectMeta{Name: "n", Labels: map[string]string{model.LabelNodeBrandPrefix + b: "true"}}, false)) > 0 {
 			errs = append(errs, fmt.Errorf("zone brand %q is not a valid name", b))
+		}
+	}
+	if c.APIURL != "" {
+		if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("API URL %q is not an http(s) URL such as http://control-plane:8080", c.APIURL))
 		}
 	}
 	if c.SystemReservedMilliCPU < 0 || c.SystemReservedMemory < 0 {

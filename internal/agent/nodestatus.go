@@ -157,6 +157,10 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary) {
 		n.Metadata.Annotations[AnnotationAvailable] = sum.available
 	}
 
+	// nil until this agent has applied a snapshot: a status left by an
+	// earlier run (or an agent now without --api-url) is not reported.
+	n.Status.ServiceNetwork = a.serviceNAT.get()
+
 	a.mu.Lock()
 	workerErr := a.workerErr
 	a.mu.Unlock()

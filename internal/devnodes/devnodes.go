@@ -25,6 +25,9 @@ type Config struct {
 	DatabaseURL string
 	Temporal    string
 	Namespace   string
+	// APIURL is the control plane's base URL, where the agents follow the
+	// service network to program their service NAT rules.
+	APIURL string
 	// ExtraArgs are added to every agent's command line.
 	ExtraArgs []string
 	Logger    *slog.Logger
@@ -100,6 +103,9 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 		// writes images and volume data there itself.
 		"--image-dir", filepath.Join(n.Root, "fs/var/zonewright/images"),
 		"--zvol-dir", filepath.Join(n.Root, "fs/dev/zvol/rdsk")}, cfg.ExtraArgs...)
+	if cfg.APIURL != "" {
+		args = append(args, "--api-url", cfg.APIURL)
+	}
 	n.cmd = exec.Command(cfg.Agent, args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	// The agents die with the dev stack, even if it is killed.

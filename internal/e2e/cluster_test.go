@@ -103,7 +103,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	t.Cleanup(c.temporal.Close)
 	args := append([]string{"--heartbeat-interval", "1s"}, agentArgs...)
 	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), Agent: filepath.Join(binDir, "zonewright"),
-		Sim: filepath.Join(binDir, "illumos-sim"), DatabaseURL: url, Temporal: tmp.Address(), Namespace: "default", ExtraArgs: args})
+		Sim: filepath.Join(binDir, "illumos-sim"), DatabaseURL: url, Temporal: tmp.Address(), Namespace: "default", APIURL: c.api, ExtraArgs: args})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,8 @@ type MapRule struct {
 	// tcp, udp or tcp/udp.
 	Portmap      string
 	PortmapProto string
+	// Tag labels the rule, as for RdrRule.
+	Tag string
 }
 
 // RawRule is a listed rule kept as printed.
@@ -134,9 +136,16 @@ func (r *MapRule) Rule() (string, error) {
 	if !r.Src.IsValid() || !r.Dst.IsValid() || r.Src.Addr().Is4() != r.Dst.Addr().Is4() {
 		return "", fmt.Errorf("map: bad prefixes %v -> %v", r.Src, r.Dst)
 	}
+	if r.Tag != "" && !validNATTag(r.Tag) {
+		return "", fmt.Errorf("map: invalid tag %q", r.Tag)
+	}
+	tag := ""
+	if r.Tag != "" {
+		tag = " tag " + r.Tag // after the portmap, as ipnat prints it (spec 10.4)
+	}
 	s := fmt.Sprintf("map %s %s -> %s", r.Interface, r.Src, r.Dst)
 	if r.Portmap == "" {
-		return s, nil
+		return s + tag, nil
 	}
 	if !validProto(r.PortmapProto) {
 		return "", fmt.Errorf("map: portmap protocol %q must be tcp, udp or tcp/udp", r.PortmapProto)
@@ -149,7 +158,7 @@ func (r *MapRule) Rule() (string, error) {
 			return "", fmt.Errorf("map: portmap %q must be auto or LOW:HIGH", r.Portmap)
 		}
 	}
-	return s + " portmap " + r.PortmapProto + " " + r.Portmap, nil
+	return s + " portmap " + r.PortmapProto + " " + r.Portmap + tag, nil
 }
 
 func validPort(p int) bool { return p >= 1 && p <= 65535 }
@@ -560,12 +569,16 @@ func parseRdr(f []string) (*RdrRule, bool) {
 	return r, true
 }
 
-// parseMap reads: map IF SRC/MASK -> DST/MASK [portmap PROTO auto|LOW:HIGH]
+// parseMap reads: map IF SRC/MASK -> DST/MASK [portmap PROTO auto|LOW:HIGH] [tag T]
 func parseMap(f []string) (*MapRule, bool) {
+	r := &MapRule{}
+	if n := len(f); n >= 7 && f[n-2] == "tag" {
+		r.Tag, f = f[n-1], f[:n-2]
+	}
 	if (len(f) != 5 && len(f) != 8) || f[3] != "->" {
 		return nil, false
 	}
-	r := &MapRule{Interface: f[1]}
+	r.Interface = f[1]
 	var ok bool
 	if r.Src, ok = parseNATPrefix(f[2]); !ok {
 		return nil, false

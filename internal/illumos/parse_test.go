@@ -372,6 +372,8 @@ func TestParseIpnatList(t *testing.T) {
 		"map net0 192.168.1.0/24 -> 10.0.0.5/32 portmap tcp/udp auto\n" +
 		"map net0 192.168.2.0/255.255.255.0 -> 10.0.0.7/32\n" +
 		"bimap net0 192.168.1.1/32 -> 10.0.0.8/32\n" +
+		"map zwgw0 10.88.1.0/24 -> 10.88.1.1/32 portmap tcp/udp auto tag zonewright-svc\n" +
+		"map net0 192.168.3.0/24 -> 10.0.0.9/32 tag t1\n" +
 		"\n" +
 		"List of active sessions:\n" +
 		"RDR 192.168.1.10    8080  <- -> 10.0.0.5        80    [1.2.3.4 5555]\n"
@@ -385,6 +387,8 @@ func TestParseIpnatList(t *testing.T) {
 		&MapRule{Interface: "net0", Src: netip.MustParsePrefix("192.168.1.0/24"), Dst: netip.MustParsePrefix("10.0.0.5/32"), Portmap: "auto", PortmapProto: "tcp/udp"},
 		&MapRule{Interface: "net0", Src: netip.MustParsePrefix("192.168.2.0/24"), Dst: netip.MustParsePrefix("10.0.0.7/32")},
 		RawRule("bimap net0 192.168.1.1/32 -> 10.0.0.8/32"),
+		&MapRule{Interface: "zwgw0", Src: netip.MustParsePrefix("10.88.1.0/24"), Dst: netip.MustParsePrefix("10.88.1.1/32"), Portmap: "auto", PortmapProto: "tcp/udp", Tag: "zonewright-svc"},
+		&MapRule{Interface: "net0", Src: netip.MustParsePrefix("192.168.3.0/24"), Dst: netip.MustParsePrefix("10.0.0.9/32"), Tag: "t1"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %#v\nwant %#v", got, want)
@@ -401,12 +405,14 @@ func TestRenderNATRules(t *testing.T) {
 	rules := []NATRule{
 		&RdrRule{Interface: "net0", ExtAddr: netip.MustParsePrefix("10.0.0.5/32"), ExtPort: 80, IntAddrs: []netip.Addr{netip.MustParseAddr("192.168.1.10")}, IntPort: 8080, Proto: "tcp"},
 		&MapRule{Interface: "net0", Src: netip.MustParsePrefix("192.168.1.0/24"), Dst: netip.MustParsePrefix("10.0.0.5/32"), Portmap: "1024:65535", PortmapProto: "tcp"},
+		&MapRule{Interface: "net0", Src: netip.MustParsePrefix("192.168.1.0/24"), Dst: netip.MustParsePrefix("10.0.0.5/32"), Portmap: "auto", PortmapProto: "tcp/udp", Tag: "t1"},
 	}
 	got, err := RenderNATRules(rules)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "rdr net0 10.0.0.5/32 port 80 -> 192.168.1.10 port 8080 tcp\nmap net0 192.168.1.0/24 -> 10.0.0.5/32 portmap tcp 1024:65535\n"
+	want := "rdr net0 10.0.0.5/32 port 80 -> 192.168.1.10 port 8080 tcp\nmap net0 192.168.1.0/24 -> 10.0.0.5/32 portmap tcp 1024:65535\n" +
+		"map net0 192.168.1.0/24 -> 10.0.0.5/32 portmap tcp/udp auto tag t1\n"
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}

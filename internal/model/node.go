@@ -40,6 +40,25 @@ type NodeStatus struct {
 	Conditions  []NodeCondition `json:"conditions,omitempty"`
 	Addresses   []NodeAddress   `json:"addresses,omitempty"`
 	NodeInfo    NodeInfo        `json:"nodeInfo,omitempty"`
+	// ServiceNetwork is the service network generation whose NAT rules
+	// the node has in force; nil until it has applied one.
+	ServiceNetwork *NodeServiceNetwork `json:"serviceNetwork,omitempty"`
+}
+
+// NodeServiceNetwork says which service network snapshot a node's NAT
+// rules implement, so "has every node got it?" has an answer.
+type NodeServiceNetwork struct {
+	// Generation is the newest snapshot generation whose rules were all
+	// in force on the host when it was read back.
+	Generation  int64      `json:"generation"`
+	AppliedTime *time.Time `json:"appliedTime,omitempty"`
+	// Rules counts zonewright's NAT rules for the newest snapshot the
+	// node holds (its rdr rules and the hairpin map rule).
+	Rules int `json:"rules"`
+	// Missing counts the rules of the newest snapshot the host did not
+	// take (ipnat refused them); Message says which, when there are some.
+	Missing int    `json:"missing,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // NodeCondition is one facet of a node's health.

@@ -1,0 +1,130 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/servicenet"
+	"github.com/zonewright/zonewright/internal/simtest"
+)
+
+// serveServiceNet answers GET /api/v1/servicenet as the control plane
+// does, from held (the long poll waits at most a second here).
+func serveServiceNet(held *servicenet.Holder) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var snap *servicenet.Snapshot
+		if after := r.URL.Query().Get("after"); after == "" {
+			snap = held.Load()
+		} else {
+			n, _ := strconv.ParseInt(after, 10, 64)
+			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+			defer cancel()
+			if snap = held.Newer(ctx, n); snap == nil {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+		if snap == nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(snap)
+	}))
+}
+
+func webAt(gen int64, ip string) *servicenet.Snapshot {
+	return &servicenet.Snapshot{Generation: gen, Services: []servicenet.Service{{Namespace: "default", Name: "web",
+		ClusterIP: "10.96.0.20", Ports: []servicenet.Port{{Protocol: "TCP", Port: 80}},
+		Endpoints: []servicenet.Endpoint{{IP: ip, TargetPorts: []int32{8080}}}}}}
+}
+
+// The agent follows the snapshots through the API and converges on each;
+// with the control plane gone it keeps the last one, and repairs a wipe
+// from it.
+func TestServiceNATFollowsSnapshotsAndKeepsTheLastOne(t *testing.T) {
+	node := simtest.NewNode(t, "node1")
+	var cp servicenet.Holder
+	cp.Store(webAt(5, "10.88.1.5"))
+	srv := serveServiceNet(&cp)
+	t.Cleanup(srv.Close)
+
+	a := &Agent{cfg: Config{Node: "node1", APIURL: srv.URL, PodCIDR: "10.88.1.0/24", ServiceNATCheckInterval: 200 * time.Millisecond},
+		log: slog.New(slog.DiscardHandler), host: illumos.Host{Runner: &illumos.Runner{BinDir: node.Bin, Timeout: time.Minute}}}
+	reported := make(chan int64, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go a.programServiceNAT(ctx, func(context.Context) { reported <- a.serviceNAT.get().Generation })
+
+	ipnat := func(args ...string) string {
+		out, err := exec.Command(filepath.Join(node.Bin, "ipnat"), args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ipnat %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	waitRules := func(what string, ok func(string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			l := ipnat("-l")
+			if ok(l) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: ipnat -l:\n%s", what, l)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitReport := func(gen int64) {
+		t.Helper()
+		for {
+			select {
+			case g := <-reported:
+				if g == gen {
+					return
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("generation %d not reported", gen)
+			}
+		}
+	}
+
+	waitRules("the current snapshot's rule at start", func(l string) bool { return strings.Contains(l, "-> 10.88.1.5 port 8080") })
+	waitReport(5)
+	cp.Store(webAt(6, "10.88.1.6"))
+	waitRules("the next snapshot's rule", func(l string) bool {
+		return strings.Contains(l, "-> 10.88.1.6 port 8080") && !strings.Contains(l, "-> 10.88.1.5 ")
+	})
+	waitReport(6)
+
+	// The control plane goes away; a wipe is repaired from the last snapshot.
+	srv.Close()
+	ipnat("-CF")
+	waitRules("the rule restored without the control plane", func(l string) bool { return strings.Contains(l, "-> 10.88.1.6 port 8080") })
+	if st := a.serviceNAT.get(); st == nil || st.Generation != 6 || st.Rules != 2 || st.Missing != 0 {
+		t.Errorf("status = %+v, want generation 6 with 2 rules", st)
+	}
+}
+
+func TestConfigAPIURLMustBeHTTP(t *testing.T) {
+	for url, ok := range map[string]bool{"": true, "http://cp:8080": true, "https://cp.example/": true,
+		"cp:8080": false, "ftp://cp": false, "http://": false} {
+		cfg := Config{Node: "node1", DatabaseURL: "postgres://x", TemporalAddress: "t:7233", PodCIDR: "10.88.1.0/24", APIURL: url}
+		cfg.setDefaults()
+		err := cfg.validate()
+		if (err == nil) != ok {
+			t.Errorf("API URL %q: validate = %v, want ok %v", url, err, ok)
+		}
+	}
+}
