@@ -17,14 +17,16 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
 )
 
 // NewControl builds the control-plane worker with every control-plane
 // workflow and activity registered; nodes starts nodes' health workflows,
-// podTuning goes into the pod lifecycles it starts (nil: the defaults).
-func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning) worker.Worker {
+// podTuning goes into the pod lifecycles it starts (nil: the defaults),
+// serviceNet is the service network terminating pods wait to leave.
+func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder) worker.Worker {
 	pods := workflows.PodClient{Temporal: c, Tuning: podTuning}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{
 		// Autoscaling pollers keep polling the normal queue while running
@@ -41,6 +43,7 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	ctl := controlops.NewControl(st, pods)
 	ctl.NodeHealth = nodes
 	ctl.NodeGracePeriod, ctl.NodeEvictionTimeout = nodes.GracePeriod, nodes.EvictionTimeout
+	ctl.ServiceNet = serviceNet
 	w.RegisterActivity(&controlacts.Control{Ops: ctl})
 	return w
 }

@@ -317,6 +317,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	if g <= 0 || w.lost() {
 		return
 	}
+	g = w.leaveEndpoints(ctx, g)
 	w.step(ctx, "StopContainers", 1)
 	err := w.execHost(ctx, undoOptions(w.st.Node, time.Minute), host.StopContainers, sb, nil)
 	w.endStep(ctx, errString(err))
@@ -344,6 +345,39 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	var stopped bool
 	_ = fut.Get(ctx, &stopped)
 	w.endStep(ctx, "")
+}
+
+// versionLeaveEndpoints: a terminating pod waits, within its grace
+// period, until no node sends it traffic before its containers stop.
+const versionLeaveEndpoints = "leave-endpoints"
+
+// leaveEndpoints waits until no service lists the pod and every node has
+// applied that, so stopping it drops no request; finalize ends the wait,
+// and the grace period bounds it. It returns the grace period left.
+func (w *podWorkflow) leaveEndpoints(ctx workflow.Context, grace int64) int64 {
+	if workflow.GetVersion(ctx, versionLeaveEndpoints, workflow.DefaultVersion, 1) < 1 {
+		return grace
+	}
+	w.step(ctx, "LeaveEndpoints", 1)
+	start := workflow.Now(ctx)
+	in := controlops.EndpointsLeftInput{Pod: w.ref(), IP: w.st.Sandbox.IP, Until: start.Add(time.Duration(grace) * time.Second)}
+	o := controlOptions
+	o.StartToCloseTimeout, o.HeartbeatTimeout = time.Duration(grace)*time.Second+30*time.Second, 30*time.Second
+	lctx, cancel := workflow.WithCancel(ctx)
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(lctx, o), ctl.WaitEndpointsLeft, in)
+	_ = workflow.Await(ctx, func() bool { return fut.IsReady() || w.st.Finalize })
+	var res controlops.EndpointsLeftResult
+	switch {
+	case !fut.IsReady():
+		cancel()
+		w.endStep(ctx, "ended by finalize")
+	case fut.Get(ctx, &res) != nil || !res.Left:
+		w.endStep(ctx, "the grace period ended before every node stopped sending the pod traffic")
+	default:
+		w.endStep(ctx, "")
+	}
+	used := int64(workflow.Now(ctx).Sub(start) / time.Second)
+	return max(grace-used, 1)
 }
 
 // teardown removes the pod's zone and everything under it from the node,

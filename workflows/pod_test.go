@@ -138,6 +138,10 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		h.queues.add("ProvisionPod@" + activity.GetInfo(ctx).TaskQueue)
 		return supervisedSeq, nil
 	})
+	ret(on(ctl.WaitEndpointsLeft), func(context.Context, controlops.EndpointsLeftInput) (controlops.EndpointsLeftResult, error) {
+		h.calls.add("WaitEndpointsLeft")
+		return controlops.EndpointsLeftResult{Left: true, Generation: 7}, nil
+	})
 	ret(on(host.ShutdownZone), func(_ context.Context, _ hostops.ShutdownInput) (bool, error) {
 		h.calls.add("ShutdownZone")
 		return true, nil
@@ -329,6 +333,33 @@ func TestFinalizeEndsTheGracePeriod(t *testing.T) {
 	}
 	if !h.sawReason("Finalized") {
 		t.Fatal("no Finalized event")
+	}
+}
+
+// A graceful delete stops the containers only once no node sends the pod
+// traffic; the wait comes out of the grace period, and finalize ends it.
+func TestTerminationLeavesTheEndpointsBeforeStopping(t *testing.T) {
+	var grace int64
+	h := newHarness(t, podSpec(), override{fn: host.ShutdownZone, ret: []any{func(_ context.Context, in hostops.ShutdownInput) (bool, error) {
+		grace = in.GraceSeconds
+		return true, nil
+	}}}, override{fn: ctl.WaitEndpointsLeft, after: 10 * time.Second, ret: []any{controlops.EndpointsLeftResult{Left: true}, nil}})
+	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.calls.has("StopContainers") || grace < 19 || grace > 21 {
+		t.Fatalf("after a 10s wait to leave the endpoints the shutdown got %ds of the 30s grace period: %s", grace, h.calls)
+	}
+
+	h = newHarness(t, podSpec(), override{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}})
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalFinalize, nil) }, time.Minute+5*time.Second)
+	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.calls.has("RemovePod") {
+		t.Fatalf("finalize did not end the wait to leave the endpoints: %s", h.calls)
 	}
 }
 

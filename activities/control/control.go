@@ -134,3 +134,9 @@ func (a *Control) EnsureNodeWorkflows(ctx context.Context) (int, error) {
 func (a *Control) UnbindPod(ctx context.Context, in controlops.UnbindInput) error {
 	return a.Ops.UnbindPod(ctx, in)
 }
+
+// WaitEndpointsLeft waits, within the pod's grace period, until no node
+// sends the terminating pod traffic any more.
+func (a *Control) WaitEndpointsLeft(ctx context.Context, in controlops.EndpointsLeftInput) (controlops.EndpointsLeftResult, error) {
+	return a.Ops.WaitEndpointsLeft(heartbeats(ctx), in)
+}

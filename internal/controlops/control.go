@@ -21,6 +21,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/ipam"
 	"github.com/zonewright/zonewright/internal/scheduler"
+	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -37,6 +38,9 @@ type Control struct {
 	// configured now; ObserveNode hands them to every NodeHealth, so a
 	// changed flag reaches the nodes' running workflows. Zero: theirs.
 	NodeGracePeriod, NodeEvictionTimeout time.Duration
+	// ServiceNet is the control plane's service network snapshot; nil:
+	// terminating pods do not wait to leave the nodes' rules.
+	ServiceNet *servicenet.Holder
 }
 
 // NewControl wires a Control over one store.
