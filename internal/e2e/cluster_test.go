@@ -59,6 +59,26 @@ type cluster struct {
 	temporal tclient.Client
 	nodes    *devnodes.Nodes
 	cp       *controlplane.ControlPlane
+	cpConfig controlplane.Config // how cp was started, on its address
+}
+
+// stopControlPlane stops the control plane (API, worker, controllers);
+// the returned function starts it again on the same address.
+func (c *cluster) stopControlPlane() (start func()) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.cp.Stop(ctx); err != nil {
+		c.t.Fatalf("stop the control plane: %v", err)
+	}
+	return func() {
+		c.t.Helper()
+		cp, err := controlplane.Start(context.Background(), c.cpConfig)
+		if err != nil {
+			c.t.Fatalf("start the control plane again: %v", err)
+		}
+		c.cp = cp
+	}
 }
 
 func newCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
@@ -90,12 +110,13 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Listen = cp.Addr()
+	c := &cluster{t: t, api: "http://" + cp.Addr(), url: url, cp: cp, cpConfig: cfg}
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = cp.Stop(sctx)
+		_ = c.cp.Stop(sctx)
 	})
-	c := &cluster{t: t, api: "http://" + cp.Addr(), url: url, cp: cp}
 	c.temporal, err = tclient.Dial(tclient.Options{HostPort: tmp.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		t.Fatal(err)
