@@ -56,6 +56,7 @@ func main() {
 	flag.DurationVar(&o.scaleWindow, "scale-window", 60*time.Second, "how long each scale step measures")
 	flag.IntVar(&o.dnsSeconds, "dns-seconds", 5, "seconds the cluster DNS section queries for (0 skips it)")
 	flag.IntVar(&o.dnsClients, "dns-clients", 8, "UDP clients querying the cluster DNS at once")
+	flag.IntVar(&o.nat, "nat", 20, "pods added to and removed from a service, measuring when every node's NAT rules have it (0 skips it)")
 	flag.StringVar(&o.binDir, "bin", "bin", "directory holding zonewright and illumos-sim")
 	flag.StringVar(&o.jsonOut, "json", "bench.json", "where to write the results as JSON")
 	flag.Parse()
@@ -83,6 +84,7 @@ type options struct {
 	scale, scaleNodes, scaleSteps int
 	scaleWindow                   time.Duration
 	dnsSeconds, dnsClients        int
+	nat                           int
 	binDir, jsonOut               string
 }
 
@@ -106,6 +108,7 @@ type Results struct {
 	Steady       *SteadyResults     `json:"steady,omitempty"`
 	Scale        *ScaleResults      `json:"scale,omitempty"`
 	DNS          *DNSResults        `json:"dns,omitempty"`
+	NAT          *NATResults        `json:"nat,omitempty"`
 }
 
 // Percentiles of a latency sample, in milliseconds.

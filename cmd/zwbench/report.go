@@ -18,9 +18,17 @@ func (r *Results) print(w io.Writer) {
 	if r.Scale != nil {
 		r.Scale.print(w)
 	}
+	if r.NAT != nil {
+		r.NAT.print(w)
+	}
 	if r.DNS != nil {
 		r.DNS.print(w)
 	}
+}
+
+func (r *NATResults) print(w io.Writer) {
+	fmt.Fprintf(w, "\nservice NAT: %d endpoint changes on %d nodes, snapshot → each node's rules read back in force\n", r.Changes, r.Nodes)
+	fmt.Fprintf(w, "  p50 %.0f ms, p95 %.0f ms, p99 %.0f ms, max %.0f ms\n", r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
 }
 
 func (r *Results) printSections(w io.Writer) {

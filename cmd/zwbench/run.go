@@ -42,7 +42,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 			return nil, fmt.Errorf("dns: %w", err)
 		}
 	}
-	if o.idle > 0 || o.burst > 0 || o.steady > 0 || (o.scale <= 0 && o.dnsSeconds <= 0) {
+	if o.idle > 0 || o.burst > 0 || o.steady > 0 || o.nat > 0 || (o.scale <= 0 && o.dnsSeconds <= 0) {
 		if err := sections(ctx, o, res, log); err != nil {
 			return nil, err
 		}
@@ -101,6 +101,11 @@ func sections(ctx context.Context, o options, res *Results, log *slog.Logger) er
 	if o.burst > 0 {
 		if err := burst(ctx, s, api, tr, o, res, log); err != nil {
 			return err
+		}
+	}
+	if o.nat > 0 {
+		if res.NAT, err = natSection(ctx, api, o.nodes, o.nat); err != nil {
+			return fmt.Errorf("nat: %w", err)
 		}
 	}
 	if o.steady > 0 {

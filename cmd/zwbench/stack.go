@@ -63,7 +63,9 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	}
 	if s.cp, err = controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", Logger: log,
-		ImageStore: filepath.Join(dir, "images"), ImageDownloadSecret: "zwbench", ImageMap: imgMap}); err != nil {
+		ImageStore: filepath.Join(dir, "images"), ImageDownloadSecret: "zwbench", ImageMap: imgMap,
+		// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
+		ServiceCIDR: "127.94.0.0/16"}); err != nil {
 		return s, err
 	}
 	bin, err := filepath.Abs(cfg.binDir)
@@ -72,7 +74,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	}
 	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"),
 		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), DatabaseURL: url,
-		Temporal: s.temporal.Address(), Namespace: "default", Logger: log,
+		Temporal: s.temporal.Address(), Namespace: "default", Logger: log, APIURL: "http://" + s.cp.Addr(),
 		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods), "--heartbeat-interval", "2s"}})
 	return s, err
 }
