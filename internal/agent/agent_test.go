@@ -176,6 +176,16 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	}) {
 		t.Errorf("no etherstub: %+v", hostState.Links)
 	}
+	// The pods' gateway: a VNIC on the etherstub holding the CIDR's first
+	// address in the global zone.
+	if !slices.ContainsFunc(hostState.Links, func(l simtest.Link) bool { return l.Name == agent.GatewayLink && l.Class == "vnic" }) {
+		t.Errorf("no gateway VNIC %s: %+v", agent.GatewayLink, hostState.Links)
+	}
+	if !slices.ContainsFunc(hostState.Zones, func(z simtest.Zone) bool {
+		return z.Name == "global" && slices.Contains(z.Addresses, simtest.Address{Obj: agent.GatewayLink + "/v4", Addr: "127.10.9.1/24"})
+	}) {
+		t.Errorf("the global zone does not hold the pods' gateway 127.10.9.1/24 on %s: %+v", agent.GatewayLink, hostState.Zones)
+	}
 
 	// Heartbeats move lastHeartbeatTime, not lastTransitionTime.
 	first := *ready.LastHeartbeatTime

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/ipam"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// prepareHost makes the zones' parent dataset and the etherstub exist.
+// prepareHost makes the zones' parent dataset, the etherstub and the
+// pods' gateway exist.
 func (a *Agent) prepareHost(ctx context.Context) error {
 	cfg := a.cfg
 	zfs, dl := a.host.ZFS(), a.host.Dladm()
@@ -51,6 +54,41 @@ func (a *Agent) prepareHost(ctx context.Context) error {
 		return struct{}{}, err
 	}); err != nil {
 		return fmt.Errorf("create the etherstub %s: %w", cfg.Etherstub, err)
+	}
+	return a.prepareGateway(ctx)
+}
+
+// prepareGateway gives the pods their default router: a VNIC on the
+// etherstub (GatewayLink) whose IP interface holds the pod CIDR's first
+// address, forwarding IPv4, so pods reach beyond their network and their
+// traffic enters the global zone where the service rules apply.
+func (a *Agent) prepareGateway(ctx context.Context) error {
+	prefix, err := netip.ParsePrefix(a.cfg.PodCIDR)
+	if err != nil {
+		return fmt.Errorf("pod CIDR %q: %w", a.cfg.PodCIDR, err)
+	}
+	gw := netip.PrefixFrom(ipam.Gateway(prefix), prefix.Bits()).String()
+	dl, ip := a.host.Dladm(), a.host.GlobalZone()
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"create the gateway VNIC " + GatewayLink, func() error {
+			return dl.CreateVNIC(ctx, illumos.VNICSpec{Name: GatewayLink, Over: a.cfg.Etherstub})
+		}},
+		{"create the IP interface " + GatewayLink, func() error { return ip.CreateIf(ctx, GatewayLink) }},
+		{"give " + GatewayLink + " the pods' gateway " + gw, func() error { return ip.CreateStaticAddr(ctx, GatewayLink+"/v4", gw) }},
+		{"turn IPv4 forwarding on for " + GatewayLink, func() error { return ip.SetIfProp(ctx, GatewayLink, "ipv4", "forwarding", "on") }},
+	}
+	for _, st := range steps {
+		if _, err := retry(ctx, a.log, st.what, func() (struct{}, error) {
+			if err := st.do(); err != nil && !errors.Is(err, illumos.ErrAlreadyExists) {
+				return struct{}{}, err
+			}
+			return struct{}{}, nil
+		}); err != nil {
+			return fmt.Errorf("%s: %w", st.what, err)
+		}
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/zonewright/zonewright/deploy"
+	nodeagent "github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
@@ -289,7 +290,7 @@ func (c *cluster) podResources(node int) (zones, vnics, datasets int) {
 		}
 	}
 	for _, l := range s.Links {
-		if l.Class == "vnic" {
+		if l.Class == "vnic" && l.Name != nodeagent.GatewayLink { // the node's own, not a pod's
 			vnics++
 		}
 	}

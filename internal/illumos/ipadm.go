@@ -44,6 +44,20 @@ func (z InZone) CreateStaticAddr(ctx context.Context, addrobj, cidr string) erro
 	return err
 }
 
+// SetIfProp sets an IP interface property for a protocol (persistent),
+// e.g. SetIfProp(ctx, "zwgw0", "ipv4", "forwarding", "on").
+func (z InZone) SetIfProp(ctx context.Context, ifname, proto, prop, value string) error {
+	const op = "ipadm set-ifprop"
+	if !validIfName(ifname) {
+		return invalidf(op, z.Zone+":"+ifname, "invalid interface name %q", ifname)
+	}
+	if proto != "ipv4" && proto != "ipv6" && proto != "ip" {
+		return invalidf(op, z.Zone+":"+ifname, "protocol %q is not ipv4, ipv6 or ip", proto)
+	}
+	_, err := z.run(ctx, op, ifname, []string{inZone(ipadmPath), "set-ifprop", "-p", prop + "=" + value, "-m", proto, ifname}, nil)
+	return err
+}
+
 // DeleteAddr removes an address object. ErrNotFound when there is none.
 func (z InZone) DeleteAddr(ctx context.Context, addrobj string) error {
 	const op = "ipadm delete-addr"

@@ -17,7 +17,13 @@ const zloginPath = "/usr/sbin/zlogin"
 type InZone struct {
 	Runner Executor
 	Zone   string
+	// Here runs the commands in this zone (the global zone's own IP
+	// stack) instead of through zlogin; Zone only names it in errors.
+	Here bool
 }
+
+// GlobalZone runs the IP commands (ipadm, route) on the host's own stack.
+func (h Host) GlobalZone() InZone { return InZone{Runner: h.Runner, Zone: "global", Here: true} }
 
 // ExecResult is how a command run in a zone ended.
 type ExecResult struct {
@@ -65,6 +71,14 @@ func (z InZone) run(ctx context.Context, op, subject string, argv []string, stdi
 }
 
 func (z InZone) cmd(op string, argv []string, stdin []byte) (Cmd, error) {
+	if z.Here {
+		if len(argv) == 0 || argv[0] == "" {
+			return Cmd{}, invalidf(op, z.Zone, "empty command")
+		}
+		// The zone's commands are named by base name (inZone); here they
+		// are the host's, where the IP commands live in /usr/sbin.
+		return Cmd{Path: path.Join("/usr/sbin", argv[0]), Args: argv[1:], Stdin: stdin}, nil
+	}
 	if !ValidZoneName(z.Zone) {
 		return Cmd{}, invalidf(op, z.Zone, "invalid zone name %q", z.Zone)
 	}
