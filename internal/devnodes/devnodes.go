@@ -31,6 +31,11 @@ type Config struct {
 	// ExtraArgs are added to every agent's command line.
 	ExtraArgs []string
 	Logger    *slog.Logger
+	// PodNetwork is the second octet of the nodes' pod CIDRs,
+	// 127.<PodNetwork>.<node>.0/24; zero means 10. Stacks running side by
+	// side on one machine need their own, or their pods' servers would
+	// bind the same addresses.
+	PodNetwork int
 }
 
 // Node is one running simulated node.
@@ -49,9 +54,15 @@ type Nodes struct {
 	Nodes []*Node
 }
 
-// PodCIDR is node i's pod network: in 127.0.0.0/8, so the agent's HTTP and
-// TCP probes reach the containers' real processes on this machine.
-func PodCIDR(i int) string { return fmt.Sprintf("127.10.%d.0/24", i) }
+// PodCIDR is node i's pod network in network (the second octet): in
+// 127.0.0.0/8, so the agent's HTTP and TCP probes reach the containers'
+// real processes on this machine.
+func PodCIDR(network, i int) string {
+	if network == 0 {
+		network = 10
+	}
+	return fmt.Sprintf("127.%d.%d.0/24", network, i)
+}
 
 // FindSim locates illumos-sim: beside the running binary, else on PATH.
 func FindSim() (string, error) {
@@ -88,7 +99,7 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{Name: name, Root: filepath.Join(dir, "state"), BinDir: filepath.Join(dir, "bin"), PodCIDR: PodCIDR(i), done: make(chan struct{})}
+	n := &Node{Name: name, Root: filepath.Join(dir, "state"), BinDir: filepath.Join(dir, "bin"), PodCIDR: PodCIDR(cfg.PodNetwork, i), done: make(chan struct{})}
 	if out, err := exec.CommandContext(ctx, cfg.Sim, "install", n.BinDir, "--root", n.Root).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("prepare simulated node %s: %v: %s", name, err, out)
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,6 +62,26 @@ type cluster struct {
 	nodes    *devnodes.Nodes
 	cp       *controlplane.ControlPlane
 	cpConfig controlplane.Config // how cp was started, on its address
+}
+
+// podNetworks hands each cluster of this test binary pod networks of its
+// own (127.<n>.<node>.0/24), so pods of clusters running in parallel never
+// serve on the same address; the dev stack keeps 127.10.
+var podNetworks = &counter{n: 19}
+
+type counter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *counter) next() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if c.n == 94 { // 127.94-98 are the service ranges of the bench and tests
+		c.n = 99
+	}
+	return c.n
 }
 
 // stopControlPlane stops the control plane (API, worker, controllers);
@@ -125,7 +146,8 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	t.Cleanup(c.temporal.Close)
 	args := append([]string{"--heartbeat-interval", "1s"}, agentArgs...)
 	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), Agent: filepath.Join(binDir, "zonewright"),
-		Sim: filepath.Join(binDir, "illumos-sim"), DatabaseURL: url, Temporal: tmp.Address(), Namespace: "default", APIURL: c.api, ExtraArgs: args})
+		Sim: filepath.Join(binDir, "illumos-sim"), DatabaseURL: url, Temporal: tmp.Address(), Namespace: "default", APIURL: c.api, ExtraArgs: args,
+		PodNetwork: podNetworks.next()})
 	if err != nil {
 		t.Fatal(err)
 	}
