@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -15,9 +14,8 @@ import (
 	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/servicenet"
-	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/storetest"
 )
 
 // newServiceAPI serves a fresh database with a service network holder.
@@ -28,18 +26,7 @@ func newServiceAPI(t *testing.T) (*client, *servicenet.Holder) {
 
 func newServiceAPIWith(t *testing.T, cidr string) (*client, *servicenet.Holder) {
 	t.Helper()
-	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.New(t)
 	h := &servicenet.Holder{}
 	srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: slog.New(slog.DiscardHandler), WatchKeepalive: 100 * time.Millisecond,
 		ServiceCIDR: clusterip.MustParse(cidr), ServiceNet: h, ServiceNetWait: 5 * time.Second}).Handler())

@@ -3,7 +3,6 @@ package controlops_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"sync"
 	"testing"
@@ -13,27 +12,12 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func openStore(t *testing.T) *store.Store {
-	t.Helper()
-	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
+func openStore(t *testing.T) *store.Store { return storetest.New(t) }
 
 func createNode(t *testing.T, st *store.Store, name string, heartbeat time.Time) {
 	t.Helper()
