@@ -109,22 +109,30 @@ func (a *Agent) programServiceNAT(ctx context.Context, report func(context.Conte
 			a.log.Info("service NAT rules converged", "generation", snap.Generation, "rules", len(want),
 				"added", res.Added, "removed", res.Removed)
 		}
-		st := model.NodeServiceNetwork{Rules: len(want), Missing: len(res.Missing)}
-		if prev := a.serviceNAT.get(); prev != nil {
-			st.Generation, st.AppliedTime = prev.Generation, prev.AppliedTime
-		}
-		if res.Converged() {
-			now := time.Now().UTC()
-			if st.Generation != snap.Generation {
-				st.Generation, st.AppliedTime = snap.Generation, &now
-			}
-		} else {
-			st.Message = problem
-		}
+		st := appliedStatus(a.serviceNAT.get(), snap.Generation, len(want), res, problem, time.Now().UTC())
 		if a.serviceNAT.set(st) {
 			report(ctx)
 		}
 	}
+}
+
+// appliedStatus is the node's service network status after converging to
+// generation gen. The generation counts as applied once no obsolete rule
+// is left: no traffic the snapshot took away still arrives (what a
+// terminating pod waits for), even when the host refused some new rule
+// (counted in Missing, told in Message, and tried again).
+func appliedStatus(prev *model.NodeServiceNetwork, gen int64, rules int, res servicenat.Result, problem string, now time.Time) model.NodeServiceNetwork {
+	st := model.NodeServiceNetwork{Rules: rules, Missing: len(res.Missing)}
+	if prev != nil {
+		st.Generation, st.AppliedTime = prev.Generation, prev.AppliedTime
+	}
+	if len(res.Leftover) == 0 && st.Generation != gen {
+		st.Generation, st.AppliedTime = gen, &now
+	}
+	if !res.Converged() {
+		st.Message = problem
+	}
+	return st
 }
 
 // ruleList renders at most three rules for a log line or message.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/servicenat"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
@@ -126,5 +128,25 @@ func TestConfigAPIURLMustBeHTTP(t *testing.T) {
 		if (err == nil) != ok {
 			t.Errorf("API URL %q: validate = %v, want ok %v", url, err, ok)
 		}
+	}
+}
+
+// A refused new rule is reported but does not hold the generation back
+// (terminating pods wait for it); an obsolete rule still loaded does.
+func TestAppliedStatusWaitsOnlyForObsoleteRules(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	prev := &model.NodeServiceNetwork{Generation: 5}
+	var rule illumos.NATRule = illumos.RawRule("rdr zwgw0 10.96.0.20/32 port 80 -> 10.88.1.5 port 8080 tcp")
+	refused := appliedStatus(prev, 6, 3, servicenat.Result{Missing: []illumos.NATRule{rule}}, "1 rules missing", now)
+	if refused.Generation != 6 || refused.Missing != 1 || refused.Message == "" || refused.AppliedTime == nil || !refused.AppliedTime.Equal(now) {
+		t.Fatalf("with a refused rule: %+v; want generation 6 applied, the rule counted and told", refused)
+	}
+	left := appliedStatus(prev, 6, 3, servicenat.Result{Leftover: []illumos.NATRule{rule}}, "1 obsolete rules left", now)
+	if left.Generation != 5 || left.Message == "" {
+		t.Fatalf("with an obsolete rule left: %+v; want generation 5 kept", left)
+	}
+	same := appliedStatus(&refused, 6, 3, servicenat.Result{}, "", now.Add(time.Minute))
+	if same.Generation != 6 || !same.AppliedTime.Equal(now) || same.Missing != 0 || same.Message != "" {
+		t.Fatalf("the same generation again: %+v; want its first applied time and no problem", same)
 	}
 }

@@ -25,8 +25,8 @@ type EndpointsLeftResult struct {
 	Generation int64
 }
 
-// nodesLookEvery is how often the nodes' applied generations are read
-// while a pod waits to leave them.
+// nodesLookEvery is how soon the nodes' applied generations are read
+// again while a pod waits to leave them, doubling up to a second.
 const nodesLookEvery = 100 * time.Millisecond
 
 // WaitEndpointsLeft waits until the service network no longer sends the
@@ -41,6 +41,7 @@ func (a *Control) WaitEndpointsLeft(ctx context.Context, in EndpointsLeftInput) 
 	ctx, cancel := context.WithDeadline(ctx, in.Until)
 	defer cancel()
 	var gen int64
+	wait := nodesLookEvery
 	for {
 		snap := a.ServiceNet.Load()
 		if snap != nil && !serves(snap, in.IP) {
@@ -54,7 +55,8 @@ func (a *Control) WaitEndpointsLeft(ctx context.Context, in EndpointsLeftInput) 
 			}
 		}
 		progress.Report(ctx, gen)
-		t := time.NewTimer(nodesLookEvery)
+		t := time.NewTimer(wait)
+		wait = min(2*wait, time.Second) // nodes usually apply within tens of milliseconds
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -48,8 +48,9 @@ type NodeStatus struct {
 // NodeServiceNetwork says which service network snapshot a node's NAT
 // rules implement, so "has every node got it?" has an answer.
 type NodeServiceNetwork struct {
-	// Generation is the newest snapshot generation whose rules were all
-	// in force on the host when it was read back.
+	// Generation is the newest snapshot generation the host has applied:
+	// every rule it took away is gone (read back), so no traffic it
+	// removed still arrives; Missing counts its rules the host refused.
 	Generation  int64      `json:"generation"`
 	AppliedTime *time.Time `json:"appliedTime,omitempty"`
 	// Rules counts zonewright's NAT rules for the newest snapshot the
