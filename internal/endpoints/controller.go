@@ -145,6 +145,38 @@ func (c *Controller) reconcile(ctx context.Context, log *slog.Logger) error {
 	}
 	timer := time.NewTimer(resync)
 	defer timer.Stop()
+	now := make(chan time.Time)
+	close(now)
+	// take applies one change from the watches; it reports false when
+	// retry or idle came first (idle: now, to take only what is queued).
+	take := func(retry, idle <-chan time.Time) (bool, error) {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-timer.C:
+			return false, errResync
+		case <-retry:
+			return false, nil
+		case <-idle:
+			return false, nil
+		case ev, ok := <-svcW.Events:
+			if !ok {
+				return false, watchEnded("services", svcW)
+			}
+			st.applyService(ev, dirty)
+		case ev, ok := <-podW.Events:
+			if !ok {
+				return false, watchEnded("pods", podW)
+			}
+			st.applyPod(ev, dirty)
+		case ev, ok := <-epW.Events:
+			if !ok {
+				return false, watchEnded("endpoints", epW)
+			}
+			st.applyEndpoints(ev, dirty)
+		}
+		return true, nil
+	}
 	for {
 		// Write what is dirty, then wait for the next change; the changes
 		// that came meanwhile are taken together.
@@ -159,49 +191,14 @@ func (c *Controller) reconcile(ctx context.Context, log *slog.Logger) error {
 		if len(dirty) > 0 {
 			retry = time.After(time.Second)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-			return errResync
-		case <-retry:
-		case ev, ok := <-svcW.Events:
-			if !ok {
-				return watchEnded("services", svcW)
-			}
-			st.applyService(ev, dirty)
-		case ev, ok := <-podW.Events:
-			if !ok {
-				return watchEnded("pods", podW)
-			}
-			st.applyPod(ev, dirty)
-		case ev, ok := <-epW.Events:
-			if !ok {
-				return watchEnded("endpoints", epW)
-			}
-			st.applyEndpoints(ev, dirty)
+		// Wait for a change, then take those already queued with it, so
+		// the writes above cover them together.
+		got, err := take(retry, nil)
+		for err == nil && got {
+			got, err = take(nil, now)
 		}
-	drain:
-		for {
-			select {
-			case ev, ok := <-svcW.Events:
-				if !ok {
-					return watchEnded("services", svcW)
-				}
-				st.applyService(ev, dirty)
-			case ev, ok := <-podW.Events:
-				if !ok {
-					return watchEnded("pods", podW)
-				}
-				st.applyPod(ev, dirty)
-			case ev, ok := <-epW.Events:
-				if !ok {
-					return watchEnded("endpoints", epW)
-				}
-				st.applyEndpoints(ev, dirty)
-			default:
-				break drain
-			}
+		if err != nil {
+			return err
 		}
 	}
 }
