@@ -279,17 +279,28 @@ func WakeUnschedulable(ctx context.Context, st *store.Store, lc Lifecycles) int 
 	if err != nil {
 		return 0
 	}
-	n := 0
-	for _, p := range pending.Items {
-		if p.Status.Reason != ReasonUnschedulable {
-			continue
+	waiting := slices.DeleteFunc(pending.Items, func(p model.Pod) bool { return p.Status.Reason != ReasonUnschedulable })
+	// The oldest first, and a bounded number: one freed pod's room fits
+	// few, and a burst of deletions must not signal every waiter each time.
+	created := func(p model.Pod) time.Time {
+		if t := p.Metadata.CreationTimestamp; t != nil {
+			return *t
 		}
+		return time.Time{}
+	}
+	slices.SortFunc(waiting, func(a, b model.Pod) int { return created(a).Compare(created(b)) })
+	n := 0
+	for _, p := range waiting[:min(len(waiting), maxWoken)] {
 		if lc.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalWake, struct{}{}) == nil {
 			n++
 		}
 	}
 	return n
 }
+
+// maxWoken bounds the pods WakeUnschedulable wakes at once; the others
+// look again after their back-off or at the next room made.
+const maxWoken = 20
 
 // EvictSignal tells a pod lifecycle to leave Node: Lost nodes get no more
 // work (their leftovers are the agent's to clean when it returns); live
