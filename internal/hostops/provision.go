@@ -102,7 +102,7 @@ func (h *Host) ProvisionPod(ctx context.Context, in ProvisionInput) (uint64, err
 			return 0, &ProvisionError{Progress: at, Tries: tries, Err: err}
 		}
 	}
-	return h.Supervisor.Watch(SupervisedPod(s, in.Probes), nil), nil
+	return h.SupervisePod(ctx, SuperviseInput{Sandbox: s, Probes: in.Probes})
 }
 
 // runStep runs one step, trying a transient failure again with back-off
