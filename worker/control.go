@@ -40,6 +40,7 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	// Registered by method name, as the workflows refer to them.
 	w.RegisterWorkflowWithOptions(workflows.ReconcilePods, workflow.RegisterOptions{Name: "ReconcilePods"})
 	w.RegisterWorkflowWithOptions(workflows.NodeHealth, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.Deployment, workflow.RegisterOptions{Name: workflows.DeploymentWorkflowName})
 	ctl := controlops.NewControl(st, pods)
 	ctl.NodeHealth = nodes
 	ctl.NodeGracePeriod, ctl.NodeEvictionTimeout = nodes.GracePeriod, nodes.EvictionTimeout

@@ -140,3 +140,9 @@ func (a *Control) UnbindPod(ctx context.Context, in controlops.UnbindInput) erro
 func (a *Control) WaitEndpointsLeft(ctx context.Context, in controlops.EndpointsLeftInput) (controlops.EndpointsLeftResult, error) {
 	return a.Ops.WaitEndpointsLeft(heartbeats(ctx), in)
 }
+
+// SyncDeployment brings a deployment one step closer to its spec
+// (controlops.Control.SyncDeployment).
+func (a *Control) SyncDeployment(ctx context.Context, ref controlops.DeploymentRef) (controlops.DeploymentSyncResult, error) {
+	return a.Ops.SyncDeployment(ctx, ref)
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/deploymentfeed"
 	"github.com/zonewright/zonewright/internal/endpoints"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
@@ -280,6 +281,12 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	go func() {
 		defer cp.bg.Done()
 		(&servicefeed.Follower{Store: st, Holder: serviceNet, Log: log.With("component", "servicenet")}).Run(bgCtx)
+	}()
+	// Deployments' workflows wait for signals; the feed sends them.
+	cp.bg.Add(1)
+	go func() {
+		defer cp.bg.Done()
+		(&deploymentfeed.Follower{Store: st, Workflows: workflows.DeploymentClient{Temporal: tc}, Log: log.With("component", "deployments")}).Run(bgCtx)
 	}()
 	return cp, nil
 }

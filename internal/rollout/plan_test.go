@@ -257,3 +257,14 @@ func TestPausedTakesNoRolloutStep(t *testing.T) {
 		t.Fatalf("paused: create %d delete %v", plan.Create, plan.Delete)
 	}
 }
+
+func TestTemplateHashFollowsTheTemplateOnly(t *testing.T) {
+	a := model.PodTemplate{Metadata: model.TemplateMeta{Labels: map[string]string{"app": "web"}},
+		Spec: model.PodSpec{Containers: []model.Container{{Name: "c", Image: "base", Command: []string{"sleep", "1"}}}}}
+	b := a
+	b.Metadata.Annotations = map[string]string{model.AnnotationRestartedAt: "now"}
+	ha, hb := TemplateHash(a), TemplateHash(b)
+	if ha == hb || ha != TemplateHash(a) || len(ha) == 0 || len(ha) > 10 {
+		t.Fatalf("hashes %q and %q: want stable, distinct, 1-10 characters", ha, hb)
+	}
+}
