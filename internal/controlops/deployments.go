@@ -131,7 +131,9 @@ func (s *deploymentSync) planSpec() rollout.Spec {
 	return spec
 }
 
-func revisionHash(r *model.ControllerRevision) string { return r.Metadata.Labels[model.LabelPodTemplateHash] }
+func revisionHash(r *model.ControllerRevision) string {
+	return r.Metadata.Labels[model.LabelPodTemplateHash]
+}
 
 // loadRevisions reads the deployment's revisions, oldest first.
 func (s *deploymentSync) loadRevisions(ctx context.Context) error {

@@ -29,12 +29,12 @@ type TypeMeta struct {
 
 // ObjectMeta is the metadata every resource carries.
 type ObjectMeta struct {
-	Name              string            `json:"name"`
-	Namespace         string            `json:"namespace,omitempty"`
-	UID               string            `json:"uid,omitempty"`
-	ResourceVersion   string            `json:"resourceVersion,omitempty"`
+	Name            string `json:"name"`
+	Namespace       string `json:"namespace,omitempty"`
+	UID             string `json:"uid,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
 	// Generation counts the changes of the object's spec; the server sets it.
-	Generation int64 `json:"generation,omitempty"`
+	Generation        int64             `json:"generation,omitempty"`
 	Labels            map[string]string `json:"labels,omitempty"`
 	Annotations       map[string]string `json:"annotations,omitempty"`
 	CreationTimestamp *time.Time        `json:"creationTimestamp,omitempty"`

@@ -40,6 +40,18 @@ func (s *Store) CreatePod(ctx context.Context, p *model.Pod) error {
 	})
 }
 
+// CreateDeployment stores a new deployment in an existing namespace.
+func (s *Store) CreateDeployment(ctx context.Context, d *model.Deployment) error {
+	return s.Deployments().CreateWith(ctx, d, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", d.Metadata.Namespace).Scan(&one)
+		if classify(err) == ErrNotFound {
+			return fmt.Errorf("%w: namespace %q", ErrNotFound, d.Metadata.Namespace)
+		}
+		return err
+	})
+}
+
 // CreateService stores a new service in an existing namespace, with its
 // cluster IP allocated from ips in the same transaction (unless it is
 // headless): a requested address that is taken or outside the range is a
@@ -102,7 +114,7 @@ func (s *Store) ServiceNetwork(ctx context.Context) (int64, []model.Service, []m
 }
 
 // DeleteNamespace removes an empty namespace and its events; one that
-// still holds pods or services is ErrConflict. Endpoints left by its last
+// still holds pods, deployments or services is ErrConflict. Endpoints left by its last
 // services are the endpoints controller's to delete, so that watchers see
 // them go.
 func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion string) (*model.Namespace, error) {
@@ -113,6 +125,13 @@ func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion strin
 		}
 		if pods > 0 {
 			return fmt.Errorf("%w: namespace %q still holds %d pod(s); delete them first", ErrConflict, name, pods)
+		}
+		var deployments int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM deployments WHERE namespace = $1", name).Scan(&deployments); err != nil {
+			return err
+		}
+		if deployments > 0 {
+			return fmt.Errorf("%w: namespace %q still holds %d deployment(s); delete them first", ErrConflict, name, deployments)
 		}
 		var services int
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM services WHERE namespace = $1", name).Scan(&services); err != nil {
