@@ -3,8 +3,8 @@
 // while it waits, so something must tell it when its spec or one of its
 // pods changed. The follower is that something. It signals only for
 // changes a rollout can act on (a new generation, a deletion, a pod
-// created, gone, scheduled, Ready or finished), never for the workflow's
-// own status writes.
+// gone, terminating, Ready or finished), never for the workflow's
+// own status writes or pod creations.
 package deploymentfeed
 
 import (
@@ -81,8 +81,8 @@ func sleep(ctx context.Context, d time.Duration) {
 // podState is what of a pod a rollout acts on; a change of it wakes the
 // pod's deployment.
 type podState struct {
-	owner                                 string
-	scheduled, ready, terminating, finish bool
+	owner                      string
+	ready, terminating, finish bool
 }
 
 func stateOf(p *model.Pod) (podState, bool) {
@@ -90,7 +90,7 @@ func stateOf(p *model.Pod) (podState, bool) {
 	if o == nil || o.Kind != model.KindDeployment {
 		return podState{}, false
 	}
-	st := podState{owner: o.Name, scheduled: p.Spec.NodeName != "", terminating: p.Metadata.DeletionTimestamp != nil,
+	st := podState{owner: o.Name, terminating: p.Metadata.DeletionTimestamp != nil,
 		finish: p.Status.Phase == model.PodFailed || p.Status.Phase == model.PodSucceeded}
 	for _, c := range p.Status.Conditions {
 		if c.Type == model.PodReady {
@@ -201,7 +201,8 @@ func (f *Follower) follow(ctx context.Context) error {
 				continue
 			}
 			k := key(p.Metadata.Namespace, p.Metadata.Name)
-			if old, ok := seenPods[k]; ev.Type == "DELETED" || !ok || old != st {
+			// A pod's creation is the workflow's own doing: it knows.
+			if old, ok := seenPods[k]; ev.Type == "DELETED" || (ok && old != st) || (!ok && st != podState{owner: st.owner}) {
 				dirty[key(p.Metadata.Namespace, st.owner)] = [2]string{p.Metadata.Namespace, st.owner}
 			}
 			if ev.Type == "DELETED" {

@@ -1,0 +1,280 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows"
+)
+
+const deploymentsPath = "/apis/apps/v1/namespaces/default/deployments"
+
+// webDeployment is a deployment of replicas pods labelled app=<name>,
+// each running command.
+func webDeployment(name string, replicas int, command string, extra string) string {
+	return fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":%q},
+	 "spec":{"replicas":%d,"selector":{"matchLabels":{"app":%q}},%s
+	  "template":{"metadata":{"labels":{"app":%q}},"spec":{"terminationGracePeriodSeconds":2,
+	   "containers":[{"name":"app","image":"base","command":["sh","-c",%q]}]}}}}`, name, replicas, name, extra, name, command)
+}
+
+func (c *cluster) deployment(name string) model.Deployment {
+	c.t.Helper()
+	var d model.Deployment
+	if code := c.get(deploymentsPath+"/"+name, &d); code != http.StatusOK {
+		c.t.Fatalf("get deployment %s: %d", name, code)
+	}
+	return d
+}
+
+// editDeployment reads, changes and writes a deployment, reading again
+// when its workflow's status write got there first.
+func (c *cluster) editDeployment(name string, change func(d *model.Deployment)) model.Deployment {
+	c.t.Helper()
+	for range 20 {
+		d := c.deployment(name)
+		change(&d)
+		code, b := c.do("PUT", deploymentsPath+"/"+name, d)
+		if code == http.StatusConflict {
+			continue
+		}
+		if code != http.StatusOK {
+			c.t.Fatalf("update deployment %s: %d %s", name, code, b)
+		}
+		_ = json.Unmarshal(b, &d)
+		return d
+	}
+	c.t.Fatalf("update deployment %s: conflicts all along", name)
+	return model.Deployment{}
+}
+
+func progressing(d model.Deployment) (string, string) {
+	if cond := d.Status.Condition(model.DeploymentProgressing); cond != nil {
+		return cond.Status, cond.Reason
+	}
+	return "", ""
+}
+
+// waitRolledOut waits for kubectl rollout status's success: the
+// generation observed, every replica updated and available, nothing old
+// left, Progressing True/NewReplicaSetAvailable.
+func (c *cluster) waitRolledOut(name string, timeout time.Duration) model.Deployment {
+	c.t.Helper()
+	var d model.Deployment
+	c.eventually(timeout, "deployment "+name+" rolled out", func() bool {
+		d = c.deployment(name)
+		st, reason := progressing(d)
+		r := d.DesiredReplicas()
+		return d.Status.ObservedGeneration == d.Metadata.Generation && d.Status.UpdatedReplicas == r &&
+			d.Status.AvailableReplicas == r && d.Status.Replicas == r && st == model.ConditionTrue && reason == model.ReasonNewReplicaSetAvailable
+	})
+	return d
+}
+
+// podTally follows a deployment's pods on the watch stream and keeps, at
+// every event, the most pods not terminating and the fewest available.
+type podTally struct {
+	mu         sync.Mutex
+	pods       map[string]model.Pod
+	added      map[string]int // ADDED events per pod name
+	maxActive  int
+	minAvail   int
+	events     int
+	sampling   bool
+	violations []string
+}
+
+func (c *cluster) followPods(app string) *podTally {
+	c.t.Helper()
+	req, _ := http.NewRequest("GET", c.api+"/api/v1/namespaces/default/pods?watch=true&labelSelector=app%3D"+app, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	req = req.WithContext(ctx)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cancel(); resp.Body.Close() })
+	tally := &podTally{pods: map[string]model.Pod{}, added: map[string]int{}, minAvail: 1 << 30}
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var ev struct {
+				Type   string
+				Object model.Pod
+			}
+			if json.Unmarshal([]byte(line), &ev) != nil {
+				continue
+			}
+			tally.apply(ev.Type, ev.Object)
+		}
+	}()
+	return tally
+}
+
+func (t *podTally) apply(typ string, p model.Pod) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.events++
+	if typ == "DELETED" {
+		delete(t.pods, p.Metadata.Name)
+	} else {
+		if typ == "ADDED" {
+			t.added[p.Metadata.Name]++
+		}
+		t.pods[p.Metadata.Name] = p
+	}
+	if !t.sampling {
+		return
+	}
+	active, avail := t.counts()
+	t.maxActive = max(t.maxActive, active)
+	t.minAvail = min(t.minAvail, avail)
+}
+
+func (t *podTally) counts() (active, avail int) {
+	for _, p := range t.pods {
+		if p.Metadata.DeletionTimestamp != nil {
+			continue
+		}
+		active++
+		if isReady(p) {
+			avail++
+		}
+	}
+	return active, avail
+}
+
+// sample starts the bookkeeping of bounds from the current state on.
+func (t *podTally) sample() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sampling = true
+	t.maxActive, t.minAvail = t.counts()
+}
+
+func (t *podTally) bounds() (maxActive, minAvail, events int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.maxActive, t.minAvail, t.events
+}
+
+// podsOf lists the deployment's pods, by the revision hash they run.
+func (c *cluster) podsOf(app string) map[string][]model.Pod {
+	c.t.Helper()
+	var list model.List[model.Pod]
+	c.get("/api/v1/namespaces/default/pods?labelSelector=app%3D"+app, &list)
+	out := map[string][]model.Pod{}
+	for _, p := range list.Items {
+		h := p.Metadata.Labels[model.LabelPodTemplateHash]
+		out[h] = append(out[h], p)
+	}
+	return out
+}
+
+// A template change on 4 replicas with the default 25%/25% never runs
+// more than 5 pods nor fewer than 3 available; it ends with every
+// replica updated and available and nothing of the old revision. Its
+// workflow then costs no history events while nothing changes; a rollback
+// by hand returns to the first template, and deleting the deployment
+// removes its pods and revisions.
+func TestDeploymentRollingUpdateKeepsItsBounds(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	tally := c.followPods("web")
+	if code, b := c.do("POST", deploymentsPath, webDeployment("web", 4, "exec sleep 3600", "")); code != http.StatusCreated {
+		t.Fatalf("create deployment: %d %s", code, b)
+	}
+	start := time.Now()
+	first := c.waitRolledOut("web", 2*time.Minute)
+	t.Logf("4 replicas created and available in %s", time.Since(start).Round(100*time.Millisecond))
+	firstHash := ""
+	for h, ps := range c.podsOf("web") {
+		firstHash = h
+		for _, p := range ps {
+			if o := model.ControllerOf(&p.Metadata); o == nil || o.Kind != model.KindDeployment || o.UID != first.Metadata.UID ||
+				!strings.HasPrefix(p.Metadata.Name, "web-"+h+"-") {
+				t.Fatalf("pod %s: owner %+v; want the deployment, named web-%s-…", p.Metadata.Name, o, h)
+			}
+		}
+	}
+	wfID := workflows.DeploymentWorkflowID("default", "web")
+	before := c.historyLength(wfID)
+
+	tally.sample()
+	start = time.Now()
+	changed := c.editDeployment("web", func(d *model.Deployment) {
+		d.Spec.Template.Spec.Containers[0].Command = []string{"sh", "-c", "exec sleep 7200"}
+	})
+	if changed.Metadata.Generation != first.Metadata.Generation+1 {
+		t.Fatalf("generation %d after a template change; want %d", changed.Metadata.Generation, first.Metadata.Generation+1)
+	}
+	done := c.waitRolledOut("web", 3*time.Minute)
+	rollTime := time.Since(start)
+	c.eventually(30*time.Second, "the old revision's pods to be gone", func() bool { return len(c.podsOf("web")[firstHash]) == 0 })
+	maxActive, minAvail, events := tally.bounds()
+	if maxActive > 5 || minAvail < 3 {
+		t.Fatalf("over %d pod events: at most %d pods not terminating (want ≤ 5), at least %d available (want ≥ 3)", events, maxActive, minAvail)
+	}
+	if done.Status.Revision != 2 || done.Metadata.Annotations[model.AnnotationRevision] != "2" {
+		t.Fatalf("revision %d (annotation %q) after one template change; want 2", done.Status.Revision, done.Metadata.Annotations[model.AnnotationRevision])
+	}
+	spent := c.historyLength(wfID) - before
+	t.Logf("rolled 4 replicas in %s; %d pod events; the deployment's workflow spent %d history events", rollTime.Round(100*time.Millisecond), events, spent)
+
+	// Nothing changes: nothing is spent.
+	idle := c.historyLength(wfID)
+	time.Sleep(5 * time.Second)
+	if now := c.historyLength(wfID); now != idle {
+		t.Fatalf("the workflow spent %d history events in 5 s of nothing happening", now-idle)
+	}
+
+	// Back to the first template by hand: it becomes revision 3.
+	if code, b := c.do("POST", deploymentsPath+"/web/rollback", nil); code != http.StatusOK {
+		t.Fatalf("rollback: %d %s", code, b)
+	}
+	back := c.waitRolledOut("web", 3*time.Minute)
+	pods := c.podsOf("web")
+	if len(pods[firstHash]) != 4 || back.Status.Revision != 3 {
+		t.Fatalf("after the rollback: %d pods of the first template, revision %d; want 4 and 3", len(pods[firstHash]), back.Status.Revision)
+	}
+	var revs model.List[model.ControllerRevision]
+	c.get("/apis/apps/v1/namespaces/default/controllerrevisions", &revs)
+	nums := map[int64]bool{}
+	for _, r := range revs.Items {
+		nums[r.Revision] = true
+	}
+	if len(revs.Items) != 2 || !nums[2] || !nums[3] {
+		t.Fatalf("revisions %v; want 2 and 3 (the first became 3)", nums)
+	}
+	for name, n := range tally.added {
+		if n > 1 {
+			t.Fatalf("pod %s was created %d times", name, n)
+		}
+	}
+
+	// Deleting cascades: pods, then revisions, then the deployment.
+	if code, b := c.do("DELETE", deploymentsPath+"/web", nil); code != http.StatusOK {
+		t.Fatalf("delete: %d %s", code, b)
+	}
+	c.eventually(time.Minute, "the deployment and its pods to be gone", func() bool {
+		code := c.get(deploymentsPath+"/web", nil)
+		return code == http.StatusNotFound && len(c.podsOf("web")) == 0
+	})
+	c.get("/apis/apps/v1/namespaces/default/controllerrevisions", &revs)
+	if len(revs.Items) != 0 {
+		t.Fatalf("%d revisions left after the deployment went", len(revs.Items))
+	}
+}
