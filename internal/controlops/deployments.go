@@ -84,13 +84,14 @@ func (s *deploymentSync) run(ctx context.Context) (DeploymentSyncResult, error) 
 	}
 	spec := s.planSpec()
 	plan := rollout.Compute(spec, rolloutPods(pods, s.now), s.now)
-	for i := int32(0); i < plan.Create; i++ {
-		if err := s.createPod(ctx); err != nil {
+	// Deletions first: a finished pod's replacement must not run beside it.
+	for _, name := range plan.Delete {
+		if err := DeletePodGracefully(ctx, s.Store, s.Lifecycles, d.Metadata.Namespace, name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return DeploymentSyncResult{}, err
 		}
 	}
-	for _, name := range plan.Delete {
-		if err := DeletePodGracefully(ctx, s.Store, s.Lifecycles, d.Metadata.Namespace, name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
+	for i := int32(0); i < plan.Create; i++ {
+		if err := s.createPod(ctx); err != nil {
 			return DeploymentSyncResult{}, err
 		}
 	}

@@ -157,12 +157,21 @@ func (t *podTally) counts() (active, avail int) {
 	return active, avail
 }
 
-// sample starts the bookkeeping of bounds from the current state on.
-func (t *podTally) sample() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.sampling = true
-	t.maxActive, t.minAvail = t.counts()
+// sample starts the bookkeeping of bounds once the stream has caught up
+// with a rolled-out deployment of replicas pods.
+func (t *podTally) sample(c *cluster, replicas int) {
+	c.t.Helper()
+	c.eventually(10*time.Second, "the watch stream to show the deployment rolled out", func() bool {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		active, avail := t.counts()
+		if active != replicas || avail != replicas {
+			return false
+		}
+		t.sampling = true
+		t.maxActive, t.minAvail = active, avail
+		return true
+	})
 }
 
 func (t *podTally) bounds() (maxActive, minAvail, events int) {
@@ -213,7 +222,7 @@ func TestDeploymentRollingUpdateKeepsItsBounds(t *testing.T) {
 	wfID := workflows.DeploymentWorkflowID("default", "web")
 	before := c.historyLength(wfID)
 
-	tally.sample()
+	tally.sample(c, 4)
 	start = time.Now()
 	changed := c.editDeployment("web", func(d *model.Deployment) {
 		d.Spec.Template.Spec.Containers[0].Command = []string{"sh", "-c", "exec sleep 7200"}
@@ -277,4 +286,95 @@ func TestDeploymentRollingUpdateKeepsItsBounds(t *testing.T) {
 	if len(revs.Items) != 0 {
 		t.Fatalf("%d revisions left after the deployment went", len(revs.Items))
 	}
+}
+
+// A template whose containers exit at once never becomes Ready. With
+// progressDeadlineSeconds 30 the rollout is declared failed within the
+// deadline and a little, and availability never drops below replicas -
+// maxUnavailable meanwhile. With autoRevert the deployment returns to its
+// last fully available revision by itself; without, it stays failed until
+// a rollback by hand.
+func TestDeploymentFailedRolloutRevertsItselfOrByHand(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	tallies := map[string]*podTally{}
+	for _, name := range []string{"auto", "manual"} {
+		tallies[name] = c.followPods(name)
+		extra := `"progressDeadlineSeconds":30,`
+		if name == "auto" {
+			extra += `"autoRevert":true,`
+		}
+		if code, b := c.do("POST", deploymentsPath, webDeployment(name, 4, "exec sleep 3600", extra)); code != http.StatusCreated {
+			t.Fatalf("create deployment %s: %d %s", name, code, b)
+		}
+	}
+	firstHash := map[string]string{}
+	for _, name := range []string{"auto", "manual"} {
+		c.waitRolledOut(name, 2*time.Minute)
+		for h := range c.podsOf(name) {
+			firstHash[name] = h
+		}
+		tallies[name].sample(c, 4)
+	}
+	start := time.Now()
+	for _, name := range []string{"auto", "manual"} {
+		c.editDeployment(name, func(d *model.Deployment) {
+			d.Spec.Template.Spec.Containers[0].Command = []string{"sh", "-c", "exit 3"}
+		})
+	}
+
+	var manual model.Deployment
+	c.eventually(60*time.Second, "the manual deployment's rollout to time out", func() bool {
+		manual = c.deployment("manual")
+		st, reason := progressing(manual)
+		return st == model.ConditionFalse && reason == model.ReasonProgressDeadlineExceeded
+	})
+	timedOut := time.Since(start)
+	var auto model.Deployment
+	c.eventually(30*time.Second, "the auto deployment to revert", func() bool {
+		auto = c.deployment("auto")
+		_, reason := progressing(auto)
+		return reason == model.ReasonRolledBack || auto.Status.Revision == 3
+	})
+	t.Logf("the rollout timed out %s after the template change (deadline 30 s)", timedOut.Round(100*time.Millisecond))
+	if timedOut > 45*time.Second {
+		t.Fatalf("timed out after %s; want within 30 s and a little", timedOut)
+	}
+	if cmd := auto.Spec.Template.Spec.Containers[0].Command; strings.Join(cmd, " ") != "sh -c exec sleep 3600" {
+		t.Fatalf("auto's template after the revert runs %q; want the first one back", cmd)
+	}
+	c.waitRolledOut("auto", 2*time.Minute)
+	if pods := c.podsOf("auto"); len(pods) != 1 || len(pods[firstHash["auto"]]) != 4 {
+		t.Fatalf("auto after the revert: pods by revision %v; want 4 of the first", keysAndCounts(pods))
+	}
+	var events model.List[model.Event]
+	c.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dauto,reason%3D"+model.ReasonRolledBack, &events)
+	if len(events.Items) == 0 || !strings.Contains(events.Items[0].Message, "timed out") {
+		t.Fatalf("no event says why auto was reverted: %+v", events.Items)
+	}
+
+	// Without autoRevert the failed rollout stays until a rollback by hand.
+	if d := c.deployment("manual"); strings.Join(d.Spec.Template.Spec.Containers[0].Command, " ") != "sh -c exit 3" {
+		t.Fatalf("manual was reverted without autoRevert")
+	}
+	if code, b := c.do("POST", deploymentsPath+"/manual/rollback", `{"revision":1}`); code != http.StatusOK {
+		t.Fatalf("rollback: %d %s", code, b)
+	}
+	c.waitRolledOut("manual", 2*time.Minute)
+	if pods := c.podsOf("manual"); len(pods[firstHash["manual"]]) != 4 {
+		t.Fatalf("manual after the rollback: pods by revision %v; want 4 of the first", keysAndCounts(pods))
+	}
+	for name, tally := range tallies {
+		if maxActive, minAvail, events := tally.bounds(); maxActive > 5 || minAvail < 3 {
+			t.Fatalf("%s over %d pod events: at most %d pods not terminating (want ≤ 5), at least %d available (want ≥ 3)", name, events, maxActive, minAvail)
+		}
+	}
+}
+
+func keysAndCounts(m map[string][]model.Pod) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		out[k] = len(v)
+	}
+	return out
 }
