@@ -32,10 +32,13 @@ type DeploymentInput struct {
 }
 
 // syncOptions: a sync creates and deletes up to a rollout step's pods, one
-// lifecycle start each; it retries until the database and Temporal answer.
+// lifecycle start each, and heartbeats after each, so a sync lost with a
+// control-plane worker is retried within seconds, not at its timeout; it
+// retries until the database and Temporal answer.
 var syncOptions = workflow.ActivityOptions{
 	TaskQueue:           ControlTaskQueue,
 	StartToCloseTimeout: 2 * time.Minute,
+	HeartbeatTimeout:    5 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2,
 		MaximumInterval: 30 * time.Second},
 }

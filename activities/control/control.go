@@ -144,5 +144,5 @@ func (a *Control) WaitEndpointsLeft(ctx context.Context, in controlops.Endpoints
 // SyncDeployment brings a deployment one step closer to its spec
 // (controlops.Control.SyncDeployment).
 func (a *Control) SyncDeployment(ctx context.Context, ref controlops.DeploymentRef) (controlops.DeploymentSyncResult, error) {
-	return a.Ops.SyncDeployment(ctx, ref)
+	return a.Ops.SyncDeployment(heartbeats(ctx), ref)
 }

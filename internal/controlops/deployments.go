@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/rollout"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -89,11 +90,13 @@ func (s *deploymentSync) run(ctx context.Context) (DeploymentSyncResult, error) 
 		if err := DeletePodGracefully(ctx, s.Store, s.Lifecycles, d.Metadata.Namespace, name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return DeploymentSyncResult{}, err
 		}
+		progress.Report(ctx, "deleted "+name)
 	}
 	for i := int32(0); i < plan.Create; i++ {
 		if err := s.createPod(ctx); err != nil {
 			return DeploymentSyncResult{}, err
 		}
+		progress.Report(ctx, fmt.Sprintf("created %d of %d", i+1, plan.Create))
 	}
 	for _, name := range plan.Unhealthy {
 		s.event(ctx, "Warning", "UnhealthyPod", fmt.Sprintf("pod %s was not Ready within healthyDeadlineSeconds; replacing it", name))

@@ -94,31 +94,45 @@ type podTally struct {
 
 func (c *cluster) followPods(app string) *podTally {
 	c.t.Helper()
-	req, _ := http.NewRequest("GET", c.api+"/api/v1/namespaces/default/pods?watch=true&labelSelector=app%3D"+app, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	req = req.WithContext(ctx)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() { cancel(); resp.Body.Close() })
+	c.t.Cleanup(cancel)
 	tally := &podTally{pods: map[string]model.Pod{}, added: map[string]int{}, minAvail: 1 << 30}
+	// The stream resumes from the last version seen when the API comes
+	// back after a restart, so no event is lost or repeated.
 	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line, ok := strings.CutPrefix(sc.Text(), "data: ")
-			if !ok {
+		last := ""
+		for ctx.Err() == nil {
+			url := c.api + "/api/v1/namespaces/default/pods?watch=true&labelSelector=app%3D" + app
+			if last != "" {
+				url += "&resourceVersion=" + last
+			}
+			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				time.Sleep(200 * time.Millisecond)
 				continue
 			}
-			var ev struct {
-				Type   string
-				Object model.Pod
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			for sc.Scan() {
+				if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+					last = id
+				}
+				line, ok := strings.CutPrefix(sc.Text(), "data: ")
+				if !ok {
+					continue
+				}
+				var ev struct {
+					Type   string
+					Object model.Pod
+				}
+				if json.Unmarshal([]byte(line), &ev) != nil {
+					continue
+				}
+				tally.apply(ev.Type, ev.Object)
 			}
-			if json.Unmarshal([]byte(line), &ev) != nil {
-				continue
-			}
-			tally.apply(ev.Type, ev.Object)
+			resp.Body.Close()
+			time.Sleep(200 * time.Millisecond)
 		}
 	}()
 	return tally
@@ -377,4 +391,156 @@ func keysAndCounts(m map[string][]model.Pod) map[string]int {
 		out[k] = len(v)
 	}
 	return out
+}
+
+// Scaling makes no revision; a restart rolls 30 replicas on 3 nodes; 30
+// replicas roll to a new template through a control-plane restart without
+// a pod created twice; scaling down to 5, a pod deleted by hand is
+// replaced; a paused deployment starts no rollout until resumed; the
+// revisions stay contiguous.
+func TestDeploymentScalesRollsThroughARestartAndPauses(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	tally := c.followPods("many")
+	if code, b := c.do("POST", deploymentsPath, webDeployment("many", 0, "exec sleep 3600", "")); code != http.StatusCreated {
+		t.Fatalf("create deployment: %d %s", code, b)
+	}
+	c.waitRolledOut("many", time.Minute)
+	wfID := workflows.DeploymentWorkflowID("default", "many")
+
+	start := time.Now()
+	if code, b := c.do("PUT", deploymentsPath+"/many/scale", `{"spec":{"replicas":30}}`); code != http.StatusOK {
+		t.Fatalf("scale to 30: %d %s", code, b)
+	}
+	scaled := c.waitRolledOut("many", 5*time.Minute)
+	t.Logf("scaled 0 → 30 in %s", time.Since(start).Round(100*time.Millisecond))
+	if scaled.Status.Revision != 1 {
+		t.Fatalf("revision %d after scaling; scaling makes no revision", scaled.Status.Revision)
+	}
+	// A clean roll of all 30 (a restart makes a new revision of the same
+	// pods), for the figures.
+	before := c.historyLength(wfID)
+	start = time.Now()
+	if code, b := c.do("POST", deploymentsPath+"/many/restart", nil); code != http.StatusOK {
+		t.Fatalf("restart: %d %s", code, b)
+	}
+	if d := c.waitRolledOut("many", 5*time.Minute); d.Status.Revision != 2 {
+		t.Fatalf("restarted: revision %d; want 2", d.Status.Revision)
+	}
+	t.Logf("rolled 30 replicas on 3 nodes in %s; the workflow spent %d history events", time.Since(start).Round(100*time.Millisecond), c.historyLength(wfID)-before)
+	firstHash := ""
+	c.eventually(time.Minute, "one revision's pods left", func() bool {
+		pods := c.podsOf("many")
+		for h := range pods {
+			firstHash = h
+		}
+		return len(pods) == 1
+	})
+
+	// Roll all 30 to a new template, with the control plane stopped and
+	// started again in the middle.
+	tally.sample(c, 30)
+	before = c.historyLength(wfID)
+	start = time.Now()
+	c.editDeployment("many", func(d *model.Deployment) {
+		d.Spec.Template.Spec.Containers[0].Command = []string{"sh", "-c", "exec sleep 7200"}
+	})
+	c.eventually(time.Minute, "the rollout to be under way", func() bool {
+		d := c.deployment("many")
+		return d.Status.UpdatedReplicas >= 8
+	})
+	t.Logf("8 pods of the new revision after %s; stopping the control plane", time.Since(start).Round(100*time.Millisecond))
+	startAgain := c.stopControlPlane()
+	time.Sleep(2 * time.Second)
+	startAgain()
+	c.eventually(5*time.Minute, "20 pods of the new revision", func() bool { return c.deployment("many").Status.UpdatedReplicas >= 20 })
+	t.Logf("20 pods of the new revision after %s", time.Since(start).Round(100*time.Millisecond))
+	rolled := c.waitRolledOut("many", 5*time.Minute)
+	rollTime := time.Since(start)
+	c.eventually(time.Minute, "the old revision's pods to be gone", func() bool { return len(c.podsOf("many")[firstHash]) == 0 })
+	maxActive, minAvail, events := tally.bounds()
+	t.Logf("rolled 30 replicas on 3 nodes in %s through a control-plane restart; %d pod events; at most %d pods, at least %d available; the workflow spent %d history events",
+		rollTime.Round(100*time.Millisecond), events, maxActive, minAvail, c.historyLength(wfID)-before)
+	// 30 replicas at 25%: maxSurge 8 (rounded up), maxUnavailable 7 (down).
+	if maxActive > 38 || minAvail < 23 {
+		t.Fatalf("at most %d pods not terminating (want ≤ 38), at least %d available (want ≥ 23)", maxActive, minAvail)
+	}
+	newHash := ""
+	for h := range c.podsOf("many") {
+		newHash = h
+	}
+	created := 0
+	tally.mu.Lock()
+	for name, n := range tally.added {
+		if n > 1 {
+			t.Errorf("pod %s was created %d times", name, n)
+		}
+		if strings.HasPrefix(name, "many-"+newHash+"-") {
+			created++
+		}
+	}
+	tally.mu.Unlock()
+	if created != 30 {
+		t.Fatalf("%d pods of the new revision were created; want exactly 30", created)
+	}
+	if rolled.Status.Revision != 3 {
+		t.Fatalf("revision %d; want 3", rolled.Status.Revision)
+	}
+
+	// Down to 5; a pod deleted by hand is replaced.
+	if code, b := c.do("PUT", deploymentsPath+"/many/scale", `{"spec":{"replicas":5}}`); code != http.StatusOK {
+		t.Fatalf("scale to 5: %d %s", code, b)
+	}
+	c.waitRolledOut("many", 2*time.Minute)
+	c.eventually(time.Minute, "5 pods left", func() bool {
+		n := 0
+		for _, ps := range c.podsOf("many") {
+			n += len(ps)
+		}
+		return n == 5
+	})
+	var victim string
+	for _, ps := range c.podsOf("many") {
+		victim = ps[0].Metadata.Name
+	}
+	if code, b := c.do("DELETE", "/api/v1/namespaces/default/pods/"+victim, nil); code != http.StatusOK {
+		t.Fatalf("delete pod %s: %d %s", victim, code, b)
+	}
+	c.eventually(time.Minute, "the deleted pod to be replaced", func() bool {
+		_, stillThere := c.pod(victim)
+		d := c.deployment("many")
+		return !stillThere && d.Status.AvailableReplicas == 5 && d.Status.Replicas == 5
+	})
+
+	// Paused: a template edit waits for resume.
+	if code, b := c.do("POST", deploymentsPath+"/many/pause", nil); code != http.StatusOK {
+		t.Fatalf("pause: %d %s", code, b)
+	}
+	c.editDeployment("many", func(d *model.Deployment) {
+		d.Spec.Template.Spec.Containers[0].Command = []string{"sh", "-c", "exec sleep 9000"}
+	})
+	c.eventually(30*time.Second, "the paused deployment to say so", func() bool {
+		d := c.deployment("many")
+		st, reason := progressing(d)
+		return d.Status.ObservedGeneration == d.Metadata.Generation && st == model.ConditionUnknown && reason == model.ReasonDeploymentPaused
+	})
+	time.Sleep(2 * time.Second)
+	if d := c.deployment("many"); d.Status.Revision != 3 || d.Status.UpdatedReplicas != 5 {
+		t.Fatalf("paused: revision %d, updated %d; want 3 and 5 (nothing rolled)", d.Status.Revision, d.Status.UpdatedReplicas)
+	}
+	if code, b := c.do("POST", deploymentsPath+"/many/resume", nil); code != http.StatusOK {
+		t.Fatalf("resume: %d %s", code, b)
+	}
+	if d := c.waitRolledOut("many", 2*time.Minute); d.Status.Revision != 4 {
+		t.Fatalf("resumed: revision %d; want 4", d.Status.Revision)
+	}
+	var revs model.List[model.ControllerRevision]
+	c.get("/apis/apps/v1/namespaces/default/controllerrevisions", &revs)
+	nums := map[int64]bool{}
+	for _, r := range revs.Items {
+		nums[r.Revision] = true
+	}
+	if len(nums) != 4 || !nums[1] || !nums[2] || !nums[3] || !nums[4] {
+		t.Fatalf("revisions %v; want 1 to 4, contiguous", nums)
+	}
 }
