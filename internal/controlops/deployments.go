@@ -438,7 +438,10 @@ func (s *deploymentSync) writeStatus(ctx context.Context, spec rollout.Spec, pla
 	prog := st.Condition(model.DeploymentProgressing)
 	revName := s.current.Metadata.Name
 	failed := ""
-	progressed := c.Updated != old.UpdatedReplicas || c.Ready > old.ReadyReplicas || c.Available > old.AvailableReplicas || c.Replicas-c.Updated < old.Replicas-old.UpdatedReplicas
+	// Kubernetes also counts more Ready pods as progress; a crash-looping
+	// pod is Ready for moments between restarts, and would keep a failed
+	// rollout from ever reaching its deadline.
+	progressed := c.Updated != old.UpdatedReplicas || c.Available > old.AvailableReplicas || c.Replicas-c.Updated < old.Replicas-old.UpdatedReplicas
 	switch {
 	case d.Spec.Paused:
 		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionUnknown, Reason: model.ReasonDeploymentPaused, Message: "Deployment is paused"}, now)

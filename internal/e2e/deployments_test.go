@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -82,14 +84,14 @@ func (c *cluster) waitRolledOut(name string, timeout time.Duration) model.Deploy
 // podTally follows a deployment's pods on the watch stream and keeps, at
 // every event, the most pods not terminating and the fewest available.
 type podTally struct {
-	mu         sync.Mutex
-	pods       map[string]model.Pod
-	added      map[string]int // ADDED events per pod name
-	maxActive  int
-	minAvail   int
-	events     int
-	sampling   bool
-	violations []string
+	mu        sync.Mutex
+	pods      map[string]model.Pod
+	added     map[string]int // ADDED events per pod name
+	maxActive int
+	minAvail  int
+	events    int
+	sampling  bool
+	minAt     string // the pods when availability was lowest
 }
 
 func (c *cluster) followPods(app string) *podTally {
@@ -155,7 +157,25 @@ func (t *podTally) apply(typ string, p model.Pod) {
 	}
 	active, avail := t.counts()
 	t.maxActive = max(t.maxActive, active)
-	t.minAvail = min(t.minAvail, avail)
+	if avail < t.minAvail {
+		t.minAvail = avail
+		t.minAt = t.describe()
+	}
+}
+
+// describe lists the pods as the tally sees them, for a failure message.
+func (t *podTally) describe() string {
+	var b strings.Builder
+	for _, p := range t.pods {
+		reason := ""
+		for _, c := range p.Status.Conditions {
+			if c.Type == model.PodReady {
+				reason = c.Status + "/" + c.Reason
+			}
+		}
+		fmt.Fprintf(&b, "\n  %s %s ready=%s deleting=%t", p.Metadata.Name, p.Status.Phase, reason, p.Metadata.DeletionTimestamp != nil)
+	}
+	return b.String()
 }
 
 func (t *podTally) counts() (active, avail int) {
@@ -300,6 +320,11 @@ func TestDeploymentRollingUpdateKeepsItsBounds(t *testing.T) {
 	if len(revs.Items) != 0 {
 		t.Fatalf("%d revisions left after the deployment went", len(revs.Items))
 	}
+	c.eventually(30*time.Second, "the deployment's workflow to end", func() bool {
+		d, err := c.temporal.DescribeWorkflowExecution(context.Background(), wfID, "")
+		return err == nil && d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
+	c.recordHistory(wfID, "deployment-roll-rollback-delete.json")
 }
 
 // A template whose containers exit at once never becomes Ready. With
@@ -307,23 +332,30 @@ func TestDeploymentRollingUpdateKeepsItsBounds(t *testing.T) {
 // deadline and a little, and availability never drops below replicas -
 // maxUnavailable meanwhile. With autoRevert the deployment returns to its
 // last fully available revision by itself; without, it stays failed until
-// a rollback by hand.
+// a rollback by hand. With healthyDeadlineSeconds, new pods not Ready in
+// time fail the rollout before its progress deadline.
 func TestDeploymentFailedRolloutRevertsItselfOrByHand(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, 3)
 	tallies := map[string]*podTally{}
-	for _, name := range []string{"auto", "manual"} {
+	for _, name := range []string{"auto", "manual", "healthy"} {
 		tallies[name] = c.followPods(name)
-		extra := `"progressDeadlineSeconds":30,`
-		if name == "auto" {
+		// A container that exits at once is Ready for moments between
+		// restarts; minReadySeconds keeps such a pod from counting as
+		// available, as Kubernetes' documentation advises.
+		extra := `"minReadySeconds":3,"progressDeadlineSeconds":30,`
+		switch name {
+		case "auto":
 			extra += `"autoRevert":true,`
+		case "healthy":
+			extra = `"minReadySeconds":3,"autoRevert":true,"strategy":{"rollingUpdate":{"healthyDeadlineSeconds":5}},`
 		}
 		if code, b := c.do("POST", deploymentsPath, webDeployment(name, 4, "exec sleep 3600", extra)); code != http.StatusCreated {
 			t.Fatalf("create deployment %s: %d %s", name, code, b)
 		}
 	}
 	firstHash := map[string]string{}
-	for _, name := range []string{"auto", "manual"} {
+	for _, name := range []string{"auto", "manual", "healthy"} {
 		c.waitRolledOut(name, 2*time.Minute)
 		for h := range c.podsOf(name) {
 			firstHash[name] = h
@@ -331,11 +363,25 @@ func TestDeploymentFailedRolloutRevertsItselfOrByHand(t *testing.T) {
 		tallies[name].sample(c, 4)
 	}
 	start := time.Now()
-	for _, name := range []string{"auto", "manual"} {
+	for _, name := range []string{"auto", "manual", "healthy"} {
 		c.editDeployment(name, func(d *model.Deployment) {
 			d.Spec.Template.Spec.Containers[0].Command = []string{"sh", "-c", "exit 3"}
 		})
 	}
+
+	// healthyDeadlineSeconds 5: four new pods (one per replica) that were
+	// not Ready within 5 s fail the rollout long before its 600 s deadline.
+	c.eventually(40*time.Second, "the healthy deployment to revert", func() bool {
+		_, reason := progressing(c.deployment("healthy"))
+		return reason == model.ReasonRolledBack || c.deployment("healthy").Status.Revision == 3
+	})
+	t.Logf("healthyDeadlineSeconds failed the rollout and reverted it %s after the template change", time.Since(start).Round(100*time.Millisecond))
+	var reverted model.List[model.Event]
+	c.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dhealthy,reason%3D"+model.ReasonRolledBack, &reverted)
+	if len(reverted.Items) == 0 || !strings.Contains(reverted.Items[0].Message, "healthy deadline") {
+		t.Fatalf("no event says why healthy was reverted: %+v", reverted.Items)
+	}
+	c.waitRolledOut("healthy", 2*time.Minute)
 
 	var manual model.Deployment
 	c.eventually(60*time.Second, "the manual deployment's rollout to time out", func() bool {
@@ -380,7 +426,7 @@ func TestDeploymentFailedRolloutRevertsItselfOrByHand(t *testing.T) {
 	}
 	for name, tally := range tallies {
 		if maxActive, minAvail, events := tally.bounds(); maxActive > 5 || minAvail < 3 {
-			t.Fatalf("%s over %d pod events: at most %d pods not terminating (want ≤ 5), at least %d available (want ≥ 3)", name, events, maxActive, minAvail)
+			t.Fatalf("%s over %d pod events: at most %d pods not terminating (want ≤ 5), at least %d available (want ≥ 3); at the lowest:%s", name, events, maxActive, minAvail, tally.minAt)
 		}
 	}
 }

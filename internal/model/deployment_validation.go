@@ -116,6 +116,9 @@ func ValidateDeployment(d *Deployment) FieldErrors {
 		}
 	case StrategyRollingUpdate:
 		errs = append(errs, validateRollingUpdate(sp.Strategy.RollingUpdate)...)
+		if h := sp.Strategy.RollingUpdate.HealthyDeadlineSeconds; h > 0 && h <= sp.MinReadySeconds {
+			errs.add("spec.strategy.rollingUpdate.healthyDeadlineSeconds", FieldInvalid, "Invalid value: %d: must be greater than minReadySeconds (a pod is healthy once available)", h)
+		}
 	default:
 		errs.add("spec.strategy.type", FieldNotSupported, "Unsupported value: %q: supported values: \"Recreate\", \"RollingUpdate\"", sp.Strategy.Type)
 	}

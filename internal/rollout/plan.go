@@ -42,8 +42,8 @@ type Spec struct {
 	MaxSurge       int32
 	MaxUnavailable int32
 	MinReady       time.Duration
-	// HealthyDeadline: a new pod not Ready this long after its creation
-	// has failed and is replaced; zero: no deadline.
+	// HealthyDeadline: a new pod not available this long after its
+	// creation has failed and is replaced; zero: no deadline.
 	HealthyDeadline time.Duration
 	// NewHash is the hash of the current template.
 	NewHash string
@@ -137,7 +137,9 @@ func Compute(spec Spec, pods []Pod, now time.Time) Plan {
 			}
 		}
 		if p.Hash == spec.NewHash {
-			if spec.HealthyDeadline > 0 && p.ReadySince == nil && !spec.Paused {
+			// Healthy means available (Ready for minReadySeconds): a
+			// crash-looping pod is Ready for moments between restarts.
+			if spec.HealthyDeadline > 0 && !available(p) && !spec.Paused {
 				if deadline := p.Created.Add(spec.HealthyDeadline); !now.Before(deadline) {
 					plan.Unhealthy = append(plan.Unhealthy, p.Name)
 					del(p)
