@@ -181,6 +181,13 @@ func (s *Server) Handler() http.Handler {
 	apps.GET("/namespaces/:ns/controllerrevisions", s.listControllerRevisions)
 	apps.GET("/namespaces/:ns/controllerrevisions/:name", s.getControllerRevision)
 
+	batch := r.Group("/apis/batch/v1")
+	batch.GET("/jobs", s.listJobs)
+	batch.GET("/namespaces/:ns/jobs", s.listJobs)
+	batch.POST("/namespaces/:ns/jobs", s.createJob)
+	batch.GET("/namespaces/:ns/jobs/:name", s.getJob)
+	batch.DELETE("/namespaces/:ns/jobs/:name", s.deleteJob)
+
 	v1.GET("/events", s.listEvents)
 	v1.GET("/namespaces/:ns/events", s.listEvents)
 	return r

@@ -9,7 +9,7 @@ ALTER TABLE images     ADD COLUMN generation bigint NOT NULL DEFAULT 1, ADD COLU
 ALTER TABLE services   ADD COLUMN generation bigint NOT NULL DEFAULT 1, ADD COLUMN owner_references jsonb NOT NULL DEFAULT '[]';
 ALTER TABLE endpoints  ADD COLUMN generation bigint NOT NULL DEFAULT 1, ADD COLUMN owner_references jsonb NOT NULL DEFAULT '[]';
 
--- Deployments and the revisions of their pod templates, with the same
+-- Deployments and the revisions of their pod templates, and jobs, with the same
 -- columns as every other kind so the generic store serves them.
 CREATE TABLE deployments (
     uid                    uuid PRIMARY KEY,
@@ -49,7 +49,27 @@ CREATE TABLE controllerrevisions (
 );
 CREATE INDEX controllerrevisions_labels ON controllerrevisions USING gin (labels);
 
+-- Jobs: pods run to completion.
+CREATE TABLE jobs (
+    uid                    uuid PRIMARY KEY,
+    namespace              text NOT NULL REFERENCES namespaces (name),
+    name                   text NOT NULL,
+    resource_version       bigint NOT NULL,
+    generation             bigint NOT NULL DEFAULT 1,
+    owner_references       jsonb NOT NULL DEFAULT '[]',
+    labels                 jsonb NOT NULL DEFAULT '{}',
+    annotations            jsonb NOT NULL DEFAULT '{}',
+    spec                   jsonb NOT NULL DEFAULT '{}',
+    status                 jsonb NOT NULL DEFAULT '{}',
+    created_at             timestamptz NOT NULL DEFAULT now(),
+    deleted_at             timestamptz,
+    deletion_grace_seconds bigint,
+    UNIQUE (namespace, name)
+);
+CREATE INDEX jobs_labels ON jobs USING gin (labels);
+
 -- +goose Down
+DROP TABLE jobs;
 DROP TABLE controllerrevisions;
 DROP TABLE deployments;
 ALTER TABLE endpoints  DROP COLUMN generation, DROP COLUMN owner_references;

@@ -146,3 +146,8 @@ func (a *Control) WaitEndpointsLeft(ctx context.Context, in controlops.Endpoints
 func (a *Control) SyncDeployment(ctx context.Context, ref controlops.DeploymentRef) (controlops.DeploymentSyncResult, error) {
 	return a.Ops.SyncDeployment(heartbeats(ctx), ref)
 }
+
+// SyncJob brings a job one step further (controlops.Control.SyncJob).
+func (a *Control) SyncJob(ctx context.Context, ref controlops.JobRef) (controlops.JobSyncResult, error) {
+	return a.Ops.SyncJob(heartbeats(ctx), ref)
+}

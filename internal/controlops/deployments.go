@@ -235,19 +235,7 @@ func SelectorString(sel *model.LabelSelector) string { return selectorString(sel
 // ownedPods lists the pods whose controller is the deployment (by uid,
 // or by name when uid is empty).
 func ownedPods(ctx context.Context, st *store.Store, ns, name, uid string) ([]model.Pod, error) {
-	all, err := st.Pods().ListAll(ctx, store.ListOptions{Namespace: ns})
-	if err != nil {
-		return nil, err
-	}
-	var out []model.Pod
-	for _, p := range all {
-		o := model.ControllerOf(&p.Metadata)
-		if o == nil || o.Kind != model.KindDeployment || o.Name != name || (uid != "" && o.UID != uid) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	return ownedPodsOf(ctx, st, model.KindDeployment, ns, name, uid)
 }
 
 // rolloutPods is what the plan needs of each pod.

@@ -27,7 +27,6 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/deploymentfeed"
 	"github.com/zonewright/zonewright/internal/endpoints"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
@@ -35,6 +34,7 @@ import (
 	"github.com/zonewright/zonewright/internal/servicefeed"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/workloadfeed"
 	"github.com/zonewright/zonewright/worker"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -282,11 +282,12 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		defer cp.bg.Done()
 		(&servicefeed.Follower{Store: st, Holder: serviceNet, Log: log.With("component", "servicenet")}).Run(bgCtx)
 	}()
-	// Deployments' workflows wait for signals; the feed sends them.
+	// Deployments' and jobs' workflows wait for signals; the feed sends them.
 	cp.bg.Add(1)
 	go func() {
 		defer cp.bg.Done()
-		(&deploymentfeed.Follower{Store: st, Workflows: workflows.DeploymentClient{Temporal: tc}, Log: log.With("component", "deployments")}).Run(bgCtx)
+		(&workloadfeed.Follower{Store: st, Deployments: workflows.DeploymentClient{Temporal: tc}, Jobs: workflows.JobClient{Temporal: tc},
+			Log: log.With("component", "workloads")}).Run(bgCtx)
 	}()
 	return cp, nil
 }

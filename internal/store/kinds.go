@@ -52,6 +52,18 @@ func (s *Store) CreateDeployment(ctx context.Context, d *model.Deployment) error
 	})
 }
 
+// CreateJob stores a new job in an existing namespace.
+func (s *Store) CreateJob(ctx context.Context, j *model.Job) error {
+	return s.Jobs().CreateWith(ctx, j, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", j.Metadata.Namespace).Scan(&one)
+		if classify(err) == ErrNotFound {
+			return fmt.Errorf("%w: namespace %q", ErrNotFound, j.Metadata.Namespace)
+		}
+		return err
+	})
+}
+
 // CreateService stores a new service in an existing namespace, with its
 // cluster IP allocated from ips in the same transaction (unless it is
 // headless): a requested address that is taken or outside the range is a
@@ -114,7 +126,7 @@ func (s *Store) ServiceNetwork(ctx context.Context) (int64, []model.Service, []m
 }
 
 // DeleteNamespace removes an empty namespace and its events; one that
-// still holds pods, deployments or services is ErrConflict. Endpoints left by its last
+// still holds pods, deployments, jobs or services is ErrConflict. Endpoints left by its last
 // services are the endpoints controller's to delete, so that watchers see
 // them go.
 func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion string) (*model.Namespace, error) {
@@ -132,6 +144,13 @@ func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion strin
 		}
 		if deployments > 0 {
 			return fmt.Errorf("%w: namespace %q still holds %d deployment(s); delete them first", ErrConflict, name, deployments)
+		}
+		var jobs int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM jobs WHERE namespace = $1", name).Scan(&jobs); err != nil {
+			return err
+		}
+		if jobs > 0 {
+			return fmt.Errorf("%w: namespace %q still holds %d job(s); delete them first", ErrConflict, name, jobs)
 		}
 		var services int
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM services WHERE namespace = $1", name).Scan(&services); err != nil {

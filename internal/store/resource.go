@@ -59,6 +59,8 @@ var (
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace"}}
 	revisionKind = &kindInfo{kind: model.KindControllerRevision, table: "controllerrevisions", namespaced: true, apiVersion: model.APIVersionApps,
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace"}}
+	jobKind = &kindInfo{kind: model.KindJob, table: "jobs", namespaced: true, apiVersion: model.APIVersionBatch,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace"}}
 	eventKind = &kindInfo{kind: model.KindEvent, table: "events", namespaced: true,
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
 			"involvedObject.kind": "spec -> 'involvedObject' ->> 'kind'",
@@ -80,7 +82,7 @@ type Resource[T any, PT ObjectPtr[T]] struct {
 }
 
 // Namespaces, Nodes, Pods, Services, Endpoints, Images, Deployments,
-// ControllerRevisions and Events give typed access to each kind.
+// ControllerRevisions, Jobs and Events give typed access to each kind.
 func (s *Store) Namespaces() Resource[model.Namespace, *model.Namespace] {
 	return Resource[model.Namespace, *model.Namespace]{s, namespaceKind}
 }
@@ -104,6 +106,9 @@ func (s *Store) Deployments() Resource[model.Deployment, *model.Deployment] {
 }
 func (s *Store) ControllerRevisions() Resource[model.ControllerRevision, *model.ControllerRevision] {
 	return Resource[model.ControllerRevision, *model.ControllerRevision]{s, revisionKind}
+}
+func (s *Store) Jobs() Resource[model.Job, *model.Job] {
+	return Resource[model.Job, *model.Job]{s, jobKind}
 }
 func (s *Store) Events() Resource[model.Event, *model.Event] {
 	return Resource[model.Event, *model.Event]{s, eventKind}
