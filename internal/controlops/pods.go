@@ -36,6 +36,9 @@ type PodSnapshot struct {
 type ScheduleResult struct {
 	Node    string
 	Message string
+	// Reason is why the pod waits when it is not the nodes' doing
+	// (CapacityExceeded); empty: Unschedulable.
+	Reason string `json:",omitempty"`
 }
 
 // AllocateInput asks for the pod's address on its node.
@@ -97,7 +100,7 @@ func (a *Control) SchedulePod(ctx context.Context, ref PodRef) (ScheduleResult, 
 	if err != nil {
 		return ScheduleResult{}, err
 	}
-	return ScheduleResult{Node: d.Node, Message: d.Message}, nil
+	return ScheduleResult{Node: d.Node, Message: d.Message, Reason: d.Reason}, nil
 }
 
 // AllocatePodIP gives the pod an address from its node's pod CIDR.

@@ -90,6 +90,9 @@ const (
 type Decision struct {
 	Node    string // empty when no node fits
 	Message string // why no node fits, Kubernetes style
+	// Reason is ReasonCapacityExceeded when the capacity map, not the
+	// nodes, keeps the pod waiting; empty otherwise.
+	Reason string
 }
 
 // Place picks the best node for the pod among the candidates.
