@@ -57,7 +57,10 @@ func Deployment(ctx workflow.Context, in DeploymentInput) error {
 		limit = 2000
 	}
 	var ops *controlacts.Control
-	for {
+	// A loop costs about 9 events (a signal or a timer, a workflow task,
+	// an activity); counting them bounds the history where its length is
+	// not known (the SDK's test environment).
+	for loops := 1; ; loops++ {
 		// Changes that came while the last sync ran are all covered by
 		// the next one.
 		for changed.ReceiveAsync(nil) {
@@ -70,16 +73,20 @@ func Deployment(ctx workflow.Context, in DeploymentInput) error {
 			return nil
 		}
 		info := workflow.GetInfo(ctx)
-		if (info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= limit) && changed.Len() == 0 {
+		if (info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= limit || loops*9 >= limit) && changed.Len() == 0 {
 			return workflow.NewContinueAsNewError(ctx, Deployment, in)
 		}
 		waitCtx, cancel := workflow.WithCancel(ctx)
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(changed, func(workflow.ReceiveChannel, bool) {})
+		sel.AddReceive(changed, func(workflow.ReceiveChannel, bool) {}) // taken by the drain above
+		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
 		if res.WakeAfter > 0 {
 			sel.AddFuture(workflow.NewTimer(waitCtx, res.WakeAfter), func(workflow.Future) {})
 		}
 		sel.Select(ctx)
 		cancel()
+		if err := ctx.Err(); err != nil {
+			return err // a cancel request: the pods stay, as do their lifecycles
+		}
 	}
 }

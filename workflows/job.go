@@ -36,7 +36,7 @@ func Job(ctx workflow.Context, in JobInput) error {
 		limit = 2000
 	}
 	var ops *controlacts.Control
-	for {
+	for loops := 1; ; loops++ {
 		for changed.ReceiveAsync(nil) {
 		}
 		var res controlops.JobSyncResult
@@ -47,16 +47,20 @@ func Job(ctx workflow.Context, in JobInput) error {
 			return nil
 		}
 		info := workflow.GetInfo(ctx)
-		if (info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= limit) && changed.Len() == 0 {
+		if (info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= limit || loops*9 >= limit) && changed.Len() == 0 {
 			return workflow.NewContinueAsNewError(ctx, Job, in)
 		}
 		waitCtx, cancel := workflow.WithCancel(ctx)
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(changed, func(workflow.ReceiveChannel, bool) {})
+		sel.AddReceive(changed, func(workflow.ReceiveChannel, bool) {}) // taken by the drain above
+		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
 		if res.WakeAfter > 0 {
 			sel.AddFuture(workflow.NewTimer(waitCtx, res.WakeAfter), func(workflow.Future) {})
 		}
 		sel.Select(ctx)
 		cancel()
+		if err := ctx.Err(); err != nil {
+			return err // a cancel request: the pods stay, as do their lifecycles
+		}
 	}
 }
