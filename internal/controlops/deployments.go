@@ -178,6 +178,11 @@ func (s *deploymentSync) ensureCurrentRevision(ctx context.Context) error {
 		if revisionHash(r) != hash {
 			continue
 		}
+		if !sameTemplate(r.Data, d.Spec.Template) {
+			// Two templates with one 32-bit hash: refuse rather than run
+			// the wrong one; any edit of the template gets another hash.
+			return fmt.Errorf("the template's hash %s is that of revision %d, a different template; change the template (an annotation will do)", hash, r.Revision)
+		}
 		if r.Revision != s.maxRevision() {
 			r.Revision = s.maxRevision() + 1
 			if err := s.Store.ControllerRevisions().Update(ctx, r); err != nil {
@@ -209,6 +214,12 @@ func (s *deploymentSync) ensureCurrentRevision(ctx context.Context) error {
 	s.created = true
 	s.event(ctx, "Normal", "NewRevision", fmt.Sprintf("revision %d (%s) of the pod template", r.Revision, hash))
 	return nil
+}
+
+func sameTemplate(a, b model.PodTemplate) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
 }
 
 func ownerRef(d *model.Deployment) model.OwnerReference {

@@ -92,6 +92,9 @@ type podTally struct {
 	events    int
 	sampling  bool
 	minAt     string // the pods when availability was lowest
+	// overlap, when set, is an old revision's hash: overlapped records
+	// the pods when one of it and one of another revision existed at once.
+	overlap, overlapped string
 }
 
 func (c *cluster) followPods(app string) *podTally {
@@ -151,6 +154,19 @@ func (t *podTally) apply(typ string, p model.Pod) {
 			t.added[p.Metadata.Name]++
 		}
 		t.pods[p.Metadata.Name] = p
+	}
+	if t.overlap != "" && t.overlapped == "" {
+		old, other := false, false
+		for _, p := range t.pods {
+			if p.Metadata.Labels[model.LabelPodTemplateHash] == t.overlap {
+				old = true
+			} else {
+				other = true
+			}
+		}
+		if old && other {
+			t.overlapped = t.describe()
+		}
 	}
 	if !t.sampling {
 		return
@@ -325,6 +341,29 @@ func TestDeploymentRollingUpdateKeepsItsBounds(t *testing.T) {
 		return err == nil && d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})
 	c.recordHistory(wfID, "deployment-roll-rollback-delete.json")
+
+	// Recreate: every old pod is gone before the first new one exists.
+	re := c.followPods("re")
+	if code, b := c.do("POST", deploymentsPath, webDeployment("re", 3, "exec sleep 3600", `"strategy":{"type":"Recreate"},`)); code != http.StatusCreated {
+		t.Fatalf("create deployment: %d %s", code, b)
+	}
+	c.waitRolledOut("re", 2*time.Minute)
+	oldHash := ""
+	for h := range c.podsOf("re") {
+		oldHash = h
+	}
+	re.mu.Lock()
+	re.overlap = oldHash
+	re.mu.Unlock()
+	c.editDeployment("re", func(d *model.Deployment) {
+		d.Spec.Template.Spec.Containers[0].Command = []string{"sh", "-c", "exec sleep 7200"}
+	})
+	c.waitRolledOut("re", 2*time.Minute)
+	re.mu.Lock()
+	defer re.mu.Unlock()
+	if re.overlapped != "" {
+		t.Fatalf("Recreate ran old and new pods together:%s", re.overlapped)
+	}
 }
 
 // A template whose containers exit at once never becomes Ready. With

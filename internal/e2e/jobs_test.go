@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows"
 )
 
 const jobsPath = "/apis/batch/v1/namespaces/default/jobs"
@@ -174,4 +177,9 @@ func TestJobsRunToTheirEnd(t *testing.T) {
 		_, there := c.job("brief")
 		return !there && len(c.jobPods("brief")) == 0
 	})
+	c.eventually(30*time.Second, "brief's workflow to end", func() bool {
+		d, err := c.temporal.DescribeWorkflowExecution(context.Background(), workflows.JobWorkflowID("default", "brief"), "")
+		return err == nil && d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
+	c.recordHistory(workflows.JobWorkflowID("default", "brief"), "job-complete-ttl.json")
 }
