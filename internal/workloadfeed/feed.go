@@ -48,7 +48,17 @@ type Follower struct {
 	Log         *slog.Logger
 	// Resync: zero: DefaultResync.
 	Resync time.Duration
+	// Gather and GatherWindow batch changes into one signal per workflow:
+	// a batch ends after Gather without a change, or GatherWindow after it
+	// began. Zero: DefaultGather, DefaultGatherWindow.
+	Gather, GatherWindow time.Duration
 }
+
+// Batching of changes, see Follower.Gather.
+const (
+	DefaultGather       = 50 * time.Millisecond
+	DefaultGatherWindow = 500 * time.Millisecond
+)
 
 // Run leads when it can and follows while it leads, until ctx ends.
 func (f *Follower) Run(ctx context.Context) {
@@ -190,28 +200,24 @@ func (f *Follower) follow(ctx context.Context) error {
 			seen[r] = now
 		}
 	}
-	for {
-		for r := range dirty {
-			if err := f.workflows(r.kind).Wake(ctx, r.ns, r.name); err != nil {
-				f.Log.Warn("workload feed: could not wake a workflow; will retry", "kind", r.kind, "name", key(r.ns, r.name), "err", err)
-				continue
-			}
-			delete(dirty, r)
-		}
-		var retry <-chan time.Time
-		if len(dirty) > 0 {
-			retry = time.After(time.Second)
-		}
+	// take applies one change from the watches; it reports false when
+	// retry, quiet or window fired first.
+	take := func(retry, quiet, window <-chan time.Time) (bool, error) {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-retry:
+			return false, nil
+		case <-quiet:
+			return false, nil
+		case <-window:
+			return false, nil
 		case <-timer.C:
 			f.ensureAll(ctx)
 			timer.Reset(resync)
 		case ev, ok := <-depW.Events:
 			if !ok {
-				return ended("deployments", depW)
+				return false, ended("deployments", depW)
 			}
 			var d model.Deployment
 			if json.Unmarshal(ev.Object, &d) == nil {
@@ -219,7 +225,7 @@ func (f *Follower) follow(ctx context.Context) error {
 			}
 		case ev, ok := <-jobW.Events:
 			if !ok {
-				return ended("jobs", jobW)
+				return false, ended("jobs", jobW)
 			}
 			var j model.Job
 			if json.Unmarshal(ev.Object, &j) == nil {
@@ -227,15 +233,15 @@ func (f *Follower) follow(ctx context.Context) error {
 			}
 		case ev, ok := <-podW.Events:
 			if !ok {
-				return ended("pods", podW)
+				return false, ended("pods", podW)
 			}
 			var p model.Pod
 			if json.Unmarshal(ev.Object, &p) != nil {
-				continue
+				return true, nil
 			}
 			st, owned := stateOf(&p)
 			if !owned {
-				continue
+				return true, nil
 			}
 			k := key(p.Metadata.Namespace, p.Metadata.Name)
 			// A pod's creation is the workflow's own doing: it knows.
@@ -248,7 +254,47 @@ func (f *Follower) follow(ctx context.Context) error {
 				seenPods[k] = st
 			}
 		}
+		return true, nil
 	}
+	gather, window := f.gather()
+	for {
+		for r := range dirty {
+			if err := f.workflows(r.kind).Wake(ctx, r.ns, r.name); err != nil {
+				f.Log.Warn("workload feed: could not wake a workflow; will retry", "kind", r.kind, "name", key(r.ns, r.name), "err", err)
+				continue
+			}
+			delete(dirty, r)
+		}
+		var retry <-chan time.Time
+		if len(dirty) > 0 {
+			retry = time.After(time.Second)
+		}
+		// Wait for a change, then take those that follow it closely
+		// (pods of a rollout step turn Ready within moments of each
+		// other), so one signal covers them: each costs the workflow a
+		// sync.
+		got, err := take(retry, nil, nil)
+		end := time.After(window)
+		for err == nil && got {
+			got, err = take(nil, time.After(gather), end)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// gather is how long a quiet spell ends a batch of changes, and how long a
+// batch may last at most.
+func (f *Follower) gather() (quiet, window time.Duration) {
+	quiet, window = f.Gather, f.GatherWindow
+	if quiet <= 0 {
+		quiet = DefaultGather
+	}
+	if window <= 0 {
+		window = DefaultGatherWindow
+	}
+	return quiet, window
 }
 
 func (f *Follower) workflows(kind string) Workflows {
