@@ -293,8 +293,18 @@ func TestDeploymentRollingUpdateKeepsItsBounds(t *testing.T) {
 	spent := c.historyLength(wfID) - before
 	t.Logf("rolled 4 replicas in %s; %d pod events; the deployment's workflow spent %d history events", rollTime.Round(100*time.Millisecond), events, spent)
 
-	// Nothing changes: nothing is spent.
-	idle := c.historyLength(wfID)
+	// Nothing changes: nothing is spent. Once the last sync is done, the
+	// workflow waits with no timer set, so only a signal can wake it.
+	var idle int64
+	c.eventually(30*time.Second, "the deployment's workflow to settle", func() bool {
+		before := c.historyLength(wfID)
+		time.Sleep(time.Second)
+		idle = c.historyLength(wfID)
+		return idle == before
+	})
+	if timers := c.pendingTimers(wfID); timers != 0 {
+		t.Fatalf("the settled workflow has %d timers set; want none", timers)
+	}
 	time.Sleep(5 * time.Second)
 	if now := c.historyLength(wfID); now != idle {
 		t.Fatalf("the workflow spent %d history events in 5 s of nothing happening", now-idle)
@@ -628,4 +638,25 @@ func TestDeploymentScalesRollsThroughARestartAndPauses(t *testing.T) {
 	if len(nums) != 4 || !nums[1] || !nums[2] || !nums[3] || !nums[4] {
 		t.Fatalf("revisions %v; want 1 to 4, contiguous", nums)
 	}
+}
+
+// pendingTimers counts the timers a workflow has started and that neither
+// fired nor were cancelled.
+func (c *cluster) pendingTimers(workflowID string) int {
+	c.t.Helper()
+	iter := c.temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_TIMER_STARTED:
+			n++
+		case enumspb.EVENT_TYPE_TIMER_FIRED, enumspb.EVENT_TYPE_TIMER_CANCELED:
+			n--
+		}
+	}
+	return n
 }
