@@ -190,9 +190,16 @@ func (s *Server) deleteDeployment(c *gin.Context) {
 }
 
 // modifyDeployment applies change to a deployment that is not being
-// deleted, re-reading it when another write got there first; change
-// returns an error to refuse.
+// deleted, re-reading it when another write got there first, and answers
+// with the deployment; change returns an error to refuse.
 func (s *Server) modifyDeployment(c *gin.Context, change func(d *model.Deployment) error) {
+	if d, ok := s.modifyDeploymentQuiet(c, change); ok {
+		respond(c, http.StatusOK, d)
+	}
+}
+
+// modifyDeploymentQuiet is modifyDeployment that answers only a failure.
+func (s *Server) modifyDeploymentQuiet(c *gin.Context, change func(d *model.Deployment) error) (*model.Deployment, bool) {
 	var refused error
 	d, err := s.store.Deployments().Modify(c.Request.Context(), c.Param("ns"), c.Param("name"), func(d *model.Deployment) bool {
 		if d.Metadata.DeletionTimestamp != nil {
@@ -207,9 +214,9 @@ func (s *Server) modifyDeployment(c *gin.Context, change func(d *model.Deploymen
 	}
 	if err != nil {
 		s.fail(c, err)
-		return
+		return nil, false
 	}
-	respond(c, http.StatusOK, d)
+	return d, true
 }
 
 func scaleOf(d *model.Deployment) *model.Scale {
@@ -246,40 +253,17 @@ func (s *Server) putDeploymentScale(c *gin.Context) {
 			Detail: fmt.Sprintf("Invalid value: %d: must be between 0 and %d, inclusive", r, model.MaxDeploymentReplicas)}}))
 		return
 	}
-	var scaled *model.Deployment
-	s.modifyDeploymentQuiet(c, func(d *model.Deployment) error {
+	scaled, ok := s.modifyDeploymentQuiet(c, func(d *model.Deployment) error {
 		if rv := sc.Metadata.ResourceVersion; rv != "" && rv != d.Metadata.ResourceVersion {
 			return fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", store.ErrConflict, rv, d.Metadata.ResourceVersion)
 		}
 		r := sc.Spec.Replicas
 		d.Spec.Replicas = &r
-		scaled = d
 		return nil
 	})
-	if scaled != nil {
+	if ok {
 		respond(c, http.StatusOK, scaleOf(scaled))
 	}
-}
-
-// modifyDeploymentQuiet is modifyDeployment that answers only failures.
-func (s *Server) modifyDeploymentQuiet(c *gin.Context, change func(d *model.Deployment) error) bool {
-	var refused error
-	_, err := s.store.Deployments().Modify(c.Request.Context(), c.Param("ns"), c.Param("name"), func(d *model.Deployment) bool {
-		if d.Metadata.DeletionTimestamp != nil {
-			refused = &apiError{code: http.StatusConflict, reason: "Conflict", msg: fmt.Sprintf("deployment %q is being deleted", d.Metadata.Name)}
-			return false
-		}
-		refused = change(d)
-		return refused == nil
-	})
-	if err == nil {
-		err = refused
-	}
-	if err != nil {
-		s.fail(c, err)
-		return false
-	}
-	return true
 }
 
 func (s *Server) pauseDeployment(c *gin.Context) {

@@ -141,7 +141,7 @@ func revisionHash(r *model.ControllerRevision) string {
 
 // loadRevisions reads the deployment's revisions, oldest first.
 func (s *deploymentSync) loadRevisions(ctx context.Context) error {
-	list, err := s.Store.ControllerRevisions().ListAll(ctx, store.ListOptions{Namespace: s.d.Metadata.Namespace, LabelSelector: selectorString(s.d.Spec.Selector)})
+	list, err := s.Store.ControllerRevisions().ListAll(ctx, store.ListOptions{Namespace: s.d.Metadata.Namespace, LabelSelector: SelectorString(s.d.Spec.Selector)})
 	if err != nil {
 		return err
 	}
@@ -227,8 +227,8 @@ func ownerRef(d *model.Deployment) model.OwnerReference {
 	return model.OwnerReference{APIVersion: model.APIVersionApps, Kind: model.KindDeployment, Name: d.Metadata.Name, UID: d.Metadata.UID, Controller: &yes}
 }
 
-// selectorString is matchLabels as a label selector query.
-func selectorString(sel *model.LabelSelector) string {
+// SelectorString is matchLabels as a label selector query.
+func SelectorString(sel *model.LabelSelector) string {
 	if sel == nil {
 		return ""
 	}
@@ -239,9 +239,6 @@ func selectorString(sel *model.LabelSelector) string {
 	}
 	return strings.Join(parts, ",")
 }
-
-// SelectorString is a deployment's selector as a label selector query.
-func SelectorString(sel *model.LabelSelector) string { return selectorString(sel) }
 
 // ownedPods lists the pods whose controller is the deployment (by uid,
 // or by name when uid is empty).
@@ -393,7 +390,7 @@ func (a *Control) finishDeploymentDeletion(ctx context.Context, d *model.Deploym
 	if err != nil || left > 0 {
 		return DeploymentSyncResult{}, err // the pods' removals wake the workflow
 	}
-	revs, err := a.Store.ControllerRevisions().ListAll(ctx, store.ListOptions{Namespace: d.Metadata.Namespace, LabelSelector: selectorString(d.Spec.Selector)})
+	revs, err := a.Store.ControllerRevisions().ListAll(ctx, store.ListOptions{Namespace: d.Metadata.Namespace, LabelSelector: SelectorString(d.Spec.Selector)})
 	if err != nil {
 		return DeploymentSyncResult{}, err
 	}
