@@ -660,3 +660,63 @@ func (c *cluster) pendingTimers(workflowID string) int {
 	}
 	return n
 }
+
+// Scaling down removes the pods that are not Ready before Ready ones.
+func TestDeploymentScaleDownRemovesNotReadyPodsFirst(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	// Pods whose address ends in an even number never become Ready.
+	body := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"half"},
+	 "spec":{"replicas":6,"selector":{"matchLabels":{"app":"half"}},
+	  "template":{"metadata":{"labels":{"app":"half"}},"spec":{"terminationGracePeriodSeconds":2,
+	   "containers":[{"name":"app","image":"base",
+	    "command":["sh","-c","case $POD_IP in *[13579]) touch ready;; esac; exec sleep 3600"],
+	    "readinessProbe":{"exec":{"command":["test","-f","ready"]},"periodSeconds":1}}]}}}}`
+	if code, b := c.do("POST", deploymentsPath, body); code != http.StatusCreated {
+		t.Fatalf("create deployment: %d %s", code, b)
+	}
+	var ready, notReady []string
+	c.eventually(2*time.Minute, "6 pods running, the odd addresses Ready", func() bool {
+		ready, notReady = nil, nil
+		for _, ps := range c.podsOf("half") {
+			for _, p := range ps {
+				if p.Status.Phase != model.PodRunning || p.Status.PodIP == "" {
+					return false
+				}
+				if last := p.Status.PodIP[len(p.Status.PodIP)-1]; (last-'0')%2 == 1 {
+					if !isReady(p) {
+						return false
+					}
+					ready = append(ready, p.Metadata.Name)
+				} else {
+					notReady = append(notReady, p.Metadata.Name)
+				}
+			}
+		}
+		return len(ready)+len(notReady) == 6
+	})
+	if len(notReady) == 0 || len(ready) == 0 {
+		t.Fatalf("ready %v, not ready %v: the addresses gave no mix", ready, notReady)
+	}
+	if code, b := c.do("PUT", deploymentsPath+"/half/scale", fmt.Sprintf(`{"spec":{"replicas":%d}}`, len(ready))); code != http.StatusOK {
+		t.Fatalf("scale: %d %s", code, b)
+	}
+	c.eventually(time.Minute, "the deployment scaled down", func() bool {
+		n := 0
+		for _, ps := range c.podsOf("half") {
+			n += len(ps)
+		}
+		return n == len(ready)
+	})
+	left := map[string]bool{}
+	for _, ps := range c.podsOf("half") {
+		for _, p := range ps {
+			left[p.Metadata.Name] = true
+		}
+	}
+	for _, name := range ready {
+		if !left[name] {
+			t.Fatalf("Ready pod %s was removed while not-Ready ones %v were there; left %v", name, notReady, left)
+		}
+	}
+}
