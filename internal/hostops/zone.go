@@ -522,6 +522,9 @@ func (h *Host) BootZone(ctx context.Context, s PodSandbox) error {
 	if z.State == illumos.ZoneRunning {
 		return nil
 	}
+	if err := h.writeZoneResolver(s); err != nil {
+		return h.fail(ctx, step, s, err)
+	}
 	if err := za.Boot(ctx, name); err != nil {
 		return h.fail(ctx, step, s, err)
 	}
