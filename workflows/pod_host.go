@@ -22,10 +22,15 @@ var controlOptions = workflow.ActivityOptions{
 		MaximumInterval: 30 * time.Second},
 }
 
-// localControlOptions: the same, run on the workflow's own worker.
+// localControlOptions: the same, run on the workflow's own worker. Left
+// unset, a local activity's ScheduleToClose is its StartToClose: one
+// attempt that times out would fail the whole lifecycle. Like the
+// activity form, it is tried again until it succeeds: a control plane
+// that cannot reach its database must not fail pods.
 var localControlOptions = workflow.LocalActivityOptions{
-	StartToCloseTimeout: 30 * time.Second,
-	RetryPolicy:         controlOptions.RetryPolicy,
+	StartToCloseTimeout:    30 * time.Second,
+	ScheduleToCloseTimeout: 10 * 365 * 24 * time.Hour,
+	RetryPolicy:            controlOptions.RetryPolicy,
 }
 
 // provisionHeartbeat: a node that stops heartbeating a provision for this

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pglock"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -41,10 +42,6 @@ func (s *Scheduler) wait(ctx context.Context) (done func(), err error) {
 	}
 }
 
-// schedulingLock serialises placements across every control-plane replica:
-// each reads the nodes' usage and binds before the next one reads.
-const schedulingLock = 0x7a77_0002
-
 // Schedule binds the pod to the best node, or reports why none fits. It is
 // idempotent: a pod already bound keeps its node.
 func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, error) {
@@ -58,10 +55,10 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		return Decision{}, fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(schedulingLock)); err != nil {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", pglock.Scheduling); err != nil {
 		return Decision{}, err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(schedulingLock)) //nolint:errcheck // the session ends the lock anyway
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", pglock.Scheduling) //nolint:errcheck // the session ends the lock anyway
 
 	for {
 		pod, err := s.Store.Pods().Get(ctx, ns, name)

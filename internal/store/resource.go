@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pglock"
 )
 
 // kindInfo describes how one kind is stored. Table and column names are
@@ -310,7 +311,9 @@ func decodeContinue(s string) (continueToken, error) {
 // resource version, and records the change for watchers.
 func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx, rv int64) (change, error)) error {
 	return s.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(changeLock)); err != nil {
+		// Writers hold a resource version in turn, so that versions
+		// become visible in order (see the first migration).
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", pglock.Change); err != nil {
 			return err
 		}
 		var rv int64
@@ -432,8 +435,14 @@ func (r Resource[T, PT]) Update(ctx context.Context, obj PT) error {
 			if classify(err) != ErrNotFound {
 				return change{}, err
 			}
-			if _, gerr := r.Get(ctx, m.Namespace, m.Name); gerr != nil {
-				return change{}, gerr
+			// Gone or changed? Asked in this transaction: a read through
+			// the pool while holding the change lock could wait for a
+			// connection that writers waiting on the lock hold.
+			var exists []any
+			var one int
+			q := fmt.Sprintf("SELECT 1 FROM %s WHERE %s", r.info.table, r.where(m.Namespace, m.Name, &exists))
+			if err := tx.QueryRow(ctx, q, exists...).Scan(&one); err != nil {
+				return change{}, r.notFound(classify(err), m.Namespace, m.Name)
 			}
 			return change{}, fmt.Errorf("%w: the object has been modified; resourceVersion %s is stale, read it again and retry", ErrConflict, m.ResourceVersion)
 		}
