@@ -106,6 +106,8 @@ type PodState struct {
 	Sandbox *hostops.PodSandbox `json:",omitempty"`
 	// MovedFrom is the node an evicted pod left, until it is placed again.
 	MovedFrom string    `json:",omitempty"`
+	// Claims are the pod's claims as placed: their datasets are on Node.
+	Claims []hostops.ClaimVolume `json:",omitempty"`
 	Run       *RunState `json:",omitempty"`
 	// Why the pod failed or succeeded, once it did.
 	Reason, Message string `json:",omitempty"`

@@ -140,3 +140,18 @@ func (a *Control) UnbindPod(ctx context.Context, in controlops.UnbindInput) erro
 func (a *Control) WaitEndpointsLeft(ctx context.Context, in controlops.EndpointsLeftInput) (controlops.EndpointsLeftResult, error) {
 	return a.Ops.WaitEndpointsLeft(heartbeats(ctx), in)
 }
+
+// LoadClaim reads the claim and the pods using it.
+func (a *Control) LoadClaim(ctx context.Context, ref controlops.ClaimRef) (controlops.ClaimState, error) {
+	return a.Ops.LoadClaim(ctx, ref)
+}
+
+// ClaimResized records the size the claim's node applied.
+func (a *Control) ClaimResized(ctx context.Context, in controlops.ClaimTarget) error {
+	return a.Ops.ClaimResized(ctx, in.Claim, in.UID, in.Bytes)
+}
+
+// RemoveClaim deletes the claim's row once its node released it.
+func (a *Control) RemoveClaim(ctx context.Context, in controlops.ClaimTarget) error {
+	return a.Ops.RemoveClaim(ctx, in.Claim, in.UID)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/ipam"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
@@ -36,6 +37,8 @@ type PodSnapshot struct {
 type ScheduleResult struct {
 	Node    string
 	Message string
+	// Claims are the pod's claims, bound to Node.
+	Claims []hostops.ClaimVolume `json:",omitempty"`
 }
 
 // AllocateInput asks for the pod's address on its node.
@@ -97,7 +100,11 @@ func (a *Control) SchedulePod(ctx context.Context, ref PodRef) (ScheduleResult, 
 	if err != nil {
 		return ScheduleResult{}, err
 	}
-	return ScheduleResult{Node: d.Node, Message: d.Message}, nil
+	res := ScheduleResult{Node: d.Node, Message: d.Message}
+	for _, c := range d.Claims {
+		res.Claims = append(res.Claims, hostops.ClaimVolume{Name: c.Name, UID: c.UID, Bytes: c.Bytes})
+	}
+	return res, nil
 }
 
 // AllocatePodIP gives the pod an address from its node's pod CIDR.
@@ -223,6 +230,9 @@ func (a *Control) RemovePod(ctx context.Context, ref PodRef) error {
 	}
 	if err == nil && p.Spec.NodeName != "" {
 		WakeUnschedulable(ctx, a.Store, a.Lifecycles)
+	}
+	if err == nil {
+		a.wakeClaims(ctx, p)
 	}
 	return err
 }

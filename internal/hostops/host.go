@@ -48,6 +48,9 @@ type PodSandbox struct {
 	PrefixLen   int
 	Gateway     string // the default route inside the zone
 	Containers  []ContainerSpec
+	// Volumes are mounted into the zone at Mounts (volumes.go).
+	Volumes []PodVolume `json:",omitempty"`
+	Mounts  []PodMount  `json:",omitempty"`
 }
 
 // ContainerSpec is one container, run as an SMF service in the zone.

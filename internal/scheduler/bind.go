@@ -66,7 +66,22 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 			return Decision{}, err
 		}
 		if pod.Spec.NodeName != "" && hasCondition(pod, model.PodScheduled) {
-			return Decision{Node: pod.Spec.NodeName}, nil
+			claims, node, why, err := s.claims(ctx, pod)
+			if err == nil && why == "" && node != "" && node != pod.Spec.NodeName {
+				why = fmt.Sprintf("the pod is bound to node %s but its claims' data is on node %s", pod.Spec.NodeName, node)
+			}
+			if err != nil || why != "" {
+				return Decision{Message: why}, err
+			}
+			bound, err := s.bindClaims(ctx, claims, pod.Spec.NodeName)
+			if errors.Is(err, store.ErrConflict) {
+				continue
+			}
+			return Decision{Node: pod.Spec.NodeName, Claims: bound}, err
+		}
+		claims, claimsNode, why, err := s.claims(ctx, pod)
+		if err != nil || why != "" {
+			return Decision{Message: why}, err
 		}
 		nodes, err := s.Store.Nodes().List(ctx, store.ListOptions{})
 		if err != nil {
@@ -79,10 +94,20 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		candidates := make([]Candidate, len(nodes.Items))
 		for i := range nodes.Items {
 			candidates[i] = Candidate{Node: &nodes.Items[i], Used: used[nodes.Items[i].Metadata.Name]}
+			if claimsNode != "" && nodes.Items[i].Metadata.Name != claimsNode {
+				candidates[i].Excluded = ReasonVolumeNode
+			}
 		}
 		d := Place(pod, candidates)
 		if d.Node == "" {
 			return d, nil
+		}
+		// The claims first: a crash before the pod is bound leaves them on
+		// the node the next placement then picks.
+		if d.Claims, err = s.bindClaims(ctx, claims, d.Node); errors.Is(err, store.ErrConflict) {
+			continue
+		} else if err != nil {
+			return Decision{}, err
 		}
 		now := time.Now().UTC()
 		pod.Spec.NodeName = d.Node
@@ -148,4 +173,49 @@ func hasCondition(p *model.Pod, typ string) bool {
 		}
 	}
 	return false
+}
+
+// claims reads the pod's claims and the node holding their data, if
+// any. why says what keeps the pod from being placed: a claim missing,
+// being deleted, or claims bound to two nodes.
+func (s *Scheduler) claims(ctx context.Context, pod *model.Pod) (claims []*model.PersistentVolumeClaim, node, why string, err error) {
+	for _, name := range pod.Spec.ClaimNames() {
+		c, err := s.Store.Claims().Get(ctx, pod.Metadata.Namespace, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, "", fmt.Sprintf("persistentvolumeclaim %q not found", name), nil
+		}
+		if err != nil {
+			return nil, "", "", err
+		}
+		if c.Metadata.DeletionTimestamp != nil {
+			return nil, "", fmt.Sprintf("persistentvolumeclaim %q is being deleted", name), nil
+		}
+		if n := c.Status.NodeName; n != "" {
+			if node != "" && node != n {
+				return nil, "", fmt.Sprintf("the pod's claims are bound to two nodes, %s and %s", node, n), nil
+			}
+			node = n
+		}
+		claims = append(claims, c)
+	}
+	return claims, node, "", nil
+}
+
+// bindClaims binds the claims not bound yet to node (WaitForFirstConsumer)
+// and returns them all. A claim changed meanwhile is ErrConflict.
+func (s *Scheduler) bindClaims(ctx context.Context, claims []*model.PersistentVolumeClaim, node string) ([]BoundClaim, error) {
+	var bound []BoundClaim
+	for _, c := range claims {
+		if c.Status.NodeName == "" {
+			c.Status = model.PersistentVolumeClaimStatus{Phase: model.ClaimBound, NodeName: node,
+				AccessModes: c.Spec.AccessModes, Capacity: model.ResourceList{model.ResourceStorage: c.Spec.Resources.Requests[model.ResourceStorage]}}
+			if err := s.Store.Claims().Update(ctx, c); err != nil {
+				return nil, err
+			}
+		} else if c.Status.NodeName != node {
+			return nil, fmt.Errorf("%w: claim %q is bound to node %s, not %s", store.ErrConflict, c.Metadata.Name, c.Status.NodeName, node)
+		}
+		bound = append(bound, BoundClaim{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c)})
+	}
+	return bound, nil
 }

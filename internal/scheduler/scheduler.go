@@ -71,6 +71,9 @@ func Allocatable(n *model.Node) Resources {
 type Candidate struct {
 	Node *model.Node
 	Used Resources
+	// Excluded, when set, is why the pod cannot go there whatever the
+	// node offers (its claims' data is on another node).
+	Excluded string
 }
 
 // Filter reasons, counted per node in the message of an unschedulable pod.
@@ -84,12 +87,24 @@ const (
 	reasonMemory       = "Insufficient memory"
 	reasonPods         = "Too many pods"
 	reasonNodeNameMiss = "node(s) didn't match the requested node name"
+	// ReasonVolumeNode: the pod's claims are bound to another node.
+	ReasonVolumeNode = "node(s) had volume node affinity conflict"
 )
 
 // Decision is the outcome of placing one pod.
 type Decision struct {
 	Node    string // empty when no node fits
 	Message string // why no node fits, Kubernetes style
+	// Claims are the pod's claims, bound to Node.
+	Claims []BoundClaim
+}
+
+// BoundClaim is a claim a placed pod uses: its dataset is on the pod's
+// node.
+type BoundClaim struct {
+	Name  string
+	UID   string
+	Bytes int64
 }
 
 // Place picks the best node for the pod among the candidates.
@@ -122,6 +137,9 @@ func Place(p *model.Pod, candidates []Candidate) Decision {
 
 func filter(p *model.Pod, req Resources, c Candidate) string {
 	n := c.Node
+	if c.Excluded != "" {
+		return c.Excluded
+	}
 	if p.Spec.NodeName != "" && p.Spec.NodeName != n.Metadata.Name {
 		return reasonNodeNameMiss
 	}

@@ -230,3 +230,64 @@ func (s *Store) MarkImageDeleting(ctx context.Context, name, resourceVersion str
 		return img, nil
 	}
 }
+
+// CreateClaim stores a new claim in an existing namespace.
+func (s *Store) CreateClaim(ctx context.Context, c *model.PersistentVolumeClaim) error {
+	return s.Claims().CreateWith(ctx, c, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", c.Metadata.Namespace).Scan(&one)
+		if classify(err) == ErrNotFound {
+			return fmt.Errorf("%w: namespace %q", ErrNotFound, c.Metadata.Namespace)
+		}
+		return err
+	})
+}
+
+var errClaimBound = errors.New("the claim is bound to a node")
+
+// DeleteClaim deletes a claim that no node holds, checking in the
+// deletion's transaction that it is still unbound; a bound claim is
+// stamped deleting instead, for its node to release (deleted says which).
+func (s *Store) DeleteClaim(ctx context.Context, ns, name, resourceVersion string) (pvc *model.PersistentVolumeClaim, deleted bool, err error) {
+	for {
+		pvc, err := s.Claims().DeleteWith(ctx, ns, name, resourceVersion, func(_ pgx.Tx, c *model.PersistentVolumeClaim) error {
+			if c.Status.NodeName != "" {
+				return errClaimBound
+			}
+			return nil
+		})
+		if !errors.Is(err, errClaimBound) {
+			return pvc, err == nil, err
+		}
+		if pvc, err = s.Claims().Get(ctx, ns, name); err != nil {
+			return nil, false, err
+		}
+		if pvc.Metadata.DeletionTimestamp != nil {
+			return pvc, false, nil
+		}
+		now := time.Now().UTC()
+		pvc.Metadata.DeletionTimestamp = &now
+		if err := s.Claims().Update(ctx, pvc); errors.Is(err, ErrConflict) && resourceVersion == "" {
+			continue
+		} else if err != nil {
+			return nil, false, err
+		}
+		return pvc, false, nil
+	}
+}
+
+// PodsUsingClaim lists the pods of namespace ns (by name) whose volumes
+// name the claim. A pod row lasts until its zone is gone, so while one is
+// listed, a zone may mount the claim's dataset.
+func (s *Store) PodsUsingClaim(ctx context.Context, ns, claim string) ([]string, error) {
+	match, err := json.Marshal([]map[string]any{{"persistentVolumeClaim": map[string]string{"claimName": claim}}})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, "SELECT name FROM pods WHERE namespace = $1 AND spec -> 'volumes' @> $2::jsonb ORDER BY name", ns, match)
+	if err != nil {
+		return nil, classify(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return names, classify(err)
+}

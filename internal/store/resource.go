@@ -45,6 +45,9 @@ var (
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace", "spec.clusterIP": "spec ->> 'clusterIP'"}}
 	endpointsKind = &kindInfo{kind: model.KindEndpoints, table: "endpoints", namespaced: true,
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace"}}
+	claimKind = &kindInfo{kind: model.KindPersistentVolumeClaim, table: "persistentvolumeclaims", namespaced: true,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
+			"status.phase": "status ->> 'phase'", "status.nodeName": "status ->> 'nodeName'"}}
 	imageKind = &kindInfo{kind: model.KindImage, table: "images",
 		fields: map[string]string{"metadata.name": "name", "spec.kind": "spec ->> 'kind'", "status.phase": "status ->> 'phase'"}}
 	eventKind = &kindInfo{kind: model.KindEvent, table: "events", namespaced: true,
@@ -67,7 +70,7 @@ type Resource[T any, PT ObjectPtr[T]] struct {
 	info *kindInfo
 }
 
-// Namespaces, Nodes, Pods, Services, Endpoints, Images and Events give typed access to each kind.
+// Namespaces, Nodes, Pods, Services, Endpoints, Claims, Images and Events give typed access to each kind.
 func (s *Store) Namespaces() Resource[model.Namespace, *model.Namespace] {
 	return Resource[model.Namespace, *model.Namespace]{s, namespaceKind}
 }
@@ -82,6 +85,9 @@ func (s *Store) Services() Resource[model.Service, *model.Service] {
 }
 func (s *Store) Endpoints() Resource[model.Endpoints, *model.Endpoints] {
 	return Resource[model.Endpoints, *model.Endpoints]{s, endpointsKind}
+}
+func (s *Store) Claims() Resource[model.PersistentVolumeClaim, *model.PersistentVolumeClaim] {
+	return Resource[model.PersistentVolumeClaim, *model.PersistentVolumeClaim]{s, claimKind}
 }
 func (s *Store) Images() Resource[model.Image, *model.Image] {
 	return Resource[model.Image, *model.Image]{s, imageKind}

@@ -1,0 +1,171 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+func (c *cluster) claim(name string) (model.PersistentVolumeClaim, int) {
+	c.t.Helper()
+	var pvc model.PersistentVolumeClaim
+	code := c.get("/api/v1/namespaces/default/persistentvolumeclaims/"+name, &pvc)
+	return pvc, code
+}
+
+func (c *cluster) hasDataset(node int, name string) bool {
+	s, _ := c.state(node)
+	for _, d := range s.Datasets {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// A claim binds to the node of its first pod; what one pod writes there
+// the next pod reads, wherever it would otherwise have gone; an emptyDir
+// goes with its pod; deleting a claim in use waits for its last pod, then
+// its node destroys the data.
+func TestClaimDataOutlivesItsPods(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2)
+	if code, b := c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
+		`{"metadata":{"name":"data"},"spec":{"resources":{"requests":{"storage":"64Mi"}}}}`); code != http.StatusCreated {
+		t.Fatalf("create claim: %d %s", code, b)
+	}
+	if pvc, _ := c.claim("data"); pvc.Status.Phase != model.ClaimPending || pvc.Spec.AccessModes[0] != model.AccessModeReadWriteOnce ||
+		pvc.Spec.PersistentVolumeReclaimPolicy != model.ReclaimDelete {
+		t.Fatalf("a new claim: %+v", pvc)
+	}
+	for _, bad := range []struct{ body, field string }{
+		{`{"metadata":{"name":"x"},"spec":{"accessModes":["ReadWriteMany"],"resources":{"requests":{"storage":"1Gi"}}}}`, "spec.accessModes[0]"},
+		{`{"metadata":{"name":"x"},"spec":{"resources":{"requests":{}}}}`, "spec.resources.requests.storage"},
+		{`{"metadata":{"name":"x"},"spec":{"resources":{"requests":{"storage":"-1"}}}}`, "spec.resources.requests.storage"},
+	} {
+		if code, b := c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims", bad.body); code != http.StatusUnprocessableEntity || !strings.Contains(string(b), bad.field) {
+			t.Errorf("%s: %d %s, want 422 naming %s", bad.body, code, b, bad.field)
+		}
+	}
+	if code, b := c.do("POST", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"bad"},"spec":{
+		"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"data"}}],
+		"containers":[{"name":"app","image":"base","command":["true"],"volumeMounts":[{"name":"nope","mountPath":"/data"},{"name":"data","mountPath":"rel"}]}]}}`); code != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(b), "spec.containers[0].volumeMounts[0].name") || !strings.Contains(string(b), "spec.containers[0].volumeMounts[1].mountPath") {
+		t.Errorf("a pod mounting an unknown volume at a relative path: %d %s", code, b)
+	}
+
+	// The writer: its claim and an emptyDir. Processes of a simulated
+	// zone run in the zone root, so data/… is the zone's /data/….
+	c.createPod(`{"metadata":{"name":"writer"},"spec":{
+		"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"data"}},{"name":"scratch","emptyDir":{"sizeLimit":"16Mi"}}],
+		"containers":[{"name":"app","image":"base","command":["sh","-c","echo hello from $POD_NAME > data/greeting && echo x > scratch/x && exec sleep 3600"],
+			"volumeMounts":[{"name":"data","mountPath":"/data"},{"name":"scratch","mountPath":"/scratch"}]}]}}`)
+	w := c.waitPhase("writer", model.PodRunning, true, 90*time.Second)
+	pvc, _ := c.claim("data")
+	if pvc.Status.Phase != model.ClaimBound || pvc.Status.NodeName != w.Spec.NodeName || pvc.Status.Capacity[model.ResourceStorage] != "64Mi" {
+		t.Fatalf("the claim after its first pod (on %s): %+v", w.Spec.NodeName, pvc.Status)
+	}
+	node := c.nodeIndex(w.Spec.NodeName)
+	dataset := "tank/zonewright/volumes/" + pvc.Metadata.UID
+	greeting := filepath.Join(c.nodes.Nodes[node].Root, "fs", dataset, "greeting")
+	c.eventually(10*time.Second, "the writer's greeting in the claim's dataset", func() bool {
+		b, _ := os.ReadFile(greeting)
+		return string(b) == "hello from writer\n"
+	})
+	_, st := c.state(node)
+	if !strings.Contains(st, "/vol-scratch") {
+		t.Fatalf("no emptyDir dataset for the writer: %s", st)
+	}
+
+	// Every other node is excluded for the claim's next pod: cordon the
+	// claim's node and the reader waits rather than going elsewhere.
+	c.do("POST", "/api/v1/nodes/"+w.Spec.NodeName+"/cordon", nil)
+	c.do("DELETE", "/api/v1/namespaces/default/pods/writer?gracePeriodSeconds=0", nil)
+	c.waitGone("writer", 60*time.Second)
+	if !c.hasDataset(node, dataset) {
+		t.Fatal("the claim's dataset went with its pod")
+	}
+	if _, st := c.state(node); strings.Contains(st, "/vol-scratch") {
+		t.Fatalf("the emptyDir outlived its pod: %s", st)
+	}
+	c.createPod(`{"metadata":{"name":"reader"},"spec":{
+		"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"data","readOnly":true}}],
+		"containers":[{"name":"app","image":"base","command":["sleep","3600"],"volumeMounts":[{"name":"data","mountPath":"/srv/data"}],
+			"readinessProbe":{"exec":{"command":["grep","-q","hello from writer","srv/data/greeting"]},"periodSeconds":1}}]}}`)
+	c.eventually(15*time.Second, "the reader Pending on the cordoned node holding its claim", func() bool {
+		p, _ := c.pod("reader")
+		return p.Spec.NodeName == "" && strings.Contains(c.events("reader"), "volume node affinity conflict")
+	})
+	c.do("POST", "/api/v1/nodes/"+w.Spec.NodeName+"/uncordon", nil)
+	r := c.waitPhase("reader", model.PodRunning, true, 3*time.Minute)
+	if r.Spec.NodeName != w.Spec.NodeName {
+		t.Fatalf("the reader runs on %s, its claim's data is on %s", r.Spec.NodeName, w.Spec.NodeName)
+	}
+
+	// Deleting the claim while the reader uses it only marks it.
+	if code, b := c.do("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/data", nil); code != http.StatusOK {
+		t.Fatalf("delete the claim: %d %s", code, b)
+	}
+	time.Sleep(time.Second)
+	if pvc, code := c.claim("data"); code != http.StatusOK || pvc.Metadata.DeletionTimestamp == nil || !c.hasDataset(node, dataset) {
+		t.Fatalf("a claim in use was not kept (status %d): %+v", code, pvc.Metadata)
+	}
+	c.createPod(`{"metadata":{"name":"late"},"spec":{"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"data"}}],
+		"containers":[{"name":"app","image":"base","command":["sleep","3600"],"volumeMounts":[{"name":"data","mountPath":"/data"}]}]}}`)
+	c.eventually(15*time.Second, "a new pod of a claim being deleted to wait", func() bool {
+		return strings.Contains(c.events("late"), `persistentvolumeclaim "data" is being deleted`)
+	})
+	c.do("DELETE", "/api/v1/namespaces/default/pods/late?gracePeriodSeconds=0", nil)
+	c.do("DELETE", "/api/v1/namespaces/default/pods/reader?gracePeriodSeconds=0", nil)
+	c.waitGone("reader", 60*time.Second)
+	c.eventually(30*time.Second, "the claim and its dataset gone after its last pod", func() bool {
+		_, code := c.claim("data")
+		return code == http.StatusNotFound && !c.hasDataset(node, dataset)
+	})
+}
+
+// A claim bound to a node grows online: the node raises the dataset's
+// quota and status.capacity follows. Shrinking is refused.
+func TestClaimGrowsOnline(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 1)
+	c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
+		`{"metadata":{"name":"db"},"spec":{"resources":{"requests":{"storage":"32Mi"}}}}`)
+	c.createPod(`{"metadata":{"name":"db"},"spec":{"volumes":[{"name":"db","persistentVolumeClaim":{"claimName":"db"}}],
+		"containers":[{"name":"app","image":"base","command":["sleep","3600"],"volumeMounts":[{"name":"db","mountPath":"/var/db"}]}]}}`)
+	c.waitPhase("db", model.PodRunning, false, 90*time.Second)
+	pvc, _ := c.claim("db")
+	grow := func(size string) (int, []byte) {
+		pvc.Spec.Resources.Requests[model.ResourceStorage] = size
+		b, _ := json.Marshal(pvc)
+		return c.do("PUT", "/api/v1/namespaces/default/persistentvolumeclaims/db", string(b))
+	}
+	if code, b := grow("16Mi"); code != http.StatusUnprocessableEntity || !strings.Contains(string(b), "spec.resources.requests.storage") {
+		t.Fatalf("shrink: %d %s", code, b)
+	}
+	code, b := grow("128Mi")
+	if code != http.StatusOK {
+		t.Fatalf("grow: %d %s", code, b)
+	}
+	c.eventually(30*time.Second, "the grown size applied on the node", func() bool {
+		pvc, _ := c.claim("db")
+		return pvc.Status.Capacity[model.ResourceStorage] == "128Mi"
+	})
+	out, err := simZFS(c, 0, "get", "-Hp", "-o", "value", "quota", "tank/zonewright/volumes/"+pvc.Metadata.UID)
+	if err != nil || strings.TrimSpace(out) != "134217728" {
+		t.Fatalf("the dataset's quota: %q %v, want 134217728", out, err)
+	}
+}
+
+// simZFS runs zfs on the simulated node.
+func simZFS(c *cluster, node int, args ...string) (string, error) {
+	out, err := exec.Command(filepath.Join(c.nodes.Nodes[node].BinDir, "zfs"), args...).Output()
+	return string(out), err
+}

@@ -1,0 +1,80 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/zonewright/zonewright/internal/controlops"
+)
+
+// ClaimWorkflowName is the claim workflow's registered name.
+const ClaimWorkflowName = "ClaimSync"
+
+// SignalClaimSync wakes a claim's workflow: its claim changed, or a pod
+// using it is gone.
+const SignalClaimSync = "sync"
+
+// claimLookEvery bounds how late a claim being deleted notices that its
+// last pod is gone when that pod's wake was lost.
+const claimLookEvery = 10 * time.Minute
+
+// ClaimWorkflowID is the workflow ID of a claim's workflow.
+func ClaimWorkflowID(namespace, name string) string { return "claim/" + namespace + "/" + name }
+
+// ClaimInput names the claim.
+type ClaimInput struct {
+	Claim controlops.ClaimRef
+}
+
+// ClaimSync does the node's part of a claim's changes, then ends: a claim
+// being deleted waits until no pod uses it, then its node destroys the
+// dataset (or keeps it, under Retain) and the claim's row goes; a bound
+// claim that grew gets the new quota on its node. Each wake (signal
+// "sync") makes it look again; nothing runs while nothing changes.
+func ClaimSync(ctx workflow.Context, in ClaimInput) error {
+	ctx = workflow.WithActivityOptions(ctx, controlOptions)
+	wake := workflow.GetSignalChannel(ctx, SignalClaimSync)
+	for {
+		for wake.ReceiveAsync(nil) {
+		}
+		var st controlops.ClaimState
+		if err := workflow.ExecuteActivity(ctx, ctl.LoadClaim, in.Claim).Get(ctx, &st); err != nil {
+			return err
+		}
+		target := controlops.ClaimTarget{Claim: in.Claim, UID: st.Volume.UID, Bytes: st.Volume.Bytes}
+		switch {
+		case !st.Found:
+			return nil
+		case st.Deleting && len(st.UsedBy) > 0:
+			if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+				return workflow.NewContinueAsNewError(ctx, ClaimWorkflowName, in)
+			}
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(wake, func(workflow.ReceiveChannel, bool) {})
+			sel.AddFuture(workflow.NewTimer(ctx, claimLookEvery), func(workflow.Future) {})
+			sel.Select(ctx)
+			continue
+		case st.Deleting:
+			if st.Node != "" && !st.Retain {
+				hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 5*time.Minute))
+				if err := workflow.ExecuteActivity(hctx, host.DestroyClaimVolume, st.Volume).Get(ctx, nil); err != nil {
+					return err
+				}
+			}
+			return workflow.ExecuteActivity(ctx, ctl.RemoveClaim, target).Get(ctx, nil)
+		case st.Node != "" && st.Volume.Bytes != st.CapacityBytes:
+			hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 2*time.Minute))
+			if err := workflow.ExecuteActivity(hctx, host.ResizeClaimVolume, st.Volume).Get(ctx, nil); err != nil {
+				return err
+			}
+			if err := workflow.ExecuteActivity(ctx, ctl.ClaimResized, target).Get(ctx, nil); err != nil {
+				return err
+			}
+			continue // it may have grown again meanwhile
+		}
+		if !wake.ReceiveAsync(nil) {
+			return nil
+		}
+	}
+}
