@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows"
 )
 
 func (c *cluster) claim(name string) (model.PersistentVolumeClaim, int) {
@@ -129,6 +130,8 @@ func TestClaimDataOutlivesItsPods(t *testing.T) {
 		_, code := c.claim("data")
 		return code == http.StatusNotFound && !c.hasDataset(node, dataset)
 	})
+	c.recordHistory(workflows.ClaimWorkflowID("default", "data"), "claim-deleted-after-last-pod.json")
+	c.recordHistory(workflows.PodWorkflowID("default", "reader"), "pod-claim-reader.json")
 }
 
 // A claim bound to a node grows online: the node raises the dataset's
@@ -158,6 +161,7 @@ func TestClaimGrowsOnline(t *testing.T) {
 		pvc, _ := c.claim("db")
 		return pvc.Status.Capacity[model.ResourceStorage] == "128Mi"
 	})
+	c.recordHistory(workflows.ClaimWorkflowID("default", "db"), "claim-grown.json")
 	out, err := simZFS(c, 0, "get", "-Hp", "-o", "value", "quota", "tank/zonewright/volumes/"+pvc.Metadata.UID)
 	if err != nil || strings.TrimSpace(out) != "134217728" {
 		t.Fatalf("the dataset's quota: %q %v, want 134217728", out, err)
