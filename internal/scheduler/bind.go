@@ -91,9 +91,20 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		if err != nil {
 			return Decision{}, err
 		}
+		claimBytes, err := s.claimBytes(ctx, conn.Conn())
+		if err != nil {
+			return Decision{}, err
+		}
+		var newClaimBytes int64
+		for _, c := range claims {
+			if c.Status.NodeName == "" {
+				newClaimBytes += model.ClaimBytes(c)
+			}
+		}
 		candidates := make([]Candidate, len(nodes.Items))
 		for i := range nodes.Items {
-			candidates[i] = Candidate{Node: &nodes.Items[i], Used: used[nodes.Items[i].Metadata.Name]}
+			name := nodes.Items[i].Metadata.Name
+			candidates[i] = Candidate{Node: &nodes.Items[i], Used: used[name], ClaimBytes: claimBytes[name], NewClaimBytes: newClaimBytes}
 			if claimsNode != "" && nodes.Items[i].Metadata.Name != claimsNode {
 				candidates[i].Excluded = ReasonVolumeNode
 			}
@@ -218,4 +229,23 @@ func (s *Scheduler) bindClaims(ctx context.Context, claims []*model.PersistentVo
 		bound = append(bound, BoundClaim{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c)})
 	}
 	return bound, nil
+}
+
+// claimBytes sums the sizes of the claims bound to each node.
+func (s *Scheduler) claimBytes(ctx context.Context, conn *pgx.Conn) (map[string]int64, error) {
+	rows, err := conn.Query(ctx, `SELECT status ->> 'nodeName', spec -> 'resources' -> 'requests' ->> 'storage'
+		FROM persistentvolumeclaims WHERE coalesce(status ->> 'nodeName', '') <> ''`)
+	if err != nil {
+		return nil, err
+	}
+	bound, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Node, Storage string }])
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, b := range bound {
+		n, _ := model.Bytes(b.Storage) // validated at admission
+		out[b.Node] += n
+	}
+	return out, nil
 }

@@ -71,6 +71,10 @@ func Allocatable(n *model.Node) Resources {
 type Candidate struct {
 	Node *model.Node
 	Used Resources
+	// ClaimBytes are the quotas of the claims bound to the node, and
+	// NewClaimBytes those of the pod's claims not bound yet: together they
+	// may not pass the node's allocatable storage.
+	ClaimBytes, NewClaimBytes int64
 	// Excluded, when set, is why the pod cannot go there whatever the
 	// node offers (its claims' data is on another node).
 	Excluded string
@@ -86,6 +90,7 @@ const (
 	reasonCPU          = "Insufficient cpu"
 	reasonMemory       = "Insufficient memory"
 	reasonPods         = "Too many pods"
+	reasonStorage      = "Insufficient storage"
 	reasonNodeNameMiss = "node(s) didn't match the requested node name"
 	// ReasonVolumeNode: the pod's claims are bound to another node.
 	ReasonVolumeNode = "node(s) had volume node affinity conflict"
@@ -171,6 +176,13 @@ func filter(p *model.Pod, req Resources, c Candidate) string {
 		return reasonCPU
 	case total.Memory > alloc.Memory:
 		return reasonMemory
+	}
+	if c.NewClaimBytes > 0 {
+		if v, ok := n.Status.Allocatable[model.ResourceStorage]; ok {
+			if storage, err := model.Bytes(v); err == nil && c.ClaimBytes+c.NewClaimBytes > storage {
+				return reasonStorage
+			}
+		}
 	}
 	return ""
 }
