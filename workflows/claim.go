@@ -56,7 +56,7 @@ func ClaimSync(ctx workflow.Context, in ClaimInput) error {
 			sel.Select(ctx)
 			continue
 		case st.Deleting:
-			if st.Node != "" && !st.Retain {
+			if st.Node != "" && !st.Retain && !st.NodeGone {
 				hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 5*time.Minute))
 				if err := workflow.ExecuteActivity(hctx, host.DestroyClaimVolume, st.Volume).Get(ctx, nil); err != nil {
 					return err

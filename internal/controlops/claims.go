@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
@@ -37,6 +38,8 @@ type ClaimState struct {
 	CapacityBytes int64
 	// UsedBy are the pods whose volumes name the claim.
 	UsedBy []string
+	// NodeGone: Node was deleted; the claim's data went with it.
+	NodeGone bool `json:",omitempty"`
 }
 
 // LoadClaim reads the claim and the pods using it.
@@ -54,6 +57,14 @@ func (a *Control) LoadClaim(ctx context.Context, ref ClaimRef) (ClaimState, erro
 	st.CapacityBytes, _ = model.Bytes(c.Status.Capacity[model.ResourceStorage])
 	if st.UsedBy, err = a.Store.PodsUsingClaim(ctx, ref.Namespace, ref.Name); err != nil {
 		return ClaimState{}, err
+	}
+	if st.Node != "" {
+		_, err := a.Store.Nodes().Get(ctx, "", st.Node)
+		if errors.Is(err, store.ErrNotFound) {
+			st.NodeGone = true
+		} else if err != nil {
+			return ClaimState{}, err
+		}
 	}
 	return st, nil
 }
@@ -115,4 +126,19 @@ type ClaimTarget struct {
 	Claim ClaimRef
 	UID   string
 	Bytes int64 `json:",omitempty"`
+}
+
+// setClaimsPhase marks the claims bound to node Lost (its node is
+// unreachable or gone) or Bound again, with an event on each.
+func (a *Control) setClaimsPhase(ctx context.Context, node, phase string) error {
+	changed, err := a.Store.SetClaimsPhase(ctx, node, phase)
+	for _, c := range changed {
+		ns, name, _ := strings.Cut(c, "/")
+		typ, reason, msg := model.EventWarning, "ClaimLost", fmt.Sprintf("Node %s holding the claim's data is unreachable; its pods wait for it", node)
+		if phase == model.ClaimBound {
+			typ, reason, msg = model.EventNormal, "ClaimBound", fmt.Sprintf("Node %s holding the claim's data is back", node)
+		}
+		a.event(ctx, model.ObjectReference{Kind: model.KindPersistentVolumeClaim, Namespace: ns, Name: name}, typ, reason, msg)
+	}
+	return err
 }

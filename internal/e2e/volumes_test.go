@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -172,4 +173,58 @@ func TestClaimGrowsOnline(t *testing.T) {
 func simZFS(c *cluster, node int, args ...string) (string, error) {
 	out, err := exec.Command(filepath.Join(c.nodes.Nodes[node].BinDir, "zfs"), args...).Output()
 	return string(out), err
+}
+
+// A claim whose node is lost is Lost: its pod, evicted, waits Pending
+// rather than start elsewhere without its data, and runs on the node with
+// its data once the node is back.
+func TestLostNodeLosesItsClaimsUntilItReturns(t *testing.T) {
+	t.Parallel()
+	const grace, eviction = 3 * time.Second, 2 * time.Second
+	c := nodeHealthCluster(t, 2, grace, eviction)
+	victim := c.nodes.Nodes[0].Name
+	c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
+		`{"metadata":{"name":"state"},"spec":{"resources":{"requests":{"storage":"16Mi"}}}}`)
+	c.createPod(`{"metadata":{"name":"keeper"},"spec":{"nodeName":"` + victim + `",
+		"volumes":[{"name":"state","persistentVolumeClaim":{"claimName":"state"}}],
+		"containers":[{"name":"app","image":"base","command":["sh","-c","echo kept >> state/log && exec sleep 3600"],
+			"volumeMounts":[{"name":"state","mountPath":"/state"}]}]}}`)
+	c.waitPhase("keeper", model.PodRunning, false, 90*time.Second)
+
+	c.nodes.Kill(0)
+	c.eventually(grace+15*time.Second, "the claim Lost", func() bool {
+		pvc, _ := c.claim("state")
+		return pvc.Status.Phase == model.ClaimLost && pvc.Status.NodeName == victim
+	})
+	c.eventually(30*time.Second, "the evicted pod waiting for its claim", func() bool {
+		p, _ := c.pod("keeper")
+		return p.Status.Phase == model.PodPending && strings.Contains(c.events("keeper"), `persistentvolumeclaim "state" is Lost`)
+	})
+	if p, _ := c.pod("keeper"); p.Spec.NodeName != "" {
+		t.Fatalf("the pod of a lost claim was placed on %s", p.Spec.NodeName)
+	}
+
+	if err := c.nodes.Restart(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	p := c.waitPhase("keeper", model.PodRunning, false, 2*time.Minute)
+	if p.Spec.NodeName != victim {
+		t.Fatalf("the pod runs on %s, its data is on %s", p.Spec.NodeName, victim)
+	}
+	if pvc, _ := c.claim("state"); pvc.Status.Phase != model.ClaimBound {
+		t.Fatalf("the claim is %s with its node back", pvc.Status.Phase)
+	}
+	log := filepath.Join(c.nodes.Nodes[0].Root, "fs/tank/zonewright/volumes", mustClaimUID(c, "state"), "log")
+	c.eventually(10*time.Second, "the second run appending to the first run's data", func() bool {
+		b, _ := os.ReadFile(log)
+		return string(b) == "kept\nkept\n"
+	})
+}
+
+func mustClaimUID(c *cluster, name string) string {
+	pvc, code := c.claim(name)
+	if code != http.StatusOK {
+		c.t.Fatalf("claim %s: %d", name, code)
+	}
+	return pvc.Metadata.UID
 }

@@ -14,6 +14,9 @@ const KindPersistentVolumeClaim = "PersistentVolumeClaim"
 const (
 	ClaimPending = "Pending" // not bound to a node yet: no pod used it
 	ClaimBound   = "Bound"   // its dataset lives on status.nodeName
+	// ClaimLost: the node holding its dataset is unreachable or gone; pods
+	// of the claim wait rather than start without their data.
+	ClaimLost = "Lost"
 )
 
 // AccessModeReadWriteOnce is the only access mode served: a ZFS dataset

@@ -201,6 +201,21 @@ func (s *Scheduler) claims(ctx context.Context, pod *model.Pod) (claims []*model
 		if c.Metadata.DeletionTimestamp != nil {
 			return nil, "", fmt.Sprintf("persistentvolumeclaim %q is being deleted", name), nil
 		}
+		if c.Status.Phase == model.ClaimLost {
+			// Its node may be back under the same name (registered again
+			// after a deletion): the data is there, the claim Bound again.
+			n, err := s.Store.Nodes().Get(ctx, "", c.Status.NodeName)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, "", "", err
+			}
+			if err != nil || !n.Ready() {
+				return nil, "", fmt.Sprintf("persistentvolumeclaim %q is Lost: node %s holding its data is unreachable or gone", name, c.Status.NodeName), nil
+			}
+			c.Status.Phase = model.ClaimBound
+			if err := s.Store.Claims().Update(ctx, c); err != nil {
+				return nil, "", "", err
+			}
+		}
 		if n := c.Status.NodeName; n != "" {
 			if node != "" && node != n {
 				return nil, "", fmt.Sprintf("the pod's claims are bound to two nodes, %s and %s", node, n), nil

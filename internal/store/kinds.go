@@ -291,3 +291,28 @@ func (s *Store) PodsUsingClaim(ctx context.Context, ns, claim string) ([]string,
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	return names, classify(err)
 }
+
+// SetClaimsPhase sets the phase of every claim bound to node (Lost while
+// the node is unreachable or gone, Bound again when it is back) and
+// returns the claims it changed.
+func (s *Store) SetClaimsPhase(ctx context.Context, node, phase string) ([]string, error) {
+	claims, err := s.Claims().ListAll(ctx, ListOptions{FieldSelector: "status.nodeName=" + node})
+	if err != nil {
+		return nil, err
+	}
+	var changed []string
+	for _, c := range claims {
+		_, err := s.Claims().Modify(ctx, c.Metadata.Namespace, c.Metadata.Name, func(c *model.PersistentVolumeClaim) bool {
+			if c.Status.NodeName != node || c.Status.Phase == phase {
+				return false
+			}
+			c.Status.Phase = phase
+			changed = append(changed, c.Metadata.Namespace+"/"+c.Metadata.Name)
+			return true
+		})
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return changed, err
+		}
+	}
+	return changed, nil
+}
