@@ -87,8 +87,8 @@ func (s *Server) updateClaim(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if grew && cur.Status.NodeName != "" && s.claims != nil {
-		if err := s.claims.Sync(c.Request.Context(), ns, name); err != nil {
+	if grew && cur.Status.NodeName != "" && s.volumes != nil {
+		if err := s.volumes.SyncClaim(c.Request.Context(), ns, name); err != nil {
 			s.fail(c, err)
 			return
 		}
@@ -107,8 +107,8 @@ func (s *Server) deleteClaim(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if !deleted && s.claims != nil {
-		if err := s.claims.Sync(c.Request.Context(), ns, name); err != nil {
+	if !deleted && s.volumes != nil {
+		if err := s.volumes.SyncClaim(c.Request.Context(), ns, name); err != nil {
 			s.fail(c, err)
 			return
 		}

@@ -44,9 +44,9 @@ type Config struct {
 	// Nodes starts and wakes nodes' health workflows; nil leaves them to
 	// the control plane's node watch and reconciler.
 	Nodes *workflows.NodeClient
-	// Claims releases and resizes claims held by nodes; nil leaves bound
-	// claims being deleted or grown as they are.
-	Claims *workflows.ClaimClient
+	// Volumes starts the workflows that do nodes' work for claims and
+	// snapshots; nil leaves that work undone.
+	Volumes *workflows.VolumeClient
 	// ServiceCIDR is the range services' cluster IPs come from; nil:
 	// clusterip.DefaultCIDR.
 	ServiceCIDR *clusterip.Range
@@ -73,7 +73,7 @@ type Server struct {
 	imageMap  *imagemap.Map
 	artefacts ArtefactServer
 	nodes     *workflows.NodeClient
-	claims    *workflows.ClaimClient
+	volumes   *workflows.VolumeClient
 	ready     []ReadyCheck
 	log       *slog.Logger
 	keepalive time.Duration
@@ -97,7 +97,7 @@ func New(cfg Config) *Server {
 	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
 		cfg.ServiceNetWait = MaxServiceNetWait
 	}
-	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, claims: cfg.Claims, images: cfg.Images, imageMap: cfg.ImageMap,
+	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait}
 }
@@ -177,6 +177,8 @@ func (s *Server) Handler() http.Handler {
 
 	v1.GET("/events", s.listEvents)
 	v1.GET("/namespaces/:ns/events", s.listEvents)
+
+	s.routeSnapshots(r)
 	return r
 }
 

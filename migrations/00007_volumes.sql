@@ -6,6 +6,8 @@ CREATE TABLE persistentvolumeclaims (
     namespace              text NOT NULL REFERENCES namespaces (name),
     name                   text NOT NULL,
     resource_version       bigint NOT NULL,
+    generation             bigint NOT NULL DEFAULT 1,
+    owner_references       jsonb NOT NULL DEFAULT '[]',
     labels                 jsonb NOT NULL DEFAULT '{}',
     annotations            jsonb NOT NULL DEFAULT '{}',
     spec                   jsonb NOT NULL DEFAULT '{}',
@@ -17,5 +19,24 @@ CREATE TABLE persistentvolumeclaims (
 );
 CREATE INDEX persistentvolumeclaims_labels ON persistentvolumeclaims USING gin (labels);
 
+-- VolumeSnapshots: ZFS snapshots of claims' datasets.
+CREATE TABLE volumesnapshots (
+    uid                    uuid PRIMARY KEY,
+    namespace              text NOT NULL REFERENCES namespaces (name),
+    name                   text NOT NULL,
+    resource_version       bigint NOT NULL,
+    generation             bigint NOT NULL DEFAULT 1,
+    owner_references       jsonb NOT NULL DEFAULT '[]',
+    labels                 jsonb NOT NULL DEFAULT '{}',
+    annotations            jsonb NOT NULL DEFAULT '{}',
+    spec                   jsonb NOT NULL DEFAULT '{}',
+    status                 jsonb NOT NULL DEFAULT '{}',
+    created_at             timestamptz NOT NULL DEFAULT now(),
+    deleted_at             timestamptz,
+    deletion_grace_seconds bigint,
+    UNIQUE (namespace, name)
+);
+
 -- +goose Down
+DROP TABLE volumesnapshots;
 DROP TABLE persistentvolumeclaims;

@@ -41,11 +41,12 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	w.RegisterWorkflowWithOptions(workflows.ReconcilePods, workflow.RegisterOptions{Name: "ReconcilePods"})
 	w.RegisterWorkflowWithOptions(workflows.NodeHealth, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.ClaimSync, workflow.RegisterOptions{Name: workflows.ClaimWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.SnapshotSync, workflow.RegisterOptions{Name: workflows.SnapshotWorkflowName})
 	ctl := controlops.NewControl(st, pods)
 	ctl.NodeHealth = nodes
 	ctl.NodeGracePeriod, ctl.NodeEvictionTimeout = nodes.GracePeriod, nodes.EvictionTimeout
 	ctl.ServiceNet = serviceNet
-	ctl.Claims = workflows.ClaimClient{Temporal: c}
+	ctl.Volumes = workflows.VolumeClient{Temporal: c}
 	w.RegisterActivity(&controlacts.Control{Ops: ctl})
 	return w
 }

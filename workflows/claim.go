@@ -11,9 +11,9 @@ import (
 // ClaimWorkflowName is the claim workflow's registered name.
 const ClaimWorkflowName = "ClaimSync"
 
-// SignalClaimSync wakes a claim's workflow: its claim changed, or a pod
-// using it is gone.
-const SignalClaimSync = "sync"
+// SignalVolumeSync wakes a claim's or a snapshot's workflow: its object
+// changed, or something holding it back is gone.
+const SignalVolumeSync = "sync"
 
 // claimLookEvery bounds how late a claim being deleted notices that its
 // last pod is gone when that pod's wake was lost.
@@ -34,7 +34,7 @@ type ClaimInput struct {
 // "sync") makes it look again; nothing runs while nothing changes.
 func ClaimSync(ctx workflow.Context, in ClaimInput) error {
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
-	wake := workflow.GetSignalChannel(ctx, SignalClaimSync)
+	wake := workflow.GetSignalChannel(ctx, SignalVolumeSync)
 	for {
 		for wake.ReceiveAsync(nil) {
 		}

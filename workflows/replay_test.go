@@ -31,6 +31,7 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(ImageDelete, workflow.RegisterOptions{Name: ImageDeleteWorkflowName})
 			r.RegisterWorkflowWithOptions(NodeHealth, workflow.RegisterOptions{Name: NodeHealthWorkflowName})
 			r.RegisterWorkflowWithOptions(ClaimSync, workflow.RegisterOptions{Name: ClaimWorkflowName})
+			r.RegisterWorkflowWithOptions(SnapshotSync, workflow.RegisterOptions{Name: SnapshotWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)), f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}

@@ -250,3 +250,13 @@ func (a *Activities) ResizeClaimVolume(ctx context.Context, c hostops.ClaimVolum
 func (a *Activities) DestroyClaimVolume(ctx context.Context, c hostops.ClaimVolume) error {
 	return fail(ctx, a.Ops.DestroyClaimVolume(heartbeats(ctx), c))
 }
+
+// SnapshotClaimVolume takes a VolumeSnapshot of a claim's dataset.
+func (a *Activities) SnapshotClaimVolume(ctx context.Context, s hostops.ClaimSnapshot) error {
+	return fail(ctx, a.Ops.SnapshotClaimVolume(heartbeats(ctx), s))
+}
+
+// DestroyClaimSnapshot destroys a VolumeSnapshot's ZFS snapshot.
+func (a *Activities) DestroyClaimSnapshot(ctx context.Context, s hostops.ClaimSnapshot) error {
+	return fail(ctx, a.Ops.DestroyClaimSnapshot(heartbeats(ctx), s))
+}

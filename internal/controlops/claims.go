@@ -12,10 +12,11 @@ import (
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// ClaimSyncer starts or wakes a claim's workflow (workflows.ClaimClient):
-// a bound claim being deleted or grown needs its node's work.
-type ClaimSyncer interface {
-	Sync(ctx context.Context, namespace, name string) error
+// VolumeSyncer starts or wakes the workflow of a claim or a snapshot
+// (workflows.VolumeClient): their nodes' work.
+type VolumeSyncer interface {
+	SyncClaim(ctx context.Context, namespace, name string) error
+	SyncSnapshot(ctx context.Context, namespace, name string) error
 }
 
 // ClaimRef names a claim.
@@ -36,7 +37,8 @@ type ClaimState struct {
 	Volume hostops.ClaimVolume // the requested size in Bytes
 	// CapacityBytes is the size the node has applied (status.capacity).
 	CapacityBytes int64
-	// UsedBy are the pods whose volumes name the claim.
+	// UsedBy are the pods whose volumes name the claim, and the
+	// snapshots of it: ZFS destroys a dataset's snapshots with it.
 	UsedBy []string
 	// NodeGone: Node was deleted; the claim's data went with it.
 	NodeGone bool `json:",omitempty"`
@@ -58,6 +60,15 @@ func (a *Control) LoadClaim(ctx context.Context, ref ClaimRef) (ClaimState, erro
 	if st.UsedBy, err = a.Store.PodsUsingClaim(ctx, ref.Namespace, ref.Name); err != nil {
 		return ClaimState{}, err
 	}
+	snaps, err := a.Store.Snapshots().ListAll(ctx, store.ListOptions{Namespace: ref.Namespace,
+		FieldSelector: "spec.source.persistentVolumeClaimName=" + ref.Name})
+	if err != nil {
+		return ClaimState{}, err
+	}
+	for _, s := range snaps {
+		st.UsedBy = append(st.UsedBy, "volumesnapshot/"+s.Metadata.Name)
+	}
+	st.Volume.FromSnapshot = claimOrigin(c)
 	if st.Node != "" {
 		_, err := a.Store.Nodes().Get(ctx, "", st.Node)
 		if errors.Is(err, store.ErrNotFound) {
@@ -99,6 +110,7 @@ func (a *Control) RemoveClaim(ctx context.Context, ref ClaimRef, uid string) err
 	if _, err := a.Store.Claims().Delete(ctx, ref.Namespace, ref.Name, c.Metadata.ResourceVersion); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("remove claim %s: %w", ref, err)
 	}
+	a.wakeSnapshot(ctx, ref.Namespace, c.Spec.DataSource)
 	return nil
 }
 
@@ -106,7 +118,7 @@ func (a *Control) RemoveClaim(ctx context.Context, ref ClaimRef, uid string) err
 // a user of theirs is gone. A wake lost here is caught by the claim
 // workflow's own look every few minutes.
 func (a *Control) wakeClaims(ctx context.Context, p *model.Pod) {
-	if a.Claims == nil {
+	if a.Volumes == nil {
 		return
 	}
 	for _, name := range p.Spec.ClaimNames() {
@@ -114,7 +126,7 @@ func (a *Control) wakeClaims(ctx context.Context, p *model.Pod) {
 		if err != nil || c.Metadata.DeletionTimestamp == nil {
 			continue
 		}
-		if err := a.Claims.Sync(ctx, p.Metadata.Namespace, name); err != nil {
+		if err := a.Volumes.SyncClaim(ctx, p.Metadata.Namespace, name); err != nil {
 			slog.Warn("wake the workflow of a claim being deleted", "claim", p.Metadata.Namespace+"/"+name, "err", err)
 		}
 	}
@@ -141,4 +153,13 @@ func (a *Control) setClaimsPhase(ctx context.Context, node, phase string) error 
 		a.event(ctx, model.ObjectReference{Kind: model.KindPersistentVolumeClaim, Namespace: ns, Name: name}, typ, reason, msg)
 	}
 	return err
+}
+
+// claimOrigin is the snapshot a claim was restored from, as its node
+// names it; nil for a claim made empty.
+func claimOrigin(c *model.PersistentVolumeClaim) *hostops.ClaimSnapshot {
+	if c.Status.SourceSnapshotUID == "" {
+		return nil
+	}
+	return &hostops.ClaimSnapshot{UID: c.Status.SourceSnapshotUID, ClaimUID: c.Status.SourceClaimUID}
 }

@@ -41,9 +41,9 @@ type Control struct {
 	// ServiceNet is the control plane's service network snapshot; nil:
 	// terminating pods do not wait to leave the nodes' rules.
 	ServiceNet *servicenet.Holder
-	// Claims wakes the workflows of claims being deleted when a pod using
-	// them is removed; nil leaves them to their own looks.
-	Claims ClaimSyncer
+	// Volumes wakes the workflows of claims and snapshots being deleted
+	// when what held them back goes; nil leaves them to their own looks.
+	Volumes VolumeSyncer
 }
 
 // NewControl wires a Control over one store.

@@ -102,7 +102,11 @@ func (a *Control) SchedulePod(ctx context.Context, ref PodRef) (ScheduleResult, 
 	}
 	res := ScheduleResult{Node: d.Node, Message: d.Message}
 	for _, c := range d.Claims {
-		res.Claims = append(res.Claims, hostops.ClaimVolume{Name: c.Name, UID: c.UID, Bytes: c.Bytes})
+		v := hostops.ClaimVolume{Name: c.Name, UID: c.UID, Bytes: c.Bytes}
+		if c.SourceSnapshotUID != "" {
+			v.FromSnapshot = &hostops.ClaimSnapshot{UID: c.SourceSnapshotUID, ClaimUID: c.SourceClaimUID}
+		}
+		res.Claims = append(res.Claims, v)
 	}
 	return res, nil
 }

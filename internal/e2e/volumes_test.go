@@ -228,3 +228,97 @@ func mustClaimUID(c *cluster, name string) string {
 	}
 	return pvc.Metadata.UID
 }
+
+func (c *cluster) snapshot(name string) (model.VolumeSnapshot, int) {
+	c.t.Helper()
+	var s model.VolumeSnapshot
+	code := c.get("/apis/snapshot.storage.k8s.io/v1/namespaces/default/volumesnapshots/"+name, &s)
+	return s, code
+}
+
+// A snapshot freezes a claim's data; a claim restored from it is a clone
+// with that data while the original moves on. Deletions wait for what
+// depends on them: the source claim for its snapshot, the snapshot for
+// its clone; then the whole chain goes, datasets and snapshots with it.
+func TestSnapshotsAndClones(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2)
+	c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
+		`{"metadata":{"name":"src"},"spec":{"resources":{"requests":{"storage":"32Mi"}}}}`)
+	const snapURL = "/apis/snapshot.storage.k8s.io/v1/namespaces/default/volumesnapshots"
+	if code, b := c.do("POST", snapURL, `{"metadata":{"name":"early"},"spec":{"source":{"persistentVolumeClaimName":"src"}}}`); code != http.StatusConflict {
+		t.Fatalf("a snapshot of a claim holding no data: %d %s, want 409", code, b)
+	}
+	if code, b := c.do("POST", snapURL, `{"metadata":{"name":"bad"},"spec":{"source":{}}}`); code != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(b), "spec.source.persistentVolumeClaimName") {
+		t.Fatalf("a snapshot of nothing: %d %s", code, b)
+	}
+	c.createPod(`{"metadata":{"name":"w"},"spec":{"volumes":[{"name":"d","persistentVolumeClaim":{"claimName":"src"}}],
+		"containers":[{"name":"app","image":"base","command":["sh","-c","echo v1 > d/v && exec sleep 3600"],"volumeMounts":[{"name":"d","mountPath":"/d"}]}]}}`)
+	w := c.waitPhase("w", model.PodRunning, false, 90*time.Second)
+	node := c.nodeIndex(w.Spec.NodeName)
+	srcUID := mustClaimUID(c, "src")
+	srcFile := filepath.Join(c.nodes.Nodes[node].Root, "fs/tank/zonewright/volumes", srcUID, "v")
+	c.eventually(10*time.Second, "v1 written", func() bool { b, _ := os.ReadFile(srcFile); return string(b) == "v1\n" })
+
+	if code, b := c.do("POST", snapURL, `{"metadata":{"name":"s1"},"spec":{"source":{"persistentVolumeClaimName":"src"}}}`); code != http.StatusCreated {
+		t.Fatalf("snapshot: %d %s", code, b)
+	}
+	var snap model.VolumeSnapshot
+	c.eventually(20*time.Second, "the snapshot ready to use", func() bool {
+		snap, _ = c.snapshot("s1")
+		return snap.Ready()
+	})
+	if snap.APIVersion != "snapshot.storage.k8s.io/v1" || snap.Status.RestoreSize != "32Mi" || snap.Status.CreationTime == nil || snap.Status.NodeName != w.Spec.NodeName {
+		t.Fatalf("the snapshot: %+v %+v", snap.TypeMeta, snap.Status)
+	}
+	zfsSnap := "tank/zonewright/volumes/" + srcUID + "@" + snap.Metadata.UID
+	if out, err := simZFS(c, node, "list", "-H", "-t", "snapshot", "-o", "name"); err != nil || !strings.Contains(out, zfsSnap) {
+		t.Fatalf("no ZFS snapshot %s: %q %v", zfsSnap, out, err)
+	}
+	if err := os.WriteFile(srcFile, []byte("v2\n"), 0o644); err != nil { // the source moves on
+		t.Fatal(err)
+	}
+
+	c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims", `{"metadata":{"name":"copy"},"spec":{"resources":{"requests":{"storage":"32Mi"}},
+		"dataSource":{"apiGroup":"snapshot.storage.k8s.io","kind":"VolumeSnapshot","name":"s1"}}}`)
+	c.createPod(`{"metadata":{"name":"r"},"spec":{"volumes":[{"name":"d","persistentVolumeClaim":{"claimName":"copy"}}],
+		"containers":[{"name":"app","image":"base","command":["sleep","3600"],"volumeMounts":[{"name":"d","mountPath":"/d"}],
+			"readinessProbe":{"exec":{"command":["grep","-qx","v1","d/v"]},"periodSeconds":1}}]}}`)
+	r := c.waitPhase("r", model.PodRunning, true, 90*time.Second)
+	if r.Spec.NodeName != w.Spec.NodeName {
+		t.Fatalf("the clone's pod runs on %s, the snapshot is on %s", r.Spec.NodeName, w.Spec.NodeName)
+	}
+	copyUID := mustClaimUID(c, "copy")
+	if b, _ := os.ReadFile(filepath.Join(c.nodes.Nodes[node].Root, "fs/tank/zonewright/volumes", copyUID, "v")); string(b) != "v1\n" {
+		t.Fatalf("the clone holds %q, want the snapshot's v1", b)
+	}
+	if b, _ := os.ReadFile(srcFile); string(b) != "v2\n" {
+		t.Fatalf("the source holds %q, want its own v2", b)
+	}
+
+	// Deleting from the bottom up: each waits for what depends on it.
+	c.do("DELETE", "/api/v1/namespaces/default/pods/w?gracePeriodSeconds=0", nil)
+	c.waitGone("w", time.Minute)
+	c.do("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/src", nil)
+	c.do("DELETE", snapURL+"/s1", nil)
+	time.Sleep(time.Second)
+	if _, code := c.claim("src"); code != http.StatusOK {
+		t.Fatalf("the claim went while its snapshot exists (%d)", code)
+	}
+	if s, code := c.snapshot("s1"); code != http.StatusOK || s.Metadata.DeletionTimestamp == nil {
+		t.Fatalf("the snapshot went while its clone exists (%d)", code)
+	}
+	c.do("DELETE", "/api/v1/namespaces/default/pods/r?gracePeriodSeconds=0", nil)
+	c.waitGone("r", time.Minute)
+	c.do("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/copy", nil)
+	c.eventually(30*time.Second, "the clone, the snapshot and the source gone, on the node too", func() bool {
+		_, a := c.claim("copy")
+		_, b := c.snapshot("s1")
+		_, d := c.claim("src")
+		out, _ := simZFS(c, node, "list", "-H", "-t", "all", "-o", "name")
+		return a == http.StatusNotFound && b == http.StatusNotFound && d == http.StatusNotFound &&
+			!strings.Contains(out, srcUID) && !strings.Contains(out, copyUID)
+	})
+	c.recordHistory(workflows.SnapshotWorkflowID("default", "s1"), "snapshot-deleted-after-its-clone.json")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+	"strings"
 
 	"github.com/zonewright/zonewright/internal/illumos"
 )
@@ -17,6 +18,15 @@ type ClaimVolume struct {
 	Name  string // the claim's name, in the pod's namespace
 	UID   string
 	Bytes int64
+	// FromSnapshot, when set, makes a new dataset a clone of it.
+	FromSnapshot *ClaimSnapshot `json:",omitempty"`
+}
+
+// ClaimSnapshot is a VolumeSnapshot on its claim's node:
+// <VolumesDataset>/<ClaimUID>@<UID>.
+type ClaimSnapshot struct {
+	UID      string
+	ClaimUID string
 }
 
 // PodVolume is one volume of a pod: a claim's dataset, or (Claim nil) an
@@ -117,6 +127,13 @@ func (h *Host) ensureVolume(ctx context.Context, c *ClaimVolume, props map[strin
 		for k, v := range props {
 			all[k] = v
 		}
+		if c.FromSnapshot != nil {
+			snap, err := h.snapshotName(c.FromSnapshot)
+			if err != nil {
+				return &InvalidError{Err: err}
+			}
+			return zfs.Clone(ctx, snap, ds, all)
+		}
 		return zfs.Create(ctx, ds, all)
 	case err != nil:
 		return err
@@ -177,6 +194,46 @@ func (h *Host) DestroyClaimVolume(ctx context.Context, c ClaimVolume) error {
 	}
 	if err := h.Host.ZFS().Destroy(ctx, ds); err != nil && !errors.Is(err, illumos.ErrNotFound) {
 		return &Error{What: fmt.Sprintf("destroy the dataset %s of claim %s on node %s", ds, c.Name, h.Node), Err: err}
+	}
+	return nil
+}
+
+// snapshotName is the snapshot's full ZFS name.
+func (h *Host) snapshotName(s *ClaimSnapshot) (string, error) {
+	if s.UID == "" || s.ClaimUID == "" {
+		return "", fmt.Errorf("snapshot %q of claim %q is not a snapshot of a claim on this node", s.UID, s.ClaimUID)
+	}
+	ds, err := illumos.DatasetName(h.VolumesDataset, s.ClaimUID)
+	return ds + "@" + s.UID, err
+}
+
+// SnapshotClaimVolume takes the snapshot of its claim's dataset; one
+// already taken is fine.
+func (h *Host) SnapshotClaimVolume(ctx context.Context, s ClaimSnapshot) error {
+	name, err := h.snapshotName(&s)
+	if err != nil {
+		return &InvalidError{Err: err}
+	}
+	zfs := h.Host.ZFS()
+	if ok, err := zfs.Exists(ctx, name); err != nil || ok {
+		return err
+	}
+	ds, snap, _ := strings.Cut(name, "@")
+	if err := zfs.Snapshot(ctx, ds, snap); err != nil && !errors.Is(err, illumos.ErrAlreadyExists) {
+		return &Error{What: fmt.Sprintf("snapshot %s on node %s", name, h.Node), Err: err}
+	}
+	return nil
+}
+
+// DestroyClaimSnapshot destroys the snapshot; one already gone is fine.
+// ZFS refuses while a clone of it exists.
+func (h *Host) DestroyClaimSnapshot(ctx context.Context, s ClaimSnapshot) error {
+	name, err := h.snapshotName(&s)
+	if err != nil {
+		return &InvalidError{Err: err}
+	}
+	if err := h.Host.ZFS().Destroy(ctx, name); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+		return &Error{What: fmt.Sprintf("destroy snapshot %s on node %s", name, h.Node), Err: err}
 	}
 	return nil
 }

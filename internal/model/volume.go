@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"path"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -46,6 +47,9 @@ type PersistentVolumeClaimSpec struct {
 	// PersistentVolumeReclaimPolicy is Delete (default) or Retain.
 	// Kubernetes keeps it on the PersistentVolume; zonewright has none.
 	PersistentVolumeReclaimPolicy string `json:"persistentVolumeReclaimPolicy,omitempty"`
+	// DataSource, a VolumeSnapshot, makes the claim a clone of it (on the
+	// snapshot's node).
+	DataSource *TypedLocalObjectReference `json:"dataSource,omitempty"`
 }
 
 // VolumeResourceRequirements holds requests.storage.
@@ -63,6 +67,10 @@ type PersistentVolumeClaimStatus struct {
 	Capacity    ResourceList `json:"capacity,omitempty"`
 	// NodeName is the node holding the claim's dataset once it is bound.
 	NodeName string `json:"nodeName,omitempty"`
+	// SourceSnapshotUID and SourceClaimUID name the snapshot the claim
+	// was cloned from (its dataSource, when it bound).
+	SourceSnapshotUID string `json:"sourceSnapshotUID,omitempty"`
+	SourceClaimUID    string `json:"sourceClaimUID,omitempty"`
 }
 
 // Volume is one of a pod's volumes.
@@ -139,6 +147,7 @@ func ValidatePersistentVolumeClaim(c *PersistentVolumeClaim) FieldErrors {
 			errs.add("spec.resources.requests["+name+"]", FieldNotSupported, "Unsupported value: %q: supported values: \"storage\"", name)
 		}
 	}
+	errs = append(errs, validateDataSource(c.Spec.DataSource)...)
 	if p := c.Spec.PersistentVolumeReclaimPolicy; p != ReclaimDelete && p != ReclaimRetain {
 		errs.add("spec.persistentVolumeReclaimPolicy", FieldNotSupported, "Unsupported value: %q: supported values: \"Delete\", \"Retain\"", p)
 	}
@@ -153,7 +162,8 @@ func ValidatePersistentVolumeClaimUpdate(c, old *PersistentVolumeClaim) FieldErr
 	if len(errs) > 0 {
 		return errs
 	}
-	if !slices.Equal(c.Spec.AccessModes, old.Spec.AccessModes) || c.Spec.PersistentVolumeReclaimPolicy != old.Spec.PersistentVolumeReclaimPolicy {
+	if !slices.Equal(c.Spec.AccessModes, old.Spec.AccessModes) || c.Spec.PersistentVolumeReclaimPolicy != old.Spec.PersistentVolumeReclaimPolicy ||
+		!reflect.DeepEqual(c.Spec.DataSource, old.Spec.DataSource) {
 		errs.add("spec", FieldForbidden, "Forbidden: spec is immutable after creation except resources.requests.storage for bound claims")
 	}
 	if ClaimBytes(c) < ClaimBytes(old) {

@@ -97,3 +97,30 @@ func TestValidatePodVolumes(t *testing.T) {
 		t.Errorf("ClaimNames = %v", got)
 	}
 }
+
+func TestValidateSnapshotsAndDataSources(t *testing.T) {
+	name := "db"
+	s := &VolumeSnapshot{Metadata: ObjectMeta{Name: "s", Namespace: "default"}, Spec: VolumeSnapshotSpec{Source: VolumeSnapshotSource{PersistentVolumeClaimName: &name}}}
+	if errs := ValidateVolumeSnapshot(s); len(errs) > 0 {
+		t.Fatalf("a valid snapshot: %v", errs)
+	}
+	s.Spec.Source.PersistentVolumeClaimName = nil
+	if got := refused(ValidateVolumeSnapshot(s)); got != "spec.source.persistentVolumeClaimName" {
+		t.Errorf("a snapshot of nothing refused %q", got)
+	}
+	group, other := APIGroupSnapshot, "example.com"
+	c := claim("1Gi")
+	c.Spec.DataSource = &TypedLocalObjectReference{APIGroup: &group, Kind: KindVolumeSnapshot, Name: "s"}
+	if errs := ValidatePersistentVolumeClaim(c); len(errs) > 0 {
+		t.Fatalf("a claim from a snapshot: %v", errs)
+	}
+	c.Spec.DataSource = &TypedLocalObjectReference{APIGroup: &other, Kind: "Backup", Name: "s"}
+	if got := refused(ValidatePersistentVolumeClaim(c)); got != "spec.dataSource" {
+		t.Errorf("an unknown data source refused %q", got)
+	}
+	old := claim("1Gi")
+	c.Spec.DataSource = &TypedLocalObjectReference{APIGroup: &group, Kind: KindVolumeSnapshot, Name: "s"}
+	if got := refused(ValidatePersistentVolumeClaimUpdate(c, old)); got != "spec" {
+		t.Errorf("adding a data source later refused %q", got)
+	}
+}

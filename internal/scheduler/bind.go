@@ -216,7 +216,26 @@ func (s *Scheduler) claims(ctx context.Context, pod *model.Pod) (claims []*model
 				return nil, "", "", err
 			}
 		}
-		if n := c.Status.NodeName; n != "" {
+		n := c.Status.NodeName
+		if n == "" && c.Spec.DataSource != nil {
+			// A clone of a snapshot: made on the snapshot's node.
+			snap, err := s.Store.Snapshots().Get(ctx, pod.Metadata.Namespace, c.Spec.DataSource.Name)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, "", fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q not found", c.Spec.DataSource.Name, name), nil
+			}
+			if err != nil {
+				return nil, "", "", err
+			}
+			if !snap.Ready() || snap.Metadata.DeletionTimestamp != nil {
+				return nil, "", fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q is not ready to use", snap.Metadata.Name, name), nil
+			}
+			if restore, _ := model.Bytes(snap.Status.RestoreSize); model.ClaimBytes(c) < restore {
+				return nil, "", fmt.Sprintf("persistentvolumeclaim %q asks for less than the restore size %s of volumesnapshot %q", name, snap.Status.RestoreSize, snap.Metadata.Name), nil
+			}
+			n = snap.Status.NodeName
+			c.Status.SourceSnapshotUID, c.Status.SourceClaimUID = snap.Metadata.UID, snap.Status.SourceClaimUID
+		}
+		if n != "" {
 			if node != "" && node != n {
 				return nil, "", fmt.Sprintf("the pod's claims are bound to two nodes, %s and %s", node, n), nil
 			}
@@ -234,14 +253,16 @@ func (s *Scheduler) bindClaims(ctx context.Context, claims []*model.PersistentVo
 	for _, c := range claims {
 		if c.Status.NodeName == "" {
 			c.Status = model.PersistentVolumeClaimStatus{Phase: model.ClaimBound, NodeName: node,
-				AccessModes: c.Spec.AccessModes, Capacity: model.ResourceList{model.ResourceStorage: c.Spec.Resources.Requests[model.ResourceStorage]}}
+				AccessModes: c.Spec.AccessModes, Capacity: model.ResourceList{model.ResourceStorage: c.Spec.Resources.Requests[model.ResourceStorage]},
+				SourceSnapshotUID: c.Status.SourceSnapshotUID, SourceClaimUID: c.Status.SourceClaimUID}
 			if err := s.Store.Claims().Update(ctx, c); err != nil {
 				return nil, err
 			}
 		} else if c.Status.NodeName != node {
 			return nil, fmt.Errorf("%w: claim %q is bound to node %s, not %s", store.ErrConflict, c.Metadata.Name, c.Status.NodeName, node)
 		}
-		bound = append(bound, BoundClaim{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c)})
+		bound = append(bound, BoundClaim{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c),
+			SourceSnapshotUID: c.Status.SourceSnapshotUID, SourceClaimUID: c.Status.SourceClaimUID})
 	}
 	return bound, nil
 }

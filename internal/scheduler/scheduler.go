@@ -110,6 +110,9 @@ type BoundClaim struct {
 	Name  string
 	UID   string
 	Bytes int64
+	// SourceSnapshotUID and SourceClaimUID name the snapshot a claim is
+	// cloned from.
+	SourceSnapshotUID, SourceClaimUID string
 }
 
 // Place picks the best node for the pod among the candidates.

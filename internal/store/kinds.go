@@ -316,3 +316,62 @@ func (s *Store) SetClaimsPhase(ctx context.Context, node, phase string) ([]strin
 	}
 	return changed, nil
 }
+
+// ClaimsFromSnapshot lists the claims of namespace ns restored from the
+// snapshot (their spec.dataSource).
+func (s *Store) ClaimsFromSnapshot(ctx context.Context, ns, snapshot string) ([]string, error) {
+	match, err := json.Marshal(map[string]any{"dataSource": map[string]string{"kind": model.KindVolumeSnapshot, "name": snapshot}})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, "SELECT name FROM persistentvolumeclaims WHERE namespace = $1 AND spec @> $2::jsonb ORDER BY name", ns, match)
+	if err != nil {
+		return nil, classify(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return names, classify(err)
+}
+
+// CreateSnapshot stores a new snapshot in an existing namespace.
+func (s *Store) CreateSnapshot(ctx context.Context, snap *model.VolumeSnapshot) error {
+	return s.Snapshots().CreateWith(ctx, snap, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", snap.Metadata.Namespace).Scan(&one)
+		if classify(err) == ErrNotFound {
+			return fmt.Errorf("%w: namespace %q", ErrNotFound, snap.Metadata.Namespace)
+		}
+		return err
+	})
+}
+
+var errSnapshotTaken = errors.New("the snapshot is on a node")
+
+// DeleteSnapshot deletes a snapshot no node holds at once; one taken is
+// stamped deleting, for its node to destroy (deleted says which).
+func (s *Store) DeleteSnapshot(ctx context.Context, ns, name, resourceVersion string) (snap *model.VolumeSnapshot, deleted bool, err error) {
+	for {
+		snap, err := s.Snapshots().DeleteWith(ctx, ns, name, resourceVersion, func(_ pgx.Tx, v *model.VolumeSnapshot) error {
+			if v.Status.NodeName != "" {
+				return errSnapshotTaken
+			}
+			return nil
+		})
+		if !errors.Is(err, errSnapshotTaken) {
+			return snap, err == nil, err
+		}
+		if snap, err = s.Snapshots().Get(ctx, ns, name); err != nil {
+			return nil, false, err
+		}
+		if snap.Metadata.DeletionTimestamp != nil {
+			return snap, false, nil
+		}
+		now := time.Now().UTC()
+		snap.Metadata.DeletionTimestamp = &now
+		if err := s.Snapshots().Update(ctx, snap); errors.Is(err, ErrConflict) && resourceVersion == "" {
+			continue
+		} else if err != nil {
+			return nil, false, err
+		}
+		return snap, false, nil
+	}
+}

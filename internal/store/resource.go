@@ -22,8 +22,17 @@ type kindInfo struct {
 	kind       string
 	table      string
 	namespaced bool
+	// apiVersion is the kind's group version; empty: model.APIVersion.
+	apiVersion string
 	// fields maps a field selector to the SQL expression that reads it.
 	fields map[string]string
+}
+
+func (k *kindInfo) version() string {
+	if k.apiVersion != "" {
+		return k.apiVersion
+	}
+	return model.APIVersion
 }
 
 func (k *kindInfo) nsExpr() string {
@@ -48,6 +57,9 @@ var (
 	claimKind = &kindInfo{kind: model.KindPersistentVolumeClaim, table: "persistentvolumeclaims", namespaced: true,
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
 			"status.phase": "status ->> 'phase'", "status.nodeName": "status ->> 'nodeName'"}}
+	snapshotKind = &kindInfo{kind: model.KindVolumeSnapshot, table: "volumesnapshots", namespaced: true, apiVersion: model.APIVersionSnapshot,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
+			"spec.source.persistentVolumeClaimName": "spec -> 'source' ->> 'persistentVolumeClaimName'"}}
 	imageKind = &kindInfo{kind: model.KindImage, table: "images",
 		fields: map[string]string{"metadata.name": "name", "spec.kind": "spec ->> 'kind'", "status.phase": "status ->> 'phase'"}}
 	eventKind = &kindInfo{kind: model.KindEvent, table: "events", namespaced: true,
@@ -88,6 +100,9 @@ func (s *Store) Endpoints() Resource[model.Endpoints, *model.Endpoints] {
 }
 func (s *Store) Claims() Resource[model.PersistentVolumeClaim, *model.PersistentVolumeClaim] {
 	return Resource[model.PersistentVolumeClaim, *model.PersistentVolumeClaim]{s, claimKind}
+}
+func (s *Store) Snapshots() Resource[model.VolumeSnapshot, *model.VolumeSnapshot] {
+	return Resource[model.VolumeSnapshot, *model.VolumeSnapshot]{s, snapshotKind}
 }
 func (s *Store) Images() Resource[model.Image, *model.Image] {
 	return Resource[model.Image, *model.Image]{s, imageKind}
@@ -132,7 +147,7 @@ func (r Resource[T, PT]) scan(row pgx.Row) (PT, error) {
 		m.DeletionTimestamp = &d
 	}
 	tm := obj.GetTypeMeta()
-	tm.APIVersion, tm.Kind = model.APIVersion, r.info.kind
+	tm.APIVersion, tm.Kind = r.info.version(), r.info.kind
 	return obj, nil
 }
 
@@ -221,7 +236,7 @@ func (r Resource[T, PT]) List(ctx context.Context, o ListOptions) (*model.List[T
 		q += fmt.Sprintf(" LIMIT %d", o.Limit+1)
 	}
 	list := &model.List[T]{Items: []T{}}
-	list.APIVersion, list.Kind = model.APIVersion, r.info.kind+"List"
+	list.APIVersion, list.Kind = r.info.version(), r.info.kind+"List"
 	// One snapshot for the rows and the version, so a watch started from
 	// the list's version misses nothing and repeats nothing.
 	err = r.s.inTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -366,7 +381,7 @@ func (r Resource[T, PT]) finish(obj PT, rv int64, typ string) (change, error) {
 	m := obj.GetMeta()
 	m.ResourceVersion = strconv.FormatInt(rv, 10)
 	tm := obj.GetTypeMeta()
-	tm.APIVersion, tm.Kind = model.APIVersion, r.info.kind
+	tm.APIVersion, tm.Kind = r.info.version(), r.info.kind
 	raw, err := json.Marshal(obj)
 	return change{Kind: r.info.kind, Namespace: m.Namespace, Name: m.Name, Type: typ, Object: raw, ResourceVersion: rv}, err
 }
