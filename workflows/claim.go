@@ -15,9 +15,22 @@ const ClaimWorkflowName = "ClaimSync"
 // changed, or something holding it back is gone.
 const SignalVolumeSync = "sync"
 
-// claimLookEvery bounds how late a claim being deleted notices that its
-// last pod is gone when that pod's wake was lost.
-const claimLookEvery = 10 * time.Minute
+// volumeLookEvery bounds how late a claim or snapshot being deleted
+// notices that what held it is gone when that wake was lost.
+const volumeLookEvery = 10 * time.Minute
+
+// waitForWake waits for a wake (signal "sync") or volumeLookEvery,
+// continuing as new first when the history has grown long.
+func waitForWake(ctx workflow.Context, wake workflow.ReceiveChannel, workflowName string, in any) error {
+	if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		return workflow.NewContinueAsNewError(ctx, workflowName, in)
+	}
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(wake, func(workflow.ReceiveChannel, bool) {})
+	sel.AddFuture(workflow.NewTimer(ctx, volumeLookEvery), func(workflow.Future) {})
+	sel.Select(ctx)
+	return nil
+}
 
 // ClaimWorkflowID is the workflow ID of a claim's workflow.
 func ClaimWorkflowID(namespace, name string) string { return "claim/" + namespace + "/" + name }
@@ -47,13 +60,9 @@ func ClaimSync(ctx workflow.Context, in ClaimInput) error {
 		case !st.Found:
 			return nil
 		case st.Deleting && len(st.UsedBy) > 0:
-			if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-				return workflow.NewContinueAsNewError(ctx, ClaimWorkflowName, in)
+			if err := waitForWake(ctx, wake, ClaimWorkflowName, in); err != nil {
+				return err
 			}
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(wake, func(workflow.ReceiveChannel, bool) {})
-			sel.AddFuture(workflow.NewTimer(ctx, claimLookEvery), func(workflow.Future) {})
-			sel.Select(ctx)
 			continue
 		case st.Deleting:
 			if st.Node != "" && !st.Retain && !st.NodeGone {

@@ -39,13 +39,9 @@ func SnapshotSync(ctx workflow.Context, in SnapshotInput) error {
 		case !st.Found:
 			return nil
 		case st.Deleting && len(st.Clones) > 0:
-			if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-				return workflow.NewContinueAsNewError(ctx, SnapshotWorkflowName, in)
+			if err := waitForWake(ctx, wake, SnapshotWorkflowName, in); err != nil {
+				return err
 			}
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(wake, func(workflow.ReceiveChannel, bool) {})
-			sel.AddFuture(workflow.NewTimer(ctx, claimLookEvery), func(workflow.Future) {})
-			sel.Select(ctx)
 			continue
 		case st.Deleting:
 			if st.Node != "" {

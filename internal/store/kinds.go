@@ -29,15 +29,7 @@ func isAlreadyExists(err error) bool { return err != nil && errors.Is(err, ErrAl
 
 // CreatePod stores a new pod in an existing namespace.
 func (s *Store) CreatePod(ctx context.Context, p *model.Pod) error {
-	return s.Pods().CreateWith(ctx, p, func(tx pgx.Tx) error {
-		// FOR SHARE keeps a concurrent namespace deletion from slipping in.
-		var one int
-		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", p.Metadata.Namespace).Scan(&one)
-		if classify(err) == ErrNotFound {
-			return fmt.Errorf("%w: namespace %q", ErrNotFound, p.Metadata.Namespace)
-		}
-		return err
-	})
+	return s.Pods().CreateWith(ctx, p, namespaceExists(ctx, p.Metadata.Namespace))
 }
 
 // CreateService stores a new service in an existing namespace, with its
@@ -46,16 +38,12 @@ func (s *Store) CreatePod(ctx context.Context, p *model.Pod) error {
 // model.FieldErrors.
 func (s *Store) CreateService(ctx context.Context, svc *model.Service, ips *clusterip.Range) error {
 	return s.Services().CreateWith(ctx, svc, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", svc.Metadata.Namespace).Scan(&one)
-		if classify(err) == ErrNotFound {
-			return fmt.Errorf("%w: namespace %q", ErrNotFound, svc.Metadata.Namespace)
-		}
-		if err != nil || svc.Headless() {
+		if err := namespaceExists(ctx, svc.Metadata.Namespace)(tx); err != nil || svc.Headless() {
 			return err
 		}
 		// A duplicate name must say so, not that its address is taken.
-		err = tx.QueryRow(ctx, "SELECT 1 FROM services WHERE namespace = $1 AND name = $2", svc.Metadata.Namespace, svc.Metadata.Name).Scan(&one)
+		var one int
+		err := tx.QueryRow(ctx, "SELECT 1 FROM services WHERE namespace = $1 AND name = $2", svc.Metadata.Namespace, svc.Metadata.Name).Scan(&one)
 		if err == nil {
 			return fmt.Errorf("%w: service %q", ErrAlreadyExists, svc.Metadata.Name)
 		} else if classify(err) != ErrNotFound {
@@ -231,147 +219,49 @@ func (s *Store) MarkImageDeleting(ctx context.Context, name, resourceVersion str
 	}
 }
 
-// CreateClaim stores a new claim in an existing namespace.
-func (s *Store) CreateClaim(ctx context.Context, c *model.PersistentVolumeClaim) error {
-	return s.Claims().CreateWith(ctx, c, func(tx pgx.Tx) error {
+// namespaceExists is a create's check that the object's namespace
+// exists; FOR SHARE keeps a concurrent namespace deletion from slipping in.
+func namespaceExists(ctx context.Context, ns string) func(pgx.Tx) error {
+	return func(tx pgx.Tx) error {
 		var one int
-		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", c.Metadata.Namespace).Scan(&one)
+		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", ns).Scan(&one)
 		if classify(err) == ErrNotFound {
-			return fmt.Errorf("%w: namespace %q", ErrNotFound, c.Metadata.Namespace)
+			return fmt.Errorf("%w: namespace %q", ErrNotFound, ns)
 		}
 		return err
-	})
+	}
 }
 
-var errClaimBound = errors.New("the claim is bound to a node")
+var errHeld = errors.New("a node holds it")
 
-// DeleteClaim deletes a claim that no node holds, checking in the
-// deletion's transaction that it is still unbound; a bound claim is
-// stamped deleting instead, for its node to release (deleted says which).
-func (s *Store) DeleteClaim(ctx context.Context, ns, name, resourceVersion string) (pvc *model.PersistentVolumeClaim, deleted bool, err error) {
+// deleteOrMark deletes an object no node holds (held false), checking
+// that in the deletion's transaction; one a node holds is stamped
+// deleting instead, for its workflow to release (deleted says which).
+func deleteOrMark[T any, PT ObjectPtr[T]](ctx context.Context, r Resource[T, PT], ns, name, resourceVersion string, held func(PT) bool) (obj PT, deleted bool, err error) {
 	for {
-		pvc, err := s.Claims().DeleteWith(ctx, ns, name, resourceVersion, func(_ pgx.Tx, c *model.PersistentVolumeClaim) error {
-			if c.Status.NodeName != "" {
-				return errClaimBound
+		obj, err := r.DeleteWith(ctx, ns, name, resourceVersion, func(_ pgx.Tx, o PT) error {
+			if held(o) {
+				return errHeld
 			}
 			return nil
 		})
-		if !errors.Is(err, errClaimBound) {
-			return pvc, err == nil, err
+		if !errors.Is(err, errHeld) {
+			return obj, err == nil, err
 		}
-		if pvc, err = s.Claims().Get(ctx, ns, name); err != nil {
+		if obj, err = r.Get(ctx, ns, name); err != nil {
 			return nil, false, err
 		}
-		if pvc.Metadata.DeletionTimestamp != nil {
-			return pvc, false, nil
+		m := obj.GetMeta()
+		if m.DeletionTimestamp != nil {
+			return obj, false, nil
 		}
 		now := time.Now().UTC()
-		pvc.Metadata.DeletionTimestamp = &now
-		if err := s.Claims().Update(ctx, pvc); errors.Is(err, ErrConflict) && resourceVersion == "" {
+		m.DeletionTimestamp = &now
+		if err := r.Update(ctx, obj); errors.Is(err, ErrConflict) && resourceVersion == "" {
 			continue
 		} else if err != nil {
 			return nil, false, err
 		}
-		return pvc, false, nil
-	}
-}
-
-// PodsUsingClaim lists the pods of namespace ns (by name) whose volumes
-// name the claim. A pod row lasts until its zone is gone, so while one is
-// listed, a zone may mount the claim's dataset.
-func (s *Store) PodsUsingClaim(ctx context.Context, ns, claim string) ([]string, error) {
-	match, err := json.Marshal([]map[string]any{{"persistentVolumeClaim": map[string]string{"claimName": claim}}})
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.pool.Query(ctx, "SELECT name FROM pods WHERE namespace = $1 AND spec -> 'volumes' @> $2::jsonb ORDER BY name", ns, match)
-	if err != nil {
-		return nil, classify(err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return names, classify(err)
-}
-
-// SetClaimsPhase sets the phase of every claim bound to node (Lost while
-// the node is unreachable or gone, Bound again when it is back) and
-// returns the claims it changed.
-func (s *Store) SetClaimsPhase(ctx context.Context, node, phase string) ([]string, error) {
-	claims, err := s.Claims().ListAll(ctx, ListOptions{FieldSelector: "status.nodeName=" + node})
-	if err != nil {
-		return nil, err
-	}
-	var changed []string
-	for _, c := range claims {
-		_, err := s.Claims().Modify(ctx, c.Metadata.Namespace, c.Metadata.Name, func(c *model.PersistentVolumeClaim) bool {
-			if c.Status.NodeName != node || c.Status.Phase == phase {
-				return false
-			}
-			c.Status.Phase = phase
-			changed = append(changed, c.Metadata.Namespace+"/"+c.Metadata.Name)
-			return true
-		})
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return changed, err
-		}
-	}
-	return changed, nil
-}
-
-// ClaimsFromSnapshot lists the claims of namespace ns restored from the
-// snapshot (their spec.dataSource).
-func (s *Store) ClaimsFromSnapshot(ctx context.Context, ns, snapshot string) ([]string, error) {
-	match, err := json.Marshal(map[string]any{"dataSource": map[string]string{"kind": model.KindVolumeSnapshot, "name": snapshot}})
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.pool.Query(ctx, "SELECT name FROM persistentvolumeclaims WHERE namespace = $1 AND spec @> $2::jsonb ORDER BY name", ns, match)
-	if err != nil {
-		return nil, classify(err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return names, classify(err)
-}
-
-// CreateSnapshot stores a new snapshot in an existing namespace.
-func (s *Store) CreateSnapshot(ctx context.Context, snap *model.VolumeSnapshot) error {
-	return s.Snapshots().CreateWith(ctx, snap, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", snap.Metadata.Namespace).Scan(&one)
-		if classify(err) == ErrNotFound {
-			return fmt.Errorf("%w: namespace %q", ErrNotFound, snap.Metadata.Namespace)
-		}
-		return err
-	})
-}
-
-var errSnapshotTaken = errors.New("the snapshot is on a node")
-
-// DeleteSnapshot deletes a snapshot no node holds at once; one taken is
-// stamped deleting, for its node to destroy (deleted says which).
-func (s *Store) DeleteSnapshot(ctx context.Context, ns, name, resourceVersion string) (snap *model.VolumeSnapshot, deleted bool, err error) {
-	for {
-		snap, err := s.Snapshots().DeleteWith(ctx, ns, name, resourceVersion, func(_ pgx.Tx, v *model.VolumeSnapshot) error {
-			if v.Status.NodeName != "" {
-				return errSnapshotTaken
-			}
-			return nil
-		})
-		if !errors.Is(err, errSnapshotTaken) {
-			return snap, err == nil, err
-		}
-		if snap, err = s.Snapshots().Get(ctx, ns, name); err != nil {
-			return nil, false, err
-		}
-		if snap.Metadata.DeletionTimestamp != nil {
-			return snap, false, nil
-		}
-		now := time.Now().UTC()
-		snap.Metadata.DeletionTimestamp = &now
-		if err := s.Snapshots().Update(ctx, snap); errors.Is(err, ErrConflict) && resourceVersion == "" {
-			continue
-		} else if err != nil {
-			return nil, false, err
-		}
-		return snap, false, nil
+		return obj, false, nil
 	}
 }
