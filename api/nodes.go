@@ -106,6 +106,11 @@ func (s *Server) deleteNode(c *gin.Context) {
 
 func (s *Server) nodeDeleted(ctx context.Context, n *model.Node, msg string) {
 	s.nodeEvent(ctx, n, model.EventNormal, "NodeDeleted", msg)
+	if lost, err := s.store.SetClaimsPhase(ctx, n.Metadata.Name, model.ClaimLost); err != nil {
+		s.log.Warn("could not mark the deleted node's claims Lost", "node", n.Metadata.Name, "err", err)
+	} else if len(lost) > 0 {
+		s.log.Info("the deleted node's claims are Lost", "node", n.Metadata.Name, "claims", lost)
+	}
 	if s.nodes != nil {
 		// Its health workflow finds the row gone and ends.
 		if err := s.nodes.Check(ctx, n.Metadata.Name); err != nil {

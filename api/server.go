@@ -44,6 +44,9 @@ type Config struct {
 	// Nodes starts and wakes nodes' health workflows; nil leaves them to
 	// the control plane's node watch and reconciler.
 	Nodes *workflows.NodeClient
+	// Volumes starts the workflows that do nodes' work for claims and
+	// snapshots; nil leaves that work undone.
+	Volumes *workflows.VolumeClient
 	// ServiceCIDR is the range services' cluster IPs come from; nil:
 	// clusterip.DefaultCIDR.
 	ServiceCIDR *clusterip.Range
@@ -70,6 +73,7 @@ type Server struct {
 	imageMap  *imagemap.Map
 	artefacts ArtefactServer
 	nodes     *workflows.NodeClient
+	volumes   *workflows.VolumeClient
 	ready     []ReadyCheck
 	log       *slog.Logger
 	keepalive time.Duration
@@ -93,7 +97,7 @@ func New(cfg Config) *Server {
 	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
 		cfg.ServiceNetWait = MaxServiceNetWait
 	}
-	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, images: cfg.Images, imageMap: cfg.ImageMap,
+	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait}
 }
@@ -154,6 +158,13 @@ func (s *Server) Handler() http.Handler {
 	v1.PUT("/namespaces/:ns/services/:name", s.updateService)
 	v1.DELETE("/namespaces/:ns/services/:name", s.deleteService)
 
+	v1.GET("/persistentvolumeclaims", s.listClaims)
+	v1.GET("/namespaces/:ns/persistentvolumeclaims", s.listClaims)
+	v1.POST("/namespaces/:ns/persistentvolumeclaims", s.createClaim)
+	v1.GET("/namespaces/:ns/persistentvolumeclaims/:name", s.getClaim)
+	v1.PUT("/namespaces/:ns/persistentvolumeclaims/:name", s.updateClaim)
+	v1.DELETE("/namespaces/:ns/persistentvolumeclaims/:name", s.deleteClaim)
+
 	v1.GET("/endpoints", s.listEndpoints)
 	v1.GET("/namespaces/:ns/endpoints", s.listEndpoints)
 	v1.GET("/namespaces/:ns/endpoints/:name", s.getEndpoints)
@@ -190,6 +201,8 @@ func (s *Server) Handler() http.Handler {
 
 	v1.GET("/events", s.listEvents)
 	v1.GET("/namespaces/:ns/events", s.listEvents)
+
+	s.routeSnapshots(r)
 	return r
 }
 

@@ -43,11 +43,14 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	w.RegisterWorkflowWithOptions(workflows.NodeHealth, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.Deployment, workflow.RegisterOptions{Name: workflows.DeploymentWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.Job, workflow.RegisterOptions{Name: workflows.JobWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.ClaimSync, workflow.RegisterOptions{Name: workflows.ClaimWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.SnapshotSync, workflow.RegisterOptions{Name: workflows.SnapshotWorkflowName})
 	ctl := controlops.NewControl(st, pods)
 	ctl.NodeHealth = nodes
 	ctl.NodeGracePeriod, ctl.NodeEvictionTimeout = nodes.GracePeriod, nodes.EvictionTimeout
 	ctl.ServiceNet = serviceNet
 	ctl.Scheduler.Capacity = capacity
+	ctl.Volumes = workflows.VolumeClient{Temporal: c}
 	w.RegisterActivity(&controlacts.Control{Ops: ctl})
 	return w
 }

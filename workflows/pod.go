@@ -105,8 +105,10 @@ type PodState struct {
 	// Sandbox exists once the pod holds an address.
 	Sandbox *hostops.PodSandbox `json:",omitempty"`
 	// MovedFrom is the node an evicted pod left, until it is placed again.
-	MovedFrom string    `json:",omitempty"`
-	Run       *RunState `json:",omitempty"`
+	MovedFrom string `json:",omitempty"`
+	// Claims are the pod's claims as placed: their datasets are on Node.
+	Claims []hostops.ClaimVolume `json:",omitempty"`
+	Run    *RunState             `json:",omitempty"`
 	// Why the pod failed or succeeded, once it did.
 	Reason, Message string `json:",omitempty"`
 	// What was asked of it.

@@ -22,10 +22,15 @@ var controlOptions = workflow.ActivityOptions{
 		MaximumInterval: 30 * time.Second},
 }
 
-// localControlOptions: the same, run on the workflow's own worker.
+// localControlOptions: the same, run on the workflow's own worker. Left
+// unset, a local activity's ScheduleToClose is its StartToClose: one
+// attempt that times out would fail the whole lifecycle. Like the
+// activity form, it is tried again until it succeeds: a control plane
+// that cannot reach its database must not fail pods.
 var localControlOptions = workflow.LocalActivityOptions{
-	StartToCloseTimeout: 30 * time.Second,
-	RetryPolicy:         controlOptions.RetryPolicy,
+	StartToCloseTimeout:    30 * time.Second,
+	ScheduleToCloseTimeout: 10 * 365 * 24 * time.Hour,
+	RetryPolicy:            controlOptions.RetryPolicy,
 }
 
 // provisionHeartbeat: a node that stops heartbeating a provision for this
@@ -63,7 +68,7 @@ func undoOptions(node string, timeout time.Duration) workflow.ActivityOptions {
 
 // sandbox is the node's view of the pod: caps summed over containers
 // (limits, else requests) and the address it was given.
-func sandbox(ref controlops.PodRef, spec model.PodSpec, alloc *controlops.AllocateResult, imageKind string) hostops.PodSandbox {
+func sandbox(ref controlops.PodRef, spec model.PodSpec, alloc *controlops.AllocateResult, imageKind string, claims []hostops.ClaimVolume) hostops.PodSandbox {
 	s := hostops.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
 		ImageKind: imageKind, IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
 	caps := scheduler.PodLimits(&model.Pod{Spec: spec})
@@ -74,6 +79,32 @@ func sandbox(ref controlops.PodRef, spec model.PodSpec, alloc *controlops.Alloca
 		}
 		argv := append(append([]string{}, c.Command...), c.Args...)
 		s.Containers = append(s.Containers, hostops.ContainerSpec{Name: c.Name, Argv: argv, Env: c.Env})
+		for _, m := range c.VolumeMounts {
+			s.Mounts = append(s.Mounts, hostops.PodMount{Volume: m.Name, Path: m.MountPath, ReadOnly: m.ReadOnly})
+		}
+	}
+	for _, v := range spec.Volumes {
+		pv := hostops.PodVolume{Name: v.Name}
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			// Never an empty scratch volume in a claim's place: a claim
+			// not placed with the pod has no UID, and the node refuses it.
+			pv.Claim = &hostops.ClaimVolume{Name: v.PersistentVolumeClaim.ClaimName}
+			for i := range claims {
+				if claims[i].Name == v.PersistentVolumeClaim.ClaimName {
+					pv.Claim = &claims[i]
+				}
+			}
+			// A claim's readOnly makes every mount of it read-only.
+			for i := range s.Mounts {
+				if s.Mounts[i].Volume == v.Name && v.PersistentVolumeClaim.ReadOnly {
+					s.Mounts[i].ReadOnly = true
+				}
+			}
+		case v.EmptyDir != nil && v.EmptyDir.SizeLimit != "":
+			pv.SizeLimit, _ = model.Bytes(v.EmptyDir.SizeLimit) // validated
+		}
+		s.Volumes = append(s.Volumes, pv)
 	}
 	return s
 }

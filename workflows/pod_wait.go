@@ -43,7 +43,7 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 		return w.waitRetry(ctx, w.st.Attempt)
 	}
 	w.endStep(ctx, "")
-	w.st.Node = res.Node
+	w.st.Node, w.st.Claims = res.Node, res.Claims
 	if w.st.Evict != nil && w.st.Evict.Node != res.Node {
 		w.st.Evict = nil // about a node the pod left before
 	}
@@ -79,7 +79,7 @@ func (w *podWorkflow) scheduled(ctx workflow.Context) error {
 		return w.waitRetry(ctx, w.st.Attempt)
 	}
 	w.endStep(ctx, "")
-	sb := sandbox(w.in.Pod, w.spec, &res, "")
+	sb := sandbox(w.in.Pod, w.spec, &res, "", w.st.Claims)
 	w.st.Sandbox, w.st.HostIP = &sb, res.HostIP
 	w.setPhase(PhaseImagePulling)
 	return nil

@@ -32,6 +32,8 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(NodeHealth, workflow.RegisterOptions{Name: NodeHealthWorkflowName})
 			r.RegisterWorkflowWithOptions(Deployment, workflow.RegisterOptions{Name: DeploymentWorkflowName})
 			r.RegisterWorkflowWithOptions(Job, workflow.RegisterOptions{Name: JobWorkflowName})
+			r.RegisterWorkflowWithOptions(ClaimSync, workflow.RegisterOptions{Name: ClaimWorkflowName})
+			r.RegisterWorkflowWithOptions(SnapshotSync, workflow.RegisterOptions{Name: SnapshotWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)), f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}

@@ -151,3 +151,39 @@ func (a *Control) SyncDeployment(ctx context.Context, ref controlops.DeploymentR
 func (a *Control) SyncJob(ctx context.Context, ref controlops.JobRef) (controlops.JobSyncResult, error) {
 	return a.Ops.SyncJob(heartbeats(ctx), ref)
 }
+
+// LoadClaim reads the claim and the pods using it.
+func (a *Control) LoadClaim(ctx context.Context, ref controlops.ClaimRef) (controlops.ClaimState, error) {
+	return a.Ops.LoadClaim(ctx, ref)
+}
+
+// ClaimResized records the size the claim's node applied.
+func (a *Control) ClaimResized(ctx context.Context, in controlops.ClaimTarget) error {
+	return a.Ops.ClaimResized(ctx, in.Claim, in.UID, in.Bytes)
+}
+
+// RemoveClaim deletes the claim's row once its node released it.
+func (a *Control) RemoveClaim(ctx context.Context, in controlops.ClaimTarget) error {
+	return a.Ops.RemoveClaim(ctx, in.Claim, in.UID)
+}
+
+// LoadSnapshot reads the snapshot, where its claim's data is, and the
+// claims cloned from it.
+func (a *Control) LoadSnapshot(ctx context.Context, ref controlops.SnapshotRef) (controlops.SnapshotState, error) {
+	return a.Ops.LoadSnapshot(ctx, ref)
+}
+
+// PlaceSnapshot records where the snapshot is taken, or why it cannot be.
+func (a *Control) PlaceSnapshot(ctx context.Context, t controlops.SnapshotTarget) (bool, error) {
+	return a.Ops.PlaceSnapshot(ctx, t)
+}
+
+// SnapshotTaken marks the snapshot ready to restore.
+func (a *Control) SnapshotTaken(ctx context.Context, t controlops.SnapshotTarget) error {
+	return a.Ops.SnapshotTaken(ctx, t)
+}
+
+// RemoveSnapshot deletes the snapshot's row once its node destroyed it.
+func (a *Control) RemoveSnapshot(ctx context.Context, t controlops.SnapshotTarget) error {
+	return a.Ops.RemoveSnapshot(ctx, t)
+}

@@ -240,3 +240,23 @@ func (a *Activities) Inventory(ctx context.Context) (hostops.HostInventory, erro
 func (a *Activities) RemoveOrphan(ctx context.Context, o hostops.Orphan) error {
 	return fail(ctx, a.Ops.RemoveOrphan(heartbeats(ctx), o))
 }
+
+// ResizeClaimVolume grows a claim's dataset's quota, online.
+func (a *Activities) ResizeClaimVolume(ctx context.Context, c hostops.ClaimVolume) error {
+	return fail(ctx, a.Ops.ResizeClaimVolume(heartbeats(ctx), c))
+}
+
+// DestroyClaimVolume destroys a released claim's dataset.
+func (a *Activities) DestroyClaimVolume(ctx context.Context, c hostops.ClaimVolume) error {
+	return fail(ctx, a.Ops.DestroyClaimVolume(heartbeats(ctx), c))
+}
+
+// SnapshotClaimVolume takes a VolumeSnapshot of a claim's dataset.
+func (a *Activities) SnapshotClaimVolume(ctx context.Context, s hostops.ClaimSnapshot) error {
+	return fail(ctx, a.Ops.SnapshotClaimVolume(heartbeats(ctx), s))
+}
+
+// DestroyClaimSnapshot destroys a VolumeSnapshot's ZFS snapshot.
+func (a *Activities) DestroyClaimSnapshot(ctx context.Context, s hostops.ClaimSnapshot) error {
+	return fail(ctx, a.Ops.DestroyClaimSnapshot(heartbeats(ctx), s))
+}

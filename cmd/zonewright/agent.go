@@ -11,6 +11,7 @@ import (
 	"time"
 
 	nodeagent "github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
@@ -24,6 +25,9 @@ type agentOptions struct {
 	node           string
 	databaseURL    string
 	apiURL         string
+	clusterDomain  string
+	dnsUpstream    string
+	zonesDir       string
 	podCIDR        string
 	etherstub      string
 	pool           string
@@ -57,11 +61,16 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.databaseURL, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL of the control plane: the agent writes its Node (env ZW_DATABASE_URL)")
 	temporalFlags(fs, &o.temporal)
 	fs.StringVar(&o.apiURL, "api-url", env("ZW_API_URL", ""), "the control plane's base URL, e.g. http://control-plane:8080: the node follows its service network and programs the service NAT rules; empty: none (env ZW_API_URL)")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", env("ZW_CLUSTER_DOMAIN", clusterdns.DefaultDomain),
+		"the cluster's DNS domain, as the control plane's; with --api-url the node answers it to its pods on their gateway, port 53 (env ZW_CLUSTER_DOMAIN)")
+	fs.StringVar(&o.dnsUpstream, "dns-upstream", env("ZW_DNS_UPSTREAM", ""),
+		"resolvers for the pods' names outside the cluster domain, comma-separated; empty: those of /etc/resolv.conf; none: refuse such names (env ZW_DNS_UPSTREAM)")
 	fs.StringVar(&o.podCIDR, "pod-cidr", env("ZW_POD_CIDR", ""), "this node's pod network, e.g. 10.88.1.0/24 (required; env ZW_POD_CIDR)")
 	fs.StringVar(&o.etherstub, "etherstub", env("ZW_ETHERSTUB", nodeagent.DefaultEtherstub), "etherstub the pods' VNICs are created over (env ZW_ETHERSTUB)")
 	fs.StringVar(&o.pool, "storage-pool", env("ZW_STORAGE_POOL", nodeagent.DefaultStoragePool), "ZFS pool of the zones: datasets go under <pool>/zonewright/zones (env ZW_STORAGE_POOL)")
 	fs.StringVar(&o.zonesDataset, "zones-dataset", env("ZW_ZONES_DATASET", ""), "parent dataset of the zones, overriding <storage-pool>/zonewright/zones (env ZW_ZONES_DATASET)")
 	fs.StringVar(&o.zonesPath, "zones-path", env("ZW_ZONES_PATH", nodeagent.DefaultZonesPath), "mountpoint of the zones dataset; zonepaths are <zones-path>/<zone> (env ZW_ZONES_PATH)")
+	fs.StringVar(&o.zonesDir, "zones-dir", env("ZW_ZONES_DIR", ""), "where this machine's filesystem holds the zones path, for files written into zones; empty: the zones path (env ZW_ZONES_DIR)")
 	fs.StringVar(&o.brands, "zone-brands", env("ZW_ZONE_BRANDS", strings.Join(nodeagent.DefaultZoneBrands, ",")), "zone brands this node offers, comma-separated (env ZW_ZONE_BRANDS)")
 	fs.StringVar(&o.imagesDataset, "images-dataset", env("ZW_IMAGES_DATASET", ""), "parent dataset of images received as ZFS streams or disk volumes, overriding <storage-pool>/zonewright/images (env ZW_IMAGES_DATASET)")
 	fs.StringVar(&o.volumesDataset, "volumes-dataset", env("ZW_VOLUMES_DATASET", ""), "parent dataset of the pods' volumes (bhyve boot disks), overriding <storage-pool>/zonewright/volumes (env ZW_VOLUMES_DATASET)")
@@ -96,6 +105,9 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 		Node:              o.node,
 		DatabaseURL:       o.databaseURL,
 		APIURL:            o.apiURL,
+		ClusterDomain:     o.clusterDomain,
+		DNSUpstreams:      clusterdns.ParseUpstreams(o.dnsUpstream),
+		ZonesDir:          o.zonesDir,
 		TemporalAddress:   o.temporal.TemporalAddress,
 		TemporalNamespace: o.temporal.TemporalNamespace,
 		PodCIDR:           o.podCIDR,

@@ -172,7 +172,8 @@ func dev(ctx context.Context, args []string) error {
 			DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
 			APIURL: "http://" + cp.Addr(),
 			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
-				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace}})
+				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace,
+				"--cluster-domain", health.DNS.Domain, "--dns-upstream", upstreamFlag(health.DNS.Upstreams)}})
 		if err != nil {
 			return err
 		}

@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/miekg/dns"
-
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
@@ -189,12 +187,20 @@ func dnsFlags(fs *flag.FlagSet, c *clusterdns.Config, defListen string) func() e
 	upstream := fs.String("dns-upstream", env("ZW_DNS_UPSTREAM", ""),
 		"resolvers for names outside the cluster domain, comma-separated; empty: those of /etc/resolv.conf; none: refuse such names (env ZW_DNS_UPSTREAM)")
 	return func() error {
-		if _, ok := dns.IsDomainName(c.Domain); !ok || strings.Trim(c.Domain, ".") == "" {
-			return fmt.Errorf("--cluster-domain %q is not a domain name", c.Domain)
+		if err := clusterdns.CheckDomain(c.Domain); err != nil {
+			return fmt.Errorf("--cluster-domain: %w", err)
 		}
 		c.Upstreams = clusterdns.ParseUpstreams(*upstream)
 		return nil
 	}
+}
+
+// upstreamFlag is the --dns-upstream value that parses back to upstreams.
+func upstreamFlag(upstreams []string) string {
+	if upstreams != nil && len(upstreams) == 0 {
+		return "none"
+	}
+	return strings.Join(upstreams, ",")
 }
 
 // envDuration is env for a duration; a malformed value keeps def.

@@ -24,6 +24,8 @@ PROPS='
 node
 database_url
 api_url
+cluster_domain
+dns_upstream
 temporal_address
 temporal_namespace
 temporal_tls_cert
@@ -35,6 +37,7 @@ etherstub
 storage_pool
 zones_dataset
 zones_path
+zones_dir
 zone_brands
 images_dataset
 volumes_dataset

@@ -6,8 +6,8 @@
 // agent polls), supervises the pods running here (supervise.go, over
 // internal/supervisor), reconciles its own host (reconcile.go), and
 // programs the service NAT rules from the control plane's service network
-// snapshots (servicenat.go, over internal/servicenat). Settings are in
-// config.go.
+// snapshots (servicenat.go, over internal/servicenat) and answers its
+// pods' DNS from them (poddns.go). Settings are in config.go.
 //
 // Trust: registration and heartbeats write the Node row directly through
 // the store, so the agent holds the control plane's database URL. That is
@@ -42,6 +42,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/supervisor"
 	"github.com/zonewright/zonewright/worker"
@@ -59,6 +60,9 @@ type Agent struct {
 	mu        sync.Mutex
 	workerErr error // why the worker is not polling yet; nil once it is
 
+	// serviceNet is the newest service network snapshot the node got:
+	// what its NAT rules and its pods' DNS answers follow.
+	serviceNet servicenet.Holder
 	serviceNAT serviceNATState
 }
 
@@ -107,10 +111,17 @@ func (a *Agent) run(ctx context.Context) error {
 		VolumesDataset: cfg.VolumesDataset,
 		ImageDir:       cfg.ImageDir,
 		ZvolDir:        cfg.ZvolDir,
+		ZonesDir:       cfg.ZonesDir,
 		Log:            a.log.With("component", "host"),
 	}
 	if cfg.MaxConcurrentInstalls > 0 {
 		h.Installs = make(chan struct{}, cfg.MaxConcurrentInstalls)
+	}
+	if cfg.APIURL == "" {
+		a.log.Warn("no --api-url: this node follows no service network, so its pods reach no ClusterIP and get no cluster DNS")
+	} else if dns := a.servePodDNS(); dns != nil {
+		defer dns.Shutdown(context.Background())
+		h.ZoneDNS = &hostops.ZoneDNS{Nameserver: a.podGateway().String(), Domain: cfg.ClusterDomain}
 	}
 	if cfg.BinDir == "" {
 		// The commands act on this machine: give zonepaths the mode
@@ -156,7 +167,11 @@ func (a *Agent) run(ctx context.Context) error {
 	defer stopSupervising()
 	go sup.Run(supCtx)
 	go a.reconcileHost(supCtx, h, sup, workflows.PodClient{Temporal: tc})
-	go a.programServiceNAT(supCtx, a.writeServiceNetworkStatus)
+	if cfg.APIURL != "" {
+		newer := make(chan struct{}, 1)
+		go a.followServiceNet(supCtx, newer)
+		go a.programServiceNAT(supCtx, newer, a.writeServiceNetworkStatus)
+	}
 
 	workerCtx, stopStarting := context.WithCancel(ctx)
 	defer stopStarting()

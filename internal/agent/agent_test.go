@@ -135,6 +135,13 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		return c != nil && c.Status == model.ConditionTrue
 	})
 	uid := n.Metadata.UID
+	// The claims' space: the volumes dataset's used and available bytes.
+	storage, err := model.Bytes(n.Status.Allocatable[model.ResourceStorage])
+	if err != nil || storage < 1<<30 || n.Status.Capacity[model.ResourceStorage] != n.Status.Allocatable[model.ResourceStorage] {
+		t.Errorf("storage: capacity %q, allocatable %q", n.Status.Capacity[model.ResourceStorage], n.Status.Allocatable[model.ResourceStorage])
+	}
+	delete(n.Status.Capacity, model.ResourceStorage)
+	delete(n.Status.Allocatable, model.ResourceStorage)
 	if want := (model.ResourceList{"cpu": "8", "memory": "32Gi", "pods": "110"}); !equalLists(n.Status.Capacity, want) {
 		t.Errorf("capacity = %v, want %v", n.Status.Capacity, want)
 	}

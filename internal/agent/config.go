@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -104,6 +105,18 @@ type Config struct {
 	APIURL string
 	// ServiceNATCheckInterval: see DefaultServiceNATCheckInterval.
 	ServiceNATCheckInterval time.Duration
+	// ClusterDomain is the cluster's DNS domain, the same as the control
+	// plane's; default clusterdns.DefaultDomain. With APIURL set, the
+	// agent answers the cluster DNS on the pods' gateway (port 53) from
+	// the service network it follows, and every zone's resolv.conf points
+	// there.
+	ClusterDomain string
+	// DNSUpstreams are the resolvers of names outside the cluster domain
+	// (see clusterdns.Config.Upstreams); nil: the host's resolv.conf.
+	DNSUpstreams []string
+	// ZonesDir is where this machine's filesystem holds ZonesPath; empty:
+	// ZonesPath (see hostops.Host.ZonesDir).
+	ZonesDir string
 
 	// Version is reported as nodeInfo.agentVersion; empty means the
 	// binary's build information.
@@ -154,6 +167,9 @@ func (c *Config) setDefaults() {
 	if c.OrphanGrace <= 0 {
 		c.OrphanGrace = DefaultOrphanGrace
 	}
+	if c.ClusterDomain == "" {
+		c.ClusterDomain = clusterdns.DefaultDomain
+	}
 	if c.ServiceNATCheckInterval <= 0 {
 		c.ServiceNATCheckInterval = DefaultServiceNATCheckInterval
 	}
@@ -191,8 +207,8 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s dataset %q is not a dataset name", what, ds))
 		}
 	}
-	for what, dir := range map[string]string{"image dir": c.ImageDir, "zvol dir": c.ZvolDir} {
-		if !filepath.IsAbs(dir) {
+	for what, dir := range map[string]string{"image dir": c.ImageDir, "zvol dir": c.ZvolDir, "zones dir": c.ZonesDir} {
+		if dir != "" && !filepath.IsAbs(dir) {
 			errs = append(errs, fmt.Errorf("%s %q must be an absolute path", what, dir))
 		}
 	}
@@ -208,6 +224,12 @@ func (c *Config) validate() error {
 		if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("API URL %q is not an http(s) URL such as http://control-plane:8080", c.APIURL))
 		}
+	}
+	if err := clusterdns.CheckDomain(c.ClusterDomain); err != nil {
+		errs = append(errs, err)
+	}
+	if err := clusterdns.CheckUpstreams(c.DNSUpstreams); err != nil {
+		errs = append(errs, err)
 	}
 	if c.SystemReservedMilliCPU < 0 || c.SystemReservedMemory < 0 {
 		errs = append(errs, errors.New("system reservations cannot be negative"))

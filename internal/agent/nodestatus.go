@@ -26,6 +26,9 @@ const (
 type hostSummary struct {
 	zones     string // "running=3,installed=1", "" when unknown
 	available string // bytes free for zones, "" when unknown
+	// storage is what the claims' datasets may hold in all (the volumes
+	// dataset's used and available bytes); 0 when unknown.
+	storage int64
 }
 
 // summary counts the host's zones by state and reads the zones' free space.
@@ -40,6 +43,15 @@ func (a *Agent) summary(ctx context.Context) hostSummary {
 		a.log.Warn("read the zones dataset's free space", "err", err)
 	} else {
 		s.available = v
+	}
+	if p, err := a.host.ZFS().GetProps(ctx, a.cfg.VolumesDataset, "available", "used"); err != nil {
+		a.log.Warn("read the volumes dataset's space", "err", err)
+	} else {
+		avail, err1 := strconv.ParseInt(p["available"], 10, 64)
+		used, err2 := strconv.ParseInt(p["used"], 10, 64)
+		if err1 == nil && err2 == nil {
+			s.storage = avail + used
+		}
 	}
 	return s
 }
@@ -122,6 +134,11 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary) {
 		model.ResourceCPU:    FormatMilliCPU(max(capCPU-cfg.SystemReservedMilliCPU, 0)),
 		model.ResourceMemory: FormatBytes(max(capMem-cfg.SystemReservedMemory, 0)),
 		model.ResourcePods:   strconv.Itoa(cfg.MaxPods),
+	}
+	if sum.storage > 0 {
+		// Claims' quotas are summed against it when they bind here.
+		n.Status.Capacity[model.ResourceStorage] = FormatBytes(sum.storage)
+		n.Status.Allocatable[model.ResourceStorage] = FormatBytes(sum.storage)
 	}
 	n.Status.NodeInfo = model.NodeInfo{
 		OSRelease:    f.Uname.Version,

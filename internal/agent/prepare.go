@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
-	"github.com/zonewright/zonewright/internal/ipam"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -63,11 +62,7 @@ func (a *Agent) prepareHost(ctx context.Context) error {
 // address, forwarding IPv4, so pods reach beyond their network and their
 // traffic enters the global zone where the service rules apply.
 func (a *Agent) prepareGateway(ctx context.Context) error {
-	prefix, err := netip.ParsePrefix(a.cfg.PodCIDR)
-	if err != nil {
-		return fmt.Errorf("pod CIDR %q: %w", a.cfg.PodCIDR, err)
-	}
-	gw := netip.PrefixFrom(ipam.Gateway(prefix), prefix.Bits()).String()
+	gw := netip.PrefixFrom(a.podGateway(), netip.MustParsePrefix(a.cfg.PodCIDR).Bits()).String()
 	dl, ip := a.host.Dladm(), a.host.GlobalZone()
 	steps := []struct {
 		what string

@@ -52,22 +52,15 @@ func (s *serviceNATState) set(st model.NodeServiceNetwork) bool {
 
 // programServiceNAT keeps the host's service rdr rules those of the
 // control plane's newest service network snapshot, until ctx ends: it
-// follows the snapshots (followServiceNet), converges on each new one,
+// converges on each snapshot followServiceNet stores (signalled on newer),
 // and every ServiceNATCheckInterval checks the host's rules again, so a
 // wipe (`ipnat -CF`, an ipfilter refresh) is repaired within seconds. The
 // last snapshot is kept: while the control plane is unreachable the node
 // keeps, and repairs, the rules it has. Each generation fully in force is
 // reported in the Node's status.serviceNetwork: report writes it (the
 // agent passes writeServiceNetworkStatus).
-func (a *Agent) programServiceNAT(ctx context.Context, report func(context.Context)) {
-	if a.cfg.APIURL == "" {
-		a.log.Warn("no --api-url: this node programs no service NAT rules, so ClusterIPs are not reachable from its pods")
-		return
-	}
-	var held servicenet.Holder
-	newer := make(chan struct{}, 1)
-	go a.followServiceNet(ctx, &held, newer)
-
+func (a *Agent) programServiceNAT(ctx context.Context, newer <-chan struct{}, report func(context.Context)) {
+	held := &a.serviceNet
 	nat := a.host.Ipnat()
 	// validate checked the CIDR.
 	nw := servicenat.Network{Interface: GatewayLink, PodCIDR: netip.MustParsePrefix(a.cfg.PodCIDR)}
@@ -174,10 +167,11 @@ func (a *Agent) writeServiceNetworkStatus(ctx context.Context) {
 }
 
 // followServiceNet long-polls the control plane for service network
-// snapshots newer than the held one, stores each in held and signals
+// snapshots newer than the held one, stores each in a.serviceNet and signals
 // newer, until ctx ends. Failures are retried with a growing pause (at
 // most 5 s); the held snapshot stays meanwhile.
-func (a *Agent) followServiceNet(ctx context.Context, held *servicenet.Holder, newer chan<- struct{}) {
+func (a *Agent) followServiceNet(ctx context.Context, newer chan<- struct{}) {
+	held := &a.serviceNet
 	client := &http.Client{Timeout: (serviceNetPollSeconds + 10) * time.Second}
 	base := strings.TrimRight(a.cfg.APIURL, "/")
 	pause, failing := time.Duration(0), false

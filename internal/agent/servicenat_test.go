@@ -65,7 +65,9 @@ func TestServiceNATFollowsSnapshotsAndKeepsTheLastOne(t *testing.T) {
 	reported := make(chan int64, 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go a.programServiceNAT(ctx, func(context.Context) { reported <- a.serviceNAT.get().Generation })
+	newer := make(chan struct{}, 1)
+	go a.followServiceNet(ctx, newer)
+	go a.programServiceNAT(ctx, newer, func(context.Context) { reported <- a.serviceNAT.get().Generation })
 
 	ipnat := func(args ...string) string {
 		out, err := exec.Command(filepath.Join(node.Bin, "ipnat"), args...).CombinedOutput()

@@ -27,6 +27,14 @@ import (
 // DefaultDomain is the cluster domain when none is given.
 const DefaultDomain = "cluster.local"
 
+// CheckDomain refuses a cluster domain that is no domain name (or the root).
+func CheckDomain(domain string) error {
+	if _, ok := dns.IsDomainName(domain); !ok || strings.Trim(domain, ".") == "" {
+		return fmt.Errorf("cluster domain %q is not a domain name", domain)
+	}
+	return nil
+}
+
 // Config is what a Server needs besides its snapshots.
 type Config struct {
 	// Addr is the host:port served on both UDP and TCP. With port 0, one
@@ -68,8 +76,8 @@ func Listen(cfg Config, names *servicenet.Holder) (*Server, error) {
 	if domain == "" {
 		domain = DefaultDomain
 	}
-	if _, ok := dns.IsDomainName(domain); !ok {
-		return nil, fmt.Errorf("cluster domain %q is not a domain name", domain)
+	if err := CheckDomain(domain); err != nil {
+		return nil, err
 	}
 	s := &Server{holder: names, domain: dns.Fqdn(strings.ToLower(domain)), log: cfg.Log}
 	if s.log == nil {

@@ -115,6 +115,17 @@ func ParseUpstreams(flag string) []string {
 	return strings.FieldsFunc(flag, func(r rune) bool { return r == ',' || r == ' ' })
 }
 
+// CheckUpstreams refuses an upstream that is neither an address nor
+// host:port, so a bad flag fails at start.
+func CheckUpstreams(upstreams []string) error {
+	for _, u := range upstreams {
+		if _, err := upstreamAddr(u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // upstreamAddr is host:port for "host" or "host:port" (IPv6 addresses
 // bare or in brackets).
 func upstreamAddr(u string) (string, error) {

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pglock"
 )
 
 // DefaultCIDR is serve's service CIDR; the dev stack uses DevCIDR, inside
@@ -118,16 +119,12 @@ type Service struct {
 	UID, Namespace, Name string
 }
 
-// allocLock serialises allocators; the store's writes hold a lock of their
-// own already, this one keeps the allocator safe on its own.
-const allocLock = 0x7a77_0002
-
 // Allocate gives svc an address in tx: requested ("" for any) or a free
 // one, preferring the dynamic band. A requested address outside the
 // range, reserved or taken is a model.FieldErrors on spec.clusterIP, in
 // Kubernetes' words.
 func (r *Range) Allocate(ctx context.Context, tx pgx.Tx, svc Service, requested string) (netip.Addr, error) {
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(allocLock)); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", pglock.ClusterIP); err != nil {
 		return netip.Addr{}, err
 	}
 	if requested != "" {

@@ -8,9 +8,11 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pglock"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/storetest"
@@ -193,5 +195,27 @@ func TestSweepFreesAddressesOfVanishedServices(t *testing.T) {
 	var left string
 	if err := s.Pool().QueryRow(ctx, "SELECT name FROM cluster_ips").Scan(&left); err != nil || left != "kept" {
 		t.Fatalf("after the sweep cluster_ips holds %q (%v), want only kept", left, err)
+	}
+}
+
+// Allocation waits on no other lock of the control plane: a replica
+// placing a pod holds the scheduling lock while it writes, and its write
+// waits for the service's transaction; if that waited for the scheduling
+// lock in turn, both would hang until their deadlines.
+func TestAllocationDoesNotWaitForTheSchedulingLock(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", pglock.Scheduling); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", pglock.Scheduling)
+	if err := s.CreateService(ctx, service("web", ""), clusterip.MustParse("10.96.0.0/16")); err != nil {
+		t.Fatalf("create a service while a placement holds the scheduling lock: %v", err)
 	}
 }

@@ -41,6 +41,9 @@ type Control struct {
 	// ServiceNet is the control plane's service network snapshot; nil:
 	// terminating pods do not wait to leave the nodes' rules.
 	ServiceNet *servicenet.Holder
+	// Volumes wakes the workflows of claims and snapshots being deleted
+	// when what held them back goes; nil leaves them to their own looks.
+	Volumes VolumeSyncer
 }
 
 // NewControl wires a Control over one store.

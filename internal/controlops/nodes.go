@@ -114,8 +114,11 @@ func (a *Control) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (M
 	if err != nil || !res.Changed {
 		return res, err
 	}
-	return res, a.nodeEvent(ctx, in.Node, uid, model.EventWarning, "NodeNotReady",
-		fmt.Sprintf("Node %s is NotReady: no heartbeat for %s; tainted %s:NoSchedule", in.Node, in.GracePeriod, TaintUnreachable))
+	if err := a.nodeEvent(ctx, in.Node, uid, model.EventWarning, "NodeNotReady",
+		fmt.Sprintf("Node %s is NotReady: no heartbeat for %s; tainted %s:NoSchedule", in.Node, in.GracePeriod, TaintUnreachable)); err != nil {
+		return res, err
+	}
+	return res, a.setClaimsPhase(ctx, in.Node, model.ClaimLost)
 }
 
 // MarkNodeReady removes the unreachable taint once the agent posts
@@ -133,6 +136,9 @@ func (a *Control) MarkNodeReady(ctx context.Context, node string) (bool, error) 
 	})
 	if err != nil || !removed {
 		return removed, err
+	}
+	if err := a.setClaimsPhase(ctx, node, model.ClaimBound); err != nil {
+		return true, err
 	}
 	WakeUnschedulable(ctx, a.Store, a.Lifecycles)
 	return true, a.nodeEvent(ctx, node, uid, model.EventNormal, "NodeReady",

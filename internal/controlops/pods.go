@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/ipam"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
@@ -39,6 +40,8 @@ type ScheduleResult struct {
 	// Reason is why the pod waits when it is not the nodes' doing
 	// (CapacityExceeded); empty: Unschedulable.
 	Reason string `json:",omitempty"`
+	// Claims are the pod's claims, bound to Node.
+	Claims []hostops.ClaimVolume `json:",omitempty"`
 }
 
 // AllocateInput asks for the pod's address on its node.
@@ -100,7 +103,15 @@ func (a *Control) SchedulePod(ctx context.Context, ref PodRef) (ScheduleResult, 
 	if err != nil {
 		return ScheduleResult{}, err
 	}
-	return ScheduleResult{Node: d.Node, Message: d.Message, Reason: d.Reason}, nil
+	res := ScheduleResult{Node: d.Node, Message: d.Message, Reason: d.Reason}
+	for _, c := range d.Claims {
+		v := hostops.ClaimVolume{Name: c.Name, UID: c.UID, Bytes: c.Bytes}
+		if c.SourceSnapshotUID != "" {
+			v.FromSnapshot = &hostops.ClaimSnapshot{UID: c.SourceSnapshotUID, ClaimUID: c.SourceClaimUID}
+		}
+		res.Claims = append(res.Claims, v)
+	}
+	return res, nil
 }
 
 // AllocatePodIP gives the pod an address from its node's pod CIDR.
@@ -226,6 +237,9 @@ func (a *Control) RemovePod(ctx context.Context, ref PodRef) error {
 	}
 	if err == nil && p.Spec.NodeName != "" {
 		WakeUnschedulable(ctx, a.Store, a.Lifecycles)
+	}
+	if err == nil {
+		a.wakeClaims(ctx, p)
 	}
 	return err
 }

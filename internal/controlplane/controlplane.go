@@ -251,7 +251,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), Client: &http.Client{}}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
-	srv := api.New(api.Config{Store: st, Logger: log, ServiceCIDR: serviceCIDR, ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes,
+	srv := api.New(api.Config{Store: st, Logger: log, ServiceCIDR: serviceCIDR, ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
 		Images: images, ImageMap: imgMap, Artefacts: artefacts, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {

@@ -14,6 +14,8 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/agent"
 )
 
 // Config describes the nodes to run.
@@ -111,8 +113,9 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 		"--temporal-address", cfg.Temporal, "--temporal-namespace", cfg.Namespace,
 		"--pod-cidr", n.PodCIDR, "--bin-dir", n.BinDir,
 		// The simulator keeps an illumos path P at <root>/fs/P; the agent
-		// writes images and volume data there itself.
+		// writes images, volume data and zones' files there itself.
 		"--image-dir", filepath.Join(n.Root, "fs/var/zonewright/images"),
+		"--zones-dir", filepath.Join(n.Root, "fs", agent.DefaultZonesPath),
 		"--zvol-dir", filepath.Join(n.Root, "fs/dev/zvol/rdsk")}, cfg.ExtraArgs...)
 	if cfg.APIURL != "" {
 		args = append(args, "--api-url", cfg.APIURL)

@@ -2,14 +2,20 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -17,9 +23,15 @@ import (
 // UDP and returns the rcode and the addresses.
 func (c *cluster) lookup(name string) (int, []string) {
 	c.t.Helper()
+	return c.lookupAt(c.cp.DNSAddr(), name)
+}
+
+// lookupAt asks the DNS server at addr for name's A records over UDP.
+func (c *cluster) lookupAt(addr, name string) (int, []string) {
+	c.t.Helper()
 	q := new(dns.Msg)
 	q.SetQuestion(dns.Fqdn(name), dns.TypeA)
-	r, _, err := new(dns.Client).Exchange(q, c.cp.DNSAddr())
+	r, _, err := new(dns.Client).Exchange(q, addr)
 	if err != nil {
 		c.t.Fatalf("query %s: %v", name, err)
 	}
@@ -68,13 +80,66 @@ func TestClusterDNSFollowsServicesAndPods(t *testing.T) {
 		rcode, ips := c.lookup("db.default.svc.cluster.local")
 		return rcode == dns.RcodeSuccess && len(ips) == 1 && ips[0] == p.Status.PodIP
 	})
+
+	// The pod's zone was given a resolver that is its node's: short names
+	// resolve through the search list, at the address the file names.
+	nameserver, search := zoneResolver(t, c, p)
+	if want := []string{"default.svc.cluster.local", "svc.cluster.local", "cluster.local"}; strings.Join(search, " ") != strings.Join(want, " ") {
+		t.Fatalf("the zone's search list is %q, want %q", search, want)
+	}
+	if gw := strings.TrimSuffix(c.nodes.Nodes[0].PodCIDR, "0/24") + "1"; nameserver != gw {
+		t.Fatalf("the zone's nameserver is %s, want its node's pod gateway %s", nameserver, gw)
+	}
+	podDNS := net.JoinHostPort(nameserver, "53")
+	if rcode, ips := c.lookupAt(podDNS, "web."+search[0]); rcode != dns.RcodeSuccess || len(ips) != 1 || ips[0] != svc.Spec.ClusterIP {
+		t.Fatalf("web via the pod's resolver: %s %v, want %s", dns.RcodeToString[rcode], ips, svc.Spec.ClusterIP)
+	}
+	if rcode, ips := c.lookupAt(podDNS, "db.default."+search[1]); rcode != dns.RcodeSuccess || len(ips) != 1 || ips[0] != p.Status.PodIP {
+		t.Fatalf("db.default via the pod's resolver: %s %v, want %s", dns.RcodeToString[rcode], ips, p.Status.PodIP)
+	}
+
 	c.do("DELETE", "/api/v1/namespaces/default/pods/db-1?gracePeriodSeconds=0", nil)
 	c.waitGone("db-1", 60*time.Second)
 	c.eventually(time.Second, "the deleted pod out of DNS", func() bool {
 		rcode, _ := c.lookup("db.default.svc.cluster.local")
 		return rcode == dns.RcodeNameError
 	})
+	c.eventually(time.Second, "the deleted pod out of the node's DNS", func() bool {
+		rcode, _ := c.lookupAt(podDNS, "db.default.svc.cluster.local")
+		return rcode == dns.RcodeNameError
+	})
 	if rcode, _ := c.lookup("example.org"); rcode != dns.RcodeRefused {
 		t.Fatalf("a name outside the cluster with no upstream answered %s, want REFUSED", dns.RcodeToString[rcode])
 	}
+}
+
+// zoneResolver reads the resolv.conf the pod's node wrote into its zone
+// (the simulator keeps the zone root under the node's state root) and
+// returns its nameserver and search list, checking ndots.
+func zoneResolver(t *testing.T, c *cluster, p model.Pod) (string, []string) {
+	t.Helper()
+	n := c.nodes.Nodes[c.nodeIndex(p.Spec.NodeName)]
+	zone := illumos.ZoneName(p.Metadata.Namespace, p.Metadata.Name, p.Metadata.UID)
+	b, err := os.ReadFile(filepath.Join(n.Root, "fs", agent.DefaultZonesPath, zone, "root/etc/resolv.conf"))
+	if err != nil {
+		t.Fatalf("the zone's resolv.conf: %v", err)
+	}
+	var nameserver string
+	var search []string
+	ndots := false
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "nameserver":
+			nameserver = f[1]
+		case len(f) > 1 && f[0] == "search":
+			search = f[1:]
+		case len(f) == 2 && f[0] == "options" && f[1] == "ndots:5":
+			ndots = true
+		}
+	}
+	if nameserver == "" || len(search) < 2 || !ndots {
+		t.Fatalf("the zone's resolv.conf lacks a nameserver, search list or ndots:5:\n%s", b)
+	}
+	return nameserver, search
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pglock"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -38,7 +39,7 @@ func (c *Controller) Run(ctx context.Context) {
 	if log == nil {
 		log = slog.Default()
 	}
-	leader := &Leader{Pool: c.Store.Pool(), Key: leaderKey}
+	leader := &Leader{Pool: c.Store.Pool(), Key: pglock.EndpointsLeader}
 	for ctx.Err() == nil {
 		err := leader.While(ctx, func(lctx context.Context) error {
 			log.Info("endpoints controller leading")
@@ -60,9 +61,6 @@ func (c *Controller) Run(ctx context.Context) {
 		sleep(ctx, time.Second)
 	}
 }
-
-// leaderKey is the advisory lock only the leading controller holds.
-const leaderKey = 0x7a77_0003
 
 var errResync = errors.New("resync")
 

@@ -48,6 +48,9 @@ type PodSandbox struct {
 	PrefixLen   int
 	Gateway     string // the default route inside the zone
 	Containers  []ContainerSpec
+	// Volumes are mounted into the zone at Mounts (volumes.go).
+	Volumes []PodVolume `json:",omitempty"`
+	Mounts  []PodMount  `json:",omitempty"`
 }
 
 // ContainerSpec is one container, run as an SMF service in the zone.
@@ -137,6 +140,13 @@ type Host struct {
 	// (illumos.DefaultZvolDir on illumos), where PullImage writes disk
 	// images.
 	ZvolDir string
+	// ZonesDir is where this machine's filesystem holds ZonesPath, for
+	// files written into zones from the global zone; empty: ZonesPath
+	// itself (a simulated host keeps it under its own root).
+	ZonesDir string
+	// ZoneDNS, if set, is written into every zone before it boots
+	// (resolver.go); nil leaves the zones' resolver configuration alone.
+	ZoneDNS *ZoneDNS
 	// PrepareZonepath, if set, runs on the zonepath once the zone's dataset
 	// exists and is mounted. zoneadm install wants the zonepath owned by
 	// root with mode 0700 while zfs create makes it 0755, so on illumos the

@@ -55,6 +55,9 @@ func (h *Host) CreateDatasets(ctx context.Context, s PodSandbox) error {
 			return h.fail(ctx, step, s, fmt.Errorf("prepare zonepath %s: %w", zp, err))
 		}
 	}
+	if err := h.createClaimVolumes(ctx, s); err != nil {
+		return h.fail(ctx, "create the claims' datasets", s, err)
+	}
 	if s.Brand == "bhyve" && s.ImageKind == model.ImageBhyveDisk {
 		return h.createBootDisk(ctx, s)
 	}
@@ -218,6 +221,9 @@ func (h *Host) zoneConfig(s PodSandbox) (illumos.ZoneConfig, error) {
 		}
 		return cfg, nil
 	}
+	if cfg.FS, err = h.volumeFS(s); err != nil {
+		return illumos.ZoneConfig{}, err
+	}
 	if s.MilliCPU > 0 {
 		// capped-cpu is kept in hundredths of a CPU (zone.cpu-cap).
 		cfg.CPUCap = math.Ceil(float64(s.MilliCPU)/10) / 100
@@ -271,6 +277,11 @@ func configDiff(have, want illumos.ZoneConfig) []string {
 	}
 	if hb.BootDisk != wb.BootDisk {
 		d = append(d, fmt.Sprintf("bhyve bootdisk %q, want %q", hb.BootDisk, wb.BootDisk))
+	}
+	if !slices.EqualFunc(have.FS, want.FS, func(a, b illumos.FS) bool {
+		return a.Dir == b.Dir && a.Special == b.Special && a.Type == b.Type && slices.Equal(a.Options, b.Options)
+	}) {
+		d = append(d, fmt.Sprintf("fs %+v, want %+v", have.FS, want.FS))
 	}
 	if !slices.Equal(have.Devices, want.Devices) {
 		d = append(d, fmt.Sprintf("devices %q, want %q", have.Devices, want.Devices))
@@ -521,6 +532,12 @@ func (h *Host) BootZone(ctx context.Context, s PodSandbox) error {
 	}
 	if z.State == illumos.ZoneRunning {
 		return nil
+	}
+	if err := h.createEmptyDirs(ctx, s); err != nil {
+		return h.fail(ctx, step, s, err)
+	}
+	if err := h.writeZoneResolver(s); err != nil {
+		return h.fail(ctx, step, s, err)
 	}
 	if err := za.Boot(ctx, name); err != nil {
 		return h.fail(ctx, step, s, err)

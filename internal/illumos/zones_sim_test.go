@@ -44,6 +44,7 @@ func TestZoneLifecycle(t *testing.T) {
 
 	must(t, "create vnic", dl.CreateVNIC(ctx, illumos.VNICSpec{Name: "web0", Over: "net0"}))
 	must(t, "create the delegated dataset", n.host.ZFS().Create(ctx, "tank/delegated", nil))
+	must(t, "create the lofs mount's special", n.host.ZFS().Create(ctx, "tank/data", nil))
 
 	_, err := za.Get(ctx, name)
 	wantKind(t, "get before configuring", err, illumos.ErrNotFound)

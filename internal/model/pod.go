@@ -20,6 +20,9 @@ type PodSpec struct {
 	Tolerations                   []Toleration      `json:"tolerations,omitempty"`
 	RestartPolicy                 string            `json:"restartPolicy,omitempty"`
 	TerminationGracePeriodSeconds *int64            `json:"terminationGracePeriodSeconds,omitempty"`
+	// Volumes are mounted into the pod's zone by its containers'
+	// volumeMounts (volume.go).
+	Volumes []Volume `json:"volumes,omitempty"`
 }
 
 // Zone brands a pod can run as.
@@ -55,6 +58,7 @@ type Container struct {
 	LivenessProbe  *Probe               `json:"livenessProbe,omitempty"`
 	ReadinessProbe *Probe               `json:"readinessProbe,omitempty"`
 	StartupProbe   *Probe               `json:"startupProbe,omitempty"`
+	VolumeMounts   []VolumeMount        `json:"volumeMounts,omitempty"`
 }
 
 // EnvVar is one environment variable of a container.

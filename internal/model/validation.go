@@ -210,6 +210,7 @@ func ValidatePod(p *Pod) FieldErrors {
 		}
 	}
 	errs = append(errs, validateContainerPortNames(s)...)
+	errs = append(errs, validateVolumes(s)...)
 	if !slices.Contains(Brands, s.RuntimeClassName) {
 		errs.add("spec.runtimeClassName", FieldNotSupported, "Unsupported value: %q: supported values: %q", s.RuntimeClassName, Brands)
 	}

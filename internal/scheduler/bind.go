@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pglock"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -43,10 +44,6 @@ func (s *Scheduler) wait(ctx context.Context) (done func(), err error) {
 	}
 }
 
-// schedulingLock serialises placements across every control-plane replica:
-// each reads the nodes' usage and binds before the next one reads.
-const schedulingLock = 0x7a77_0002
-
 // Schedule binds the pod to the best node, or reports why none fits. It is
 // idempotent: a pod already bound keeps its node.
 func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, error) {
@@ -60,10 +57,10 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		return Decision{}, fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(schedulingLock)); err != nil {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", pglock.Scheduling); err != nil {
 		return Decision{}, err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(schedulingLock)) //nolint:errcheck // the session ends the lock anyway
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", pglock.Scheduling) //nolint:errcheck // the session ends the lock anyway
 
 	for {
 		pod, err := s.Store.Pods().Get(ctx, ns, name)
@@ -71,7 +68,22 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 			return Decision{}, err
 		}
 		if pod.Spec.NodeName != "" && hasCondition(pod, model.PodScheduled) {
-			return Decision{Node: pod.Spec.NodeName}, nil
+			claims, node, why, err := s.claims(ctx, pod)
+			if err == nil && why == "" && node != "" && node != pod.Spec.NodeName {
+				why = fmt.Sprintf("the pod is bound to node %s but its claims' data is on node %s", pod.Spec.NodeName, node)
+			}
+			if err != nil || why != "" {
+				return Decision{Message: why}, err
+			}
+			bound, err := s.bindClaims(ctx, claims, pod.Spec.NodeName)
+			if errors.Is(err, store.ErrConflict) {
+				continue
+			}
+			return Decision{Node: pod.Spec.NodeName, Claims: bound}, err
+		}
+		claims, claimsNode, why, err := s.claims(ctx, pod)
+		if err != nil || why != "" {
+			return Decision{Message: why}, err
 		}
 		// Checked under the scheduling lock, so two placements never take
 		// the last slot twice.
@@ -86,13 +98,34 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		if err != nil {
 			return Decision{}, err
 		}
+		claimBytes, err := s.claimBytes(ctx, conn.Conn())
+		if err != nil {
+			return Decision{}, err
+		}
+		var newClaimBytes int64
+		for _, c := range claims {
+			if c.Status.NodeName == "" {
+				newClaimBytes += model.ClaimBytes(c)
+			}
+		}
 		candidates := make([]Candidate, len(nodes.Items))
 		for i := range nodes.Items {
-			candidates[i] = Candidate{Node: &nodes.Items[i], Used: used[nodes.Items[i].Metadata.Name]}
+			name := nodes.Items[i].Metadata.Name
+			candidates[i] = Candidate{Node: &nodes.Items[i], Used: used[name], ClaimBytes: claimBytes[name], NewClaimBytes: newClaimBytes}
+			if claimsNode != "" && nodes.Items[i].Metadata.Name != claimsNode {
+				candidates[i].Excluded = ReasonVolumeNode
+			}
 		}
 		d := Place(pod, candidates)
 		if d.Node == "" {
 			return d, nil
+		}
+		// The claims first: a crash before the pod is bound leaves them on
+		// the node the next placement then picks.
+		if d.Claims, err = s.bindClaims(ctx, claims, d.Node); errors.Is(err, store.ErrConflict) {
+			continue
+		} else if err != nil {
+			return Decision{}, err
 		}
 		now := time.Now().UTC()
 		pod.Spec.NodeName = d.Node
@@ -158,4 +191,104 @@ func hasCondition(p *model.Pod, typ string) bool {
 		}
 	}
 	return false
+}
+
+// claims reads the pod's claims and the node holding their data, if
+// any. why says what keeps the pod from being placed: a claim missing,
+// being deleted, or claims bound to two nodes.
+func (s *Scheduler) claims(ctx context.Context, pod *model.Pod) (claims []*model.PersistentVolumeClaim, node, why string, err error) {
+	for _, name := range pod.Spec.ClaimNames() {
+		c, err := s.Store.Claims().Get(ctx, pod.Metadata.Namespace, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, "", fmt.Sprintf("persistentvolumeclaim %q not found", name), nil
+		}
+		if err != nil {
+			return nil, "", "", err
+		}
+		if c.Metadata.DeletionTimestamp != nil {
+			return nil, "", fmt.Sprintf("persistentvolumeclaim %q is being deleted", name), nil
+		}
+		if c.Status.Phase == model.ClaimLost {
+			// Its node may be back under the same name (registered again
+			// after a deletion): the data is there, the claim Bound again.
+			n, err := s.Store.Nodes().Get(ctx, "", c.Status.NodeName)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, "", "", err
+			}
+			if err != nil || !n.Ready() {
+				return nil, "", fmt.Sprintf("persistentvolumeclaim %q is Lost: node %s holding its data is unreachable or gone", name, c.Status.NodeName), nil
+			}
+			c.Status.Phase = model.ClaimBound
+			if err := s.Store.Claims().Update(ctx, c); err != nil {
+				return nil, "", "", err
+			}
+		}
+		n := c.Status.NodeName
+		if n == "" && c.Spec.DataSource != nil {
+			// A clone of a snapshot: made on the snapshot's node.
+			snap, err := s.Store.Snapshots().Get(ctx, pod.Metadata.Namespace, c.Spec.DataSource.Name)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, "", fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q not found", c.Spec.DataSource.Name, name), nil
+			}
+			if err != nil {
+				return nil, "", "", err
+			}
+			if !snap.Ready() || snap.Metadata.DeletionTimestamp != nil {
+				return nil, "", fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q is not ready to use", snap.Metadata.Name, name), nil
+			}
+			if restore, _ := model.Bytes(snap.Status.RestoreSize); model.ClaimBytes(c) < restore {
+				return nil, "", fmt.Sprintf("persistentvolumeclaim %q asks for less than the restore size %s of volumesnapshot %q", name, snap.Status.RestoreSize, snap.Metadata.Name), nil
+			}
+			n = snap.Status.NodeName
+			c.Status.SourceSnapshotUID, c.Status.SourceClaimUID = snap.Metadata.UID, snap.Status.SourceClaimUID
+		}
+		if n != "" {
+			if node != "" && node != n {
+				return nil, "", fmt.Sprintf("the pod's claims are bound to two nodes, %s and %s", node, n), nil
+			}
+			node = n
+		}
+		claims = append(claims, c)
+	}
+	return claims, node, "", nil
+}
+
+// bindClaims binds the claims not bound yet to node (WaitForFirstConsumer)
+// and returns them all. A claim changed meanwhile is ErrConflict.
+func (s *Scheduler) bindClaims(ctx context.Context, claims []*model.PersistentVolumeClaim, node string) ([]BoundClaim, error) {
+	var bound []BoundClaim
+	for _, c := range claims {
+		if c.Status.NodeName == "" {
+			c.Status = model.PersistentVolumeClaimStatus{Phase: model.ClaimBound, NodeName: node,
+				AccessModes: c.Spec.AccessModes, Capacity: model.ResourceList{model.ResourceStorage: c.Spec.Resources.Requests[model.ResourceStorage]},
+				SourceSnapshotUID: c.Status.SourceSnapshotUID, SourceClaimUID: c.Status.SourceClaimUID}
+			if err := s.Store.Claims().Update(ctx, c); err != nil {
+				return nil, err
+			}
+		} else if c.Status.NodeName != node {
+			return nil, fmt.Errorf("%w: claim %q is bound to node %s, not %s", store.ErrConflict, c.Metadata.Name, c.Status.NodeName, node)
+		}
+		bound = append(bound, BoundClaim{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c),
+			SourceSnapshotUID: c.Status.SourceSnapshotUID, SourceClaimUID: c.Status.SourceClaimUID})
+	}
+	return bound, nil
+}
+
+// claimBytes sums the sizes of the claims bound to each node.
+func (s *Scheduler) claimBytes(ctx context.Context, conn *pgx.Conn) (map[string]int64, error) {
+	rows, err := conn.Query(ctx, `SELECT status ->> 'nodeName', spec -> 'resources' -> 'requests' ->> 'storage'
+		FROM persistentvolumeclaims WHERE coalesce(status ->> 'nodeName', '') <> ''`)
+	if err != nil {
+		return nil, err
+	}
+	bound, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Node, Storage string }])
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, b := range bound {
+		n, _ := model.Bytes(b.Storage) // validated at admission
+		out[b.Node] += n
+	}
+	return out, nil
 }

@@ -71,6 +71,13 @@ func Allocatable(n *model.Node) Resources {
 type Candidate struct {
 	Node *model.Node
 	Used Resources
+	// ClaimBytes are the quotas of the claims bound to the node, and
+	// NewClaimBytes those of the pod's claims not bound yet: together they
+	// may not pass the node's allocatable storage.
+	ClaimBytes, NewClaimBytes int64
+	// Excluded, when set, is why the pod cannot go there whatever the
+	// node offers (its claims' data is on another node).
+	Excluded string
 }
 
 // Filter reasons, counted per node in the message of an unschedulable pod.
@@ -83,7 +90,10 @@ const (
 	reasonCPU          = "Insufficient cpu"
 	reasonMemory       = "Insufficient memory"
 	reasonPods         = "Too many pods"
+	reasonStorage      = "Insufficient storage"
 	reasonNodeNameMiss = "node(s) didn't match the requested node name"
+	// ReasonVolumeNode: the pod's claims are bound to another node.
+	ReasonVolumeNode = "node(s) had volume node affinity conflict"
 )
 
 // Decision is the outcome of placing one pod.
@@ -93,6 +103,19 @@ type Decision struct {
 	// Reason is ReasonCapacityExceeded when the capacity map, not the
 	// nodes, keeps the pod waiting; empty otherwise.
 	Reason string
+	// Claims are the pod's claims, bound to Node.
+	Claims []BoundClaim
+}
+
+// BoundClaim is a claim a placed pod uses: its dataset is on the pod's
+// node.
+type BoundClaim struct {
+	Name  string
+	UID   string
+	Bytes int64
+	// SourceSnapshotUID and SourceClaimUID name the snapshot a claim is
+	// cloned from.
+	SourceSnapshotUID, SourceClaimUID string
 }
 
 // Place picks the best node for the pod among the candidates.
@@ -125,6 +148,9 @@ func Place(p *model.Pod, candidates []Candidate) Decision {
 
 func filter(p *model.Pod, req Resources, c Candidate) string {
 	n := c.Node
+	if c.Excluded != "" {
+		return c.Excluded
+	}
 	if p.Spec.NodeName != "" && p.Spec.NodeName != n.Metadata.Name {
 		return reasonNodeNameMiss
 	}
@@ -156,6 +182,13 @@ func filter(p *model.Pod, req Resources, c Candidate) string {
 		return reasonCPU
 	case total.Memory > alloc.Memory:
 		return reasonMemory
+	}
+	if c.NewClaimBytes > 0 {
+		if v, ok := n.Status.Allocatable[model.ResourceStorage]; ok {
+			if storage, err := model.Bytes(v); err == nil && c.ClaimBytes+c.NewClaimBytes > storage {
+				return reasonStorage
+			}
+		}
 	}
 	return ""
 }

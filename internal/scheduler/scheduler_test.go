@@ -196,3 +196,23 @@ func TestEndedPodsFreeTheirRoom(t *testing.T) {
 		t.Fatalf("a placement with its context ended: %v", err)
 	}
 }
+
+// A pod's new claims must fit beside the claims already bound to a node;
+// a node holding the data of its claims is the only one it may go to.
+func TestClaimsNeedRoomAndTheirNode(t *testing.T) {
+	withStorage := func(size string) func(*model.Node) {
+		return func(n *model.Node) { n.Status.Allocatable[model.ResourceStorage] = size }
+	}
+	cands := []scheduler.Candidate{
+		{Node: node("full", "8", "8Gi", true, withStorage("10Gi")), ClaimBytes: 9 << 30, NewClaimBytes: 2 << 30},
+		{Node: node("roomy", "8", "8Gi", true, withStorage("100Gi")), ClaimBytes: 9 << 30, NewClaimBytes: 2 << 30},
+	}
+	if d := scheduler.Place(pod("p", "100m", "1Gi"), cands); d.Node != "roomy" {
+		t.Fatalf("placed on %q (%s), want roomy", d.Node, d.Message)
+	}
+	cands[1].Excluded = scheduler.ReasonVolumeNode
+	d := scheduler.Place(pod("p", "100m", "1Gi"), cands)
+	if d.Node != "" || !strings.Contains(d.Message, "1 Insufficient storage") || !strings.Contains(d.Message, "1 node(s) had volume node affinity conflict") {
+		t.Fatalf("placed on %q: %s", d.Node, d.Message)
+	}
+}

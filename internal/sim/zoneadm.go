@@ -832,6 +832,7 @@ func leaveKernel(st *State, z *Zone) {
 		}
 	}
 	z.Addresses = addrs
+	st.tx.h.unmountLofs(z)
 	st.tx.h.dropNAT(z.Name)
 	for _, s := range z.Services {
 		s.PID = 0
@@ -892,6 +893,11 @@ func (c *zoneadmCall) bootZone(force bool) int {
 				c.zerror("%s", m)
 			}
 			code, done = c.zoneadmdFailed("%s", msgs[len(msgs)-1]), true
+			return false
+		}
+		if err := c.h.mountLofs(z); err != nil {
+			c.zerror("%v", err)
+			code, done = c.zoneadmdFailed("unable to mount file systems"), true
 			return false
 		}
 		if z.State != stateReady {
@@ -1229,4 +1235,50 @@ func (c *zoneadmCall) simpleTransition(cmd, to string) int {
 func (c *zoneadmCall) move() int {
 	c.zerror("move is not supported by illumos-sim")
 	return 1
+}
+
+// mountLofs realises the zone's lofs file systems: each dir inside the
+// zone root becomes a link to its special's directory, so the zone's
+// processes, which run in the zone root, reach the mounted files by
+// relative paths (data/f for /data/f). A special that does not exist
+// fails the boot, as the mount would. Read-only mounts are not enforced.
+func (h *host) mountLofs(z *Zone) error {
+	root := h.zoneRoot(z)
+	for _, r := range z.Config.resources("fs") {
+		if r.Props["type"] != "lofs" {
+			continue
+		}
+		dir, special := r.Props["dir"], h.hostPath(r.Props["special"])
+		if fi, err := os.Stat(special); err != nil || !fi.IsDir() {
+			return fmt.Errorf("cannot mount %s on %s: %s is not a directory", r.Props["special"], dir, r.Props["special"])
+		}
+		at := filepath.Join(root, filepath.Clean("/"+dir))
+		if target, err := os.Readlink(at); err == nil && target == special {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
+			return fmt.Errorf("cannot mount %s on %s: %v", r.Props["special"], dir, strerror(err))
+		}
+		_ = os.Remove(at) // an empty mount point directory, or a stale link
+		if err := os.Symlink(special, at); err != nil {
+			return fmt.Errorf("cannot mount %s on %s: %v", r.Props["special"], dir, strerror(err))
+		}
+	}
+	return nil
+}
+
+// unmountLofs takes the zone's lofs links away, leaving their mount
+// points as empty directories.
+func (h *host) unmountLofs(z *Zone) {
+	root := h.zoneRoot(z)
+	for _, r := range z.Config.resources("fs") {
+		if r.Props["type"] != "lofs" {
+			continue
+		}
+		at := filepath.Join(root, filepath.Clean("/"+r.Props["dir"]))
+		if fi, err := os.Lstat(at); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			_ = os.Remove(at)
+			_ = os.Mkdir(at, 0o755)
+		}
+	}
 }

@@ -29,39 +29,17 @@ func isAlreadyExists(err error) bool { return err != nil && errors.Is(err, ErrAl
 
 // CreatePod stores a new pod in an existing namespace.
 func (s *Store) CreatePod(ctx context.Context, p *model.Pod) error {
-	return s.Pods().CreateWith(ctx, p, func(tx pgx.Tx) error {
-		// FOR SHARE keeps a concurrent namespace deletion from slipping in.
-		var one int
-		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", p.Metadata.Namespace).Scan(&one)
-		if classify(err) == ErrNotFound {
-			return fmt.Errorf("%w: namespace %q", ErrNotFound, p.Metadata.Namespace)
-		}
-		return err
-	})
+	return s.Pods().CreateWith(ctx, p, namespaceExists(ctx, p.Metadata.Namespace))
 }
 
 // CreateDeployment stores a new deployment in an existing namespace.
 func (s *Store) CreateDeployment(ctx context.Context, d *model.Deployment) error {
-	return s.Deployments().CreateWith(ctx, d, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", d.Metadata.Namespace).Scan(&one)
-		if classify(err) == ErrNotFound {
-			return fmt.Errorf("%w: namespace %q", ErrNotFound, d.Metadata.Namespace)
-		}
-		return err
-	})
+	return s.Deployments().CreateWith(ctx, d, namespaceExists(ctx, d.Metadata.Namespace))
 }
 
 // CreateJob stores a new job in an existing namespace.
 func (s *Store) CreateJob(ctx context.Context, j *model.Job) error {
-	return s.Jobs().CreateWith(ctx, j, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", j.Metadata.Namespace).Scan(&one)
-		if classify(err) == ErrNotFound {
-			return fmt.Errorf("%w: namespace %q", ErrNotFound, j.Metadata.Namespace)
-		}
-		return err
-	})
+	return s.Jobs().CreateWith(ctx, j, namespaceExists(ctx, j.Metadata.Namespace))
 }
 
 // CreateService stores a new service in an existing namespace, with its
@@ -70,16 +48,12 @@ func (s *Store) CreateJob(ctx context.Context, j *model.Job) error {
 // model.FieldErrors.
 func (s *Store) CreateService(ctx context.Context, svc *model.Service, ips *clusterip.Range) error {
 	return s.Services().CreateWith(ctx, svc, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", svc.Metadata.Namespace).Scan(&one)
-		if classify(err) == ErrNotFound {
-			return fmt.Errorf("%w: namespace %q", ErrNotFound, svc.Metadata.Namespace)
-		}
-		if err != nil || svc.Headless() {
+		if err := namespaceExists(ctx, svc.Metadata.Namespace)(tx); err != nil || svc.Headless() {
 			return err
 		}
 		// A duplicate name must say so, not that its address is taken.
-		err = tx.QueryRow(ctx, "SELECT 1 FROM services WHERE namespace = $1 AND name = $2", svc.Metadata.Namespace, svc.Metadata.Name).Scan(&one)
+		var one int
+		err := tx.QueryRow(ctx, "SELECT 1 FROM services WHERE namespace = $1 AND name = $2", svc.Metadata.Namespace, svc.Metadata.Name).Scan(&one)
 		if err == nil {
 			return fmt.Errorf("%w: service %q", ErrAlreadyExists, svc.Metadata.Name)
 		} else if classify(err) != ErrNotFound {
@@ -126,9 +100,9 @@ func (s *Store) ServiceNetwork(ctx context.Context) (int64, []model.Service, []m
 }
 
 // DeleteNamespace removes an empty namespace and its events; one that
-// still holds pods, deployments, jobs or services is ErrConflict. Endpoints left by its last
-// services are the endpoints controller's to delete, so that watchers see
-// them go.
+// still holds pods, deployments, jobs or services is ErrConflict.
+// Endpoints left by its last services are the endpoints controller's to
+// delete, so that watchers see them go.
 func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion string) (*model.Namespace, error) {
 	return s.Namespaces().DeleteWith(ctx, "", name, resourceVersion, func(tx pgx.Tx, _ *model.Namespace) error {
 		var pods int
@@ -266,5 +240,52 @@ func (s *Store) MarkImageDeleting(ctx context.Context, name, resourceVersion str
 			return nil, err
 		}
 		return img, nil
+	}
+}
+
+// namespaceExists is a create's check that the object's namespace
+// exists; FOR SHARE keeps a concurrent namespace deletion from slipping in.
+func namespaceExists(ctx context.Context, ns string) func(pgx.Tx) error {
+	return func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, "SELECT 1 FROM namespaces WHERE name = $1 FOR SHARE", ns).Scan(&one)
+		if classify(err) == ErrNotFound {
+			return fmt.Errorf("%w: namespace %q", ErrNotFound, ns)
+		}
+		return err
+	}
+}
+
+var errHeld = errors.New("a node holds it")
+
+// deleteOrMark deletes an object no node holds (held false), checking
+// that in the deletion's transaction; one a node holds is stamped
+// deleting instead, for its workflow to release (deleted says which).
+func deleteOrMark[T any, PT ObjectPtr[T]](ctx context.Context, r Resource[T, PT], ns, name, resourceVersion string, held func(PT) bool) (obj PT, deleted bool, err error) {
+	for {
+		obj, err := r.DeleteWith(ctx, ns, name, resourceVersion, func(_ pgx.Tx, o PT) error {
+			if held(o) {
+				return errHeld
+			}
+			return nil
+		})
+		if !errors.Is(err, errHeld) {
+			return obj, err == nil, err
+		}
+		if obj, err = r.Get(ctx, ns, name); err != nil {
+			return nil, false, err
+		}
+		m := obj.GetMeta()
+		if m.DeletionTimestamp != nil {
+			return obj, false, nil
+		}
+		now := time.Now().UTC()
+		m.DeletionTimestamp = &now
+		if err := r.Update(ctx, obj); errors.Is(err, ErrConflict) && resourceVersion == "" {
+			continue
+		} else if err != nil {
+			return nil, false, err
+		}
+		return obj, false, nil
 	}
 }

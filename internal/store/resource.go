@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pglock"
 )
 
 // kindInfo describes how one kind is stored. Table and column names are
@@ -53,6 +54,12 @@ var (
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace", "spec.clusterIP": "spec ->> 'clusterIP'"}}
 	endpointsKind = &kindInfo{kind: model.KindEndpoints, table: "endpoints", namespaced: true,
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace"}}
+	claimKind = &kindInfo{kind: model.KindPersistentVolumeClaim, table: "persistentvolumeclaims", namespaced: true,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
+			"status.phase": "status ->> 'phase'", "status.nodeName": "status ->> 'nodeName'"}}
+	snapshotKind = &kindInfo{kind: model.KindVolumeSnapshot, table: "volumesnapshots", namespaced: true, apiVersion: model.APIVersionSnapshot,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
+			"spec.source.persistentVolumeClaimName": "spec -> 'source' ->> 'persistentVolumeClaimName'"}}
 	imageKind = &kindInfo{kind: model.KindImage, table: "images",
 		fields: map[string]string{"metadata.name": "name", "spec.kind": "spec ->> 'kind'", "status.phase": "status ->> 'phase'"}}
 	deploymentKind = &kindInfo{kind: model.KindDeployment, table: "deployments", namespaced: true, apiVersion: model.APIVersionApps,
@@ -81,8 +88,9 @@ type Resource[T any, PT ObjectPtr[T]] struct {
 	info *kindInfo
 }
 
-// Namespaces, Nodes, Pods, Services, Endpoints, Images, Deployments,
-// ControllerRevisions, Jobs and Events give typed access to each kind.
+// Namespaces, Nodes, Pods, Services, Endpoints, Claims, Images,
+// Deployments, ControllerRevisions, Jobs and Events give typed access to
+// each kind.
 func (s *Store) Namespaces() Resource[model.Namespace, *model.Namespace] {
 	return Resource[model.Namespace, *model.Namespace]{s, namespaceKind}
 }
@@ -97,6 +105,12 @@ func (s *Store) Services() Resource[model.Service, *model.Service] {
 }
 func (s *Store) Endpoints() Resource[model.Endpoints, *model.Endpoints] {
 	return Resource[model.Endpoints, *model.Endpoints]{s, endpointsKind}
+}
+func (s *Store) Claims() Resource[model.PersistentVolumeClaim, *model.PersistentVolumeClaim] {
+	return Resource[model.PersistentVolumeClaim, *model.PersistentVolumeClaim]{s, claimKind}
+}
+func (s *Store) Snapshots() Resource[model.VolumeSnapshot, *model.VolumeSnapshot] {
+	return Resource[model.VolumeSnapshot, *model.VolumeSnapshot]{s, snapshotKind}
 }
 func (s *Store) Images() Resource[model.Image, *model.Image] {
 	return Resource[model.Image, *model.Image]{s, imageKind}
@@ -336,7 +350,9 @@ func decodeContinue(s string) (continueToken, error) {
 // resource version, and records the change for watchers.
 func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx, rv int64) (change, error)) error {
 	return s.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(changeLock)); err != nil {
+		// Writers hold a resource version in turn, so that versions
+		// become visible in order (see the first migration).
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", pglock.Change); err != nil {
 			return err
 		}
 		var rv int64
@@ -468,8 +484,14 @@ func (r Resource[T, PT]) Update(ctx context.Context, obj PT) error {
 			if classify(err) != ErrNotFound {
 				return change{}, err
 			}
-			if _, gerr := r.Get(ctx, m.Namespace, m.Name); gerr != nil {
-				return change{}, gerr
+			// Gone or changed? Asked in this transaction: a read through
+			// the pool while holding the change lock could wait for a
+			// connection that writers waiting on the lock hold.
+			var exists []any
+			var one int
+			q := fmt.Sprintf("SELECT 1 FROM %s WHERE %s", r.info.table, r.where(m.Namespace, m.Name, &exists))
+			if err := tx.QueryRow(ctx, q, exists...).Scan(&one); err != nil {
+				return change{}, r.notFound(classify(err), m.Namespace, m.Name)
 			}
 			return change{}, fmt.Errorf("%w: the object has been modified; resourceVersion %s is stale, read it again and retry", ErrConflict, m.ResourceVersion)
 		}

@@ -100,10 +100,6 @@ func classify(err error) error {
 	return err
 }
 
-// changeLock serialises writers while they hold a resource version, so that
-// versions become visible in order (see the first migration).
-const changeLock = 0x7a77_0001
-
 func (s *Store) inTx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	err := pgx.BeginTxFunc(ctx, s.pool, opts, fn)
 	return classify(err)

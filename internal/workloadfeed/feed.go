@@ -18,6 +18,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/endpoints"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pglock"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -35,9 +36,6 @@ type Workflows interface {
 // workflow, as a safety net under the feed; it costs a running workflow
 // nothing.
 const DefaultResync = 5 * time.Minute
-
-// leaderKey is the advisory lock only the leading follower holds.
-const leaderKey = 0x7a77_0006
 
 // Follower follows deployments, jobs and pods and wakes the workflows
 // concerned.
@@ -65,7 +63,7 @@ func (f *Follower) Run(ctx context.Context) {
 	if f.Log == nil {
 		f.Log = slog.Default()
 	}
-	leader := &endpoints.Leader{Pool: f.Store.Pool(), Key: leaderKey}
+	leader := &endpoints.Leader{Pool: f.Store.Pool(), Key: pglock.WorkloadFeedLeader}
 	for ctx.Err() == nil {
 		err := leader.While(ctx, func(lctx context.Context) error {
 			for lctx.Err() == nil {

@@ -1,0 +1,117 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+func (s *Server) listClaims(c *gin.Context) { listOrWatch(s, c, s.store.Claims(), c.Param("ns")) }
+func (s *Server) getClaim(c *gin.Context) {
+	getOne(s, c, s.store.Claims(), c.Param("ns"), c.Param("name"))
+}
+
+// decodeClaim reads a claim body addressed to namespace ns.
+func decodeClaim(c *gin.Context, ns string) (*model.PersistentVolumeClaim, error) {
+	var pvc model.PersistentVolumeClaim
+	if err := decode(c, &pvc); err != nil {
+		return nil, err
+	}
+	if err := checkTypeMeta(&pvc.TypeMeta, model.KindPersistentVolumeClaim); err != nil {
+		return nil, err
+	}
+	if pvc.Metadata.Namespace != "" && pvc.Metadata.Namespace != ns {
+		return nil, badRequestf("the namespace of the object (%q) does not match the namespace of the request (%q)", pvc.Metadata.Namespace, ns)
+	}
+	pvc.Metadata.Namespace = ns
+	model.DefaultPersistentVolumeClaim(&pvc)
+	return &pvc, nil
+}
+
+func (s *Server) createClaim(c *gin.Context) {
+	pvc, err := decodeClaim(c, c.Param("ns"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	systemMeta(&pvc.Metadata)
+	pvc.Status = model.PersistentVolumeClaimStatus{Phase: model.ClaimPending}
+	if errs := model.ValidatePersistentVolumeClaim(pvc); len(errs) > 0 {
+		s.fail(c, invalid(model.KindPersistentVolumeClaim, pvc.Metadata.Name, errs))
+		return
+	}
+	if err := s.store.CreateClaim(c.Request.Context(), pvc); err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusCreated, pvc)
+}
+
+// updateClaim replaces a claim's labels, annotations and size at the
+// resourceVersion the client read. A bound claim grows online: its node
+// sets the dataset's new quota, and status.capacity follows.
+func (s *Server) updateClaim(c *gin.Context) {
+	ns, name := c.Param("ns"), c.Param("name")
+	pvc, err := decodeClaim(c, ns)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if pvc.Metadata.Name != "" && pvc.Metadata.Name != name {
+		s.fail(c, badRequestf("the name of the object (%q) does not match the name in the URL (%q)", pvc.Metadata.Name, name))
+		return
+	}
+	pvc.Metadata.Name = name
+	cur, err := s.store.Claims().Get(c.Request.Context(), ns, name)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	var errs model.FieldErrors
+	if pvc.Metadata.ResourceVersion == "" {
+		errs = append(errs, model.FieldError{Field: "metadata.resourceVersion", Type: model.FieldRequired,
+			Detail: "Required value: an update must say which version it replaces; GET the claim first"})
+	}
+	errs = append(errs, model.ValidatePersistentVolumeClaimUpdate(pvc, cur)...)
+	if len(errs) > 0 {
+		s.fail(c, invalid(model.KindPersistentVolumeClaim, name, errs))
+		return
+	}
+	grew := model.ClaimBytes(pvc) != model.ClaimBytes(cur)
+	cur.Metadata.Labels, cur.Metadata.Annotations = pvc.Metadata.Labels, pvc.Metadata.Annotations
+	cur.Spec = pvc.Spec
+	cur.Metadata.ResourceVersion = pvc.Metadata.ResourceVersion
+	if err := s.store.Claims().Update(c.Request.Context(), cur); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if grew && cur.Status.NodeName != "" && s.volumes != nil {
+		if err := s.volumes.SyncClaim(c.Request.Context(), ns, name); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	respond(c, http.StatusOK, cur)
+}
+
+// deleteClaim removes a claim no node holds at once. A bound one is
+// marked for deletion and released by its workflow once no pod uses it
+// (Kubernetes' pvc-protection): its node destroys the dataset, or keeps
+// it under the Retain policy.
+func (s *Server) deleteClaim(c *gin.Context) {
+	ns, name := c.Param("ns"), c.Param("name")
+	pvc, deleted, err := s.store.DeleteClaim(c.Request.Context(), ns, name, c.Query("resourceVersion"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !deleted && s.volumes != nil {
+		if err := s.volumes.SyncClaim(c.Request.Context(), ns, name); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	respond(c, http.StatusOK, pvc)
+}

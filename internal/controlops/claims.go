@@ -1,0 +1,165 @@
+package controlops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// VolumeSyncer starts or wakes the workflow of a claim or a snapshot
+// (workflows.VolumeClient): their nodes' work.
+type VolumeSyncer interface {
+	SyncClaim(ctx context.Context, namespace, name string) error
+	SyncSnapshot(ctx context.Context, namespace, name string) error
+}
+
+// ClaimRef names a claim.
+type ClaimRef struct {
+	Namespace string
+	Name      string
+}
+
+func (r ClaimRef) String() string { return r.Namespace + "/" + r.Name }
+
+// ClaimState is what a claim's workflow acts on.
+type ClaimState struct {
+	Found    bool
+	Deleting bool
+	Retain   bool
+	// Node holds the claim's dataset; empty while it is unbound.
+	Node   string
+	Volume hostops.ClaimVolume // the requested size in Bytes
+	// CapacityBytes is the size the node has applied (status.capacity).
+	CapacityBytes int64
+	// UsedBy are the pods whose volumes name the claim, and the
+	// snapshots of it: ZFS destroys a dataset's snapshots with it.
+	UsedBy []string
+	// NodeGone: Node was deleted; the claim's data went with it.
+	NodeGone bool `json:",omitempty"`
+}
+
+// LoadClaim reads the claim and the pods using it.
+func (a *Control) LoadClaim(ctx context.Context, ref ClaimRef) (ClaimState, error) {
+	c, err := a.Store.Claims().Get(ctx, ref.Namespace, ref.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return ClaimState{}, nil
+	}
+	if err != nil {
+		return ClaimState{}, err
+	}
+	st := ClaimState{Found: true, Deleting: c.Metadata.DeletionTimestamp != nil,
+		Retain: c.Spec.PersistentVolumeReclaimPolicy == model.ReclaimRetain, Node: c.Status.NodeName,
+		Volume: hostops.ClaimVolume{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c)}}
+	st.CapacityBytes, _ = model.Bytes(c.Status.Capacity[model.ResourceStorage])
+	if st.UsedBy, err = a.Store.PodsUsingClaim(ctx, ref.Namespace, ref.Name); err != nil {
+		return ClaimState{}, err
+	}
+	snaps, err := a.Store.Snapshots().ListAll(ctx, store.ListOptions{Namespace: ref.Namespace,
+		FieldSelector: "spec.source.persistentVolumeClaimName=" + ref.Name})
+	if err != nil {
+		return ClaimState{}, err
+	}
+	for _, s := range snaps {
+		st.UsedBy = append(st.UsedBy, "volumesnapshot/"+s.Metadata.Name)
+	}
+	st.Volume.FromSnapshot = claimOrigin(c)
+	if st.Node != "" {
+		_, err := a.Store.Nodes().Get(ctx, "", st.Node)
+		if errors.Is(err, store.ErrNotFound) {
+			st.NodeGone = true
+		} else if err != nil {
+			return ClaimState{}, err
+		}
+	}
+	return st, nil
+}
+
+// ClaimResized records that the claim's node applied a size of bytes.
+func (a *Control) ClaimResized(ctx context.Context, ref ClaimRef, uid string, bytes int64) error {
+	_, err := a.Store.Claims().Modify(ctx, ref.Namespace, ref.Name, func(c *model.PersistentVolumeClaim) bool {
+		if c.Metadata.UID != uid || model.ClaimBytes(c) != bytes {
+			return false // another claim of that name, or grown again since
+		}
+		c.Status.Capacity = model.ResourceList{model.ResourceStorage: c.Spec.Resources.Requests[model.ResourceStorage]}
+		return true
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// RemoveClaim deletes the claim's row once its node released it.
+func (a *Control) RemoveClaim(ctx context.Context, ref ClaimRef, uid string) error {
+	c, err := a.Store.Claims().Get(ctx, ref.Namespace, ref.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if c.Metadata.UID != uid {
+		return nil
+	}
+	if _, err := a.Store.Claims().Delete(ctx, ref.Namespace, ref.Name, c.Metadata.ResourceVersion); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("remove claim %s: %w", ref, err)
+	}
+	a.wakeSnapshot(ctx, ref.Namespace, c.Spec.DataSource)
+	return nil
+}
+
+// wakeClaims tells the workflows of the pod's claims being deleted that
+// a user of theirs is gone. A wake lost here is caught by the claim
+// workflow's own look every few minutes.
+func (a *Control) wakeClaims(ctx context.Context, p *model.Pod) {
+	if a.Volumes == nil {
+		return
+	}
+	for _, name := range p.Spec.ClaimNames() {
+		c, err := a.Store.Claims().Get(ctx, p.Metadata.Namespace, name)
+		if err != nil || c.Metadata.DeletionTimestamp == nil {
+			continue
+		}
+		if err := a.Volumes.SyncClaim(ctx, p.Metadata.Namespace, name); err != nil {
+			slog.Warn("wake the workflow of a claim being deleted", "claim", p.Metadata.Namespace+"/"+name, "err", err)
+		}
+	}
+}
+
+// ClaimTarget names one incarnation of a claim (and, for ClaimResized,
+// the size applied): the activities' input.
+type ClaimTarget struct {
+	Claim ClaimRef
+	UID   string
+	Bytes int64 `json:",omitempty"`
+}
+
+// setClaimsPhase marks the claims bound to node Lost (its node is
+// unreachable or gone) or Bound again, with an event on each.
+func (a *Control) setClaimsPhase(ctx context.Context, node, phase string) error {
+	changed, err := a.Store.SetClaimsPhase(ctx, node, phase)
+	for _, c := range changed {
+		ns, name, _ := strings.Cut(c, "/")
+		typ, reason, msg := model.EventWarning, "ClaimLost", fmt.Sprintf("Node %s holding the claim's data is unreachable; its pods wait for it", node)
+		if phase == model.ClaimBound {
+			typ, reason, msg = model.EventNormal, "ClaimBound", fmt.Sprintf("Node %s holding the claim's data is back", node)
+		}
+		a.event(ctx, model.ObjectReference{Kind: model.KindPersistentVolumeClaim, Namespace: ns, Name: name}, typ, reason, msg)
+	}
+	return err
+}
+
+// claimOrigin is the snapshot a claim was restored from, as its node
+// names it; nil for a claim made empty.
+func claimOrigin(c *model.PersistentVolumeClaim) *hostops.ClaimSnapshot {
+	if c.Status.SourceSnapshotUID == "" {
+		return nil
+	}
+	return &hostops.ClaimSnapshot{UID: c.Status.SourceSnapshotUID, ClaimUID: c.Status.SourceClaimUID}
+}

@@ -1,0 +1,239 @@
+package hostops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/zonewright/zonewright/internal/illumos"
+)
+
+// ClaimVolume is a PersistentVolumeClaim's dataset on this node,
+// <VolumesDataset>/<UID>, with Bytes as its quota. It outlives the pods
+// that mount it.
+type ClaimVolume struct {
+	Name  string // the claim's name, in the pod's namespace
+	UID   string
+	Bytes int64
+	// FromSnapshot, when set, makes a new dataset a clone of it.
+	FromSnapshot *ClaimSnapshot `json:",omitempty"`
+}
+
+// ClaimSnapshot is a VolumeSnapshot on its claim's node:
+// <VolumesDataset>/<ClaimUID>@<UID>.
+type ClaimSnapshot struct {
+	UID      string
+	ClaimUID string
+}
+
+// PodVolume is one volume of a pod: a claim's dataset, or (Claim nil) an
+// emptyDir, a child dataset of the zone's own that goes with it.
+type PodVolume struct {
+	Name      string
+	Claim     *ClaimVolume `json:",omitempty"`
+	SizeLimit int64        `json:",omitempty"` // an emptyDir's quota; 0: none
+}
+
+// PodMount puts a volume at Path inside the zone (zonecfg fs, type lofs).
+type PodMount struct {
+	Volume   string
+	Path     string
+	ReadOnly bool `json:",omitempty"`
+}
+
+// User properties naming a claim's dataset: what inventories and
+// operators read to know whose data it is.
+const (
+	PropClaim    = "zonewright:claim" // namespace/name
+	PropClaimUID = "zonewright:claim-uid"
+)
+
+// claimDataset is the claim's dataset.
+func (h *Host) claimDataset(c *ClaimVolume) (string, error) {
+	if c.UID == "" {
+		return "", fmt.Errorf("claim %q was not bound to this node when the pod was placed", c.Name)
+	}
+	return illumos.DatasetName(h.VolumesDataset, c.UID)
+}
+
+// volumeDir is where a volume's dataset is mounted in the global zone,
+// the special of the zone's lofs mount: set explicitly on each dataset,
+// so the zone's configuration can name it before the dataset exists.
+func (h *Host) volumeDir(s PodSandbox, v PodVolume) (string, error) {
+	if v.Claim != nil {
+		ds, err := h.claimDataset(v.Claim)
+		return "/" + ds, err
+	}
+	return path.Join(h.zonepath(s), "vol-"+v.Name), nil
+}
+
+// volumeFS is the zone's lofs mounts, in the order of the pod's mounts.
+func (h *Host) volumeFS(s PodSandbox) ([]illumos.FS, error) {
+	byName := map[string]PodVolume{}
+	for _, v := range s.Volumes {
+		byName[v.Name] = v
+	}
+	var fs []illumos.FS
+	for _, m := range s.Mounts {
+		v, ok := byName[m.Volume]
+		if !ok {
+			return nil, fmt.Errorf("mount of %s names no volume of the pod: %q", m.Path, m.Volume)
+		}
+		dir, err := h.volumeDir(s, v)
+		if err != nil {
+			return nil, err
+		}
+		f := illumos.FS{Dir: m.Path, Special: dir, Type: "lofs"}
+		if m.ReadOnly {
+			f.Options = []string{"ro"}
+		}
+		fs = append(fs, f)
+	}
+	return fs, nil
+}
+
+// createClaimVolumes makes the pod's claims' datasets exist, each with
+// its quota and the user properties naming its claim. A dataset that
+// exists is kept with its data; its quota only ever grows.
+func (h *Host) createClaimVolumes(ctx context.Context, s PodSandbox) error {
+	for _, v := range s.Volumes {
+		if v.Claim == nil {
+			continue
+		}
+		if err := h.ensureVolume(ctx, v.Claim, map[string]string{
+			PropClaim: s.Namespace + "/" + v.Claim.Name, PropClaimUID: v.Claim.UID}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureVolume creates the claim's dataset with props, or grows the
+// quota of the one there.
+func (h *Host) ensureVolume(ctx context.Context, c *ClaimVolume, props map[string]string) error {
+	ds, err := h.claimDataset(c)
+	if err != nil {
+		return &InvalidError{Err: err}
+	}
+	zfs := h.Host.ZFS()
+	quota := strconv.FormatInt(c.Bytes, 10)
+	have, err := zfs.Get(ctx, ds, "quota")
+	switch {
+	case errors.Is(err, illumos.ErrNotFound):
+		all := map[string]string{"mountpoint": "/" + ds, "quota": quota}
+		for k, v := range props {
+			all[k] = v
+		}
+		if c.FromSnapshot != nil {
+			snap, err := h.snapshotName(c.FromSnapshot)
+			if err != nil {
+				return &InvalidError{Err: err}
+			}
+			return zfs.Clone(ctx, snap, ds, all)
+		}
+		return zfs.Create(ctx, ds, all)
+	case err != nil:
+		return err
+	}
+	if n, err := strconv.ParseInt(have, 10, 64); err == nil && n >= c.Bytes && n != 0 {
+		return nil
+	}
+	return zfs.Set(ctx, ds, map[string]string{"quota": quota})
+}
+
+// createEmptyDirs makes the pod's emptyDir datasets, children of the
+// zone's dataset (destroyed with it), once the zone is installed: the
+// install wants the zonepath to itself.
+func (h *Host) createEmptyDirs(ctx context.Context, s PodSandbox) error {
+	zoneDS, err := h.dataset(s)
+	if err != nil {
+		return err
+	}
+	for _, v := range s.Volumes {
+		if v.Claim != nil {
+			continue
+		}
+		ds, err := illumos.DatasetName(zoneDS, "vol-"+v.Name)
+		if err != nil {
+			return err
+		}
+		dir, _ := h.volumeDir(s, v)
+		props := map[string]string{"mountpoint": dir}
+		if v.SizeLimit > 0 {
+			props["quota"] = strconv.FormatInt(v.SizeLimit, 10)
+		}
+		// zfs create -p succeeds on an existing dataset: a re-run keeps it.
+		if err := h.Host.ZFS().Create(ctx, ds, props); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ResizeClaimVolume grows the claim's dataset's quota to Bytes, online.
+func (h *Host) ResizeClaimVolume(ctx context.Context, c ClaimVolume) error {
+	ds, err := h.claimDataset(&c)
+	if err != nil {
+		return &InvalidError{Err: err}
+	}
+	if err := h.ensureVolume(ctx, &c, nil); err != nil {
+		return &Error{What: fmt.Sprintf("grow the dataset %s of claim %s on node %s", ds, c.Name, h.Node), Err: err}
+	}
+	return nil
+}
+
+// DestroyClaimVolume destroys the claim's dataset with its data; one
+// already gone is fine.
+func (h *Host) DestroyClaimVolume(ctx context.Context, c ClaimVolume) error {
+	ds, err := h.claimDataset(&c)
+	if err != nil {
+		return &InvalidError{Err: err}
+	}
+	if err := h.Host.ZFS().Destroy(ctx, ds); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+		return &Error{What: fmt.Sprintf("destroy the dataset %s of claim %s on node %s", ds, c.Name, h.Node), Err: err}
+	}
+	return nil
+}
+
+// snapshotName is the snapshot's full ZFS name.
+func (h *Host) snapshotName(s *ClaimSnapshot) (string, error) {
+	if s.UID == "" || s.ClaimUID == "" {
+		return "", fmt.Errorf("snapshot %q of claim %q is not a snapshot of a claim on this node", s.UID, s.ClaimUID)
+	}
+	ds, err := illumos.DatasetName(h.VolumesDataset, s.ClaimUID)
+	return ds + "@" + s.UID, err
+}
+
+// SnapshotClaimVolume takes the snapshot of its claim's dataset; one
+// already taken is fine.
+func (h *Host) SnapshotClaimVolume(ctx context.Context, s ClaimSnapshot) error {
+	name, err := h.snapshotName(&s)
+	if err != nil {
+		return &InvalidError{Err: err}
+	}
+	zfs := h.Host.ZFS()
+	if ok, err := zfs.Exists(ctx, name); err != nil || ok {
+		return err
+	}
+	ds, snap, _ := strings.Cut(name, "@")
+	if err := zfs.Snapshot(ctx, ds, snap); err != nil && !errors.Is(err, illumos.ErrAlreadyExists) {
+		return &Error{What: fmt.Sprintf("snapshot %s on node %s", name, h.Node), Err: err}
+	}
+	return nil
+}
+
+// DestroyClaimSnapshot destroys the snapshot; one already gone is fine.
+// ZFS refuses while a clone of it exists.
+func (h *Host) DestroyClaimSnapshot(ctx context.Context, s ClaimSnapshot) error {
+	name, err := h.snapshotName(&s)
+	if err != nil {
+		return &InvalidError{Err: err}
+	}
+	if err := h.Host.ZFS().Destroy(ctx, name); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+		return &Error{What: fmt.Sprintf("destroy snapshot %s on node %s", name, h.Node), Err: err}
+	}
+	return nil
+}

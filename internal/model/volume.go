@@ -1,0 +1,230 @@
+package model
+
+import (
+	"fmt"
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// KindPersistentVolumeClaim is a request for storage that outlives pods.
+const KindPersistentVolumeClaim = "PersistentVolumeClaim"
+
+// Claim phases.
+const (
+	ClaimPending = "Pending" // not bound to a node yet: no pod used it
+	ClaimBound   = "Bound"   // its dataset lives on status.nodeName
+	// ClaimLost: the node holding its dataset is unreachable or gone; pods
+	// of the claim wait rather than start without their data.
+	ClaimLost = "Lost"
+)
+
+// AccessModeReadWriteOnce is the only access mode served: a ZFS dataset
+// on one node, used by any number of pods there.
+const AccessModeReadWriteOnce = "ReadWriteOnce"
+
+// Reclaim policies: what becomes of a claim's data when it is deleted.
+const (
+	ReclaimDelete = "Delete" // the dataset is destroyed
+	ReclaimRetain = "Retain" // the dataset stays on its node
+)
+
+// PersistentVolumeClaim is storage on one node, a ZFS dataset with the
+// requested size as its quota, bound to the node of the first pod that
+// uses it (Kubernetes' WaitForFirstConsumer).
+type PersistentVolumeClaim struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta                  `json:"metadata"`
+	Spec     PersistentVolumeClaimSpec   `json:"spec"`
+	Status   PersistentVolumeClaimStatus `json:"status"`
+}
+
+// PersistentVolumeClaimSpec is what the claim asks for.
+type PersistentVolumeClaimSpec struct {
+	AccessModes []string                   `json:"accessModes,omitempty"`
+	Resources   VolumeResourceRequirements `json:"resources"`
+	// PersistentVolumeReclaimPolicy is Delete (default) or Retain.
+	// Kubernetes keeps it on the PersistentVolume; zonewright has none.
+	PersistentVolumeReclaimPolicy string `json:"persistentVolumeReclaimPolicy,omitempty"`
+	// DataSource, a VolumeSnapshot, makes the claim a clone of it (on the
+	// snapshot's node).
+	DataSource *TypedLocalObjectReference `json:"dataSource,omitempty"`
+}
+
+// VolumeResourceRequirements holds requests.storage.
+type VolumeResourceRequirements struct {
+	Requests ResourceList `json:"requests,omitempty"`
+}
+
+// ResourceStorage names a claim's size.
+const ResourceStorage = "storage"
+
+// PersistentVolumeClaimStatus says where the claim's data is.
+type PersistentVolumeClaimStatus struct {
+	Phase       string       `json:"phase,omitempty"`
+	AccessModes []string     `json:"accessModes,omitempty"`
+	Capacity    ResourceList `json:"capacity,omitempty"`
+	// NodeName is the node holding the claim's dataset once it is bound.
+	NodeName string `json:"nodeName,omitempty"`
+	// SourceSnapshotUID and SourceClaimUID name the snapshot the claim
+	// was cloned from (its dataSource, when it bound).
+	SourceSnapshotUID string `json:"sourceSnapshotUID,omitempty"`
+	SourceClaimUID    string `json:"sourceClaimUID,omitempty"`
+}
+
+// Volume is one of a pod's volumes.
+type Volume struct {
+	Name                  string                             `json:"name"`
+	PersistentVolumeClaim *PersistentVolumeClaimVolumeSource `json:"persistentVolumeClaim,omitempty"`
+	EmptyDir              *EmptyDirVolumeSource              `json:"emptyDir,omitempty"`
+}
+
+// PersistentVolumeClaimVolumeSource names a claim of the pod's namespace.
+type PersistentVolumeClaimVolumeSource struct {
+	ClaimName string `json:"claimName"`
+	ReadOnly  bool   `json:"readOnly,omitempty"`
+}
+
+// EmptyDirVolumeSource is scratch space that lives and dies with the pod.
+type EmptyDirVolumeSource struct {
+	SizeLimit string `json:"sizeLimit,omitempty"`
+}
+
+// VolumeMount puts a volume at a path in the pod's zone.
+type VolumeMount struct {
+	Name      string `json:"name"`
+	MountPath string `json:"mountPath"`
+	ReadOnly  bool   `json:"readOnly,omitempty"`
+}
+
+// ClaimNames lists the claims a pod spec uses.
+func (s *PodSpec) ClaimNames() []string {
+	var names []string
+	for _, v := range s.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			names = append(names, v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	return names
+}
+
+// DefaultPersistentVolumeClaim fills in the defaults.
+func DefaultPersistentVolumeClaim(c *PersistentVolumeClaim) {
+	c.APIVersion, c.Kind = APIVersion, KindPersistentVolumeClaim
+	if len(c.Spec.AccessModes) == 0 {
+		c.Spec.AccessModes = []string{AccessModeReadWriteOnce}
+	}
+	if c.Spec.PersistentVolumeReclaimPolicy == "" {
+		c.Spec.PersistentVolumeReclaimPolicy = ReclaimDelete
+	}
+}
+
+// ClaimBytes is the claim's requested size in bytes; validation ensured
+// it parses.
+func ClaimBytes(c *PersistentVolumeClaim) int64 {
+	n, _ := Bytes(c.Spec.Resources.Requests[ResourceStorage])
+	return n
+}
+
+// ValidatePersistentVolumeClaim checks a claim as created.
+func ValidatePersistentVolumeClaim(c *PersistentVolumeClaim) FieldErrors {
+	errs := ValidateMeta(&c.Metadata, true)
+	for i, m := range c.Spec.AccessModes {
+		if m != AccessModeReadWriteOnce {
+			errs.add(fmt.Sprintf("spec.accessModes[%d]", i), FieldNotSupported,
+				"Unsupported value: %q: supported values: %q (a claim is a dataset on one node)", m, AccessModeReadWriteOnce)
+		}
+	}
+	storage, ok := c.Spec.Resources.Requests[ResourceStorage]
+	if n, err := Bytes(storage); !ok {
+		errs.add("spec.resources.requests.storage", FieldRequired, "Required value")
+	} else if err != nil || n <= 0 {
+		errs.add("spec.resources.requests.storage", FieldInvalid, "Invalid value: %q: must be a positive quantity such as 1Gi", storage)
+	}
+	for name := range c.Spec.Resources.Requests {
+		if name != ResourceStorage {
+			errs.add("spec.resources.requests["+name+"]", FieldNotSupported, "Unsupported value: %q: supported values: \"storage\"", name)
+		}
+	}
+	errs = append(errs, validateDataSource(c.Spec.DataSource)...)
+	if p := c.Spec.PersistentVolumeReclaimPolicy; p != ReclaimDelete && p != ReclaimRetain {
+		errs.add("spec.persistentVolumeReclaimPolicy", FieldNotSupported, "Unsupported value: %q: supported values: \"Delete\", \"Retain\"", p)
+	}
+	return errs
+}
+
+// ValidatePersistentVolumeClaimUpdate checks a claim's new spec against
+// the stored one: only the size may change, and only grow (Kubernetes'
+// volume expansion).
+func ValidatePersistentVolumeClaimUpdate(c, old *PersistentVolumeClaim) FieldErrors {
+	errs := ValidatePersistentVolumeClaim(c)
+	if len(errs) > 0 {
+		return errs
+	}
+	if !slices.Equal(c.Spec.AccessModes, old.Spec.AccessModes) || c.Spec.PersistentVolumeReclaimPolicy != old.Spec.PersistentVolumeReclaimPolicy ||
+		!reflect.DeepEqual(c.Spec.DataSource, old.Spec.DataSource) {
+		errs.add("spec", FieldForbidden, "Forbidden: spec is immutable after creation except resources.requests.storage for bound claims")
+	}
+	if ClaimBytes(c) < ClaimBytes(old) {
+		errs.add("spec.resources.requests.storage", FieldForbidden, "Forbidden: field can not be less than previous value")
+	}
+	return errs
+}
+
+// validateVolumes checks the pod's volumes and its containers' mounts.
+// The containers of a pod share its zone, so a mount path is the pod's:
+// two mounts of one path are refused across containers too.
+func validateVolumes(s *PodSpec) FieldErrors {
+	var errs FieldErrors
+	names := map[string]bool{}
+	for i, v := range s.Volumes {
+		f := fmt.Sprintf("spec.volumes[%d]", i)
+		errs = append(errs, ValidateName(f+".name", v.Name)...)
+		if names[v.Name] {
+			errs.add(f+".name", FieldDuplicate, "Duplicate value: %q", v.Name)
+		}
+		names[v.Name] = true
+		switch {
+		case v.PersistentVolumeClaim != nil && v.EmptyDir != nil:
+			errs.add(f, FieldForbidden, "Forbidden: may not specify more than 1 volume type")
+		case v.PersistentVolumeClaim != nil:
+			errs = append(errs, ValidateName(f+".persistentVolumeClaim.claimName", v.PersistentVolumeClaim.ClaimName)...)
+		case v.EmptyDir != nil:
+			if l := v.EmptyDir.SizeLimit; l != "" {
+				if n, err := Bytes(l); err != nil || n <= 0 {
+					errs.add(f+".emptyDir.sizeLimit", FieldInvalid, "Invalid value: %q: must be a positive quantity such as 1Gi", l)
+				}
+			}
+		default:
+			errs.add(f, FieldRequired, "Required value: must specify a volume type (persistentVolumeClaim or emptyDir)")
+		}
+	}
+	if len(s.Volumes) > 0 && s.RuntimeClassName == BrandBhyve {
+		errs.add("spec.volumes", FieldForbidden, "Forbidden: volumes are not supported for bhyve pods yet (their disks would be zvols)")
+	}
+	paths := map[string]string{}
+	for i, c := range s.Containers {
+		for j, m := range c.VolumeMounts {
+			f := fmt.Sprintf("spec.containers[%d].volumeMounts[%d]", i, j)
+			if !names[m.Name] {
+				errs.add(f+".name", FieldNotFound, "Not found: %q", m.Name)
+			}
+			switch {
+			case !strings.HasPrefix(m.MountPath, "/"):
+				errs.add(f+".mountPath", FieldInvalid, "Invalid value: %q: must be an absolute path", m.MountPath)
+			case m.MountPath == "/" || path.Clean(m.MountPath) != m.MountPath || strings.ContainsAny(m.MountPath, " \t\n;\"'"):
+				errs.add(f+".mountPath", FieldInvalid, "Invalid value: %q: must be a clean absolute path other than / (no '..', no spaces or quotes)", m.MountPath)
+			case paths[m.MountPath] != "":
+				errs.add(f+".mountPath", FieldInvalid, "Invalid value: %q: must be unique in the pod (its containers share one zone; first mounted by %s)", m.MountPath, paths[m.MountPath])
+			default:
+				paths[m.MountPath] = c.Name
+			}
+		}
+	}
+	return errs
+}
+
+func (c *PersistentVolumeClaim) GetTypeMeta() *TypeMeta    { return &c.TypeMeta }
+func (c *PersistentVolumeClaim) GetMeta() *ObjectMeta      { return &c.Metadata }
+func (c *PersistentVolumeClaim) Parts() (spec, status any) { return &c.Spec, &c.Status }

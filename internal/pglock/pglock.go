@@ -1,0 +1,29 @@
+// Package pglock lists the PostgreSQL advisory lock keys zonewright takes,
+// in one place so that no two uses share a key. A shared key makes
+// unrelated work wait on each other; when one process holds it on one
+// connection and waits for another of its connections, that is a
+// deadlock PostgreSQL cannot see (it lasts until a context deadline).
+// IPAM takes one more per node, hashtext('ipam/<node>'), outside this
+// list.
+package pglock
+
+const (
+	// Change orders every write to the store (a transaction lock): one
+	// resource version sequence for watchers.
+	Change int64 = 0x7a77_0001
+	// Scheduling serialises placements across control-plane replicas (a
+	// session lock held while a pod is placed and bound).
+	Scheduling int64 = 0x7a77_0002
+	// EndpointsLeader elects the one endpoints controller that writes (a
+	// session lock).
+	EndpointsLeader int64 = 0x7a77_0003
+	// ClusterIP serialises ClusterIP allocation (a transaction lock, taken
+	// inside a write: after Change).
+	ClusterIP int64 = 0x7a77_0004
+	// WorkloadFeedLeader elects the one workload feed that wakes
+	// deployments' and jobs' workflows (a session lock).
+	WorkloadFeedLeader int64 = 0x7a77_0006
+)
+
+// All is every key, for the test that keeps them distinct.
+var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP, WorkloadFeedLeader}

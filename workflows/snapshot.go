@@ -1,0 +1,72 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/zonewright/zonewright/internal/controlops"
+)
+
+// SnapshotWorkflowName is the snapshot workflow's registered name.
+const SnapshotWorkflowName = "SnapshotSync"
+
+// SnapshotWorkflowID is the workflow ID of a snapshot's workflow.
+func SnapshotWorkflowID(namespace, name string) string { return "snapshot/" + namespace + "/" + name }
+
+// SnapshotInput names the snapshot.
+type SnapshotInput struct {
+	Snapshot controlops.SnapshotRef
+}
+
+// SnapshotSync does the node's part of a VolumeSnapshot, then ends: a new
+// one is taken on its claim's node (zfs snapshot) and marked ready; one
+// being deleted waits until no claim cloned from it is left (ZFS keeps a
+// snapshot while clones of it do), then its node destroys it and its row
+// goes. Each wake (signal "sync") makes it look again.
+func SnapshotSync(ctx workflow.Context, in SnapshotInput) error {
+	ctx = workflow.WithActivityOptions(ctx, controlOptions)
+	wake := workflow.GetSignalChannel(ctx, SignalVolumeSync)
+	for {
+		for wake.ReceiveAsync(nil) {
+		}
+		var st controlops.SnapshotState
+		if err := workflow.ExecuteActivity(ctx, ctl.LoadSnapshot, in.Snapshot).Get(ctx, &st); err != nil {
+			return err
+		}
+		target := controlops.SnapshotTarget{Snapshot: in.Snapshot, UID: st.Snapshot.UID, State: st}
+		switch {
+		case !st.Found:
+			return nil
+		case st.Deleting && len(st.Clones) > 0:
+			if err := waitForWake(ctx, wake, SnapshotWorkflowName, in); err != nil {
+				return err
+			}
+			continue
+		case st.Deleting:
+			if st.Node != "" {
+				hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 2*time.Minute))
+				if err := workflow.ExecuteActivity(hctx, host.DestroyClaimSnapshot, st.Snapshot).Get(ctx, nil); err != nil {
+					return err
+				}
+			}
+			return workflow.ExecuteActivity(ctx, ctl.RemoveSnapshot, target).Get(ctx, nil)
+		case !st.Ready:
+			var placed bool
+			if err := workflow.ExecuteActivity(ctx, ctl.PlaceSnapshot, target).Get(ctx, &placed); err != nil || !placed {
+				return err // gone, or it cannot be taken (the snapshot says why)
+			}
+			hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 2*time.Minute))
+			if err := workflow.ExecuteActivity(hctx, host.SnapshotClaimVolume, st.Snapshot).Get(ctx, nil); err != nil {
+				return err
+			}
+			if err := workflow.ExecuteActivity(ctx, ctl.SnapshotTaken, target).Get(ctx, nil); err != nil {
+				return err
+			}
+			continue // deleted meanwhile?
+		}
+		if !wake.ReceiveAsync(nil) {
+			return nil
+		}
+	}
+}
