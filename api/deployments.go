@@ -27,17 +27,6 @@ func (s *Server) getControllerRevision(c *gin.Context) {
 	getOne(s, c, s.store.ControllerRevisions(), c.Param("ns"), c.Param("name"))
 }
 
-// checkGroupTypeMeta refuses a body that names another kind or version.
-func checkGroupTypeMeta(tm *model.TypeMeta, kind, version string) error {
-	if tm.Kind != "" && tm.Kind != kind {
-		return badRequestf("body has kind %q; this endpoint takes %q", tm.Kind, kind)
-	}
-	if tm.APIVersion != "" && tm.APIVersion != version {
-		return badRequestf("body has apiVersion %q; this endpoint serves %q", tm.APIVersion, version)
-	}
-	return nil
-}
-
 // decodeDeployment reads a deployment body addressed to namespace ns.
 func decodeDeployment(c *gin.Context, ns string) (*model.Deployment, error) {
 	var d model.Deployment
