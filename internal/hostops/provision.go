@@ -54,9 +54,6 @@ func ProvisionTimeout() time.Duration {
 	return d
 }
 
-// stepAttempts bounds the tries of one step within a provision.
-const stepAttempts = 6
-
 // ProvisionError is a provision that failed at a step after Tries tries.
 type ProvisionError struct {
 	Progress ProvisionProgress
@@ -106,15 +103,18 @@ func (h *Host) ProvisionPod(ctx context.Context, in ProvisionInput) (uint64, err
 }
 
 // runStep runs one step, trying a transient failure again with back-off
-// (each step on its own: starting the provision over would need every
-// step to succeed in the same run). It returns the tries made.
+// for as long as the step's time allows (each step on its own: starting
+// the provision over would need every step to succeed in the same run).
+// A count of tries would give up on a host that fails often but never for
+// long. It returns the tries made.
 func (h *Host) runStep(ctx context.Context, st ProvisionStep, s PodSandbox) (int32, error) {
 	wait := h.stepRetry()
+	deadline := time.Now().Add(st.Timeout)
 	for try := int32(1); ; try++ {
-		sctx, cancel := context.WithTimeout(ctx, st.Timeout)
+		sctx, cancel := context.WithDeadline(ctx, deadline)
 		err := st.run(h, sctx, s)
 		cancel()
-		if err == nil || ctx.Err() != nil || try == stepAttempts || Permanent(err) {
+		if err == nil || ctx.Err() != nil || Permanent(err) || time.Now().Add(wait).After(deadline) {
 			return try, err
 		}
 		h.log().Warn("provision step failed; trying again", "step", st.Name, "zone", s.ZoneName(), "try", try, "err", err)
