@@ -26,7 +26,7 @@ import (
 // workflow and activity registered; nodes starts nodes' health workflows,
 // podTuning goes into the pod lifecycles it starts (nil: the defaults),
 // serviceNet is the service network terminating pods wait to leave.
-func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder) worker.Worker {
+func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder, moves Moves) worker.Worker {
 	pods := workflows.PodClient{Temporal: c, Tuning: podTuning}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{
 		// Autoscaling pollers keep polling the normal queue while running
@@ -47,8 +47,16 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	ctl.NodeGracePeriod, ctl.NodeEvictionTimeout = nodes.GracePeriod, nodes.EvictionTimeout
 	ctl.ServiceNet = serviceNet
 	ctl.Volumes = workflows.VolumeClient{Temporal: c}
+	ctl.Transfers, ctl.AdvertiseURL = moves.Relay, moves.AdvertiseURL
 	w.RegisterActivity(&controlacts.Control{Ops: ctl})
 	return w
+}
+
+// Moves is how claims move with their pods: streams relayed by Relay
+// (nil: claims do not move) at AdvertiseURL, the API as nodes reach it.
+type Moves struct {
+	Relay        controlops.TransferRelay
+	AdvertiseURL string
 }
 
 // RegisterImages adds the image workflows and their control-plane
