@@ -69,6 +69,7 @@ func (s *Scheduler) PlanMove(ctx context.Context, ns, name, uid string) (MovePla
 		}
 		if p.Spec.NodeName == m.From {
 			pod = p
+			pod.Spec.NodeName = "" // it is placed anew
 			break
 		}
 	}
