@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows"
 )
 
 // movePodBody is a pod on claim "db" that writes 64 MiB of random data
@@ -181,6 +184,10 @@ func TestDrainMovesAClaimWithItsPod(t *testing.T) {
 		t.Errorf("no ClaimMoved event: %+v", c.eventsOf(model.KindPersistentVolumeClaim, "db"))
 	}
 	total := time.Since(start)
+	c.eventually(30*time.Second, "the claim's workflow finished", func() bool {
+		return c.workflowStatus(workflows.ClaimWorkflowID("default", "db")) == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
+	c.recordHistory(workflows.ClaimWorkflowID("default", "db"), "claim-moved.json")
 	t.Logf("64 MiB claim moved %s -> %s: pre-copy done after %s (%.1f MiB/s end to end), whole move %s, pod down %s",
 		from, to, precopied.Round(time.Millisecond), 64/precopied.Seconds(), total.Round(time.Millisecond), down.Round(time.Millisecond))
 }
