@@ -2,9 +2,11 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -20,13 +22,13 @@ import (
 	"github.com/zonewright/zonewright/workflows"
 )
 
-// movePodBody is a pod on claim "db" that writes 64 MiB of random data
+// movePodBody is a pod on claim "db" that writes mib MiB of random data
 // once (Ready when done), then appends "<its IP> <time>" to ticks five
 // times a second: what it wrote on one node shows in the copy on the
 // other.
-func movePodBody(t *testing.T) string {
+func movePodBody(t *testing.T, mib int) string {
 	t.Helper()
-	script := `[ -f data/done ] || { head -c 67108864 /dev/urandom > data/blob && touch data/done; }; ` +
+	script := fmt.Sprintf(`[ -f data/done ] || { head -c %d /dev/urandom > data/blob && touch data/done; }; `, mib<<20) +
 		`while :; do echo "$POD_IP $(date +%s%N)" >> data/ticks; sleep 0.2; done`
 	b, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"name": "db"},
@@ -109,7 +111,7 @@ func TestDrainMovesAClaimWithItsPod(t *testing.T) {
 		`{"metadata":{"name":"db"},"spec":{"resources":{"requests":{"storage":"256Mi"}}}}`); code != http.StatusCreated {
 		t.Fatalf("create claim: %d %s", code, b)
 	}
-	c.createPod(movePodBody(t))
+	c.createPod(movePodBody(t, 64))
 	t.Cleanup(func() {
 		if t.Failed() {
 			pvc, _ := c.claim("db")
@@ -190,4 +192,73 @@ func TestDrainMovesAClaimWithItsPod(t *testing.T) {
 	c.recordHistory(workflows.ClaimWorkflowID("default", "db"), "claim-moved.json")
 	t.Logf("64 MiB claim moved %s -> %s: pre-copy done after %s (%.1f MiB/s end to end), whole move %s, pod down %s",
 		from, to, precopied.Round(time.Millisecond), 64/precopied.Seconds(), total.Round(time.Millisecond), down.Round(time.Millisecond))
+}
+
+// The old node's agent dies while it sends the pre-copy: the send is
+// given up when its heartbeats stop and runs again on the restarted
+// agent, and the move completes with one copy of the data, on the new
+// node.
+func TestAClaimMovesThroughAnAgentCrash(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2)
+	if code, b := c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
+		`{"metadata":{"name":"db"},"spec":{"resources":{"requests":{"storage":"64Mi"}}}}`); code != http.StatusCreated {
+		t.Fatalf("create claim: %d %s", code, b)
+	}
+	c.createPod(movePodBody(t, 8))
+	p := c.waitPhase("db", model.PodRunning, true, 2*time.Minute)
+	from := p.Spec.NodeName
+	fromIdx := c.nodeIndex(from)
+	pvc, _ := c.claim("db")
+	dataset := "tank/zonewright/volumes/" + pvc.Metadata.UID
+	dir := func(node int) string { return filepath.Join(c.nodes.Nodes[node].Root, "fs", dataset) }
+	sum := fileSHA256(t, filepath.Join(dir(fromIdx), "blob"))
+
+	// zfs send on the old node takes a few seconds to start: long enough
+	// to kill its agent while the send runs.
+	faults := filepath.Join(c.nodes.Nodes[fromIdx].Root, "faults.json")
+	if err := os.WriteFile(faults, []byte(`{"latency": {"zfs send": "4s"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if code, b := c.do("POST", "/api/v1/nodes/"+from+"/drain", nil); code != http.StatusOK {
+		t.Fatalf("drain: %d %s", code, b)
+	}
+	c.eventually(time.Minute, "the pre-copy's snapshot on "+from, func() bool {
+		s, _ := c.state(fromIdx)
+		for _, d := range s.Datasets {
+			if strings.HasPrefix(d.Name, dataset+"@move-") {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(time.Second) // the send is under way
+	c.nodes.Kill(fromIdx)
+	os.Remove(faults)
+	if p, _ := c.pod("db"); p.Spec.NodeName != from {
+		t.Fatalf("the pod left %s before its claim's pre-copy", from)
+	}
+	time.Sleep(2 * time.Second)
+	if err := c.nodes.Restart(context.Background(), fromIdx); err != nil {
+		t.Fatal(err)
+	}
+	var to string
+	c.eventually(3*time.Minute, "the claim on another node, its move ended", func() bool {
+		pvc, _ = c.claim("db")
+		to = pvc.Status.NodeName
+		return to != from && pvc.Status.Move == nil
+	})
+	p = c.waitPhase("db", model.PodRunning, true, 2*time.Minute)
+	toIdx := c.nodeIndex(to)
+	if p.Spec.NodeName != to {
+		t.Fatalf("the pod runs on %s, its claim is on %s", p.Spec.NodeName, to)
+	}
+	if got := fileSHA256(t, filepath.Join(dir(toIdx), "blob")); got != sum {
+		t.Fatalf("the blob on %s has sha256 %s, on %s it had %s", to, got, from, sum)
+	}
+	c.eventually(time.Minute, "one copy of the claim, on "+to, func() bool {
+		return !c.hasDataset(fromIdx, dataset) && c.hasDataset(toIdx, dataset)
+	})
+	t.Logf("the move through the agent's crash took %s", time.Since(start).Round(time.Millisecond))
 }
