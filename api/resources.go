@@ -52,11 +52,16 @@ func getOne[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res store.R
 
 // checkTypeMeta refuses a body that names another kind or version.
 func checkTypeMeta(tm *model.TypeMeta, kind string) error {
+	return checkGroupTypeMeta(tm, kind, model.APIVersion)
+}
+
+// checkGroupTypeMeta refuses a body that names another kind or version.
+func checkGroupTypeMeta(tm *model.TypeMeta, kind, version string) error {
 	if tm.Kind != "" && tm.Kind != kind {
 		return badRequestf("body has kind %q; this endpoint takes %q", tm.Kind, kind)
 	}
-	if tm.APIVersion != "" && tm.APIVersion != model.APIVersion {
-		return badRequestf("body has apiVersion %q; this server serves %q", tm.APIVersion, model.APIVersion)
+	if tm.APIVersion != "" && tm.APIVersion != version {
+		return badRequestf("body has apiVersion %q; this endpoint serves %q", tm.APIVersion, version)
 	}
 	return nil
 }

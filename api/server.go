@@ -183,6 +183,30 @@ func (s *Server) Handler() http.Handler {
 
 	v1.GET("/servicenet", s.serviceNet)
 
+	apps := r.Group("/apis/apps/v1")
+	apps.GET("/deployments", s.listDeployments)
+	apps.GET("/namespaces/:ns/deployments", s.listDeployments)
+	apps.POST("/namespaces/:ns/deployments", s.createDeployment)
+	apps.GET("/namespaces/:ns/deployments/:name", s.getDeployment)
+	apps.PUT("/namespaces/:ns/deployments/:name", s.updateDeployment)
+	apps.DELETE("/namespaces/:ns/deployments/:name", s.deleteDeployment)
+	apps.GET("/namespaces/:ns/deployments/:name/scale", s.getDeploymentScale)
+	apps.PUT("/namespaces/:ns/deployments/:name/scale", s.putDeploymentScale)
+	apps.POST("/namespaces/:ns/deployments/:name/rollback", s.rollbackDeployment)
+	apps.POST("/namespaces/:ns/deployments/:name/pause", s.pauseDeployment)
+	apps.POST("/namespaces/:ns/deployments/:name/resume", s.resumeDeployment)
+	apps.POST("/namespaces/:ns/deployments/:name/restart", s.restartDeployment)
+	apps.GET("/controllerrevisions", s.listControllerRevisions)
+	apps.GET("/namespaces/:ns/controllerrevisions", s.listControllerRevisions)
+	apps.GET("/namespaces/:ns/controllerrevisions/:name", s.getControllerRevision)
+
+	batch := r.Group("/apis/batch/v1")
+	batch.GET("/jobs", s.listJobs)
+	batch.GET("/namespaces/:ns/jobs", s.listJobs)
+	batch.POST("/namespaces/:ns/jobs", s.createJob)
+	batch.GET("/namespaces/:ns/jobs/:name", s.getJob)
+	batch.DELETE("/namespaces/:ns/jobs/:name", s.deleteJob)
+
 	v1.GET("/events", s.listEvents)
 	v1.GET("/namespaces/:ns/events", s.listEvents)
 

@@ -35,7 +35,7 @@ func (s *Server) createSnapshot(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if err := checkTypeMeta(&snap.TypeMeta, model.KindVolumeSnapshot); err != nil {
+	if err := checkGroupTypeMeta(&snap.TypeMeta, model.KindVolumeSnapshot, model.APIVersionSnapshot); err != nil {
 		s.fail(c, err)
 		return
 	}

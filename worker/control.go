@@ -17,6 +17,7 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
@@ -25,8 +26,9 @@ import (
 // NewControl builds the control-plane worker with every control-plane
 // workflow and activity registered; nodes starts nodes' health workflows,
 // podTuning goes into the pod lifecycles it starts (nil: the defaults),
-// serviceNet is the service network terminating pods wait to leave.
-func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder, moves Moves) worker.Worker {
+// serviceNet is the service network terminating pods wait to leave,
+// moves how claims move with their pods.
+func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder, capacity scheduler.Capacity, moves Moves) worker.Worker {
 	pods := workflows.PodClient{Temporal: c, Tuning: podTuning}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{
 		// Autoscaling pollers keep polling the normal queue while running
@@ -40,12 +42,15 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	// Registered by method name, as the workflows refer to them.
 	w.RegisterWorkflowWithOptions(workflows.ReconcilePods, workflow.RegisterOptions{Name: "ReconcilePods"})
 	w.RegisterWorkflowWithOptions(workflows.NodeHealth, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.Deployment, workflow.RegisterOptions{Name: workflows.DeploymentWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.Job, workflow.RegisterOptions{Name: workflows.JobWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.ClaimSync, workflow.RegisterOptions{Name: workflows.ClaimWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.SnapshotSync, workflow.RegisterOptions{Name: workflows.SnapshotWorkflowName})
 	ctl := controlops.NewControl(st, pods)
 	ctl.NodeHealth = nodes
 	ctl.NodeGracePeriod, ctl.NodeEvictionTimeout = nodes.GracePeriod, nodes.EvictionTimeout
 	ctl.ServiceNet = serviceNet
+	ctl.Scheduler.Capacity = capacity
 	ctl.Volumes = workflows.VolumeClient{Temporal: c}
 	ctl.Transfers, ctl.AdvertiseURL = moves.Relay, moves.AdvertiseURL
 	w.RegisterActivity(&controlacts.Control{Ops: ctl})

@@ -21,7 +21,7 @@ import (
 const (
 	PodWorkflowName = "PodLifecycle"
 	// SignalTerminate asks for a graceful termination (TerminateSignal).
-	SignalTerminate = "terminate"
+	SignalTerminate = controlops.SignalTerminate
 	// SignalFinalize ends a grace period that has begun; on a pod that is
 	// not terminating it changes nothing (an event says so).
 	SignalFinalize = "finalize"

@@ -34,8 +34,12 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 	}
 	if res.Node == "" {
 		now := workflow.Now(ctx)
-		w.waiting(ctx, ReasonUnschedulable, "FailedScheduling", model.EventWarning, res.Message,
-			model.PodCondition{Type: model.PodScheduled, Status: model.ConditionFalse, Reason: ReasonUnschedulable, Message: res.Message, LastTransitionTime: &now})
+		reason := ReasonUnschedulable
+		if res.Reason != "" {
+			reason = res.Reason // the capacity map, not the nodes
+		}
+		w.waiting(ctx, reason, "FailedScheduling", model.EventWarning, res.Message,
+			model.PodCondition{Type: model.PodScheduled, Status: model.ConditionFalse, Reason: reason, Message: res.Message, LastTransitionTime: &now})
 		return w.waitRetry(ctx, w.st.Attempt)
 	}
 	w.endStep(ctx, "")

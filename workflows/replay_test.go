@@ -30,6 +30,8 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(ImagePull, workflow.RegisterOptions{Name: ImagePullWorkflowName})
 			r.RegisterWorkflowWithOptions(ImageDelete, workflow.RegisterOptions{Name: ImageDeleteWorkflowName})
 			r.RegisterWorkflowWithOptions(NodeHealth, workflow.RegisterOptions{Name: NodeHealthWorkflowName})
+			r.RegisterWorkflowWithOptions(Deployment, workflow.RegisterOptions{Name: DeploymentWorkflowName})
+			r.RegisterWorkflowWithOptions(Job, workflow.RegisterOptions{Name: JobWorkflowName})
 			r.RegisterWorkflowWithOptions(ClaimSync, workflow.RegisterOptions{Name: ClaimWorkflowName})
 			r.RegisterWorkflowWithOptions(SnapshotSync, workflow.RegisterOptions{Name: SnapshotWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)), f); err != nil {

@@ -141,6 +141,17 @@ func (a *Control) WaitEndpointsLeft(ctx context.Context, in controlops.Endpoints
 	return a.Ops.WaitEndpointsLeft(heartbeats(ctx), in)
 }
 
+// SyncDeployment brings a deployment one step closer to its spec
+// (controlops.Control.SyncDeployment).
+func (a *Control) SyncDeployment(ctx context.Context, ref controlops.DeploymentRef) (controlops.DeploymentSyncResult, error) {
+	return a.Ops.SyncDeployment(heartbeats(ctx), ref)
+}
+
+// SyncJob brings a job one step further (controlops.Control.SyncJob).
+func (a *Control) SyncJob(ctx context.Context, ref controlops.JobRef) (controlops.JobSyncResult, error) {
+	return a.Ops.SyncJob(heartbeats(ctx), ref)
+}
+
 // LoadClaim reads the claim and the pods using it.
 func (a *Control) LoadClaim(ctx context.Context, ref controlops.ClaimRef) (controlops.ClaimState, error) {
 	return a.Ops.LoadClaim(ctx, ref)

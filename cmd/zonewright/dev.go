@@ -52,7 +52,11 @@ func dev(ctx context.Context, args []string) error {
 	// Inside 127.0.0.0/8, so service addresses are reachable on Linux.
 	serviceCIDRFlag(fs, &health, clusterip.DevCIDR)
 	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
+	capacityDone := capacityFlag(fs, &health)
 	_ = fs.Parse(args)
+	if err := capacityDone(); err != nil {
+		return err
+	}
 	if err := nodeHealth(); err != nil {
 		return err
 	}
@@ -144,7 +148,7 @@ func dev(ctx context.Context, args []string) error {
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
-		ServiceCIDR: health.ServiceCIDR, DNS: health.DNS})
+		ServiceCIDR: health.ServiceCIDR, DNS: health.DNS, Capacity: health.Capacity})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/imagemap"
+	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -85,6 +86,7 @@ type serveOptions struct {
 	logLevel   string
 	nodeHealth func() error
 	dns        func() error
+	capacity   func() error
 }
 
 func serveFlags() (*flag.FlagSet, *serveOptions) {
@@ -98,6 +100,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	o.nodeHealth = nodeHealthFlags(fs, &o.Config)
 	serviceCIDRFlag(fs, &o.Config, clusterip.DefaultCIDR)
 	o.dns = dnsFlags(fs, &o.Config.DNS, "")
+	o.capacity = capacityFlag(fs, &o.Config)
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
 }
@@ -115,6 +118,9 @@ func serve(ctx context.Context, args []string) error {
 		return fmt.Errorf("--service-cidr: %w", err)
 	}
 	if err := o.dns(); err != nil {
+		return err
+	}
+	if err := o.capacity(); err != nil {
 		return err
 	}
 	log, err := newLogger(o.logLevel)
@@ -155,6 +161,21 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore string) {
 func serviceCIDRFlag(fs *flag.FlagSet, c *controlplane.Config, def string) {
 	fs.StringVar(&c.ServiceCIDR, "service-cidr", env("ZW_SERVICE_CIDR", def),
 		"IPv4 range services' cluster IPs come from, /12 to /28; its base + 10 is the cluster DNS (env ZW_SERVICE_CIDR)")
+}
+
+// capacityFlag registers --capacity, shared by serve and dev; the
+// function returned parses it once the flags are parsed.
+func capacityFlag(fs *flag.FlagSet, c *controlplane.Config) func() error {
+	text := fs.String("capacity", env("ZW_CAPACITY", ""),
+		"pods carrying a label or naming an image that run at once across the cluster, e.g. image=omnios-r151054:4,size=large:2; more wait Pending (CapacityExceeded), first come first served (env ZW_CAPACITY)")
+	return func() error {
+		capacity, err := scheduler.ParseCapacity(*text)
+		if err != nil {
+			return fmt.Errorf("--capacity: %w", err)
+		}
+		c.Capacity = capacity
+		return nil
+	}
 }
 
 // dnsFlags registers the cluster DNS's flags, shared by serve and dev;

@@ -34,6 +34,7 @@ service_cidr
 dns_listen
 cluster_domain
 dns_upstream
+capacity
 log_level
 '
 

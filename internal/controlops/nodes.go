@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -276,8 +277,13 @@ func (a *Control) WakeImageWaiters(ctx context.Context, in ImageNodeInput) (int,
 	return n, nil
 }
 
-// ReasonUnschedulable is the reason of a pending pod no node fits.
-const ReasonUnschedulable = "Unschedulable"
+// ReasonUnschedulable is the reason of a pending pod no node fits;
+// ReasonCapacityExceeded of one the capacity map holds back (the oldest
+// are woken first, so slots go in FIFO order).
+const (
+	ReasonUnschedulable    = "Unschedulable"
+	ReasonCapacityExceeded = scheduler.ReasonCapacityExceeded
+)
 
 // WakeUnschedulable wakes the pods waiting because no node fitted them,
 // as room was just made (a pod ended or went, a node became Ready or
@@ -292,7 +298,9 @@ func WakeUnschedulable(ctx context.Context, st *store.Store, lc Lifecycles) int 
 	if err != nil {
 		return 0
 	}
-	waiting := slices.DeleteFunc(pending.Items, func(p model.Pod) bool { return p.Status.Reason != ReasonUnschedulable })
+	waiting := slices.DeleteFunc(pending.Items, func(p model.Pod) bool {
+		return p.Status.Reason != ReasonUnschedulable && p.Status.Reason != ReasonCapacityExceeded
+	})
 	// The oldest first, and a bounded number: one freed pod's room fits
 	// few, and a burst of deletions must not signal every waiter each time.
 	created := func(p model.Pod) time.Time {

@@ -37,6 +37,9 @@ type PodSnapshot struct {
 type ScheduleResult struct {
 	Node    string
 	Message string
+	// Reason is why the pod waits when it is not the nodes' doing
+	// (CapacityExceeded); empty: Unschedulable.
+	Reason string `json:",omitempty"`
 	// Claims are the pod's claims, bound to Node.
 	Claims []hostops.ClaimVolume `json:",omitempty"`
 }
@@ -100,7 +103,7 @@ func (a *Control) SchedulePod(ctx context.Context, ref PodRef) (ScheduleResult, 
 	if err != nil {
 		return ScheduleResult{}, err
 	}
-	res := ScheduleResult{Node: d.Node, Message: d.Message}
+	res := ScheduleResult{Node: d.Node, Message: d.Message, Reason: d.Reason}
 	for _, c := range d.Claims {
 		v := hostops.ClaimVolume{Name: c.Name, UID: c.UID, Bytes: c.Bytes}
 		if c.SourceSnapshotUID != "" {

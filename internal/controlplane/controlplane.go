@@ -32,10 +32,12 @@ import (
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/servicefeed"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/transfer"
+	"github.com/zonewright/zonewright/internal/workloadfeed"
 	"github.com/zonewright/zonewright/worker"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -81,6 +83,9 @@ type Config struct {
 	// DNS is the cluster DNS this replica serves; an empty DNS.Addr
 	// serves none.
 	DNS clusterdns.Config
+	// Capacity bounds the pods carrying a label or naming an image that
+	// run at once across the cluster (--capacity); nil: no bounds.
+	Capacity scheduler.Capacity
 }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
@@ -147,6 +152,7 @@ type ControlPlane struct {
 	serviceCIDR *clusterip.Range
 	serviceNet  *servicenet.Holder
 	dns         *clusterdns.Server // nil: this replica serves no DNS
+	capacity    scheduler.Capacity
 }
 
 // ServiceNet holds the current service network snapshot (every service,
@@ -273,7 +279,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
 			StallTimeout: cfg.ImageStallTimeout, Pulls: images},
-		serviceCIDR: serviceCIDR, serviceNet: serviceNet, dns: dnsServer}
+		serviceCIDR: serviceCIDR, serviceNet: serviceNet, dns: dnsServer, capacity: cfg.Capacity}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	// The map's images exist before the first pod names them, unless
 	// Temporal is not up yet: then the worker's start finishes the job.
@@ -294,6 +300,13 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		defer cp.bg.Done()
 		(&servicefeed.Follower{Store: st, Holder: serviceNet, Log: log.With("component", "servicenet")}).Run(bgCtx)
 	}()
+	// Deployments' and jobs' workflows wait for signals; the feed sends them.
+	cp.bg.Add(1)
+	go func() {
+		defer cp.bg.Done()
+		(&workloadfeed.Follower{Store: st, Deployments: workflows.DeploymentClient{Temporal: tc}, Jobs: workflows.JobClient{Temporal: tc},
+			Log: log.With("component", "workloads")}).Run(bgCtx)
+	}()
 	return cp, nil
 }
 
@@ -310,7 +323,7 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 	for attempt := 0; ; attempt++ {
 		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.podReconcile)
 		if err == nil {
-			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning, cp.serviceNet, cp.moves)
+			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning, cp.serviceNet, cp.capacity, cp.moves)
 			worker.RegisterImages(w, cp.imageOps)
 			if err = w.Start(); err == nil {
 				cp.workerMu.Lock()

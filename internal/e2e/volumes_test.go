@@ -261,7 +261,7 @@ func TestSnapshotsAndClones(t *testing.T) {
 	srcFile := filepath.Join(c.nodes.Nodes[node].Root, "fs/tank/zonewright/volumes", srcUID, "v")
 	c.eventually(10*time.Second, "v1 written", func() bool { b, _ := os.ReadFile(srcFile); return string(b) == "v1\n" })
 
-	if code, b := c.do("POST", snapURL, `{"metadata":{"name":"s1"},"spec":{"source":{"persistentVolumeClaimName":"src"}}}`); code != http.StatusCreated {
+	if code, b := c.do("POST", snapURL, `{"apiVersion":"snapshot.storage.k8s.io/v1","kind":"VolumeSnapshot","metadata":{"name":"s1"},"spec":{"source":{"persistentVolumeClaimName":"src"}}}`); code != http.StatusCreated {
 		t.Fatalf("snapshot: %d %s", code, b)
 	}
 	var snap model.VolumeSnapshot

@@ -5,8 +5,13 @@ package model
 
 import "time"
 
-// APIVersion is the only version the API serves.
-const APIVersion = "v1"
+// APIVersion is the version of the core kinds (pods, nodes, services…);
+// the workload kinds have their groups' versions.
+const (
+	APIVersion      = "v1"
+	APIVersionApps  = "apps/v1"
+	APIVersionBatch = "batch/v1"
+)
 
 // Kinds of resources.
 const (
@@ -24,16 +29,41 @@ type TypeMeta struct {
 
 // ObjectMeta is the metadata every resource carries.
 type ObjectMeta struct {
-	Name              string            `json:"name"`
-	Namespace         string            `json:"namespace,omitempty"`
-	UID               string            `json:"uid,omitempty"`
-	ResourceVersion   string            `json:"resourceVersion,omitempty"`
+	Name            string `json:"name"`
+	Namespace       string `json:"namespace,omitempty"`
+	UID             string `json:"uid,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// Generation counts the changes of the object's spec; the server sets it.
+	Generation        int64             `json:"generation,omitempty"`
 	Labels            map[string]string `json:"labels,omitempty"`
 	Annotations       map[string]string `json:"annotations,omitempty"`
 	CreationTimestamp *time.Time        `json:"creationTimestamp,omitempty"`
 	DeletionTimestamp *time.Time        `json:"deletionTimestamp,omitempty"`
 	// DeletionGracePeriodSeconds is the grace period a pending deletion asked for.
 	DeletionGracePeriodSeconds *int64 `json:"deletionGracePeriodSeconds,omitempty"`
+	// OwnerReferences name the objects this one belongs to (a
+	// deployment's pods name it); deleting the owner deletes them.
+	OwnerReferences []OwnerReference `json:"ownerReferences,omitempty"`
+}
+
+// OwnerReference names the owner of an object.
+type OwnerReference struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+	// Controller marks the one owner that manages the object.
+	Controller *bool `json:"controller,omitempty"`
+}
+
+// ControllerOf is the owner that manages m, or nil.
+func ControllerOf(m *ObjectMeta) *OwnerReference {
+	for i := range m.OwnerReferences {
+		if r := &m.OwnerReferences[i]; r.Controller != nil && *r.Controller {
+			return r
+		}
+	}
+	return nil
 }
 
 // Object is implemented by every stored resource: the store persists the

@@ -20,7 +20,10 @@ const (
 	// ClusterIP serialises ClusterIP allocation (a transaction lock, taken
 	// inside a write: after Change).
 	ClusterIP int64 = 0x7a77_0004
+	// WorkloadFeedLeader elects the one workload feed that wakes
+	// deployments' and jobs' workflows (a session lock).
+	WorkloadFeedLeader int64 = 0x7a77_0006
 )
 
 // All is every key, for the test that keeps them distinct.
-var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP}
+var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP, WorkloadFeedLeader}

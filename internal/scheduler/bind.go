@@ -22,6 +22,8 @@ type Scheduler struct {
 	// a waiter whose context ends stops waiting.
 	once sync.Once
 	turn chan struct{}
+	// Capacity is the cluster-wide capacity map; nil: no limits.
+	Capacity Capacity
 	// requests caches what each bound pod requests (fixed when the pod is
 	// created), so a placement reads the pods' UIDs, not their specs.
 	// Only the scheduling lock's holder touches it.
@@ -82,6 +84,11 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		claims, claimsNode, why, err := s.claims(ctx, pod)
 		if err != nil || why != "" {
 			return Decision{Message: why}, err
+		}
+		// Checked under the scheduling lock, so two placements never take
+		// the last slot twice.
+		if why, err := s.Capacity.full(ctx, conn.Conn(), pod); err != nil || why != "" {
+			return Decision{Message: why, Reason: ReasonCapacityExceeded}, err
 		}
 		nodes, err := s.Store.Nodes().List(ctx, store.ListOptions{})
 		if err != nil {

@@ -100,6 +100,9 @@ const (
 type Decision struct {
 	Node    string // empty when no node fits
 	Message string // why no node fits, Kubernetes style
+	// Reason is ReasonCapacityExceeded when the capacity map, not the
+	// nodes, keeps the pod waiting; empty otherwise.
+	Reason string
 	// Claims are the pod's claims, bound to Node.
 	Claims []BoundClaim
 }

@@ -32,6 +32,16 @@ func (s *Store) CreatePod(ctx context.Context, p *model.Pod) error {
 	return s.Pods().CreateWith(ctx, p, namespaceExists(ctx, p.Metadata.Namespace))
 }
 
+// CreateDeployment stores a new deployment in an existing namespace.
+func (s *Store) CreateDeployment(ctx context.Context, d *model.Deployment) error {
+	return s.Deployments().CreateWith(ctx, d, namespaceExists(ctx, d.Metadata.Namespace))
+}
+
+// CreateJob stores a new job in an existing namespace.
+func (s *Store) CreateJob(ctx context.Context, j *model.Job) error {
+	return s.Jobs().CreateWith(ctx, j, namespaceExists(ctx, j.Metadata.Namespace))
+}
+
 // CreateService stores a new service in an existing namespace, with its
 // cluster IP allocated from ips in the same transaction (unless it is
 // headless): a requested address that is taken or outside the range is a
@@ -90,9 +100,9 @@ func (s *Store) ServiceNetwork(ctx context.Context) (int64, []model.Service, []m
 }
 
 // DeleteNamespace removes an empty namespace and its events; one that
-// still holds pods or services is ErrConflict. Endpoints left by its last
-// services are the endpoints controller's to delete, so that watchers see
-// them go.
+// still holds pods, deployments, jobs or services is ErrConflict.
+// Endpoints left by its last services are the endpoints controller's to
+// delete, so that watchers see them go.
 func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion string) (*model.Namespace, error) {
 	return s.Namespaces().DeleteWith(ctx, "", name, resourceVersion, func(tx pgx.Tx, _ *model.Namespace) error {
 		var pods int
@@ -101,6 +111,20 @@ func (s *Store) DeleteNamespace(ctx context.Context, name, resourceVersion strin
 		}
 		if pods > 0 {
 			return fmt.Errorf("%w: namespace %q still holds %d pod(s); delete them first", ErrConflict, name, pods)
+		}
+		var deployments int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM deployments WHERE namespace = $1", name).Scan(&deployments); err != nil {
+			return err
+		}
+		if deployments > 0 {
+			return fmt.Errorf("%w: namespace %q still holds %d deployment(s); delete them first", ErrConflict, name, deployments)
+		}
+		var jobs int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM jobs WHERE namespace = $1", name).Scan(&jobs); err != nil {
+			return err
+		}
+		if jobs > 0 {
+			return fmt.Errorf("%w: namespace %q still holds %d job(s); delete them first", ErrConflict, name, jobs)
 		}
 		var services int
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM services WHERE namespace = $1", name).Scan(&services); err != nil {

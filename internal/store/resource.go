@@ -62,6 +62,12 @@ var (
 			"spec.source.persistentVolumeClaimName": "spec -> 'source' ->> 'persistentVolumeClaimName'"}}
 	imageKind = &kindInfo{kind: model.KindImage, table: "images",
 		fields: map[string]string{"metadata.name": "name", "spec.kind": "spec ->> 'kind'", "status.phase": "status ->> 'phase'"}}
+	deploymentKind = &kindInfo{kind: model.KindDeployment, table: "deployments", namespaced: true, apiVersion: model.APIVersionApps,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace"}}
+	revisionKind = &kindInfo{kind: model.KindControllerRevision, table: "controllerrevisions", namespaced: true, apiVersion: model.APIVersionApps,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace"}}
+	jobKind = &kindInfo{kind: model.KindJob, table: "jobs", namespaced: true, apiVersion: model.APIVersionBatch,
+		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace"}}
 	eventKind = &kindInfo{kind: model.KindEvent, table: "events", namespaced: true,
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
 			"involvedObject.kind": "spec -> 'involvedObject' ->> 'kind'",
@@ -82,7 +88,9 @@ type Resource[T any, PT ObjectPtr[T]] struct {
 	info *kindInfo
 }
 
-// Namespaces, Nodes, Pods, Services, Endpoints, Claims, Images and Events give typed access to each kind.
+// Namespaces, Nodes, Pods, Services, Endpoints, Claims, Images,
+// Deployments, ControllerRevisions, Jobs and Events give typed access to
+// each kind.
 func (s *Store) Namespaces() Resource[model.Namespace, *model.Namespace] {
 	return Resource[model.Namespace, *model.Namespace]{s, namespaceKind}
 }
@@ -107,6 +115,15 @@ func (s *Store) Snapshots() Resource[model.VolumeSnapshot, *model.VolumeSnapshot
 func (s *Store) Images() Resource[model.Image, *model.Image] {
 	return Resource[model.Image, *model.Image]{s, imageKind}
 }
+func (s *Store) Deployments() Resource[model.Deployment, *model.Deployment] {
+	return Resource[model.Deployment, *model.Deployment]{s, deploymentKind}
+}
+func (s *Store) ControllerRevisions() Resource[model.ControllerRevision, *model.ControllerRevision] {
+	return Resource[model.ControllerRevision, *model.ControllerRevision]{s, revisionKind}
+}
+func (s *Store) Jobs() Resource[model.Job, *model.Job] {
+	return Resource[model.Job, *model.Job]{s, jobKind}
+}
 func (s *Store) Events() Resource[model.Event, *model.Event] {
 	return Resource[model.Event, *model.Event]{s, eventKind}
 }
@@ -114,7 +131,7 @@ func (s *Store) Events() Resource[model.Event, *model.Event] {
 // FieldSelectors lists the field selectors this kind supports.
 func (r Resource[T, PT]) FieldSelectors() map[string]string { return r.info.fields }
 
-const selectColumns = "uid, %s, name, resource_version, labels, annotations, spec, status, created_at, deleted_at, deletion_grace_seconds"
+const selectColumns = "uid, %s, name, resource_version, labels, annotations, spec, status, created_at, deleted_at, deletion_grace_seconds, generation, owner_references"
 
 func (r Resource[T, PT]) columns() string { return fmt.Sprintf(selectColumns, r.info.nsExpr()) }
 
@@ -124,17 +141,18 @@ func (r Resource[T, PT]) scan(row pgx.Row) (PT, error) {
 	var (
 		rv                         int64
 		labels, annots, spec, stat []byte
+		owners                     []byte
 		created                    time.Time
 		deleted                    *time.Time
 	)
-	if err := row.Scan(&m.UID, &m.Namespace, &m.Name, &rv, &labels, &annots, &spec, &stat, &created, &deleted, &m.DeletionGracePeriodSeconds); err != nil {
+	if err := row.Scan(&m.UID, &m.Namespace, &m.Name, &rv, &labels, &annots, &spec, &stat, &created, &deleted, &m.DeletionGracePeriodSeconds, &m.Generation, &owners); err != nil {
 		return nil, err
 	}
 	sp, st := obj.Parts()
 	for _, part := range []struct {
 		raw []byte
 		dst any
-	}{{labels, &m.Labels}, {annots, &m.Annotations}, {spec, sp}, {stat, st}} {
+	}{{labels, &m.Labels}, {annots, &m.Annotations}, {spec, sp}, {stat, st}, {owners, &m.OwnerReferences}} {
 		if err := json.Unmarshal(part.raw, part.dst); err != nil {
 			return nil, fmt.Errorf("decode stored %s %s: %w", r.info.kind, m.Name, err)
 		}
@@ -354,9 +372,16 @@ func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx, rv int64) (change,
 	})
 }
 
-func (r Resource[T, PT]) docs(obj PT) (labels, annots, spec, status []byte, err error) {
+func (r Resource[T, PT]) docs(obj PT) (labels, annots, spec, status, owners []byte, err error) {
 	m := obj.GetMeta()
 	sp, st := obj.Parts()
+	refs := m.OwnerReferences
+	if refs == nil {
+		refs = []model.OwnerReference{}
+	}
+	if owners, err = json.Marshal(refs); err != nil {
+		return
+	}
 	if labels, err = json.Marshal(nonNil(m.Labels)); err != nil {
 		return
 	}
@@ -410,14 +435,14 @@ func (r Resource[T, PT]) CreateWith(ctx context.Context, obj PT, check func(pgx.
 				return change{}, err
 			}
 		}
-		labels, annots, spec, status, err := r.docs(obj)
+		labels, annots, spec, status, owners, err := r.docs(obj)
 		if err != nil {
 			return change{}, err
 		}
-		cols, vals := "uid, name, resource_version, labels, annotations, spec, status", "$1, $2, $3, $4, $5, $6, $7"
-		args := []any{m.UID, m.Name, rv, labels, annots, spec, status}
+		cols, vals := "uid, name, resource_version, labels, annotations, spec, status, owner_references, generation", "$1, $2, $3, $4, $5, $6, $7, $8, 1"
+		args := []any{m.UID, m.Name, rv, labels, annots, spec, status, owners}
 		if r.info.namespaced {
-			cols, vals = cols+", namespace", vals+", $8"
+			cols, vals = cols+", namespace", vals+", $9"
 			args = append(args, m.Namespace)
 		}
 		var created time.Time
@@ -430,29 +455,32 @@ func (r Resource[T, PT]) CreateWith(ctx context.Context, obj PT, check func(pgx.
 		}
 		created = created.UTC()
 		m.CreationTimestamp = &created
+		m.Generation = 1
 		return r.finish(obj, rv, "ADDED")
 	})
 }
 
-// Update replaces the object's labels, annotations, spec and status if its
-// resourceVersion is still the stored one; otherwise ErrConflict.
+// Update replaces the object's labels, annotations, owners, spec and
+// status if its resourceVersion is still the stored one; otherwise
+// ErrConflict. A changed spec counts one more generation.
 func (r Resource[T, PT]) Update(ctx context.Context, obj PT) error {
 	m := obj.GetMeta()
 	expected, err := strconv.ParseInt(m.ResourceVersion, 10, 64)
 	if err != nil {
 		return fmt.Errorf("%w: metadata.resourceVersion %q is not a resource version", ErrConflict, m.ResourceVersion)
 	}
-	labels, annots, spec, status, err := r.docs(obj)
+	labels, annots, spec, status, owners, err := r.docs(obj)
 	if err != nil {
 		return err
 	}
 	return r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
-		args := []any{rv, labels, annots, spec, status, m.DeletionTimestamp, m.DeletionGracePeriodSeconds, expected}
+		args := []any{rv, labels, annots, spec, status, m.DeletionTimestamp, m.DeletionGracePeriodSeconds, expected, owners}
 		q := fmt.Sprintf(`UPDATE %s SET resource_version = $1, labels = $2, annotations = $3, spec = $4, status = $5,
-			deleted_at = $6, deletion_grace_seconds = $7
-			WHERE %s AND resource_version = $8 RETURNING uid, created_at`, r.info.table, r.where(m.Namespace, m.Name, &args))
+			deleted_at = $6, deletion_grace_seconds = $7, owner_references = $9,
+			generation = CASE WHEN spec IS DISTINCT FROM $4::jsonb THEN generation + 1 ELSE generation END
+			WHERE %s AND resource_version = $8 RETURNING uid, created_at, generation`, r.info.table, r.where(m.Namespace, m.Name, &args))
 		var created time.Time
-		if err := tx.QueryRow(ctx, q, args...).Scan(&m.UID, &created); err != nil {
+		if err := tx.QueryRow(ctx, q, args...).Scan(&m.UID, &created, &m.Generation); err != nil {
 			if classify(err) != ErrNotFound {
 				return change{}, err
 			}

@@ -1,0 +1,166 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+const deploymentJSON = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":%q},
+ "spec":{"replicas":4,"selector":{"matchLabels":{"app":"web"}},
+  "template":{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"app","image":"omnios","command":["sleep","3600"]}]}}}}`
+
+func decodeDeployment(t *testing.T, r response) model.Deployment {
+	t.Helper()
+	var d model.Deployment
+	if err := json.Unmarshal(r.body, &d); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+	return d
+}
+
+func TestDeploymentCRUDDefaultsAndGeneration(t *testing.T) {
+	c := newAPI(t)
+	base := "/apis/apps/v1/namespaces/default/deployments"
+	r := c.json("POST", base, fmt.Sprintf(deploymentJSON, "web"))
+	if r.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	d := decodeDeployment(t, r)
+	ru := d.Spec.Strategy.RollingUpdate
+	if d.APIVersion != "apps/v1" || d.Metadata.Generation != 1 || d.Spec.Strategy.Type != model.StrategyRollingUpdate ||
+		ru == nil || ru.MaxSurge.String() != "25%" || ru.MaxUnavailable.String() != "25%" ||
+		*d.Spec.ProgressDeadlineSeconds != 600 || *d.Spec.RevisionHistoryLimit != 10 || d.Spec.Template.Spec.RestartPolicy != model.RestartAlways {
+		t.Fatalf("defaults not applied: %s", r.body)
+	}
+	if r := c.json("POST", base, fmt.Sprintf(deploymentJSON, "web")); r.code != http.StatusConflict {
+		t.Fatalf("duplicate: %d %s", r.code, r.body)
+	}
+
+	// Labels alone keep the generation; a spec change counts one more.
+	d.Metadata.Labels = map[string]string{"tier": "front"}
+	r = c.json("PUT", base+"/web", d)
+	if r.code != http.StatusOK || decodeDeployment(t, r).Metadata.Generation != 1 {
+		t.Fatalf("label update: %d %s", r.code, r.body)
+	}
+	d = decodeDeployment(t, r)
+	d.Spec.Template.Spec.Containers[0].Command = []string{"sleep", "7200"}
+	r = c.json("PUT", base+"/web", d)
+	if r.code != http.StatusOK || decodeDeployment(t, r).Metadata.Generation != 2 {
+		t.Fatalf("template update: %d %s", r.code, r.body)
+	}
+	// The version read before is stale now.
+	if r := c.json("PUT", base+"/web", d); r.code != http.StatusConflict {
+		t.Fatalf("stale update: %d %s", r.code, r.body)
+	}
+	// The selector is immutable.
+	d = decodeDeployment(t, c.json("GET", base+"/web", nil))
+	d.Spec.Selector.MatchLabels = map[string]string{"app": "other"}
+	d.Spec.Template.Metadata.Labels = map[string]string{"app": "other"}
+	if r := c.json("PUT", base+"/web", d); r.code != http.StatusUnprocessableEntity || !slices.Contains(causeFields(r), "spec.selector") {
+		t.Fatalf("selector change: %d %s", r.code, r.body)
+	}
+
+	var list model.List[model.Deployment]
+	if r := c.json("GET", "/apis/apps/v1/deployments", nil); r.code != http.StatusOK || json.Unmarshal(r.body, &list) != nil || len(list.Items) != 1 || list.Kind != "DeploymentList" {
+		t.Fatalf("list across namespaces: %d %s", r.code, r.body)
+	}
+
+	// Deleting cascades through the deployment's workflow: the row stays,
+	// marked, until its pods are gone; the namespace cannot go meanwhile.
+	r = c.json("DELETE", base+"/web", nil)
+	if r.code != http.StatusOK || decodeDeployment(t, r).Metadata.DeletionTimestamp == nil {
+		t.Fatalf("delete: %d %s", r.code, r.body)
+	}
+	if r := c.json("POST", base+"/web/restart", nil); r.code != http.StatusConflict {
+		t.Fatalf("restart while deleting: %d %s", r.code, r.body)
+	}
+	if r := c.json("DELETE", "/api/v1/namespaces/default", nil); r.code != http.StatusConflict || !strings.Contains(string(r.body), "deployment") {
+		t.Fatalf("namespace delete with a deployment in it: %d %s", r.code, r.body)
+	}
+}
+
+func TestDeploymentValidationNamesTheField(t *testing.T) {
+	c := newAPI(t)
+	base := "/apis/apps/v1/namespaces/default/deployments"
+	for _, tc := range []struct {
+		name, body, field string
+	}{
+		{"no selector", `{"metadata":{"name":"a"},"spec":{"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"omnios","command":["x"]}]}}}}`, "spec.selector"},
+		{"selector not matching the template", `{"metadata":{"name":"a"},"spec":{"selector":{"matchLabels":{"app":"b"}},"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"omnios","command":["x"]}]}}}}`, "spec.template.metadata.labels"},
+		{"both fenceposts zero", `{"metadata":{"name":"a"},"spec":{"selector":{"matchLabels":{"app":"a"}},"strategy":{"rollingUpdate":{"maxSurge":0,"maxUnavailable":"0%"}},"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"omnios","command":["x"]}]}}}}`, "spec.strategy.rollingUpdate.maxUnavailable"},
+		{"a bad percentage", `{"metadata":{"name":"a"},"spec":{"selector":{"matchLabels":{"app":"a"}},"strategy":{"rollingUpdate":{"maxSurge":"lots"}},"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"omnios","command":["x"]}]}}}}`, "spec.strategy.rollingUpdate.maxSurge"},
+		{"negative replicas", `{"metadata":{"name":"a"},"spec":{"replicas":-1,"selector":{"matchLabels":{"app":"a"}},"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"omnios","command":["x"]}]}}}}`, "spec.replicas"},
+		{"restartPolicy Never", `{"metadata":{"name":"a"},"spec":{"selector":{"matchLabels":{"app":"a"}},"template":{"metadata":{"labels":{"app":"a"}},"spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"omnios","command":["x"]}]}}}}`, "spec.template.spec.restartPolicy"},
+		{"a container without a command", `{"metadata":{"name":"a"},"spec":{"selector":{"matchLabels":{"app":"a"}},"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"omnios"}]}}}}`, "spec.template.spec.containers[0].command"},
+		{"an image not in the catalog", `{"metadata":{"name":"a"},"spec":{"selector":{"matchLabels":{"app":"a"}},"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"nope","command":["x"]}]}}}}`, "spec.template.spec.containers[0].image"},
+		{"deadline not above minReadySeconds", `{"metadata":{"name":"a"},"spec":{"minReadySeconds":30,"progressDeadlineSeconds":30,"selector":{"matchLabels":{"app":"a"}},"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"omnios","command":["x"]}]}}}}`, "spec.progressDeadlineSeconds"},
+		{"a name too long for its pods", `{"metadata":{"name":"` + strings.Repeat("a", 47) + `"},"spec":{"selector":{"matchLabels":{"app":"a"}},"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"omnios","command":["x"]}]}}}}`, "metadata.name"},
+		{"an unknown strategy", `{"metadata":{"name":"a"},"spec":{"selector":{"matchLabels":{"app":"a"}},"strategy":{"type":"BlueGreen"},"template":{"metadata":{"labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"omnios","command":["x"]}]}}}}`, "spec.strategy.type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := c.json("POST", base, tc.body)
+			if r.code != http.StatusUnprocessableEntity || !slices.Contains(causeFields(r), tc.field) {
+				t.Fatalf("%d %s; want 422 naming %s", r.code, r.body, tc.field)
+			}
+		})
+	}
+	if r := c.json("POST", base, `{"apiVersion":"v1","kind":"Deployment","metadata":{"name":"a"}}`); r.code != http.StatusBadRequest {
+		t.Fatalf("wrong apiVersion: %d %s", r.code, r.body)
+	}
+}
+
+func TestDeploymentScaleSubresourceAndRolloutActions(t *testing.T) {
+	c := newAPI(t)
+	base := "/apis/apps/v1/namespaces/default/deployments"
+	if r := c.json("POST", base, fmt.Sprintf(deploymentJSON, "web")); r.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	var sc model.Scale
+	r := c.json("GET", base+"/web/scale", nil)
+	if r.code != http.StatusOK || json.Unmarshal(r.body, &sc) != nil || sc.Spec.Replicas != 4 || sc.Status.Selector != "app=web" || sc.Kind != "Scale" {
+		t.Fatalf("get scale: %d %s", r.code, r.body)
+	}
+	r = c.json("PUT", base+"/web/scale", `{"spec":{"replicas":7}}`)
+	if r.code != http.StatusOK || json.Unmarshal(r.body, &sc) != nil || sc.Spec.Replicas != 7 {
+		t.Fatalf("put scale: %d %s", r.code, r.body)
+	}
+	d := decodeDeployment(t, c.json("GET", base+"/web", nil))
+	if *d.Spec.Replicas != 7 || d.Metadata.Generation != 2 {
+		t.Fatalf("after scale: replicas %d generation %d", *d.Spec.Replicas, d.Metadata.Generation)
+	}
+	if r := c.json("PUT", base+"/web/scale", `{"spec":{"replicas":-3}}`); r.code != http.StatusUnprocessableEntity || !slices.Contains(causeFields(r), "spec.replicas") {
+		t.Fatalf("negative scale: %d %s", r.code, r.body)
+	}
+	if r := c.json("PUT", base+"/web/scale", `{"metadata":{"resourceVersion":"1"},"spec":{"replicas":3}}`); r.code != http.StatusConflict {
+		t.Fatalf("stale scale: %d %s", r.code, r.body)
+	}
+
+	// Restart puts a restartedAt annotation in the template.
+	r = c.json("POST", base+"/web/restart", nil)
+	if r.code != http.StatusOK || decodeDeployment(t, r).Spec.Template.Metadata.Annotations[model.AnnotationRestartedAt] == "" {
+		t.Fatalf("restart: %d %s", r.code, r.body)
+	}
+	// Paused: no restart, no rollback; resumed: both are allowed again.
+	if r := c.json("POST", base+"/web/pause", nil); r.code != http.StatusOK || !decodeDeployment(t, r).Spec.Paused {
+		t.Fatalf("pause: %d %s", r.code, r.body)
+	}
+	if r := c.json("POST", base+"/web/rollback", nil); r.code != http.StatusConflict {
+		t.Fatalf("rollback while paused: %d %s", r.code, r.body)
+	}
+	if r := c.json("POST", base+"/web/resume", nil); r.code != http.StatusOK || decodeDeployment(t, r).Spec.Paused {
+		t.Fatalf("resume: %d %s", r.code, r.body)
+	}
+	// No revision is kept yet (no workflow ran here): the rollback says so.
+	if r := c.json("POST", base+"/web/rollback", `{"revision":3}`); r.code != http.StatusUnprocessableEntity || !slices.Contains(causeFields(r), "revision") {
+		t.Fatalf("rollback to a revision not kept: %d %s", r.code, r.body)
+	}
+	if r := c.json("GET", base+"/nope/scale", nil); r.code != http.StatusNotFound {
+		t.Fatalf("scale of a missing deployment: %d %s", r.code, r.body)
+	}
+}

@@ -1,0 +1,98 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+func (s *Server) listJobs(c *gin.Context) { listOrWatch(s, c, s.store.Jobs(), c.Param("ns")) }
+func (s *Server) getJob(c *gin.Context) {
+	getOne(s, c, s.store.Jobs(), c.Param("ns"), c.Param("name"))
+}
+
+// createJob stores a job; its workflow (started by the workload feed)
+// runs its pods. The template's images resolve as a pod's do.
+func (s *Server) createJob(c *gin.Context) {
+	ns := c.Param("ns")
+	var j model.Job
+	if err := decode(c, &j); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := checkGroupTypeMeta(&j.TypeMeta, model.KindJob, model.APIVersionBatch); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if j.Metadata.Namespace != "" && j.Metadata.Namespace != ns {
+		s.fail(c, badRequestf("the namespace of the object (%q) does not match the namespace of the request (%q)", j.Metadata.Namespace, ns))
+		return
+	}
+	j.Metadata.Namespace = ns
+	systemMeta(&j.Metadata)
+	j.Status = model.JobStatus{}
+	model.DefaultJob(&j)
+	ctx := c.Request.Context()
+	t := &j.Spec.Template
+	for i := range t.Spec.Containers {
+		if ct := &t.Spec.Containers[i]; ct.Image == "" && s.imageMap.Resolve("") != "" {
+			ct.Image = s.imageMap.Resolve("")
+			t.Metadata.Annotations = withAnnotation(t.Metadata.Annotations, model.AnnotationRequestedImagePrefix+ct.Name, "")
+		}
+	}
+	errs := model.ValidateJob(&j)
+	if len(errs) == 0 {
+		p := &model.Pod{Metadata: model.ObjectMeta{Name: j.Metadata.Name, Namespace: ns, Labels: t.Metadata.Labels, Annotations: t.Metadata.Annotations}, Spec: t.Spec}
+		more, err := s.resolvePodImages(ctx, p)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		for i := range more {
+			more[i].Field = "spec.template." + more[i].Field
+		}
+		errs = more
+		t.Spec, t.Metadata.Annotations = p.Spec, p.Metadata.Annotations
+	}
+	if len(errs) > 0 {
+		s.fail(c, invalid(model.KindJob, j.Metadata.Name, errs))
+		return
+	}
+	if err := s.store.CreateJob(ctx, &j); err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusCreated, &j)
+}
+
+// deleteJob starts a cascading deletion: the job's workflow deletes its
+// pods gracefully, then the job.
+func (s *Server) deleteJob(c *gin.Context) {
+	ns, name, rv := c.Param("ns"), c.Param("name"), c.Query("resourceVersion")
+	var stale error
+	j, err := s.store.Jobs().Modify(c.Request.Context(), ns, name, func(j *model.Job) bool {
+		if rv != "" && rv != j.Metadata.ResourceVersion {
+			stale = fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", store.ErrConflict, rv, j.Metadata.ResourceVersion)
+			return false
+		}
+		if j.Metadata.DeletionTimestamp != nil {
+			return false
+		}
+		now := time.Now().UTC()
+		j.Metadata.DeletionTimestamp = &now
+		return true
+	})
+	if err == nil {
+		err = stale
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, j)
+}

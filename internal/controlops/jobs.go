@@ -1,0 +1,237 @@
+package controlops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/batch"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/progress"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// JobRef names a job; its workflow is keyed by it.
+type JobRef struct {
+	Namespace string
+	Name      string
+}
+
+// JobSyncResult is what a job's workflow needs to know after one sync.
+type JobSyncResult struct {
+	// Gone: the job and its pods are gone; the workflow ends.
+	Gone bool `json:",omitempty"`
+	// WakeAfter: sync again this long from now even if nothing changes
+	// (the active deadline, the TTL after finishing); zero: on a change.
+	WakeAfter time.Duration `json:",omitempty"`
+}
+
+// EventSourceJob signs the events a job's sync records.
+const EventSourceJob = "job-controller"
+
+// SyncJob brings a job one step further: it counts the job's pods,
+// starts as many as parallelism allows and completions still need, ends
+// the job (Complete, or Failed past its backoff limit or its active
+// deadline, stopping what runs), and once its TTL after finishing has
+// passed deletes its pods and then the job. Level-triggered, like
+// SyncDeployment.
+func (a *Control) SyncJob(ctx context.Context, ref JobRef) (JobSyncResult, error) {
+	j, err := a.Store.Jobs().Get(ctx, ref.Namespace, ref.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		left, err := a.deleteJobPods(ctx, ref, "", nil)
+		return JobSyncResult{Gone: err == nil && left == 0}, err
+	}
+	if err != nil {
+		return JobSyncResult{}, err
+	}
+	now := time.Now().UTC()
+	if j.Metadata.DeletionTimestamp != nil {
+		return a.finishJobDeletion(ctx, j)
+	}
+	pods, err := ownedPodsOf(ctx, a.Store, model.KindJob, ref.Namespace, ref.Name, j.Metadata.UID)
+	if err != nil {
+		return JobSyncResult{}, err
+	}
+	st := j.Status
+	if done := st.Finished(); done != nil {
+		// Finished: nothing runs; the TTL removes it all.
+		if _, err := a.deleteJobPods(ctx, ref, j.Metadata.UID, func(p *model.Pod) bool { return !podFinished(p) }); err != nil {
+			return JobSyncResult{}, err
+		}
+		ttl := j.Spec.TTLSecondsAfterFinished
+		if ttl == nil || st.CompletionTime == nil {
+			return JobSyncResult{}, nil
+		}
+		due := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)
+		if now.Before(due) {
+			return JobSyncResult{WakeAfter: max(due.Sub(now), time.Second)}, nil
+		}
+		if _, err := a.Store.Jobs().Modify(ctx, ref.Namespace, ref.Name, func(j *model.Job) bool {
+			if j.Metadata.DeletionTimestamp != nil {
+				return false
+			}
+			j.Metadata.DeletionTimestamp = &now
+			return true
+		}); err != nil {
+			return JobSyncResult{}, err
+		}
+		return JobSyncResult{WakeAfter: time.Second}, nil
+	}
+	if st.StartTime == nil {
+		st.StartTime = &now
+	}
+	spec := batch.Spec{Parallelism: *j.Spec.Parallelism, Completions: *j.Spec.Completions, BackoffLimit: *j.Spec.BackoffLimit, Start: *st.StartTime}
+	if d := j.Spec.ActiveDeadlineSeconds; d != nil {
+		spec.ActiveDeadline = time.Duration(*d) * time.Second
+	}
+	plan := batch.Compute(spec, batchPods(pods), now)
+	for _, name := range plan.Stop {
+		if err := DeletePodGracefully(ctx, a.Store, a.Lifecycles, ref.Namespace, name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return JobSyncResult{}, err
+		}
+		progress.Report(ctx, "stopped "+name)
+	}
+	for i := int32(0); i < plan.Create; i++ {
+		if err := a.createJobPod(ctx, j); err != nil {
+			return JobSyncResult{}, err
+		}
+		progress.Report(ctx, fmt.Sprintf("created %d of %d", i+1, plan.Create))
+	}
+	st.Active, st.Succeeded, st.Failed = plan.Active+plan.Create, plan.Succeeded, plan.Failed
+	if o := plan.Outcome; o.Type != "" {
+		st.Active = 0
+		st.CompletionTime = &now
+		st.Conditions = append(st.Conditions, model.JobCondition{Type: o.Type, Status: model.ConditionTrue, Reason: o.Reason, Message: o.Message, LastProbeTime: &now, LastTransitionTime: &now})
+		typ, reason, msg := "Normal", "Completed", "Job completed"
+		if o.Type == model.JobFailed {
+			typ, reason, msg = "Warning", o.Reason, o.Message
+		}
+		_ = a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindJob, Namespace: ref.Namespace, Name: ref.Name, UID: j.Metadata.UID}, typ, reason, msg, EventSourceJob)
+	}
+	res := JobSyncResult{}
+	if !plan.WakeAt.IsZero() {
+		res.WakeAfter = max(plan.WakeAt.Sub(now), time.Second)
+	}
+	if plan.Outcome.Type != "" {
+		res.WakeAfter = time.Second // stop what runs, start the TTL
+	}
+	if statusSame(j.Status, st) {
+		return res, nil
+	}
+	j.Status = st
+	return res, a.Store.Jobs().Update(ctx, j)
+}
+
+func statusSame(a, b model.JobStatus) bool {
+	return a.Active == b.Active && a.Succeeded == b.Succeeded && a.Failed == b.Failed &&
+		len(a.Conditions) == len(b.Conditions) && (a.StartTime == nil) == (b.StartTime == nil)
+}
+
+func podFinished(p *model.Pod) bool {
+	return p.Status.Phase == model.PodSucceeded || p.Status.Phase == model.PodFailed
+}
+
+func batchPods(pods []model.Pod) []batch.Pod {
+	out := make([]batch.Pod, 0, len(pods))
+	for _, p := range pods {
+		bp := batch.Pod{Name: p.Metadata.Name, Succeeded: p.Status.Phase == model.PodSucceeded, Failed: p.Status.Phase == model.PodFailed,
+			Terminating: p.Metadata.DeletionTimestamp != nil}
+		if p.Spec.RestartPolicy == model.RestartOnFailure {
+			for _, c := range p.Status.ContainerStatuses {
+				bp.Restarts += c.RestartCount
+			}
+		}
+		out = append(out, bp)
+	}
+	return out
+}
+
+// ownedPodsOf lists the pods whose controller is the named object of kind
+// (by uid too, unless uid is empty).
+func ownedPodsOf(ctx context.Context, st *store.Store, kind, ns, name, uid string) ([]model.Pod, error) {
+	all, err := st.Pods().ListAll(ctx, store.ListOptions{Namespace: ns})
+	if err != nil {
+		return nil, err
+	}
+	var out []model.Pod
+	for _, p := range all {
+		o := model.ControllerOf(&p.Metadata)
+		if o == nil || o.Kind != kind || o.Name != name || (uid != "" && o.UID != uid) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// createJobPod makes one pod of the job and starts its lifecycle.
+func (a *Control) createJobPod(ctx context.Context, j *model.Job) error {
+	yes := true
+	for attempt := 0; ; attempt++ {
+		labels := maps.Clone(j.Spec.Template.Metadata.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[model.LabelJobName] = j.Metadata.Name
+		p := &model.Pod{
+			Metadata: model.ObjectMeta{Name: j.Metadata.Name + "-" + podSuffix(), Namespace: j.Metadata.Namespace, Labels: labels,
+				Annotations: maps.Clone(j.Spec.Template.Metadata.Annotations),
+				OwnerReferences: []model.OwnerReference{{APIVersion: model.APIVersionBatch, Kind: model.KindJob, Name: j.Metadata.Name,
+					UID: j.Metadata.UID, Controller: &yes}}},
+			Spec:   j.Spec.Template.Spec,
+			Status: model.PodStatus{Phase: model.PodPending},
+		}
+		model.DefaultPod(p)
+		err := a.Store.CreatePod(ctx, p)
+		if errors.Is(err, store.ErrAlreadyExists) && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("create a pod of job %s: %w", j.Metadata.Name, err)
+		}
+		if a.Lifecycles == nil {
+			return nil
+		}
+		pref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+		if err := a.Lifecycles.Start(ctx, pref); err != nil {
+			_, _ = a.Store.Pods().Delete(context.WithoutCancel(ctx), pref.Namespace, pref.Name, p.Metadata.ResourceVersion)
+			return fmt.Errorf("start the lifecycle of pod %s: %w", pref, err)
+		}
+		return nil
+	}
+}
+
+// deleteJobPods starts the deletion of the job's pods that pick selects
+// (nil: all) and says how many pods of the job are left.
+func (a *Control) deleteJobPods(ctx context.Context, ref JobRef, uid string, pick func(*model.Pod) bool) (int, error) {
+	pods, err := ownedPodsOf(ctx, a.Store, model.KindJob, ref.Namespace, ref.Name, uid)
+	if err != nil {
+		return 0, err
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Metadata.DeletionTimestamp != nil || (pick != nil && !pick(p)) {
+			continue
+		}
+		if err := DeletePodGracefully(ctx, a.Store, a.Lifecycles, p.Metadata.Namespace, p.Metadata.Name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return len(pods), err
+		}
+	}
+	return len(pods), nil
+}
+
+// finishJobDeletion deletes a deleting job's pods, and once the last is
+// gone the job.
+func (a *Control) finishJobDeletion(ctx context.Context, j *model.Job) (JobSyncResult, error) {
+	ref := JobRef{Namespace: j.Metadata.Namespace, Name: j.Metadata.Name}
+	left, err := a.deleteJobPods(ctx, ref, j.Metadata.UID, nil)
+	if err != nil || left > 0 {
+		return JobSyncResult{}, err
+	}
+	if _, err := a.Store.Jobs().Delete(ctx, ref.Namespace, ref.Name, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return JobSyncResult{}, err
+	}
+	return JobSyncResult{Gone: true}, nil
+}
