@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -104,14 +105,25 @@ func (c *cluster) downtime(name string) (stop func() time.Duration) {
 // copied to another node while the pod runs, the pod is stopped, what
 // changed since follows, and the pod starts there with its data; the
 // old node's copy is then destroyed.
+//
+// ZW_MOVE_TEST_MIB sets the data's size (default 64) to measure larger
+// moves.
 func TestDrainMovesAClaimWithItsPod(t *testing.T) {
 	t.Parallel()
+	mib := 64
+	if v := os.Getenv("ZW_MOVE_TEST_MIB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 8192 {
+			t.Fatalf("ZW_MOVE_TEST_MIB=%q: want a size in MiB up to 8192", v)
+		}
+		mib = n
+	}
 	c := newCluster(t, 2)
 	if code, b := c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
-		`{"metadata":{"name":"db"},"spec":{"resources":{"requests":{"storage":"256Mi"}}}}`); code != http.StatusCreated {
+		fmt.Sprintf(`{"metadata":{"name":"db"},"spec":{"resources":{"requests":{"storage":"%dMi"}}}}`, max(256, 2*mib))); code != http.StatusCreated {
 		t.Fatalf("create claim: %d %s", code, b)
 	}
-	c.createPod(movePodBody(t, 64))
+	c.createPod(movePodBody(t, mib))
 	t.Cleanup(func() {
 		if t.Failed() {
 			pvc, _ := c.claim("db")
@@ -161,7 +173,7 @@ func TestDrainMovesAClaimWithItsPod(t *testing.T) {
 	}
 	toIdx := c.nodeIndex(to)
 	if got := fileSHA256(t, filepath.Join(dir(toIdx), "blob")); got != sum {
-		t.Fatalf("the 64 MiB blob on %s has sha256 %s, on %s it had %s", to, got, from, sum)
+		t.Fatalf("the %d MiB blob on %s has sha256 %s, on %s it had %s", mib, to, got, from, sum)
 	}
 	// What the pod wrote on the old node after the pre-copy's snapshot
 	// came with the final increment.
@@ -190,8 +202,8 @@ func TestDrainMovesAClaimWithItsPod(t *testing.T) {
 		return c.workflowStatus(workflows.ClaimWorkflowID("default", "db")) == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})
 	c.recordHistory(workflows.ClaimWorkflowID("default", "db"), "claim-moved.json")
-	t.Logf("64 MiB claim moved %s -> %s: pre-copy done after %s (%.1f MiB/s end to end), whole move %s, pod down %s",
-		from, to, precopied.Round(time.Millisecond), 64/precopied.Seconds(), total.Round(time.Millisecond), down.Round(time.Millisecond))
+	t.Logf("%d MiB claim moved %s -> %s: pre-copy done after %s (%.1f MiB/s end to end), whole move %s, pod down %s",
+		mib, from, to, precopied.Round(time.Millisecond), float64(mib)/precopied.Seconds(), total.Round(time.Millisecond), down.Round(time.Millisecond))
 }
 
 // The old node's agent dies while it sends the pre-copy: the send is
