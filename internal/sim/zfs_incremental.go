@@ -15,9 +15,12 @@ import (
 // writeDelta streams what changed from the snapshot tree from to the
 // tree to: removals first (so a path that changed type is removed, then
 // made again), then every directory, file and symlink that is new or
-// differs. Files are compared by content, as the simulation keeps no
-// block birth times.
-func (s *streamWriter) writeDelta(from, to string) error {
+// differs. The simulation keeps no block birth times: files are compared
+// by content, except that one of the same size and modification time,
+// older than settled (a second before the source snapshot was taken, so
+// no later write can share its coarse timestamp), is taken as unchanged
+// without reading it.
+func (s *streamWriter) writeDelta(from, to string, settled time.Time) error {
 	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) && p == from {
@@ -63,7 +66,7 @@ func (s *streamWriter) writeDelta(from, to string) error {
 			return err
 		}
 		old := filepath.Join(from, rel)
-		same, err := sameEntry(old, p, info)
+		same, err := sameEntry(old, p, info, settled)
 		if err != nil {
 			return err
 		}
@@ -94,9 +97,11 @@ func (s *streamWriter) writeDelta(from, to string) error {
 }
 
 // sameEntry reports whether old holds what cur (described by info) does:
-// the same type and, for files and symlinks, content. Modes are not
-// compared: the simulation's copies do not keep directories' modes.
-func sameEntry(old, cur string, info fs.FileInfo) (bool, error) {
+// the same type and, for files and symlinks, content (or, for files of
+// the same size and modification time older than settled, that time).
+// Modes are not compared: the simulation's copies do not keep
+// directories' modes.
+func sameEntry(old, cur string, info fs.FileInfo, settled time.Time) (bool, error) {
 	oi, err := os.Lstat(old)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -117,6 +122,9 @@ func sameEntry(old, cur string, info fs.FileInfo) (bool, error) {
 	case info.Mode().IsRegular():
 		if oi.Size() != info.Size() {
 			return false, nil
+		}
+		if mt := info.ModTime(); mt.Equal(oi.ModTime()) && mt.Before(settled) {
+			return true, nil
 		}
 		return sameContent(old, cur)
 	}
@@ -147,8 +155,9 @@ func sameContent(a, b string) (bool, error) {
 	}
 }
 
-// sameTree reports whether two trees hold the same entries.
-func sameTree(a, b string) (bool, error) {
+// sameTree reports whether two trees hold the same entries (see
+// sameEntry for settled).
+func sameTree(a, b string, settled time.Time) (bool, error) {
 	count := func(dir string) (int, error) {
 		n := 0
 		err := filepath.WalkDir(dir, func(_ string, _ fs.DirEntry, err error) error {
@@ -184,7 +193,7 @@ func sameTree(a, b string) (bool, error) {
 		if err != nil {
 			return err
 		}
-		ok, err := sameEntry(filepath.Join(a, rel), p, info)
+		ok, err := sameEntry(filepath.Join(a, rel), p, info, settled)
 		if err != nil || !ok {
 			same = false
 			return filepath.SkipAll
@@ -207,6 +216,7 @@ func receiveIncremental(inv *invocation, sr *streamReader, hdr streamHeader, sna
 	const errbuf = "cannot receive incremental stream"
 	fsName := parentName(snap)
 	var fromSnap string
+	var settled time.Time
 	check := func(st *State) string {
 		d := st.dataset(fsName)
 		if d == nil {
@@ -220,6 +230,7 @@ func receiveIncremental(inv *invocation, sr *streamReader, hdr streamHeader, sna
 			return fmt.Sprintf("most recent snapshot of %s does not\nmatch incremental source", fsName)
 		}
 		fromSnap = snaps[len(snaps)-1].Name
+		settled = time.Unix(snaps[len(snaps)-1].Creation-1, 0)
 		if d.Type != hdr.Type {
 			return "invalid stream (type of destination differs)"
 		}
@@ -240,7 +251,7 @@ func receiveIncremental(inv *invocation, sr *streamReader, hdr streamHeader, sna
 	}
 	hasFiles := strings.HasPrefix(mp, "/") && mp != "/"
 	if !f.force && hasFiles {
-		same, err := sameTree(inv.h.snapshotDir(fromSnap), inv.h.hostPath(mp))
+		same, err := sameTree(inv.h.snapshotDir(fromSnap), inv.h.hostPath(mp), settled)
 		if err != nil {
 			return inv.stateErr(err)
 		}
@@ -264,7 +275,7 @@ func receiveIncremental(inv *invocation, sr *streamReader, hdr streamHeader, sna
 	}
 	defer os.RemoveAll(stage)
 	tree := filepath.Join(stage, "tree")
-	if err := copyTree(inv.h.snapshotDir(fromSnap), tree); err != nil {
+	if err := linkTree(inv.h.snapshotDir(fromSnap), tree); err != nil {
 		return inv.stateErr(err)
 	}
 	if err := sr.body(tree, ""); err != nil {
@@ -294,7 +305,7 @@ func receiveIncremental(inv *invocation, sr *streamReader, hdr streamHeader, sna
 		s.Refer, s.Creation, s.GUID = max(hdr.Refer, baseRefer), hdr.Creation, hdr.GUID
 		d.Refer = s.Refer
 		st.Datasets = append(st.Datasets, s)
-		if err := commitIncremental(inv.h, st, d, snap, tree); err != nil {
+		if err := commitIncremental(inv.h, st, d, snap, tree, settled); err != nil {
 			inv.errf("%s: %s", errbuf, strerror(err))
 			code = 1
 			return false
@@ -312,9 +323,10 @@ func receiveIncremental(inv *invocation, sr *streamReader, hdr streamHeader, sna
 }
 
 // commitIncremental makes the staged tree the new snapshot's frozen copy
-// and the filesystem's files (rolled back and brought forward at once).
+// and the filesystem's files (rolled back and brought forward at once):
+// the files that differ are copied, those the snapshot lacks removed.
 // The mountpoint directory itself stays: a zone's lofs mount may name it.
-func commitIncremental(h *host, st *State, d *Dataset, snap, tree string) error {
+func commitIncremental(h *host, st *State, d *Dataset, snap, tree string, settled time.Time) error {
 	os.RemoveAll(h.snapshotDir(snap))
 	if err := os.MkdirAll(filepath.Dir(h.snapshotDir(snap)), 0o755); err != nil {
 		return err
@@ -326,15 +338,100 @@ func commitIncremental(h *host, st *State, d *Dataset, snap, tree string) error 
 	if !strings.HasPrefix(mp, "/") || mp == "/" {
 		return nil
 	}
-	dir := h.hostPath(mp)
-	entries, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	return syncTree(h.snapshotDir(snap), h.hostPath(mp), settled)
+}
+
+// syncTree makes dst hold what src does, copying only what differs.
+func syncTree(src, dst string, settled time.Time) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+	// Remove what src lacks, or holds as another type.
+	err := filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
 			return err
 		}
+		rel, _ := filepath.Rel(dst, p)
+		if rel == "." {
+			return nil
+		}
+		si, err := os.Lstat(filepath.Join(src, rel))
+		if err == nil && si.Mode().Type() == d.Type() {
+			return nil
+		}
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	return copyTree(h.snapshotDir(snap), dir)
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if rel == "." {
+			return nil
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if same, err := sameEntry(target, p, info, settled); err != nil || same {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case d.Type()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			os.Remove(target)
+			return os.Symlink(l, target)
+		case d.Type().IsRegular():
+			os.Remove(target) // never write into a file a snapshot may share
+			return copyFile(p, target)
+		}
+		return nil
+	})
+}
+
+// linkTree makes dst a tree of hard links to src's files (directories
+// and symlinks made anew), falling back to copies across filesystems. A
+// stream applied to it replaces files rather than writing into them.
+func linkTree(src, dst string) error {
+	if _, err := os.Stat(src); err != nil {
+		return os.MkdirAll(dst, 0o755)
+	}
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case d.Type()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, target)
+		case d.Type().IsRegular():
+			if os.Link(p, target) == nil {
+				return nil
+			}
+			return copyFile(p, target)
+		}
+		return nil
+	})
 }

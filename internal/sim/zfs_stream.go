@@ -336,7 +336,9 @@ func (s *streamReader) entry(kind byte, dir string) error {
 		return os.Symlink(string(b), target)
 	}
 	os.MkdirAll(filepath.Dir(target), 0o755)
-	if fi, err := os.Lstat(target); err == nil && !fi.Mode().IsRegular() {
+	// Replace, never write into, a file already there: an incremental
+	// stream's staging tree shares its files with the source snapshot.
+	if _, err := os.Lstat(target); err == nil {
 		os.RemoveAll(target)
 	}
 	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, mode|0o600)
@@ -417,6 +419,7 @@ func zfsSend(inv *invocation, args []string) int {
 	}
 	var hdr streamHeader
 	found, fromFound, earlier := false, true, true
+	var settled time.Time
 	err := inv.h.view(func(st *State) {
 		s := st.dataset(name)
 		src := st.dataset(parentName(name))
@@ -431,6 +434,7 @@ func zfsSend(inv *invocation, args []string) int {
 				return
 			}
 			earlier = slices.Index(st.Datasets, f) < slices.Index(st.Datasets, s)
+			settled = time.Unix(f.Creation-1, 0)
 			hdr.FromName, hdr.FromGUID = from, f.GUID
 		}
 		hdr = streamHeader{ToName: name, Type: src.Type, Creation: s.Creation, GUID: s.GUID, Refer: s.Refer,
@@ -486,7 +490,7 @@ func zfsSend(inv *invocation, args []string) int {
 			err = nil
 		}
 	} else if err == nil && from != "" {
-		err = w.writeDelta(inv.h.snapshotDir(from), inv.h.snapshotDir(name))
+		err = w.writeDelta(inv.h.snapshotDir(from), inv.h.snapshotDir(name), settled)
 	} else if err == nil {
 		err = w.writeTree(inv.h.snapshotDir(name))
 	}

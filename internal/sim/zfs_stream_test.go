@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // writeTarball writes a gzipped tarball of files (path -> content).
@@ -321,10 +322,16 @@ func TestZfsIncrementalSendReceive(t *testing.T) {
 	expect(t, h.run("zfs", "list", "-H", "-o", "name", "-t", "snapshot", "-r", "tank/dst/copy"), 0,
 		"tank/dst/copy@v1\ntank/dst/copy@v2\n", "")
 
-	// Only what changed travels: an unchanged large file is not sent again.
+	// Only what changed travels: an unchanged large file is not sent
+	// again, whether it is recent (compared by content) or settled
+	// (older than its snapshot: its modification time says it).
 	os.WriteFile(h.fsPath("/tank/src/big"), big, 0o644)
+	os.WriteFile(h.fsPath("/tank/src/recent"), big, 0o644)
+	past := time.Now().Add(-time.Hour)
+	os.Chtimes(h.fsPath("/tank/src/big"), past, past)
 	h.must("zfs", "snapshot", "tank/src@v3")
 	os.WriteFile(h.fsPath("/tank/src/small"), []byte("x"), 0o644)
+	os.WriteFile(h.fsPath("/tank/src/var/db/rows"), []byte("2\n"), 0o644) // same size, new content
 	h.must("zfs", "snapshot", "tank/src@v4")
 	inc34, _, _ := h.runBytes(nil, "zfs", "send", "-i", "@v3", "tank/src@v4")
 	if len(inc34) > 4096 {
@@ -382,6 +389,22 @@ func TestZfsIncrementalSendReceive(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(h.fsPath("/tank/dst/copy/small")); string(b) != "x" {
 		t.Errorf("small: %q", b)
+	}
+	if b, _ := os.ReadFile(h.fsPath("/tank/dst/copy/var/db/rows")); string(b) != "2\n" {
+		t.Errorf("rows changed in place: %q", b)
+	}
+	for _, name := range []string{"big", "recent"} {
+		if b, _ := os.ReadFile(h.fsPath("/tank/dst/copy/" + name)); !bytes.Equal(b, big) {
+			t.Errorf("%s: %d bytes", name, len(b))
+		}
+	}
+	// The received snapshots are intact: each still holds its own files.
+	if b, _ := os.ReadFile(h.fsPath("/tank/dst/copy/var/db/rows")); string(b) != "2\n" {
+		t.Errorf("rows: %q", b)
+	}
+	h.must("zfs", "clone", "tank/dst/copy@v3", "tank/dst/v3")
+	if b, _ := os.ReadFile(h.fsPath("/tank/dst/v3/var/db/rows")); string(b) != "1\n" {
+		t.Errorf("rows in a clone of @v3 after @v4 was received: %q", b)
 	}
 	if m, _ := filepath.Glob(filepath.Join(h.root, ".recv-*")); len(m) > 0 {
 		t.Errorf("staging left behind: %v", m)
