@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -155,7 +156,9 @@ func (s *Server) setSchedulable(c *gin.Context, schedulable bool) {
 // drainNode cordons the node and tells every pod on it to leave: each
 // stops gracefully (its grace period honoured); those with restartPolicy
 // Always are scheduled on another node, the others end Failed/Evicted.
-// It answers once the pods are told, not when they are gone.
+// The claims its pods use move with them (controlops.StartClaimMoves):
+// their pods are told to leave by the claims' workflows once the data is
+// pre-copied. It answers once the pods are told, not when they are gone.
 func (s *Server) drainNode(c *gin.Context) {
 	ctx := c.Request.Context()
 	n, err := s.editNode(ctx, c.Param("name"), func(n *model.Node) bool {
@@ -169,13 +172,32 @@ func (s *Server) drainNode(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	evicted, err := controlops.EvictPods(ctx, s.store, s.lifecycles(), controlops.EvictInput{Node: n.Metadata.Name})
+	// Claims used there move with their pods: those pods stay until the
+	// claims' workflows have copied the data, and leave at their word.
+	var moving []string
+	if s.transfers != nil && s.volumes != nil && s.pods != nil {
+		if moving, err = controlops.StartClaimMoves(ctx, s.store, n.Metadata.Name); err != nil {
+			s.fail(c, err)
+			return
+		}
+		for _, key := range moving {
+			ns, name, _ := strings.Cut(key, "/")
+			if err := s.volumes.SyncClaim(ctx, ns, name); err != nil {
+				s.fail(c, lifecycleError(err))
+				return
+			}
+		}
+	}
+	evicted, err := controlops.EvictPods(ctx, s.store, s.lifecycles(), controlops.EvictInput{Node: n.Metadata.Name, KeepClaims: moving})
 	if err != nil {
 		s.fail(c, dependencyError(err))
 		return
 	}
-	s.nodeEvent(ctx, n.Node, model.EventNormal, "NodeDrain",
-		fmt.Sprintf("Node %s cordoned and drained: %d pod(s) told to leave", n.Metadata.Name, evicted))
+	msg := fmt.Sprintf("Node %s cordoned and drained: %d pod(s) told to leave", n.Metadata.Name, evicted)
+	if len(moving) > 0 {
+		msg += fmt.Sprintf("; %d claim(s) move to other nodes first, then their pods follow", len(moving))
+	}
+	s.nodeEvent(ctx, n.Node, model.EventNormal, "NodeDrain", msg)
 	respond(c, http.StatusOK, n.Node)
 }
 

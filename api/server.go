@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,9 @@ type Config struct {
 	ImageMap *imagemap.Map
 	// Artefacts serves image artefacts to nodes; nil: no download endpoint.
 	Artefacts ArtefactServer
+	// Transfers relays claims' streams between nodes when a claim moves
+	// with its pods; nil: no transfer endpoint (and drains move no claims).
+	Transfers TransferServer
 	// Nodes starts and wakes nodes' health workflows; nil leaves them to
 	// the control plane's node watch and reconciler.
 	Nodes *workflows.NodeClient
@@ -72,6 +76,7 @@ type Server struct {
 	images    *workflows.ImageClient
 	imageMap  *imagemap.Map
 	artefacts ArtefactServer
+	transfers TransferServer
 	nodes     *workflows.NodeClient
 	volumes   *workflows.VolumeClient
 	ready     []ReadyCheck
@@ -98,7 +103,7 @@ func New(cfg Config) *Server {
 		cfg.ServiceNetWait = MaxServiceNetWait
 	}
 	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
-		artefacts: cfg.Artefacts, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
+		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait}
 }
 
@@ -150,6 +155,9 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/images/:name", s.getImage)
 	v1.DELETE("/images/:name", s.deleteImage)
 	v1.GET("/images/:name/artefact", s.imageArtefact)
+
+	v1.PUT("/volumetransfers/:id", s.uploadTransfer)
+	v1.GET("/volumetransfers/:id", s.downloadTransfer)
 
 	v1.GET("/services", s.listServices)
 	v1.GET("/namespaces/:ns/services", s.listServices)
@@ -248,7 +256,9 @@ func (s *Server) logRequests(c *gin.Context) {
 }
 
 func limitBody(c *gin.Context) {
-	if c.Request.Body != nil {
+	// A volume transfer's body is a whole dataset's stream, written to
+	// disk as it arrives.
+	if c.Request.Body != nil && !strings.HasPrefix(c.Request.URL.Path, transfersPath) {
 		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
 	}
 	c.Next()

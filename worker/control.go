@@ -26,8 +26,9 @@ import (
 // NewControl builds the control-plane worker with every control-plane
 // workflow and activity registered; nodes starts nodes' health workflows,
 // podTuning goes into the pod lifecycles it starts (nil: the defaults),
-// serviceNet is the service network terminating pods wait to leave.
-func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder, capacity scheduler.Capacity) worker.Worker {
+// serviceNet is the service network terminating pods wait to leave,
+// moves how claims move with their pods.
+func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder, capacity scheduler.Capacity, moves Moves) worker.Worker {
 	pods := workflows.PodClient{Temporal: c, Tuning: podTuning}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{
 		// Autoscaling pollers keep polling the normal queue while running
@@ -51,8 +52,16 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	ctl.ServiceNet = serviceNet
 	ctl.Scheduler.Capacity = capacity
 	ctl.Volumes = workflows.VolumeClient{Temporal: c}
+	ctl.Transfers, ctl.AdvertiseURL = moves.Relay, moves.AdvertiseURL
 	w.RegisterActivity(&controlacts.Control{Ops: ctl})
 	return w
+}
+
+// Moves is how claims move with their pods: streams relayed by Relay
+// (nil: claims do not move) at AdvertiseURL, the API as nodes reach it.
+type Moves struct {
+	Relay        controlops.TransferRelay
+	AdvertiseURL string
 }
 
 // RegisterImages adds the image workflows and their control-plane

@@ -42,8 +42,9 @@ type ClaimInput struct {
 
 // ClaimSync does the node's part of a claim's changes, then ends: a claim
 // being deleted waits until no pod uses it, then its node destroys the
-// dataset (or keeps it, under Retain) and the claim's row goes; a bound
-// claim that grew gets the new quota on its node. Each wake (signal
+// dataset (or keeps it, under Retain) and the claim's row goes; a claim
+// whose node is drained moves to another with its pods (moveClaim); a
+// bound claim that grew gets the new quota on its node. Each wake (signal
 // "sync") makes it look again; nothing runs while nothing changes.
 func ClaimSync(ctx workflow.Context, in ClaimInput) error {
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
@@ -71,7 +72,17 @@ func ClaimSync(ctx workflow.Context, in ClaimInput) error {
 					return err
 				}
 			}
+			if st.Move != nil {
+				if err := endMove(ctx, in, st); err != nil {
+					return err
+				}
+			}
 			return workflow.ExecuteActivity(ctx, ctl.RemoveClaim, target).Get(ctx, nil)
+		case st.Move != nil:
+			if err := moveClaim(ctx, wake, in, st); err != nil {
+				return err
+			}
+			continue
 		case st.Node != "" && st.Volume.Bytes != st.CapacityBytes:
 			hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 2*time.Minute))
 			if err := workflow.ExecuteActivity(hctx, host.ResizeClaimVolume, st.Volume).Get(ctx, nil); err != nil {

@@ -167,6 +167,32 @@ func (a *Control) RemoveClaim(ctx context.Context, in controlops.ClaimTarget) er
 	return a.Ops.RemoveClaim(ctx, in.Claim, in.UID)
 }
 
+// PlanClaimMove picks the node a claim whose node is drained moves to.
+func (a *Control) PlanClaimMove(ctx context.Context, in controlops.ClaimTarget) (controlops.ClaimMovePlan, error) {
+	return a.Ops.PlanClaimMove(ctx, in)
+}
+
+// ClaimTransfer mints the relay tickets of one stream of a claim's move.
+func (a *Control) ClaimTransfer(ctx context.Context, in controlops.ClaimTransferInput) (controlops.ClaimTransferTickets, error) {
+	return a.Ops.ClaimTransfer(ctx, in)
+}
+
+// MoveClaimPods tells a moving claim's pods to leave its old node, once
+// the pre-copy is done.
+func (a *Control) MoveClaimPods(ctx context.Context, in controlops.ClaimMoveInput) (int, error) {
+	return a.Ops.MoveClaimPods(ctx, in)
+}
+
+// SwitchClaimNode makes a moved claim's destination its node.
+func (a *Control) SwitchClaimNode(ctx context.Context, in controlops.ClaimMoveInput) error {
+	return a.Ops.SwitchClaimNode(ctx, in)
+}
+
+// EndClaimMove removes a finished move's streams and mark.
+func (a *Control) EndClaimMove(ctx context.Context, in controlops.ClaimMoveInput) error {
+	return a.Ops.EndClaimMove(ctx, in)
+}
+
 // LoadSnapshot reads the snapshot, where its claim's data is, and the
 // claims cloned from it.
 func (a *Control) LoadSnapshot(ctx context.Context, ref controlops.SnapshotRef) (controlops.SnapshotState, error) {

@@ -260,3 +260,17 @@ func (a *Activities) SnapshotClaimVolume(ctx context.Context, s hostops.ClaimSna
 func (a *Activities) DestroyClaimSnapshot(ctx context.Context, s hostops.ClaimSnapshot) error {
 	return fail(ctx, a.Ops.DestroyClaimSnapshot(heartbeats(ctx), s))
 }
+
+// SendClaimVolume streams a snapshot of a moving claim's dataset to the
+// control plane's relay, heartbeating the bytes sent.
+func (a *Activities) SendClaimVolume(ctx context.Context, in hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
+	res, err := a.Ops.SendClaimVolume(heartbeats(ctx), in)
+	return res, fail(ctx, err)
+}
+
+// ReceiveClaimVolume receives a moving claim's stream from the relay
+// into its dataset on the destination, heartbeating the bytes received.
+func (a *Activities) ReceiveClaimVolume(ctx context.Context, in hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
+	res, err := a.Ops.ReceiveClaimVolume(heartbeats(ctx), in)
+	return res, fail(ctx, err)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/zonewright/zonewright/internal/hostops"
@@ -42,6 +43,13 @@ type ClaimState struct {
 	UsedBy []string
 	// NodeGone: Node was deleted; the claim's data went with it.
 	NodeGone bool `json:",omitempty"`
+	// Move is the claim's move to another node, if it moves.
+	Move *model.ClaimMove `json:",omitempty"`
+	// OnSource counts the unfinished pods using the claim still bound to
+	// the node it moves from.
+	OnSource int `json:",omitempty"`
+	// SourceGone: the node the claim moves from was deleted.
+	SourceGone bool `json:",omitempty"`
 }
 
 // LoadClaim reads the claim and the pods using it.
@@ -69,6 +77,22 @@ func (a *Control) LoadClaim(ctx context.Context, ref ClaimRef) (ClaimState, erro
 		st.UsedBy = append(st.UsedBy, "volumesnapshot/"+s.Metadata.Name)
 	}
 	st.Volume.FromSnapshot = claimOrigin(c)
+	if st.Move = c.Status.Move; st.Move != nil {
+		pods, err := PodsOnNode(ctx, a.Store, st.Move.From)
+		if err != nil {
+			return ClaimState{}, err
+		}
+		for _, p := range pods {
+			if p.Metadata.Namespace == ref.Namespace && slices.Contains(p.Spec.ClaimNames(), ref.Name) {
+				st.OnSource++
+			}
+		}
+		if _, err := a.Store.Nodes().Get(ctx, "", st.Move.From); errors.Is(err, store.ErrNotFound) {
+			st.SourceGone = true
+		} else if err != nil {
+			return ClaimState{}, err
+		}
+	}
 	if st.Node != "" {
 		_, err := a.Store.Nodes().Get(ctx, "", st.Node)
 		if errors.Is(err, store.ErrNotFound) {
@@ -114,8 +138,8 @@ func (a *Control) RemoveClaim(ctx context.Context, ref ClaimRef, uid string) err
 	return nil
 }
 
-// wakeClaims tells the workflows of the pod's claims being deleted that
-// a user of theirs is gone. A wake lost here is caught by the claim
+// wakeClaims tells the workflows of the pod's claims being deleted or
+// moved that a user of theirs is gone. A wake lost here is caught by the claim
 // workflow's own look every few minutes.
 func (a *Control) wakeClaims(ctx context.Context, p *model.Pod) {
 	if a.Volumes == nil {
@@ -123,7 +147,7 @@ func (a *Control) wakeClaims(ctx context.Context, p *model.Pod) {
 	}
 	for _, name := range p.Spec.ClaimNames() {
 		c, err := a.Store.Claims().Get(ctx, p.Metadata.Namespace, name)
-		if err != nil || c.Metadata.DeletionTimestamp == nil {
+		if err != nil || (c.Metadata.DeletionTimestamp == nil && c.Status.Move == nil) {
 			continue
 		}
 		if err := a.Volumes.SyncClaim(ctx, p.Metadata.Namespace, name); err != nil {

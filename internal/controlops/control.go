@@ -44,6 +44,11 @@ type Control struct {
 	// Volumes wakes the workflows of claims and snapshots being deleted
 	// when what held them back goes; nil leaves them to their own looks.
 	Volumes VolumeSyncer
+	// Transfers relays claims' streams between nodes when a claim moves
+	// with its pods, at AdvertiseURL (the API's base URL as nodes reach
+	// it); nil: claims do not move.
+	Transfers    TransferRelay
+	AdvertiseURL string
 }
 
 // NewControl wires a Control over one store.

@@ -177,6 +177,10 @@ type EvictInput struct {
 	Lost bool
 	// Message tells the pods why; empty: the node stopped heartbeating.
 	Message string
+	// KeepClaims (namespace/name) move with their pods: those pods stay
+	// until the claims' workflows have pre-copied the data elsewhere and
+	// tell them to leave.
+	KeepClaims []string `json:",omitempty"`
 }
 
 // EvictNodePods tells every unfinished pod bound to the node to leave it
@@ -195,6 +199,9 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInpu
 	}
 	n := 0
 	for _, p := range pods {
+		if keptForMove(&p, in.KeepClaims) {
+			continue
+		}
 		ref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 		sig := EvictSignal{Node: in.Node, Lost: in.Lost, Reason: ReasonEvicted, Message: in.Message}
 		if in.Lost {
@@ -352,8 +359,10 @@ func (a *Control) EnsureNodeWorkflows(ctx context.Context) (int, error) {
 // UnbindPod readies a pod that left its node for scheduling again: unbound,
 // Pending, its address and container statuses cleared. Same name, same UID.
 func (a *Control) UnbindPod(ctx context.Context, in UnbindInput) error {
+	var claims []string
 	found, err := a.modifyPod(ctx, in.Pod, func(p *model.Pod) {
 		now := time.Now().UTC()
+		claims = p.Spec.ClaimNames()
 		p.Spec.NodeName = ""
 		p.Status.Phase, p.Status.Reason, p.Status.Message = model.PodPending, "Rescheduling", in.Message
 		p.Status.PodIP, p.Status.HostIP, p.Status.ContainerStatuses, p.Status.StartTime = "", "", nil, nil
@@ -364,6 +373,7 @@ func (a *Control) UnbindPod(ctx context.Context, in UnbindInput) error {
 	if err != nil || !found {
 		return err
 	}
+	a.wakeMovingClaims(ctx, in.Pod.Namespace, claims)
 	ref := model.ObjectReference{Kind: model.KindPod, Namespace: in.Pod.Namespace, Name: in.Pod.Name, UID: in.Pod.UID}
 	return a.Store.RecordEvent(ctx, ref, model.EventWarning, "Rescheduling", in.Message, "zonewright-lifecycle")
 }

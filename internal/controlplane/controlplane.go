@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 	"github.com/zonewright/zonewright/internal/servicefeed"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/transfer"
 	"github.com/zonewright/zonewright/internal/workloadfeed"
 	"github.com/zonewright/zonewright/worker"
 	"github.com/zonewright/zonewright/workflows"
@@ -53,6 +55,9 @@ type Config struct {
 	// ImageDownloadSecret signs the tokens nodes download artefacts with;
 	// empty picks a random one (valid only for this process).
 	ImageDownloadSecret string
+	// TransferDir holds the streams of claims moving between nodes while
+	// they are relayed; empty: "volume-transfers" beside ImageStore.
+	TransferDir string
 	// AdvertiseURL is the API's base URL as nodes reach it; empty derives
 	// it from the listen address.
 	AdvertiseURL string
@@ -129,6 +134,7 @@ type ControlPlane struct {
 	nodes        workflows.NodeClient
 	podTuning    *workflows.Tuning
 	podReconcile time.Duration
+	moves        worker.Moves
 	addr         string
 	http         *http.Server
 	log          *slog.Logger
@@ -249,10 +255,17 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		advertise = advertiseURL(ln.Addr())
 	}
 	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), Client: &http.Client{}}
+	transferDir := cfg.TransferDir
+	if transferDir == "" {
+		transferDir = filepath.Join(filepath.Dir(filepath.Clean(cfg.ImageStore)), "volume-transfers")
+	}
+	// The image download secret signs transfer tokens too, under a domain
+	// of their own: one secret to share between replicas.
+	relay := &transfer.Relay{Dir: transferDir, Secret: []byte(secret)}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
 	srv := api.New(api.Config{Store: st, Logger: log, ServiceCIDR: serviceCIDR, ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
-		Images: images, ImageMap: imgMap, Artefacts: artefacts, Ready: []api.ReadyCheck{
+		Images: images, ImageMap: imgMap, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
 				_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
@@ -260,7 +273,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
+	cp := &ControlPlane{moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
 		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
@@ -310,7 +323,7 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 	for attempt := 0; ; attempt++ {
 		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.podReconcile)
 		if err == nil {
-			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning, cp.serviceNet, cp.capacity)
+			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning, cp.serviceNet, cp.capacity, cp.moves)
 			worker.RegisterImages(w, cp.imageOps)
 			if err = w.Start(); err == nil {
 				cp.workerMu.Lock()

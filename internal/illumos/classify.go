@@ -92,6 +92,11 @@ var rules = []rule{
 	{kind: KindInvalid, frag: "Input not from terminal"},
 	{kind: KindInvalid, frag: "invalid stream"},
 	{kind: KindAlreadyExists, frag: "must specify -F to overwrite it"},
+	// An incremental stream whose destination is not where it starts.
+	{kind: KindWrongState, frag: "since most recent snapshot"},
+	{kind: KindWrongState, frag: "match incremental source"},
+	{kind: KindInvalid, frag: "incremental source must be in same filesystem"},
+	{kind: KindInvalid, frag: "is not earlier than it"},
 
 	// Not found.
 	{kind: KindNotFound, frag: "No such zone configured"},
@@ -120,6 +125,7 @@ var rules = []rule{
 	{kind: KindAlreadyExists, frag: "Zone exists"},
 	{kind: KindAlreadyExists, frag: "already installed; create not allowed"},
 	{kind: KindAlreadyExists, frag: "Zone name already in use"},
+	{kind: KindAlreadyExists, frag: "cannot receive incremental stream: destination '"}, // its snapshot exists
 
 	// Wrong state.
 	{kind: KindWrongState, frag: "must be installed before"},

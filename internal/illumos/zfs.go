@@ -385,6 +385,23 @@ func (z ZFS) Send(ctx context.Context, snapshot string, w io.Writer) error {
 	return err
 }
 
+// SendIncremental writes the incremental stream from snapshot from (its
+// full name, or @SNAP) to snapshot to, of one dataset, to w: only what
+// changed in between. Receive applies it to a dataset whose most recent
+// snapshot is from; ErrWrongState when that is not so, or (without Force)
+// when the dataset changed since.
+func (z ZFS) SendIncremental(ctx context.Context, from, to string, w io.Writer) error {
+	const op = "zfs send"
+	if !ValidSnapshotName(to) {
+		return invalidf(op, to, "invalid snapshot name %q", to)
+	}
+	if full := strings.HasPrefix(from, "@"); (full && !ValidSnapshotName(strings.SplitN(to, "@", 2)[0]+from)) || (!full && !ValidSnapshotName(from)) {
+		return invalidf(op, to, "invalid incremental source %q", from)
+	}
+	_, err := run(ctx, z.Runner, op, to, Cmd{Path: zfsPath, Args: []string{"send", "-i", from, to}, Stdout: w})
+	return err
+}
+
 // DefaultZvolDir is where illumos puts volumes' raw devices.
 const DefaultZvolDir = "/dev/zvol/rdsk"
 

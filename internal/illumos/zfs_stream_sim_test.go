@@ -179,3 +179,34 @@ func TestZFSSendToAStuckOrFailingWriter(t *testing.T) {
 type failingWriter struct{}
 
 func (*failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestZFSSendIncremental(t *testing.T) {
+	ctx := ctxT(t)
+	n := newNode(t, "node1")
+	z := n.host.ZFS()
+	file := func(ds, name string) string { return filepath.Join(n.sim.Root, "fs", ds, name) }
+	must(t, "create the source", z.Create(ctx, "tank/src", nil))
+	os.WriteFile(file("tank/src", "a"), []byte("one"), 0o644)
+	must(t, "snapshot 1", z.Snapshot(ctx, "tank/src", "s1"))
+	var full bytes.Buffer
+	must(t, "send full", z.Send(ctx, "tank/src@s1", &full))
+	must(t, "receive full", z.Receive(ctx, "tank/dst", &full, illumos.ReceiveOptions{}))
+	os.WriteFile(file("tank/src", "a"), []byte("two"), 0o644)
+	os.WriteFile(file("tank/src", "b"), []byte("new"), 0o644)
+	must(t, "snapshot 2", z.Snapshot(ctx, "tank/src", "s2"))
+	var inc bytes.Buffer
+	must(t, "send incremental", z.SendIncremental(ctx, "@s1", "tank/src@s2", &inc))
+	stream := inc.Bytes()
+	must(t, "receive incremental", z.Receive(ctx, "tank/dst", bytes.NewReader(stream), illumos.ReceiveOptions{}))
+	for name, want := range map[string]string{"a": "two", "b": "new"} {
+		if b, _ := os.ReadFile(file("tank/dst", name)); string(b) != want {
+			t.Errorf("%s = %q, want %q", name, b, want)
+		}
+	}
+	wantKind(t, "receive it again", z.Receive(ctx, "tank/dst", bytes.NewReader(stream), illumos.ReceiveOptions{}), illumos.ErrAlreadyExists)
+	wantKind(t, "receive into a dataset without the source", z.Receive(ctx, "tank/src", bytes.NewReader(stream), illumos.ReceiveOptions{}), illumos.ErrAlreadyExists)
+	must(t, "create another", z.Create(ctx, "tank/other", nil))
+	wantKind(t, "receive into a dataset of other history", z.Receive(ctx, "tank/other", bytes.NewReader(stream), illumos.ReceiveOptions{}), illumos.ErrWrongState)
+	wantKind(t, "send from a later snapshot", z.SendIncremental(ctx, "tank/src@s2", "tank/src@s1", io.Discard), illumos.ErrInvalid)
+	wantKind(t, "send from a bad name", z.SendIncremental(ctx, "s1", "tank/src@s2", io.Discard), illumos.ErrInvalid)
+}

@@ -71,7 +71,47 @@ type PersistentVolumeClaimStatus struct {
 	// was cloned from (its dataSource, when it bound).
 	SourceSnapshotUID string `json:"sourceSnapshotUID,omitempty"`
 	SourceClaimUID    string `json:"sourceClaimUID,omitempty"`
+	// Move is the claim's data moving to another node with its pods, as
+	// its node is drained; nil when it stays where it is.
+	Move *ClaimMove `json:"move,omitempty"`
 }
+
+// Phases of a claim's move.
+const (
+	// MovePlanning: the claim's node is drained; a destination is sought
+	// while its pods keep running on it.
+	MovePlanning = "Planning"
+	// MoveCopying: a snapshot of the data is being copied to the
+	// destination while the pods still run (the pre-copy).
+	MoveCopying = "Copying"
+	// MoveSwitching: the pods were told to leave; once they are gone, what
+	// changed since the pre-copy follows and the claim is switched over.
+	MoveSwitching = "Switching"
+	// MoveCleaning: the claim is on the destination (status.nodeName);
+	// the source's copy and the move's snapshots are being removed.
+	MoveCleaning = "Cleaning"
+)
+
+// ClaimMove is a move of a claim's dataset from node From to node To.
+type ClaimMove struct {
+	Phase string `json:"phase"`
+	From  string `json:"from"`
+	To    string `json:"to,omitempty"`
+	// ID names the move's snapshots (move-<ID>-1, the pre-copy, and
+	// move-<ID>-2, the final increment) and transfers.
+	ID      string `json:"id,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Moving reports whether the claim's pods must wait for its move: its
+// data is not yet where it will be used.
+func (c *PersistentVolumeClaim) Moving() bool {
+	return c.Status.Move != nil && c.Status.Move.Phase != MoveCleaning
+}
+
+// MoveSnapshot is the name of step n (1: the pre-copy, 2: the final
+// increment) of move id.
+func MoveSnapshot(id string, n int) string { return fmt.Sprintf("move-%s-%d", id, n) }
 
 // Volume is one of a pod's volumes.
 type Volume struct {

@@ -208,6 +208,15 @@ func (s *Scheduler) claims(ctx context.Context, pod *model.Pod) (claims []*model
 		if c.Metadata.DeletionTimestamp != nil {
 			return nil, "", fmt.Sprintf("persistentvolumeclaim %q is being deleted", name), nil
 		}
+		if c.Moving() {
+			// Its data is on its way to another node: the pod starts there,
+			// once it has arrived.
+			to := "another node"
+			if c.Status.Move.To != "" {
+				to = "node " + c.Status.Move.To
+			}
+			return nil, "", fmt.Sprintf("persistentvolumeclaim %q is moving from node %s to %s with its pods", name, c.Status.Move.From, to), nil
+		}
 		if c.Status.Phase == model.ClaimLost {
 			// Its node may be back under the same name (registered again
 			// after a deletion): the data is there, the claim Bound again.
@@ -274,10 +283,16 @@ func (s *Scheduler) bindClaims(ctx context.Context, claims []*model.PersistentVo
 	return bound, nil
 }
 
-// claimBytes sums the sizes of the claims bound to each node.
+// claimBytes sums the sizes of the claims bound to each node, and of
+// those moving to it.
 func (s *Scheduler) claimBytes(ctx context.Context, conn *pgx.Conn) (map[string]int64, error) {
+	// A claim moving counts on its destination too: its room is taken
+	// there from the pre-copy on.
 	rows, err := conn.Query(ctx, `SELECT status ->> 'nodeName', spec -> 'resources' -> 'requests' ->> 'storage'
-		FROM persistentvolumeclaims WHERE coalesce(status ->> 'nodeName', '') <> ''`)
+		FROM persistentvolumeclaims WHERE coalesce(status ->> 'nodeName', '') <> ''
+		UNION ALL SELECT status -> 'move' ->> 'to', spec -> 'resources' -> 'requests' ->> 'storage'
+		FROM persistentvolumeclaims WHERE coalesce(status -> 'move' ->> 'to', '') <> ''
+			AND status -> 'move' ->> 'to' <> status ->> 'nodeName'`)
 	if err != nil {
 		return nil, err
 	}

@@ -691,5 +691,10 @@ func copyFile(src, dst string) error {
 		out.Close()
 		return err
 	}
-	return out.Close()
+	if err := out.Close(); err != nil {
+		return err
+	}
+	// A copy keeps its modification time, as a snapshot's files do: what
+	// compares trees (incremental streams) skips unchanged files by it.
+	return os.Chtimes(dst, fi.ModTime(), fi.ModTime())
 }

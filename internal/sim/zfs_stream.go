@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ import (
 //	records 'D' dir | 'F' file | 'L' symlink:
 //	            uint16 path length, path (relative, '/'-separated),
 //	            uint32 mode, uint64 length, that many bytes (content or link target)
+//	        'X' removed (incremental streams): as 'D', the path and mode 0, length 0
 //	        'V' volume data: uint64 offset, uint32 length, bytes
 //	        'E' end: 32 bytes, the sha256 of every byte before the 'E'
 //
@@ -43,6 +45,10 @@ type streamHeader struct {
 	VolBlockSize string            `json:"volblocksize,omitempty"`
 	Props        map[string]string `json:"props,omitempty"` // with -p: the source's local properties
 	Refer        uint64            `json:"refer"`
+	// An incremental stream (zfs send -i) names the snapshot it starts
+	// from; its records are what changed since, 'X' a removal.
+	FromName string `json:"fromname,omitempty"`
+	FromGUID uint64 `json:"fromguid,omitempty"`
 }
 
 // streamWriter writes records and hashes them.
@@ -274,7 +280,7 @@ func (s *streamReader) body(dir, vol string) error {
 			if _, err := volFile.WriteAt(b, off); err != nil {
 				return err
 			}
-		case 'D', 'F', 'L':
+		case 'D', 'F', 'L', 'X':
 			if err := s.entry(kind[0], dir); err != nil {
 				return err
 			}
@@ -307,7 +313,15 @@ func (s *streamReader) entry(kind byte, dir string) error {
 		return errStreamMalformed
 	}
 	switch kind {
+	case 'X':
+		if size != 0 {
+			return errStreamMalformed
+		}
+		return os.RemoveAll(target)
 	case 'D':
+		if fi, err := os.Lstat(target); err == nil && !fi.IsDir() {
+			os.Remove(target)
+		}
 		return os.MkdirAll(target, mode|0o700)
 	case 'L':
 		if size > 4096 {
@@ -318,9 +332,15 @@ func (s *streamReader) entry(kind byte, dir string) error {
 			return err
 		}
 		os.MkdirAll(filepath.Dir(target), 0o755)
+		os.RemoveAll(target) // an incremental stream replaces what was there
 		return os.Symlink(string(b), target)
 	}
 	os.MkdirAll(filepath.Dir(target), 0o755)
+	// Replace, never write into, a file already there: an incremental
+	// stream's staging tree shares its files with the source snapshot.
+	if _, err := os.Lstat(target); err == nil {
+		os.RemoveAll(target)
+	}
 	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, mode|0o600)
 	if err != nil {
 		return err
@@ -355,9 +375,9 @@ func safeJoin(dir, member string) (string, error) {
 	return filepath.Join(dir, rel), nil
 }
 
-// zfs send [-v] [-p] SNAP
+// zfs send [-v] [-p] [-i SNAP] SNAP
 func zfsSend(inv *invocation, args []string) int {
-	opts, rest, bad, ok := getopt(args, "vp")
+	opts, rest, bad, ok := getopt(args, "vpi:")
 	if !ok {
 		return badOption(inv, "send", bad)
 	}
@@ -365,24 +385,41 @@ func zfsSend(inv *invocation, args []string) int {
 		return zfsOperandErr(inv, "send", "snapshot", len(rest))
 	}
 	var verbose, withProps bool
+	var from string
 	for _, o := range opts {
 		switch o.c {
 		case 'v':
 			verbose = true
 		case 'p':
 			withProps = true
+		case 'i':
+			from = o.val
 		}
 	}
 	name := rest[0]
 	if !strings.Contains(name, "@") {
 		return zfsUsageErr(inv, "send", "argument must be a snapshot")
 	}
+	if from != "" {
+		// -i @snap names a snapshot of the same filesystem.
+		if strings.HasPrefix(from, "@") {
+			from = parentName(name) + from
+		}
+		if !strings.Contains(from, "@") {
+			return zfsUsageErr(inv, "send", "incremental source must be a snapshot")
+		}
+		if parentName(from) != parentName(name) {
+			inv.errf("cannot send '%s': incremental source must be in same filesystem", name)
+			return 1
+		}
+	}
 	if f, ok := inv.stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		inv.errf("Error: Stream can not be written to a terminal.\nYou must redirect standard output.")
 		return 1
 	}
 	var hdr streamHeader
-	found := false
+	found, fromFound, earlier := false, true, true
+	var settled time.Time
 	err := inv.h.view(func(st *State) {
 		s := st.dataset(name)
 		src := st.dataset(parentName(name))
@@ -390,7 +427,18 @@ func zfsSend(inv *invocation, args []string) int {
 			return
 		}
 		found = true
-		hdr = streamHeader{ToName: name, Type: src.Type, Creation: s.Creation, GUID: s.GUID, Refer: s.Refer}
+		if from != "" {
+			f := st.dataset(from)
+			if f == nil || f.Type != "snapshot" {
+				fromFound = false
+				return
+			}
+			earlier = slices.Index(st.Datasets, f) < slices.Index(st.Datasets, s)
+			settled = time.Unix(f.Creation-1, 0)
+			hdr.FromName, hdr.FromGUID = from, f.GUID
+		}
+		hdr = streamHeader{ToName: name, Type: src.Type, Creation: s.Creation, GUID: s.GUID, Refer: s.Refer,
+			FromName: hdr.FromName, FromGUID: hdr.FromGUID}
 		if src.Type == "volume" {
 			hdr.VolSize = src.VolSize
 			hdr.VolBlockSize, _ = st.propValue(inv.h, src, "volblocksize")
@@ -411,7 +459,22 @@ func zfsSend(inv *invocation, args []string) int {
 		inv.errf("cannot open '%s': dataset does not exist", name)
 		return 1
 	}
-	if verbose {
+	if !fromFound {
+		inv.errf("cannot open '%s': dataset does not exist", from)
+		return 1
+	}
+	if !earlier {
+		inv.errf("cannot send '%s': incremental source (%s) is not earlier than it", name, from)
+		return 1
+	}
+	if from != "" && hdr.Type != "filesystem" {
+		inv.errf("cannot send '%s': incremental streams of volumes are not simulated", name)
+		return 1
+	}
+	if verbose && from != "" {
+		inv.errf("incremental send of %s estimated size is %s", name, nicenum(hdr.Refer))
+		inv.errf("total estimated size is %s", nicenum(hdr.Refer))
+	} else if verbose {
 		inv.errf("full send of %s estimated size is %s", name, nicenum(hdr.Refer))
 		inv.errf("total estimated size is %s", nicenum(hdr.Refer))
 	}
@@ -426,6 +489,8 @@ func zfsSend(inv *invocation, args []string) int {
 		} else if errors.Is(err, os.ErrNotExist) {
 			err = nil
 		}
+	} else if err == nil && from != "" {
+		err = w.writeDelta(inv.h.snapshotDir(from), inv.h.snapshotDir(name), settled)
 	} else if err == nil {
 		err = w.writeTree(inv.h.snapshotDir(name))
 	}
@@ -489,6 +554,9 @@ func zfsReceive(inv *invocation, args []string) int {
 		_, snapName, _ = strings.Cut(hdr.ToName, "@")
 	}
 	snap := fsName + "@" + snapName
+	if hdr.FromGUID != 0 {
+		return receiveIncremental(inv, sr, hdr, snap, props, incrementalFlags{force: force, dry: dry, verbose: verbose, start: start})
+	}
 	const errbuf = "cannot receive new filesystem stream"
 
 	// Check the destination as zfs does before it reads the data.
@@ -568,7 +636,12 @@ func zfsReceive(inv *invocation, args []string) int {
 		}
 		st.Datasets = append(st.Datasets, d)
 		s := newDataset(snap, "snapshot")
+		// A received snapshot keeps the sent one's GUID: incremental
+		// streams name their source by it.
 		s.Refer, s.Creation = d.Refer, hdr.Creation
+		if hdr.GUID != 0 {
+			s.GUID = hdr.GUID
+		}
 		st.Datasets = append(st.Datasets, s)
 		if err := commitReceived(inv.h, st, d, snap, tree, vol); err != nil {
 			inv.errf("%s: %s", errbuf, strerror(err))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // writeTarball writes a gzipped tarball of files (path -> content).
@@ -280,4 +281,132 @@ func TestLxInstallFromImages(t *testing.T) {
 		t.Errorf("install from garbage: %v", r)
 	}
 	h.must("zfs", "destroy", "-r", "tank/img")
+}
+
+func TestZfsIncrementalSendReceive(t *testing.T) {
+	h := newHost(t)
+	full := sendFixture(t, h)
+	h.must("zfs", "create", "tank/dst")
+	if _, stderr, code := h.runBytes(full, "zfs", "receive", "-F", "tank/dst/copy"); code != 0 {
+		t.Fatalf("receive the full stream: %s", stderr)
+	}
+	// Change the source: a new file, a changed file, a removed symlink,
+	// a new directory.
+	os.WriteFile(h.fsPath("/tank/src/etc/motd"), []byte("changed\n"), 0o644)
+	os.WriteFile(h.fsPath("/tank/src/new"), []byte("new file\n"), 0o600)
+	os.Remove(h.fsPath("/tank/src/motd"))
+	os.MkdirAll(h.fsPath("/tank/src/var/db"), 0o755)
+	os.WriteFile(h.fsPath("/tank/src/var/db/rows"), []byte("1\n"), 0o644)
+	big := bytes.Repeat([]byte("unchanged "), 100_000)
+	h.must("zfs", "snapshot", "tank/src@v2")
+	inc, stderr, code := h.runBytes(nil, "zfs", "send", "-i", "@v1", "tank/src@v2")
+	if code != 0 {
+		t.Fatalf("zfs send -i: exit %d: %s", code, stderr)
+	}
+	// The same with the source's full name.
+	if again, _, _ := h.runBytes(nil, "zfs", "send", "-i", "tank/src@v1", "tank/src@v2"); !bytes.Equal(again[:20], inc[:20]) {
+		t.Errorf("send -i with a full source name differs")
+	}
+	out, stderr, code := h.runBytes(inc, "zfs", "receive", "-v", "tank/dst/copy")
+	if code != 0 || !strings.HasPrefix(string(out), "receiving incremental stream of tank/src@v2 into tank/dst/copy@v2\n") {
+		t.Fatalf("receive incremental: exit %d stdout %q stderr %q", code, out, stderr)
+	}
+	for p, want := range map[string]string{"/tank/dst/copy/etc/motd": "changed\n", "/tank/dst/copy/new": "new file\n", "/tank/dst/copy/var/db/rows": "1\n"} {
+		if b, err := os.ReadFile(h.fsPath(p)); string(b) != want {
+			t.Errorf("%s: %q %v, want %q", p, b, err, want)
+		}
+	}
+	if _, err := os.Lstat(h.fsPath("/tank/dst/copy/motd")); !os.IsNotExist(err) {
+		t.Errorf("the removed symlink is still there: %v", err)
+	}
+	expect(t, h.run("zfs", "list", "-H", "-o", "name", "-t", "snapshot", "-r", "tank/dst/copy"), 0,
+		"tank/dst/copy@v1\ntank/dst/copy@v2\n", "")
+
+	// Only what changed travels: an unchanged large file is not sent
+	// again, whether it is recent (compared by content) or settled
+	// (older than its snapshot: its modification time says it).
+	os.WriteFile(h.fsPath("/tank/src/big"), big, 0o644)
+	os.WriteFile(h.fsPath("/tank/src/recent"), big, 0o644)
+	past := time.Now().Add(-time.Hour)
+	os.Chtimes(h.fsPath("/tank/src/big"), past, past)
+	h.must("zfs", "snapshot", "tank/src@v3")
+	os.WriteFile(h.fsPath("/tank/src/small"), []byte("x"), 0o644)
+	os.WriteFile(h.fsPath("/tank/src/var/db/rows"), []byte("2\n"), 0o644) // same size, new content
+	h.must("zfs", "snapshot", "tank/src@v4")
+	inc34, _, _ := h.runBytes(nil, "zfs", "send", "-i", "@v3", "tank/src@v4")
+	if len(inc34) > 4096 {
+		t.Errorf("an incremental stream of one small file is %d bytes", len(inc34))
+	}
+	inc23, _, _ := h.runBytes(nil, "zfs", "send", "-i", "@v2", "tank/src@v3")
+
+	tests := []struct {
+		name   string
+		stdin  []byte
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"a missing destination", inc23, []string{"receive", "tank/dst/none"}, 1,
+			"cannot receive incremental stream: destination 'tank/dst/none' does not exist\n"},
+		{"a destination whose latest snapshot is not the source", inc34, []string{"receive", "tank/dst/copy"}, 1,
+			"cannot receive incremental stream: most recent snapshot of tank/dst/copy does not\nmatch incremental source\n"},
+		{"a snapshot that exists", inc, []string{"receive", "tank/dst/copy@v2"}, 1,
+			"cannot receive incremental stream: destination 'tank/dst/copy@v2' exists\n"},
+		{"a source in another filesystem", nil, []string{"send", "-i", "tank/dst/copy@v1", "tank/src@v2"}, 1,
+			"cannot send 'tank/src@v2': incremental source must be in same filesystem\n"},
+		{"a source that is not earlier", nil, []string{"send", "-i", "@v3", "tank/src@v2"}, 1,
+			"cannot send 'tank/src@v2': incremental source (tank/src@v3) is not earlier than it\n"},
+		{"a missing source", nil, []string{"send", "-i", "@nope", "tank/src@v2"}, 1,
+			"cannot open 'tank/src@nope': dataset does not exist\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, code := h.runBytes(tt.stdin, "zfs", tt.args...)
+			if code != tt.code || stderr != tt.stderr {
+				t.Errorf("exit %d stderr %q, want exit %d stderr %q", code, stderr, tt.code, tt.stderr)
+			}
+		})
+	}
+
+	// A destination written since its latest snapshot is refused, and
+	// rolled back first under -F.
+	os.WriteFile(h.fsPath("/tank/dst/copy/stray"), []byte("written on the copy"), 0o644)
+	_, stderr, code = h.runBytes(inc23, "zfs", "receive", "tank/dst/copy")
+	if code != 1 || stderr != "cannot receive incremental stream: destination tank/dst/copy has been modified\nsince most recent snapshot\n" {
+		t.Errorf("receive onto a modified destination: exit %d stderr %q", code, stderr)
+	}
+	if _, stderr, code = h.runBytes(inc23, "zfs", "receive", "-F", "tank/dst/copy"); code != 0 {
+		t.Fatalf("receive -F: %s", stderr)
+	}
+	if _, err := os.Stat(h.fsPath("/tank/dst/copy/stray")); !os.IsNotExist(err) {
+		t.Errorf("-F kept a file written since the snapshot: %v", err)
+	}
+	if b, _ := os.ReadFile(h.fsPath("/tank/dst/copy/big")); !bytes.Equal(b, big) {
+		t.Errorf("big file: %d bytes", len(b))
+	}
+	if _, stderr, code = h.runBytes(inc34, "zfs", "receive", "tank/dst/copy"); code != 0 {
+		t.Fatalf("receive v4: %s", stderr)
+	}
+	if b, _ := os.ReadFile(h.fsPath("/tank/dst/copy/small")); string(b) != "x" {
+		t.Errorf("small: %q", b)
+	}
+	if b, _ := os.ReadFile(h.fsPath("/tank/dst/copy/var/db/rows")); string(b) != "2\n" {
+		t.Errorf("rows changed in place: %q", b)
+	}
+	for _, name := range []string{"big", "recent"} {
+		if b, _ := os.ReadFile(h.fsPath("/tank/dst/copy/" + name)); !bytes.Equal(b, big) {
+			t.Errorf("%s: %d bytes", name, len(b))
+		}
+	}
+	// The received snapshots are intact: each still holds its own files.
+	if b, _ := os.ReadFile(h.fsPath("/tank/dst/copy/var/db/rows")); string(b) != "2\n" {
+		t.Errorf("rows: %q", b)
+	}
+	h.must("zfs", "clone", "tank/dst/copy@v3", "tank/dst/v3")
+	if b, _ := os.ReadFile(h.fsPath("/tank/dst/v3/var/db/rows")); string(b) != "1\n" {
+		t.Errorf("rows in a clone of @v3 after @v4 was received: %q", b)
+	}
+	if m, _ := filepath.Glob(filepath.Join(h.root, ".recv-*")); len(m) > 0 {
+		t.Errorf("staging left behind: %v", m)
+	}
 }

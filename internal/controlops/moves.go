@@ -1,0 +1,270 @@
+package controlops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/transfer"
+)
+
+// TransferRelay mints the tokens of volume transfers and removes their
+// streams (transfer.Relay).
+type TransferRelay interface {
+	Token(id string, d transfer.Direction, ttl time.Duration) string
+	Remove(id string) error
+}
+
+// transferTTL bounds a transfer token: long enough for a large pre-copy
+// on a slow link.
+const transferTTL = 12 * time.Hour
+
+// StartClaimMoves marks for moving each claim bound to node that a pod
+// bound there uses, has no VolumeSnapshots (they live on the node and
+// would not follow) and is neither being deleted nor Lost, and returns
+// them (namespace/name), those marked before included. The claims'
+// workflows then move the data with the pods; the caller wakes them.
+func StartClaimMoves(ctx context.Context, st *store.Store, node string) ([]string, error) {
+	claims, err := st.Claims().ListAll(ctx, store.ListOptions{FieldSelector: "status.nodeName=" + node})
+	if err != nil {
+		return nil, fmt.Errorf("list the claims on node %s: %w", node, err)
+	}
+	pods, err := PodsOnNode(ctx, st, node)
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, p := range pods {
+		for _, c := range p.Spec.ClaimNames() {
+			used[p.Metadata.Namespace+"/"+c] = true
+		}
+	}
+	var moving []string
+	for _, c := range claims {
+		key := c.Metadata.Namespace + "/" + c.Metadata.Name
+		if m := c.Status.Move; m != nil {
+			if m.From == node && m.Phase != model.MoveCleaning {
+				moving = append(moving, key)
+			}
+			continue
+		}
+		if !used[key] || c.Metadata.DeletionTimestamp != nil || c.Status.Phase != model.ClaimBound {
+			continue
+		}
+		snaps, err := st.Snapshots().ListAll(ctx, store.ListOptions{Namespace: c.Metadata.Namespace,
+			FieldSelector: "spec.source.persistentVolumeClaimName=" + c.Metadata.Name})
+		if err != nil {
+			return moving, err
+		}
+		if len(snaps) > 0 {
+			continue
+		}
+		marked := false
+		_, err = st.Claims().Modify(ctx, c.Metadata.Namespace, c.Metadata.Name, func(c *model.PersistentVolumeClaim) bool {
+			if c.Status.NodeName != node || c.Status.Move != nil || c.Metadata.DeletionTimestamp != nil {
+				return false
+			}
+			c.Status.Move = &model.ClaimMove{Phase: model.MovePlanning, From: node}
+			marked = true
+			return true
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return moving, err
+		}
+		if marked {
+			moving = append(moving, key)
+		}
+	}
+	return moving, nil
+}
+
+// keptForMove reports whether pod p uses one of the claims (namespace/
+// name) whose workflows move it off its node.
+func keptForMove(p *model.Pod, claims []string) bool {
+	for _, c := range p.Spec.ClaimNames() {
+		if slices.Contains(claims, p.Metadata.Namespace+"/"+c) {
+			return true
+		}
+	}
+	return false
+}
+
+// ClaimMoveInput names one move of a claim.
+type ClaimMoveInput struct {
+	Target ClaimTarget
+	MoveID string
+}
+
+// PlanClaimMove picks the destination of a claim being moved (see
+// scheduler.PlanMove). Move is nil, with a Message, while no node fits.
+func (a *Control) PlanClaimMove(ctx context.Context, t ClaimTarget) (ClaimMovePlan, error) {
+	for {
+		plan, err := a.Scheduler.PlanMove(ctx, t.Claim.Namespace, t.Claim.Name, t.UID)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return ClaimMovePlan{Message: "the claim is gone"}, nil
+		}
+		if err != nil {
+			return ClaimMovePlan{}, err
+		}
+		if plan.Move != nil {
+			a.event(ctx, model.ObjectReference{Kind: model.KindPersistentVolumeClaim, Namespace: t.Claim.Namespace, Name: t.Claim.Name, UID: t.UID},
+				model.EventNormal, "ClaimMoving", fmt.Sprintf("Moving the claim's data from node %s to node %s with its pods", plan.Move.From, plan.Move.To))
+		}
+		return ClaimMovePlan{Move: plan.Move, Message: plan.Message}, nil
+	}
+}
+
+// ClaimMovePlan is PlanClaimMove's answer.
+type ClaimMovePlan struct {
+	Move    *model.ClaimMove `json:",omitempty"`
+	Message string           `json:",omitempty"`
+}
+
+// ClaimTransferInput names one stream of a move: step 1 the pre-copy,
+// step 2 the final increment.
+type ClaimTransferInput struct {
+	Move ClaimMoveInput
+	Step int
+}
+
+// ClaimTransferTickets are the source's upload and the destination's
+// download of one stream.
+type ClaimTransferTickets struct {
+	Upload, Download transfer.Ticket
+}
+
+// TransferID names one stream of a claim's move.
+func TransferID(claimUID, moveID string, step int) string {
+	return claimUID + "-" + model.MoveSnapshot(moveID, step)
+}
+
+// ClaimTransfer mints the tickets of one stream of the move.
+func (a *Control) ClaimTransfer(ctx context.Context, in ClaimTransferInput) (ClaimTransferTickets, error) {
+	if a.Transfers == nil {
+		return ClaimTransferTickets{}, errors.New("this control plane relays no volume transfers")
+	}
+	id := TransferID(in.Move.Target.UID, in.Move.MoveID, in.Step)
+	if err := transfer.ValidID(id); err != nil {
+		return ClaimTransferTickets{}, err
+	}
+	u := transfer.URL(a.AdvertiseURL, id)
+	return ClaimTransferTickets{
+		Upload:   transfer.Ticket{ID: id, URL: u, Token: a.Transfers.Token(id, transfer.Upload, transferTTL)},
+		Download: transfer.Ticket{ID: id, URL: u, Token: a.Transfers.Token(id, transfer.Download, transferTTL)},
+	}, nil
+}
+
+// moveClaim changes the claim's move if it is still move in.MoveID.
+func (a *Control) moveClaim(ctx context.Context, in ClaimMoveInput, change func(c *model.PersistentVolumeClaim) bool) (*model.PersistentVolumeClaim, bool, error) {
+	changed := false
+	c, err := a.Store.Claims().Modify(ctx, in.Target.Claim.Namespace, in.Target.Claim.Name, func(c *model.PersistentVolumeClaim) bool {
+		if c.Metadata.UID != in.Target.UID || c.Status.Move == nil || c.Status.Move.ID != in.MoveID {
+			return false
+		}
+		changed = change(c)
+		return changed
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	return c, changed, err
+}
+
+// MoveClaimPods ends the pre-copy: the claim is Switching, and its pods
+// on the node it leaves are told to leave it (they wait Pending for the
+// claim on its new node). It returns how many were told.
+func (a *Control) MoveClaimPods(ctx context.Context, in ClaimMoveInput) (int, error) {
+	c, _, err := a.moveClaim(ctx, in, func(c *model.PersistentVolumeClaim) bool {
+		if c.Status.Move.Phase != model.MoveCopying {
+			return false
+		}
+		c.Status.Move.Phase = model.MoveSwitching
+		return true
+	})
+	if err != nil || c == nil || c.Status.Move == nil || c.Status.Move.ID != in.MoveID {
+		return 0, err
+	}
+	m := *c.Status.Move
+	pods, err := PodsOnNode(ctx, a.Store, m.From)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods {
+		if !slices.Contains(p.Spec.ClaimNames(), in.Target.Claim.Name) || p.Metadata.Namespace != in.Target.Claim.Namespace {
+			continue
+		}
+		sig := EvictSignal{Node: m.From, Reason: ReasonEvicted,
+			Message: fmt.Sprintf("node %s is drained: persistentvolumeclaim %q moves to node %s with its pods", m.From, in.Target.Claim.Name, m.To)}
+		if a.Lifecycles != nil {
+			if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalEvict, sig); err != nil && !errors.Is(err, ErrNoLifecycle) {
+				return n, fmt.Errorf("tell pod %s/%s to leave node %s: %w", p.Metadata.Namespace, p.Metadata.Name, m.From, err)
+			}
+		}
+		n++
+	}
+	return n, nil
+}
+
+// SwitchClaimNode makes the destination the claim's node, once its copy
+// is complete and no pod uses the source's: the claim's pods wait no more
+// and are woken.
+func (a *Control) SwitchClaimNode(ctx context.Context, in ClaimMoveInput) error {
+	c, changed, err := a.moveClaim(ctx, in, func(c *model.PersistentVolumeClaim) bool {
+		if c.Status.Move.Phase == model.MoveCleaning {
+			return false
+		}
+		c.Status.NodeName, c.Status.Phase = c.Status.Move.To, model.ClaimBound
+		c.Status.Move.Phase, c.Status.Move.Message = model.MoveCleaning, ""
+		return true
+	})
+	if err != nil || !changed {
+		return err
+	}
+	a.event(ctx, model.ObjectReference{Kind: model.KindPersistentVolumeClaim, Namespace: c.Metadata.Namespace, Name: c.Metadata.Name, UID: c.Metadata.UID},
+		model.EventNormal, "ClaimMoved", fmt.Sprintf("The claim's data moved from node %s to node %s", c.Status.Move.From, c.Status.Move.To))
+	WakeUnschedulable(ctx, a.Store, a.Lifecycles)
+	return nil
+}
+
+// EndClaimMove removes the move's streams from the relay and its mark
+// from the claim: the source's copy is gone.
+func (a *Control) EndClaimMove(ctx context.Context, in ClaimMoveInput) error {
+	if a.Transfers != nil {
+		for step := 1; step <= 2; step++ {
+			if err := a.Transfers.Remove(TransferID(in.Target.UID, in.MoveID, step)); err != nil {
+				return fmt.Errorf("remove the streams of claim %s's move: %w", in.Target.Claim, err)
+			}
+		}
+	}
+	_, _, err := a.moveClaim(ctx, in, func(c *model.PersistentVolumeClaim) bool {
+		c.Status.Move = nil
+		return true
+	})
+	return err
+}
+
+// wakeMovingClaims wakes the workflows of the pod's claims that move:
+// a pod leaving their old node may be the last they wait for.
+func (a *Control) wakeMovingClaims(ctx context.Context, ns string, claims []string) {
+	if a.Volumes == nil {
+		return
+	}
+	for _, name := range claims {
+		c, err := a.Store.Claims().Get(ctx, ns, name)
+		if err != nil || c.Status.Move == nil {
+			continue
+		}
+		if err := a.Volumes.SyncClaim(ctx, ns, name); err != nil {
+			slog.Warn("wake the workflow of a moving claim", "claim", ns+"/"+name, "err", err)
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows"
+)
+
+// movePodBody is a pod on claim "db" that writes mib MiB of random data
+// once (Ready when done), then appends "<its IP> <time>" to ticks five
+// times a second: what it wrote on one node shows in the copy on the
+// other.
+func movePodBody(t *testing.T, mib int) string {
+	t.Helper()
+	script := fmt.Sprintf(`[ -f data/done ] || { head -c %d /dev/urandom > data/blob && touch data/done; }; `, mib<<20) +
+		`while :; do echo "$POD_IP $(date +%s%N)" >> data/ticks; sleep 0.2; done`
+	b, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"name": "db"},
+		"spec": map[string]any{
+			"terminationGracePeriodSeconds": 1,
+			"volumes":                       []any{map[string]any{"name": "data", "persistentVolumeClaim": map[string]any{"claimName": "db"}}},
+			"containers": []any{map[string]any{"name": "db", "image": "base", "command": []string{"sh", "-c", script},
+				"volumeMounts":   []any{map[string]any{"name": "data", "mountPath": "/data"}},
+				"readinessProbe": map[string]any{"exec": map[string]any{"command": []string{"test", "-f", "data/done"}}, "periodSeconds": 1}}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func fileSHA256(t *testing.T, p string) string {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// downtime samples whether pod name is Running (and Ready) until stop;
+// it returns the longest stretch it was not.
+func (c *cluster) downtime(name string) (stop func() time.Duration) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var longest time.Duration
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var downSince time.Time
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for last := false; !last; {
+			select {
+			case <-done:
+				last = true // one more look: the pod may have just come back
+			case <-t.C:
+			}
+			var p model.Pod
+			resp, err := http.Get(c.api + "/api/v1/namespaces/default/pods/" + name)
+			if err != nil {
+				continue
+			}
+			err = json.NewDecoder(resp.Body).Decode(&p)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				continue
+			}
+			up := p.Status.Phase == model.PodRunning && podReady(p)
+			switch {
+			case !up && downSince.IsZero():
+				downSince = time.Now()
+			case up && !downSince.IsZero():
+				longest = max(longest, time.Since(downSince))
+				downSince = time.Time{}
+			}
+		}
+	}()
+	return func() time.Duration { close(done); wg.Wait(); return longest }
+}
+
+// Draining a node moves a claim's data with its pod: a snapshot is
+// copied to another node while the pod runs, the pod is stopped, what
+// changed since follows, and the pod starts there with its data; the
+// old node's copy is then destroyed.
+//
+// ZW_MOVE_TEST_MIB sets the data's size (default 64) to measure larger
+// moves.
+func TestDrainMovesAClaimWithItsPod(t *testing.T) {
+	t.Parallel()
+	mib := 64
+	if v := os.Getenv("ZW_MOVE_TEST_MIB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 8192 {
+			t.Fatalf("ZW_MOVE_TEST_MIB=%q: want a size in MiB up to 8192", v)
+		}
+		mib = n
+	}
+	c := newCluster(t, 2)
+	if code, b := c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
+		fmt.Sprintf(`{"metadata":{"name":"db"},"spec":{"resources":{"requests":{"storage":"%dMi"}}}}`, max(256, 2*mib))); code != http.StatusCreated {
+		t.Fatalf("create claim: %d %s", code, b)
+	}
+	c.createPod(movePodBody(t, mib))
+	t.Cleanup(func() {
+		if t.Failed() {
+			pvc, _ := c.claim("db")
+			b, _ := json.Marshal(pvc.Status)
+			t.Logf("claim status: %s\nclaim events: %+v\npod events:\n%s", b, c.eventsOf(model.KindPersistentVolumeClaim, "db"), c.events("db"))
+		}
+	})
+	p := c.waitPhase("db", model.PodRunning, true, 2*time.Minute)
+	from, fromIP := p.Spec.NodeName, p.Status.PodIP
+	fromIdx := c.nodeIndex(from)
+	pvc, _ := c.claim("db")
+	dataset := "tank/zonewright/volumes/" + pvc.Metadata.UID
+	dir := func(node int) string { return filepath.Join(c.nodes.Nodes[node].Root, "fs", dataset) }
+	sum := fileSHA256(t, filepath.Join(dir(fromIdx), "blob"))
+	ticksAtDrain, _ := os.ReadFile(filepath.Join(dir(fromIdx), "ticks"))
+
+	stop := c.downtime("db")
+	start := time.Now()
+	if code, b := c.do("POST", "/api/v1/nodes/"+from+"/drain", nil); code != http.StatusOK {
+		t.Fatalf("drain: %d %s", code, b)
+	}
+	// The pod keeps running through the pre-copy.
+	var precopied time.Duration
+	c.eventually(3*time.Minute, "the claim's pre-copy done", func() bool {
+		pvc, _ := c.claim("db")
+		if m := pvc.Status.Move; m != nil && m.Phase == model.MoveCopying {
+			if p, _ := c.pod("db"); p.Spec.NodeName != from || p.Status.Phase != model.PodRunning {
+				t.Fatalf("the pod left %s during the pre-copy: %s on %q", from, p.Status.Phase, p.Spec.NodeName)
+			}
+		}
+		if m := pvc.Status.Move; (m != nil && m.Phase != model.MovePlanning && m.Phase != model.MoveCopying) || pvc.Status.NodeName != from {
+			precopied = time.Since(start)
+			return true
+		}
+		return false
+	})
+	var to string
+	c.eventually(3*time.Minute, "the claim on another node, its move ended", func() bool {
+		pvc, _ = c.claim("db")
+		to = pvc.Status.NodeName
+		return to != from && pvc.Status.Move == nil
+	})
+	p = c.waitPhase("db", model.PodRunning, true, 2*time.Minute)
+	down := stop()
+	if p.Spec.NodeName != to || pvc.Status.Phase != model.ClaimBound {
+		t.Fatalf("the pod runs on %s, its claim (%s) is on %s", p.Spec.NodeName, pvc.Status.Phase, to)
+	}
+	toIdx := c.nodeIndex(to)
+	if got := fileSHA256(t, filepath.Join(dir(toIdx), "blob")); got != sum {
+		t.Fatalf("the %d MiB blob on %s has sha256 %s, on %s it had %s", mib, to, got, from, sum)
+	}
+	// What the pod wrote on the old node after the pre-copy's snapshot
+	// came with the final increment.
+	ticks, _ := os.ReadFile(filepath.Join(dir(toIdx), "ticks"))
+	if !bytes.HasPrefix(ticks, ticksAtDrain) {
+		t.Fatalf("ticks on %s do not begin with what the pod wrote before the drain", to)
+	}
+	if n, before := strings.Count(string(ticks), fromIP+" "), strings.Count(string(ticksAtDrain), fromIP+" "); n <= before {
+		t.Fatalf("ticks on %s hold %d lines from %s, no more than at the drain (%d)", to, n, from, before)
+	}
+	c.eventually(time.Minute, "the old node's copy destroyed", func() bool { return !c.hasDataset(fromIdx, dataset) })
+	s, _ := c.state(toIdx)
+	for _, d := range s.Datasets {
+		if strings.HasPrefix(d.Name, dataset+"@move-") {
+			t.Errorf("the move's snapshot %s stayed on %s", d.Name, to)
+		}
+	}
+	if left, _ := os.ReadDir(filepath.Join(filepath.Dir(c.cpConfig.ImageStore), "volume-transfers")); len(left) > 0 {
+		t.Errorf("the relay kept streams: %v", left)
+	}
+	if !c.hasEvent(model.KindPersistentVolumeClaim, "db", "ClaimMoved", "from node "+from+" to node "+to) {
+		t.Errorf("no ClaimMoved event: %+v", c.eventsOf(model.KindPersistentVolumeClaim, "db"))
+	}
+	total := time.Since(start)
+	c.eventually(30*time.Second, "the claim's workflow finished", func() bool {
+		return c.workflowStatus(workflows.ClaimWorkflowID("default", "db")) == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
+	c.recordHistory(workflows.ClaimWorkflowID("default", "db"), "claim-moved.json")
+	t.Logf("%d MiB claim moved %s -> %s: pre-copy done after %s (%.1f MiB/s end to end), whole move %s, pod down %s",
+		mib, from, to, precopied.Round(time.Millisecond), float64(mib)/precopied.Seconds(), total.Round(time.Millisecond), down.Round(time.Millisecond))
+}
+
+// The old node's agent dies while it sends the pre-copy: the send is
+// given up when its heartbeats stop and runs again on the restarted
+// agent, and the move completes with one copy of the data, on the new
+// node.
+func TestAClaimMovesThroughAnAgentCrash(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2)
+	if code, b := c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
+		`{"metadata":{"name":"db"},"spec":{"resources":{"requests":{"storage":"64Mi"}}}}`); code != http.StatusCreated {
+		t.Fatalf("create claim: %d %s", code, b)
+	}
+	c.createPod(movePodBody(t, 8))
+	p := c.waitPhase("db", model.PodRunning, true, 2*time.Minute)
+	from := p.Spec.NodeName
+	fromIdx := c.nodeIndex(from)
+	pvc, _ := c.claim("db")
+	dataset := "tank/zonewright/volumes/" + pvc.Metadata.UID
+	dir := func(node int) string { return filepath.Join(c.nodes.Nodes[node].Root, "fs", dataset) }
+	sum := fileSHA256(t, filepath.Join(dir(fromIdx), "blob"))
+
+	// zfs send on the old node takes a few seconds to start: long enough
+	// to kill its agent while the send runs.
+	faults := filepath.Join(c.nodes.Nodes[fromIdx].Root, "faults.json")
+	if err := os.WriteFile(faults, []byte(`{"latency": {"zfs send": "4s"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if code, b := c.do("POST", "/api/v1/nodes/"+from+"/drain", nil); code != http.StatusOK {
+		t.Fatalf("drain: %d %s", code, b)
+	}
+	c.eventually(time.Minute, "the pre-copy's snapshot on "+from, func() bool {
+		s, _ := c.state(fromIdx)
+		for _, d := range s.Datasets {
+			if strings.HasPrefix(d.Name, dataset+"@move-") {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(time.Second) // the send is under way
+	c.nodes.Kill(fromIdx)
+	os.Remove(faults)
+	if p, _ := c.pod("db"); p.Spec.NodeName != from {
+		t.Fatalf("the pod left %s before its claim's pre-copy", from)
+	}
+	time.Sleep(2 * time.Second)
+	if err := c.nodes.Restart(context.Background(), fromIdx); err != nil {
+		t.Fatal(err)
+	}
+	var to string
+	c.eventually(3*time.Minute, "the claim on another node, its move ended", func() bool {
+		pvc, _ = c.claim("db")
+		to = pvc.Status.NodeName
+		return to != from && pvc.Status.Move == nil
+	})
+	p = c.waitPhase("db", model.PodRunning, true, 2*time.Minute)
+	toIdx := c.nodeIndex(to)
+	if p.Spec.NodeName != to {
+		t.Fatalf("the pod runs on %s, its claim is on %s", p.Spec.NodeName, to)
+	}
+	if got := fileSHA256(t, filepath.Join(dir(toIdx), "blob")); got != sum {
+		t.Fatalf("the blob on %s has sha256 %s, on %s it had %s", to, got, from, sum)
+	}
+	c.eventually(time.Minute, "one copy of the claim, on "+to, func() bool {
+		return !c.hasDataset(fromIdx, dataset) && c.hasDataset(toIdx, dataset)
+	})
+	t.Logf("the move through the agent's crash took %s", time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,235 @@
+// Package transfer relays a claim's ZFS send streams from the node that
+// holds its data to the node it moves to, through the control plane: the
+// source uploads a stream (PUT), the destination downloads it (GET).
+// Nodes never talk to each other, so they need no route, credentials or
+// listener beyond what they already have to reach the API.
+//
+// A stream is a file in the relay's directory, written as it arrives and
+// made visible (renamed) only once the upload is complete, so a download
+// never sees half a stream. Each transfer has its own ID and HMAC bearer
+// tokens bound to it and a direction: a token to upload cannot download,
+// nor one for another transfer. Streams are never held in memory.
+package transfer
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// Direction is what a token allows.
+type Direction string
+
+const (
+	Upload   Direction = "upload"
+	Download Direction = "download"
+)
+
+// tokenDomain keeps these MACs apart from anything else the secret signs.
+const tokenDomain = "zonewright volume transfer v1"
+
+// Relay keeps the streams in Dir and checks tokens with Secret.
+type Relay struct {
+	Dir    string
+	Secret []byte
+}
+
+var idRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,126}[a-z0-9])?$`)
+
+// ValidID checks a transfer ID: lower-case letters, digits and dashes,
+// which are safe as a file name.
+func ValidID(id string) error {
+	if !idRe.MatchString(id) {
+		return fmt.Errorf("transfer ID %q must be lower-case letters, digits and '-', at most 128", id)
+	}
+	return nil
+}
+
+// Token lets its holder move transfer id's stream in direction d until
+// ttl from now: "<unix expiry>.<hex HMAC-SHA256>".
+func (r *Relay) Token(id string, d Direction, ttl time.Duration) string {
+	exp := time.Now().Add(ttl).Unix()
+	return strconv.FormatInt(exp, 10) + "." + hex.EncodeToString(r.mac(id, d, exp))
+}
+
+func (r *Relay) mac(id string, d Direction, exp int64) []byte {
+	m := hmac.New(sha256.New, r.Secret)
+	for _, part := range []string{tokenDomain, id, string(d), strconv.FormatInt(exp, 10)} {
+		m.Write([]byte(part))
+		m.Write([]byte{0})
+	}
+	return m.Sum(nil)
+}
+
+var (
+	errTokenInvalid = errors.New("token is not valid for this transfer")
+	errTokenExpired = errors.New("token expired")
+)
+
+func (r *Relay) check(id string, d Direction, token string, now time.Time) error {
+	if len(r.Secret) == 0 {
+		return errTokenInvalid
+	}
+	expText, macText, ok := strings.Cut(token, ".")
+	if !ok {
+		return errTokenInvalid
+	}
+	exp, err := strconv.ParseInt(expText, 10, 64)
+	if err != nil {
+		return errTokenInvalid
+	}
+	got, err := hex.DecodeString(macText)
+	if err != nil || !hmac.Equal(got, r.mac(id, d, exp)) {
+		return errTokenInvalid
+	}
+	if now.Unix() > exp {
+		return errTokenExpired
+	}
+	return nil
+}
+
+func (r *Relay) path(id string) string { return filepath.Join(r.Dir, id+".zstream") }
+
+// authorize answers the request itself (401, 403, 404) unless its token
+// allows d on id.
+func (r *Relay) authorize(w http.ResponseWriter, req *http.Request, id string, d Direction) bool {
+	token, ok := bearer(req.Header.Get("Authorization"))
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="zonewright volume transfers"`)
+		writeStatus(w, http.StatusUnauthorized, "Unauthorized", "a transfer token is required (Authorization: Bearer <token>)")
+		return false
+	}
+	if ValidID(id) != nil {
+		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("volume transfer %q not found", id))
+		return false
+	}
+	if err := r.check(id, d, token, time.Now()); err != nil {
+		writeStatus(w, http.StatusForbidden, "Forbidden", fmt.Sprintf("volume transfer %s: %v", id, err))
+		return false
+	}
+	return true
+}
+
+// ServeUpload stores the request's body as transfer id's stream. The
+// body goes to a file of its own and replaces the stream only once it
+// was read to its end (and to its Content-Length, when given), so an
+// upload cut short (the source node died) leaves the last complete one,
+// or none; a retry simply uploads again.
+func (r *Relay) ServeUpload(w http.ResponseWriter, req *http.Request, id string) {
+	if !r.authorize(w, req, id, Upload) {
+		return
+	}
+	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
+		r.internal(w, req, id, "create the transfer directory", err)
+		return
+	}
+	f, err := os.CreateTemp(r.Dir, id+".part-")
+	if err != nil {
+		r.internal(w, req, id, "create the stream file", err)
+		return
+	}
+	tmp := f.Name()
+	n, err := io.Copy(f, req.Body)
+	if err == nil && req.ContentLength >= 0 && n != req.ContentLength {
+		err = fmt.Errorf("%d of %d bytes", n, req.ContentLength)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		writeStatus(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("volume transfer %s: the upload ended early after %d bytes", id, n))
+		return
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		r.internal(w, req, id, "write the stream", err)
+		return
+	}
+	f.Close()
+	if err := os.Rename(tmp, r.path(id)); err != nil {
+		os.Remove(tmp)
+		r.internal(w, req, id, "keep the stream", err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(map[string]any{"id": id, "bytes": n})
+}
+
+// ServeDownload answers with transfer id's complete stream (404 until
+// it was uploaded), with Range support so a download can resume.
+func (r *Relay) ServeDownload(w http.ResponseWriter, req *http.Request, id string) {
+	if !r.authorize(w, req, id, Download) {
+		return
+	}
+	f, err := os.Open(r.path(id))
+	if errors.Is(err, os.ErrNotExist) {
+		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("volume transfer %s has no complete stream (yet)", id))
+		return
+	}
+	if err != nil {
+		r.internal(w, req, id, "open the stream", err)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		r.internal(w, req, id, "stat the stream", err)
+		return
+	}
+	w.Header().Set("ETag", fmt.Sprintf(`"%x-%x"`, fi.Size(), fi.ModTime().UnixNano()))
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	http.ServeContent(w, req, "", fi.ModTime(), f)
+}
+
+// Remove deletes transfer id's stream and any upload in progress;
+// removing nothing succeeds.
+func (r *Relay) Remove(id string) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	parts, _ := filepath.Glob(filepath.Join(r.Dir, id+".part-*"))
+	for _, p := range append(parts, r.path(id)) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Relay) internal(w http.ResponseWriter, req *http.Request, id, what string, err error) {
+	slog.ErrorContext(req.Context(), "volume transfer: "+what, "transfer", id, "err", err)
+	writeStatus(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("volume transfer %s: could not %s", id, what))
+}
+
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+func writeStatus(w http.ResponseWriter, code int, reason, msg string) {
+	st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
+		Status: "Failure", Message: msg, Reason: reason, Code: code}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(st)
+}

@@ -1,0 +1,134 @@
+package transfer_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/transfer"
+)
+
+func newRelay(t *testing.T) (*transfer.Relay, *httptest.Server) {
+	t.Helper()
+	r := &transfer.Relay{Dir: filepath.Join(t.TempDir(), "transfers"), Secret: []byte("test secret")}
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /api/v1/volumetransfers/{id}", func(w http.ResponseWriter, req *http.Request) { r.ServeUpload(w, req, req.PathValue("id")) })
+	mux.HandleFunc("GET /api/v1/volumetransfers/{id}", func(w http.ResponseWriter, req *http.Request) { r.ServeDownload(w, req, req.PathValue("id")) })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return r, srv
+}
+
+func TestAStreamGoesUpAndComesDownWhole(t *testing.T) {
+	r, srv := newRelay(t)
+	ctx := context.Background()
+	data := make([]byte, 3<<20)
+	rand.Read(data)
+	id := "c0ffee-move-1"
+	up := transfer.Ticket{ID: id, URL: transfer.URL(srv.URL, id), Token: r.Token(id, transfer.Upload, time.Minute)}
+	down := transfer.Ticket{ID: id, URL: up.URL, Token: r.Token(id, transfer.Download, time.Minute)}
+
+	if _, _, err := transfer.Get(ctx, nil, down); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("download before the upload: %v, want 404", err)
+	}
+	if err := transfer.Put(ctx, nil, up, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	body, n, err := transfer.Get(ctx, nil, down)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(body)
+	body.Close()
+	if n != int64(len(data)) || !bytes.Equal(got, data) {
+		t.Fatalf("downloaded %d bytes (length %d), want the %d uploaded", len(got), n, len(data))
+	}
+	if err := r.Remove(id); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(r.Dir); len(left) != 0 {
+		t.Errorf("files left after Remove: %v", left)
+	}
+	if err := r.Remove(id); err != nil {
+		t.Errorf("removing again: %v", err)
+	}
+}
+
+func TestTokensAreBoundToTheTransferAndTheDirection(t *testing.T) {
+	r, srv := newRelay(t)
+	ctx := context.Background()
+	id := "abc-move-1"
+	u := transfer.URL(srv.URL, id)
+	tests := []struct {
+		name   string
+		put    bool
+		ticket transfer.Ticket
+		status string
+	}{
+		{"no token", true, transfer.Ticket{ID: id, URL: u}, "401"},
+		{"a download token to upload", true, transfer.Ticket{ID: id, URL: u, Token: r.Token(id, transfer.Download, time.Minute)}, "403"},
+		{"another transfer's token", true, transfer.Ticket{ID: id, URL: u, Token: r.Token("abc-move-2", transfer.Upload, time.Minute)}, "403"},
+		{"an expired token", true, transfer.Ticket{ID: id, URL: u, Token: r.Token(id, transfer.Upload, -time.Minute)}, "403"},
+		{"a forged token", true, transfer.Ticket{ID: id, URL: u, Token: "99999999999.00ff"}, "403"},
+		{"an upload token to download", false, transfer.Ticket{ID: id, URL: u, Token: r.Token(id, transfer.Upload, time.Minute)}, "403"},
+		{"an ID that is no file name", false, transfer.Ticket{ID: "..", URL: srv.URL + "/api/v1/volumetransfers/..%2Fx", Token: "1.00"}, "404"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if tt.put {
+				err = transfer.Put(ctx, nil, tt.ticket, strings.NewReader("data"))
+			} else {
+				_, _, err = transfer.Get(ctx, nil, tt.ticket)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.status) {
+				t.Errorf("got %v, want %s", err, tt.status)
+			}
+		})
+	}
+}
+
+// An upload cut short leaves no stream a download could take for whole.
+func TestAnUploadCutShortLeavesNoStream(t *testing.T) {
+	r, srv := newRelay(t)
+	ctx := context.Background()
+	id := "abc-move-1"
+	up := transfer.Ticket{ID: id, URL: transfer.URL(srv.URL, id), Token: r.Token(id, transfer.Upload, time.Minute)}
+	broken := io.MultiReader(strings.NewReader(strings.Repeat("x", 1<<20)), errReader{})
+	if err := transfer.Put(ctx, nil, up, broken); err == nil {
+		t.Fatal("an upload whose source failed succeeded")
+	}
+	down := transfer.Ticket{ID: id, URL: up.URL, Token: r.Token(id, transfer.Download, time.Minute)}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, _, err := transfer.Get(ctx, nil, down)
+		if err != nil && strings.Contains(err.Error(), "404") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("download after a broken upload: %v, want 404", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The relay drops the partial file once it sees the body end.
+	for time.Now().Before(deadline) {
+		if parts, _ := filepath.Glob(filepath.Join(r.Dir, "*.part-*")); len(parts) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Error("a partial upload file stayed")
+}
+
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errors.New("the source node died") }

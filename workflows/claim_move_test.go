@@ -1,0 +1,156 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+
+	controlacts "github.com/zonewright/zonewright/activities/control"
+	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/transfer"
+)
+
+// fakeMove plays a claim's row through a move, recording what ran where.
+type fakeMove struct {
+	mu    sync.Mutex
+	st    controlops.ClaimState
+	calls []string
+}
+
+func (f *fakeMove) record(ctx context.Context, format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	where := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "node/")
+	f.calls = append(f.calls, where+": "+fmt.Sprintf(format, args...))
+}
+
+func (f *fakeMove) state() controlops.ClaimState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.st
+	if st.Move != nil {
+		m := *st.Move
+		st.Move = &m
+	}
+	return st
+}
+
+func (f *fakeMove) phase(change func(st *controlops.ClaimState)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	change(&f.st)
+}
+
+// A move plans, pre-copies while the pod runs, tells it to leave, waits
+// until it has left, sends the increment, switches and cleans up; a
+// send whose agent died is simply run again.
+func TestClaimMoveStepsInOrder(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(time.Minute)
+	env.RegisterActivity(&controlacts.Control{})
+	env.RegisterActivity(&hostacts.Activities{})
+
+	f := &fakeMove{st: controlops.ClaimState{Found: true, Node: "a", OnSource: 1,
+		Volume: hostops.ClaimVolume{Name: "db", UID: "u1", Bytes: 1 << 30}, CapacityBytes: 1 << 30,
+		Move: &model.ClaimMove{Phase: model.MovePlanning, From: "a"}}}
+	env.OnActivity(ctl.LoadClaim, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ClaimRef) (controlops.ClaimState, error) {
+		return f.state(), nil
+	})
+	env.OnActivity(ctl.PlanClaimMove, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlops.ClaimTarget) (controlops.ClaimMovePlan, error) {
+		f.record(ctx, "plan")
+		m := &model.ClaimMove{Phase: model.MoveCopying, From: "a", To: "b", ID: "x"}
+		f.phase(func(st *controlops.ClaimState) { st.Move = m })
+		return controlops.ClaimMovePlan{Move: m}, nil
+	})
+	env.OnActivity(host.SnapshotClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, s hostops.ClaimSnapshot) error {
+		f.record(ctx, "snapshot %s", s.UID)
+		return nil
+	})
+	env.OnActivity(ctl.ClaimTransfer, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlops.ClaimTransferInput) (controlops.ClaimTransferTickets, error) {
+		id := controlops.TransferID("u1", in.Move.MoveID, in.Step)
+		return controlops.ClaimTransferTickets{Upload: transferTicket(id, "up"), Download: transferTicket(id, "down")}, nil
+	})
+	died := false
+	env.OnActivity(host.SendClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
+		if !died {
+			died = true // the agent dies mid-send: the attempt fails
+			return hostops.ClaimTransferResult{}, errors.New("activity heartbeat timeout")
+		}
+		f.record(ctx, "send %s from %q with %s", x.Snapshot, x.From, x.Ticket.Token)
+		return hostops.ClaimTransferResult{Bytes: 1}, nil
+	})
+	env.OnActivity(host.ReceiveClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
+		f.record(ctx, "receive %s from %q with %s", x.Snapshot, x.From, x.Ticket.Token)
+		return hostops.ClaimTransferResult{Bytes: 1}, nil
+	})
+	env.OnActivity(ctl.MoveClaimPods, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlops.ClaimMoveInput) (int, error) {
+		f.record(ctx, "pods told to leave")
+		f.phase(func(st *controlops.ClaimState) { st.Move.Phase = model.MoveSwitching })
+		// The pod is unbound a while later, which wakes the claim.
+		env.RegisterDelayedCallback(func() {
+			f.phase(func(st *controlops.ClaimState) { st.OnSource = 0 })
+			env.SignalWorkflow(SignalVolumeSync, nil)
+		}, 5*time.Second)
+		return 1, nil
+	})
+	env.OnActivity(ctl.SwitchClaimNode, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlops.ClaimMoveInput) error {
+		f.record(ctx, "switch")
+		f.phase(func(st *controlops.ClaimState) { st.Node, st.Move.Phase = "b", model.MoveCleaning })
+		return nil
+	})
+	env.OnActivity(host.DestroyClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, c hostops.ClaimVolume) error {
+		f.record(ctx, "destroy %s", c.UID)
+		return nil
+	})
+	env.OnActivity(host.DestroyClaimSnapshot, mock.Anything, mock.Anything).Return(func(ctx context.Context, s hostops.ClaimSnapshot) error {
+		f.record(ctx, "destroy @%s", s.UID)
+		return nil
+	})
+	env.OnActivity(ctl.EndClaimMove, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlops.ClaimMoveInput) error {
+		f.record(ctx, "end")
+		f.phase(func(st *controlops.ClaimState) { st.Move = nil })
+		return nil
+	})
+
+	env.ExecuteWorkflow(ClaimSync, ClaimInput{Claim: controlops.ClaimRef{Namespace: "default", Name: "db"}})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow: completed %v, error %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	want := []string{
+		"zonewright-control: plan",
+		"a: snapshot move-x-1",
+		`a: send move-x-1 from "" with up-u1-move-x-1`,
+		`b: receive move-x-1 from "" with down-u1-move-x-1`,
+		"zonewright-control: pods told to leave",
+		"a: snapshot move-x-2",
+		`a: send move-x-2 from "move-x-1" with up-u1-move-x-2`,
+		`b: receive move-x-2 from "move-x-1" with down-u1-move-x-2`,
+		"zonewright-control: switch",
+		"a: destroy u1",
+		"b: destroy @move-x-1",
+		"b: destroy @move-x-2",
+		"zonewright-control: end",
+	}
+	if got := strings.Join(f.calls, "\n"); got != strings.Join(want, "\n") {
+		t.Fatalf("steps:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+}
+
+func transferTicket(id, dir string) transfer.Ticket {
+	return transfer.Ticket{ID: id, URL: "http://cp/api/v1/volumetransfers/" + id, Token: dir + "-" + id}
+}
