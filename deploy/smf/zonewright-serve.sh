@@ -25,6 +25,7 @@ temporal_tls_ca
 temporal_tls_server_name
 image_store
 image_download_secret
+transfer_dir
 advertise_url
 image_map
 image_stall_timeout

@@ -114,7 +114,10 @@ func (h *Host) runStep(ctx context.Context, st ProvisionStep, s PodSandbox) (int
 		sctx, cancel := context.WithDeadline(ctx, deadline)
 		err := st.run(h, sctx, s)
 		cancel()
-		if err == nil || ctx.Err() != nil || Permanent(err) || time.Now().Add(wait).After(deadline) {
+		var maint *MaintenanceError
+		if err == nil || ctx.Err() != nil || Permanent(err) || errors.As(err, &maint) || time.Now().Add(wait).After(deadline) {
+			// A container in maintenance stays there until cleared: the
+			// lifecycle decides by its restart policy, not a retry here.
 			return try, err
 		}
 		h.log().Warn("provision step failed; trying again", "step", st.Name, "zone", s.ZoneName(), "try", try, "err", err)
