@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,8 +40,27 @@ type devStack struct {
 	api, temporal, ui string
 	dns               string
 	dataDir           string
-	output            *strings.Builder
+	output            *lockedOutput
 	exited            chan error
+}
+
+// lockedOutput is the stack's output, written by its reader goroutine
+// while the test reads it.
+type lockedOutput struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (o *lockedOutput) WriteString(s string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.b.WriteString(s)
+}
+
+func (o *lockedOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
 }
 
 // buildBinary builds zonewright, and illumos-sim beside it where the dev
@@ -59,7 +79,7 @@ func buildBinary(t *testing.T) string {
 
 func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devStack {
 	t.Helper()
-	d := &devStack{api: api, temporal: temporal, ui: ui, dns: freeAddr(t), dataDir: dataDir, output: &strings.Builder{}, exited: make(chan error, 1)}
+	d := &devStack{api: api, temporal: temporal, ui: ui, dns: freeAddr(t), dataDir: dataDir, output: &lockedOutput{}, exited: make(chan error, 1)}
 	d.cmd = exec.Command(bin, "dev", "--data-dir", dataDir, "--listen", api, "--temporal-address", temporal, "--ui-address", ui,
 		"--dns-listen", d.dns, "--log-level", "warn")
 	stdout, _ := d.cmd.StdoutPipe()
@@ -75,7 +95,8 @@ func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devS
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			d.output.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "dev stack is up") {
+			// The banner's last line: everything it shows is in.
+			if strings.Contains(sc.Text(), "Ctrl-C stops everything") {
 				up <- true
 			}
 		}
