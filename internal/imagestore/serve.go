@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/signedtoken"
 )
 
 // ServeArtefact answers a node's download of image name's artefact. It
@@ -19,7 +19,7 @@ import (
 // supports HEAD and Range (with If-Range against its ETag), so a node can
 // resume. Errors are Kubernetes Status bodies like the rest of the API.
 func (s *Store) ServeArtefact(w http.ResponseWriter, r *http.Request, name string) {
-	token, ok := bearer(r.Header.Get("Authorization"))
+	token, ok := signedtoken.Bearer(r.Header.Get("Authorization"))
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="zonewright images"`)
 		writeStatus(w, http.StatusUnauthorized, "Unauthorized", "a download token is required (Authorization: Bearer <token>)")
@@ -56,15 +56,6 @@ func (s *Store) ServeArtefact(w http.ResponseWriter, r *http.Request, name strin
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	http.ServeContent(w, r, "", fi.ModTime(), f)
-}
-
-func bearer(h string) (string, bool) {
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
 }
 
 func writeStatus(w http.ResponseWriter, code int, reason, msg string) {

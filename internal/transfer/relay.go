@@ -12,9 +12,6 @@
 package transfer
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,11 +21,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/signedtoken"
 )
 
 // Direction is what a token allows.
@@ -60,46 +56,13 @@ func ValidID(id string) error {
 }
 
 // Token lets its holder move transfer id's stream in direction d until
-// ttl from now: "<unix expiry>.<hex HMAC-SHA256>".
+// ttl from now (signedtoken).
 func (r *Relay) Token(id string, d Direction, ttl time.Duration) string {
-	exp := time.Now().Add(ttl).Unix()
-	return strconv.FormatInt(exp, 10) + "." + hex.EncodeToString(r.mac(id, d, exp))
+	return signedtoken.Make(r.Secret, tokenDomain, ttl, id, string(d))
 }
-
-func (r *Relay) mac(id string, d Direction, exp int64) []byte {
-	m := hmac.New(sha256.New, r.Secret)
-	for _, part := range []string{tokenDomain, id, string(d), strconv.FormatInt(exp, 10)} {
-		m.Write([]byte(part))
-		m.Write([]byte{0})
-	}
-	return m.Sum(nil)
-}
-
-var (
-	errTokenInvalid = errors.New("token is not valid for this transfer")
-	errTokenExpired = errors.New("token expired")
-)
 
 func (r *Relay) check(id string, d Direction, token string, now time.Time) error {
-	if len(r.Secret) == 0 {
-		return errTokenInvalid
-	}
-	expText, macText, ok := strings.Cut(token, ".")
-	if !ok {
-		return errTokenInvalid
-	}
-	exp, err := strconv.ParseInt(expText, 10, 64)
-	if err != nil {
-		return errTokenInvalid
-	}
-	got, err := hex.DecodeString(macText)
-	if err != nil || !hmac.Equal(got, r.mac(id, d, exp)) {
-		return errTokenInvalid
-	}
-	if now.Unix() > exp {
-		return errTokenExpired
-	}
-	return nil
+	return signedtoken.Check(r.Secret, tokenDomain, token, now, id, string(d))
 }
 
 func (r *Relay) path(id string) string { return filepath.Join(r.Dir, id+".zstream") }
@@ -107,7 +70,7 @@ func (r *Relay) path(id string) string { return filepath.Join(r.Dir, id+".zstrea
 // authorize answers the request itself (401, 403, 404) unless its token
 // allows d on id.
 func (r *Relay) authorize(w http.ResponseWriter, req *http.Request, id string, d Direction) bool {
-	token, ok := bearer(req.Header.Get("Authorization"))
+	token, ok := signedtoken.Bearer(req.Header.Get("Authorization"))
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="zonewright volume transfers"`)
 		writeStatus(w, http.StatusUnauthorized, "Unauthorized", "a transfer token is required (Authorization: Bearer <token>)")
@@ -215,15 +178,6 @@ func (r *Relay) Remove(id string) error {
 func (r *Relay) internal(w http.ResponseWriter, req *http.Request, id, what string, err error) {
 	slog.ErrorContext(req.Context(), "volume transfer: "+what, "transfer", id, "err", err)
 	writeStatus(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("volume transfer %s: could not %s", id, what))
-}
-
-func bearer(h string) (string, bool) {
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
 }
 
 func writeStatus(w http.ResponseWriter, code int, reason, msg string) {
