@@ -51,12 +51,30 @@ var syncOptions = workflow.ActivityOptions{
 // separate workflows that outlive it.
 func Deployment(ctx workflow.Context, in DeploymentInput) error {
 	ctx = workflow.WithActivityOptions(ctx, syncOptions)
-	changed := workflow.GetSignalChannel(ctx, SignalDeploymentChanged)
-	limit := in.HistoryLimit
+	var ops *controlacts.Control
+	return syncUntilGone(ctx, SignalDeploymentChanged, in.HistoryLimit, func(ctx workflow.Context) (syncOutcome, error) {
+		var res controlops.DeploymentSyncResult
+		err := workflow.ExecuteActivity(ctx, ops.SyncDeployment, in.Deployment).Get(ctx, &res)
+		return syncOutcome{Gone: res.Gone, WakeAfter: res.WakeAfter}, err
+	}, func() error { return workflow.NewContinueAsNewError(ctx, Deployment, in) })
+}
+
+// syncOutcome is what a sync tells the loop: the object is gone, or when
+// to sync again unasked (0: only on a change).
+type syncOutcome struct {
+	Gone      bool
+	WakeAfter time.Duration
+}
+
+// syncUntilGone is the loop of Deployment and Job: take the pending
+// change signals, sync once, end when the object is gone, continue as
+// new (again) when the history is long, then wait for a change signal,
+// the wake-up the sync asked for, or a cancel request.
+func syncUntilGone(ctx workflow.Context, signal string, limit int, sync func(workflow.Context) (syncOutcome, error), again func() error) error {
+	changed := workflow.GetSignalChannel(ctx, signal)
 	if limit <= 0 {
 		limit = 2000
 	}
-	var ops *controlacts.Control
 	// A loop costs about 9 events (a signal or a timer, a workflow task,
 	// an activity); counting them bounds the history where its length is
 	// not known (the SDK's test environment).
@@ -65,8 +83,8 @@ func Deployment(ctx workflow.Context, in DeploymentInput) error {
 		// the next one.
 		for changed.ReceiveAsync(nil) {
 		}
-		var res controlops.DeploymentSyncResult
-		if err := workflow.ExecuteActivity(ctx, ops.SyncDeployment, in.Deployment).Get(ctx, &res); err != nil {
+		res, err := sync(ctx)
+		if err != nil {
 			return err
 		}
 		if res.Gone {
@@ -74,7 +92,7 @@ func Deployment(ctx workflow.Context, in DeploymentInput) error {
 		}
 		info := workflow.GetInfo(ctx)
 		if (info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= limit || loops*9 >= limit) && changed.Len() == 0 {
-			return workflow.NewContinueAsNewError(ctx, Deployment, in)
+			return again()
 		}
 		waitCtx, cancel := workflow.WithCancel(ctx)
 		sel := workflow.NewSelector(ctx)

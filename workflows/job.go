@@ -30,37 +30,10 @@ type JobInput struct {
 // asked for), over SyncJob.
 func Job(ctx workflow.Context, in JobInput) error {
 	ctx = workflow.WithActivityOptions(ctx, syncOptions)
-	changed := workflow.GetSignalChannel(ctx, SignalJobChanged)
-	limit := in.HistoryLimit
-	if limit <= 0 {
-		limit = 2000
-	}
 	var ops *controlacts.Control
-	for loops := 1; ; loops++ {
-		for changed.ReceiveAsync(nil) {
-		}
+	return syncUntilGone(ctx, SignalJobChanged, in.HistoryLimit, func(ctx workflow.Context) (syncOutcome, error) {
 		var res controlops.JobSyncResult
-		if err := workflow.ExecuteActivity(ctx, ops.SyncJob, in.Job).Get(ctx, &res); err != nil {
-			return err
-		}
-		if res.Gone {
-			return nil
-		}
-		info := workflow.GetInfo(ctx)
-		if (info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= limit || loops*9 >= limit) && changed.Len() == 0 {
-			return workflow.NewContinueAsNewError(ctx, Job, in)
-		}
-		waitCtx, cancel := workflow.WithCancel(ctx)
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(changed, func(workflow.ReceiveChannel, bool) {}) // taken by the drain above
-		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
-		if res.WakeAfter > 0 {
-			sel.AddFuture(workflow.NewTimer(waitCtx, res.WakeAfter), func(workflow.Future) {})
-		}
-		sel.Select(ctx)
-		cancel()
-		if err := ctx.Err(); err != nil {
-			return err // a cancel request: the pods stay, as do their lifecycles
-		}
-	}
+		err := workflow.ExecuteActivity(ctx, ops.SyncJob, in.Job).Get(ctx, &res)
+		return syncOutcome{Gone: res.Gone, WakeAfter: res.WakeAfter}, err
+	}, func() error { return workflow.NewContinueAsNewError(ctx, Job, in) })
 }
