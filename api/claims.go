@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -82,6 +83,10 @@ func (s *Server) updateClaim(c *gin.Context) {
 	grew := model.ClaimBytes(pvc) != model.ClaimBytes(cur)
 	cur.Metadata.Labels, cur.Metadata.Annotations = pvc.Metadata.Labels, pvc.Metadata.Annotations
 	cur.Spec = pvc.Spec
+	if grew && cur.Status.NodeName != "" {
+		model.SetCondition(&cur.Status.Conditions, model.PersistentVolumeClaimCondition{Type: model.ClaimResizing, Status: model.ConditionTrue,
+			Reason: "Resizing", Message: "node " + cur.Status.NodeName + " is growing the dataset's quota to " + cur.Spec.Resources.Requests[model.ResourceStorage]}, time.Now().UTC())
+	}
 	cur.Metadata.ResourceVersion = pvc.Metadata.ResourceVersion
 	if err := s.store.Claims().Update(c.Request.Context(), cur); err != nil {
 		s.fail(c, err)

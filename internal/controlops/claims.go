@@ -111,6 +111,9 @@ func (a *Control) ClaimResized(ctx context.Context, ref ClaimRef, uid string, by
 			return false // another claim of that name, or grown again since
 		}
 		c.Status.Capacity = model.ResourceList{model.ResourceStorage: c.Spec.Resources.Requests[model.ResourceStorage]}
+		c.Status.Conditions = slices.DeleteFunc(c.Status.Conditions, func(cond model.PersistentVolumeClaimCondition) bool {
+			return cond.Type == model.ClaimResizing
+		})
 		return true
 	})
 	if errors.Is(err, store.ErrNotFound) {

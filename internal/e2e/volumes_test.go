@@ -155,12 +155,14 @@ func TestClaimGrowsOnline(t *testing.T) {
 		t.Fatalf("shrink: %d %s", code, b)
 	}
 	code, b := grow("128Mi")
-	if code != http.StatusOK {
-		t.Fatalf("grow: %d %s", code, b)
+	var grown model.PersistentVolumeClaim
+	if code != http.StatusOK || json.Unmarshal(b, &grown) != nil || len(grown.Status.Conditions) != 1 ||
+		grown.Status.Conditions[0].Type != model.ClaimResizing || grown.Status.Conditions[0].Status != model.ConditionTrue {
+		t.Fatalf("grow: %d %s, want the Resizing condition", code, b)
 	}
 	c.eventually(30*time.Second, "the grown size applied on the node", func() bool {
 		pvc, _ := c.claim("db")
-		return pvc.Status.Capacity[model.ResourceStorage] == "128Mi"
+		return pvc.Status.Capacity[model.ResourceStorage] == "128Mi" && len(pvc.Status.Conditions) == 0
 	})
 	c.recordHistory(workflows.ClaimWorkflowID("default", "db"), "claim-grown.json")
 	out, err := simZFS(c, 0, "get", "-Hp", "-o", "value", "quota", "tank/zonewright/volumes/"+pvc.Metadata.UID)

@@ -74,7 +74,16 @@ type PersistentVolumeClaimStatus struct {
 	// Move is the claim's data moving to another node with its pods, as
 	// its node is drained; nil when it stays where it is.
 	Move *ClaimMove `json:"move,omitempty"`
+	// Conditions: Resizing while its node has not applied a larger size.
+	Conditions []PersistentVolumeClaimCondition `json:"conditions,omitempty"`
 }
+
+// PersistentVolumeClaimCondition has the fields of a pod's condition.
+type PersistentVolumeClaimCondition = PodCondition
+
+// ClaimResizing is the condition of a claim whose node has not applied
+// its new size yet.
+const ClaimResizing = "Resizing"
 
 // Phases of a claim's move.
 const (
