@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -119,4 +120,35 @@ func (s *Server) deleteClaim(c *gin.Context) {
 		}
 	}
 	respond(c, http.StatusOK, pvc)
+}
+
+// moveClaim moves a claim's data, and then its pods, off its node (to
+// body.nodeName if given): the move a drain makes, asked for one claim.
+// 202: the claim's workflow does it; status.move follows it.
+func (s *Server) moveClaim(c *gin.Context) {
+	ns, name := c.Param("ns"), c.Param("name")
+	var body struct {
+		NodeName string `json:"nodeName"`
+	}
+	if c.Request.ContentLength != 0 {
+		if err := decode(c, &body); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	if s.transfers == nil || s.volumes == nil {
+		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
+			msg: "claims cannot move: this server runs no volume transfer relay or workflows"})
+		return
+	}
+	pvc, err := controlops.StartClaimMove(c.Request.Context(), s.store, ns, name, body.NodeName)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := s.volumes.SyncClaim(c.Request.Context(), ns, name); err != nil {
+		s.fail(c, lifecycleError(err))
+		return
+	}
+	respond(c, http.StatusAccepted, pvc)
 }

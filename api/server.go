@@ -172,6 +172,7 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/namespaces/:ns/persistentvolumeclaims/:name", s.getClaim)
 	v1.PUT("/namespaces/:ns/persistentvolumeclaims/:name", s.updateClaim)
 	v1.DELETE("/namespaces/:ns/persistentvolumeclaims/:name", s.deleteClaim)
+	v1.POST("/namespaces/:ns/persistentvolumeclaims/:name/move", s.moveClaim)
 
 	v1.GET("/endpoints", s.listEndpoints)
 	v1.GET("/namespaces/:ns/endpoints", s.listEndpoints)

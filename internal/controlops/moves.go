@@ -56,31 +56,82 @@ func StartClaimMoves(ctx context.Context, st *store.Store, node string) ([]strin
 		if !used[key] || c.Metadata.DeletionTimestamp != nil || c.Status.Phase != model.ClaimBound {
 			continue
 		}
-		snaps, err := st.Snapshots().ListAll(ctx, store.ListOptions{Namespace: c.Metadata.Namespace,
-			FieldSelector: "spec.source.persistentVolumeClaimName=" + c.Metadata.Name})
+		why, err := markClaimMove(ctx, st, &c, "")
 		if err != nil {
 			return moving, err
 		}
-		if len(snaps) > 0 {
-			continue
-		}
-		marked := false
-		_, err = st.Claims().Modify(ctx, c.Metadata.Namespace, c.Metadata.Name, func(c *model.PersistentVolumeClaim) bool {
-			if c.Status.NodeName != node || c.Status.Move != nil || c.Metadata.DeletionTimestamp != nil {
-				return false
-			}
-			c.Status.Move = &model.ClaimMove{Phase: model.MovePlanning, From: node}
-			marked = true
-			return true
-		})
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return moving, err
-		}
+		marked := why == ""
 		if marked {
 			moving = append(moving, key)
 		}
 	}
 	return moving, nil
+}
+
+// markClaimMove marks claim c, bound to its node, for moving to asked
+// (empty: a node the scheduler picks). why says why it cannot move: its
+// VolumeSnapshots live on its node and would not follow; a claim being
+// deleted, Lost or moving already stays.
+func markClaimMove(ctx context.Context, st *store.Store, c *model.PersistentVolumeClaim, asked string) (why string, err error) {
+	snaps, err := st.Snapshots().ListAll(ctx, store.ListOptions{Namespace: c.Metadata.Namespace,
+		FieldSelector: "spec.source.persistentVolumeClaimName=" + c.Metadata.Name})
+	if err != nil {
+		return "", err
+	}
+	if len(snaps) > 0 {
+		return fmt.Sprintf("its %d VolumeSnapshot(s) live on node %s and would not follow", len(snaps), c.Status.NodeName), nil
+	}
+	node := c.Status.NodeName
+	why = "it is gone"
+	_, err = st.Claims().Modify(ctx, c.Metadata.Namespace, c.Metadata.Name, func(c *model.PersistentVolumeClaim) bool {
+		switch {
+		case c.Status.NodeName != node || c.Status.NodeName == "":
+			why = "it is not bound to a node: it holds no data yet"
+		case c.Status.Move != nil:
+			why = fmt.Sprintf("it is moving already, from node %s to node %s", c.Status.Move.From, c.Status.Move.To)
+		case c.Metadata.DeletionTimestamp != nil:
+			why = "it is being deleted"
+		case c.Status.Phase != model.ClaimBound:
+			why = fmt.Sprintf("it is %s", c.Status.Phase)
+		default:
+			c.Status.Move = &model.ClaimMove{Phase: model.MovePlanning, From: node, Asked: asked}
+			why = ""
+			return true
+		}
+		return false
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return "it is gone", nil
+	}
+	return why, err
+}
+
+// StartClaimMove marks one claim for moving off its node, to asked if
+// set (an operator's move): its workflow moves the data, then its pods.
+// The claim must be Bound, with no VolumeSnapshots, not moving and not
+// being deleted; otherwise a store.ErrConflict says why. The caller
+// wakes its workflow.
+func StartClaimMove(ctx context.Context, st *store.Store, ns, name, asked string) (*model.PersistentVolumeClaim, error) {
+	c, err := st.Claims().Get(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	if asked != "" {
+		if asked == c.Status.NodeName {
+			return nil, fmt.Errorf("%w: persistentvolumeclaim %q is on node %s already", store.ErrConflict, name, asked)
+		}
+		if _, err := st.Nodes().Get(ctx, "", asked); err != nil {
+			return nil, err
+		}
+	}
+	why, err := markClaimMove(ctx, st, c, asked)
+	if err != nil {
+		return nil, err
+	}
+	if why != "" {
+		return nil, fmt.Errorf("%w: persistentvolumeclaim %q cannot move: %s", store.ErrConflict, name, why)
+	}
+	return st.Claims().Get(ctx, ns, name)
 }
 
 // keptForMove reports whether pod p uses one of the claims (namespace/

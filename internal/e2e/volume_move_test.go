@@ -274,3 +274,55 @@ func TestAClaimMovesThroughAnAgentCrash(t *testing.T) {
 	})
 	t.Logf("the move through the agent's crash took %s", time.Since(start).Round(time.Millisecond))
 }
+
+// An operator moves one claim, to a node of their choosing, without a
+// drain: the data goes first, then the pod follows; a move that cannot be
+// is refused with the reason.
+func TestOperatorMovesAClaim(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims", `{"metadata":{"name":"db"},"spec":{"resources":{"requests":{"storage":"64Mi"}}}}`)
+	move := func(body string) (int, []byte) {
+		return c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims/db/move", body)
+	}
+	if code, b := move(""); code != http.StatusConflict || !strings.Contains(string(b), "holds no data yet") {
+		t.Fatalf("moving an unbound claim: %d %s, want 409", code, b)
+	}
+	c.createPod(movePodBody(t, 4))
+	p := c.waitPhase("db", model.PodRunning, true, 2*time.Minute)
+	from := p.Spec.NodeName
+	var to string
+	for _, n := range c.nodes.Nodes {
+		if n.Name != from {
+			to = n.Name // the first other node: not necessarily the scheduler's pick
+		}
+	}
+	if code, b := move(`{"nodeName":"` + from + `"}`); code != http.StatusConflict {
+		t.Fatalf("moving a claim to its own node: %d %s, want 409", code, b)
+	}
+	if code, b := move(`{"nodeName":"nowhere"}`); code != http.StatusNotFound {
+		t.Fatalf("moving a claim to no node: %d %s, want 404", code, b)
+	}
+	pvc, _ := c.claim("db")
+	blob := func(node string) string {
+		return fileSHA256(t, filepath.Join(c.nodes.Nodes[c.nodeIndex(node)].Root, "fs/tank/zonewright/volumes", pvc.Metadata.UID, "blob"))
+	}
+	sum := blob(from)
+	if code, b := move(`{"nodeName":"` + to + `"}`); code != http.StatusAccepted {
+		t.Fatalf("move: %d %s", code, b)
+	}
+	if code, b := move(""); code != http.StatusConflict || !strings.Contains(string(b), "moving already") {
+		t.Fatalf("moving a claim being moved: %d %s, want 409", code, b)
+	}
+	c.eventually(2*time.Minute, "the claim on "+to+", its move ended", func() bool {
+		pvc, _ = c.claim("db")
+		return pvc.Status.NodeName == to && pvc.Status.Move == nil
+	})
+	p = c.waitPhase("db", model.PodRunning, true, 2*time.Minute)
+	if p.Spec.NodeName != to || blob(to) != sum {
+		t.Fatalf("the pod runs on %s; the data on %s matches: %v", p.Spec.NodeName, to, blob(to) == sum)
+	}
+	c.eventually(time.Minute, "the old copy destroyed", func() bool {
+		return !c.hasDataset(c.nodeIndex(from), "tank/zonewright/volumes/"+pvc.Metadata.UID)
+	})
+}

@@ -106,6 +106,9 @@ type ClaimMove struct {
 	Phase string `json:"phase"`
 	From  string `json:"from"`
 	To    string `json:"to,omitempty"`
+	// Asked is the node an operator asked for (POST …/move); empty: any
+	// the scheduler picks.
+	Asked string `json:"asked,omitempty"`
 	// ID names the move's snapshots (move-<ID>-1, the pre-copy, and
 	// move-<ID>-2, the final increment) and transfers.
 	ID      string `json:"id,omitempty"`

@@ -92,8 +92,11 @@ func (s *Scheduler) PlanMove(ctx context.Context, ns, name, uid string) (MovePla
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		cand := Candidate{Node: n, Used: used[n.Metadata.Name], ClaimBytes: claimBytes[n.Metadata.Name], NewClaimBytes: model.ClaimBytes(c)}
-		if n.Metadata.Name == m.From {
+		switch {
+		case n.Metadata.Name == m.From:
 			cand.Excluded = reasonMoveSource
+		case m.Asked != "" && n.Metadata.Name != m.Asked:
+			cand.Excluded = reasonNotAsked
 		}
 		candidates = append(candidates, cand)
 	}
@@ -108,12 +111,16 @@ func (s *Scheduler) PlanMove(ctx context.Context, ns, name, uid string) (MovePla
 		}
 		return MovePlan{Message: msg}, nil
 	}
-	c.Status.Move = &model.ClaimMove{Phase: model.MoveCopying, From: m.From, To: d.Node, ID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	c.Status.Move = &model.ClaimMove{Phase: model.MoveCopying, From: m.From, To: d.Node, Asked: m.Asked, ID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	if err := s.Store.Claims().Update(ctx, c); err != nil {
 		return MovePlan{}, err // a conflict is retried by the caller
 	}
 	return MovePlan{Move: c.Status.Move}, nil
 }
 
-// reasonMoveSource: the node a claim moves away from.
-const reasonMoveSource = "node(s) being drained of the claim"
+// reasonMoveSource: the node a claim moves away from; reasonNotAsked:
+// the nodes an operator's move did not ask for.
+const (
+	reasonMoveSource = "node(s) the claim moves away from"
+	reasonNotAsked   = "node(s) other than the one asked for"
+)
