@@ -155,22 +155,7 @@ func (s *Server) updateDeployment(c *gin.Context) {
 // deletes its pods gracefully, then its revisions, then the deployment.
 func (s *Server) deleteDeployment(c *gin.Context) {
 	ns, name, rv := c.Param("ns"), c.Param("name"), c.Query("resourceVersion")
-	var stale error
-	d, err := s.store.Deployments().Modify(c.Request.Context(), ns, name, func(d *model.Deployment) bool {
-		if rv != "" && rv != d.Metadata.ResourceVersion {
-			stale = fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", store.ErrConflict, rv, d.Metadata.ResourceVersion)
-			return false
-		}
-		if d.Metadata.DeletionTimestamp != nil {
-			return false
-		}
-		now := time.Now().UTC()
-		d.Metadata.DeletionTimestamp = &now
-		return true
-	})
-	if err == nil {
-		err = stale
-	}
+	d, err := store.MarkDeleting(c.Request.Context(), s.store.Deployments(), ns, name, rv)
 	if err != nil {
 		s.fail(c, err)
 		return

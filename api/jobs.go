@@ -1,9 +1,7 @@
 package api
 
 import (
-	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -74,22 +72,7 @@ func (s *Server) createJob(c *gin.Context) {
 // pods gracefully, then the job.
 func (s *Server) deleteJob(c *gin.Context) {
 	ns, name, rv := c.Param("ns"), c.Param("name"), c.Query("resourceVersion")
-	var stale error
-	j, err := s.store.Jobs().Modify(c.Request.Context(), ns, name, func(j *model.Job) bool {
-		if rv != "" && rv != j.Metadata.ResourceVersion {
-			stale = fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", store.ErrConflict, rv, j.Metadata.ResourceVersion)
-			return false
-		}
-		if j.Metadata.DeletionTimestamp != nil {
-			return false
-		}
-		now := time.Now().UTC()
-		j.Metadata.DeletionTimestamp = &now
-		return true
-	})
-	if err == nil {
-		err = stale
-	}
+	j, err := store.MarkDeleting(c.Request.Context(), s.store.Jobs(), ns, name, rv)
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -262,30 +262,42 @@ var errHeld = errors.New("a node holds it")
 // that in the deletion's transaction; one a node holds is stamped
 // deleting instead, for its workflow to release (deleted says which).
 func deleteOrMark[T any, PT ObjectPtr[T]](ctx context.Context, r Resource[T, PT], ns, name, resourceVersion string, held func(PT) bool) (obj PT, deleted bool, err error) {
-	for {
-		obj, err := r.DeleteWith(ctx, ns, name, resourceVersion, func(_ pgx.Tx, o PT) error {
-			if held(o) {
-				return errHeld
-			}
-			return nil
-		})
-		if !errors.Is(err, errHeld) {
-			return obj, err == nil, err
+	obj, err = r.DeleteWith(ctx, ns, name, resourceVersion, func(_ pgx.Tx, o PT) error {
+		if held(o) {
+			return errHeld
 		}
-		if obj, err = r.Get(ctx, ns, name); err != nil {
-			return nil, false, err
+		return nil
+	})
+	if !errors.Is(err, errHeld) {
+		return obj, err == nil, err
+	}
+	obj, err = MarkDeleting(ctx, r, ns, name, resourceVersion)
+	return obj, false, err
+}
+
+// MarkDeleting stamps an object's deletion time (once), for the workflow
+// that owns it to finish the deletion. A non-empty resourceVersion is a
+// precondition.
+func MarkDeleting[T any, PT ObjectPtr[T]](ctx context.Context, r Resource[T, PT], ns, name, resourceVersion string) (PT, error) {
+	var stale error
+	obj, err := r.Modify(ctx, ns, name, func(o PT) bool {
+		m := o.GetMeta()
+		if resourceVersion != "" && resourceVersion != m.ResourceVersion {
+			stale = fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, m.ResourceVersion)
+			return false
 		}
-		m := obj.GetMeta()
 		if m.DeletionTimestamp != nil {
-			return obj, false, nil
+			return false
 		}
 		now := time.Now().UTC()
 		m.DeletionTimestamp = &now
-		if err := r.Update(ctx, obj); errors.Is(err, ErrConflict) && resourceVersion == "" {
-			continue
-		} else if err != nil {
-			return nil, false, err
-		}
-		return obj, false, nil
+		return true
+	})
+	if err == nil {
+		err = stale
 	}
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
 }
