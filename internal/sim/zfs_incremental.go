@@ -73,26 +73,7 @@ func (s *streamWriter) writeDelta(from, to string, settled time.Time) error {
 		if same {
 			return nil
 		}
-		rel = filepath.ToSlash(rel)
-		mode := uint32(info.Mode().Perm())
-		switch {
-		case d.IsDir():
-			return s.entry('D', rel, mode, 0, nil)
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return s.entry('L', rel, mode, uint64(len(target)), strings.NewReader(target))
-		case d.Type().IsRegular():
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			return s.entry('F', rel, mode, uint64(info.Size()), f)
-		}
-		return nil
+		return s.writeEntry(p, rel, d, info)
 	})
 }
 
@@ -370,37 +351,10 @@ func syncTree(src, dst string, settled time.Time) error {
 	if err != nil {
 		return err
 	}
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if rel == "." {
-			return nil
-		}
-		target := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if same, err := sameEntry(target, p, info, settled); err != nil || same {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(target, 0o755)
-		case d.Type()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			os.Remove(target)
-			return os.Symlink(l, target)
-		case d.Type().IsRegular():
-			os.Remove(target) // never write into a file a snapshot may share
-			return copyFile(p, target)
-		}
-		return nil
+	same := func(target, p string, info fs.FileInfo) (bool, error) { return sameEntry(target, p, info, settled) }
+	return mirrorTree(src, dst, same, func(p, target string) error {
+		os.Remove(target) // never write into a file a snapshot may share
+		return copyFile(p, target)
 	})
 }
 
@@ -408,30 +362,10 @@ func syncTree(src, dst string, settled time.Time) error {
 // and symlinks made anew), falling back to copies across filesystems. A
 // stream applied to it replaces files rather than writing into them.
 func linkTree(src, dst string) error {
-	if _, err := os.Stat(src); err != nil {
-		return os.MkdirAll(dst, 0o755)
-	}
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	return mirrorTree(src, dst, nil, func(p, target string) error {
+		if os.Link(p, target) == nil {
+			return nil
 		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(target, 0o755)
-		case d.Type()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(l, target)
-		case d.Type().IsRegular():
-			if os.Link(p, target) == nil {
-				return nil
-			}
-			return copyFile(p, target)
-		}
-		return nil
+		return copyFile(p, target)
 	})
 }

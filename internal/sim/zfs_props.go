@@ -646,7 +646,12 @@ func removeDatasets(h *host, st *State, doomed []*Dataset) {
 }
 
 // copyTree copies a directory tree (regular files, dirs, symlinks).
-func copyTree(src, dst string) error {
+func copyTree(src, dst string) error { return mirrorTree(src, dst, nil, copyFile) }
+
+// mirrorTree makes dst hold src's directories, symlinks and regular
+// files, each file put there by place. Entries same reports as already
+// there are left alone (nil: none are). A missing src is an empty tree.
+func mirrorTree(src, dst string, same func(target, p string, info fs.FileInfo) (bool, error), place func(p, target string) error) error {
 	if _, err := os.Stat(src); err != nil {
 		return os.MkdirAll(dst, 0o755)
 	}
@@ -656,6 +661,15 @@ func copyTree(src, dst string) error {
 		}
 		rel, _ := filepath.Rel(src, p)
 		target := filepath.Join(dst, rel)
+		if same != nil && rel != "." {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if ok, err := same(target, p, info); err != nil || ok {
+				return err
+			}
+		}
 		switch {
 		case d.IsDir():
 			return os.MkdirAll(target, 0o755)
@@ -667,7 +681,7 @@ func copyTree(src, dst string) error {
 			os.Remove(target)
 			return os.Symlink(l, target)
 		case d.Type().IsRegular():
-			return copyFile(p, target)
+			return place(p, target)
 		}
 		return nil
 	})

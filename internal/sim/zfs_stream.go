@@ -145,31 +145,37 @@ func (s *streamWriter) writeTree(dir string) error {
 		if rel == "." {
 			return nil
 		}
-		rel = filepath.ToSlash(rel)
 		info, err := d.Info()
 		if err != nil {
 			return err
 		}
-		mode := uint32(info.Mode().Perm())
-		switch {
-		case d.IsDir():
-			return s.entry('D', rel, mode, 0, nil)
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return s.entry('L', rel, mode, uint64(len(target)), strings.NewReader(target))
-		case d.Type().IsRegular():
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			return s.entry('F', rel, mode, uint64(info.Size()), f)
-		}
-		return nil
+		return s.writeEntry(p, rel, d, info)
 	})
+}
+
+// writeEntry streams one directory, symlink or regular file of a tree
+// at its relative path rel.
+func (s *streamWriter) writeEntry(p, rel string, d fs.DirEntry, info fs.FileInfo) error {
+	rel = filepath.ToSlash(rel)
+	mode := uint32(info.Mode().Perm())
+	switch {
+	case d.IsDir():
+		return s.entry('D', rel, mode, 0, nil)
+	case d.Type()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		return s.entry('L', rel, mode, uint64(len(target)), strings.NewReader(target))
+	case d.Type().IsRegular():
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return s.entry('F', rel, mode, uint64(info.Size()), f)
+	}
+	return nil
 }
 
 // errors of reading a stream, worded by the caller as zfs does.
