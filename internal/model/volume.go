@@ -224,6 +224,10 @@ func ValidatePersistentVolumeClaimUpdate(c, old *PersistentVolumeClaim) FieldErr
 	return errs
 }
 
+// maxMountPath is illumos's MAXPATHLEN less room for the zone root the
+// global zone sees it under.
+const maxMountPath = 512
+
 // validateVolumes checks the pod's volumes and its containers' mounts.
 // The containers of a pod share its zone, so a mount path is the pod's:
 // two mounts of one path are refused across containers too.
@@ -265,6 +269,8 @@ func validateVolumes(s *PodSpec) FieldErrors {
 			switch {
 			case !strings.HasPrefix(m.MountPath, "/"):
 				errs.add(f+".mountPath", FieldInvalid, "Invalid value: %q: must be an absolute path", m.MountPath)
+			case len(m.MountPath) > maxMountPath:
+				errs.add(f+".mountPath", FieldTooLong, "Too long: must have at most %d bytes (a path in the zone)", maxMountPath)
 			case m.MountPath == "/" || path.Clean(m.MountPath) != m.MountPath || strings.ContainsAny(m.MountPath, " \t\n;\"'"):
 				errs.add(f+".mountPath", FieldInvalid, "Invalid value: %q: must be a clean absolute path other than / (no '..', no spaces or quotes)", m.MountPath)
 			case paths[m.MountPath] != "":

@@ -124,3 +124,13 @@ func TestValidateSnapshotsAndDataSources(t *testing.T) {
 		t.Errorf("adding a data source later refused %q", got)
 	}
 }
+
+func TestMountPathsAreBounded(t *testing.T) {
+	p := &Pod{Metadata: ObjectMeta{Name: "p", Namespace: "default"}, Spec: PodSpec{
+		Volumes:    []Volume{{Name: "tmp", EmptyDir: &EmptyDirVolumeSource{}}},
+		Containers: []Container{{Name: "c", Image: "base", Command: []string{"true"}, VolumeMounts: []VolumeMount{{Name: "tmp", MountPath: "/" + strings.Repeat("a", 600)}}}}}}
+	DefaultPod(p)
+	if got := refused(ValidatePod(p)); got != "spec.containers[0].volumeMounts[0].mountPath" {
+		t.Fatalf("a 601-byte mount path refused %q", got)
+	}
+}
