@@ -5,6 +5,8 @@ package api
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,8 +15,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/imagemap"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
@@ -63,6 +67,15 @@ type Config struct {
 	Logger         *slog.Logger
 	// WatchKeepalive is how often an idle watch sends a comment line.
 	WatchKeepalive time.Duration
+	// CA signs the client certificates of joining nodes; nil: joins
+	// answer 503.
+	CA *pki.CA
+	// AuditLog receives a JSON line per mutating or refused request; nil:
+	// none.
+	AuditLog io.Writer
+	// MaxWatches bounds the watches one identity holds open; zero:
+	// DefaultMaxWatches.
+	MaxWatches int
 }
 
 // Server serves the REST API.
@@ -86,6 +99,14 @@ type Server struct {
 	serviceCIDR    *clusterip.Range
 	serviceNetH    *servicenet.Holder
 	serviceNetWait time.Duration
+
+	// Every request but the health checks' and the signed URLs' is
+	// authenticated (tokens, client certificates) and authorised.
+	tokens  *auth.Tokens
+	authz   *auth.Authorizer
+	ca      *pki.CA
+	audit   *auditLog
+	watches *watchSlots
 }
 
 // New builds the API server.
@@ -102,9 +123,28 @@ func New(cfg Config) *Server {
 	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
 		cfg.ServiceNetWait = MaxServiceNetWait
 	}
-	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
+	if cfg.MaxWatches <= 0 {
+		cfg.MaxWatches = DefaultMaxWatches
+	}
+	srv := &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
-		serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait}
+		serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
+		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, ca: cfg.CA, audit: &auditLog{w: cfg.AuditLog},
+		watches: &watchSlots{max: cfg.MaxWatches, open: map[string]int{}}}
+	srv.authz = &auth.Authorizer{PodNode: srv.podNode}
+	return srv
+}
+
+// podNode is the node a pod is bound to, for the node authorizer.
+func (s *Server) podNode(ctx context.Context, ns, name string) (string, error) {
+	p, err := s.store.Pods().Get(ctx, ns, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", auth.ErrPodNotFound
+	}
+	if err != nil {
+		return "", err
+	}
+	return p.Spec.NodeName, nil
 }
 
 // CloseWatches ends every open watch stream; call it when shutting down
@@ -124,94 +164,9 @@ func (s *Server) Handler() http.Handler {
 		s.fail(c, &apiError{code: http.StatusMethodNotAllowed, reason: "MethodNotAllowed", msg: c.Request.Method + " is not supported on " + c.Request.URL.Path})
 	})
 
-	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	r.GET("/readyz", s.readyz)
-
-	v1 := r.Group("/api/v1")
-	v1.GET("/namespaces", s.listNamespaces)
-	v1.POST("/namespaces", s.createNamespace)
-	v1.GET("/namespaces/:ns", s.getNamespace)
-	v1.DELETE("/namespaces/:ns", s.deleteNamespace)
-
-	v1.GET("/pods", s.listPods)
-	v1.GET("/namespaces/:ns/pods", s.listPods)
-	v1.POST("/namespaces/:ns/pods", s.createPod)
-	v1.GET("/namespaces/:ns/pods/:name", s.getPod)
-	v1.PUT("/namespaces/:ns/pods/:name", s.updatePod)
-	v1.DELETE("/namespaces/:ns/pods/:name", s.deletePod)
-	v1.POST("/namespaces/:ns/pods/:name/finalize", s.finalizePod)
-	v1.POST("/namespaces/:ns/pods/:name/cancel", s.cancelPod)
-
-	v1.GET("/nodes", s.listNodes)
-	v1.POST("/nodes", s.createNode)
-	v1.GET("/nodes/:name", s.getNode)
-	v1.DELETE("/nodes/:name", s.deleteNode)
-	v1.POST("/nodes/:name/cordon", s.cordonNode)
-	v1.POST("/nodes/:name/uncordon", s.uncordonNode)
-	v1.POST("/nodes/:name/drain", s.drainNode)
-
-	v1.GET("/images", s.listImages)
-	v1.POST("/images", s.createImage)
-	v1.GET("/images/:name", s.getImage)
-	v1.DELETE("/images/:name", s.deleteImage)
-	v1.GET("/images/:name/artefact", s.imageArtefact)
-
-	v1.PUT("/volumetransfers/:id", s.uploadTransfer)
-	v1.GET("/volumetransfers/:id", s.downloadTransfer)
-
-	v1.GET("/services", s.listServices)
-	v1.GET("/namespaces/:ns/services", s.listServices)
-	v1.POST("/namespaces/:ns/services", s.createService)
-	v1.GET("/namespaces/:ns/services/:name", s.getService)
-	v1.PUT("/namespaces/:ns/services/:name", s.updateService)
-	v1.DELETE("/namespaces/:ns/services/:name", s.deleteService)
-
-	v1.GET("/persistentvolumeclaims", s.listClaims)
-	v1.GET("/namespaces/:ns/persistentvolumeclaims", s.listClaims)
-	v1.POST("/namespaces/:ns/persistentvolumeclaims", s.createClaim)
-	v1.GET("/namespaces/:ns/persistentvolumeclaims/:name", s.getClaim)
-	v1.PUT("/namespaces/:ns/persistentvolumeclaims/:name", s.updateClaim)
-	v1.DELETE("/namespaces/:ns/persistentvolumeclaims/:name", s.deleteClaim)
-	v1.POST("/namespaces/:ns/persistentvolumeclaims/:name/move", s.moveClaim)
-
-	v1.GET("/endpoints", s.listEndpoints)
-	v1.GET("/namespaces/:ns/endpoints", s.listEndpoints)
-	v1.GET("/namespaces/:ns/endpoints/:name", s.getEndpoints)
-	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-		v1.Handle(m, "/namespaces/:ns/endpoints", s.refuseEndpointsWrite)
-		v1.Handle(m, "/namespaces/:ns/endpoints/:name", s.refuseEndpointsWrite)
+	for _, rt := range s.routes() {
+		r.Handle(rt.method, rt.path, s.guard(rt), rt.handler)
 	}
-
-	v1.GET("/servicenet", s.serviceNet)
-
-	apps := r.Group("/apis/apps/v1")
-	apps.GET("/deployments", s.listDeployments)
-	apps.GET("/namespaces/:ns/deployments", s.listDeployments)
-	apps.POST("/namespaces/:ns/deployments", s.createDeployment)
-	apps.GET("/namespaces/:ns/deployments/:name", s.getDeployment)
-	apps.PUT("/namespaces/:ns/deployments/:name", s.updateDeployment)
-	apps.DELETE("/namespaces/:ns/deployments/:name", s.deleteDeployment)
-	apps.GET("/namespaces/:ns/deployments/:name/scale", s.getDeploymentScale)
-	apps.PUT("/namespaces/:ns/deployments/:name/scale", s.putDeploymentScale)
-	apps.POST("/namespaces/:ns/deployments/:name/rollback", s.rollbackDeployment)
-	apps.POST("/namespaces/:ns/deployments/:name/pause", s.pauseDeployment)
-	apps.POST("/namespaces/:ns/deployments/:name/resume", s.resumeDeployment)
-	apps.POST("/namespaces/:ns/deployments/:name/restart", s.restartDeployment)
-	apps.GET("/controllerrevisions", s.listControllerRevisions)
-	apps.GET("/namespaces/:ns/controllerrevisions", s.listControllerRevisions)
-	apps.GET("/namespaces/:ns/controllerrevisions/:name", s.getControllerRevision)
-
-	batch := r.Group("/apis/batch/v1")
-	batch.GET("/jobs", s.listJobs)
-	batch.GET("/namespaces/:ns/jobs", s.listJobs)
-	batch.POST("/namespaces/:ns/jobs", s.createJob)
-	batch.GET("/namespaces/:ns/jobs/:name", s.getJob)
-	batch.DELETE("/namespaces/:ns/jobs/:name", s.deleteJob)
-
-	v1.GET("/events", s.listEvents)
-	v1.GET("/namespaces/:ns/events", s.listEvents)
-
-	s.routeSnapshots(r)
 	return r
 }
 

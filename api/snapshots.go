@@ -10,16 +10,6 @@ import (
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// routeSnapshots serves VolumeSnapshots under their API group.
-func (s *Server) routeSnapshots(r *gin.Engine) {
-	g := r.Group("/apis/" + model.APIVersionSnapshot)
-	g.GET("/volumesnapshots", s.listSnapshots)
-	g.GET("/namespaces/:ns/volumesnapshots", s.listSnapshots)
-	g.POST("/namespaces/:ns/volumesnapshots", s.createSnapshot)
-	g.GET("/namespaces/:ns/volumesnapshots/:name", s.getSnapshot)
-	g.DELETE("/namespaces/:ns/volumesnapshots/:name", s.deleteSnapshot)
-}
-
 func (s *Server) listSnapshots(c *gin.Context) { listOrWatch(s, c, s.store.Snapshots(), c.Param("ns")) }
 func (s *Server) getSnapshot(c *gin.Context) {
 	getOne(s, c, s.store.Snapshots(), c.Param("ns"), c.Param("name"))

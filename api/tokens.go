@@ -1,0 +1,190 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// Token lifetimes: what a request gets when it names none, and the most it may ask.
+const (
+	DefaultTokenTTL     = 24 * time.Hour
+	DefaultJoinTokenTTL = time.Hour
+	MaxTokenTTL         = 365 * 24 * time.Hour
+)
+
+// TokenRequest asks for a token; Role is for namespace tokens only.
+type TokenRequest struct {
+	Role       auth.Role `json:"role,omitempty"`
+	TTLSeconds int64     `json:"ttlSeconds,omitempty"`
+}
+
+// IssuedToken is the answer to a token request: the only time the whole
+// token is shown.
+type IssuedToken struct {
+	Token     string    `json:"token"`
+	ID        string    `json:"id"`
+	Role      auth.Role `json:"role"`
+	Namespace string    `json:"namespace,omitempty"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// TokenList lists tokens' metadata, never their secrets.
+type TokenList struct {
+	model.TypeMeta
+	Items []auth.Token `json:"items"`
+}
+
+// ttl reads ttlSeconds: def when absent, refused beyond MaxTokenTTL.
+func ttl(req TokenRequest, def time.Duration, errs *model.FieldErrors) time.Duration {
+	switch {
+	case req.TTLSeconds == 0:
+		return def
+	case req.TTLSeconds < 0 || time.Duration(req.TTLSeconds)*time.Second > MaxTokenTTL:
+		*errs = append(*errs, model.FieldError{Field: "ttlSeconds", Type: "FieldValueInvalid",
+			Detail: fmt.Sprintf("ttlSeconds: Invalid value: %d: want 1 to %d seconds", req.TTLSeconds, int64(MaxTokenTTL/time.Second))})
+	}
+	return time.Duration(req.TTLSeconds) * time.Second
+}
+
+// createToken issues a namespace token (POST …/namespaces/{ns}/tokens) or
+// a cluster-admin token (POST /api/v1/tokens).
+func (s *Server) createToken(c *gin.Context) {
+	var req TokenRequest
+	if err := decode(c, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	ns := c.Param("ns")
+	var errs model.FieldErrors
+	life := ttl(req, DefaultTokenTTL, &errs)
+	role := req.Role
+	if ns == "" {
+		if role == "" {
+			role = auth.RoleClusterAdmin
+		}
+		if role != auth.RoleClusterAdmin {
+			errs = append(errs, model.FieldError{Field: "role", Type: "FieldValueNotSupported",
+				Detail: fmt.Sprintf("role: Unsupported value: %q: cluster tokens are cluster-admin; namespace tokens are issued under /api/v1/namespaces/{ns}/tokens", role)})
+		}
+	} else if !slices.Contains(auth.NamespaceRoles, role) {
+		errs = append(errs, model.FieldError{Field: "role", Type: "FieldValueNotSupported",
+			Detail: fmt.Sprintf("role: Unsupported value: %q: supported values: \"view\", \"edit\", \"admin\"", role)})
+	}
+	if len(errs) > 0 {
+		s.fail(c, invalid("Token", "", errs))
+		return
+	}
+	id := identity(c)
+	if !auth.MayIssue(id, role, ns) {
+		s.fail(c, forbidden(id, auth.Attributes{Verb: auth.VerbCreate, Resource: "tokens", Namespace: ns}))
+		return
+	}
+	if ns != "" {
+		if _, err := s.store.Namespaces().Get(c.Request.Context(), "", ns); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	s.issue(c, role, ns, life)
+}
+
+func (s *Server) issue(c *gin.Context, role auth.Role, ns string, life time.Duration) {
+	secret, tok, err := s.tokens.Issue(c.Request.Context(), role, ns, life)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusCreated, IssuedToken{Token: secret, ID: tok.ID, Role: tok.Role, Namespace: tok.Namespace, ExpiresAt: tok.ExpiresAt})
+}
+
+// listTokens lists a namespace's tokens, or every token for a cluster-admin.
+func (s *Server) listTokens(c *gin.Context) {
+	toks, err := s.tokens.List(c.Request.Context(), c.Param("ns"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, TokenList{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "TokenList"}, Items: toks})
+}
+
+// revokeToken ends a token at once; under a namespace, only that
+// namespace's tokens.
+func (s *Server) revokeToken(c *gin.Context) {
+	name := c.Param("name")
+	if err := s.tokens.Revoke(c.Request.Context(), name, c.Param("ns")); err != nil {
+		if errors.Is(err, auth.ErrNotFound) {
+			err = notFoundf("token %q not found", name)
+		}
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
+		Status: "Success", Code: http.StatusOK, Message: fmt.Sprintf("token %q revoked", name)})
+}
+
+// createJoinToken issues a token a node joins the cluster with.
+func (s *Server) createJoinToken(c *gin.Context) {
+	var req TokenRequest
+	if err := decode(c, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	var errs model.FieldErrors
+	life := ttl(req, DefaultJoinTokenTTL, &errs)
+	if req.Role != "" && req.Role != auth.RoleNodeJoin {
+		errs = append(errs, model.FieldError{Field: "role", Type: "FieldValueNotSupported", Detail: fmt.Sprintf("role: Unsupported value: %q: a join token's role is node-join", req.Role)})
+	}
+	if len(errs) > 0 {
+		s.fail(c, invalid("NodeJoinToken", "", errs))
+		return
+	}
+	s.issue(c, auth.RoleNodeJoin, "", life)
+}
+
+// JoinRequest is a node's certificate request, DER (base64 in JSON).
+type JoinRequest struct {
+	CSR []byte `json:"csr"`
+}
+
+// JoinResponse is the node's client certificate and the cluster CA, PEM.
+type JoinResponse struct {
+	Certificate   string `json:"certificate"`
+	CACertificate string `json:"caCertificate"`
+}
+
+// joinNode signs a joining node's key: the certificate names the node of
+// the path (CN=node:<name>, O=zonewright:nodes) whatever the request asks.
+func (s *Server) joinNode(c *gin.Context) {
+	name := c.Param("name")
+	if errs := model.ValidateName("metadata.name", name); len(errs) > 0 {
+		s.fail(c, invalid(model.KindNode, name, errs))
+		return
+	}
+	var req JoinRequest
+	if err := decode(c, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if len(req.CSR) == 0 {
+		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "csr", Type: "FieldValueRequired", Detail: "csr: Required value: a DER certificate request, base64"}}))
+		return
+	}
+	if s.ca == nil {
+		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: "this server holds no cluster CA to sign node certificates with"})
+		return
+	}
+	cert, err := s.ca.SignCSR(req.CSR, auth.NodeCNPrefix+name, []string{auth.NodesOrg})
+	if err != nil {
+		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "csr", Type: "FieldValueInvalid", Detail: "csr: Invalid value: " + err.Error()}}))
+		return
+	}
+	respond(c, http.StatusOK, JoinResponse{Certificate: string(cert), CACertificate: string(s.ca.CertPEM)})
+}

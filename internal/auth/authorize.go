@@ -1,0 +1,172 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+)
+
+// Verbs, as Kubernetes names them.
+const (
+	VerbGet    = "get"
+	VerbList   = "list"
+	VerbWatch  = "watch"
+	VerbCreate = "create"
+	VerbUpdate = "update"
+	VerbPatch  = "patch"
+	VerbDelete = "delete"
+)
+
+// ReadOnly reports whether a verb changes nothing.
+func ReadOnly(verb string) bool {
+	return verb == VerbGet || verb == VerbList || verb == VerbWatch
+}
+
+// Attributes describe what a request does, from its route.
+type Attributes struct {
+	Verb        string
+	Resource    string
+	Subresource string
+	// Namespace is empty for cluster-scoped resources and for lists
+	// across every namespace.
+	Namespace string
+	Name      string
+	// FieldSelector is a list's or watch's fieldSelector, as given.
+	FieldSelector string
+}
+
+// ResourcePath is resource or resource/subresource.
+func (a Attributes) ResourcePath() string {
+	if a.Subresource == "" {
+		return a.Resource
+	}
+	return a.Resource + "/" + a.Subresource
+}
+
+// PodNode says which node a pod is bound to ("" for none); an error wrapping
+// ErrNotFound for a pod that does not exist.
+type PodNode func(ctx context.Context, namespace, name string) (string, error)
+
+// Authorizer decides what an identity may do.
+type Authorizer struct {
+	// PodNode finds the node a pod is bound to, for the node rules.
+	PodNode PodNode
+}
+
+// namespacedResources are what namespace roles reach, in their namespace.
+var namespacedResources = []string{"pods", "services", "endpoints", "deployments", "controllerrevisions", "jobs",
+	"persistentvolumeclaims", "volumesnapshots", "events", "secrets"}
+
+// Allowed decides a request; an error is a failed lookup, not a denial.
+func (z *Authorizer) Allowed(ctx context.Context, id Identity, a Attributes) (bool, error) {
+	switch id.Role {
+	case RoleClusterAdmin:
+		return true, nil
+	case RoleNodeJoin:
+		return a.Verb == VerbCreate && a.Resource == "nodes" && a.Subresource == "join", nil
+	case RoleNode:
+		return z.nodeAllowed(ctx, id, a)
+	case RoleView, RoleEdit, RoleAdmin:
+		return namespaceAllowed(id, a), nil
+	}
+	return false, nil
+}
+
+// namespaceAllowed: view reads, edit also writes the workloads and signals
+// them, admin also manages the namespace's tokens; all only in the
+// token's own namespace.
+func namespaceAllowed(id Identity, a Attributes) bool {
+	if a.Namespace == "" || a.Namespace != id.Namespace {
+		return false
+	}
+	switch {
+	case a.Resource == "namespaces":
+		return a.Verb == VerbGet && a.Name == id.Namespace
+	case a.Resource == "tokens":
+		return id.Role.rank() >= RoleAdmin.rank()
+	case a.Resource == "secrets" && a.Subresource == "values":
+		return id.Role.rank() >= RoleAdmin.rank()
+	case !slices.Contains(namespacedResources, a.Resource):
+		return false
+	case ReadOnly(a.Verb):
+		return true
+	}
+	return id.Role.rank() >= RoleEdit.rank()
+}
+
+// nodeAllowed is the node authorizer: a node reads and writes its own Node,
+// reads the pods bound to it, the service network and nothing else.
+func (z *Authorizer) nodeAllowed(ctx context.Context, id Identity, a Attributes) (bool, error) {
+	switch a.Resource {
+	case "nodes":
+		return OwnNode(id, a) && slices.Contains([]string{"", "status", "lease"}, a.Subresource) &&
+			slices.Contains([]string{VerbGet, VerbUpdate, VerbPatch}, a.Verb), nil
+	case "pods":
+		switch a.Verb {
+		case VerbList, VerbWatch:
+			return SelectsOwnPods(id, a), nil
+		case VerbGet:
+			if a.Subresource != "" {
+				return false, nil
+			}
+			return z.PodBoundToNode(ctx, id, a)
+		}
+	case "servicenet":
+		return a.Verb == VerbGet, nil
+	case "events":
+		return a.Verb == VerbCreate, nil
+	}
+	return false, nil
+}
+
+// OwnNode: the request names the node itself in its path.
+func OwnNode(id Identity, a Attributes) bool {
+	return id.Node != "" && a.Resource == "nodes" && a.Name == id.Node
+}
+
+// SelectsOwnPods: a list or watch of pods whose field selector keeps only
+// the pods bound to the node (spec.nodeName=<node>, possibly ANDed with more).
+func SelectsOwnPods(id Identity, a Attributes) bool {
+	if id.Node == "" {
+		return false
+	}
+	for _, term := range strings.Split(a.FieldSelector, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(term), "=")
+		v = strings.TrimPrefix(v, "=")
+		if ok && strings.TrimSpace(k) == "spec.nodeName" && strings.TrimSpace(v) == id.Node {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrPodNotFound is what a PodNode wraps for a pod that does not exist.
+var ErrPodNotFound = errors.New("pod not found")
+
+// PodBoundToNode: the request names a pod bound to the node. A pod that
+// does not exist is not the node's: the answer is a denial, so a node
+// cannot probe other nodes' pod names.
+func (z *Authorizer) PodBoundToNode(ctx context.Context, id Identity, a Attributes) (bool, error) {
+	if id.Node == "" || a.Name == "" || z.PodNode == nil {
+		return false, nil
+	}
+	node, err := z.PodNode(ctx, a.Namespace, a.Name)
+	if errors.Is(err, ErrPodNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return node == id.Node, nil
+}
+
+// MayIssue is escalation prevention: a namespace admin issues tokens of
+// the namespace roles in its own namespace; only cluster-admins issue
+// cluster-wide tokens.
+func MayIssue(id Identity, role Role, namespace string) bool {
+	if id.Role == RoleClusterAdmin {
+		return true
+	}
+	return id.Role == RoleAdmin && namespace != "" && namespace == id.Namespace && role.rank() > 0
+}

@@ -1,0 +1,149 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// TokenPrefix starts every bearer token, so secret scanners can find them.
+const TokenPrefix = "zw_"
+
+// ErrUnauthenticated is a missing, malformed, unknown, wrong, expired or
+// revoked credential: the caller learns nothing more than that.
+var ErrUnauthenticated = errors.New("invalid or missing credentials")
+
+// ErrNotFound is a token ID that names no token (in the namespace asked).
+var ErrNotFound = errors.New("token not found")
+
+// Token is a token's metadata: never its secret.
+type Token struct {
+	ID        string     `json:"id"`
+	Role      Role       `json:"role"`
+	Namespace string     `json:"namespace,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	ExpiresAt time.Time  `json:"expiresAt"`
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+}
+
+// Tokens keeps bearer tokens in PostgreSQL (table api_tokens).
+type Tokens struct {
+	Pool *pgxpool.Pool
+}
+
+// Issue creates a token and returns it whole: the only time the secret is
+// seen. namespace is empty for cluster-admin and node-join tokens.
+func (t *Tokens) Issue(ctx context.Context, role Role, namespace string, ttl time.Duration) (string, Token, error) {
+	if ttl <= 0 {
+		return "", Token{}, fmt.Errorf("a token's lifetime must be positive, not %s", ttl)
+	}
+	if role.clusterWide() != (namespace == "") {
+		return "", Token{}, fmt.Errorf("role %q and namespace %q do not go together", role, namespace)
+	}
+	id := strings.ToLower(rand.Text()[:12])
+	secret := rand.Text()
+	sum := sha256.Sum256([]byte(secret))
+	var ns *string
+	if namespace != "" {
+		ns = &namespace
+	}
+	tok := Token{ID: id, Role: role, Namespace: namespace}
+	err := t.Pool.QueryRow(ctx, `INSERT INTO api_tokens (id, secret_sha256, role, namespace, expires_at)
+		VALUES ($1, $2, $3, $4, now() + $5::interval) RETURNING created_at, expires_at`,
+		id, sum[:], string(role), ns, fmt.Sprintf("%d milliseconds", ttl.Milliseconds())).Scan(&tok.CreatedAt, &tok.ExpiresAt)
+	if err != nil {
+		return "", Token{}, fmt.Errorf("issue token: %w", err)
+	}
+	return TokenPrefix + id + "_" + secret, tok, nil
+}
+
+// splitToken parses zw_<id>_<secret>.
+func splitToken(s string) (id, secret string, ok bool) {
+	rest, ok := strings.CutPrefix(s, TokenPrefix)
+	if !ok {
+		return "", "", false
+	}
+	id, secret, ok = strings.Cut(rest, "_")
+	return id, secret, ok && id != "" && secret != ""
+}
+
+// Authenticate reads the token's row on every call, so a revocation or an
+// expiry counts from the very next request, on every replica.
+func (t *Tokens) Authenticate(ctx context.Context, bearer string) (Identity, error) {
+	id, secret, ok := splitToken(bearer)
+	if !ok {
+		return Identity{}, ErrUnauthenticated
+	}
+	var (
+		stored []byte
+		role   string
+		ns     *string
+		live   bool
+	)
+	err := t.Pool.QueryRow(ctx, `SELECT secret_sha256, role, namespace, revoked_at IS NULL AND expires_at > now()
+		FROM api_tokens WHERE id = $1`, id).Scan(&stored, &role, &ns, &live)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Identity{}, ErrUnauthenticated
+	}
+	if err != nil {
+		return Identity{}, fmt.Errorf("look up token: %w", err)
+	}
+	sum := sha256.Sum256([]byte(secret))
+	if subtle.ConstantTimeCompare(sum[:], stored) != 1 || !live {
+		return Identity{}, ErrUnauthenticated
+	}
+	idt := Identity{Name: "token:" + id, TokenID: id, Role: Role(role)}
+	if ns != nil {
+		idt.Namespace = *ns
+	}
+	return idt, nil
+}
+
+// Revoke ends a token now. namespace, when not empty, must be the token's.
+func (t *Tokens) Revoke(ctx context.Context, id, namespace string) error {
+	tag, err := t.Pool.Exec(ctx, `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now())
+		WHERE id = $1 AND ($2 = '' OR namespace = $2)`, id, namespace)
+	if err != nil {
+		return fmt.Errorf("revoke token %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// List returns the tokens of a namespace, or all of them for "".
+func (t *Tokens) List(ctx context.Context, namespace string) ([]Token, error) {
+	rows, err := t.Pool.Query(ctx, `SELECT id, role, coalesce(namespace, ''), created_at, expires_at, revoked_at
+		FROM api_tokens WHERE $1 = '' OR namespace = $1 ORDER BY created_at, id`, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	defer rows.Close()
+	out := []Token{}
+	for rows.Next() {
+		var tok Token
+		var role string
+		if err := rows.Scan(&tok.ID, &role, &tok.Namespace, &tok.CreatedAt, &tok.ExpiresAt, &tok.RevokedAt); err != nil {
+			return nil, err
+		}
+		tok.Role = Role(role)
+		out = append(out, tok)
+	}
+	return out, rows.Err()
+}
+
+// Valid reports whether the token still authenticates (not expired nor
+// revoked): a cluster-admin token file is reused only while it does.
+func (t *Tokens) Valid(ctx context.Context, bearer string) bool {
+	_, err := t.Authenticate(ctx, bearer)
+	return err == nil
+}
