@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/api"
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgserver"
@@ -30,6 +31,36 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 type client struct {
 	t    *testing.T
 	base string
+	http *http.Client
+}
+
+// newClient is a cluster-admin's client of the API at base.
+func newClient(t *testing.T, base string, st *store.Store) *client {
+	t.Helper()
+	return &client{t: t, base: base, http: bearerClient(issue(t, st, auth.RoleClusterAdmin, ""))}
+}
+
+// issue makes a token straight in the database, as an operator would.
+func issue(t *testing.T, st *store.Store, role auth.Role, ns string) string {
+	t.Helper()
+	tok, _, err := (&auth.Tokens{Pool: st.Pool()}).Issue(context.Background(), role, ns, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// bearerClient sends token with every request.
+func bearerClient(token string) *http.Client {
+	return &http.Client{Transport: bearer(token)}
+}
+
+type bearer string
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func newAPI(t *testing.T, ready ...api.ReadyCheck) *client {
@@ -59,7 +90,7 @@ func serveStoreWith(t *testing.T, url string, imgMap *imagemap.Map, ready ...api
 	ready = append(ready, api.ReadyCheck{Name: "postgres", Check: st.Ping})
 	srv := httptest.NewServer(api.New(api.Config{Store: st, ImageMap: imgMap, Logger: slog.New(slog.DiscardHandler), Ready: ready, WatchKeepalive: 100 * time.Millisecond}).Handler())
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); st.Close() })
-	c := &client{t: t, base: srv.URL}
+	c := newClient(t, srv.URL, st)
 	// The images the pods of these tests name.
 	for _, name := range []string{"omnios", "i"} {
 		if r := c.json("POST", "/api/v1/images", fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"kind":"zone-template"}}`, name)); r.code != http.StatusCreated {
@@ -89,7 +120,7 @@ func (c *client) do(method, path, contentType string, body []byte) response {
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -203,7 +234,7 @@ spec:
 	}
 	req, _ := http.NewRequest("GET", c.base+"/api/v1/namespaces/default/pods/yaml-pod", nil)
 	req.Header.Set("Accept", "application/yaml")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +361,7 @@ func (c *client) watch(path string, lastID string) *sse {
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -493,7 +524,7 @@ func TestShutdownEndsWatches(t *testing.T) {
 	srv.Config.RegisterOnShutdown(a.CloseWatches)
 	srv.Start()
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/api/v1/pods?watch=true")
+	resp, err := bearerClient(issue(t, st, auth.RoleClusterAdmin, "")).Get(srv.URL + "/api/v1/pods?watch=true")
 	if err != nil {
 		t.Fatal(err)
 	}

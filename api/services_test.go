@@ -31,7 +31,7 @@ func newServiceAPIWith(t *testing.T, cidr string) (*client, *servicenet.Holder) 
 	srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: slog.New(slog.DiscardHandler), WatchKeepalive: 100 * time.Millisecond,
 		ServiceCIDR: clusterip.MustParse(cidr), ServiceNet: h, ServiceNetWait: 5 * time.Second}).Handler())
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); st.Close() })
-	return &client{t: t, base: srv.URL}, h
+	return newClient(t, srv.URL, st), h
 }
 
 const serviceJSON = `{"apiVersion":"v1","kind":"Service","metadata":{"name":%q},
