@@ -589,9 +589,9 @@ func TestAuditLogRecordsWritesAndRefusals(t *testing.T) {
 		t.Fatalf("want 3 audit lines (the refused delete, the 401, the token create), not the allowed read:\n%s", a.audit)
 	}
 	type entry struct {
-		Time                                     time.Time
+		Time                                      time.Time
 		Identity, Verb, Resource, Namespace, Name string
-		Code                                     int
+		Code                                      int
 	}
 	var got []entry
 	for _, l := range lines {
