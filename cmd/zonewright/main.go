@@ -7,14 +7,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
@@ -28,7 +31,7 @@ type command func(ctx context.Context, args []string) error
 // commands maps each subcommand to its entry point; dev comes only on
 // platforms that embed the Temporal server (not the illumos build).
 func commands() map[string]command {
-	cmds := map[string]command{"serve": serve, "migrate": migrate, "agent": agent}
+	cmds := map[string]command{"serve": serve, "migrate": migrate, "agent": agent, "token": token, "node": node}
 	for name, c := range platformCommands() {
 		cmds[name] = c
 	}
@@ -87,6 +90,7 @@ type serveOptions struct {
 	nodeHealth func() error
 	dns        func() error
 	capacity   func() error
+	auditLog   string
 }
 
 func serveFlags() (*flag.FlagSet, *serveOptions) {
@@ -101,6 +105,9 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	serviceCIDRFlag(fs, &o.Config, clusterip.DefaultCIDR)
 	o.dns = dnsFlags(fs, &o.Config.DNS, "")
 	o.capacity = capacityFlag(fs, &o.Config)
+	fs.StringVar(&o.StateDir, "state-dir", env("ZW_STATE_DIR", "/var/lib/zonewright"), "keeps the cluster CA (tls/) and the cluster-admin token made on first start (admin.token, mode 0600) (env ZW_STATE_DIR)")
+	fs.StringVar(&o.auditLog, "audit-log", env("ZW_AUDIT_LOG", ""), "file the audit log (a JSON line per mutating or refused request) is appended to; - for stderr; empty: none (env ZW_AUDIT_LOG)")
+	fs.IntVar(&o.MaxWatches, "max-watches-per-identity", envInt("ZW_MAX_WATCHES_PER_IDENTITY", api.DefaultMaxWatches), "watches one identity may hold open at once; beyond, 429 (env ZW_MAX_WATCHES_PER_IDENTITY)")
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
 }
@@ -130,6 +137,12 @@ func serve(ctx context.Context, args []string) error {
 	warnShortGrace(log, o.NodeGracePeriod)
 	tc := o.Config
 	tc.Logger = log
+	audit, closeAudit, err := openAuditLog(o.auditLog)
+	if err != nil {
+		return err
+	}
+	defer closeAudit()
+	tc.AuditLog = audit
 	if tc.ImageMap, err = imagemap.Load(o.imageMap); err != nil {
 		return err
 	}
@@ -137,7 +150,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("zonewright serving", "api", "http://"+cp.Addr(), "dns", cp.DNSAddr(), "temporal", tc.TemporalAddress, "namespace", tc.TemporalNamespace)
+	log.Info("zonewright serving", "api", "http://"+cp.Addr(), "admin-token", controlplane.AdminTokenFile(tc.StateDir), "dns", cp.DNSAddr(), "temporal", tc.TemporalAddress, "namespace", tc.TemporalNamespace)
 	select {
 	case <-ctx.Done():
 	case err := <-cp.Served():
@@ -205,6 +218,30 @@ func upstreamFlag(upstreams []string) string {
 }
 
 // envDuration is env for a duration; a malformed value keeps def.
+// envInt is an integer environment variable, or def when unset or not a number.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// openAuditLog opens --audit-log: "" none (a nil writer), "-" stderr,
+// else a file appended to (mode 0600: it names who did what).
+func openAuditLog(path string) (io.Writer, func() error, error) {
+	switch path {
+	case "":
+		return nil, func() error { return nil }, nil
+	case "-":
+		return os.Stderr, func() error { return nil }, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--audit-log: %w", err)
+	}
+	return f, f.Close, nil
+}
+
 func envDuration(name string, def time.Duration) time.Duration {
 	if v, ok := os.LookupEnv(name); ok {
 		if d, err := time.ParseDuration(v); err == nil {

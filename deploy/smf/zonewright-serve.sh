@@ -36,6 +36,9 @@ dns_listen
 cluster_domain
 dns_upstream
 capacity
+state_dir
+audit_log
+max_watches_per_identity
 log_level
 '
 

@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/zonewright/zonewright/api"
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlops"
@@ -32,6 +34,7 @@ import (
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/servicefeed"
 	"github.com/zonewright/zonewright/internal/servicenet"
@@ -86,7 +89,23 @@ type Config struct {
 	// Capacity bounds the pods carrying a label or naming an image that
 	// run at once across the cluster (--capacity); nil: no bounds.
 	Capacity scheduler.Capacity
+	// StateDir keeps the cluster CA (tls/ca.crt, tls/ca.key), which signs
+	// joining nodes' certificates, and admin.token, the cluster-admin
+	// token made on first start and reused while valid. Required.
+	StateDir string
+	// AuditLog receives a JSON line per mutating or refused API request;
+	// nil: none.
+	AuditLog io.Writer
+	// MaxWatches bounds the watches one identity holds open; zero:
+	// api.DefaultMaxWatches.
+	MaxWatches int
 }
+
+// CACommonName names the cluster CA.
+const CACommonName = "zonewright CA"
+
+// AdminTokenFile is the cluster-admin token's file in the state directory.
+func AdminTokenFile(stateDir string) string { return filepath.Join(stateDir, "admin.token") }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
 type TLSConfig struct {
@@ -153,7 +172,16 @@ type ControlPlane struct {
 	serviceNet  *servicenet.Holder
 	dns         *clusterdns.Server // nil: this replica serves no DNS
 	capacity    scheduler.Capacity
+
+	adminToken string
+	ca         *pki.CA
 }
+
+// AdminToken is the cluster-admin token kept in the state directory.
+func (cp *ControlPlane) AdminToken() string { return cp.adminToken }
+
+// CA is the cluster CA.
+func (cp *ControlPlane) CA() *pki.CA { return cp.ca }
 
 // ServiceNet holds the current service network snapshot (every service,
 // its address and ready endpoints), kept current from the change feed: the
@@ -195,6 +223,13 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	serviceCIDR, err := clusterip.Parse(cfg.ServiceCIDR)
 	if err != nil {
 		return nil, fmt.Errorf("--service-cidr: %w", err)
+	}
+	if cfg.StateDir == "" {
+		return nil, fmt.Errorf("a state directory (--state-dir) is required: it keeps the cluster CA and the admin token")
+	}
+	ca, err := pki.LoadOrCreateCA(filepath.Join(cfg.StateDir, "tls"), CACommonName)
+	if err != nil {
+		return nil, fmt.Errorf("cluster CA: %w", err)
 	}
 	serviceNet := &servicenet.Holder{}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -250,6 +285,12 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		secret = rand.Text()
 		log.Warn("no image download secret given: using a random one, so node downloads work only through this replica")
 	}
+	adminToken, err := auth.EnsureAdminToken(ctx, &auth.Tokens{Pool: st.Pool()}, AdminTokenFile(cfg.StateDir))
+	if err != nil {
+		st.Close()
+		closeListeners()
+		return nil, err
+	}
 	advertise := cfg.AdvertiseURL
 	if advertise == "" {
 		advertise = advertiseURL(ln.Addr())
@@ -264,7 +305,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	relay := &transfer.Relay{Dir: transferDir, Secret: []byte(secret)}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
-	srv := api.New(api.Config{Store: st, Logger: log, ServiceCIDR: serviceCIDR, ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
+	srv := api.New(api.Config{Store: st, Logger: log, CA: ca, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, ServiceCIDR: serviceCIDR, ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
 		Images: images, ImageMap: imgMap, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
@@ -273,7 +314,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
+	cp := &ControlPlane{adminToken: adminToken, ca: ca, moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
 		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
