@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pki"
 )
 
 // agentOptions are agent's flags, as given (quantities and numbers are
@@ -25,6 +28,8 @@ type agentOptions struct {
 	node           string
 	databaseURL    string
 	apiURL         string
+	stateDir       string
+	joinTokenFile  string
 	clusterDomain  string
 	dnsUpstream    string
 	zonesDir       string
@@ -61,6 +66,8 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.databaseURL, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL of the control plane: the agent writes its Node (env ZW_DATABASE_URL)")
 	temporalFlags(fs, &o.temporal)
 	fs.StringVar(&o.apiURL, "api-url", env("ZW_API_URL", ""), "the control plane's base URL, e.g. http://control-plane:8080: the node follows its service network and programs the service NAT rules; empty: none (env ZW_API_URL)")
+	fs.StringVar(&o.stateDir, "state-dir", env("ZW_STATE_DIR", "/var/lib/zonewright/agent"), "keeps the node's key and the certificate it got when it joined the cluster (node.key, node.crt, ca.crt) (env ZW_STATE_DIR)")
+	fs.StringVar(&o.joinTokenFile, "join-token-file", env("ZW_JOIN_TOKEN_FILE", ""), "file holding a join token (zonewright node join-token create): read only to join, when --state-dir holds no certificate for this node (env ZW_JOIN_TOKEN_FILE)")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", env("ZW_CLUSTER_DOMAIN", clusterdns.DefaultDomain),
 		"the cluster's DNS domain, as the control plane's; with --api-url the node answers it to its pods on their gateway, port 53 (env ZW_CLUSTER_DOMAIN)")
 	fs.StringVar(&o.dnsUpstream, "dns-upstream", env("ZW_DNS_UPSTREAM", ""),
@@ -180,5 +187,28 @@ func agent(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Logger = log
+	if cfg.APIClient, err = o.apiClient(ctx); err != nil {
+		return err
+	}
 	return nodeagent.Run(ctx, cfg)
+}
+
+// apiClient is the agent's one client of the API, presenting the node's
+// certificate, joining the cluster first if this node has none yet.
+func (o *agentOptions) apiClient(ctx context.Context) (*http.Client, error) {
+	client := &http.Client{}
+	if o.apiURL == "" {
+		return client, nil
+	}
+	cert, err := nodeagent.NodeCredential(ctx, nodeagent.JoinConfig{APIURL: o.apiURL, Node: o.node, StateDir: o.stateDir, JoinTokenFile: o.joinTokenFile, Client: client})
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if pool, err := pki.PoolFromFile(nodeagent.NodeCAPath(o.stateDir)); err == nil {
+		tr.TLSClientConfig.RootCAs = pool
+	}
+	client.Transport = tr
+	return client, nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,12 +18,14 @@ import (
 
 	"github.com/zonewright/zonewright/deploy"
 	nodeagent "github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -143,7 +146,14 @@ func dev(ctx context.Context, args []string) error {
 	if img.ImageMap, err = devImageMap(*mapFile); err != nil {
 		return err
 	}
-	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
+	audit, err := os.OpenFile(filepath.Join(*dataDir, "audit.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, func() { audit.Close() })
+	// The data directory is the state directory: the cluster CA under
+	// tls/, the cluster-admin token in admin.token.
+	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen, StateDir: *dataDir, AuditLog: audit,
 		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
@@ -168,8 +178,12 @@ func dev(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		joinToken, err := devJoinToken(ctx, cp, filepath.Join(*dataDir, "nodes"))
+		if err != nil {
+			return err
+		}
 		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim,
-			DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
+			JoinTokenFile: joinToken, DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
 			APIURL: "http://" + cp.Addr(),
 			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
 				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace,
@@ -184,6 +198,14 @@ func dev(ctx context.Context, args []string) error {
 		}
 	}
 
+	envFile := filepath.Join(*dataDir, "env")
+	if err := devEnvFile(envFile, []envVar{
+		{"ZW_API_URL", "http://" + cp.Addr()},
+		{"ZW_TOKEN", cp.AdminToken()},
+	}); err != nil {
+		return err
+	}
+
 	fmt.Printf(`
 zonewright dev stack is up (started in %s)
   API          http://%s
@@ -195,11 +217,14 @@ zonewright dev stack is up (started in %s)
   services     %s (cluster DNS %s)
   DNS          %s, domain %s
 
-Try: curl http://%s/api/v1/namespaces/default/pods
-     curl http://%s/api/v1/images
+  admin token  %s (audit log %s)
+
+Try: source %s
+     curl -H "Authorization: Bearer $ZW_TOKEN" $ZW_API_URL/api/v1/namespaces/default/pods
+     curl -H "Authorization: Bearer $ZW_TOKEN" $ZW_API_URL/api/v1/images
 Ctrl-C stops everything; the next start resumes the same data.
 `, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
-		dnsShown(cp.DNSAddr()), health.DNS.Domain, cp.Addr(), cp.Addr())
+		dnsShown(cp.DNSAddr()), health.DNS.Domain, controlplane.AdminTokenFile(*dataDir), filepath.Join(*dataDir, "audit.log"), envFile)
 
 	select {
 	case <-ctx.Done():
@@ -208,6 +233,35 @@ Ctrl-C stops everything; the next start resumes the same data.
 		return fmt.Errorf("API server stopped: %w", err)
 	}
 	return nil
+}
+
+// envVar is one line of the dev stack's env file.
+type envVar struct{ key, value string }
+
+// devEnvFile writes the file a shell sources to talk to the dev stack:
+// one `export KEY='value'` line per variable, in order (mode 0600: it
+// holds the admin token).
+func devEnvFile(path string, vars []envVar) error {
+	var b strings.Builder
+	for _, v := range vars {
+		fmt.Fprintf(&b, "export %s=%s\n", v.key, shellQuote(v.value))
+	}
+	return pki.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// devJoinToken issues the join token the dev stack's agents join with,
+// into dir/join.token (0600). Agents that joined before keep their
+// certificates and do not read it.
+func devJoinToken(ctx context.Context, cp *controlplane.ControlPlane, dir string) (string, error) {
+	tok, _, err := (&auth.Tokens{Pool: cp.Store.Pool()}).Issue(ctx, auth.RoleNodeJoin, "", time.Hour)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "join.token")
+	return path, pki.WriteFile(path, []byte(tok+"\n"), 0o600)
 }
 
 // dnsShown is the DNS address for the banner.

@@ -40,6 +40,8 @@ type devStack struct {
 	api, temporal, ui string
 	dns               string
 	dataDir           string
+	http              *http.Client // sends the stack's admin token
+	token             string
 	output            *lockedOutput
 	exited            chan error
 }
@@ -109,7 +111,42 @@ func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devS
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("dev stack did not come up within 2 minutes:\n%s", d.output)
 	}
+	tokenFile := filepath.Join(dataDir, "admin.token")
+	fi, err := os.Stat(tokenFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("admin token file: %v %v", fi, err)
+	}
+	b, _ := os.ReadFile(tokenFile)
+	d.token = strings.TrimSpace(string(b))
+	if !strings.HasPrefix(d.token, "zw_") || strings.Contains(d.output.String(), d.token) {
+		t.Fatalf("the admin token is missing or printed: %q", d.token)
+	}
+	env, _ := os.ReadFile(filepath.Join(dataDir, "env"))
+	if !strings.Contains(string(env), "export ZW_TOKEN='"+d.token+"'") || !strings.Contains(string(env), "export ZW_API_URL='http://"+api+"'") {
+		t.Fatalf("env file: %s", env)
+	}
+	d.http = &http.Client{Transport: bearer(d.token)}
 	return d
+}
+
+type bearer string
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// get is the package get with the stack's admin token.
+func (d *devStack) get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := d.http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func (d *devStack) stop(t *testing.T) {
@@ -129,7 +166,7 @@ func (d *devStack) stop(t *testing.T) {
 // stack's cluster DNS, as the README's dig does.
 func (d *devStack) serviceResolves(t *testing.T) {
 	t.Helper()
-	resp, err := http.Post("http://"+d.api+"/api/v1/namespaces/default/services", "application/json",
+	resp, err := d.http.Post("http://"+d.api+"/api/v1/namespaces/default/services", "application/json",
 		strings.NewReader(`{"metadata":{"name":"echo"},"spec":{"selector":{"app":"echo"},"ports":[{"port":80,"targetPort":8080}]}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +246,10 @@ func TestDevStack(t *testing.T) {
 	}
 	d.serviceResolves(t)
 
-	watch, err := http.Get("http://" + api + "/api/v1/namespaces/default/pods?watch=true")
+	if code, _ := get(t, "http://"+api+"/api/v1/namespaces/default/pods"); code != 401 {
+		t.Fatalf("the API answered without a token: %d", code)
+	}
+	watch, err := d.http.Get("http://" + api + "/api/v1/namespaces/default/pods?watch=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +257,7 @@ func TestDevStack(t *testing.T) {
 	pod := `{"metadata":{"name":"hello","labels":{"app":"hello"}},"spec":{"terminationGracePeriodSeconds":3,"containers":[{"name":"web","image":"base",
 	  "command":["sh","-c","exec python3 -m http.server --bind $POD_IP 8080"],
 	  "readinessProbe":{"httpGet":{"port":8080},"periodSeconds":1}}]}}`
-	resp, err := http.Post("http://"+api+"/api/v1/namespaces/default/pods", "application/json", strings.NewReader(pod))
+	resp, err := d.http.Post("http://"+api+"/api/v1/namespaces/default/pods", "application/json", strings.NewReader(pod))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +288,7 @@ func TestDevStack(t *testing.T) {
 	// HTTP probe against its address.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		_, body := get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello")
+		_, body := d.get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello")
 		if strings.Contains(body, `"phase":"Running"`) && strings.Contains(body, `"type":"Ready","status":"True"`) {
 			break
 		}
@@ -260,7 +300,7 @@ func TestDevStack(t *testing.T) {
 
 	// A service over it gets an address of the dev range (loopback, so it
 	// is reachable on Linux) and the pod as its endpoint.
-	resp, err = http.Post("http://"+api+"/api/v1/namespaces/default/services", "application/json",
+	resp, err = d.http.Post("http://"+api+"/api/v1/namespaces/default/services", "application/json",
 		strings.NewReader(`{"metadata":{"name":"hello"},"spec":{"selector":{"app":"hello"},"ports":[{"port":80,"targetPort":8080}]}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +315,7 @@ func TestDevStack(t *testing.T) {
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		_, body := get(t, "http://"+api+"/api/v1/namespaces/default/endpoints/hello")
+		_, body := d.get(t, "http://"+api+"/api/v1/namespaces/default/endpoints/hello")
 		if strings.Contains(body, `"addresses":[{"ip":"127.10.`) && strings.Contains(body, `"port":8080`) {
 			break
 		}
@@ -300,7 +340,7 @@ func TestDevStack(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	req, _ := http.NewRequest("DELETE", "http://"+api+"/api/v1/namespaces/default/services/hello", nil)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+	if resp, err := d.http.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete service: %v %v", resp, err)
 	}
 
@@ -350,18 +390,21 @@ func TestDevStack(t *testing.T) {
 	}
 
 	d2 := startDev(t, bin, dataDir, api, temporal, ui)
-	if code, body := get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello"); code != 200 {
+	if d2.token != d.token {
+		t.Fatalf("a restart made a new admin token instead of reusing the valid one")
+	}
+	if code, body := d2.get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello"); code != 200 {
 		t.Fatalf("the pod did not survive a restart: %d %s", code, body)
 	}
 	// Its zone was halted with the stack; the lifecycle boots it again, and
 	// a delete removes it gracefully.
 	req, _ = http.NewRequest("DELETE", "http://"+api+"/api/v1/namespaces/default/pods/hello", nil)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+	if resp, err := d2.http.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete: %v %v", resp, err)
 	}
 	deadline = time.Now().Add(60 * time.Second)
 	for {
-		if code, _ := get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello"); code == 404 {
+		if code, _ := d2.get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello"); code == 404 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -24,6 +24,8 @@ PROPS='
 node
 database_url
 api_url
+state_dir
+join_token_file
 cluster_domain
 dns_upstream
 temporal_address

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"path/filepath"
@@ -103,6 +104,9 @@ type Config struct {
 	// the agent follows the service network snapshot to program the
 	// node's service NAT rules; empty: no service rules are programmed.
 	APIURL string
+	// APIClient is the agent's one client of the API: it presents the
+	// node's certificate (NodeCredential). nil: a plain client.
+	APIClient *http.Client
 	// ServiceNATCheckInterval: see DefaultServiceNATCheckInterval.
 	ServiceNATCheckInterval time.Duration
 	// ClusterDomain is the cluster's DNS domain, the same as the control

@@ -172,7 +172,10 @@ func (a *Agent) writeServiceNetworkStatus(ctx context.Context) {
 // most 5 s); the held snapshot stays meanwhile.
 func (a *Agent) followServiceNet(ctx context.Context, newer chan<- struct{}) {
 	held := &a.serviceNet
-	client := &http.Client{Timeout: (serviceNetPollSeconds + 10) * time.Second}
+	client := a.cfg.APIClient
+	if client == nil {
+		client = &http.Client{}
+	}
 	base := strings.TrimRight(a.cfg.APIURL, "/")
 	pause, failing := time.Duration(0), false
 	for ctx.Err() == nil {
@@ -214,6 +217,8 @@ func (a *Agent) followServiceNet(ctx context.Context, newer chan<- struct{}) {
 
 // fetchServiceNet GETs one snapshot; nil, nil means 304 (none newer).
 func fetchServiceNet(ctx context.Context, client *http.Client, url string) (*servicenet.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, (serviceNetPollSeconds+10)*time.Second)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err

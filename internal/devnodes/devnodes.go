@@ -30,6 +30,10 @@ type Config struct {
 	// APIURL is the control plane's base URL, where the agents follow the
 	// service network to program their service NAT rules.
 	APIURL string
+	// JoinTokenFile holds the join token agents join the cluster with;
+	// each keeps its certificate in <node>/agent, so a restarted agent
+	// does not join again.
+	JoinTokenFile string
 	// ExtraArgs are added to every agent's command line.
 	ExtraArgs []string
 	Logger    *slog.Logger
@@ -117,8 +121,12 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 		"--image-dir", filepath.Join(n.Root, "fs/var/zonewright/images"),
 		"--zones-dir", filepath.Join(n.Root, "fs", agent.DefaultZonesPath),
 		"--zvol-dir", filepath.Join(n.Root, "fs/dev/zvol/rdsk")}, cfg.ExtraArgs...)
+	args = append(args, "--state-dir", filepath.Join(dir, "agent"))
 	if cfg.APIURL != "" {
 		args = append(args, "--api-url", cfg.APIURL)
+	}
+	if cfg.JoinTokenFile != "" {
+		args = append(args, "--join-token-file", cfg.JoinTokenFile)
 	}
 	n.cmd = exec.Command(cfg.Agent, args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf

@@ -21,6 +21,7 @@ import (
 
 	"github.com/zonewright/zonewright/deploy"
 	nodeagent "github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
@@ -58,6 +59,7 @@ type cluster struct {
 	t        *testing.T
 	api      string
 	url      string
+	http     *http.Client // sends the cluster-admin token
 	temporal tclient.Client
 	nodes    *devnodes.Nodes
 	cp       *controlplane.ControlPlane
@@ -124,7 +126,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler),
 		ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
-		PodReconcileInterval: 2 * time.Second}
+		PodReconcileInterval: 2 * time.Second, StateDir: t.TempDir()}
 	if adjust != nil {
 		adjust(&cfg)
 	}
@@ -133,7 +135,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 		t.Fatal(err)
 	}
 	cfg.Listen = cp.Addr()
-	c := &cluster{t: t, api: "http://" + cp.Addr(), url: url, cp: cp, cpConfig: cfg}
+	c := &cluster{t: t, api: "http://" + cp.Addr(), url: url, cp: cp, cpConfig: cfg, http: bearerClient(cp.AdminToken())}
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -145,7 +147,15 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	}
 	t.Cleanup(c.temporal.Close)
 	args := append([]string{"--heartbeat-interval", "1s"}, agentArgs...)
-	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), Agent: filepath.Join(binDir, "zonewright"),
+	joinToken, _, err := (&auth.Tokens{Pool: cp.Store.Pool()}).Issue(ctx, auth.RoleNodeJoin, "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinFile := filepath.Join(t.TempDir(), "join.token")
+	if err := os.WriteFile(joinFile, []byte(joinToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), JoinTokenFile: joinFile, Agent: filepath.Join(binDir, "zonewright"),
 		Sim: filepath.Join(binDir, "illumos-sim"), DatabaseURL: url, Temporal: tmp.Address(), Namespace: "default", APIURL: c.api, ExtraArgs: args,
 		PodNetwork: podNetworks.next()})
 	if err != nil {
@@ -182,13 +192,26 @@ func (c *cluster) do(method, path string, body any) (int, []byte) {
 	}
 	req, _ := http.NewRequest(method, c.api+path, r)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
+}
+
+// bearerClient sends token with every request.
+func bearerClient(token string) *http.Client {
+	return &http.Client{Transport: bearer(token)}
+}
+
+type bearer string
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func (c *cluster) get(path string, into any) int {

@@ -1,0 +1,125 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/pki"
+)
+
+// Files of a node's credential in its state directory.
+const (
+	NodeKeyFile  = "node.key" // mode 0600, made here and never sent
+	NodeCertFile = "node.crt" // CN=node:<name>, O=zonewright:nodes, from the cluster CA
+	NodeCAFile   = "ca.crt"   // the cluster CA, as the join answered it
+)
+
+// JoinConfig says where a node keeps its credential and how it gets one.
+type JoinConfig struct {
+	APIURL string
+	Node   string
+	// StateDir keeps node.key, node.crt and ca.crt.
+	StateDir string
+	// JoinTokenFile holds a join token (zonewright node join-token
+	// create); read only when the state directory holds no certificate
+	// for this node yet.
+	JoinTokenFile string
+	// Client makes the join request.
+	Client *http.Client
+}
+
+// NodeCredential returns the node's client certificate, joining the
+// cluster first when the state directory holds none (or one for another
+// node, or an expired one): a key made here, a CSR sent with the join
+// token, the certificate the control plane signs kept beside the key.
+// A restarted agent reuses what it kept and needs no join token.
+func NodeCredential(ctx context.Context, c JoinConfig) (tls.Certificate, error) {
+	certPath, keyPath := filepath.Join(c.StateDir, NodeCertFile), filepath.Join(c.StateDir, NodeKeyFile)
+	if cert, err := tls.LoadX509KeyPair(certPath, keyPath); err == nil && fits(cert, c.Node) {
+		return cert, nil
+	}
+	if c.JoinTokenFile == "" {
+		return tls.Certificate{}, fmt.Errorf("no certificate for node %s in %s: pass --join-token-file (zonewright node join-token create)", c.Node, c.StateDir)
+	}
+	b, err := os.ReadFile(c.JoinTokenFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("read the join token: %w", err)
+	}
+	keyPEM, csr, err := pki.NewCSR("node:" + c.Node)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	certPEM, caPEM, err := join(ctx, c, strings.TrimSpace(string(b)), csr)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("join the cluster as node %s: %w", c.Node, err)
+	}
+	if err := pki.WriteFile(keyPath, keyPEM, 0o600); err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := pki.WriteFile(NodeCAPath(c.StateDir), caPEM, 0o644); err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := pki.WriteFile(certPath, certPEM, 0o644); err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// NodeCAPath is the cluster CA a node received when it joined.
+func NodeCAPath(stateDir string) string { return filepath.Join(stateDir, NodeCAFile) }
+
+// fits: a certificate for this node that is still valid for a while.
+func fits(cert tls.Certificate, node string) bool {
+	if len(cert.Certificate) == 0 {
+		return false
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	return err == nil && leaf.Subject.CommonName == "node:"+node && time.Now().Add(time.Hour).Before(leaf.NotAfter)
+}
+
+// join is POST /api/v1/nodes/{name}/join with the join token as bearer.
+func join(ctx context.Context, c JoinConfig, token string, csr []byte) (certPEM, caPEM []byte, err error) {
+	body, _ := json.Marshal(map[string][]byte{"csr": csr})
+	u := strings.TrimRight(c.APIURL, "/") + "/api/v1/nodes/" + url.PathEscape(c.Node) + "/join"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	client := c.Client
+	if client == nil {
+		client = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		var st struct{ Message string }
+		_ = json.Unmarshal(b, &st)
+		return nil, nil, fmt.Errorf("%s: %s", resp.Status, st.Message)
+	}
+	var out struct {
+		Certificate   string `json:"certificate"`
+		CACertificate string `json:"caCertificate"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || out.Certificate == "" {
+		return nil, nil, errors.New("the join answer holds no certificate")
+	}
+	return []byte(out.Certificate), []byte(out.CACertificate), nil
+}
