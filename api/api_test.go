@@ -41,7 +41,7 @@ func newClient(t *testing.T, base string, st *store.Store) *client {
 }
 
 // issue makes a token straight in the database, as an operator would.
-func issue(t *testing.T, st *store.Store, role auth.Role, ns string) string {
+func issue(t testing.TB, st *store.Store, role auth.Role, ns string) string {
 	t.Helper()
 	tok, _, err := (&auth.Tokens{Pool: st.Pool()}).Issue(context.Background(), role, ns, time.Hour)
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 // authzAPI is an API handler served in-process, so that a request can
 // carry a verified client certificate without a TLS listener.
 type authzAPI struct {
-	t       *testing.T
+	t       testing.TB
 	h       http.Handler
 	st      *store.Store
 	ca      *pki.CA
@@ -42,7 +42,7 @@ type caller struct {
 	cert   *x509.Certificate
 }
 
-func newAuthzAPI(t *testing.T, maxWatches int) *authzAPI {
+func newAuthzAPI(t testing.TB, maxWatches int) *authzAPI {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
 	ctx := context.Background()

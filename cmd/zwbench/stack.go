@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/deploy"
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
@@ -65,18 +67,37 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", Logger: log,
 		ImageStore: filepath.Join(dir, "images"), ImageDownloadSecret: "zwbench", ImageMap: imgMap,
 		// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
-		ServiceCIDR: "127.94.0.0/16"}); err != nil {
+		ServiceCIDR: "127.94.0.0/16", StateDir: filepath.Join(dir, "state")}); err != nil {
+		return s, err
+	}
+	// Every request of the benchmark is the cluster-admin's.
+	http.DefaultClient = &http.Client{Transport: bearer(s.cp.AdminToken())}
+	joinToken, _, err := (&auth.Tokens{Pool: s.cp.Store.Pool()}).Issue(ctx, auth.RoleNodeJoin, "", time.Hour)
+	if err != nil {
+		return s, err
+	}
+	joinFile := filepath.Join(dir, "join.token")
+	if err := os.WriteFile(joinFile, []byte(joinToken), 0o600); err != nil {
 		return s, err
 	}
 	bin, err := filepath.Abs(cfg.binDir)
 	if err != nil {
 		return s, err
 	}
-	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"),
+	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"), JoinTokenFile: joinFile,
 		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), DatabaseURL: url,
 		Temporal: s.temporal.Address(), Namespace: "default", Logger: log, APIURL: "http://" + s.cp.Addr(),
 		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods), "--heartbeat-interval", "2s"}})
 	return s, err
+}
+
+// bearer sends a token with every request.
+type bearer string
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func (s *stack) stop() {
