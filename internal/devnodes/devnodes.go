@@ -46,12 +46,14 @@ type Config struct {
 
 // Node is one running simulated node.
 type Node struct {
-	Name    string
-	Root    string // illumos-sim state root
-	BinDir  string // its illumos commands
-	PodCIDR string
-	cmd     *exec.Cmd
-	done    chan struct{}
+	Name string
+	Root string // illumos-sim state root
+	// StateDir is the agent's --state-dir: its key and certificate.
+	StateDir string
+	BinDir   string // its illumos commands
+	PodCIDR  string
+	cmd      *exec.Cmd
+	done     chan struct{}
 }
 
 // Nodes are the running nodes.
@@ -105,7 +107,7 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{Name: name, Root: filepath.Join(dir, "state"), BinDir: filepath.Join(dir, "bin"), PodCIDR: PodCIDR(cfg.PodNetwork, i), done: make(chan struct{})}
+	n := &Node{Name: name, Root: filepath.Join(dir, "state"), StateDir: filepath.Join(dir, "agent"), BinDir: filepath.Join(dir, "bin"), PodCIDR: PodCIDR(cfg.PodNetwork, i), done: make(chan struct{})}
 	if out, err := exec.CommandContext(ctx, cfg.Sim, "install", n.BinDir, "--root", n.Root).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("prepare simulated node %s: %v: %s", name, err, out)
 	}
@@ -121,7 +123,7 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 		"--image-dir", filepath.Join(n.Root, "fs/var/zonewright/images"),
 		"--zones-dir", filepath.Join(n.Root, "fs", agent.DefaultZonesPath),
 		"--zvol-dir", filepath.Join(n.Root, "fs/dev/zvol/rdsk")}, cfg.ExtraArgs...)
-	args = append(args, "--state-dir", filepath.Join(dir, "agent"))
+	args = append(args, "--state-dir", n.StateDir)
 	if cfg.APIURL != "" {
 		args = append(args, "--api-url", cfg.APIURL)
 	}

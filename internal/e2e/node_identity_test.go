@@ -1,0 +1,116 @@
+package e2e_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/api"
+	"github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/pki"
+)
+
+// Every agent joined with the join token and keeps a certificate naming
+// its own node, from the cluster CA; with it, the API lets a node read its
+// own Node and the pods bound to it, and refuses another node's Node and
+// pods bound elsewhere. The requests go over mutual TLS to an API served
+// on the cluster's database and CA with the agents' real files.
+func TestAgentsNodeIdentityReachesOnlyItsOwn(t *testing.T) {
+	c := newCluster(t, 2)
+	ca := c.cp.CA()
+	clients := map[string]*http.Client{}
+	for _, n := range c.nodes.Nodes {
+		certPEM, err := os.ReadFile(filepath.Join(n.StateDir, agent.NodeCertFile))
+		if err != nil {
+			t.Fatalf("node %s kept no certificate: %v", n.Name, err)
+		}
+		cert, err := pki.ParseCert(certPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cert.Subject.CommonName != "node:"+n.Name || len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != auth.NodesOrg || cert.CheckSignatureFrom(ca.Cert) != nil {
+			t.Fatalf("node %s certificate: %v, signed by the cluster CA: %v", n.Name, cert.Subject, cert.CheckSignatureFrom(ca.Cert))
+		}
+		if fi, err := os.Stat(filepath.Join(n.StateDir, agent.NodeKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("node %s key: %v %v", n.Name, fi, err)
+		}
+		pair, err := tls.LoadX509KeyPair(filepath.Join(n.StateDir, agent.NodeCertFile), filepath.Join(n.StateDir, agent.NodeKeyFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[n.Name] = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			Certificates: []tls.Certificate{pair}, RootCAs: ca.Pool()}}}
+	}
+
+	srv := httptest.NewUnstartedServer(api.New(api.Config{Store: c.cp.Store, CA: ca, Logger: slog.New(slog.DiscardHandler)}).Handler())
+	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
+	certPEM, keyPEM, err := ca.ServerCert([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverCert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.TLS.Certificates = []tls.Certificate{serverCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	pod := `{"metadata":{"name":"on-node-2"},"spec":{"nodeName":"node-2","containers":[{"name":"c","image":"base","command":["sleep","600"]}]}}`
+	if code, b := c.do("POST", "/api/v1/namespaces/default/pods", pod); code != 201 {
+		t.Fatalf("create a pod bound to node-2: %d %s", code, b)
+	}
+	for _, tc := range []struct {
+		node, path string
+		want       int
+	}{
+		{"node-1", "/api/v1/nodes/node-1", 200},
+		{"node-1", "/api/v1/nodes/node-2", 403},
+		{"node-1", "/api/v1/nodes", 403},
+		{"node-1", "/api/v1/namespaces/default/pods/on-node-2", 403},
+		{"node-1", "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-2", 403},
+		{"node-1", "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1", 200},
+		{"node-2", "/api/v1/namespaces/default/pods/on-node-2", 200},
+		{"node-2", "/api/v1/servicenet", 200},
+	} {
+		resp, err := clients[tc.node].Get(srv.URL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s GET %s: %d %s, want %d", tc.node, tc.path, resp.StatusCode, b, tc.want)
+		}
+	}
+	// A certificate from another CA is no identity.
+	other, err := pki.LoadOrCreateCA(t.TempDir(), "another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	strayPEM, strayKey, err := other.ClientCert("node:node-1", []string{auth.NodesOrg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray, err := tls.X509KeyPair(strayPEM, strayKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	strayClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{stray}, RootCAs: pool}}}
+	if resp, err := strayClient.Get(srv.URL + "/api/v1/nodes/node-1"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != 401 && resp.StatusCode != 403 {
+			t.Errorf("a certificate from another CA: %d", resp.StatusCode)
+		}
+	}
+}
