@@ -50,7 +50,7 @@ func TestAgentsNodeIdentityReachesOnlyItsOwn(t *testing.T) {
 			Certificates: []tls.Certificate{pair}, RootCAs: ca.Pool()}}}
 	}
 
-	srv := httptest.NewUnstartedServer(api.New(api.Config{Store: c.cp.Store, CA: ca, Logger: slog.New(slog.DiscardHandler)}).Handler())
+	srv := httptest.NewUnstartedServer(api.New(api.Config{Store: c.cp.Store, CA: ca, ServiceNet: c.cp.ServiceNet(), Logger: slog.New(slog.DiscardHandler)}).Handler())
 	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
 	certPEM, keyPEM, err := ca.ServerCert([]string{"127.0.0.1"})
 	if err != nil {
