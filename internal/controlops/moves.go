@@ -266,13 +266,16 @@ func (a *Control) MoveClaimPods(ctx context.Context, in ClaimMoveInput) (int, er
 }
 
 // SwitchClaimNode makes the destination the claim's node, once its copy
-// is complete and no pod uses the source's: the claim's pods wait no more
-// and are woken.
+// is complete and no pod uses the source's (or, for a clone copied from
+// another node's snapshot, once the copy is there): the claim's pods wait
+// no more and are woken.
 func (a *Control) SwitchClaimNode(ctx context.Context, in ClaimMoveInput) error {
+	cloned := false
 	c, changed, err := a.moveClaim(ctx, in, func(c *model.PersistentVolumeClaim) bool {
 		if c.Status.Move.Phase == model.MoveCleaning {
 			return false
 		}
+		cloned = c.Status.Move.Phase == model.MoveCloning
 		c.Status.NodeName, c.Status.Phase = c.Status.Move.To, model.ClaimBound
 		c.Status.Move.Phase, c.Status.Move.Message = model.MoveCleaning, ""
 		return true
@@ -280,8 +283,12 @@ func (a *Control) SwitchClaimNode(ctx context.Context, in ClaimMoveInput) error 
 	if err != nil || !changed {
 		return err
 	}
+	reason, msg := "ClaimMoved", fmt.Sprintf("The claim's data moved from node %s to node %s", c.Status.Move.From, c.Status.Move.To)
+	if cloned {
+		reason, msg = "ClaimCloned", fmt.Sprintf("The claim's volumesnapshot was copied from node %s to node %s", c.Status.Move.From, c.Status.Move.To)
+	}
 	a.event(ctx, model.ObjectReference{Kind: model.KindPersistentVolumeClaim, Namespace: c.Metadata.Namespace, Name: c.Metadata.Name, UID: c.Metadata.UID},
-		model.EventNormal, "ClaimMoved", fmt.Sprintf("The claim's data moved from node %s to node %s", c.Status.Move.From, c.Status.Move.To))
+		model.EventNormal, reason, msg)
 	WakeUnschedulable(ctx, a.Store, a.Lifecycles)
 	return nil
 }
