@@ -36,8 +36,8 @@ func bhyvePodBody(t *testing.T, name, claim, command, probe string) string {
 
 // A bhyve pod's claim is a zvol delegated to its zone as a disk: what the
 // guest writes there its replacement reads; it grows online (volsize);
-// once bound as a disk, a zone pod cannot mount it, and a bhyve pod takes
-// neither mounts nor emptyDirs.
+// its snapshot restores as a disk; once bound as a disk, a zone pod
+// cannot mount it, and a bhyve pod takes neither mounts nor emptyDirs.
 func TestBhyvePodKeepsItsDiskClaim(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, 1)
@@ -135,13 +135,43 @@ func TestBhyvePodKeepsItsDiskClaim(t *testing.T) {
 		fmt.Sprintf(`head -c 20 "%s" | grep -q 'written by the guest'`, guestDev)))
 	c.waitPhase("vm2", model.PodRunning, true, 2*time.Minute)
 
-	c.do("DELETE", "/api/v1/namespaces/default/pods/vm2?gracePeriodSeconds=0", nil)
-	c.waitGone("vm2", time.Minute)
+	// A snapshot of the disk restores as a disk, for bhyve pods only.
+	const snapURL = "/apis/snapshot.storage.k8s.io/v1/namespaces/default/volumesnapshots"
+	if code, b := c.do("POST", snapURL, `{"metadata":{"name":"disk-snap"},"spec":{"source":{"persistentVolumeClaimName":"disk"}}}`); code != http.StatusCreated {
+		t.Fatalf("snapshot: %d %s", code, b)
+	}
+	c.eventually(20*time.Second, "the snapshot ready to use", func() bool { s, _ := c.snapshot("disk-snap"); return s.Ready() })
+	c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims", `{"metadata":{"name":"disk-copy"},"spec":{"resources":{"requests":{"storage":"32Mi"}},
+		"dataSource":{"apiGroup":"snapshot.storage.k8s.io","kind":"VolumeSnapshot","name":"disk-snap"}}}`)
+	c.createPod(`{"metadata":{"name":"zone"},"spec":{"volumes":[{"name":"d","persistentVolumeClaim":{"claimName":"disk-copy"}}],
+		"containers":[{"name":"app","image":"base","command":["sleep","3600"],"volumeMounts":[{"name":"d","mountPath":"/d"}]}]}}`)
+	c.eventually(15*time.Second, "a zone pod of a disk's clone waiting, saying why", func() bool {
+		return strings.Contains(c.events("zone"), "a zone pod needs a filesystem volume")
+	})
+	c.do("DELETE", "/api/v1/namespaces/default/pods/zone?gracePeriodSeconds=0", nil)
+	c.waitGone("zone", time.Minute)
+	copyUID := mustClaimUID(c, "disk-copy")
+	c.createPod(bhyvePodBody(t, "vm3", "disk-copy", "exec sleep 3600",
+		`head -c 20 "$ILLUMOS_SIM_ROOT/fs/dev/zvol/rdsk/tank/zonewright/volumes/`+copyUID+`" | grep -q 'written by the guest'`))
+	c.waitPhase("vm3", model.PodRunning, true, 2*time.Minute)
+	if pvc, _ := c.claim("disk-copy"); pvc.Status.VolumeMode != model.VolumeBlock {
+		t.Errorf("the disk's clone bound as %q", pvc.Status.VolumeMode)
+	}
+
+	for _, p := range []string{"vm2", "vm3"} {
+		c.do("DELETE", "/api/v1/namespaces/default/pods/"+p+"?gracePeriodSeconds=0", nil)
+		c.waitGone(p, time.Minute)
+	}
+	c.do("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/disk-copy", nil)
+	c.do("DELETE", snapURL+"/disk-snap", nil)
 	c.do("DELETE", "/api/v1/namespaces/default/persistentvolumeclaims/disk", nil)
-	c.eventually(30*time.Second, "the claim and its volume gone", func() bool {
+	c.eventually(time.Minute, "the claims, the snapshot and the volumes gone", func() bool {
 		_, code := c.claim("disk")
+		_, code2 := c.claim("disk-copy")
 		_, err := os.Stat(dev)
-		return code == http.StatusNotFound && !c.hasDataset(0, vol) && os.IsNotExist(err)
+		out, _ := simZFS(c, 0, "list", "-H", "-t", "all", "-o", "name")
+		return code == http.StatusNotFound && code2 == http.StatusNotFound && os.IsNotExist(err) &&
+			!strings.Contains(out, pvc.Metadata.UID) && !strings.Contains(out, copyUID)
 	})
 }
 
