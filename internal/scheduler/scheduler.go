@@ -107,7 +107,7 @@ type Decision struct {
 	Claims []BoundClaim
 	// Cloning names the pod's claims whose snapshots' data is being
 	// copied to the node chosen: their workflows must be woken.
-	Cloning []string `json:",omitempty"`
+	Cloning []string
 }
 
 // BoundClaim is a claim a placed pod uses: its dataset is on the pod's
