@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -54,6 +55,7 @@ type Agent struct {
 	cfg   Config
 	log   *slog.Logger
 	host  illumos.Host
+	api   *http.Client // every call to the control plane's API
 	st    *store.Store
 	facts illumos.HostFacts
 
@@ -74,9 +76,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node)}
+	api, err := newAPIClient(cfg)
+	if err != nil {
+		return err
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node), api: api}
 	a.host = illumos.Host{Runner: &illumos.Runner{BinDir: cfg.BinDir, Logger: a.log}}
-	err := a.run(ctx)
+	err = a.run(ctx)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return nil // stopped while starting: not a failure
 	}
@@ -112,6 +118,7 @@ func (a *Agent) run(ctx context.Context) error {
 		ImageDir:       cfg.ImageDir,
 		ZvolDir:        cfg.ZvolDir,
 		ZonesDir:       cfg.ZonesDir,
+		API:            a.api,
 		Log:            a.log.With("component", "host"),
 	}
 	if cfg.MaxConcurrentInstalls > 0 {
