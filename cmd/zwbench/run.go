@@ -42,7 +42,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 			return nil, fmt.Errorf("dns: %w", err)
 		}
 	}
-	if o.idle > 0 || o.burst > 0 || o.steady > 0 || o.nat > 0 || (o.scale <= 0 && o.dnsSeconds <= 0) {
+	if o.idle > 0 || o.burst > 0 || o.steady > 0 || o.nat > 0 || o.apiGet > 0 || (o.scale <= 0 && o.dnsSeconds <= 0) {
 		if err := sections(ctx, o, res, log); err != nil {
 			return nil, err
 		}
@@ -74,6 +74,13 @@ func sections(ctx context.Context, o options, res *Results, log *slog.Logger) er
 	api := s.cp.URL()
 	if err := waitNodes(ctx, api, o.nodes); err != nil {
 		return err
+	}
+	if o.apiGet > 0 {
+		// First, on a stack that is doing nothing else.
+		fmt.Fprintf(stderr, "api-get: %d GETs per mode\n", o.apiGet)
+		if res.APIGet, err = apiGetSection(ctx, s, o.apiGet); err != nil {
+			return fmt.Errorf("api-get: %w", err)
+		}
 	}
 	tr, err := watchPods(ctx, api)
 	if err != nil {

@@ -27,6 +27,7 @@ type stack struct {
 	pg       *pgserver.Server
 	temporal *devstack.Temporal
 	cp       *controlplane.ControlPlane
+	cpConfig controlplane.Config // how cp was started
 	nodes    *devnodes.Nodes
 }
 
@@ -66,11 +67,12 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	if err != nil {
 		return s, err
 	}
-	if s.cp, err = controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0", StateDir: dir,
+	s.cpConfig = controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0", StateDir: dir,
 		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", Logger: log,
 		ImageStore: filepath.Join(dir, "images"), ImageDownloadSecret: "zwbench", ImageMap: imgMap,
 		// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
-		ServiceCIDR: "127.94.0.0/16"}); err != nil {
+		ServiceCIDR: "127.94.0.0/16"}
+	if s.cp, err = controlplane.Start(ctx, s.cpConfig); err != nil {
 		return s, err
 	}
 	apiHTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.cp.CA().Pool(), MinVersion: tls.VersionTLS12},
