@@ -99,7 +99,7 @@ type Config struct {
 	// default DefaultOrphanGrace.
 	OrphanGrace time.Duration
 
-	// APIURL is the control plane's base URL (http://host:8080), where
+	// APIURL is the control plane's base URL (https://host:8080), where
 	// the agent follows the service network snapshot to program the
 	// node's service NAT rules; empty: no service rules are programmed.
 	APIURL string
