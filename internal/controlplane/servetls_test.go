@@ -111,7 +111,7 @@ func TestTheAPIServesOnlyHTTPSWithTheClusterCA(t *testing.T) {
 	serverCert, _ := os.ReadFile(cfg.StateDir + "/tls/server.crt")
 	stop()
 	cfg.Listen = cp.Addr()
-	again, _ := start(t, cfg)
+	again, stopAgain := start(t, cfg)
 	if again.CA().Fingerprint() != fingerprint {
 		t.Fatalf("CA fingerprint changed across a restart: %s -> %s", fingerprint, again.CA().Fingerprint())
 	}
@@ -123,6 +123,55 @@ func TestTheAPIServesOnlyHTTPSWithTheClusterCA(t *testing.T) {
 		t.Fatalf("the restarted API is not trusted by the CA file of the first start: %v", err)
 	}
 	resp.Body.Close()
+
+	// A name the certificate lacks has it issued again, by the same CA.
+	stopAgain()
+	cfg.APITLS.SANs = append(cfg.APITLS.SANs, "new.example.test")
+	third, _ := start(t, cfg)
+	if third.CA().Fingerprint() != fingerprint {
+		t.Fatalf("CA fingerprint changed with a new SAN: %s -> %s", fingerprint, third.CA().Fingerprint())
+	}
+	conn, err = tls.Dial("tcp", third.Addr(), &tls.Config{RootCAs: third.CA().Pool(), ServerName: "new.example.test"})
+	if err != nil {
+		t.Fatalf("the certificate does not name the new SAN: %v", err)
+	}
+	conn.Close()
+}
+
+func TestAnOperatorIssuedCertificateIsServed(t *testing.T) {
+	cfg := testConfig(t)
+	operator, err := pki.LoadOrCreateCA(t.TempDir(), "operator CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := operator.ServerCert([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg.APITLS.CertFile, cfg.APITLS.KeyFile = dir+"/api.crt", dir+"/api.key"
+	if err := pki.WriteFile(cfg.APITLS.CertFile, certPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := pki.WriteFile(cfg.APITLS.KeyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := start(t, cfg)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: operator.Pool()}}}
+	resp, err := client.Get(cp.URL() + "/healthz")
+	if err != nil {
+		t.Fatalf("a client trusting the operator's CA: %v", err)
+	}
+	resp.Body.Close()
+	if _, err := os.Stat(cfg.StateDir + "/tls/server.crt"); err == nil {
+		t.Error("a server certificate was issued though the operator gave one")
+	}
+
+	cfg.APITLS.KeyFile = ""
+	if cp, err := Start(context.Background(), cfg); err == nil {
+		_ = cp.Stop(context.Background())
+		t.Fatal("--tls-cert without --tls-key was accepted")
+	}
 }
 
 func TestClientCertificatesAreVerifiedWhenGiven(t *testing.T) {
