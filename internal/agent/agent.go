@@ -7,7 +7,10 @@
 // internal/supervisor), reconciles its own host (reconcile.go), and
 // programs the service NAT rules from the control plane's service network
 // snapshots (servicenat.go, over internal/servicenat) and answers its
-// pods' DNS from them (poddns.go). Settings are in config.go.
+// pods' DNS from them (poddns.go). Settings are in config.go. Every call
+// to the control plane's API (service network, image downloads, volume
+// transfers) goes through one client trusting Config.APICAFile
+// (apiclient.go).
 //
 // Trust: registration and heartbeats write the Node row directly through
 // the store, so the agent holds the control plane's database URL. That is
