@@ -25,6 +25,7 @@ type agentOptions struct {
 	node           string
 	databaseURL    string
 	apiURL         string
+	apiCA          string
 	clusterDomain  string
 	dnsUpstream    string
 	zonesDir       string
@@ -60,7 +61,8 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.node, "node", env("ZW_NODE", strings.ToLower(hostname)), "this node's name (env ZW_NODE; default the host name)")
 	fs.StringVar(&o.databaseURL, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL of the control plane: the agent writes its Node (env ZW_DATABASE_URL)")
 	temporalFlags(fs, &o.temporal)
-	fs.StringVar(&o.apiURL, "api-url", env("ZW_API_URL", ""), "the control plane's base URL, e.g. http://control-plane:8080: the node follows its service network and programs the service NAT rules; empty: none (env ZW_API_URL)")
+	fs.StringVar(&o.apiURL, "api-url", env("ZW_API_URL", ""), "the control plane's base URL, e.g. https://control-plane:8080: the node follows its service network and programs the service NAT rules; empty: none (env ZW_API_URL)")
+	fs.StringVar(&o.apiCA, "api-ca", env("ZW_API_CA", ""), "the CA certificate the API's server certificate chains to: the control plane's <state-dir>/tls/ca.crt; empty: the system's roots (env ZW_API_CA)")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", env("ZW_CLUSTER_DOMAIN", clusterdns.DefaultDomain),
 		"the cluster's DNS domain, as the control plane's; with --api-url the node answers it to its pods on their gateway, port 53 (env ZW_CLUSTER_DOMAIN)")
 	fs.StringVar(&o.dnsUpstream, "dns-upstream", env("ZW_DNS_UPSTREAM", ""),
@@ -105,6 +107,7 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 		Node:              o.node,
 		DatabaseURL:       o.databaseURL,
 		APIURL:            o.apiURL,
+		APICAFile:         o.apiCA,
 		ClusterDomain:     o.clusterDomain,
 		DNSUpstreams:      clusterdns.ParseUpstreams(o.dnsUpstream),
 		ZonesDir:          o.zonesDir,

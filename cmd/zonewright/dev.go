@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -143,7 +145,14 @@ func dev(ctx context.Context, args []string) error {
 	if img.ImageMap, err = devImageMap(*mapFile); err != nil {
 		return err
 	}
-	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
+	// The data directory is the control plane's state directory: the
+	// cluster CA the API's certificate and every client trust is kept in
+	// its tls/ and survives restarts.
+	stateDir, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return err
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen, StateDir: stateDir,
 		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
@@ -157,6 +166,11 @@ func dev(ctx context.Context, args []string) error {
 		defer cancel()
 		_ = cp.Stop(sctx)
 	})
+	caFile := controlplane.CAFile(stateDir)
+	envFile := filepath.Join(*dataDir, "env")
+	if err := devEnvFile(envFile, []envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}}); err != nil {
+		return err
+	}
 
 	nodeList := "none (--nodes 0)"
 	if *nodes > 0 {
@@ -170,7 +184,7 @@ func dev(ctx context.Context, args []string) error {
 		}
 		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim,
 			DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
-			APIURL: "http://" + cp.Addr(),
+			APIURL: cp.URL(), APICAFile: caFile,
 			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
 				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace,
 				"--cluster-domain", health.DNS.Domain, "--dns-upstream", upstreamFlag(health.DNS.Upstreams)}})
@@ -186,7 +200,7 @@ func dev(ctx context.Context, args []string) error {
 
 	fmt.Printf(`
 zonewright dev stack is up (started in %s)
-  API          http://%s
+  API          %s (CA %s, fingerprint %s)
   Temporal UI  %s
   Temporal     %s (namespace %s)
   PostgreSQL   %s
@@ -195,11 +209,12 @@ zonewright dev stack is up (started in %s)
   services     %s (cluster DNS %s)
   DNS          %s, domain %s
 
-Try: curl http://%s/api/v1/namespaces/default/pods
-     curl http://%s/api/v1/images
+Try: source %s
+     curl --cacert "$ZW_CACERT" "$ZW_API_URL/api/v1/namespaces/default/pods"
+     curl --cacert "$ZW_CACERT" "$ZW_API_URL/api/v1/images"
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
-		dnsShown(cp.DNSAddr()), health.DNS.Domain, cp.Addr(), cp.Addr())
+`, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
+		dnsShown(cp.DNSAddr()), health.DNS.Domain, envFile)
 
 	select {
 	case <-ctx.Done():
@@ -208,6 +223,29 @@ Ctrl-C stops everything; the next start resumes the same data.
 		return fmt.Errorf("API server stopped: %w", err)
 	}
 	return nil
+}
+
+// envVar is one line of the dev stack's env file.
+type envVar struct{ key, value string }
+
+// devEnvFile writes the env file a shell sources to talk to the dev
+// stack: `export KEY='value'` lines in the order given. It may hold
+// credentials, so only its owner reads it.
+func devEnvFile(path string, vars []envVar) error {
+	var b strings.Builder
+	b.WriteString("# zonewright dev stack: source this file (written at every start).\n")
+	for _, v := range vars {
+		fmt.Fprintf(&b, "export %s=%s\n", v.key, shellQuote(v.value))
+	}
+	if err := pki.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // dnsShown is the DNS address for the banner.

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -42,6 +43,8 @@ type devStack struct {
 	dataDir           string
 	output            *lockedOutput
 	exited            chan error
+	// http trusts the CA the stack wrote to <data-dir>/tls/ca.crt.
+	http *http.Client
 }
 
 // lockedOutput is the stack's output, written by its reader goroutine
@@ -109,6 +112,11 @@ func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devS
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("dev stack did not come up within 2 minutes:\n%s", d.output)
 	}
+	tlsConfig, err := pki.ClientTLS(filepath.Join(dataDir, "tls", "ca.crt"), "", "")
+	if err != nil {
+		t.Fatalf("the dev stack's CA: %v", err)
+	}
+	d.http = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}
 	return d
 }
 
@@ -129,7 +137,7 @@ func (d *devStack) stop(t *testing.T) {
 // stack's cluster DNS, as the README's dig does.
 func (d *devStack) serviceResolves(t *testing.T) {
 	t.Helper()
-	resp, err := http.Post("http://"+d.api+"/api/v1/namespaces/default/services", "application/json",
+	resp, err := d.http.Post("https://"+d.api+"/api/v1/namespaces/default/services", "application/json",
 		strings.NewReader(`{"metadata":{"name":"echo"},"spec":{"selector":{"app":"echo"},"ports":[{"port":80,"targetPort":8080}]}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -155,15 +163,41 @@ func (d *devStack) serviceResolves(t *testing.T) {
 	}
 }
 
-func get(t *testing.T, url string) (int, string) {
+func get(t *testing.T, c *http.Client, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// envFileSays checks the stack's env file, as a shell sources it: only
+// its owner reads it, and it exports want.
+func (d *devStack) envFileSays(t *testing.T, want map[string]string) {
+	t.Helper()
+	path := filepath.Join(d.dataDir, "env")
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("env file %s: %v %v, want mode 0600", path, fi, err)
+	}
+	script := ". " + path + "; env"
+	out, err := exec.Command("sh", "-c", script).Output()
+	if err != nil {
+		t.Fatalf("source %s: %v", path, err)
+	}
+	got := map[string]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			got[k] = v
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("env file exports %s=%q, want %q", k, got[k], v)
+		}
+	}
 }
 
 // postgresOf lists postgres processes serving a data directory.
@@ -195,21 +229,29 @@ func TestDevStack(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	api, temporal, ui := freeAddr(t), freeAddr(t), freeAddr(t)
 	d := startDev(t, bin, dataDir, api, temporal, ui)
-	for _, want := range []string{"http://" + api, "http://" + ui, temporal, "127.96.0.0/16 (cluster DNS 127.96.0.10)", d.dns + ", domain cluster.local"} {
+	for _, want := range []string{"https://" + api, "http://" + ui, temporal, "source " + filepath.Join(dataDir, "env"), "127.96.0.0/16 (cluster DNS 127.96.0.10)", d.dns + ", domain cluster.local"} {
 		if !strings.Contains(d.output.String(), want) {
 			t.Fatalf("banner does not show %s:\n%s", want, d.output)
 		}
 	}
 
-	if code, body := get(t, "http://"+api+"/readyz"); code != 200 || !strings.Contains(body, `"temporal":"ok"`) {
+	d.envFileSays(t, map[string]string{"ZW_API_URL": "https://" + api, "ZW_CACERT": filepath.Join(dataDir, "tls", "ca.crt")})
+	if resp, err := http.Get("http://" + api + "/readyz"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "postgres") {
+			t.Fatalf("the API answers plain HTTP: %d %s", resp.StatusCode, b)
+		}
+	}
+	if code, body := get(t, d.http, "https://"+api+"/readyz"); code != 200 || !strings.Contains(body, `"temporal":"ok"`) {
 		t.Fatalf("readyz: %d %s", code, body)
 	}
-	if code, body := get(t, "http://"+ui+"/"); code != 200 || !strings.Contains(body, "<html") {
+	if code, body := get(t, http.DefaultClient, "http://"+ui+"/"); code != 200 || !strings.Contains(body, "<html") {
 		t.Fatalf("Temporal Web UI: %d %.200s", code, body)
 	}
 	d.serviceResolves(t)
 
-	watch, err := http.Get("http://" + api + "/api/v1/namespaces/default/pods?watch=true")
+	watch, err := d.http.Get("https://" + api + "/api/v1/namespaces/default/pods?watch=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +259,7 @@ func TestDevStack(t *testing.T) {
 	pod := `{"metadata":{"name":"hello","labels":{"app":"hello"}},"spec":{"terminationGracePeriodSeconds":3,"containers":[{"name":"web","image":"base",
 	  "command":["sh","-c","exec python3 -m http.server --bind $POD_IP 8080"],
 	  "readinessProbe":{"httpGet":{"port":8080},"periodSeconds":1}}]}}`
-	resp, err := http.Post("http://"+api+"/api/v1/namespaces/default/pods", "application/json", strings.NewReader(pod))
+	resp, err := d.http.Post("https://"+api+"/api/v1/namespaces/default/pods", "application/json", strings.NewReader(pod))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +290,7 @@ func TestDevStack(t *testing.T) {
 	// HTTP probe against its address.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		_, body := get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello")
+		_, body := get(t, d.http, "https://"+api+"/api/v1/namespaces/default/pods/hello")
 		if strings.Contains(body, `"phase":"Running"`) && strings.Contains(body, `"type":"Ready","status":"True"`) {
 			break
 		}
@@ -260,7 +302,7 @@ func TestDevStack(t *testing.T) {
 
 	// A service over it gets an address of the dev range (loopback, so it
 	// is reachable on Linux) and the pod as its endpoint.
-	resp, err = http.Post("http://"+api+"/api/v1/namespaces/default/services", "application/json",
+	resp, err = d.http.Post("https://"+api+"/api/v1/namespaces/default/services", "application/json",
 		strings.NewReader(`{"metadata":{"name":"hello"},"spec":{"selector":{"app":"hello"},"ports":[{"port":80,"targetPort":8080}]}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +317,7 @@ func TestDevStack(t *testing.T) {
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		_, body := get(t, "http://"+api+"/api/v1/namespaces/default/endpoints/hello")
+		_, body := get(t, d.http, "https://"+api+"/api/v1/namespaces/default/endpoints/hello")
 		if strings.Contains(body, `"addresses":[{"ip":"127.10.`) && strings.Contains(body, `"port":8080`) {
 			break
 		}
@@ -299,8 +341,8 @@ func TestDevStack(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	req, _ := http.NewRequest("DELETE", "http://"+api+"/api/v1/namespaces/default/services/hello", nil)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+	req, _ := http.NewRequest("DELETE", "https://"+api+"/api/v1/namespaces/default/services/hello", nil)
+	if resp, err := d.http.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete service: %v %v", resp, err)
 	}
 
@@ -349,19 +391,20 @@ func TestDevStack(t *testing.T) {
 		t.Fatalf("postgres processes outlived the dev stack: %v", pids)
 	}
 
+	// The restarted stack keeps its CA: the first stack's client trusts it.
 	d2 := startDev(t, bin, dataDir, api, temporal, ui)
-	if code, body := get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello"); code != 200 {
+	if code, body := get(t, d.http, "https://"+api+"/api/v1/namespaces/default/pods/hello"); code != 200 {
 		t.Fatalf("the pod did not survive a restart: %d %s", code, body)
 	}
 	// Its zone was halted with the stack; the lifecycle boots it again, and
 	// a delete removes it gracefully.
-	req, _ = http.NewRequest("DELETE", "http://"+api+"/api/v1/namespaces/default/pods/hello", nil)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+	req, _ = http.NewRequest("DELETE", "https://"+api+"/api/v1/namespaces/default/pods/hello", nil)
+	if resp, err := d.http.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete: %v %v", resp, err)
 	}
 	deadline = time.Now().Add(60 * time.Second)
 	for {
-		if code, _ := get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello"); code == 404 {
+		if code, _ := get(t, d.http, "https://"+api+"/api/v1/namespaces/default/pods/hello"); code == 404 {
 			break
 		}
 		if time.Now().After(deadline) {

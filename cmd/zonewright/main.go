@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -94,6 +95,9 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	o := &serveOptions{}
 	fs.StringVar(&o.DatabaseURL, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL (env ZW_DATABASE_URL)")
 	fs.StringVar(&o.Listen, "listen", env("ZW_LISTEN", "127.0.0.1:8080"), "API listen address (env ZW_LISTEN)")
+	fs.StringVar(&o.StateDir, "state-dir", env("ZW_STATE_DIR", "/var/lib/zonewright"), "directory of the cluster CA and the API's server certificate (tls/) (env ZW_STATE_DIR)")
+	apiTLSFlags(fs, &o.APITLS)
+	fs.BoolVar(&o.APITLS.InsecureHTTP, "insecure-http", envBool("ZW_INSECURE_HTTP"), "serve the API over plain HTTP, readable and alterable by anyone on the network path (env ZW_INSECURE_HTTP)")
 	temporalFlags(fs, &o.Config)
 	imageFlags(fs, &o.Config, "/var/lib/zonewright/images")
 	fs.StringVar(&o.imageMap, "image-map", env("ZW_IMAGE_MAP", ""), "image map file: default image, aliases, size presets, images (env ZW_IMAGE_MAP)")
@@ -137,7 +141,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("zonewright serving", "api", "http://"+cp.Addr(), "dns", cp.DNSAddr(), "temporal", tc.TemporalAddress, "namespace", tc.TemporalNamespace)
+	log.Info("zonewright serving", "api", cp.URL(), "dns", cp.DNSAddr(), "temporal", tc.TemporalAddress, "namespace", tc.TemporalNamespace)
 	select {
 	case <-ctx.Done():
 	case err := <-cp.Served():
@@ -155,6 +159,44 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore string) {
 	fs.StringVar(&c.TransferDir, "transfer-dir", env("ZW_TRANSFER_DIR", ""), "directory the streams of claims moving between nodes pass through; default volume-transfers beside --image-store (env ZW_TRANSFER_DIR)")
 	fs.StringVar(&c.AdvertiseURL, "advertise-url", env("ZW_ADVERTISE_URL", ""), "the API's URL as nodes reach it; default from --listen (env ZW_ADVERTISE_URL)")
 	fs.DurationVar(&c.ImageStallTimeout, "image-stall-timeout", envDuration("ZW_IMAGE_STALL_TIMEOUT", time.Minute), "an image download receiving nothing this long is stalled and retried (env ZW_IMAGE_STALL_TIMEOUT)")
+}
+
+// apiTLSFlags registers the API's certificate flags; --tls-san and
+// --client-ca repeat or take comma-separated lists (one SMF property).
+func apiTLSFlags(fs *flag.FlagSet, t *controlplane.APITLS) {
+	fs.StringVar(&t.CertFile, "tls-cert", env("ZW_TLS_CERT", ""), "the API's server certificate, PEM; empty: one issued by the cluster CA in --state-dir (env ZW_TLS_CERT)")
+	fs.StringVar(&t.KeyFile, "tls-key", env("ZW_TLS_KEY", ""), "the key of --tls-cert, PEM (env ZW_TLS_KEY)")
+	t.SANs = splitList(env("ZW_TLS_SAN", ""))
+	fs.Var((*listFlag)(&t.SANs), "tls-san", "a DNS name or IP address the issued server certificate names besides the --listen and --advertise-url hosts; repeat or separate with commas (env ZW_TLS_SAN)")
+	t.ClientCAFiles = splitList(env("ZW_CLIENT_CA", ""))
+	fs.Var((*listFlag)(&t.ClientCAFiles), "client-ca", "a CA file whose client certificates the API accepts besides the cluster CA's; repeat or separate with commas (env ZW_CLIENT_CA)")
+}
+
+// listFlag is a flag that repeats, each value a comma-separated list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, splitList(v)...)
+	return nil
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// envBool is env for a boolean; a malformed value is false.
+func envBool(name string) bool {
+	b, _ := strconv.ParseBool(os.Getenv(name))
+	return b
 }
 
 // serviceCIDRFlag registers --service-cidr, shared by serve and dev.

@@ -401,6 +401,19 @@ func TestSMFMethodScriptRun(t *testing.T) {
 			if err := fs.Parse(got[1:]); err != nil || fs.NArg() != 0 {
 				t.Errorf("zonewright %s would not parse %q: %v", c.command, got[1:], err)
 			}
+			// A boolean flag takes its value in the same word, or the
+			// value would end the flags.
+			if c.command == "serve" {
+				setProp("insecure_http", "true")
+				out, _ := run("start")
+				args := strings.Split(strings.TrimSuffix(out, "\n"), "\n")[1:]
+				fs := c.flags()
+				fs.Init(c.command, flag.ContinueOnError)
+				fs.SetOutput(io.Discard)
+				if err := fs.Parse(args); err != nil || fs.NArg() != 0 || fs.Lookup("insecure-http").Value.String() != "true" {
+					t.Errorf("config/insecure_http=true: zonewright serve would not parse %q: %v", args, err)
+				}
+			}
 		})
 	}
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,8 +27,12 @@ type stack struct {
 	pg       *pgserver.Server
 	temporal *devstack.Temporal
 	cp       *controlplane.ControlPlane
+	cpConfig controlplane.Config // how cp was started
 	nodes    *devnodes.Nodes
 }
+
+// apiHTTP is the client of the running stack's API, trusting its CA.
+var apiHTTP = http.DefaultClient
 
 // stackConfig sizes a stack: its simulated nodes and the pods each takes.
 type stackConfig struct {
@@ -61,20 +67,23 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	if err != nil {
 		return s, err
 	}
-	if s.cp, err = controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
+	s.cpConfig = controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0", StateDir: dir,
 		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", Logger: log,
 		ImageStore: filepath.Join(dir, "images"), ImageDownloadSecret: "zwbench", ImageMap: imgMap,
 		// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
-		ServiceCIDR: "127.94.0.0/16"}); err != nil {
+		ServiceCIDR: "127.94.0.0/16"}
+	if s.cp, err = controlplane.Start(ctx, s.cpConfig); err != nil {
 		return s, err
 	}
+	apiHTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.cp.CA().Pool(), MinVersion: tls.VersionTLS12},
+		MaxIdleConnsPerHost: 64}}
 	bin, err := filepath.Abs(cfg.binDir)
 	if err != nil {
 		return s, err
 	}
 	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"),
 		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), DatabaseURL: url,
-		Temporal: s.temporal.Address(), Namespace: "default", Logger: log, APIURL: "http://" + s.cp.Addr(),
+		Temporal: s.temporal.Address(), Namespace: "default", Logger: log, APIURL: s.cp.URL(), APICAFile: controlplane.CAFile(dir),
 		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods), "--heartbeat-interval", "2s"}})
 	return s, err
 }

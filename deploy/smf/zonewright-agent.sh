@@ -24,6 +24,7 @@ PROPS='
 node
 database_url
 api_url
+api_ca
 cluster_domain
 dns_upstream
 temporal_address

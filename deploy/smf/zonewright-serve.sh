@@ -17,6 +17,12 @@ ZONEWRIGHT=/opt/zonewright/bin/zonewright
 PROPS='
 database_url
 listen
+state_dir
+tls_cert
+tls_key
+tls_san
+client_ca
+insecure_http
 temporal_address
 temporal_namespace
 temporal_tls_cert
@@ -81,7 +87,12 @@ set -- serve
 for p in $PROPS; do
 	v=`getprop $p`
 	[ -n "$v" ] || continue
-	set -- "$@" "--`echo $p | /usr/bin/tr _ -`" "$v"
+	case $p in
+	insecure_http)	# a boolean flag takes its value in the same word
+		set -- "$@" "--insecure-http=$v" ;;
+	*)
+		set -- "$@" "--`echo $p | /usr/bin/tr _ -`" "$v" ;;
+	esac
 done
 
 smf_clear_env

@@ -7,7 +7,10 @@
 // internal/supervisor), reconciles its own host (reconcile.go), and
 // programs the service NAT rules from the control plane's service network
 // snapshots (servicenat.go, over internal/servicenat) and answers its
-// pods' DNS from them (poddns.go). Settings are in config.go.
+// pods' DNS from them (poddns.go). Settings are in config.go. Every call
+// to the control plane's API (service network, image downloads, volume
+// transfers) goes through one client trusting Config.APICAFile
+// (apiclient.go).
 //
 // Trust: registration and heartbeats write the Node row directly through
 // the store, so the agent holds the control plane's database URL. That is
@@ -32,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -54,6 +58,7 @@ type Agent struct {
 	cfg   Config
 	log   *slog.Logger
 	host  illumos.Host
+	api   *http.Client // every call to the control plane's API
 	st    *store.Store
 	facts illumos.HostFacts
 
@@ -74,9 +79,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node)}
+	api, err := newAPIClient(cfg)
+	if err != nil {
+		return err
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node), api: api}
 	a.host = illumos.Host{Runner: &illumos.Runner{BinDir: cfg.BinDir, Logger: a.log}}
-	err := a.run(ctx)
+	err = a.run(ctx)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return nil // stopped while starting: not a failure
 	}
@@ -112,6 +121,7 @@ func (a *Agent) run(ctx context.Context) error {
 		ImageDir:       cfg.ImageDir,
 		ZvolDir:        cfg.ZvolDir,
 		ZonesDir:       cfg.ZonesDir,
+		API:            a.api,
 		Log:            a.log.With("component", "host"),
 	}
 	if cfg.MaxConcurrentInstalls > 0 {

@@ -99,10 +99,14 @@ type Config struct {
 	// default DefaultOrphanGrace.
 	OrphanGrace time.Duration
 
-	// APIURL is the control plane's base URL (http://host:8080), where
+	// APIURL is the control plane's base URL (https://host:8080), where
 	// the agent follows the service network snapshot to program the
 	// node's service NAT rules; empty: no service rules are programmed.
 	APIURL string
+	// APICAFile is the CA certificate the API's server certificate chains
+	// to (the cluster CA, tls/ca.crt of the control plane's state
+	// directory); empty: the system's roots.
+	APICAFile string
 	// ServiceNATCheckInterval: see DefaultServiceNATCheckInterval.
 	ServiceNATCheckInterval time.Duration
 	// ClusterDomain is the cluster's DNS domain, the same as the control
@@ -222,7 +226,7 @@ func (c *Config) validate() error {
 	}
 	if c.APIURL != "" {
 		if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("API URL %q is not an http(s) URL such as http://control-plane:8080", c.APIURL))
+			errs = append(errs, fmt.Errorf("API URL %q is not an http(s) URL such as https://control-plane:8080", c.APIURL))
 		}
 	}
 	if err := clusterdns.CheckDomain(c.ClusterDomain); err != nil {

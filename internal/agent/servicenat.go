@@ -172,7 +172,6 @@ func (a *Agent) writeServiceNetworkStatus(ctx context.Context) {
 // most 5 s); the held snapshot stays meanwhile.
 func (a *Agent) followServiceNet(ctx context.Context, newer chan<- struct{}) {
 	held := &a.serviceNet
-	client := &http.Client{Timeout: (serviceNetPollSeconds + 10) * time.Second}
 	base := strings.TrimRight(a.cfg.APIURL, "/")
 	pause, failing := time.Duration(0), false
 	for ctx.Err() == nil {
@@ -182,7 +181,7 @@ func (a *Agent) followServiceNet(ctx context.Context, newer chan<- struct{}) {
 		if s := held.Load(); s != nil {
 			url += fmt.Sprintf("?after=%d&timeoutSeconds=%d", s.Generation, serviceNetPollSeconds)
 		}
-		snap, err := fetchServiceNet(ctx, client, url)
+		snap, err := fetchServiceNet(ctx, a.api, url)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -212,8 +211,12 @@ func (a *Agent) followServiceNet(ctx context.Context, newer chan<- struct{}) {
 	}
 }
 
-// fetchServiceNet GETs one snapshot; nil, nil means 304 (none newer).
+// fetchServiceNet GETs one snapshot; nil, nil means 304 (none newer). A
+// long poll answers within serviceNetPollSeconds: one that does not is
+// given up.
 func fetchServiceNet(ctx context.Context, client *http.Client, url string) (*servicenet.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, (serviceNetPollSeconds+10)*time.Second)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err

@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -21,9 +23,9 @@ import (
 )
 
 // serveServiceNet answers GET /api/v1/servicenet as the control plane
-// does, from held (the long poll waits at most a second here).
+// does, from held (the long poll waits at most a second here), over HTTPS.
 func serveServiceNet(held *servicenet.Holder) *httptest.Server {
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var snap *servicenet.Snapshot
 		if after := r.URL.Query().Get("after"); after == "" {
 			snap = held.Load()
@@ -60,7 +62,17 @@ func TestServiceNATFollowsSnapshotsAndKeepsTheLastOne(t *testing.T) {
 	srv := serveServiceNet(&cp)
 	t.Cleanup(srv.Close)
 
-	a := &Agent{cfg: Config{Node: "node1", APIURL: srv.URL, PodCIDR: "10.88.1.0/24", ServiceNATCheckInterval: 200 * time.Millisecond},
+	// The agent's API client trusts the server's CA from --api-ca.
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Node: "node1", APIURL: srv.URL, APICAFile: caFile, PodCIDR: "10.88.1.0/24", ServiceNATCheckInterval: 200 * time.Millisecond}
+	api, err := newAPIClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{cfg: cfg, api: api,
 		log: slog.New(slog.DiscardHandler), host: illumos.Host{Runner: &illumos.Runner{BinDir: node.Bin, Timeout: time.Minute}}}
 	reported := make(chan int64, 10)
 	ctx, cancel := context.WithCancel(context.Background())

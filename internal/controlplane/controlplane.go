@@ -32,6 +32,7 @@ import (
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/servicefeed"
 	"github.com/zonewright/zonewright/internal/servicenet"
@@ -86,6 +87,11 @@ type Config struct {
 	// Capacity bounds the pods carrying a label or naming an image that
 	// run at once across the cluster (--capacity); nil: no bounds.
 	Capacity scheduler.Capacity
+	// StateDir keeps what the control plane must find again on restart:
+	// the cluster CA and the API's server certificate (tls/).
+	StateDir string
+	// APITLS is how the API serves HTTPS.
+	APITLS APITLS
 }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
@@ -136,6 +142,8 @@ type ControlPlane struct {
 	podReconcile time.Duration
 	moves        worker.Moves
 	addr         string
+	url          string
+	ca           *pki.CA
 	http         *http.Server
 	log          *slog.Logger
 	cancel       context.CancelFunc
@@ -197,9 +205,20 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		return nil, fmt.Errorf("--service-cidr: %w", err)
 	}
 	serviceNet := &servicenet.Holder{}
+	var serverTLSConfig *tls.Config
+	var ca *pki.CA
+	if cfg.APITLS.InsecureHTTP {
+		log.Warn("the API serves plain HTTP (--insecure-http): anyone on the network path reads and alters every request")
+	} else if serverTLSConfig, ca, err = serverTLS(cfg.StateDir, cfg.APITLS, serverHosts(cfg.Listen, cfg.AdvertiseURL, cfg.APITLS.SANs)); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("API address %s: %w (is another zonewright running? pass --listen)", cfg.Listen, err)
+	}
+	scheme := "https"
+	if serverTLSConfig == nil {
+		scheme = "http"
 	}
 	var dnsServer *clusterdns.Server
 	if cfg.DNS.Addr != "" {
@@ -252,7 +271,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	advertise := cfg.AdvertiseURL
 	if advertise == "" {
-		advertise = advertiseURL(ln.Addr())
+		advertise = advertiseURL(scheme, ln.Addr())
 	}
 	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), Client: &http.Client{}}
 	transferDir := cfg.TransferDir
@@ -273,8 +292,9 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
-		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
+	cp := &ControlPlane{moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
+		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLSConfig,
+			ErrorLog: slog.NewLogLogger(log.With("component", "api").Handler(), slog.LevelWarn)},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
@@ -286,7 +306,12 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	cp.imagesSeeded = imgMap.Seed(sctx, cp.catalog, log) == nil
 	scancel()
-	go func() { cp.served <- cp.http.Serve(ln) }()
+	if serverTLSConfig != nil {
+		log.Info("API serving HTTPS", "url", cp.url, "caFingerprint", ca.Fingerprint(), "ca", CAFile(cfg.StateDir))
+		go func() { cp.served <- cp.http.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { cp.served <- cp.http.Serve(ln) }()
+	}
 	cp.bg.Add(1)
 	go cp.runWorker(bgCtx)
 	// Services need no Temporal: endpoints and the snapshot follow the
@@ -312,6 +337,13 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 
 // Addr is the address the API listens on.
 func (cp *ControlPlane) Addr() string { return cp.addr }
+
+// URL is the API's base URL on its listen address: https, or http with
+// APITLS.InsecureHTTP.
+func (cp *ControlPlane) URL() string { return cp.url }
+
+// CA is the cluster CA; nil when the API serves plain HTTP.
+func (cp *ControlPlane) CA() *pki.CA { return cp.ca }
 
 // Served reports the API server's exit.
 func (cp *ControlPlane) Served() <-chan error { return cp.served }
@@ -370,15 +402,15 @@ func (cp *ControlPlane) seedImages(ctx context.Context) {
 
 // advertiseURL is the API's URL from its listen address; an unspecified
 // host (0.0.0.0) becomes the loopback address.
-func advertiseURL(addr net.Addr) string {
+func advertiseURL(scheme string, addr net.Addr) string {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
-		return "http://" + addr.String()
+		return scheme + "://" + addr.String()
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // Stop shuts the API down gracefully, then the worker, client and store.

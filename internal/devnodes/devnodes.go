@@ -30,6 +30,8 @@ type Config struct {
 	// APIURL is the control plane's base URL, where the agents follow the
 	// service network to program their service NAT rules.
 	APIURL string
+	// APICAFile is the CA the agents trust for the API (the cluster CA).
+	APICAFile string
 	// ExtraArgs are added to every agent's command line.
 	ExtraArgs []string
 	Logger    *slog.Logger
@@ -119,6 +121,9 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 		"--zvol-dir", filepath.Join(n.Root, "fs/dev/zvol/rdsk")}, cfg.ExtraArgs...)
 	if cfg.APIURL != "" {
 		args = append(args, "--api-url", cfg.APIURL)
+	}
+	if cfg.APICAFile != "" {
+		args = append(args, "--api-ca", cfg.APICAFile)
 	}
 	n.cmd = exec.Command(cfg.Agent, args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf

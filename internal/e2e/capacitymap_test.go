@@ -43,7 +43,7 @@ func TestCapacityMapHoldsAcrossCompetingJobs(t *testing.T) {
 				url += "&resourceVersion=" + last
 			}
 			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := c.http.Do(req)
 			if err != nil {
 				time.Sleep(200 * time.Millisecond)
 				continue

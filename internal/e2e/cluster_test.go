@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -61,6 +62,7 @@ type cluster struct {
 	temporal tclient.Client
 	nodes    *devnodes.Nodes
 	cp       *controlplane.ControlPlane
+	http     *http.Client        // trusts the cluster CA
 	cpConfig controlplane.Config // how cp was started, on its address
 }
 
@@ -123,7 +125,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	}
 	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler),
-		ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
+		StateDir: t.TempDir(), ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
 		PodReconcileInterval: 2 * time.Second}
 	if adjust != nil {
 		adjust(&cfg)
@@ -133,7 +135,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 		t.Fatal(err)
 	}
 	cfg.Listen = cp.Addr()
-	c := &cluster{t: t, api: "http://" + cp.Addr(), url: url, cp: cp, cpConfig: cfg}
+	c := &cluster{t: t, api: cp.URL(), url: url, cp: cp, cpConfig: cfg, http: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cp.CA().Pool()}}}}
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -146,7 +148,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	t.Cleanup(c.temporal.Close)
 	args := append([]string{"--heartbeat-interval", "1s"}, agentArgs...)
 	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), Agent: filepath.Join(binDir, "zonewright"),
-		Sim: filepath.Join(binDir, "illumos-sim"), DatabaseURL: url, Temporal: tmp.Address(), Namespace: "default", APIURL: c.api, ExtraArgs: args,
+		Sim: filepath.Join(binDir, "illumos-sim"), DatabaseURL: url, Temporal: tmp.Address(), Namespace: "default", APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args,
 		PodNetwork: podNetworks.next()})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +184,7 @@ func (c *cluster) do(method, path string, body any) (int, []byte) {
 	}
 	req, _ := http.NewRequest(method, c.api+path, r)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
 	}

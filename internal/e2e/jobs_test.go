@@ -60,7 +60,7 @@ func (c *cluster) followJobPods(job string) *runningTally {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "GET", c.api+"/api/v1/namespaces/default/pods?watch=true&labelSelector=job-name%3D"+job, nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
 	}

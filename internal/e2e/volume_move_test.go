@@ -79,7 +79,7 @@ func (c *cluster) downtime(name string) (stop func() time.Duration) {
 			case <-t.C:
 			}
 			var p model.Pod
-			resp, err := http.Get(c.api + "/api/v1/namespaces/default/pods/" + name)
+			resp, err := c.http.Get(c.api + "/api/v1/namespaces/default/pods/" + name)
 			if err != nil {
 				continue
 			}

@@ -76,7 +76,7 @@ func (h *Host) SendClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimTran
 	body := &countingReader{r: pr}
 	stop := h.transferBeats(ctx, in.Ticket.ID, body)
 	start := time.Now()
-	err = transfer.Put(ctx, nil, in.Ticket, body)
+	err = transfer.Put(ctx, h.api(), in.Ticket, body)
 	if err != nil {
 		pr.CloseWithError(err)
 		cancel()
@@ -137,7 +137,7 @@ func (h *Host) ReceiveClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimT
 			opts.Props["mountpoint"] = "/" + ds
 		}
 	}
-	rc, _, err := transfer.Get(ctx, nil, in.Ticket)
+	rc, _, err := transfer.Get(ctx, h.api(), in.Ticket)
 	if err != nil {
 		return fail(err)
 	}
