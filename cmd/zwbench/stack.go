@@ -65,7 +65,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", Logger: log,
 		ImageStore: filepath.Join(dir, "images"), ImageDownloadSecret: "zwbench", ImageMap: imgMap,
 		// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
-		ServiceCIDR: "127.94.0.0/16"}); err != nil {
+		ServiceCIDR: "127.94.0.0/16", ClusterCIDR: devnodes.ClusterCIDR(10), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}); err != nil {
 		return s, err
 	}
 	bin, err := filepath.Abs(cfg.binDir)
@@ -73,7 +73,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		return s, err
 	}
 	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"),
-		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), DatabaseURL: url,
+		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"),
 		Temporal: s.temporal.Address(), Namespace: "default", Logger: log, APIURL: "http://" + s.cp.Addr(),
 		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods), "--heartbeat-interval", "2s"}})
 	return s, err
