@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/servicenat"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/simtest"
@@ -60,8 +62,9 @@ func TestServiceNATFollowsSnapshotsAndKeepsTheLastOne(t *testing.T) {
 	srv := serveServiceNet(&cp)
 	t.Cleanup(srv.Close)
 
-	a := &Agent{cfg: Config{Node: "node1", APIURL: srv.URL, PodCIDR: "10.88.1.0/24", ServiceNATCheckInterval: 200 * time.Millisecond},
-		log: slog.New(slog.DiscardHandler), host: illumos.Host{Runner: &illumos.Runner{BinDir: node.Bin, Timeout: time.Minute}}}
+	a := &Agent{cfg: Config{Node: "node1", APIURL: srv.URL, ServiceNATCheckInterval: 200 * time.Millisecond},
+		log: slog.New(slog.DiscardHandler), host: illumos.Host{Runner: &illumos.Runner{BinDir: node.Bin, Timeout: time.Minute}},
+		api: nodeapi.New(srv.Client(), srv.URL, "node1"), podCIDR: netip.MustParsePrefix("10.88.1.0/24")}
 	reported := make(chan int64, 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -121,10 +124,10 @@ func TestServiceNATFollowsSnapshotsAndKeepsTheLastOne(t *testing.T) {
 	}
 }
 
-func TestConfigAPIURLMustBeHTTP(t *testing.T) {
-	for url, ok := range map[string]bool{"": true, "http://cp:8080": true, "https://cp.example/": true,
+func TestConfigAPIURLIsRequiredAndHTTP(t *testing.T) {
+	for url, ok := range map[string]bool{"": false, "http://cp:8080": true, "https://cp.example/": true,
 		"cp:8080": false, "ftp://cp": false, "http://": false} {
-		cfg := Config{Node: "node1", DatabaseURL: "postgres://x", TemporalAddress: "t:7233", PodCIDR: "10.88.1.0/24", APIURL: url}
+		cfg := Config{Node: "node1", TemporalAddress: "t:7233", PodCIDR: "10.88.1.0/24", APIURL: url}
 		cfg.setDefaults()
 		err := cfg.validate()
 		if (err == nil) != ok {
