@@ -199,7 +199,7 @@ func (s *Server) Handler() http.Handler {
 		v1.Handle(m, "/namespaces/:ns/endpoints/:name", s.refuseEndpointsWrite)
 	}
 
-	v1.GET("/servicenet", s.serviceNet)
+	v1.GET("/servicenet", s.serviceNet) // servicenet get (nodes follow it)
 
 	apps := r.Group("/apis/apps/v1")
 	apps.GET("/deployments", s.listDeployments)
