@@ -58,6 +58,9 @@ type Agent struct {
 	// podCIDR is the pod network the control plane assigned at
 	// registration; kept (and asked for again) for the agent's life.
 	podCIDR netip.Prefix
+	// hostCIDR is the pod network the host's gateway holds from an
+	// earlier run (invalid when none): asked for when the Node is new.
+	hostCIDR netip.Prefix
 
 	mu        sync.Mutex
 	workerErr error // why the worker is not polling yet; nil once it is
@@ -125,6 +128,8 @@ func (a *Agent) run(ctx context.Context) error {
 		// zonepaths are not ours to chmod.)
 		h.PrepareZonepath = func(p string) error { return os.Chmod(p, 0o700) }
 	}
+
+	a.hostCIDR = a.gatewayCIDR(ctx)
 
 	// Before the node reports Ready and before its worker polls: remove
 	// what belongs to pods no longer bound here, adopt the rest.

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -302,6 +303,24 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("second agent stopped with %v, want nil", err)
+	}
+
+	// Deleted (its pod CIDR freed) while the agent was away, the node
+	// registers again asking for the CIDR its host's gateway holds, not the
+	// control plane's first free one.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, cfg.APIURL+"/api/v1/nodes/node1", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("delete node1: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	stop = runAgent(t, cfg)
+	n = waitNode(t, st, "registered again", func(n *model.Node) bool { return n.Metadata.UID != uid && n.Ready() })
+	if n.Spec.PodCIDR != "127.10.9.0/24" {
+		t.Errorf("registered again with pod CIDR %s; want the host's 127.10.9.0/24", n.Spec.PodCIDR)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("third agent stopped with %v, want nil", err)
 	}
 }
 

@@ -170,15 +170,20 @@ func sameNode(a, b *model.Node) bool {
 
 // apply sets what the agent owns on n: capacity, allocatable, node info,
 // addresses, its labels, the Ready condition (with heartbeat time beat)
-// and the summary annotations, and asks for its pod CIDR (the one it
-// holds, or the one configured) when n has none. Everything else (taints,
+// and the summary annotations, and asks for a pod CIDR when n has none:
+// the one this run uses, else the one configured, else the one the host's
+// gateway holds from an earlier run. Everything else (taints,
 // unschedulable, other labels) is the operator's and stays.
 func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.Time) {
 	cfg, f := a.cfg, a.facts
 	if n.Spec.PodCIDR == "" {
-		n.Spec.PodCIDR = cfg.PodCIDR
-		if a.podCIDR.IsValid() {
+		switch {
+		case a.podCIDR.IsValid():
 			n.Spec.PodCIDR = a.podCIDR.String()
+		case cfg.PodCIDR != "":
+			n.Spec.PodCIDR = cfg.PodCIDR
+		case a.hostCIDR.IsValid():
+			n.Spec.PodCIDR = a.hostCIDR.String()
 		}
 	}
 	capCPU := int64(f.CPUs) * 1000

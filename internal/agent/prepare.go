@@ -63,6 +63,14 @@ func (a *Agent) prepareHost(ctx context.Context) error {
 func (a *Agent) prepareGateway(ctx context.Context) error {
 	gw := netip.PrefixFrom(a.podGateway(), a.podCIDR.Bits()).String()
 	dl, ip := a.host.Dladm(), a.host.GlobalZone()
+	if a.hostCIDR.IsValid() && a.hostCIDR != a.podCIDR {
+		// The node was given another pod CIDR than an earlier run's (its
+		// Node was deleted meanwhile): the gateway moves to the new one.
+		a.log.Warn("the node's pod CIDR changed; moving the pods' gateway", "old", a.hostCIDR, "new", a.podCIDR)
+		if err := ip.DeleteAddr(ctx, GatewayLink+"/v4"); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+			return fmt.Errorf("remove the old gateway address of %s: %w", GatewayLink, err)
+		}
+	}
 	steps := []struct {
 		what string
 		do   func() error
@@ -85,6 +93,20 @@ func (a *Agent) prepareGateway(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// gatewayCIDR is the pod network the host's gateway holds (an earlier
+// run's), or an invalid prefix when it holds none.
+func (a *Agent) gatewayCIDR(ctx context.Context) netip.Prefix {
+	addrs, err := a.host.GlobalZone().Addrs(ctx, GatewayLink+"/v4")
+	if err != nil || len(addrs) == 0 {
+		return netip.Prefix{}
+	}
+	p, err := netip.ParsePrefix(addrs[0].Addr)
+	if err != nil || !p.Addr().Is4() {
+		return netip.Prefix{}
+	}
+	return p.Masked()
 }
 
 // retry runs fn until it succeeds, fails for good (not retryable) or has
