@@ -21,6 +21,9 @@ type ClaimTransfer struct {
 	Snapshot string
 	From     string `json:",omitempty"`
 	Ticket   transfer.Ticket
+	// Props are set on what a full stream makes (ClaimDatasetProps, for a
+	// clone copied from another node's snapshot).
+	Props map[string]string `json:",omitempty"`
 }
 
 // ClaimTransferResult says how much moved; Skipped: it was there already.
@@ -126,7 +129,13 @@ func (h *Host) ReceiveClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimT
 				return fail(err)
 			}
 		}
-		opts.Props = map[string]string{"mountpoint": "/" + ds}
+		opts.Props = map[string]string{}
+		for k, v := range in.Props {
+			opts.Props[k] = v
+		}
+		if !in.Claim.Block {
+			opts.Props["mountpoint"] = "/" + ds
+		}
 	}
 	rc, _, err := transfer.Get(ctx, nil, in.Ticket)
 	if err != nil {

@@ -1,0 +1,138 @@
+package pki
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestCAIsReusedAcrossLoads(t *testing.T) {
+	dir := t.TempDir()
+	a, err := LoadOrCreateCA(dir, "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadOrCreateCA(dir, "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Fingerprint() != b.Fingerprint() {
+		t.Fatalf("fingerprint changed across loads: %s != %s", a.Fingerprint(), b.Fingerprint())
+	}
+	fi, err := os.Stat(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("ca.key mode %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+func TestServerCertIsReusedUntilItNoLongerFits(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := LoadOrCreateCA(dir, "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, key := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	if err := ca.EnsureServerCert(crt, key, []string{"127.0.0.1", "localhost"}); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := os.ReadFile(crt)
+	if err := ca.EnsureServerCert(crt, key, []string{"localhost"}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(crt); string(again) != string(first) {
+		t.Fatal("a certificate covering the hosts was issued again")
+	}
+	if err := ca.EnsureServerCert(crt, key, []string{"127.0.0.1", "api.example"}); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := os.ReadFile(crt)
+	if string(third) == string(first) {
+		t.Fatal("a certificate missing a host was kept")
+	}
+	c, err := ParseCert(third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.VerifyHostname("api.example"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A client certificate made from a CSR carries the subject the CA chose,
+// and a TLS server requiring this CA's clients accepts it and no other.
+func TestSignedCSRAuthenticatesOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := LoadOrCreateCA(dir, "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, csr, err := NewCSR("node:asked-for")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := ca.SignCSR(csr, "node:n1", []string{"zonewright:nodes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, err := ParseCert(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crt.Subject.CommonName != "node:n1" {
+		t.Fatalf("subject %q, want the CA's choice node:n1", crt.Subject.CommonName)
+	}
+
+	srvCert, srvKey, err := ca.ServerCert([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.TLS.PeerCertificates[0].Subject.CommonName
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	defer srv.Close()
+
+	clientPair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(certs []tls.Certificate, roots *x509.CertPool) error {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}}}
+		resp, err := c.Get(srv.URL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := get([]tls.Certificate{clientPair}, ca.Pool()); err != nil {
+		t.Fatal(err)
+	}
+	if seen != "node:n1" {
+		t.Fatalf("server saw %q", seen)
+	}
+	other, err := LoadOrCreateCA(t.TempDir(), "other CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignCert, foreignKey, _ := other.ClientCert("node:n1", nil)
+	foreign, _ := tls.X509KeyPair(foreignCert, foreignKey)
+	if err := get([]tls.Certificate{foreign}, ca.Pool()); err == nil {
+		t.Fatal("a certificate from another CA was accepted")
+	}
+	if err := get(nil, other.Pool()); err == nil {
+		t.Fatal("a client trusting another CA accepted the server")
+	}
+}
