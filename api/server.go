@@ -15,6 +15,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/imagemap"
+	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
@@ -51,6 +52,9 @@ type Config struct {
 	// Volumes starts the workflows that do nodes' work for claims and
 	// snapshots; nil leaves that work undone.
 	Volumes *workflows.VolumeClient
+	// PodCIDRs assigns nodes their pod CIDRs; nil: one over Store's pool
+	// with podcidr's default range.
+	PodCIDRs *podcidr.Allocator
 	// ServiceCIDR is the range services' cluster IPs come from; nil:
 	// clusterip.DefaultCIDR.
 	ServiceCIDR *clusterip.Range
@@ -83,6 +87,7 @@ type Server struct {
 	log       *slog.Logger
 	keepalive time.Duration
 
+	podCIDRs       *podcidr.Allocator
 	serviceCIDR    *clusterip.Range
 	serviceNetH    *servicenet.Holder
 	serviceNetWait time.Duration
@@ -99,12 +104,16 @@ func New(cfg Config) *Server {
 	if cfg.ServiceCIDR == nil {
 		cfg.ServiceCIDR = clusterip.MustParse(clusterip.DefaultCIDR)
 	}
+	if cfg.PodCIDRs == nil && cfg.Store != nil {
+		r, _ := podcidr.ParseRange(podcidr.DefaultClusterCIDR, podcidr.DefaultNodeMaskSize)
+		cfg.PodCIDRs = podcidr.New(cfg.Store.Pool(), r)
+	}
 	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
 		cfg.ServiceNetWait = MaxServiceNetWait
 	}
 	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
-		serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait}
+		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait}
 }
 
 // CloseWatches ends every open watch stream; call it when shutting down
@@ -141,6 +150,7 @@ func (s *Server) Handler() http.Handler {
 	v1.DELETE("/namespaces/:ns/pods/:name", s.deletePod)
 	v1.POST("/namespaces/:ns/pods/:name/finalize", s.finalizePod)
 	v1.POST("/namespaces/:ns/pods/:name/cancel", s.cancelPod)
+	v1.POST("/namespaces/:ns/pods/:name/report", s.reportPod) // pods/report create (by the pod's node)
 
 	v1.GET("/nodes", s.listNodes)
 	v1.POST("/nodes", s.createNode)
@@ -149,6 +159,13 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/nodes/:name/cordon", s.cordonNode)
 	v1.POST("/nodes/:name/uncordon", s.uncordonNode)
 	v1.POST("/nodes/:name/drain", s.drainNode)
+	// What a node's agent uses (nodeagent.go), each under the node's name.
+	v1.PUT("/nodes/:name/status", s.putNodeStatus)                // nodes/status update
+	v1.GET("/nodes/:name/lease", s.getNodeLease)                  // nodes/lease get
+	v1.PUT("/nodes/:name/lease", s.putNodeLease)                  // nodes/lease update
+	v1.POST("/nodes/:name/events", s.createNodeEvent)             // nodes/events create
+	v1.POST("/nodes/:name/reconcile", s.reconcileNode)            // nodes/reconcile create
+	v1.POST("/nodes/:name/orphanremovals", s.createOrphanRemoval) // nodes/orphanremovals create
 
 	v1.GET("/images", s.listImages)
 	v1.POST("/images", s.createImage)
@@ -182,7 +199,7 @@ func (s *Server) Handler() http.Handler {
 		v1.Handle(m, "/namespaces/:ns/endpoints/:name", s.refuseEndpointsWrite)
 	}
 
-	v1.GET("/servicenet", s.serviceNet)
+	v1.GET("/servicenet", s.serviceNet) // servicenet get (nodes follow it)
 
 	apps := r.Group("/apis/apps/v1")
 	apps.GET("/deployments", s.listDeployments)

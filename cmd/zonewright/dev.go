@@ -25,6 +25,7 @@ import (
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -53,6 +54,8 @@ func dev(ctx context.Context, args []string) error {
 	nodeHealth := nodeHealthFlags(fs, &health)
 	// Inside 127.0.0.0/8, so service addresses are reachable on Linux.
 	serviceCIDRFlag(fs, &health, clusterip.DevCIDR)
+	// Pod networks 127.10.<n>.0/24: reachable on Linux too.
+	podCIDRFlags(fs, &health, devnodes.ClusterCIDR(10))
 	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
 	capacityDone := capacityFlag(fs, &health)
 	_ = fs.Parse(args)
@@ -67,6 +70,9 @@ func dev(ctx context.Context, args []string) error {
 	}
 	if _, err := clusterip.Parse(health.ServiceCIDR); err != nil {
 		return fmt.Errorf("--service-cidr: %w", err)
+	}
+	if _, err := podcidr.ParseRange(health.ClusterCIDR, health.NodeCIDRMaskSize); err != nil {
+		return fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
 	}
 	log, err := newLogger(*logLevel)
 	if err != nil {
@@ -157,7 +163,8 @@ func dev(ctx context.Context, args []string) error {
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
-		ServiceCIDR: health.ServiceCIDR, DNS: health.DNS, Capacity: health.Capacity})
+		ServiceCIDR: health.ServiceCIDR, ClusterCIDR: health.ClusterCIDR, NodeCIDRMaskSize: health.NodeCIDRMaskSize,
+		DNS: health.DNS, Capacity: health.Capacity})
 	if err != nil {
 		return err
 	}
@@ -183,7 +190,7 @@ func dev(ctx context.Context, args []string) error {
 			return err
 		}
 		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim,
-			DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
+			Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
 			APIURL: cp.URL(), APICAFile: caFile,
 			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
 				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace,
@@ -192,9 +199,9 @@ func dev(ctx context.Context, args []string) error {
 			return err
 		}
 		stops = append(stops, ns.Stop)
-		nodeList = ""
+		nodeList = "pod CIDRs assigned from " + health.ClusterCIDR
 		for _, n := range ns.Nodes {
-			nodeList += fmt.Sprintf("\n    %s  pods %s  state %s  agent pid %d", n.Name, n.PodCIDR, n.Root, n.Pid())
+			nodeList += fmt.Sprintf("\n    %s  state %s  agent pid %d", n.Name, n.Root, n.Pid())
 		}
 	}
 

@@ -20,6 +20,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/imagemap"
+	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -103,6 +104,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	fs.StringVar(&o.imageMap, "image-map", env("ZW_IMAGE_MAP", ""), "image map file: default image, aliases, size presets, images (env ZW_IMAGE_MAP)")
 	o.nodeHealth = nodeHealthFlags(fs, &o.Config)
 	serviceCIDRFlag(fs, &o.Config, clusterip.DefaultCIDR)
+	podCIDRFlags(fs, &o.Config, podcidr.DefaultClusterCIDR)
 	o.dns = dnsFlags(fs, &o.Config.DNS, "")
 	o.capacity = capacityFlag(fs, &o.Config)
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
@@ -120,6 +122,9 @@ func serve(ctx context.Context, args []string) error {
 	}
 	if _, err := clusterip.Parse(o.ServiceCIDR); err != nil {
 		return fmt.Errorf("--service-cidr: %w", err)
+	}
+	if _, err := podcidr.ParseRange(o.ClusterCIDR, o.NodeCIDRMaskSize); err != nil {
+		return fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
 	}
 	if err := o.dns(); err != nil {
 		return err
@@ -205,6 +210,16 @@ func serviceCIDRFlag(fs *flag.FlagSet, c *controlplane.Config, def string) {
 		"IPv4 range services' cluster IPs come from, /12 to /28; its base + 10 is the cluster DNS (env ZW_SERVICE_CIDR)")
 }
 
+// podCIDRFlags registers --cluster-cidr and --node-cidr-mask-size, shared
+// by serve and dev: the control plane assigns each node a pod CIDR of
+// that size from that range.
+func podCIDRFlags(fs *flag.FlagSet, c *controlplane.Config, def string) {
+	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", env("ZW_CLUSTER_CIDR", def),
+		"IPv4 range nodes' pod CIDRs are assigned from, one block per node, never overlapping (env ZW_CLUSTER_CIDR)")
+	fs.IntVar(&c.NodeCIDRMaskSize, "node-cidr-mask-size", envInt("ZW_NODE_CIDR_MASK_SIZE", podcidr.DefaultNodeMaskSize),
+		"prefix length of each node's pod CIDR, e.g. 24: 253 pod addresses (env ZW_NODE_CIDR_MASK_SIZE)")
+}
+
 // capacityFlag registers --capacity, shared by serve and dev; the
 // function returned parses it once the flags are parsed.
 func capacityFlag(fs *flag.FlagSet, c *controlplane.Config) func() error {
@@ -251,6 +266,16 @@ func envDuration(name string, def time.Duration) time.Duration {
 	if v, ok := os.LookupEnv(name); ok {
 		if d, err := time.ParseDuration(v); err == nil {
 			return d
+		}
+	}
+	return def
+}
+
+// envInt is env for a number; a malformed value keeps def.
+func envInt(name string, def int) int {
+	if v, ok := os.LookupEnv(name); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
 		}
 	}
 	return def

@@ -27,6 +27,9 @@ func (r *Results) print(w io.Writer) {
 	if r.DNS != nil {
 		r.DNS.print(w)
 	}
+	if r.Heartbeats != nil {
+		r.Heartbeats.print(w)
+	}
 }
 
 func (r *NATResults) print(w io.Writer) {

@@ -71,7 +71,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", Logger: log,
 		ImageStore: filepath.Join(dir, "images"), ImageDownloadSecret: "zwbench", ImageMap: imgMap,
 		// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
-		ServiceCIDR: "127.94.0.0/16"}
+		ServiceCIDR: "127.94.0.0/16", ClusterCIDR: devnodes.ClusterCIDR(10), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
 	if s.cp, err = controlplane.Start(ctx, s.cpConfig); err != nil {
 		return s, err
 	}
@@ -82,7 +82,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		return s, err
 	}
 	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"),
-		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), DatabaseURL: url,
+		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"),
 		Temporal: s.temporal.Address(), Namespace: "default", Logger: log, APIURL: s.cp.URL(), APICAFile: controlplane.CAFile(dir),
 		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods), "--heartbeat-interval", "2s"}})
 	return s, err

@@ -22,7 +22,6 @@ ZONEWRIGHT=/opt/zonewright/bin/zonewright
 # The config properties, one per flag of `zonewright agent`.
 PROPS='
 node
-database_url
 api_url
 api_ca
 cluster_domain
@@ -111,7 +110,7 @@ if [ ! -x "$ZONEWRIGHT" ]; then
 	exit $SMF_EXIT_ERR_CONFIG
 fi
 
-for p in pod_cidr database_url; do
+for p in api_url; do
 	if [ -z "`getprop $p`" ]; then
 		echo "zonewright-agent: config/$p is empty; set it with" >&2
 		echo "  svccfg -s $SMF_FMRI setprop config/$p = astring: VALUE" >&2
@@ -121,7 +120,7 @@ for p in pod_cidr database_url; do
 done
 
 # Build the argument list in "$@", one word per flag and one per value, so
-# that no value (a database URL with ? & =, a path with spaces) is split or
+# that no value (a URL with ? & =, a path with spaces) is split or
 # expanded again.
 set -- agent
 for p in $PROPS; do

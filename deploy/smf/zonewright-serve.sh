@@ -38,6 +38,8 @@ image_stall_timeout
 node_grace_period
 node_eviction_timeout
 service_cidr
+cluster_cidr
+node_cidr_mask_size
 dns_listen
 cluster_domain
 dns_upstream

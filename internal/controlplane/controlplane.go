@@ -33,6 +33,7 @@ import (
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/servicefeed"
 	"github.com/zonewright/zonewright/internal/servicenet"
@@ -81,6 +82,11 @@ type Config struct {
 	// ServiceCIDR is the range services' cluster IPs come from; empty:
 	// clusterip.DefaultCIDR.
 	ServiceCIDR string
+	// ClusterCIDR is the range nodes' pod CIDRs are assigned from, in
+	// blocks of NodeCIDRMaskSize bits; empty and zero: podcidr's
+	// defaults (DefaultClusterCIDR, DefaultNodeMaskSize).
+	ClusterCIDR      string
+	NodeCIDRMaskSize int
 	// DNS is the cluster DNS this replica serves; an empty DNS.Addr
 	// serves none.
 	DNS clusterdns.Config
@@ -204,6 +210,16 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--service-cidr: %w", err)
 	}
+	if cfg.ClusterCIDR == "" {
+		cfg.ClusterCIDR = podcidr.DefaultClusterCIDR
+	}
+	if cfg.NodeCIDRMaskSize == 0 {
+		cfg.NodeCIDRMaskSize = podcidr.DefaultNodeMaskSize
+	}
+	podRange, err := podcidr.ParseRange(cfg.ClusterCIDR, cfg.NodeCIDRMaskSize)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
+	}
 	serviceNet := &servicenet.Holder{}
 	var serverTLSConfig *tls.Config
 	var ca *pki.CA
@@ -283,7 +299,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	relay := &transfer.Relay{Dir: transferDir, Secret: []byte(secret)}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
-	srv := api.New(api.Config{Store: st, Logger: log, ServiceCIDR: serviceCIDR, ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
+	srv := api.New(api.Config{Store: st, Logger: log, ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
 		Images: images, ImageMap: imgMap, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {

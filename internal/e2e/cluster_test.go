@@ -126,7 +126,8 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler),
 		StateDir: t.TempDir(), ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
-		PodReconcileInterval: 2 * time.Second}
+		PodReconcileInterval: 2 * time.Second,
+		ClusterCIDR:          devnodes.ClusterCIDR(podNetworks.next()), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
 	if adjust != nil {
 		adjust(&cfg)
 	}
@@ -148,8 +149,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	t.Cleanup(c.temporal.Close)
 	args := append([]string{"--heartbeat-interval", "1s"}, agentArgs...)
 	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), Agent: filepath.Join(binDir, "zonewright"),
-		Sim: filepath.Join(binDir, "illumos-sim"), DatabaseURL: url, Temporal: tmp.Address(), Namespace: "default", APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args,
-		PodNetwork: podNetworks.next()})
+		Sim: filepath.Join(binDir, "illumos-sim"), Temporal: tmp.Address(), Namespace: "default", APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +191,16 @@ func (c *cluster) do(method, path string, body any) (int, []byte) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
+}
+
+// podCIDR is the pod CIDR the control plane assigned node i.
+func (c *cluster) podCIDR(i int) string {
+	c.t.Helper()
+	var n model.Node
+	if code := c.get("/api/v1/nodes/"+c.nodes.Nodes[i].Name, &n); code != 200 || n.Spec.PodCIDR == "" {
+		c.t.Fatalf("node %s: %d, pod CIDR %q", c.nodes.Nodes[i].Name, code, n.Spec.PodCIDR)
+	}
+	return n.Spec.PodCIDR
 }
 
 func (c *cluster) get(path string, into any) int {
