@@ -235,6 +235,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"cancel pod in b bound to n1", "POST", "/api/v1/namespaces/b/pods/p1/cancel", "", "UUUU FFF Y F"},
 		{"delete pod in a", "DELETE", "/api/v1/namespaces/a/pods/gone", "", "UUUU FYY Y F"},
 		{"delete pod in b", "DELETE", "/api/v1/namespaces/b/pods/gone", "", "UUUU FFF Y F"},
+		{"report on a pod in a bound to n1", "POST", "/api/v1/namespaces/a/pods/p1/report", "{}", "UUUU FFF Y Y"},
+		{"report on a pod in a bound to n2", "POST", "/api/v1/namespaces/a/pods/p2/report", "{}", "UUUU FFF Y F"},
+		{"report on a pod in b bound to n1", "POST", "/api/v1/namespaces/b/pods/p1/report", "{}", "UUUU FFF Y Y"},
 
 		// services
 		{"get service in a", "GET", "/api/v1/namespaces/a/services/s", "", "UUUU YYY Y F"},
@@ -291,6 +294,17 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"drain another node", "POST", "/api/v1/nodes/n2/drain", "", "UUUU FFF Y F"},
 		{"delete another node", "DELETE", "/api/v1/nodes/n3", "", "UUUU FFF Y F"},
 		{"join as a node", "POST", "/api/v1/nodes/n9/join", "{}", "UUUU FFF Y F"},
+		{"write own node status", "PUT", "/api/v1/nodes/n1/status", "{}", "UUUU FFF Y Y"},
+		{"write another node's status", "PUT", "/api/v1/nodes/n2/status", "{}", "UUUU FFF Y F"},
+		{"read own lease", "GET", "/api/v1/nodes/n1/lease", "", "UUUU FFF Y Y"},
+		{"renew own lease", "PUT", "/api/v1/nodes/n1/lease", "{}", "UUUU FFF Y Y"},
+		{"renew another node's lease", "PUT", "/api/v1/nodes/n2/lease", "{}", "UUUU FFF Y F"},
+		{"record an event of own node", "POST", "/api/v1/nodes/n1/events", "{}", "UUUU FFF Y Y"},
+		{"record an event of another node", "POST", "/api/v1/nodes/n2/events", "{}", "UUUU FFF Y F"},
+		{"reconcile own node", "POST", "/api/v1/nodes/n1/reconcile", "{}", "UUUU FFF Y Y"},
+		{"reconcile another node", "POST", "/api/v1/nodes/n2/reconcile", "{}", "UUUU FFF Y F"},
+		{"report orphans of own node", "POST", "/api/v1/nodes/n1/orphanremovals", "{}", "UUUU FFF Y Y"},
+		{"report orphans of another node", "POST", "/api/v1/nodes/n2/orphanremovals", "{}", "UUUU FFF Y F"},
 		{"create a join token", "POST", "/api/v1/nodejointokens", "{}", "UUUU FFF Y F"},
 		{"read the service network", "GET", "/api/v1/servicenet", "", "UUUU FFF Y Y"},
 

@@ -30,24 +30,34 @@ func (s *Server) createNode(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	ctx := c.Request.Context()
 	systemMeta(&n.Metadata)
 	n.Metadata.Namespace = ""
+	// The node's own reports are the only source of its status.
+	n.Status = model.NodeStatus{}
 	model.DefaultNode(&n)
 	if errs := model.ValidateNode(&n); len(errs) > 0 {
 		s.fail(c, invalid(model.KindNode, n.Metadata.Name, errs))
 		return
 	}
-	if err := s.store.Nodes().Create(c.Request.Context(), &n); err != nil {
+	if _, err := s.store.Nodes().Get(ctx, "", n.Metadata.Name); err == nil {
+		s.fail(c, fmt.Errorf("%w: node %s", store.ErrAlreadyExists, n.Metadata.Name))
+		return
+	}
+	cidr, err := s.podCIDRs.Assign(ctx, n.Metadata.Name, n.Spec.PodCIDR)
+	if err != nil {
+		s.fail(c, cidrError(err))
+		return
+	}
+	n.Spec.PodCIDR = cidr
+	if err := s.store.Nodes().Create(ctx, &n); err != nil {
+		if !errors.Is(err, store.ErrAlreadyExists) {
+			_ = s.podCIDRs.Release(ctx, n.Metadata.Name)
+		}
 		s.fail(c, err)
 		return
 	}
-	if s.nodes != nil {
-		// The node exists now; should Temporal not answer, the control
-		// plane's node watch and the reconciler start its health workflow.
-		if err := s.nodes.Ensure(c.Request.Context(), n.Metadata.Name); err != nil {
-			s.log.Warn("could not start the node's health workflow yet", "node", n.Metadata.Name, "err", err)
-		}
-	}
+	s.ensureNodeHealth(ctx, n.Metadata.Name)
 	respond(c, http.StatusCreated, &n)
 }
 
@@ -107,6 +117,14 @@ func (s *Server) deleteNode(c *gin.Context) {
 
 func (s *Server) nodeDeleted(ctx context.Context, n *model.Node, msg string) {
 	s.nodeEvent(ctx, n, model.EventNormal, "NodeDeleted", msg)
+	// Its pod CIDR and lease go with it; a node registering again under
+	// the name gets a CIDR anew.
+	if err := s.podCIDRs.Release(ctx, n.Metadata.Name); err != nil {
+		s.log.Warn("could not release the deleted node's pod CIDR", "node", n.Metadata.Name, "err", err)
+	}
+	if err := s.store.DeleteNodeLease(ctx, n.Metadata.Name); err != nil {
+		s.log.Warn("could not delete the deleted node's lease", "node", n.Metadata.Name, "err", err)
+	}
 	if lost, err := s.store.SetClaimsPhase(ctx, n.Metadata.Name, model.ClaimLost); err != nil {
 		s.log.Warn("could not mark the deleted node's claims Lost", "node", n.Metadata.Name, "err", err)
 	} else if len(lost) > 0 {

@@ -62,6 +62,13 @@ func (s *Server) createPod(c *gin.Context) {
 			return
 		}
 	}
+	if len(errs) == 0 {
+		var err error
+		if errs, err = s.checkClaimModes(ctx, p); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
 	if len(errs) > 0 {
 		s.fail(c, invalid(model.KindPod, p.Metadata.Name, errs))
 		return
@@ -271,4 +278,30 @@ func withAnnotation(m map[string]string, k, v string) map[string]string {
 	}
 	m[k] = v
 	return m
+}
+
+// checkClaimModes refuses a pod naming a bound claim of the other volume
+// mode: a bhyve pod's claims are disks (zvols), any other pod's file
+// systems, fixed when a claim binds. Claims not bound yet, or missing,
+// are the scheduler's to judge.
+func (s *Server) checkClaimModes(ctx context.Context, p *model.Pod) (model.FieldErrors, error) {
+	var errs model.FieldErrors
+	mode := model.VolumeModeOf(&p.Spec)
+	for i, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		c, err := s.store.Claims().Get(ctx, p.Metadata.Namespace, v.PersistentVolumeClaim.ClaimName)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if c.Status.NodeName != "" && c.Mode() != mode {
+			errs = append(errs, model.FieldError{Field: fmt.Sprintf("spec.volumes[%d].persistentVolumeClaim.claimName", i), Type: model.FieldInvalid,
+				Detail: "Invalid value: " + model.VolumeModeConflict(v.PersistentVolumeClaim.ClaimName, c.Mode())})
+		}
+	}
+	return errs, nil
 }

@@ -52,6 +52,7 @@ func (s *Server) routes() []route {
 		{del, v1 + "/namespaces/:ns/pods/:name", s.deletePod, "delete pods"},
 		{post, v1 + "/namespaces/:ns/pods/:name/finalize", s.finalizePod, "create pods/finalize"},
 		{post, v1 + "/namespaces/:ns/pods/:name/cancel", s.cancelPod, "create pods/cancel"},
+		{post, v1 + "/namespaces/:ns/pods/:name/report", s.reportPod, "create pods/report"},
 
 		{get, v1 + "/nodes", s.listNodes, "list nodes"},
 		{post, v1 + "/nodes", s.createNode, "create nodes"},
@@ -61,6 +62,12 @@ func (s *Server) routes() []route {
 		{post, v1 + "/nodes/:name/uncordon", s.uncordonNode, "create nodes/uncordon"},
 		{post, v1 + "/nodes/:name/drain", s.drainNode, "create nodes/drain"},
 		{post, v1 + "/nodes/:name/join", s.joinNode, "create nodes/join"},
+		{put, v1 + "/nodes/:name/status", s.putNodeStatus, "update nodes/status"},
+		{get, v1 + "/nodes/:name/lease", s.getNodeLease, "get nodes/lease"},
+		{put, v1 + "/nodes/:name/lease", s.putNodeLease, "update nodes/lease"},
+		{post, v1 + "/nodes/:name/events", s.createNodeEvent, "create nodes/events"},
+		{post, v1 + "/nodes/:name/reconcile", s.reconcileNode, "create nodes/reconcile"},
+		{post, v1 + "/nodes/:name/orphanremovals", s.createOrphanRemoval, "create nodes/orphanremovals"},
 		{post, v1 + "/nodejointokens", s.createJoinToken, "create nodejointokens"},
 
 		{get, v1 + "/images", s.listImages, "list images"},

@@ -19,6 +19,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
@@ -55,6 +56,9 @@ type Config struct {
 	// Volumes starts the workflows that do nodes' work for claims and
 	// snapshots; nil leaves that work undone.
 	Volumes *workflows.VolumeClient
+	// PodCIDRs assigns nodes their pod CIDRs; nil: one over Store's pool
+	// with podcidr's default range.
+	PodCIDRs *podcidr.Allocator
 	// ServiceCIDR is the range services' cluster IPs come from; nil:
 	// clusterip.DefaultCIDR.
 	ServiceCIDR *clusterip.Range
@@ -96,6 +100,7 @@ type Server struct {
 	log       *slog.Logger
 	keepalive time.Duration
 
+	podCIDRs       *podcidr.Allocator
 	serviceCIDR    *clusterip.Range
 	serviceNetH    *servicenet.Holder
 	serviceNetWait time.Duration
@@ -120,6 +125,10 @@ func New(cfg Config) *Server {
 	if cfg.ServiceCIDR == nil {
 		cfg.ServiceCIDR = clusterip.MustParse(clusterip.DefaultCIDR)
 	}
+	if cfg.PodCIDRs == nil && cfg.Store != nil {
+		r, _ := podcidr.ParseRange(podcidr.DefaultClusterCIDR, podcidr.DefaultNodeMaskSize)
+		cfg.PodCIDRs = podcidr.New(cfg.Store.Pool(), r)
+	}
 	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
 		cfg.ServiceNetWait = MaxServiceNetWait
 	}
@@ -128,7 +137,7 @@ func New(cfg Config) *Server {
 	}
 	srv := &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
-		serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
+		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
 		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, ca: cfg.CA, audit: &auditLog{w: cfg.AuditLog},
 		watches: &watchSlots{max: cfg.MaxWatches, open: map[string]int{}}}
 	srv.authz = &auth.Authorizer{PodNode: srv.podNode}

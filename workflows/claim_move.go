@@ -3,6 +3,7 @@ package workflows
 import (
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/internal/controlops"
@@ -69,7 +70,22 @@ func moveClaim(ctx workflow.Context, wake workflow.ReceiveChannel, in ClaimInput
 			return err
 		}
 		return workflow.ExecuteActivity(ctx, ctl.SwitchClaimNode, mv).Get(ctx, nil)
+	case model.MoveCloning:
+		if err := copyClone(ctx, in, st, mv); err != nil {
+			return err
+		}
+		return workflow.ExecuteActivity(ctx, ctl.SwitchClaimNode, mv).Get(ctx, nil)
 	case model.MoveCleaning:
+		if m.Snapshot != "" {
+			// A clone's copy: its received snapshot goes; there is no source
+			// copy of the claim to remove.
+			dctx := workflow.WithActivityOptions(ctx, undoOptions(m.To, 2*time.Minute))
+			snap := hostops.ClaimSnapshot{UID: m.Snapshot, ClaimUID: st.Volume.UID}
+			if err := workflow.ExecuteActivity(dctx, host.DestroyClaimSnapshot, snap).Get(ctx, nil); err != nil {
+				return err
+			}
+			return workflow.ExecuteActivity(ctx, ctl.EndClaimMove, mv).Get(ctx, nil)
+		}
 		vol := st.Volume
 		vol.FromSnapshot = nil
 		if !st.SourceGone {
@@ -114,6 +130,32 @@ func copyClaim(ctx workflow.Context, st controlops.ClaimState, mv controlops.Cla
 	send.Ticket, recv.Ticket = tickets.Upload, tickets.Download
 	// The relay holds the whole stream between the two: a destination
 	// that fails to receive downloads it again, without a new send.
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, transferOptions(m.From)), host.SendClaimVolume, send).Get(ctx, nil); err != nil {
+		return err
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, transferOptions(m.To)), host.ReceiveClaimVolume, recv).Get(ctx, nil)
+}
+
+// copyClone copies the claim's VolumeSnapshot from the node holding it
+// (the move's From) to the claim's node through the relay: a clone made
+// on another node than its snapshot's. The copy is the claim's own
+// dataset, with its names and size; a receive already done is skipped.
+func copyClone(ctx workflow.Context, in ClaimInput, st controlops.ClaimState, mv controlops.ClaimMoveInput) error {
+	m := st.Move
+	src := st.Volume.FromSnapshot
+	if src == nil {
+		return temporal.NewNonRetryableApplicationError("a claim copied from a snapshot names no snapshot", "InvalidClone", nil)
+	}
+	vol := st.Volume
+	vol.FromSnapshot = nil
+	var tickets controlops.ClaimTransferTickets
+	if err := workflow.ExecuteActivity(ctx, ctl.ClaimTransfer, controlops.ClaimTransferInput{Move: mv, Step: 1}).Get(ctx, &tickets); err != nil {
+		return err
+	}
+	source := hostops.ClaimVolume{Name: vol.Name, UID: src.ClaimUID, Block: vol.Block}
+	send := hostops.ClaimTransfer{Claim: source, Snapshot: src.UID, Ticket: tickets.Upload}
+	recv := hostops.ClaimTransfer{Claim: vol, Snapshot: src.UID, Ticket: tickets.Download,
+		Props: hostops.ClaimDatasetProps(in.Claim.Namespace, vol)}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, transferOptions(m.From)), host.SendClaimVolume, send).Get(ctx, nil); err != nil {
 		return err
 	}

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -17,7 +15,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/nodeapi"
 )
 
 // agentOptions are agent's flags, as given (quantities and numbers are
@@ -26,8 +24,8 @@ import (
 type agentOptions struct {
 	temporal       controlplane.Config
 	node           string
-	databaseURL    string
 	apiURL         string
+	apiCA          string
 	stateDir       string
 	joinTokenFile  string
 	clusterDomain  string
@@ -63,16 +61,16 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 		hostname = hostname[:i]
 	}
 	fs.StringVar(&o.node, "node", env("ZW_NODE", strings.ToLower(hostname)), "this node's name (env ZW_NODE; default the host name)")
-	fs.StringVar(&o.databaseURL, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL of the control plane: the agent writes its Node (env ZW_DATABASE_URL)")
 	temporalFlags(fs, &o.temporal)
-	fs.StringVar(&o.apiURL, "api-url", env("ZW_API_URL", ""), "the control plane's base URL, e.g. http://control-plane:8080: the node follows its service network and programs the service NAT rules; empty: none (env ZW_API_URL)")
+	fs.StringVar(&o.apiURL, "api-url", env("ZW_API_URL", ""), "the control plane's base URL, e.g. https://control-plane:8080: the node registers, renews its lease, reports its pods and follows the service network there (required; env ZW_API_URL)")
+	fs.StringVar(&o.apiCA, "api-ca", env("ZW_API_CA", ""), "the CA certificate the API's server certificate chains to: the control plane's <state-dir>/tls/ca.crt; empty: the system's roots (env ZW_API_CA)")
 	fs.StringVar(&o.stateDir, "state-dir", env("ZW_STATE_DIR", "/var/lib/zonewright/agent"), "keeps the node's key and the certificate it got when it joined the cluster (node.key, node.crt, ca.crt) (env ZW_STATE_DIR)")
 	fs.StringVar(&o.joinTokenFile, "join-token-file", env("ZW_JOIN_TOKEN_FILE", ""), "file holding a join token (zonewright node join-token create): read only to join, when --state-dir holds no certificate for this node (env ZW_JOIN_TOKEN_FILE)")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", env("ZW_CLUSTER_DOMAIN", clusterdns.DefaultDomain),
-		"the cluster's DNS domain, as the control plane's; with --api-url the node answers it to its pods on their gateway, port 53 (env ZW_CLUSTER_DOMAIN)")
+		"the cluster's DNS domain, as the control plane's; the node answers it to its pods on their gateway, port 53 (env ZW_CLUSTER_DOMAIN)")
 	fs.StringVar(&o.dnsUpstream, "dns-upstream", env("ZW_DNS_UPSTREAM", ""),
 		"resolvers for the pods' names outside the cluster domain, comma-separated; empty: those of /etc/resolv.conf; none: refuse such names (env ZW_DNS_UPSTREAM)")
-	fs.StringVar(&o.podCIDR, "pod-cidr", env("ZW_POD_CIDR", ""), "this node's pod network, e.g. 10.88.1.0/24 (required; env ZW_POD_CIDR)")
+	fs.StringVar(&o.podCIDR, "pod-cidr", env("ZW_POD_CIDR", ""), "ask the control plane for this pod network, e.g. 10.88.1.0/24 (refused if another node holds an overlapping one); empty: the control plane assigns one (env ZW_POD_CIDR)")
 	fs.StringVar(&o.etherstub, "etherstub", env("ZW_ETHERSTUB", nodeagent.DefaultEtherstub), "etherstub the pods' VNICs are created over (env ZW_ETHERSTUB)")
 	fs.StringVar(&o.pool, "storage-pool", env("ZW_STORAGE_POOL", nodeagent.DefaultStoragePool), "ZFS pool of the zones: datasets go under <pool>/zonewright/zones (env ZW_STORAGE_POOL)")
 	fs.StringVar(&o.zonesDataset, "zones-dataset", env("ZW_ZONES_DATASET", ""), "parent dataset of the zones, overriding <storage-pool>/zonewright/zones (env ZW_ZONES_DATASET)")
@@ -88,7 +86,7 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.reservedMemory, "system-reserved-memory", env("ZW_SYSTEM_RESERVED_MEMORY", "1Gi"), "memory kept from pods for the global zone (env ZW_SYSTEM_RESERVED_MEMORY)")
 	fs.StringVar(&o.binDir, "bin-dir", env("ZW_BIN_DIR", ""), "directory of the illumos commands (zoneadm, dladm, ...); empty: their standard places (env ZW_BIN_DIR)")
 	fs.StringVar(&o.installs, "max-concurrent-installs", env("ZW_MAX_CONCURRENT_INSTALLS", strconv.Itoa(nodeagent.DefaultMaxConcurrentInstalls)), "zone installs run at once at most (env ZW_MAX_CONCURRENT_INSTALLS)")
-	fs.StringVar(&o.heartbeat, "heartbeat-interval", env("ZW_HEARTBEAT_INTERVAL", nodeagent.DefaultHeartbeatInterval.String()), "how often the Node is updated (env ZW_HEARTBEAT_INTERVAL)")
+	fs.StringVar(&o.heartbeat, "heartbeat-interval", env("ZW_HEARTBEAT_INTERVAL", nodeagent.DefaultHeartbeatInterval.String()), "how often the node's lease is renewed and its status written if it changed (env ZW_HEARTBEAT_INTERVAL)")
 	fs.StringVar(&o.reconcile, "reconcile-interval", env("ZW_RECONCILE_INTERVAL", nodeagent.DefaultReconcileInterval.String()),
 		"how often this host's zones, VNICs and datasets are compared with the control plane (env ZW_RECONCILE_INTERVAL)")
 	fs.StringVar(&o.orphanGrace, "orphan-grace", env("ZW_ORPHAN_GRACE", nodeagent.DefaultOrphanGrace.String()),
@@ -110,8 +108,10 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	}
 	cfg := nodeagent.Config{
 		Node:              o.node,
-		DatabaseURL:       o.databaseURL,
 		APIURL:            o.apiURL,
+		APICAFile:         o.apiCA,
+		StateDir:          o.stateDir,
+		JoinTokenFile:     o.joinTokenFile,
 		ClusterDomain:     o.clusterDomain,
 		DNSUpstreams:      clusterdns.ParseUpstreams(o.dnsUpstream),
 		ZonesDir:          o.zonesDir,
@@ -159,8 +159,8 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	if cfg.ReconcileInterval, err = time.ParseDuration(o.reconcile); err != nil || cfg.ReconcileInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--reconcile-interval %q: want a duration of at least 1s, such as 30s", o.reconcile))
 	}
-	if cfg.OrphanGrace, err = time.ParseDuration(o.orphanGrace); err != nil || cfg.OrphanGrace < 0 {
-		errs = append(errs, fmt.Errorf("--orphan-grace %q: want a duration such as 2m", o.orphanGrace))
+	if cfg.OrphanGrace, err = time.ParseDuration(o.orphanGrace); err != nil || cfg.OrphanGrace < 0 || cfg.OrphanGrace > nodeapi.MaxOrphanGraceSeconds*time.Second {
+		errs = append(errs, fmt.Errorf("--orphan-grace %q: want a duration of at most 24h, such as 2m", o.orphanGrace))
 	}
 	if cfg.WorkerStopTimeout, err = time.ParseDuration(o.shutdown); err != nil || cfg.WorkerStopTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %q: want a duration such as 30s", o.shutdown))
@@ -171,7 +171,7 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	return cfg, errors.Join(errs...)
 }
 
-// agent runs the node agent: `zonewright agent --pod-cidr 10.88.1.0/24 ...`.
+// agent runs the node agent: `zonewright agent --api-url https://control-plane:8443 ...`.
 func agent(ctx context.Context, args []string) error {
 	fs, o := agentFlags()
 	_ = fs.Parse(args)
@@ -187,28 +187,5 @@ func agent(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Logger = log
-	if cfg.APIClient, err = o.apiClient(ctx); err != nil {
-		return err
-	}
 	return nodeagent.Run(ctx, cfg)
-}
-
-// apiClient is the agent's one client of the API, presenting the node's
-// certificate, joining the cluster first if this node has none yet.
-func (o *agentOptions) apiClient(ctx context.Context) (*http.Client, error) {
-	client := &http.Client{}
-	if o.apiURL == "" {
-		return client, nil
-	}
-	cert, err := nodeagent.NodeCredential(ctx, nodeagent.JoinConfig{APIURL: o.apiURL, Node: o.node, StateDir: o.stateDir, JoinTokenFile: o.joinTokenFile, Client: client})
-	if err != nil {
-		return nil, err
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	if pool, err := pki.PoolFromFile(nodeagent.NodeCAPath(o.stateDir)); err == nil {
-		tr.TLSClientConfig.RootCAs = pool
-	}
-	client.Transport = tr
-	return client, nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -54,6 +55,8 @@ func dev(ctx context.Context, args []string) error {
 	nodeHealth := nodeHealthFlags(fs, &health)
 	// Inside 127.0.0.0/8, so service addresses are reachable on Linux.
 	serviceCIDRFlag(fs, &health, clusterip.DevCIDR)
+	// Pod networks 127.10.<n>.0/24: reachable on Linux too.
+	podCIDRFlags(fs, &health, devnodes.ClusterCIDR(10))
 	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
 	capacityDone := capacityFlag(fs, &health)
 	_ = fs.Parse(args)
@@ -68,6 +71,9 @@ func dev(ctx context.Context, args []string) error {
 	}
 	if _, err := clusterip.Parse(health.ServiceCIDR); err != nil {
 		return fmt.Errorf("--service-cidr: %w", err)
+	}
+	if _, err := podcidr.ParseRange(health.ClusterCIDR, health.NodeCIDRMaskSize); err != nil {
+		return fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
 	}
 	log, err := newLogger(*logLevel)
 	if err != nil {
@@ -146,19 +152,27 @@ func dev(ctx context.Context, args []string) error {
 	if img.ImageMap, err = devImageMap(*mapFile); err != nil {
 		return err
 	}
+	// The data directory is the control plane's state directory: the
+	// cluster CA the API's certificate and every client trust is kept in
+	// its tls/ and survives restarts.
+	stateDir, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return err
+	}
+	// The audit log and the cluster-admin token (admin.token) live in the
+	// data directory too.
 	audit, err := os.OpenFile(filepath.Join(*dataDir, "audit.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	stops = append(stops, func() { audit.Close() })
-	// The data directory is the state directory: the cluster CA under
-	// tls/, the cluster-admin token in admin.token.
-	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen, StateDir: *dataDir, AuditLog: audit,
+	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen, StateDir: stateDir, AuditLog: audit,
 		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
-		ServiceCIDR: health.ServiceCIDR, DNS: health.DNS, Capacity: health.Capacity})
+		ServiceCIDR: health.ServiceCIDR, ClusterCIDR: health.ClusterCIDR, NodeCIDRMaskSize: health.NodeCIDRMaskSize,
+		DNS: health.DNS, Capacity: health.Capacity})
 	if err != nil {
 		return err
 	}
@@ -167,6 +181,11 @@ func dev(ctx context.Context, args []string) error {
 		defer cancel()
 		_ = cp.Stop(sctx)
 	})
+	caFile := controlplane.CAFile(stateDir)
+	envFile := filepath.Join(*dataDir, "env")
+	if err := devEnvFile(envFile, []envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}, {"ZW_TOKEN", cp.AdminToken()}}); err != nil {
+		return err
+	}
 
 	nodeList := "none (--nodes 0)"
 	if *nodes > 0 {
@@ -182,9 +201,9 @@ func dev(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim,
-			JoinTokenFile: joinToken, DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
-			APIURL: "http://" + cp.Addr(),
+		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim, JoinTokenFile: joinToken,
+			Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
+			APIURL: cp.URL(), APICAFile: caFile,
 			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
 				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace,
 				"--cluster-domain", health.DNS.Domain, "--dns-upstream", upstreamFlag(health.DNS.Upstreams)}})
@@ -192,23 +211,15 @@ func dev(ctx context.Context, args []string) error {
 			return err
 		}
 		stops = append(stops, ns.Stop)
-		nodeList = ""
+		nodeList = "pod CIDRs assigned from " + health.ClusterCIDR
 		for _, n := range ns.Nodes {
-			nodeList += fmt.Sprintf("\n    %s  pods %s  state %s  agent pid %d", n.Name, n.PodCIDR, n.Root, n.Pid())
+			nodeList += fmt.Sprintf("\n    %s  state %s  agent pid %d", n.Name, n.Root, n.Pid())
 		}
-	}
-
-	envFile := filepath.Join(*dataDir, "env")
-	if err := devEnvFile(envFile, []envVar{
-		{"ZW_API_URL", "http://" + cp.Addr()},
-		{"ZW_TOKEN", cp.AdminToken()},
-	}); err != nil {
-		return err
 	}
 
 	fmt.Printf(`
 zonewright dev stack is up (started in %s)
-  API          http://%s
+  API          %s (CA %s, fingerprint %s)
   Temporal UI  %s
   Temporal     %s (namespace %s)
   PostgreSQL   %s
@@ -220,11 +231,11 @@ zonewright dev stack is up (started in %s)
   admin token  %s (audit log %s)
 
 Try: source %s
-     curl -H "Authorization: Bearer $ZW_TOKEN" $ZW_API_URL/api/v1/namespaces/default/pods
-     curl -H "Authorization: Bearer $ZW_TOKEN" $ZW_API_URL/api/v1/images
+     curl --cacert "$ZW_CACERT" -H "Authorization: Bearer $ZW_TOKEN" "$ZW_API_URL/api/v1/namespaces/default/pods"
+     curl --cacert "$ZW_CACERT" -H "Authorization: Bearer $ZW_TOKEN" "$ZW_API_URL/api/v1/images"
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
-		dnsShown(cp.DNSAddr()), health.DNS.Domain, controlplane.AdminTokenFile(*dataDir), filepath.Join(*dataDir, "audit.log"), envFile)
+`, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
+		dnsShown(cp.DNSAddr()), health.DNS.Domain, controlplane.AdminTokenFile(stateDir), filepath.Join(stateDir, "audit.log"), envFile)
 
 	select {
 	case <-ctx.Done():
@@ -238,19 +249,25 @@ Ctrl-C stops everything; the next start resumes the same data.
 // envVar is one line of the dev stack's env file.
 type envVar struct{ key, value string }
 
-// devEnvFile writes the file a shell sources to talk to the dev stack:
-// one `export KEY='value'` line per variable, in order (mode 0600: it
-// holds the admin token).
+// devEnvFile writes the env file a shell sources to talk to the dev
+// stack: `export KEY='value'` lines in the order given. It may hold
+// credentials, so only its owner reads it.
 func devEnvFile(path string, vars []envVar) error {
 	var b strings.Builder
+	b.WriteString("# zonewright dev stack: source this file (written at every start).\n")
 	for _, v := range vars {
 		fmt.Fprintf(&b, "export %s=%s\n", v.key, shellQuote(v.value))
 	}
-	return pki.WriteFile(path, []byte(b.String()), 0o600)
+	if err := pki.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 // shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
 
 // devJoinToken issues the join token the dev stack's agents join with,
 // into dir/join.token (0600). Agents that joined before keep their

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -40,10 +41,24 @@ type devStack struct {
 	api, temporal, ui string
 	dns               string
 	dataDir           string
-	http              *http.Client // sends the stack's admin token
-	token             string
 	output            *lockedOutput
 	exited            chan error
+	// http trusts the CA the stack wrote to <data-dir>/tls/ca.crt and
+	// sends its admin token.
+	http  *http.Client
+	token string
+}
+
+// bearer sends a token with every request over its transport.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 // lockedOutput is the stack's output, written by its reader goroutine
@@ -111,6 +126,10 @@ func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devS
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("dev stack did not come up within 2 minutes:\n%s", d.output)
 	}
+	tlsConfig, err := pki.ClientTLS(filepath.Join(dataDir, "tls", "ca.crt"), "", "")
+	if err != nil {
+		t.Fatalf("the dev stack's CA: %v", err)
+	}
 	tokenFile := filepath.Join(dataDir, "admin.token")
 	fi, err := os.Stat(tokenFile)
 	if err != nil || fi.Mode().Perm() != 0o600 {
@@ -121,32 +140,11 @@ func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devS
 	if !strings.HasPrefix(d.token, "zw_") || strings.Contains(d.output.String(), d.token) {
 		t.Fatalf("the admin token is missing or printed: %q", d.token)
 	}
-	env, _ := os.ReadFile(filepath.Join(dataDir, "env"))
-	if !strings.Contains(string(env), "export ZW_TOKEN='"+d.token+"'") || !strings.Contains(string(env), "export ZW_API_URL='http://"+api+"'") {
-		t.Fatalf("env file: %s", env)
+	if env, _ := os.ReadFile(filepath.Join(dataDir, "env")); !strings.Contains(string(env), "export ZW_TOKEN='"+d.token+"'") {
+		t.Fatalf("env file without the admin token: %s", env)
 	}
-	d.http = &http.Client{Transport: bearer(d.token)}
+	d.http = &http.Client{Transport: bearer{d.token, &http.Transport{TLSClientConfig: tlsConfig}}}
 	return d
-}
-
-type bearer string
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
-}
-
-// get is the package get with the stack's admin token.
-func (d *devStack) get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := d.http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 func (d *devStack) stop(t *testing.T) {
@@ -166,7 +164,7 @@ func (d *devStack) stop(t *testing.T) {
 // stack's cluster DNS, as the README's dig does.
 func (d *devStack) serviceResolves(t *testing.T) {
 	t.Helper()
-	resp, err := d.http.Post("http://"+d.api+"/api/v1/namespaces/default/services", "application/json",
+	resp, err := d.http.Post("https://"+d.api+"/api/v1/namespaces/default/services", "application/json",
 		strings.NewReader(`{"metadata":{"name":"echo"},"spec":{"selector":{"app":"echo"},"ports":[{"port":80,"targetPort":8080}]}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -192,15 +190,41 @@ func (d *devStack) serviceResolves(t *testing.T) {
 	}
 }
 
-func get(t *testing.T, url string) (int, string) {
+func get(t *testing.T, c *http.Client, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// envFileSays checks the stack's env file, as a shell sources it: only
+// its owner reads it, and it exports want.
+func (d *devStack) envFileSays(t *testing.T, want map[string]string) {
+	t.Helper()
+	path := filepath.Join(d.dataDir, "env")
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("env file %s: %v %v, want mode 0600", path, fi, err)
+	}
+	script := ". " + path + "; env"
+	out, err := exec.Command("sh", "-c", script).Output()
+	if err != nil {
+		t.Fatalf("source %s: %v", path, err)
+	}
+	got := map[string]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			got[k] = v
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("env file exports %s=%q, want %q", k, got[k], v)
+		}
+	}
 }
 
 // postgresOf lists postgres processes serving a data directory.
@@ -232,24 +256,33 @@ func TestDevStack(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	api, temporal, ui := freeAddr(t), freeAddr(t), freeAddr(t)
 	d := startDev(t, bin, dataDir, api, temporal, ui)
-	for _, want := range []string{"http://" + api, "http://" + ui, temporal, "127.96.0.0/16 (cluster DNS 127.96.0.10)", d.dns + ", domain cluster.local"} {
+	for _, want := range []string{"https://" + api, "http://" + ui, temporal, "source " + filepath.Join(dataDir, "env"), "127.96.0.0/16 (cluster DNS 127.96.0.10)", d.dns + ", domain cluster.local"} {
 		if !strings.Contains(d.output.String(), want) {
 			t.Fatalf("banner does not show %s:\n%s", want, d.output)
 		}
 	}
 
-	if code, body := get(t, "http://"+api+"/readyz"); code != 200 || !strings.Contains(body, `"temporal":"ok"`) {
+	d.envFileSays(t, map[string]string{"ZW_API_URL": "https://" + api, "ZW_CACERT": filepath.Join(dataDir, "tls", "ca.crt")})
+	if resp, err := http.Get("http://" + api + "/readyz"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "postgres") {
+			t.Fatalf("the API answers plain HTTP: %d %s", resp.StatusCode, b)
+		}
+	}
+	if code, body := get(t, d.http, "https://"+api+"/readyz"); code != 200 || !strings.Contains(body, `"temporal":"ok"`) {
 		t.Fatalf("readyz: %d %s", code, body)
 	}
-	if code, body := get(t, "http://"+ui+"/"); code != 200 || !strings.Contains(body, "<html") {
+	if code, body := get(t, http.DefaultClient, "http://"+ui+"/"); code != 200 || !strings.Contains(body, "<html") {
 		t.Fatalf("Temporal Web UI: %d %.200s", code, body)
 	}
 	d.serviceResolves(t)
 
-	if code, _ := get(t, "http://"+api+"/api/v1/namespaces/default/pods"); code != 401 {
+	anonymous := &http.Client{Transport: d.http.Transport.(bearer).next}
+	if code, _ := get(t, anonymous, "https://"+api+"/api/v1/namespaces/default/pods"); code != 401 {
 		t.Fatalf("the API answered without a token: %d", code)
 	}
-	watch, err := d.http.Get("http://" + api + "/api/v1/namespaces/default/pods?watch=true")
+	watch, err := d.http.Get("https://" + api + "/api/v1/namespaces/default/pods?watch=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +290,7 @@ func TestDevStack(t *testing.T) {
 	pod := `{"metadata":{"name":"hello","labels":{"app":"hello"}},"spec":{"terminationGracePeriodSeconds":3,"containers":[{"name":"web","image":"base",
 	  "command":["sh","-c","exec python3 -m http.server --bind $POD_IP 8080"],
 	  "readinessProbe":{"httpGet":{"port":8080},"periodSeconds":1}}]}}`
-	resp, err := d.http.Post("http://"+api+"/api/v1/namespaces/default/pods", "application/json", strings.NewReader(pod))
+	resp, err := d.http.Post("https://"+api+"/api/v1/namespaces/default/pods", "application/json", strings.NewReader(pod))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +321,7 @@ func TestDevStack(t *testing.T) {
 	// HTTP probe against its address.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		_, body := d.get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello")
+		_, body := get(t, d.http, "https://"+api+"/api/v1/namespaces/default/pods/hello")
 		if strings.Contains(body, `"phase":"Running"`) && strings.Contains(body, `"type":"Ready","status":"True"`) {
 			break
 		}
@@ -300,7 +333,7 @@ func TestDevStack(t *testing.T) {
 
 	// A service over it gets an address of the dev range (loopback, so it
 	// is reachable on Linux) and the pod as its endpoint.
-	resp, err = d.http.Post("http://"+api+"/api/v1/namespaces/default/services", "application/json",
+	resp, err = d.http.Post("https://"+api+"/api/v1/namespaces/default/services", "application/json",
 		strings.NewReader(`{"metadata":{"name":"hello"},"spec":{"selector":{"app":"hello"},"ports":[{"port":80,"targetPort":8080}]}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +348,7 @@ func TestDevStack(t *testing.T) {
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		_, body := d.get(t, "http://"+api+"/api/v1/namespaces/default/endpoints/hello")
+		_, body := get(t, d.http, "https://"+api+"/api/v1/namespaces/default/endpoints/hello")
 		if strings.Contains(body, `"addresses":[{"ip":"127.10.`) && strings.Contains(body, `"port":8080`) {
 			break
 		}
@@ -339,7 +372,7 @@ func TestDevStack(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	req, _ := http.NewRequest("DELETE", "http://"+api+"/api/v1/namespaces/default/services/hello", nil)
+	req, _ := http.NewRequest("DELETE", "https://"+api+"/api/v1/namespaces/default/services/hello", nil)
 	if resp, err := d.http.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete service: %v %v", resp, err)
 	}
@@ -389,22 +422,23 @@ func TestDevStack(t *testing.T) {
 		t.Fatalf("postgres processes outlived the dev stack: %v", pids)
 	}
 
+	// The restarted stack keeps its CA: the first stack's client trusts it.
 	d2 := startDev(t, bin, dataDir, api, temporal, ui)
 	if d2.token != d.token {
 		t.Fatalf("a restart made a new admin token instead of reusing the valid one")
 	}
-	if code, body := d2.get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello"); code != 200 {
+	if code, body := get(t, d.http, "https://"+api+"/api/v1/namespaces/default/pods/hello"); code != 200 {
 		t.Fatalf("the pod did not survive a restart: %d %s", code, body)
 	}
 	// Its zone was halted with the stack; the lifecycle boots it again, and
 	// a delete removes it gracefully.
-	req, _ = http.NewRequest("DELETE", "http://"+api+"/api/v1/namespaces/default/pods/hello", nil)
-	if resp, err := d2.http.Do(req); err != nil || resp.StatusCode != 200 {
+	req, _ = http.NewRequest("DELETE", "https://"+api+"/api/v1/namespaces/default/pods/hello", nil)
+	if resp, err := d.http.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete: %v %v", resp, err)
 	}
 	deadline = time.Now().Add(60 * time.Second)
 	for {
-		if code, _ := d2.get(t, "http://"+api+"/api/v1/namespaces/default/pods/hello"); code == 404 {
+		if code, _ := get(t, d.http, "https://"+api+"/api/v1/namespaces/default/pods/hello"); code == 404 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -22,6 +22,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/imagemap"
+	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -98,14 +99,17 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	o := &serveOptions{}
 	fs.StringVar(&o.DatabaseURL, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL (env ZW_DATABASE_URL)")
 	fs.StringVar(&o.Listen, "listen", env("ZW_LISTEN", "127.0.0.1:8080"), "API listen address (env ZW_LISTEN)")
+	fs.StringVar(&o.StateDir, "state-dir", env("ZW_STATE_DIR", "/var/lib/zonewright"), "directory of the cluster CA and the API's server certificate (tls/), and of the cluster-admin token made on first start (admin.token, mode 0600) (env ZW_STATE_DIR)")
+	apiTLSFlags(fs, &o.APITLS)
+	fs.BoolVar(&o.APITLS.InsecureHTTP, "insecure-http", envBool("ZW_INSECURE_HTTP"), "serve the API over plain HTTP, readable and alterable by anyone on the network path (env ZW_INSECURE_HTTP)")
 	temporalFlags(fs, &o.Config)
 	imageFlags(fs, &o.Config, "/var/lib/zonewright/images")
 	fs.StringVar(&o.imageMap, "image-map", env("ZW_IMAGE_MAP", ""), "image map file: default image, aliases, size presets, images (env ZW_IMAGE_MAP)")
 	o.nodeHealth = nodeHealthFlags(fs, &o.Config)
 	serviceCIDRFlag(fs, &o.Config, clusterip.DefaultCIDR)
+	podCIDRFlags(fs, &o.Config, podcidr.DefaultClusterCIDR)
 	o.dns = dnsFlags(fs, &o.Config.DNS, "")
 	o.capacity = capacityFlag(fs, &o.Config)
-	fs.StringVar(&o.StateDir, "state-dir", env("ZW_STATE_DIR", "/var/lib/zonewright"), "keeps the cluster CA (tls/) and the cluster-admin token made on first start (admin.token, mode 0600) (env ZW_STATE_DIR)")
 	fs.StringVar(&o.auditLog, "audit-log", env("ZW_AUDIT_LOG", ""), "file the audit log (a JSON line per mutating or refused request) is appended to; - for stderr; empty: none (env ZW_AUDIT_LOG)")
 	fs.IntVar(&o.MaxWatches, "max-watches-per-identity", envInt("ZW_MAX_WATCHES_PER_IDENTITY", api.DefaultMaxWatches), "watches one identity may hold open at once; beyond, 429 (env ZW_MAX_WATCHES_PER_IDENTITY)")
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
@@ -123,6 +127,9 @@ func serve(ctx context.Context, args []string) error {
 	}
 	if _, err := clusterip.Parse(o.ServiceCIDR); err != nil {
 		return fmt.Errorf("--service-cidr: %w", err)
+	}
+	if _, err := podcidr.ParseRange(o.ClusterCIDR, o.NodeCIDRMaskSize); err != nil {
+		return fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
 	}
 	if err := o.dns(); err != nil {
 		return err
@@ -150,7 +157,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("zonewright serving", "api", "http://"+cp.Addr(), "admin-token", controlplane.AdminTokenFile(tc.StateDir), "dns", cp.DNSAddr(), "temporal", tc.TemporalAddress, "namespace", tc.TemporalNamespace)
+	log.Info("zonewright serving", "api", cp.URL(), "admin-token", controlplane.AdminTokenFile(tc.StateDir), "dns", cp.DNSAddr(), "temporal", tc.TemporalAddress, "namespace", tc.TemporalNamespace)
 	select {
 	case <-ctx.Done():
 	case err := <-cp.Served():
@@ -170,10 +177,58 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore string) {
 	fs.DurationVar(&c.ImageStallTimeout, "image-stall-timeout", envDuration("ZW_IMAGE_STALL_TIMEOUT", time.Minute), "an image download receiving nothing this long is stalled and retried (env ZW_IMAGE_STALL_TIMEOUT)")
 }
 
+// apiTLSFlags registers the API's certificate flags; --tls-san and
+// --client-ca repeat or take comma-separated lists (one SMF property).
+func apiTLSFlags(fs *flag.FlagSet, t *controlplane.APITLS) {
+	fs.StringVar(&t.CertFile, "tls-cert", env("ZW_TLS_CERT", ""), "the API's server certificate, PEM; empty: one issued by the cluster CA in --state-dir (env ZW_TLS_CERT)")
+	fs.StringVar(&t.KeyFile, "tls-key", env("ZW_TLS_KEY", ""), "the key of --tls-cert, PEM (env ZW_TLS_KEY)")
+	t.SANs = splitList(env("ZW_TLS_SAN", ""))
+	fs.Var((*listFlag)(&t.SANs), "tls-san", "a DNS name or IP address the issued server certificate names besides the --listen and --advertise-url hosts; repeat or separate with commas (env ZW_TLS_SAN)")
+	t.ClientCAFiles = splitList(env("ZW_CLIENT_CA", ""))
+	fs.Var((*listFlag)(&t.ClientCAFiles), "client-ca", "a CA file whose client certificates the API accepts besides the cluster CA's; repeat or separate with commas (env ZW_CLIENT_CA)")
+}
+
+// listFlag is a flag that repeats, each value a comma-separated list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, splitList(v)...)
+	return nil
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// envBool is env for a boolean; a malformed value is false.
+func envBool(name string) bool {
+	b, _ := strconv.ParseBool(os.Getenv(name))
+	return b
+}
+
 // serviceCIDRFlag registers --service-cidr, shared by serve and dev.
 func serviceCIDRFlag(fs *flag.FlagSet, c *controlplane.Config, def string) {
 	fs.StringVar(&c.ServiceCIDR, "service-cidr", env("ZW_SERVICE_CIDR", def),
 		"IPv4 range services' cluster IPs come from, /12 to /28; its base + 10 is the cluster DNS (env ZW_SERVICE_CIDR)")
+}
+
+// podCIDRFlags registers --cluster-cidr and --node-cidr-mask-size, shared
+// by serve and dev: the control plane assigns each node a pod CIDR of
+// that size from that range.
+func podCIDRFlags(fs *flag.FlagSet, c *controlplane.Config, def string) {
+	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", env("ZW_CLUSTER_CIDR", def),
+		"IPv4 range nodes' pod CIDRs are assigned from, one block per node, never overlapping (env ZW_CLUSTER_CIDR)")
+	fs.IntVar(&c.NodeCIDRMaskSize, "node-cidr-mask-size", envInt("ZW_NODE_CIDR_MASK_SIZE", podcidr.DefaultNodeMaskSize),
+		"prefix length of each node's pod CIDR, e.g. 24: 253 pod addresses (env ZW_NODE_CIDR_MASK_SIZE)")
 }
 
 // capacityFlag registers --capacity, shared by serve and dev; the
@@ -217,15 +272,6 @@ func upstreamFlag(upstreams []string) string {
 	return strings.Join(upstreams, ",")
 }
 
-// envDuration is env for a duration; a malformed value keeps def.
-// envInt is an integer environment variable, or def when unset or not a number.
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
-
 // openAuditLog opens --audit-log: "" none (a nil writer), "-" stderr,
 // else a file appended to (mode 0600: it names who did what).
 func openAuditLog(path string) (io.Writer, func() error, error) {
@@ -242,10 +288,21 @@ func openAuditLog(path string) (io.Writer, func() error, error) {
 	return f, f.Close, nil
 }
 
+// envDuration is env for a duration; a malformed value keeps def.
 func envDuration(name string, def time.Duration) time.Duration {
 	if v, ok := os.LookupEnv(name); ok {
 		if d, err := time.ParseDuration(v); err == nil {
 			return d
+		}
+	}
+	return def
+}
+
+// envInt is env for a number; a malformed value keeps def.
+func envInt(name string, def int) int {
+	if v, ok := os.LookupEnv(name); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
 		}
 	}
 	return def

@@ -71,9 +71,11 @@ type smfCase struct {
 	service  string // SMF service name
 	flags    func() *flag.FlagSet
 	required []string // properties the method script refuses to start without
-	deps     []string // FMRIs the manifest must depend on
-	user     string   // method_credential user
-	stop     string   // the stop method's exec
+	// url is a URL property whose value holds shell metacharacters.
+	url, urlValue string
+	deps          []string // FMRIs the manifest must depend on
+	user          string   // method_credential user
+	stop          string   // the stop method's exec
 }
 
 func smfCases() []smfCase {
@@ -82,7 +84,8 @@ func smfCases() []smfCase {
 			command:  "agent",
 			service:  "site/zonewright/agent",
 			flags:    func() *flag.FlagSet { fs, _ := agentFlags(); return fs },
-			required: []string{"pod_cidr", "database_url"},
+			required: []string{"api_url"},
+			url:      "api_url", urlValue: "https://cp.example:8443/?a=1&b=2",
 			deps: []string{
 				"svc:/milestone/network:default",
 				"svc:/system/filesystem/local:default",
@@ -97,6 +100,7 @@ func smfCases() []smfCase {
 			service:  "site/zonewright/serve",
 			flags:    func() *flag.FlagSet { fs, _ := serveFlags(); return fs },
 			required: []string{"database_url"},
+			url:      "database_url", urlValue: "postgres://zw@db.example:5432/zonewright?sslmode=require&passfile=/opt/zonewright/etc/pgpass",
 			deps: []string{
 				"svc:/milestone/network:default",
 				"svc:/system/filesystem/local:default",
@@ -361,14 +365,14 @@ func TestSMFMethodScriptRun(t *testing.T) {
 			}
 
 			// svcprop escapes metacharacters with a backslash.
-			setProp("database_url", `postgres://zw@db.example:5432/zonewright?sslmode=require\&passfile=/opt/zonewright/etc/pgpass`)
+			setProp(c.url, strings.ReplaceAll(c.urlValue, "&", `\&`))
 			setProp("temporal_tls_ca", `/opt/zonewright/etc/my\ ca.pem`)
 			setProp("log_level", "debug")
 			want := []string{c.command}
 			for _, p := range flagProperties(c.flags()) {
 				switch p {
-				case "database_url":
-					want = append(want, "--database-url", "postgres://zw@db.example:5432/zonewright?sslmode=require&passfile=/opt/zonewright/etc/pgpass")
+				case c.url:
+					want = append(want, "--"+strings.ReplaceAll(c.url, "_", "-"), c.urlValue)
 				case "temporal_tls_ca":
 					want = append(want, "--temporal-tls-ca", "/opt/zonewright/etc/my ca.pem")
 				case "log_level":
@@ -400,6 +404,19 @@ func TestSMFMethodScriptRun(t *testing.T) {
 			fs.SetOutput(io.Discard)
 			if err := fs.Parse(got[1:]); err != nil || fs.NArg() != 0 {
 				t.Errorf("zonewright %s would not parse %q: %v", c.command, got[1:], err)
+			}
+			// A boolean flag takes its value in the same word, or the
+			// value would end the flags.
+			if c.command == "serve" {
+				setProp("insecure_http", "true")
+				out, _ := run("start")
+				args := strings.Split(strings.TrimSuffix(out, "\n"), "\n")[1:]
+				fs := c.flags()
+				fs.Init(c.command, flag.ContinueOnError)
+				fs.SetOutput(io.Discard)
+				if err := fs.Parse(args); err != nil || fs.NArg() != 0 || fs.Lookup("insecure-http").Value.String() != "true" {
+					t.Errorf("config/insecure_http=true: zonewright serve would not parse %q: %v", args, err)
+				}
 			}
 		})
 	}
@@ -546,4 +563,18 @@ cat "$f"
 	}
 
 	return &stubbedMethod{props: props, run: run, setProp: setProp}
+}
+
+// TestAgentTakesNoDatabaseURL: an agent reaches the control plane through
+// its API only; no flag may hand it the database.
+func TestAgentTakesNoDatabaseURL(t *testing.T) {
+	fs, _ := agentFlags()
+	fs.VisitAll(func(f *flag.Flag) {
+		if strings.Contains(f.Name, "database") || strings.Contains(f.Usage, "ZW_DATABASE_URL") {
+			t.Errorf("zonewright agent has flag --%s (%s)", f.Name, f.Usage)
+		}
+	})
+	if fs.Lookup("api-url") == nil {
+		t.Error("zonewright agent has no --api-url")
+	}
 }

@@ -22,6 +22,13 @@
 //     CPU and memory of every process of the stack, history events per pod
 //     per minute and Temporal requests per second, so that what a pod
 //     costs can be seen to stay the same as pods are added;
+//   - api-get (--api-get): a GET of the API over HTTPS and over plain
+//     HTTP (a second replica with --insecure-http), on kept-alive and on
+//     new connections: p50/p99 and what TLS adds;
+//   - heartbeats (--heartbeat-nodes): on a private PostgreSQL with the API
+//     in process, what node heartbeats write (change-feed rows, rows
+//     written, WAL) per 1,000 nodes per minute, the way agents wrote their
+//     Node row every 10 s and the lease way. It needs no stack either;
 //   - dns (--dns-seconds): the cluster DNS server alone on loopback with
 //     a synthetic snapshot of 1,000 services, UDP clients querying at
 //     once: queries/s served and latency p50/p99. It needs no stack, so
@@ -57,6 +64,8 @@ func main() {
 	flag.IntVar(&o.dnsSeconds, "dns-seconds", 5, "seconds the cluster DNS section queries for (0 skips it)")
 	flag.IntVar(&o.dnsClients, "dns-clients", 8, "UDP clients querying the cluster DNS at once")
 	flag.IntVar(&o.nat, "nat", 20, "pods added to and removed from a service, measuring when every node's NAT rules have it (0 skips it)")
+	flag.IntVar(&o.apiGet, "api-get", 300, "GETs of the API per mode (HTTPS and plain HTTP, kept-alive and new connections) measuring what TLS adds (0 skips it)")
+	flag.IntVar(&o.heartbeatNodes, "heartbeat-nodes", 200, "nodes whose heartbeats are measured, the Node-row way and the lease way, on a private PostgreSQL (0 skips it)")
 	flag.StringVar(&o.binDir, "bin", "bin", "directory holding zonewright and illumos-sim")
 	flag.StringVar(&o.jsonOut, "json", "bench.json", "where to write the results as JSON")
 	flag.Parse()
@@ -85,6 +94,8 @@ type options struct {
 	scaleWindow                   time.Duration
 	dnsSeconds, dnsClients        int
 	nat                           int
+	apiGet                        int
+	heartbeatNodes                int
 	binDir, jsonOut               string
 }
 
@@ -109,6 +120,8 @@ type Results struct {
 	Scale        *ScaleResults      `json:"scale,omitempty"`
 	DNS          *DNSResults        `json:"dns,omitempty"`
 	NAT          *NATResults        `json:"nat,omitempty"`
+	APIGet       *APIGetResults     `json:"apiGet,omitempty"`
+	Heartbeats   *HeartbeatResults  `json:"heartbeats,omitempty"`
 }
 
 // Percentiles of a latency sample, in milliseconds.

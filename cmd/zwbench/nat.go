@@ -77,7 +77,7 @@ func nextSnapshot(ctx context.Context, api string, gen int64, pod string, presen
 	for time.Now().Before(deadline) {
 		var snap servicenet.Snapshot
 		req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/api/v1/servicenet?after=%d&timeoutSeconds=10", api, gen), nil)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := apiHTTP.Do(req)
 		if err != nil {
 			return snap, time.Time{}, err
 		}
@@ -138,7 +138,7 @@ func nodesApplied(ctx context.Context, api string, nodes int, gen int64, since t
 }
 
 func post(url, body string) error {
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	resp, err := apiHTTP.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -21,8 +21,14 @@ func (r *Results) print(w io.Writer) {
 	if r.NAT != nil {
 		r.NAT.print(w)
 	}
+	if r.APIGet != nil {
+		r.APIGet.print(w)
+	}
 	if r.DNS != nil {
 		r.DNS.print(w)
+	}
+	if r.Heartbeats != nil {
+		r.Heartbeats.print(w)
 	}
 }
 

@@ -42,7 +42,13 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 			return nil, fmt.Errorf("dns: %w", err)
 		}
 	}
-	if o.idle > 0 || o.burst > 0 || o.steady > 0 || o.nat > 0 || (o.scale <= 0 && o.dnsSeconds <= 0) {
+	if o.heartbeatNodes > 0 {
+		var err error
+		if res.Heartbeats, err = heartbeatSection(ctx, o.heartbeatNodes, 3, log); err != nil {
+			return nil, fmt.Errorf("heartbeats: %w", err)
+		}
+	}
+	if o.idle > 0 || o.burst > 0 || o.steady > 0 || o.nat > 0 || o.apiGet > 0 || (o.scale <= 0 && o.dnsSeconds <= 0 && o.heartbeatNodes <= 0) {
 		if err := sections(ctx, o, res, log); err != nil {
 			return nil, err
 		}
@@ -71,9 +77,16 @@ func sections(ctx context.Context, o options, res *Results, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	api := "http://" + s.cp.Addr()
+	api := s.cp.URL()
 	if err := waitNodes(ctx, api, o.nodes); err != nil {
 		return err
+	}
+	if o.apiGet > 0 {
+		// First, on a stack that is doing nothing else.
+		fmt.Fprintf(stderr, "api-get: %d GETs per mode\n", o.apiGet)
+		if res.APIGet, err = apiGetSection(ctx, s, o.apiGet); err != nil {
+			return fmt.Errorf("api-get: %w", err)
+		}
 	}
 	tr, err := watchPods(ctx, api)
 	if err != nil {
@@ -214,7 +227,7 @@ func podBody(name string) []byte {
 // changed nothing and asks to retry shortly), as a client should.
 func createPod(api, name string, body []byte) error {
 	for attempt := 1; ; attempt++ {
-		resp, err := http.Post(api+"/api/v1/namespaces/default/pods", "application/json", bytes.NewReader(body))
+		resp, err := apiHTTP.Post(api+"/api/v1/namespaces/default/pods", "application/json", bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
@@ -233,7 +246,7 @@ func createPod(api, name string, body []byte) error {
 
 func deletePod(api, name string) error {
 	req, _ := http.NewRequest("DELETE", api+"/api/v1/namespaces/default/pods/"+name+"?gracePeriodSeconds=0", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiHTTP.Do(req)
 	if err != nil {
 		return err
 	}
@@ -258,7 +271,7 @@ func deleteAll(ctx context.Context, api string, tr *tracker, prefix string, n in
 }
 
 func getJSON(url string, into any) error {
-	resp, err := http.Get(url)
+	resp, err := apiHTTP.Get(url)
 	if err != nil {
 		return err
 	}
@@ -302,7 +315,7 @@ type tracker struct {
 
 func watchPods(ctx context.Context, api string) (*tracker, error) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", api+"/api/v1/pods?watch=true", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiHTTP.Do(req)
 	if err != nil {
 		return nil, err
 	}

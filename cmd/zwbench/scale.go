@@ -143,7 +143,7 @@ func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, err
 	if err != nil {
 		return nil, err
 	}
-	api := "http://" + s.cp.Addr()
+	api := s.cp.URL()
 	if err := waitNodes(ctx, api, m); err != nil {
 		return nil, err
 	}

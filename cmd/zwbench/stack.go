@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -27,8 +28,13 @@ type stack struct {
 	pg       *pgserver.Server
 	temporal *devstack.Temporal
 	cp       *controlplane.ControlPlane
+	cpConfig controlplane.Config // how cp was started
 	nodes    *devnodes.Nodes
 }
+
+// apiHTTP is the client of the running stack's API, trusting its CA and
+// sending its cluster-admin token.
+var apiHTTP = http.DefaultClient
 
 // stackConfig sizes a stack: its simulated nodes and the pods each takes.
 type stackConfig struct {
@@ -63,15 +69,16 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	if err != nil {
 		return s, err
 	}
-	if s.cp, err = controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
+	s.cpConfig = controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0", StateDir: dir,
 		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", Logger: log,
 		ImageStore: filepath.Join(dir, "images"), ImageDownloadSecret: "zwbench", ImageMap: imgMap,
 		// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
-		ServiceCIDR: "127.94.0.0/16", StateDir: filepath.Join(dir, "state")}); err != nil {
+		ServiceCIDR: "127.94.0.0/16", ClusterCIDR: devnodes.ClusterCIDR(10), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
+	if s.cp, err = controlplane.Start(ctx, s.cpConfig); err != nil {
 		return s, err
 	}
-	// Every request of the benchmark is the cluster-admin's.
-	http.DefaultClient = &http.Client{Transport: bearer(s.cp.AdminToken())}
+	apiHTTP = &http.Client{Transport: bearer{s.cp.AdminToken(), &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.cp.CA().Pool(), MinVersion: tls.VersionTLS12},
+		MaxIdleConnsPerHost: 64}}}
 	joinToken, _, err := (&auth.Tokens{Pool: s.cp.Store.Pool()}).Issue(ctx, auth.RoleNodeJoin, "", time.Hour)
 	if err != nil {
 		return s, err
@@ -85,19 +92,22 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		return s, err
 	}
 	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"), JoinTokenFile: joinFile,
-		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), DatabaseURL: url,
-		Temporal: s.temporal.Address(), Namespace: "default", Logger: log, APIURL: "http://" + s.cp.Addr(),
+		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"),
+		Temporal: s.temporal.Address(), Namespace: "default", Logger: log, APIURL: s.cp.URL(), APICAFile: controlplane.CAFile(dir),
 		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods), "--heartbeat-interval", "2s"}})
 	return s, err
 }
 
-// bearer sends a token with every request.
-type bearer string
+// bearer sends a token with every request over its transport.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 func (s *stack) stop() {

@@ -22,10 +22,10 @@ ZONEWRIGHT=/opt/zonewright/bin/zonewright
 # The config properties, one per flag of `zonewright agent`.
 PROPS='
 node
-database_url
 api_url
 state_dir
 join_token_file
+api_ca
 cluster_domain
 dns_upstream
 temporal_address
@@ -112,7 +112,7 @@ if [ ! -x "$ZONEWRIGHT" ]; then
 	exit $SMF_EXIT_ERR_CONFIG
 fi
 
-for p in pod_cidr database_url; do
+for p in api_url; do
 	if [ -z "`getprop $p`" ]; then
 		echo "zonewright-agent: config/$p is empty; set it with" >&2
 		echo "  svccfg -s $SMF_FMRI setprop config/$p = astring: VALUE" >&2
@@ -122,7 +122,7 @@ for p in pod_cidr database_url; do
 done
 
 # Build the argument list in "$@", one word per flag and one per value, so
-# that no value (a database URL with ? & =, a path with spaces) is split or
+# that no value (a URL with ? & =, a path with spaces) is split or
 # expanded again.
 set -- agent
 for p in $PROPS; do

@@ -17,6 +17,12 @@ ZONEWRIGHT=/opt/zonewright/bin/zonewright
 PROPS='
 database_url
 listen
+state_dir
+tls_cert
+tls_key
+tls_san
+client_ca
+insecure_http
 temporal_address
 temporal_namespace
 temporal_tls_cert
@@ -32,11 +38,12 @@ image_stall_timeout
 node_grace_period
 node_eviction_timeout
 service_cidr
+cluster_cidr
+node_cidr_mask_size
 dns_listen
 cluster_domain
 dns_upstream
 capacity
-state_dir
 audit_log
 max_watches_per_identity
 log_level
@@ -84,7 +91,12 @@ set -- serve
 for p in $PROPS; do
 	v=`getprop $p`
 	[ -n "$v" ] || continue
-	set -- "$@" "--`echo $p | /usr/bin/tr _ -`" "$v"
+	case $p in
+	insecure_http)	# a boolean flag takes its value in the same word
+		set -- "$@" "--insecure-http=$v" ;;
+	*)
+		set -- "$@" "--`echo $p | /usr/bin/tr _ -`" "$v" ;;
+	esac
 done
 
 smf_clear_env

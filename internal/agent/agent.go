@@ -7,16 +7,17 @@
 // internal/supervisor), reconciles its own host (reconcile.go), and
 // programs the service NAT rules from the control plane's service network
 // snapshots (servicenat.go, over internal/servicenat) and answers its
-// pods' DNS from them (poddns.go). Settings are in config.go.
+// pods' DNS from them (poddns.go). Settings are in config.go. Every call
+// to the control plane's API (service network, image downloads, volume
+// transfers) goes through one client trusting Config.APICAFile
+// (apiclient.go).
 //
-// Trust: registration and heartbeats write the Node row directly through
-// the store, so the agent holds the control plane's database URL. That is
-// no wider than the trust it already has: it runs, as root on its host,
-// whatever host activities the control plane's workflows send it, and it
-// reports the capacity the scheduler believes. Giving agents a narrower
-// channel (node credentials on the API, or a control-plane activity that
-// writes the Node) would remove the database credential from the hosts;
-// the Node written is the same either way.
+// Trust: the agent reaches the control plane only through its API
+// (internal/nodeapi, under /api/v1/nodes/<name>/… and its pods' reports),
+// over one *http.Client (Config.HTTPClient); it holds no database
+// credential. Liveness is a lease renewed every heartbeat interval,
+// outside the change feed; the Node's status is written only when it
+// changed. Its pod CIDR is assigned by the control plane at registration.
 //
 // Starting, after preparing the host and before registering (so before the
 // node reports Ready) and before the worker polls, the agent removes the
@@ -32,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -42,11 +44,10 @@ import (
 
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/servicenet"
-	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/supervisor"
 	"github.com/zonewright/zonewright/worker"
-	"github.com/zonewright/zonewright/workflows"
 )
 
 // Agent is one running node agent.
@@ -54,8 +55,14 @@ type Agent struct {
 	cfg   Config
 	log   *slog.Logger
 	host  illumos.Host
-	st    *store.Store
+	api   *nodeapi.Client
 	facts illumos.HostFacts
+	// podCIDR is the pod network the control plane assigned at
+	// registration; kept (and asked for again) for the agent's life.
+	podCIDR netip.Prefix
+	// hostCIDR is the pod network the host's gateway holds from an
+	// earlier run (invalid when none): asked for when the Node is new.
+	hostCIDR netip.Prefix
 
 	mu        sync.Mutex
 	workerErr error // why the worker is not polling yet; nil once it is
@@ -75,6 +82,17 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node)}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		var err error
+		if hc, err = newAPIClient(cfg); err != nil {
+			return err
+		}
+		if err = presentNodeCredential(ctx, hc, cfg); err != nil {
+			return err
+		}
+	}
+	a.api = nodeapi.New(hc, cfg.APIURL, cfg.Node)
 	a.host = illumos.Host{Runner: &illumos.Runner{BinDir: cfg.BinDir, Logger: a.log}}
 	err := a.run(ctx)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
@@ -96,11 +114,6 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	a.facts = facts
 
-	if a.st, err = openStore(ctx, cfg.DatabaseURL, a.log); err != nil {
-		return err
-	}
-	defer a.st.Close()
-
 	h := &hostops.Host{
 		Host:           a.host,
 		Node:           cfg.Node,
@@ -112,16 +125,11 @@ func (a *Agent) run(ctx context.Context) error {
 		ImageDir:       cfg.ImageDir,
 		ZvolDir:        cfg.ZvolDir,
 		ZonesDir:       cfg.ZonesDir,
+		API:            a.api.HTTP(),
 		Log:            a.log.With("component", "host"),
 	}
 	if cfg.MaxConcurrentInstalls > 0 {
 		h.Installs = make(chan struct{}, cfg.MaxConcurrentInstalls)
-	}
-	if cfg.APIURL == "" {
-		a.log.Warn("no --api-url: this node follows no service network, so its pods reach no ClusterIP and get no cluster DNS")
-	} else if dns := a.servePodDNS(); dns != nil {
-		defer dns.Shutdown(context.Background())
-		h.ZoneDNS = &hostops.ZoneDNS{Nameserver: a.podGateway().String(), Domain: cfg.ClusterDomain}
 	}
 	if cfg.BinDir == "" {
 		// The commands act on this machine: give zonepaths the mode
@@ -130,18 +138,32 @@ func (a *Agent) run(ctx context.Context) error {
 		h.PrepareZonepath = func(p string) error { return os.Chmod(p, 0o700) }
 	}
 
+	a.hostCIDR = a.gatewayCIDR(ctx)
+
 	// Before the node reports Ready and before its worker polls: remove
 	// what belongs to pods no longer bound here, adopt the rest.
 	if _, err := a.cleanHost(ctx, h, "at agent start"); err != nil {
 		return err
 	}
 
-	node, err := a.sync(ctx, a.summary(ctx))
+	node, err := a.register(ctx)
 	if err != nil {
 		return fmt.Errorf("register node %s: %w", cfg.Node, err)
 	}
+	if _, err := a.api.RenewLease(ctx, cfg.Node, leaseDurations*cfg.HeartbeatInterval); err != nil {
+		a.log.Warn("first lease renewal failed; the heartbeat renews it", "err", err)
+	}
 	a.log.Info("node registered", "uid", node.Metadata.UID, "cpus", facts.CPUs, "memory", facts.MemoryBytes,
-		"allocatable", node.Status.Allocatable, "brands", cfg.ZoneBrands, "podCIDR", cfg.PodCIDR)
+		"allocatable", node.Status.Allocatable, "brands", cfg.ZoneBrands, "podCIDR", a.podCIDR)
+	// The pods' gateway and resolver sit in the CIDR the control plane
+	// assigned; the worker, which makes pods, polls only after.
+	if err := a.prepareGateway(ctx); err != nil {
+		return err
+	}
+	if dns := a.servePodDNS(); dns != nil {
+		defer dns.Shutdown(context.Background())
+		h.ZoneDNS = &hostops.ZoneDNS{Nameserver: a.podGateway().String(), Domain: cfg.ClusterDomain}
+	}
 
 	opts := client.Options{
 		HostPort:  cfg.TemporalAddress,
@@ -158,7 +180,7 @@ func (a *Agent) run(ctx context.Context) error {
 	// The supervisor watches the pods running here before the worker
 	// takes new ones, so an agent restart loses no probe state.
 	sup := supervisor.New(supervisor.Config{Node: cfg.Node, Host: supervisor.IllumosHost{Host: a.host},
-		Reporter: lifecycleReporter{tc: tc}, ObserveEvery: cfg.ObserveEvery, Log: a.log})
+		Reporter: lifecycleReporter{api: a.api}, ObserveEvery: cfg.ObserveEvery, Log: a.log})
 	h.Supervisor = sup
 	if err := a.superviseBound(ctx, sup, true); err != nil {
 		return fmt.Errorf("list the pods bound to node %s: %w", cfg.Node, err)
@@ -166,12 +188,10 @@ func (a *Agent) run(ctx context.Context) error {
 	supCtx, stopSupervising := context.WithCancel(ctx)
 	defer stopSupervising()
 	go sup.Run(supCtx)
-	go a.reconcileHost(supCtx, h, sup, workflows.PodClient{Temporal: tc})
-	if cfg.APIURL != "" {
-		newer := make(chan struct{}, 1)
-		go a.followServiceNet(supCtx, newer)
-		go a.programServiceNAT(supCtx, newer, a.writeServiceNetworkStatus)
-	}
+	go a.reconcileHost(supCtx, h, sup)
+	newer := make(chan struct{}, 1)
+	go a.followServiceNet(supCtx, newer)
+	go a.programServiceNAT(supCtx, newer, a.writeServiceNetworkStatus)
 
 	workerCtx, stopStarting := context.WithCancel(ctx)
 	defer stopStarting()

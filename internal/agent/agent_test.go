@@ -3,9 +3,12 @@ package agent_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	tworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/hostops"
@@ -58,6 +62,17 @@ func runAgent(t *testing.T, cfg agent.Config) (stop func() error) {
 	}
 	t.Cleanup(func() { _ = stop() })
 	return stop
+}
+
+// startAPI serves the control plane's API over st, as the agent reaches
+// it; it returns its base URL.
+func startAPI(t *testing.T, st *store.Store, log *slog.Logger) string {
+	t.Helper()
+	srv := api.New(api.Config{Store: st, Logger: log})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	t.Cleanup(srv.CloseWatches)
+	return hs.URL
 }
 
 // waitNode waits until the Node satisfies ok.
@@ -107,7 +122,7 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 
 	cfg := agent.Config{
 		Node:                   "node1",
-		DatabaseURL:            dbURL,
+		APIURL:                 startAPI(t, st, log),
 		TemporalAddress:        tmp.Address(),
 		TemporalNamespace:      tmp.Namespace(),
 		PodCIDR:                "127.10.9.0/24",
@@ -122,11 +137,11 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		Logger:                 log,
 	}
 
-	// A configuration without a pod CIDR is refused before anything runs.
+	// A configuration without the API is refused before anything runs.
 	bad := cfg
-	bad.PodCIDR = ""
-	if err := agent.Run(ctx, bad); err == nil {
-		t.Error("the agent started without a pod CIDR")
+	bad.APIURL = ""
+	if err := agent.Run(ctx, bad); err == nil || !strings.Contains(err.Error(), "--api-url") {
+		t.Errorf("the agent started without an API URL: %v", err)
 	}
 
 	stop := runAgent(t, cfg)
@@ -194,12 +209,23 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		t.Errorf("the global zone does not hold the pods' gateway 127.10.9.1/24 on %s: %+v", agent.GatewayLink, hostState.Zones)
 	}
 
-	// Heartbeats move lastHeartbeatTime, not lastTransitionTime.
-	first := *ready.LastHeartbeatTime
-	n = waitNode(t, st, "a later heartbeat", func(n *model.Node) bool {
+	// Heartbeats renew the lease; the Node is not written while its
+	// status stays the same (once the worker polls, its message is final).
+	waitNode(t, st, "the worker polling", func(n *model.Node) bool {
 		c := n.Condition(model.NodeReady)
-		return c != nil && c.LastHeartbeatTime != nil && c.LastHeartbeatTime.After(first)
+		return c != nil && !strings.Contains(c.Message, "not polling")
 	})
+	lease := waitLease(t, st, time.Time{})
+	rv := nodeVersion(t, st)
+	for range 3 {
+		lease = waitLease(t, st, *lease.Spec.RenewTime)
+	}
+	if lease.Spec.HolderIdentity != "node1" || lease.Spec.LeaseDurationSeconds < 1 {
+		t.Errorf("lease = %+v", lease.Spec)
+	}
+	if now := nodeVersion(t, st); now != rv {
+		t.Errorf("the Node was written (resourceVersion %s → %s) by heartbeats that changed nothing", rv, now)
+	}
 	if c := n.Condition(model.NodeReady); !c.LastTransitionTime.Equal(*ready.LastTransitionTime) {
 		t.Errorf("lastTransitionTime moved from %v to %v without a transition", ready.LastTransitionTime, c.LastTransitionTime)
 	}
@@ -258,13 +284,15 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := *n.Condition(model.NodeReady).LastHeartbeatTime
+	// Without --pod-cidr now: the node keeps the one it holds.
+	cfg.PodCIDR = ""
 	stop = runAgent(t, cfg)
 	n = waitNode(t, st, "heartbeats after a restart", func(n *model.Node) bool {
 		c := n.Condition(model.NodeReady)
 		return c != nil && c.LastHeartbeatTime.After(last)
 	})
-	if n.Metadata.UID != uid || n.Metadata.Labels["team"] != "infra" {
-		t.Errorf("after a restart: uid %s (was %s), labels %v", n.Metadata.UID, uid, n.Metadata.Labels)
+	if n.Metadata.UID != uid || n.Metadata.Labels["team"] != "infra" || n.Spec.PodCIDR != "127.10.9.0/24" {
+		t.Errorf("after a restart: uid %s (was %s), labels %v, pod CIDR %s", n.Metadata.UID, uid, n.Metadata.Labels, n.Spec.PodCIDR)
 	}
 	list, err := st.Nodes().List(ctx, store.ListOptions{})
 	if err != nil {
@@ -276,6 +304,48 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("second agent stopped with %v, want nil", err)
 	}
+
+	// Deleted (its pod CIDR freed) while the agent was away, the node
+	// registers again asking for the CIDR its host's gateway holds, not the
+	// control plane's first free one.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, cfg.APIURL+"/api/v1/nodes/node1", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("delete node1: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	stop = runAgent(t, cfg)
+	n = waitNode(t, st, "registered again", func(n *model.Node) bool { return n.Metadata.UID != uid && n.Ready() })
+	if n.Spec.PodCIDR != "127.10.9.0/24" {
+		t.Errorf("registered again with pod CIDR %s; want the host's 127.10.9.0/24", n.Spec.PodCIDR)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("third agent stopped with %v, want nil", err)
+	}
+}
+
+// waitLease waits for node1's lease renewed after after.
+func waitLease(t *testing.T, st *store.Store, after time.Time) *model.Lease {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		l, _, err := st.NodeLease(context.Background(), "node1")
+		if err == nil && l.Spec.RenewTime.After(after) {
+			return l
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("node1's lease was not renewed after %v", after)
+	return nil
+}
+
+func nodeVersion(t *testing.T, st *store.Store) string {
+	t.Helper()
+	n, err := st.Nodes().Get(context.Background(), "", "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Metadata.ResourceVersion
 }
 
 func equalLists(a, b model.ResourceList) bool {

@@ -3,10 +3,12 @@ package agent
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/nodeapi"
 )
 
 // Event reasons and source of the startup cleanup.
@@ -14,7 +16,6 @@ const (
 	ReasonZoneAdopted   = "ZoneAdopted"
 	ReasonOrphanRemoved = controlops.ReasonOrphanRemoved
 	ReasonOrphanFailed  = "OrphanRemovalFailed"
-	EventSourceAgent    = "zonewright-agent"
 )
 
 // CleanupResult is what the startup cleanup did.
@@ -45,7 +46,12 @@ func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (Cl
 	if err != nil {
 		return res, fmt.Errorf("inventory of the host: %w", err)
 	}
-	pods, err := controlops.BoundPods(ctx, a.st, a.cfg.Node)
+	var pods []hostops.BoundPod
+	err = nodeapi.Retry(ctx, 5*time.Second, func() error {
+		list, err := a.api.BoundPods(ctx)
+		pods = hostops.BoundPodsOf(list)
+		return err
+	})
 	if err != nil {
 		return res, fmt.Errorf("list the pods bound to node %s: %w", a.cfg.Node, err)
 	}
@@ -76,7 +82,7 @@ func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (Cl
 }
 
 func (a *Agent) event(ctx context.Context, obj model.ObjectReference, typ, reason, msg string) {
-	if err := a.st.RecordEvent(ctx, obj, typ, reason, msg, EventSourceAgent); err != nil {
+	if err := a.api.RecordEvent(ctx, obj, typ, reason, msg); err != nil {
 		a.log.Warn("record event", "reason", reason, "err", err)
 	}
 }

@@ -103,7 +103,7 @@ func TestStartupCleanupRemovesUnboundPodsAndAdoptsBoundOnes(t *testing.T) {
 		t.Fatalf("kept zone before the agent starts: %+v", before)
 	}
 
-	stop := runAgent(t, agent.Config{Node: "node1", DatabaseURL: dbURL, TemporalAddress: tmp.Address(), TemporalNamespace: tmp.Namespace(),
+	stop := runAgent(t, agent.Config{Node: "node1", APIURL: startAPI(t, st, log), TemporalAddress: tmp.Address(), TemporalNamespace: tmp.Namespace(),
 		PodCIDR: "127.10.9.0/24", BinDir: node.Bin, Version: "test", Logger: log})
 	waitNode(t, st, "registered and ready", func(n *model.Node) bool {
 		c := n.Condition(model.NodeReady)

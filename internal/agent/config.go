@@ -56,13 +56,15 @@ func VolumesDataset(pool string) string { return pool + "/zonewright/volumes" }
 
 // Config is everything the agent needs.
 type Config struct {
-	Node        string // the Node's name
-	DatabaseURL string
+	Node string // the Node's name
 
 	TemporalAddress   string
 	TemporalNamespace string
 	TemporalTLS       *tls.Config // nil: plaintext
 
+	// PodCIDR asks the control plane for this pod network (granted unless
+	// another node holds an overlapping one); empty: the control plane
+	// assigns one from its cluster range.
 	PodCIDR      string
 	Etherstub    string // default DefaultEtherstub
 	ZonesDataset string // default ZonesDataset(DefaultStoragePool)
@@ -100,18 +102,27 @@ type Config struct {
 	// default DefaultOrphanGrace.
 	OrphanGrace time.Duration
 
-	// APIURL is the control plane's base URL (http://host:8080), where
-	// the agent follows the service network snapshot to program the
-	// node's service NAT rules; empty: no service rules are programmed.
+	// APIURL is the control plane's base URL (https://host:8080): the
+	// agent registers, renews its lease, reports its pods and follows the
+	// service network there. Required.
 	APIURL string
-	// APIClient is the agent's one client of the API: it presents the
-	// node's certificate (NodeCredential). nil: a plain client.
-	APIClient *http.Client
+	// APICAFile is the CA certificate the API's server certificate chains
+	// to (the cluster CA, tls/ca.crt of the control plane's state
+	// directory); empty: the system's roots.
+	APICAFile string
+	// HTTPClient makes every call to the API; nil: one built by
+	// newAPIClient from APICAFile, presenting the node's certificate.
+	HTTPClient *http.Client
+	// StateDir keeps the node's key and the certificate it got when it
+	// joined the cluster (NodeCredential).
+	StateDir string
+	// JoinTokenFile holds the join token, read only when StateDir holds no
+	// certificate for this node yet.
+	JoinTokenFile string
 	// ServiceNATCheckInterval: see DefaultServiceNATCheckInterval.
 	ServiceNATCheckInterval time.Duration
 	// ClusterDomain is the cluster's DNS domain, the same as the control
-	// plane's; default clusterdns.DefaultDomain. With APIURL set, the
-	// agent answers the cluster DNS on the pods' gateway (port 53) from
+	// plane's; default clusterdns.DefaultDomain. The agent answers the cluster DNS on the pods' gateway (port 53) from
 	// the service network it follows, and every zone's resolv.conf points
 	// there.
 	ClusterDomain string
@@ -192,15 +203,11 @@ func (c *Config) validate() error {
 	} else if f := model.ValidateNode(&model.Node{Metadata: model.ObjectMeta{Name: c.Node}}); len(f) > 0 {
 		errs = append(errs, fmt.Errorf("node name %q: %v", c.Node, f))
 	}
-	if c.DatabaseURL == "" {
-		errs = append(errs, errors.New("a database URL is required (--database-url)"))
-	}
 	if c.TemporalAddress == "" {
 		errs = append(errs, errors.New("a Temporal address is required (--temporal-address)"))
 	}
-	if c.PodCIDR == "" {
-		errs = append(errs, errors.New("the node's pod CIDR is required (--pod-cidr)"))
-	} else if p, err := netip.ParsePrefix(c.PodCIDR); err != nil || p.Masked() != p {
+	// Without one, the control plane assigns the pod CIDR.
+	if p, err := netip.ParsePrefix(c.PodCIDR); c.PodCIDR != "" && (err != nil || p.Masked() != p) {
 		errs = append(errs, fmt.Errorf("pod CIDR %q is not a network such as 10.88.1.0/24", c.PodCIDR))
 	}
 	if !illumos.ValidLinkName(c.Etherstub) {
@@ -224,10 +231,10 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("zone brand %q is not a valid name", b))
 		}
 	}
-	if c.APIURL != "" {
-		if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("API URL %q is not an http(s) URL such as http://control-plane:8080", c.APIURL))
-		}
+	if c.APIURL == "" {
+		errs = append(errs, errors.New("the control plane's API URL is required (--api-url)"))
+	} else if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("API URL %q is not an http(s) URL such as https://control-plane:8080", c.APIURL))
 	}
 	if err := clusterdns.CheckDomain(c.ClusterDomain); err != nil {
 		errs = append(errs, err)

@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"net/netip"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -11,18 +14,16 @@ import (
 
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/nodeapi"
 )
 
-// Labels, annotations and the condition reason the agent writes.
-const (
-	LabelHostname       = "zonewright.io/hostname"
-	AnnotationZones     = "zonewright.io/zones"                 // "running=3,installed=1"
-	AnnotationAvailable = "zonewright.io/zones-available-bytes" // free space for zones
-	ReasonAgentReady    = "AgentReady"
-)
+// ReasonAgentReady is the reason of the Ready condition the agent writes
+// (its labels and annotations are model.LabelNodeHostname,
+// model.AnnotationNodeZones and model.AnnotationNodeZonesAvailable).
+const ReasonAgentReady = "AgentReady"
 
-// hostSummary is what each heartbeat reports besides being alive.
+// hostSummary is what the node's status reports of its host besides
+// capacity; a change of it is written at the next heartbeat.
 type hostSummary struct {
 	zones     string // "running=3,installed=1", "" when unknown
 	available string // bytes free for zones, "" when unknown
@@ -80,49 +81,111 @@ func ZoneSummary(zones []illumos.Zone) string {
 	return strings.Join(parts, ",")
 }
 
-// sync writes the Node as this agent sees it, creating it if it is
-// missing (a first start, or an operator deleted it), retrying on
-// conflicting writes.
-func (a *Agent) sync(ctx context.Context, sum hostSummary) (*model.Node, error) {
-	nodes := a.st.Nodes()
-	for range 10 {
-		now := time.Now().UTC()
-		n, err := nodes.Get(ctx, "", a.cfg.Node)
-		if errors.Is(err, store.ErrNotFound) {
-			n = &model.Node{Metadata: model.ObjectMeta{Name: a.cfg.Node}}
-			model.DefaultNode(n)
-			a.apply(n, now, sum)
-			err = nodes.Create(ctx, n)
-			if errors.Is(err, store.ErrAlreadyExists) {
-				continue // registered concurrently: update it
-			}
-			return n, err
+// register writes the Node as this agent sees it, creating it if it is
+// missing (a first start, or an operator deleted it), and takes the pod
+// CIDR the control plane assigned. It retries while the API does not
+// answer; a refusal (another node holds the pod CIDR asked for) is final.
+func (a *Agent) register(ctx context.Context) (*model.Node, error) {
+	var node *model.Node
+	err := nodeapi.Retry(ctx, 5*time.Second, func() error {
+		cur, err := a.api.GetNode(ctx)
+		if nodeapi.IsNotFound(err) {
+			cur, err = &model.Node{Metadata: model.ObjectMeta{Name: a.cfg.Node}}, nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		a.apply(n, now, sum)
-		err = nodes.Update(ctx, n)
-		if errors.Is(err, store.ErrConflict) {
-			continue // someone else wrote it (an operator's label): read again
-		}
-		return n, err
+		next := a.nodeReport(cur, a.summary(ctx))
+		stampHeartbeat(next, time.Now().UTC())
+		node, err = a.api.PutStatus(ctx, next)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, errors.New("the node kept changing under the agent's writes")
+	p, err := netip.ParsePrefix(node.Spec.PodCIDR)
+	if err != nil || p.Masked() != p {
+		return nil, fmt.Errorf("the control plane assigned no usable pod CIDR (%q)", node.Spec.PodCIDR)
+	}
+	if a.podCIDR.IsValid() && a.podCIDR != p {
+		// The gateway, DNS and NAT rules of this run sit in the old one.
+		return nil, fmt.Errorf("the control plane now assigns pod CIDR %s, but this agent's pods use %s; restart the agent", p, a.podCIDR)
+	}
+	a.podCIDR = p
+	return node, nil
+}
+
+// writeStatus writes the Node's status if what the agent sees differs
+// from cur, the Node as the control plane has it. It returns whether it
+// wrote.
+func (a *Agent) writeStatus(ctx context.Context, cur *model.Node, sum hostSummary) (bool, error) {
+	next := a.nodeReport(cur, sum)
+	if sameNode(cur, next) {
+		return false, nil
+	}
+	stampHeartbeat(next, time.Now().UTC())
+	_, err := a.api.PutStatus(ctx, next)
+	return err == nil, err
+}
+
+// nodeReport is cur with what the agent owns applied; the Ready
+// condition's heartbeat time is cur's, so an unchanged node compares equal.
+func (a *Agent) nodeReport(cur *model.Node, sum hostSummary) *model.Node {
+	n := cloneNode(cur)
+	var beat *time.Time
+	if c := cur.Condition(model.NodeReady); c != nil {
+		beat = c.LastHeartbeatTime
+	}
+	a.apply(n, time.Now().UTC(), sum, beat)
+	return n
+}
+
+// stampHeartbeat sets the Ready condition's heartbeat time of a status
+// about to be written.
+func stampHeartbeat(n *model.Node, now time.Time) {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == model.NodeReady {
+			n.Status.Conditions[i].LastHeartbeatTime = &now
+		}
+	}
+}
+
+func cloneNode(n *model.Node) *model.Node {
+	b, err := json.Marshal(n)
+	if err != nil {
+		panic(err) // a Node always encodes
+	}
+	var c model.Node
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(err)
+	}
+	return &c
+}
+
+func sameNode(a, b *model.Node) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
 // apply sets what the agent owns on n: capacity, allocatable, node info,
-// addresses, pod CIDR, its labels, the Ready condition and the summary
-// annotations. Everything else (taints, unschedulable, other labels) is
-// the operator's and stays.
-func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary) {
+// addresses, its labels, the Ready condition (with heartbeat time beat)
+// and the summary annotations, and asks for a pod CIDR when n has none:
+// the one this run uses, else the one configured, else the one the host's
+// gateway holds from an earlier run. Everything else (taints,
+// unschedulable, other labels) is the operator's and stays.
+func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.Time) {
 	cfg, f := a.cfg, a.facts
-	if n.Spec.PodCIDR != "" && n.Spec.PodCIDR != cfg.PodCIDR {
-		a.log.Warn("the node's pod CIDR changes; addresses allocated from the old one stay until their pods go",
-			"old", n.Spec.PodCIDR, "new", cfg.PodCIDR)
+	if n.Spec.PodCIDR == "" {
+		switch {
+		case a.podCIDR.IsValid():
+			n.Spec.PodCIDR = a.podCIDR.String()
+		case cfg.PodCIDR != "":
+			n.Spec.PodCIDR = cfg.PodCIDR
+		case a.hostCIDR.IsValid():
+			n.Spec.PodCIDR = a.hostCIDR.String()
+		}
 	}
-	n.Spec.PodCIDR = cfg.PodCIDR
-
 	capCPU := int64(f.CPUs) * 1000
 	capMem := int64(f.MemoryBytes)
 	n.Status.Capacity = model.ResourceList{
@@ -162,16 +225,16 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary) {
 		n.Metadata.Labels[model.LabelNodeBrandPrefix+b] = "true"
 	}
 	if v := labelValue(f.Hostname); v != "" {
-		n.Metadata.Labels[LabelHostname] = v
+		n.Metadata.Labels[model.LabelNodeHostname] = v
 	}
 	if n.Metadata.Annotations == nil {
 		n.Metadata.Annotations = map[string]string{}
 	}
 	if sum.zones != "" {
-		n.Metadata.Annotations[AnnotationZones] = sum.zones
+		n.Metadata.Annotations[model.AnnotationNodeZones] = sum.zones
 	}
 	if sum.available != "" {
-		n.Metadata.Annotations[AnnotationAvailable] = sum.available
+		n.Metadata.Annotations[model.AnnotationNodeZonesAvailable] = sum.available
 	}
 
 	// nil until this agent has applied a snapshot: a status left by an
@@ -181,12 +244,12 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary) {
 	a.mu.Lock()
 	workerErr := a.workerErr
 	a.mu.Unlock()
-	msg := "zonewright agent is posting heartbeats"
+	msg := "zonewright agent is renewing its lease"
 	if workerErr != nil {
 		msg += "; its worker is not polling Temporal yet: " + workerErr.Error()
 	}
 	model.SetCondition(&n.Status.Conditions, model.NodeCondition{
-		Type: model.NodeReady, Status: model.ConditionTrue, Reason: ReasonAgentReady, Message: msg, LastHeartbeatTime: &now,
+		Type: model.NodeReady, Status: model.ConditionTrue, Reason: ReasonAgentReady, Message: msg, LastHeartbeatTime: beat,
 	}, now)
 }
 

@@ -31,8 +31,8 @@ func (a *Agent) servePodDNS() *clusterdns.Server {
 	return srv
 }
 
-// podGateway is the pods' default router on this node: the pod CIDR's
-// first address, held by GatewayLink (validate checked the CIDR).
+// podGateway is the pods' default router on this node: the assigned pod
+// CIDR's first address, held by GatewayLink.
 func (a *Agent) podGateway() netip.Addr {
-	return ipam.Gateway(netip.MustParsePrefix(a.cfg.PodCIDR))
+	return ipam.Gateway(a.podCIDR)
 }

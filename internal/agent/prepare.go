@@ -10,11 +10,10 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
-	"github.com/zonewright/zonewright/internal/store"
 )
 
-// prepareHost makes the zones' parent dataset, the etherstub and the
-// pods' gateway exist.
+// prepareHost makes the zones' parent dataset and the etherstub exist
+// (the pods' gateway waits for the pod CIDR: prepareGateway).
 func (a *Agent) prepareHost(ctx context.Context) error {
 	cfg := a.cfg
 	zfs, dl := a.host.ZFS(), a.host.Dladm()
@@ -54,7 +53,7 @@ func (a *Agent) prepareHost(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("create the etherstub %s: %w", cfg.Etherstub, err)
 	}
-	return a.prepareGateway(ctx)
+	return nil
 }
 
 // prepareGateway gives the pods their default router: a VNIC on the
@@ -62,8 +61,16 @@ func (a *Agent) prepareHost(ctx context.Context) error {
 // address, forwarding IPv4, so pods reach beyond their network and their
 // traffic enters the global zone where the service rules apply.
 func (a *Agent) prepareGateway(ctx context.Context) error {
-	gw := netip.PrefixFrom(a.podGateway(), netip.MustParsePrefix(a.cfg.PodCIDR).Bits()).String()
+	gw := netip.PrefixFrom(a.podGateway(), a.podCIDR.Bits()).String()
 	dl, ip := a.host.Dladm(), a.host.GlobalZone()
+	if a.hostCIDR.IsValid() && a.hostCIDR != a.podCIDR {
+		// The node was given another pod CIDR than an earlier run's (its
+		// Node was deleted meanwhile): the gateway moves to the new one.
+		a.log.Warn("the node's pod CIDR changed; moving the pods' gateway", "old", a.hostCIDR, "new", a.podCIDR)
+		if err := ip.DeleteAddr(ctx, GatewayLink+"/v4"); err != nil && !errors.Is(err, illumos.ErrNotFound) {
+			return fmt.Errorf("remove the old gateway address of %s: %w", GatewayLink, err)
+		}
+	}
 	steps := []struct {
 		what string
 		do   func() error
@@ -88,6 +95,20 @@ func (a *Agent) prepareGateway(ctx context.Context) error {
 	return nil
 }
 
+// gatewayCIDR is the pod network the host's gateway holds (an earlier
+// run's), or an invalid prefix when it holds none.
+func (a *Agent) gatewayCIDR(ctx context.Context) netip.Prefix {
+	addrs, err := a.host.GlobalZone().Addrs(ctx, GatewayLink+"/v4")
+	if err != nil || len(addrs) == 0 {
+		return netip.Prefix{}
+	}
+	p, err := netip.ParsePrefix(addrs[0].Addr)
+	if err != nil || !p.Addr().Is4() {
+		return netip.Prefix{}
+	}
+	return p.Masked()
+}
+
 // retry runs fn until it succeeds, fails for good (not retryable) or has
 // failed five times.
 func retry[T any](ctx context.Context, log *slog.Logger, what string, fn func() (T, error)) (T, error) {
@@ -102,27 +123,6 @@ func retry[T any](ctx context.Context, log *slog.Logger, what string, fn func() 
 		case <-ctx.Done():
 			return v, ctx.Err()
 		case <-time.After(time.Duration(attempt) * time.Second):
-		}
-	}
-}
-
-// openStore opens the database, waiting for it to come up.
-func openStore(ctx context.Context, url string, log *slog.Logger) (*store.Store, error) {
-	for attempt := 0; ; attempt++ {
-		err := store.Reachable(ctx, url)
-		if err == nil {
-			return store.Open(ctx, url)
-		}
-		if !errors.Is(err, store.ErrUnavailable) {
-			return nil, err
-		}
-		if attempt%10 == 0 {
-			log.Warn("waiting for the database", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
 		}
 	}
 }

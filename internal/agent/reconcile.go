@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
@@ -20,11 +20,11 @@ const (
 // here owns are reported (OrphanFound) and removed once the grace period
 // has passed (OrphanRemoved); running pods whose zone vanished or stopped
 // get an event (their lifecycle hears of it from the supervisor; one
-// without a lifecycle gets one started). The node does this itself: no
-// workflow runs for it, and a node that is down reconciles nothing until it
-// returns (and cleans itself then).
-func (a *Agent) reconcileHost(ctx context.Context, h *hostops.Host, sup *supervisor.Supervisor, pods controlops.Lifecycles) {
-	ctl := &controlops.Control{Store: a.st, Lifecycles: pods}
+// without a lifecycle gets one started). The node sends its inventory to
+// the control plane's API, which compares (controlops.ReconcileHost) and
+// answers what to remove: no workflow runs for it, and a node that is
+// down reconciles nothing until it returns (and cleans itself then).
+func (a *Agent) reconcileHost(ctx context.Context, h *hostops.Host, sup *supervisor.Supervisor) {
 	t := time.NewTicker(a.cfg.ReconcileInterval)
 	defer t.Stop()
 	for {
@@ -41,7 +41,7 @@ func (a *Agent) reconcileHost(ctx context.Context, h *hostops.Host, sup *supervi
 			a.log.Warn("host reconciliation: inventory", "err", err)
 			continue
 		}
-		res, err := ctl.ReconcileHost(ctx, controlops.ReconcileHostInput{Node: a.cfg.Node, Inventory: inv, OrphanGrace: a.cfg.OrphanGrace})
+		res, err := a.api.Reconcile(ctx, nodeapi.ReconcileRequest{Inventory: inv, OrphanGraceSeconds: int64(a.cfg.OrphanGrace / time.Second)})
 		if err != nil {
 			if ctx.Err() == nil {
 				a.log.Warn("host reconciliation: compare with the control plane", "err", err)
@@ -53,7 +53,7 @@ func (a *Agent) reconcileHost(ctx context.Context, h *hostops.Host, sup *supervi
 				a.log.Warn("orphan not removed; the next reconciliation tries again", "orphan", o.String(), "err", err)
 				continue
 			}
-			if err := ctl.OrphanRemoved(ctx, controlops.OrphanRemovedInput{Node: a.cfg.Node, Orphan: o}); err != nil {
+			if err := a.api.OrphanRemoved(ctx, nodeapi.OrphanRemoval{Orphan: o}); err != nil {
 				a.log.Warn("orphan removed but not recorded", "orphan", o.String(), "err", err)
 			}
 		}

@@ -3,19 +3,17 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/servicenat"
 	"github.com/zonewright/zonewright/internal/servicenet"
-	"github.com/zonewright/zonewright/internal/store"
 )
 
 // serviceNetPollSeconds is how long one long poll of the service network
@@ -62,8 +60,7 @@ func (s *serviceNATState) set(st model.NodeServiceNetwork) bool {
 func (a *Agent) programServiceNAT(ctx context.Context, newer <-chan struct{}, report func(context.Context)) {
 	held := &a.serviceNet
 	nat := a.host.Ipnat()
-	// validate checked the CIDR.
-	nw := servicenat.Network{Interface: GatewayLink, PodCIDR: netip.MustParsePrefix(a.cfg.PodCIDR)}
+	nw := servicenat.Network{Interface: GatewayLink, PodCIDR: a.podCIDR}
 	t := time.NewTicker(a.cfg.ServiceNATCheckInterval)
 	defer t.Stop()
 	var lastProblem string
@@ -142,27 +139,20 @@ func ruleList(rules []illumos.NATRule) string {
 	return strings.Join(parts, "; ")
 }
 
-// writeServiceNetworkStatus writes status.serviceNetwork alone, at once,
-// so the applied generation shows without waiting for a heartbeat. It
-// leaves the Ready condition to the heartbeat, which first cleans a node
-// the control plane declared lost.
+// writeServiceNetworkStatus writes the Node's status at once, so the
+// applied generation shows without waiting for a heartbeat. It leaves a
+// node the control plane declared lost (or deleted) to the heartbeat,
+// which cleans it first.
 func (a *Agent) writeServiceNetworkStatus(ctx context.Context) {
-	nodes := a.st.Nodes()
-	for range 10 {
-		n, err := nodes.Get(ctx, "", a.cfg.Node)
-		if errors.Is(err, store.ErrNotFound) {
-			return // the heartbeat registers it again, with the status
-		}
-		if err == nil {
-			n.Status.ServiceNetwork = a.serviceNAT.get()
-			if err = nodes.Update(ctx, n); errors.Is(err, store.ErrConflict) {
-				continue
-			}
-		}
-		if err != nil && ctx.Err() == nil {
-			a.log.Warn("write the node's service network status; the next heartbeat writes it", "err", err)
-		}
+	cur, err := a.api.GetNode(ctx)
+	if err == nil && declaredLost(cur) {
 		return
+	}
+	if err == nil {
+		_, err = a.writeStatus(ctx, cur, a.summary(ctx))
+	}
+	if err != nil && !nodeapi.IsNotFound(err) && ctx.Err() == nil {
+		a.log.Warn("write the node's service network status; the next heartbeat writes it", "err", err)
 	}
 }
 
@@ -172,11 +162,7 @@ func (a *Agent) writeServiceNetworkStatus(ctx context.Context) {
 // most 5 s); the held snapshot stays meanwhile.
 func (a *Agent) followServiceNet(ctx context.Context, newer chan<- struct{}) {
 	held := &a.serviceNet
-	client := a.cfg.APIClient
-	if client == nil {
-		client = &http.Client{}
-	}
-	base := strings.TrimRight(a.cfg.APIURL, "/")
+	client, base := a.api.HTTP(), a.api.BaseURL()
 	pause, failing := time.Duration(0), false
 	for ctx.Err() == nil {
 		// At first the current snapshot, whatever its generation; then
@@ -185,7 +171,9 @@ func (a *Agent) followServiceNet(ctx context.Context, newer chan<- struct{}) {
 		if s := held.Load(); s != nil {
 			url += fmt.Sprintf("?after=%d&timeoutSeconds=%d", s.Generation, serviceNetPollSeconds)
 		}
-		snap, err := fetchServiceNet(ctx, client, url)
+		pctx, cancel := context.WithTimeout(ctx, (serviceNetPollSeconds+10)*time.Second)
+		snap, err := fetchServiceNet(pctx, client, url)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -215,7 +203,9 @@ func (a *Agent) followServiceNet(ctx context.Context, newer chan<- struct{}) {
 	}
 }
 
-// fetchServiceNet GETs one snapshot; nil, nil means 304 (none newer).
+// fetchServiceNet GETs one snapshot; nil, nil means 304 (none newer). A
+// long poll answers within serviceNetPollSeconds: one that does not is
+// given up.
 func fetchServiceNet(ctx context.Context, client *http.Client, url string) (*servicenet.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, (serviceNetPollSeconds+10)*time.Second)
 	defer cancel()

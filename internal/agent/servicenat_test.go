@@ -3,9 +3,12 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -15,15 +18,16 @@ import (
 
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/servicenat"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
 
 // serveServiceNet answers GET /api/v1/servicenet as the control plane
-// does, from held (the long poll waits at most a second here).
+// does, from held (the long poll waits at most a second here), over HTTPS.
 func serveServiceNet(held *servicenet.Holder) *httptest.Server {
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var snap *servicenet.Snapshot
 		if after := r.URL.Query().Get("after"); after == "" {
 			snap = held.Load()
@@ -60,7 +64,17 @@ func TestServiceNATFollowsSnapshotsAndKeepsTheLastOne(t *testing.T) {
 	srv := serveServiceNet(&cp)
 	t.Cleanup(srv.Close)
 
-	a := &Agent{cfg: Config{Node: "node1", APIURL: srv.URL, PodCIDR: "10.88.1.0/24", ServiceNATCheckInterval: 200 * time.Millisecond},
+	// The agent's API client trusts the server's CA from --api-ca.
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Node: "node1", APIURL: srv.URL, APICAFile: caFile, ServiceNATCheckInterval: 200 * time.Millisecond}
+	hc, err := newAPIClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{cfg: cfg, api: nodeapi.New(hc, srv.URL, "node1"), podCIDR: netip.MustParsePrefix("10.88.1.0/24"),
 		log: slog.New(slog.DiscardHandler), host: illumos.Host{Runner: &illumos.Runner{BinDir: node.Bin, Timeout: time.Minute}}}
 	reported := make(chan int64, 10)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -121,10 +135,10 @@ func TestServiceNATFollowsSnapshotsAndKeepsTheLastOne(t *testing.T) {
 	}
 }
 
-func TestConfigAPIURLMustBeHTTP(t *testing.T) {
-	for url, ok := range map[string]bool{"": true, "http://cp:8080": true, "https://cp.example/": true,
+func TestConfigAPIURLIsRequiredAndHTTP(t *testing.T) {
+	for url, ok := range map[string]bool{"": false, "http://cp:8080": true, "https://cp.example/": true,
 		"cp:8080": false, "ftp://cp": false, "http://": false} {
-		cfg := Config{Node: "node1", DatabaseURL: "postgres://x", TemporalAddress: "t:7233", PodCIDR: "10.88.1.0/24", APIURL: url}
+		cfg := Config{Node: "node1", TemporalAddress: "t:7233", PodCIDR: "10.88.1.0/24", APIURL: url}
 		cfg.setDefaults()
 		err := cfg.validate()
 		if (err == nil) != ok {

@@ -3,27 +3,25 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
-
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/supervisor"
-	"github.com/zonewright/zonewright/workflows"
 )
 
-// lifecycleReporter delivers the supervisor's reports as signals to the
-// pods' lifecycles.
-type lifecycleReporter struct{ tc client.Client }
+// lifecycleReporter delivers the supervisor's reports to the pods'
+// lifecycles through the API (which checks the pod is bound here and
+// signals its lifecycle). A report never to be taken ends the pod's
+// reporting; anything else is retried by the supervisor.
+type lifecycleReporter struct{ api *nodeapi.Client }
 
 func (r lifecycleReporter) Report(ctx context.Context, namespace, name string, rep model.PodReport) error {
-	err := r.tc.SignalWorkflow(ctx, workflows.PodWorkflowID(namespace, name), "", workflows.SignalReport, rep)
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return supervisor.ErrGone
+	err := r.api.ReportPod(ctx, namespace, name, rep)
+	if errors.Is(err, nodeapi.ErrPodGone) {
+		return fmt.Errorf("%w: %w", supervisor.ErrGone, err)
 	}
 	return err
 }
@@ -36,7 +34,7 @@ func (r lifecycleReporter) Report(ctx context.Context, namespace, name string, r
 // forget, pods no longer bound here are forgotten (after the host was
 // cleaned on the node's return).
 func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor, forget bool) error {
-	pods, err := a.st.Pods().ListAll(ctx, store.ListOptions{FieldSelector: "spec.nodeName=" + a.cfg.Node})
+	pods, err := a.api.BoundPods(ctx)
 	if err != nil {
 		return err
 	}

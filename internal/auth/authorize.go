@@ -73,6 +73,10 @@ func (z *Authorizer) Allowed(ctx context.Context, id Identity, a Attributes) (bo
 	return false, nil
 }
 
+// nodeOnly are what only nodes do, whatever a namespace role grants on the
+// resource: a pod's state is its node's report.
+var nodeOnly = []string{"pods/report"}
+
 // namespaceAllowed: view reads, edit also writes the workloads and signals
 // them, admin also manages the namespace's tokens; all only in the
 // token's own namespace.
@@ -81,6 +85,8 @@ func namespaceAllowed(id Identity, a Attributes) bool {
 		return false
 	}
 	switch {
+	case slices.Contains(nodeOnly, a.ResourcePath()):
+		return false
 	case a.Resource == "namespaces":
 		return a.Verb == VerbGet && a.Name == id.Namespace
 	case a.Resource == "tokens":
@@ -95,27 +101,32 @@ func namespaceAllowed(id Identity, a Attributes) bool {
 	return id.Role.rank() >= RoleEdit.rank()
 }
 
-// nodeAllowed is the node authorizer: a node reads and writes its own Node,
-// reads the pods bound to it, the service network and nothing else.
+// nodeVerbs are what a node may do to its own Node, by subresource.
+var nodeVerbs = map[string][]string{
+	"":               {VerbGet},
+	"status":         {VerbGet, VerbUpdate, VerbPatch},
+	"lease":          {VerbGet, VerbUpdate},
+	"events":         {VerbCreate},
+	"reconcile":      {VerbCreate},
+	"orphanremovals": {VerbCreate},
+}
+
+// nodeAllowed is the node authorizer: a node reads and writes its own Node
+// (status, lease, events, reconciliation), reads the pods bound to it and
+// reports on them, reads the service network, and nothing else.
 func (z *Authorizer) nodeAllowed(ctx context.Context, id Identity, a Attributes) (bool, error) {
 	switch a.Resource {
 	case "nodes":
-		return OwnNode(id, a) && slices.Contains([]string{"", "status", "lease"}, a.Subresource) &&
-			slices.Contains([]string{VerbGet, VerbUpdate, VerbPatch}, a.Verb), nil
+		return OwnNode(id, a) && slices.Contains(nodeVerbs[a.Subresource], a.Verb), nil
 	case "pods":
-		switch a.Verb {
-		case VerbList, VerbWatch:
+		switch {
+		case a.Verb == VerbList || a.Verb == VerbWatch:
 			return SelectsOwnPods(id, a), nil
-		case VerbGet:
-			if a.Subresource != "" {
-				return false, nil
-			}
+		case a.Verb == VerbGet && a.Subresource == "", a.Verb == VerbCreate && a.Subresource == "report":
 			return z.PodBoundToNode(ctx, id, a)
 		}
 	case "servicenet":
 		return a.Verb == VerbGet, nil
-	case "events":
-		return a.Verb == VerbCreate, nil
 	}
 	return false, nil
 }

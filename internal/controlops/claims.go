@@ -63,7 +63,7 @@ func (a *Control) LoadClaim(ctx context.Context, ref ClaimRef) (ClaimState, erro
 	}
 	st := ClaimState{Found: true, Deleting: c.Metadata.DeletionTimestamp != nil,
 		Retain: c.Spec.PersistentVolumeReclaimPolicy == model.ReclaimRetain, Node: c.Status.NodeName,
-		Volume: hostops.ClaimVolume{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c)}}
+		Volume: hostops.ClaimVolume{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c), Block: c.Mode() == model.VolumeBlock}}
 	st.CapacityBytes, _ = model.Bytes(c.Status.Capacity[model.ResourceStorage])
 	if st.UsedBy, err = a.Store.PodsUsingClaim(ctx, ref.Namespace, ref.Name); err != nil {
 		return ClaimState{}, err

@@ -70,8 +70,8 @@ func StartClaimMoves(ctx context.Context, st *store.Store, node string) ([]strin
 
 // markClaimMove marks claim c, bound to its node, for moving to asked
 // (empty: a node the scheduler picks). why says why it cannot move: its
-// VolumeSnapshots live on its node and would not follow; a claim being
-// deleted, Lost or moving already stays.
+// VolumeSnapshots live on its node and would not follow; it is a block
+// volume; a claim being deleted, Lost or moving already stays.
 func markClaimMove(ctx context.Context, st *store.Store, c *model.PersistentVolumeClaim, asked string) (why string, err error) {
 	snaps, err := st.Snapshots().ListAll(ctx, store.ListOptions{Namespace: c.Metadata.Namespace,
 		FieldSelector: "spec.source.persistentVolumeClaimName=" + c.Metadata.Name})
@@ -80,6 +80,11 @@ func markClaimMove(ctx context.Context, st *store.Store, c *model.PersistentVolu
 	}
 	if len(snaps) > 0 {
 		return fmt.Sprintf("its %d VolumeSnapshot(s) live on node %s and would not follow", len(snaps), c.Status.NodeName), nil
+	}
+	if c.Mode() == model.VolumeBlock {
+		// A move sends the data twice, the second time as an increment;
+		// increments of volumes are not made yet.
+		return "it is a block volume (a bhyve pod's disk): block volumes do not move between nodes yet", nil
 	}
 	node := c.Status.NodeName
 	why = "it is gone"
@@ -266,13 +271,16 @@ func (a *Control) MoveClaimPods(ctx context.Context, in ClaimMoveInput) (int, er
 }
 
 // SwitchClaimNode makes the destination the claim's node, once its copy
-// is complete and no pod uses the source's: the claim's pods wait no more
-// and are woken.
+// is complete and no pod uses the source's (or, for a clone copied from
+// another node's snapshot, once the copy is there): the claim's pods wait
+// no more and are woken.
 func (a *Control) SwitchClaimNode(ctx context.Context, in ClaimMoveInput) error {
+	cloned := false
 	c, changed, err := a.moveClaim(ctx, in, func(c *model.PersistentVolumeClaim) bool {
 		if c.Status.Move.Phase == model.MoveCleaning {
 			return false
 		}
+		cloned = c.Status.Move.Phase == model.MoveCloning
 		c.Status.NodeName, c.Status.Phase = c.Status.Move.To, model.ClaimBound
 		c.Status.Move.Phase, c.Status.Move.Message = model.MoveCleaning, ""
 		return true
@@ -280,8 +288,12 @@ func (a *Control) SwitchClaimNode(ctx context.Context, in ClaimMoveInput) error 
 	if err != nil || !changed {
 		return err
 	}
+	reason, msg := "ClaimMoved", fmt.Sprintf("The claim's data moved from node %s to node %s", c.Status.Move.From, c.Status.Move.To)
+	if cloned {
+		reason, msg = "ClaimCloned", fmt.Sprintf("The claim's volumesnapshot was copied from node %s to node %s", c.Status.Move.From, c.Status.Move.To)
+	}
 	a.event(ctx, model.ObjectReference{Kind: model.KindPersistentVolumeClaim, Namespace: c.Metadata.Namespace, Name: c.Metadata.Name, UID: c.Metadata.UID},
-		model.EventNormal, "ClaimMoved", fmt.Sprintf("The claim's data moved from node %s to node %s", c.Status.Move.From, c.Status.Move.To))
+		model.EventNormal, reason, msg)
 	WakeUnschedulable(ctx, a.Store, a.Lifecycles)
 	return nil
 }

@@ -31,8 +31,10 @@ type NodeHealthStarter interface {
 // NodeObservation is what NodeHealth needs to know of the node's row.
 type NodeObservation struct {
 	Found bool
-	// HeartbeatAge is how long ago the agent last wrote its Ready
-	// condition, measured by this process's clock; -1 when it never did.
+	// HeartbeatAge is how long ago the agent last renewed its lease (by
+	// the database's clock), or wrote its Ready condition (an agent of an
+	// older release, by this process's clock), whichever is newer; -1
+	// when it never did either.
 	HeartbeatAge time.Duration
 	// Tainted: the node carries the unreachable taint.
 	Tainted bool
@@ -41,7 +43,7 @@ type NodeObservation struct {
 	GracePeriod, EvictionTimeout time.Duration
 }
 
-// ObserveNode reads the node's last heartbeat.
+// ObserveNode reads the node's last heartbeat: its lease.
 func (a *Control) ObserveNode(ctx context.Context, node string) (NodeObservation, error) {
 	n, err := a.Store.Nodes().Get(ctx, "", node)
 	if errors.Is(err, store.ErrNotFound) {
@@ -50,15 +52,30 @@ func (a *Control) ObserveNode(ctx context.Context, node string) (NodeObservation
 	if err != nil {
 		return NodeObservation{}, err
 	}
-	obs := observe(n, time.Now())
+	leaseAge, err := a.leaseAge(ctx, node)
+	if err != nil {
+		return NodeObservation{}, err
+	}
+	obs := observe(n, leaseAge, time.Now())
 	obs.GracePeriod, obs.EvictionTimeout = a.NodeGracePeriod, a.NodeEvictionTimeout
 	return obs, nil
 }
 
-func observe(n *model.Node, now time.Time) NodeObservation {
-	obs := NodeObservation{Found: true, HeartbeatAge: -1, Tainted: hasTaint(n, TaintUnreachable)}
+// leaseAge is how long ago the node's lease was renewed; -1 without one.
+func (a *Control) leaseAge(ctx context.Context, node string) (time.Duration, error) {
+	_, age, err := a.Store.NodeLease(ctx, node)
+	if errors.Is(err, store.ErrNotFound) {
+		return -1, nil
+	}
+	return age, err
+}
+
+func observe(n *model.Node, leaseAge time.Duration, now time.Time) NodeObservation {
+	obs := NodeObservation{Found: true, HeartbeatAge: leaseAge, Tainted: hasTaint(n, TaintUnreachable)}
 	if c := n.Condition(model.NodeReady); c != nil && c.LastHeartbeatTime != nil {
-		obs.HeartbeatAge = max(now.Sub(*c.LastHeartbeatTime), 0)
+		if age := max(now.Sub(*c.LastHeartbeatTime), 0); obs.HeartbeatAge < 0 || age < obs.HeartbeatAge {
+			obs.HeartbeatAge = age
+		}
 	}
 	return obs
 }
@@ -81,14 +98,22 @@ type MarkNotReadyResult struct {
 }
 
 // MarkNodeNotReady sets the Ready condition to Unknown and adds the
-// unreachable taint, if the heartbeat is still older than the grace
-// period. The agent writes the same row: a conflicting write is read again.
+// unreachable taint, if the lease is still older than the grace period.
+// The agent writes the same row when its status changes: a conflicting
+// write is read again.
 func (a *Control) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (MarkNotReadyResult, error) {
 	var res MarkNotReadyResult
 	var uid string
+	var leaseErr error
 	err := a.updateNode(ctx, in.Node, func(n *model.Node, now time.Time) bool {
 		uid = n.Metadata.UID
-		obs := observe(n, now)
+		// Read at each try: a renewal may have arrived since the look.
+		leaseAge, err := a.leaseAge(ctx, in.Node)
+		if err != nil {
+			leaseErr = err
+			return false
+		}
+		obs := observe(n, leaseAge, now)
 		res = MarkNotReadyResult{}
 		if obs.HeartbeatAge >= 0 && obs.HeartbeatAge < in.GracePeriod {
 			return false
@@ -111,6 +136,9 @@ func (a *Control) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (M
 		}
 		return res.Changed
 	})
+	if err == nil {
+		err = leaseErr
+	}
 	if err != nil || !res.Changed {
 		return res, err
 	}

@@ -104,8 +104,18 @@ func (a *Control) SchedulePod(ctx context.Context, ref PodRef) (ScheduleResult, 
 		return ScheduleResult{}, err
 	}
 	res := ScheduleResult{Node: d.Node, Message: d.Message, Reason: d.Reason}
+	for _, name := range d.Cloning {
+		// The copy is the claim's workflow's to make; the pod is woken
+		// when it is there.
+		if a.Volumes == nil {
+			continue
+		}
+		if err := a.Volumes.SyncClaim(ctx, ref.Namespace, name); err != nil {
+			return ScheduleResult{}, fmt.Errorf("start the copy of claim %s/%s's snapshot: %w", ref.Namespace, name, err)
+		}
+	}
 	for _, c := range d.Claims {
-		v := hostops.ClaimVolume{Name: c.Name, UID: c.UID, Bytes: c.Bytes}
+		v := hostops.ClaimVolume{Name: c.Name, UID: c.UID, Bytes: c.Bytes, Block: c.Block}
 		if c.SourceSnapshotUID != "" {
 			v.FromSnapshot = &hostops.ClaimSnapshot{UID: c.SourceSnapshotUID, ClaimUID: c.SourceClaimUID}
 		}

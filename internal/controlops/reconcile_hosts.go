@@ -142,10 +142,5 @@ func BoundPods(ctx context.Context, st *store.Store, node string) ([]hostops.Bou
 	if err != nil {
 		return nil, err
 	}
-	out := make([]hostops.BoundPod, 0, len(pods))
-	for _, p := range pods {
-		out = append(out, hostops.BoundPod{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID,
-			Phase: p.Status.Phase, Deleting: p.Metadata.DeletionTimestamp != nil})
-	}
-	return out, nil
+	return hostops.BoundPodsOf(pods), nil
 }

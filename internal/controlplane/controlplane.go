@@ -35,6 +35,7 @@ import (
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/servicefeed"
 	"github.com/zonewright/zonewright/internal/servicenet"
@@ -83,16 +84,22 @@ type Config struct {
 	// ServiceCIDR is the range services' cluster IPs come from; empty:
 	// clusterip.DefaultCIDR.
 	ServiceCIDR string
+	// ClusterCIDR is the range nodes' pod CIDRs are assigned from, in
+	// blocks of NodeCIDRMaskSize bits; empty and zero: podcidr's
+	// defaults (DefaultClusterCIDR, DefaultNodeMaskSize).
+	ClusterCIDR      string
+	NodeCIDRMaskSize int
 	// DNS is the cluster DNS this replica serves; an empty DNS.Addr
 	// serves none.
 	DNS clusterdns.Config
 	// Capacity bounds the pods carrying a label or naming an image that
 	// run at once across the cluster (--capacity); nil: no bounds.
 	Capacity scheduler.Capacity
-	// StateDir keeps the cluster CA (tls/ca.crt, tls/ca.key), which signs
-	// joining nodes' certificates, and admin.token, the cluster-admin
-	// token made on first start and reused while valid. Required.
+	// StateDir keeps what the control plane must find again on restart:
+	// the cluster CA and the API's server certificate (tls/).
 	StateDir string
+	// APITLS is how the API serves HTTPS.
+	APITLS APITLS
 	// AuditLog receives a JSON line per mutating or refused API request;
 	// nil: none.
 	AuditLog io.Writer
@@ -101,10 +108,8 @@ type Config struct {
 	MaxWatches int
 }
 
-// CACommonName names the cluster CA.
-const CACommonName = "zonewright CA"
-
-// AdminTokenFile is the cluster-admin token's file in the state directory.
+// AdminTokenFile is the cluster-admin token's file in the state directory:
+// made on first start (0600), reused while it authenticates.
 func AdminTokenFile(stateDir string) string { return filepath.Join(stateDir, "admin.token") }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
@@ -155,6 +160,9 @@ type ControlPlane struct {
 	podReconcile time.Duration
 	moves        worker.Moves
 	addr         string
+	url          string
+	ca           *pki.CA
+	adminToken   string
 	http         *http.Server
 	log          *slog.Logger
 	cancel       context.CancelFunc
@@ -172,16 +180,7 @@ type ControlPlane struct {
 	serviceNet  *servicenet.Holder
 	dns         *clusterdns.Server // nil: this replica serves no DNS
 	capacity    scheduler.Capacity
-
-	adminToken string
-	ca         *pki.CA
 }
-
-// AdminToken is the cluster-admin token kept in the state directory.
-func (cp *ControlPlane) AdminToken() string { return cp.adminToken }
-
-// CA is the cluster CA.
-func (cp *ControlPlane) CA() *pki.CA { return cp.ca }
 
 // ServiceNet holds the current service network snapshot (every service,
 // its address and ready endpoints), kept current from the change feed: the
@@ -224,17 +223,34 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--service-cidr: %w", err)
 	}
+	if cfg.ClusterCIDR == "" {
+		cfg.ClusterCIDR = podcidr.DefaultClusterCIDR
+	}
+	if cfg.NodeCIDRMaskSize == 0 {
+		cfg.NodeCIDRMaskSize = podcidr.DefaultNodeMaskSize
+	}
+	podRange, err := podcidr.ParseRange(cfg.ClusterCIDR, cfg.NodeCIDRMaskSize)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
+	}
 	if cfg.StateDir == "" {
 		return nil, fmt.Errorf("a state directory (--state-dir) is required: it keeps the cluster CA and the admin token")
 	}
-	ca, err := pki.LoadOrCreateCA(filepath.Join(cfg.StateDir, "tls"), CACommonName)
-	if err != nil {
-		return nil, fmt.Errorf("cluster CA: %w", err)
-	}
 	serviceNet := &servicenet.Holder{}
+	var serverTLSConfig *tls.Config
+	var ca *pki.CA
+	if cfg.APITLS.InsecureHTTP {
+		log.Warn("the API serves plain HTTP (--insecure-http): anyone on the network path reads and alters every request")
+	} else if serverTLSConfig, ca, err = serverTLS(cfg.StateDir, cfg.APITLS, serverHosts(cfg.Listen, cfg.AdvertiseURL, cfg.APITLS.SANs)); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("API address %s: %w (is another zonewright running? pass --listen)", cfg.Listen, err)
+	}
+	scheme := "https"
+	if serverTLSConfig == nil {
+		scheme = "http"
 	}
 	var dnsServer *clusterdns.Server
 	if cfg.DNS.Addr != "" {
@@ -293,7 +309,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	advertise := cfg.AdvertiseURL
 	if advertise == "" {
-		advertise = advertiseURL(ln.Addr())
+		advertise = advertiseURL(scheme, ln.Addr())
 	}
 	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), Client: &http.Client{}}
 	transferDir := cfg.TransferDir
@@ -305,7 +321,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	relay := &transfer.Relay{Dir: transferDir, Secret: []byte(secret)}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
-	srv := api.New(api.Config{Store: st, Logger: log, CA: ca, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, ServiceCIDR: serviceCIDR, ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
+	srv := api.New(api.Config{Store: st, Logger: log, CA: ca, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
 		Images: images, ImageMap: imgMap, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
@@ -314,8 +330,9 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{adminToken: adminToken, ca: ca, moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
-		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
+	cp := &ControlPlane{adminToken: adminToken, moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
+		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLSConfig,
+			ErrorLog: slog.NewLogLogger(log.With("component", "api").Handler(), slog.LevelWarn)},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
@@ -327,7 +344,12 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	cp.imagesSeeded = imgMap.Seed(sctx, cp.catalog, log) == nil
 	scancel()
-	go func() { cp.served <- cp.http.Serve(ln) }()
+	if serverTLSConfig != nil {
+		log.Info("API serving HTTPS", "url", cp.url, "caFingerprint", ca.Fingerprint(), "ca", CAFile(cfg.StateDir))
+		go func() { cp.served <- cp.http.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { cp.served <- cp.http.Serve(ln) }()
+	}
 	cp.bg.Add(1)
 	go cp.runWorker(bgCtx)
 	// Services need no Temporal: endpoints and the snapshot follow the
@@ -353,6 +375,16 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 
 // Addr is the address the API listens on.
 func (cp *ControlPlane) Addr() string { return cp.addr }
+
+// URL is the API's base URL on its listen address: https, or http with
+// APITLS.InsecureHTTP.
+func (cp *ControlPlane) URL() string { return cp.url }
+
+// AdminToken is the cluster-admin token kept in the state directory.
+func (cp *ControlPlane) AdminToken() string { return cp.adminToken }
+
+// CA is the cluster CA; nil when the API serves plain HTTP.
+func (cp *ControlPlane) CA() *pki.CA { return cp.ca }
 
 // Served reports the API server's exit.
 func (cp *ControlPlane) Served() <-chan error { return cp.served }
@@ -411,15 +443,15 @@ func (cp *ControlPlane) seedImages(ctx context.Context) {
 
 // advertiseURL is the API's URL from its listen address; an unspecified
 // host (0.0.0.0) becomes the loopback address.
-func advertiseURL(addr net.Addr) string {
+func advertiseURL(scheme string, addr net.Addr) string {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
-		return "http://" + addr.String()
+		return scheme + "://" + addr.String()
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // Stop shuts the API down gracefully, then the worker, client and store.

@@ -11,7 +11,7 @@ import (
 )
 
 // watchNodes starts the health workflow of every node as soon as it is
-// registered (agents write their Node straight to PostgreSQL), so a node
+// registered (whichever API replica a node registered through), so a node
 // never runs unwatched until the next reconcile. It starts those of the
 // nodes already there first, and resumes the watch when it ends.
 func (cp *ControlPlane) watchNodes(ctx context.Context) {

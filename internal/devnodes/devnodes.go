@@ -1,6 +1,8 @@
 // Package devnodes runs the dev stack's simulated nodes: for each, a state
 // root and command directory of illumos-sim, and a real `zonewright agent`
-// child process pointed at them.
+// child process pointed at them. Agents get the control plane's API URL
+// and nothing of its database: not on their command line, not in their
+// environment.
 package devnodes
 
 import (
@@ -12,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,28 +23,25 @@ import (
 
 // Config describes the nodes to run.
 type Config struct {
-	Count       int
-	DataDir     string // nodes live in DataDir/node-N
-	Agent       string // the zonewright binary
-	Sim         string // the illumos-sim binary
-	DatabaseURL string
-	Temporal    string
-	Namespace   string
-	// APIURL is the control plane's base URL, where the agents follow the
-	// service network to program their service NAT rules.
+	Count     int
+	DataDir   string // nodes live in DataDir/node-N
+	Agent     string // the zonewright binary
+	Sim       string // the illumos-sim binary
+	Temporal  string
+	Namespace string
+	// APIURL is the control plane's base URL: the agents register there,
+	// get their pod CIDRs, renew their leases and follow the service
+	// network.
 	APIURL string
+	// APICAFile is the CA the agents trust for the API (the cluster CA).
+	APICAFile string
 	// JoinTokenFile holds the join token agents join the cluster with;
-	// each keeps its certificate in <node>/agent, so a restarted agent
+	// each keeps its certificate in its StateDir, so a restarted agent
 	// does not join again.
 	JoinTokenFile string
 	// ExtraArgs are added to every agent's command line.
 	ExtraArgs []string
 	Logger    *slog.Logger
-	// PodNetwork is the second octet of the nodes' pod CIDRs,
-	// 127.<PodNetwork>.<node>.0/24; zero means 10. Stacks running side by
-	// side on one machine need their own, or their pods' servers would
-	// bind the same addresses.
-	PodNetwork int
 }
 
 // Node is one running simulated node.
@@ -51,7 +51,6 @@ type Node struct {
 	// StateDir is the agent's --state-dir: its key and certificate.
 	StateDir string
 	BinDir   string // its illumos commands
-	PodCIDR  string
 	cmd      *exec.Cmd
 	done     chan struct{}
 }
@@ -62,14 +61,29 @@ type Nodes struct {
 	Nodes []*Node
 }
 
-// PodCIDR is node i's pod network in network (the second octet): in
+// ClusterCIDR is the control plane's pod range for simulated nodes whose
+// pod networks are 127.<network>.<n>.0/24 (with NodeCIDRMaskSize): in
 // 127.0.0.0/8, so the agent's HTTP and TCP probes reach the containers'
-// real processes on this machine.
-func PodCIDR(network, i int) string {
-	if network == 0 {
-		network = 10
+// real processes on this machine. Stacks running side by side on one
+// machine need their own network, or their pods' servers would bind the
+// same addresses.
+func ClusterCIDR(network int) string { return fmt.Sprintf("127.%d.0.0/16", network) }
+
+// NodeCIDRMaskSize is the size of each simulated node's pod network.
+const NodeCIDRMaskSize = 24
+
+// agentEnv is the environment of an agent: this process's, without any
+// database setting (an agent holds no database credential).
+func agentEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.Contains(name, "DATABASE_URL") || strings.HasPrefix(name, "PG") {
+			continue
+		}
+		out = append(out, kv)
 	}
-	return fmt.Sprintf("127.%d.%d.0/24", network, i)
+	return out
 }
 
 // FindSim locates illumos-sim: beside the running binary, else on PATH.
@@ -107,7 +121,7 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{Name: name, Root: filepath.Join(dir, "state"), StateDir: filepath.Join(dir, "agent"), BinDir: filepath.Join(dir, "bin"), PodCIDR: PodCIDR(cfg.PodNetwork, i), done: make(chan struct{})}
+	n := &Node{Name: name, Root: filepath.Join(dir, "state"), StateDir: filepath.Join(dir, "agent"), BinDir: filepath.Join(dir, "bin"), done: make(chan struct{})}
 	if out, err := exec.CommandContext(ctx, cfg.Sim, "install", n.BinDir, "--root", n.Root).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("prepare simulated node %s: %v: %s", name, err, out)
 	}
@@ -115,22 +129,22 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"agent", "--node", name, "--database-url", cfg.DatabaseURL,
-		"--temporal-address", cfg.Temporal, "--temporal-namespace", cfg.Namespace,
-		"--pod-cidr", n.PodCIDR, "--bin-dir", n.BinDir,
+	args := append([]string{"agent", "--node", name, "--api-url", cfg.APIURL,
+		"--temporal-address", cfg.Temporal, "--temporal-namespace", cfg.Namespace, "--bin-dir", n.BinDir,
 		// The simulator keeps an illumos path P at <root>/fs/P; the agent
 		// writes images, volume data and zones' files there itself.
 		"--image-dir", filepath.Join(n.Root, "fs/var/zonewright/images"),
 		"--zones-dir", filepath.Join(n.Root, "fs", agent.DefaultZonesPath),
 		"--zvol-dir", filepath.Join(n.Root, "fs/dev/zvol/rdsk")}, cfg.ExtraArgs...)
-	args = append(args, "--state-dir", n.StateDir)
-	if cfg.APIURL != "" {
-		args = append(args, "--api-url", cfg.APIURL)
+	if cfg.APICAFile != "" {
+		args = append(args, "--api-ca", cfg.APICAFile)
 	}
+	args = append(args, "--state-dir", n.StateDir)
 	if cfg.JoinTokenFile != "" {
 		args = append(args, "--join-token-file", cfg.JoinTokenFile)
 	}
 	n.cmd = exec.Command(cfg.Agent, args...)
+	n.cmd.Env = agentEnv()
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	// The agents die with the dev stack, even if it is killed.
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}

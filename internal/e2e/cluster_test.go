@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -59,10 +60,10 @@ type cluster struct {
 	t        *testing.T
 	api      string
 	url      string
-	http     *http.Client // sends the cluster-admin token
 	temporal tclient.Client
 	nodes    *devnodes.Nodes
 	cp       *controlplane.ControlPlane
+	http     *http.Client        // trusts the cluster CA
 	cpConfig controlplane.Config // how cp was started, on its address
 }
 
@@ -125,8 +126,9 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	}
 	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler),
-		ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
-		PodReconcileInterval: 2 * time.Second, StateDir: t.TempDir()}
+		StateDir: t.TempDir(), ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
+		PodReconcileInterval: 2 * time.Second,
+		ClusterCIDR:          devnodes.ClusterCIDR(podNetworks.next()), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
 	if adjust != nil {
 		adjust(&cfg)
 	}
@@ -135,7 +137,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 		t.Fatal(err)
 	}
 	cfg.Listen = cp.Addr()
-	c := &cluster{t: t, api: "http://" + cp.Addr(), url: url, cp: cp, cpConfig: cfg, http: bearerClient(cp.AdminToken())}
+	c := &cluster{t: t, api: cp.URL(), url: url, cp: cp, cpConfig: cfg, http: &http.Client{Transport: bearer{cp.AdminToken(), &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cp.CA().Pool()}}}}}
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -156,8 +158,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 		t.Fatal(err)
 	}
 	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), JoinTokenFile: joinFile, Agent: filepath.Join(binDir, "zonewright"),
-		Sim: filepath.Join(binDir, "illumos-sim"), DatabaseURL: url, Temporal: tmp.Address(), Namespace: "default", APIURL: c.api, ExtraArgs: args,
-		PodNetwork: podNetworks.next()})
+		Sim: filepath.Join(binDir, "illumos-sim"), Temporal: tmp.Address(), Namespace: "default", APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,17 +202,26 @@ func (c *cluster) do(method, path string, body any) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-// bearerClient sends token with every request.
-func bearerClient(token string) *http.Client {
-	return &http.Client{Transport: bearer(token)}
+// podCIDR is the pod CIDR the control plane assigned node i.
+func (c *cluster) podCIDR(i int) string {
+	c.t.Helper()
+	var n model.Node
+	if code := c.get("/api/v1/nodes/"+c.nodes.Nodes[i].Name, &n); code != 200 || n.Spec.PodCIDR == "" {
+		c.t.Fatalf("node %s: %d, pod CIDR %q", c.nodes.Nodes[i].Name, code, n.Spec.PodCIDR)
+	}
+	return n.Spec.PodCIDR
 }
 
-type bearer string
+// bearer sends a token with every request over its transport.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 func (c *cluster) get(path string, into any) int {

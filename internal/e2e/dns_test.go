@@ -87,7 +87,7 @@ func TestClusterDNSFollowsServicesAndPods(t *testing.T) {
 	if want := []string{"default.svc.cluster.local", "svc.cluster.local", "cluster.local"}; strings.Join(search, " ") != strings.Join(want, " ") {
 		t.Fatalf("the zone's search list is %q, want %q", search, want)
 	}
-	if gw := strings.TrimSuffix(c.nodes.Nodes[0].PodCIDR, "0/24") + "1"; nameserver != gw {
+	if gw := strings.TrimSuffix(c.podCIDR(0), "0/24") + "1"; nameserver != gw {
 		t.Fatalf("the zone's nameserver is %s, want its node's pod gateway %s", nameserver, gw)
 	}
 	podDNS := net.JoinHostPort(nameserver, "53")

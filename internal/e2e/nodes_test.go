@@ -180,8 +180,8 @@ func TestLostNodeEvictsMovesAndRecovers(t *testing.T) {
 			t.Fatalf("%s has uid %s after the move; want %s", name, p.Metadata.UID, uids[name])
 		}
 		i := c.nodeIndex(p.Spec.NodeName)
-		if !strings.HasPrefix(p.Status.PodIP, strings.TrimSuffix(c.nodes.Nodes[i].PodCIDR, "0/24")) {
-			t.Fatalf("%s has address %s; want one of %s's pod CIDR %s", name, p.Status.PodIP, p.Spec.NodeName, c.nodes.Nodes[i].PodCIDR)
+		if !strings.HasPrefix(p.Status.PodIP, strings.TrimSuffix(c.podCIDR(i), "0/24")) {
+			t.Fatalf("%s has address %s; want one of %s's pod CIDR %s", name, p.Status.PodIP, p.Spec.NodeName, c.podCIDR(i))
 		}
 		if !c.hasEvent(model.KindPod, name, "Rescheduled", "from "+victim+" to "+p.Spec.NodeName) {
 			t.Fatalf("no event says where %s moved:\n%s", name, c.events(name))

@@ -69,7 +69,7 @@ func TestPodRunsAndIsRemoved(t *testing.T) {
 	    "readinessProbe":{"httpGet":{"path":"/","port":8080},"periodSeconds":1},
 	    "livenessProbe":{"tcpSocket":{"port":8080},"periodSeconds":2}}]}}`)
 	p := c.waitPhase("web", model.PodRunning, true, 90*time.Second)
-	if p.Status.PodIP == "" || p.Spec.NodeName == "" || !netip.MustParsePrefix(c.nodes.Nodes[c.nodeIndex(p.Spec.NodeName)].PodCIDR).Contains(netip.MustParseAddr(p.Status.PodIP)) {
+	if p.Status.PodIP == "" || p.Spec.NodeName == "" || !netip.MustParsePrefix(c.podCIDR(c.nodeIndex(p.Spec.NodeName))).Contains(netip.MustParseAddr(p.Status.PodIP)) {
 		t.Fatalf("running pod lacks its address or node: %+v", p.Status)
 	}
 	resp, err := http.Get("http://" + p.Status.PodIP + ":8080/")

@@ -106,8 +106,8 @@ func TestServiceClusterIPReachesPodsThroughEveryNodesNAT(t *testing.T) {
 		}
 		// And the hairpin source NAT of its own pod network.
 		out, _ := exec.Command(filepath.Join(n.BinDir, "ipnat"), "-l").Output()
-		if !strings.Contains(string(out), "map "+nodeagent.GatewayLink+" "+n.PodCIDR+" -> ") {
-			t.Fatalf("node %d has no hairpin map rule for %s:\n%s", i, n.PodCIDR, out)
+		if !strings.Contains(string(out), "map "+nodeagent.GatewayLink+" "+c.podCIDR(i)+" -> ") {
+			t.Fatalf("node %d has no hairpin map rule for %s:\n%s", i, c.podCIDR(i), out)
 		}
 	}
 

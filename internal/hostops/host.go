@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"path"
 	"sync"
@@ -126,6 +127,9 @@ type Host struct {
 	// that run no pods.
 	Supervisor Supervisor
 	Log        *slog.Logger
+	// API is the node's client of the control plane's API, which image
+	// downloads and volume transfers go through; nil: http.DefaultClient.
+	API *http.Client
 
 	// ImagesDataset holds the images pulled as ZFS streams and bhyve disks
 	// (<ImagesDataset>/<image>, each with its golden @base snapshot that
@@ -256,6 +260,13 @@ func (h *Host) zonepath(s PodSandbox) string { return path.Join(h.ZonesPath, s.Z
 // dataset is the zone's dataset.
 func (h *Host) dataset(s PodSandbox) (string, error) {
 	return illumos.DatasetName(h.ZonesDataset, s.ZoneName())
+}
+
+func (h *Host) api() *http.Client {
+	if h.API != nil {
+		return h.API
+	}
+	return http.DefaultClient
 }
 
 func (h *Host) log() *slog.Logger {

@@ -456,7 +456,7 @@ func (h *Host) download(ctx context.Context, in NodeImage) (*imageBody, error) {
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+in.Token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.api().Do(req)
 	if err != nil {
 		cancel(nil)
 		return nil, &DownloadError{fmt.Errorf("download of image %s: %w", in.Name, err)}

@@ -17,6 +17,16 @@ type BoundPod struct {
 	Deleting  bool
 }
 
+// BoundPodsOf is what the host plan needs of the pods bound to a node.
+func BoundPodsOf(pods []model.Pod) []BoundPod {
+	out := make([]BoundPod, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, BoundPod{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID,
+			Phase: p.Status.Phase, Deleting: p.Metadata.DeletionTimestamp != nil})
+	}
+	return out
+}
+
 // HostPlan is what reconciling one node's inventory with the pods bound to
 // it calls for.
 type HostPlan struct {

@@ -21,6 +21,9 @@ type ClaimTransfer struct {
 	Snapshot string
 	From     string `json:",omitempty"`
 	Ticket   transfer.Ticket
+	// Props are set on what a full stream makes (ClaimDatasetProps, for a
+	// clone copied from another node's snapshot).
+	Props map[string]string `json:",omitempty"`
 }
 
 // ClaimTransferResult says how much moved; Skipped: it was there already.
@@ -73,7 +76,7 @@ func (h *Host) SendClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimTran
 	body := &countingReader{r: pr}
 	stop := h.transferBeats(ctx, in.Ticket.ID, body)
 	start := time.Now()
-	err = transfer.Put(ctx, nil, in.Ticket, body)
+	err = transfer.Put(ctx, h.api(), in.Ticket, body)
 	if err != nil {
 		pr.CloseWithError(err)
 		cancel()
@@ -126,9 +129,15 @@ func (h *Host) ReceiveClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimT
 				return fail(err)
 			}
 		}
-		opts.Props = map[string]string{"mountpoint": "/" + ds}
+		opts.Props = map[string]string{}
+		for k, v := range in.Props {
+			opts.Props[k] = v
+		}
+		if !in.Claim.Block {
+			opts.Props["mountpoint"] = "/" + ds
+		}
 	}
-	rc, _, err := transfer.Get(ctx, nil, in.Ticket)
+	rc, _, err := transfer.Get(ctx, h.api(), in.Ticket)
 	if err != nil {
 		return fail(err)
 	}

@@ -25,17 +25,17 @@ func volumeNode(t *testing.T, name string) (*hostops.Host, string) {
 	return &hostops.Host{Host: h, Node: name, VolumesDataset: "tank/zonewright/volumes", HeartbeatInterval: 20 * time.Millisecond}, sim.Root
 }
 
-// A claim's dataset goes from one node to another through the relay,
-// whole then by increment; each step may run again.
-func TestClaimVolumesMoveThroughTheRelay(t *testing.T) {
-	ctx := t.Context()
+// relayTransfers serves a relay and returns a maker of the two ends of
+// one stream of claim's snapshot snap (from: an increment since it).
+func relayTransfers(t *testing.T) func(claim hostops.ClaimVolume, snap, from string) (send, recv hostops.ClaimTransfer) {
+	t.Helper()
 	relay := &transfer.Relay{Dir: t.TempDir(), Secret: []byte("s")}
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /api/v1/volumetransfers/{id}", func(w http.ResponseWriter, r *http.Request) { relay.ServeUpload(w, r, r.PathValue("id")) })
 	mux.HandleFunc("GET /api/v1/volumetransfers/{id}", func(w http.ResponseWriter, r *http.Request) { relay.ServeDownload(w, r, r.PathValue("id")) })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	xfer := func(claim hostops.ClaimVolume, snap, from string) (send, recv hostops.ClaimTransfer) {
+	return func(claim hostops.ClaimVolume, snap, from string) (send, recv hostops.ClaimTransfer) {
 		id := claim.UID + "-" + snap
 		u := transfer.URL(srv.URL, id)
 		send = hostops.ClaimTransfer{Claim: claim, Snapshot: snap, From: from, Ticket: transfer.Ticket{ID: id, URL: u, Token: relay.Token(id, transfer.Upload, time.Minute)}}
@@ -43,6 +43,13 @@ func TestClaimVolumesMoveThroughTheRelay(t *testing.T) {
 		recv.Ticket.Token = relay.Token(id, transfer.Download, time.Minute)
 		return send, recv
 	}
+}
+
+// A claim's dataset goes from one node to another through the relay,
+// whole then by increment; each step may run again.
+func TestClaimVolumesMoveThroughTheRelay(t *testing.T) {
+	ctx := t.Context()
+	xfer := relayTransfers(t)
 
 	a, rootA := volumeNode(t, "a")
 	b, rootB := volumeNode(t, "b")
@@ -118,5 +125,89 @@ func TestClaimVolumesMoveThroughTheRelay(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(file(rootC, "rows")); string(got) != "1\n" {
 		t.Errorf("rows on c: %q", got)
+	}
+}
+
+// A bhyve pod's claim is a zvol: created in whole blocks, grown online
+// (volsize), snapshotted and cloned with its data, and copied to another
+// node as a clone of a snapshot there, named as its own claim.
+func TestBlockClaimsAreVolumes(t *testing.T) {
+	ctx := t.Context()
+	xfer := relayTransfers(t)
+	a, rootA := volumeNode(t, "a")
+	b, rootB := volumeNode(t, "b")
+	dev := func(root, uid string) string {
+		return illumos.ZvolDevice(filepath.Join(root, "fs/dev/zvol/rdsk"), "tank/zonewright/volumes/"+uid)
+	}
+	claim := hostops.ClaimVolume{Name: "disk", UID: "v1", Bytes: 10<<20 + 1, Block: true}
+	za := a.Host.ZFS()
+	props := func(z illumos.ZFS, uid string) map[string]string {
+		t.Helper()
+		p, err := z.GetProps(ctx, "tank/zonewright/volumes/"+uid, "type", "volsize", "zonewright:claim", "zonewright:claim-uid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for range 2 { // creating again keeps it
+		if err := a.ResizeClaimVolume(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := props(za, "v1"); p["type"] != "volume" || p["volsize"] != "10493952" {
+		t.Fatalf("a block claim of 10 MiB + 1 byte: %v, want a volume of whole 8 KiB blocks", p)
+	}
+	if err := os.WriteFile(dev(rootA, "v1"), []byte("guest data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	claim.Bytes = 20 << 20
+	if err := a.ResizeClaimVolume(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if p := props(za, "v1"); p["volsize"] != "20971520" {
+		t.Fatalf("grown: volsize %s", p["volsize"])
+	}
+	if got, _ := os.ReadFile(dev(rootA, "v1")); string(got[:10]) != "guest data" || len(got) != 20<<20 {
+		t.Fatalf("after growing the device holds %q… (%d bytes)", got[:10], len(got))
+	}
+	snap := hostops.ClaimSnapshot{UID: "s1", ClaimUID: "v1"}
+	if err := a.SnapshotClaimVolume(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(dev(rootA, "v1"), []byte("later data"), 0o600)
+
+	// A clone on the snapshot's node.
+	clone := hostops.ClaimVolume{Name: "copy", UID: "v2", Bytes: 32 << 20, Block: true, FromSnapshot: &snap}
+	if err := a.ResizeClaimVolume(ctx, clone); err != nil {
+		t.Fatal(err)
+	}
+	if p := props(za, "v2"); p["volsize"] != "33554432" {
+		t.Errorf("a clone asking for more than its origin: volsize %s", p["volsize"])
+	}
+	if got, _ := os.ReadFile(dev(rootA, "v2")); string(got[:10]) != "guest data" {
+		t.Errorf("the clone holds %q, not the snapshot's data", got[:10])
+	}
+
+	// A clone on another node: the snapshot is sent, received as the new
+	// claim's, and named as it.
+	far := hostops.ClaimVolume{Name: "far", UID: "v3", Bytes: 32 << 20, Block: true}
+	send, recv := xfer(hostops.ClaimVolume{Name: "far", UID: "v1", Block: true}, "s1", "")
+	recv.Claim, recv.Props = far, hostops.ClaimDatasetProps("default", far)
+	if _, err := a.SendClaimVolume(ctx, send); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := b.ReceiveClaimVolume(ctx, recv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.ResizeClaimVolume(ctx, far); err != nil {
+		t.Fatal(err)
+	}
+	if p := props(b.Host.ZFS(), "v3"); p["type"] != "volume" || p["volsize"] != "33554432" || p["zonewright:claim"] != "default/far" || p["zonewright:claim-uid"] != "v3" {
+		t.Errorf("the copy on b: %v", p)
+	}
+	if got, _ := os.ReadFile(dev(rootB, "v3")); string(got[:10]) != "guest data" {
+		t.Errorf("the copy on b holds %q, not the snapshot's data", got[:10])
 	}
 }

@@ -20,6 +20,32 @@ type ClaimVolume struct {
 	Bytes int64
 	// FromSnapshot, when set, makes a new dataset a clone of it.
 	FromSnapshot *ClaimSnapshot `json:",omitempty"`
+	// Block makes the claim a volume (zvol) of Bytes, rounded up to whole
+	// blocks, attached to bhyve pods as a disk, rather than a filesystem.
+	Block bool `json:",omitempty"`
+}
+
+// volSize is the size of the claim's volume: a whole number of blocks
+// (volBlockSize, as image volumes).
+func (c *ClaimVolume) volSize() uint64 {
+	return (uint64(c.Bytes) + volBlockSize - 1) / volBlockSize * volBlockSize
+}
+
+// claimProps are the user properties naming claim c of namespace ns on
+// its dataset.
+func claimProps(ns string, c *ClaimVolume) map[string]string {
+	return map[string]string{PropClaim: ns + "/" + c.Name, PropClaimUID: c.UID}
+}
+
+// ClaimDatasetProps are the properties a copy of a claim's data gets as
+// it is received as claim c of namespace ns (a clone copied from another
+// node): its own names and size, not those of the claim sent.
+func ClaimDatasetProps(ns string, c ClaimVolume) map[string]string {
+	props := claimProps(ns, &c)
+	if !c.Block {
+		props["quota"] = strconv.FormatInt(c.Bytes, 10)
+	}
+	return props
 }
 
 // ClaimSnapshot is a VolumeSnapshot on its claim's node:
@@ -103,8 +129,7 @@ func (h *Host) createClaimVolumes(ctx context.Context, s PodSandbox) error {
 		if v.Claim == nil {
 			continue
 		}
-		if err := h.ensureVolume(ctx, v.Claim, map[string]string{
-			PropClaim: s.Namespace + "/" + v.Claim.Name, PropClaimUID: v.Claim.UID}); err != nil {
+		if err := h.ensureVolume(ctx, v.Claim, claimProps(s.Namespace, v.Claim)); err != nil {
 			return err
 		}
 	}
@@ -119,6 +144,9 @@ func (h *Host) ensureVolume(ctx context.Context, c *ClaimVolume, props map[strin
 		return &InvalidError{Err: err}
 	}
 	zfs := h.Host.ZFS()
+	if c.Block {
+		return h.ensureBlockVolume(ctx, ds, c, props)
+	}
 	quota := strconv.FormatInt(c.Bytes, 10)
 	have, err := zfs.Get(ctx, ds, "quota")
 	switch {
@@ -142,6 +170,59 @@ func (h *Host) ensureVolume(ctx context.Context, c *ClaimVolume, props map[strin
 		return nil
 	}
 	return zfs.Set(ctx, ds, map[string]string{"quota": quota})
+}
+
+// ensureBlockVolume creates the claim's volume with props, or grows the
+// one there (volsize, online).
+func (h *Host) ensureBlockVolume(ctx context.Context, ds string, c *ClaimVolume, props map[string]string) error {
+	zfs := h.Host.ZFS()
+	size := c.volSize()
+	have, err := zfs.Get(ctx, ds, "volsize")
+	switch {
+	case errors.Is(err, illumos.ErrNotFound):
+		if c.FromSnapshot == nil {
+			all := map[string]string{"volblocksize": strconv.Itoa(volBlockSize)}
+			for k, v := range props {
+				all[k] = v
+			}
+			return zfs.CreateVolume(ctx, ds, size, all)
+		}
+		// A clone has its origin's size; it is grown below if asked for
+		// more.
+		snap, err := h.snapshotName(c.FromSnapshot)
+		if err != nil {
+			return &InvalidError{Err: err}
+		}
+		if err := zfs.Clone(ctx, snap, ds, props); err != nil {
+			return err
+		}
+		if have, err = zfs.Get(ctx, ds, "volsize"); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+	if n, err := strconv.ParseUint(have, 10, 64); err == nil && n >= size {
+		return nil
+	}
+	return zfs.Set(ctx, ds, map[string]string{"volsize": strconv.FormatUint(size, 10)})
+}
+
+// claimDevices are the devices of the pod's claims' volumes (bhyve):
+// the zone is delegated each, and the guest sees each as a disk.
+func (h *Host) claimDevices(s PodSandbox) ([]string, error) {
+	var devs []string
+	for _, v := range s.Volumes {
+		if v.Claim == nil || !v.Claim.Block {
+			continue
+		}
+		ds, err := h.claimDataset(v.Claim)
+		if err != nil {
+			return nil, err
+		}
+		devs = append(devs, illumos.ZvolDevice(illumos.DefaultZvolDir, ds))
+	}
+	return devs, nil
 }
 
 // createEmptyDirs makes the pod's emptyDir datasets, children of the
@@ -173,7 +254,8 @@ func (h *Host) createEmptyDirs(ctx context.Context, s PodSandbox) error {
 	return nil
 }
 
-// ResizeClaimVolume grows the claim's dataset's quota to Bytes, online.
+// ResizeClaimVolume grows the claim's dataset's quota (a volume's
+// volsize) to Bytes, online.
 func (h *Host) ResizeClaimVolume(ctx context.Context, c ClaimVolume) error {
 	ds, err := h.claimDataset(&c)
 	if err != nil {

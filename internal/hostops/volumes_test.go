@@ -40,3 +40,20 @@ func TestVolumesBecomeLofsMounts(t *testing.T) {
 		t.Fatal("a mount of no volume was accepted")
 	}
 }
+
+// A bhyve pod's block claims are delegated devices after its boot disk,
+// and none of them is a mount.
+func TestBlockClaimsBecomeDevices(t *testing.T) {
+	h := &Host{ZonesPath: "/zonewright/zones", VolumesDataset: "tank/zonewright/volumes"}
+	s := PodSandbox{Namespace: "shop", Name: "vm", UID: "0b6f4e0e-1c5a-4d8e-9f10-3a2b4c5d6e7f", Brand: "bhyve",
+		IP: "10.0.0.5", PrefixLen: 24, Gateway: "10.0.0.1",
+		Volumes: []PodVolume{{Name: "data", Claim: &ClaimVolume{Name: "disk", UID: "5f0c1d7a-8b1e-4f3a-9c2d-7e6f5a4b3c2d", Bytes: 1 << 30, Block: true}}}}
+	cfg, err := h.zoneConfig(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "/dev/zvol/rdsk/tank/zonewright/volumes/5f0c1d7a-8b1e-4f3a-9c2d-7e6f5a4b3c2d"
+	if len(cfg.Devices) != 1 || cfg.Devices[0] != want || len(cfg.FS) != 0 {
+		t.Fatalf("devices %q fs %+v, want the claim's zvol %s and no mount", cfg.Devices, cfg.FS, want)
+	}
+}

@@ -216,6 +216,12 @@ func (h *Host) zoneConfig(s PodSandbox) (illumos.ZoneConfig, error) {
 			cfg.Devices = []string{illumos.ZvolDevice(illumos.DefaultZvolDir, vol)}
 			b.BootDisk = vol
 		}
+		// The claims' volumes follow the boot disk, in the pod's order.
+		devs, err := h.claimDevices(s)
+		if err != nil {
+			return illumos.ZoneConfig{}, err
+		}
+		cfg.Devices = append(cfg.Devices, devs...)
 		if b.RAM != 0 || b.VCPUs != 0 || b.BootDisk != "" {
 			cfg.Bhyve = b
 		}

@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Node is an illumos host that runs pods as zones.
 type Node struct {
@@ -108,3 +111,22 @@ type NodeInfo struct {
 func (n *Node) GetTypeMeta() *TypeMeta    { return &n.TypeMeta }
 func (n *Node) GetMeta() *ObjectMeta      { return &n.Metadata }
 func (n *Node) Parts() (spec, status any) { return &n.Spec, &n.Status }
+
+// What a node's agent owns on its Node besides status and the brand
+// labels (LabelNodeBrandPrefix): the API takes these from the node's own
+// status reports and keeps every other label and annotation.
+const (
+	LabelNodeHostname            = "zonewright.io/hostname"
+	AnnotationNodeZones          = "zonewright.io/zones"                 // "running=3,installed=1"
+	AnnotationNodeZonesAvailable = "zonewright.io/zones-available-bytes" // free space for zones
+)
+
+// AgentOwnedLabel tells whether a label is the node agent's to set.
+func AgentOwnedLabel(key string) bool {
+	return key == LabelNodeHostname || strings.HasPrefix(key, LabelNodeBrandPrefix)
+}
+
+// AgentOwnedAnnotation tells whether an annotation is the node agent's.
+func AgentOwnedAnnotation(key string) bool {
+	return key == AnnotationNodeZones || key == AnnotationNodeZonesAvailable
+}

@@ -59,6 +59,8 @@ type Container struct {
 	ReadinessProbe *Probe               `json:"readinessProbe,omitempty"`
 	StartupProbe   *Probe               `json:"startupProbe,omitempty"`
 	VolumeMounts   []VolumeMount        `json:"volumeMounts,omitempty"`
+	// VolumeDevices names the claims a bhyve pod's guest sees as disks.
+	VolumeDevices []VolumeDevice `json:"volumeDevices,omitempty"`
 }
 
 // EnvVar is one environment variable of a container.

@@ -74,6 +74,10 @@ type PersistentVolumeClaimStatus struct {
 	// Move is the claim's data moving to another node with its pods, as
 	// its node is drained; nil when it stays where it is.
 	Move *ClaimMove `json:"move,omitempty"`
+	// VolumeMode is what the claim's data is, fixed when it binds by the
+	// first pod that uses it: Filesystem (a dataset mounted into zones)
+	// or Block (a zvol, a bhyve pod's disk). Empty: Filesystem.
+	VolumeMode string `json:"volumeMode,omitempty"`
 	// Conditions: Resizing while its node has not applied a larger size.
 	Conditions []PersistentVolumeClaimCondition `json:"conditions,omitempty"`
 }
@@ -84,6 +88,38 @@ type PersistentVolumeClaimCondition = PodCondition
 // ClaimResizing is the condition of a claim whose node has not applied
 // its new size yet.
 const ClaimResizing = "Resizing"
+
+// Volume modes of a claim (Kubernetes' PersistentVolumeMode).
+const (
+	VolumeFilesystem = "Filesystem" // a ZFS filesystem, mounted into zones
+	VolumeBlock      = "Block"      // a zvol, a disk of bhyve pods
+)
+
+// Mode is the claim's volume mode once bound.
+func (c *PersistentVolumeClaim) Mode() string {
+	if c.Status.VolumeMode == "" {
+		return VolumeFilesystem
+	}
+	return c.Status.VolumeMode
+}
+
+// VolumeModeOf is the volume mode a pod's claims take: bhyve pods use
+// disks, every other brand filesystems.
+func VolumeModeOf(s *PodSpec) string {
+	if s.RuntimeClassName == BrandBhyve {
+		return VolumeBlock
+	}
+	return VolumeFilesystem
+}
+
+// VolumeModeConflict says why a pod of the other volume mode cannot use
+// claim name, bound in mode have.
+func VolumeModeConflict(name, have string) string {
+	if have == VolumeBlock {
+		return fmt.Sprintf("persistentvolumeclaim %q is a block volume (a zvol, bound by a bhyve pod): only bhyve pods can use it", name)
+	}
+	return fmt.Sprintf("persistentvolumeclaim %q is a filesystem volume (bound by a zone pod): a bhyve pod, whose volumes are disks, cannot use it", name)
+}
 
 // Phases of a claim's move.
 const (
@@ -99,6 +135,10 @@ const (
 	// MoveCleaning: the claim is on the destination (status.nodeName);
 	// the source's copy and the move's snapshots are being removed.
 	MoveCleaning = "Cleaning"
+	// MoveCloning: a claim restored from a VolumeSnapshot on another node
+	// (From) than the one its first pod was placed on (To, its node): the
+	// snapshot is being copied there; its pods wait.
+	MoveCloning = "Cloning"
 )
 
 // ClaimMove is a move of a claim's dataset from node From to node To.
@@ -113,6 +153,9 @@ type ClaimMove struct {
 	// move-<ID>-2, the final increment) and transfers.
 	ID      string `json:"id,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Snapshot, on a clone's copy (MoveCloning), is the UID of the
+	// VolumeSnapshot copied; empty on a move.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // Moving reports whether the claim's pods must wait for its move: its
@@ -141,6 +184,14 @@ type PersistentVolumeClaimVolumeSource struct {
 // EmptyDirVolumeSource is scratch space that lives and dies with the pod.
 type EmptyDirVolumeSource struct {
 	SizeLimit string `json:"sizeLimit,omitempty"`
+}
+
+// VolumeDevice attaches a claim to a bhyve pod as a disk (a zvol); the
+// guest names its disks itself, so DevicePath is the name the pod's
+// author gives it, kept but not enforced.
+type VolumeDevice struct {
+	Name       string `json:"name"`
+	DevicePath string `json:"devicePath"`
 }
 
 // VolumeMount puts a volume at a path in the pod's zone.
@@ -256,11 +307,47 @@ func validateVolumes(s *PodSpec) FieldErrors {
 			errs.add(f, FieldRequired, "Required value: must specify a volume type (persistentVolumeClaim or emptyDir)")
 		}
 	}
-	if len(s.Volumes) > 0 && s.RuntimeClassName == BrandBhyve {
-		errs.add("spec.volumes", FieldForbidden, "Forbidden: volumes are not supported for bhyve pods yet (their disks would be zvols)")
+	bhyve := s.RuntimeClassName == BrandBhyve
+	claims := map[string]bool{}
+	for i, v := range s.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claims[v.Name] = true
+		}
+		if v.EmptyDir != nil && bhyve {
+			errs.add(fmt.Sprintf("spec.volumes[%d].emptyDir", i), FieldForbidden,
+				"Forbidden: a bhyve pod is a virtual machine: its volumes are disks, persistentVolumeClaims only")
+		}
+	}
+	devices := map[string]string{}
+	for i, c := range s.Containers {
+		for j, d := range c.VolumeDevices {
+			f := fmt.Sprintf("spec.containers[%d].volumeDevices[%d]", i, j)
+			switch {
+			case !bhyve:
+				errs.add(f, FieldForbidden, "Forbidden: raw block devices are for bhyve pods (their claims are zvols); use volumeMounts")
+				continue
+			case !names[d.Name]:
+				errs.add(f+".name", FieldNotFound, "Not found: %q", d.Name)
+			case !claims[d.Name]:
+				errs.add(f+".name", FieldInvalid, "Invalid value: %q: must name a persistentVolumeClaim volume", d.Name)
+			}
+			switch {
+			case !strings.HasPrefix(d.DevicePath, "/") || path.Clean(d.DevicePath) != d.DevicePath || len(d.DevicePath) > maxMountPath:
+				errs.add(f+".devicePath", FieldInvalid, "Invalid value: %q: must be a clean absolute path of at most %d bytes", d.DevicePath, maxMountPath)
+			case devices[d.DevicePath] != "":
+				errs.add(f+".devicePath", FieldInvalid, "Invalid value: %q: must be unique in the pod (first used by %s)", d.DevicePath, devices[d.DevicePath])
+			default:
+				devices[d.DevicePath] = c.Name
+			}
+		}
 	}
 	paths := map[string]string{}
 	for i, c := range s.Containers {
+		if bhyve && len(c.VolumeMounts) > 0 {
+			errs.add(fmt.Sprintf("spec.containers[%d].volumeMounts", i), FieldForbidden,
+				"Forbidden: a bhyve pod's claims are disks (zvols), not mounted file systems; use volumeDevices")
+			continue
+		}
 		for j, m := range c.VolumeMounts {
 			f := fmt.Sprintf("spec.containers[%d].volumeMounts[%d]", i, j)
 			if !names[m.Name] {

@@ -88,10 +88,37 @@ func TestValidatePodVolumes(t *testing.T) {
 			t.Errorf("%+v: refused %q, want %q", tc.p.Spec.Volumes, got, tc.want)
 		}
 	}
-	bhyve := pod([]Volume{data}, nil)
-	bhyve.Spec.RuntimeClassName = BrandBhyve
-	if got := refused(ValidatePod(bhyve)); got != "spec.volumes" {
-		t.Errorf("bhyve with volumes refused %q", got)
+	// bhyve pods: claims are disks, named by volumeDevices; no mounts, no
+	// emptyDir; other pods take no devices.
+	vm := func(vols []Volume, mounts []VolumeMount, devices ...VolumeDevice) *Pod {
+		p := pod(vols, mounts)
+		p.Spec.RuntimeClassName = BrandBhyve
+		p.Spec.Containers[0].VolumeDevices = devices
+		return p
+	}
+	if errs := ValidatePod(vm([]Volume{data}, nil, VolumeDevice{Name: "data", DevicePath: "/dev/vdb"})); len(errs) > 0 {
+		t.Errorf("a bhyve pod with a claim as a disk: %v", errs)
+	}
+	if errs := ValidatePod(vm([]Volume{data}, nil)); len(errs) > 0 {
+		t.Errorf("a bhyve pod with a claim and no volumeDevices: %v", errs)
+	}
+	zone := pod([]Volume{data}, nil)
+	zone.Spec.Containers[0].VolumeDevices = []VolumeDevice{{Name: "data", DevicePath: "/dev/vdb"}}
+	for _, tc := range []struct {
+		name string
+		p    *Pod
+		want string
+	}{
+		{"mounts in a bhyve pod", vm([]Volume{data}, []VolumeMount{{Name: "data", MountPath: "/a"}}), "spec.containers[0].volumeMounts"},
+		{"emptyDir in a bhyve pod", vm([]Volume{data, tmp}, nil), "spec.volumes[1].emptyDir"},
+		{"a device of an unknown volume", vm([]Volume{data}, nil, VolumeDevice{Name: "nope", DevicePath: "/dev/vdb"}), "spec.containers[0].volumeDevices[0].name"},
+		{"a relative device path", vm([]Volume{data}, nil, VolumeDevice{Name: "data", DevicePath: "vdb"}), "spec.containers[0].volumeDevices[0].devicePath"},
+		{"one device path twice", vm([]Volume{data}, nil, VolumeDevice{Name: "data", DevicePath: "/dev/vdb"}, VolumeDevice{Name: "data", DevicePath: "/dev/vdb"}), "spec.containers[0].volumeDevices[1].devicePath"},
+		{"a device in a zone pod", zone, "spec.containers[0].volumeDevices[0]"},
+	} {
+		if got := refused(ValidatePod(tc.p)); got != tc.want {
+			t.Errorf("%s: refused %q, want %q", tc.name, got, tc.want)
+		}
 	}
 	if got := pod([]Volume{data, tmp}).Spec.ClaimNames(); len(got) != 1 || got[0] != "db" {
 		t.Errorf("ClaimNames = %v", got)

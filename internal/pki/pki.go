@@ -358,4 +358,3 @@ func serial() *big.Int {
 	}
 	return n
 }
-

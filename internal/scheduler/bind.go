@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -68,23 +69,30 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 			return Decision{}, err
 		}
 		if pod.Spec.NodeName != "" && hasCondition(pod, model.PodScheduled) {
-			claims, node, why, err := s.claims(ctx, pod)
-			if err == nil && why == "" && node != "" && node != pod.Spec.NodeName {
-				why = fmt.Sprintf("the pod is bound to node %s but its claims' data is on node %s", pod.Spec.NodeName, node)
+			pc, why, err := s.claims(ctx, pod)
+			if err == nil && why == "" && pc.node != "" && pc.node != pod.Spec.NodeName {
+				why = fmt.Sprintf("the pod is bound to node %s but its claims' data is on node %s", pod.Spec.NodeName, pc.node)
 			}
 			if err != nil || why != "" {
-				return Decision{Message: why}, err
+				return Decision{Message: why, Cloning: pc.copying}, err
 			}
-			bound, err := s.bindClaims(ctx, claims, pod.Spec.NodeName)
+			bound, err := s.bindClaims(ctx, pod, pc, pod.Spec.NodeName)
 			if errors.Is(err, store.ErrConflict) {
 				continue
 			}
-			return Decision{Node: pod.Spec.NodeName, Claims: bound}, err
+			if err != nil {
+				return Decision{}, err
+			}
+			if d, copying := waitForClones(bound, pod.Spec.NodeName); copying {
+				return d, nil
+			}
+			return Decision{Node: pod.Spec.NodeName, Claims: bound}, nil
 		}
-		claims, claimsNode, why, err := s.claims(ctx, pod)
+		pc, why, err := s.claims(ctx, pod)
 		if err != nil || why != "" {
-			return Decision{Message: why}, err
+			return Decision{Message: why, Cloning: pc.copying}, err
 		}
+		claims := pc.claims
 		// Checked under the scheduling lock, so two placements never take
 		// the last slot twice.
 		if why, err := s.Capacity.full(ctx, conn.Conn(), pod); err != nil || why != "" {
@@ -108,24 +116,41 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 				newClaimBytes += model.ClaimBytes(c)
 			}
 		}
+		// A clone goes to its snapshot's node when the pod fits there (a
+		// zfs clone, instant); elsewhere its data is copied first.
+		pin := pc.node
+		if pin == "" {
+			pin = pc.cloneNode()
+		}
 		candidates := make([]Candidate, len(nodes.Items))
 		for i := range nodes.Items {
 			name := nodes.Items[i].Metadata.Name
 			candidates[i] = Candidate{Node: &nodes.Items[i], Used: used[name], ClaimBytes: claimBytes[name], NewClaimBytes: newClaimBytes}
-			if claimsNode != "" && nodes.Items[i].Metadata.Name != claimsNode {
+			if pin != "" && name != pin {
 				candidates[i].Excluded = ReasonVolumeNode
 			}
 		}
 		d := Place(pod, candidates)
+		if d.Node == "" && pc.node == "" && pin != "" {
+			for i := range candidates {
+				candidates[i].Excluded = ""
+			}
+			d = Place(pod, candidates)
+		}
 		if d.Node == "" {
 			return d, nil
 		}
 		// The claims first: a crash before the pod is bound leaves them on
 		// the node the next placement then picks.
-		if d.Claims, err = s.bindClaims(ctx, claims, d.Node); errors.Is(err, store.ErrConflict) {
+		if d.Claims, err = s.bindClaims(ctx, pod, pc, d.Node); errors.Is(err, store.ErrConflict) {
 			continue
 		} else if err != nil {
 			return Decision{}, err
+		}
+		if wait, copying := waitForClones(d.Claims, d.Node); copying {
+			// The pod stays unbound: it is placed again, on the claim's
+			// node, once the copy is there.
+			return wait, nil
 		}
 		now := time.Now().UTC()
 		pod.Spec.NodeName = d.Node
@@ -193,84 +218,142 @@ func hasCondition(p *model.Pod, typ string) bool {
 	return false
 }
 
+// podClaims are a pod's claims and where their data is.
+type podClaims struct {
+	claims []*model.PersistentVolumeClaim
+	// node holds the bound claims' data; empty while none is bound.
+	node string
+	// sources maps each unbound clone (claim UID) to the node holding
+	// its snapshot.
+	sources map[string]string
+	// copying names the claims whose snapshots' data is being copied.
+	copying []string
+}
+
+// cloneNode is the node of the first unbound clone's snapshot: where the
+// pod goes if it can, so the clone is made there by ZFS at once.
+func (pc *podClaims) cloneNode() string {
+	for _, c := range pc.claims {
+		if n := pc.sources[c.Metadata.UID]; n != "" {
+			return n
+		}
+	}
+	return ""
+}
+
 // claims reads the pod's claims and the node holding their data, if
 // any. why says what keeps the pod from being placed: a claim missing,
-// being deleted, or claims bound to two nodes.
-func (s *Scheduler) claims(ctx context.Context, pod *model.Pod) (claims []*model.PersistentVolumeClaim, node, why string, err error) {
+// being deleted, of the other volume mode, or claims bound to two nodes.
+func (s *Scheduler) claims(ctx context.Context, pod *model.Pod) (pc podClaims, why string, err error) {
+	mode := model.VolumeModeOf(&pod.Spec)
 	for _, name := range pod.Spec.ClaimNames() {
 		c, err := s.Store.Claims().Get(ctx, pod.Metadata.Namespace, name)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, "", fmt.Sprintf("persistentvolumeclaim %q not found", name), nil
+			return pc, fmt.Sprintf("persistentvolumeclaim %q not found", name), nil
 		}
 		if err != nil {
-			return nil, "", "", err
+			return pc, "", err
 		}
 		if c.Metadata.DeletionTimestamp != nil {
-			return nil, "", fmt.Sprintf("persistentvolumeclaim %q is being deleted", name), nil
+			return pc, fmt.Sprintf("persistentvolumeclaim %q is being deleted", name), nil
+		}
+		if c.Status.NodeName != "" && c.Mode() != mode {
+			return pc, model.VolumeModeConflict(name, c.Mode()), nil
 		}
 		if c.Moving() {
 			// Its data is on its way to another node: the pod starts there,
 			// once it has arrived.
-			to := "another node"
-			if c.Status.Move.To != "" {
-				to = "node " + c.Status.Move.To
+			m := c.Status.Move
+			if m.Phase == model.MoveCloning {
+				pc.copying = append(pc.copying, name) // its workflow is woken again
+				return pc, fmt.Sprintf("persistentvolumeclaim %q: its volumesnapshot's data is being copied from node %s to node %s", name, m.From, m.To), nil
 			}
-			return nil, "", fmt.Sprintf("persistentvolumeclaim %q is moving from node %s to %s with its pods", name, c.Status.Move.From, to), nil
+			to := "another node"
+			if m.To != "" {
+				to = "node " + m.To
+			}
+			return pc, fmt.Sprintf("persistentvolumeclaim %q is moving from node %s to %s with its pods", name, m.From, to), nil
 		}
 		if c.Status.Phase == model.ClaimLost {
 			// Its node may be back under the same name (registered again
 			// after a deletion): the data is there, the claim Bound again.
 			n, err := s.Store.Nodes().Get(ctx, "", c.Status.NodeName)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return nil, "", "", err
+				return pc, "", err
 			}
 			if err != nil || !n.Ready() {
-				return nil, "", fmt.Sprintf("persistentvolumeclaim %q is Lost: node %s holding its data is unreachable or gone", name, c.Status.NodeName), nil
+				return pc, fmt.Sprintf("persistentvolumeclaim %q is Lost: node %s holding its data is unreachable or gone", name, c.Status.NodeName), nil
 			}
 			c.Status.Phase = model.ClaimBound
 			if err := s.Store.Claims().Update(ctx, c); err != nil {
-				return nil, "", "", err
+				return pc, "", err
 			}
 		}
 		n := c.Status.NodeName
 		if n == "" && c.Spec.DataSource != nil {
-			// A clone of a snapshot: made on the snapshot's node.
+			// A clone of a snapshot: made on the snapshot's node, or copied
+			// from there to the pod's.
 			snap, err := s.Store.Snapshots().Get(ctx, pod.Metadata.Namespace, c.Spec.DataSource.Name)
 			if errors.Is(err, store.ErrNotFound) {
-				return nil, "", fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q not found", c.Spec.DataSource.Name, name), nil
+				return pc, fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q not found", c.Spec.DataSource.Name, name), nil
 			}
 			if err != nil {
-				return nil, "", "", err
+				return pc, "", err
 			}
 			if !snap.Ready() || snap.Metadata.DeletionTimestamp != nil {
-				return nil, "", fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q is not ready to use", snap.Metadata.Name, name), nil
+				return pc, fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q is not ready to use", snap.Metadata.Name, name), nil
 			}
 			if restore, _ := model.Bytes(snap.Status.RestoreSize); model.ClaimBytes(c) < restore {
-				return nil, "", fmt.Sprintf("persistentvolumeclaim %q asks for less than the restore size %s of volumesnapshot %q", name, snap.Status.RestoreSize, snap.Metadata.Name), nil
+				return pc, fmt.Sprintf("persistentvolumeclaim %q asks for less than the restore size %s of volumesnapshot %q", name, snap.Status.RestoreSize, snap.Metadata.Name), nil
 			}
-			n = snap.Status.NodeName
+			if src := snap.Spec.Source.PersistentVolumeClaimName; src != nil {
+				// A zvol's snapshot restores as a zvol, a filesystem's as one.
+				source, err := s.Store.Claims().Get(ctx, pod.Metadata.Namespace, *src)
+				if err == nil && source.Metadata.UID == snap.Status.SourceClaimUID && source.Mode() != mode {
+					return pc, fmt.Sprintf("persistentvolumeclaim %q restores volumesnapshot %q of a %s volume: %s", name, snap.Metadata.Name, source.Mode(), modeNeeds(mode)), nil
+				}
+			}
+			if pc.sources == nil {
+				pc.sources = map[string]string{}
+			}
+			pc.sources[c.Metadata.UID] = snap.Status.NodeName
 			c.Status.SourceSnapshotUID, c.Status.SourceClaimUID = snap.Metadata.UID, snap.Status.SourceClaimUID
 		}
 		if n != "" {
-			if node != "" && node != n {
-				return nil, "", fmt.Sprintf("the pod's claims are bound to two nodes, %s and %s", node, n), nil
+			if pc.node != "" && pc.node != n {
+				return pc, fmt.Sprintf("the pod's claims are bound to two nodes, %s and %s", pc.node, n), nil
 			}
-			node = n
+			pc.node = n
 		}
-		claims = append(claims, c)
+		pc.claims = append(pc.claims, c)
 	}
-	return claims, node, "", nil
+	return pc, "", nil
 }
 
-// bindClaims binds the claims not bound yet to node (WaitForFirstConsumer)
-// and returns them all. A claim changed meanwhile is ErrConflict.
-func (s *Scheduler) bindClaims(ctx context.Context, claims []*model.PersistentVolumeClaim, node string) ([]BoundClaim, error) {
+// modeNeeds says what a pod of volume mode needs.
+func modeNeeds(mode string) string {
+	if mode == model.VolumeBlock {
+		return "a bhyve pod needs a block volume"
+	}
+	return "a zone pod needs a filesystem volume"
+}
+
+// bindClaims binds the claims not bound yet to node (WaitForFirstConsumer),
+// in the pod's volume mode, and returns them all. A clone whose snapshot
+// is on another node is marked for copying (MoveCloning). A claim changed
+// meanwhile is ErrConflict.
+func (s *Scheduler) bindClaims(ctx context.Context, pod *model.Pod, pc podClaims, node string) ([]BoundClaim, error) {
 	var bound []BoundClaim
-	for _, c := range claims {
+	for _, c := range pc.claims {
 		if c.Status.NodeName == "" {
 			c.Status = model.PersistentVolumeClaimStatus{Phase: model.ClaimBound, NodeName: node,
 				AccessModes: c.Spec.AccessModes, Capacity: model.ResourceList{model.ResourceStorage: c.Spec.Resources.Requests[model.ResourceStorage]},
-				SourceSnapshotUID: c.Status.SourceSnapshotUID, SourceClaimUID: c.Status.SourceClaimUID}
+				SourceSnapshotUID: c.Status.SourceSnapshotUID, SourceClaimUID: c.Status.SourceClaimUID,
+				VolumeMode: model.VolumeModeOf(&pod.Spec)}
+			if from := pc.sources[c.Metadata.UID]; from != "" && from != node {
+				c.Status.Move = &model.ClaimMove{Phase: model.MoveCloning, From: from, To: node,
+					ID: strconv.FormatInt(time.Now().UnixNano(), 36), Snapshot: c.Status.SourceSnapshotUID}
+			}
 			if err := s.Store.Claims().Update(ctx, c); err != nil {
 				return nil, err
 			}
@@ -278,9 +361,27 @@ func (s *Scheduler) bindClaims(ctx context.Context, claims []*model.PersistentVo
 			return nil, fmt.Errorf("%w: claim %q is bound to node %s, not %s", store.ErrConflict, c.Metadata.Name, c.Status.NodeName, node)
 		}
 		bound = append(bound, BoundClaim{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c),
-			SourceSnapshotUID: c.Status.SourceSnapshotUID, SourceClaimUID: c.Status.SourceClaimUID})
+			SourceSnapshotUID: c.Status.SourceSnapshotUID, SourceClaimUID: c.Status.SourceClaimUID,
+			Block: c.Mode() == model.VolumeBlock, Copying: c.Moving()})
 	}
 	return bound, nil
+}
+
+// waitForClones is the decision for a pod some of whose claims are being
+// copied to node from their snapshots' node: wait, and wake the claims'
+// workflows that do the copy.
+func waitForClones(claims []BoundClaim, node string) (Decision, bool) {
+	var d Decision
+	for _, c := range claims {
+		if c.Copying {
+			d.Cloning = append(d.Cloning, c.Name)
+		}
+	}
+	if len(d.Cloning) == 0 {
+		return Decision{}, false
+	}
+	d.Message = fmt.Sprintf("persistentvolumeclaim %q: its volumesnapshot's data is being copied to node %s", d.Cloning[0], node)
+	return d, true
 }
 
 // claimBytes sums the sizes of the claims bound to each node, and of

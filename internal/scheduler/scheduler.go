@@ -105,6 +105,9 @@ type Decision struct {
 	Reason string
 	// Claims are the pod's claims, bound to Node.
 	Claims []BoundClaim
+	// Cloning names the pod's claims whose snapshots' data is being
+	// copied to the node chosen: their workflows must be woken.
+	Cloning []string
 }
 
 // BoundClaim is a claim a placed pod uses: its dataset is on the pod's
@@ -116,6 +119,10 @@ type BoundClaim struct {
 	// SourceSnapshotUID and SourceClaimUID name the snapshot a claim is
 	// cloned from.
 	SourceSnapshotUID, SourceClaimUID string
+	// Block: the claim is a zvol (a bhyve pod's disk).
+	Block bool
+	// Copying: its snapshot's data is still being copied to the node.
+	Copying bool
 }
 
 // Place picks the best node for the pod among the candidates.

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/zonewright/zonewright/api"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/nodeapi"
+	"github.com/zonewright/zonewright/internal/pgserver"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// HeartbeatResults compare what node heartbeats write to PostgreSQL, the
+// way agents heartbeated before (each one an update of the Node row
+// through the change feed) and the lease way (the Node unchanged, its
+// lease renewed), per 1,000 nodes per minute at the default 10 s interval.
+type HeartbeatResults struct {
+	Nodes   int           `json:"nodes"`
+	Rounds  int           `json:"rounds"`
+	NodeRow HeartbeatCost `json:"nodeRow"`
+	Lease   HeartbeatCost `json:"lease"`
+}
+
+// HeartbeatCost is one way's writes per 1,000 nodes per minute.
+type HeartbeatCost struct {
+	// ChangeFeedRows are rows added to the change feed (each one a full
+	// copy of the object, a NOTIFY, and an event to every node watcher).
+	ChangeFeedRows float64 `json:"changeFeedRows"`
+	// RowsWritten are rows inserted, updated or deleted in every table.
+	RowsWritten float64 `json:"rowsWritten"`
+	// WALBytes is the write-ahead log written.
+	WALBytes float64 `json:"walBytes"`
+}
+
+// heartbeatsPerMinute is 1,000 nodes heartbeating every 10 s.
+const heartbeatsPerMinute = 1000 * 60 / 10
+
+// heartbeatSection registers nodes through the API on a private
+// PostgreSQL and runs rounds of heartbeats both ways.
+func heartbeatSection(ctx context.Context, nodes, rounds int, log *slog.Logger) (*HeartbeatResults, error) {
+	dir, err := os.MkdirTemp("", "zwbench-heartbeat-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(dir, "postgres")})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = pg.Stop() }()
+	url, err := pg.EnsureDatabase(ctx, "zonewright")
+	if err != nil {
+		return nil, err
+	}
+	if err := store.MigrateUp(ctx, url, log); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	hs := httptest.NewServer(api.New(api.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler())
+	defer hs.Close()
+
+	clients := make([]*nodeapi.Client, nodes)
+	for i := range clients {
+		clients[i] = nodeapi.New(hs.Client(), hs.URL, fmt.Sprintf("node-%d", i))
+		now := time.Now().UTC()
+		n := &model.Node{Status: model.NodeStatus{Capacity: model.ResourceList{"cpu": "8"},
+			Conditions: []model.NodeCondition{{Type: model.NodeReady, Status: model.ConditionTrue, Reason: "AgentReady", LastHeartbeatTime: &now}}}}
+		if _, err := clients[i].PutStatus(ctx, n); err != nil {
+			return nil, fmt.Errorf("register node-%d: %w", i, err)
+		}
+	}
+	res := &HeartbeatResults{Nodes: nodes, Rounds: rounds}
+	// Before: what the agent did with the database every interval — read
+	// the Node (was it declared lost?), read it again, set the Ready
+	// condition's heartbeat time, update it.
+	if res.NodeRow, err = measureHeartbeats(ctx, st, nodes*rounds, func() error {
+		for range rounds {
+			for i := range nodes {
+				name := fmt.Sprintf("node-%d", i)
+				if _, err := st.Nodes().Get(ctx, "", name); err != nil {
+					return err
+				}
+				if _, err := st.Nodes().Modify(ctx, "", name, func(n *model.Node) bool {
+					now := time.Now().UTC()
+					model.SetCondition(&n.Status.Conditions, model.NodeCondition{Type: model.NodeReady, Status: model.ConditionTrue,
+						Reason: "AgentReady", LastHeartbeatTime: &now}, now)
+					return true
+				}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	// Now: the agent reads its Node through the API, finds nothing
+	// changed, and renews its lease.
+	if res.Lease, err = measureHeartbeats(ctx, st, nodes*rounds, func() error {
+		for range rounds {
+			for _, c := range clients {
+				if _, err := c.GetNode(ctx); err != nil {
+					return err
+				}
+				if _, err := c.RenewLease(ctx, c.Node(), 40*time.Second); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// measureHeartbeats runs beats heartbeats and scales what they wrote to
+// 1,000 nodes per minute.
+func measureHeartbeats(ctx context.Context, st *store.Store, beats int, run func() error) (HeartbeatCost, error) {
+	before, err := writeCounters(ctx, st)
+	if err != nil {
+		return HeartbeatCost{}, err
+	}
+	if err := run(); err != nil {
+		return HeartbeatCost{}, err
+	}
+	after, err := writeCounters(ctx, st)
+	if err != nil {
+		return HeartbeatCost{}, err
+	}
+	scale := float64(heartbeatsPerMinute) / float64(beats)
+	return HeartbeatCost{
+		ChangeFeedRows: scale * float64(after.changes-before.changes),
+		RowsWritten:    scale * float64(after.rows-before.rows),
+		WALBytes:       scale * float64(after.wal-before.wal),
+	}, nil
+}
+
+type counters struct{ changes, rows, wal int64 }
+
+// writeCounters reads the change feed's length, the rows written in every
+// table (the statistics of every backend, flushed first) and the WAL
+// position.
+func writeCounters(ctx context.Context, st *store.Store) (counters, error) {
+	var c counters
+	// Backends flush their table statistics when idle, at most once a
+	// second.
+	time.Sleep(1500 * time.Millisecond)
+	pool := st.Pool()
+	if _, err := pool.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+		return c, err
+	}
+	err := errors.Join(
+		pool.QueryRow(ctx, "SELECT count(*) FROM changes").Scan(&c.changes),
+		pool.QueryRow(ctx, "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_user_tables").Scan(&c.rows),
+		pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").Scan(&c.wal),
+	)
+	return c, err
+}
+
+func (r *HeartbeatResults) print(w io.Writer) {
+	fmt.Fprintf(w, "\nnode heartbeats: writes per 1,000 nodes per minute at a 10 s interval (%d nodes × %d rounds measured)\n", r.Nodes, r.Rounds)
+	fmt.Fprintf(w, "  %-36s %14s %14s %14s\n", "", "change feed", "rows written", "WAL")
+	for _, row := range []struct {
+		name string
+		c    HeartbeatCost
+	}{{"Node row each heartbeat (before)", r.NodeRow}, {"lease, Node written on change (now)", r.Lease}} {
+		fmt.Fprintf(w, "  %-36s %14.0f %14.0f %11.1f MB\n", row.name, row.c.ChangeFeedRows, row.c.RowsWritten, row.c.WALBytes/1e6)
+	}
+}
