@@ -33,5 +33,8 @@ func presentNodeCredential(ctx context.Context, hc *http.Client, cfg Config) err
 		return err
 	}
 	hc.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{cert}
+	// The join's connection was made without the certificate: the next
+	// calls dial again and present it.
+	hc.CloseIdleConnections()
 	return nil
 }
