@@ -4,15 +4,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/pki"
@@ -21,8 +18,8 @@ import (
 // Every agent joined with the join token and keeps a certificate naming
 // its own node, from the cluster CA; with it, the API lets a node read its
 // own Node and the pods bound to it, and refuses another node's Node and
-// pods bound elsewhere. The requests go over mutual TLS to an API served
-// on the cluster's database and CA with the agents' real files.
+// pods bound elsewhere: requests over mutual TLS to the control plane with
+// the agents' own key and certificate files.
 func TestAgentsNodeIdentityReachesOnlyItsOwn(t *testing.T) {
 	c := newCluster(t, 2)
 	ca := c.cp.CA()
@@ -50,20 +47,6 @@ func TestAgentsNodeIdentityReachesOnlyItsOwn(t *testing.T) {
 			Certificates: []tls.Certificate{pair}, RootCAs: ca.Pool()}}}
 	}
 
-	srv := httptest.NewUnstartedServer(api.New(api.Config{Store: c.cp.Store, CA: ca, ServiceNet: c.cp.ServiceNet(), Logger: slog.New(slog.DiscardHandler)}).Handler())
-	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
-	certPEM, keyPEM, err := ca.ServerCert([]string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	serverCert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.TLS.Certificates = []tls.Certificate{serverCert}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-
 	pod := `{"metadata":{"name":"on-node-2"},"spec":{"nodeName":"node-2","containers":[{"name":"c","image":"base","command":["sleep","600"]}]}}`
 	if code, b := c.do("POST", "/api/v1/namespaces/default/pods", pod); code != 201 {
 		t.Fatalf("create a pod bound to node-2: %d %s", code, b)
@@ -81,7 +64,7 @@ func TestAgentsNodeIdentityReachesOnlyItsOwn(t *testing.T) {
 		{"node-2", "/api/v1/namespaces/default/pods/on-node-2", 200},
 		{"node-2", "/api/v1/servicenet", 200},
 	} {
-		resp, err := clients[tc.node].Get(srv.URL + tc.path)
+		resp, err := clients[tc.node].Get(c.api + tc.path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +90,7 @@ func TestAgentsNodeIdentityReachesOnlyItsOwn(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	strayClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{stray}, RootCAs: pool}}}
-	if resp, err := strayClient.Get(srv.URL + "/api/v1/nodes/node-1"); err == nil {
+	if resp, err := strayClient.Get(c.api + "/api/v1/nodes/node-1"); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != 401 && resp.StatusCode != 403 {
 			t.Errorf("a certificate from another CA: %d", resp.StatusCode)
