@@ -131,3 +131,38 @@ func RedactSecret(s *Secret) {
 	}
 	s.StringData = nil
 }
+
+// PodSecretEnv is what a pod's node reads when it starts the pod's
+// containers: the values of their env[].valueFrom.secretKeyRef
+// (GET /api/v1/namespaces/{ns}/pods/{name}/secretenv). Only the node the
+// pod is bound to may read it.
+type PodSecretEnv struct {
+	TypeMeta   `json:",inline"`
+	Containers []ContainerSecretEnv `json:"containers"`
+	// Missing are the references that name no secret or no key and are
+	// not optional: such a container must not start.
+	Missing []MissingSecretRef `json:"missing,omitempty"`
+}
+
+// KindPodSecretEnv is the kind of a PodSecretEnv.
+const KindPodSecretEnv = "PodSecretEnv"
+
+// ContainerSecretEnv are one container's variables read from secrets.
+type ContainerSecretEnv struct {
+	Name string        `json:"name"`
+	Env  []SecretValue `json:"env"`
+}
+
+// SecretValue is one environment variable's value, read from a secret.
+type SecretValue struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// MissingSecretRef is a reference that could not be resolved, and why
+// (in Kubernetes' words: `secret "db" not found`).
+type MissingSecretRef struct {
+	Container string `json:"container"`
+	Name      string `json:"name"`
+	Message   string `json:"message"`
+}
