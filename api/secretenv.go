@@ -11,12 +11,8 @@ import (
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// NodeHeader names the node a request comes from, until nodes hold
-// credentials of their own (Config.RequestingNode).
-const NodeHeader = "X-Zonewright-Node"
-
 func nodeFromHeader(c *gin.Context) (string, bool) {
-	n := c.GetHeader(NodeHeader)
+	n := c.GetHeader(model.NodeHeader)
 	return n, n != ""
 }
 

@@ -183,10 +183,10 @@ func TestSecretEnvAnswersOnlyThePodsNode(t *testing.T) {
 	if r := c.json("GET", path, nil); r.code != 403 {
 		t.Errorf("without a node: %d %s", r.code, r.body)
 	}
-	if r := c.withHeaders("GET", path, nil, map[string]string{api.NodeHeader: "n2"}); r.code != 403 || strings.Contains(string(r.body), "s3cret") {
+	if r := c.withHeaders("GET", path, nil, map[string]string{model.NodeHeader: "n2"}); r.code != 403 || strings.Contains(string(r.body), "s3cret") {
 		t.Errorf("another node: %d %s", r.code, r.body)
 	}
-	r := c.withHeaders("GET", path, nil, map[string]string{api.NodeHeader: "n1"})
+	r := c.withHeaders("GET", path, nil, map[string]string{model.NodeHeader: "n1"})
 	var env model.PodSecretEnv
 	if err := json.Unmarshal(r.body, &env); err != nil || r.code != 200 {
 		t.Fatalf("the pod's node: %d %s", r.code, r.body)

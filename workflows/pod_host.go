@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
@@ -170,9 +171,20 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 	case failure == nil && w.evicting():
 		return w.leftNode(ctx)
 	default:
-		w.finish(ctx, PhaseFailed, "ProvisionFailed", failure.Error())
+		w.finish(ctx, PhaseFailed, provisionFailureReason(failure), failure.Error())
 	}
 	return nil
+}
+
+// provisionFailureReason is the pod's reason for a failed provision:
+// Kubernetes' CreateContainerConfigError when a container's environment
+// names a secret or key that is not there, ProvisionFailed otherwise.
+func provisionFailureReason(failure error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(failure, &appErr) && appErr.Type() == hostacts.ErrTypeCreateContainerConfig {
+		return hostacts.ErrTypeCreateContainerConfig
+	}
+	return "ProvisionFailed"
 }
 
 // interrupted: provisioning must stop (a delete, a cancel, an eviction).

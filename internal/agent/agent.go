@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -117,8 +118,11 @@ func (a *Agent) run(ctx context.Context) error {
 	if cfg.MaxConcurrentInstalls > 0 {
 		h.Installs = make(chan struct{}, cfg.MaxConcurrentInstalls)
 	}
+	if cfg.APIURL != "" {
+		h.Secrets = apiSecretEnv{base: cfg.APIURL, node: cfg.Node, client: &http.Client{Timeout: 30 * time.Second}}
+	}
 	if cfg.APIURL == "" {
-		a.log.Warn("no --api-url: this node follows no service network, so its pods reach no ClusterIP and get no cluster DNS")
+		a.log.Warn("no --api-url: this node follows no service network, so its pods reach no ClusterIP and get no cluster DNS, and pods that read secrets cannot start here")
 	} else if dns := a.servePodDNS(); dns != nil {
 		defer dns.Shutdown(context.Background())
 		h.ZoneDNS = &hostops.ZoneDNS{Nameserver: a.podGateway().String(), Domain: cfg.ClusterDomain}
