@@ -21,6 +21,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/workflows"
@@ -143,12 +144,18 @@ func dev(ctx context.Context, args []string) error {
 	if img.ImageMap, err = devImageMap(*mapFile); err != nil {
 		return err
 	}
+	// Secrets are encrypted with a key kept in the data directory (0600),
+	// so they open again after a restart.
+	key, err := encryption.EnsureKeyFile(filepath.Join(*dataDir, "encryption.key"))
+	if err != nil {
+		return err
+	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
 		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
-		ServiceCIDR: health.ServiceCIDR, DNS: health.DNS, Capacity: health.Capacity})
+		ServiceCIDR: health.ServiceCIDR, DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key})
 	if err != nil {
 		return err
 	}

@@ -176,3 +176,12 @@ func (s Secrets) Watch(ctx context.Context, o WatchOptions) (*Watch, error) {
 	}
 	return s.res.Watch(ctx, o)
 }
+
+// CountSecrets counts the secrets stored, in every namespace.
+func (s *Store) CountSecrets(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM secrets").Scan(&n); err != nil {
+		return 0, classify(err)
+	}
+	return n, nil
+}
