@@ -85,10 +85,10 @@ type serveOptions struct {
 	controlplane.Config
 	imageMap          string
 	encryptionKeyFile string
-	logLevel   string
-	nodeHealth func() error
-	dns        func() error
-	capacity   func() error
+	logLevel          string
+	nodeHealth        func() error
+	dns               func() error
+	capacity          func() error
 }
 
 func serveFlags() (*flag.FlagSet, *serveOptions) {
