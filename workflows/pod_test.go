@@ -281,6 +281,27 @@ func TestPermanentFailureCompensatesInReverse(t *testing.T) {
 	}
 }
 
+func TestMissingSecretFailsThePodAsCreateContainerConfigError(t *testing.T) {
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{uint64(0),
+		temporal.NewApplicationErrorWithOptions(`start the containers: CreateContainerConfigError: container "app": secret "db" not found`,
+			hostacts.ErrTypeCreateContainerConfig,
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})}})
+	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	var failed *controlops.StatusUpdate
+	for i := range h.statuses {
+		if h.statuses[i].Phase == model.PodFailed {
+			failed = &h.statuses[i]
+		}
+	}
+	if failed == nil || failed.Reason != "CreateContainerConfigError" || failed.EventReason != "CreateContainerConfigError" ||
+		!strings.Contains(failed.EventMessage, `secret "db" not found`) {
+		t.Fatalf("pod not Failed as CreateContainerConfigError with an event naming the secret: %+v", failed)
+	}
+	if !h.calls.has("StopContainers", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") {
+		t.Fatalf("the zone begun is not rolled back: %s", h.calls)
+	}
+}
+
 func TestCancelMidInstallRollsBack(t *testing.T) {
 	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{uint64(supervisedSeq), nil}})
 	h.env.RegisterDelayedCallback(func() {
