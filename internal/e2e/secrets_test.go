@@ -209,7 +209,6 @@ func readFileNamed(t *testing.T, root, name string) string {
 	return content
 }
 
-
 // base64Forms are the runs of base64 that marker's bytes become wherever
 // they sit in a longer base64 text (a Temporal payload's data, a secret's
 // data): one per alignment, without the characters that depend on the
