@@ -7,7 +7,9 @@
 // internal/supervisor), reconciles its own host (reconcile.go), and
 // programs the service NAT rules from the control plane's service network
 // snapshots (servicenat.go, over internal/servicenat) and answers its
-// pods' DNS from them (poddns.go). Settings are in config.go.
+// pods' DNS from them (poddns.go). With the API's URL it also reads the
+// secret values its pods' containers take from their environment, when
+// it starts them (secretenv.go). Settings are in config.go.
 //
 // Trust: registration and heartbeats write the Node row directly through
 // the store, so the agent holds the control plane's database URL. That is
