@@ -148,6 +148,18 @@ func TestSecretValuesReachTheContainerAndNoHistoryLogOrEvent(t *testing.T) {
 		t.Error("the database scan read no rows")
 	}
 	t.Logf("scanned %d workflow histories, %d bytes of control plane log, %d database rows", histories, len(cpLog.String()), rows)
+
+	// A control plane without the key refuses to start over these secrets.
+	start := c.stopControlPlane()
+	noKey := c.cpConfig
+	noKey.EncryptionKey = nil
+	if cp, err := controlplane.Start(context.Background(), noKey); err == nil || !strings.Contains(err.Error(), "--encryption-key-file") {
+		if cp != nil {
+			_ = cp.Stop(ctx)
+		}
+		t.Fatalf("a control plane without the encryption key started over stored secrets: %v", err)
+	}
+	start()
 }
 
 // scanHistories reads the history of every workflow run in the
