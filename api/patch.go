@@ -24,6 +24,9 @@ import (
 // A strategic merge patch is taken only when it means the same as a
 // merge patch: it has no lists (which strategic merge merges by key) and
 // no $-directives.
+//
+// Authorisation: verb "patch" on the kind's resource, granted to whoever
+// may "update" it (the PUT handler runs).
 func patchObject[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res store.Resource[T, PT], put gin.HandlerFunc) {
 	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
 	if !contains(patchTypes, mt) {
