@@ -45,6 +45,13 @@ func serveStore(t *testing.T, url string, ready ...api.ReadyCheck) *client {
 
 func serveStoreWith(t *testing.T, url string, imgMap *imagemap.Map, ready ...api.ReadyCheck) *client {
 	t.Helper()
+	return serveConfig(t, url, imgMap, nil, ready...)
+}
+
+// serveConfig serves the API over a migrated store at url, with mod
+// changing its configuration first (nil: none).
+func serveConfig(t *testing.T, url string, imgMap *imagemap.Map, mod func(*api.Config), ready ...api.ReadyCheck) *client {
+	t.Helper()
 	ctx := context.Background()
 	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
@@ -57,7 +64,11 @@ func serveStoreWith(t *testing.T, url string, imgMap *imagemap.Map, ready ...api
 		t.Fatal(err)
 	}
 	ready = append(ready, api.ReadyCheck{Name: "postgres", Check: st.Ping})
-	srv := httptest.NewServer(api.New(api.Config{Store: st, ImageMap: imgMap, Logger: slog.New(slog.DiscardHandler), Ready: ready, WatchKeepalive: 100 * time.Millisecond}).Handler())
+	cfg := api.Config{Store: st, ImageMap: imgMap, Logger: slog.New(slog.DiscardHandler), Ready: ready, WatchKeepalive: 100 * time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv := httptest.NewServer(api.New(cfg).Handler())
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); st.Close() })
 	c := &client{t: t, base: srv.URL}
 	// The images the pods of these tests name.
@@ -246,7 +257,7 @@ func TestBadInputGetsItsStatusCode(t *testing.T) {
 		{"unknown pod", "GET", "/api/v1/namespaces/default/pods/nope", "", "", 404, "NotFound", ""},
 		{"unknown node", "DELETE", "/api/v1/nodes/nope", "", "", 404, "NotFound", ""},
 		{"unknown route", "GET", "/api/v2/things", "", "", 404, "NotFound", ""},
-		{"wrong method", "PATCH", "/api/v1/nodes/n1", "", "", 405, "MethodNotAllowed", ""},
+		{"wrong method", "PUT", "/api/v1/nodes", "", "", 405, "MethodNotAllowed", ""},
 		{"bad field selector", "GET", "/api/v1/pods?fieldSelector=spec.image%3Dx", "", "", 400, "BadRequest", ""},
 		{"bad label selector", "GET", "/api/v1/pods?labelSelector=app%20in%20x", "", "", 400, "BadRequest", ""},
 		{"bad limit", "GET", "/api/v1/pods?limit=-1", "", "", 400, "BadRequest", ""},

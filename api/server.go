@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/zonewright/zonewright/internal/clusterip"
+	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/servicenet"
@@ -21,8 +23,12 @@ import (
 	"github.com/zonewright/zonewright/workflows"
 )
 
-// MaxBodyBytes bounds every request body.
+// MaxBodyBytes bounds every request body but a secret's.
 const MaxBodyBytes = 1 << 20
+
+// MaxSecretBodyBytes bounds a secret's body: 1 MiB of values in base64
+// with room for their keys (Kubernetes allows 3 MiB).
+const MaxSecretBodyBytes = 3 << 20
 
 // ReadyCheck is one dependency /readyz asks about.
 type ReadyCheck struct {
@@ -67,6 +73,23 @@ type Config struct {
 	Logger         *slog.Logger
 	// WatchKeepalive is how often an idle watch sends a comment line.
 	WatchKeepalive time.Duration
+	// EncryptionKey seals secrets at rest; nil: the secrets endpoints
+	// answer 503.
+	EncryptionKey *encryption.Key
+	// MaySeeSecretValues says whether the caller may read secrets'
+	// values; a caller who may not gets secrets with their keys and
+	// empty values (redactSecret). Nil: every caller may.
+	MaySeeSecretValues func(c *gin.Context) bool
+	// RequestingNode names the node a request comes from, for the routes
+	// only a pod's node may use (podSecretEnv); ok false: not a node.
+	// Nil: the node named by the X-Zonewright-Node header.
+	RequestingNode func(c *gin.Context) (node string, ok bool)
+	// AdvertiseURL is the API's own URL: its origin may write as the
+	// request's own does (checkOrigin).
+	AdvertiseURL string
+	// AllowedHosts, when set, are the only host names the API answers to
+	// besides IP addresses (checkHost; see LoopbackHosts).
+	AllowedHosts []string
 }
 
 // Server serves the REST API.
@@ -91,6 +114,12 @@ type Server struct {
 	serviceCIDR    *clusterip.Range
 	serviceNetH    *servicenet.Holder
 	serviceNetWait time.Duration
+
+	secrets            store.Secrets
+	maySeeSecretValues func(c *gin.Context) bool
+	requestingNode     func(c *gin.Context) (string, bool)
+	origins            []string
+	allowedHosts       []string
 }
 
 // New builds the API server.
@@ -111,7 +140,23 @@ func New(cfg Config) *Server {
 	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
 		cfg.ServiceNetWait = MaxServiceNetWait
 	}
-	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
+	if cfg.MaySeeSecretValues == nil {
+		cfg.MaySeeSecretValues = func(*gin.Context) bool { return true }
+	}
+	if cfg.RequestingNode == nil {
+		cfg.RequestingNode = nodeFromHeader
+	}
+	var origins []string
+	if u, err := url.Parse(cfg.AdvertiseURL); err == nil && u.Scheme != "" && u.Host != "" {
+		origins = append(origins, strings.ToLower(u.Scheme+"://"+u.Host))
+	}
+	var secrets store.Secrets
+	if cfg.Store != nil {
+		secrets = cfg.Store.Secrets(cfg.EncryptionKey)
+	}
+	return &Server{secrets: secrets, maySeeSecretValues: cfg.MaySeeSecretValues, requestingNode: cfg.RequestingNode,
+		origins: origins, allowedHosts: cfg.AllowedHosts,
+		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait}
 }
@@ -125,7 +170,7 @@ func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.recover, s.logRequests, limitBody)
+	r.Use(s.recover, s.logRequests, s.checkHost, s.checkOrigin, s.checkContentType, limitBody)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, notFoundf("the server could not find the requested resource %s", c.Request.URL.Path))
 	})
@@ -147,6 +192,8 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/namespaces/:ns/pods", s.createPod)
 	v1.GET("/namespaces/:ns/pods/:name", s.getPod)
 	v1.PUT("/namespaces/:ns/pods/:name", s.updatePod)
+	v1.PATCH("/namespaces/:ns/pods/:name", s.patchPod)
+	v1.GET("/namespaces/:ns/pods/:name/secretenv", s.podSecretEnv)
 	v1.DELETE("/namespaces/:ns/pods/:name", s.deletePod)
 	v1.POST("/namespaces/:ns/pods/:name/finalize", s.finalizePod)
 	v1.POST("/namespaces/:ns/pods/:name/cancel", s.cancelPod)
@@ -155,6 +202,8 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/nodes", s.listNodes)
 	v1.POST("/nodes", s.createNode)
 	v1.GET("/nodes/:name", s.getNode)
+	v1.PUT("/nodes/:name", s.updateNode)
+	v1.PATCH("/nodes/:name", s.patchNode)
 	v1.DELETE("/nodes/:name", s.deleteNode)
 	v1.POST("/nodes/:name/cordon", s.cordonNode)
 	v1.POST("/nodes/:name/uncordon", s.uncordonNode)
@@ -181,7 +230,15 @@ func (s *Server) Handler() http.Handler {
 	v1.POST("/namespaces/:ns/services", s.createService)
 	v1.GET("/namespaces/:ns/services/:name", s.getService)
 	v1.PUT("/namespaces/:ns/services/:name", s.updateService)
+	v1.PATCH("/namespaces/:ns/services/:name", s.patchService)
 	v1.DELETE("/namespaces/:ns/services/:name", s.deleteService)
+
+	v1.GET("/secrets", s.listSecrets)
+	v1.GET("/namespaces/:ns/secrets", s.listSecrets)
+	v1.POST("/namespaces/:ns/secrets", s.createSecret)
+	v1.GET("/namespaces/:ns/secrets/:name", s.getSecret)
+	v1.PUT("/namespaces/:ns/secrets/:name", s.updateSecret)
+	v1.DELETE("/namespaces/:ns/secrets/:name", s.deleteSecret)
 
 	v1.GET("/persistentvolumeclaims", s.listClaims)
 	v1.GET("/namespaces/:ns/persistentvolumeclaims", s.listClaims)
@@ -277,7 +334,12 @@ func limitBody(c *gin.Context) {
 	// A volume transfer's body is a whole dataset's stream, written to
 	// disk as it arrives.
 	if c.Request.Body != nil && !strings.HasPrefix(c.Request.URL.Path, transfersPath) {
-		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
+		limit := int64(MaxBodyBytes)
+		if strings.Contains(c.Request.URL.Path, "/secrets") {
+			// A secret may hold 1 MiB of values, which base64 makes larger.
+			limit = MaxSecretBodyBytes
+		}
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
 	}
 	c.Next()
 }

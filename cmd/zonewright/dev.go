@@ -22,6 +22,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/pki"
@@ -158,13 +159,19 @@ func dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Secrets are encrypted with a key kept in the data directory (0600),
+	// so they open again after a restart.
+	key, err := encryption.EnsureKeyFile(filepath.Join(*dataDir, "encryption.key"))
+	if err != nil {
+		return err
+	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen, StateDir: stateDir,
 		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
 		ServiceCIDR: health.ServiceCIDR, ClusterCIDR: health.ClusterCIDR, NodeCIDRMaskSize: health.NodeCIDRMaskSize,
-		DNS: health.DNS, Capacity: health.Capacity})
+		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key})
 	if err != nil {
 		return err
 	}

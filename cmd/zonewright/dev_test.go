@@ -246,6 +246,16 @@ func TestDevStack(t *testing.T) {
 	if code, body := get(t, d.http, "https://"+api+"/readyz"); code != 200 || !strings.Contains(body, `"temporal":"ok"`) {
 		t.Fatalf("readyz: %d %s", code, body)
 	}
+	// Secrets are encrypted with a key the stack generated in its data dir.
+	if fi, err := os.Stat(filepath.Join(dataDir, "encryption.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the dev stack's encryption key: %v, %v", fi, err)
+	}
+	if resp, err := d.http.Post("https://"+api+"/api/v1/namespaces/default/secrets", "application/json",
+		strings.NewReader(`{"metadata":{"name":"dev-secret"},"stringData":{"k":"v"}}`)); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create a secret on the dev stack: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if code, body := get(t, http.DefaultClient, "http://"+ui+"/"); code != 200 || !strings.Contains(body, "<html") {
 		t.Fatalf("Temporal Web UI: %d %.200s", code, body)
 	}

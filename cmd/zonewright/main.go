@@ -19,6 +19,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/scheduler"
@@ -84,11 +85,12 @@ func newLogger(level string) (*slog.Logger, error) {
 // serveOptions are serve's flags.
 type serveOptions struct {
 	controlplane.Config
-	imageMap   string
-	logLevel   string
-	nodeHealth func() error
-	dns        func() error
-	capacity   func() error
+	imageMap          string
+	encryptionKeyFile string
+	logLevel          string
+	nodeHealth        func() error
+	dns               func() error
+	capacity          func() error
 }
 
 func serveFlags() (*flag.FlagSet, *serveOptions) {
@@ -102,6 +104,8 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	temporalFlags(fs, &o.Config)
 	imageFlags(fs, &o.Config, "/var/lib/zonewright/images")
 	fs.StringVar(&o.imageMap, "image-map", env("ZW_IMAGE_MAP", ""), "image map file: default image, aliases, size presets, images (env ZW_IMAGE_MAP)")
+	fs.StringVar(&o.encryptionKeyFile, "encryption-key-file", env("ZW_ENCRYPTION_KEY_FILE", ""),
+		"file holding the 32-byte key secrets are encrypted with at rest, raw or base64 (head -c 32 /dev/urandom | base64); the same on every replica; without it the API keeps no secrets (env ZW_ENCRYPTION_KEY_FILE)")
 	o.nodeHealth = nodeHealthFlags(fs, &o.Config)
 	serviceCIDRFlag(fs, &o.Config, clusterip.DefaultCIDR)
 	podCIDRFlags(fs, &o.Config, podcidr.DefaultClusterCIDR)
@@ -141,6 +145,13 @@ func serve(ctx context.Context, args []string) error {
 	tc.Logger = log
 	if tc.ImageMap, err = imagemap.Load(o.imageMap); err != nil {
 		return err
+	}
+	if o.encryptionKeyFile != "" {
+		if tc.EncryptionKey, err = encryption.LoadKeyFile(o.encryptionKeyFile); err != nil {
+			return fmt.Errorf("--encryption-key-file: %w", err)
+		}
+	} else {
+		log.Warn("no --encryption-key-file: this API keeps no secrets (their endpoints answer 503)")
 	}
 	cp, err := controlplane.Start(ctx, tc)
 	if err != nil {

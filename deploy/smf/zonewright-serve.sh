@@ -34,6 +34,7 @@ image_download_secret
 transfer_dir
 advertise_url
 image_map
+encryption_key_file
 image_stall_timeout
 node_grace_period
 node_eviction_timeout

@@ -28,6 +28,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/endpoints"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
@@ -98,6 +99,10 @@ type Config struct {
 	StateDir string
 	// APITLS is how the API serves HTTPS.
 	APITLS APITLS
+	// EncryptionKey seals secrets at rest (--encryption-key-file); nil:
+	// the API keeps no secrets, and the control plane refuses to start
+	// over a database that holds some.
+	EncryptionKey *encryption.Key
 }
 
 // TLSConfig holds client certificate options for a Temporal server with mTLS.
@@ -266,6 +271,18 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		closeListeners()
 		return nil, fmt.Errorf("create the default namespace: %w", err)
 	}
+	if cfg.EncryptionKey == nil {
+		// Without the key the secrets stored cannot be read, and pods
+		// that use them would fail to start one by one.
+		if n, err := st.CountSecrets(ctx); err != nil || n > 0 {
+			st.Close()
+			closeListeners()
+			if err != nil {
+				return nil, fmt.Errorf("count the secrets stored: %w", err)
+			}
+			return nil, fmt.Errorf("the database holds %d secret(s), encrypted: start with the --encryption-key-file they were written with", n)
+		}
+	}
 	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(log.With("component", "temporal-client"))}
 	if cfg.TemporalTLS.enabled() {
 		if opts.ConnectionOptions.TLS, err = cfg.TemporalTLS.build(); err != nil {
@@ -299,7 +316,8 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	relay := &transfer.Relay{Dir: transferDir, Secret: []byte(secret)}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
-	srv := api.New(api.Config{Store: st, Logger: log, ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
+	srv := api.New(api.Config{EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
+		Store: st, Logger: log, ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
 		Images: images, ImageMap: imgMap, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
