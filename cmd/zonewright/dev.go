@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -117,16 +119,32 @@ func dev(ctx context.Context, args []string) error {
 		}
 	}
 
+	// The data directory is the control plane's state directory: the
+	// cluster CA every certificate comes from is kept in its tls/.
+	stateDir, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return err
+	}
+	ca, err := pki.LoadOrCreateCA(filepath.Join(stateDir, "tls"), "zonewright CA")
+	if err != nil {
+		return fmt.Errorf("cluster CA: %w", err)
+	}
 	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
-		Address: *temporalAddr, DataDir: filepath.Join(*dataDir, "temporal"), Namespace: devstack.DefaultNamespace,
+		Address: *temporalAddr, DataDir: filepath.Join(*dataDir, "temporal"), Namespace: devstack.DefaultNamespace, CA: ca,
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log.With("component", "temporal-server"),
 	})
 	if err != nil {
 		return fmt.Errorf("embedded Temporal: %w", err)
 	}
 	stops = append(stops, func() { _ = tmp.Stop() })
+	temporalCerts, err := devTemporalCerts(ca, filepath.Join(stateDir, "tls"))
+	if err != nil {
+		return err
+	}
 
-	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: *uiAddr, TemporalAddress: tmp.Address(), Namespace: devstack.DefaultNamespace})
+	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: *uiAddr, TemporalAddress: tmp.Address(), Namespace: devstack.DefaultNamespace,
+		TLS: &devstack.ClientTLSFiles{CertFile: temporalCerts.operator.CertFile, KeyFile: temporalCerts.operator.KeyFile,
+			CAFile: temporalCerts.operator.CAFile, ServerName: temporalCerts.operator.ServerName}})
 	if err != nil {
 		return fmt.Errorf("Temporal Web UI: %w", err)
 	}
@@ -144,7 +162,7 @@ func dev(ctx context.Context, args []string) error {
 		return err
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
-		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
+		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, TemporalTLS: temporalCerts.controlPlane, Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
@@ -157,6 +175,14 @@ func dev(ctx context.Context, args []string) error {
 		defer cancel()
 		_ = cp.Stop(sctx)
 	})
+	envFile := filepath.Join(*dataDir, "env")
+	op := temporalCerts.operator
+	if err := devEnvFile(envFile, []envVar{
+		{"TEMPORAL_ADDRESS", tmp.Address()}, {"TEMPORAL_NAMESPACE", devstack.DefaultNamespace},
+		{"TEMPORAL_TLS_CERT", op.CertFile}, {"TEMPORAL_TLS_KEY", op.KeyFile}, {"TEMPORAL_TLS_CA", op.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", op.ServerName},
+	}); err != nil {
+		return err
+	}
 
 	nodeList := "none (--nodes 0)"
 	if *nodes > 0 {
@@ -169,7 +195,7 @@ func dev(ctx context.Context, args []string) error {
 			return err
 		}
 		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim,
-			DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
+			DatabaseURL: url, Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, TemporalCA: ca, Logger: log,
 			APIURL: "http://" + cp.Addr(),
 			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
 				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace,
@@ -188,7 +214,7 @@ func dev(ctx context.Context, args []string) error {
 zonewright dev stack is up (started in %s)
   API          http://%s
   Temporal UI  %s
-  Temporal     %s (namespace %s)
+  Temporal     %s (namespace %s, mutual TLS: certificates in %s)
   PostgreSQL   %s
   data         %s
   nodes        %s
@@ -197,9 +223,10 @@ zonewright dev stack is up (started in %s)
 
 Try: curl http://%s/api/v1/namespaces/default/pods
      curl http://%s/api/v1/images
+     source %s && temporal workflow list
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
-		dnsShown(cp.DNSAddr()), health.DNS.Domain, cp.Addr(), cp.Addr())
+`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, filepath.Join(*dataDir, "tls"), redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
+		dnsShown(cp.DNSAddr()), health.DNS.Domain, cp.Addr(), cp.Addr(), envFile)
 
 	select {
 	case <-ctx.Done():
@@ -208,6 +235,59 @@ Ctrl-C stops everything; the next start resumes the same data.
 		return fmt.Errorf("API server stopped: %w", err)
 	}
 	return nil
+}
+
+// devCerts are the dev stack's client certificates for Temporal.
+type devCerts struct {
+	controlPlane controlplane.TLSConfig // CN=zonewright:control-plane
+	operator     controlplane.TLSConfig // the Temporal CLI and Web UI: a cluster admin
+}
+
+// devTemporalCerts issues, at every start, the control plane's and the
+// operator's client certificates for Temporal into dir (beside the CA).
+func devTemporalCerts(ca *pki.CA, dir string) (devCerts, error) {
+	issue := func(file, cn string, orgs ...string) (controlplane.TLSConfig, error) {
+		c := controlplane.TLSConfig{CertFile: filepath.Join(dir, file+".crt"), KeyFile: filepath.Join(dir, file+".key"),
+			CAFile: filepath.Join(dir, "ca.crt"), ServerName: "localhost"}
+		certPEM, keyPEM, err := ca.ClientCert(cn, orgs)
+		if err != nil {
+			return c, fmt.Errorf("Temporal certificate %s: %w", cn, err)
+		}
+		if err := errors.Join(pki.WriteFile(c.KeyFile, keyPEM, 0o600), pki.WriteFile(c.CertFile, certPEM, 0o644)); err != nil {
+			return c, err
+		}
+		return c, nil
+	}
+	var d devCerts
+	var err error
+	if d.controlPlane, err = issue("temporal-control-plane", devstack.ControlPlaneName); err != nil {
+		return d, err
+	}
+	d.operator, err = issue("temporal-operator", "dev-operator", devstack.AdminOrg)
+	return d, err
+}
+
+// envVar is one line of the dev stack's env file.
+type envVar struct{ key, value string }
+
+// devEnvFile writes the env file a shell sources to talk to the dev
+// stack: `export KEY='value'` lines in the order given. It may hold
+// credentials, so only its owner reads it.
+func devEnvFile(path string, vars []envVar) error {
+	var b strings.Builder
+	b.WriteString("# zonewright dev stack: source this file (written at every start).\n")
+	for _, v := range vars {
+		fmt.Fprintf(&b, "export %s=%s\n", v.key, shellQuote(v.value))
+	}
+	if err := pki.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // dnsShown is the DNS address for the banner.

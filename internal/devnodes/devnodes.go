@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/pki"
 )
 
 // Config describes the nodes to run.
@@ -27,6 +29,10 @@ type Config struct {
 	DatabaseURL string
 	Temporal    string
 	Namespace   string
+	// TemporalCA, when set, is the CA of a Temporal server running mutual
+	// TLS: each agent gets a node certificate from it (CN=node:<name>),
+	// which lets it work only its own task queue.
+	TemporalCA *pki.CA
 	// APIURL is the control plane's base URL, where the agents follow the
 	// service network to program their service NAT rules.
 	APIURL string
@@ -120,6 +126,13 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 	if cfg.APIURL != "" {
 		args = append(args, "--api-url", cfg.APIURL)
 	}
+	if cfg.TemporalCA != nil {
+		tlsArgs, err := nodeTemporalCert(cfg.TemporalCA, dir, name)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, tlsArgs...)
+	}
 	n.cmd = exec.Command(cfg.Agent, args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	// The agents die with the dev stack, even if it is killed.
@@ -209,4 +222,20 @@ func (ns *Nodes) Add(ctx context.Context) (*Node, error) {
 	}
 	ns.Nodes = append(ns.Nodes, n)
 	return n, nil
+}
+
+// nodeTemporalCert issues node name's Temporal client certificate into dir
+// and returns the agent flags that present it.
+func nodeTemporalCert(ca *pki.CA, dir, name string) ([]string, error) {
+	cn, orgs := devstack.NodeSubject(name)
+	certPEM, keyPEM, err := ca.ClientCert(cn, orgs)
+	if err != nil {
+		return nil, fmt.Errorf("Temporal certificate of %s: %w", name, err)
+	}
+	certFile, keyFile, caFile := filepath.Join(dir, "temporal.crt"), filepath.Join(dir, "temporal.key"), filepath.Join(dir, "temporal-ca.crt")
+	if err := errors.Join(pki.WriteFile(keyFile, keyPEM, 0o600), pki.WriteFile(certFile, certPEM, 0o644), pki.WriteFile(caFile, ca.CertPEM, 0o644)); err != nil {
+		return nil, err
+	}
+	return []string{"--temporal-tls-cert", certFile, "--temporal-tls-key", keyFile, "--temporal-tls-ca", caFile,
+		"--temporal-tls-server-name", "localhost"}, nil
 }

@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -237,5 +239,28 @@ func TestMutualTLSAdmitsOnlyTheClusterCAsClients(t *testing.T) {
 	var got string
 	if err := run.Get(ctx, &got); err != nil || got != "from alice" {
 		t.Errorf("signalled workflow returned %q, %v", got, err)
+	}
+
+	// The Web UI reaches the server with an operator certificate.
+	dir := t.TempDir()
+	certPEM, keyPEM, err = ca.ClientCert("ui", []string{devstack.AdminOrg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := devstack.ClientTLSFiles{CertFile: filepath.Join(dir, "ui.crt"), KeyFile: filepath.Join(dir, "ui.key"),
+		CAFile: filepath.Join(dir, "ca.crt"), ServerName: "localhost"}
+	for path, data := range map[string][]byte{files.CertFile: certPEM, files.KeyFile: keyPEM, files.CAFile: ca.CertPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: freeAddr(t), TemporalAddress: srv.Address(), TLS: &files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ui.Stop() })
+	status, _, body := get(t, ui.URL()+"/api/v1/namespaces/default/workflows")
+	if status != 200 || !strings.Contains(body, "job/default/wait") {
+		t.Errorf("UI lists workflows: %d %.300s", status, body)
 	}
 }
