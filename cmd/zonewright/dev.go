@@ -137,14 +137,20 @@ func dev(ctx context.Context, args []string) error {
 		return fmt.Errorf("embedded Temporal: %w", err)
 	}
 	stops = append(stops, func() { _ = tmp.Stop() })
-	temporalCerts, err := devTemporalCerts(ca, filepath.Join(stateDir, "tls"))
+	// The control plane's and the operator's (the Temporal CLI's and the
+	// Web UI's) certificates, issued at every start beside the CA.
+	tlsDir := filepath.Join(stateDir, "tls")
+	cpCert, err := devstack.WriteClientTLS(ca, tlsDir, "temporal-control-plane", devstack.ControlPlaneName)
+	if err != nil {
+		return err
+	}
+	opCert, err := devstack.WriteClientTLS(ca, tlsDir, "temporal-operator", "dev-operator", devstack.AdminOrg)
 	if err != nil {
 		return err
 	}
 
 	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: *uiAddr, TemporalAddress: tmp.Address(), Namespace: devstack.DefaultNamespace,
-		TLS: &devstack.ClientTLSFiles{CertFile: temporalCerts.operator.CertFile, KeyFile: temporalCerts.operator.KeyFile,
-			CAFile: temporalCerts.operator.CAFile, ServerName: temporalCerts.operator.ServerName}})
+		TLS: &opCert})
 	if err != nil {
 		return fmt.Errorf("Temporal Web UI: %w", err)
 	}
@@ -162,7 +168,7 @@ func dev(ctx context.Context, args []string) error {
 		return err
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen,
-		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, TemporalTLS: temporalCerts.controlPlane, Logger: log,
+		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, TemporalTLS: controlplane.TLSConfig(cpCert), Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
@@ -176,10 +182,9 @@ func dev(ctx context.Context, args []string) error {
 		_ = cp.Stop(sctx)
 	})
 	envFile := filepath.Join(*dataDir, "env")
-	op := temporalCerts.operator
 	if err := devEnvFile(envFile, []envVar{
 		{"TEMPORAL_ADDRESS", tmp.Address()}, {"TEMPORAL_NAMESPACE", devstack.DefaultNamespace},
-		{"TEMPORAL_TLS_CERT", op.CertFile}, {"TEMPORAL_TLS_KEY", op.KeyFile}, {"TEMPORAL_TLS_CA", op.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", op.ServerName},
+		{"TEMPORAL_TLS_CERT", opCert.CertFile}, {"TEMPORAL_TLS_KEY", opCert.KeyFile}, {"TEMPORAL_TLS_CA", opCert.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", opCert.ServerName},
 	}); err != nil {
 		return err
 	}
@@ -225,7 +230,7 @@ Try: curl http://%s/api/v1/namespaces/default/pods
      curl http://%s/api/v1/images
      source %s && temporal workflow list
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, filepath.Join(*dataDir, "tls"), redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
+`, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, tlsDir, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
 		dnsShown(cp.DNSAddr()), health.DNS.Domain, cp.Addr(), cp.Addr(), envFile)
 
 	select {
@@ -235,36 +240,6 @@ Ctrl-C stops everything; the next start resumes the same data.
 		return fmt.Errorf("API server stopped: %w", err)
 	}
 	return nil
-}
-
-// devCerts are the dev stack's client certificates for Temporal.
-type devCerts struct {
-	controlPlane controlplane.TLSConfig // CN=zonewright:control-plane
-	operator     controlplane.TLSConfig // the Temporal CLI and Web UI: a cluster admin
-}
-
-// devTemporalCerts issues, at every start, the control plane's and the
-// operator's client certificates for Temporal into dir (beside the CA).
-func devTemporalCerts(ca *pki.CA, dir string) (devCerts, error) {
-	issue := func(file, cn string, orgs ...string) (controlplane.TLSConfig, error) {
-		c := controlplane.TLSConfig{CertFile: filepath.Join(dir, file+".crt"), KeyFile: filepath.Join(dir, file+".key"),
-			CAFile: filepath.Join(dir, "ca.crt"), ServerName: "localhost"}
-		certPEM, keyPEM, err := ca.ClientCert(cn, orgs)
-		if err != nil {
-			return c, fmt.Errorf("Temporal certificate %s: %w", cn, err)
-		}
-		if err := errors.Join(pki.WriteFile(c.KeyFile, keyPEM, 0o600), pki.WriteFile(c.CertFile, certPEM, 0o644)); err != nil {
-			return c, err
-		}
-		return c, nil
-	}
-	var d devCerts
-	var err error
-	if d.controlPlane, err = issue("temporal-control-plane", devstack.ControlPlaneName); err != nil {
-		return d, err
-	}
-	d.operator, err = issue("temporal-operator", "dev-operator", devstack.AdminOrg)
-	return d, err
 }
 
 // envVar is one line of the dev stack's env file.

@@ -127,11 +127,12 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 		args = append(args, "--api-url", cfg.APIURL)
 	}
 	if cfg.TemporalCA != nil {
-		tlsArgs, err := nodeTemporalCert(cfg.TemporalCA, dir, name)
+		cn, orgs := devstack.NodeSubject(name)
+		files, err := devstack.WriteClientTLS(cfg.TemporalCA, dir, "temporal", cn, orgs...)
 		if err != nil {
 			return nil, err
 		}
-		args = append(args, tlsArgs...)
+		args = append(args, files.Args()...)
 	}
 	n.cmd = exec.Command(cfg.Agent, args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
@@ -222,20 +223,4 @@ func (ns *Nodes) Add(ctx context.Context) (*Node, error) {
 	}
 	ns.Nodes = append(ns.Nodes, n)
 	return n, nil
-}
-
-// nodeTemporalCert issues node name's Temporal client certificate into dir
-// and returns the agent flags that present it.
-func nodeTemporalCert(ca *pki.CA, dir, name string) ([]string, error) {
-	cn, orgs := devstack.NodeSubject(name)
-	certPEM, keyPEM, err := ca.ClientCert(cn, orgs)
-	if err != nil {
-		return nil, fmt.Errorf("Temporal certificate of %s: %w", name, err)
-	}
-	certFile, keyFile, caFile := filepath.Join(dir, "temporal.crt"), filepath.Join(dir, "temporal.key"), filepath.Join(dir, "temporal-ca.crt")
-	if err := errors.Join(pki.WriteFile(keyFile, keyPEM, 0o600), pki.WriteFile(certFile, certPEM, 0o644), pki.WriteFile(caFile, ca.CertPEM, 0o644)); err != nil {
-		return nil, err
-	}
-	return []string{"--temporal-tls-cert", certFile, "--temporal-tls-key", keyFile, "--temporal-tls-ca", caFile,
-		"--temporal-tls-server-name", "localhost"}, nil
 }

@@ -87,3 +87,21 @@ func (t *Temporal) ClientTLS(commonName string, orgs ...string) (*tls.Config, er
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: t.ca.Pool(), Certificates: []tls.Certificate{cert}}, nil
 }
+
+// WriteClientTLS issues a client certificate from ca for commonName and
+// orgs into dir/<name>.crt and dir/<name>.key, writes the CA beside them
+// as dir/ca.crt, and returns the files, for a client of a server started
+// with TemporalConfig.CA = ca.
+func WriteClientTLS(ca *pki.CA, dir, name, commonName string, orgs ...string) (ClientTLSFiles, error) {
+	f := ClientTLSFiles{CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key"),
+		CAFile: filepath.Join(dir, "ca.crt"), ServerName: "localhost"}
+	certPEM, keyPEM, err := ca.ClientCert(commonName, orgs)
+	if err != nil {
+		return f, fmt.Errorf("Temporal client certificate %s: %w", commonName, err)
+	}
+	if err := errors.Join(pki.WriteFile(f.KeyFile, keyPEM, 0o600), pki.WriteFile(f.CertFile, certPEM, 0o644),
+		pki.WriteFile(f.CAFile, ca.CertPEM, 0o644)); err != nil {
+		return f, err
+	}
+	return f, nil
+}

@@ -37,6 +37,12 @@ type ClientTLSFiles struct {
 	ServerName        string // the name checked in the server's certificate
 }
 
+// Args are the flags of `zonewright agent` and `serve` presenting these files.
+func (f ClientTLSFiles) Args() []string {
+	return []string{"--temporal-tls-cert", f.CertFile, "--temporal-tls-key", f.KeyFile, "--temporal-tls-ca", f.CAFile,
+		"--temporal-tls-server-name", f.ServerName}
+}
+
 // UI is a running Temporal Web UI server.
 type UI struct {
 	server *uiserver.Server
