@@ -110,6 +110,7 @@ type Temporal struct {
 	level       *serverLevel
 	address     string
 	httpAddress string
+	internal    []string // host:port of history, matching and worker
 	namespace   string
 	dbPath      string
 	requests    *requestCounter // nil unless TemporalConfig.CountRequests
@@ -212,6 +213,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		level:       level,
 		address:     net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
 		httpAddress: net.JoinHostPort(dialHost(host), strconv.Itoa(conf.Services[string(primitives.FrontendService)].RPC.HTTPPort)),
+		internal:    internalAddresses(conf),
 		namespace:   cfg.Namespace,
 		dbPath:      dbPath,
 		requests:    requests,
@@ -282,6 +284,17 @@ func frontendHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("address %q: host must be an IP address", addr)
 	}
 	return host, port, nil
+}
+
+// internalAddresses are where the services other than the frontend listen.
+func internalAddresses(conf *config.Config) []string {
+	var out []string
+	for name, svc := range conf.Services {
+		if name != string(primitives.FrontendService) {
+			out = append(out, net.JoinHostPort(dialHost(svc.RPC.BindOnIP), strconv.Itoa(svc.RPC.GRPCPort)))
+		}
+	}
+	return out
 }
 
 // dialHost is the host clients (and the other services) use to reach a

@@ -18,20 +18,40 @@ const systemName = "zonewright:temporal-system"
 
 // serverTLSFiles are the files of a server running mutual TLS.
 type serverTLSFiles struct {
-	ca                    string
-	serverCert, serverKey string
-	systemCert, systemKey string
+	ca                          string
+	serverCert, serverKey       string
+	systemCert, systemKey       string
+	internodeCA                 string
+	internodeCert, internodeKey string
 }
 
 // ensureServerTLS writes into dir the CA, a server certificate for host
-// (and the loopback names) and the system worker's client certificate.
-// The server certificate is reused while it fits; the system worker's is
-// issued anew on every start.
+// (and the loopback names), the system worker's client certificate, and
+// the internal services' certificate from the server's own internode CA
+// (dir/internode). The server certificate is reused while it fits; the
+// others are issued anew on every start.
+//
+// The internal services (history, matching, worker) trust only the
+// internode CA, never the cluster CA: they have no authorizer, so a
+// node's certificate must not open them.
 func ensureServerTLS(ca *pki.CA, dir, host string) (serverTLSFiles, error) {
 	f := serverTLSFiles{
 		ca:         filepath.Join(dir, "ca.crt"),
 		serverCert: filepath.Join(dir, "server.crt"), serverKey: filepath.Join(dir, "server.key"),
 		systemCert: filepath.Join(dir, "system.crt"), systemKey: filepath.Join(dir, "system.key"),
+		internodeCA:   filepath.Join(dir, "internode", "ca.crt"),
+		internodeCert: filepath.Join(dir, "internode", "internode.crt"), internodeKey: filepath.Join(dir, "internode", "internode.key"),
+	}
+	internodeCA, err := pki.LoadOrCreateCA(filepath.Dir(f.internodeCA), "zonewright Temporal internode CA")
+	if err != nil {
+		return f, fmt.Errorf("internode CA: %w", err)
+	}
+	certPEM, keyPEM, err := internodeCA.PeerCert([]string{loopback, "localhost"})
+	if err != nil {
+		return f, fmt.Errorf("internode certificate: %w", err)
+	}
+	if err := errors.Join(pki.WriteFile(f.internodeKey, keyPEM, 0o600), pki.WriteFile(f.internodeCert, certPEM, 0o644)); err != nil {
+		return f, err
 	}
 	if err := pki.WriteFile(f.ca, ca.CertPEM, 0o644); err != nil {
 		return f, fmt.Errorf("write the CA: %w", err)
@@ -43,7 +63,7 @@ func ensureServerTLS(ca *pki.CA, dir, host string) (serverTLSFiles, error) {
 	if err := ca.EnsureServerCert(f.serverCert, f.serverKey, hosts); err != nil {
 		return f, fmt.Errorf("server certificate: %w", err)
 	}
-	certPEM, keyPEM, err := ca.ClientCert(systemName, []string{AdminOrg})
+	certPEM, keyPEM, err = ca.ClientCert(systemName, []string{AdminOrg})
 	if err != nil {
 		return f, fmt.Errorf("system worker certificate: %w", err)
 	}
@@ -55,11 +75,15 @@ func ensureServerTLS(ca *pki.CA, dir, host string) (serverTLSFiles, error) {
 
 // rootTLS is the server's TLS configuration: the frontend serves TLS and
 // requires a client certificate from the CA; the system worker presents
-// its own. The internal services (history, matching, worker) listen on
-// loopback only and talk plaintext among themselves.
+// its own; the services call each other with the internode certificate.
 func (f serverTLSFiles) rootTLS() config.RootTLS {
 	client := config.ClientTLS{ServerName: loopback, RootCAFiles: []string{f.ca}}
 	return config.RootTLS{
+		Internode: config.GroupTLS{
+			Server: config.ServerTLS{CertFile: f.internodeCert, KeyFile: f.internodeKey,
+				ClientCAFiles: []string{f.internodeCA}, RequireClientAuth: true},
+			Client: config.ClientTLS{ServerName: loopback, RootCAFiles: []string{f.internodeCA}},
+		},
 		Frontend: config.GroupTLS{
 			Server: config.ServerTLS{CertFile: f.serverCert, KeyFile: f.serverKey,
 				ClientCAFiles: []string{f.ca}, RequireClientAuth: true},
