@@ -160,10 +160,10 @@ func (a *nodeAuthorizer) nodeMay(node string, target *authorization.CallTarget) 
 // activityToken accepts the task token of an activity task. Temporal's
 // task token does not name the task queue, so the queue cannot be checked
 // here; what keeps a node to its own tasks is that a token must name the
-// run ID of the workflow (a random UUID: with an empty one the server
-// would pick the current run) and a node can learn run IDs only from the
-// tasks it polled on its own queue, as it may not list, describe or read
-// the history of workflows.
+// run ID of the workflow (a UUID with 74 random bits; with an empty one
+// the server would pick the current run) and a node learns run IDs only
+// from the tasks it polled on its own queue, as it may not list, describe
+// or read the history of workflows.
 func (a *nodeAuthorizer) activityToken(token []byte) bool {
 	t, err := a.tokens.Deserialize(token)
 	if err != nil {
