@@ -126,16 +126,38 @@ func dev(ctx context.Context, args []string) error {
 		}
 	}
 
+	// The data directory is the control plane's state directory: the
+	// cluster CA every certificate comes from is kept in its tls/.
+	stateDir, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return err
+	}
+	ca, err := pki.LoadOrCreateCA(filepath.Join(stateDir, "tls"), "zonewright CA")
+	if err != nil {
+		return fmt.Errorf("cluster CA: %w", err)
+	}
 	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
-		Address: *temporalAddr, DataDir: filepath.Join(*dataDir, "temporal"), Namespace: devstack.DefaultNamespace,
+		Address: *temporalAddr, DataDir: filepath.Join(*dataDir, "temporal"), Namespace: devstack.DefaultNamespace, CA: ca,
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log.With("component", "temporal-server"),
 	})
 	if err != nil {
 		return fmt.Errorf("embedded Temporal: %w", err)
 	}
 	stops = append(stops, func() { _ = tmp.Stop() })
+	// The control plane's and the operator's (the Temporal CLI's and the
+	// Web UI's) certificates, issued at every start beside the CA.
+	tlsDir := filepath.Join(stateDir, "tls")
+	cpCert, err := devstack.WriteClientTLS(ca, tlsDir, "temporal-control-plane", devstack.ControlPlaneName)
+	if err != nil {
+		return err
+	}
+	opCert, err := devstack.WriteClientTLS(ca, tlsDir, "temporal-operator", "dev-operator", devstack.AdminOrg)
+	if err != nil {
+		return err
+	}
 
-	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: *uiAddr, TemporalAddress: tmp.Address(), Namespace: devstack.DefaultNamespace})
+	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: *uiAddr, TemporalAddress: tmp.Address(), Namespace: devstack.DefaultNamespace,
+		TLS: &opCert})
 	if err != nil {
 		return fmt.Errorf("Temporal Web UI: %w", err)
 	}
@@ -152,13 +174,6 @@ func dev(ctx context.Context, args []string) error {
 	if img.ImageMap, err = devImageMap(*mapFile); err != nil {
 		return err
 	}
-	// The data directory is the control plane's state directory: the
-	// cluster CA the API's certificate and every client trust is kept in
-	// its tls/ and survives restarts.
-	stateDir, err := filepath.Abs(*dataDir)
-	if err != nil {
-		return err
-	}
 	// Secrets are encrypted with a key kept in the data directory (0600),
 	// so they open again after a restart.
 	key, err := encryption.EnsureKeyFile(filepath.Join(*dataDir, "encryption.key"))
@@ -166,7 +181,7 @@ func dev(ctx context.Context, args []string) error {
 		return err
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen, StateDir: stateDir,
-		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
+		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, TemporalTLS: controlplane.TLSConfig(cpCert), Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
@@ -182,7 +197,10 @@ func dev(ctx context.Context, args []string) error {
 	})
 	caFile := controlplane.CAFile(stateDir)
 	envFile := filepath.Join(*dataDir, "env")
-	if err := devEnvFile(envFile, []envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}}); err != nil {
+	if err := devEnvFile(envFile, []envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile},
+		{"TEMPORAL_ADDRESS", tmp.Address()}, {"TEMPORAL_NAMESPACE", devstack.DefaultNamespace},
+		{"TEMPORAL_TLS_CERT", opCert.CertFile}, {"TEMPORAL_TLS_KEY", opCert.KeyFile}, {"TEMPORAL_TLS_CA", opCert.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", opCert.ServerName},
+	}); err != nil {
 		return err
 	}
 
@@ -197,7 +215,7 @@ func dev(ctx context.Context, args []string) error {
 			return err
 		}
 		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim,
-			Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
+			Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, TemporalCA: ca, Logger: log,
 			APIURL: cp.URL(), APICAFile: caFile,
 			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
 				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace,
@@ -216,7 +234,7 @@ func dev(ctx context.Context, args []string) error {
 zonewright dev stack is up (started in %s)
   API          %s (CA %s, fingerprint %s)
   Temporal UI  %s
-  Temporal     %s (namespace %s)
+  Temporal     %s (namespace %s, mutual TLS: certificates in %s)
   PostgreSQL   %s
   data         %s
   nodes        %s
@@ -226,8 +244,9 @@ zonewright dev stack is up (started in %s)
 Try: source %s
      curl --cacert "$ZW_CACERT" "$ZW_API_URL/api/v1/namespaces/default/pods"
      curl --cacert "$ZW_CACERT" "$ZW_API_URL/api/v1/images"
+     temporal workflow list
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
+`, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, tlsDir, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
 		dnsShown(cp.DNSAddr()), health.DNS.Domain, envFile)
 
 	select {
