@@ -37,9 +37,6 @@ func NodeSubject(name string) (commonName string, orgs []string) {
 
 const (
 	workflowServicePrefix = "/temporal.api.workflowservice.v1.WorkflowService/"
-	// podWorkflowPrefix starts every pod lifecycle's workflow ID
-	// (workflows.PodWorkflowID).
-	podWorkflowPrefix = "pod/"
 )
 
 // nodeClaim marks the claims of a node identity (Claims.Extensions).
@@ -145,14 +142,6 @@ func (a *nodeAuthorizer) nodeMay(node string, target *authorization.CallTarget) 
 		// queue to hand back, and another worker's is not its to drop.
 		return req.GetNamespace() == a.namespace && req.GetStickyTaskQueue() == "" &&
 			(req.GetWorkerHeartbeat() == nil || req.GetWorkerHeartbeat().GetTaskQueue() == workflows.NodeTaskQueue(node))
-	case *workflowservice.SignalWorkflowExecutionRequest:
-		// The supervisor reports container state to the pod's lifecycle
-		// (internal/agent lifecycleReporter). Allowed until the agent
-		// reports through the API instead (the node-api change); then a
-		// node needs only the activity worker's calls and this case goes.
-		return req.GetNamespace() == a.namespace &&
-			strings.HasPrefix(req.GetWorkflowExecution().GetWorkflowId(), podWorkflowPrefix) &&
-			req.GetSignalName() == workflows.SignalReport
 	}
 	return false
 }
