@@ -45,6 +45,12 @@ func serveStore(t *testing.T, url string, ready ...api.ReadyCheck) *client {
 
 func serveStoreWith(t *testing.T, url string, imgMap *imagemap.Map, ready ...api.ReadyCheck) *client {
 	t.Helper()
+	return serveConfig(t, url, api.Config{ImageMap: imgMap, Ready: ready})
+}
+
+// serveConfig serves cfg over a migrated store at url.
+func serveConfig(t *testing.T, url string, cfg api.Config) *client {
+	t.Helper()
 	ctx := context.Background()
 	if err := store.MigrateUp(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
@@ -56,8 +62,12 @@ func serveStoreWith(t *testing.T, url string, imgMap *imagemap.Map, ready ...api
 	if err := st.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
 		t.Fatal(err)
 	}
-	ready = append(ready, api.ReadyCheck{Name: "postgres", Check: st.Ping})
-	srv := httptest.NewServer(api.New(api.Config{Store: st, ImageMap: imgMap, Logger: slog.New(slog.DiscardHandler), Ready: ready, WatchKeepalive: 100 * time.Millisecond}).Handler())
+	cfg.Ready = append(cfg.Ready, api.ReadyCheck{Name: "postgres", Check: st.Ping})
+	cfg.Store, cfg.WatchKeepalive = st, 100*time.Millisecond
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	srv := httptest.NewServer(api.New(cfg).Handler())
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); st.Close() })
 	c := &client{t: t, base: srv.URL}
 	// The images the pods of these tests name.

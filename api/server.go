@@ -40,6 +40,9 @@ type Config struct {
 	Images *workflows.ImageClient
 	// ImageMap resolves aliases, the default image and size presets.
 	ImageMap *imagemap.Map
+	// ImageSources refuses image sources the control plane may not read
+	// (422 on spec.source); nil: only the URL's shape is validated.
+	ImageSources SourcePolicy
 	// Artefacts serves image artefacts to nodes; nil: no download endpoint.
 	Artefacts ArtefactServer
 	// Transfers relays claims' streams between nodes when a claim moves
@@ -75,6 +78,7 @@ type Server struct {
 	pods      *workflows.PodClient
 	images    *workflows.ImageClient
 	imageMap  *imagemap.Map
+	sources   SourcePolicy
 	artefacts ArtefactServer
 	transfers TransferServer
 	nodes     *workflows.NodeClient
@@ -102,7 +106,7 @@ func New(cfg Config) *Server {
 	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
 		cfg.ServiceNetWait = MaxServiceNetWait
 	}
-	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
+	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap, sources: cfg.ImageSources,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait}
 }

@@ -66,6 +66,15 @@ type Config struct {
 	// ImageStallTimeout fails a fetch that receives nothing for this long
 	// (a slow transfer that keeps receiving is not stalled).
 	ImageStallTimeout time.Duration
+	// ImageSourceDir: file:// image sources only beneath it; empty
+	// refuses them.
+	ImageSourceDir string
+	// ImageAllowPrivateSources are the non-public ranges http(s) image
+	// sources may reach anyway; nil: public addresses only.
+	ImageAllowPrivateSources []netip.Prefix
+	// ImageMaxBytes bounds an image's download and its decompressed
+	// artefact; zero: imagestore.DefaultMaxBytes.
+	ImageMaxBytes int64
 	// NodeGracePeriod without a heartbeat makes a node NotReady;
 	// NodeEvictionTimeout later its pods are evicted. Zero: the defaults
 	// (workflows.DefaultNodeGracePeriod, DefaultNodeEvictionTimeout).
@@ -254,7 +263,8 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if advertise == "" {
 		advertise = advertiseURL(ln.Addr())
 	}
-	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), Client: &http.Client{}}
+	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), MaxBytes: cfg.ImageMaxBytes,
+		Sources: imagestore.Sources{FileDir: cfg.ImageSourceDir, AllowPrivate: cfg.ImageAllowPrivateSources}}
 	transferDir := cfg.TransferDir
 	if transferDir == "" {
 		transferDir = filepath.Join(filepath.Dir(filepath.Clean(cfg.ImageStore)), "volume-transfers")
@@ -265,7 +275,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
 	srv := api.New(api.Config{Store: st, Logger: log, ServiceCIDR: serviceCIDR, ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
-		Images: images, ImageMap: imgMap, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
+		Images: images, ImageMap: imgMap, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
 				_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})

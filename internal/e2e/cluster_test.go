@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,7 +125,9 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler),
 		ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
-		PodReconcileInterval: 2 * time.Second}
+		PodReconcileInterval: 2 * time.Second,
+		// The tests' image sources are servers on loopback.
+		ImageAllowPrivateSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	if adjust != nil {
 		adjust(&cfg)
 	}
