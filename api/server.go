@@ -66,6 +66,10 @@ type Config struct {
 	Logger         *slog.Logger
 	// WatchKeepalive is how often an idle watch sends a comment line.
 	WatchKeepalive time.Duration
+	// RequestTimeout ends a request that does not stream (everything but
+	// watches, the servicenet long poll, transfers and artefacts) with a
+	// 503; BodyTimeout bounds reading its body. Zero: the defaults.
+	RequestTimeout, BodyTimeout time.Duration
 }
 
 // Server serves the REST API.
@@ -87,6 +91,8 @@ type Server struct {
 	log       *slog.Logger
 	keepalive time.Duration
 
+	requestTimeout, bodyTimeout time.Duration
+
 	serviceCIDR    *clusterip.Range
 	serviceNetH    *servicenet.Holder
 	serviceNetWait time.Duration
@@ -103,12 +109,19 @@ func New(cfg Config) *Server {
 	if cfg.ServiceCIDR == nil {
 		cfg.ServiceCIDR = clusterip.MustParse(clusterip.DefaultCIDR)
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
 	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
 		cfg.ServiceNetWait = MaxServiceNetWait
 	}
 	return &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap, sources: cfg.ImageSources,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
-		serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait}
+		serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
+		requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyTimeout}
 }
 
 // CloseWatches ends every open watch stream; call it when shutting down
@@ -216,7 +229,7 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/namespaces/:ns/events", s.listEvents)
 
 	s.routeSnapshots(r)
-	return r
+	return withTimeouts(r, s.requestTimeout, s.bodyTimeout)
 }
 
 func (s *Server) readyz(c *gin.Context) {

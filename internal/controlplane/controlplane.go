@@ -284,7 +284,11 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
 	cp := &ControlPlane{moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), log: log, cancel: cancel, served: make(chan error, 1),
-		http:    &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
+		// No ReadTimeout or WriteTimeout: watches and volume transfers
+		// stream for as long as they need; the API bounds every other
+		// request and its body itself.
+		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			MaxHeaderBytes: 64 << 10},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
