@@ -443,8 +443,11 @@ func TestDatabaseOutageIs503AndRecovers(t *testing.T) {
 	if r.code != 503 || r.status().Reason != "ServiceUnavailable" {
 		t.Fatalf("create while the database is down: %d %s", r.code, r.body)
 	}
+	assertNoInternals(t, "create while the database is down", r)
 	if r := c.json("GET", "/readyz", nil); r.code != 503 || !strings.Contains(string(r.body), "postgres") {
 		t.Fatalf("readyz while the database is down: %d %s", r.code, r.body)
+	} else {
+		assertNoInternals(t, "readyz while the database is down", r)
 	}
 	if r := c.json("GET", "/healthz", nil); r.code != 200 {
 		t.Fatalf("healthz is about the process, not its dependencies: %d", r.code)

@@ -114,7 +114,7 @@ func imageWorkflowError(err error) error {
 		return &apiError{code: http.StatusConflict, reason: "AlreadyExists", msg: err.Error()}
 	}
 	return &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
-		msg: "Temporal is unavailable; nothing was changed, retry shortly (" + err.Error() + ")"}
+		msg: "Temporal is unavailable; nothing was changed, retry shortly", cause: err}
 }
 
 // deleteImage refuses (409) while any pod uses the image. Otherwise the

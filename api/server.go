@@ -239,7 +239,9 @@ func (s *Server) readyz(c *gin.Context) {
 	ok := true
 	for _, rc := range s.ready {
 		if err := rc.Check(ctx); err != nil {
-			checks[rc.Name] = err.Error()
+			// What failed is for the log: the answer names no address or error.
+			s.log.Warn("not ready", "check", rc.Name, "err", err)
+			checks[rc.Name] = "unavailable"
 			ok = false
 		} else {
 			checks[rc.Name] = "ok"
