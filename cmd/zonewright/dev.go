@@ -206,12 +206,13 @@ zonewright dev stack is up (started in %s)
   nodes        %s
   services     %s (cluster DNS %s)
   DNS          %s, domain %s
+  image files  %s (file:// image sources; http:// on loopback allowed)
 
 Try: curl http://%s/api/v1/namespaces/default/pods
      curl http://%s/api/v1/images
 Ctrl-C stops everything; the next start resumes the same data.
 `, time.Since(start).Round(time.Millisecond), cp.Addr(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
-		dnsShown(cp.DNSAddr()), health.DNS.Domain, cp.Addr(), cp.Addr())
+		dnsShown(cp.DNSAddr()), health.DNS.Domain, img.ImageSourceDir, cp.Addr(), cp.Addr())
 
 	select {
 	case <-ctx.Done():
