@@ -28,10 +28,8 @@ func newSecretsAPI(t *testing.T) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveConfig(t, pgtest.NewDatabase(t), &imagemap.Map{}, func(cfg *api.Config) {
-		cfg.EncryptionKey = key
-		cfg.MaySeeSecretValues = func(c *gin.Context) bool { return c.GetHeader("X-Test-Viewer") == "" }
-	})
+	return serveConfig(t, pgtest.NewDatabase(t), api.Config{ImageMap: &imagemap.Map{}, EncryptionKey: key,
+		MaySeeSecretValues: func(c *gin.Context) bool { return c.GetHeader("X-Test-Viewer") == "" }})
 }
 
 func (c *client) withHeaders(method, path string, body []byte, headers map[string]string) response {
@@ -230,7 +228,7 @@ func TestLoopbackAPIRefusesForeignHostNames(t *testing.T) {
 	if got := api.LoopbackHosts("0.0.0.0:8080", ""); got != nil {
 		t.Fatalf("a non-loopback API checks no Host: %v", got)
 	}
-	c := serveConfig(t, pgtest.NewDatabase(t), &imagemap.Map{}, func(cfg *api.Config) { cfg.AllowedHosts = hosts })
+	c := serveConfig(t, pgtest.NewDatabase(t), api.Config{ImageMap: &imagemap.Map{}, AllowedHosts: hosts})
 	for host, want := range map[string]int{"rebound.attacker.example": 403, "localhost:8080": 200, "zw.local": 200, "127.0.0.1:9": 200, "[::1]:80": 200} {
 		req, _ := http.NewRequest("GET", c.base+"/api/v1/namespaces", nil)
 		req.Host = host

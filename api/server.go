@@ -47,6 +47,9 @@ type Config struct {
 	Images *workflows.ImageClient
 	// ImageMap resolves aliases, the default image and size presets.
 	ImageMap *imagemap.Map
+	// ImageSources refuses image sources the control plane may not read
+	// (422 on spec.source); nil: only the URL's shape is validated.
+	ImageSources SourcePolicy
 	// Artefacts serves image artefacts to nodes; nil: no download endpoint.
 	Artefacts ArtefactServer
 	// Transfers relays claims' streams between nodes when a claim moves
@@ -90,6 +93,10 @@ type Config struct {
 	// AllowedHosts, when set, are the only host names the API answers to
 	// besides IP addresses (checkHost; see LoopbackHosts).
 	AllowedHosts []string
+	// RequestTimeout ends a request that does not stream (everything but
+	// watches, the servicenet long poll, transfers and artefacts) with a
+	// 503; BodyTimeout bounds reading its body. Zero: the defaults.
+	RequestTimeout, BodyTimeout time.Duration
 }
 
 // Server serves the REST API.
@@ -102,6 +109,7 @@ type Server struct {
 	pods      *workflows.PodClient
 	images    *workflows.ImageClient
 	imageMap  *imagemap.Map
+	sources   SourcePolicy
 	artefacts ArtefactServer
 	transfers TransferServer
 	nodes     *workflows.NodeClient
@@ -110,10 +118,11 @@ type Server struct {
 	log       *slog.Logger
 	keepalive time.Duration
 
-	podCIDRs       *podcidr.Allocator
-	serviceCIDR    *clusterip.Range
-	serviceNetH    *servicenet.Holder
-	serviceNetWait time.Duration
+	podCIDRs                    *podcidr.Allocator
+	requestTimeout, bodyTimeout time.Duration
+	serviceCIDR                 *clusterip.Range
+	serviceNetH                 *servicenet.Holder
+	serviceNetWait              time.Duration
 
 	secrets            store.Secrets
 	maySeeSecretValues func(c *gin.Context) bool
@@ -137,6 +146,12 @@ func New(cfg Config) *Server {
 		r, _ := podcidr.ParseRange(podcidr.DefaultClusterCIDR, podcidr.DefaultNodeMaskSize)
 		cfg.PodCIDRs = podcidr.New(cfg.Store.Pool(), r)
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
 	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
 		cfg.ServiceNetWait = MaxServiceNetWait
 	}
@@ -155,7 +170,8 @@ func New(cfg Config) *Server {
 		secrets = cfg.Store.Secrets(cfg.EncryptionKey)
 	}
 	return &Server{secrets: secrets, maySeeSecretValues: cfg.MaySeeSecretValues, requestingNode: cfg.RequestingNode,
-		origins: origins, allowedHosts: cfg.AllowedHosts,
+		origins: origins, allowedHosts: cfg.AllowedHosts, sources: cfg.ImageSources,
+		requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyTimeout,
 		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait}
@@ -286,7 +302,7 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/namespaces/:ns/events", s.listEvents)
 
 	s.routeSnapshots(r)
-	return r
+	return withTimeouts(r, s.requestTimeout, s.bodyTimeout)
 }
 
 func (s *Server) readyz(c *gin.Context) {
@@ -296,7 +312,9 @@ func (s *Server) readyz(c *gin.Context) {
 	ok := true
 	for _, rc := range s.ready {
 		if err := rc.Check(ctx); err != nil {
-			checks[rc.Name] = err.Error()
+			// What failed is for the log: the answer names no address or error.
+			s.log.Warn("not ready", "check", rc.Name, "err", err)
+			checks[rc.Name] = "unavailable"
 			ok = false
 		} else {
 			checks[rc.Name] = "ok"
@@ -334,12 +352,16 @@ func limitBody(c *gin.Context) {
 	// A volume transfer's body is a whole dataset's stream, written to
 	// disk as it arrives.
 	if c.Request.Body != nil && !strings.HasPrefix(c.Request.URL.Path, transfersPath) {
-		limit := int64(MaxBodyBytes)
-		if strings.Contains(c.Request.URL.Path, "/secrets") {
-			// A secret may hold 1 MiB of values, which base64 makes larger.
-			limit = MaxSecretBodyBytes
-		}
-		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, bodyLimit(c.Request.URL.Path))
 	}
 	c.Next()
+}
+
+// bodyLimit is the largest body a request to path may carry.
+func bodyLimit(path string) int64 {
+	if strings.Contains(path, "/secrets") {
+		// A secret may hold 1 MiB of values, which base64 makes larger.
+		return MaxSecretBodyBytes
+	}
+	return MaxBodyBytes
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -80,8 +81,13 @@ func (s *Server) watch(c *gin.Context, res watchable, ns string) {
 		case ev, ok := <-w.Events:
 			if !ok {
 				if err := w.Err(); err != nil {
+					msg := err.Error()
+					if !errors.Is(err, store.ErrExpired) && !errors.Is(err, store.ErrWatcherTooSlow) {
+						s.log.Warn("watch ended", "path", c.Request.URL.Path, "err", err)
+						msg = "the watch ended; start it again from the last resourceVersion seen"
+					}
 					st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
-						Status: "Failure", Reason: "Expired", Code: http.StatusGone, Message: err.Error()}
+						Status: "Failure", Reason: "Expired", Code: http.StatusGone, Message: msg}
 					b, _ := json.Marshal(st)
 					writeEvent(c, "ERROR", b, 0)
 					c.Writer.Flush()

@@ -47,7 +47,7 @@ func dev(ctx context.Context, args []string) error {
 	nodes := fs.Int("nodes", 3, "simulated illumos nodes to run, each a real agent over illumos-sim")
 	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	var img controlplane.Config
-	imageFlags(fs, &img, "")
+	imagesDone := imageFlags(fs, &img, "", "", "127.0.0.0/8,::1")
 	mapFile := fs.String("image-map", env("ZW_IMAGE_MAP", ""), "image map file (env ZW_IMAGE_MAP); default: the built-in deploy/images.yaml")
 	reconcile := fs.String("reconcile-interval", nodeagent.DefaultReconcileInterval.String(), "how often each node compares its host with the control plane (passed to the agents)")
 	orphanGrace := fs.String("orphan-grace", nodeagent.DefaultOrphanGrace.String(), "how long a node reports an orphan before removing it (passed to the agents)")
@@ -60,6 +60,9 @@ func dev(ctx context.Context, args []string) error {
 	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
 	capacityDone := capacityFlag(fs, &health)
 	_ = fs.Parse(args)
+	if err := imagesDone(); err != nil {
+		return err
+	}
 	if err := capacityDone(); err != nil {
 		return err
 	}
@@ -166,6 +169,14 @@ func dev(ctx context.Context, args []string) error {
 	if img.ImageStore == "" {
 		img.ImageStore = filepath.Join(*dataDir, "images")
 	}
+	if img.ImageSourceDir == "" {
+		if img.ImageSourceDir, err = filepath.Abs(filepath.Join(*dataDir, "image-sources")); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(img.ImageSourceDir, 0o755); err != nil {
+		return err
+	}
 	if img.ImageDownloadSecret == "" {
 		if img.ImageDownloadSecret, err = devSecret(filepath.Join(*dataDir, "image-download-secret")); err != nil {
 			return err
@@ -184,6 +195,7 @@ func dev(ctx context.Context, args []string) error {
 		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, TemporalTLS: controlplane.TLSConfig(cpCert), Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
+		ImageSourceDir: img.ImageSourceDir, ImageAllowPrivateSources: img.ImageAllowPrivateSources, ImageMaxBytes: img.ImageMaxBytes,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
 		ServiceCIDR: health.ServiceCIDR, ClusterCIDR: health.ClusterCIDR, NodeCIDRMaskSize: health.NodeCIDRMaskSize,
 		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key})
@@ -240,6 +252,7 @@ zonewright dev stack is up (started in %s)
   nodes        %s
   services     %s (cluster DNS %s)
   DNS          %s, domain %s
+  image files  %s (file:// image sources; http:// on loopback allowed)
 
 Try: source %s
      curl --cacert "$ZW_CACERT" "$ZW_API_URL/api/v1/namespaces/default/pods"
@@ -247,7 +260,7 @@ Try: source %s
      temporal workflow list
 Ctrl-C stops everything; the next start resumes the same data.
 `, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, tlsDir, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
-		dnsShown(cp.DNSAddr()), health.DNS.Domain, envFile)
+		dnsShown(cp.DNSAddr()), health.DNS.Domain, img.ImageSourceDir, envFile)
 
 	select {
 	case <-ctx.Done():

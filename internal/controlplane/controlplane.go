@@ -69,6 +69,15 @@ type Config struct {
 	// ImageStallTimeout fails a fetch that receives nothing for this long
 	// (a slow transfer that keeps receiving is not stalled).
 	ImageStallTimeout time.Duration
+	// ImageSourceDir: file:// image sources only beneath it; empty
+	// refuses them.
+	ImageSourceDir string
+	// ImageAllowPrivateSources are the non-public ranges http(s) image
+	// sources may reach anyway; nil: public addresses only.
+	ImageAllowPrivateSources []netip.Prefix
+	// ImageMaxBytes bounds an image's download and its decompressed
+	// artefact; zero: imagestore.DefaultMaxBytes.
+	ImageMaxBytes int64
 	// NodeGracePeriod without a heartbeat makes a node NotReady;
 	// NodeEvictionTimeout later its pods are evicted. Zero: the defaults
 	// (workflows.DefaultNodeGracePeriod, DefaultNodeEvictionTimeout).
@@ -306,7 +315,8 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if advertise == "" {
 		advertise = advertiseURL(scheme, ln.Addr())
 	}
-	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), Client: &http.Client{}}
+	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), MaxBytes: cfg.ImageMaxBytes,
+		Sources: imagestore.Sources{FileDir: cfg.ImageSourceDir, AllowPrivate: cfg.ImageAllowPrivateSources}}
 	transferDir := cfg.TransferDir
 	if transferDir == "" {
 		transferDir = filepath.Join(filepath.Dir(filepath.Clean(cfg.ImageStore)), "volume-transfers")
@@ -318,7 +328,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
 	srv := api.New(api.Config{EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
 		Store: st, Logger: log, ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
-		Images: images, ImageMap: imgMap, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
+		Images: images, ImageMap: imgMap, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
 				_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
@@ -327,7 +337,11 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
 	cp := &ControlPlane{moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
-		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLSConfig,
+		// No ReadTimeout or WriteTimeout: watches and volume transfers
+		// stream for as long as they need; the API bounds every other
+		// request and its body itself.
+		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			MaxHeaderBytes: 64 << 10, TLSConfig: serverTLSConfig,
 			ErrorLog: slog.NewLogLogger(log.With("component", "api").Handler(), slog.LevelWarn)},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,7 +143,9 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", TemporalTLS: controlplane.TLSConfig(cpCert), Logger: slog.New(slog.DiscardHandler),
 		StateDir: stateDir, ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
 		PodReconcileInterval: 2 * time.Second,
-		ClusterCIDR:          devnodes.ClusterCIDR(podNetworks.next()), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
+		ClusterCIDR:          devnodes.ClusterCIDR(podNetworks.next()), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize,
+		// The tests' image sources are servers on loopback.
+		ImageAllowPrivateSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	if adjust != nil {
 		adjust(&cfg)
 	}

@@ -404,7 +404,11 @@ func ValidateImage(img *Image) FieldErrors {
 		u, err := url.Parse(s.Source)
 		switch {
 		case err != nil:
-			errs.add("spec.source", FieldInvalid, "Invalid value: %q: %v", s.Source, err)
+			errs.add("spec.source", FieldInvalid, "Invalid value: the source is not a URL")
+		case u.User != nil:
+			// Stored, shown by GET and logged, credentials would leak: refused,
+			// and never repeated.
+			errs.add("spec.source", FieldForbidden, "Forbidden: credentials in the source URL are not accepted")
 		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file":
 			errs.add("spec.source", FieldNotSupported, "Unsupported value: %q: the scheme must be http, https or file", s.Source)
 		case u.Scheme == "file" && u.Path == "":
