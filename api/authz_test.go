@@ -235,6 +235,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"cancel pod in b bound to n1", "POST", "/api/v1/namespaces/b/pods/p1/cancel", "", "UUUU FFF Y F"},
 		{"delete pod in a", "DELETE", "/api/v1/namespaces/a/pods/gone", "", "UUUU FYY Y F"},
 		{"delete pod in b", "DELETE", "/api/v1/namespaces/b/pods/gone", "", "UUUU FFF Y F"},
+		// Only the pod's node reads its secret environment, not even a cluster-admin.
+		{"read the secret env of a pod in a bound to n1", "GET", "/api/v1/namespaces/a/pods/p1/secretenv", "", "UUUU FFF F Y"},
+		{"read the secret env of a pod in a bound to n2", "GET", "/api/v1/namespaces/a/pods/p2/secretenv", "", "UUUU FFF F F"},
 		{"report on a pod in a bound to n1", "POST", "/api/v1/namespaces/a/pods/p1/report", "{}", "UUUU FFF Y Y"},
 		{"report on a pod in a bound to n2", "POST", "/api/v1/namespaces/a/pods/p2/report", "{}", "UUUU FFF Y F"},
 		{"report on a pod in b bound to n1", "POST", "/api/v1/namespaces/b/pods/p1/report", "{}", "UUUU FFF Y Y"},

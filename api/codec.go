@@ -23,7 +23,7 @@ func decode(c *gin.Context, dst any) error {
 		if errors.As(err, &tooBig) {
 			return err
 		}
-		return badRequestf("read request body: %v", err)
+		return &apiError{code: http.StatusBadRequest, reason: "BadRequest", msg: "the request body could not be read", cause: err}
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequestf("request body is empty; send a JSON or YAML object")

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
@@ -17,6 +18,7 @@ type apiError struct {
 	reason  string
 	msg     string
 	details *model.StatusDetails
+	cause   error // logged, never sent
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -46,6 +48,9 @@ func (s *Server) fail(c *gin.Context, err error) {
 	if !errors.As(err, &ae) {
 		ae = s.classify(c, err)
 	}
+	if ae.cause != nil {
+		s.log.Warn("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "status", ae.code, "err", ae.cause)
+	}
 	st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
 		Status: "Failure", Message: ae.msg, Reason: ae.reason, Code: ae.code, Details: ae.details}
 	c.JSON(ae.code, st)
@@ -58,8 +63,12 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 		return &apiError{code: http.StatusRequestEntityTooLarge, reason: "RequestEntityTooLarge", msg: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
 	case errors.Is(err, store.ErrNotFound):
 		return &apiError{code: http.StatusNotFound, reason: "NotFound", msg: err.Error()}
+	case errors.Is(err, store.ErrAlreadyExists) && fromDatabase(err):
+		return &apiError{code: http.StatusConflict, reason: "AlreadyExists", msg: "the object already exists", cause: err}
 	case errors.Is(err, store.ErrAlreadyExists):
 		return &apiError{code: http.StatusConflict, reason: "AlreadyExists", msg: err.Error()}
+	case errors.Is(err, store.ErrConflict) && fromDatabase(err):
+		return &apiError{code: http.StatusConflict, reason: "Conflict", msg: "the object refers to one that is gone, or is still referred to", cause: err}
 	case errors.Is(err, store.ErrConflict):
 		return &apiError{code: http.StatusConflict, reason: "Conflict", msg: err.Error()}
 	case errors.Is(err, store.ErrExpired):
@@ -72,4 +81,11 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 	}
 	s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
 	return &apiError{code: http.StatusInternalServerError, reason: "InternalError", msg: "an internal error occurred; it has been logged"}
+}
+
+// fromDatabase reports an error that carries the database's own words
+// (constraint names, keys, SQL): its message is for the log only.
+func fromDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr)
 }

@@ -1,188 +1,147 @@
 package api
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
+	"mime"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/zonewright/zonewright/internal/auth"
-	"github.com/zonewright/zonewright/internal/model"
 )
 
-// DefaultMaxWatches bounds the watches one identity holds open at once.
-const DefaultMaxWatches = 100
+// Media types a request body may have. A browser can send a cross-origin
+// request without asking first only with text/plain, a form encoding or
+// multipart/form-data; refusing everything but these types means a web
+// page cannot make a visitor's browser create pods.
+const (
+	mediaJSON                = "application/json"
+	mediaYAML                = "application/yaml"
+	mediaMergePatch          = "application/merge-patch+json"
+	mediaStrategicMergePatch = "application/strategic-merge-patch+json"
+)
 
-// identityKey is where the guard leaves the request's identity for handlers.
-const identityKey = "zonewright.identity"
+// bodyTypes are the media types accepted on bodies other than PATCH's.
+var bodyTypes = []string{mediaJSON, mediaYAML, "application/x-yaml", "text/yaml"}
 
-// anonymous is how the audit log names a request with no valid credentials.
-const anonymous = "system:anonymous"
+// patchTypes are the media types accepted on PATCH.
+var patchTypes = []string{mediaMergePatch, mediaStrategicMergePatch}
 
-// guard authenticates, authorises, bounds watches and audits one route's
-// requests; open and signed-URL routes pass (their handlers check their
-// signed tokens), audited when they write.
-func (s *Server) guard(rt route) gin.HandlerFunc {
-	attrs, checked := rt.attributes()
-	if !checked {
-		return func(c *gin.Context) {
-			c.Next()
-			if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
-				s.audit.record(rt.does, auth.Attributes{Verb: c.Request.Method, Resource: rt.path, Name: c.Param("id")}, c.Writer.Status())
-			}
-		}
-	}
-	return func(c *gin.Context) {
-		a := attrs
-		a.Namespace, a.Name = c.Param("ns"), c.Param("name")
-		if a.Resource == "namespaces" {
-			a.Name = a.Namespace
-		}
-		q := c.Request.URL.Query()
-		if w := q.Get("watch"); a.Verb == auth.VerbList && (w == "true" || w == "1") {
-			a.Verb = auth.VerbWatch
-		}
-		a.FieldSelector = q.Get("fieldSelector")
+func unsupportedMedia(msg string) *apiError {
+	return &apiError{code: http.StatusUnsupportedMediaType, reason: "UnsupportedMediaType", msg: msg}
+}
 
-		id, err := s.authenticate(c)
-		if err != nil {
-			if errors.Is(err, auth.ErrUnauthenticated) {
-				c.Header("WWW-Authenticate", `Bearer realm="zonewright"`)
-				s.fail(c, &apiError{code: http.StatusUnauthorized, reason: "Unauthorized", msg: "Unauthorized: " + err.Error()})
-			} else {
-				s.log.Warn("authentication failed", "path", c.Request.URL.Path, "err", err)
-				s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: "credentials cannot be checked now; retry shortly"})
-			}
-			c.Abort()
-			s.audit.record(anonymous, a, c.Writer.Status())
-			return
-		}
-		ok, err := s.authz.Allowed(c.Request.Context(), id, a)
-		if err != nil {
-			s.fail(c, err)
-			c.Abort()
-			s.audit.record(id.Name, a, c.Writer.Status())
-			return
-		}
-		if !ok {
-			s.fail(c, forbidden(id, a))
-			c.Abort()
-			s.audit.record(id.Name, a, c.Writer.Status())
-			return
-		}
-		c.Set(identityKey, id)
-		if a.Verb == auth.VerbWatch {
-			if !s.watches.acquire(id.Name) {
-				c.Header("Retry-After", "5")
-				s.fail(c, &apiError{code: http.StatusTooManyRequests, reason: "TooManyRequests",
-					msg: fmt.Sprintf("%s already holds %d watches, the most one identity may hold at once", id.Name, s.watches.max)})
-				c.Abort()
-				return
-			}
-			defer s.watches.release(id.Name)
-		}
+func forbiddenf(msg string) *apiError {
+	return &apiError{code: http.StatusForbidden, reason: "Forbidden", msg: msg}
+}
+
+// hasBody reports whether a request carries a body (a length, or one
+// sent in chunks).
+func hasBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && (r.ContentLength > 0 || r.ContentLength < 0)
+}
+
+// checkContentType refuses a body that is not JSON or YAML (the patch
+// types on PATCH) with 415, before any handler parses it. A volume
+// transfer's body is a dataset stream, not an object.
+func (s *Server) checkContentType(c *gin.Context) {
+	r := c.Request
+	if !hasBody(r) || strings.HasPrefix(r.URL.Path, transfersPath) {
 		c.Next()
-		if !auth.ReadOnly(a.Verb) {
-			s.audit.record(id.Name, a, c.Writer.Status())
-		}
-	}
-}
-
-// authenticate finds the request's identity: a bearer token when the
-// Authorization header is given (a bad one is refused, never passed over
-// for a certificate), else a client certificate the TLS layer verified.
-func (s *Server) authenticate(c *gin.Context) (auth.Identity, error) {
-	if h := c.GetHeader("Authorization"); h != "" {
-		scheme, tok, ok := strings.Cut(h, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return auth.Identity{}, auth.ErrUnauthenticated
-		}
-		return s.tokens.Authenticate(c.Request.Context(), strings.TrimSpace(tok))
-	}
-	if id, ok := auth.FromCertificate(c.Request.TLS); ok {
-		return id, nil
-	}
-	return auth.Identity{}, auth.ErrUnauthenticated
-}
-
-// identity is the identity the guard authenticated.
-func identity(c *gin.Context) auth.Identity {
-	v, _ := c.Get(identityKey)
-	id, _ := v.(auth.Identity)
-	return id
-}
-
-// forbidden is the 403 naming who was refused what, as Kubernetes words it.
-func forbidden(id auth.Identity, a auth.Attributes) *apiError {
-	res := a.ResourcePath()
-	subject := res
-	if a.Name != "" {
-		subject = fmt.Sprintf("%s %q", res, a.Name)
-	}
-	where := "at the cluster scope"
-	if a.Namespace != "" && a.Resource != "namespaces" {
-		where = fmt.Sprintf("in namespace %q", a.Namespace)
-	}
-	return &apiError{code: http.StatusForbidden, reason: "Forbidden",
-		msg:     fmt.Sprintf("%s is forbidden: User %q cannot %s resource %q %s", subject, id.Name, a.Verb, res, where),
-		details: &model.StatusDetails{Kind: res, Name: a.Name}}
-}
-
-// watchSlots counts each identity's open watches.
-type watchSlots struct {
-	max  int
-	mu   sync.Mutex
-	open map[string]int
-}
-
-func (w *watchSlots) acquire(who string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.open[who] >= w.max {
-		return false
-	}
-	w.open[who]++
-	return true
-}
-
-func (w *watchSlots) release(who string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.open[who]--; w.open[who] <= 0 {
-		delete(w.open, who)
-	}
-}
-
-// auditLog writes one JSON line per mutating or refused request: who, what
-// and the answer's code; never a credential or a body.
-type auditLog struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-type auditEntry struct {
-	Time      time.Time `json:"time"`
-	Identity  string    `json:"identity"`
-	Verb      string    `json:"verb"`
-	Resource  string    `json:"resource"`
-	Namespace string    `json:"namespace,omitempty"`
-	Name      string    `json:"name,omitempty"`
-	Code      int       `json:"code"`
-}
-
-func (l *auditLog) record(who string, a auth.Attributes, code int) {
-	if l == nil || l.w == nil {
 		return
 	}
-	line, _ := json.Marshal(auditEntry{Time: time.Now().UTC(), Identity: who, Verb: a.Verb, Resource: a.ResourcePath(),
-		Namespace: a.Namespace, Name: a.Name, Code: code})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, _ = l.w.Write(append(line, '\n'))
+	allowed := bodyTypes
+	if r.Method == http.MethodPatch {
+		allowed = patchTypes
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || !contains(allowed, mt) {
+		s.fail(c, unsupportedMedia("Content-Type "+quoteOrMissing(r.Header.Get("Content-Type"))+" is not supported on "+r.Method+"; send one of "+strings.Join(allowed, ", ")))
+		c.Abort()
+		return
+	}
+	c.Next()
+}
+
+func quoteOrMissing(v string) string {
+	if v == "" {
+		return "(missing)"
+	}
+	return `"` + v + `"`
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// checkOrigin refuses a request that changes something and carries an
+// Origin other than the API's own: a browser adds Origin to every
+// cross-origin request, and a page elsewhere has no business changing
+// the cluster. Clients that are not browsers send no Origin.
+func (s *Server) checkOrigin(c *gin.Context) {
+	r := c.Request
+	origin := r.Header.Get("Origin")
+	if origin == "" || r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
+		c.Next()
+		return
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if !strings.EqualFold(origin, scheme+"://"+r.Host) && !contains(s.origins, strings.ToLower(origin)) {
+		s.fail(c, forbiddenf("requests from origin "+origin+" may not change anything here: the API accepts writes only from its own origin and from clients that are not browsers"))
+		c.Abort()
+		return
+	}
+	c.Next()
+}
+
+// checkHost guards against DNS rebinding when the API listens on a
+// loopback address: a page whose name was made to resolve to 127.0.0.1
+// reaches the API with its own name in Host, which is refused. Addresses
+// (an IP in Host cannot be rebound) and the allowed names pass.
+func (s *Server) checkHost(c *gin.Context) {
+	if len(s.allowedHosts) == 0 {
+		c.Next()
+		return
+	}
+	host := c.Request.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if net.ParseIP(host) != nil || contains(s.allowedHosts, host) {
+		c.Next()
+		return
+	}
+	s.fail(c, forbiddenf("host "+quoteOrMissing(c.Request.Host)+" is not one this API serves (it listens on loopback and answers only to its addresses and "+strings.Join(s.allowedHosts, ", ")+")"))
+	c.Abort()
+}
+
+// LoopbackHosts are the host names a loopback API answers to: localhost
+// and the names in its listen address and advertised URL. It returns nil
+// (any Host) when the API does not listen on loopback.
+func LoopbackHosts(listen, advertiseURL string) []string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		host = listen
+	}
+	ip := net.ParseIP(host)
+	if !(host == "localhost" || ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	hosts := []string{"localhost"}
+	if ip == nil && host != "localhost" {
+		hosts = append(hosts, strings.ToLower(host))
+	}
+	if u, err := url.Parse(advertiseURL); err == nil && u.Hostname() != "" && net.ParseIP(u.Hostname()) == nil && !contains(hosts, strings.ToLower(u.Hostname())) {
+		hosts = append(hosts, strings.ToLower(u.Hostname()))
+	}
+	return hosts
 }

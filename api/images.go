@@ -22,6 +22,12 @@ type ArtefactServer interface {
 	ServeArtefact(w http.ResponseWriter, r *http.Request, name string)
 }
 
+// SourcePolicy decides from its URL whether an image source may be read
+// (the image store's Sources).
+type SourcePolicy interface {
+	CheckURL(raw string) error
+}
+
 func (s *Server) listImages(c *gin.Context) { listOrWatch(s, c, s.store.Images(), "") }
 func (s *Server) getImage(c *gin.Context)   { getOne(s, c, s.store.Images(), "", c.Param("name")) }
 
@@ -37,7 +43,11 @@ func (s *Server) createImage(c *gin.Context) {
 	}
 	systemMeta(&img.Metadata)
 	model.DefaultImage(&img)
-	if errs := model.ValidateImage(&img); len(errs) > 0 {
+	errs := model.ValidateImage(&img)
+	if err := s.checkSource(img.Spec.Source); len(errs) == 0 && err != nil {
+		errs = append(errs, model.FieldError{Field: "spec.source", Type: model.FieldForbidden, Detail: "Forbidden: " + err.Error()})
+	}
+	if len(errs) > 0 {
 		s.fail(c, invalid(model.KindImage, img.Metadata.Name, errs))
 		return
 	}
@@ -46,6 +56,15 @@ func (s *Server) createImage(c *gin.Context) {
 		return
 	}
 	respond(c, http.StatusCreated, &img)
+}
+
+// checkSource asks the policy about a source; what it says describes the
+// URL only, never what is at it.
+func (s *Server) checkSource(source string) error {
+	if s.sources == nil || source == "" {
+		return nil
+	}
+	return s.sources.CheckURL(source)
 }
 
 // ImageCatalog creates images as POST does: what the image map seeds
@@ -95,7 +114,7 @@ func imageWorkflowError(err error) error {
 		return &apiError{code: http.StatusConflict, reason: "AlreadyExists", msg: err.Error()}
 	}
 	return &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
-		msg: "Temporal is unavailable; nothing was changed, retry shortly (" + err.Error() + ")"}
+		msg: "Temporal is unavailable; nothing was changed, retry shortly", cause: err}
 }
 
 // deleteImage refuses (409) while any pod uses the image. Otherwise the

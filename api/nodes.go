@@ -264,3 +264,55 @@ func dependencyError(err error) error {
 	}
 	return lifecycleError(err)
 }
+
+// updateNode replaces a node's labels, annotations, unschedulable and
+// taints at the resourceVersion the client read. Its podCIDR cannot
+// change once set, and its status is its agent's to write.
+func (s *Server) updateNode(c *gin.Context) {
+	ctx := c.Request.Context()
+	name := c.Param("name")
+	var n model.Node
+	if err := decode(c, &n); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := checkTypeMeta(&n.TypeMeta, model.KindNode); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if n.Metadata.Name != "" && n.Metadata.Name != name {
+		s.fail(c, badRequestf("the name of the object (%q) does not match the name in the URL (%q)", n.Metadata.Name, name))
+		return
+	}
+	n.Metadata.Name, n.Metadata.Namespace = name, ""
+	cur, err := s.store.Nodes().Get(ctx, "", name)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	errs := model.ValidateNode(&n)
+	if n.Metadata.ResourceVersion == "" {
+		errs = append(errs, model.FieldError{Field: "metadata.resourceVersion", Type: model.FieldRequired,
+			Detail: "Required value: an update must say which version it replaces; GET the node first"})
+	}
+	if cur.Spec.PodCIDR != "" && n.Spec.PodCIDR != cur.Spec.PodCIDR {
+		errs = append(errs, model.FieldError{Field: "spec.podCIDR", Type: model.FieldForbidden,
+			Detail: "Forbidden: podCIDR cannot be changed once set"})
+	}
+	if len(errs) > 0 {
+		s.fail(c, invalid(model.KindNode, name, errs))
+		return
+	}
+	cur.Metadata.Labels, cur.Metadata.Annotations = n.Metadata.Labels, n.Metadata.Annotations
+	cur.Spec.Unschedulable, cur.Spec.Taints, cur.Spec.PodCIDR = n.Spec.Unschedulable, n.Spec.Taints, n.Spec.PodCIDR
+	cur.Metadata.ResourceVersion = n.Metadata.ResourceVersion
+	if err := s.store.Nodes().Update(ctx, cur); err != nil {
+		s.fail(c, err)
+		return
+	}
+	// Labels, taints or schedulability may now admit waiting pods.
+	if s.pods != nil {
+		controlops.WakeUnschedulable(ctx, s.store, s.pods)
+	}
+	respond(c, http.StatusOK, cur)
+}

@@ -109,7 +109,7 @@ func lifecycleError(err error) error {
 		return &apiError{code: http.StatusConflict, reason: "Conflict", msg: strings.TrimPrefix(err.Error(), workflows.ErrRefused.Error()+": ")}
 	}
 	return &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
-		msg: "Temporal is unavailable; nothing was changed, retry shortly (" + err.Error() + ")"}
+		msg: "Temporal is unavailable; nothing was changed, retry shortly", cause: err}
 }
 
 // updatePod replaces labels, annotations and tolerations of a pod at the

@@ -34,7 +34,7 @@ const (
 func (s *Server) routes() []route {
 	const v1, apps, batch = "/api/v1", "/apis/apps/v1", "/apis/batch/v1"
 	snap := "/apis/" + model.APIVersionSnapshot
-	const get, post, put, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete
+	const get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
 	rs := []route{
 		{get, "/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }, open},
 		{get, "/readyz", s.readyz, open},
@@ -49,6 +49,8 @@ func (s *Server) routes() []route {
 		{post, v1 + "/namespaces/:ns/pods", s.createPod, "create pods"},
 		{get, v1 + "/namespaces/:ns/pods/:name", s.getPod, "get pods"},
 		{put, v1 + "/namespaces/:ns/pods/:name", s.updatePod, "update pods"},
+		{patch, v1 + "/namespaces/:ns/pods/:name", s.patchPod, "patch pods"},
+		{get, v1 + "/namespaces/:ns/pods/:name/secretenv", s.podSecretEnv, "get pods/secretenv"},
 		{del, v1 + "/namespaces/:ns/pods/:name", s.deletePod, "delete pods"},
 		{post, v1 + "/namespaces/:ns/pods/:name/finalize", s.finalizePod, "create pods/finalize"},
 		{post, v1 + "/namespaces/:ns/pods/:name/cancel", s.cancelPod, "create pods/cancel"},
@@ -57,6 +59,8 @@ func (s *Server) routes() []route {
 		{get, v1 + "/nodes", s.listNodes, "list nodes"},
 		{post, v1 + "/nodes", s.createNode, "create nodes"},
 		{get, v1 + "/nodes/:name", s.getNode, "get nodes"},
+		{put, v1 + "/nodes/:name", s.updateNode, "update nodes"},
+		{patch, v1 + "/nodes/:name", s.patchNode, "patch nodes"},
 		{del, v1 + "/nodes/:name", s.deleteNode, "delete nodes"},
 		{post, v1 + "/nodes/:name/cordon", s.cordonNode, "create nodes/cordon"},
 		{post, v1 + "/nodes/:name/uncordon", s.uncordonNode, "create nodes/uncordon"},
@@ -84,7 +88,16 @@ func (s *Server) routes() []route {
 		{post, v1 + "/namespaces/:ns/services", s.createService, "create services"},
 		{get, v1 + "/namespaces/:ns/services/:name", s.getService, "get services"},
 		{put, v1 + "/namespaces/:ns/services/:name", s.updateService, "update services"},
+		{patch, v1 + "/namespaces/:ns/services/:name", s.patchService, "patch services"},
 		{del, v1 + "/namespaces/:ns/services/:name", s.deleteService, "delete services"},
+
+		// Secrets' values are shown only to who may see them (maySeeSecretValues).
+		{get, v1 + "/secrets", s.listSecrets, "list secrets"},
+		{get, v1 + "/namespaces/:ns/secrets", s.listSecrets, "list secrets"},
+		{post, v1 + "/namespaces/:ns/secrets", s.createSecret, "create secrets"},
+		{get, v1 + "/namespaces/:ns/secrets/:name", s.getSecret, "get secrets"},
+		{put, v1 + "/namespaces/:ns/secrets/:name", s.updateSecret, "update secrets"},
+		{del, v1 + "/namespaces/:ns/secrets/:name", s.deleteSecret, "delete secrets"},
 
 		{get, v1 + "/persistentvolumeclaims", s.listClaims, "list persistentvolumeclaims"},
 		{get, v1 + "/namespaces/:ns/persistentvolumeclaims", s.listClaims, "list persistentvolumeclaims"},
@@ -140,8 +153,8 @@ func (s *Server) routes() []route {
 	}
 	// Endpoints are the endpoints controller's: every write is refused,
 	// after the same authorisation as a write of any other resource.
-	writes := map[string]string{post: "create", put: "update", http.MethodPatch: "patch", del: "delete"}
-	for _, m := range []string{post, put, http.MethodPatch, del} {
+	writes := map[string]string{post: "create", put: "update", patch: "patch", del: "delete"}
+	for _, m := range []string{post, put, patch, del} {
 		rs = append(rs,
 			route{m, v1 + "/namespaces/:ns/endpoints", s.refuseEndpointsWrite, writes[m] + " endpoints"},
 			route{m, v1 + "/namespaces/:ns/endpoints/:name", s.refuseEndpointsWrite, writes[m] + " endpoints"})

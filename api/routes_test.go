@@ -1,16 +1,12 @@
 package api
 
-import (
-	"testing"
-
-	"github.com/gin-gonic/gin"
-)
+import "testing"
 
 // Every route the server answers is in the route table with what it does,
 // so nothing is served without the authorizer having a say.
 func TestEveryRouteIsInTheTable(t *testing.T) {
 	s := &Server{}
-	engine := s.Handler().(*gin.Engine)
+	engine := s.engine()
 	table := map[string]route{}
 	for _, rt := range s.routes() {
 		key := rt.method + " " + rt.path

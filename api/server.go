@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/clusterip"
+	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/podcidr"
@@ -25,8 +27,12 @@ import (
 	"github.com/zonewright/zonewright/workflows"
 )
 
-// MaxBodyBytes bounds every request body.
+// MaxBodyBytes bounds every request body but a secret's.
 const MaxBodyBytes = 1 << 20
+
+// MaxSecretBodyBytes bounds a secret's body: 1 MiB of values in base64
+// with room for their keys (Kubernetes allows 3 MiB).
+const MaxSecretBodyBytes = 3 << 20
 
 // ReadyCheck is one dependency /readyz asks about.
 type ReadyCheck struct {
@@ -45,6 +51,9 @@ type Config struct {
 	Images *workflows.ImageClient
 	// ImageMap resolves aliases, the default image and size presets.
 	ImageMap *imagemap.Map
+	// ImageSources refuses image sources the control plane may not read
+	// (422 on spec.source); nil: only the URL's shape is validated.
+	ImageSources SourcePolicy
 	// Artefacts serves image artefacts to nodes; nil: no download endpoint.
 	Artefacts ArtefactServer
 	// Transfers relays claims' streams between nodes when a claim moves
@@ -71,6 +80,27 @@ type Config struct {
 	Logger         *slog.Logger
 	// WatchKeepalive is how often an idle watch sends a comment line.
 	WatchKeepalive time.Duration
+	// EncryptionKey seals secrets at rest; nil: the secrets endpoints
+	// answer 503.
+	EncryptionKey *encryption.Key
+	// MaySeeSecretValues says whether the caller may read secrets'
+	// values; a caller who may not gets secrets with their keys and
+	// empty values (redactSecret). Nil: every caller may.
+	MaySeeSecretValues func(c *gin.Context) bool
+	// RequestingNode names the node a request comes from, for the routes
+	// only a pod's node may use (podSecretEnv); ok false: not a node.
+	// Nil: the node named by the X-Zonewright-Node header.
+	RequestingNode func(c *gin.Context) (node string, ok bool)
+	// AdvertiseURL is the API's own URL: its origin may write as the
+	// request's own does (checkOrigin).
+	AdvertiseURL string
+	// AllowedHosts, when set, are the only host names the API answers to
+	// besides IP addresses (checkHost; see LoopbackHosts).
+	AllowedHosts []string
+	// RequestTimeout ends a request that does not stream (everything but
+	// watches, the servicenet long poll, transfers and artefacts) with a
+	// 503; BodyTimeout bounds reading its body. Zero: the defaults.
+	RequestTimeout, BodyTimeout time.Duration
 	// CA signs the client certificates of joining nodes; nil: joins
 	// answer 503.
 	CA *pki.CA
@@ -92,6 +122,7 @@ type Server struct {
 	pods      *workflows.PodClient
 	images    *workflows.ImageClient
 	imageMap  *imagemap.Map
+	sources   SourcePolicy
 	artefacts ArtefactServer
 	transfers TransferServer
 	nodes     *workflows.NodeClient
@@ -100,10 +131,17 @@ type Server struct {
 	log       *slog.Logger
 	keepalive time.Duration
 
-	podCIDRs       *podcidr.Allocator
-	serviceCIDR    *clusterip.Range
-	serviceNetH    *servicenet.Holder
-	serviceNetWait time.Duration
+	podCIDRs                    *podcidr.Allocator
+	requestTimeout, bodyTimeout time.Duration
+	serviceCIDR                 *clusterip.Range
+	serviceNetH                 *servicenet.Holder
+	serviceNetWait              time.Duration
+
+	secrets            store.Secrets
+	maySeeSecretValues func(c *gin.Context) bool
+	requestingNode     func(c *gin.Context) (string, bool)
+	origins            []string
+	allowedHosts       []string
 
 	// Every request but the health checks' and the signed URLs' is
 	// authenticated (tokens, client certificates) and authorised.
@@ -129,13 +167,36 @@ func New(cfg Config) *Server {
 		r, _ := podcidr.ParseRange(podcidr.DefaultClusterCIDR, podcidr.DefaultNodeMaskSize)
 		cfg.PodCIDRs = podcidr.New(cfg.Store.Pool(), r)
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
 	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
 		cfg.ServiceNetWait = MaxServiceNetWait
+	}
+	if cfg.MaySeeSecretValues == nil {
+		cfg.MaySeeSecretValues = maySeeSecretValues
+	}
+	if cfg.RequestingNode == nil {
+		cfg.RequestingNode = requestingNode
 	}
 	if cfg.MaxWatches <= 0 {
 		cfg.MaxWatches = DefaultMaxWatches
 	}
-	srv := &Server{closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
+	var origins []string
+	if u, err := url.Parse(cfg.AdvertiseURL); err == nil && u.Scheme != "" && u.Host != "" {
+		origins = append(origins, strings.ToLower(u.Scheme+"://"+u.Host))
+	}
+	var secrets store.Secrets
+	if cfg.Store != nil {
+		secrets = cfg.Store.Secrets(cfg.EncryptionKey)
+	}
+	srv := &Server{secrets: secrets, maySeeSecretValues: cfg.MaySeeSecretValues, requestingNode: cfg.RequestingNode,
+		origins: origins, allowedHosts: cfg.AllowedHosts, sources: cfg.ImageSources,
+		requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyTimeout,
+		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
 		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, ca: cfg.CA, audit: &auditLog{w: cfg.AuditLog},
@@ -162,10 +223,15 @@ func (s *Server) CloseWatches() { s.closeOnce.Do(func() { close(s.closing) }) }
 
 // Handler returns the HTTP handler with every route.
 func (s *Server) Handler() http.Handler {
+	return withTimeouts(s.engine(), s.requestTimeout, s.bodyTimeout)
+}
+
+// engine routes every entry of the route table through the guard.
+func (s *Server) engine() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.recover, s.logRequests, limitBody)
+	r.Use(s.recover, s.logRequests, s.checkHost, s.checkOrigin, s.checkContentType, limitBody)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, notFoundf("the server could not find the requested resource %s", c.Request.URL.Path))
 	})
@@ -186,7 +252,9 @@ func (s *Server) readyz(c *gin.Context) {
 	ok := true
 	for _, rc := range s.ready {
 		if err := rc.Check(ctx); err != nil {
-			checks[rc.Name] = err.Error()
+			// What failed is for the log: the answer names no address or error.
+			s.log.Warn("not ready", "check", rc.Name, "err", err)
+			checks[rc.Name] = "unavailable"
 			ok = false
 		} else {
 			checks[rc.Name] = "ok"
@@ -224,7 +292,16 @@ func limitBody(c *gin.Context) {
 	// A volume transfer's body is a whole dataset's stream, written to
 	// disk as it arrives.
 	if c.Request.Body != nil && !strings.HasPrefix(c.Request.URL.Path, transfersPath) {
-		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, bodyLimit(c.Request.URL.Path))
 	}
 	c.Next()
+}
+
+// bodyLimit is the largest body a request to path may carry.
+func bodyLimit(path string) int64 {
+	if strings.Contains(path, "/secrets") {
+		// A secret may hold 1 MiB of values, which base64 makes larger.
+		return MaxSecretBodyBytes
+	}
+	return MaxBodyBytes
 }

@@ -192,7 +192,11 @@ func TestEndpointsAreReadOnlyThroughTheAPI(t *testing.T) {
 		{"PATCH", "/api/v1/namespaces/default/endpoints/web"},
 		{"DELETE", "/api/v1/namespaces/default/endpoints/web"},
 	} {
-		r := c.json(tc.method, tc.path, `{"metadata":{"name":"web"},"subsets":[]}`)
+		ctype := "application/json"
+		if tc.method == "PATCH" {
+			ctype = "application/merge-patch+json" // any other type is a 415 first
+		}
+		r := c.do(tc.method, tc.path, ctype, []byte(`{"metadata":{"name":"web"},"subsets":[]}`))
 		if r.code != 405 || r.status().Reason != "MethodNotAllowed" {
 			t.Fatalf("%s %s: %d %s, want 405", tc.method, tc.path, r.code, r.body)
 		}

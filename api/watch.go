@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -80,15 +81,30 @@ func (s *Server) watch(c *gin.Context, res watchable, ns string) {
 		case ev, ok := <-w.Events:
 			if !ok {
 				if err := w.Err(); err != nil {
+					msg := err.Error()
+					if !errors.Is(err, store.ErrExpired) && !errors.Is(err, store.ErrWatcherTooSlow) {
+						s.log.Warn("watch ended", "path", c.Request.URL.Path, "err", err)
+						msg = "the watch ended; start it again from the last resourceVersion seen"
+					}
 					st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
-						Status: "Failure", Reason: "Expired", Code: http.StatusGone, Message: err.Error()}
+						Status: "Failure", Reason: "Expired", Code: http.StatusGone, Message: msg}
 					b, _ := json.Marshal(st)
 					writeEvent(c, "ERROR", b, 0)
 					c.Writer.Flush()
 				}
 				return
 			}
-			writeEvent(c, ev.Type, ev.Object, ev.ResourceVersion)
+			obj, err := res.present(c, ev.Object)
+			if err != nil {
+				s.log.Error("watch: cannot present a change", "kind", ev.Type, "err", err)
+				st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
+					Status: "Failure", Reason: "InternalError", Code: http.StatusInternalServerError, Message: "an internal error occurred; it has been logged"}
+				b, _ := json.Marshal(st)
+				writeEvent(c, "ERROR", b, 0)
+				c.Writer.Flush()
+				return
+			}
+			writeEvent(c, ev.Type, obj, ev.ResourceVersion)
 			c.Writer.Flush()
 		}
 	}
@@ -111,6 +127,9 @@ type initialObject struct{ object json.RawMessage }
 type watchable interface {
 	snapshot(c *gin.Context, o store.ListOptions) ([]initialObject, int64, error)
 	watch(c *gin.Context, o store.WatchOptions) (*store.Watch, error)
+	// present turns a change's object, as the feed carries it, into what
+	// this caller is sent.
+	present(c *gin.Context, object json.RawMessage) (json.RawMessage, error)
 }
 
 type typedWatch[T any, PT store.ObjectPtr[T]] struct{ res store.Resource[T, PT] }
@@ -135,4 +154,8 @@ func (t typedWatch[T, PT]) snapshot(c *gin.Context, o store.ListOptions) ([]init
 
 func (t typedWatch[T, PT]) watch(c *gin.Context, o store.WatchOptions) (*store.Watch, error) {
 	return t.res.Watch(c.Request.Context(), o)
+}
+
+func (t typedWatch[T, PT]) present(_ *gin.Context, object json.RawMessage) (json.RawMessage, error) {
+	return object, nil
 }

@@ -3,11 +3,13 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
@@ -148,9 +150,11 @@ func supervised(sb hostops.PodSandbox, spec model.PodSpec) hostops.SuperviseInpu
 // on the host.
 func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 	sb := *w.st.Sandbox
-	w.setPodPhase(ctx, model.PodPending)
-	w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
-		EventReason: "Provisioning", EventMessage: fmt.Sprintf("Provisioning zone on %s with address %s", w.st.Node, sb.IP)})
+	if w.st.Attempt == 0 { // not again when waiting for a container's configuration
+		w.setPodPhase(ctx, model.PodPending)
+		w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
+			EventReason: "Provisioning", EventMessage: fmt.Sprintf("Provisioning zone on %s with address %s", w.st.Node, sb.IP)})
+	}
 	provision := w.provisionStepwise
 	if w.fastStart {
 		provision = w.provisionAtOnce
@@ -158,6 +162,29 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 	begun, seq, failure := provision(ctx)
 	if failure == nil && !w.interrupted() {
 		return w.startRunning(ctx, seq)
+	}
+	if w.fastStart && !w.interrupted() && provisionFailureReason(failure) == hostacts.ErrTypeCreateContainerConfig &&
+		workflow.GetVersion(ctx, versionConfigWait, workflow.DefaultVersion, 1) >= 1 {
+		// As Kubernetes does: the pod waits Pending with the reason, its
+		// zone kept, and provisioning (idempotent) runs again after a
+		// back-off, so a secret created meanwhile is picked up.
+		w.st.Attempt++
+		msg := failure.Error()
+		var appErr *temporal.ApplicationError
+		if errors.As(failure, &appErr) {
+			msg = appErr.Message()
+		}
+		if _, why, ok := strings.Cut(msg, hostacts.ErrTypeCreateContainerConfig+": "); ok {
+			msg = why // what is missing, the same on every try
+		}
+		w.waiting(ctx, hostacts.ErrTypeCreateContainerConfig, "Failed", model.EventWarning, msg)
+		if err := w.waitRetry(ctx, w.st.Attempt); err != nil {
+			return err
+		}
+		if !w.interrupted() {
+			return nil
+		}
+		failure = nil // stopped while waiting: undo what was begun
 	}
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
@@ -170,9 +197,24 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 	case failure == nil && w.evicting():
 		return w.leftNode(ctx)
 	default:
-		w.finish(ctx, PhaseFailed, "ProvisionFailed", failure.Error())
+		w.finish(ctx, PhaseFailed, provisionFailureReason(failure), failure.Error())
 	}
 	return nil
+}
+
+// versionConfigWait: a provision that failed for a missing secret or key
+// waits and runs again instead of failing the pod.
+const versionConfigWait = "config-wait"
+
+// provisionFailureReason is the pod's reason for a failed provision:
+// Kubernetes' CreateContainerConfigError when a container's environment
+// names a secret or key that is not there, ProvisionFailed otherwise.
+func provisionFailureReason(failure error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(failure, &appErr) && appErr.Type() == hostacts.ErrTypeCreateContainerConfig {
+		return hostacts.ErrTypeCreateContainerConfig
+	}
+	return "ProvisionFailed"
 }
 
 // interrupted: provisioning must stop (a delete, a cancel, an eviction).

@@ -281,6 +281,59 @@ func TestPermanentFailureCompensatesInReverse(t *testing.T) {
 	}
 }
 
+func TestMissingSecretKeepsThePodWaitingUntilItStarts(t *testing.T) {
+	var h *harness
+	tries := 0
+	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (uint64, error) {
+		h.calls.add("ProvisionPod")
+		if tries++; tries <= 2 {
+			return 0, temporal.NewApplicationErrorWithOptions(`start the containers, attempt 7: CreateContainerConfigError: container "app": secret "db" not found`,
+				hostacts.ErrTypeCreateContainerConfig,
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})
+		}
+		return supervisedSeq, nil
+	}}})
+	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	if !h.calls.has("ProvisionPod", "ProvisionPod", "ProvisionPod") {
+		t.Fatalf("provisioning did not run again after the missing secret, or the zone was undone in between: %s", h.calls)
+	}
+	waited := 0
+	for _, st := range h.statuses {
+		if st.Phase == model.PodFailed {
+			t.Fatalf("the pod failed while its secret was missing: %+v", st)
+		}
+		if st.Reason == "CreateContainerConfigError" {
+			waited++
+			if st.Phase != model.PodPending || st.EventType != model.EventWarning || st.Message != `container "app": secret "db" not found` {
+				t.Errorf("waiting status: %+v", st)
+			}
+		}
+	}
+	if waited != 1 {
+		t.Errorf("%d CreateContainerConfigError statuses (with events), want 1 for one missing secret", waited)
+	}
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.sawReason("Started") || !h.calls.has("RemovePod") {
+		t.Fatalf("the pod did not start once its secret was there, or was not removed: %s", h.calls)
+	}
+}
+
+func TestMissingSecretWhileDeletedUndoesTheZone(t *testing.T) {
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{uint64(0),
+		temporal.NewApplicationErrorWithOptions(`CreateContainerConfigError: container "app": secret "db" not found`,
+			hostacts.ErrTypeCreateContainerConfig,
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})}})
+	h.run(30*time.Second, SignalTerminate, TerminateSignal{})
+	if !h.calls.has("StopContainers", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") || !h.calls.has("RemovePod") {
+		t.Fatalf("a pod deleted while waiting for its secret is not undone and removed: %s", h.calls)
+	}
+	if !h.sawReason("CreateContainerConfigError") {
+		t.Errorf("the pod never said why it waited")
+	}
+}
+
 func TestCancelMidInstallRollsBack(t *testing.T) {
 	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{uint64(supervisedSeq), nil}})
 	h.env.RegisterDelayedCallback(func() {

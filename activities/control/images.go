@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/zonewright/zonewright/internal/controlops"
@@ -26,13 +28,17 @@ const (
 	ErrTypeSourceFailed   = "SourceFailed"
 	ErrTypeStalled        = "Stalled"
 	ErrTypeImageGone      = "ImageGone"
+	// ErrTypeFetchFailed: a failure a retry may get past.
+	ErrTypeFetchFailed = "FetchFailed"
 )
 
 // importError classifies a failed fetch or decompress: a digest mismatch
-// and what can never succeed (a source that says no for good, a corrupt
-// download, an image deleted meanwhile) are not retried; a stall and the
-// rest are.
-func importError(err error) error {
+// and what can never succeed (a source refused or that says no for good,
+// a corrupt or oversized download, an image deleted meanwhile) are not
+// retried; a stall and the rest are. What reaches Temporal's history (and
+// from there the image's status) is imagestore.Reason's client-safe class
+// only, with no cause attached; the full error goes to the log.
+func importError(log log.Logger, err error) error {
 	var gone *controlops.ImageGoneError
 	if errors.As(err, &gone) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeImageGone, nil)
@@ -41,19 +47,18 @@ func importError(err error) error {
 	if !errors.As(err, &ie) {
 		return err
 	}
-	name, src, err := ie.Image, ie.Source, ie.Err
+	log.Warn("image import failed", "image", ie.Image, "err", ie.Err)
+	msg := fmt.Sprintf("image %s: %s", ie.Image, imagestore.Reason(ie.Err))
 	var mismatch *imagestore.DigestMismatchError
 	switch {
-	case errors.As(err, &mismatch):
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("image %s: sha256 of %s is %s, the catalog expects %s", name, src, mismatch.Got, mismatch.Want),
-			ErrTypeDigestMismatch, err, mismatch.Want, mismatch.Got)
-	case imagestore.Permanent(err):
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("image %s: %v", name, err), ErrTypeSourceFailed, err)
-	case errors.Is(err, imagestore.ErrStalled):
-		return temporal.NewApplicationErrorWithCause(fmt.Sprintf("image %s: %v", name, err), ErrTypeStalled, err)
+	case errors.As(ie.Err, &mismatch):
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeDigestMismatch, nil)
+	case imagestore.Permanent(ie.Err):
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeSourceFailed, nil)
+	case errors.Is(ie.Err, imagestore.ErrStalled):
+		return temporal.NewApplicationError(msg, ErrTypeStalled)
 	}
-	return fmt.Errorf("image %s: %w", name, err)
+	return temporal.NewApplicationError(msg, ErrTypeFetchFailed)
 }
 
 // BeginImageImport marks the image Importing and returns its spec.
@@ -65,14 +70,14 @@ func (a *Images) BeginImageImport(ctx context.Context, ref controlops.ImageRef) 
 // heartbeating bytes done and total.
 func (a *Images) FetchImage(ctx context.Context, ref controlops.ImageRef) (controlops.ImageFetched, error) {
 	res, err := a.Ops.FetchImage(heartbeats(ctx), ref)
-	return res, importError(err)
+	return res, importError(activity.GetLogger(ctx), err)
 }
 
 // DecompressImage turns the download into the artefact nodes pull,
 // heartbeating its progress.
 func (a *Images) DecompressImage(ctx context.Context, ref controlops.ImageRef) (controlops.ImageArtefact, error) {
 	art, err := a.Ops.DecompressImage(heartbeats(ctx), ref)
-	return art, importError(err)
+	return art, importError(activity.GetLogger(ctx), err)
 }
 
 // MarkImageReady registers the imported image and returns the nodes it

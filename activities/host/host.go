@@ -54,6 +54,9 @@ const (
 	// ErrTypeBusy: the image cannot be removed while zones use it
 	// (retryable).
 	ErrTypeBusy = "Busy"
+	// ErrTypeCreateContainerConfig: a container's environment names a
+	// secret or key that does not exist (retryable: it may appear).
+	ErrTypeCreateContainerConfig = "CreateContainerConfigError"
 )
 
 // kindErrType is the ApplicationError type of a retryable illumos failure.
@@ -100,6 +103,7 @@ func classify(err error, attempt int32) error {
 		download *hostops.DownloadError
 		inUse    *hostops.ImageInUseError
 		invalid  *hostops.InvalidError
+		config   *hostops.ConfigError
 	)
 	switch {
 	case errors.As(err, &conflict):
@@ -114,6 +118,8 @@ func classify(err error, attempt int32) error {
 		return temporal.NewApplicationError(msg, ErrTypeDownload)
 	case errors.As(err, &inUse):
 		return temporal.NewApplicationError(msg, ErrTypeBusy)
+	case errors.As(err, &config):
+		return temporal.NewApplicationError(msg, ErrTypeCreateContainerConfig)
 	case errors.As(err, &invalid), illumos.KindOf(err) == illumos.KindInvalid:
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalid, nil)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/pki"
@@ -47,7 +48,7 @@ func dev(ctx context.Context, args []string) error {
 	nodes := fs.Int("nodes", 3, "simulated illumos nodes to run, each a real agent over illumos-sim")
 	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	var img controlplane.Config
-	imageFlags(fs, &img, "")
+	imagesDone := imageFlags(fs, &img, "", "", "127.0.0.0/8,::1")
 	mapFile := fs.String("image-map", env("ZW_IMAGE_MAP", ""), "image map file (env ZW_IMAGE_MAP); default: the built-in deploy/images.yaml")
 	reconcile := fs.String("reconcile-interval", nodeagent.DefaultReconcileInterval.String(), "how often each node compares its host with the control plane (passed to the agents)")
 	orphanGrace := fs.String("orphan-grace", nodeagent.DefaultOrphanGrace.String(), "how long a node reports an orphan before removing it (passed to the agents)")
@@ -60,6 +61,9 @@ func dev(ctx context.Context, args []string) error {
 	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
 	capacityDone := capacityFlag(fs, &health)
 	_ = fs.Parse(args)
+	if err := imagesDone(); err != nil {
+		return err
+	}
 	if err := capacityDone(); err != nil {
 		return err
 	}
@@ -126,16 +130,38 @@ func dev(ctx context.Context, args []string) error {
 		}
 	}
 
+	// The data directory is the control plane's state directory: the
+	// cluster CA every certificate comes from is kept in its tls/.
+	stateDir, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return err
+	}
+	ca, err := pki.LoadOrCreateCA(filepath.Join(stateDir, "tls"), "zonewright CA")
+	if err != nil {
+		return fmt.Errorf("cluster CA: %w", err)
+	}
 	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
-		Address: *temporalAddr, DataDir: filepath.Join(*dataDir, "temporal"), Namespace: devstack.DefaultNamespace,
+		Address: *temporalAddr, DataDir: filepath.Join(*dataDir, "temporal"), Namespace: devstack.DefaultNamespace, CA: ca,
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log.With("component", "temporal-server"),
 	})
 	if err != nil {
 		return fmt.Errorf("embedded Temporal: %w", err)
 	}
 	stops = append(stops, func() { _ = tmp.Stop() })
+	// The control plane's and the operator's (the Temporal CLI's and the
+	// Web UI's) certificates, issued at every start beside the CA.
+	tlsDir := filepath.Join(stateDir, "tls")
+	cpCert, err := devstack.WriteClientTLS(ca, tlsDir, "temporal-control-plane", devstack.ControlPlaneName)
+	if err != nil {
+		return err
+	}
+	opCert, err := devstack.WriteClientTLS(ca, tlsDir, "temporal-operator", "dev-operator", devstack.AdminOrg)
+	if err != nil {
+		return err
+	}
 
-	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: *uiAddr, TemporalAddress: tmp.Address(), Namespace: devstack.DefaultNamespace})
+	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: *uiAddr, TemporalAddress: tmp.Address(), Namespace: devstack.DefaultNamespace,
+		TLS: &opCert})
 	if err != nil {
 		return fmt.Errorf("Temporal Web UI: %w", err)
 	}
@@ -143,6 +169,14 @@ func dev(ctx context.Context, args []string) error {
 
 	if img.ImageStore == "" {
 		img.ImageStore = filepath.Join(*dataDir, "images")
+	}
+	if img.ImageSourceDir == "" {
+		if img.ImageSourceDir, err = filepath.Abs(filepath.Join(*dataDir, "image-sources")); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(img.ImageSourceDir, 0o755); err != nil {
+		return err
 	}
 	if img.ImageDownloadSecret == "" {
 		if img.ImageDownloadSecret, err = devSecret(filepath.Join(*dataDir, "image-download-secret")); err != nil {
@@ -152,10 +186,9 @@ func dev(ctx context.Context, args []string) error {
 	if img.ImageMap, err = devImageMap(*mapFile); err != nil {
 		return err
 	}
-	// The data directory is the control plane's state directory: the
-	// cluster CA the API's certificate and every client trust is kept in
-	// its tls/ and survives restarts.
-	stateDir, err := filepath.Abs(*dataDir)
+	// Secrets are encrypted with a key kept in the data directory (0600),
+	// so they open again after a restart.
+	key, err := encryption.EnsureKeyFile(filepath.Join(*dataDir, "encryption.key"))
 	if err != nil {
 		return err
 	}
@@ -167,12 +200,13 @@ func dev(ctx context.Context, args []string) error {
 	}
 	stops = append(stops, func() { audit.Close() })
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen, StateDir: stateDir, AuditLog: audit,
-		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, Logger: log,
+		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, TemporalTLS: controlplane.TLSConfig(cpCert), Logger: log,
 		ImageStore: img.ImageStore, ImageDownloadSecret: img.ImageDownloadSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
+		ImageSourceDir: img.ImageSourceDir, ImageAllowPrivateSources: img.ImageAllowPrivateSources, ImageMaxBytes: img.ImageMaxBytes,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
 		ServiceCIDR: health.ServiceCIDR, ClusterCIDR: health.ClusterCIDR, NodeCIDRMaskSize: health.NodeCIDRMaskSize,
-		DNS: health.DNS, Capacity: health.Capacity})
+		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key})
 	if err != nil {
 		return err
 	}
@@ -183,7 +217,10 @@ func dev(ctx context.Context, args []string) error {
 	})
 	caFile := controlplane.CAFile(stateDir)
 	envFile := filepath.Join(*dataDir, "env")
-	if err := devEnvFile(envFile, []envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}, {"ZW_TOKEN", cp.AdminToken()}}); err != nil {
+	if err := devEnvFile(envFile, []envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}, {"ZW_TOKEN", cp.AdminToken()},
+		{"TEMPORAL_ADDRESS", tmp.Address()}, {"TEMPORAL_NAMESPACE", devstack.DefaultNamespace},
+		{"TEMPORAL_TLS_CERT", opCert.CertFile}, {"TEMPORAL_TLS_KEY", opCert.KeyFile}, {"TEMPORAL_TLS_CA", opCert.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", opCert.ServerName},
+	}); err != nil {
 		return err
 	}
 
@@ -202,7 +239,7 @@ func dev(ctx context.Context, args []string) error {
 			return err
 		}
 		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim, JoinTokenFile: joinToken,
-			Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, Logger: log,
+			Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, TemporalCA: ca, Logger: log,
 			APIURL: cp.URL(), APICAFile: caFile,
 			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
 				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace,
@@ -221,21 +258,23 @@ func dev(ctx context.Context, args []string) error {
 zonewright dev stack is up (started in %s)
   API          %s (CA %s, fingerprint %s)
   Temporal UI  %s
-  Temporal     %s (namespace %s)
+  Temporal     %s (namespace %s, mutual TLS: certificates in %s)
   PostgreSQL   %s
   data         %s
   nodes        %s
   services     %s (cluster DNS %s)
   DNS          %s, domain %s
+  image files  %s (file:// image sources; http:// on loopback allowed)
 
   admin token  %s (audit log %s)
 
 Try: source %s
      curl --cacert "$ZW_CACERT" -H "Authorization: Bearer $ZW_TOKEN" "$ZW_API_URL/api/v1/namespaces/default/pods"
      curl --cacert "$ZW_CACERT" -H "Authorization: Bearer $ZW_TOKEN" "$ZW_API_URL/api/v1/images"
+     temporal workflow list
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
-		dnsShown(cp.DNSAddr()), health.DNS.Domain, controlplane.AdminTokenFile(stateDir), filepath.Join(stateDir, "audit.log"), envFile)
+`, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, tlsDir, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
+		dnsShown(cp.DNSAddr()), health.DNS.Domain, img.ImageSourceDir, controlplane.AdminTokenFile(stateDir), filepath.Join(stateDir, "audit.log"), envFile)
 
 	select {
 	case <-ctx.Done():

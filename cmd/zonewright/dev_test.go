@@ -273,6 +273,16 @@ func TestDevStack(t *testing.T) {
 	if code, body := get(t, d.http, "https://"+api+"/readyz"); code != 200 || !strings.Contains(body, `"temporal":"ok"`) {
 		t.Fatalf("readyz: %d %s", code, body)
 	}
+	// Secrets are encrypted with a key the stack generated in its data dir.
+	if fi, err := os.Stat(filepath.Join(dataDir, "encryption.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the dev stack's encryption key: %v, %v", fi, err)
+	}
+	if resp, err := d.http.Post("https://"+api+"/api/v1/namespaces/default/secrets", "application/json",
+		strings.NewReader(`{"metadata":{"name":"dev-secret"},"stringData":{"k":"v"}}`)); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create a secret on the dev stack: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if code, body := get(t, http.DefaultClient, "http://"+ui+"/"); code != 200 || !strings.Contains(body, "<html") {
 		t.Fatalf("Temporal Web UI: %d %.200s", code, body)
 	}
@@ -377,14 +387,34 @@ func TestDevStack(t *testing.T) {
 		t.Fatalf("delete service: %v %v", resp, err)
 	}
 
+	// Temporal runs mutual TLS: a client without a certificate is
+	// refused, the operator's certificate from the env file (what the
+	// temporal CLI reads) is admitted.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	plainCtx, plainCancel := context.WithTimeout(ctx, 5*time.Second)
+	if c, err := client.DialContext(plainCtx, client.Options{HostPort: temporal, Namespace: "default"}); err == nil {
+		c.Close()
+		t.Error("a plaintext Temporal client connected to the dev stack")
+	}
+	plainCancel()
+	env := devEnv(t, filepath.Join(dataDir, "env"))
+	if env["TEMPORAL_ADDRESS"] != temporal || env["TEMPORAL_NAMESPACE"] != "default" {
+		t.Errorf("env file: TEMPORAL_ADDRESS %q, TEMPORAL_NAMESPACE %q", env["TEMPORAL_ADDRESS"], env["TEMPORAL_NAMESPACE"])
+	}
+	operator, err := pki.ClientTLS(env["TEMPORAL_TLS_CA"], env["TEMPORAL_TLS_CERT"], env["TEMPORAL_TLS_KEY"])
+	if err != nil {
+		t.Fatalf("the env file's Temporal TLS files: %v", err)
+	}
+	operator.ServerName = env["TEMPORAL_TLS_SERVER_NAME"]
+
 	// The control-plane worker polls zonewright-control: the housekeeping
 	// schedule exists and a triggered run completes.
-	c, err := client.Dial(client.Options{HostPort: temporal, Namespace: "default"})
+	c, err := client.Dial(client.Options{HostPort: env["TEMPORAL_ADDRESS"], Namespace: env["TEMPORAL_NAMESPACE"],
+		ConnectionOptions: client.ConnectionOptions{TLS: operator}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	sched := c.ScheduleClient().GetHandle(ctx, workflows.HousekeepingScheduleID)
 	if err := sched.Trigger(ctx, client.ScheduleTriggerOptions{}); err != nil {
 		t.Fatalf("trigger housekeeping schedule: %v", err)
@@ -462,4 +492,21 @@ func TestDevStack(t *testing.T) {
 	if pids := postgresOf(dataDir); len(pids) > 0 {
 		t.Fatalf("postgres outlived a killed dev stack: %v", pids)
 	}
+}
+
+// devEnv reads the dev stack's env file (export KEY='value' lines) as a
+// shell would.
+func devEnv(t *testing.T, path string) map[string]string {
+	t.Helper()
+	out, err := exec.Command("sh", "-c", ". \"$1\" && env", "sh", path).Output()
+	if err != nil {
+		t.Fatalf("source %s: %v", path, err)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
 }

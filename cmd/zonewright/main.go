@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,7 +22,10 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/imagemap"
+	"github.com/zonewright/zonewright/internal/imagestore"
+	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/store"
@@ -86,12 +90,14 @@ func newLogger(level string) (*slog.Logger, error) {
 // serveOptions are serve's flags.
 type serveOptions struct {
 	controlplane.Config
-	imageMap   string
-	logLevel   string
-	nodeHealth func() error
-	dns        func() error
-	capacity   func() error
-	auditLog   string
+	imageMap          string
+	encryptionKeyFile string
+	logLevel          string
+	nodeHealth        func() error
+	dns               func() error
+	capacity          func() error
+	images            func() error
+	auditLog          string
 }
 
 func serveFlags() (*flag.FlagSet, *serveOptions) {
@@ -103,8 +109,10 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	apiTLSFlags(fs, &o.APITLS)
 	fs.BoolVar(&o.APITLS.InsecureHTTP, "insecure-http", envBool("ZW_INSECURE_HTTP"), "serve the API over plain HTTP, readable and alterable by anyone on the network path (env ZW_INSECURE_HTTP)")
 	temporalFlags(fs, &o.Config)
-	imageFlags(fs, &o.Config, "/var/lib/zonewright/images")
+	o.images = imageFlags(fs, &o.Config, "/var/lib/zonewright/images", "", "")
 	fs.StringVar(&o.imageMap, "image-map", env("ZW_IMAGE_MAP", ""), "image map file: default image, aliases, size presets, images (env ZW_IMAGE_MAP)")
+	fs.StringVar(&o.encryptionKeyFile, "encryption-key-file", env("ZW_ENCRYPTION_KEY_FILE", ""),
+		"file holding the 32-byte key secrets are encrypted with at rest, raw or base64 (head -c 32 /dev/urandom | base64); the same on every replica; without it the API keeps no secrets (env ZW_ENCRYPTION_KEY_FILE)")
 	o.nodeHealth = nodeHealthFlags(fs, &o.Config)
 	serviceCIDRFlag(fs, &o.Config, clusterip.DefaultCIDR)
 	podCIDRFlags(fs, &o.Config, podcidr.DefaultClusterCIDR)
@@ -137,6 +145,9 @@ func serve(ctx context.Context, args []string) error {
 	if err := o.capacity(); err != nil {
 		return err
 	}
+	if err := o.images(); err != nil {
+		return err
+	}
 	log, err := newLogger(o.logLevel)
 	if err != nil {
 		return err
@@ -153,6 +164,13 @@ func serve(ctx context.Context, args []string) error {
 	if tc.ImageMap, err = imagemap.Load(o.imageMap); err != nil {
 		return err
 	}
+	if o.encryptionKeyFile != "" {
+		if tc.EncryptionKey, err = encryption.LoadKeyFile(o.encryptionKeyFile); err != nil {
+			return fmt.Errorf("--encryption-key-file: %w", err)
+		}
+	} else {
+		log.Warn("no --encryption-key-file: this API keeps no secrets (their endpoints answer 503)")
+	}
 	cp, err := controlplane.Start(ctx, tc)
 	if err != nil {
 		return err
@@ -168,13 +186,35 @@ func serve(ctx context.Context, args []string) error {
 	return cp.Stop(sctx)
 }
 
-// imageFlags registers the image catalog's flags shared by serve and dev.
-func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore string) {
+// imageFlags registers the image catalog's flags shared by serve and dev;
+// the function returned completes c once the flags are parsed.
+func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore, defaultSourceDir, defaultPrivate string) func() error {
 	fs.StringVar(&c.ImageStore, "image-store", env("ZW_IMAGE_STORE", defaultStore), "directory imported images are kept in (env ZW_IMAGE_STORE)")
 	fs.StringVar(&c.ImageDownloadSecret, "image-download-secret", env("ZW_IMAGE_DOWNLOAD_SECRET", ""), "secret signing the tokens nodes download images with; the same on every replica (env ZW_IMAGE_DOWNLOAD_SECRET)")
 	fs.StringVar(&c.TransferDir, "transfer-dir", env("ZW_TRANSFER_DIR", ""), "directory the streams of claims moving between nodes pass through; default volume-transfers beside --image-store (env ZW_TRANSFER_DIR)")
 	fs.StringVar(&c.AdvertiseURL, "advertise-url", env("ZW_ADVERTISE_URL", ""), "the API's URL as nodes reach it; default from --listen (env ZW_ADVERTISE_URL)")
 	fs.DurationVar(&c.ImageStallTimeout, "image-stall-timeout", envDuration("ZW_IMAGE_STALL_TIMEOUT", time.Minute), "an image download receiving nothing this long is stalled and retried (env ZW_IMAGE_STALL_TIMEOUT)")
+	fs.StringVar(&c.ImageSourceDir, "image-source-dir", env("ZW_IMAGE_SOURCE_DIR", defaultSourceDir), "file:// image sources only beneath this directory; empty refuses file:// sources (env ZW_IMAGE_SOURCE_DIR)")
+	private := fs.String("image-allow-private-sources", env("ZW_IMAGE_ALLOW_PRIVATE_SOURCES", defaultPrivate),
+		"comma-separated CIDRs of loopback, private or link-local addresses http(s) image sources may reach anyway, e.g. 127.0.0.0/8,::1 or 10.20.0.0/16; empty: public addresses only (env ZW_IMAGE_ALLOW_PRIVATE_SOURCES)")
+	maxBytes := fs.String("image-max-bytes", env("ZW_IMAGE_MAX_BYTES", "20Gi"), "largest image download and decompressed image accepted, a quantity such as 20Gi (env ZW_IMAGE_MAX_BYTES)")
+	return func() error {
+		var err error
+		if c.ImageAllowPrivateSources, err = imagestore.ParsePrefixes(*private); err != nil {
+			return fmt.Errorf("--image-allow-private-sources: %w", err)
+		}
+		milli, err := model.ParseQuantity(*maxBytes)
+		if err != nil || milli < 1000 {
+			return fmt.Errorf("--image-max-bytes: %q is not a positive size such as 20Gi", *maxBytes)
+		}
+		c.ImageMaxBytes = milli / 1000
+		if c.ImageSourceDir != "" && !filepath.IsAbs(c.ImageSourceDir) {
+			if c.ImageSourceDir, err = filepath.Abs(c.ImageSourceDir); err != nil {
+				return fmt.Errorf("--image-source-dir: %w", err)
+			}
+		}
+		return nil
+	}
 }
 
 // apiTLSFlags registers the API's certificate flags; --tls-san and

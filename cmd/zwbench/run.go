@@ -18,7 +18,6 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	tclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -122,7 +121,7 @@ func sections(ctx context.Context, o options, res *Results, log *slog.Logger) er
 		}
 	}
 	if o.steady > 0 {
-		c, err := tclient.Dial(tclient.Options{HostPort: s.temporal.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(log)})
+		c, err := s.dialTemporal(log)
 		if err != nil {
 			return err
 		}
@@ -187,7 +186,7 @@ func burst(ctx context.Context, s *stack, api string, tr *tracker, o options, re
 
 	fmt.Fprintf(stderr, "ceiling: %d no-op workflows of %d local activities and %d activities\n", o.burst, podShape.Local, podShape.Remote)
 	var err error
-	if res.Ceiling, err = ceiling(ctx, s.temporal.Address(), o.burst, log); err != nil {
+	if res.Ceiling, err = ceiling(ctx, s, o.burst, log); err != nil {
 		return err
 	}
 	res.Ratio = res.BurstThroughput / res.Ceiling
@@ -428,8 +427,8 @@ func percentiles(d []time.Duration) Percentiles {
 // ceiling runs n no-op workflows shaped like a pod's start (podShape),
 // all at once, on the same server with the same worker settings as the
 // control plane, and returns workflows per second.
-func ceiling(ctx context.Context, address string, n int, log *slog.Logger) (float64, error) {
-	c, err := tclient.Dial(tclient.Options{HostPort: address, Namespace: "default", Logger: sdklog.NewStructuredLogger(log)})
+func ceiling(ctx context.Context, s *stack, n int, log *slog.Logger) (float64, error) {
+	c, err := s.dialTemporal(log)
 	if err != nil {
 		return 0, err
 	}

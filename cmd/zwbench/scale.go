@@ -13,7 +13,6 @@ import (
 	"time"
 
 	tclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/scheduler"
@@ -159,7 +158,7 @@ func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, err
 	if err != nil {
 		return nil, err
 	}
-	c, err := tclient.Dial(tclient.Options{HostPort: s.temporal.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(log)})
+	c, err := s.dialTemporal(log)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	tclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
 	"github.com/zonewright/zonewright/deploy"
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/controlplane"
@@ -19,6 +22,7 @@ import (
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -60,9 +64,19 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	if err != nil {
 		return s, err
 	}
+	// Temporal runs mutual TLS with the authorizer, as in the dev stack,
+	// so that what is measured includes it.
+	ca, err := pki.LoadOrCreateCA(filepath.Join(dir, "tls"), "zonewright CA")
+	if err != nil {
+		return s, err
+	}
 	if s.temporal, err = devstack.StartTemporal(ctx, devstack.TemporalConfig{Address: addr, DataDir: filepath.Join(dir, "temporal"),
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log,
-		CountRequests: true}); err != nil {
+		CountRequests: true, CA: ca}); err != nil {
+		return s, err
+	}
+	cpCert, err := devstack.WriteClientTLS(ca, filepath.Join(dir, "tls"), "temporal-control-plane", devstack.ControlPlaneName)
+	if err != nil {
 		return s, err
 	}
 	imgMap, err := imagemap.Parse(deploy.ImageMap)
@@ -70,7 +84,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		return s, err
 	}
 	s.cpConfig = controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0", StateDir: dir,
-		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", Logger: log,
+		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", TemporalTLS: controlplane.TLSConfig(cpCert), Logger: log,
 		ImageStore: filepath.Join(dir, "images"), ImageDownloadSecret: "zwbench", ImageMap: imgMap,
 		// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
 		ServiceCIDR: "127.94.0.0/16", ClusterCIDR: devnodes.ClusterCIDR(10), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
@@ -93,7 +107,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	}
 	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"), JoinTokenFile: joinFile,
 		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"),
-		Temporal: s.temporal.Address(), Namespace: "default", Logger: log, APIURL: s.cp.URL(), APICAFile: controlplane.CAFile(dir),
+		Temporal: s.temporal.Address(), Namespace: "default", TemporalCA: ca, Logger: log, APIURL: s.cp.URL(), APICAFile: controlplane.CAFile(dir),
 		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods), "--heartbeat-interval", "2s"}})
 	return s, err
 }
@@ -108,6 +122,16 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// dialTemporal is a Temporal client of the stack's server, as an operator.
+func (s *stack) dialTemporal(log *slog.Logger) (tclient.Client, error) {
+	conf, err := s.temporal.ClientTLS("zwbench", devstack.AdminOrg)
+	if err != nil {
+		return nil, err
+	}
+	return tclient.Dial(tclient.Options{HostPort: s.temporal.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(log),
+		ConnectionOptions: tclient.ConnectionOptions{TLS: conf}})
 }
 
 func (s *stack) stop() {

@@ -34,7 +34,11 @@ image_download_secret
 transfer_dir
 advertise_url
 image_map
+encryption_key_file
 image_stall_timeout
+image_source_dir
+image_allow_private_sources
+image_max_bytes
 node_grace_period
 node_eviction_timeout
 service_cidr

@@ -7,9 +7,10 @@
 // internal/supervisor), reconciles its own host (reconcile.go), and
 // programs the service NAT rules from the control plane's service network
 // snapshots (servicenat.go, over internal/servicenat) and answers its
-// pods' DNS from them (poddns.go). Settings are in config.go. Every call
-// to the control plane's API (service network, image downloads, volume
-// transfers) goes through one client trusting Config.APICAFile
+// pods' DNS from them (poddns.go). It reads the secret values its pods'
+// containers take from their environment when it starts them
+// (secretenv.go). Settings are in config.go. Every call to the control
+// plane's API goes through one client trusting Config.APICAFile
 // (apiclient.go).
 //
 // Trust: the agent reaches the control plane only through its API
@@ -131,6 +132,7 @@ func (a *Agent) run(ctx context.Context) error {
 	if cfg.MaxConcurrentInstalls > 0 {
 		h.Installs = make(chan struct{}, cfg.MaxConcurrentInstalls)
 	}
+	h.Secrets = apiSecretEnv{base: cfg.APIURL, node: cfg.Node, client: a.api.HTTP()}
 	if cfg.BinDir == "" {
 		// The commands act on this machine: give zonepaths the mode
 		// zoneadm install demands. (With another command directory the

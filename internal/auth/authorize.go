@@ -75,7 +75,7 @@ func (z *Authorizer) Allowed(ctx context.Context, id Identity, a Attributes) (bo
 
 // nodeOnly are what only nodes do, whatever a namespace role grants on the
 // resource: a pod's state is its node's report.
-var nodeOnly = []string{"pods/report"}
+var nodeOnly = []string{"pods/report", "pods/secretenv"}
 
 // namespaceAllowed: view reads, edit also writes the workloads and signals
 // them, admin also manages the namespace's tokens; all only in the
@@ -122,7 +122,7 @@ func (z *Authorizer) nodeAllowed(ctx context.Context, id Identity, a Attributes)
 		switch {
 		case a.Verb == VerbList || a.Verb == VerbWatch:
 			return SelectsOwnPods(id, a), nil
-		case a.Verb == VerbGet && a.Subresource == "", a.Verb == VerbCreate && a.Subresource == "report":
+		case a.Verb == VerbGet && (a.Subresource == "" || a.Subresource == "secretenv"), a.Verb == VerbCreate && a.Subresource == "report":
 			return z.PodBoundToNode(ctx, id, a)
 		}
 	case "servicenet":

@@ -335,10 +335,13 @@ func (a *Images) MarkImageReady(ctx context.Context, in ImageReadyInput) (ImageT
 	return t, err
 }
 
-// MarkImageFailed fails the image with a reason.
+// MarkImageFailed fails the image with a reason. The progress goes back
+// to what the spec says: how much a failed source sent is not for clients
+// (it would tell the size of a file or page the import was refused).
 func (a *Images) MarkImageFailed(ctx context.Context, in ImageFailure) error {
 	_, err := a.mutate(ctx, in.Image, func(img *model.Image) {
 		a.setPhase(&img.Status, model.ImageFailed, in.Reason, in.Message)
+		img.Status.BytesDone, img.Status.BytesTotal = 0, img.Spec.Size
 	})
 	return err
 }

@@ -92,12 +92,17 @@ func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (Rec
 			res.ZoneMissing++
 		}
 		if a.Lifecycles != nil {
+			// The drift is reported even when the node may not look at or
+			// start lifecycles (Temporal's authorizer refuses it a node);
+			// the control plane's reconciler then restores a missing one.
 			running, err := a.Lifecycles.Running(ctx, d.Pod.Namespace, d.Pod.Name)
 			if err != nil {
+				a.event(ctx, ref, model.EventWarning, d.Reason, msg)
 				return res, fmt.Errorf("is the lifecycle of %s/%s running: %w", d.Pod.Namespace, d.Pod.Name, err)
 			}
 			if !running {
 				if err := a.Lifecycles.Start(ctx, PodRef{Namespace: d.Pod.Namespace, Name: d.Pod.Name, UID: d.Pod.UID}); err != nil {
+					a.event(ctx, ref, model.EventWarning, d.Reason, msg)
 					return res, fmt.Errorf("start the lifecycle of %s/%s: %w", d.Pod.Namespace, d.Pod.Name, err)
 				}
 				res.LifecyclesStarted++

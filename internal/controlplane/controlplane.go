@@ -30,6 +30,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/endpoints"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
@@ -70,6 +71,15 @@ type Config struct {
 	// ImageStallTimeout fails a fetch that receives nothing for this long
 	// (a slow transfer that keeps receiving is not stalled).
 	ImageStallTimeout time.Duration
+	// ImageSourceDir: file:// image sources only beneath it; empty
+	// refuses them.
+	ImageSourceDir string
+	// ImageAllowPrivateSources are the non-public ranges http(s) image
+	// sources may reach anyway; nil: public addresses only.
+	ImageAllowPrivateSources []netip.Prefix
+	// ImageMaxBytes bounds an image's download and its decompressed
+	// artefact; zero: imagestore.DefaultMaxBytes.
+	ImageMaxBytes int64
 	// NodeGracePeriod without a heartbeat makes a node NotReady;
 	// NodeEvictionTimeout later its pods are evicted. Zero: the defaults
 	// (workflows.DefaultNodeGracePeriod, DefaultNodeEvictionTimeout).
@@ -106,6 +116,10 @@ type Config struct {
 	// MaxWatches bounds the watches one identity holds open; zero:
 	// api.DefaultMaxWatches.
 	MaxWatches int
+	// EncryptionKey seals secrets at rest (--encryption-key-file); nil:
+	// the API keeps no secrets, and the control plane refuses to start
+	// over a database that holds some.
+	EncryptionKey *encryption.Key
 }
 
 // AdminTokenFile is the cluster-admin token's file in the state directory:
@@ -282,6 +296,18 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		closeListeners()
 		return nil, fmt.Errorf("create the default namespace: %w", err)
 	}
+	if cfg.EncryptionKey == nil {
+		// Without the key the secrets stored cannot be read, and pods
+		// that use them would fail to start one by one.
+		if n, err := st.CountSecrets(ctx); err != nil || n > 0 {
+			st.Close()
+			closeListeners()
+			if err != nil {
+				return nil, fmt.Errorf("count the secrets stored: %w", err)
+			}
+			return nil, fmt.Errorf("the database holds %d secret(s), encrypted: start with the --encryption-key-file they were written with", n)
+		}
+	}
 	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(log.With("component", "temporal-client"))}
 	if cfg.TemporalTLS.enabled() {
 		if opts.ConnectionOptions.TLS, err = cfg.TemporalTLS.build(); err != nil {
@@ -311,7 +337,8 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if advertise == "" {
 		advertise = advertiseURL(scheme, ln.Addr())
 	}
-	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), Client: &http.Client{}}
+	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), MaxBytes: cfg.ImageMaxBytes,
+		Sources: imagestore.Sources{FileDir: cfg.ImageSourceDir, AllowPrivate: cfg.ImageAllowPrivateSources}}
 	transferDir := cfg.TransferDir
 	if transferDir == "" {
 		transferDir = filepath.Join(filepath.Dir(filepath.Clean(cfg.ImageStore)), "volume-transfers")
@@ -321,8 +348,9 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	relay := &transfer.Relay{Dir: transferDir, Secret: []byte(secret)}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
-	srv := api.New(api.Config{Store: st, Logger: log, CA: ca, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
-		Images: images, ImageMap: imgMap, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
+	srv := api.New(api.Config{EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
+		Store: st, Logger: log, CA: ca, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
+		Images: images, ImageMap: imgMap, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
 				_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
@@ -331,7 +359,11 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
 	cp := &ControlPlane{adminToken: adminToken, moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
-		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLSConfig,
+		// No ReadTimeout or WriteTimeout: watches and volume transfers
+		// stream for as long as they need; the API bounds every other
+		// request and its body itself.
+		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			MaxHeaderBytes: 64 << 10, TLSConfig: serverTLSConfig,
 			ErrorLog: slog.NewLogLogger(log.With("component", "api").Handler(), slog.LevelWarn)},
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/pki"
 )
 
 // Config describes the nodes to run.
@@ -29,6 +31,10 @@ type Config struct {
 	Sim       string // the illumos-sim binary
 	Temporal  string
 	Namespace string
+	// TemporalCA, when set, is the CA of a Temporal server running mutual
+	// TLS: each agent gets a node certificate from it (CN=node:<name>),
+	// which lets it work only its own task queue.
+	TemporalCA *pki.CA
 	// APIURL is the control plane's base URL: the agents register there,
 	// get their pod CIDRs, renew their leases and follow the service
 	// network.
@@ -138,6 +144,14 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 		"--zvol-dir", filepath.Join(n.Root, "fs/dev/zvol/rdsk")}, cfg.ExtraArgs...)
 	if cfg.APICAFile != "" {
 		args = append(args, "--api-ca", cfg.APICAFile)
+	}
+	if cfg.TemporalCA != nil {
+		cn, orgs := devstack.NodeSubject(name)
+		files, err := devstack.WriteClientTLS(cfg.TemporalCA, dir, "temporal", cn, orgs...)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, files.Args()...)
 	}
 	args = append(args, "--state-dir", n.StateDir)
 	if cfg.JoinTokenFile != "" {

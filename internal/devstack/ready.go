@@ -79,9 +79,10 @@ func (t *Temporal) dial(ctx context.Context, logger *slog.Logger) (client.Client
 	err := retry(ctx, func(ctx context.Context) error {
 		var err error
 		c, err = client.DialContext(ctx, client.Options{
-			HostPort:  t.address,
-			Namespace: t.namespace,
-			Logger:    sdklog.NewStructuredLogger(slog.New(levelHandler{Handler: logger.Handler(), level: slog.LevelWarn})),
+			HostPort:          t.address,
+			Namespace:         t.namespace,
+			ConnectionOptions: client.ConnectionOptions{TLS: t.systemTLS},
+			Logger:            sdklog.NewStructuredLogger(slog.New(levelHandler{Handler: logger.Handler(), level: slog.LevelWarn})),
 		})
 		return err
 	})

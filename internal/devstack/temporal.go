@@ -9,6 +9,7 @@ package devstack
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,8 +34,11 @@ import (
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/common/resolver"
+	"go.temporal.io/server/common/tasktoken"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+
+	"github.com/zonewright/zonewright/internal/pki"
 )
 
 // Defaults of the dev stack; the same ports as `temporal server start-dev`,
@@ -87,6 +91,13 @@ type TemporalConfig struct {
 	// LogLevel is the least level of server logs passed on; default warn
 	// (at info the server logs every shard and queue event).
 	LogLevel slog.Leveler
+	// CA, when set, secures the frontend with mutual TLS: it serves a
+	// certificate from CA and accepts only clients presenting one from CA,
+	// and every call is authorized by the client's identity (auth.go):
+	// admins do anything, a node works only its own task queue. The
+	// server's certificates are kept in DataDir/tls. Nil: plaintext, and
+	// every caller is an admin.
+	CA *pki.CA
 	// CountRequests makes the frontend count the calls it serves
 	// (Temporal.FrontendRequests), for measuring how much a workload asks
 	// of Temporal. Off by default.
@@ -99,9 +110,12 @@ type Temporal struct {
 	level       *serverLevel
 	address     string
 	httpAddress string
+	internal    []string // host:port of history, matching and worker
 	namespace   string
 	dbPath      string
 	requests    *requestCounter // nil unless TemporalConfig.CountRequests
+	ca          *pki.CA         // nil: plaintext
+	systemTLS   *tls.Config     // the server's own admin client; nil: plaintext
 
 	stopOnce sync.Once
 	stopErr  error
@@ -165,6 +179,21 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 	}
 	var requests *requestCounter
 	var extra []temporal.ServerOption
+	var systemTLS *tls.Config
+	if cfg.CA != nil {
+		files, err := ensureServerTLS(cfg.CA, filepath.Join(cfg.DataDir, "tls"), dialHost(host))
+		if err != nil {
+			return nil, fmt.Errorf("start temporal: %w", err)
+		}
+		conf.Global.TLS = files.rootTLS()
+		if systemTLS, err = pki.ClientTLS(files.ca, files.systemCert, files.systemKey); err != nil {
+			return nil, fmt.Errorf("start temporal: %w", err)
+		}
+		authz := &nodeAuthorizer{namespace: cfg.Namespace, tokens: tasktoken.NewSerializer(), log: cfg.Logger}
+		extra = append(extra,
+			temporal.WithAuthorizer(authz),
+			temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper{} }))
+	}
 	if cfg.CountRequests {
 		requests = newRequestCounter()
 		extra = append(extra, temporal.WithChainedFrontendGrpcInterceptors(requests.intercept))
@@ -184,9 +213,12 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		level:       level,
 		address:     net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
 		httpAddress: net.JoinHostPort(dialHost(host), strconv.Itoa(conf.Services[string(primitives.FrontendService)].RPC.HTTPPort)),
+		internal:    internalAddresses(conf),
 		namespace:   cfg.Namespace,
 		dbPath:      dbPath,
 		requests:    requests,
+		ca:          cfg.CA,
+		systemTLS:   systemTLS,
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
@@ -252,6 +284,17 @@ func frontendHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("address %q: host must be an IP address", addr)
 	}
 	return host, port, nil
+}
+
+// internalAddresses are where the services other than the frontend listen.
+func internalAddresses(conf *config.Config) []string {
+	var out []string
+	for name, svc := range conf.Services {
+		if name != string(primitives.FrontendService) {
+			out = append(out, net.JoinHostPort(dialHost(svc.RPC.BindOnIP), strconv.Itoa(svc.RPC.GRPCPort)))
+		}
+	}
+	return out
 }
 
 // dialHost is the host clients (and the other services) use to reach a

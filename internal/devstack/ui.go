@@ -24,6 +24,23 @@ type UIConfig struct {
 	TemporalAddress string
 	// Namespace is the one the UI opens on; default DefaultNamespace.
 	Namespace string
+	// TLS, when set, is the client certificate the UI presents to a
+	// frontend running mutual TLS; every browser user of the UI acts
+	// with its identity.
+	TLS *ClientTLSFiles
+}
+
+// ClientTLSFiles are the PEM files of a Temporal client running TLS.
+type ClientTLSFiles struct {
+	CertFile, KeyFile string
+	CAFile            string // the CA the server's certificate is checked against
+	ServerName        string // the name checked in the server's certificate
+}
+
+// Args are the flags of `zonewright agent` and `serve` presenting these files.
+func (f ClientTLSFiles) Args() []string {
+	return []string{"--temporal-tls-cert", f.CertFile, "--temporal-tls-key", f.KeyFile, "--temporal-tls-ca", f.CAFile,
+		"--temporal-tls-server-name", f.ServerName}
 }
 
 // UI is a running Temporal Web UI server.
@@ -75,7 +92,13 @@ func StartUI(ctx context.Context, cfg UIConfig) (*UI, error) {
 		origins = append(origins, "http://"+net.JoinHostPort("localhost", strconv.Itoa(port)))
 	}
 
+	var tlsConf uiconfig.TLS
+	if cfg.TLS != nil {
+		tlsConf = uiconfig.TLS{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, CaFile: cfg.TLS.CAFile,
+			ServerName: cfg.TLS.ServerName, EnableHostVerification: true}
+	}
 	srv, err := newUIServer(&uiconfig.Config{
+		TLS:                 tlsConf,
 		Host:                host,
 		Port:                port,
 		TemporalGRPCAddress: cfg.TemporalAddress,

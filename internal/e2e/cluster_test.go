@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -117,18 +119,34 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
+	// Temporal runs mutual TLS with the authorizer, as in the dev stack:
+	// each agent works only its own task queue.
+	// One cluster CA, in the control plane's state directory, for the API
+	// and Temporal alike.
+	stateDir := t.TempDir()
+	ca, err := pki.LoadOrCreateCA(filepath.Join(stateDir, "tls"), "zonewright CA")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tmp := devstack.StartTestTemporal(t, func(c *devstack.TemporalConfig) {
 		c.SearchAttributes = devstack.KeywordAttributes(workflows.SearchAttributeNames...)
+		c.CA = ca
 	})
+	cpCert, err := devstack.WriteClientTLS(ca, t.TempDir(), "control-plane", devstack.ControlPlaneName)
+	if err != nil {
+		t.Fatal(err)
+	}
 	imgMap, err := imagemap.Parse(deploy.ImageMap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
-		TemporalAddress: tmp.Address(), TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler),
-		StateDir: t.TempDir(), ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
+		TemporalAddress: tmp.Address(), TemporalNamespace: "default", TemporalTLS: controlplane.TLSConfig(cpCert), Logger: slog.New(slog.DiscardHandler),
+		StateDir: stateDir, ImageStore: t.TempDir(), ImageDownloadSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
 		PodReconcileInterval: 2 * time.Second,
-		ClusterCIDR:          devnodes.ClusterCIDR(podNetworks.next()), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
+		ClusterCIDR:          devnodes.ClusterCIDR(podNetworks.next()), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize,
+		// The tests' image sources are servers on loopback.
+		ImageAllowPrivateSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	if adjust != nil {
 		adjust(&cfg)
 	}
@@ -143,7 +161,13 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 		defer cancel()
 		_ = c.cp.Stop(sctx)
 	})
-	c.temporal, err = tclient.Dial(tclient.Options{HostPort: tmp.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	// The tests' own client is an operator's.
+	operator, err := tmp.ClientTLS("e2e-operator", devstack.AdminOrg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.temporal, err = tclient.Dial(tclient.Options{HostPort: tmp.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: tclient.ConnectionOptions{TLS: operator}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +182,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 		t.Fatal(err)
 	}
 	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), JoinTokenFile: joinFile, Agent: filepath.Join(binDir, "zonewright"),
-		Sim: filepath.Join(binDir, "illumos-sim"), Temporal: tmp.Address(), Namespace: "default", APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args})
+		Sim: filepath.Join(binDir, "illumos-sim"), Temporal: tmp.Address(), Namespace: "default", TemporalCA: ca, APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args})
 	if err != nil {
 		t.Fatal(err)
 	}

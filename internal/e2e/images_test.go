@@ -313,7 +313,8 @@ func TestImagesImportDistributeAndRun(t *testing.T) {
 		url, digest := files.add(ic.name, &served{body: compress(t, ic.compression, raw)})
 		c.createImage(ic.name, ic.kind, url, digest, declared)
 	}
-	badURL, _ := files.add("bad", &served{body: compress(t, model.CompressionGzip, root)})
+	badBody := compress(t, model.CompressionGzip, root)
+	badURL, realDigest := files.add("bad", &served{body: badBody})
 	wrong := strings.Repeat("ab", 32)
 	c.createImage("bad", model.ImageLXTarball, badURL, wrong, "")
 
@@ -341,8 +342,9 @@ func TestImagesImportDistributeAndRun(t *testing.T) {
 	}
 	c.recordHistory(workflows.ImageWorkflowID("lx-stream"), "image-import-failing-node.json")
 	bad := c.waitImage("bad", model.ImageFailed, nil, time.Minute)
-	if bad.Status.Reason != model.ImageReasonDigestMismatch || !strings.Contains(bad.Status.Message, wrong) {
-		t.Errorf("a digest mismatch fails the image with both digests: %+v", bad.Status)
+	if bad.Status.Reason != model.ImageReasonDigestMismatch || !strings.Contains(bad.Status.Message, "does not match") ||
+		strings.Contains(bad.Status.Message, realDigest) || strings.Contains(bad.Status.Message, fmt.Sprint(len(badBody))) || bad.Status.BytesTotal != 0 {
+		t.Errorf("a digest mismatch fails the image saying neither the digest nor the size of what was read: %+v", bad.Status)
 	}
 	if got := storeFiles(t, storeDir, "bad"); len(got) != 0 {
 		t.Errorf("a digest mismatch leaves no files in the store: %v", got)

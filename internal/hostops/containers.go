@@ -37,9 +37,11 @@ func containerLog(container string) string {
 }
 
 // service is the SMF service that runs container c of the sandbox. Its
-// environment is the container's, then POD_IP, POD_NAME and
-// POD_NAMESPACE unless the container sets them itself.
-func (s PodSandbox) service(c ContainerSpec) (illumos.Service, error) {
+// environment is the container's (a variable read from a secret takes its
+// value from secretEnv, by name; one missing there was optional and is
+// left out), then POD_IP, POD_NAME and POD_NAMESPACE unless the container
+// sets them itself.
+func (s PodSandbox) service(c ContainerSpec, secretEnv map[string]string) (illumos.Service, error) {
 	if c.Name == "" {
 		return illumos.Service{}, errors.New("a container has no name")
 	}
@@ -59,7 +61,15 @@ func (s PodSandbox) service(c ContainerSpec) (illumos.Service, error) {
 		env = append(env, illumos.EnvVar{Name: name, Value: value})
 	}
 	for _, e := range c.Env {
-		add(e.Name, e.Value, true) // a later entry wins, as in Kubernetes
+		value := e.Value
+		if e.ValueFrom != nil {
+			v, ok := secretEnv[e.Name]
+			if !ok {
+				continue
+			}
+			value = v
+		}
+		add(e.Name, value, true) // a later entry wins, as in Kubernetes
 	}
 	add("POD_IP", s.IP, false)
 	add("POD_NAME", s.Name, false)
@@ -160,9 +170,13 @@ func (h *Host) StartContainers(ctx context.Context, s PodSandbox) error {
 	if err := s.checkContainers(); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
+	secretEnv, err := h.secretEnv(ctx, s)
+	if err != nil {
+		return h.fail(ctx, step, s, err)
+	}
 	z := h.Host.Zone(s.ZoneName())
 	for _, c := range s.Containers {
-		svc, err := s.service(c)
+		svc, err := s.service(c, secretEnv[c.Name])
 		if err != nil {
 			return h.invalid(ctx, step, s, err)
 		}

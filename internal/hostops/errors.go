@@ -50,6 +50,19 @@ func (e *MaintenanceError) Error() string {
 		e.Container, e.FMRI, e.Log, e.Zone)
 }
 
+// ConfigError is a container whose configuration cannot be built: an
+// environment variable names a secret or a key that does not exist
+// (Kubernetes' CreateContainerConfigError). The container does not
+// start; it may once the secret is there, so it is worth trying again.
+type ConfigError struct {
+	Container string
+	Message   string // which secret or key is missing, never a value
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("CreateContainerConfigError: container %q: %s", e.Container, e.Message)
+}
+
 // ImageMissingError is an install that needs an image the node does not
 // have: the control plane pulls images before it installs.
 type ImageMissingError struct {

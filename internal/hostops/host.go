@@ -169,6 +169,10 @@ type Host struct {
 	// DownloadStallTimeout ends an image download that receives nothing
 	// for that long; zero means a minute.
 	DownloadStallTimeout time.Duration
+	// Secrets reads the values of containers' env[].valueFrom.secretKeyRef
+	// when StartContainers writes their services (secretenv.go); nil: a
+	// pod that reads secrets cannot start on this node.
+	Secrets SecretEnvSource
 
 	mu    sync.Mutex
 	zones map[string]*zoneLock

@@ -162,7 +162,7 @@ func (s *Store) writeArtefact(ctx context.Context, name string, dec io.Reader) (
 			os.Remove(tmp.Name())
 		}
 	}()
-	limit := s.maxArtefact()
+	limit := s.maxBytes()
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(dec, limit+1))
 	if err != nil {
@@ -176,7 +176,7 @@ func (s *Store) writeArtefact(ctx context.Context, name string, dec io.Reader) (
 		return Artefact{}, fmt.Errorf("decompress image %s: %w after %d bytes: %v", name, ErrCorrupt, n, err)
 	}
 	if n > limit {
-		return Artefact{}, fmt.Errorf("decompress image %s: %w: larger than the store's limit of %d bytes", name, ErrCorrupt, limit)
+		return Artefact{}, fmt.Errorf("decompress image %s: %w: decompresses to more than %d bytes", name, ErrTooLarge, limit)
 	}
 	if err := tmp.Sync(); err != nil {
 		return Artefact{}, fmt.Errorf("decompress image %s: sync: %w", name, err)

@@ -112,11 +112,11 @@ func TestDecompressRefusesADeclaredCompressionTheMagicContradicts(t *testing.T) 
 
 func TestDecompressStopsABomb(t *testing.T) {
 	s := newStore(t)
-	s.MaxArtefactSize = 1 << 20
+	s.MaxBytes = 1 << 20
 	fetched(t, s, "bomb", compress(t, model.CompressionZstd, make([]byte, 16<<20)))
 	_, err := s.Decompress(t.Context(), "bomb", "")
-	if !errors.Is(err, ErrCorrupt) || !Permanent(err) {
-		t.Fatalf("err = %v, want ErrCorrupt for exceeding the limit", err)
+	if !errors.Is(err, ErrTooLarge) || !Permanent(err) {
+		t.Fatalf("err = %v, want ErrTooLarge for exceeding the limit", err)
 	}
 	if got := storeFiles(t, s); !slices.Equal(got, []string{"bomb.download"}) {
 		t.Fatalf("store holds %v, want no artefact and no temporary", got)

@@ -51,6 +51,20 @@
 // headers) is aborted with ErrStalled. Dialling and TLS handshakes have
 // their own short timeouts.
 //
+// # What the store may read
+//
+// An import runs beside the control plane's database and Temporal, so
+// Sources confines it: file:// only beneath Sources.FileDir, opened
+// through os.Root (no "..", no symlink out, regular files only); http(s)
+// only to public addresses unless a range is in Sources.AllowPrivate,
+// checked on the address each connection actually dials (so DNS
+// rebinding and redirects get no further than a literal address), with
+// redirects re-checked and bounded and no proxy; never credentials in the
+// URL. A refusal is a permanent *RefusedSourceError. MaxBytes bounds both
+// the download and the decompressed artefact (ErrTooLarge; the partial
+// files are removed). Errors carry full detail for the log; Reason is what
+// a client may be told.
+//
 // # Concurrency
 //
 // Operations on one image are serialised within a Store: a second Fetch or

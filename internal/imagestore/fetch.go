@@ -87,6 +87,10 @@ func (s *Store) Fetch(ctx context.Context, req FetchRequest) (FetchResult, error
 		return FetchResult{}, err
 	}
 	res, err := t.run(ctx)
+	var refusedErr *RefusedSourceError
+	if errors.Is(err, ErrTooLarge) || errors.As(err, &refusedErr) {
+		t.discard()
+	}
 	if errors.Is(err, ErrStalled) {
 		err = fmt.Errorf("%w: nothing received for %s, %d bytes kept for resume", err, req.StallTimeout, t.have)
 	}
@@ -112,6 +116,9 @@ func checkFetch(s *Store, req *FetchRequest) (*url.URL, error) {
 	if req.Size < 0 {
 		return nil, fmt.Errorf("%w: image %s: negative size %d", ErrInvalid, req.Name, req.Size)
 	}
+	if req.Size > s.maxBytes() {
+		return nil, fmt.Errorf("%w: image %s: size %d is above %d bytes", ErrTooLarge, req.Name, req.Size, s.maxBytes())
+	}
 	if req.StallTimeout <= 0 {
 		req.StallTimeout = DefaultStallTimeout
 	}
@@ -134,6 +141,9 @@ func checkFetch(s *Store, req *FetchRequest) (*url.URL, error) {
 		}
 	default:
 		return nil, fmt.Errorf("%w: image %s: source URL %q: scheme must be http, https or file", ErrInvalid, req.Name, u.Redacted())
+	}
+	if err := s.Sources.CheckURL(req.URL); err != nil {
+		return nil, fmt.Errorf("image %s: %w", req.Name, err)
 	}
 	return u, nil
 }
@@ -193,6 +203,15 @@ func (t *transfer) close() {
 	if t.f != nil {
 		t.f.Close()
 	}
+}
+
+// discard removes the partial and its sidecar: what they hold can never
+// become the image.
+func (t *transfer) discard() {
+	t.close()
+	t.f = nil
+	os.Remove(t.s.partialPath(t.req.Name))
+	os.Remove(t.s.metaPath(t.req.Name))
 }
 
 // openPartial opens the partial download and hashes what it holds, or
@@ -364,7 +383,7 @@ func (t *transfer) fromHTTP(ctx context.Context) (complete bool, err error) {
 	}
 	resp, err := t.s.client().Do(hreq)
 	if err != nil {
-		return false, ctxErr(xctx, err)
+		return false, &noResponseError{ctxErr(xctx, err)}
 	}
 	defer resp.Body.Close()
 
@@ -413,10 +432,21 @@ func (t *transfer) fromHTTP(ctx context.Context) (complete bool, err error) {
 	return true, nil
 }
 
+// noResponseError is a request that got no HTTP response: whatever
+// happened at the address (refused, reset, another protocol, silence) is
+// one class for a client, so an import cannot map a network.
+type noResponseError struct{ err error }
+
+func (e *noResponseError) Error() string { return e.err.Error() }
+func (e *noResponseError) Unwrap() error { return e.err }
+
 // fromFile appends what the partial lacks from a local source file.
 func (t *transfer) fromFile(ctx context.Context) (complete bool, err error) {
-	path := t.src.Path
-	src, err := os.Open(path)
+	src, err := t.s.Sources.openFile(t.src.Path)
+	var refusedErr *RefusedSourceError
+	if errors.As(err, &refusedErr) {
+		return false, err
+	}
 	if err != nil {
 		return false, &SourceError{URL: t.src.Redacted(), Permanent: errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission), Err: err}
 	}
@@ -424,9 +454,6 @@ func (t *transfer) fromFile(ctx context.Context) (complete bool, err error) {
 	fi, err := src.Stat()
 	if err != nil {
 		return false, &SourceError{URL: t.src.Redacted(), Err: err}
-	}
-	if !fi.Mode().IsRegular() {
-		return false, &SourceError{URL: t.src.Redacted(), Permanent: true, Err: fmt.Errorf("%s is not a regular file", path)}
 	}
 	size, mod := fi.Size(), fi.ModTime().UnixNano()
 	if t.have > 0 && (t.meta.FileSize != size || t.meta.FileModTime != mod || t.have > size) {
@@ -456,11 +483,14 @@ func (t *transfer) fromFile(ctx context.Context) (complete bool, err error) {
 
 // copy appends r to the partial and its hash until EOF, re-arming the stall
 // timer on every read that delivers. It stops one byte past the expected
-// size, enough for verification to call the source too long.
+// size, enough for verification to call the source too long, and with no
+// expected size one byte past the store's limit (ErrTooLarge).
 func (t *transfer) copy(ctx context.Context, r io.Reader, stall *time.Timer) error {
+	limit := t.s.maxBytes()
 	if t.req.Size > 0 {
-		r = io.LimitReader(r, t.req.Size-t.have+1)
+		limit = t.req.Size
 	}
+	r = io.LimitReader(r, max(limit-t.have+1, 0))
 	buf := make([]byte, 256<<10)
 	for {
 		n, rerr := r.Read(buf)
@@ -475,6 +505,9 @@ func (t *transfer) copy(ctx context.Context, r io.Reader, stall *time.Timer) err
 			t.progress(false)
 		}
 		if rerr == io.EOF {
+			if t.req.Size == 0 && t.have > limit {
+				return fmt.Errorf("%w: image %s: the source sent more than %d bytes", ErrTooLarge, t.req.Name, limit)
+			}
 			return ctxErr(ctx, nil)
 		}
 		if rerr != nil {

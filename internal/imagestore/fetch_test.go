@@ -519,7 +519,7 @@ func TestFetchResumeUsesLastModifiedWithoutETag(t *testing.T) {
 	}
 }
 
-func TestFetchOverHTTPSUsesTheStoresClient(t *testing.T) {
+func TestFetchOverHTTPSUsesTheStoresTLSConfig(t *testing.T) {
 	data := payload(100<<10, 16)
 	srv := httptest.NewTLSServer(&source{t: t, data: data, etag: `"v1"`})
 	t.Cleanup(srv.Close)
@@ -528,7 +528,8 @@ func TestFetchOverHTTPSUsesTheStoresClient(t *testing.T) {
 	if _, err := s.Fetch(t.Context(), req); err == nil {
 		t.Fatal("the default client trusted the test server's certificate")
 	}
-	s.Client = srv.Client()
+	s = newStore(t) // the client is built on first use
+	s.TLS = srv.Client().Transport.(*http.Transport).TLSClientConfig
 	res, err := s.Fetch(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"sort"
 	"sync"
@@ -14,9 +15,12 @@ import (
 	"time"
 )
 
+// newStore is a store that reads any file and the test servers on
+// loopback; the tests of the source policy narrow it.
 func newStore(t *testing.T) *Store {
 	t.Helper()
-	return &Store{Dir: t.TempDir(), Secret: []byte("a test secret of enough length")}
+	return &Store{Dir: t.TempDir(), Secret: []byte("a test secret of enough length"),
+		Sources: Sources{FileDir: "/", AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}}
 }
 
 func sum(b []byte) string {

@@ -2,6 +2,7 @@ package imagestore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,27 +16,31 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 )
 
-// DefaultMaxArtefactSize bounds a decompressed artefact when the Store does
-// not say otherwise: far above any real image, low enough to stop a
-// decompression bomb before it fills the disk.
-const DefaultMaxArtefactSize int64 = 64 << 30
+// DefaultMaxBytes bounds a download and its decompressed artefact when the
+// Store does not say otherwise: far above any real image, low enough to
+// stop an endless body or a decompression bomb before it fills the disk.
+const DefaultMaxBytes int64 = 20 << 30
 
 // Store is the control plane's image directory. The zero value is not
 // usable: Dir is required, and Secret for download tokens. A Store must not
 // be copied after first use.
 type Store struct {
-	Dir    string       // where downloads and artefacts live
-	Secret []byte       // signs download tokens; empty refuses every token
-	Client *http.Client // nil: a default without overall timeout
-	// MaxArtefactSize bounds a decompressed artefact; 0 means
-	// DefaultMaxArtefactSize.
-	MaxArtefactSize int64
+	Dir    string // where downloads and artefacts live
+	Secret []byte // signs download tokens; empty refuses every token
+	// Sources says which files and addresses imports may read.
+	Sources Sources
+	// TLS, when set, is the client TLS configuration of https sources
+	// (private CAs); nil: the system's roots.
+	TLS *tls.Config
+	// MaxBytes bounds both a download and its decompressed artefact; 0
+	// means DefaultMaxBytes.
+	MaxBytes int64
 
 	mu      sync.Mutex
 	running map[string]*operation // per image name
 
-	defaultOnce sync.Once
-	defaultHTTP *http.Client
+	clientOnce sync.Once
+	httpClient *http.Client
 }
 
 // operation is a Fetch or Decompress in progress, so that a second one of
@@ -58,8 +63,11 @@ var (
 	// ErrRemoved: Remove stopped the operation.
 	ErrRemoved = errors.New("image removed")
 	// ErrCorrupt: the verified download does not decode as its compression
-	// says, or decodes to more than the store's limit. Permanent.
+	// says. Permanent.
 	ErrCorrupt = errors.New("image does not decompress")
+	// ErrTooLarge: the download or its decompressed artefact is larger
+	// than the store's MaxBytes. Permanent; nothing of it is kept.
+	ErrTooLarge = errors.New("image larger than the store's limit")
 )
 
 // DigestMismatchError is a complete download whose content is not the one
@@ -73,6 +81,8 @@ type DigestMismatchError struct {
 	WantSize, GotSize int64
 }
 
+// Error describes the mismatch in full, for the control plane's log; what
+// a client sees is Reason's, which names neither digest nor size.
 func (e *DigestMismatchError) Error() string {
 	msg := fmt.Sprintf("image %s: digest mismatch: want sha256 %s, got sha256 %s", e.Name, e.Want, e.Got)
 	switch {
@@ -113,7 +123,8 @@ func Permanent(err error) bool {
 	case errors.As(err, &se):
 		return se.Permanent
 	}
-	return errors.Is(err, ErrInvalid) || errors.Is(err, ErrCorrupt)
+	var rs *RefusedSourceError
+	return errors.Is(err, ErrInvalid) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTooLarge) || errors.As(err, &rs)
 }
 
 // Paths of an image's files; see the package doc.
@@ -126,29 +137,41 @@ func (s *Store) metaPath(name string) string {
 func (s *Store) downloadPath(name string) string { return filepath.Join(s.Dir, name+".download") }
 func (s *Store) artefactPath(name string) string { return filepath.Join(s.Dir, name+".artefact") }
 
-func (s *Store) maxArtefact() int64 {
-	if s.MaxArtefactSize > 0 {
-		return s.MaxArtefactSize
+func (s *Store) maxBytes() int64 {
+	if s.MaxBytes > 0 {
+		return s.MaxBytes
 	}
-	return DefaultMaxArtefactSize
+	return DefaultMaxBytes
 }
 
 func (s *Store) client() *http.Client {
-	if s.Client != nil {
-		return s.Client
-	}
-	s.defaultOnce.Do(func() { s.defaultHTTP = defaultClient() })
-	return s.defaultHTTP
+	s.clientOnce.Do(func() { s.httpClient = s.newClient() })
+	return s.httpClient
 }
 
-// defaultClient bounds connecting, not transferring: stalls are detected
-// by the copy loop, and slow transfers must be allowed to finish.
-func defaultClient() *http.Client {
+// maxRedirects bounds the redirects one request follows.
+const maxRedirects = 5
+
+// newClient bounds connecting, not transferring: stalls are detected by
+// the copy loop, and slow transfers must be allowed to finish. It dials
+// only what Sources allows, through no proxy (a proxy would dial for it),
+// and checks every redirect as it checks a source.
+func (s *Store) newClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: 15 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.Proxy = nil
+	t.DialContext = s.Sources.guardedDialer(&net.Dialer{Timeout: 15 * time.Second, KeepAlive: 30 * time.Second})
 	t.TLSHandshakeTimeout = 15 * time.Second
+	t.TLSClientConfig = s.TLS
 	t.DisableCompression = true // the digest is of the bytes as served
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= maxRedirects {
+			return refused("more than %d redirects", maxRedirects)
+		}
+		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+			return refused("a redirect left http(s)")
+		}
+		return s.Sources.CheckURL(req.URL.String())
+	}}
 }
 
 func validName(name string) error {

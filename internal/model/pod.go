@@ -63,11 +63,32 @@ type Container struct {
 	VolumeDevices []VolumeDevice `json:"volumeDevices,omitempty"`
 }
 
-// EnvVar is one environment variable of a container.
+// EnvVar is one environment variable of a container: a value, or where
+// the node reads it from when it starts the container.
 type EnvVar struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
+	Name      string        `json:"name"`
+	Value     string        `json:"value"`
+	ValueFrom *EnvVarSource `json:"valueFrom,omitempty"`
 }
+
+// EnvVarSource is where an environment variable's value comes from.
+type EnvVarSource struct {
+	SecretKeyRef *SecretKeySelector `json:"secretKeyRef,omitempty"`
+}
+
+// SecretKeySelector names one key of a secret in the pod's namespace.
+// The node reads it when it starts the container, so the value never
+// passes through the pod's spec, its workflow or its events.
+type SecretKeySelector struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+	// Optional: a missing secret or key leaves the variable unset
+	// instead of keeping the container from starting.
+	Optional *bool `json:"optional,omitempty"`
+}
+
+// IsOptional reports whether a missing secret or key may be skipped.
+func (s *SecretKeySelector) IsOptional() bool { return s.Optional != nil && *s.Optional }
 
 // ContainerPort is a port a container listens on.
 type ContainerPort struct {

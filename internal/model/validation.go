@@ -185,9 +185,11 @@ func ValidatePod(p *Pod) FieldErrors {
 			errs.add(f+".command", FieldRequired, "Required value: a container runs as an SMF service and needs a command")
 		}
 		for j, e := range c.Env {
+			ef := fmt.Sprintf("%s.env[%d]", f, j)
 			if !envVarName.MatchString(e.Name) {
-				errs.add(fmt.Sprintf("%s.env[%d].name", f, j), FieldInvalid, "Invalid value: %q: a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit", e.Name)
+				errs.add(ef+".name", FieldInvalid, "Invalid value: %q: a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit", e.Name)
 			}
+			errs = append(errs, validateEnvSource(ef, e)...)
 		}
 		for j, port := range c.Ports {
 			pf := fmt.Sprintf("%s.ports[%d]", f, j)
@@ -402,7 +404,11 @@ func ValidateImage(img *Image) FieldErrors {
 		u, err := url.Parse(s.Source)
 		switch {
 		case err != nil:
-			errs.add("spec.source", FieldInvalid, "Invalid value: %q: %v", s.Source, err)
+			errs.add("spec.source", FieldInvalid, "Invalid value: the source is not a URL")
+		case u.User != nil:
+			// Stored, shown by GET and logged, credentials would leak: refused,
+			// and never repeated.
+			errs.add("spec.source", FieldForbidden, "Forbidden: credentials in the source URL are not accepted")
 		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file":
 			errs.add("spec.source", FieldNotSupported, "Unsupported value: %q: the scheme must be http, https or file", s.Source)
 		case u.Scheme == "file" && u.Path == "":
@@ -447,6 +453,31 @@ func validateResourceList(field string, l ResourceList) FieldErrors {
 		} else if q < 0 {
 			errs.add(f, FieldInvalid, "Invalid value: %q: must be greater than or equal to 0", v)
 		}
+	}
+	return errs
+}
+
+// validateEnvSource checks that an environment variable has a value or
+// one source, and that a secret reference names a secret and a key.
+func validateEnvSource(f string, e EnvVar) FieldErrors {
+	var errs FieldErrors
+	if e.ValueFrom == nil {
+		return nil
+	}
+	if e.Value != "" {
+		errs.add(f+".valueFrom", FieldInvalid, "Invalid value: may not be specified when `value` is not empty")
+	}
+	ref := e.ValueFrom.SecretKeyRef
+	if ref == nil {
+		errs.add(f+".valueFrom", FieldRequired, "Required value: must specify one of: `secretKeyRef`")
+		return errs
+	}
+	rf := f + ".valueFrom.secretKeyRef"
+	errs = append(errs, ValidateName(rf+".name", ref.Name)...)
+	if ref.Key == "" {
+		errs.add(rf+".key", FieldRequired, "Required value: the key in the secret is required")
+	} else if !ValidSecretKey(ref.Key) {
+		errs.add(rf+".key", FieldInvalid, "Invalid value: %q: a valid config key must consist of alphanumeric characters, '-', '_' or '.'", ref.Key)
 	}
 	return errs
 }

@@ -129,6 +129,25 @@ func (ca *CA) ServerCert(hosts []string) (certPEM, keyPEM []byte, err error) {
 		return nil, nil, err
 	}
 	tmpl := ca.template(hosts[0], nil, x509.ExtKeyUsageServerAuth)
+	addHosts(tmpl, hosts)
+	return ca.sign(tmpl, key)
+}
+
+// PeerCert issues a certificate for hosts with a new key that serves and
+// also dials with (server and client authentication): for services that
+// call each other with one certificate, as Temporal's internal services do.
+func (ca *CA) PeerCert(hosts []string) (certPEM, keyPEM []byte, err error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := ca.template(hosts[0], nil, x509.ExtKeyUsageServerAuth)
+	tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
+	addHosts(tmpl, hosts)
+	return ca.sign(tmpl, key)
+}
+
+func addHosts(tmpl *x509.Certificate, hosts []string) {
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -136,7 +155,6 @@ func (ca *CA) ServerCert(hosts []string) (certPEM, keyPEM []byte, err error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	return ca.sign(tmpl, key)
 }
 
 // ClientCert issues a client certificate naming commonName (and

@@ -136,3 +136,40 @@ func TestSignedCSRAuthenticatesOverTLS(t *testing.T) {
 		t.Fatal("a client trusting another CA accepted the server")
 	}
 }
+
+func TestPeerCertServesAndDials(t *testing.T) {
+	ca, err := LoadOrCreateCA(t.TempDir(), "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.PeerCert([]string{"127.0.0.1", "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	defer srv.Close()
+	dial := func(cert tls.Certificate) error {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{cert}}}}
+		resp, err := c.Get(srv.URL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	// The same certificate on both ends.
+	if err := dial(pair); err != nil {
+		t.Fatalf("a peer certificate dials a server using it: %v", err)
+	}
+	// A server certificate is not a client certificate.
+	srvCert, srvKey, _ := ca.ServerCert([]string{"127.0.0.1"})
+	serverOnly, _ := tls.X509KeyPair(srvCert, srvKey)
+	if err := dial(serverOnly); err == nil {
+		t.Fatal("a server-only certificate was accepted as a client's")
+	}
+}

@@ -81,10 +81,12 @@ func classify(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
+		// The driver's error stays wrapped, not spelled into the message:
+		// its detail (keys, constraint names) is for the log, not clients.
 		case pgErr.Code == "23505":
-			return fmt.Errorf("%w: %s", ErrAlreadyExists, pgErr.Detail)
+			return fmt.Errorf("%w: %w", ErrAlreadyExists, pgErr)
 		case pgErr.Code == "23503":
-			return fmt.Errorf("%w: %s", ErrConflict, pgErr.Detail)
+			return fmt.Errorf("%w: %w", ErrConflict, pgErr)
 		case pgErr.Code[:2] == "08", pgErr.Code[:2] == "53", pgErr.Code[:2] == "57":
 			// connection exceptions, resource exhaustion, operator intervention
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)

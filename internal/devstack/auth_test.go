@@ -1,0 +1,267 @@
+package devstack_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/pki"
+)
+
+// syncBuffer collects the server's log across goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// hostWorkflow runs hostActivity on the given node's task queue, as the
+// pod lifecycle runs host activities.
+func hostWorkflow(ctx workflow.Context, queue string) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: queue,
+		StartToCloseTimeout: 20 * time.Second, HeartbeatTimeout: 10 * time.Second})
+	var out string
+	err := workflow.ExecuteActivity(ctx, "HostActivity", queue).Get(ctx, &out)
+	return out, err
+}
+
+// waitWorkflow waits for one signal.
+func waitWorkflow(ctx workflow.Context) (string, error) {
+	var got string
+	workflow.GetSignalChannel(ctx, "report").Receive(ctx, &got)
+	return got, nil
+}
+
+func hostActivity(ctx context.Context, queue string) (string, error) {
+	activity.RecordHeartbeat(ctx, "working")
+	return "done on " + queue, nil
+}
+
+func mtlsDial(t *testing.T, srv *devstack.Temporal, tlsConf *tls.Config) (client.Client, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: srv.Address(), Namespace: srv.Namespace(), Logger: quietLogger{},
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsConf}})
+	if err == nil {
+		t.Cleanup(c.Close)
+	}
+	return c, err
+}
+
+func dialAs(t *testing.T, srv *devstack.Temporal, cn string, orgs ...string) client.Client {
+	t.Helper()
+	conf, err := srv.ClientTLS(cn, orgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := mtlsDial(t, srv, conf)
+	if err != nil {
+		t.Fatalf("dial as %s: %v", cn, err)
+	}
+	return c
+}
+
+func startMutualTLS(t *testing.T) (*devstack.Temporal, *pki.CA, *syncBuffer) {
+	t.Helper()
+	ca, err := pki.LoadOrCreateCA(t.TempDir(), "zonewright CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	srv := devstack.StartTestTemporal(t, func(cfg *devstack.TemporalConfig) {
+		cfg.CA = ca
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	return srv, ca, logs
+}
+
+func isPermissionDenied(err error) bool {
+	var pd *serviceerror.PermissionDenied
+	return errors.As(err, &pd)
+}
+
+func TestMutualTLSKeepsANodeToItsOwnTaskQueue(t *testing.T) {
+	srv, _, logs := startMutualTLS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	control := dialAs(t, srv, devstack.ControlPlaneName)
+	cw := worker.New(control, "control", worker.Options{})
+	cw.RegisterWorkflow(hostWorkflow)
+	cw.RegisterWorkflow(waitWorkflow)
+	if err := cw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cw.Stop)
+
+	cn, orgs := devstack.NodeSubject("n1")
+	n1 := dialAs(t, srv, cn, orgs...)
+	nw := worker.New(n1, "node/n1", worker.Options{DisableWorkflowWorker: true})
+	nw.RegisterActivityWithOptions(hostActivity, activity.RegisterOptions{Name: "HostActivity"})
+	if err := nw.Start(); err != nil {
+		t.Fatalf("node n1 starts its worker on node/n1: %v", err)
+	}
+
+	// End to end: the control plane's workflow runs an activity on node/n1,
+	// which n1 polls, heartbeats and completes.
+	run, err := control.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "host-n1", TaskQueue: "control"}, hostWorkflow, "node/n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := run.Get(ctx, &out); err != nil || out != "done on node/n1" {
+		t.Fatalf("workflow on node/n1: %q, %v", out, err)
+	}
+	nw.Stop()
+	// Everything the node's worker called, from start to stop, was allowed.
+	if strings.Contains(logs.String(), "denied") {
+		t.Errorf("calls of n1's worker were denied:\n%s", logs.String())
+	}
+
+	// n1 may not poll another node's queue.
+	_, err = n1.WorkflowService().PollActivityTaskQueue(ctx, &workflowservice.PollActivityTaskQueueRequest{
+		Namespace: srv.Namespace(), TaskQueue: &taskqueuepb.TaskQueue{Name: "node/n2"}, Identity: "n1"})
+	if !isPermissionDenied(err) {
+		t.Errorf("n1 polls node/n2: %v, want PermissionDenied", err)
+	}
+	// Nor start, list or describe workflows.
+	if _, err := n1.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "by-n1", TaskQueue: "control"}, waitWorkflow); !isPermissionDenied(err) {
+		t.Errorf("n1 starts a workflow: %v, want PermissionDenied", err)
+	}
+	if _, err := n1.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: srv.Namespace()}); !isPermissionDenied(err) {
+		t.Errorf("n1 lists workflows: %v, want PermissionDenied", err)
+	}
+	if _, err := n1.DescribeWorkflowExecution(ctx, "host-n1", ""); !isPermissionDenied(err) {
+		t.Errorf("n1 describes a workflow: %v, want PermissionDenied", err)
+	}
+	// A task token without a run ID would let the server pick the current
+	// run of any workflow: refused.
+	if err := n1.CompleteActivityByID(ctx, srv.Namespace(), "host-n1", "", "1", "forged", nil); !isPermissionDenied(err) {
+		t.Errorf("n1 completes an activity by ID: %v, want PermissionDenied", err)
+	}
+	// It may signal no workflow, not even a pod's lifecycle: its
+	// supervisor reports through the API, which checks the pod is bound
+	// to it.
+	if _, err := control.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "pod/default/web", TaskQueue: "control"}, waitWorkflow); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.SignalWorkflow(ctx, "pod/default/web", "", "report", "running"); !isPermissionDenied(err) {
+		t.Errorf("n1 signals a pod lifecycle: %v, want PermissionDenied", err)
+	}
+	if err := n1.SignalWorkflow(ctx, "host-n1", "", "report", "x"); !isPermissionDenied(err) {
+		t.Errorf("n1 signals another workflow: %v, want PermissionDenied", err)
+	}
+	if !strings.Contains(logs.String(), "Temporal call denied") {
+		t.Errorf("denied calls are not logged:\n%s", logs.String())
+	}
+}
+
+func TestMutualTLSAdmitsOnlyTheClusterCAsClients(t *testing.T) {
+	srv, ca, _ := startMutualTLS(t)
+
+	if _, err := mtlsDial(t, srv, nil); err == nil {
+		t.Error("a plaintext client connected")
+	}
+	if _, err := mtlsDial(t, srv, &tls.Config{RootCAs: ca.Pool()}); err == nil {
+		t.Error("a client without a certificate connected")
+	}
+	other, err := pki.LoadOrCreateCA(t.TempDir(), "another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := other.ClientCert(devstack.ControlPlaneName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mtlsDial(t, srv, &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{cert}}); err == nil {
+		t.Error("a certificate from another CA was accepted")
+	}
+
+	// A certificate of the CA naming no known identity gets nothing.
+	stranger := dialAs(t, srv, "stranger")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := stranger.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: srv.Namespace()}); !isPermissionDenied(err) {
+		t.Errorf("an unknown identity lists workflows: %v, want PermissionDenied", err)
+	}
+
+	// An operator lists and signals.
+	control := dialAs(t, srv, devstack.ControlPlaneName)
+	cw := worker.New(control, "control", worker.Options{})
+	cw.RegisterWorkflow(waitWorkflow)
+	if err := cw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cw.Stop)
+	run, err := control.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "job/default/wait", TaskQueue: "control"}, waitWorkflow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator := dialAs(t, srv, "alice", devstack.AdminOrg)
+	if ids := waitForList(t, operator, "", 1); len(ids) != 1 || ids[0] != "job/default/wait" {
+		t.Fatalf("operator lists workflows: %v", ids)
+	}
+	if err := operator.SignalWorkflow(ctx, "job/default/wait", "", "report", "from alice"); err != nil {
+		t.Fatalf("operator signals: %v", err)
+	}
+	var got string
+	if err := run.Get(ctx, &got); err != nil || got != "from alice" {
+		t.Errorf("signalled workflow returned %q, %v", got, err)
+	}
+
+	// The Web UI reaches the server with an operator certificate.
+	dir := t.TempDir()
+	certPEM, keyPEM, err = ca.ClientCert("ui", []string{devstack.AdminOrg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := devstack.ClientTLSFiles{CertFile: filepath.Join(dir, "ui.crt"), KeyFile: filepath.Join(dir, "ui.key"),
+		CAFile: filepath.Join(dir, "ca.crt"), ServerName: "localhost"}
+	for path, data := range map[string][]byte{files.CertFile: certPEM, files.KeyFile: keyPEM, files.CAFile: ca.CertPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: freeAddr(t), TemporalAddress: srv.Address(), TLS: &files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ui.Stop() })
+	status, _, body := get(t, ui.URL()+"/api/v1/namespaces/default/workflows")
+	if status != 200 || !strings.Contains(body, "job/default/wait") {
+		t.Errorf("UI lists workflows: %d %.300s", status, body)
+	}
+}

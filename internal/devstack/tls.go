@@ -1,0 +1,131 @@
+package devstack
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"go.temporal.io/server/common/config"
+
+	"github.com/zonewright/zonewright/internal/pki"
+)
+
+// systemName is the common name of the certificate the server's own system
+// worker presents to the frontend (an admin).
+const systemName = "zonewright:temporal-system"
+
+// serverTLSFiles are the files of a server running mutual TLS.
+type serverTLSFiles struct {
+	ca                          string
+	serverCert, serverKey       string
+	systemCert, systemKey       string
+	internodeCA                 string
+	internodeCert, internodeKey string
+}
+
+// ensureServerTLS writes into dir the CA, a server certificate for host
+// (and the loopback names), the system worker's client certificate, and
+// the internal services' certificate from the server's own internode CA
+// (dir/internode). The server certificate is reused while it fits; the
+// others are issued anew on every start.
+//
+// The internal services (history, matching, worker) trust only the
+// internode CA, never the cluster CA: they have no authorizer, so a
+// node's certificate must not open them.
+func ensureServerTLS(ca *pki.CA, dir, host string) (serverTLSFiles, error) {
+	f := serverTLSFiles{
+		ca:         filepath.Join(dir, "ca.crt"),
+		serverCert: filepath.Join(dir, "server.crt"), serverKey: filepath.Join(dir, "server.key"),
+		systemCert: filepath.Join(dir, "system.crt"), systemKey: filepath.Join(dir, "system.key"),
+		internodeCA:   filepath.Join(dir, "internode", "ca.crt"),
+		internodeCert: filepath.Join(dir, "internode", "internode.crt"), internodeKey: filepath.Join(dir, "internode", "internode.key"),
+	}
+	internodeCA, err := pki.LoadOrCreateCA(filepath.Dir(f.internodeCA), "zonewright Temporal internode CA")
+	if err != nil {
+		return f, fmt.Errorf("internode CA: %w", err)
+	}
+	certPEM, keyPEM, err := internodeCA.PeerCert([]string{loopback, "localhost"})
+	if err != nil {
+		return f, fmt.Errorf("internode certificate: %w", err)
+	}
+	if err := errors.Join(pki.WriteFile(f.internodeKey, keyPEM, 0o600), pki.WriteFile(f.internodeCert, certPEM, 0o644)); err != nil {
+		return f, err
+	}
+	if err := pki.WriteFile(f.ca, ca.CertPEM, 0o644); err != nil {
+		return f, fmt.Errorf("write the CA: %w", err)
+	}
+	hosts := []string{loopback, "localhost"}
+	if !slices.Contains(hosts, host) {
+		hosts = append([]string{host}, hosts...)
+	}
+	if err := ca.EnsureServerCert(f.serverCert, f.serverKey, hosts); err != nil {
+		return f, fmt.Errorf("server certificate: %w", err)
+	}
+	certPEM, keyPEM, err = ca.ClientCert(systemName, []string{AdminOrg})
+	if err != nil {
+		return f, fmt.Errorf("system worker certificate: %w", err)
+	}
+	if err := errors.Join(pki.WriteFile(f.systemKey, keyPEM, 0o600), pki.WriteFile(f.systemCert, certPEM, 0o644)); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// rootTLS is the server's TLS configuration: the frontend serves TLS and
+// requires a client certificate from the CA; the system worker presents
+// its own; the services call each other with the internode certificate.
+func (f serverTLSFiles) rootTLS() config.RootTLS {
+	client := config.ClientTLS{ServerName: loopback, RootCAFiles: []string{f.ca}}
+	return config.RootTLS{
+		Internode: config.GroupTLS{
+			Server: config.ServerTLS{CertFile: f.internodeCert, KeyFile: f.internodeKey,
+				ClientCAFiles: []string{f.internodeCA}, RequireClientAuth: true},
+			Client: config.ClientTLS{ServerName: loopback, RootCAFiles: []string{f.internodeCA}},
+		},
+		Frontend: config.GroupTLS{
+			Server: config.ServerTLS{CertFile: f.serverCert, KeyFile: f.serverKey,
+				ClientCAFiles: []string{f.ca}, RequireClientAuth: true},
+			Client: client,
+		},
+		SystemWorker: config.WorkerTLS{CertFile: f.systemCert, KeyFile: f.systemKey, Client: client},
+	}
+}
+
+// ClientTLS is a client configuration for this server: it trusts the
+// server's CA and presents a new certificate from it for commonName and
+// orgs (see NodeSubject, ControlPlaneName, AdminOrg). Nil for a plaintext
+// server.
+func (t *Temporal) ClientTLS(commonName string, orgs ...string) (*tls.Config, error) {
+	if t.ca == nil {
+		return nil, nil
+	}
+	certPEM, keyPEM, err := t.ca.ClientCert(commonName, orgs)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: t.ca.Pool(), Certificates: []tls.Certificate{cert}}, nil
+}
+
+// WriteClientTLS issues a client certificate from ca for commonName and
+// orgs into dir/<name>.crt and dir/<name>.key, writes the CA beside them
+// as dir/ca.crt, and returns the files, for a client of a server started
+// with TemporalConfig.CA = ca.
+func WriteClientTLS(ca *pki.CA, dir, name, commonName string, orgs ...string) (ClientTLSFiles, error) {
+	f := ClientTLSFiles{CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key"),
+		CAFile: filepath.Join(dir, "ca.crt"), ServerName: "localhost"}
+	certPEM, keyPEM, err := ca.ClientCert(commonName, orgs)
+	if err != nil {
+		return f, fmt.Errorf("Temporal client certificate %s: %w", commonName, err)
+	}
+	if err := errors.Join(pki.WriteFile(f.KeyFile, keyPEM, 0o600), pki.WriteFile(f.CertFile, certPEM, 0o644),
+		pki.WriteFile(f.CAFile, ca.CertPEM, 0o644)); err != nil {
+		return f, err
+	}
+	return f, nil
+}
