@@ -240,11 +240,14 @@ func (s *streamReader) header() (streamHeader, error) {
 }
 
 // body reads the records into dir (a file tree) or, for a volume, into
-// the file vol; it stops after a good END record.
+// the file vol (for a full stream, new and empty); it stops after a good
+// END record.
 func (s *streamReader) body(dir, vol string) error {
 	var volFile *os.File
 	if vol != "" {
-		f, err := os.OpenFile(vol, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		// An incremental stream writes its blocks into a copy of the
+		// source snapshot's data.
+		f, err := os.OpenFile(vol, os.O_CREATE|os.O_WRONLY, 0o600)
 		if err != nil {
 			return err
 		}
@@ -473,10 +476,6 @@ func zfsSend(inv *invocation, args []string) int {
 		inv.errf("cannot send '%s': incremental source (%s) is not earlier than it", name, from)
 		return 1
 	}
-	if from != "" && hdr.Type != "filesystem" {
-		inv.errf("cannot send '%s': incremental streams of volumes are not simulated", name)
-		return 1
-	}
 	if verbose && from != "" {
 		inv.errf("incremental send of %s estimated size is %s", name, nicenum(hdr.Refer))
 		inv.errf("total estimated size is %s", nicenum(hdr.Refer))
@@ -487,7 +486,9 @@ func zfsSend(inv *invocation, args []string) int {
 	inv.faults.sleep()
 	w := newStreamWriter(inv.stdout)
 	err = w.header(hdr)
-	if err == nil && hdr.Type == "volume" {
+	if err == nil && hdr.Type == "volume" && from != "" {
+		err = w.writeVolumeDelta(inv.h.snapshotVolData(from), inv.h.snapshotVolData(name), volBlockBytes(hdr.VolBlockSize))
+	} else if err == nil && hdr.Type == "volume" {
 		var f *os.File
 		if f, err = os.Open(inv.h.snapshotVolData(name)); err == nil {
 			err = forEachDataChunk(f, w.volume)
