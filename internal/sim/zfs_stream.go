@@ -484,7 +484,7 @@ func zfsSend(inv *invocation, args []string) int {
 		inv.errf("total estimated size is %s", nicenum(hdr.Refer))
 	}
 	inv.faults.sleep()
-	w := newStreamWriter(inv.stdout)
+	w := newStreamWriter(inv.faults.throttle(inv.stdout))
 	err = w.header(hdr)
 	if err == nil && hdr.Type == "volume" && from != "" {
 		err = w.writeVolumeDelta(inv.h.snapshotVolData(from), inv.h.snapshotVolData(name), volBlockBytes(hdr.VolBlockSize))
