@@ -188,9 +188,10 @@ var (
 
 // streamReader reads a stream, hashing what it reads.
 type streamReader struct {
-	r *bufio.Reader
-	h hash.Hash
-	n uint64
+	r       *bufio.Reader
+	h       hash.Hash
+	n       uint64
+	volSize uint64 // a volume stream's: no data record may pass it
 }
 
 func newStreamReader(r io.Reader) *streamReader {
@@ -236,6 +237,7 @@ func (s *streamReader) header() (streamHeader, error) {
 		(hdr.Type != "filesystem" && hdr.Type != "volume") {
 		return hdr, errStreamMalformed
 	}
+	s.volSize = hdr.VolSize
 	return hdr, nil
 }
 
@@ -279,7 +281,7 @@ func (s *streamReader) body(dir, vol string) error {
 			}
 			off := int64(binary.BigEndian.Uint64(h[:8]))
 			n := binary.BigEndian.Uint32(h[8:])
-			if volFile == nil || n > 64<<20 {
+			if volFile == nil || n > 64<<20 || off < 0 || uint64(off)+uint64(n) > s.volSize {
 				return errStreamMalformed
 			}
 			b := make([]byte, n)
@@ -482,6 +484,13 @@ func zfsSend(inv *invocation, args []string) int {
 	} else if verbose {
 		inv.errf("full send of %s estimated size is %s", name, nicenum(hdr.Refer))
 		inv.errf("total estimated size is %s", nicenum(hdr.Refer))
+	}
+	if hdr.Type == "volume" {
+		// The stream carries the snapshot's size: the volume may have
+		// been resized since it was taken.
+		if fi, err := os.Stat(inv.h.snapshotVolData(name)); err == nil {
+			hdr.VolSize = uint64(fi.Size())
+		}
 	}
 	inv.faults.sleep()
 	w := newStreamWriter(inv.faults.throttle(inv.stdout))

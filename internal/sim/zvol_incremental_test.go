@@ -93,6 +93,13 @@ func TestZvolIncrementalSendReceive(t *testing.T) {
 		t.Fatalf("receive @d: %s", stderr)
 	}
 	sameBytes(raw, copyRaw)
+	// A stream carries its snapshot's size, not the volume's since.
+	h.must("zfs", "set", "volsize=16M", "tank/vols/disk")
+	fullD, _, _ := h.runBytes(nil, "zfs", "send", "tank/vols/disk@d")
+	if _, stderr, code := h.runBytes(fullD, "zfs", "receive", "tank/vols/d"); code != 0 {
+		t.Fatal(stderr)
+	}
+	expect(t, h.run("zfs", "get", "-Hp", "-o", "value", "volsize", "tank/vols/d"), 0, "12582912\n", "")
 	snapData := func(snap string) string { return filepath.Join(h.root, "snap", snap, "zvol") }
 	sameBytes(snapData("tank%vols%disk@c"), snapData("tank%vols%copy@c"))
 	if b, _ := os.ReadFile(copyRaw); bytes.Contains(b, []byte("written on the copy")) {
