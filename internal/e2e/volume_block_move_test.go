@@ -70,7 +70,8 @@ func countFrom(ticks map[int]string, ip string) int {
 // Draining a node moves a bhyve pod's disk claim (a zvol) as it moves a
 // filesystem: the volume's snapshot is sent while the guest runs, the
 // blocks it wrote since follow once it stopped, and its replacement on
-// the other node finds every byte; the old node's copy goes.
+// the other node finds every byte; the old node's copy goes. An
+// operator's move brings it back the same way.
 func TestDrainMovesABhyvePodsDisk(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, 2)
@@ -161,4 +162,25 @@ func TestDrainMovesABhyvePodsDisk(t *testing.T) {
 	if !c.hasEvent(model.KindPersistentVolumeClaim, "disk", "ClaimMoved", "from node "+from+" to node "+to) {
 		t.Errorf("no ClaimMoved event: %+v", c.eventsOf(model.KindPersistentVolumeClaim, "disk"))
 	}
+
+	// An operator moves it back, without a drain.
+	if code, b := c.do("POST", "/api/v1/nodes/"+from+"/uncordon", nil); code != http.StatusOK {
+		t.Fatalf("uncordon: %d %s", code, b)
+	}
+	if code, b := c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims/disk/move", `{"nodeName":"`+from+`"}`); code != http.StatusAccepted {
+		t.Fatalf("move the disk back: %d %s", code, b)
+	}
+	c.eventually(3*time.Minute, "the disk claim back on "+from+", its move ended", func() bool {
+		pvc, _ := c.claim("disk")
+		return pvc.Status.NodeName == from && pvc.Status.Move == nil
+	})
+	if p = c.waitPhase("vm", model.PodRunning, true, 2*time.Minute); p.Spec.NodeName != from {
+		t.Fatalf("the pod runs on %s, its disk moved back to %s", p.Spec.NodeName, from)
+	}
+	if gotSum, _ := diskParts(t, dev(fromIdx)); gotSum != sum {
+		t.Fatalf("moved back, the guest's 4 MiB have sha256 %s, first %s", gotSum, sum)
+	}
+	c.eventually(time.Minute, "one copy of the disk, on "+from, func() bool {
+		return c.hasDataset(fromIdx, vol) && !c.hasDataset(toIdx, vol)
+	})
 }
