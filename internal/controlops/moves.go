@@ -70,8 +70,8 @@ func StartClaimMoves(ctx context.Context, st *store.Store, node string) ([]strin
 
 // markClaimMove marks claim c, bound to its node, for moving to asked
 // (empty: a node the scheduler picks). why says why it cannot move: its
-// VolumeSnapshots live on its node and would not follow; it is a block
-// volume; a claim being deleted, Lost or moving already stays.
+// VolumeSnapshots live on its node and would not follow; a claim being
+// deleted, Lost or moving already stays.
 func markClaimMove(ctx context.Context, st *store.Store, c *model.PersistentVolumeClaim, asked string) (why string, err error) {
 	snaps, err := st.Snapshots().ListAll(ctx, store.ListOptions{Namespace: c.Metadata.Namespace,
 		FieldSelector: "spec.source.persistentVolumeClaimName=" + c.Metadata.Name})
@@ -80,11 +80,6 @@ func markClaimMove(ctx context.Context, st *store.Store, c *model.PersistentVolu
 	}
 	if len(snaps) > 0 {
 		return fmt.Sprintf("its %d VolumeSnapshot(s) live on node %s and would not follow", len(snaps), c.Status.NodeName), nil
-	}
-	if c.Mode() == model.VolumeBlock {
-		// A move sends the data twice, the second time as an increment;
-		// increments of volumes are not made yet.
-		return "it is a block volume (a bhyve pod's disk): block volumes do not move between nodes yet", nil
 	}
 	node := c.Status.NodeName
 	why = "it is gone"

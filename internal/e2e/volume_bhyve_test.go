@@ -104,10 +104,6 @@ func TestBhyvePodKeepsItsDiskClaim(t *testing.T) {
 		t.Errorf("a zone pod mounting a disk claim: %d %s, want 422", code, b)
 	}
 
-	if code, b := c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims/disk/move", ""); code != http.StatusConflict || !strings.Contains(string(b), "block volume") {
-		t.Errorf("moving a disk claim: %d %s, want 409 saying why", code, b)
-	}
-
 	// Growing sets volsize while the guest runs; the data stays.
 	pvc.Spec.Resources.Requests[model.ResourceStorage] = "32Mi"
 	body, _ := json.Marshal(pvc)

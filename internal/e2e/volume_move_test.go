@@ -326,3 +326,100 @@ func TestOperatorMovesAClaim(t *testing.T) {
 		return !c.hasDataset(c.nodeIndex(from), "tank/zonewright/volumes/"+pvc.Metadata.UID)
 	})
 }
+
+// relayStreams lists the relay's files: complete streams (.zstream) and
+// uploads in progress (.part-*), with their sizes.
+func (c *cluster) relayStreams() map[string]int64 {
+	dir := filepath.Join(filepath.Dir(c.cpConfig.ImageStore), "volume-transfers")
+	entries, _ := os.ReadDir(dir)
+	out := map[string]int64{}
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil {
+			out[e.Name()] = fi.Size()
+		}
+	}
+	return out
+}
+
+// The old node's agent dies while the pre-copy's bytes flow (zfs send
+// writes at 1 MiB/s here): the relay drops the half upload rather than
+// keep it as a stream, nothing is received from it, and the send runs
+// again from the start on the restarted agent. The move costs the bytes
+// sent before the crash and the heartbeat timeout; it ends with one
+// intact copy.
+func TestAClaimMovesThroughAnAgentCrashMidStream(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2)
+	if code, b := c.do("POST", "/api/v1/namespaces/default/persistentvolumeclaims",
+		`{"metadata":{"name":"db"},"spec":{"resources":{"requests":{"storage":"64Mi"}}}}`); code != http.StatusCreated {
+		t.Fatalf("create claim: %d %s", code, b)
+	}
+	const mib = 8
+	c.createPod(movePodBody(t, mib))
+	p := c.waitPhase("db", model.PodRunning, true, 2*time.Minute)
+	from := p.Spec.NodeName
+	fromIdx := c.nodeIndex(from)
+	pvc, _ := c.claim("db")
+	dataset := "tank/zonewright/volumes/" + pvc.Metadata.UID
+	dir := func(node int) string { return filepath.Join(c.nodes.Nodes[node].Root, "fs", dataset) }
+	sum := fileSHA256(t, filepath.Join(dir(fromIdx), "blob"))
+
+	faults := filepath.Join(c.nodes.Nodes[fromIdx].Root, "faults.json")
+	if err := os.WriteFile(faults, []byte(`{"stream_rate": {"zfs send": "1M"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if code, b := c.do("POST", "/api/v1/nodes/"+from+"/drain", nil); code != http.StatusOK {
+		t.Fatalf("drain: %d %s", code, b)
+	}
+	var part string
+	var sent int64
+	c.eventually(time.Minute, "the pre-copy's bytes flowing into the relay", func() bool {
+		for name, size := range c.relayStreams() {
+			if strings.Contains(name, ".part-") && size >= 1<<20 {
+				part, sent = name, size
+				return true
+			}
+		}
+		return false
+	})
+	c.nodes.Kill(fromIdx)
+	if sent >= mib<<20 {
+		t.Fatalf("the kill did not land mid-stream: %d bytes were in the relay", sent)
+	}
+	os.Remove(faults)
+	// The cut upload is dropped, not kept as a stream to receive.
+	c.eventually(30*time.Second, "the relay dropping the cut upload", func() bool {
+		_, ok := c.relayStreams()[part]
+		return !ok
+	})
+	for name := range c.relayStreams() {
+		if strings.HasSuffix(name, ".zstream") {
+			t.Fatalf("the relay keeps %s after an upload cut short", name)
+		}
+	}
+	if pvc, _ := c.claim("db"); pvc.Status.NodeName != from || c.hasDataset(1-fromIdx, dataset) {
+		t.Fatalf("a copy was received from a cut stream: claim on %s", pvc.Status.NodeName)
+	}
+	if err := c.nodes.Restart(context.Background(), fromIdx); err != nil {
+		t.Fatal(err)
+	}
+	var to string
+	c.eventually(3*time.Minute, "the claim on another node, its move ended", func() bool {
+		pvc, _ = c.claim("db")
+		to = pvc.Status.NodeName
+		return to != from && pvc.Status.Move == nil
+	})
+	p = c.waitPhase("db", model.PodRunning, true, 2*time.Minute)
+	toIdx := c.nodeIndex(to)
+	if p.Spec.NodeName != to {
+		t.Fatalf("the pod runs on %s, its claim is on %s", p.Spec.NodeName, to)
+	}
+	if got := fileSHA256(t, filepath.Join(dir(toIdx), "blob")); got != sum {
+		t.Fatalf("the blob on %s has sha256 %s, on %s it had %s", to, got, from, sum)
+	}
+	c.eventually(time.Minute, "one copy of the claim, on "+to+", and the relay empty", func() bool {
+		return !c.hasDataset(fromIdx, dataset) && c.hasDataset(toIdx, dataset) && len(c.relayStreams()) == 0
+	})
+	t.Logf("the move through the agent's crash mid-stream took %s", time.Since(start).Round(time.Millisecond))
+}

@@ -22,6 +22,7 @@ import (
 //	{
 //	  "seed": 42,
 //	  "latency":   {"zoneadm install": "2s"},
+//	  "stream_rate": {"zfs send": "1M"},
 //	  "fail_rate": {"dladm create-vnic": 0.25},
 //	  "fail_next": {"zfs create": {"count": 2, "stderr": "...", "exit": 1},
 //	                "zoneadm install": {"count": 1, "brand_exit": 255}},
@@ -32,11 +33,14 @@ const faultsFileName = "faults.json"
 
 // FaultConfig is the content of faults.json.
 type FaultConfig struct {
-	Seed     int64                    `json:"seed,omitempty"`
-	Latency  map[string]Duration      `json:"latency,omitempty"`
-	FailRate map[string]float64       `json:"fail_rate,omitempty"`
-	FailNext map[string]*FailNextRule `json:"fail_next,omitempty"`
-	Hang     []string                 `json:"hang,omitempty"`
+	Seed    int64               `json:"seed,omitempty"`
+	Latency map[string]Duration `json:"latency,omitempty"`
+	// StreamRate caps the bytes per second a command writes to stdout (a
+	// zfs send's stream), as a slow disk or link would.
+	StreamRate map[string]string        `json:"stream_rate,omitempty"`
+	FailRate   map[string]float64       `json:"fail_rate,omitempty"`
+	FailNext   map[string]*FailNextRule `json:"fail_next,omitempty"`
+	Hang       []string                 `json:"hang,omitempty"`
 }
 
 // FailNextRule fails the next Count matching calls.
@@ -62,6 +66,7 @@ type faultCall struct {
 	h       *host
 	seed    int64
 	latency time.Duration
+	rateCap uint64 // stream_rate, bytes per second
 	slept   bool
 	hang    bool
 	rateKey string
@@ -143,6 +148,12 @@ func (p *faultPlan) forCall(name, sub, zone string) *faultCall {
 			}
 		}
 		for _, k := range keys {
+			if v, ok := c.StreamRate[k]; ok {
+				fc.rateCap, _ = parseZfsSize(v)
+				break
+			}
+		}
+		for _, k := range keys {
 			if r, ok := c.FailRate[k]; ok {
 				fc.rateKey, fc.rate = k, r
 				break
@@ -210,6 +221,41 @@ func (fc *faultCall) sleep() {
 	}
 	fc.slept = true
 	time.Sleep(fc.latency)
+}
+
+// throttle caps what is written through w at the call's stream_rate.
+func (fc *faultCall) throttle(w io.Writer) io.Writer {
+	if fc == nil || fc.rateCap == 0 {
+		return w
+	}
+	return &throttledWriter{w: w, rate: fc.rateCap, start: time.Now()}
+}
+
+// throttledWriter writes in pieces of a tenth of a second's worth, each
+// once the time for the bytes before it has passed.
+type throttledWriter struct {
+	w     io.Writer
+	rate  uint64
+	start time.Time
+	n     uint64
+}
+
+func (t *throttledWriter) Write(b []byte) (int, error) {
+	piece := max(int(t.rate/10), 1)
+	written := 0
+	for len(b) > 0 {
+		due := t.start.Add(time.Duration(float64(t.n) / float64(t.rate) * float64(time.Second)))
+		time.Sleep(time.Until(due))
+		k := min(piece, len(b))
+		n, err := t.w.Write(b[:k])
+		written += n
+		t.n += uint64(n)
+		if err != nil {
+			return written, err
+		}
+		b = b[k:]
+	}
+	return written, nil
 }
 
 // brandExit returns an injected brand-hook status for zoneadm install.
@@ -383,6 +429,7 @@ const faultUsage = `usage: illumos-sim fault [--root ROOT] show
        illumos-sim fault clear [KEY]
        illumos-sim fault seed N
        illumos-sim fault latency KEY DURATION
+       illumos-sim fault stream-rate KEY BYTES_PER_SECOND
        illumos-sim fault fail-next KEY COUNT [--stderr TEXT] [--exit N] [--brand-exit N]
        illumos-sim fault probability KEY P
        illumos-sim fault hang KEY | unhang KEY
@@ -416,6 +463,7 @@ func adminFault(h *host, args []string, stdout, stderr io.Writer) int {
 				return true
 			}
 			delete(c.Latency, key)
+			delete(c.StreamRate, key)
 			delete(c.FailRate, key)
 			delete(c.FailNext, key)
 			var hang []string
@@ -459,6 +507,20 @@ func adminFault(h *host, args []string, stdout, stderr io.Writer) int {
 				c.Latency = map[string]Duration{}
 			}
 			c.Latency[args[1]] = Duration(d)
+			return true
+		})
+	case "stream-rate":
+		if len(args) != 3 {
+			return bad()
+		}
+		if n, ok := parseZfsSize(args[2]); !ok || n == 0 {
+			return bad()
+		}
+		err = withFaultsFile(h, func(c *FaultConfig) bool {
+			if c.StreamRate == nil {
+				c.StreamRate = map[string]string{}
+			}
+			c.StreamRate[args[1]] = args[2]
 			return true
 		})
 	case "fail-next":

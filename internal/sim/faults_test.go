@@ -1,7 +1,9 @@
 package sim_test
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -159,4 +161,30 @@ func TestFaultsFromEnvironment(t *testing.T) {
 	env := []string{`ILLUMOS_SIM_FAULTS={"fail_next":{"zonecfg create web01":{"count":1,"stderr":"web01: injected","exit":9}}}`}
 	expect(t, h.runEnv("", env, "zonecfg", "-z", "web01", "create"), 9, "", "web01: injected\n")
 	h.must("zonecfg", "-z", "web01", "create; set zonepath=/z/web01")
+}
+
+func TestFaultStreamRate(t *testing.T) {
+	h := newHost(t)
+	h.must("zfs", "create", "-V", "4M", "tank/vol")
+	f, err := os.OpenFile(h.fsPath("/dev/zvol/rdsk/tank/vol"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(bytes.Repeat([]byte("data"), 1<<20))
+	f.Close()
+	h.must("zfs", "snapshot", "tank/vol@s")
+	h.fault("stream-rate", "zfs send", "2M")
+	start := time.Now()
+	stream, stderr, code := h.runBytes(nil, "zfs", "send", "tank/vol@s")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	// 4 MiB at 2 MiB/s: the last piece is due after 1.9 s.
+	if d := time.Since(start); d < 1800*time.Millisecond {
+		t.Errorf("a 4 MiB stream at 2M/s took %v", d)
+	}
+	h.fault("clear", "zfs send")
+	if _, stderr, code := h.runBytes(stream, "zfs", "receive", "tank/copy"); code != 0 {
+		t.Errorf("the throttled stream does not receive: %s", stderr)
+	}
 }

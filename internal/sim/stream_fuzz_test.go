@@ -34,6 +34,53 @@ func writeTestStream(t testing.TB, files map[string]string) []byte {
 	return buf.Bytes()
 }
 
+// writeTestVolumeDelta builds an incremental volume stream between two
+// small volumes' data.
+func writeTestVolumeDelta(t testing.TB, from, to []byte) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	os.WriteFile(a, from, 0o600)
+	os.WriteFile(b, to, 0o600)
+	var buf bytes.Buffer
+	w := newStreamWriter(&buf)
+	hdr := streamHeader{ToName: "tank/v@b", Type: "volume", VolSize: uint64(len(to)), FromName: "tank/v@a", FromGUID: 1}
+	if err := w.header(hdr); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.writeVolumeDelta(a, b, 512); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.end(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestVolumeDeltaCarriesOnlyChangedBlocks(t *testing.T) {
+	from := bytes.Repeat([]byte{'a'}, 4096)
+	to := bytes.Clone(from)
+	copy(to[1000:], "changed")         // block 1
+	copy(to[3584:], make([]byte, 512)) // block 7, now zeros
+	to = append(to, []byte("grown")...)
+	stream := writeTestVolumeDelta(t, from, to)
+	if len(stream) > 3*512+200 {
+		t.Errorf("a delta of three blocks is %d bytes", len(stream))
+	}
+	vol := filepath.Join(t.TempDir(), "zvol")
+	os.WriteFile(vol, from, 0o600)
+	sr := newStreamReader(bytes.NewReader(stream))
+	if _, err := sr.header(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sr.body("", vol); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(vol); !bytes.Equal(got, to) {
+		t.Errorf("applied delta differs from the new data")
+	}
+}
+
 func TestStreamRoundTripAndDamage(t *testing.T) {
 	stream := writeTestStream(t, map[string]string{"etc/motd": "hello", "bin/sh": "#!"})
 	read := func(b []byte) (string, error) {
@@ -95,6 +142,8 @@ func TestStreamCannotWriteThroughItsOwnSymlinks(t *testing.T) {
 func FuzzStreamReader(f *testing.F) {
 	f.Add(writeTestStream(f, map[string]string{"etc/motd": "hello"}))
 	f.Add([]byte(streamMagic + "\x00\x00\x00\x02{}"))
+	f.Add(writeTestVolumeDelta(f, bytes.Repeat([]byte{'a'}, 2048), append(bytes.Repeat([]byte{'b'}, 600), make([]byte, 1600)...)))
+	f.Add(writeTestVolumeDelta(f, make([]byte, 1024), []byte("short")))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		base := t.TempDir()
 		dir := filepath.Join(base, "tree")

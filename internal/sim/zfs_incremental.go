@@ -189,9 +189,9 @@ type incrementalFlags struct {
 	start               time.Time
 }
 
-// receiveIncremental applies an incremental stream to the filesystem of
-// snap, whose most recent snapshot must be the stream's source; with -F
-// the filesystem is first rolled back to it, else it must not have
+// receiveIncremental applies an incremental stream to the filesystem or
+// volume of snap, whose most recent snapshot must be the stream's source;
+// with -F the dataset is first rolled back to it, else it must not have
 // changed since.
 func receiveIncremental(inv *invocation, sr *streamReader, hdr streamHeader, snap string, props map[string]string, f incrementalFlags) int {
 	const errbuf = "cannot receive incremental stream"
@@ -230,9 +230,15 @@ func receiveIncremental(inv *invocation, sr *streamReader, hdr streamHeader, sna
 		inv.errf("%s: %s", errbuf, why)
 		return 1
 	}
-	hasFiles := strings.HasPrefix(mp, "/") && mp != "/"
-	if !f.force && hasFiles {
-		same, err := sameTree(inv.h.snapshotDir(fromSnap), inv.h.hostPath(mp), settled)
+	isVol := hdr.Type == "volume"
+	hasFiles := !isVol && strings.HasPrefix(mp, "/") && mp != "/"
+	if !f.force && (hasFiles || isVol) {
+		var same bool
+		if isVol {
+			same, err = sameContent(inv.h.snapshotVolData(fromSnap), inv.h.zvolPath(fsName))
+		} else {
+			same, err = sameTree(inv.h.snapshotDir(fromSnap), inv.h.hostPath(mp), settled)
+		}
 		if err != nil {
 			return inv.stateErr(err)
 		}
@@ -248,18 +254,26 @@ func receiveIncremental(inv *invocation, sr *streamReader, hdr streamHeader, sna
 		}
 		inv.outf("%s incremental stream of %s into %s", verb, hdr.ToName, snap)
 	}
-	// The new snapshot's tree is the source snapshot's with the stream's
-	// changes, staged outside the lock as a full receive is.
+	// The new snapshot's tree (or volume data) is the source snapshot's
+	// with the stream's changes, staged outside the lock as a full
+	// receive is. A volume's copy takes the stream's size first: what a
+	// shrink drops goes, what a growth adds reads as zeros until written.
 	stage, err := os.MkdirTemp(inv.h.root, ".recv-")
 	if err != nil {
 		return inv.stateErr(err)
 	}
 	defer os.RemoveAll(stage)
-	tree := filepath.Join(stage, "tree")
-	if err := linkTree(inv.h.snapshotDir(fromSnap), tree); err != nil {
+	tree, vol := filepath.Join(stage, "tree"), ""
+	if isVol {
+		tree, vol = "", filepath.Join(stage, "zvol")
+		err = copySparse(inv.h.snapshotVolData(fromSnap), vol, hdr.VolSize)
+	} else {
+		err = linkTree(inv.h.snapshotDir(fromSnap), tree)
+	}
+	if err != nil {
 		return inv.stateErr(err)
 	}
-	if err := sr.body(tree, ""); err != nil {
+	if err := sr.body(tree, vol); err != nil {
 		prefix := "cannot receive"
 		if errors.Is(err, errStreamChecksum) {
 			prefix = errbuf
@@ -286,8 +300,15 @@ func receiveIncremental(inv *invocation, sr *streamReader, hdr streamHeader, sna
 		s.Refer, s.Creation, s.GUID = max(hdr.Refer, baseRefer), hdr.Creation, hdr.GUID
 		d.Refer = s.Refer
 		st.Datasets = append(st.Datasets, s)
-		if err := commitIncremental(inv.h, st, d, snap, tree, settled); err != nil {
-			inv.errf("%s: %s", errbuf, strerror(err))
+		var cerr error
+		if isVol {
+			d.VolSize = hdr.VolSize
+			cerr = commitReceived(inv.h, st, d, snap, "", vol)
+		} else {
+			cerr = commitIncremental(inv.h, st, d, snap, tree, settled)
+		}
+		if cerr != nil {
+			inv.errf("%s: %s", errbuf, strerror(cerr))
 			code = 1
 			return false
 		}

@@ -188,9 +188,10 @@ var (
 
 // streamReader reads a stream, hashing what it reads.
 type streamReader struct {
-	r *bufio.Reader
-	h hash.Hash
-	n uint64
+	r       *bufio.Reader
+	h       hash.Hash
+	n       uint64
+	volSize uint64 // a volume stream's: no data record may pass it
 }
 
 func newStreamReader(r io.Reader) *streamReader {
@@ -236,15 +237,19 @@ func (s *streamReader) header() (streamHeader, error) {
 		(hdr.Type != "filesystem" && hdr.Type != "volume") {
 		return hdr, errStreamMalformed
 	}
+	s.volSize = hdr.VolSize
 	return hdr, nil
 }
 
 // body reads the records into dir (a file tree) or, for a volume, into
-// the file vol; it stops after a good END record.
+// the file vol (for a full stream, new and empty); it stops after a good
+// END record.
 func (s *streamReader) body(dir, vol string) error {
 	var volFile *os.File
 	if vol != "" {
-		f, err := os.OpenFile(vol, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		// An incremental stream writes its blocks into a copy of the
+		// source snapshot's data.
+		f, err := os.OpenFile(vol, os.O_CREATE|os.O_WRONLY, 0o600)
 		if err != nil {
 			return err
 		}
@@ -276,7 +281,7 @@ func (s *streamReader) body(dir, vol string) error {
 			}
 			off := int64(binary.BigEndian.Uint64(h[:8]))
 			n := binary.BigEndian.Uint32(h[8:])
-			if volFile == nil || n > 64<<20 {
+			if volFile == nil || n > 64<<20 || off < 0 || uint64(off)+uint64(n) > s.volSize {
 				return errStreamMalformed
 			}
 			b := make([]byte, n)
@@ -473,10 +478,6 @@ func zfsSend(inv *invocation, args []string) int {
 		inv.errf("cannot send '%s': incremental source (%s) is not earlier than it", name, from)
 		return 1
 	}
-	if from != "" && hdr.Type != "filesystem" {
-		inv.errf("cannot send '%s': incremental streams of volumes are not simulated", name)
-		return 1
-	}
 	if verbose && from != "" {
 		inv.errf("incremental send of %s estimated size is %s", name, nicenum(hdr.Refer))
 		inv.errf("total estimated size is %s", nicenum(hdr.Refer))
@@ -484,10 +485,19 @@ func zfsSend(inv *invocation, args []string) int {
 		inv.errf("full send of %s estimated size is %s", name, nicenum(hdr.Refer))
 		inv.errf("total estimated size is %s", nicenum(hdr.Refer))
 	}
+	if hdr.Type == "volume" {
+		// The stream carries the snapshot's size: the volume may have
+		// been resized since it was taken.
+		if fi, err := os.Stat(inv.h.snapshotVolData(name)); err == nil {
+			hdr.VolSize = uint64(fi.Size())
+		}
+	}
 	inv.faults.sleep()
-	w := newStreamWriter(inv.stdout)
+	w := newStreamWriter(inv.faults.throttle(inv.stdout))
 	err = w.header(hdr)
-	if err == nil && hdr.Type == "volume" {
+	if err == nil && hdr.Type == "volume" && from != "" {
+		err = w.writeVolumeDelta(inv.h.snapshotVolData(from), inv.h.snapshotVolData(name), volBlockBytes(hdr.VolBlockSize))
+	} else if err == nil && hdr.Type == "volume" {
 		var f *os.File
 		if f, err = os.Open(inv.h.snapshotVolData(name)); err == nil {
 			err = forEachDataChunk(f, w.volume)
