@@ -74,7 +74,7 @@ func TestTheAPIServesOnlyHTTPSWithTheClusterCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	client := &http.Client{Transport: bearer{cp.AdminToken(), &http.Transport{TLSClientConfig: tlsConfig}}}
 	resp, err = client.Get(cp.URL() + "/api/v1/namespaces")
 	if err != nil {
 		t.Fatalf("HTTPS with the cluster CA: %v", err)
@@ -229,13 +229,12 @@ func TestClientCertificatesAreVerifiedWhenGiven(t *testing.T) {
 
 func TestInsecureHTTPServesPlainHTTP(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.StateDir = ""
 	cfg.APITLS.InsecureHTTP = true
 	cp, _ := start(t, cfg)
 	if !strings.HasPrefix(cp.URL(), "http://") || cp.CA() != nil {
 		t.Fatalf("URL %s CA %v, want plain http and no CA", cp.URL(), cp.CA())
 	}
-	resp, err := http.Get(cp.URL() + "/api/v1/namespaces")
+	resp, err := (&http.Client{Transport: bearer{cp.AdminToken(), http.DefaultTransport}}).Get(cp.URL() + "/api/v1/namespaces")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,4 +268,16 @@ func TestServerHostsFollowTheListenAddress(t *testing.T) {
 			}
 		}
 	}
+}
+
+// bearer sends a token with every request over its transport.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
