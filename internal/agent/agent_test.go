@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -20,11 +21,13 @@ import (
 
 	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
@@ -64,15 +67,68 @@ func runAgent(t *testing.T, cfg agent.Config) (stop func() error) {
 	return stop
 }
 
-// startAPI serves the control plane's API over st, as the agent reaches
-// it; it returns its base URL.
-func startAPI(t *testing.T, st *store.Store, log *slog.Logger) string {
+// testAPI is the control plane's API over a store, as the agent reaches
+// it: HTTPS with a cluster CA, which signs the node's certificate when it
+// joins with the join token.
+type testAPI struct {
+	url, caFile, joinTokenFile string
+	admin                      *http.Client // a cluster-admin's client
+}
+
+// connect points cfg at the API, with a state directory to join from.
+func (a testAPI) connect(t *testing.T, cfg agent.Config) agent.Config {
+	cfg.APIURL, cfg.APICAFile, cfg.JoinTokenFile, cfg.StateDir = a.url, a.caFile, a.joinTokenFile, t.TempDir()
+	return cfg
+}
+
+func startAPI(t *testing.T, st *store.Store, log *slog.Logger) testAPI {
 	t.Helper()
-	srv := api.New(api.Config{Store: st, Logger: log})
-	hs := httptest.NewServer(srv.Handler())
+	dir := t.TempDir()
+	ca, err := pki.LoadOrCreateCA(dir, "zonewright CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := api.New(api.Config{Store: st, Logger: log, CA: ca})
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	certPEM, keyPEM, err := ca.ServerCert([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
+	hs.StartTLS()
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.CloseWatches)
-	return hs.URL
+	tokens := &auth.Tokens{Pool: st.Pool()}
+	join, _, err := tokens.Issue(context.Background(), auth.RoleNodeJoin, "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, _, err := tokens.Issue(context.Background(), auth.RoleClusterAdmin, "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := testAPI{url: hs.URL, caFile: filepath.Join(dir, "ca.crt"), joinTokenFile: filepath.Join(dir, "join.token"),
+		admin: &http.Client{Transport: bearer{admin, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}}}
+	if err := os.WriteFile(a.joinTokenFile, []byte(join), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// bearer sends a token with every request over its transport.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 // waitNode waits until the Node satisfies ok.
@@ -120,9 +176,9 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	tmp := devstack.StartTestTemporal(t)
 	node := simtest.NewNode(t, "node1") // its state root's name, node1, is its host name
 
-	cfg := agent.Config{
+	api := startAPI(t, st, log)
+	cfg := api.connect(t, agent.Config{
 		Node:                   "node1",
-		APIURL:                 startAPI(t, st, log),
 		TemporalAddress:        tmp.Address(),
 		TemporalNamespace:      tmp.Namespace(),
 		PodCIDR:                "127.10.9.0/24",
@@ -135,7 +191,7 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		WorkerStopTimeout:      5 * time.Second,
 		Version:                "test",
 		Logger:                 log,
-	}
+	})
 
 	// A configuration without the API is refused before anything runs.
 	bad := cfg
@@ -309,7 +365,7 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	// registers again asking for the CIDR its host's gateway holds, not the
 	// control plane's first free one.
 	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, cfg.APIURL+"/api/v1/nodes/node1", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := api.admin.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete node1: %v %v", resp, err)
 	}

@@ -103,8 +103,8 @@ func TestStartupCleanupRemovesUnboundPodsAndAdoptsBoundOnes(t *testing.T) {
 		t.Fatalf("kept zone before the agent starts: %+v", before)
 	}
 
-	stop := runAgent(t, agent.Config{Node: "node1", APIURL: startAPI(t, st, log), TemporalAddress: tmp.Address(), TemporalNamespace: tmp.Namespace(),
-		PodCIDR: "127.10.9.0/24", BinDir: node.Bin, Version: "test", Logger: log})
+	stop := runAgent(t, startAPI(t, st, log).connect(t, agent.Config{Node: "node1", TemporalAddress: tmp.Address(), TemporalNamespace: tmp.Namespace(),
+		PodCIDR: "127.10.9.0/24", BinDir: node.Bin, Version: "test", Logger: log}))
 	waitNode(t, st, "registered and ready", func(n *model.Node) bool {
 		c := n.Condition(model.NodeReady)
 		return c != nil && c.Status == model.ConditionTrue
