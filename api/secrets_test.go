@@ -32,7 +32,7 @@ func newSecretsAPI(t *testing.T) *client {
 		MaySeeSecretValues: func(c *gin.Context) bool { return c.GetHeader("X-Test-Viewer") == "" },
 		// The node's identity comes from its certificate (the authorisation
 		// matrix); here a header stands in for it, behind the admin token.
-		RequestingNode: func(c *gin.Context) (string, bool) { n := c.GetHeader(model.NodeHeader); return n, n != "" }})
+		RequestingNode: func(c *gin.Context) (string, bool) { n := c.GetHeader(testNodeHeader); return n, n != "" }})
 }
 
 func (c *client) withHeaders(method, path string, body []byte, headers map[string]string) response {
@@ -184,10 +184,10 @@ func TestSecretEnvAnswersOnlyThePodsNode(t *testing.T) {
 	if r := c.json("GET", path, nil); r.code != 403 {
 		t.Errorf("without a node: %d %s", r.code, r.body)
 	}
-	if r := c.withHeaders("GET", path, nil, map[string]string{model.NodeHeader: "n2"}); r.code != 403 || strings.Contains(string(r.body), "s3cret") {
+	if r := c.withHeaders("GET", path, nil, map[string]string{testNodeHeader: "n2"}); r.code != 403 || strings.Contains(string(r.body), "s3cret") {
 		t.Errorf("another node: %d %s", r.code, r.body)
 	}
-	r := c.withHeaders("GET", path, nil, map[string]string{model.NodeHeader: "n1"})
+	r := c.withHeaders("GET", path, nil, map[string]string{testNodeHeader: "n1"})
 	var env model.PodSecretEnv
 	if err := json.Unmarshal(r.body, &env); err != nil || r.code != 200 {
 		t.Fatalf("the pod's node: %d %s", r.code, r.body)
@@ -297,3 +297,7 @@ func TestMergePatchGoesThroughPutsRules(t *testing.T) {
 		t.Errorf("patch a service's selector: %d %s", r.code, r.body)
 	}
 }
+
+// testNodeHeader names the asking node in these tests, which run the API
+// without node certificates (the route's Config.RequestingNode).
+const testNodeHeader = "X-Test-Node"

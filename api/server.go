@@ -85,11 +85,11 @@ type Config struct {
 	EncryptionKey *encryption.Key
 	// MaySeeSecretValues says whether the caller may read secrets'
 	// values; a caller who may not gets secrets with their keys and
-	// empty values (redactSecret). Nil: every caller may.
+	// empty values (redactSecret). Nil: admins and cluster-admins may.
 	MaySeeSecretValues func(c *gin.Context) bool
 	// RequestingNode names the node a request comes from, for the routes
 	// only a pod's node may use (podSecretEnv); ok false: not a node.
-	// Nil: the node named by the X-Zonewright-Node header.
+	// Nil: the node of the request's verified certificate.
 	RequestingNode func(c *gin.Context) (node string, ok bool)
 	// AdvertiseURL is the API's own URL: its origin may write as the
 	// request's own does (checkOrigin).

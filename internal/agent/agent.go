@@ -132,7 +132,7 @@ func (a *Agent) run(ctx context.Context) error {
 	if cfg.MaxConcurrentInstalls > 0 {
 		h.Installs = make(chan struct{}, cfg.MaxConcurrentInstalls)
 	}
-	h.Secrets = apiSecretEnv{base: cfg.APIURL, node: cfg.Node, client: a.api.HTTP()}
+	h.Secrets = a.api
 	if cfg.BinDir == "" {
 		// The commands act on this machine: give zonepaths the mode
 		// zoneadm install demands. (With another command directory the

@@ -144,10 +144,6 @@ type PodSecretEnv struct {
 	Missing []MissingSecretRef `json:"missing,omitempty"`
 }
 
-// NodeHeader names the node a request comes from, until nodes hold
-// credentials of their own (the API's Config.RequestingNode).
-const NodeHeader = "X-Zonewright-Node"
-
 // KindPodSecretEnv is the kind of a PodSecretEnv.
 const KindPodSecretEnv = "PodSecretEnv"
 

@@ -241,3 +241,15 @@ func (c *Client) ReportPod(ctx context.Context, namespace, name string, rep mode
 	}
 	return err
 }
+
+// SecretEnv reads the secret environment of a pod bound to this node
+// (GET …/pods/{name}/secretenv), for its containers' start. Errors carry
+// the answer's status and message, never values.
+func (c *Client) SecretEnv(ctx context.Context, namespace, pod, uid string) (*model.PodSecretEnv, error) {
+	path := "/api/v1/namespaces/" + url.PathEscape(namespace) + "/pods/" + url.PathEscape(pod) + "/secretenv?uid=" + url.QueryEscape(uid)
+	var env model.PodSecretEnv
+	if err := c.do(ctx, http.MethodGet, path, nil, &env); err != nil {
+		return nil, err
+	}
+	return &env, nil
+}
