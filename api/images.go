@@ -16,8 +16,8 @@ import (
 	"github.com/zonewright/zonewright/workflows"
 )
 
-// ArtefactServer serves an image's decompressed artefact to nodes,
-// checking their bearer token (the image store).
+// ArtefactServer serves an image's decompressed artefact to nodes (the
+// image store); the API has authorised the node by its certificate.
 type ArtefactServer interface {
 	ServeArtefact(w http.ResponseWriter, r *http.Request, name string)
 }

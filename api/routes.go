@@ -24,8 +24,8 @@ const (
 	// open routes need no credentials (health checks).
 	open = "open"
 	// signedURL routes carry their own signed token in the URL or header,
-	// checked by their handler: nodes fetch image artefacts and volume
-	// streams with them.
+	// checked by their handler: nodes send and fetch volume streams with
+	// them.
 	signedURL = "signed-url"
 )
 
@@ -78,7 +78,7 @@ func (s *Server) routes() []route {
 		{post, v1 + "/images", s.createImage, "create images"},
 		{get, v1 + "/images/:name", s.getImage, "get images"},
 		{del, v1 + "/images/:name", s.deleteImage, "delete images"},
-		{get, v1 + "/images/:name/artefact", s.imageArtefact, signedURL},
+		{get, v1 + "/images/:name/artefact", s.imageArtefact, "get images/artefact"},
 
 		{put, v1 + "/volumetransfers/:id", s.uploadTransfer, signedURL},
 		{get, v1 + "/volumetransfers/:id", s.downloadTransfer, signedURL},

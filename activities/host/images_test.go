@@ -27,7 +27,6 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 )
 
-const imageToken = "s3cret"
 
 // imageServer serves artefacts the way the control plane's download
 // endpoint does: GET /images/<name> with a bearer token. A path in drop
@@ -40,19 +39,21 @@ type imageServer struct {
 	drop     map[string]bool
 	slow     map[string]bool
 	stall    map[string]bool
+	deny     map[string]bool // answered 403, as the API answers a node it does not authorise
 	requests atomic.Int64
 }
 
 func newImageServer(t *testing.T) *imageServer {
-	s := &imageServer{files: map[string][]byte{}, drop: map[string]bool{}, slow: map[string]bool{}, stall: map[string]bool{}}
+	s := &imageServer{files: map[string][]byte{}, drop: map[string]bool{}, slow: map[string]bool{}, stall: map[string]bool{}, deny: map[string]bool{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.requests.Add(1)
-		if r.Header.Get("Authorization") != "Bearer "+imageToken {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
 		name := strings.TrimPrefix(r.URL.Path, "/images/")
 		s.mu.Lock()
+		if s.deny[name] {
+			s.mu.Unlock()
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
 		body, ok := s.files[name]
 		drop, slow, stall := s.drop[name], s.slow[name], s.stall[name]
 		s.mu.Unlock()
@@ -98,7 +99,7 @@ func (s *imageServer) add(name, kind string, body []byte) hostops.NodeImage {
 	s.files[name] = body
 	s.mu.Unlock()
 	sum := sha256.Sum256(body)
-	return hostops.NodeImage{Name: name, Kind: kind, URL: s.URL + "/images/" + name, Token: imageToken,
+	return hostops.NodeImage{Name: name, Kind: kind, URL: s.URL + "/images/" + name,
 		SHA256: hex.EncodeToString(sum[:]), Size: int64(len(body))}
 }
 
@@ -321,11 +322,11 @@ func TestPullImageDroppedDownloadIsRetriedCleanly(t *testing.T) {
 		srv.set(srv.drop, img.Name, false)
 		n.pull(t, img)
 	}
-	// A wrong token is refused by the server: retryable, nothing left.
+	// A download the API refuses: retryable, nothing left.
 	img := srv.add("other", model.ImageLXTarball, tarFixture(t))
-	img.Token = "wrong"
+	srv.set(srv.deny, "other", true)
 	_, err := n.run(t, n.host.PullImage, img)
-	if ae := appError(t, err); ae.NonRetryable() || !strings.Contains(err.Error(), "401") {
+	if ae := appError(t, err); ae.NonRetryable() || !strings.Contains(err.Error(), "403") {
 		t.Errorf("a refused download: %v", err)
 	}
 	n.wantNoImage(t, "other")

@@ -30,7 +30,7 @@ temporal_tls_key
 temporal_tls_ca
 temporal_tls_server_name
 image_store
-image_download_secret
+transfer_secret
 transfer_dir
 advertise_url
 image_map

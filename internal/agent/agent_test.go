@@ -255,13 +255,21 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		t.Errorf("no etherstub: %+v", hostState.Links)
 	}
 	// The pods' gateway: a VNIC on the etherstub holding the CIDR's first
-	// address in the global zone.
+	// address in the global zone. The agent prepares it right after
+	// registering, from the CIDR the control plane assigned: it may still
+	// be coming.
+	holdsGateway := func(s simtest.State) bool {
+		return slices.ContainsFunc(s.Zones, func(z simtest.Zone) bool {
+			return z.Name == "global" && slices.Contains(z.Addresses, simtest.Address{Obj: agent.GatewayLink + "/v4", Addr: "127.10.9.1/24"})
+		})
+	}
+	for deadline := time.Now().Add(10 * time.Second); !holdsGateway(hostState) && time.Now().Before(deadline); hostState = node.State(t) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if !slices.ContainsFunc(hostState.Links, func(l simtest.Link) bool { return l.Name == agent.GatewayLink && l.Class == "vnic" }) {
 		t.Errorf("no gateway VNIC %s: %+v", agent.GatewayLink, hostState.Links)
 	}
-	if !slices.ContainsFunc(hostState.Zones, func(z simtest.Zone) bool {
-		return z.Name == "global" && slices.Contains(z.Addresses, simtest.Address{Obj: agent.GatewayLink + "/v4", Addr: "127.10.9.1/24"})
-	}) {
+	if !holdsGateway(hostState) {
 		t.Errorf("the global zone does not hold the pods' gateway 127.10.9.1/24 on %s: %+v", agent.GatewayLink, hostState.Zones)
 	}
 

@@ -30,8 +30,6 @@ type Images struct {
 	Artefacts *imagestore.Store
 	// AdvertiseURL is the API's base URL as nodes reach it.
 	AdvertiseURL string
-	// TokenTTL bounds the download tokens handed to nodes.
-	TokenTTL time.Duration
 	// StallTimeout fails a fetch that receives nothing for this long.
 	StallTimeout time.Duration
 	// StatusEvery throttles progress writes into the image's status.
@@ -355,15 +353,11 @@ func (a *Images) RemoveImageArtefact(ctx context.Context, name string) error {
 	return nil
 }
 
-// nodeImage is how nodes fetch the image's artefact.
+// nodeImage is how nodes fetch the image's artefact: with their own
+// certificates, so no credential travels in the workflow's history.
 func (a *Images) nodeImage(img *model.Image) hostops.NodeImage {
-	ttl := a.TokenTTL
-	if ttl == 0 {
-		ttl = 6 * time.Hour
-	}
 	return hostops.NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
-		URL:   ArtefactURL(a.AdvertiseURL, img.Metadata.Name),
-		Token: a.Artefacts.Token(img.Metadata.Name, ttl), SHA256: img.Status.ArtefactSHA256, Size: img.Status.ArtefactSize}
+		URL: ArtefactURL(a.AdvertiseURL, img.Metadata.Name), SHA256: img.Status.ArtefactSHA256, Size: img.Status.ArtefactSize}
 }
 
 // ArtefactURL is where nodes download an image's artefact from.

@@ -57,9 +57,9 @@ type Config struct {
 	Logger            *slog.Logger
 	// ImageStore is the directory imported images are kept in.
 	ImageStore string
-	// ImageDownloadSecret signs the tokens nodes download artefacts with;
+	// TransferSecret signs the tokens of volume transfers (the relay);
 	// empty picks a random one (valid only for this process).
-	ImageDownloadSecret string
+	TransferSecret string
 	// TransferDir holds the streams of claims moving between nodes while
 	// they are relayed; empty: "volume-transfers" beside ImageStore.
 	TransferDir string
@@ -322,10 +322,10 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		closeListeners()
 		return nil, fmt.Errorf("Temporal client: %w", err)
 	}
-	secret := cfg.ImageDownloadSecret
+	secret := cfg.TransferSecret
 	if secret == "" {
 		secret = rand.Text()
-		log.Warn("no image download secret given: using a random one, so node downloads work only through this replica")
+		log.Warn("no transfer secret given: using a random one, so volume transfers work only through this replica")
 	}
 	adminToken, err := auth.EnsureAdminToken(ctx, &auth.Tokens{Pool: st.Pool()}, AdminTokenFile(cfg.StateDir))
 	if err != nil {
@@ -337,14 +337,14 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if advertise == "" {
 		advertise = advertiseURL(scheme, ln.Addr())
 	}
-	artefacts := &imagestore.Store{Dir: cfg.ImageStore, Secret: []byte(secret), MaxBytes: cfg.ImageMaxBytes,
+	artefacts := &imagestore.Store{Dir: cfg.ImageStore, MaxBytes: cfg.ImageMaxBytes,
 		Sources: imagestore.Sources{FileDir: cfg.ImageSourceDir, AllowPrivate: cfg.ImageAllowPrivateSources}}
 	transferDir := cfg.TransferDir
 	if transferDir == "" {
 		transferDir = filepath.Join(filepath.Dir(filepath.Clean(cfg.ImageStore)), "volume-transfers")
 	}
-	// The image download secret signs transfer tokens too, under a domain
-	// of their own: one secret to share between replicas.
+	// One secret to share between replicas: a transfer's upload and
+	// download may reach different ones.
 	relay := &transfer.Relay{Dir: transferDir, Secret: []byte(secret)}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}

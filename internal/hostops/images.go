@@ -26,7 +26,6 @@ type NodeImage struct {
 	Name   string // catalog name (a DNS-1123 label)
 	Kind   string // model.ImageLXTarball, ImageZFSStream, ImageBhyveDisk, ImageZoneTemplate
 	URL    string // control-plane download URL of the decompressed artefact
-	Token  string // bearer token the download endpoint wants
 	SHA256 string // hex sha256 of the decompressed artefact
 	Size   int64  // bytes of the decompressed artefact
 }
@@ -446,8 +445,8 @@ func (b *imageBody) finish(in NodeImage) error {
 	return nil
 }
 
-// download starts the GET of the artefact with the bearer token. Closing
-// the body ends the request.
+// download starts the GET of the artefact, authorised by the node's
+// certificate on its API client. Closing the body ends the request.
 func (h *Host) download(ctx context.Context, in NodeImage) (*imageBody, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.URL, nil)
@@ -455,7 +454,6 @@ func (h *Host) download(ctx context.Context, in NodeImage) (*imageBody, error) {
 		cancel(nil)
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+in.Token)
 	resp, err := h.api().Do(req)
 	if err != nil {
 		cancel(nil)

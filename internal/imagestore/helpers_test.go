@@ -19,7 +19,7 @@ import (
 // loopback; the tests of the source policy narrow it.
 func newStore(t *testing.T) *Store {
 	t.Helper()
-	return &Store{Dir: t.TempDir(), Secret: []byte("a test secret of enough length"),
+	return &Store{Dir: t.TempDir(),
 		Sources: Sources{FileDir: "/", AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}}
 }
 

@@ -22,11 +22,9 @@ import (
 const DefaultMaxBytes int64 = 20 << 30
 
 // Store is the control plane's image directory. The zero value is not
-// usable: Dir is required, and Secret for download tokens. A Store must not
-// be copied after first use.
+// usable: Dir is required. A Store must not be copied after first use.
 type Store struct {
 	Dir    string // where downloads and artefacts live
-	Secret []byte // signs download tokens; empty refuses every token
 	// Sources says which files and addresses imports may read.
 	Sources Sources
 	// TLS, when set, is the client TLS configuration of https sources
