@@ -27,7 +27,6 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 )
 
-
 // imageServer serves artefacts the way the control plane's download
 // endpoint does: GET /images/<name> with a bearer token. A path in drop
 // gets half its bytes, then the connection closes; slow paths are sent in

@@ -24,7 +24,7 @@ const DefaultMaxBytes int64 = 20 << 30
 // Store is the control plane's image directory. The zero value is not
 // usable: Dir is required. A Store must not be copied after first use.
 type Store struct {
-	Dir    string // where downloads and artefacts live
+	Dir string // where downloads and artefacts live
 	// Sources says which files and addresses imports may read.
 	Sources Sources
 	// TLS, when set, is the client TLS configuration of https sources
