@@ -239,7 +239,7 @@ func dev(ctx context.Context, args []string) error {
 			return err
 		}
 		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim, JoinTokenFile: joinToken,
-			Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, TemporalCA: ca, Logger: log,
+			Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, TemporalMTLS: true, Logger: log,
 			APIURL: cp.URL(), APICAFile: caFile,
 			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
 				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace,

@@ -107,7 +107,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	}
 	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"), JoinTokenFile: joinFile,
 		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"),
-		Temporal: s.temporal.Address(), Namespace: "default", TemporalCA: ca, Logger: log, APIURL: s.cp.URL(), APICAFile: controlplane.CAFile(dir),
+		Temporal: s.temporal.Address(), Namespace: "default", TemporalMTLS: true, Logger: log, APIURL: s.cp.URL(), APICAFile: controlplane.CAFile(dir),
 		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods), "--heartbeat-interval", "2s"}})
 	return s, err
 }

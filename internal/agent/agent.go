@@ -31,6 +31,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -89,8 +90,16 @@ func Run(ctx context.Context, cfg Config) error {
 		if hc, err = newAPIClient(cfg); err != nil {
 			return err
 		}
-		if err = presentNodeCredential(ctx, hc, cfg); err != nil {
+		cert, err := presentNodeCredential(ctx, hc, cfg)
+		if err != nil {
 			return err
+		}
+		// One identity for the API and Temporal: over TLS without a
+		// certificate of its own, the node presents the one it joined
+		// with, which the Temporal authorizer keeps to node/<name>.
+		if cfg.TemporalTLS != nil && len(cfg.TemporalTLS.Certificates) == 0 && cfg.TemporalTLS.GetClientCertificate == nil {
+			cfg.TemporalTLS = cfg.TemporalTLS.Clone()
+			cfg.TemporalTLS.Certificates = []tls.Certificate{cert}
 		}
 	}
 	a.api = nodeapi.New(hc, cfg.APIURL, cfg.Node)

@@ -27,14 +27,14 @@ func newAPIClient(cfg Config) (*http.Client, error) {
 // presentNodeCredential makes the API client present the node's
 // certificate, joining the cluster first (through that client, with the
 // join token) when the state directory holds none.
-func presentNodeCredential(ctx context.Context, hc *http.Client, cfg Config) error {
+func presentNodeCredential(ctx context.Context, hc *http.Client, cfg Config) (tls.Certificate, error) {
 	cert, err := NodeCredential(ctx, JoinConfig{APIURL: cfg.APIURL, Node: cfg.Node, StateDir: cfg.StateDir, JoinTokenFile: cfg.JoinTokenFile, Client: hc})
 	if err != nil {
-		return err
+		return cert, err
 	}
 	hc.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{cert}
 	// The join's connection was made without the certificate: the next
 	// calls dial again and present it.
 	hc.CloseIdleConnections()
-	return nil
+	return cert, nil
 }

@@ -60,7 +60,7 @@ type Config struct {
 
 	TemporalAddress   string
 	TemporalNamespace string
-	TemporalTLS       *tls.Config // nil: plaintext
+	TemporalTLS       *tls.Config // nil: plaintext; without a certificate: the node's own (its join)
 
 	// PodCIDR asks the control plane for this pod network (granted unless
 	// another node holds an overlapping one); empty: the control plane

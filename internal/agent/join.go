@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/pki"
 )
 
@@ -57,7 +58,7 @@ func NodeCredential(ctx context.Context, c JoinConfig) (tls.Certificate, error) 
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("read the join token: %w", err)
 	}
-	keyPEM, csr, err := pki.NewCSR("node:" + c.Node)
+	keyPEM, csr, err := pki.NewCSR(auth.NodeCNPrefix + c.Node)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -86,7 +87,7 @@ func fits(cert tls.Certificate, node string) bool {
 		return false
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	return err == nil && leaf.Subject.CommonName == "node:"+node && time.Now().Add(time.Hour).Before(leaf.NotAfter)
+	return err == nil && leaf.Subject.CommonName == auth.NodeCNPrefix+node && time.Now().Add(time.Hour).Before(leaf.NotAfter)
 }
 
 // join is POST /api/v1/nodes/{name}/join with the join token as bearer.

@@ -20,7 +20,6 @@ import (
 
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/devstack"
-	"github.com/zonewright/zonewright/internal/pki"
 )
 
 // Config describes the nodes to run.
@@ -31,10 +30,11 @@ type Config struct {
 	Sim       string // the illumos-sim binary
 	Temporal  string
 	Namespace string
-	// TemporalCA, when set, is the CA of a Temporal server running mutual
-	// TLS: each agent gets a node certificate from it (CN=node:<name>),
-	// which lets it work only its own task queue.
-	TemporalCA *pki.CA
+	// TemporalMTLS says the Temporal server runs mutual TLS with the
+	// cluster CA (APICAFile): each agent presents the node certificate it
+	// joined with (CN=node:<name>), which lets it work only its own task
+	// queue.
+	TemporalMTLS bool
 	// APIURL is the control plane's base URL: the agents register there,
 	// get their pod CIDRs, renew their leases and follow the service
 	// network.
@@ -145,13 +145,9 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 	if cfg.APICAFile != "" {
 		args = append(args, "--api-ca", cfg.APICAFile)
 	}
-	if cfg.TemporalCA != nil {
-		cn, orgs := devstack.NodeSubject(name)
-		files, err := devstack.WriteClientTLS(cfg.TemporalCA, dir, "temporal", cn, orgs...)
-		if err != nil {
-			return nil, err
-		}
-		args = append(args, files.Args()...)
+	if cfg.TemporalMTLS {
+		// The agent presents the certificate it joined with.
+		args = append(args, "--temporal-tls-ca", cfg.APICAFile, "--temporal-tls-server-name", devstack.TemporalServerName)
 	}
 	args = append(args, "--state-dir", n.StateDir)
 	if cfg.JoinTokenFile != "" {

@@ -12,22 +12,23 @@ import (
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/tasktoken"
 
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/workflows"
 )
 
-// Identities in client certificates of the cluster CA, as the API names
-// them too.
+// Identities in client certificates of the cluster CA: the API's own
+// (internal/auth), so a certificate means the same to both.
 const (
 	// NodeOrg is the organisation of node certificates, whose common name
 	// is NodePrefix + the node's name.
-	NodeOrg    = "zonewright:nodes"
-	NodePrefix = "node:"
+	NodeOrg    = auth.NodesOrg
+	NodePrefix = auth.NodeCNPrefix
 	// ControlPlaneName is the common name of the control plane's own
 	// client certificate.
-	ControlPlaneName = "zonewright:control-plane"
+	ControlPlaneName = auth.ControlPlaneCN
 	// AdminOrg is the organisation of operators' certificates (the
 	// Temporal CLI, the Web UI) and of the server's own system worker.
-	AdminOrg = "zonewright:cluster-admins"
+	AdminOrg = auth.ClusterAdminsOrg
 )
 
 // NodeSubject is the certificate subject of node name.

@@ -112,13 +112,17 @@ func (t *Temporal) ClientTLS(commonName string, orgs ...string) (*tls.Config, er
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: t.ca.Pool(), Certificates: []tls.Certificate{cert}}, nil
 }
 
+// TemporalServerName is the name clients verify the embedded server's
+// certificate for.
+const TemporalServerName = "localhost"
+
 // WriteClientTLS issues a client certificate from ca for commonName and
 // orgs into dir/<name>.crt and dir/<name>.key, writes the CA beside them
 // as dir/ca.crt, and returns the files, for a client of a server started
 // with TemporalConfig.CA = ca.
 func WriteClientTLS(ca *pki.CA, dir, name, commonName string, orgs ...string) (ClientTLSFiles, error) {
 	f := ClientTLSFiles{CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key"),
-		CAFile: filepath.Join(dir, "ca.crt"), ServerName: "localhost"}
+		CAFile: filepath.Join(dir, "ca.crt"), ServerName: TemporalServerName}
 	certPEM, keyPEM, err := ca.ClientCert(commonName, orgs)
 	if err != nil {
 		return f, fmt.Errorf("Temporal client certificate %s: %w", commonName, err)

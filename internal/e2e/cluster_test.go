@@ -182,7 +182,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 		t.Fatal(err)
 	}
 	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), JoinTokenFile: joinFile, Agent: filepath.Join(binDir, "zonewright"),
-		Sim: filepath.Join(binDir, "illumos-sim"), Temporal: tmp.Address(), Namespace: "default", TemporalCA: ca, APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args})
+		Sim: filepath.Join(binDir, "illumos-sim"), Temporal: tmp.Address(), Namespace: "default", TemporalMTLS: true, APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args})
 	if err != nil {
 		t.Fatal(err)
 	}
