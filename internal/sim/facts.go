@@ -29,6 +29,9 @@ type Facts struct {
 	Pools       []PoolFact `json:"pools"`
 	Links       []LinkFact `json:"links"`
 	SMF         SMFFacts   `json:"smf"`
+	// RunAs is the user (name or uid) a zone's processes run as when the
+	// simulator runs as root; empty means nobody.
+	RunAs string `json:"run_as,omitempty"`
 }
 
 // PoolFact is a zpool of the host.

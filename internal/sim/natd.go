@@ -159,7 +159,7 @@ func runNatd(args []string, stderr io.Writer) int {
 	}
 	h := &host{root: args[0]}
 	logger := log.New(stderr, "natd ", log.LstdFlags|log.Lmicroseconds)
-	lock, err := os.OpenFile(h.natdFile("lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := os.OpenFile(h.natdFile("lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		logger.Print(err)
 		return 1

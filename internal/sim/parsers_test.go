@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -291,5 +292,32 @@ func TestParseManifest(t *testing.T) {
 	}
 	if _, err := parseManifest([]byte("<service_bundle><service name='a'><create_default_instance enabled='true'/></service></service_bundle>")); err == nil {
 		t.Errorf("a service without a start method was accepted")
+	}
+}
+
+// Only a zone command with plain, quoted arguments is taken from the zone
+// user's shell; anything a shell would interpret stays in the shell.
+func TestZoneCommandLine(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want []string
+	}{
+		{"svcs -H -o state,fmri svc:/a:default ", []string{"/b/svcs", "-H", "-o", "state,fmri", "svc:/a:default"}},
+		{"/usr/sbin/ipadm create-addr 'a b' 'it'\\''s' ", []string{"/b/ipadm", "create-addr", "a b", "it's"}},
+		{"svccfg import /dev/stdin", []string{"/b/svccfg", "import", "/dev/stdin"}},
+		{"cat /etc/passwd", nil},
+		{"svcs; cat /etc/passwd", nil},
+		{"svcs $(id)", nil},
+		{"svcs `id`", nil},
+		{"svcs > out", nil},
+		{"svcs 'unterminated", nil},
+		{"svcs *", nil},
+		{"FOO=1 svcs", nil},
+		{"", nil},
+	} {
+		got, ok := zoneCommandLine(c.line, "/b")
+		if ok != (c.want != nil) || !slices.Equal(got, c.want) {
+			t.Errorf("%q: %q %v, want %q", c.line, got, ok, c.want)
+		}
 	}
 }

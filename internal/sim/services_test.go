@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -291,13 +292,21 @@ func TestZlogin(t *testing.T) {
 	expect(t, h.run("zlogin", "web01", "echo", "a;", "echo", "b"), 0, "a\nb\n", "")
 	expect(t, h.run("zlogin", "web01", "echo a >&2"), 0, "", "a\n")
 	expect(t, h.run("zlogin", "web01", "pwd"), 0, filepath.Join(h.root, "fs", "zones", "web01", "root")+"\n", "")
-	expect(t, h.run("zlogin", "web01", "zonename; hostname"), 0, "web01\nweb01\n", "")
-	// Absolute illumos paths of the zone's commands work too.
-	expect(t, h.run("zlogin", "web01", "/usr/bin/zonename;/usr/bin/zonename", "&&", "/usr/sbin/ipadm", "show-addr", "-p", "-o", "addrobj", "lo0/v4"), 0,
-		"web01\nweb01\nlo0/v4\n", "")
+	// A zone's command alone is run by the simulator, by its illumos path
+	// too, with its arguments as the shell would split them.
+	expect(t, h.run("zlogin", "web01", "zonename"), 0, "web01\n", "")
+	expect(t, h.run("zlogin", "web01", "/usr/sbin/ipadm", "show-addr", "-p", "-o", "'addrobj'", "lo0/v4"), 0, "lo0/v4\n", "")
+	if os.Geteuid() != 0 {
+		// The zone's user may run them from its own shell, which a root
+		// simulator's zone user cannot: the state is not theirs to read.
+		expect(t, h.run("zlogin", "web01", "zonename; hostname"), 0, "web01\nweb01\n", "")
+		expect(t, h.run("zlogin", "web01", "/usr/bin/zonename;/usr/bin/zonename", "&&", "/usr/sbin/ipadm", "show-addr", "-p", "-o", "addrobj", "lo0/v4"), 0,
+			"web01\nweb01\nlo0/v4\n", "")
+		// Commands piped to a zlogin without a command run in the zone shell.
+		expect(t, h.runIn("zonename\n", "zlogin", "web01"), 0, "web01\n", "")
+	}
+	expect(t, h.runIn("echo $0\n", "zlogin", "web01"), 0, "/bin/sh\n", "")
 	expect(t, h.run("zlogin", "web01", "kill -9 $$"), 137, "", "")
-	// Commands piped to a zlogin without a command run in the zone shell.
-	expect(t, h.runIn("zonename\n", "zlogin", "web01"), 0, "web01\n", "")
 
 	h.zoneSetup("web02", "installed")
 	expect(t, h.run("zlogin", "web02", "true"), 1, "", "zlogin: login allowed only to running zones (web02 is 'installed').\n")
@@ -407,35 +416,85 @@ func TestStopTimeoutKillsTheService(t *testing.T) {
 	}
 }
 
-// Services get the environment of the zoneadm boot caller: the
-// supervisor's own runtime settings do not leak into it.
-func TestServicesKeepTheBootCallersEnvironment(t *testing.T) {
+// A zone's processes get an environment of their own, never the caller's,
+// and, when the simulator runs as root, run as the host's run-as user
+// (nobody by default) without supplementary groups; otherwise they stay
+// the caller's user.
+func TestZoneProcessesGetTheirOwnEnvironmentAndUser(t *testing.T) {
 	h := newHost(t)
-	for zone, gmp := range map[string]string{"e1": "", "e2": "3"} {
-		h.zoneSetup(zone, "installed")
-		var env []string
-		if gmp != "" {
-			env = []string{"GOMAXPROCS=" + gmp}
+	h.zoneSetup("e1", "installed")
+	callerEnv := []string{"ZW_TEST_SECRET=leaked", "GOMAXPROCS=3", "TERM=vt100"}
+	if r := h.runEnv("", callerEnv, "zoneadm", "-z", "e1", "boot"); r.code != 0 {
+		t.Fatalf("boot: %v", r)
+	}
+	h.runIn(manifest("env", `{ id -u; id -G; env; } > tmp/m.tmp && mv tmp/m.tmp tmp/method; exec sleep 1000`, "", true),
+		"zlogin", "e1", "svccfg", "import", "/dev/stdin")
+	out := filepath.Join(h.root, "fs", "zones", "e1", "root", "tmp", "method")
+	waitFor(t, 10*time.Second, "the method's report", func() bool { _, err := os.Stat(out); return err == nil })
+	method, _ := os.ReadFile(out)
+	login := h.runEnv("", callerEnv, "zlogin", "e1", "id -u; id -G; env")
+	if login.code != 0 {
+		t.Fatalf("zlogin: %v", login)
+	}
+
+	uid, gid, name := os.Getuid(), os.Getgid(), ""
+	if cur, err := user.Current(); err == nil {
+		name = cur.Username
+	}
+	if os.Geteuid() == 0 {
+		uid, gid, name = 65534, 65534, "nobody"
+		if u, err := user.Lookup("nobody"); err == nil {
+			uid, _ = strconv.Atoi(u.Uid)
+			gid, _ = strconv.Atoi(u.Gid)
 		}
-		if r := h.runEnv("", env, "zoneadm", "-z", zone, "boot"); r.code != 0 {
-			t.Fatalf("boot %s: %v", zone, r)
+	}
+	binDir := filepath.Join(h.root, "run", "e1", "bin")
+	for what, report := range map[string]string{"method": string(method), "zlogin": login.stdout} {
+		lines := strings.Split(report, "\n")
+		if len(lines) < 3 || lines[0] != strconv.Itoa(uid) {
+			t.Errorf("%s: uid line %q, want %d", what, lines[0], uid)
+			continue
 		}
-		h.runIn(manifest("env", `echo "${GOMAXPROCS-unset}" > tmp/gmp; exec sleep 1000`, "", true),
-			"zlogin", zone, "svccfg", "import", "/dev/stdin")
-		want := gmp
-		if want == "" {
-			want = "unset"
-			if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
-				want = v // the test's own environment reaches the boot
+		if os.Geteuid() == 0 && lines[1] != strconv.Itoa(gid) {
+			t.Errorf("%s: groups %q, want only %d", what, lines[1], gid)
+		}
+		env := map[string]string{}
+		for _, kv := range lines[2:] {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				env[k] = v
 			}
 		}
-		out := filepath.Join(h.root, "fs", "zones", zone, "root", "tmp", "gmp")
-		waitFor(t, 10*time.Second, zone+" service ran", func() bool {
-			b, _ := os.ReadFile(out)
-			return strings.HasSuffix(string(b), "\n")
-		})
-		if b, _ := os.ReadFile(out); string(b) != want+"\n" {
-			t.Errorf("%s: GOMAXPROCS in the service = %q, want %q", zone, b, want)
+		for _, leaked := range []string{"ZW_TEST_SECRET", "GOMAXPROCS", "ILLUMOS_SIM_FAULTS"} {
+			if v, ok := env[leaked]; ok {
+				t.Errorf("%s: the caller's %s=%s reached the zone", what, leaked, v)
+			}
+		}
+		want := map[string]string{"ILLUMOS_SIM_ROOT": h.root, "ILLUMOS_SIM_ZONE": "e1", "USER": name, "LOGNAME": name}
+		if what == "method" {
+			want["SMF_FMRI"], want["SMF_METHOD"], want["SMF_ZONENAME"] = "svc:/site/env:default", "start", "e1"
+		} else {
+			want["TERM"], want["SHELL"] = "vt100", "/bin/sh"
+		}
+		for k, v := range want {
+			if env[k] != v {
+				t.Errorf("%s: %s=%q, want %q", what, k, env[k], v)
+			}
+		}
+		if !strings.HasPrefix(env["PATH"], binDir+":") {
+			t.Errorf("%s: PATH=%q, want the zone's commands first", what, env["PATH"])
+		}
+	}
+
+	// The zone's own commands alone on a zlogin line are the simulator's:
+	// they act on the state, whatever the zone's user may do.
+	expect(t, h.run("zlogin", "e1", "svcs", "-H", "-o", "fmri", "'svc:/site/env:default'"), 0, "svc:/site/env:default\n", "")
+	if os.Geteuid() == 0 {
+		// The simulator's state is not the zone user's to read or write.
+		if r := h.run("zlogin", "e1", "cat "+filepath.Join(h.root, "zones", "e1.json")); r.code == 0 {
+			t.Errorf("the zone's user read the zone's state: %v", r)
+		}
+		if r := h.run("zlogin", "e1", "echo x >> "+filepath.Join(h.root, "state.json")); r.code == 0 {
+			t.Errorf("the zone's user wrote the host's state: %v", r)
 		}
 	}
 }

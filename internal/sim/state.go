@@ -282,7 +282,7 @@ func lockFile(path string, exclusive bool) (*fileLock, error) {
 		how = syscall.LOCK_EX
 	}
 	for {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("open lock: %w", err)
 		}

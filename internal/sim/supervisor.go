@@ -182,32 +182,11 @@ func startSupervisor(h *host, zone, bootID string) error {
 	return fmt.Errorf("zoneadmd exited during boot (%v); see %s", err, filepath.Join(h.runDir(zone), "zoneadmd.log"))
 }
 
-// envCallerGOMAXPROCS carries the boot caller's GOMAXPROCS (if any) past
-// the supervisor, which runs with GOMAXPROCS=1 (one thread fewer, less
-// memory per zone) but must give its services the caller's environment.
-const envCallerGOMAXPROCS = "ILLUMOS_SIM_CALLER_GOMAXPROCS"
-
-// supervisorEnv is the environment a supervisor starts with.
+// supervisorEnv is the environment a supervisor starts with: the caller's,
+// without one-off faults, and GOMAXPROCS=1 (one thread fewer, less memory
+// per zone). Its services do not inherit it (methodEnv).
 func supervisorEnv(env []string) []string {
-	out := envWithout(env, EnvFaults, "GOMAXPROCS", envCallerGOMAXPROCS)
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
-			out = append(out, envCallerGOMAXPROCS+"="+v)
-		}
-	}
-	return append(out, "GOMAXPROCS=1")
-}
-
-// restoreCallerEnv undoes supervisorEnv in the supervisor's own
-// environment, which its services inherit.
-func restoreCallerEnv() {
-	v, ok := os.LookupEnv(envCallerGOMAXPROCS)
-	os.Unsetenv(envCallerGOMAXPROCS)
-	if ok {
-		os.Setenv("GOMAXPROCS", v)
-	} else {
-		os.Unsetenv("GOMAXPROCS")
-	}
+	return append(envWithout(env, EnvFaults, "GOMAXPROCS"), "GOMAXPROCS=1")
 }
 
 func envWithout(env []string, keys ...string) []string {
@@ -330,6 +309,7 @@ type supervisor struct {
 	zone     string
 	bootID   string
 	root     string // the zone's root directory
+	user     zoneUser
 	logger   *log.Logger
 	spawnCh  chan spawnReq
 	procs    map[string]*svcProc
@@ -345,7 +325,6 @@ func runSupervisor(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: illumos-sim zoneadmd ROOT ZONE BOOTID")
 		return 2
 	}
-	restoreCallerEnv()
 	// An idle supervisor's heap is a few hundred KiB; without this it
 	// would hold up to the default 4 MiB of garbage between collections.
 	debug.SetGCPercent(25)
@@ -359,6 +338,7 @@ func runSupervisor(args []string, stderr io.Writer) int {
 		h: h, zone: args[1], bootID: args[2],
 		logger:  log.New(stderr, "zoneadmd["+args[1]+"] ", log.LstdFlags|log.Lmicroseconds),
 		spawnCh: make(chan spawnReq),
+		user:    h.zoneUser(),
 		procs:   map[string]*svcProc{},
 		limit:   h.facts.SMF.RestartLimit,
 		window:  time.Duration(h.facts.SMF.RestartWindow),
@@ -465,7 +445,7 @@ func (sv *supervisor) spawner() {
 	for r := range sv.spawnCh {
 		pid, err := syscall.ForkExec(r.argv[0], r.argv, &syscall.ProcAttr{
 			Dir: r.dir, Env: r.env, Files: r.files,
-			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: sv.user.credential()},
 		})
 		r.resp <- spawnResp{pid, err}
 	}
@@ -678,19 +658,13 @@ func (sv *supervisor) record(changes ...stateChange) {
 	}
 }
 
-// methodEnv is the environment of a method: the supervisor's own (so host
-// programs resolve as they do for the caller), the zone's command
-// directory first on PATH, the SMF variables, then the manifest's.
+// methodEnv is the environment of a method, built from scratch as
+// svc.startd does: the zone's PATH and the simulator's zone variables, the
+// method user's HOME, LOGNAME and USER, the SMF variables, then the
+// manifest's method_environment. Nothing of the caller's environment.
 func (sv *supervisor) methodEnv(p *svcProc, method string) []string {
-	env := envWithout(os.Environ(), EnvRoot, EnvZone, EnvFaults, "PATH", "SMF_FMRI", "SMF_METHOD")
-	path := os.Getenv("PATH")
-	if path == "" {
-		path = "/usr/sbin:/usr/bin:/sbin:/bin"
-	}
+	env := append(sv.h.zoneEnv(sv.zone), sv.user.loginEnv()...)
 	env = append(env,
-		"PATH="+sv.h.zoneBinDir(sv.zone)+":"+path,
-		EnvRoot+"="+sv.h.root,
-		EnvZone+"="+sv.zone,
 		"SMF_FMRI="+p.fmri,
 		"SMF_METHOD="+method,
 		"SMF_RESTARTER=svc:/system/svc/restarter:default",

@@ -5,8 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -73,33 +75,38 @@ func runZlogin(inv *invocation) int {
 		inv.errf("zlogin: %v", err)
 		return 1
 	}
-	argv := []string{"/bin/sh"}
+	argv, asZone := []string{"/bin/sh"}, true
 	if len(rest) > 1 {
 		var b strings.Builder
 		for _, w := range rest[1:] {
 			b.WriteString(w)
 			b.WriteByte(' ')
 		}
-		argv = append(argv, "-c", rewriteIllumosPaths(b.String(), inv.h.zoneBinDir(zone)))
+		if words, ok := zoneCommandLine(b.String(), inv.h.zoneBinDir(zone)); ok {
+			// The simulator's own command acting on the zone (ipadm,
+			// svccfg...): it needs the simulator's access to the state,
+			// and runs without a shell, so nothing else can come along.
+			argv, asZone = words, false
+		} else {
+			argv = append(argv, "-c", rewriteIllumosPaths(b.String(), inv.h.zoneBinDir(zone)))
+		}
 	}
-	return inv.runInZone(z, argv, noStdin)
+	return inv.runInZone(z, argv, noStdin, asZone)
 }
 
-// runInZone runs argv with the zone's root as cwd and the zone's command
-// directory first on PATH, relaying stdio, signals and the exit status.
-func (inv *invocation) runInZone(z *Zone, argv []string, noStdin bool) int {
+// runInZone runs argv with the zone's root as cwd, relaying stdio,
+// signals and the exit status. The environment is reset as zlogin does:
+// the zone's PATH, TERM, and the login variables of the zone's user, whom
+// a command runs as (asZone) when the simulator runs as root.
+func (inv *invocation) runInZone(z *Zone, argv []string, noStdin, asZone bool) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = inv.h.zoneRoot(z)
-	path := inv.env["PATH"]
-	if path == "" {
-		path = "/usr/sbin:/usr/bin:/sbin:/bin"
+	u := inv.h.zoneUser()
+	cmd.Env = append(inv.h.zoneEnv(z.Name), u.loginEnv()...)
+	cmd.Env = append(cmd.Env, "SHELL=/bin/sh", "MAIL=/var/mail/"+u.name)
+	if term, ok := inv.env["TERM"]; ok {
+		cmd.Env = append(cmd.Env, "TERM="+term)
 	}
-	env := envWithout(os.Environ(), EnvRoot, EnvZone, EnvFaults, "PATH")
-	cmd.Env = append(env,
-		"PATH="+inv.h.zoneBinDir(z.Name)+":"+path,
-		EnvRoot+"="+inv.h.root,
-		EnvZone+"="+z.Name,
-	)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inv.stdin, inv.stdout, inv.stderr
 	if noStdin {
 		cmd.Stdin = nil
@@ -113,6 +120,9 @@ func (inv *invocation) runInZone(z *Zone, argv []string, noStdin bool) int {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: !interactive}
+	if asZone {
+		cmd.SysProcAttr.Credential = u.credential()
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
@@ -167,4 +177,65 @@ func rewriteIllumosPaths(line, binDir string) string {
 		}
 		line = next
 	}
+}
+
+// zoneCommandLine recognises a zlogin command line that is one of the
+// zone's commands with plain arguments (unquoted safe words and
+// single-quoted strings, as callers quote them) and returns it as argv,
+// the command resolved in the zone's command directory. Anything a shell
+// would interpret further (variables, globs, redirections, several
+// commands) is not one.
+func zoneCommandLine(line, binDir string) ([]string, bool) {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == ' ' || c == '\t':
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+		case c == '\'':
+			end := strings.IndexByte(line[i+1:], '\'')
+			if end < 0 {
+				return nil, false
+			}
+			w.WriteString(line[i+1 : i+1+end])
+			i += end + 1
+			inWord = true
+		case c == '\\' && i+1 < len(line) && line[i+1] == '\'':
+			w.WriteByte('\'')
+			i++
+			inWord = true
+		case plainShellByte(c):
+			w.WriteByte(c)
+			inWord = true
+		default:
+			return nil, false
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	if len(words) == 0 {
+		return nil, false
+	}
+	name := words[0]
+	for _, dir := range []string{"/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/"} {
+		name = strings.TrimPrefix(name, dir)
+	}
+	if !slices.Contains(zoneCommands, name) {
+		return nil, false
+	}
+	words[0] = filepath.Join(binDir, name)
+	return words, true
+}
+
+// plainShellByte is a byte the shell takes literally outside quotes.
+func plainShellByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		strings.IndexByte("_@%+=:,./-", c) >= 0
 }

@@ -869,6 +869,7 @@ func (c *zoneadmCall) boot() int {
 func (c *zoneadmCall) bootZone(force bool) int {
 	bootID := newUUID()
 	code, done, waitOther := 0, false, false
+	var booting *Zone
 	err := c.h.update(func(st *State) bool {
 		z := st.zone(c.zone)
 		min := stateInstalled
@@ -904,6 +905,7 @@ func (c *zoneadmCall) bootZone(force bool) int {
 			enterReady(st, z)
 		}
 		z.BootID, z.BootOwner = bootID, os.Getpid()
+		booting = z
 		return true
 	})
 	if err != nil {
@@ -916,7 +918,12 @@ func (c *zoneadmCall) bootZone(force bool) int {
 		return code
 	}
 	c.faults.sleep()
-	if err := startSupervisor(c.h, c.zone, bootID); err != nil {
+	// Outside the host's lock: a large zone root takes a while to walk.
+	err = c.h.handOverZone(booting)
+	if err == nil {
+		err = startSupervisor(c.h, c.zone, bootID)
+	}
+	if err != nil {
 		c.h.update(func(st *State) bool {
 			z := st.zone(c.zone)
 			if z != nil && z.BootID == bootID {
