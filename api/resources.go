@@ -13,25 +13,9 @@ import (
 // listOrWatch serves GET on a collection: a page of objects, or with
 // ?watch=true a stream of changes.
 func listOrWatch[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res store.Resource[T, PT], ns string) {
-	q := c.Request.URL.Query()
-	if ns != "" {
-		if _, err := s.store.Namespaces().Get(c.Request.Context(), "", ns); err != nil {
-			s.fail(c, err)
-			return
-		}
-	}
-	if watch := q.Get("watch"); watch == "true" || watch == "1" {
-		s.watch(c, typedWatch[T, PT]{res}, ns)
+	opts, ok := s.listRequest(c, typedWatch[T, PT]{res}, ns)
+	if !ok {
 		return
-	}
-	opts := store.ListOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector"), Continue: q.Get("continue")}
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 0 {
-			s.fail(c, badRequestf("limit %q must be a non-negative integer", l))
-			return
-		}
-		opts.Limit = n
 	}
 	list, err := res.List(c.Request.Context(), opts)
 	if err != nil {
@@ -39,6 +23,33 @@ func listOrWatch[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res st
 		return
 	}
 	respond(c, http.StatusOK, list)
+}
+
+// listRequest reads a GET on a collection in ns: a watch it serves itself
+// (ok false), a missing namespace or bad parameters it answers (ok false),
+// or else the list's options.
+func (s *Server) listRequest(c *gin.Context, w watchable, ns string) (opts store.ListOptions, ok bool) {
+	q := c.Request.URL.Query()
+	if ns != "" {
+		if _, err := s.store.Namespaces().Get(c.Request.Context(), "", ns); err != nil {
+			s.fail(c, err)
+			return opts, false
+		}
+	}
+	if watch := q.Get("watch"); watch == "true" || watch == "1" {
+		s.watch(c, w, ns)
+		return opts, false
+	}
+	opts = store.ListOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector"), Continue: q.Get("continue")}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			s.fail(c, badRequestf("limit %q must be a non-negative integer", l))
+			return opts, false
+		}
+		opts.Limit = n
+	}
+	return opts, true
 }
 
 func getOne[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res store.Resource[T, PT], ns, name string) {

@@ -40,26 +40,9 @@ func (s *Server) secretError(c *gin.Context, err error) error {
 }
 
 func (s *Server) listSecrets(c *gin.Context) {
-	ns := c.Param("ns")
-	q := c.Request.URL.Query()
-	if ns != "" {
-		if _, err := s.store.Namespaces().Get(c.Request.Context(), "", ns); err != nil {
-			s.fail(c, err)
-			return
-		}
-	}
-	if watch := q.Get("watch"); watch == "true" || watch == "1" {
-		s.watch(c, secretWatch{s}, ns)
+	opts, ok := s.listRequest(c, secretWatch{s}, c.Param("ns"))
+	if !ok {
 		return
-	}
-	opts := store.ListOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector"), Continue: q.Get("continue")}
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 0 {
-			s.fail(c, badRequestf("limit %q must be a non-negative integer", l))
-			return
-		}
-		opts.Limit = n
 	}
 	list, err := s.secrets.List(c.Request.Context(), opts)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/miekg/dns"
 	"go.temporal.io/sdk/client"
 
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/workflows"
@@ -47,18 +48,6 @@ type devStack struct {
 	// sends its admin token.
 	http  *http.Client
 	token string
-}
-
-// bearer sends a token with every request over its transport.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 // lockedOutput is the stack's output, written by its reader goroutine
@@ -143,7 +132,7 @@ func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devS
 	if env, _ := os.ReadFile(filepath.Join(dataDir, "env")); !strings.Contains(string(env), "export ZW_TOKEN='"+d.token+"'") {
 		t.Fatalf("env file without the admin token: %s", env)
 	}
-	d.http = &http.Client{Transport: bearer{d.token, &http.Transport{TLSClientConfig: tlsConfig}}}
+	d.http = &http.Client{Transport: auth.Bearer{Token: d.token, Next: &http.Transport{TLSClientConfig: tlsConfig}}}
 	return d
 }
 
@@ -288,7 +277,7 @@ func TestDevStack(t *testing.T) {
 	}
 	d.serviceResolves(t)
 
-	anonymous := &http.Client{Transport: d.http.Transport.(bearer).next}
+	anonymous := &http.Client{Transport: d.http.Transport.(auth.Bearer).Next}
 	if code, _ := get(t, anonymous, "https://"+api+"/api/v1/namespaces/default/pods"); code != 401 {
 		t.Fatalf("the API answered without a token: %d", code)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/controlplane"
 )
 
@@ -48,7 +49,7 @@ func apiGetSection(ctx context.Context, s *stack, n int) (*APIGetResults, error)
 	}{{url: s.cp.URL()}, {url: plain.URL()}, {url: s.cp.URL(), newConn: true}, {url: plain.URL(), newConn: true}}
 	clients := make([]*http.Client, len(modes))
 	for i, m := range modes {
-		clients[i] = &http.Client{Transport: bearer{s.cp.AdminToken(), &http.Transport{DisableKeepAlives: m.newConn,
+		clients[i] = &http.Client{Transport: auth.Bearer{Token: s.cp.AdminToken(), Next: &http.Transport{DisableKeepAlives: m.newConn,
 			TLSClientConfig: &tls.Config{RootCAs: s.cp.CA().Pool(), MinVersion: tls.VersionTLS12}}}}
 	}
 	const round, warmUp = 25, 10

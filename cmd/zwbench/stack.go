@@ -91,7 +91,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	if s.cp, err = controlplane.Start(ctx, s.cpConfig); err != nil {
 		return s, err
 	}
-	apiHTTP = &http.Client{Transport: bearer{s.cp.AdminToken(), &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.cp.CA().Pool(), MinVersion: tls.VersionTLS12},
+	apiHTTP = &http.Client{Transport: auth.Bearer{Token: s.cp.AdminToken(), Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.cp.CA().Pool(), MinVersion: tls.VersionTLS12},
 		MaxIdleConnsPerHost: 64}}}
 	joinToken, _, err := (&auth.Tokens{Pool: s.cp.Store.Pool()}).Issue(ctx, auth.RoleNodeJoin, "", time.Hour)
 	if err != nil {
@@ -110,18 +110,6 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		Temporal: s.temporal.Address(), Namespace: "default", TemporalMTLS: true, Logger: log, APIURL: s.cp.URL(), APICAFile: controlplane.CAFile(dir),
 		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods), "--heartbeat-interval", "2s"}})
 	return s, err
-}
-
-// bearer sends a token with every request over its transport.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 // dialTemporal is a Temporal client of the stack's server, as an operator.

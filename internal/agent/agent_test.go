@@ -112,23 +112,11 @@ func startAPI(t *testing.T, st *store.Store, log *slog.Logger) testAPI {
 		t.Fatal(err)
 	}
 	a := testAPI{url: hs.URL, caFile: filepath.Join(dir, "ca.crt"), joinTokenFile: filepath.Join(dir, "join.token"),
-		admin: &http.Client{Transport: bearer{admin, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}}}
+		admin: &http.Client{Transport: auth.Bearer{Token: admin, Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}}}
 	if err := os.WriteFile(a.joinTokenFile, []byte(join), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return a
-}
-
-// bearer sends a token with every request over its transport.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 // waitNode waits until the Node satisfies ok.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/pki"
 )
@@ -74,7 +75,7 @@ func TestTheAPIServesOnlyHTTPSWithTheClusterCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &http.Client{Transport: bearer{cp.AdminToken(), &http.Transport{TLSClientConfig: tlsConfig}}}
+	client := &http.Client{Transport: auth.Bearer{Token: cp.AdminToken(), Next: &http.Transport{TLSClientConfig: tlsConfig}}}
 	resp, err = client.Get(cp.URL() + "/api/v1/namespaces")
 	if err != nil {
 		t.Fatalf("HTTPS with the cluster CA: %v", err)
@@ -234,7 +235,7 @@ func TestInsecureHTTPServesPlainHTTP(t *testing.T) {
 	if !strings.HasPrefix(cp.URL(), "http://") || cp.CA() != nil {
 		t.Fatalf("URL %s CA %v, want plain http and no CA", cp.URL(), cp.CA())
 	}
-	resp, err := (&http.Client{Transport: bearer{cp.AdminToken(), http.DefaultTransport}}).Get(cp.URL() + "/api/v1/namespaces")
+	resp, err := (&http.Client{Transport: auth.Bearer{Token: cp.AdminToken(), Next: http.DefaultTransport}}).Get(cp.URL() + "/api/v1/namespaces")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,16 +269,4 @@ func TestServerHostsFollowTheListenAddress(t *testing.T) {
 			}
 		}
 	}
-}
-
-// bearer sends a token with every request over its transport.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }

@@ -155,7 +155,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 		t.Fatal(err)
 	}
 	cfg.Listen = cp.Addr()
-	c := &cluster{t: t, api: cp.URL(), url: url, cp: cp, cpConfig: cfg, http: &http.Client{Transport: bearer{cp.AdminToken(), &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cp.CA().Pool()}}}}}
+	c := &cluster{t: t, api: cp.URL(), url: url, cp: cp, cpConfig: cfg, http: &http.Client{Transport: auth.Bearer{Token: cp.AdminToken(), Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cp.CA().Pool()}}}}}
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -234,18 +234,6 @@ func (c *cluster) podCIDR(i int) string {
 		c.t.Fatalf("node %s: %d, pod CIDR %q", c.nodes.Nodes[i].Name, code, n.Spec.PodCIDR)
 	}
 	return n.Spec.PodCIDR
-}
-
-// bearer sends a token with every request over its transport.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 func (c *cluster) get(path string, into any) int {
