@@ -97,9 +97,9 @@ func Run(ctx context.Context, cfg Config) error {
 		// One identity for the API and Temporal: over TLS without a
 		// certificate of its own, the node presents the one it joined
 		// with, which the Temporal authorizer keeps to node/<name>.
-		if cfg.TemporalTLS != nil && len(cfg.TemporalTLS.Certificates) == 0 && cfg.TemporalTLS.GetClientCertificate == nil {
-			cfg.TemporalTLS = cfg.TemporalTLS.Clone()
-			cfg.TemporalTLS.Certificates = []tls.Certificate{cert}
+		if t := a.cfg.TemporalTLS; t != nil && len(t.Certificates) == 0 && t.GetClientCertificate == nil {
+			a.cfg.TemporalTLS = t.Clone()
+			a.cfg.TemporalTLS.Certificates = []tls.Certificate{cert}
 		}
 	}
 	a.api = nodeapi.New(hc, cfg.APIURL, cfg.Node)
