@@ -138,7 +138,11 @@ func TestServicesInZone(t *testing.T) {
 	ctx := ctxT(t)
 	n := newNode(t, "node1")
 	z := runningZone(t, ctx, n, "web01")
-	out := filepath.Join(t.TempDir(), "started")
+	// The zone's processes run as an unprivileged user when the test runs
+	// as root: the file it writes sits in a directory anyone may write.
+	dir := t.TempDir()
+	must(t, "chmod", os.Chmod(dir, 0o777))
+	out := filepath.Join(dir, "started")
 
 	svc := illumos.Service{
 		Name:  "zonewright/pod/web",
