@@ -83,7 +83,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node)}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		var err error
@@ -102,6 +101,8 @@ func Run(ctx context.Context, cfg Config) error {
 			a.cfg.TemporalTLS.Certificates = []tls.Certificate{cert}
 		}
 	}
+	// The agent's configuration is the one completed above.
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node)}
 	a.api = nodeapi.New(hc, cfg.APIURL, cfg.Node)
 	a.host = illumos.Host{Runner: &illumos.Runner{BinDir: cfg.BinDir, Logger: a.log}}
 	err := a.run(ctx)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -209,5 +210,52 @@ func TestBlockClaimsAreVolumes(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(dev(rootB, "v3")); string(got[:10]) != "guest data" {
 		t.Errorf("the copy on b holds %q, not the snapshot's data", got[:10])
+	}
+}
+
+// A move ends by destroying its snapshots on the destination, where the
+// claim's bhyve pod may already run with the volume as its device: the
+// snapshots go all the same (only the volume itself is busy while the
+// guest runs).
+func TestMoveSnapshotsOfARunningGuestsVolumeGo(t *testing.T) {
+	ctx := t.Context()
+	h, _ := volumeNode(t, "a")
+	bin := h.Host.Runner.(*illumos.Runner).BinDir
+	sim := func(cmd string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command(filepath.Join(bin, cmd), args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s %v: %v\n%s", cmd, args, err, out)
+		}
+	}
+	claim := hostops.ClaimVolume{Name: "disk", UID: "v1", Bytes: 16 << 20, Block: true}
+	if err := h.ResizeClaimVolume(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	snaps := []hostops.ClaimSnapshot{{UID: "move-m1-1", ClaimUID: "v1"}, {UID: "move-m1-2", ClaimUID: "v1"}}
+	for _, s := range snaps {
+		if err := h.SnapshotClaimVolume(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sim("zfs", "create", "-p", "tank/zones")
+	sim("zonecfg", "-z", "vm", "create; set brand=bhyve; set zonepath=/zones/vm; add device; set match=/dev/zvol/rdsk/tank/zonewright/volumes/v1; end")
+	sim("zoneadm", "-z", "vm", "install")
+	sim("zoneadm", "-z", "vm", "boot")
+	for _, s := range snaps {
+		for range 2 { // one already gone is fine
+			if err := h.DestroyClaimSnapshot(ctx, s); err != nil {
+				t.Fatalf("destroy the move's snapshot %s while the guest runs: %v", s.UID, err)
+			}
+		}
+	}
+	if ok, err := h.Host.ZFS().Exists(ctx, "tank/zonewright/volumes/v1@move-m1-1"); err != nil || ok {
+		t.Errorf("the snapshot is still there: %v %v", ok, err)
+	}
+	if err := h.DestroyClaimVolume(ctx, claim); err == nil {
+		t.Fatal("the volume of a running guest was destroyed")
+	}
+	sim("zoneadm", "-z", "vm", "halt")
+	if err := h.DestroyClaimVolume(ctx, claim); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -102,6 +102,8 @@ var rules = []rule{
 	{kind: KindNotFound, frag: "No such zone configured"},
 	{kind: KindNotFound, re: zloginUnknownRe},
 	{kind: KindNotFound, frag: "dataset does not exist"},
+	// zfs destroy of a snapshot its dataset does not have.
+	{kind: KindNotFound, frag: "could not find any snapshots to destroy"},
 	{kind: KindNotFound, frag: "no such pool"},
 	{kind: KindNotFound, frag: "object not found"},
 	{kind: KindNotFound, frag: "Object not found"},

@@ -80,6 +80,7 @@ func TestClassifySpecMessages(t *testing.T) {
 
 		// zfs
 		{"a missing dataset is not found", []string{"zfs", "destroy", "-r", "tank/x"}, 1, "cannot open 'tank/x': dataset does not exist\n", "", KindNotFound},
+		{"a missing snapshot is not found", []string{"zfs", "destroy", "-r", "tank/x@s"}, 1, "could not find any snapshots to destroy; check snapshot names.\n", "", KindNotFound},
 		{"creating an existing dataset already exists", []string{"zfs", "create", "tank/x"}, 1, "cannot create 'tank/x': dataset already exists\n", "", KindAlreadyExists},
 		{"creating without the parent is not found", []string{"zfs", "create", "tank/a/b"}, 1, "cannot create 'tank/a/b': parent does not exist\n", "", KindNotFound},
 		{"creating in a missing pool is not found", []string{"zfs", "create", "nopool/x"}, 1, "cannot create 'nopool/x': no such pool 'nopool'\n", "", KindNotFound},

@@ -533,7 +533,10 @@ func sortDatasets(ds []*Dataset) {
 }
 
 // heldDatasets returns the datasets in use by zones in the kernel: the
-// zonepath dataset, delegated datasets and zvol devices, with descendants.
+// zonepath dataset, delegated datasets and zvol devices, with their
+// descendant filesystems and volumes. Not their snapshots: ZFS destroys
+// or renames a snapshot of a mounted filesystem or an open volume (only
+// a zfs hold, which the simulation has not, makes one busy).
 func heldDatasets(st *State) map[string]string {
 	held := map[string]string{}
 	for _, z := range st.zones() {
@@ -557,7 +560,7 @@ func heldDatasets(st *State) map[string]string {
 		}
 		for _, r := range roots {
 			for _, d := range st.Datasets {
-				if d.Name == r || isDescendant(d.Name, r) {
+				if d.Type != "snapshot" && (d.Name == r || isDescendant(d.Name, r)) {
 					held[d.Name] = z.Name
 				}
 			}

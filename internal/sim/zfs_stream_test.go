@@ -229,6 +229,15 @@ func TestZvolDevicesSnapshotsClonesAndStreams(t *testing.T) {
 	// A volume a running zone delegates is busy.
 	h.zoneSetup("vm1", "running", "set brand=bhyve", "add device; set match=/dev/zvol/rdsk/tank/vols/vm1; end")
 	expect(t, h.run("zfs", "destroy", "tank/vols/vm1"), 1, "", "cannot destroy 'tank/vols/vm1': dataset is busy\n")
+	// Its snapshots are not: ZFS destroys a snapshot of an open volume
+	// (one not held by zfs hold), and renames one; with -r the volume is
+	// among what goes, and busy.
+	h.must("zfs", "snapshot", "tank/vols/vm1@s1")
+	h.must("zfs", "snapshot", "tank/vols/vm1@s2")
+	h.must("zfs", "rename", "tank/vols/vm1@s2", "tank/vols/vm1@s3")
+	expect(t, h.run("zfs", "destroy", "-r", "tank/vols/vm1"), 1, "", "cannot destroy 'tank/vols/vm1': dataset is busy\n")
+	h.must("zfs", "destroy", "tank/vols/vm1@s1")
+	h.must("zfs", "destroy", "tank/vols/vm1@s3")
 	h.must("zoneadm", "-z", "vm1", "halt")
 	h.must("zfs", "destroy", "tank/vols/vm1")
 	if _, err := os.Stat(h.fsPath("/dev/zvol/rdsk/tank/vols/vm1")); !os.IsNotExist(err) {
