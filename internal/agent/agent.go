@@ -96,12 +96,11 @@ func Run(ctx context.Context, cfg Config) error {
 		// One identity for the API and Temporal: over TLS without a
 		// certificate of its own, the node presents the one it joined
 		// with, which the Temporal authorizer keeps to node/<name>.
-		if t := a.cfg.TemporalTLS; t != nil && len(t.Certificates) == 0 && t.GetClientCertificate == nil {
-			a.cfg.TemporalTLS = t.Clone()
-			a.cfg.TemporalTLS.Certificates = []tls.Certificate{cert}
+		if t := cfg.TemporalTLS; t != nil && len(t.Certificates) == 0 && t.GetClientCertificate == nil {
+			cfg.TemporalTLS = t.Clone()
+			cfg.TemporalTLS.Certificates = []tls.Certificate{cert}
 		}
 	}
-	// The agent's configuration is the one completed above.
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node)}
 	a.api = nodeapi.New(hc, cfg.APIURL, cfg.Node)
 	a.host = illumos.Host{Runner: &illumos.Runner{BinDir: cfg.BinDir, Logger: a.log}}
