@@ -107,6 +107,10 @@ func TestDrainMovesABhyvePodsDisk(t *testing.T) {
 		t.Fatalf("the guest's ticks on %s: %v, want some from %s", from, ticksAtDrain, fromIP)
 	}
 
+	// The pre-copy's send waits 2 s, so the guest writes ticks after its
+	// snapshot however fast the machine moves: the final increment must
+	// carry them.
+	c.sim(fromIdx, "fault", "latency", "zfs send", "2s")
 	if code, b := c.do("POST", "/api/v1/nodes/"+from+"/drain", nil); code != http.StatusOK {
 		t.Fatalf("drain: %d %s", code, b)
 	}
@@ -116,6 +120,7 @@ func TestDrainMovesABhyvePodsDisk(t *testing.T) {
 		to = pvc.Status.NodeName
 		return to != from && pvc.Status.Move == nil && pvc.Status.Phase == model.ClaimBound
 	})
+	c.sim(fromIdx, "fault", "clear")
 	p = c.waitPhase("vm", model.PodRunning, true, 2*time.Minute)
 	if p.Spec.NodeName != to {
 		t.Fatalf("the pod runs on %s, its disk is on %s", p.Spec.NodeName, to)
