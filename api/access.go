@@ -26,15 +26,14 @@ const identityKey = "zonewright.identity"
 const anonymous = "system:anonymous"
 
 // guard authenticates, authorises, bounds watches and audits one route's
-// requests; open and signed-URL routes pass (their handlers check their
-// signed tokens), audited when they write.
+// requests; open routes pass, audited when they write.
 func (s *Server) guard(rt route) gin.HandlerFunc {
 	attrs, checked := rt.attributes()
 	if !checked {
 		return func(c *gin.Context) {
 			c.Next()
 			if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
-				s.audit.record(rt.does, auth.Attributes{Verb: c.Request.Method, Resource: rt.path, Name: c.Param("id")}, c.Writer.Status())
+				s.audit.record(rt.does, auth.Attributes{Verb: c.Request.Method, Resource: rt.path}, c.Writer.Status())
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
@@ -391,13 +392,9 @@ func TestRefusalsSayWhyInStatusShape(t *testing.T) {
 	if code != 403 || !strings.Contains(body, `nodes \"n2\" is forbidden: User \"node:n1\" cannot get resource \"nodes\" at the cluster scope`) {
 		t.Fatalf("node reading another node: %d %s", code, body)
 	}
-	// The health checks stay open; the signed-URL routes reach their own
-	// token check without a bearer token.
+	// The health checks stay open.
 	if code, body := a.do(caller{}, "GET", "/healthz", ""); code != 200 {
 		t.Fatalf("healthz without credentials: %d %s", code, body)
-	}
-	if code, body := a.do(caller{}, "PUT", "/api/v1/volumetransfers/x", "data"); code == 401 || code == 403 {
-		t.Fatalf("transfer route asked for a bearer token: %d %s", code, body)
 	}
 	// A certificate from another CA, or one with no known subject, is no
 	// identity (the TLS layer verifies chains; an unverified one is ignored).
@@ -630,5 +627,46 @@ func TestAuditLogRecordsWritesAndRefusals(t *testing.T) {
 		if strings.Contains(a.audit.String(), secret) {
 			t.Fatalf("the audit log holds a token: %s", a.audit)
 		}
+	}
+}
+
+// A claim's streams go from the node it moves from to the node it moves
+// to, by their certificates: no other node, no token, no other transfer.
+func TestVolumeTransfersAreTheirNodesOnly(t *testing.T) {
+	a := newAuthzAPI(t, 0)
+	a.seed()
+	ctx := context.Background()
+	c, err := a.st.Claims().Modify(ctx, "a", "c", func(c *model.PersistentVolumeClaim) bool {
+		c.Status.Move = &model.ClaimMove{Phase: model.MoveCopying, From: "n1", To: "n2", ID: "m1"}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	xfer := "/api/v1/volumetransfers/" + controlops.TransferID(c.Metadata.UID, "m1", 2)
+	n1, n2, n3 := caller{cert: a.nodeCert("n1")}, caller{cert: a.nodeCert("n2")}, caller{cert: a.nodeCert("n3")}
+	for _, tc := range []struct {
+		what         string
+		who          caller
+		method, path string
+		allowed      bool
+	}{
+		{"the old node uploads", n1, "PUT", xfer, true},
+		{"the new node downloads", n2, "GET", xfer, true},
+		{"the new node uploads", n2, "PUT", xfer, false},
+		{"the old node downloads", n1, "GET", xfer, false},
+		{"another node downloads", n3, "GET", xfer, false},
+		{"another step of the move", n2, "GET", "/api/v1/volumetransfers/" + controlops.TransferID(c.Metadata.UID, "m1", 3), false},
+		{"another move of the claim", n2, "GET", "/api/v1/volumetransfers/" + controlops.TransferID(c.Metadata.UID, "m0", 2), false},
+		{"no claim's transfer", n2, "GET", "/api/v1/volumetransfers/x", false},
+		{"a namespace admin", caller{bearer: issue(t, a.st, auth.RoleAdmin, "a")}, "GET", xfer, false},
+	} {
+		code, body := a.do(tc.who, tc.method, tc.path, "stream")
+		if denied := code == 401 || code == 403; denied == tc.allowed {
+			t.Errorf("%s: %d %s, allowed %t", tc.what, code, body, tc.allowed)
+		}
+	}
+	if code, _ := a.do(caller{}, "GET", xfer, ""); code != 401 {
+		t.Errorf("a download without credentials: %d, want 401", code)
 	}
 }

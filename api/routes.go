@@ -23,10 +23,6 @@ type route struct {
 const (
 	// open routes need no credentials (health checks).
 	open = "open"
-	// signedURL routes carry their own signed token in the URL or header,
-	// checked by their handler: nodes send and fetch volume streams with
-	// them.
-	signedURL = "signed-url"
 )
 
 // routes is every endpoint of the API. The namespace of a request is its
@@ -80,8 +76,8 @@ func (s *Server) routes() []route {
 		{del, v1 + "/images/:name", s.deleteImage, "delete images"},
 		{get, v1 + "/images/:name/artefact", s.imageArtefact, "get images/artefact"},
 
-		{put, v1 + "/volumetransfers/:id", s.uploadTransfer, signedURL},
-		{get, v1 + "/volumetransfers/:id", s.downloadTransfer, signedURL},
+		{put, v1 + "/volumetransfers/:name", s.uploadTransfer, "update volumetransfers"},
+		{get, v1 + "/volumetransfers/:name", s.downloadTransfer, "get volumetransfers"},
 
 		{get, v1 + "/services", s.listServices, "list services"},
 		{get, v1 + "/namespaces/:ns/services", s.listServices, "list services"},
@@ -163,9 +159,9 @@ func (s *Server) routes() []route {
 }
 
 // attributes parses a route's "verb resource[/subresource]"; ok is false
-// for the open and signed-URL routes.
+// for the open routes.
 func (rt route) attributes() (a auth.Attributes, ok bool) {
-	if rt.does == open || rt.does == signedURL {
+	if rt.does == open {
 		return a, false
 	}
 	verb, res, found := strings.Cut(rt.does, " ")

@@ -201,7 +201,7 @@ func New(cfg Config) *Server {
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
 		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, ca: cfg.CA, audit: &auditLog{w: cfg.AuditLog},
 		watches: &watchSlots{max: cfg.MaxWatches, open: map[string]int{}}}
-	srv.authz = &auth.Authorizer{PodNode: srv.podNode}
+	srv.authz = &auth.Authorizer{PodNode: srv.podNode, TransferNodes: srv.transferNodes}
 	return srv
 }
 

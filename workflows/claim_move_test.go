@@ -83,7 +83,7 @@ func TestClaimMoveStepsInOrder(t *testing.T) {
 	})
 	env.OnActivity(ctl.ClaimTransfer, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlops.ClaimTransferInput) (controlops.ClaimTransferTickets, error) {
 		id := controlops.TransferID("u1", in.Move.MoveID, in.Step)
-		return controlops.ClaimTransferTickets{Upload: transferTicket(id, "up"), Download: transferTicket(id, "down")}, nil
+		return controlops.ClaimTransferTickets{Upload: transferTicket(id), Download: transferTicket(id)}, nil
 	})
 	died := false
 	env.OnActivity(host.SendClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
@@ -91,11 +91,11 @@ func TestClaimMoveStepsInOrder(t *testing.T) {
 			died = true // the agent dies mid-send: the attempt fails
 			return hostops.ClaimTransferResult{}, errors.New("activity heartbeat timeout")
 		}
-		f.record(ctx, "send %s from %q with %s", x.Snapshot, x.From, x.Ticket.Token)
+		f.record(ctx, "send %s from %q through %s", x.Snapshot, x.From, x.Ticket.ID)
 		return hostops.ClaimTransferResult{Bytes: 1}, nil
 	})
 	env.OnActivity(host.ReceiveClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
-		f.record(ctx, "receive %s from %q with %s", x.Snapshot, x.From, x.Ticket.Token)
+		f.record(ctx, "receive %s from %q through %s", x.Snapshot, x.From, x.Ticket.ID)
 		return hostops.ClaimTransferResult{Bytes: 1}, nil
 	})
 	env.OnActivity(ctl.MoveClaimPods, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlops.ClaimMoveInput) (int, error) {
@@ -134,12 +134,12 @@ func TestClaimMoveStepsInOrder(t *testing.T) {
 	want := []string{
 		"zonewright-control: plan",
 		"a: snapshot move-x-1",
-		`a: send move-x-1 from "" with up-u1-move-x-1`,
-		`b: receive move-x-1 from "" with down-u1-move-x-1`,
+		`a: send move-x-1 from "" through u1-move-x-1`,
+		`b: receive move-x-1 from "" through u1-move-x-1`,
 		"zonewright-control: pods told to leave",
 		"a: snapshot move-x-2",
-		`a: send move-x-2 from "move-x-1" with up-u1-move-x-2`,
-		`b: receive move-x-2 from "move-x-1" with down-u1-move-x-2`,
+		`a: send move-x-2 from "move-x-1" through u1-move-x-2`,
+		`b: receive move-x-2 from "move-x-1" through u1-move-x-2`,
 		"zonewright-control: switch",
 		"a: destroy u1",
 		"b: destroy @move-x-1",
@@ -151,6 +151,6 @@ func TestClaimMoveStepsInOrder(t *testing.T) {
 	}
 }
 
-func transferTicket(id, dir string) transfer.Ticket {
-	return transfer.Ticket{ID: id, URL: "http://cp/api/v1/volumetransfers/" + id, Token: dir + "-" + id}
+func transferTicket(id string) transfer.Ticket {
+	return transfer.Ticket{ID: id, URL: "http://cp/api/v1/volumetransfers/" + id}
 }

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -178,11 +177,6 @@ func dev(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(img.ImageSourceDir, 0o755); err != nil {
 		return err
 	}
-	if img.TransferSecret == "" {
-		if img.TransferSecret, err = devSecret(filepath.Join(*dataDir, "transfer-secret")); err != nil {
-			return err
-		}
-	}
 	if img.ImageMap, err = devImageMap(*mapFile); err != nil {
 		return err
 	}
@@ -201,7 +195,7 @@ func dev(ctx context.Context, args []string) error {
 	stops = append(stops, func() { audit.Close() })
 	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen, StateDir: stateDir, AuditLog: audit,
 		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, TemporalTLS: controlplane.TLSConfig(cpCert), Logger: log,
-		ImageStore: img.ImageStore, TransferSecret: img.TransferSecret, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
+		ImageStore: img.ImageStore, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		ImageSourceDir: img.ImageSourceDir, ImageAllowPrivateSources: img.ImageAllowPrivateSources, ImageMaxBytes: img.ImageMaxBytes,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
@@ -326,19 +320,6 @@ func dnsShown(addr string) string {
 		return `none (--dns-listen "")`
 	}
 	return addr
-}
-
-// devSecret reads the dev stack's transfer secret, creating a random
-// one on first start, so tokens stay valid across restarts.
-func devSecret(path string) (string, error) {
-	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-		return string(b), nil
-	}
-	secret := rand.Text()
-	if err := os.WriteFile(path, []byte(secret), 0o600); err != nil {
-		return "", fmt.Errorf("save the transfer secret: %w", err)
-	}
-	return secret, nil
 }
 
 // devImageMap loads the given map, or the built-in one.

@@ -190,7 +190,6 @@ func serve(ctx context.Context, args []string) error {
 // the function returned completes c once the flags are parsed.
 func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore, defaultSourceDir, defaultPrivate string) func() error {
 	fs.StringVar(&c.ImageStore, "image-store", env("ZW_IMAGE_STORE", defaultStore), "directory imported images are kept in (env ZW_IMAGE_STORE)")
-	fs.StringVar(&c.TransferSecret, "transfer-secret", env("ZW_TRANSFER_SECRET", ""), "secret signing the tokens nodes send and receive moving claims' streams with; the same on every replica (env ZW_TRANSFER_SECRET)")
 	fs.StringVar(&c.TransferDir, "transfer-dir", env("ZW_TRANSFER_DIR", ""), "directory the streams of claims moving between nodes pass through; default volume-transfers beside --image-store (env ZW_TRANSFER_DIR)")
 	fs.StringVar(&c.AdvertiseURL, "advertise-url", env("ZW_ADVERTISE_URL", ""), "the API's URL as nodes reach it; default from --listen (env ZW_ADVERTISE_URL)")
 	fs.DurationVar(&c.ImageStallTimeout, "image-stall-timeout", envDuration("ZW_IMAGE_STALL_TIMEOUT", time.Minute), "an image download receiving nothing this long is stalled and retried (env ZW_IMAGE_STALL_TIMEOUT)")

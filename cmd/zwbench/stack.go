@@ -85,7 +85,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	}
 	s.cpConfig = controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0", StateDir: dir,
 		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", TemporalTLS: controlplane.TLSConfig(cpCert), Logger: log,
-		ImageStore: filepath.Join(dir, "images"), TransferSecret: "zwbench", ImageMap: imgMap,
+		ImageStore: filepath.Join(dir, "images"), ImageMap: imgMap,
 		// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
 		ServiceCIDR: "127.94.0.0/16", ClusterCIDR: devnodes.ClusterCIDR(10), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
 	if s.cp, err = controlplane.Start(ctx, s.cpConfig); err != nil {

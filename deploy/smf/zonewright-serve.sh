@@ -30,7 +30,6 @@ temporal_tls_key
 temporal_tls_ca
 temporal_tls_server_name
 image_store
-transfer_secret
 transfer_dir
 advertise_url
 image_map

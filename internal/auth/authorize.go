@@ -48,10 +48,21 @@ func (a Attributes) ResourcePath() string {
 // ErrNotFound for a pod that does not exist.
 type PodNode func(ctx context.Context, namespace, name string) (string, error)
 
+// TransferNodes says which nodes volume transfer id moves a claim's data
+// between; an error wrapping ErrTransferNotFound for no such transfer.
+type TransferNodes func(ctx context.Context, id string) (from, to string, err error)
+
+// ErrTransferNotFound is what a TransferNodes wraps for a transfer no claim
+// is making.
+var ErrTransferNotFound = errors.New("volume transfer not found")
+
 // Authorizer decides what an identity may do.
 type Authorizer struct {
 	// PodNode finds the node a pod is bound to, for the node rules.
 	PodNode PodNode
+	// TransferNodes finds the nodes of a volume transfer, for the node
+	// rules.
+	TransferNodes TransferNodes
 }
 
 // namespacedResources are what namespace roles reach, in their namespace.
@@ -128,11 +139,38 @@ func (z *Authorizer) nodeAllowed(ctx context.Context, id Identity, a Attributes)
 		}
 	case "servicenet":
 		return a.Verb == VerbGet, nil
+	case "volumetransfers":
+		// The node a claim moves from uploads its streams, the node it
+		// moves to downloads them; no token travels in the move's history.
+		return z.TransferOfNode(ctx, id, a)
 	case "images":
 		// Any node may install any image: it downloads the artefact with
 		// its own certificate, so no download token sits in the
 		// distribution's workflow history.
 		return a.Verb == VerbGet && a.Subresource == "artefact", nil
+	}
+	return false, nil
+}
+
+// TransferOfNode: the request is the node's side of a volume transfer: an
+// upload (update) from the claim's old node, a download (get) by its new
+// one. A transfer no claim is making is no node's.
+func (z *Authorizer) TransferOfNode(ctx context.Context, id Identity, a Attributes) (bool, error) {
+	if id.Node == "" || a.Name == "" || z.TransferNodes == nil {
+		return false, nil
+	}
+	from, to, err := z.TransferNodes(ctx, a.Name)
+	if errors.Is(err, ErrTransferNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	switch a.Verb {
+	case VerbUpdate:
+		return id.Node == from, nil
+	case VerbGet:
+		return id.Node == to, nil
 	}
 	return false, nil
 }

@@ -6,23 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/transfer"
 )
 
-// TransferRelay mints the tokens of volume transfers and removes their
-// streams (transfer.Relay).
+// TransferRelay removes the streams of volume transfers (transfer.Relay).
 type TransferRelay interface {
-	Token(id string, d transfer.Direction, ttl time.Duration) string
 	Remove(id string) error
 }
-
-// transferTTL bounds a transfer token: long enough for a large pre-copy
-// on a slow link.
-const transferTTL = 12 * time.Hour
 
 // StartClaimMoves marks for moving each claim bound to node that a pod
 // bound there uses, has no VolumeSnapshots (they live on the node and
@@ -208,8 +201,8 @@ func (a *Control) ClaimTransfer(ctx context.Context, in ClaimTransferInput) (Cla
 	}
 	u := transfer.URL(a.AdvertiseURL, id)
 	return ClaimTransferTickets{
-		Upload:   transfer.Ticket{ID: id, URL: u, Token: a.Transfers.Token(id, transfer.Upload, transferTTL)},
-		Download: transfer.Ticket{ID: id, URL: u, Token: a.Transfers.Token(id, transfer.Download, transferTTL)},
+		Upload:   transfer.Ticket{ID: id, URL: u},
+		Download: transfer.Ticket{ID: id, URL: u},
 	}, nil
 }
 

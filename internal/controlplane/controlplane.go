@@ -6,7 +6,6 @@ package controlplane
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -57,9 +56,6 @@ type Config struct {
 	Logger            *slog.Logger
 	// ImageStore is the directory imported images are kept in.
 	ImageStore string
-	// TransferSecret signs the tokens of volume transfers (the relay);
-	// empty picks a random one (valid only for this process).
-	TransferSecret string
 	// TransferDir holds the streams of claims moving between nodes while
 	// they are relayed; empty: "volume-transfers" beside ImageStore.
 	TransferDir string
@@ -322,11 +318,6 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		closeListeners()
 		return nil, fmt.Errorf("Temporal client: %w", err)
 	}
-	secret := cfg.TransferSecret
-	if secret == "" {
-		secret = rand.Text()
-		log.Warn("no transfer secret given: using a random one, so volume transfers work only through this replica")
-	}
 	adminToken, err := auth.EnsureAdminToken(ctx, &auth.Tokens{Pool: st.Pool()}, AdminTokenFile(cfg.StateDir))
 	if err != nil {
 		st.Close()
@@ -343,9 +334,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if transferDir == "" {
 		transferDir = filepath.Join(filepath.Dir(filepath.Clean(cfg.ImageStore)), "volume-transfers")
 	}
-	// One secret to share between replicas: a transfer's upload and
-	// download may reach different ones.
-	relay := &transfer.Relay{Dir: transferDir, Secret: []byte(secret)}
+	relay := &transfer.Relay{Dir: transferDir}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
 	srv := api.New(api.Config{EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),

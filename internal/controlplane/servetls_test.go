@@ -47,7 +47,7 @@ func start(t *testing.T, cfg Config) (cp *ControlPlane, stop func()) {
 func testConfig(t *testing.T) Config {
 	return Config{DatabaseURL: pgtest.NewDatabase(t), Listen: "127.0.0.1:0", StateDir: t.TempDir(),
 		TemporalAddress: "127.0.0.1:1", TemporalNamespace: "default", Logger: slog.New(slog.DiscardHandler),
-		ImageStore: t.TempDir(), TransferSecret: "test"}
+		ImageStore: t.TempDir()}
 }
 
 func TestTheAPIServesOnlyHTTPSWithTheClusterCA(t *testing.T) {

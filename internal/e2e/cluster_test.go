@@ -142,7 +142,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	}
 	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", TemporalTLS: controlplane.TLSConfig(cpCert), Logger: slog.New(slog.DiscardHandler),
-		StateDir: stateDir, ImageStore: t.TempDir(), TransferSecret: "e2e-secret", ImageMap: imgMap, PodTuning: &e2eTuning,
+		StateDir: stateDir, ImageStore: t.TempDir(), ImageMap: imgMap, PodTuning: &e2eTuning,
 		PodReconcileInterval: 2 * time.Second,
 		ClusterCIDR:          devnodes.ClusterCIDR(podNetworks.next()), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize,
 		// The tests' image sources are servers on loopback.

@@ -190,6 +190,22 @@ func (r Resource[T, PT]) Get(ctx context.Context, ns, name string) (PT, error) {
 	return obj, nil
 }
 
+// GetByUID reads the object with uid, in whatever namespace it is.
+func (r Resource[T, PT]) GetByUID(ctx context.Context, uid string) (PT, error) {
+	if !validUID(uid) {
+		return nil, fmt.Errorf("%w: %s with uid %q", ErrNotFound, strings.ToLower(r.info.kind), uid)
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE uid = $1", r.columns(), r.info.table)
+	obj, err := r.scan(r.s.pool.QueryRow(ctx, q, uid))
+	if err == nil {
+		return obj, nil
+	}
+	if err = classify(err); err == ErrNotFound {
+		return nil, fmt.Errorf("%w: %s with uid %q", ErrNotFound, strings.ToLower(r.info.kind), uid)
+	}
+	return nil, err
+}
+
 func (r Resource[T, PT]) notFound(err error, ns, name string) error {
 	if err == ErrNotFound {
 		if r.info.namespaced {

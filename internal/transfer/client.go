@@ -15,11 +15,11 @@ func URL(base, id string) string {
 	return strings.TrimSuffix(base, "/") + "/api/v1/volumetransfers/" + url.PathEscape(id)
 }
 
-// Ticket is what a node needs to move one stream through the relay.
+// Ticket is what a node needs to move one stream through the relay; its
+// certificate on the client is what the API authorises.
 type Ticket struct {
-	ID    string
-	URL   string
-	Token string // for the direction the node moves it
+	ID  string
+	URL string
 }
 
 // Put uploads r as the ticket's stream; it returns once the relay holds
@@ -29,7 +29,6 @@ func Put(ctx context.Context, c *http.Client, t Ticket, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+t.Token)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := client(c).Do(req)
 	if err != nil {
@@ -49,7 +48,6 @@ func Get(ctx context.Context, c *http.Client, t Ticket) (io.ReadCloser, int64, e
 	if err != nil {
 		return nil, 0, err
 	}
-	req.Header.Set("Authorization", "Bearer "+t.Token)
 	resp, err := client(c).Do(req)
 	if err != nil {
 		return nil, 0, fmt.Errorf("download volume transfer %s: %w", t.ID, err)
