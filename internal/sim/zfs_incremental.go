@@ -21,17 +21,7 @@ import (
 // no later write can share its coarse timestamp), is taken as unchanged
 // without reading it.
 func (s *streamWriter) writeDelta(from, to string, settled time.Time) error {
-	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) && p == from {
-				return filepath.SkipAll
-			}
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		if rel == "." {
-			return nil
-		}
+	err := walkBelow(from, func(p, rel string, d fs.DirEntry, _ fs.FileInfo) error {
 		fi, err := os.Lstat(filepath.Join(to, rel))
 		if err == nil && fi.Mode().Type() == d.Type() {
 			return nil
@@ -50,21 +40,7 @@ func (s *streamWriter) writeDelta(from, to string, settled time.Time) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(to); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	return filepath.WalkDir(to, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(to, p)
-		if rel == "." {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
+	return walkBelow(to, func(p, rel string, d fs.DirEntry, info fs.FileInfo) error {
 		old := filepath.Join(from, rel)
 		same, err := sameEntry(old, p, info, settled)
 		if err != nil {
@@ -159,21 +135,7 @@ func sameTree(a, b string, settled time.Time) (bool, error) {
 		return false, err
 	}
 	same := true
-	err = filepath.WalkDir(b, func(p string, d fs.DirEntry, err error) error {
-		if errors.Is(err, os.ErrNotExist) {
-			return filepath.SkipAll
-		}
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(b, p)
-		if rel == "." {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
+	err = walkBelow(b, func(p, rel string, _ fs.DirEntry, info fs.FileInfo) error {
 		ok, err := sameEntry(filepath.Join(a, rel), p, info, settled)
 		if err != nil || !ok {
 			same = false
@@ -349,14 +311,7 @@ func syncTree(src, dst string, settled time.Time) error {
 		return err
 	}
 	// Remove what src lacks, or holds as another type.
-	err := filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dst, p)
-		if rel == "." {
-			return nil
-		}
+	err := walkBelow(dst, func(p, rel string, d fs.DirEntry, _ fs.FileInfo) error {
 		si, err := os.Lstat(filepath.Join(src, rel))
 		if err == nil && si.Mode().Type() == d.Type() {
 			return nil

@@ -134,14 +134,23 @@ func (s *streamWriter) end() error {
 
 // writeTree streams a snapshot's file tree.
 func (s *streamWriter) writeTree(dir string) error {
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	return walkBelow(dir, func(p, rel string, d fs.DirEntry, info fs.FileInfo) error {
+		return s.writeEntry(p, rel, d, info)
+	})
+}
+
+// walkBelow calls fn for every entry below root (root itself excluded)
+// with its path relative to root and its information; a missing root is
+// an empty tree. fn may return filepath.SkipDir or SkipAll.
+func walkBelow(root string, fn func(p, rel string, d fs.DirEntry, info fs.FileInfo) error) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if p == root && errors.Is(err, os.ErrNotExist) {
+				return filepath.SkipAll
+			}
 			return err
 		}
-		rel, _ := filepath.Rel(dir, p)
+		rel, _ := filepath.Rel(root, p)
 		if rel == "." {
 			return nil
 		}
@@ -149,7 +158,7 @@ func (s *streamWriter) writeTree(dir string) error {
 		if err != nil {
 			return err
 		}
-		return s.writeEntry(p, rel, d, info)
+		return fn(p, rel, d, info)
 	})
 }
 
