@@ -45,19 +45,28 @@ func (t *ClaimTransfer) check() error {
 	return nil
 }
 
+// transferSnapshot is the claim's dataset and the full name of the
+// snapshot a transfer moves, or an InvalidError for a transfer no claim of
+// this node's can make.
+func (h *Host) transferSnapshot(in *ClaimTransfer) (ds, snap string, err error) {
+	if ds, err = h.claimDataset(&in.Claim); err == nil {
+		err = in.check()
+	}
+	if err != nil {
+		return "", "", &InvalidError{Err: err}
+	}
+	return ds, ds + "@" + in.Snapshot, nil
+}
+
 // SendClaimVolume takes nothing: it streams the snapshot (zfs send, or
 // send -i From) to the relay as zfs writes it, reporting the bytes sent.
 // It can be run again from the start at any time: the relay keeps the
 // last complete upload only.
 func (h *Host) SendClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimTransferResult, error) {
-	ds, err := h.claimDataset(&in.Claim)
-	if err == nil {
-		err = in.check()
-	}
+	_, snap, err := h.transferSnapshot(&in)
 	if err != nil {
-		return ClaimTransferResult{}, &InvalidError{Err: err}
+		return ClaimTransferResult{}, err
 	}
-	snap := ds + "@" + in.Snapshot
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -102,14 +111,10 @@ func (h *Host) SendClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimTran
 // on this node yet, so no pod uses it. An incremental one rolls the
 // dataset back to From first (-F).
 func (h *Host) ReceiveClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimTransferResult, error) {
-	ds, err := h.claimDataset(&in.Claim)
-	if err == nil {
-		err = in.check()
-	}
+	ds, snap, err := h.transferSnapshot(&in)
 	if err != nil {
-		return ClaimTransferResult{}, &InvalidError{Err: err}
+		return ClaimTransferResult{}, err
 	}
-	snap := ds + "@" + in.Snapshot
 	fail := func(err error) (ClaimTransferResult, error) {
 		return ClaimTransferResult{}, &Error{What: fmt.Sprintf("receive %s of claim %s on node %s", snap, in.Claim.Name, h.Node), Err: err}
 	}
