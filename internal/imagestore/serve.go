@@ -1,7 +1,6 @@
 package imagestore
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,24 +17,24 @@ import (
 // resume. Errors are Kubernetes Status bodies like the rest of the API.
 func (s *Store) ServeArtefact(w http.ResponseWriter, r *http.Request, name string) {
 	if validName(name) != nil {
-		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("image %q not found", name))
+		model.WriteFailure(w, http.StatusNotFound, "NotFound", fmt.Sprintf("image %q not found", name))
 		return
 	}
 	f, err := os.Open(s.artefactPath(name))
 	if errors.Is(err, os.ErrNotExist) {
-		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("image %s has no artefact in the store", name))
+		model.WriteFailure(w, http.StatusNotFound, "NotFound", fmt.Sprintf("image %s has no artefact in the store", name))
 		return
 	}
 	if err != nil {
 		slog.ErrorContext(r.Context(), "open image artefact", "image", name, "err", err)
-		writeStatus(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("image %s: the artefact cannot be read", name))
+		model.WriteFailure(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("image %s: the artefact cannot be read", name))
 		return
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		slog.ErrorContext(r.Context(), "stat image artefact", "image", name, "err", err)
-		writeStatus(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("image %s: the artefact cannot be read", name))
+		model.WriteFailure(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("image %s: the artefact cannot be read", name))
 		return
 	}
 	// The ETag changes when the artefact is rebuilt, so a node's If-Range
@@ -44,12 +43,4 @@ func (s *Store) ServeArtefact(w http.ResponseWriter, r *http.Request, name strin
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	http.ServeContent(w, r, "", fi.ModTime(), f)
-}
-
-func writeStatus(w http.ResponseWriter, code int, reason, msg string) {
-	st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
-		Status: "Failure", Message: msg, Reason: reason, Code: code}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(st)
 }

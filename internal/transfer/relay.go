@@ -47,7 +47,7 @@ func (r *Relay) path(id string) string { return filepath.Join(r.Dir, id+".zstrea
 // known answers 404 itself for an ID no transfer can have.
 func (r *Relay) known(w http.ResponseWriter, id string) bool {
 	if ValidID(id) != nil {
-		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("volume transfer %q not found", id))
+		model.WriteFailure(w, http.StatusNotFound, "NotFound", fmt.Sprintf("volume transfer %q not found", id))
 		return false
 	}
 	return true
@@ -79,7 +79,7 @@ func (r *Relay) ServeUpload(w http.ResponseWriter, req *http.Request, id string)
 	if err != nil {
 		f.Close()
 		os.Remove(tmp)
-		writeStatus(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("volume transfer %s: the upload ended early after %d bytes", id, n))
+		model.WriteFailure(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("volume transfer %s: the upload ended early after %d bytes", id, n))
 		return
 	}
 	if err := f.Sync(); err != nil {
@@ -107,7 +107,7 @@ func (r *Relay) ServeDownload(w http.ResponseWriter, req *http.Request, id strin
 	}
 	f, err := os.Open(r.path(id))
 	if errors.Is(err, os.ErrNotExist) {
-		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("volume transfer %s has no complete stream (yet)", id))
+		model.WriteFailure(w, http.StatusNotFound, "NotFound", fmt.Sprintf("volume transfer %s has no complete stream (yet)", id))
 		return
 	}
 	if err != nil {
@@ -143,13 +143,5 @@ func (r *Relay) Remove(id string) error {
 
 func (r *Relay) internal(w http.ResponseWriter, req *http.Request, id, what string, err error) {
 	slog.ErrorContext(req.Context(), "volume transfer: "+what, "transfer", id, "err", err)
-	writeStatus(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("volume transfer %s: could not %s", id, what))
-}
-
-func writeStatus(w http.ResponseWriter, code int, reason, msg string) {
-	st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
-		Status: "Failure", Message: msg, Reason: reason, Code: code}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(st)
+	model.WriteFailure(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("volume transfer %s: could not %s", id, what))
 }
