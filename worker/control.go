@@ -36,6 +36,12 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 		// prefers a sticky backlog, and new pods then wait for minutes.
 		WorkflowTaskPollerBehavior:       worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{InitialNumberOfPollers: 8}),
 		MaxConcurrentActivityTaskPollers: 8,
+		// The SDK tells an activity it is cancelled only in the reply to a
+		// heartbeat, and sends heartbeats at most every 0.8 of the
+		// activity's heartbeat timeout (48 s for an image fetch): a cancelled
+		// import would keep downloading that long. Every couple of seconds
+		// is cheap for the few long control-plane activities.
+		MaxHeartbeatThrottleInterval: controlHeartbeatThrottle,
 	})
 	w.RegisterWorkflowWithOptions(workflows.Housekeeping, workflow.RegisterOptions{Name: "Housekeeping"})
 	w.RegisterWorkflowWithOptions(workflows.PodLifecycle, workflow.RegisterOptions{Name: workflows.PodWorkflowName})
@@ -56,6 +62,10 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	w.RegisterActivity(&controlacts.Control{Ops: ctl})
 	return w
 }
+
+// controlHeartbeatThrottle bounds how late a cancel reaches a running
+// control-plane activity that reports progress (an image fetch).
+const controlHeartbeatThrottle = 2 * time.Second
 
 // Moves is how claims move with their pods: streams relayed by Relay
 // (nil: claims do not move) at AdvertiseURL, the API as nodes reach it.

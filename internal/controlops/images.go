@@ -255,11 +255,13 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 	}
 	// A live worker reports even while no byte arrives: telling a stalled
 	// source from a slow one is the store's job (StallTimeout), telling a
-	// dead worker from a live one is the report's (a heartbeat).
+	// dead worker from a live one is the report's (a heartbeat). Reporting
+	// every second also lets a cancel, which comes back in a heartbeat's
+	// reply, reach a fetch that is waiting for bytes.
 	stopBeats := make(chan struct{})
 	if report != nil {
 		go func() {
-			t := time.NewTicker(10 * time.Second)
+			t := time.NewTicker(time.Second)
 			defer t.Stop()
 			for {
 				select {
