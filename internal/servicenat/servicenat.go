@@ -105,7 +105,7 @@ func Rules(snap *servicenet.Snapshot, nw Network) []illumos.NATRule {
 // traffic routed through the global zone leaves by that link with a
 // source in the pod network: pods on the etherstub talk to each other
 // directly. Whether IPFilter applies a map to a packet it has just
-// rdr'ed is UNCONFIRMED on a host (see README). Nil without a pod network.
+// rdr'ed is UNCONFIRMED on a host (see docs/services.md). Nil without a pod network.
 func HairpinRule(nw Network) *illumos.MapRule {
 	if !nw.PodCIDR.IsValid() || !nw.PodCIDR.Addr().Is4() {
 		return nil
