@@ -29,7 +29,7 @@ import (
 func TestMain(m *testing.M) {
 	code := pgtest.Main(m)
 	if testing.Verbose() {
-		fmt.Printf("%d responses validated against the OpenAPI document\n", validatedResponses.Load())
+		fmt.Println(openAPICoverage())
 	}
 	os.Exit(code)
 }

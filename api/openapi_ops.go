@@ -104,10 +104,10 @@ func operations() map[string]operation {
 	status202 := map[int]any{http.StatusAccepted: statusBody}
 	node := map[int]any{ok: model.Node{}}
 	deployment := map[int]any{ok: model.Deployment{}}
-	refused := operation{summary: "refused: endpoints are written only by zonewright", body: model.Endpoints{}, optionalBody: true,
-		returns: map[int]any{}, errors: []int{http.StatusMethodNotAllowed}}
+	refused := operation{summary: "refused: endpoints are written only by zonewright (a body is checked as any other's first)",
+		returns: map[int]any{}, errors: []int{http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType}}
 	return map[string]operation{
-		"GET /healthz":    {summary: "liveness", returns: map[int]any{ok: HealthStatus{}}},
+		"GET /healthz": {summary: "liveness", returns: map[int]any{ok: HealthStatus{}}},
 		"GET /readyz": {summary: "readiness: whether each dependency answers (503: which does not; a Status if the check itself timed out)",
 			returns: map[int]any{ok: HealthStatus{}, http.StatusServiceUnavailable: eitherBody{HealthStatus{}, statusBody}}},
 		"GET /openapi/v3": {summary: "this document", returns: map[int]any{ok: openAPIDocument{}}},

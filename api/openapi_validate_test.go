@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -23,8 +25,32 @@ import (
 	"github.com/zonewright/zonewright/api"
 )
 
-// validatedResponses counts the responses checked against the document.
-var validatedResponses atomic.Int64
+// validatedResponses counts the responses checked against the document;
+// answeredOperations holds the operations ("GET /path/{x}") they answered.
+var (
+	validatedResponses atomic.Int64
+	answeredOperations sync.Map
+	validationTime     atomic.Int64 // nanoseconds
+)
+
+// openAPICoverage says how much of the document the suite exercised.
+func openAPICoverage() string {
+	var unanswered []string
+	total := 0
+	if openAPI.doc != nil {
+		for p, item := range openAPI.doc.Paths.Map() {
+			for method := range item.Operations() {
+				total++
+				if _, ok := answeredOperations.Load(method + " " + p); !ok {
+					unanswered = append(unanswered, method+" "+p)
+				}
+			}
+		}
+	}
+	sort.Strings(unanswered)
+	return fmt.Sprintf("%d responses validated against the OpenAPI document in %v, answering %d of its %d operations; not answered:\n  %s",
+		validatedResponses.Load(), time.Duration(validationTime.Load()).Round(time.Millisecond), total-len(unanswered), total, strings.Join(unanswered, "\n  "))
+}
 
 // openAPI is the served document, loaded once for the whole suite.
 var openAPI struct {
@@ -72,7 +98,10 @@ func validated(t testing.TB, h http.Handler) http.Handler {
 		if rec.hijacked {
 			return
 		}
-		if err := checkResponse(doc, router, r, rec); err != nil {
+		start := time.Now()
+		err := checkResponse(doc, router, r, rec)
+		validationTime.Add(int64(time.Since(start)))
+		if err != nil {
 			mu.Lock()
 			failures = append(failures, fmt.Sprintf("%s %s: %d: %v", r.Method, r.URL.RequestURI(), rec.status(), err))
 			mu.Unlock()
@@ -99,6 +128,7 @@ func checkResponse(doc *openapi3.T, router routers.Router, r *http.Request, rec 
 		}
 		return doc.Components.Schemas["Status"].Value.VisitJSON(body)
 	}
+	answeredOperations.Store(route.Method+" "+route.Path, true)
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route},
 		Status:                 rec.status(),
@@ -217,5 +247,38 @@ func TestOpenAPIValidationRefusesWhatTheDocumentDoesNot(t *testing.T) {
 	_, _ = rec.Write([]byte("id: 7\ndata: {\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"name\":\"web\"}}}\n\n: keepalive\n\n"))
 	if err := checkResponse(doc, router, httptest.NewRequest("GET", "/api/v1/pods?watch=true", nil), rec); err != nil {
 		t.Errorf("a watch event as the API writes it: %v", err)
+	}
+}
+
+// Every operation of the document answers one request, as a cluster
+// admin, with a response the document allows: what the rest of the suite
+// does not reach is reached here at least on its refusals.
+func TestEveryOperationAnswersAsDocumented(t *testing.T) {
+	c := newAPI(t)
+	doc, _ := openAPIRouter(t)
+	paths := doc.Paths.InMatchingOrder()
+	for _, p := range paths {
+		for method, op := range doc.Paths.Value(p).Operations() {
+			path := strings.NewReplacer("{ns}", "default", "{name}", "nothing").Replace(p)
+			if method == http.MethodDelete && path == "/api/v1/namespaces/default" {
+				path = "/api/v1/namespaces/nothing" // the other requests need the namespace
+			}
+			var contentType string
+			var body []byte
+			if rb := op.RequestBody; rb != nil {
+				switch {
+				case rb.Value.Content.Get("application/json") != nil:
+					contentType, body = "application/json", []byte(`{}`)
+				case rb.Value.Content.Get("application/merge-patch+json") != nil:
+					contentType, body = "application/merge-patch+json", []byte(`{}`)
+				default:
+					contentType, body = "application/octet-stream", []byte("stream")
+				}
+			}
+			r := c.do(method, path, contentType, body)
+			if r.code >= 500 && r.code != http.StatusServiceUnavailable {
+				t.Errorf("%s %s: %d %s", method, path, r.code, r.body)
+			}
+		}
 	}
 }
