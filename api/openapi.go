@@ -53,12 +53,11 @@ const (
 
 func buildOpenAPI(routes []route) (*openapi3.T, error) {
 	doc := &openapi3.T{
-		OpenAPI: "3.0.3",
+		OpenAPI: "3.1.0",
 		Info: &openapi3.Info{Title: "zonewright", Version: model.APIVersion,
 			Description: "illumos zones as pods: Kubernetes-shaped objects, Status-shaped errors, " +
 				"watches as server-sent events (?watch=true). Bodies are JSON, or YAML with Content-Type/Accept application/yaml. " +
-				"Every route but the open ones takes a bearer token or a client certificate signed by the cluster's CA " +
-				"(mutual TLS, which OpenAPI 3.0 cannot name: see " + securityCert + ")."},
+				"Every route but the open ones takes a bearer token or a client certificate signed by the cluster's CA (mutual TLS)."},
 		Paths: openapi3.NewPaths(),
 		Components: &openapi3.Components{
 			Schemas:    openapi3.Schemas{},
@@ -66,9 +65,8 @@ func buildOpenAPI(routes []route) (*openapi3.T, error) {
 			SecuritySchemes: openapi3.SecuritySchemes{
 				securityBearer: {Value: openapi3.NewJWTSecurityScheme().WithBearerFormat("opaque").
 					WithDescription("a token from `zonewright token` or POST /api/v1/tokens")},
-				securityCert: {Value: &openapi3.SecurityScheme{Type: "apiKey", In: "header", Name: "X-Client-Certificate",
-					Description: "stands for mutual TLS: no header is read; the TLS client certificate, signed by the cluster's CA, " +
-						"names a node (CN system:node:<name>) or a user"}},
+				securityCert: {Value: &openapi3.SecurityScheme{Type: "mutualTLS",
+					Description: "a TLS client certificate signed by the cluster's CA: a node's (CN system:node:<name>, from POST /api/v1/nodes/{name}/join) or a user's"}},
 			},
 		},
 		Security: openapi3.SecurityRequirements{{securityBearer: {}}, {securityCert: {}}},
@@ -108,7 +106,35 @@ func buildOpenAPI(routes []route) (*openapi3.T, error) {
 			doc.Components.Schemas[name] = &openapi3.SchemaRef{Value: s}
 		}
 	}
+	for _, s := range doc.Components.Schemas {
+		nullAsType(s)
+	}
 	return doc, nil
+}
+
+// nullAsType says "or null" as OpenAPI 3.1 does, a type of its own, where
+// the generator wrote 3.0's nullable.
+func nullAsType(ref *openapi3.SchemaRef) {
+	s := ref.Value
+	if ref.Ref != "" || s == nil {
+		return
+	}
+	if s.Nullable && s.Type != nil {
+		s.Nullable = false
+		*s.Type = append(*s.Type, openapi3.TypeNull)
+	}
+	for _, p := range s.Properties {
+		nullAsType(p)
+	}
+	if s.Items != nil {
+		nullAsType(s.Items)
+	}
+	if s.AdditionalProperties.Schema != nil {
+		nullAsType(s.AdditionalProperties.Schema)
+	}
+	for _, sub := range s.AnyOf {
+		nullAsType(sub)
+	}
 }
 
 // routeOperation finds what the document says of rt: its entry in ops,

@@ -48,8 +48,12 @@ func openAPICoverage() string {
 		}
 	}
 	sort.Strings(unanswered)
-	return fmt.Sprintf("%d responses validated against the OpenAPI document in %v, answering %d of its %d operations; not answered:\n  %s",
-		validatedResponses.Load(), time.Duration(validationTime.Load()).Round(time.Millisecond), total-len(unanswered), total, strings.Join(unanswered, "\n  "))
+	msg := fmt.Sprintf("%d responses validated against the OpenAPI document in %v, answering %d of its %d operations",
+		validatedResponses.Load(), time.Duration(validationTime.Load()).Round(time.Millisecond), total-len(unanswered), total)
+	if len(unanswered) > 0 {
+		msg += "; not answered:\n  " + strings.Join(unanswered, "\n  ")
+	}
+	return msg
 }
 
 // openAPI is the served document, loaded once for the whole suite.
@@ -67,6 +71,12 @@ func openAPIRouter(t testing.TB) (*openapi3.T, routers.Router) {
 			return
 		}
 		openAPI.router, openAPI.err = legacy.NewRouter(openAPI.doc)
+		// kin-openapi compiles a JSON Schema 2020-12 validator for every
+		// response of a 3.1 document, then drops it for schemas with $refs
+		// and no 2020-12 keywords (all of ours) and validates as for 3.0,
+		// where "null" among the types is honoured too. Validating as 3.0
+		// skips the wasted compile: 1 ms a response, 6% of the suite.
+		openAPI.doc.OpenAPI = "3.0.3"
 		openapi3filter.RegisterBodyDecoder("text/event-stream", decodeEventStream)
 	})
 	if openAPI.err != nil {
@@ -252,33 +262,54 @@ func TestOpenAPIValidationRefusesWhatTheDocumentDoesNot(t *testing.T) {
 
 // Every operation of the document answers one request, as a cluster
 // admin, with a response the document allows: what the rest of the suite
-// does not reach is reached here at least on its refusals.
+// does not reach is reached here, on objects named x where the seed made
+// them (a job, a deployment) and on refusals elsewhere (a snapshot needs a
+// claim that holds data). Deletes go last.
 func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 	c := newAPI(t)
+	for _, seed := range []struct{ path, body string }{
+		{"/apis/batch/v1/namespaces/default/jobs", `{"metadata":{"name":"x"},"spec":{"template":{"spec":{"containers":[{"name":"c","image":"omnios","command":["true"]}]}}}}`},
+		{"/apis/apps/v1/namespaces/default/deployments", `{"metadata":{"name":"x"},"spec":{"replicas":1,"selector":{"matchLabels":{"app":"x"}},
+		  "template":{"metadata":{"labels":{"app":"x"}},"spec":{"containers":[{"name":"c","image":"omnios","command":["c"]}]}}}}`},
+	} {
+		if r := c.json("POST", seed.path, seed.body); r.code != http.StatusCreated {
+			t.Fatalf("seed %s: %d %s", seed.path, r.code, r.body)
+		}
+	}
 	doc, _ := openAPIRouter(t)
-	paths := doc.Paths.InMatchingOrder()
-	for _, p := range paths {
+	type request struct {
+		method, path string
+		op           *openapi3.Operation
+	}
+	var requests []request
+	for _, p := range doc.Paths.InMatchingOrder() {
 		for method, op := range doc.Paths.Value(p).Operations() {
-			path := strings.NewReplacer("{ns}", "default", "{name}", "nothing").Replace(p)
+			path := strings.NewReplacer("{ns}", "default", "{name}", "x").Replace(p)
 			if method == http.MethodDelete && path == "/api/v1/namespaces/default" {
-				path = "/api/v1/namespaces/nothing" // the other requests need the namespace
+				path = "/api/v1/namespaces/x" // the other requests need the namespace
 			}
-			var contentType string
-			var body []byte
-			if rb := op.RequestBody; rb != nil {
-				switch {
-				case rb.Value.Content.Get("application/json") != nil:
-					contentType, body = "application/json", []byte(`{}`)
-				case rb.Value.Content.Get("application/merge-patch+json") != nil:
-					contentType, body = "application/merge-patch+json", []byte(`{}`)
-				default:
-					contentType, body = "application/octet-stream", []byte("stream")
-				}
+			requests = append(requests, request{method, path, op})
+		}
+	}
+	sort.SliceStable(requests, func(i, j int) bool {
+		return requests[i].method != http.MethodDelete && requests[j].method == http.MethodDelete
+	})
+	for _, rq := range requests {
+		var contentType string
+		var body []byte
+		if rb := rq.op.RequestBody; rb != nil {
+			switch {
+			case rb.Value.Content.Get("application/json") != nil:
+				contentType, body = "application/json", []byte(`{}`)
+			case rb.Value.Content.Get("application/merge-patch+json") != nil:
+				contentType, body = "application/merge-patch+json", []byte(`{}`)
+			default:
+				contentType, body = "application/octet-stream", []byte("stream")
 			}
-			r := c.do(method, path, contentType, body)
-			if r.code >= 500 && r.code != http.StatusServiceUnavailable {
-				t.Errorf("%s %s: %d %s", method, path, r.code, r.body)
-			}
+		}
+		r := c.do(rq.method, rq.path, contentType, body)
+		if r.code >= 500 && r.code != http.StatusServiceUnavailable {
+			t.Errorf("%s %s: %d %s", rq.method, rq.path, r.code, r.body)
 		}
 	}
 }
