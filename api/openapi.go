@@ -389,7 +389,8 @@ func (b *docBuilder) listSchemas(item any) (list, event *openapi3.SchemaRef, err
 			WithProperty("type", openapi3.NewStringSchema().WithEnum("ADDED", "MODIFIED", "DELETED", "ERROR")).
 			WithPropertyRef("object", &openapi3.SchemaRef{Value: &openapi3.Schema{AnyOf: openapi3.SchemaRefs{obj, status}}}).
 			WithoutAdditionalProperties()
-		e.Description = "a change to a " + kind + "; an ERROR's object is a Status (410 Expired: list again)"
+		e.Description = "a change to a " + kind + "; an ERROR's object is a Status and ends the stream: " +
+			"410 Expired: list again; any other: watch again from the last event's id"
 		schemas[kind+"WatchEvent"] = &openapi3.SchemaRef{Value: e}
 	}
 	return openapi3.NewSchemaRef("#/components/schemas/"+kind+"List", nil),
