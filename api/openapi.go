@@ -82,7 +82,13 @@ func buildOpenAPI(routes []route) (*openapi3.T, error) {
 	for _, rt := range routes {
 		op, key, found := routeOperation(rt, ops, resources)
 		if !found {
-			missing = append(missing, fmt.Sprintf("%s %s: add %q to operations in api/openapi_ops.go", rt.method, rt.path, key))
+			what := fmt.Sprintf("add %q to operations", key)
+			if a, ok := rt.attributes(); ok && a.Subresource == "" {
+				if _, plain := plainOperation(a.Verb, nil); plain {
+					what = fmt.Sprintf("add %q with its Go type to resourceTypes", a.Resource)
+				}
+			}
+			missing = append(missing, fmt.Sprintf("%s %s: %s in api/openapi_ops.go", rt.method, rt.path, what))
 			continue
 		}
 		used[key] = true

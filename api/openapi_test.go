@@ -69,3 +69,25 @@ func loadOpenAPI(t *testing.T) *openapi3.T {
 	}
 	return doc
 }
+
+// A route added without its documentation fails with what to add, and
+// where.
+func TestOpenAPISaysWhatANewRouteNeeds(t *testing.T) {
+	routes := (&Server{}).routes()
+	for _, c := range []struct {
+		route route
+		want  string
+	}{
+		{route{"GET", "/api/v1/namespaces/:ns/pods/:name/log", nil, "get pods/log"}, `add "get pods/log" to operations in api/openapi_ops.go`},
+		{route{"GET", "/api/v1/widgets", nil, "list widgets"}, `add "widgets" with its Go type to resourceTypes in api/openapi_ops.go`},
+		{route{"GET", "/metrics", nil, open}, `add "GET /metrics" to operations in api/openapi_ops.go`},
+	} {
+		_, err := buildOpenAPI(append(routes[:len(routes):len(routes)], c.route))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: %v, want it to say %s", c.route.method, c.route.path, err, c.want)
+		}
+	}
+	if _, err := buildOpenAPI(routes[1:]); err == nil || !strings.Contains(err.Error(), `has "GET /healthz", which no route does`) {
+		t.Errorf("an entry of operations with no route: %v", err)
+	}
+}
