@@ -26,7 +26,13 @@ import (
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	if testing.Verbose() {
+		fmt.Println(openAPICoverage())
+	}
+	os.Exit(code)
+}
 
 type client struct {
 	t    *testing.T
@@ -98,7 +104,7 @@ func serveConfig(t *testing.T, url string, cfg api.Config) *client {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	srv := httptest.NewServer(api.New(cfg).Handler())
+	srv := httptest.NewServer(validated(t, api.New(cfg).Handler()))
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); st.Close() })
 	c := newClient(t, srv.URL, st)
 	// The images the pods of these tests name.
@@ -535,7 +541,7 @@ func TestShutdownEndsWatches(t *testing.T) {
 	defer st.Close()
 	_ = st.EnsureNamespace(ctx, "default")
 	a := api.New(api.Config{Store: st, Logger: slog.New(slog.DiscardHandler)})
-	srv := httptest.NewUnstartedServer(a.Handler())
+	srv := httptest.NewUnstartedServer(validated(t, a.Handler()))
 	srv.Config.RegisterOnShutdown(a.CloseWatches)
 	srv.Start()
 	defer srv.Close()

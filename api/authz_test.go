@@ -63,7 +63,7 @@ func newAuthzAPI(t testing.TB, maxWatches int) *authzAPI {
 	srv := api.New(api.Config{Store: st, CA: ca, AuditLog: a.audit, MaxWatches: maxWatches, Logger: slog.New(slog.DiscardHandler),
 		ImageMap: &imagemap.Map{}, WatchKeepalive: 50 * time.Millisecond})
 	t.Cleanup(srv.CloseWatches)
-	a.h = srv.Handler()
+	a.h = validated(t, srv.Handler())
 	a.admin = issue(t, st, auth.RoleClusterAdmin, "")
 	return a
 }
@@ -339,6 +339,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"revoke token of a", "DELETE", "/api/v1/namespaces/a/tokens/" + tokA, "", "UUUU FFY Y F"},
 		{"revoke token of b", "DELETE", "/api/v1/namespaces/b/tokens/" + tokB, "", "UUUU FFF Y F"},
 		{"revoke cluster token", "DELETE", "/api/v1/tokens/" + tokCluster, "", "UUUU FFF Y F"},
+
+		// open: the document of the API says nothing of what it holds
+		{"read the OpenAPI document", "GET", "/openapi/v3", "", "YYYY YYY Y Y"},
+		{"read the health", "GET", "/healthz", "", "YYYY YYY Y Y"},
 
 		// events, read like the rest of a namespace
 		{"list events in a", "GET", "/api/v1/namespaces/a/events", "", "UUUU YYY Y F"},

@@ -122,14 +122,17 @@ func (s *Server) deleteClaim(c *gin.Context) {
 	respond(c, http.StatusOK, pvc)
 }
 
+// ClaimMoveRequest names the node a claim moves to; "": the scheduler's choice.
+type ClaimMoveRequest struct {
+	NodeName string `json:"nodeName,omitempty"`
+}
+
 // moveClaim moves a claim's data, and then its pods, off its node (to
 // body.nodeName if given): the move a drain makes, asked for one claim.
 // 202: the claim's workflow does it; status.move follows it.
 func (s *Server) moveClaim(c *gin.Context) {
 	ns, name := c.Param("ns"), c.Param("name")
-	var body struct {
-		NodeName string `json:"nodeName"`
-	}
+	var body ClaimMoveRequest
 	if c.Request.ContentLength != 0 {
 		if err := decode(c, &body); err != nil {
 			s.fail(c, err)

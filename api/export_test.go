@@ -17,3 +17,6 @@ func UnguardedHandler(s *Server) http.Handler {
 	}
 	return withTimeouts(r, s.requestTimeout, s.bodyTimeout)
 }
+
+// OpenAPIDocument is the document GET /openapi/v3 serves.
+func OpenAPIDocument() []byte { return openapiJSON }

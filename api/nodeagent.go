@@ -290,7 +290,7 @@ func (s *Server) createNodeEvent(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, success(http.StatusCreated))
+	respond(c, http.StatusCreated, success(http.StatusCreated))
 }
 
 // podOfNode reads the pod and checks it is bound to node (and, when uid
@@ -378,7 +378,7 @@ func (s *Server) createOrphanRemoval(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, success(http.StatusCreated))
+	respond(c, http.StatusCreated, success(http.StatusCreated))
 }
 
 // reportPod (pods/report create) delivers a node's report of one of its
@@ -423,5 +423,5 @@ func (s *Server) reportPod(c *gin.Context) {
 		s.fail(c, lifecycleError(err))
 		return
 	}
-	c.JSON(http.StatusAccepted, success(http.StatusAccepted))
+	respond(c, http.StatusAccepted, success(http.StatusAccepted))
 }

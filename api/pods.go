@@ -268,8 +268,9 @@ func (s *Server) updatePodLifecycle(c *gin.Context, update string, arg any) {
 		s.fail(c, lifecycleError(err))
 		return
 	}
-	c.JSON(http.StatusAccepted, gin.H{"apiVersion": model.APIVersion, "kind": "Status", "status": "Success",
-		"message": fmt.Sprintf("%s accepted by %s", update, workflows.PodWorkflowID(p.Metadata.Namespace, p.Metadata.Name))})
+	st := success(http.StatusAccepted)
+	st.Message = fmt.Sprintf("%s accepted by %s", update, workflows.PodWorkflowID(p.Metadata.Namespace, p.Metadata.Name))
+	respond(c, http.StatusAccepted, st)
 }
 
 func withAnnotation(m map[string]string, k, v string) map[string]string {

@@ -32,8 +32,9 @@ func (s *Server) routes() []route {
 	snap := "/apis/" + model.APIVersionSnapshot
 	const get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
 	rs := []route{
-		{get, "/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }, open},
+		{get, "/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, HealthStatus{Status: "ok"}) }, open},
 		{get, "/readyz", s.readyz, open},
+		{get, "/openapi/v3", serveOpenAPI, open},
 
 		{get, v1 + "/namespaces", s.listNamespaces, "list namespaces"},
 		{post, v1 + "/namespaces", s.createNamespace, "create namespaces"},

@@ -245,10 +245,17 @@ func (s *Server) engine() *gin.Engine {
 	return r
 }
 
+// HealthStatus answers /healthz and /readyz: "ok" or "unavailable",
+// overall and (readyz) per dependency.
+type HealthStatus struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks,omitempty"`
+}
+
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
 	defer cancel()
-	checks := gin.H{}
+	checks := map[string]string{}
 	ok := true
 	for _, rc := range s.ready {
 		if err := rc.Check(ctx); err != nil {
@@ -261,10 +268,10 @@ func (s *Server) readyz(c *gin.Context) {
 		}
 	}
 	if !ok {
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "checks": checks})
+		c.JSON(http.StatusServiceUnavailable, HealthStatus{Status: "unavailable", Checks: checks})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ok", "checks": checks})
+	c.JSON(http.StatusOK, HealthStatus{Status: "ok", Checks: checks})
 }
 
 // recover turns a panic into a 500 Status without leaking internals.

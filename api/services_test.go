@@ -28,8 +28,8 @@ func newServiceAPIWith(t *testing.T, cidr string) (*client, *servicenet.Holder) 
 	t.Helper()
 	st := storetest.New(t)
 	h := &servicenet.Holder{}
-	srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: slog.New(slog.DiscardHandler), WatchKeepalive: 100 * time.Millisecond,
-		ServiceCIDR: clusterip.MustParse(cidr), ServiceNet: h, ServiceNetWait: 5 * time.Second}).Handler())
+	srv := httptest.NewServer(validated(t, api.New(api.Config{Store: st, Logger: slog.New(slog.DiscardHandler), WatchKeepalive: 100 * time.Millisecond,
+		ServiceCIDR: clusterip.MustParse(cidr), ServiceNet: h, ServiceNetWait: 5 * time.Second}).Handler()))
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); st.Close() })
 	return newClient(t, srv.URL, st), h
 }

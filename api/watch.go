@@ -81,13 +81,18 @@ func (s *Server) watch(c *gin.Context, res watchable, ns string) {
 		case ev, ok := <-w.Events:
 			if !ok {
 				if err := w.Err(); err != nil {
-					msg := err.Error()
-					if !errors.Is(err, store.ErrExpired) && !errors.Is(err, store.ErrWatcherTooSlow) {
+					// 410 Expired only when the client must list again; a
+					// watch that merely ended resumes from its last version.
+					code, reason, msg := http.StatusServiceUnavailable, "ServiceUnavailable", err.Error()
+					switch {
+					case errors.Is(err, store.ErrExpired):
+						code, reason = http.StatusGone, "Expired"
+					case !errors.Is(err, store.ErrWatcherTooSlow):
 						s.log.Warn("watch ended", "path", c.Request.URL.Path, "err", err)
 						msg = "the watch ended; start it again from the last resourceVersion seen"
 					}
 					st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
-						Status: "Failure", Reason: "Expired", Code: http.StatusGone, Message: msg}
+						Status: "Failure", Reason: reason, Code: code, Message: msg}
 					b, _ := json.Marshal(st)
 					writeEvent(c, "ERROR", b, 0)
 					c.Writer.Flush()

@@ -96,7 +96,13 @@ func (r *Relay) ServeUpload(w http.ResponseWriter, req *http.Request, id string)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	json.NewEncoder(w).Encode(map[string]any{"id": id, "bytes": n})
+	json.NewEncoder(w).Encode(Uploaded{ID: id, Bytes: n})
+}
+
+// Uploaded is the answer to a complete upload.
+type Uploaded struct {
+	ID    string `json:"id"`
+	Bytes int64  `json:"bytes"`
 }
 
 // ServeDownload answers with transfer id's complete stream (404 until
