@@ -149,13 +149,13 @@ type Server struct {
 
 	// Every request but the health checks' and the signed URLs' is
 	// authenticated (tokens, client certificates) and authorised.
-	tokens  *auth.Tokens
-	authz   *auth.Authorizer
-	ca      *pki.CA
-	audit   *auditLog
+	tokens *auth.Tokens
+	authz  *auth.Authorizer
+	ca     *pki.CA
+	audit  *auditLog
 
 	nodeEndpoints *nodeclient.Dialer
-	watches *watchSlots
+	watches       *watchSlots
 }
 
 // New builds the API server.
