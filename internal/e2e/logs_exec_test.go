@@ -69,6 +69,24 @@ func TestPodLogsAndExecEndToEnd(t *testing.T) {
 		t.Fatalf("cat: %q %q, exit %d", out, errOut, code)
 	}
 
+	// A terminal: the command sees one, of the size the client asks for.
+	tctx, tcancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer tcancel()
+	tq := execstream.Options{Command: []string{"sh", "-c", "test -t 0 && echo on a tty; sleep 1; stty size"}, Stdin: true, Stdout: true, TTY: true}.Values()
+	sess, err := execstream.Dial(tctx, c.http, c.api+base+"/exec?"+tq.Encode(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resize := make(chan execstream.Size, 1)
+	resize <- execstream.Size{Width: 100, Height: 40}
+	var ttyOut strings.Builder
+	stdinOpen, stdinEnd := io.Pipe()
+	defer stdinEnd.Close()
+	if code, err := sess.Run(tctx, stdinOpen, &ttyOut, nil, resize); err != nil || code != 0 ||
+		strings.ReplaceAll(ttyOut.String(), "\r\n", "\n") != "on a tty\n40 100\n" {
+		t.Fatalf("exec on a terminal: %q, exit %d, %v", ttyOut.String(), code, err)
+	}
+
 	// follow: a line the container writes after the request arrives.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
