@@ -50,6 +50,9 @@ func (a *Agent) serveEndpoint(cert *tls.Certificate) (*nodeserver.Server, error)
 	}
 	a.endpointPort = srv.Port()
 	a.endpointIP = advertiseAddress(cfg)
+	if a.endpointIP == "" {
+		a.log.Warn("no address found for the agent endpoint: the control plane cannot reach it until --advertise-address names one")
+	}
 	a.log.Info("agent endpoint serving", "listen", cfg.Listen, "address", a.endpointIP, "port", a.endpointPort)
 	return srv, nil
 }

@@ -126,7 +126,13 @@ func runTTY(cmd *exec.Cmd, sess *execstream.Server, opts execstream.Options) (in
 		}
 	}()
 	if opts.Stdin {
-		go func() { _, _ = io.Copy(ptmx, sess.Stdin()) }()
+		go func() {
+			// The client's close of stdin reaches the command as the
+			// terminal's end-of-file character, as a user's ^D would.
+			if _, err := io.Copy(ptmx, sess.Stdin()); err == nil {
+				_, _ = ptmx.Write([]byte{4})
+			}
+		}()
 	}
 	copied := make(chan struct{})
 	go func() {
