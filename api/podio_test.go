@@ -39,3 +39,13 @@ func TestLogsAndExecRefuseBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// An exec session is a write even when opened with GET: a browser page of
+// another origin cannot open one with its visitor's credentials.
+func TestExecFromAnotherOriginIsRefused(t *testing.T) {
+	c := newAPI(t)
+	if r := c.withHeaders("GET", "/api/v1/namespaces/default/pods/web/exec?command=id&stdout=true", nil,
+		map[string]string{"Origin": "https://evil.example", "Connection": "Upgrade", "Upgrade": "websocket"}); r.code != 403 || r.status().Kind != "Status" {
+		t.Errorf("exec from another origin: %d %s", r.code, r.body)
+	}
+}
