@@ -39,7 +39,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusTooManyRequests, "TooManyRequests", fmt.Sprintf("this node runs %d exec sessions, the most it runs at once; retry shortly", cap(s.execs)))
 		return
 	}
-	if _, err := os.Stat(s.zonesRootDir(t.zone)); err != nil {
+	if _, err := os.Stat(s.zoneRootDir(t.zone)); err != nil {
 		fail(w, http.StatusNotFound, "NotFound", "the pod has no zone on this node")
 		return
 	}
@@ -65,10 +65,6 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess.Finish(execstream.ExitStatus(code))
-}
-
-func (s *Server) zonesRootDir(zone string) string {
-	return s.cfg.ZonesDir + "/" + zone + "/root"
 }
 
 // runPipes runs cmd with pipes: stdin copied from the session (and closed

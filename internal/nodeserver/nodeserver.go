@@ -154,11 +154,12 @@ func validUID(s string) bool {
 	return true
 }
 
+// zoneRootDir is where this machine holds the zone's root.
+func (s *Server) zoneRootDir(zone string) string { return filepath.Join(s.cfg.ZonesDir, zone, "root") }
+
 // zoneRoot opens the zone's root: paths under it resolve inside it, so a
 // link the zone made cannot send a read elsewhere on the host.
-func (s *Server) zoneRoot(zone string) (*os.Root, error) {
-	return os.OpenRoot(filepath.Join(s.cfg.ZonesDir, zone, "root"))
-}
+func (s *Server) zoneRoot(zone string) (*os.Root, error) { return os.OpenRoot(s.zoneRootDir(zone)) }
 
 func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	t, ok := s.target(w, r)
