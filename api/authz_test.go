@@ -242,6 +242,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"report on a pod in a bound to n1", "POST", "/api/v1/namespaces/a/pods/p1/report", "{}", "UUUU FFF Y Y"},
 		{"report on a pod in a bound to n2", "POST", "/api/v1/namespaces/a/pods/p2/report", "{}", "UUUU FFF Y F"},
 		{"report on a pod in b bound to n1", "POST", "/api/v1/namespaces/b/pods/p1/report", "{}", "UUUU FFF Y Y"},
+		// Logs are a read; exec is a write whatever the method. Not even
+		// the pod's own node goes through the API for either.
+		{"read the log of a pod in a bound to n1", "GET", "/api/v1/namespaces/a/pods/p1/log", "", "UUUU YYY Y F"},
+		{"read the log of a pod in b", "GET", "/api/v1/namespaces/b/pods/p1/log", "", "UUUU FFF Y F"},
+		{"exec (GET) in a pod in a bound to n1", "GET", "/api/v1/namespaces/a/pods/p1/exec?command=true&stdout=true", "", "UUUU FYY Y F"},
+		{"exec (POST) in a pod in a bound to n1", "POST", "/api/v1/namespaces/a/pods/p1/exec?command=true&stdout=true", "", "UUUU FYY Y F"},
+		{"exec (GET) in a pod in b", "GET", "/api/v1/namespaces/b/pods/p1/exec?command=true&stdout=true", "", "UUUU FFF Y F"},
+		{"exec (POST) in a pod in b", "POST", "/api/v1/namespaces/b/pods/p2/exec?command=true&stdout=true", "", "UUUU FFF Y F"},
 
 		// services
 		{"get service in a", "GET", "/api/v1/namespaces/a/services/s", "", "UUUU YYY Y F"},

@@ -52,6 +52,10 @@ func (s *Server) routes() []route {
 		{post, v1 + "/namespaces/:ns/pods/:name/finalize", s.finalizePod, "create pods/finalize"},
 		{post, v1 + "/namespaces/:ns/pods/:name/cancel", s.cancelPod, "create pods/cancel"},
 		{post, v1 + "/namespaces/:ns/pods/:name/report", s.reportPod, "create pods/report"},
+		{get, v1 + "/namespaces/:ns/pods/:name/log", s.podLog, "get pods/log"},
+		// An exec session is a write whatever its method: it runs a command.
+		{get, v1 + "/namespaces/:ns/pods/:name/exec", s.podExec, "create pods/exec"},
+		{post, v1 + "/namespaces/:ns/pods/:name/exec", s.podExec, "create pods/exec"},
 
 		{get, v1 + "/nodes", s.listNodes, "list nodes"},
 		{post, v1 + "/nodes", s.createNode, "create nodes"},

@@ -20,6 +20,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/imagemap"
+	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/servicenet"
@@ -110,6 +111,9 @@ type Config struct {
 	// MaxWatches bounds the watches one identity holds open; zero:
 	// DefaultMaxWatches.
 	MaxWatches int
+	// NodeEndpoints reaches nodes' endpoints for pods' logs and exec;
+	// nil: those answer 503.
+	NodeEndpoints *nodeclient.Dialer
 }
 
 // Server serves the REST API.
@@ -145,11 +149,13 @@ type Server struct {
 
 	// Every request but the health checks' and the signed URLs' is
 	// authenticated (tokens, client certificates) and authorised.
-	tokens  *auth.Tokens
-	authz   *auth.Authorizer
-	ca      *pki.CA
-	audit   *auditLog
-	watches *watchSlots
+	tokens *auth.Tokens
+	authz  *auth.Authorizer
+	ca     *pki.CA
+	audit  *auditLog
+
+	nodeEndpoints *nodeclient.Dialer
+	watches       *watchSlots
 }
 
 // New builds the API server.
@@ -199,7 +205,7 @@ func New(cfg Config) *Server {
 		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
-		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, ca: cfg.CA, audit: &auditLog{w: cfg.AuditLog},
+		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, ca: cfg.CA, audit: &auditLog{w: cfg.AuditLog}, nodeEndpoints: cfg.NodeEndpoints,
 		watches: &watchSlots{max: cfg.MaxWatches, open: map[string]int{}}}
 	srv.authz = &auth.Authorizer{PodNode: srv.podNode, TransferNodes: srv.transferNodes}
 	return srv

@@ -20,10 +20,14 @@ const timeoutBody = `{"apiVersion":"v1","kind":"Status","status":"Failure","mess
 // streams reports the requests that stream or wait by design and so are
 // not bounded as a whole: watches, the service network long poll (its own
 // bound, ServiceNetWait), volume transfers and image artefact downloads
-// (bounded by their stall detection on the other end).
+// (bounded by their stall detection on the other end), pods' logs and
+// exec sessions (relayed from their node for as long as they last).
 func streams(r *http.Request) bool {
 	p := r.URL.Path
 	if w := r.URL.Query().Get("watch"); w == "true" || w == "1" {
+		return true
+	}
+	if strings.HasPrefix(p, "/api/v1/namespaces/") && (strings.HasSuffix(p, "/log") || strings.HasSuffix(p, "/exec")) {
 		return true
 	}
 	return p == "/api/v1/servicenet" || strings.HasPrefix(p, transfersPath) ||

@@ -28,6 +28,8 @@ type agentOptions struct {
 	apiCA          string
 	stateDir       string
 	joinTokenFile  string
+	listen         string
+	advertiseAddr  string
 	clusterDomain  string
 	dnsUpstream    string
 	zonesDir       string
@@ -66,6 +68,10 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.apiCA, "api-ca", env("ZW_API_CA", ""), "the CA certificate the API's server certificate chains to: the control plane's <state-dir>/tls/ca.crt; empty: the system's roots (env ZW_API_CA)")
 	fs.StringVar(&o.stateDir, "state-dir", env("ZW_STATE_DIR", "/var/lib/zonewright/agent"), "keeps the node's key and the certificate it got when it joined the cluster (node.key, node.crt, ca.crt) (env ZW_STATE_DIR)")
 	fs.StringVar(&o.joinTokenFile, "join-token-file", env("ZW_JOIN_TOKEN_FILE", ""), "file holding a join token (zonewright node join-token create): read only to join, when --state-dir holds no certificate for this node (env ZW_JOIN_TOKEN_FILE)")
+	fs.StringVar(&o.listen, "listen", env("ZW_AGENT_LISTEN", nodeagent.DefaultListen),
+		"address of the node's endpoint, which serves containers' logs and exec sessions to the control plane only (its certificate), host:port (env ZW_AGENT_LISTEN)")
+	fs.StringVar(&o.advertiseAddr, "advertise-address", env("ZW_AGENT_ADVERTISE_ADDRESS", ""),
+		"IP address the control plane reaches the node's endpoint at, reported as its InternalIP; empty: --listen's host if it names one, else the address this host reaches the API from (env ZW_AGENT_ADVERTISE_ADDRESS)")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", env("ZW_CLUSTER_DOMAIN", clusterdns.DefaultDomain),
 		"the cluster's DNS domain, as the control plane's; the node answers it to its pods on their gateway, port 53 (env ZW_CLUSTER_DOMAIN)")
 	fs.StringVar(&o.dnsUpstream, "dns-upstream", env("ZW_DNS_UPSTREAM", ""),
@@ -112,6 +118,8 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 		APICAFile:         o.apiCA,
 		StateDir:          o.stateDir,
 		JoinTokenFile:     o.joinTokenFile,
+		Listen:            o.listen,
+		AdvertiseAddress:  o.advertiseAddr,
 		ClusterDomain:     o.clusterDomain,
 		DNSUpstreams:      clusterdns.ParseUpstreams(o.dnsUpstream),
 		ZonesDir:          o.zonesDir,

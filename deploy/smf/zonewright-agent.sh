@@ -25,6 +25,8 @@ node
 api_url
 state_dir
 join_token_file
+listen
+advertise_address
 api_ca
 cluster_domain
 dns_upstream

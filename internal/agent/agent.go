@@ -7,7 +7,9 @@
 // internal/supervisor), reconciles its own host (reconcile.go), and
 // programs the service NAT rules from the control plane's service network
 // snapshots (servicenat.go, over internal/servicenat) and answers its
-// pods' DNS from them (poddns.go). It reads the secret values its pods'
+// pods' DNS from them (poddns.go). It serves its pods' logs and exec
+// sessions to the control plane only, on its own endpoint (endpoint.go,
+// over internal/nodeserver). It reads the secret values its pods'
 // containers take from their environment when it starts them
 // (secretenv.go). Settings are in config.go. Every call to the control
 // plane's API goes through one client trusting Config.APICAFile
@@ -66,6 +68,11 @@ type Agent struct {
 	// earlier run (invalid when none): asked for when the Node is new.
 	hostCIDR netip.Prefix
 
+	// endpointIP and endpointPort are where the control plane reaches
+	// the node's endpoint (zero: none), reported in its status.
+	endpointIP   string
+	endpointPort int
+
 	mu        sync.Mutex
 	workerErr error // why the worker is not polling yet; nil once it is
 
@@ -84,6 +91,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	hc := cfg.HTTPClient
+	var nodeCert *tls.Certificate
 	if hc == nil {
 		var err error
 		if hc, err = newAPIClient(cfg); err != nil {
@@ -93,6 +101,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
+		nodeCert = &cert
 		// One identity for the API and Temporal: over TLS without a
 		// certificate of its own, the node presents the one it joined
 		// with, which the Temporal authorizer keeps to node/<name>.
@@ -104,17 +113,25 @@ func Run(ctx context.Context, cfg Config) error {
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node)}
 	a.api = nodeapi.New(hc, cfg.APIURL, cfg.Node)
 	a.host = illumos.Host{Runner: &illumos.Runner{BinDir: cfg.BinDir, Logger: a.log}}
-	err := a.run(ctx)
+	err := a.run(ctx, nodeCert)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return nil // stopped while starting: not a failure
 	}
 	return err
 }
 
-func (a *Agent) run(ctx context.Context) error {
+func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 	cfg := a.cfg
 	if err := a.prepareHost(ctx); err != nil {
 		return err
+	}
+	// Before registering, so the first status names the endpoint.
+	endpoint, err := a.serveEndpoint(nodeCert)
+	if err != nil {
+		return err
+	}
+	if endpoint != nil {
+		defer endpoint.Close()
 	}
 	facts, err := retry(ctx, a.log, "read host facts", func() (illumos.HostFacts, error) {
 		return a.host.Facts(ctx, cfg.ZonesDataset)

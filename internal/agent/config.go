@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -27,6 +28,9 @@ const (
 	DefaultMaxConcurrentInstalls = 4
 	DefaultHeartbeatInterval     = 10 * time.Second
 	DefaultWorkerStopTimeout     = 30 * time.Second
+	// DefaultListen is the agent endpoint's address (`zonewright agent
+	// --listen`): the port a kubelet serves on.
+	DefaultListen = ":10250"
 	// DefaultServiceNATCheckInterval is how often the host's service NAT
 	// rules are checked against the snapshot: an ipfilter refresh (which
 	// wipes them) is repaired within about this long.
@@ -119,6 +123,14 @@ type Config struct {
 	// JoinTokenFile holds the join token, read only when StateDir holds no
 	// certificate for this node yet.
 	JoinTokenFile string
+	// Listen is where the agent's endpoint (logs and exec, for the control
+	// plane only) listens, host:port; port 0 picks a free one. Empty: no
+	// endpoint (then the node's pods have no logs or exec).
+	Listen string
+	// AdvertiseAddress is the IP address the control plane reaches the
+	// endpoint at, reported as the node's InternalIP; empty: Listen's host
+	// if it names one, else the address this host reaches the API from.
+	AdvertiseAddress string
 	// ServiceNATCheckInterval: see DefaultServiceNATCheckInterval.
 	ServiceNATCheckInterval time.Duration
 	// ClusterDomain is the cluster's DNS domain, the same as the control
@@ -235,6 +247,14 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("the control plane's API URL is required (--api-url)"))
 	} else if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("API URL %q is not an http(s) URL such as https://control-plane:8080", c.APIURL))
+	}
+	if c.Listen != "" {
+		if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("listen address %q is not host:port such as :10250", c.Listen))
+		}
+	}
+	if c.AdvertiseAddress != "" && net.ParseIP(c.AdvertiseAddress) == nil {
+		errs = append(errs, fmt.Errorf("advertise address %q is not an IP address", c.AdvertiseAddress))
 	}
 	if err := clusterdns.CheckDomain(c.ClusterDomain); err != nil {
 		errs = append(errs, err)

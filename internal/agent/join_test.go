@@ -77,3 +77,48 @@ func TestNodeCredentialJoinsOnceAndIsKept(t *testing.T) {
 		t.Fatalf("join with a refused token: %v", err)
 	}
 }
+
+// A certificate from before node certificates served (client auth only)
+// is replaced when a join token is at hand, and kept otherwise.
+func TestClientOnlyCertificateIsReplacedWithAJoinToken(t *testing.T) {
+	ca, err := pki.LoadOrCreateCA(t.TempDir(), "zonewright CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joins := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ CSR []byte }
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		cert, err := ca.SignCSR(req.CSR, "node:n1", []string{"zonewright:nodes"})
+		if err != nil {
+			w.WriteHeader(422)
+			return
+		}
+		joins++
+		_ = json.NewEncoder(w).Encode(map[string]string{"certificate": string(cert), "caCertificate": string(ca.CertPEM)})
+	}))
+	t.Cleanup(srv.Close)
+	state := t.TempDir()
+	oldCert, oldKey, err := ca.ClientCert("node:n1", []string{"zonewright:nodes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, NodeCertFile), oldCert, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, NodeKeyFile), oldKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := NodeCredential(context.Background(), JoinConfig{APIURL: srv.URL, Node: "n1", StateDir: state})
+	if err != nil || joins != 0 || servesToo(cert) {
+		t.Fatalf("without a join token the old certificate is kept: %v, joins %d", err, joins)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "join.token")
+	if err := os.WriteFile(tokenFile, []byte("zw_join_secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err = NodeCredential(context.Background(), JoinConfig{APIURL: srv.URL, Node: "n1", StateDir: state, JoinTokenFile: tokenFile})
+	if err != nil || joins != 1 || !servesToo(cert) {
+		t.Fatalf("with a join token the node joins again for a serving certificate: %v, joins %d", err, joins)
+	}
+}

@@ -209,9 +209,14 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.
 		AgentVersion: cfg.Version,
 		ZoneBrands:   append([]string(nil), cfg.ZoneBrands...),
 	}
-	if f.Hostname != "" {
-		n.Status.Addresses = []model.NodeAddress{{Type: "Hostname", Address: f.Hostname}}
+	n.Status.Addresses = nil
+	if a.endpointIP != "" {
+		n.Status.Addresses = append(n.Status.Addresses, model.NodeAddress{Type: model.NodeInternalIP, Address: a.endpointIP})
 	}
+	if f.Hostname != "" {
+		n.Status.Addresses = append(n.Status.Addresses, model.NodeAddress{Type: model.NodeHostName, Address: f.Hostname})
+	}
+	n.Status.DaemonEndpoints = model.NodeDaemonEndpoints{AgentEndpoint: model.DaemonEndpoint{Port: int32(a.endpointPort)}}
 
 	if n.Metadata.Labels == nil {
 		n.Metadata.Labels = map[string]string{}

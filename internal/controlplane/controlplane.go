@@ -34,6 +34,7 @@ import (
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/scheduler"
@@ -324,6 +325,16 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		closeListeners()
 		return nil, err
 	}
+	// Pods' logs and exec go to their nodes' endpoints with a certificate
+	// issued here, in memory, from the cluster CA.
+	var nodeEndpoints *nodeclient.Dialer
+	if ca != nil {
+		if nodeEndpoints, err = nodeclient.New(ca); err != nil {
+			st.Close()
+			closeListeners()
+			return nil, err
+		}
+	}
 	advertise := cfg.AdvertiseURL
 	if advertise == "" {
 		advertise = advertiseURL(scheme, ln.Addr())
@@ -338,7 +349,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
 	srv := api.New(api.Config{EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
-		Store: st, Logger: log, CA: ca, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
+		Store: st, Logger: log, CA: ca, NodeEndpoints: nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
 		Images: images, ImageMap: imgMap, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {

@@ -141,7 +141,10 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 		// writes images, volume data and zones' files there itself.
 		"--image-dir", filepath.Join(n.Root, "fs/var/zonewright/images"),
 		"--zones-dir", filepath.Join(n.Root, "fs", agent.DefaultZonesPath),
-		"--zvol-dir", filepath.Join(n.Root, "fs/dev/zvol/rdsk")}, cfg.ExtraArgs...)
+		"--zvol-dir", filepath.Join(n.Root, "fs/dev/zvol/rdsk"),
+		// The endpoint (logs, exec) on a free loopback port, which the
+		// node reports in its status.
+		"--listen", "127.0.0.1:0"}, cfg.ExtraArgs...)
 	if cfg.APICAFile != "" {
 		args = append(args, "--api-ca", cfg.APICAFile)
 	}

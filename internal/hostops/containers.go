@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
@@ -33,7 +34,7 @@ func ContainerFMRI(container string) string {
 
 // containerLog is where SMF writes a container's output, inside the zone.
 func containerLog(container string) string {
-	return "/var/svc/log/" + strings.ReplaceAll(ContainerService(container), "/", "-") + ":default.log"
+	return "/" + containerlog.Path(ContainerService(container))
 }
 
 // service is the SMF service that runs container c of the sandbox. Its

@@ -113,3 +113,28 @@ func FuzzZloginArgv(f *testing.F) {
 		}
 	})
 }
+
+// An exec session's zlogin command carries each word shell-quoted after
+// its flags and the zone: the zone's shell reads back exactly the argv.
+func TestSessionCmdQuotesEveryWord(t *testing.T) {
+	argv := []string{"echo", "a b;c", "$(reboot)", "`id`", "it's", "line\nbreak", ""}
+	for _, tt := range []struct {
+		tty, stdin bool
+		flags      []string
+	}{{false, true, nil}, {false, false, []string{"-n"}}, {true, true, []string{"-i"}}, {true, false, []string{"-i", "-n"}}} {
+		c, err := InZone{Zone: "z1"}.SessionCmd(argv, tt.tty, tt.stdin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Path != zloginPath || strings.Join(c.Args[:len(tt.flags)], " ") != strings.Join(tt.flags, " ") || c.Args[len(tt.flags)] != "z1" {
+			t.Fatalf("tty=%t stdin=%t: %v", tt.tty, tt.stdin, c.Argv())
+		}
+		// zlogin joins the words with spaces for the zone's shell.
+		if got := shellSplit(t, strings.Join(c.Args[len(tt.flags)+1:], " ")); strings.Join(got, "\x01") != strings.Join(argv, "\x01") {
+			t.Fatalf("the shell read %q, want %q", got, argv)
+		}
+	}
+	if _, err := (InZone{Zone: "z1"}).SessionCmd([]string{"echo", "a\x00b"}, false, true); err == nil {
+		t.Fatal("a NUL byte was accepted")
+	}
+}

@@ -111,3 +111,27 @@ func zloginFailed(ee *ExecError) bool {
 	}
 	return strings.HasPrefix(strings.TrimLeft(ee.Stderr, "\n"), "zlogin: ")
 }
+
+// SessionCmd is the zlogin command of an exec session, which the caller
+// runs with streams of its own for as long as the session lasts: argv
+// shell-quoted word by word, as for Exec; with tty, -i, so that zlogin
+// gives the command a pseudo-terminal in the zone (its own stdin must then
+// be a terminal); without stdin, -n (stdin from /dev/null).
+func (z InZone) SessionCmd(argv []string, tty, stdin bool) (Cmd, error) {
+	if z.Here {
+		return Cmd{}, invalidf("zlogin", z.Zone, "an exec session needs a zone")
+	}
+	c, err := z.cmd("zlogin", argv, nil)
+	if err != nil {
+		return Cmd{}, err
+	}
+	var flags []string
+	if tty {
+		flags = append(flags, "-i")
+	}
+	if !stdin {
+		flags = append(flags, "-n")
+	}
+	c.Args = append(flags, c.Args...)
+	return c, nil
+}

@@ -43,6 +43,9 @@ type NodeStatus struct {
 	Conditions  []NodeCondition `json:"conditions,omitempty"`
 	Addresses   []NodeAddress   `json:"addresses,omitempty"`
 	NodeInfo    NodeInfo        `json:"nodeInfo,omitempty"`
+	// DaemonEndpoints are where the node's agent serves the control plane
+	// (logs and exec), at the node's InternalIP address.
+	DaemonEndpoints NodeDaemonEndpoints `json:"daemonEndpoints,omitzero"`
 	// ServiceNetwork is the service network generation whose NAT rules
 	// the node has in force; nil until it has applied one.
 	ServiceNetwork *NodeServiceNetwork `json:"serviceNetwork,omitempty"`
@@ -98,6 +101,33 @@ func (n *Node) Ready() bool {
 type NodeAddress struct {
 	Type    string `json:"type"`
 	Address string `json:"address"`
+}
+
+// Node address types, as Kubernetes names them.
+const (
+	NodeHostName   = "Hostname"
+	NodeInternalIP = "InternalIP"
+)
+
+// InternalIP is the node's InternalIP address, "" when it reports none.
+func (n *Node) InternalIP() string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// NodeDaemonEndpoints are the ports the node's own daemons serve on
+// (Kubernetes' daemonEndpoints, whose kubeletEndpoint is here the agent's).
+type NodeDaemonEndpoints struct {
+	AgentEndpoint DaemonEndpoint `json:"agentEndpoint,omitzero"`
+}
+
+// DaemonEndpoint is one port; 0: not served.
+type DaemonEndpoint struct {
+	Port int32 `json:"Port"`
 }
 
 // NodeInfo describes the host's software.

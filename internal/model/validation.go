@@ -360,6 +360,14 @@ func ValidateNode(n *Node) FieldErrors {
 			errs.add(f+".effect", FieldNotSupported, "Unsupported value: %q: supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"", t.Effect)
 		}
 	}
+	if p := n.Status.DaemonEndpoints.AgentEndpoint.Port; p < 0 || p > 65535 {
+		errs.add("status.daemonEndpoints.agentEndpoint.Port", FieldInvalid, "Invalid value: %d: must be a port between 1 and 65535, or 0 for none", p)
+	}
+	for i, a := range n.Status.Addresses {
+		if a.Type == NodeInternalIP && net.ParseIP(a.Address) == nil {
+			errs.add(fmt.Sprintf("status.addresses[%d].address", i), FieldInvalid, "Invalid value: %q: an InternalIP must be an IP address", a.Address)
+		}
+	}
 	for _, part := range []struct {
 		name string
 		list ResourceList

@@ -167,8 +167,11 @@ func (ca *CA) ClientCert(commonName string, orgs []string) (certPEM, keyPEM []by
 	return ca.sign(ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth), key)
 }
 
-// SignCSR issues a client certificate for a key its holder made and
-// keeps: the subject is the one given, never the one the request asks for.
+// SignCSR issues a certificate for a key its holder made and keeps: the
+// subject is the one given, never the one the request asks for. It
+// authenticates both ways, as a node's does: the node dials the control
+// plane with it and serves its agent endpoint with it (which names no
+// host: the control plane checks the subject, not a host name).
 func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string) ([]byte, error) {
 	csr, err := x509.ParseCertificateRequest(csrDER)
 	if err != nil {
@@ -178,6 +181,7 @@ func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string) ([]byte, 
 		return nil, fmt.Errorf("certificate request signature: %w", err)
 	}
 	tmpl := ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth)
+	tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, csr.PublicKey, ca.key)
 	if err != nil {
 		return nil, fmt.Errorf("sign certificate: %w", err)

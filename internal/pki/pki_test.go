@@ -88,6 +88,13 @@ func TestSignedCSRAuthenticatesOverTLS(t *testing.T) {
 	if crt.Subject.CommonName != "node:n1" {
 		t.Fatalf("subject %q, want the CA's choice node:n1", crt.Subject.CommonName)
 	}
+	// A node dials the control plane with it and serves its endpoint.
+	if _, err := crt.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Fatalf("a node certificate cannot serve: %v", err)
+	}
+	if _, err := crt.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatalf("a node certificate cannot dial: %v", err)
+	}
 
 	srvCert, srvKey, err := ca.ServerCert([]string{"127.0.0.1"})
 	if err != nil {

@@ -738,6 +738,19 @@ func (sv *supervisor) stop(p *svcProc) {
 		method = *p.def.Stop
 	}
 	p.stopUntil = time.Now().Add(time.Duration(method.Timeout) * time.Second)
+	// svc.startd says why it stops a running service and which stop
+	// method it runs (spec 15.7); a command method's line is launch's.
+	why := "service disabled"
+	if p.restartNext {
+		why = "service restarting"
+	}
+	sv.startdLog(p.fmri, "Stopping because %s.", why)
+	switch {
+	case strings.HasPrefix(method.Exec, ":kill"):
+		sv.startdLog(p.fmri, "Executing stop method (%s).", method.Exec)
+	case method.Exec == ":true":
+		sv.startdLog(p.fmri, "Executing stop method (null).")
+	}
 	switch {
 	case strings.HasPrefix(method.Exec, ":kill"):
 		sig := syscall.SIGTERM

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -11,14 +12,19 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/creack/pty"
 	"golang.org/x/term"
 )
 
 // zlogin ZONE [utility [args...]]: the words after the zone are joined with
 // spaces and run by "sh -c" in the zone's root directory (the shell
 // re-parses them, as the zone's shell does); stdin, stdout and stderr pass
-// through and the exit status is the command's (spec §6).
+// through and the exit status is the command's (spec §6). With -i and a
+// terminal on stdin, the command gets a new pseudo-terminal of its own
+// (interactive mode, man zlogin.1 on OmniOS): zlogin puts its own terminal
+// in raw mode, relays both ways and passes window size changes on.
 
 const zloginUsage = "zlogin: usage: zlogin [ -dnQCEINS ] [ -e cmdchar ] [-l user] zonename [command [arg ...]]"
 
@@ -28,7 +34,7 @@ func runZlogin(inv *invocation) int {
 		inv.errf("%s", zloginUsage)
 		return 2
 	}
-	var console, failsafe, noStdin bool
+	var console, failsafe, noStdin, interactive bool
 	user := ""
 	for _, o := range opts {
 		switch o.c {
@@ -38,6 +44,8 @@ func runZlogin(inv *invocation) int {
 			failsafe = true
 		case 'n':
 			noStdin = true
+		case 'i':
+			interactive = true
 		case 'l':
 			user = o.val
 		}
@@ -91,14 +99,16 @@ func runZlogin(inv *invocation) int {
 			argv = append(argv, "-c", rewriteIllumosPaths(b.String(), inv.h.zoneBinDir(zone)))
 		}
 	}
+	if f, ok := inv.stdin.(*os.File); interactive && !noStdin && ok && term.IsTerminal(int(f.Fd())) {
+		return inv.runOnTerminal(z, argv, f, asZone)
+	}
 	return inv.runInZone(z, argv, noStdin, asZone)
 }
 
-// runInZone runs argv with the zone's root as cwd, relaying stdio,
-// signals and the exit status. The environment is reset as zlogin does:
-// the zone's PATH, TERM, and the login variables of the zone's user, whom
-// a command runs as (asZone) when the simulator runs as root.
-func (inv *invocation) runInZone(z *Zone, argv []string, noStdin, asZone bool) int {
+// zoneCmd is argv as a process of the zone: in its root, with the
+// environment zlogin gives (the zone's PATH, TERM, the login variables of
+// the zone's user).
+func (inv *invocation) zoneCmd(z *Zone, argv []string) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = inv.h.zoneRoot(z)
 	u := inv.h.zoneUser()
@@ -107,6 +117,86 @@ func (inv *invocation) runInZone(z *Zone, argv []string, noStdin, asZone bool) i
 	if term, ok := inv.env["TERM"]; ok {
 		cmd.Env = append(cmd.Env, "TERM="+term)
 	}
+	return cmd
+}
+
+// runOnTerminal runs argv on a new pseudo-terminal, in a session of its
+// own whose controlling terminal it is, relaying it to zlogin's terminal
+// (stdin, in raw mode meanwhile) and its size changes.
+func (inv *invocation) runOnTerminal(z *Zone, argv []string, tty *os.File, asZone bool) int {
+	cmd := inv.zoneCmd(z, argv)
+	runtime.LockOSThread() // Pdeathsig follows the forking thread
+	defer runtime.UnlockOSThread()
+	attrs := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true, Setctty: true}
+	if asZone {
+		attrs.Credential = inv.h.zoneUser().credential()
+	}
+	size, err := pty.GetsizeFull(tty)
+	if err != nil {
+		size = nil
+	}
+	ptmx, err := pty.StartWithAttrs(cmd, size, attrs)
+	if err != nil {
+		inv.errf("zlogin: could not execute in zone %s: %v", z.Name, err)
+		return 1
+	}
+	defer ptmx.Close()
+	if old, err := term.MakeRaw(int(tty.Fd())); err == nil {
+		defer term.Restore(int(tty.Fd()), old)
+	}
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-winch:
+				_ = pty.InheritSize(tty, ptmx)
+			case <-done:
+				return
+			}
+		}
+	}()
+	go func() { _, _ = io.Copy(ptmx, tty) }()
+	copied := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(inv.stdout, ptmx) // EIO once the terminal has no user left
+		close(copied)
+	}()
+	err = cmd.Wait()
+	select {
+	case <-copied:
+	case <-time.After(time.Second):
+	}
+	return commandStatus(inv, err)
+}
+
+// commandStatus is zlogin's exit status for the command's end: its own
+// status, 128+n when a signal killed it.
+func commandStatus(inv *invocation, err error) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	inv.errf("zlogin: %v", err)
+	return 1
+}
+
+// runInZone runs argv with the zone's root as cwd, relaying stdio,
+// signals and the exit status. The environment is reset as zlogin does:
+// the zone's PATH, TERM, and the login variables of the zone's user, whom
+// a command runs as (asZone) when the simulator runs as root.
+func (inv *invocation) runInZone(z *Zone, argv []string, noStdin, asZone bool) int {
+	cmd := inv.zoneCmd(z, argv)
+	u := inv.h.zoneUser()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inv.stdin, inv.stdout, inv.stderr
 	if noStdin {
 		cmd.Stdin = nil
@@ -147,18 +237,7 @@ func (inv *invocation) runInZone(z *Zone, argv []string, noStdin, asZone bool) i
 	}()
 	err := cmd.Wait()
 	close(done)
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	inv.errf("zlogin: %v", err)
-	return 1
+	return commandStatus(inv, err)
 }
 
 // illumosPathRE finds absolute illumos paths of the inside-zone commands

@@ -1,0 +1,135 @@
+// Package execstream is the wire form of an exec session (a command run in
+// a pod's container, its standard streams relayed) over a WebSocket, as
+// Kubernetes' channel protocol frames it: every binary message starts with
+// the byte of its channel. The client (Dial, Session.Run) is what zwctl
+// and the tests use; the server side (Accept, Server) is the node's. The
+// control plane relays the connection between them unchanged.
+//
+// Channels: 0 stdin, 1 stdout, 2 stderr, 3 the session's end (a
+// Kubernetes Status carrying the exit code), 4 a terminal resize
+// ({"Width":w,"Height":h}), and 255 "close", whose second byte names the
+// channel that will carry no more data (KEP-4006's v5 close message: the
+// client ends stdin with [255, 0]).
+package execstream
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Subprotocol is the WebSocket subprotocol both ends must speak.
+const Subprotocol = "v1.exec.zonewright.io"
+
+// Channels, the first byte of every message.
+const (
+	ChannelStdin  byte = 0
+	ChannelStdout byte = 1
+	ChannelStderr byte = 2
+	ChannelStatus byte = 3
+	ChannelResize byte = 4
+	ChannelClose  byte = 255
+)
+
+// MaxData is the most data one message carries; longer writes are split.
+// Both ends refuse larger messages, so a session never buffers more than
+// one message per direction.
+const MaxData = 32 << 10
+
+// readLimit is the largest message accepted: the channel byte and MaxData,
+// or a status with room to spare.
+const readLimit = MaxData + 1
+
+// Size is a terminal's size in character cells.
+type Size struct {
+	Width  uint16 `json:"Width"`
+	Height uint16 `json:"Height"`
+}
+
+// Status is how a session ended, in the shape of a Kubernetes Status: a
+// command that exited non-zero is reason NonZeroExitCode with its code in
+// the cause of reason ExitCode; any other Failure means the command could
+// not be run.
+type Status struct {
+	Status  string         `json:"status"`
+	Message string         `json:"message,omitempty"`
+	Reason  string         `json:"reason,omitempty"`
+	Details *StatusDetails `json:"details,omitempty"`
+}
+
+// StatusDetails carries the exit code.
+type StatusDetails struct {
+	Causes []StatusCause `json:"causes,omitempty"`
+}
+
+// StatusCause is one cause of a Status.
+type StatusCause struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// Reasons of a Status.
+const (
+	ReasonNonZeroExitCode = "NonZeroExitCode"
+	causeExitCode         = "ExitCode"
+)
+
+// ExitStatus is the Status of a command that exited with code.
+func ExitStatus(code int) Status {
+	if code == 0 {
+		return Status{Status: "Success"}
+	}
+	return Status{Status: "Failure", Reason: ReasonNonZeroExitCode,
+		Message: fmt.Sprintf("command terminated with non-zero exit code: %d", code),
+		Details: &StatusDetails{Causes: []StatusCause{{Reason: causeExitCode, Message: strconv.Itoa(code)}}}}
+}
+
+// ErrorStatus is the Status of a session whose command could not run.
+func ErrorStatus(msg string) Status { return Status{Status: "Failure", Message: msg} }
+
+// ExitCode is the command's exit code; an error when the command did not
+// run to an exit (the Status's message says why).
+func (s Status) ExitCode() (int, error) {
+	switch {
+	case s.Status == "Success":
+		return 0, nil
+	case s.Reason == ReasonNonZeroExitCode && s.Details != nil:
+		for _, c := range s.Details.Causes {
+			if c.Reason == causeExitCode {
+				code, err := strconv.Atoi(c.Message)
+				if err != nil {
+					return 0, fmt.Errorf("exec: exit code %q is not a number", c.Message)
+				}
+				return code, nil
+			}
+		}
+	}
+	if s.Message == "" {
+		return 0, fmt.Errorf("exec: the session failed (%s)", s.Status)
+	}
+	return 0, fmt.Errorf("exec: %s", s.Message)
+}
+
+// frame is a message of channel ch carrying data.
+func frame(ch byte, data []byte) []byte {
+	return append([]byte{ch}, data...)
+}
+
+func statusFrame(s Status) []byte {
+	b, _ := json.Marshal(s) // a Status always encodes
+	return frame(ChannelStatus, b)
+}
+
+func resizeFrame(sz Size) []byte {
+	b, _ := json.Marshal(sz)
+	return frame(ChannelResize, b)
+}
+
+// parseResize reads a resize message's payload.
+func parseResize(data []byte) (Size, error) {
+	var sz Size
+	if err := json.Unmarshal(data, &sz); err != nil {
+		return Size{}, fmt.Errorf("resize: %w", err)
+	}
+	return sz, nil
+}

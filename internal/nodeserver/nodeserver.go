@@ -1,0 +1,265 @@
+// Package nodeserver is the node's own HTTPS endpoint, which only the
+// control plane may call (as a kubelet's port): a container's output read
+// from its SMF service log, and exec sessions run in a pod's zone through
+// zlogin. It serves with the node's certificate and takes only a client
+// certificate of the cluster CA naming the control plane
+// (auth.ControlPlaneCN); the control plane relays users' requests after
+// authorising them (internal/nodeclient).
+package nodeserver
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/containerlog"
+	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// DefaultMaxExecs bounds the exec sessions a node runs at once;
+// DefaultMaxLogStreams the logs it streams at once.
+const (
+	DefaultMaxExecs      = 16
+	DefaultMaxLogStreams = 64
+)
+
+// Config is what the endpoint needs.
+type Config struct {
+	// Certificate is the node's (CN=node:<name>, server and client auth).
+	Certificate tls.Certificate
+	// ClientCAs is the cluster CA, which the control plane's certificate
+	// chains to.
+	ClientCAs *x509.CertPool
+	// ZonesDir is where this machine's filesystem holds the zonepaths
+	// (<ZonesDir>/<zone>/root is a zone's root).
+	ZonesDir string
+	// Runner resolves zlogin (its BinDir); nil: the standard place.
+	Runner *illumos.Runner
+	// MaxExecs and MaxLogStreams: zero means the defaults.
+	MaxExecs, MaxLogStreams int
+	Log                     *slog.Logger
+}
+
+// Server is the running endpoint.
+type Server struct {
+	cfg   Config
+	http  *http.Server
+	ln    net.Listener
+	execs chan struct{}
+	logs  chan struct{}
+}
+
+// Listen starts serving on addr (host:port; port 0 picks a free one).
+func Listen(addr string, cfg Config) (*Server, error) {
+	if cfg.MaxExecs <= 0 {
+		cfg.MaxExecs = DefaultMaxExecs
+	}
+	if cfg.MaxLogStreams <= 0 {
+		cfg.MaxLogStreams = DefaultMaxLogStreams
+	}
+	if cfg.Runner == nil {
+		cfg.Runner = &illumos.Runner{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	s := &Server{cfg: cfg, execs: make(chan struct{}, cfg.MaxExecs), logs: make(chan struct{}, cfg.MaxLogStreams)}
+	mux := http.NewServeMux()
+	// The paths nodeclient.LogsPath and ExecPath build.
+	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{uid}/{container}", s.containerLogs)
+	mux.HandleFunc("GET /exec/{ns}/{pod}/{uid}/{container}", s.exec)
+	tlsConfig := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cfg.Certificate},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    cfg.ClientCAs,
+		// Any certificate of the cluster CA other than the control
+		// plane's (a node's, an operator's) fails the handshake.
+		VerifyPeerCertificate: func(_ [][]byte, chains [][]*x509.Certificate) error {
+			if len(chains) == 0 || len(chains[0]) == 0 || chains[0][0].Subject.CommonName != auth.ControlPlaneCN {
+				return errors.New("only the control plane may call a node's endpoint")
+			}
+			return nil
+		},
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("agent endpoint %s: %w", addr, err)
+	}
+	s.ln = ln
+	s.http = &http.Server{Handler: controlPlaneOnly(mux), TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(cfg.Log.With("component", "endpoint").Handler(), slog.LevelWarn)}
+	go func() {
+		if err := s.http.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.Log.Error("agent endpoint stopped", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Port is the port the endpoint listens on.
+func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
+
+// Close stops the endpoint and ends its streams.
+func (s *Server) Close() error { return s.http.Close() }
+
+// controlPlaneOnly checks the caller again, after the handshake.
+func controlPlaneOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || r.TLS.VerifiedChains[0][0].Subject.CommonName != auth.ControlPlaneCN {
+			fail(w, http.StatusForbidden, "Forbidden", "only the control plane may call a node's endpoint")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// target is the pod and container a request names.
+type target struct {
+	zone, service, container string
+}
+
+// target reads and checks the request's path.
+func (s *Server) target(w http.ResponseWriter, r *http.Request) (target, bool) {
+	ns, pod, uid, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("uid"), r.PathValue("container")
+	meta := &model.ObjectMeta{Name: pod, Namespace: ns}
+	if len(model.ValidateMeta(meta, true)) > 0 || !validUID(uid) || len(model.ValidateMeta(&model.ObjectMeta{Name: container}, false)) > 0 {
+		fail(w, http.StatusBadRequest, "BadRequest", "the path does not name a pod (namespace, name, uid) and a container")
+		return target{}, false
+	}
+	return target{zone: illumos.ZoneName(ns, pod, uid), service: hostops.ContainerService(container), container: container}, true
+}
+
+func validUID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// zoneRootDir is where this machine holds the zone's root.
+func (s *Server) zoneRootDir(zone string) string { return filepath.Join(s.cfg.ZonesDir, zone, "root") }
+
+// zoneRoot opens the zone's root: paths under it resolve inside it, so a
+// link the zone made cannot send a read elsewhere on the host.
+func (s *Server) zoneRoot(zone string) (*os.Root, error) { return os.OpenRoot(s.zoneRootDir(zone)) }
+
+func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	q, err := containerlog.ParseQuery(r.URL.Query())
+	if err != nil {
+		fail(w, http.StatusBadRequest, "BadRequest", err.Error())
+		return
+	}
+	select {
+	case s.logs <- struct{}{}:
+		defer func() { <-s.logs }()
+	default:
+		fail(w, http.StatusTooManyRequests, "TooManyRequests", "this node streams as many logs as it may at once; retry shortly")
+		return
+	}
+	root, err := s.zoneRoot(t.zone)
+	if err != nil {
+		fail(w, http.StatusNotFound, "NotFound", "the pod has no zone on this node")
+		return
+	}
+	defer root.Close()
+	path := containerlog.Path(t.service)
+	f, err := root.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		fail(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("container %q has not started yet: it has no log", t.container))
+		return
+	}
+	if err != nil {
+		s.cfg.Log.Warn("open a container log", "zone", t.zone, "container", t.container, "err", err)
+		fail(w, http.StatusInternalServerError, "InternalError", "the container's log cannot be read")
+		return
+	}
+	defer f.Close()
+	opts := q.Options(time.Now())
+	opts.Ended = func() bool { return replaced(root, path, f) }
+	// Errors before the first byte are the answer; after it, the stream
+	// just ends.
+	sw := &startedWriter{w: w}
+	if err := containerlog.Write(r.Context(), sw, f, opts); err != nil {
+		if !sw.started {
+			if errors.Is(err, containerlog.ErrNoPrevious) {
+				fail(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("previous terminated container %q not found: it has run only once", t.container))
+				return
+			}
+			s.cfg.Log.Warn("read a container log", "zone", t.zone, "container", t.container, "err", err)
+			fail(w, http.StatusInternalServerError, "InternalError", "the container's log cannot be read")
+			return
+		}
+		s.cfg.Log.Debug("log stream ended", "zone", t.zone, "container", t.container, "err", err)
+	}
+	if !sw.started {
+		sw.header()
+	}
+}
+
+// replaced says whether the log at path is no longer f (the zone halted
+// and went, the log was rotated).
+func replaced(root *os.Root, path string, f *os.File) bool {
+	now, err := root.Stat(path)
+	if err != nil {
+		return true
+	}
+	was, err := f.Stat()
+	return err != nil || !os.SameFile(now, was)
+}
+
+// startedWriter sends the text/plain header before the first byte.
+type startedWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (s *startedWriter) header() {
+	s.started = true
+	s.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	s.w.Header().Set("X-Content-Type-Options", "nosniff")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+func (s *startedWriter) Write(p []byte) (int, error) {
+	if !s.started {
+		s.header()
+	}
+	return s.w.Write(p)
+}
+
+func (s *startedWriter) Flush() {
+	if !s.started {
+		s.header()
+	}
+	http.NewResponseController(s.w).Flush()
+}
+
+// fail answers a Kubernetes Status.
+func fail(w http.ResponseWriter, code int, reason, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
+		Status: "Failure", Message: msg, Reason: reason, Code: code})
+}

@@ -1,0 +1,219 @@
+package nodeserver_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/execstream"
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/nodeclient"
+	"github.com/zonewright/zonewright/internal/nodeserver"
+	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/simtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(simtest.Main(m.Run)) }
+
+const ns, pod, uid = "default", "web", "0b9c7a52-1d2e-4f00-9a11-5e0c3b1c2d3e"
+
+// endpoint is a node's endpoint over a simulated host with the pod's zone
+// running, and the control plane's dialer.
+type endpoint struct {
+	base   string
+	cp     *nodeclient.Dialer
+	ca     *pki.CA
+	zone   string
+	root   string // the zone's root on this machine
+	server *nodeserver.Server
+}
+
+func newEndpoint(t *testing.T, maxExecs int) *endpoint {
+	t.Helper()
+	n := simtest.NewNode(t, "n1")
+	zone := illumos.ZoneName(ns, pod, uid)
+	for _, args := range [][]string{
+		{"zonecfg", "-z", zone, "create -b; set zonepath=/zones/" + zone + "; set ip-type=exclusive"},
+		{"zoneadm", "-z", zone, "install"},
+		{"zoneadm", "-z", zone, "boot"},
+	} {
+		if out, err := exec.Command(filepath.Join(n.Bin, args[0]), args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	ca, err := pki.LoadOrCreateCA(t.TempDir(), "zonewright CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, csr, err := pki.NewCSR("node:n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := ca.SignCSR(csr, auth.NodeCNPrefix+"n1", []string{auth.NodesOrg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zonesDir := filepath.Join(n.Root, "fs", "zones")
+	srv, err := nodeserver.Listen("127.0.0.1:0", nodeserver.Config{Certificate: cert, ClientCAs: ca.Pool(), ZonesDir: zonesDir,
+		Runner: &illumos.Runner{BinDir: n.Bin}, MaxExecs: maxExecs, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	cp, err := nodeclient.New(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &endpoint{base: "https://127.0.0.1:" + strconv.Itoa(srv.Port()), cp: cp, ca: ca, zone: zone,
+		root: filepath.Join(zonesDir, zone, "root"), server: srv}
+}
+
+func (e *endpoint) client() *http.Client { return &http.Client{Transport: e.cp.Transport("n1")} }
+
+func (e *endpoint) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := e.client().Get(e.base + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (e *endpoint) exec(t *testing.T, ctx context.Context, stdin io.Reader, argv ...string) (string, int, error) {
+	t.Helper()
+	q := execstream.Options{Command: argv, Stdout: true, Stderr: true, Stdin: stdin != nil}.Values()
+	s, err := execstream.Dial(ctx, e.client(), e.base+nodeclient.ExecPath(ns, pod, uid, "app")+"?"+q.Encode(), nil)
+	if err != nil {
+		return "", 0, err
+	}
+	var out strings.Builder
+	code, err := s.Run(ctx, stdin, &out, &out, nil)
+	return out.String(), code, err
+}
+
+// The endpoint reads a container's service log in the zone, and runs
+// commands in the zone through zlogin with every word as given.
+func TestLogsAndExecInTheZone(t *testing.T) {
+	e := newEndpoint(t, 0)
+	logDir := filepath.Join(e.root, "var/svc/log")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := "[ Jan  5 10:00:00 Executing start method (\"x\"). ]\nhello\n[ Jan  5 10:00:05 Method \"start\" exited with status 96. ]\n"
+	if err := os.WriteFile(filepath.Join(logDir, "zonewright-container-app:default.log"), []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, uid, "app")); code != 200 || body != "hello\n" {
+		t.Fatalf("log: %d %q", code, body)
+	}
+	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, uid, "app")+"?previous=true"); code != 400 || !strings.Contains(body, "previous") {
+		t.Fatalf("previous of a single run: %d %s", code, body)
+	}
+	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, uid, "other")); code != 400 || !strings.Contains(body, "has not started") {
+		t.Fatalf("log of a container that never ran: %d %s", code, body)
+	}
+	if code, _ := e.get(t, nodeclient.LogsPath(ns, "gone", uid, "app")); code != 404 {
+		t.Fatalf("log of a pod without a zone here: %d", code)
+	}
+	// A link the zone planted does not lead out of it.
+	if err := os.Symlink("/etc/passwd", filepath.Join(logDir, "zonewright-container-evil:default.log")); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, uid, "evil")); code == 200 {
+		t.Fatalf("a link out of the zone was followed: %s", body)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, tt := range []struct {
+		argv  []string
+		stdin string
+		out   string
+		code  int
+	}{
+		{[]string{"echo", "a b;c"}, "", "a b;c\n", 0},
+		{[]string{"printf", "%s|", "$(id)", "`id`", "it's", "x\ny"}, "", "$(id)|`id`|it's|x\ny|", 0},
+		{[]string{"sh", "-c", "exit 3"}, "", "", 3},
+		{[]string{"cat"}, "in\n", "in\n", 0},
+		{[]string{"sh", "-c", "echo err >&2"}, "", "err\n", 0},
+		{[]string{"pwd"}, "", e.root + "\n", 0},
+	} {
+		var stdin io.Reader
+		if tt.stdin != "" {
+			stdin = strings.NewReader(tt.stdin)
+		}
+		out, code, err := e.exec(t, ctx, stdin, tt.argv...)
+		if err != nil || out != tt.out || code != tt.code {
+			t.Errorf("%q: %q, exit %d, %v; want %q, exit %d", tt.argv, out, code, err, tt.out, tt.code)
+		}
+	}
+}
+
+// Only the control plane's certificate is served; a node's or none is
+// refused at the handshake.
+func TestOnlyTheControlPlaneIsServed(t *testing.T) {
+	e := newEndpoint(t, 0)
+	nodeCertPEM, nodeKeyPEM, err := e.ca.ClientCert(auth.NodeCNPrefix+"n2", []string{auth.NodesOrg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeCert, _ := tls.X509KeyPair(nodeCertPEM, nodeKeyPEM)
+	opCertPEM, opKeyPEM, _ := e.ca.ClientCert("alice", []string{auth.ClusterAdminsOrg})
+	opCert, _ := tls.X509KeyPair(opCertPEM, opKeyPEM)
+	for name, certs := range map[string][]tls.Certificate{"none": nil, "a node's": {nodeCert}, "an operator's": {opCert}} {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: certs}}}
+		if resp, err := c.Get(e.base + nodeclient.LogsPath(ns, pod, uid, "app")); err == nil {
+			resp.Body.Close()
+			t.Errorf("%s certificate: %d, want a refused handshake", name, resp.StatusCode)
+		}
+	}
+}
+
+// A node runs at most MaxExecs sessions at once; one more is refused.
+func TestExecsAreBounded(t *testing.T) {
+	e := newEndpoint(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stdin, hold := io.Pipe()
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := e.exec(t, ctx, stdin, "cat")
+		first <- err
+	}()
+	var re *execstream.RefusedError
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, _, err := e.exec(t, ctx, nil, "true")
+		if errors.As(err, &re) && re.Code == http.StatusTooManyRequests {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a second session while the first runs: %v, want 429", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	hold.Close() // cat ends
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := e.exec(t, ctx, nil, "true"); err != nil || code != 0 {
+		t.Fatalf("after the first ended: exit %d, %v", code, err)
+	}
+}
