@@ -178,6 +178,9 @@ func (b *docBuilder) addParameters() {
 	}
 	for name, q := range queryParams() {
 		s := &openapi3.Schema{Type: &openapi3.Types{q.typ}}
+		if q.typ == "array" { // repeated: ?command=a&command=b
+			s.Items = openapi3.NewStringSchema().NewRef()
+		}
 		b.doc.Components.Parameters[name] = &openapi3.ParameterRef{Value: openapi3.NewQueryParameter(name).
 			WithDescription(q.description).WithSchema(s)}
 	}
@@ -320,6 +323,8 @@ func (b *docBuilder) response(code int, v any) (*openapi3.Response, error) {
 	r := openapi3.NewResponse().WithDescription(http.StatusText(code))
 	switch v := v.(type) {
 	case emptyBody:
+	case textStream:
+		r.WithContent(openapi3.Content{"text/plain": openapi3.NewMediaType().WithSchema(openapi3.NewStringSchema())})
 	case binaryStream:
 		r.WithContent(openapi3.Content{"application/octet-stream": openapi3.NewMediaType().WithSchema(openapi3.NewStringSchema().WithFormat("binary"))})
 	case openAPIDocument:

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/servicenet"
@@ -57,6 +58,8 @@ type operation struct {
 // Body markers of operation.body and operation.returns.
 type (
 	binaryStream struct{}
+	// textStream is text/plain, streamed (a container's log).
+	textStream struct{}
 	emptyBody    struct{}
 	// listOf is a list of the resource's objects, or with ?watch=true a
 	// stream of their changes.
@@ -69,6 +72,7 @@ type (
 
 var (
 	binary     = binaryStream{}
+	text       = textStream{}
 	noBody     = emptyBody{}
 	statusBody = model.Status{}
 )
@@ -119,6 +123,13 @@ func operations() map[string]operation {
 		"create pods/finalize": {summary: "end the grace period of a terminating pod now", returns: status202},
 		"create pods/cancel": {summary: "abort the pod's provision and roll it back",
 			body: workflows.CancelSignal{}, optionalBody: true, returns: status202},
+		"get pods/log": {summary: "the container's output: its SMF service log in the zone, without svc.startd's lines unless smfLines",
+			query:   []string{"container", "follow", "previous", "tailLines", "sinceSeconds", "sinceTime", "timestamps", "smfLines"},
+			returns: map[int]any{ok: text}, errors: []int{http.StatusTooManyRequests}},
+		"create pods/exec": {summary: "run a command in the container's zone over a WebSocket (subprotocol " + execstream.Subprotocol +
+			"; channels 0 stdin, 1 stdout, 2 stderr, 3 status with the exit code, 4 resize, 255 close)",
+			query:   []string{"command", "container", "stdin", "stdout", "stderr", "tty"},
+			returns: map[int]any{http.StatusSwitchingProtocols: noBody}, errors: []int{http.StatusTooManyRequests}},
 		"create pods/report": {summary: "the pod's node reports a transition", body: model.PodReport{}, returns: status202},
 
 		"delete nodes": {summary: "remove a node with no pods; ?force=true evicts them first",
@@ -193,6 +204,19 @@ func queryParams() map[string]queryParam {
 		"uid":                {"string", "the pod's uid, a precondition (409 if the pod was recreated)"},
 		"after":              {"integer", "a generation: answer with the first snapshot above it, waiting for it"},
 		"timeoutSeconds":     {"integer", "wait at most this long (1 to 30 seconds) for a newer snapshot"},
+		"container":          {"string", "the container (optional when the pod has one)"},
+		"follow":             {"boolean", "keep streaming what the container writes until it stops or the client leaves"},
+		"previous":           {"boolean", "the container's previous run (400 if it has none)"},
+		"tailLines":          {"integer", "only the last N lines"},
+		"sinceSeconds":       {"integer", "only lines written in the last N seconds"},
+		"sinceTime":          {"string", "only lines written after this RFC 3339 time"},
+		"timestamps":         {"boolean", "prefix each line with its RFC 3339 time"},
+		"smfLines":           {"boolean", "include svc.startd's own [ ... ] lines"},
+		"command":            {"array", "the command and its arguments, one parameter each, passed verbatim (every word shell-quoted for zlogin)"},
+		"stdin":              {"boolean", "send the client's stdin (channel 0)"},
+		"stdout":             {"boolean", "stream the command's stdout (channel 1)"},
+		"stderr":             {"boolean", "stream the command's stderr (channel 2)"},
+		"tty":                {"boolean", "run the command on a terminal (stderr then comes on stdout)"},
 	}
 }
 

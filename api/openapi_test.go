@@ -78,9 +78,9 @@ func TestOpenAPISaysWhatANewRouteNeeds(t *testing.T) {
 		route route
 		want  string
 	}{
-		{route{"GET", "/api/v1/namespaces/:ns/pods/:name/log", nil, "get pods/log"}, `add "get pods/log" to operations in api/openapi_ops.go`},
+		{route{"GET", "/api/v1/namespaces/:ns/pods/:name/attach", nil, "get pods/attach"}, `add "get pods/attach" to operations in api/openapi_ops.go`},
 		{route{"GET", "/api/v1/widgets", nil, "list widgets"}, `add "widgets" with its Go type to resourceTypes in api/openapi_ops.go`},
-		{route{"GET", "/metrics", nil, open}, `add "GET /metrics" to operations in api/openapi_ops.go`},
+		{route{"GET", "/livez", nil, open}, `add "GET /livez" to operations in api/openapi_ops.go`},
 	} {
 		_, err := buildOpenAPI(append(routes[:len(routes):len(routes)], c.route))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
