@@ -60,7 +60,7 @@ type (
 	binaryStream struct{}
 	// textStream is text/plain, streamed (a container's log).
 	textStream struct{}
-	emptyBody    struct{}
+	emptyBody  struct{}
 	// listOf is a list of the resource's objects, or with ?watch=true a
 	// stream of their changes.
 	listOf struct{ item any }
