@@ -246,9 +246,9 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 	resolves := 0
 	var pulls []controlops.ImageNodeInput
 	var kind string
-	install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in hostops.ProvisionInput) (uint64, error) {
+	install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
 		kind = in.Sandbox.ImageKind
-		return supervisedSeq, nil
+		return hostops.ProvisionResult{Seq: supervisedSeq}, nil
 	}}}
 	h := newHarness(t, podSpec(), install, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
 		resolves++

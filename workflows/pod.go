@@ -120,6 +120,11 @@ type PodState struct {
 	// Report is the newest node report not applied yet.
 	Report *model.PodReport `json:",omitempty"`
 	Steps  []StepRecord     `json:",omitempty"`
+	// Startup records the pod's first start as it goes (pod_startup.go);
+	// StartMeasured: it was Ready once and the start was measured, so a
+	// later start (after an eviction) is not.
+	Startup       *controlops.PodStartup `json:",omitempty"`
+	StartMeasured bool                   `json:",omitempty"`
 }
 
 // StepRecord is one step of the lifecycle, for the status query.

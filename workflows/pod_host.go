@@ -230,7 +230,7 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 	// The node tries each step again itself; Temporal retries only a
 	// provision whose node stopped heartbeating.
 	o := hostOptions(w.st.Node, hostops.ProvisionTimeout(), provisionHeartbeat, 3)
-	in := hostops.ProvisionInput{Sandbox: *w.st.Sandbox, Probes: supervised(*w.st.Sandbox, w.spec).Probes}
+	in := hostops.ProvisionInput{Sandbox: *w.st.Sandbox, Probes: supervised(*w.st.Sandbox, w.spec).Probes, Timed: true}
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(sctx, o), host.ProvisionPod, in)
 	err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })
 	if temporal.IsCanceledError(err) {
@@ -244,10 +244,12 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 		w.endStep(ctx, "interrupted")
 		return len(provisionSteps), 0, nil
 	}
-	err = fut.Get(ctx, &seq)
+	var res hostops.ProvisionResult
+	err = fut.Get(ctx, &res)
 	if err == nil {
 		w.endStep(ctx, "")
-		return len(provisionSteps), seq, nil
+		w.startupProvisioned(ctx, res.Steps)
+		return len(provisionSteps), res.Seq, nil
 	}
 	begun, step := len(provisionSteps), "ProvisionPod"
 	var appErr *temporal.ApplicationError
@@ -265,6 +267,7 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 // versionFastStart.
 func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq uint64, failure error) {
 	sb := *w.st.Sandbox
+	var times []hostops.StepTime // each step's, on the workflow's clock
 	for _, st := range provisionSteps {
 		if w.interrupted() {
 			break
@@ -291,6 +294,7 @@ func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq ui
 			break
 		}
 		w.endStep(ctx, "")
+		times = append(times, hostops.StepTime{Step: st.name, Duration: w.lastStepTime()})
 	}
 	if failure != nil || w.interrupted() {
 		return begun, 0, failure
@@ -298,6 +302,7 @@ func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq ui
 	w.step(ctx, "Supervise", 1)
 	err := w.execHost(ctx, hostOptions(w.st.Node, time.Minute, 0, 5), host.SupervisePod, supervised(*w.st.Sandbox, w.spec), &seq)
 	w.endStep(ctx, errString(err))
+	w.startupProvisioned(ctx, append(times, hostops.StepTime{Step: "Supervise", Duration: w.lastStepTime()}))
 	return begun, seq, nil
 }
 

@@ -305,10 +305,14 @@ func (w *podWorkflow) writeStatus(ctx workflow.Context, reason, msg string) {
 	}
 	r.Written = summary
 	start := r.StartedAt
-	w.update(ctx, controlops.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
+	u := controlops.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
 		ContainerStatuses: statuses,
 		Conditions:        []model.PodCondition{{Type: model.PodReady, Status: ready, Reason: condReason, LastTransitionTime: &now}},
-		EventReason:       reason, EventMessage: msg})
+		EventReason:       reason, EventMessage: msg}
+	if ready == model.ConditionTrue {
+		u.Startup = w.startupMeasured()
+	}
+	w.update(ctx, u)
 }
 
 // containerStatuses renders the containers in Kubernetes' shape.

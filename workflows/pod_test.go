@@ -133,10 +133,13 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		"StopContainers": host.StopContainers} {
 		ret(on(fn), h.recordSandbox(name))
 	}
-	ret(on(host.ProvisionPod), func(ctx context.Context, _ hostops.ProvisionInput) (uint64, error) {
+	ret(on(host.ProvisionPod), func(ctx context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
 		h.calls.add("ProvisionPod")
 		h.queues.add("ProvisionPod@" + activity.GetInfo(ctx).TaskQueue)
-		return supervisedSeq, nil
+		if !in.Timed {
+			return hostops.ProvisionResult{Seq: supervisedSeq}, nil
+		}
+		return hostops.ProvisionResult{Seq: supervisedSeq, Steps: provisionTimes}, nil
 	})
 	ret(on(ctl.WaitEndpointsLeft), func(context.Context, controlops.EndpointsLeftInput) (controlops.EndpointsLeftResult, error) {
 		h.calls.add("WaitEndpointsLeft")
@@ -258,7 +261,7 @@ func TestUnschedulableWaitsAndRetries(t *testing.T) {
 }
 
 func TestPermanentFailureCompensatesInReverse(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{uint64(0),
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
 		temporal.NewApplicationErrorWithOptions("install the zone: zoneadm -z web install: exit 1: brand install failed", "Invalid",
 			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
 	h.run(time.Hour, SignalTerminate, TerminateSignal{})
@@ -284,14 +287,14 @@ func TestPermanentFailureCompensatesInReverse(t *testing.T) {
 func TestMissingSecretKeepsThePodWaitingUntilItStarts(t *testing.T) {
 	var h *harness
 	tries := 0
-	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (uint64, error) {
+	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (hostops.ProvisionResult, error) {
 		h.calls.add("ProvisionPod")
 		if tries++; tries <= 2 {
-			return 0, temporal.NewApplicationErrorWithOptions(`start the containers, attempt 7: CreateContainerConfigError: container "app": secret "db" not found`,
+			return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(`start the containers, attempt 7: CreateContainerConfigError: container "app": secret "db" not found`,
 				hostacts.ErrTypeCreateContainerConfig,
 				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})
 		}
-		return supervisedSeq, nil
+		return hostops.ProvisionResult{Seq: supervisedSeq}, nil
 	}}})
 	h.run(time.Hour, SignalTerminate, TerminateSignal{})
 	if !h.calls.has("ProvisionPod", "ProvisionPod", "ProvisionPod") {
@@ -321,7 +324,7 @@ func TestMissingSecretKeepsThePodWaitingUntilItStarts(t *testing.T) {
 }
 
 func TestMissingSecretWhileDeletedUndoesTheZone(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{uint64(0),
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
 		temporal.NewApplicationErrorWithOptions(`CreateContainerConfigError: container "app": secret "db" not found`,
 			hostacts.ErrTypeCreateContainerConfig,
 			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})}})
@@ -335,7 +338,7 @@ func TestMissingSecretWhileDeletedUndoesTheZone(t *testing.T) {
 }
 
 func TestCancelMidInstallRollsBack(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{uint64(supervisedSeq), nil}})
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SignalWorkflow(SignalCancel, CancelSignal{Reason: "wrong image"})
 	}, time.Minute)
@@ -353,7 +356,7 @@ func TestCancelMidInstallRollsBack(t *testing.T) {
 }
 
 func TestTemporalCancelBehavesLikeTheCancelSignal(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{uint64(supervisedSeq), nil}})
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
 	h.run(time.Hour, SignalTerminate, TerminateSignal{})
 	if !h.calls.has("UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") || !h.sawReason("Cancelled") {

@@ -43,6 +43,7 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 		return w.waitRetry(ctx, w.st.Attempt)
 	}
 	w.endStep(ctx, "")
+	w.startupScheduled(ctx)
 	w.st.Node, w.st.Claims = res.Node, res.Claims
 	if w.st.Evict != nil && w.st.Evict.Node != res.Node {
 		w.st.Evict = nil // about a node the pod left before
@@ -103,6 +104,7 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 	}
 	if !r.Found || r.Present {
 		w.endStep(ctx, "")
+		w.startupImageReady(ctx)
 		w.st.Sandbox.ImageKind = r.Kind
 		w.setPhase(PhaseProvisioning)
 		return nil

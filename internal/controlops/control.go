@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/ipam"
+	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
@@ -49,6 +50,8 @@ type Control struct {
 	// it); nil: claims do not move.
 	Transfers    TransferRelay
 	AdvertiseURL string
+	// Metrics measures pods' starts and scheduling; nil measures nothing.
+	Metrics *metrics.Serve
 }
 
 // NewControl wires a Control over one store.

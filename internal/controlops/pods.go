@@ -8,6 +8,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/ipam"
+	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -75,6 +76,9 @@ type StatusUpdate struct {
 	EventType, EventReason, EventMessage string
 	// EventOnly records the event and leaves the status as it is.
 	EventOnly bool `json:",omitempty"`
+	// Startup, on the update meant to make the pod Ready for the first
+	// time, is measured when this write is the one that does.
+	Startup *PodStartup `json:",omitempty"`
 }
 
 // LoadPod reads the pod's row; Found is false if it is gone or belongs to
@@ -99,9 +103,16 @@ func (a *Control) LoadPod(ctx context.Context, ref PodRef) (PodSnapshot, error) 
 
 // SchedulePod binds the pod to a node, or says why no node fits.
 func (a *Control) SchedulePod(ctx context.Context, ref PodRef) (ScheduleResult, error) {
+	start := time.Now()
 	d, err := a.Scheduler.Schedule(ctx, ref.Namespace, ref.Name)
-	if err != nil {
+	switch {
+	case err != nil:
+		a.Metrics.ScheduleAttempt(metrics.ScheduleError, time.Since(start))
 		return ScheduleResult{}, err
+	case d.Node == "":
+		a.Metrics.ScheduleAttempt(metrics.ScheduleUnschedulable, time.Since(start))
+	default:
+		a.Metrics.ScheduleAttempt(metrics.ScheduleScheduled, time.Since(start))
 	}
 	res := ScheduleResult{Node: d.Node, Message: d.Message, Reason: d.Reason}
 	for _, name := range d.Cloning {
@@ -156,11 +167,26 @@ func (a *Control) ReleasePodIP(ctx context.Context, ref PodRef) error {
 
 // UpdatePodStatus writes a status change, retrying on concurrent writes
 // (the API may be changing labels at the same time).
+//
+// The write that first makes a pod Ready, given u.Startup, measures its
+// start: once, in the process that made the write. A retry finds the pod
+// Ready already and measures nothing.
 func (a *Control) UpdatePodStatus(ctx context.Context, u StatusUpdate) error {
 	if !u.EventOnly {
-		found, err := a.modifyPod(ctx, u.Pod, func(p *model.Pod) { applyStatus(&p.Status, u) })
+		var created, becameReady time.Time
+		found, err := a.modifyPod(ctx, u.Pod, func(p *model.Pod) {
+			wasReady := !podReadySince(&p.Status).IsZero()
+			applyStatus(&p.Status, u)
+			created, becameReady = time.Time{}, time.Time{}
+			if p.Metadata.CreationTimestamp != nil && !wasReady {
+				created, becameReady = *p.Metadata.CreationTimestamp, podReadySince(&p.Status)
+			}
+		})
 		if err != nil || !found {
 			return err
+		}
+		if u.Startup != nil && !becameReady.IsZero() {
+			a.Metrics.PodStarted(u.Startup.Phases(created, becameReady))
 		}
 		if u.Phase == model.PodFailed || u.Phase == model.PodSucceeded {
 			WakeUnschedulable(ctx, a.Store, a.Lifecycles) // its requests count no more

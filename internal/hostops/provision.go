@@ -2,6 +2,7 @@ package hostops
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -15,6 +16,46 @@ import (
 type ProvisionInput struct {
 	Sandbox PodSandbox
 	Probes  []ContainerProbes
+	// Timed asks for the steps' times in the result (ProvisionResult.Steps).
+	Timed bool `json:",omitempty"`
+}
+
+// ProvisionResult is a provision's outcome: the Seq from which the
+// supervisor's reports describe the pod and, when asked for
+// (ProvisionInput.Timed), how long each step took on the node (retries
+// included, the hand-over to the supervisor as step "Supervise").
+type ProvisionResult struct {
+	Seq   uint64
+	Steps []StepTime `json:",omitempty"`
+}
+
+// StepTime is how long one step of a provision took on the node.
+type StepTime struct {
+	Step     string
+	Duration time.Duration
+}
+
+// MarshalJSON writes a result without step times as the bare Seq, the
+// result's form before the times existed: a lifecycle that did not ask
+// for them reads it.
+func (r ProvisionResult) MarshalJSON() ([]byte, error) {
+	if r.Steps == nil {
+		return json.Marshal(r.Seq)
+	}
+	type plain ProvisionResult
+	return json.Marshal(plain(r))
+}
+
+// UnmarshalJSON reads either form: the bare Seq (an agent from before, a
+// recorded history) or the object.
+func (r *ProvisionResult) UnmarshalJSON(b []byte) error {
+	var seq uint64
+	if json.Unmarshal(b, &seq) == nil {
+		*r = ProvisionResult{Seq: seq}
+		return nil
+	}
+	type plain ProvisionResult
+	return json.Unmarshal(b, (*plain)(r))
 }
 
 // ProvisionProgress is how far a provision got: what it reports while it
@@ -66,17 +107,24 @@ func (e *ProvisionError) Unwrap() error { return e.Err }
 
 // ProvisionPod builds the pod's zone, every step in one call so that a pod
 // costs one round trip to its node, then hands the pod to the supervisor
-// and returns the Seq from which its reports describe it. A step that
+// and returns the Seq from which its reports describe it (with the steps'
+// times when in.Timed). A step that
 // fails transiently is tried again with back-off, on its own; every step
 // is idempotent, so a provision run again finds the work done. It reports
 // its ProvisionProgress, and fails with a *ProvisionError.
-func (h *Host) ProvisionPod(ctx context.Context, in ProvisionInput) (uint64, error) {
+func (h *Host) ProvisionPod(ctx context.Context, in ProvisionInput) (ProvisionResult, error) {
 	s := in.Sandbox
 	if err := s.check(); err != nil {
-		return 0, h.invalid(ctx, "provision the pod", s, err)
+		return ProvisionResult{}, h.invalid(ctx, "provision the pod", s, err)
 	}
 	if h.Supervisor == nil {
-		return 0, h.invalid(ctx, "provision the pod", s, errors.New("this node runs no supervisor"))
+		return ProvisionResult{}, h.invalid(ctx, "provision the pod", s, errors.New("this node runs no supervisor"))
+	}
+	var res ProvisionResult
+	timed := func(step string, start time.Time) {
+		if in.Timed {
+			res.Steps = append(res.Steps, StepTime{Step: step, Duration: time.Since(start)})
+		}
 	}
 	var mu sync.Mutex
 	var at ProvisionProgress
@@ -91,15 +139,24 @@ func (h *Host) ProvisionPod(ctx context.Context, in ProvisionInput) (uint64, err
 		at = ProvisionProgress{Begun: i + 1, Step: st.Name}
 		mu.Unlock()
 		progress.Report(ctx, at)
+		start := time.Now()
 		tries, err := h.runStep(ctx, st, s)
 		if err != nil && ctx.Err() != nil {
-			return 0, ctx.Err() // cancelled: the caller undoes everything
+			return ProvisionResult{}, ctx.Err() // cancelled: the caller undoes everything
 		}
 		if err != nil {
-			return 0, &ProvisionError{Progress: at, Tries: tries, Err: err}
+			return ProvisionResult{}, &ProvisionError{Progress: at, Tries: tries, Err: err}
 		}
+		timed(st.Name, start)
 	}
-	return h.SupervisePod(ctx, SuperviseInput{Sandbox: s, Probes: in.Probes})
+	start := time.Now()
+	seq, err := h.SupervisePod(ctx, SuperviseInput{Sandbox: s, Probes: in.Probes})
+	if err != nil {
+		return ProvisionResult{}, err
+	}
+	timed("Supervise", start)
+	res.Seq = seq
+	return res, nil
 }
 
 // runStep runs one step, trying a transient failure again with back-off
