@@ -85,6 +85,8 @@ func (s *Server) guard(rt route) gin.HandlerFunc {
 				return
 			}
 			defer s.watches.release(id.Name)
+			s.metrics.WatchOpened()
+			defer s.metrics.WatchClosed()
 		}
 		c.Next()
 		if !auth.ReadOnly(a.Verb) {

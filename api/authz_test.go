@@ -319,6 +319,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"report orphans of another node", "POST", "/api/v1/nodes/n2/orphanremovals", "{}", "UUUU FFF Y F"},
 		{"create a join token", "POST", "/api/v1/nodejointokens", "{}", "UUUU FFF Y F"},
 		{"read the service network", "GET", "/api/v1/servicenet", "", "UUUU FFF Y Y"},
+		// Metrics count every namespace's pods and name every node: a
+		// cluster-admin's, not a namespace's or a node's.
+		{"read the control plane's metrics", "GET", "/metrics", "", "UUUU FFF Y F"},
 
 		// images (cluster-scoped)
 		{"get image", "GET", "/api/v1/images/i", "", "UUUU FFF Y F"},

@@ -35,6 +35,9 @@ func (s *Server) routes() []route {
 		{get, "/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, HealthStatus{Status: "ok"}) }, open},
 		{get, "/readyz", s.readyz, open},
 		{get, "/openapi/v3", serveOpenAPI, open},
+		// Prometheus scrapes with a cluster-admin's token or certificate:
+		// the metrics name nodes and routes, and count every namespace's pods.
+		{get, "/metrics", s.serveMetrics, "get metrics"},
 
 		{get, v1 + "/namespaces", s.listNamespaces, "list namespaces"},
 		{post, v1 + "/namespaces", s.createNamespace, "create namespaces"},

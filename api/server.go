@@ -20,6 +20,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/imagemap"
+	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/podcidr"
@@ -114,6 +115,11 @@ type Config struct {
 	// NodeEndpoints reaches nodes' endpoints for pods' logs and exec;
 	// nil: those answer 503.
 	NodeEndpoints *nodeclient.Dialer
+	// Metrics counts requests and open watches; nil: none.
+	Metrics *metrics.Serve
+	// MetricsHandler serves GET /metrics (to whoever may "get metrics");
+	// nil: that endpoint answers 404.
+	MetricsHandler http.Handler
 }
 
 // Server serves the REST API.
@@ -149,13 +155,16 @@ type Server struct {
 
 	// Every request but the health checks' and the signed URLs' is
 	// authenticated (tokens, client certificates) and authorised.
-	tokens *auth.Tokens
-	authz  *auth.Authorizer
-	ca     *pki.CA
-	audit  *auditLog
+	tokens  *auth.Tokens
+	authz   *auth.Authorizer
+	ca      *pki.CA
+	audit   *auditLog
+	watches *watchSlots
 
 	nodeEndpoints *nodeclient.Dialer
-	watches       *watchSlots
+
+	metrics        *metrics.Serve
+	metricsHandler http.Handler
 }
 
 // New builds the API server.
@@ -206,7 +215,7 @@ func New(cfg Config) *Server {
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
 		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, ca: cfg.CA, audit: &auditLog{w: cfg.AuditLog}, nodeEndpoints: cfg.NodeEndpoints,
-		watches: &watchSlots{max: cfg.MaxWatches, open: map[string]int{}}}
+		watches: &watchSlots{max: cfg.MaxWatches, open: map[string]int{}}, metrics: cfg.Metrics, metricsHandler: cfg.MetricsHandler}
 	srv.authz = &auth.Authorizer{PodNode: srv.podNode, TransferNodes: srv.transferNodes}
 	return srv
 }
@@ -246,7 +255,7 @@ func (s *Server) engine() *gin.Engine {
 	})
 
 	for _, rt := range s.routes() {
-		r.Handle(rt.method, rt.path, s.guard(rt), rt.handler)
+		r.Handle(rt.method, rt.path, s.measure(rt), s.guard(rt), rt.handler)
 	}
 	return r
 }
@@ -256,6 +265,39 @@ func (s *Server) engine() *gin.Engine {
 type HealthStatus struct {
 	Status string            `json:"status"`
 	Checks map[string]string `json:"checks,omitempty"`
+}
+
+// measure counts a request to rt under its route template (a path's
+// names and namespaces would make a series per object) and its verb as
+// the authorizer knows it (list and watch apart; the method on the open
+// routes).
+func (s *Server) measure(rt route) gin.HandlerFunc {
+	verb := strings.ToLower(rt.method)
+	if a, ok := rt.attributes(); ok {
+		verb = a.Verb
+	}
+	return func(c *gin.Context) {
+		if s.metrics == nil {
+			return
+		}
+		start := time.Now()
+		v := verb
+		if w := c.Query("watch"); v == auth.VerbList && (w == "true" || w == "1") {
+			v = auth.VerbWatch
+		}
+		c.Next()
+		s.metrics.APIRequest(rt.path, v, c.Writer.Status(), time.Since(start))
+	}
+}
+
+// serveMetrics serves the control plane's metrics in the Prometheus text
+// format.
+func (s *Server) serveMetrics(c *gin.Context) {
+	if s.metricsHandler == nil {
+		s.fail(c, notFoundf("this server collects no metrics"))
+		return
+	}
+	s.metricsHandler.ServeHTTP(c.Writer, c.Request)
 }
 
 func (s *Server) readyz(c *gin.Context) {

@@ -17,6 +17,7 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
@@ -27,8 +28,9 @@ import (
 // workflow and activity registered; nodes starts nodes' health workflows,
 // podTuning goes into the pod lifecycles it starts (nil: the defaults),
 // serviceNet is the service network terminating pods wait to leave,
-// moves how claims move with their pods.
-func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder, capacity scheduler.Capacity, moves Moves) worker.Worker {
+// moves how claims move with their pods, m what the control-plane
+// activities measure (nil: nothing).
+func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder, capacity scheduler.Capacity, moves Moves, m *metrics.Serve) worker.Worker {
 	pods := workflows.PodClient{Temporal: c, Tuning: podTuning}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{
 		// Autoscaling pollers keep polling the normal queue while running
@@ -59,6 +61,7 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	ctl.Scheduler.Capacity = capacity
 	ctl.Volumes = workflows.VolumeClient{Temporal: c}
 	ctl.Transfers, ctl.AdvertiseURL = moves.Relay, moves.AdvertiseURL
+	ctl.Metrics = m
 	w.RegisterActivity(&controlacts.Control{Ops: ctl})
 	return w
 }

@@ -37,17 +37,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/supervisor"
@@ -75,6 +78,11 @@ type Agent struct {
 
 	mu        sync.Mutex
 	workerErr error // why the worker is not polling yet; nil once it is
+
+	// registry holds the agent's metrics (MetricsHandler serves them):
+	// host commands, image pulls, reports, the node worker's Temporal SDK.
+	registry *prometheus.Registry
+	metrics  *metrics.Node
 
 	// serviceNet is the newest service network snapshot the node got:
 	// what its NAT rules and its pods' DNS answers follow.
@@ -110,9 +118,10 @@ func Run(ctx context.Context, cfg Config) error {
 			cfg.TemporalTLS.Certificates = []tls.Certificate{cert}
 		}
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node)}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node), registry: metrics.NewRegistry()}
+	a.metrics = metrics.NewNode(a.registry)
 	a.api = nodeapi.New(hc, cfg.APIURL, cfg.Node)
-	a.host = illumos.Host{Runner: &illumos.Runner{BinDir: cfg.BinDir, Logger: a.log}}
+	a.host = illumos.Host{Runner: a.metrics.Executor(&illumos.Runner{BinDir: cfg.BinDir, Logger: a.log})}
 	err := a.run(ctx, nodeCert)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return nil // stopped while starting: not a failure
@@ -154,6 +163,7 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 		ZonesDir:       cfg.ZonesDir,
 		API:            a.api.HTTP(),
 		Log:            a.log.With("component", "host"),
+		Metrics:        a.metrics,
 	}
 	if cfg.MaxConcurrentInstalls > 0 {
 		h.Installs = make(chan struct{}, cfg.MaxConcurrentInstalls)
@@ -193,10 +203,13 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 		h.ZoneDNS = &hostops.ZoneDNS{Nameserver: a.podGateway().String(), Domain: cfg.ClusterDomain}
 	}
 
+	temporalMetrics, temporalMetricsCloser := metrics.TemporalHandler(a.registry, a.log.With("component", "metrics"))
+	defer temporalMetricsCloser.Close()
 	opts := client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    sdklog.NewStructuredLogger(a.log.With("component", "temporal")),
+		HostPort:       cfg.TemporalAddress,
+		Namespace:      cfg.TemporalNamespace,
+		Logger:         sdklog.NewStructuredLogger(a.log.With("component", "temporal")),
+		MetricsHandler: temporalMetrics,
 	}
 	opts.ConnectionOptions.TLS = cfg.TemporalTLS
 	tc, err := client.NewLazyClient(opts)
@@ -208,7 +221,7 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 	// The supervisor watches the pods running here before the worker
 	// takes new ones, so an agent restart loses no probe state.
 	sup := supervisor.New(supervisor.Config{Node: cfg.Node, Host: supervisor.IllumosHost{Host: a.host},
-		Reporter: lifecycleReporter{api: a.api}, ObserveEvery: cfg.ObserveEvery, Log: a.log})
+		Reporter: lifecycleReporter{api: a.api, metrics: a.metrics}, ObserveEvery: cfg.ObserveEvery, Log: a.log})
 	h.Supervisor = sup
 	if err := a.superviseBound(ctx, sup, true); err != nil {
 		return fmt.Errorf("list the pods bound to node %s: %w", cfg.Node, err)
@@ -236,6 +249,13 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 	a.log.Info("agent stopped; zones keep running")
 	return nil
 }
+
+// MetricsHandler serves the agent's metrics in the Prometheus text format:
+// host commands, image pulls, the supervisor's reports, the node worker's
+// Temporal SDK metrics (task_queue="node/<name>"), Go and the process.
+// The agent's endpoint mounts it at /metrics, behind its own
+// authorisation.
+func (a *Agent) MetricsHandler() http.Handler { return metrics.Handler(a.registry) }
 
 // startWorker starts the node's worker, retrying until Temporal answers.
 // It returns the running worker, or nil when ctx ends first.

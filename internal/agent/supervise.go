@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/supervisor"
@@ -16,12 +17,21 @@ import (
 // lifecycles through the API (which checks the pod is bound here and
 // signals its lifecycle). A report never to be taken ends the pod's
 // reporting; anything else is retried by the supervisor.
-type lifecycleReporter struct{ api *nodeapi.Client }
+type lifecycleReporter struct {
+	api     *nodeapi.Client
+	metrics *metrics.Node
+}
 
 func (r lifecycleReporter) Report(ctx context.Context, namespace, name string, rep model.PodReport) error {
 	err := r.api.ReportPod(ctx, namespace, name, rep)
-	if errors.Is(err, nodeapi.ErrPodGone) {
+	switch {
+	case errors.Is(err, nodeapi.ErrPodGone):
+		r.metrics.Reported(metrics.ReportGone)
 		return fmt.Errorf("%w: %w", supervisor.ErrGone, err)
+	case err != nil:
+		r.metrics.Reported(metrics.ReportRetried)
+	default:
+		r.metrics.Reported(metrics.ReportDelivered)
 	}
 	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/imagestore"
+	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/store"
@@ -35,6 +36,8 @@ type Images struct {
 	// StatusEvery throttles progress writes into the image's status.
 	StatusEvery time.Duration
 	Pulls       ImagePulls
+	// Metrics measures imports; nil measures nothing.
+	Metrics *metrics.Serve
 }
 
 // ImageGoneError: the image was deleted (or is another incarnation) while
@@ -276,13 +279,18 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 			}
 		}()
 	}
+	start := time.Now()
 	res, err := a.Artefacts.Fetch(ctx, imagestore.FetchRequest{Name: ref.Name, URL: src, SHA256: img.Spec.SHA256,
 		Size: img.Spec.Size, StallTimeout: a.StallTimeout, Progress: onProgress})
 	close(stopBeats)
 	writes.Wait()
 	if err != nil {
+		if ctx.Err() == nil { // not a fetch cut short by a cancel or a retry
+			a.Metrics.ImageImported(false, 0, time.Since(start))
+		}
 		return ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: err}
 	}
+	a.Metrics.ImageImported(true, res.Downloaded, time.Since(start))
 	_, err = a.mutate(ctx, ref, func(img *model.Image) {
 		img.Status.BytesDone, img.Status.BytesTotal = res.Bytes, res.Bytes
 		img.Status.Message = "verified; decompressing"

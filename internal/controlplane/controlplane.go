@@ -33,6 +33,7 @@ import (
 	"github.com/zonewright/zonewright/internal/endpoints"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
+	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/internal/pki"
@@ -191,6 +192,9 @@ type ControlPlane struct {
 	serviceNet  *servicenet.Holder
 	dns         *clusterdns.Server // nil: this replica serves no DNS
 	capacity    scheduler.Capacity
+
+	metrics             *metrics.Serve
+	stopTemporalMetrics func()
 }
 
 // ServiceNet holds the current service network snapshot (every service,
@@ -305,11 +309,19 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			return nil, fmt.Errorf("the database holds %d secret(s), encrypted: start with the --encryption-key-file they were written with", n)
 		}
 	}
-	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(log.With("component", "temporal-client"))}
+	// One registry for the API's /metrics: the control plane's own
+	// families, the store's counts at scrape time, the Temporal SDK's.
+	registry := metrics.NewRegistry()
+	serveMetrics := metrics.NewServe(registry)
+	registry.MustRegister(&metrics.Inventory{Counts: st})
+	temporalMetrics, temporalMetricsCloser := metrics.TemporalHandler(registry, log.With("component", "metrics"))
+	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(log.With("component", "temporal-client")),
+		MetricsHandler: temporalMetrics}
 	if cfg.TemporalTLS.enabled() {
 		if opts.ConnectionOptions.TLS, err = cfg.TemporalTLS.build(); err != nil {
 			st.Close()
 			closeListeners()
+			_ = temporalMetricsCloser.Close()
 			return nil, err
 		}
 	}
@@ -317,12 +329,15 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err != nil {
 		st.Close()
 		closeListeners()
+		_ = temporalMetricsCloser.Close()
 		return nil, fmt.Errorf("Temporal client: %w", err)
 	}
+	stopTemporalMetrics := func() { _ = temporalMetricsCloser.Close() }
 	adminToken, err := auth.EnsureAdminToken(ctx, &auth.Tokens{Pool: st.Pool()}, AdminTokenFile(cfg.StateDir))
 	if err != nil {
 		st.Close()
 		closeListeners()
+		stopTemporalMetrics()
 		return nil, err
 	}
 	// Pods' logs and exec go to their nodes' endpoints with a certificate
@@ -332,6 +347,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		if nodeEndpoints, err = nodeclient.New(ca); err != nil {
 			st.Close()
 			closeListeners()
+			stopTemporalMetrics()
 			return nil, err
 		}
 	}
@@ -349,7 +365,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
 	srv := api.New(api.Config{EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
-		Store: st, Logger: log, CA: ca, NodeEndpoints: nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
+		Store: st, Logger: log, CA: ca, NodeEndpoints: nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, Metrics: serveMetrics, MetricsHandler: metrics.Handler(registry), ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
 		Images: images, ImageMap: imgMap, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
@@ -358,7 +374,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{adminToken: adminToken, moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
+	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: stopTemporalMetrics, adminToken: adminToken, moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
 		// No ReadTimeout or WriteTimeout: watches and volume transfers
 		// stream for as long as they need; the API bounds every other
 		// request and its body itself.
@@ -368,7 +384,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
-			StallTimeout: cfg.ImageStallTimeout, Pulls: images},
+			StallTimeout: cfg.ImageStallTimeout, Pulls: images, Metrics: serveMetrics},
 		serviceCIDR: serviceCIDR, serviceNet: serviceNet, dns: dnsServer, capacity: cfg.Capacity}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	// The map's images exist before the first pod names them, unless
@@ -428,7 +444,7 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 	for attempt := 0; ; attempt++ {
 		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.podReconcile)
 		if err == nil {
-			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning, cp.serviceNet, cp.capacity, cp.moves)
+			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning, cp.serviceNet, cp.capacity, cp.moves, cp.metrics)
 			worker.RegisterImages(w, cp.imageOps)
 			if err = w.Start(); err == nil {
 				cp.workerMu.Lock()
@@ -500,6 +516,7 @@ func (cp *ControlPlane) Stop(ctx context.Context) error {
 	}
 	cp.workerMu.Unlock()
 	cp.Temporal.Close()
+	cp.stopTemporalMetrics()
 	cp.Store.Close()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/supervisor"
@@ -127,6 +128,8 @@ type Host struct {
 	// that run no pods.
 	Supervisor Supervisor
 	Log        *slog.Logger
+	// Metrics measures image pulls; nil measures nothing.
+	Metrics *metrics.Node
 	// API is the node's client of the control plane's API, which image
 	// downloads and volume transfers go through; nil: http.DefaultClient.
 	API *http.Client

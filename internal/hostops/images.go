@@ -129,6 +129,9 @@ func (h *Host) PullImage(ctx context.Context, in NodeImage) (NodeImageResult, er
 	default:
 		res, err = h.pullDataset(ctx, in)
 	}
+	if ctx.Err() == nil { // not a pull cut short by a cancel
+		h.Metrics.ImagePulled(err == nil, time.Since(start))
+	}
 	if err != nil {
 		return NodeImageResult{}, h.imageFail(ctx, "pull", in, err)
 	}
@@ -398,6 +401,9 @@ type imageBody struct {
 	n      atomic.Int64
 	total  int64
 	err    atomic.Pointer[DownloadError] // read by the command's stdin copier
+	// downloaded is told the bytes read, once, on Close.
+	downloaded func(int64)
+	closed     atomic.Bool
 }
 
 func (b *imageBody) Read(p []byte) (int, error) {
@@ -416,6 +422,9 @@ func (b *imageBody) Read(p []byte) (int, error) {
 func (b *imageBody) Close() error {
 	err := b.body.Close()
 	b.cancel(nil)
+	if b.closed.CompareAndSwap(false, true) && b.downloaded != nil {
+		b.downloaded(b.n.Load())
+	}
 	return err
 }
 
@@ -465,7 +474,8 @@ func (h *Host) download(ctx context.Context, in NodeImage) (*imageBody, error) {
 		cancel(nil)
 		return nil, &DownloadError{fmt.Errorf("download of image %s: %s: %s", in.Name, resp.Status, strings.TrimSpace(string(msg)))}
 	}
-	return &imageBody{body: resp.Body, ctx: ctx, cancel: cancel, name: in.Name, hash: sha256.New(), total: in.Size}, nil
+	return &imageBody{body: resp.Body, ctx: ctx, cancel: cancel, name: in.Name, hash: sha256.New(), total: in.Size,
+		downloaded: h.Metrics.ImageBytes}, nil
 }
 
 // cleanup removes a failed pull's remains, even when ctx has ended.

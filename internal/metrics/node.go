@@ -82,15 +82,19 @@ func outcome(err error) string {
 	return "failed"
 }
 
-// ImagePulled counts one pull of an image to this node.
-func (n *Node) ImagePulled(ok bool, bytes int64, d time.Duration) {
+// ImagePulled counts one pull of an image to this node and its time.
+func (n *Node) ImagePulled(ok bool, d time.Duration) {
 	if n == nil {
 		return
 	}
 	r := result(ok)
 	n.pulls.WithLabelValues(r).Inc()
 	n.pullDuration.WithLabelValues(r).Observe(d.Seconds())
-	if bytes > 0 {
+}
+
+// ImageBytes counts bytes an image's download read.
+func (n *Node) ImageBytes(bytes int64) {
+	if n != nil && bytes > 0 {
 		n.pullBytes.Add(float64(bytes))
 	}
 }

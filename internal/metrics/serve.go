@@ -8,7 +8,7 @@ import (
 )
 
 // Serve is what `zonewright serve` measures: pods' starts, scheduling, the
-// API, image imports and node pulls.
+// API and image imports. (Pulls to nodes are measured by the nodes.)
 type Serve struct {
 	podStartup      prometheus.Histogram
 	podStartupPhase *prometheus.HistogramVec
@@ -23,8 +23,6 @@ type Serve struct {
 	imageImports        *prometheus.CounterVec
 	imageImportBytes    prometheus.Counter
 	imageImportDuration *prometheus.HistogramVec
-	nodePulls           *prometheus.CounterVec
-	nodePullBytes       prometheus.Counter
 }
 
 // NewServe registers serve's families in reg.
@@ -64,13 +62,9 @@ func NewServe(reg prometheus.Registerer) *Serve {
 		imageImportDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
 			Name: "image_import_duration_seconds", Help: "Time an image's fetch and verification took, by result.",
 			Buckets: DurationBuckets()}, []string{"result"}),
-		nodePulls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
-			Name: "image_node_pulls_total", Help: "Images' pulls by nodes, as the nodes reported them finished, by result (ok, failed)."}, []string{"result"}),
-		nodePullBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace,
-			Name: "image_node_pull_bytes_total", Help: "Bytes nodes reported pulling for images they now hold."}),
 	}
 	reg.MustRegister(s.podStartup, s.podStartupPhase, s.scheduleAttempts, s.schedulingLatency, s.apiRequests, s.apiDuration,
-		s.watches, s.imageImports, s.imageImportBytes, s.imageImportDuration, s.nodePulls, s.nodePullBytes)
+		s.watches, s.imageImports, s.imageImportBytes, s.imageImportDuration)
 	return s
 }
 
@@ -138,19 +132,6 @@ func (s *Serve) ImageImported(ok bool, bytes int64, d time.Duration) {
 	s.imageImportDuration.WithLabelValues(r).Observe(d.Seconds())
 	if ok {
 		s.imageImportBytes.Add(float64(bytes))
-	}
-}
-
-// NodePullFinished counts a pull a node reported finished, with the bytes
-// it pulled when it succeeded. (The pull's duration is measured by the
-// node: zonewright_node_image_pull_duration_seconds.)
-func (s *Serve) NodePullFinished(ok bool, bytes int64) {
-	if s == nil {
-		return
-	}
-	s.nodePulls.WithLabelValues(result(ok)).Inc()
-	if ok {
-		s.nodePullBytes.Add(float64(bytes))
 	}
 }
 
