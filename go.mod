@@ -8,6 +8,8 @@ require (
 	github.com/ulikunitz/xz v0.5.17
 )
 
+require github.com/kylelemons/godebug v1.1.0 // indirect
+
 require (
 	cel.dev/expr v0.25.2 // indirect
 	cloud.google.com/go v0.123.0 // indirect

@@ -118,7 +118,10 @@ func Run(ctx context.Context, cfg Config) error {
 			cfg.TemporalTLS.Certificates = []tls.Certificate{cert}
 		}
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node), registry: metrics.NewRegistry()}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node), registry: cfg.Metrics}
+	if a.registry == nil {
+		a.registry = metrics.NewRegistry()
+	}
 	a.metrics = metrics.NewNode(a.registry)
 	a.api = nodeapi.New(hc, cfg.APIURL, cfg.Node)
 	a.host = illumos.Host{Runner: a.metrics.Executor(&illumos.Runner{BinDir: cfg.BinDir, Logger: a.log})}

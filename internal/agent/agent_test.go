@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -25,6 +28,7 @@ import (
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/pki"
@@ -188,7 +192,10 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		t.Errorf("the agent started without an API URL: %v", err)
 	}
 
-	stop := runAgent(t, cfg)
+	reg := metrics.NewRegistry()
+	first := cfg
+	first.Metrics = reg
+	stop := runAgent(t, first)
 	n := waitNode(t, st, "registered and ready", func(n *model.Node) bool {
 		c := n.Condition(model.NodeReady)
 		return c != nil && c.Status == model.ConditionTrue
@@ -311,6 +318,10 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		t.Errorf("dataset %s missing after CreateDatasets ran on the node", ds)
 	}
 
+	// The agent's metrics: the node worker's Temporal SDK metrics on its
+	// own task queue, the host commands it ran; a clean exposition.
+	assertAgentMetrics(t, reg)
+
 	// The zone summary follows the host's zones.
 	h := illumos.Host{Runner: &illumos.Runner{BinDir: node.Bin}}
 	if err := h.Zonecfg().Create(ctx, illumos.ZoneConfig{Name: "z1", Zonepath: "/zonewright/zones/z1"}); err != nil {
@@ -410,4 +421,44 @@ func equalLists(a, b model.ResourceList) bool {
 		}
 	}
 	return true
+}
+
+// assertAgentMetrics reads the agent's /metrics handler over HTTP: the
+// node worker's schedule-to-start latency on node/node1 (the SDK's
+// metrics reach the registry every second), the host commands run, and
+// not one Prometheus lint problem.
+func assertAgentMetrics(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	srv := httptest.NewServer(metrics.Handler(reg))
+	t.Cleanup(srv.Close)
+	// Each series by its name and some of its labels.
+	want := [][]string{
+		{"temporal_activity_schedule_to_start_latency_seconds_count{", `activity_type="CreateDatasets"`, `task_queue="node/node1"`},
+		{"zonewright_host_command_duration_seconds_count{", `command="zfs"`, `outcome="ok"`},
+		{"zonewright_host_command_duration_seconds_count{", `command="zoneadm"`, `outcome="ok"`},
+	}
+	has := func(body string, series []string) bool {
+		return slices.ContainsFunc(strings.Split(body, "\n"), func(line string) bool {
+			return strings.HasPrefix(line, series[0]) && !slices.ContainsFunc(series[1:], func(l string) bool { return !strings.Contains(line, l) })
+		})
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		resp, err := srv.Client().Get(srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		missing := slices.IndexFunc(want, func(w []string) bool { return !has(string(b), w) })
+		if missing < 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent's metrics lack %v:\n%s", want[missing], b)
+		}
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil || len(problems) > 0 {
+		t.Errorf("the agent's metrics fail the lint: %v %+v", err, problems)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net"
 	"net/http"
@@ -117,6 +118,11 @@ type Config struct {
 	// HTTPClient makes every call to the API; nil: one built by
 	// newAPIClient from APICAFile, presenting the node's certificate.
 	HTTPClient *http.Client
+	// Metrics is the registry the agent's metrics go in (its
+	// MetricsHandler serves it); nil: one of its own, with the Go
+	// runtime's and the process's collectors. One registry serves one
+	// agent run.
+	Metrics *prometheus.Registry
 	// StateDir keeps the node's key and the certificate it got when it
 	// joined the cluster (NodeCredential).
 	StateDir string

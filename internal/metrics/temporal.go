@@ -45,6 +45,9 @@ func TemporalHandler(reg prometheus.Registerer, log *slog.Logger) (client.Metric
 		CachedReporter:  reporter,
 		Separator:       tallyprom.DefaultSeparator,
 		SanitizeOptions: &temporalSanitize,
+		// tally's own counts of its series are no Temporal metric (and
+		// their names fail Prometheus' lint).
+		OmitCardinalityMetrics: true,
 	}, temporalReportEvery)
 	return sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)), closer
 }
