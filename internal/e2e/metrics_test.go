@@ -1,0 +1,177 @@
+package e2e_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	prommodel "github.com/prometheus/common/model"
+
+	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// startupPhases are the phases a pod's start divides into.
+var startupPhases = []string{controlops.StartupScheduling, controlops.StartupImage, controlops.StartupInstall,
+	controlops.StartupBoot, controlops.StartupNetwork, controlops.StartupContainers, controlops.StartupReady}
+
+// TestMetricsMeasureEveryPodsStartOnce reads /metrics through the API as a
+// cluster-admin while pods start: each start is observed exactly once, its
+// phases add up to it, the exposition passes Prometheus' lint, and a
+// namespace's viewer may not read it.
+func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 1)
+	before := c.metrics()
+	const pods = 3
+	for i := range pods {
+		c.createPod(sleepPod(fmt.Sprintf("m%d", i), "sparse", ""))
+	}
+	for i := range pods {
+		c.waitPhase(fmt.Sprintf("m%d", i), model.PodRunning, true, 60*time.Second)
+	}
+	// The start is measured by the write that made the pod Ready, an
+	// instant after the API could show it.
+	var after map[string]*dto.MetricFamily
+	c.eventually(5*time.Second, "three starts measured", func() bool {
+		after = c.metrics()
+		return histogramCount(after, "zonewright_pod_startup_duration_seconds", "", "") >= histogramCount(before, "zonewright_pod_startup_duration_seconds", "", "")+pods
+	})
+	// Ready pods report nothing more: a scrape a moment later counts the same.
+	time.Sleep(time.Second)
+	after = c.metrics()
+	starts := histogramCount(after, "zonewright_pod_startup_duration_seconds", "", "") - histogramCount(before, "zonewright_pod_startup_duration_seconds", "", "")
+	if starts != pods {
+		t.Fatalf("%d starts measured for %d pods", starts, pods)
+	}
+	total := histogramSum(after, "zonewright_pod_startup_duration_seconds", "", "") - histogramSum(before, "zonewright_pod_startup_duration_seconds", "", "")
+	var phases float64
+	var each []string
+	for _, p := range startupPhases {
+		n := histogramCount(after, "zonewright_pod_startup_phase_duration_seconds", "phase", p) -
+			histogramCount(before, "zonewright_pod_startup_phase_duration_seconds", "phase", p)
+		if n != pods {
+			t.Errorf("phase %s observed %d times; want once per pod", p, n)
+		}
+		d := histogramSum(after, "zonewright_pod_startup_phase_duration_seconds", "phase", p) -
+			histogramSum(before, "zonewright_pod_startup_phase_duration_seconds", "phase", p)
+		phases += d
+		each = append(each, fmt.Sprintf("%s %.3fs", p, d))
+	}
+	if total <= 0 || phases < total*0.95 || phases > total*1.05 {
+		t.Fatalf("the phases add up to %.3fs, the starts to %.3fs: more than 5%% apart", phases, total)
+	}
+	t.Logf("%d starts took %.3fs in all; phases %.3fs: %s", pods, total, phases, strings.Join(each, ", "))
+
+	// The rest of serve's families, and the Temporal SDK's.
+	for _, want := range []struct {
+		family, label, value string
+		atLeast              float64
+	}{
+		{"zonewright_pods", "phase", "Running", pods},
+		{"zonewright_nodes", "ready", "true", 1},
+		{"zonewright_schedule_attempts_total", "result", "scheduled", pods},
+		{"zonewright_api_requests_total", "route", "/api/v1/namespaces/:ns/pods", pods},
+		{"temporal_request_total", "", "", 1},
+	} {
+		if got := sum(after, want.family, want.label, want.value); got < want.atLeast {
+			t.Errorf("%s{%s=%q} = %v; want at least %v", want.family, want.label, want.value, got, want.atLeast)
+		}
+	}
+	if _, ok := after["temporal_workflow_task_schedule_to_start_latency_seconds"]; !ok {
+		t.Errorf("the control-plane worker's Temporal metrics are missing")
+	}
+
+	// A namespace's viewer may not read the cluster's metrics.
+	var tok struct {
+		Token string `json:"token"`
+	}
+	code, b := c.do("POST", "/api/v1/namespaces/default/tokens", map[string]any{"role": auth.RoleView})
+	if code != http.StatusCreated {
+		t.Fatalf("issue a view token: %d %s", code, b)
+	}
+	if err := json.Unmarshal(b, &tok); err != nil {
+		t.Fatal(err)
+	}
+	viewer := &http.Client{Transport: auth.Bearer{Token: tok.Token, Next: c.http.Transport.(auth.Bearer).Next}}
+	resp, err := viewer.Get(c.api + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a viewer's GET /metrics: %d; want 403", resp.StatusCode)
+	}
+}
+
+// metrics scrapes /metrics as the cluster-admin and lints the exposition.
+func (c *cluster) metrics() map[string]*dto.MetricFamily {
+	c.t.Helper()
+	code, b := c.do("GET", "/metrics", nil)
+	if code != http.StatusOK {
+		c.t.Fatalf("GET /metrics: %d %s", code, b)
+	}
+	problems, err := promlint.New(bytes.NewReader(b)).Lint()
+	if err != nil || len(problems) > 0 {
+		c.t.Fatalf("the exposition fails the lint: %v %+v", err, problems)
+	}
+	p := expfmt.NewTextParser(prommodel.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(io.Reader(bytes.NewReader(b)))
+	if err != nil {
+		c.t.Fatalf("parse the exposition: %v", err)
+	}
+	return fams
+}
+
+// matches: the metric carries label=value (any metric when label is "").
+func matches(m *dto.Metric, label, value string) bool {
+	if label == "" {
+		return true
+	}
+	for _, l := range m.GetLabel() {
+		if l.GetName() == label && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+func histogramCount(fams map[string]*dto.MetricFamily, name, label, value string) uint64 {
+	var n uint64
+	for _, m := range fams[name].GetMetric() {
+		if matches(m, label, value) {
+			n += m.GetHistogram().GetSampleCount()
+		}
+	}
+	return n
+}
+
+func histogramSum(fams map[string]*dto.MetricFamily, name, label, value string) float64 {
+	var s float64
+	for _, m := range fams[name].GetMetric() {
+		if matches(m, label, value) {
+			s += m.GetHistogram().GetSampleSum()
+		}
+	}
+	return s
+}
+
+// sum adds up a counter's or gauge's series carrying label=value.
+func sum(fams map[string]*dto.MetricFamily, name, label, value string) float64 {
+	var s float64
+	for _, m := range fams[name].GetMetric() {
+		if matches(m, label, value) {
+			s += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return s
+}
