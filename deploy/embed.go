@@ -8,3 +8,9 @@ import _ "embed"
 //
 //go:embed images.yaml
 var ImageMap []byte
+
+// GrafanaDashboard is grafana/zonewright.json, the example dashboard over
+// serve's and the agents' /metrics.
+//
+//go:embed grafana/zonewright.json
+var GrafanaDashboard []byte
