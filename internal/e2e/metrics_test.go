@@ -18,6 +18,7 @@ import (
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows"
 )
 
 // startupPhases are the phases a pod's start divides into.
@@ -111,6 +112,15 @@ func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a viewer's GET /metrics: %d; want 403", resp.StatusCode)
 	}
+
+	// A whole lifecycle whose provision returned its step times, for the
+	// replay test.
+	if code, b := c.do("DELETE", "/api/v1/namespaces/default/pods/m0?gracePeriodSeconds=0", nil); code != http.StatusOK {
+		t.Fatalf("delete m0: %d %s", code, b)
+	}
+	c.waitGone("m0", 30*time.Second)
+	c.waitClosed("m0")
+	c.recordHistory(workflows.PodWorkflowID("default", "m0"), "pod-startup-measured.json")
 }
 
 // metrics scrapes /metrics as the cluster-admin and lints the exposition.
