@@ -32,14 +32,33 @@ func TestProvisionPodBuildsTheZoneAndHandsItOver(t *testing.T) {
 	n.ops.Supervisor = sup
 	s := sandbox("web", "127.10.6.2", hostops.ContainerSpec{Name: "app", Argv: []string{"sleep", "1000"}})
 	in := hostops.ProvisionInput{Sandbox: s, Probes: []hostops.ContainerProbes{{Name: "app"}}}
-	for i := range 2 { // a retry finds the work done
-		var seq uint64
-		if err := n.must(t, "ProvisionPod", n.host.ProvisionPod, in).Get(&seq); err != nil {
-			t.Fatal(err)
+	// Not asked for the steps' times, the result is the bare Seq, as a
+	// lifecycle from before reads it.
+	var seq uint64
+	if err := n.must(t, "ProvisionPod", n.host.ProvisionPod, in).Get(&seq); err != nil {
+		t.Fatal(err)
+	}
+	if seq != 1 {
+		t.Fatalf("ProvisionPod answered Seq %d; want the supervisor's 1", seq)
+	}
+	// A retry finds the work done; asked, it times each step.
+	in.Timed = true
+	var res hostops.ProvisionResult
+	if err := n.must(t, "ProvisionPod", n.host.ProvisionPod, in).Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Seq != 2 {
+		t.Fatalf("ProvisionPod answered Seq %d; want the supervisor's 2", res.Seq)
+	}
+	var steps []string
+	for _, st := range res.Steps {
+		if st.Duration <= 0 {
+			t.Errorf("step %s took %v", st.Step, st.Duration)
 		}
-		if seq != uint64(i+1) {
-			t.Fatalf("ProvisionPod answered Seq %d; want the supervisor's %d", seq, i+1)
-		}
+		steps = append(steps, st.Step)
+	}
+	if got := strings.Join(steps, " "); got != "CreateDatasets CreateVNIC ConfigureZone InstallZone BootZone ConfigureNetwork StartContainers WaitContainersOnline Supervise" {
+		t.Fatalf("timed steps %s", got)
 	}
 	if obs := n.observe(t, s); obs.ZoneState != "running" || obs.Containers["app"] != "online" {
 		t.Fatalf("after ProvisionPod the node shows %+v; want the zone running and app online", obs)
