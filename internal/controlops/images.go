@@ -408,14 +408,28 @@ func (a *Images) ImagePullPlan(ctx context.Context, in ImageNodeInput) (NodePull
 }
 
 // SetImageNodeStatus records the image's state on one node.
+//
+// The update that ends a node's pull (Pulling to Ready or Failed)
+// measures it; a retried update finds it ended and measures nothing.
 func (a *Images) SetImageNodeStatus(ctx context.Context, u ImageNodeUpdate) error {
+	var pulled time.Duration
+	var bytes int64
+	ended := false
 	_, err := a.mutate(ctx, ImageRef{Name: u.Image}, func(img *model.Image) {
 		now := a.now()
+		ended = false
+		if prev, ok := img.Status.Node(u.Node); ok && prev.Phase == model.ImagePulling && prev.Updated != nil &&
+			(u.Phase == model.ImageReady || u.Phase == model.ImageFailed) {
+			ended, pulled, bytes = true, now.Sub(*prev.Updated), img.Status.ArtefactSize
+		}
 		img.Status.SetNode(model.ImageNodeStatus{Node: u.Node, Phase: u.Phase, Reason: u.Reason, Message: u.Message, Updated: &now})
 		if img.Status.Phase == model.ImageReady {
 			img.Status.Message = nodeSummary(img.Status.Nodes)
 		}
 	})
+	if err == nil && ended {
+		a.Metrics.NodePullFinished(u.Phase == model.ImageReady, bytes, pulled)
+	}
 	return err
 }
 

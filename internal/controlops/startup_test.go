@@ -71,3 +71,28 @@ func scrape(t *testing.T, reg *prometheus.Registry) string {
 	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return rec.Body.String()
 }
+
+// The update that ends a node's pull measures it with the artefact's
+// size; the same update again measures nothing.
+func TestTheEndOfANodesPullIsMeasuredOnce(t *testing.T) {
+	ctx := t.Context()
+	st := openStore(t)
+	img := &model.Image{Metadata: model.ObjectMeta{Name: "base"}, Spec: model.ImageSpec{Kind: model.ImageZFSStream}}
+	img.Status.ArtefactSize = 5 << 20
+	if err := st.Images().Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	reg := metrics.NewRegistry()
+	ops := &controlops.Images{Store: st, Metrics: metrics.NewServe(reg)}
+	for _, phase := range []string{model.ImagePulling, model.ImageReady, model.ImageReady} {
+		if err := ops.SetImageNodeStatus(ctx, controlops.ImageNodeUpdate{Image: "base", Node: "n1", Phase: phase}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := scrape(t, reg)
+	for _, want := range []string{`zonewright_image_node_pull_duration_seconds_count{result="ok"} 1`, "zonewright_image_node_pull_bytes_total 5.24288e+06"} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

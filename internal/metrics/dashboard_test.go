@@ -95,6 +95,7 @@ func exportedFamilies(t *testing.T) map[string]dto.MetricType {
 	s.APIRequest("/healthz", "get", 200, time.Millisecond)
 	s.WatchOpened()
 	s.ImageImported(true, 1, time.Second)
+	s.NodePullFinished(true, 1, time.Second)
 	n.ImagePulled(true, time.Second)
 	n.ImageBytes(1)
 	n.Reported(metrics.ReportDelivered)

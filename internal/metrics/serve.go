@@ -8,7 +8,7 @@ import (
 )
 
 // Serve is what `zonewright serve` measures: pods' starts, scheduling, the
-// API and image imports. (Pulls to nodes are measured by the nodes.)
+// API, image imports and the pulls of images to nodes.
 type Serve struct {
 	podStartup      prometheus.Histogram
 	podStartupPhase *prometheus.HistogramVec
@@ -23,6 +23,8 @@ type Serve struct {
 	imageImports        *prometheus.CounterVec
 	imageImportBytes    prometheus.Counter
 	imageImportDuration *prometheus.HistogramVec
+	nodePulls           *prometheus.HistogramVec
+	nodePullBytes       prometheus.Counter
 }
 
 // NewServe registers serve's families in reg.
@@ -62,9 +64,15 @@ func NewServe(reg prometheus.Registerer) *Serve {
 		imageImportDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
 			Name: "image_import_duration_seconds", Help: "Time an image's fetch and verification took, by result.",
 			Buckets: DurationBuckets()}, []string{"result"}),
+		nodePulls: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
+			Name:    "image_node_pull_duration_seconds",
+			Help:    "Time from an image's pull to a node being begun to the node's answer, as the control plane saw it, by result (ok, failed).",
+			Buckets: DurationBuckets()}, []string{"result"}),
+		nodePullBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace,
+			Name: "image_node_pull_bytes_total", Help: "Bytes of the images nodes pulled (each artefact's size, once per node)."}),
 	}
 	reg.MustRegister(s.podStartup, s.podStartupPhase, s.scheduleAttempts, s.schedulingLatency, s.apiRequests, s.apiDuration,
-		s.watches, s.imageImports, s.imageImportBytes, s.imageImportDuration)
+		s.watches, s.imageImports, s.imageImportBytes, s.imageImportDuration, s.nodePulls, s.nodePullBytes)
 	return s
 }
 
@@ -132,6 +140,19 @@ func (s *Serve) ImageImported(ok bool, bytes int64, d time.Duration) {
 	s.imageImportDuration.WithLabelValues(r).Observe(d.Seconds())
 	if ok {
 		s.imageImportBytes.Add(float64(bytes))
+	}
+}
+
+// NodePullFinished counts a pull of an image to a node that ended, how
+// long it took since it was begun and, when it succeeded, the artefact's
+// bytes.
+func (s *Serve) NodePullFinished(ok bool, bytes int64, d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.nodePulls.WithLabelValues(result(ok)).Observe(d.Seconds())
+	if ok {
+		s.nodePullBytes.Add(float64(bytes))
 	}
 }
 
