@@ -115,6 +115,8 @@ func operations() map[string]operation {
 		"GET /readyz": {summary: "readiness: whether each dependency answers (503: which does not; a Status if the check itself timed out)",
 			returns: map[int]any{ok: HealthStatus{}, http.StatusServiceUnavailable: eitherBody{HealthStatus{}, statusBody}}},
 		"GET /openapi/v3": {summary: "this document", returns: map[int]any{ok: openAPIDocument{}}},
+		"get metrics": {summary: "the control plane's metrics in the Prometheus text format (404 where none are collected)",
+			returns: map[int]any{ok: text}, errors: []int{http.StatusNotFound}},
 
 		"delete pods": {summary: "stop the pod within its grace period (?gracePeriodSeconds=; 0 forces), then remove it",
 			query: []string{"gracePeriodSeconds", "resourceVersion"}, returns: map[int]any{ok: model.Pod{}}},
