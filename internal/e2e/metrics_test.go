@@ -34,9 +34,12 @@ func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
 	c := newCluster(t, 1)
 	before := c.metrics()
 	const pods = 3
-	for i := range pods {
+	for i := range pods - 1 {
 		c.createPod(sleepPod(fmt.Sprintf("m%d", i), "sparse", ""))
 	}
+	// One with a readiness probe: Ready comes after its containers run.
+	c.createPod(fmt.Sprintf(`{"metadata":{"name":"m%d"},"spec":{"containers":[{"name":"app","image":"base","command":["sleep","3600"],
+	  "readinessProbe":{"exec":{"command":["true"]},"periodSeconds":1}}]}}`, pods-1))
 	for i := range pods {
 		c.waitPhase(fmt.Sprintf("m%d", i), model.PodRunning, true, 60*time.Second)
 	}
@@ -70,6 +73,10 @@ func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
 	}
 	if total <= 0 || phases < total*0.95 || phases > total*1.05 {
 		t.Fatalf("the phases add up to %.3fs, the starts to %.3fs: more than 5%% apart", phases, total)
+	}
+	if ready := histogramSum(after, "zonewright_pod_startup_phase_duration_seconds", "phase", controlops.StartupReady) -
+		histogramSum(before, "zonewright_pod_startup_phase_duration_seconds", "phase", controlops.StartupReady); ready <= 0 {
+		t.Errorf("the probed pod's wait for Ready is not in the ready phase")
 	}
 	t.Logf("%d starts took %.3fs in all; phases %.3fs: %s", pods, total, phases, strings.Join(each, ", "))
 
