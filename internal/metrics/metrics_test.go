@@ -110,22 +110,22 @@ func TestHostCommandsAreTimedByCommandAndOutcome(t *testing.T) {
 	exec := n.Executor(fakeExecutor{})
 	ctx := context.Background()
 	for _, c := range []illumos.Cmd{
-		{Path: "/usr/sbin/zoneadm", Args: []string{"list"}},
-		{Path: "/usr/sbin/zfs", Args: []string{"fail"}},
-		{Path: "/usr/sbin/zfs", Args: []string{"timeout"}},
+		{Path: "/usr/sbin/zoneadm", Args: []string{"-z", "list", "list", "-p"}}, // a zone named list
+		{Path: "/usr/sbin/zfs", Args: []string{"fail", "send", "tank/x@base"}},
+		{Path: "/usr/sbin/zfs", Args: []string{"timeout", "tank/not-a-verb"}},
 	} {
 		_, _ = exec.Run(ctx, c)
 	}
-	for _, series := range []string{`zonewright_host_command_duration_seconds_count{command="zoneadm",outcome="ok"}`,
-		`zonewright_host_command_duration_seconds_count{command="zfs",outcome="failed"}`,
-		`zonewright_host_command_duration_seconds_count{command="zfs",outcome="timeout"}`} {
+	for _, series := range []string{`zonewright_host_command_duration_seconds_count{command="zoneadm",outcome="ok",subcommand="list"}`,
+		`zonewright_host_command_duration_seconds_count{command="zfs",outcome="failed",subcommand="send"}`,
+		`zonewright_host_command_duration_seconds_count{command="zfs",outcome="timeout",subcommand=""}`} {
 		if got := scrape(t, reg, series); got != 1 {
 			t.Errorf("%s = %v; want 1", series, got)
 		}
 	}
 	got, err := testutil.GatherAndCount(reg, "zonewright_host_command_duration_seconds")
 	if err != nil || got != 3 {
-		t.Fatalf("%d series of host commands (%v); want zoneadm ok, zfs failed, zfs timeout", got, err)
+		t.Fatalf("%d series of host commands (%v); want zoneadm list ok, zfs send failed, zfs timeout", got, err)
 	}
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil || len(problems) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,8 +27,8 @@ func NewNode(reg prometheus.Registerer) *Node {
 	n := &Node{
 		hostCommands: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
 			Name:    "host_command_duration_seconds",
-			Help:    "Host commands (zoneadm, zfs, dladm, …) the agent ran, by command and outcome (ok, failed, timeout, killed, not_started).",
-			Buckets: append(requestBuckets(), 60, 120, 300, 600, 1800)}, []string{"command", "outcome"}),
+			Help:    "Host commands the agent ran, by command (zoneadm, zfs, dladm, …), subcommand (install, send, create-vnic, …; empty for none) and outcome (ok, failed, timeout, killed, not_started).",
+			Buckets: append(requestBuckets(), 60, 120, 300, 600, 1800)}, []string{"command", "subcommand", "outcome"}),
 		pulls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
 			Name: "image_pulls_total", Help: "Image pulls this node finished, by result (ok, failed)."}, []string{"result"}),
 		pullBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace,
@@ -59,8 +60,35 @@ type timedExecutor struct {
 func (t timedExecutor) Run(ctx context.Context, cmd illumos.Cmd) (illumos.Result, error) {
 	start := time.Now()
 	res, err := t.next.Run(ctx, cmd)
-	t.hist.WithLabelValues(filepath.Base(cmd.Path), outcome(err)).Observe(time.Since(start).Seconds())
+	t.hist.WithLabelValues(filepath.Base(cmd.Path), subcommand(cmd.Args), outcome(err)).Observe(time.Since(start).Seconds())
 	return res, err
+}
+
+// subcommands are the verbs of the host commands (zoneadm -z … install,
+// zfs send, dladm create-vnic, svcadm enable, …). A command's subcommand
+// is the first of its arguments among them: an allowlist, so a zone's or
+// dataset's name never becomes a label value.
+var subcommands = setOf(`install uninstall boot halt shutdown reboot ready list verify attach detach clone mark
+	create destroy snapshot rollback send receive recv get set inherit rename promote mount unmount upgrade status
+	create-vnic delete-vnic show-vnic modify-vnic create-etherstub delete-etherstub show-etherstub show-link show-phys
+	set-linkprop show-linkprop create-if delete-if create-ip delete-ip show-if create-addr delete-addr show-addr
+	set-ifprop show-ifprop set-prop show-prop enable disable restart refresh clear import export delete info add`)
+
+func setOf(words string) map[string]bool {
+	set := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		set[w] = true
+	}
+	return set
+}
+
+func subcommand(args []string) string {
+	for _, a := range args {
+		if subcommands[a] {
+			return a
+		}
+	}
+	return ""
 }
 
 // outcome names how a command ended, from its *illumos.ExecError.
