@@ -45,10 +45,9 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 		// is cheap for the few long control-plane activities.
 		MaxHeartbeatThrottleInterval: controlHeartbeatThrottle,
 	})
-	w.RegisterWorkflowWithOptions(workflows.Housekeeping, workflow.RegisterOptions{Name: "Housekeeping"})
+	w.RegisterWorkflowWithOptions(workflows.Housekeeping, workflow.RegisterOptions{Name: workflows.HousekeepingWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.PodLifecycle, workflow.RegisterOptions{Name: workflows.PodWorkflowName})
-	// Registered by method name, as the workflows refer to them.
-	w.RegisterWorkflowWithOptions(workflows.ReconcilePods, workflow.RegisterOptions{Name: "ReconcilePods"})
+	w.RegisterWorkflowWithOptions(workflows.ReconcilePods, workflow.RegisterOptions{Name: workflows.ReconcilePodsWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.NodeHealth, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.Deployment, workflow.RegisterOptions{Name: workflows.DeploymentWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.Job, workflow.RegisterOptions{Name: workflows.JobWorkflowName})
@@ -124,10 +123,10 @@ func EnsureSchedules(ctx context.Context, c client.Client, reconcilePods time.Du
 		every        time.Duration
 		arg          any
 	}{
-		{workflows.HousekeepingScheduleID, "Housekeeping", HousekeepingEvery,
+		{workflows.HousekeepingScheduleID, workflows.HousekeepingWorkflowName, HousekeepingEvery,
 			workflows.HousekeepingInput{ChangeRetention: 15 * time.Minute, EventRetention: time.Hour}},
 		// A pod row is given 30 s to get its workflow before one is started.
-		{workflows.ReconcilePodsScheduleID, "ReconcilePods", reconcilePods, 30 * time.Second},
+		{workflows.ReconcilePodsScheduleID, workflows.ReconcilePodsWorkflowName, reconcilePods, 30 * time.Second},
 		{workflows.ImageSyncScheduleID, workflows.ImageSyncWorkflowName, ImageSyncEvery, nil},
 	} {
 		var args []any

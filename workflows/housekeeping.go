@@ -13,8 +13,12 @@ import (
 // control-plane activities.
 const ControlTaskQueue = "zonewright-control"
 
-// HousekeepingScheduleID is the Temporal Schedule that runs Housekeeping.
-const HousekeepingScheduleID = "zonewright-housekeeping"
+// HousekeepingScheduleID is the Temporal Schedule that runs Housekeeping,
+// registered as HousekeepingWorkflowName.
+const (
+	HousekeepingScheduleID   = "zonewright-housekeeping"
+	HousekeepingWorkflowName = "Housekeeping"
+)
 
 // HousekeepingInput says how much history to keep.
 type HousekeepingInput struct {
@@ -59,8 +63,12 @@ const (
 // SearchAttributeNames lists them for registration.
 var SearchAttributeNames = []string{SearchAttrNamespace, SearchAttrPod, SearchAttrNode, SearchAttrPhase}
 
-// ReconcilePodsScheduleID is the Temporal Schedule that runs ReconcilePods.
-const ReconcilePodsScheduleID = "zonewright-reconcile-pods"
+// ReconcilePodsScheduleID is the Temporal Schedule that runs ReconcilePods,
+// registered as ReconcilePodsWorkflowName.
+const (
+	ReconcilePodsScheduleID   = "zonewright-reconcile-pods"
+	ReconcilePodsWorkflowName = "ReconcilePods"
+)
 
 // ReconcilePods starts the lifecycle of every pod row that lacks one, and
 // the health workflow of every node that lacks one.
