@@ -44,7 +44,7 @@ func (a *Agent) serveEndpoint(cert *tls.Certificate) (*nodeserver.Server, error)
 		zonesDir = cfg.ZonesPath
 	}
 	srv, err := nodeserver.Listen(cfg.Listen, nodeserver.Config{Certificate: *cert, ClientCAs: pool, ZonesDir: zonesDir,
-		Runner: &illumos.Runner{BinDir: cfg.BinDir}, Log: a.log.With("component", "endpoint")})
+		Runner: &illumos.Runner{BinDir: cfg.BinDir}, Metrics: a.MetricsHandler(), Log: a.log.With("component", "endpoint")})
 	if err != nil {
 		return nil, err
 	}

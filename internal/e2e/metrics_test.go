@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -99,6 +101,40 @@ func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
 		t.Errorf("the control-plane worker's Temporal metrics are missing")
 	}
 
+	// The node's own metrics, scraped at its endpoint with a cluster-admin's
+	// certificate: its worker's schedule-to-start on its task queue and
+	// the host commands that made the pods.
+	var node model.Node
+	c.get("/api/v1/nodes/"+c.nodes.Nodes[0].Name, &node)
+	endpoint, err := nodeclient.BaseURL(&node)
+	if err != nil {
+		t.Fatalf("node %s reports no endpoint: %+v", node.Metadata.Name, node.Status)
+	}
+	certPEM, keyPEM, err := c.cp.CA().ClientCert("prometheus", []string{auth.ClusterAdminsOrg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The node's certificate names the node: a scraper verifies it as
+	// Prometheus does, with the node's name as the server name.
+	scraper := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{admin},
+		RootCAs: c.cp.CA().Pool(), ServerName: node.Metadata.Name}}}
+	resp, err := scraper.Get(endpoint.String() + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape the node's metrics: %v", err)
+	}
+	nodeFams := parseMetrics(t, resp)
+	queue := "node/" + node.Metadata.Name
+	if histogramCount(nodeFams, "temporal_activity_schedule_to_start_latency_seconds", "task_queue", queue) == 0 {
+		t.Errorf("the node's metrics have no activity schedule-to-start on %s", queue)
+	}
+	if histogramCount(nodeFams, "zonewright_host_command_duration_seconds", "command", "zoneadm") == 0 {
+		t.Errorf("the node's metrics have no zoneadm command")
+	}
+
 	// A namespace's viewer may not read the cluster's metrics.
 	var tok struct {
 		Token string `json:"token"`
@@ -111,7 +147,7 @@ func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	viewer := &http.Client{Transport: auth.Bearer{Token: tok.Token, Next: c.http.Transport.(auth.Bearer).Next}}
-	resp, err := viewer.Get(c.api + "/metrics")
+	resp, err = viewer.Get(c.api + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,14 +173,30 @@ func (c *cluster) metrics() map[string]*dto.MetricFamily {
 	if code != http.StatusOK {
 		c.t.Fatalf("GET /metrics: %d %s", code, b)
 	}
+	return lintedMetrics(c.t, b)
+}
+
+// parseMetrics reads a scrape's answer and lints the exposition.
+func parseMetrics(t *testing.T, resp *http.Response) map[string]*dto.MetricFamily {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %d %v %s", resp.StatusCode, err, b)
+	}
+	return lintedMetrics(t, b)
+}
+
+func lintedMetrics(t *testing.T, b []byte) map[string]*dto.MetricFamily {
+	t.Helper()
 	problems, err := promlint.New(bytes.NewReader(b)).Lint()
 	if err != nil || len(problems) > 0 {
-		c.t.Fatalf("the exposition fails the lint: %v %+v", err, problems)
+		t.Fatalf("the exposition fails the lint: %v %+v", err, problems)
 	}
 	p := expfmt.NewTextParser(prommodel.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(io.Reader(bytes.NewReader(b)))
 	if err != nil {
-		c.t.Fatalf("parse the exposition: %v", err)
+		t.Fatalf("parse the exposition: %v", err)
 	}
 	return fams
 }

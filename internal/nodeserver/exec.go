@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,9 +33,13 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "BadRequest", "the command cannot be run: "+err.Error())
 		return
 	}
+	// The slot is given back before the session's status is sent: a
+	// client that saw its session end may start another at once.
+	var release sync.Once
+	free := func() { release.Do(func() { <-s.execs }) }
 	select {
 	case s.execs <- struct{}{}:
-		defer func() { <-s.execs }()
+		defer free()
 	default:
 		fail(w, http.StatusTooManyRequests, "TooManyRequests", fmt.Sprintf("this node runs %d exec sessions, the most it runs at once; retry shortly", cap(s.execs)))
 		return
@@ -59,6 +64,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	} else {
 		code, err = runPipes(cmd, sess, opts)
 	}
+	free()
 	if err != nil {
 		s.cfg.Log.Warn("exec session failed", "zone", t.zone, "container", t.container, "err", err)
 		sess.Finish(execstream.ErrorStatus("the command could not be run in the container"))

@@ -1,10 +1,12 @@
-// Package nodeserver is the node's own HTTPS endpoint, which only the
-// control plane may call (as a kubelet's port): a container's output read
-// from its SMF service log, and exec sessions run in a pod's zone through
-// zlogin. It serves with the node's certificate and takes only a client
-// certificate of the cluster CA naming the control plane
-// (auth.ControlPlaneCN); the control plane relays users' requests after
-// authorising them (internal/nodeclient).
+// Package nodeserver is the node's own HTTPS endpoint (as a kubelet's
+// port): a container's output read from its SMF service log, and exec
+// sessions run in a pod's zone through zlogin, which only the control
+// plane may call; and the node's metrics, which cluster-admins may scrape
+// too. It serves with the node's certificate and takes only client
+// certificates of the cluster CA naming the control plane
+// (auth.ControlPlaneCN) or a cluster-admin (auth.ClusterAdminsOrg); the
+// control plane relays users' requests after authorising them
+// (internal/nodeclient).
 package nodeserver
 
 import (
@@ -19,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/auth"
@@ -47,6 +50,8 @@ type Config struct {
 	ZonesDir string
 	// Runner resolves zlogin (its BinDir); nil: the standard place.
 	Runner *illumos.Runner
+	// Metrics serves GET /metrics; nil: none.
+	Metrics http.Handler
 	// MaxExecs and MaxLogStreams: zero means the defaults.
 	MaxExecs, MaxLogStreams int
 	Log                     *slog.Logger
@@ -78,18 +83,22 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, execs: make(chan struct{}, cfg.MaxExecs), logs: make(chan struct{}, cfg.MaxLogStreams)}
 	mux := http.NewServeMux()
 	// The paths nodeclient.LogsPath and ExecPath build.
-	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{uid}/{container}", s.containerLogs)
-	mux.HandleFunc("GET /exec/{ns}/{pod}/{uid}/{container}", s.exec)
+	mux.Handle("GET /containerLogs/{ns}/{pod}/{uid}/{container}", controlPlaneOnly(http.HandlerFunc(s.containerLogs)))
+	mux.Handle("GET /exec/{ns}/{pod}/{uid}/{container}", controlPlaneOnly(http.HandlerFunc(s.exec)))
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", cfg.Metrics) // the handshake admitted only the control plane and cluster-admins
+	}
 	tlsConfig := &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{cfg.Certificate},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    cfg.ClientCAs,
 		// Any certificate of the cluster CA other than the control
-		// plane's (a node's, an operator's) fails the handshake.
+		// plane's or a cluster-admin's (a node's, say) fails the
+		// handshake.
 		VerifyPeerCertificate: func(_ [][]byte, chains [][]*x509.Certificate) error {
-			if len(chains) == 0 || len(chains[0]) == 0 || chains[0][0].Subject.CommonName != auth.ControlPlaneCN {
-				return errors.New("only the control plane may call a node's endpoint")
+			if len(chains) == 0 || len(chains[0]) == 0 || !(isControlPlane(chains[0][0]) || isClusterAdmin(chains[0][0])) {
+				return errors.New("only the control plane and cluster-admins may call a node's endpoint")
 			}
 			return nil
 		},
@@ -99,7 +108,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("agent endpoint %s: %w", addr, err)
 	}
 	s.ln = ln
-	s.http = &http.Server{Handler: controlPlaneOnly(mux), TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second,
+	s.http = &http.Server{Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(cfg.Log.With("component", "endpoint").Handler(), slog.LevelWarn)}
 	go func() {
 		if err := s.http.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -115,10 +124,17 @@ func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
 // Close stops the endpoint and ends its streams.
 func (s *Server) Close() error { return s.http.Close() }
 
-// controlPlaneOnly checks the caller again, after the handshake.
+func isControlPlane(c *x509.Certificate) bool { return c.Subject.CommonName == auth.ControlPlaneCN }
+
+func isClusterAdmin(c *x509.Certificate) bool {
+	return slices.Contains(c.Subject.Organization, auth.ClusterAdminsOrg)
+}
+
+// controlPlaneOnly lets only the control plane through: it authorised the
+// user whose request it relays.
 func controlPlaneOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || r.TLS.VerifiedChains[0][0].Subject.CommonName != auth.ControlPlaneCN {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || !isControlPlane(r.TLS.VerifiedChains[0][0]) {
 			fail(w, http.StatusForbidden, "Forbidden", "only the control plane may call a node's endpoint")
 			return
 		}

@@ -70,7 +70,8 @@ func newEndpoint(t *testing.T, maxExecs int) *endpoint {
 	}
 	zonesDir := filepath.Join(n.Root, "fs", "zones")
 	srv, err := nodeserver.Listen("127.0.0.1:0", nodeserver.Config{Certificate: cert, ClientCAs: ca.Pool(), ZonesDir: zonesDir,
-		Runner: &illumos.Runner{BinDir: n.Bin}, MaxExecs: maxExecs, Log: slog.New(slog.DiscardHandler)})
+		Runner: &illumos.Runner{BinDir: n.Bin}, MaxExecs: maxExecs, Log: slog.New(slog.DiscardHandler),
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "zonewright_endpoint_test 1\n") })})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +167,9 @@ func TestLogsAndExecInTheZone(t *testing.T) {
 	}
 }
 
-// Only the control plane's certificate is served; a node's or none is
-// refused at the handshake.
+// Only the control plane reads logs and runs execs; a cluster-admin's
+// certificate reaches the metrics alone; a node's or none is refused at
+// the handshake.
 func TestOnlyTheControlPlaneIsServed(t *testing.T) {
 	e := newEndpoint(t, 0)
 	nodeCertPEM, nodeKeyPEM, err := e.ca.ClientCert(auth.NodeCNPrefix+"n2", []string{auth.NodesOrg})
@@ -177,11 +179,30 @@ func TestOnlyTheControlPlaneIsServed(t *testing.T) {
 	nodeCert, _ := tls.X509KeyPair(nodeCertPEM, nodeKeyPEM)
 	opCertPEM, opKeyPEM, _ := e.ca.ClientCert("alice", []string{auth.ClusterAdminsOrg})
 	opCert, _ := tls.X509KeyPair(opCertPEM, opKeyPEM)
-	for name, certs := range map[string][]tls.Certificate{"none": nil, "a node's": {nodeCert}, "an operator's": {opCert}} {
-		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: certs}}}
-		if resp, err := c.Get(e.base + nodeclient.LogsPath(ns, pod, uid, "app")); err == nil {
-			resp.Body.Close()
-			t.Errorf("%s certificate: %d, want a refused handshake", name, resp.StatusCode)
+	dial := func(certs []tls.Certificate) *http.Client {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: certs}}}
+	}
+	for name, certs := range map[string][]tls.Certificate{"none": nil, "a node's": {nodeCert}} {
+		for _, path := range []string{nodeclient.LogsPath(ns, pod, uid, "app"), "/metrics"} {
+			if resp, err := dial(certs).Get(e.base + path); err == nil {
+				resp.Body.Close()
+				t.Errorf("%s certificate, %s: %d, want a refused handshake", name, path, resp.StatusCode)
+			}
+		}
+	}
+	for path, want := range map[string]int{nodeclient.LogsPath(ns, pod, uid, "app"): http.StatusForbidden,
+		nodeclient.ExecPath(ns, pod, uid, "app") + "?command=true&stdout=true": http.StatusForbidden, "/metrics": http.StatusOK} {
+		resp, err := dial([]tls.Certificate{opCert}).Get(e.base + path)
+		if err != nil {
+			t.Fatalf("a cluster-admin's certificate, %s: %v", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("a cluster-admin's certificate, %s: %d, want %d", path, resp.StatusCode, want)
+		}
+		if path == "/metrics" && !strings.Contains(string(body), "zonewright_endpoint_test 1") {
+			t.Errorf("/metrics served %q, want the node's metrics", body)
 		}
 	}
 }
@@ -191,17 +212,33 @@ func TestExecsAreBounded(t *testing.T) {
 	e := newEndpoint(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	stdin, hold := io.Pipe()
-	first := make(chan error, 1)
-	go func() {
-		_, _, err := e.exec(t, ctx, stdin, "cat")
-		first <- err
-	}()
 	var re *execstream.RefusedError
+	tooMany := func(err error) bool { return errors.As(err, &re) && re.Code == http.StatusTooManyRequests }
+	var hold *io.PipeWriter
+	first := make(chan error, 1)
+	startFirst := func() {
+		var stdin *io.PipeReader
+		stdin, hold = io.Pipe()
+		go func() {
+			_, _, err := e.exec(t, ctx, stdin, "cat")
+			first <- err
+		}()
+	}
+	startFirst()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		select {
+		case err := <-first: // a probe below took the one slot before cat did
+			if !tooMany(err) {
+				t.Fatalf("the first session ended: %v", err)
+			}
+			startFirst()
+		default:
+		}
+		// A probe's own slot is free before its status comes back, so a
+		// 429 means cat holds the slot.
 		_, _, err := e.exec(t, ctx, nil, "true")
-		if errors.As(err, &re) && re.Code == http.StatusTooManyRequests {
+		if tooMany(err) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -213,6 +250,7 @@ func TestExecsAreBounded(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
+	// The slot is free once the first session's status came.
 	if _, code, err := e.exec(t, ctx, nil, "true"); err != nil || code != 0 {
 		t.Fatalf("after the first ended: exit %d, %v", code, err)
 	}

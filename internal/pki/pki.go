@@ -170,9 +170,10 @@ func (ca *CA) ClientCert(commonName string, orgs []string) (certPEM, keyPEM []by
 // SignCSR issues a certificate for a key its holder made and keeps: the
 // subject is the one given, never the one the request asks for. It
 // authenticates both ways, as a node's does: the node dials the control
-// plane with it and serves its agent endpoint with it (which names no
-// host: the control plane checks the subject, not a host name).
-func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string) ([]byte, error) {
+// plane with it and serves its agent endpoint with it. dnsNames are the
+// names it serves under (a node's: its node name, which a scraper can
+// verify; the control plane checks the subject instead).
+func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string, dnsNames ...string) ([]byte, error) {
 	csr, err := x509.ParseCertificateRequest(csrDER)
 	if err != nil {
 		return nil, fmt.Errorf("certificate request: %w", err)
@@ -182,6 +183,7 @@ func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string) ([]byte, 
 	}
 	tmpl := ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth)
 	tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+	tmpl.DNSNames = dnsNames
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, csr.PublicKey, ca.key)
 	if err != nil {
 		return nil, fmt.Errorf("sign certificate: %w", err)
