@@ -27,6 +27,7 @@ import (
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/podcidr"
+	"github.com/zonewright/zonewright/internal/zwclient"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -210,8 +211,15 @@ func dev(ctx context.Context, args []string) error {
 		_ = cp.Stop(sctx)
 	})
 	caFile := controlplane.CAFile(stateDir)
+	// zwctl's config (context dev), so that after sourcing the env file
+	// every zwctl command talks to this stack.
+	zwctlConfig := filepath.Join(*dataDir, "zwctl.yaml")
+	if err := zwclient.SingleContext("dev", cp.URL(), caFile, cp.AdminToken(), "default").Save(zwctlConfig); err != nil {
+		return err
+	}
 	envFile := filepath.Join(*dataDir, "env")
 	if err := devEnvFile(envFile, []envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}, {"ZW_TOKEN", cp.AdminToken()},
+		{zwclient.EnvConfig, zwctlConfig},
 		{"TEMPORAL_ADDRESS", tmp.Address()}, {"TEMPORAL_NAMESPACE", devstack.DefaultNamespace},
 		{"TEMPORAL_TLS_CERT", opCert.CertFile}, {"TEMPORAL_TLS_KEY", opCert.KeyFile}, {"TEMPORAL_TLS_CA", opCert.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", opCert.ServerName},
 	}); err != nil {
@@ -263,6 +271,7 @@ zonewright dev stack is up (started in %s)
   admin token  %s (audit log %s)
 
 Try: source %s
+     zwctl get nodes
      curl --cacert "$ZW_CACERT" -H "Authorization: Bearer $ZW_TOKEN" "$ZW_API_URL/api/v1/namespaces/default/pods"
      curl --cacert "$ZW_CACERT" -H "Authorization: Bearer $ZW_TOKEN" "$ZW_API_URL/api/v1/images"
      temporal workflow list

@@ -24,6 +24,7 @@ import (
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/zwclient"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -251,7 +252,19 @@ func TestDevStack(t *testing.T) {
 		}
 	}
 
-	d.envFileSays(t, map[string]string{"ZW_API_URL": "https://" + api, "ZW_CACERT": filepath.Join(dataDir, "tls", "ca.crt")})
+	zwctlConfig := filepath.Join(dataDir, "zwctl.yaml")
+	d.envFileSays(t, map[string]string{"ZW_API_URL": "https://" + api, "ZW_CACERT": filepath.Join(dataDir, "tls", "ca.crt"), "ZWCONFIG": zwctlConfig})
+	if fi, err := os.Stat(zwctlConfig); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("zwctl config %s: %v %v, want mode 0600", zwctlConfig, fi, err)
+	}
+	cfg, err := zwclient.LoadConfig(zwctlConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := cfg.Resolve(zwclient.Overrides{}); err != nil || s.Context != "dev" || s.Server != "https://"+api || s.Token != d.token ||
+		s.CertificateAuthority != filepath.Join(dataDir, "tls", "ca.crt") || s.Namespace != "default" {
+		t.Fatalf("zwctl config resolves to %+v, %v", s, err)
+	}
 	if resp, err := http.Get("http://" + api + "/readyz"); err == nil {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
