@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +19,7 @@ type getOptions struct {
 	selector      string
 	fieldSelector string
 	noHeaders     bool
+	showLabels    bool
 }
 
 func (a *app) getCommand() *cobra.Command {
@@ -41,11 +44,27 @@ func (a *app) getCommand() *cobra.Command {
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. app=web,tier!=db")
 	f.StringVar(&o.fieldSelector, "field-selector", "", "field selector, e.g. status.phase=Running")
 	f.BoolVar(&o.noHeaders, "no-headers", false, "tables without their header")
+	f.BoolVar(&o.showLabels, "show-labels", false, "tables with a LABELS column")
 	f.BoolVarP(&a.allNS, "all-namespaces", "A", false, "every namespace")
 	return cmd
 }
 
 func (a *app) get(cmd *cobra.Command, args []string, o getOptions) error {
+	// Several types at once (pods,svc): one table each.
+	if len(args) == 1 && strings.Contains(args[0], ",") && !strings.Contains(args[0], "/") {
+		if o.watch || o.watchOnly {
+			return errors.New("watch one resource type at a time")
+		}
+		for i, t := range strings.Split(args[0], ",") {
+			if i > 0 && (o.output == "" || o.output == "wide") {
+				fmt.Fprintln(a.out)
+			}
+			if err := a.get(cmd, []string{t}, o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	r, names, err := typeAndNames(args)
 	if err != nil {
 		return err
@@ -58,7 +77,7 @@ func (a *app) get(cmd *cobra.Command, args []string, o getOptions) error {
 	if a.allNS || !r.Namespaced {
 		ns = ""
 	}
-	p, err := zwprint.New(o.output, r, a.out, zwprint.TableOptions{WithNamespace: a.allNS && r.Namespaced, NoHeaders: o.noHeaders}, a.now)
+	p, err := zwprint.New(o.output, r, a.out, zwprint.TableOptions{WithNamespace: a.allNS && r.Namespaced, NoHeaders: o.noHeaders, ShowLabels: o.showLabels}, a.now)
 	if err != nil {
 		return err
 	}

@@ -89,13 +89,18 @@ type TableOptions struct {
 	// WithNamespace puts NAMESPACE first (-A).
 	WithNamespace bool
 	NoHeaders     bool
+	// ShowLabels adds a LABELS column (--show-labels).
+	ShowLabels bool
 }
 
-// Header is the table's header row.
+// HeaderRow is the table's header row.
 func (c Columns) HeaderRow(o TableOptions) []string {
 	h := append([]string(nil), c.Header...)
 	if o.Wide {
 		h = append(h, c.Wide...)
+	}
+	if o.ShowLabels {
+		h = append(h, "LABELS")
 	}
 	if o.WithNamespace {
 		h = append([]string{"NAMESPACE"}, h...)
@@ -106,6 +111,9 @@ func (c Columns) HeaderRow(o TableOptions) []string {
 // RowOf is one object's row.
 func (c Columns) RowOf(obj zw.Object, now time.Time, o TableOptions) []string {
 	r := c.Row(obj, now, o.Wide)
+	if o.ShowLabels {
+		r = append(r, labelsString(zw.NestedMap(obj, "metadata", "labels")))
+	}
 	if o.WithNamespace {
 		r = append([]string{zw.NestedString(obj, "metadata", "namespace")}, r...)
 	}
