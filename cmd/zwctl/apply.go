@@ -191,8 +191,9 @@ func (a *app) applyOne(ctx context.Context, c *zw.Client, obj zw.Object) error {
 	if !r.Updatable {
 		return fmt.Errorf("%s: %s cannot be changed; delete it and create it again", zwprint.NameOf(r, have), r.Name)
 	}
-	want["metadata"].(map[string]any)["resourceVersion"] = zw.NestedString(have, "metadata", "resourceVersion")
-	updated, err := c.Update(ctx, r, ns, name, want)
+	// The server's version goes with the change: a write in between is a
+	// conflict, not lost.
+	updated, err := c.Update(ctx, r, ns, name, zw.Merged(have, want))
 	if err != nil {
 		return err
 	}

@@ -91,6 +91,10 @@ func waitCondition(spec string) (func(zw.Object, error) (bool, error), string, e
 		status = "True"
 	}
 	return func(obj zw.Object, err error) (bool, error) {
+		// An object that does not exist yet may come (a node joining).
+		if zw.IsNotFound(err) {
+			return false, nil
+		}
 		if err != nil {
 			return false, err
 		}

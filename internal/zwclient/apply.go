@@ -1,6 +1,9 @@
 package zwclient
 
-import "reflect"
+import (
+	"encoding/base64"
+	"reflect"
+)
 
 // serverMetadata are the fields of metadata only the server sets.
 var serverMetadata = []string{"uid", "resourceVersion", "generation", "creationTimestamp",
@@ -43,7 +46,32 @@ func Unchanged(want, have Object) bool {
 			return false
 		}
 	}
-	return subset(want, have)
+	return subset(secretData(want), have)
+}
+
+// secretData turns a secret's stringData into the data the server keeps
+// (base64), so a secret written with stringData compares with itself.
+func secretData(o Object) Object {
+	sd, ok := o["stringData"].(map[string]any)
+	if !ok || o["kind"] != "Secret" {
+		return o
+	}
+	out := make(Object, len(o))
+	for k, v := range o {
+		if k != "stringData" {
+			out[k] = v
+		}
+	}
+	data := map[string]any{}
+	for k, v := range NestedMap(o, "data") {
+		data[k] = v
+	}
+	for k, v := range sd {
+		s, _ := v.(string)
+		data[k] = base64.StdEncoding.EncodeToString([]byte(s))
+	}
+	out["data"] = data
+	return out
 }
 
 func subset(want, have any) bool {
@@ -88,4 +116,52 @@ func subset(want, have any) bool {
 	default:
 		return reflect.DeepEqual(want, have)
 	}
+}
+
+// Merged is what apply writes: the server's object with every field the
+// file sets put over it, so the fields the file leaves out (defaults, the
+// node a pod was scheduled to) keep the server's values. Lists of the
+// same length merge item by item; others are replaced. Labels and
+// annotations the file gives replace the server's, so removing one works.
+func Merged(have, want Object) Object {
+	out, _ := merge(have, secretData(want)).(map[string]any)
+	md, _ := out["metadata"].(map[string]any)
+	for _, k := range []string{"labels", "annotations"} {
+		if v := Nested(want, "metadata", k); v != nil && md != nil {
+			md[k] = v
+		}
+	}
+	delete(out, "status")
+	return out
+}
+
+func merge(have, want any) any {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return w
+		}
+		out := make(map[string]any, len(h))
+		for k, v := range h {
+			out[k] = v
+		}
+		for k, v := range w {
+			out[k] = merge(h[k], v)
+		}
+		return out
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return w
+		}
+		out := make([]any, len(w))
+		for i := range w {
+			out[i] = merge(h[i], w[i])
+		}
+		return out
+	case nil:
+		return have
+	}
+	return want
 }

@@ -60,3 +60,32 @@ func TestDesiredDropsStatusAndServerMetadata(t *testing.T) {
 		t.Error("Desired changed its argument")
 	}
 }
+
+func TestASecretWrittenWithStringDataComparesWithItsData(t *testing.T) {
+	have := decode(t, `{"kind":"Secret","metadata":{"name":"a"},"type":"Opaque","data":{"k":"dg=="}}`)
+	if !Unchanged(decode(t, `{"kind":"Secret","metadata":{"name":"a"},"stringData":{"k":"v"}}`), have) {
+		t.Error("the same value in stringData is a change")
+	}
+	if Unchanged(decode(t, `{"kind":"Secret","metadata":{"name":"a"},"stringData":{"k":"w"}}`), have) {
+		t.Error("another value in stringData is no change")
+	}
+}
+
+func TestMergedKeepsWhatTheFileLeavesOut(t *testing.T) {
+	have := decode(t, onServer)
+	got := Merged(have, Desired(decode(t, `{"kind":"Pod","metadata":{"name":"web","labels":{"tier":"db"}},
+		"spec":{"containers":[{"name":"web","image":"other"}]}}`)))
+	if NestedString(got, "metadata", "resourceVersion") != "7" || NestedString(got, "metadata", "uid") != "u1" {
+		t.Errorf("the server's version went: %v", got["metadata"])
+	}
+	if l := NestedMap(got, "metadata", "labels"); len(l) != 1 || l["tier"] != "db" {
+		t.Errorf("labels %v, want the file's alone", l)
+	}
+	c := NestedSlice(got, "spec", "containers")
+	if len(c) != 1 || NestedString(c[0], "image") != "other" || NestedString(c[0], "resources", "requests", "cpu") != "500m" {
+		t.Errorf("containers %v", c)
+	}
+	if NestedString(got, "spec", "restartPolicy") != "Always" || got["status"] != nil {
+		t.Errorf("defaults lost or status kept: %v", got)
+	}
+}
