@@ -141,6 +141,8 @@ type proxy struct {
 	mu      sync.Mutex
 	conns   []net.Conn
 	refused bool
+	// served counts the connections forwarded.
+	served int
 }
 
 func startProxy(t *testing.T, target string) *proxy {
@@ -171,6 +173,7 @@ func startProxy(t *testing.T, target string) *proxy {
 			}
 			p.mu.Lock()
 			p.conns = append(p.conns, c, up)
+			p.served++
 			p.mu.Unlock()
 			go func() { _, _ = io.Copy(up, c); up.Close() }()
 			go func() { _, _ = io.Copy(c, up); c.Close() }()
@@ -222,13 +225,20 @@ func TestGetWatchResumesAfterTheConnectionIsCut(t *testing.T) {
 	apply(t, podYAML("second", map[string]string{"app": "two"}, ""), "-n", "watch")
 	eventually(t, "both watches saw the same changes", func() bool {
 		d := direct.String()
-		return strings.Count(d, "\n") > 6 && d == cut.String() && !strings.Contains(d, "Pending\n")
+		return d == cut.String() && regexp.MustCompile(`\nsecond +1/1 +Running .*\n$`).MatchString(d) && strings.Contains(d, "\nfirst ") &&
+			strings.Count(d, "\nsecond ") > 3
 	})
 	time.Sleep(300 * time.Millisecond)
 	stopDirect()
 	stopCut()
 	if d, c := direct.String(), cut.String(); d != c {
 		t.Errorf("the cut watch differs from the direct one:\n%s\nvs\n%s", c, d)
+	}
+	p.mu.Lock()
+	served := p.served
+	p.mu.Unlock()
+	if served < 4 {
+		t.Errorf("the cut watch connected %d times; the cuts did not happen", served)
 	}
 	lines := strings.Split(strings.TrimSpace(cut.String()), "\n")
 	if !strings.HasPrefix(lines[len(lines)-1], "second ") || !regexp.MustCompile(`(?m)^first +\S+ +Terminating `).MatchString(cut.String()) {
