@@ -222,7 +222,7 @@ func dev(ctx context.Context, args []string) error {
 		{zwclient.EnvConfig, zwctlConfig},
 		{"TEMPORAL_ADDRESS", tmp.Address()}, {"TEMPORAL_NAMESPACE", devstack.DefaultNamespace},
 		{"TEMPORAL_TLS_CERT", opCert.CertFile}, {"TEMPORAL_TLS_KEY", opCert.KeyFile}, {"TEMPORAL_TLS_CA", opCert.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", opCert.ServerName},
-	}); err != nil {
+	}, zwctlDir()); err != nil {
 		return err
 	}
 
@@ -294,16 +294,36 @@ type envVar struct{ key, value string }
 // devEnvFile writes the env file a shell sources to talk to the dev
 // stack: `export KEY='value'` lines in the order given. It may hold
 // credentials, so only its owner reads it.
-func devEnvFile(path string, vars []envVar) error {
+//
+// binDir, when not empty, goes first on PATH, so zwctl built beside
+// zonewright answers to its name.
+func devEnvFile(path string, vars []envVar, binDir string) error {
 	var b strings.Builder
 	b.WriteString("# zonewright dev stack: source this file (written at every start).\n")
 	for _, v := range vars {
 		fmt.Fprintf(&b, "export %s=%s\n", v.key, shellQuote(v.value))
 	}
+	if binDir != "" {
+		fmt.Fprintf(&b, "export PATH=%s:\"$PATH\"\n", shellQuote(binDir))
+	}
 	if err := pki.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// zwctlDir is the directory of the zwctl built beside this binary
+// (make build), or "" when there is none.
+func zwctlDir() string {
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Dir(self)
+	if _, err := os.Stat(filepath.Join(dir, "zwctl")); err != nil {
+		return ""
+	}
+	return dir
 }
 
 // shellQuote quotes s for a POSIX shell.

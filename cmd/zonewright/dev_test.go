@@ -75,7 +75,7 @@ func (o *lockedOutput) String() string {
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, pkg := range []string{".", "../illumos-sim"} {
+	for _, pkg := range []string{".", "../illumos-sim", "../zwctl"} {
 		out, err := exec.Command("go", "build", "-o", dir, pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("build %s: %v\n%s", pkg, err, out)
@@ -264,6 +264,11 @@ func TestDevStack(t *testing.T) {
 	if s, err := cfg.Resolve(zwclient.Overrides{}); err != nil || s.Context != "dev" || s.Server != "https://"+api || s.Token != d.token ||
 		s.CertificateAuthority != filepath.Join(dataDir, "tls", "ca.crt") || s.Namespace != "default" {
 		t.Fatalf("zwctl config resolves to %+v, %v", s, err)
+	}
+	// After sourcing the env file, zwctl (built beside zonewright) is on
+	// PATH and talks to this stack.
+	if out, err := exec.Command("sh", "-c", `. "$1" && zwctl get namespaces -o name`, "sh", filepath.Join(dataDir, "env")).CombinedOutput(); err != nil || string(out) != "namespace/default\n" {
+		t.Fatalf("zwctl after sourcing the env file: %v %s", err, out)
 	}
 	if resp, err := http.Get("http://" + api + "/readyz"); err == nil {
 		b, _ := io.ReadAll(resp.Body)
