@@ -12,6 +12,7 @@ all: build
 # and without the dynamic loader and libc it starts faster.
 build:
 	$(GO) build -o $(BIN)/zonewright ./cmd/zonewright
+	$(GO) build -o $(BIN)/zwctl ./cmd/zwctl
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/illumos-sim ./cmd/illumos-sim
 
 # The whole system on embedded defaults, in the foreground. Extra flags:

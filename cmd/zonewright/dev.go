@@ -27,6 +27,7 @@ import (
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/podcidr"
+	"github.com/zonewright/zonewright/internal/zwclient"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -210,11 +211,18 @@ func dev(ctx context.Context, args []string) error {
 		_ = cp.Stop(sctx)
 	})
 	caFile := controlplane.CAFile(stateDir)
+	// zwctl's config (context dev), so that after sourcing the env file
+	// every zwctl command talks to this stack.
+	zwctlConfig := filepath.Join(*dataDir, "zwctl.yaml")
+	if err := zwclient.SingleContext("dev", cp.URL(), caFile, cp.AdminToken(), "default").Save(zwctlConfig); err != nil {
+		return err
+	}
 	envFile := filepath.Join(*dataDir, "env")
 	if err := devEnvFile(envFile, []envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}, {"ZW_TOKEN", cp.AdminToken()},
+		{zwclient.EnvConfig, zwctlConfig},
 		{"TEMPORAL_ADDRESS", tmp.Address()}, {"TEMPORAL_NAMESPACE", devstack.DefaultNamespace},
 		{"TEMPORAL_TLS_CERT", opCert.CertFile}, {"TEMPORAL_TLS_KEY", opCert.KeyFile}, {"TEMPORAL_TLS_CA", opCert.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", opCert.ServerName},
-	}); err != nil {
+	}, zwctlDir()); err != nil {
 		return err
 	}
 
@@ -263,6 +271,7 @@ zonewright dev stack is up (started in %s)
   admin token  %s (audit log %s)
 
 Try: source %s
+     zwctl get nodes
      curl --cacert "$ZW_CACERT" -H "Authorization: Bearer $ZW_TOKEN" "$ZW_API_URL/api/v1/namespaces/default/pods"
      curl --cacert "$ZW_CACERT" -H "Authorization: Bearer $ZW_TOKEN" "$ZW_API_URL/api/v1/images"
      temporal workflow list
@@ -285,16 +294,36 @@ type envVar struct{ key, value string }
 // devEnvFile writes the env file a shell sources to talk to the dev
 // stack: `export KEY='value'` lines in the order given. It may hold
 // credentials, so only its owner reads it.
-func devEnvFile(path string, vars []envVar) error {
+//
+// binDir, when not empty, goes first on PATH, so zwctl built beside
+// zonewright answers to its name.
+func devEnvFile(path string, vars []envVar, binDir string) error {
 	var b strings.Builder
 	b.WriteString("# zonewright dev stack: source this file (written at every start).\n")
 	for _, v := range vars {
 		fmt.Fprintf(&b, "export %s=%s\n", v.key, shellQuote(v.value))
 	}
+	if binDir != "" {
+		fmt.Fprintf(&b, "export PATH=%s:\"$PATH\"\n", shellQuote(binDir))
+	}
 	if err := pki.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// zwctlDir is the directory of the zwctl built beside this binary
+// (make build), or "" when there is none.
+func zwctlDir() string {
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Dir(self)
+	if _, err := os.Stat(filepath.Join(dir, "zwctl")); err != nil {
+		return ""
+	}
+	return dir
 }
 
 // shellQuote quotes s for a POSIX shell.

@@ -24,6 +24,7 @@ import (
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/zwclient"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -74,7 +75,7 @@ func (o *lockedOutput) String() string {
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, pkg := range []string{".", "../illumos-sim"} {
+	for _, pkg := range []string{".", "../illumos-sim", "../zwctl"} {
 		out, err := exec.Command("go", "build", "-o", dir, pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("build %s: %v\n%s", pkg, err, out)
@@ -251,7 +252,24 @@ func TestDevStack(t *testing.T) {
 		}
 	}
 
-	d.envFileSays(t, map[string]string{"ZW_API_URL": "https://" + api, "ZW_CACERT": filepath.Join(dataDir, "tls", "ca.crt")})
+	zwctlConfig := filepath.Join(dataDir, "zwctl.yaml")
+	d.envFileSays(t, map[string]string{"ZW_API_URL": "https://" + api, "ZW_CACERT": filepath.Join(dataDir, "tls", "ca.crt"), "ZWCONFIG": zwctlConfig})
+	if fi, err := os.Stat(zwctlConfig); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("zwctl config %s: %v %v, want mode 0600", zwctlConfig, fi, err)
+	}
+	cfg, err := zwclient.LoadConfig(zwctlConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := cfg.Resolve(zwclient.Overrides{}); err != nil || s.Context != "dev" || s.Server != "https://"+api || s.Token != d.token ||
+		s.CertificateAuthority != filepath.Join(dataDir, "tls", "ca.crt") || s.Namespace != "default" {
+		t.Fatalf("zwctl config resolves to %+v, %v", s, err)
+	}
+	// After sourcing the env file, zwctl (built beside zonewright) is on
+	// PATH and talks to this stack.
+	if out, err := exec.Command("sh", "-c", `. "$1" && zwctl get namespaces -o name`, "sh", filepath.Join(dataDir, "env")).CombinedOutput(); err != nil || string(out) != "namespace/default\n" {
+		t.Fatalf("zwctl after sourcing the env file: %v %s", err, out)
+	}
 	if resp, err := http.Get("http://" + api + "/readyz"); err == nil {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
