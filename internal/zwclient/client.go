@@ -24,6 +24,9 @@ type Object = map[string]any
 type Client struct {
 	base *url.URL
 	http *http.Client
+	// http1 never negotiates HTTP/2: an exec's WebSocket upgrade needs
+	// HTTP/1.1.
+	http1 *http.Client
 }
 
 // New makes a client for the resolved settings.
@@ -48,11 +51,17 @@ func New(s Settings) (*Client, error) {
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = tlsConfig
-	var rt http.RoundTripper = transport
-	if s.Token != "" {
-		rt = bearer{token: s.Token, next: transport}
+	transport1 := transport.Clone()
+	transport1.ForceAttemptHTTP2 = false
+	transport1.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	withToken := func(t *http.Transport) http.RoundTripper {
+		if s.Token == "" {
+			return t
+		}
+		return bearer{token: s.Token, next: t}
 	}
-	return &Client{base: base, http: &http.Client{Transport: rt}}, nil
+	return &Client{base: base, http: &http.Client{Transport: withToken(transport)},
+		http1: &http.Client{Transport: withToken(transport1)}}, nil
 }
 
 // bearer adds the token to every request.
@@ -70,6 +79,9 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // HTTPClient is the client's *http.Client, TLS and token ready, for
 // endpoints this package has no method for (logs, exec).
 func (c *Client) HTTPClient() *http.Client { return c.http }
+
+// HTTP1Client is HTTPClient speaking HTTP/1.1 only, for upgrades.
+func (c *Client) HTTP1Client() *http.Client { return c.http1 }
 
 // BaseURL is the server's URL.
 func (c *Client) BaseURL() *url.URL { u := *c.base; return &u }
