@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -24,6 +26,7 @@ type getOptions struct {
 
 func (a *app) getCommand() *cobra.Command {
 	var o getOptions
+	var raw string
 	cmd := &cobra.Command{
 		Use:   "get TYPE [NAME...] | TYPE/NAME...",
 		Short: "Show objects as a table, JSON, YAML, names or JSONPath; -w follows changes",
@@ -31,13 +34,18 @@ func (a *app) getCommand() *cobra.Command {
   zwctl get pods -A -o wide
   zwctl get deploy web -o yaml
   zwctl get pods -l app=web -w
-  zwctl get nodes -o jsonpath='{.items[*].metadata.name}'`,
+  zwctl get nodes -o jsonpath='{.items[*].metadata.name}'
+  zwctl get --raw /metrics`,
 		ValidArgsFunction: a.completeNames(""),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if raw != "" {
+				return a.getRaw(cmd, args, raw)
+			}
 			return a.get(cmd, args, o)
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&raw, "raw", "", "print what GET of this API path answers, as it is (e.g. /metrics, /openapi/v3)")
 	f.StringVarP(&o.output, "output", "o", "", "output format: wide, json, yaml, name or jsonpath=TEMPLATE")
 	f.BoolVarP(&o.watch, "watch", "w", false, "after the list, print a line per change")
 	f.BoolVar(&o.watchOnly, "watch-only", false, "print only the changes, not the list first")
@@ -159,4 +167,30 @@ func joinSelector(a, b string) string {
 		return b
 	}
 	return a + "," + b
+}
+
+// getRaw prints the answer to a GET of an API path, as kubectl get --raw.
+func (a *app) getRaw(cmd *cobra.Command, args []string, raw string) error {
+	if len(args) > 0 {
+		return errors.New("--raw takes a path and no resource type or names")
+	}
+	path, query, _ := strings.Cut(raw, "?")
+	if !strings.HasPrefix(path, "/") {
+		return fmt.Errorf("--raw %q: want an absolute path such as /metrics", raw)
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return fmt.Errorf("--raw %q: %w", raw, err)
+	}
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	body, err := c.Stream(cmd.Context(), "GET", path, q, nil)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	_, err = io.Copy(a.out, body)
+	return err
 }

@@ -83,6 +83,9 @@ spec:
 	if r := zwctl(t, "exec", "nobody", "-n", "podio", "--", "true"); r.code != 1 || !strings.HasPrefix(r.err, "Error from server (NotFound): ") || !strings.Contains(r.err, `"nobody"`) {
 		t.Errorf("exec in a pod that does not exist: %s", r)
 	}
+	if got := must(t, "get", "--raw", "/metrics"); !strings.Contains(got, "\nzonewright_pod_startup_duration_seconds_count ") {
+		t.Errorf("get --raw /metrics has no startup histogram: %.300q", got)
+	}
 	if r := zwctl(t, "logs", "talker", "-n", "podio", "--previous"); r.code != 1 || !strings.HasPrefix(r.err, "Error from server (BadRequest): ") {
 		t.Errorf("logs --previous of a container that never restarted: %s", r)
 	}
