@@ -354,6 +354,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		// open: the document of the API says nothing of what it holds
 		{"read the OpenAPI document", "GET", "/openapi/v3", "", "YYYY YYY Y Y"},
 		{"read the health", "GET", "/healthz", "", "YYYY YYY Y Y"},
+		{"read the version", "GET", "/version", "", "YYYY YYY Y Y"},
 
 		// events, read like the rest of a namespace
 		{"list events in a", "GET", "/api/v1/namespaces/a/events", "", "UUUU YYY Y F"},

@@ -8,6 +8,7 @@ import (
 	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/transfer"
+	"github.com/zonewright/zonewright/internal/version"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -115,6 +116,7 @@ func operations() map[string]operation {
 		"GET /readyz": {summary: "readiness: whether each dependency answers (503: which does not; a Status if the check itself timed out)",
 			returns: map[int]any{ok: HealthStatus{}, http.StatusServiceUnavailable: eitherBody{HealthStatus{}, statusBody}}},
 		"GET /openapi/v3": {summary: "this document", returns: map[int]any{ok: openAPIDocument{}}},
+		"GET /version":    {summary: "the server's build", returns: map[int]any{ok: version.Info{}}},
 		"get metrics": {summary: "the control plane's metrics in the Prometheus text format (404 where none are collected)",
 			returns: map[int]any{ok: text}, errors: []int{http.StatusNotFound}},
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/version"
 )
 
 // route is one endpoint and what a request to it does, for the authorizer:
@@ -34,6 +35,7 @@ func (s *Server) routes() []route {
 	rs := []route{
 		{get, "/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, HealthStatus{Status: "ok"}) }, open},
 		{get, "/readyz", s.readyz, open},
+		{get, "/version", func(c *gin.Context) { respond(c, http.StatusOK, version.Get()) }, open},
 		{get, "/openapi/v3", serveOpenAPI, open},
 		// Prometheus scrapes with a cluster-admin's token or certificate:
 		// the metrics name nodes and routes, and count every namespace's pods.

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	zwversion "github.com/zonewright/zonewright/internal/version"
 	zw "github.com/zonewright/zonewright/internal/zwclient"
 	"github.com/zonewright/zonewright/internal/zwprint"
 )
@@ -97,7 +98,11 @@ func (a *app) versionCommand() *cobra.Command {
 		Use:   "version",
 		Short: "Print zwctl's version and the server's",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(a.out, "Client Version: %s\n", version)
+			v := version
+			if v == "" {
+				v = zwversion.String()
+			}
+			fmt.Fprintf(a.out, "Client Version: %s\n", v)
 			if clientOnly {
 				return nil
 			}
@@ -105,28 +110,11 @@ func (a *app) versionCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var info struct {
-				Version    string `json:"version"`
-				GitVersion string `json:"gitVersion"`
-			}
-			// The server reports a version at /version once it has one;
-			// until then zwctl says that it is up.
-			err = c.Do(cmd.Context(), http.MethodGet, "/version", nil, nil, &info)
-			switch {
-			case err == nil && (info.GitVersion != "" || info.Version != ""):
-				v := info.GitVersion
-				if v == "" {
-					v = info.Version
-				}
-				fmt.Fprintf(a.out, "Server Version: %s\n", v)
-			case err == nil || zw.IsNotFound(err):
-				if err := c.Do(cmd.Context(), http.MethodGet, "/healthz", nil, nil, nil); err != nil {
-					return err
-				}
-				fmt.Fprintf(a.out, "Server: %s (up; it reports no version)\n", c.BaseURL())
-			default:
+			var info zwversion.Info
+			if err := c.Do(cmd.Context(), http.MethodGet, "/version", nil, nil, &info); err != nil {
 				return err
 			}
+			fmt.Fprintf(a.out, "Server Version: %s (%s, %s)\n", info.GitVersion, info.GoVersion, info.Platform)
 			return nil
 		},
 	}

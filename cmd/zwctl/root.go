@@ -14,9 +14,9 @@ import (
 	zw "github.com/zonewright/zonewright/internal/zwclient"
 )
 
-// version is the client's version, set at build time with
-// -ldflags "-X main.version=…".
-var version = "dev"
+// version is the client's version when set at build time with
+// -ldflags "-X main.version=…"; empty: its build information's.
+var version string
 
 // streams are the command's standard input, output and error.
 type streams struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/version"
 )
 
 // Defaults of the agent's settings.
@@ -207,7 +208,7 @@ func (c *Config) setDefaults() {
 		c.ServiceNATCheckInterval = DefaultServiceNATCheckInterval
 	}
 	if c.Version == "" {
-		c.Version = buildVersion()
+		c.Version = version.String()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

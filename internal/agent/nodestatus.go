@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -294,22 +293,4 @@ func labelValue(s string) string {
 		v = v[:63]
 	}
 	return strings.Trim(v, "._-")
-}
-
-// buildVersion is the binary's version from its build information.
-func buildVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += "+" + s.Value[:12]
-		}
-	}
-	return v
 }
