@@ -267,7 +267,10 @@ func TestAgentCrashMidInstall(t *testing.T) {
 
 func TestTransientFailuresAreRetried(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 2)
+	// With 30% of commands failing, a provision step fails several times
+	// in a row; the production back-off (1s doubling) would make the
+	// test wait minutes for what it checks: that the steps are retried.
+	c := newCluster(t, 2, "--provision-retry", "100ms")
 	for i := range c.nodes.Nodes {
 		for _, cmd := range []string{"zfs", "dladm", "zonecfg", "zoneadm", "zlogin"} {
 			c.sim(i, "fault", "probability", cmd, "0.3")
