@@ -62,6 +62,7 @@ func (c *cluster) assertClean() {
 // httpGet probe, shows its steps to operators, and is deleted gracefully
 // with nothing left behind.
 func TestPodRunsAndIsRemoved(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 2)
 	c.createPod(`{"metadata":{"name":"web","labels":{"app":"web"}},"spec":{"terminationGracePeriodSeconds":5,
 	  "containers":[{"name":"http","image":"base","command":["sh","-c","exec python3 -m http.server --bind $POD_IP 8080"],
@@ -212,6 +213,7 @@ func TestGracePeriodIsHonouredAndFinalizeEndsIt(t *testing.T) {
 }
 
 func TestLivenessFailureRestartsWithBackoff(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.createPod(`{"metadata":{"name":"flaky"},"spec":{"containers":[{"name":"app","image":"base","command":["sleep","3600"],
 	  "livenessProbe":{"exec":{"command":["test","-e","/nonexistent"]},"periodSeconds":1,"failureThreshold":2}}]}}`)
