@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -314,7 +315,10 @@ func TestPermanentFailureFailsThePodAndLeavesNothing(t *testing.T) {
 
 func TestPodWithoutWorkflowIsRepaired(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	// The row is older than this when its workflow goes: the repair is not
+	// held back by the production settle time (30s), which guards rows
+	// whose creator is still starting their workflow.
+	c := newClusterWith(t, 1, func(cfg *controlplane.Config) { cfg.PodSettle = 5 * time.Second })
 	// A crash between the API's two writes: the row exists, the workflow not.
 	c.createPod(sleepPod("orphan", "sparse", ""))
 	before := c.waitPhase("orphan", model.PodRunning, true, 90*time.Second)
