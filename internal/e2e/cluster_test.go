@@ -58,7 +58,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binDir = dir
-	if err := simtest.BuildBinaries(dir, "zonewright", "illumos-sim"); err != nil {
+	// zonewright runs here only as the nodes' agent.
+	if err := simtest.BuildTagged(dir, []string{"nodev"}, "zonewright", "illumos-sim"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
