@@ -97,6 +97,9 @@ const (
 	HousekeepingEvery = 5 * time.Minute
 	// ReconcileEvery is how often pod rows are checked for their workflows.
 	ReconcileEvery = 5 * time.Minute
+	// PodSettle is how long a pod row is given to get its workflow before
+	// the reconciler starts one.
+	PodSettle = 30 * time.Second
 )
 
 // obsoleteSchedules were created by earlier versions; their work moved
@@ -106,10 +109,14 @@ var obsoleteSchedules = []string{"zonewright-reconcile-hosts"}
 // EnsureSchedules creates the control plane's Temporal Schedules if they
 // are missing (several replicas may race here, and all but one find them
 // made), updates their interval when it changed, and deletes obsolete ones.
-// reconcilePods overrides ReconcileEvery when positive (tests).
-func EnsureSchedules(ctx context.Context, c client.Client, reconcilePods time.Duration) error {
+// reconcilePods overrides ReconcileEvery and podSettle PodSettle when
+// positive (tests).
+func EnsureSchedules(ctx context.Context, c client.Client, reconcilePods, podSettle time.Duration) error {
 	if reconcilePods <= 0 {
 		reconcilePods = ReconcileEvery
+	}
+	if podSettle <= 0 {
+		podSettle = PodSettle
 	}
 	for _, id := range obsoleteSchedules {
 		err := c.ScheduleClient().GetHandle(ctx, id).Delete(ctx)
@@ -125,8 +132,7 @@ func EnsureSchedules(ctx context.Context, c client.Client, reconcilePods time.Du
 	}{
 		{workflows.HousekeepingScheduleID, workflows.HousekeepingWorkflowName, HousekeepingEvery,
 			workflows.HousekeepingInput{ChangeRetention: 15 * time.Minute, EventRetention: time.Hour}},
-		// A pod row is given 30 s to get its workflow before one is started.
-		{workflows.ReconcilePodsScheduleID, workflows.ReconcilePodsWorkflowName, reconcilePods, 30 * time.Second},
+		{workflows.ReconcilePodsScheduleID, workflows.ReconcilePodsWorkflowName, reconcilePods, podSettle},
 		{workflows.ImageSyncScheduleID, workflows.ImageSyncWorkflowName, ImageSyncEvery, nil},
 	} {
 		var args []any

@@ -34,7 +34,7 @@ func TestEnsureSchedulesKeepsTheWorkflowListQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := worker.EnsureSchedules(ctx, c, 0); err != nil {
+		if err := worker.EnsureSchedules(ctx, c, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -51,6 +51,7 @@ type agentOptions struct {
 	heartbeat      string
 	reconcile      string
 	orphanGrace    string
+	provisionRetry string
 	shutdown       string
 	logLevel       string
 }
@@ -97,6 +98,8 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 		"how often this host's zones, VNICs and datasets are compared with the control plane (env ZW_RECONCILE_INTERVAL)")
 	fs.StringVar(&o.orphanGrace, "orphan-grace", env("ZW_ORPHAN_GRACE", nodeagent.DefaultOrphanGrace.String()),
 		"how long a zonewright zone, VNIC or dataset with no pod is reported before it is removed (env ZW_ORPHAN_GRACE)")
+	fs.StringVar(&o.provisionRetry, "provision-retry", env("ZW_PROVISION_RETRY", nodeagent.DefaultProvisionRetry.String()),
+		"first wait before a provision step that failed transiently is tried again, doubling up to 30s (env ZW_PROVISION_RETRY)")
 	fs.StringVar(&o.shutdown, "shutdown-timeout", env("ZW_SHUTDOWN_TIMEOUT", nodeagent.DefaultWorkerStopTimeout.String()), "on SIGTERM, how long running activities may take to finish before the agent exits (env ZW_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
@@ -169,6 +172,9 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	}
 	if cfg.OrphanGrace, err = time.ParseDuration(o.orphanGrace); err != nil || cfg.OrphanGrace < 0 || cfg.OrphanGrace > nodeapi.MaxOrphanGraceSeconds*time.Second {
 		errs = append(errs, fmt.Errorf("--orphan-grace %q: want a duration of at most 24h, such as 2m", o.orphanGrace))
+	}
+	if cfg.ProvisionRetry, err = time.ParseDuration(o.provisionRetry); err != nil || cfg.ProvisionRetry <= 0 || cfg.ProvisionRetry > 30*time.Second {
+		errs = append(errs, fmt.Errorf("--provision-retry %q: want a duration of at most 30s, such as 1s", o.provisionRetry))
 	}
 	if cfg.WorkerStopTimeout, err = time.ParseDuration(o.shutdown); err != nil || cfg.WorkerStopTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %q: want a duration such as 30s", o.shutdown))

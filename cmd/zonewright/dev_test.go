@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -70,18 +71,34 @@ func (o *lockedOutput) String() string {
 	return o.b.String()
 }
 
+// built holds zonewright, illumos-sim and zwctl, built once for the tests
+// that run them (a zonewright with the dev stack links for seconds);
+// TestMain removes it.
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
 // buildBinary builds zonewright, and illumos-sim beside it where the dev
-// stack looks for it.
+// stack looks for it, on its first call.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	for _, pkg := range []string{".", "../illumos-sim", "../zwctl"} {
-		out, err := exec.Command("go", "build", "-o", dir, pkg).CombinedOutput()
-		if err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "zw-cmd-bin-"); built.err != nil {
+			return
 		}
+		for _, pkg := range []string{".", "../illumos-sim", "../zwctl"} {
+			if out, err := exec.Command("go", "build", "-o", built.dir, pkg).CombinedOutput(); err != nil {
+				built.err = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+				return
+			}
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return filepath.Join(dir, "zonewright")
+	return filepath.Join(built.dir, "zonewright")
 }
 
 func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devStack {

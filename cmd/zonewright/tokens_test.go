@@ -15,7 +15,13 @@ import (
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
 
 // stdoutOf runs fn and returns what it printed on stdout.
 func stdoutOf(t *testing.T, fn func() error) string {

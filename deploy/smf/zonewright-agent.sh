@@ -55,6 +55,7 @@ max_concurrent_installs
 heartbeat_interval
 reconcile_interval
 orphan_grace
+provision_retry
 shutdown_timeout
 log_level
 '

@@ -165,6 +165,7 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 		ZvolDir:        cfg.ZvolDir,
 		ZonesDir:       cfg.ZonesDir,
 		API:            a.api.HTTP(),
+		StepRetry:      cfg.ProvisionRetry,
 		Log:            a.log.With("component", "host"),
 		Metrics:        a.metrics,
 	}

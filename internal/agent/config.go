@@ -33,6 +33,9 @@ const (
 	// DefaultListen is the agent endpoint's address (`zonewright agent
 	// --listen`): the port a kubelet serves on.
 	DefaultListen = ":10250"
+	// DefaultProvisionRetry is the first wait before a provision step
+	// that failed transiently is tried again (doubling up to 30s).
+	DefaultProvisionRetry = time.Second
 	// DefaultServiceNATCheckInterval is how often the host's service NAT
 	// rules are checked against the snapshot: an ipfilter refresh (which
 	// wipes them) is repaired within about this long.
@@ -107,6 +110,9 @@ type Config struct {
 	// OrphanGrace is how long an orphan is reported before it is removed;
 	// default DefaultOrphanGrace.
 	OrphanGrace time.Duration
+	// ProvisionRetry is the first wait before a provision step that
+	// failed transiently is tried again; default DefaultProvisionRetry.
+	ProvisionRetry time.Duration
 
 	// APIURL is the control plane's base URL (https://host:8080): the
 	// agent registers, renews its lease, reports its pods and follows the
@@ -200,6 +206,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.OrphanGrace <= 0 {
 		c.OrphanGrace = DefaultOrphanGrace
+	}
+	if c.ProvisionRetry <= 0 {
+		c.ProvisionRetry = DefaultProvisionRetry
 	}
 	if c.ClusterDomain == "" {
 		c.ClusterDomain = clusterdns.DefaultDomain

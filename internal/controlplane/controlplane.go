@@ -89,6 +89,9 @@ type Config struct {
 	// PodReconcileInterval is how often pod rows are checked for their
 	// lifecycles; zero: worker.ReconcileEvery.
 	PodReconcileInterval time.Duration
+	// PodSettle is how long a pod row is given to get its lifecycle before
+	// the reconciler starts one; zero: worker.PodSettle.
+	PodSettle time.Duration
 	// ServiceCIDR is the range services' cluster IPs come from; empty:
 	// clusterip.DefaultCIDR.
 	ServiceCIDR string
@@ -170,6 +173,7 @@ type ControlPlane struct {
 	nodes        workflows.NodeClient
 	podTuning    *workflows.Tuning
 	podReconcile time.Duration
+	podSettle    time.Duration
 	moves        worker.Moves
 	addr         string
 	url          string
@@ -374,7 +378,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: stopTemporalMetrics, adminToken: adminToken, moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
+	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: stopTemporalMetrics, adminToken: adminToken, moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, podSettle: cfg.PodSettle, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
 		// No ReadTimeout or WriteTimeout: watches and volume transfers
 		// stream for as long as they need; the API bounds every other
 		// request and its body itself.
@@ -442,7 +446,7 @@ func (cp *ControlPlane) Served() <-chan error { return cp.served }
 func (cp *ControlPlane) runWorker(ctx context.Context) {
 	defer cp.bg.Done()
 	for attempt := 0; ; attempt++ {
-		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.podReconcile)
+		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.podReconcile, cp.podSettle)
 		if err == nil {
 			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning, cp.serviceNet, cp.capacity, cp.moves, cp.metrics)
 			worker.RegisterImages(w, cp.imageOps)

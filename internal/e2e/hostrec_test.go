@@ -92,6 +92,7 @@ func (c *cluster) exec(sql string, args ...any) {
 // zone zonewright did not create alone, never takes a running pod's zone
 // for an orphan, and reports a pod whose zone was halted behind its back.
 func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
+	t.Parallel()
 	const grace = 6 * time.Second
 	c := newCluster(t, 1, "--reconcile-interval", "2s", "--orphan-grace", grace.String())
 	ctx := context.Background()
@@ -185,6 +186,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 // away (one deleted, one bound elsewhere under the same name and UID) are
 // removed before the node reports Ready.
 func TestAgentRestartAdoptsItsPodsAndRemovesUnboundOnes(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	ctx := context.Background()
 	for _, name := range []string{"keep", "gone", "moved"} {
@@ -273,6 +275,7 @@ func TestAgentRestartAdoptsItsPodsAndRemovesUnboundOnes(t *testing.T) {
 // running; started again, it adopts the installed zone and the pod's
 // lifecycle carries on to Running.
 func TestAgentSIGTERMLetsARunningInstallFinish(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1, "--shutdown-timeout", "40s")
 	c.createPod(sleepPod("first", "sparse", ""))
 	first := c.waitPhase("first", model.PodRunning, false, 90*time.Second)

@@ -288,6 +288,7 @@ func storeFiles(t *testing.T, dir, name string) []string {
 // others are Ready; a wrong digest fails the image and leaves nothing;
 // pods run from the images; and delete waits until no pod uses them.
 func TestImagesImportDistributeAndRun(t *testing.T) {
+	t.Parallel()
 	storeDir := t.TempDir()
 	c := newClusterWith(t, 3, func(cfg *controlplane.Config) { cfg.ImageStore = storeDir })
 	files := newImageFiles(t)

@@ -30,6 +30,7 @@ const talker = `{"metadata":{"name":"talker"},"spec":{"containers":[{"name":"app
 // parameters and semantics, and only the control plane reaches a node's
 // endpoint.
 func TestPodLogsAndExecEndToEnd(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.createPod(talker)
 	p := c.waitPhase("talker", model.PodRunning, false, 90*time.Second)

@@ -21,6 +21,7 @@ import (
 // pods bound elsewhere: requests over mutual TLS to the control plane with
 // the agents' own key and certificate files.
 func TestAgentsNodeIdentityReachesOnlyItsOwn(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 2)
 	ca := c.cp.CA()
 	clients := map[string]*http.Client{}

@@ -61,6 +61,7 @@ func nodeImages(ctx workflow.Context, job imageJob) ([]hostops.NodeImageResult, 
 // images dataset, image directory and volume devices (all inside the
 // simulated node), and removes them again.
 func TestAgentPullsAndRemovesImages(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	node := c.nodes.Nodes[0]
 

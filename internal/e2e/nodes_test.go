@@ -235,6 +235,7 @@ func TestLostNodeEvictsMovesAndRecovers(t *testing.T) {
 // is stopped with its grace period honoured, its zone removed from the
 // node, and it runs elsewhere; a Never pod ends Failed/Evicted.
 func TestDrainMovesPodsAndHonoursGracePeriod(t *testing.T) {
+	t.Parallel()
 	c := nodeHealthCluster(t, 2, 0, 0)
 	from := c.nodes.Nodes[0].Name
 	const grace = 4
@@ -285,6 +286,7 @@ func TestDrainMovesPodsAndHonoursGracePeriod(t *testing.T) {
 // pods is not deleted unless forced, and a forced delete moves its pods,
 // removes it and ends its NodeHealth workflow.
 func TestCordonUncordonAndNodeDelete(t *testing.T) {
+	t.Parallel()
 	c := nodeHealthCluster(t, 2, 0, 0)
 	a, b := c.nodes.Nodes[0].Name, c.nodes.Nodes[1].Name
 	for _, path := range []string{"/api/v1/nodes/nope/cordon", "/api/v1/nodes/nope/uncordon", "/api/v1/nodes/nope/drain"} {

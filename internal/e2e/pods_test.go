@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -62,6 +63,7 @@ func (c *cluster) assertClean() {
 // httpGet probe, shows its steps to operators, and is deleted gracefully
 // with nothing left behind.
 func TestPodRunsAndIsRemoved(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 2)
 	c.createPod(`{"metadata":{"name":"web","labels":{"app":"web"}},"spec":{"terminationGracePeriodSeconds":5,
 	  "containers":[{"name":"http","image":"base","command":["sh","-c","exec python3 -m http.server --bind $POD_IP 8080"],
@@ -212,6 +214,7 @@ func TestGracePeriodIsHonouredAndFinalizeEndsIt(t *testing.T) {
 }
 
 func TestLivenessFailureRestartsWithBackoff(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1)
 	c.createPod(`{"metadata":{"name":"flaky"},"spec":{"containers":[{"name":"app","image":"base","command":["sleep","3600"],
 	  "livenessProbe":{"exec":{"command":["test","-e","/nonexistent"]},"periodSeconds":1,"failureThreshold":2}}]}}`)
@@ -267,7 +270,10 @@ func TestAgentCrashMidInstall(t *testing.T) {
 
 func TestTransientFailuresAreRetried(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 2)
+	// With 30% of commands failing, a provision step fails several times
+	// in a row; the production back-off (1s doubling) would make the
+	// test wait minutes for what it checks: that the steps are retried.
+	c := newCluster(t, 2, "--provision-retry", "100ms")
 	for i := range c.nodes.Nodes {
 		for _, cmd := range []string{"zfs", "dladm", "zonecfg", "zoneadm", "zlogin"} {
 			c.sim(i, "fault", "probability", cmd, "0.3")
@@ -309,7 +315,10 @@ func TestPermanentFailureFailsThePodAndLeavesNothing(t *testing.T) {
 
 func TestPodWithoutWorkflowIsRepaired(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 1)
+	// The row is older than this when its workflow goes: the repair is not
+	// held back by the production settle time (30s), which guards rows
+	// whose creator is still starting their workflow.
+	c := newClusterWith(t, 1, func(cfg *controlplane.Config) { cfg.PodSettle = 5 * time.Second })
 	// A crash between the API's two writes: the row exists, the workflow not.
 	c.createPod(sleepPod("orphan", "sparse", ""))
 	before := c.waitPhase("orphan", model.PodRunning, true, 90*time.Second)

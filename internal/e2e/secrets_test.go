@@ -46,6 +46,7 @@ func (b *lockedBuffer) String() string {
 // nowhere else: not a workflow history, not a log of the control plane
 // or an agent, not the events, and not PostgreSQL in plain text.
 func TestSecretValuesReachTheContainerAndNoHistoryLogOrEvent(t *testing.T) {
+	t.Parallel()
 	key, err := encryption.NewKey([]byte(strings.Repeat("k", encryption.KeySize)))
 	if err != nil {
 		t.Fatal(err)
