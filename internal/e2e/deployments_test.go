@@ -384,7 +384,7 @@ func TestDeploymentRollingUpdateKeepsItsBounds(t *testing.T) {
 // a rollback by hand. With healthyDeadlineSeconds, new pods not Ready in
 // time fail the rollout before its progress deadline.
 func TestDeploymentFailedRolloutRevertsItselfOrByHand(t *testing.T) {
-	t.Parallel()
+	// Alone: it times a 30 s progress deadline and a 5 s healthy deadline.
 	c := newCluster(t, 3)
 	tallies := map[string]*podTally{}
 	for _, name := range []string{"auto", "manual", "healthy"} {

@@ -460,7 +460,7 @@ func TestCancelledImportLeavesNoPartialFiles(t *testing.T) {
 // heartbeat timeout, 48 s); a DELETE of the image also removes its
 // partial download, which ends the fetch at once.
 func TestStoppingAnImportClosesItsDownloadWithinSeconds(t *testing.T) {
-	t.Parallel()
+	// Alone: it times the download's end (within 5 s).
 	c := newCluster(t, 1)
 	files := newImageFiles(t)
 	sources := map[string]*served{}

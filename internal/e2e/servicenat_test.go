@@ -52,7 +52,7 @@ func hasRuleTo(rules []string, ip string) bool {
 // agent's back (ipnat -CF, as an ipfilter refresh does) is repaired
 // within 5 s.
 func TestServiceClusterIPReachesPodsThroughEveryNodesNAT(t *testing.T) {
-	t.Parallel()
+	// Alone: it times a rule's removal (within 1 s of the Endpoints change).
 	// A service range of its own, on loopback so the simulator's NAT
 	// forwarders can listen on the ClusterIPs.
 	cidr := fmt.Sprintf("127.98.%d.0/24", os.Getpid()%250+1)
