@@ -33,6 +33,7 @@ lint:
 # What runs under SMF is built for illumos and never links the Temporal server.
 cross:
 	GOOS=illumos GOARCH=amd64 $(GO) build -o /dev/null ./cmd/zonewright
+	GOOS=illumos GOARCH=amd64 $(GO) build -o /dev/null ./cmd/zwctl
 	@if GOOS=illumos GOARCH=amd64 $(GO) list -deps ./cmd/zonewright | grep -q '^go.temporal.io/server'; then \
 		echo "the illumos build of zonewright imports go.temporal.io/server"; exit 1; fi
 	@echo "illumos cross-build ok"
