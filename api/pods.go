@@ -75,7 +75,13 @@ func (s *Server) createPod(c *gin.Context) {
 	}
 	// Observed state is the system's to write; a new pod waits for a node.
 	p.Status = model.PodStatus{Phase: model.PodPending}
-	if err := s.store.CreatePod(ctx, p); err != nil {
+	if err := s.store.CreatePodWithCatalogImages(ctx, p); err != nil {
+		// An image deleted since it was resolved above.
+		var fieldErrs model.FieldErrors
+		if errors.As(err, &fieldErrs) {
+			s.fail(c, invalid(model.KindPod, p.Metadata.Name, fieldErrs))
+			return
+		}
 		if errors.Is(err, store.ErrAlreadyExists) {
 			if cur, gerr := s.store.Pods().Get(ctx, p.Metadata.Namespace, p.Metadata.Name); gerr == nil && cur.Metadata.DeletionTimestamp != nil {
 				err = fmt.Errorf("%w: pod %q is still terminating; create it again once it is gone", store.ErrAlreadyExists, p.Metadata.Name)

@@ -3,7 +3,9 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/zonewright/zonewright/internal/model"
@@ -46,5 +48,67 @@ func TestImageDeletionWaitsForItsPods(t *testing.T) {
 	}
 	if _, err := s.MarkImageDeleting(ctx, "nope", ""); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("want not found, got %v", err)
+	}
+}
+
+// A pod created while its image is being deleted is either refused or
+// counted by the deletion: never a pod naming a deleted image.
+func TestImageDeletionAndPodCreationDoNotRace(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	const rounds, creators = 30, 8
+	for round := range rounds {
+		name := fmt.Sprintf("img-%d", round)
+		if err := s.Images().Create(ctx, &model.Image{Metadata: model.ObjectMeta{Name: name}, Spec: model.ImageSpec{Kind: model.ImageZoneTemplate}}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		created := make([]error, creators)
+		for i := range creators {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p := pod(fmt.Sprintf("r%d-p%d", round, i), nil)
+				p.Spec.Containers[0].Image = name
+				created[i] = s.CreatePodWithCatalogImages(ctx, p)
+			}()
+		}
+		var markErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, markErr = s.MarkImageDeleting(ctx, name, "")
+		}()
+		wg.Wait()
+		for i, err := range created {
+			var fieldErrs model.FieldErrors
+			if err != nil && !errors.As(err, &fieldErrs) {
+				t.Fatalf("round %d creator %d: %v", round, i, err)
+			}
+		}
+		users, err := s.PodsUsingImage(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case markErr == nil && len(users) > 0:
+			t.Fatalf("round %d: image %s marked deleting while pods %v use it", round, name, users)
+		case markErr != nil && !errors.Is(markErr, store.ErrConflict):
+			t.Fatalf("round %d: mark deleting: %v", round, markErr)
+		case markErr != nil && len(users) == 0:
+			t.Fatalf("round %d: deletion refused (%v) yet no pod uses the image", round, markErr)
+		}
+	}
+	p := pod("late", nil)
+	p.Spec.Containers[0].Image = "img-0"
+	var fieldErrs model.FieldErrors
+	if img, _ := s.Images().Get(ctx, "", "img-0"); img.Metadata.DeletionTimestamp != nil {
+		if err := s.CreatePodWithCatalogImages(ctx, p); !errors.As(err, &fieldErrs) || fieldErrs[0].Field != "spec.containers[0].image" {
+			t.Fatalf("a pod naming a deleting image: got %v, want a field error on spec.containers[0].image", err)
+		}
+	}
+	p.Spec.Containers[0].Image = "absent"
+	if err := s.CreatePodWithCatalogImages(ctx, p); !errors.As(err, &fieldErrs) || fieldErrs[0].Type != model.FieldNotFound {
+		t.Fatalf("a pod naming an absent image: got %v, want a not-found field error", err)
 	}
 }

@@ -197,11 +197,17 @@ func (s *Store) ExpireEvents(ctx context.Context, retention time.Duration) (int6
 // containers name image. Aliases are resolved when a pod is created, so the
 // stored name is the catalog's.
 func (s *Store) PodsUsingImage(ctx context.Context, image string) ([]string, error) {
+	return podsUsingImage(ctx, s.pool, image)
+}
+
+func podsUsingImage(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, image string) ([]string, error) {
 	match, err := json.Marshal([]map[string]string{{"image": image}})
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, "SELECT namespace || '/' || name FROM pods WHERE spec -> 'containers' @> $1::jsonb ORDER BY namespace, name", match)
+	rows, err := q.Query(ctx, "SELECT namespace || '/' || name FROM pods WHERE spec -> 'containers' @> $1::jsonb ORDER BY namespace, name", match)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -210,37 +216,75 @@ func (s *Store) PodsUsingImage(ctx context.Context, image string) ([]string, err
 }
 
 // MarkImageDeleting stamps the image's deletion time unless a pod uses it
-// (ErrConflict naming them). The check and the stamp share a transaction
-// that locks the image row; a pod created meanwhile is refused at create
-// time because the image is deleting.
+// (ErrConflict naming them). The check and the stamp share one write,
+// with the image row locked FOR UPDATE; CreatePodWithCatalogImages locks
+// the rows of its images FOR SHARE, so a pod is either refused because
+// the image is deleting or counted here.
 func (s *Store) MarkImageDeleting(ctx context.Context, name, resourceVersion string) (*model.Image, error) {
-	for {
-		img, err := s.Images().Get(ctx, "", name)
+	r := s.Images()
+	var marked *model.Image
+	err := s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
+		var args []any
+		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s FOR UPDATE", r.columns(), r.info.table, r.where("", name, &args))
+		img, err := r.scan(tx.QueryRow(ctx, q, args...))
 		if err != nil {
-			return nil, err
+			return change{}, r.notFound(classify(err), "", name)
 		}
 		if resourceVersion != "" && resourceVersion != img.Metadata.ResourceVersion {
-			return nil, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, img.Metadata.ResourceVersion)
+			return change{}, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, img.Metadata.ResourceVersion)
 		}
-		users, err := s.PodsUsingImage(ctx, name)
+		users, err := podsUsingImage(ctx, tx, name)
 		if err != nil {
-			return nil, err
+			return change{}, err
 		}
 		if len(users) > 0 {
-			return nil, fmt.Errorf("%w: image %q is used by pod(s) %s; delete them first", ErrConflict, name, strings.Join(users, ", "))
+			return change{}, fmt.Errorf("%w: image %q is used by pod(s) %s; delete them first", ErrConflict, name, strings.Join(users, ", "))
 		}
+		marked = img
 		if img.Metadata.DeletionTimestamp != nil {
-			return img, nil
+			return change{}, errUnchanged
 		}
 		now := time.Now().UTC()
 		img.Metadata.DeletionTimestamp = &now
-		if err := s.Images().Update(ctx, img); errors.Is(err, ErrConflict) && resourceVersion == "" {
-			continue
-		} else if err != nil {
-			return nil, err
-		}
-		return img, nil
+		return r.updateTx(ctx, tx, rv, img)
+	})
+	if err != nil && !errors.Is(err, errUnchanged) {
+		return nil, err
 	}
+	return marked, nil
+}
+
+// CreatePodWithCatalogImages stores a new pod in an existing namespace if
+// every image it names is in the catalog and not being deleted, checked in
+// the creation's transaction with those image rows locked FOR SHARE (see
+// MarkImageDeleting). An image missing or deleting is a model.FieldErrors
+// on the container's image.
+func (s *Store) CreatePodWithCatalogImages(ctx context.Context, p *model.Pod) error {
+	return s.Pods().CreateWith(ctx, p, func(tx pgx.Tx) error {
+		if err := namespaceExists(ctx, p.Metadata.Namespace)(tx); err != nil {
+			return err
+		}
+		var errs model.FieldErrors
+		for i, c := range p.Spec.Containers {
+			var deleting bool
+			err := tx.QueryRow(ctx, "SELECT deleted_at IS NOT NULL FROM images WHERE name = $1 FOR SHARE", c.Image).Scan(&deleting)
+			field := fmt.Sprintf("spec.containers[%d].image", i)
+			switch {
+			case classify(err) == ErrNotFound:
+				errs = append(errs, model.FieldError{Field: field, Type: model.FieldNotFound,
+					Detail: fmt.Sprintf("Not found: %q: no such image in the catalog (GET /api/v1/images)", c.Image)})
+			case err != nil:
+				return err
+			case deleting:
+				errs = append(errs, model.FieldError{Field: field, Type: model.FieldInvalid,
+					Detail: fmt.Sprintf("Invalid value: %q: the image is being deleted", c.Image)})
+			}
+		}
+		if len(errs) > 0 {
+			return errs
+		}
+		return nil
+	})
 }
 
 // namespaceExists is a create's check that the object's namespace
@@ -257,6 +301,9 @@ func namespaceExists(ctx context.Context, ns string) func(pgx.Tx) error {
 }
 
 var errHeld = errors.New("a node holds it")
+
+// errUnchanged rolls back a write that found nothing to change.
+var errUnchanged = errors.New("nothing to change")
 
 // deleteOrMark deletes an object no node holds (held false), checking
 // that in the deletion's transaction; one a node holds is stamped

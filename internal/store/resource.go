@@ -480,41 +480,46 @@ func (r Resource[T, PT]) CreateWith(ctx context.Context, obj PT, check func(pgx.
 // status if its resourceVersion is still the stored one; otherwise
 // ErrConflict. A changed spec counts one more generation.
 func (r Resource[T, PT]) Update(ctx context.Context, obj PT) error {
+	return r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
+		return r.updateTx(ctx, tx, rv, obj)
+	})
+}
+
+// updateTx is Update inside a write's transaction, at resource version rv.
+func (r Resource[T, PT]) updateTx(ctx context.Context, tx pgx.Tx, rv int64, obj PT) (change, error) {
 	m := obj.GetMeta()
 	expected, err := strconv.ParseInt(m.ResourceVersion, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%w: metadata.resourceVersion %q is not a resource version", ErrConflict, m.ResourceVersion)
+		return change{}, fmt.Errorf("%w: metadata.resourceVersion %q is not a resource version", ErrConflict, m.ResourceVersion)
 	}
 	labels, annots, spec, status, owners, err := r.docs(obj)
 	if err != nil {
-		return err
+		return change{}, err
 	}
-	return r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
-		args := []any{rv, labels, annots, spec, status, m.DeletionTimestamp, m.DeletionGracePeriodSeconds, expected, owners}
-		q := fmt.Sprintf(`UPDATE %s SET resource_version = $1, labels = $2, annotations = $3, spec = $4, status = $5,
-			deleted_at = $6, deletion_grace_seconds = $7, owner_references = $9,
-			generation = CASE WHEN spec IS DISTINCT FROM $4::jsonb THEN generation + 1 ELSE generation END
-			WHERE %s AND resource_version = $8 RETURNING uid, created_at, generation`, r.info.table, r.where(m.Namespace, m.Name, &args))
-		var created time.Time
-		if err := tx.QueryRow(ctx, q, args...).Scan(&m.UID, &created, &m.Generation); err != nil {
-			if classify(err) != ErrNotFound {
-				return change{}, err
-			}
-			// Gone or changed? Asked in this transaction: a read through
-			// the pool while holding the change lock could wait for a
-			// connection that writers waiting on the lock hold.
-			var exists []any
-			var one int
-			q := fmt.Sprintf("SELECT 1 FROM %s WHERE %s", r.info.table, r.where(m.Namespace, m.Name, &exists))
-			if err := tx.QueryRow(ctx, q, exists...).Scan(&one); err != nil {
-				return change{}, r.notFound(classify(err), m.Namespace, m.Name)
-			}
-			return change{}, fmt.Errorf("%w: the object has been modified; resourceVersion %s is stale, read it again and retry", ErrConflict, m.ResourceVersion)
+	args := []any{rv, labels, annots, spec, status, m.DeletionTimestamp, m.DeletionGracePeriodSeconds, expected, owners}
+	q := fmt.Sprintf(`UPDATE %s SET resource_version = $1, labels = $2, annotations = $3, spec = $4, status = $5,
+		deleted_at = $6, deletion_grace_seconds = $7, owner_references = $9,
+		generation = CASE WHEN spec IS DISTINCT FROM $4::jsonb THEN generation + 1 ELSE generation END
+		WHERE %s AND resource_version = $8 RETURNING uid, created_at, generation`, r.info.table, r.where(m.Namespace, m.Name, &args))
+	var created time.Time
+	if err := tx.QueryRow(ctx, q, args...).Scan(&m.UID, &created, &m.Generation); err != nil {
+		if classify(err) != ErrNotFound {
+			return change{}, err
 		}
-		created = created.UTC()
-		m.CreationTimestamp = &created
-		return r.finish(obj, rv, "MODIFIED")
-	})
+		// Gone or changed? Asked in this transaction: a read through
+		// the pool while holding the change lock could wait for a
+		// connection that writers waiting on the lock hold.
+		var exists []any
+		var one int
+		q := fmt.Sprintf("SELECT 1 FROM %s WHERE %s", r.info.table, r.where(m.Namespace, m.Name, &exists))
+		if err := tx.QueryRow(ctx, q, exists...).Scan(&one); err != nil {
+			return change{}, r.notFound(classify(err), m.Namespace, m.Name)
+		}
+		return change{}, fmt.Errorf("%w: the object has been modified; resourceVersion %s is stale, read it again and retry", ErrConflict, m.ResourceVersion)
+	}
+	created = created.UTC()
+	m.CreationTimestamp = &created
+	return r.finish(obj, rv, "MODIFIED")
 }
 
 // Modify reads an object, lets change edit it and writes it back, reading

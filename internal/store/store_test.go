@@ -383,3 +383,40 @@ func TestModifyRetriesAfterAConcurrentWrite(t *testing.T) {
 		t.Fatalf("Modify of a missing pod: %v; want ErrNotFound", err)
 	}
 }
+
+// Writers that conflict read the current row inside their own
+// transaction: were it read through the pool while the change lock is
+// held, writers holding every other connection and waiting for the lock
+// would leave the holder waiting for a connection for ever.
+func TestConflictingUpdatesDoNotExhaustThePool(t *testing.T) {
+	s := newStore(t) // a pool of 16 connections
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	p := pod("web", nil)
+	if err := s.CreatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	stale := *p
+	fresh := *p
+	if err := s.Pods().Update(ctx, &fresh); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 64
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := stale
+			mine.Metadata.Labels = map[string]string{"writer": fmt.Sprint(i)}
+			errs[i] = s.Pods().Update(ctx, &mine)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("writer %d with a stale resourceVersion: got %v, want ErrConflict (a deadline here is a pool deadlock)", i, err)
+		}
+	}
+}
