@@ -58,6 +58,7 @@ func dev(ctx context.Context, args []string) error {
 	serviceCIDRFlag(fs, &health, clusterip.DevCIDR)
 	// Pod networks 127.10.<n>.0/24: reachable on Linux too.
 	podCIDRFlags(fs, &health, devnodes.ClusterCIDR(10))
+	maxConnectionsFlag(fs, &health)
 	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
 	capacityDone := capacityFlag(fs, &health)
 	_ = fs.Parse(args)
@@ -201,7 +202,7 @@ func dev(ctx context.Context, args []string) error {
 		ImageSourceDir: img.ImageSourceDir, ImageAllowPrivateSources: img.ImageAllowPrivateSources, ImageMaxBytes: img.ImageMaxBytes,
 		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
 		ServiceCIDR: health.ServiceCIDR, ClusterCIDR: health.ClusterCIDR, NodeCIDRMaskSize: health.NodeCIDRMaskSize,
-		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key})
+		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key, MaxConnections: health.MaxConnections})
 	if err != nil {
 		return err
 	}

@@ -119,6 +119,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	o.dns = dnsFlags(fs, &o.Config.DNS, "")
 	o.capacity = capacityFlag(fs, &o.Config)
 	fs.StringVar(&o.auditLog, "audit-log", env("ZW_AUDIT_LOG", ""), "file the audit log (a JSON line per mutating or refused request) is appended to; - for stderr; empty: none (env ZW_AUDIT_LOG)")
+	maxConnectionsFlag(fs, &o.Config)
 	fs.IntVar(&o.MaxWatches, "max-watches-per-identity", envInt("ZW_MAX_WATCHES_PER_IDENTITY", api.DefaultMaxWatches), "watches one identity may hold open at once; beyond, 429 (env ZW_MAX_WATCHES_PER_IDENTITY)")
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
@@ -258,6 +259,12 @@ func envBool(name string) bool {
 func serviceCIDRFlag(fs *flag.FlagSet, c *controlplane.Config, def string) {
 	fs.StringVar(&c.ServiceCIDR, "service-cidr", env("ZW_SERVICE_CIDR", def),
 		"IPv4 range services' cluster IPs come from, /12 to /28; its base + 10 is the cluster DNS (env ZW_SERVICE_CIDR)")
+}
+
+// maxConnectionsFlag registers --max-connections, shared by serve and dev.
+func maxConnectionsFlag(fs *flag.FlagSet, c *controlplane.Config) {
+	fs.IntVar(&c.MaxConnections, "max-connections", envInt("ZW_MAX_CONNECTIONS", controlplane.DefaultMaxConnections),
+		"API connections held open at once; more wait to be accepted, so that clients that connect and stall cannot use up the process's file descriptors (env ZW_MAX_CONNECTIONS)")
 }
 
 // podCIDRFlags registers --cluster-cidr and --node-cidr-mask-size, shared

@@ -48,6 +48,7 @@ cluster_domain
 dns_upstream
 capacity
 audit_log
+max_connections
 max_watches_per_identity
 log_level
 '

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	tworker "go.temporal.io/sdk/worker"
+	"golang.org/x/net/netutil"
 
 	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/auth"
@@ -117,11 +118,24 @@ type Config struct {
 	// MaxWatches bounds the watches one identity holds open; zero:
 	// api.DefaultMaxWatches.
 	MaxWatches int
+	// MaxConnections bounds the API connections held open at once
+	// (--max-connections); those past it wait in the kernel's accept queue,
+	// costing the process no file descriptor. Zero: DefaultMaxConnections.
+	MaxConnections int
+	// HeaderTimeout is how long a connection may take to send its request
+	// headers (and its TLS handshake); zero: DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
 	// EncryptionKey seals secrets at rest (--encryption-key-file); nil:
 	// the API keeps no secrets, and the control plane refuses to start
 	// over a database that holds some.
 	EncryptionKey *encryption.Key
 }
+
+// Defaults of Config.MaxConnections and Config.HeaderTimeout.
+const (
+	DefaultMaxConnections = 4096
+	DefaultHeaderTimeout  = 10 * time.Second
+)
 
 // AdminTokenFile is the cluster-admin token's file in the state directory:
 // made on first start (0600), reused while it authenticates.
@@ -263,10 +277,23 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	} else if serverTLSConfig, ca, err = serverTLS(cfg.StateDir, cfg.APITLS, serverHosts(cfg.Listen, cfg.AdvertiseURL, cfg.APITLS.SANs)); err != nil {
 		return nil, err
 	}
+	if cfg.MaxConnections < 0 {
+		return nil, fmt.Errorf("--max-connections %d: must be positive", cfg.MaxConnections)
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("API address %s: %w (is another zonewright running? pass --listen)", cfg.Listen, err)
 	}
+	// Clients that connect and send nothing are closed after the header
+	// timeout; the limit keeps them from using up the process's file
+	// descriptors (and the embedded Temporal's with them) meanwhile.
+	ln = netutil.LimitListener(ln, cfg.MaxConnections)
 	scheme := "https"
 	if serverTLSConfig == nil {
 		scheme = "http"
@@ -381,8 +408,8 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: stopTemporalMetrics, adminToken: adminToken, moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, podSettle: cfg.PodSettle, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
 		// No ReadTimeout or WriteTimeout: watches and volume transfers
 		// stream for as long as they need; the API bounds every other
-		// request and its body itself.
-		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		// request and its body itself (api/timeouts.go).
+		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: 2 * time.Minute,
 			MaxHeaderBytes: 64 << 10, TLSConfig: serverTLSConfig,
 			ErrorLog: slog.NewLogLogger(log.With("component", "api").Handler(), slog.LevelWarn)},
 		imgMap:  imgMap,
