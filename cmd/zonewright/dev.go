@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,8 +57,9 @@ func dev(ctx context.Context, args []string) error {
 	nodeHealth := nodeHealthFlags(fs, &health)
 	// Inside 127.0.0.0/8, so service addresses are reachable on Linux.
 	serviceCIDRFlag(fs, &health, clusterip.DevCIDR)
-	// Pod networks 127.10.<n>.0/24: reachable on Linux too.
-	podCIDRFlags(fs, &health, devnodes.ClusterCIDR(10))
+	// Pod networks 127.<m>.<n>.0/24: reachable on Linux too; m depends on
+	// the data dir unless given (below).
+	podCIDRFlags(fs, &health, "")
 	maxConnectionsFlag(fs, &health)
 	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
 	capacityDone := capacityFlag(fs, &health)
@@ -76,6 +78,13 @@ func dev(ctx context.Context, args []string) error {
 	}
 	if _, err := clusterip.Parse(health.ServiceCIDR); err != nil {
 		return fmt.Errorf("--service-cidr: %w", err)
+	}
+	if health.ClusterCIDR == "" {
+		cidr, err := devClusterCIDR(*dataDir, health.ServiceCIDR)
+		if err != nil {
+			return err
+		}
+		health.ClusterCIDR = cidr
 	}
 	if _, err := podcidr.ParseRange(health.ClusterCIDR, health.NodeCIDRMaskSize); err != nil {
 		return fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
@@ -382,4 +391,18 @@ func redact(url string) string {
 		return fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 	}
 	return "(custom URL)"
+}
+
+// devClusterCIDR is the pod range of the dev stack in dataDir: one of its
+// own, so that two stacks on one machine never give pods the same address.
+func devClusterCIDR(dataDir, serviceCIDR string) (string, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("--data-dir %s: %w", dataDir, err)
+	}
+	var avoid []netip.Prefix
+	if p, err := netip.ParsePrefix(serviceCIDR); err == nil {
+		avoid = append(avoid, p)
+	}
+	return devnodes.ClusterCIDROf(abs, avoid...), nil
 }

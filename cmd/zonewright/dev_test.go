@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/zwclient"
@@ -263,7 +265,10 @@ func TestDevStack(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	api, temporal, ui := freeAddr(t), freeAddr(t), freeAddr(t)
 	d := startDev(t, bin, dataDir, api, temporal, ui)
-	for _, want := range []string{"https://" + api, "http://" + ui, temporal, "source " + filepath.Join(dataDir, "env"), "127.96.0.0/16 (cluster DNS 127.96.0.10)", d.dns + ", domain cluster.local"} {
+	// The pod range is the data dir's own, clear of the service range.
+	podCIDR := devnodes.ClusterCIDROf(dataDir, netip.MustParsePrefix("127.96.0.0/16"))
+	podNet := strings.TrimSuffix(podCIDR, "0.0/16")
+	for _, want := range []string{"https://" + api, "http://" + ui, temporal, "source " + filepath.Join(dataDir, "env"), "127.96.0.0/16 (cluster DNS 127.96.0.10)", d.dns + ", domain cluster.local", "pod CIDRs assigned from " + podCIDR} {
 		if !strings.Contains(d.output.String(), want) {
 			t.Fatalf("banner does not show %s:\n%s", want, d.output)
 		}
@@ -383,7 +388,7 @@ func TestDevStack(t *testing.T) {
 	deadline = time.Now().Add(10 * time.Second)
 	for {
 		_, body := get(t, d.http, "https://"+api+"/api/v1/namespaces/default/endpoints/hello")
-		if strings.Contains(body, `"addresses":[{"ip":"127.10.`) && strings.Contains(body, `"port":8080`) {
+		if strings.Contains(body, `"addresses":[{"ip":"`+podNet) && strings.Contains(body, `"port":8080`) {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -9,11 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -74,6 +77,27 @@ type Nodes struct {
 // machine need their own network, or their pods' servers would bind the
 // same addresses.
 func ClusterCIDR(network int) string { return fmt.Sprintf("127.%d.0.0/16", network) }
+
+// ClusterCIDROf is the pod range of a dev stack keeping its data in
+// dataDir (an absolute path): 127.<n>.0.0/16 with n from a hash of the
+// path, in 128-254, so that stacks in different directories hand out
+// different pod addresses, clear of 127.0.0.0/16 and of the networks
+// tests and benchmarks number from 10 up. A range overlapping one of
+// avoid (the service range) moves on to the next n.
+func ClusterCIDROf(dataDir string, avoid ...netip.Prefix) string {
+	const first, count = 128, 127
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(dataDir))
+	start := int(h.Sum32() % count)
+	for i := range count {
+		n := first + (start+i)%count
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(n), 0, 0}), 16)
+		if !slices.ContainsFunc(avoid, p.Overlaps) {
+			return p.String()
+		}
+	}
+	return ClusterCIDR(10) // every candidate overlaps: avoid covers 127.128.0.0/9
+}
 
 // NodeCIDRMaskSize is the size of each simulated node's pod network.
 const NodeCIDRMaskSize = 24
