@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/zonewright/zonewright/internal/imagemap"
@@ -176,5 +177,54 @@ sizes:
 	}
 	if r := c.json("DELETE", "/api/v1/images/omnios-r151054", nil); r.code != 404 {
 		t.Fatalf("delete of a missing image: %d %s", r.code, r.body)
+	}
+}
+
+// Pods created while their image is deleted are refused (422 on the
+// container's image) or make the deletion wait (409): no pod is left
+// naming an image that is gone.
+func TestPodCreationAndImageDeletionDoNotRace(t *testing.T) {
+	c := newAPI(t)
+	const rounds, creators = 20, 6
+	for round := range rounds {
+		img := fmt.Sprintf("race-%d", round)
+		if r := c.json("POST", "/api/v1/images", fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"kind":"zone-template"}}`, img)); r.code != http.StatusCreated {
+			t.Fatalf("create image: %d %s", r.code, r.body)
+		}
+		codes := make([]int, creators+1)
+		var wg sync.WaitGroup
+		for i := range creators {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pod := fmt.Sprintf(`{"metadata":{"name":"r%d-%d"},"spec":{"containers":[{"name":"app","image":%q,"command":["sleep","1000"]}]}}`, round, i, img)
+				codes[i] = c.json("POST", "/api/v1/namespaces/default/pods", pod).code
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[creators] = c.json("DELETE", "/api/v1/images/"+img, nil).code
+		}()
+		wg.Wait()
+		for i, code := range codes[:creators] {
+			if code != http.StatusCreated && code != http.StatusUnprocessableEntity {
+				t.Fatalf("round %d: pod %d: %d, want 201 or 422", round, i, code)
+			}
+		}
+		if code := codes[creators]; code != http.StatusOK && code != http.StatusConflict {
+			t.Fatalf("round %d: delete image: %d, want 200 or 409", round, code)
+		}
+	}
+	var pods model.List[model.Pod]
+	r := c.json("GET", "/api/v1/namespaces/default/pods", nil)
+	if err := json.Unmarshal(r.body, &pods); err != nil || r.code != http.StatusOK {
+		t.Fatalf("list pods: %d %s", r.code, r.body)
+	}
+	for _, p := range pods.Items {
+		image := p.Spec.Containers[0].Image
+		if r := c.json("GET", "/api/v1/images/"+image, nil); r.code != http.StatusOK {
+			t.Errorf("pod %s names image %s, which is gone (%d)", p.Metadata.Name, image, r.code)
+		}
 	}
 }
