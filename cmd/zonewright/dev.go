@@ -236,7 +236,7 @@ func dev(ctx context.Context, args []string) error {
 		return err
 	}
 
-	nodeList := "none (--nodes 0)"
+	nodeList := "none (--nodes 0); pod CIDRs would come from " + health.ClusterCIDR
 	if *nodes > 0 {
 		sim, err := devnodes.FindSim()
 		if err != nil {
