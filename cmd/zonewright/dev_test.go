@@ -27,6 +27,8 @@ import (
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/zwclient"
 	"github.com/zonewright/zonewright/workflows"
+
+	"github.com/zonewright/zonewright/internal/syncbuf"
 )
 
 func freeAddr(t *testing.T) string {
@@ -44,31 +46,12 @@ type devStack struct {
 	api, temporal, ui string
 	dns               string
 	dataDir           string
-	output            *lockedOutput
+	output            *syncbuf.Buffer
 	exited            chan error
 	// http trusts the CA the stack wrote to <data-dir>/tls/ca.crt and
 	// sends its admin token.
 	http  *http.Client
 	token string
-}
-
-// lockedOutput is the stack's output, written by its reader goroutine
-// while the test reads it.
-type lockedOutput struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (o *lockedOutput) WriteString(s string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.b.WriteString(s)
-}
-
-func (o *lockedOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
 }
 
 // built holds zonewright, illumos-sim and zwctl, built once for the tests
@@ -103,7 +86,7 @@ func buildBinary(t *testing.T) string {
 
 func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devStack {
 	t.Helper()
-	d := &devStack{api: api, temporal: temporal, ui: ui, dns: freeAddr(t), dataDir: dataDir, output: &lockedOutput{}, exited: make(chan error, 1)}
+	d := &devStack{api: api, temporal: temporal, ui: ui, dns: freeAddr(t), dataDir: dataDir, output: &syncbuf.Buffer{}, exited: make(chan error, 1)}
 	d.cmd = exec.Command(bin, "dev", "--data-dir", dataDir, "--listen", api, "--temporal-address", temporal, "--ui-address", ui,
 		"--dns-listen", d.dns, "--log-level", "warn")
 	stdout, _ := d.cmd.StdoutPipe()
