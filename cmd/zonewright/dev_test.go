@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -193,6 +194,41 @@ func get(t *testing.T, c *http.Client, url string) (int, string) {
 
 // envFileSays checks the stack's env file, as a shell sources it: only
 // its owner reads it, and it exports want.
+// killedAgentIsRestarted kills a node's agent (SIGKILL) and waits for the
+// stack to start another, named by the node's pid file, as SMF would.
+func (d *devStack) killedAgentIsRestarted(t *testing.T, node string) {
+	t.Helper()
+	pidFile := filepath.Join(d.dataDir, "nodes", node, "agent.pid")
+	pidIn := func() int {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Fatalf("the agent's pid file: %v", err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("the agent's pid file holds %q", b)
+		}
+		return pid
+	}
+	old := pidIn()
+	if !strings.Contains(d.output.String(), fmt.Sprintf("agent pid %d (%s)", old, pidFile)) {
+		t.Fatalf("the banner does not show %s's agent pid %d and its pid file:\n%s", node, old, d.output)
+	}
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if pid := pidIn(); pid != old && syscall.Kill(pid, 0) == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's agent was not restarted within 20 s of its kill", node)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func (d *devStack) envFileSays(t *testing.T, want map[string]string) {
 	t.Helper()
 	path := filepath.Join(d.dataDir, "env")
@@ -294,6 +330,7 @@ func TestDevStack(t *testing.T) {
 		t.Fatalf("Temporal Web UI: %d %.200s", code, body)
 	}
 	d.serviceResolves(t)
+	d.killedAgentIsRestarted(t, "node-1")
 
 	anonymous := &http.Client{Transport: d.http.Transport.(auth.Bearer).Next}
 	if code, _ := get(t, anonymous, "https://"+api+"/api/v1/namespaces/default/pods"); code != 401 {
