@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +23,8 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/internal/supervisor"
+
+	"github.com/zonewright/zonewright/internal/syncbuf"
 )
 
 // The host activities run against the real simulator binary (simtest
@@ -42,7 +43,7 @@ const (
 
 // node is one simulated node with its host activities.
 type node struct {
-	log  syncBuffer // what the activities logged
+	log  syncbuf.Buffer // what the activities logged
 	sim  *simtest.Node
 	ops  *hostops.Host // the host library the activities run over
 	host *hostacts.Activities
@@ -204,22 +205,4 @@ func appError(t *testing.T, err error) *temporal.ApplicationError {
 		t.Fatalf("error %v (%T) is not an ApplicationError", err, err)
 	}
 	return ae
-}
-
-// syncBuffer is a log sink that tests read while activities write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

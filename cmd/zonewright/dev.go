@@ -260,9 +260,14 @@ func dev(ctx context.Context, args []string) error {
 			return err
 		}
 		stops = append(stops, ns.Stop)
+		// A dead agent is restarted, as SMF would; the supervision ends
+		// before the agents are stopped (stops run last to first).
+		supervise, stopSupervising := context.WithCancel(ctx)
+		ns.Supervise(supervise)
+		stops = append(stops, stopSupervising)
 		nodeList = "pod CIDRs assigned from " + health.ClusterCIDR
 		for _, n := range ns.Nodes {
-			nodeList += fmt.Sprintf("\n    %s  state %s  agent pid %d", n.Name, n.Root, n.Pid())
+			nodeList += fmt.Sprintf("\n    %s  state %s  agent pid %d (%s)", n.Name, n.Root, n.Pid(), n.PidFile)
 		}
 	}
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +30,8 @@ import (
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/zwclient"
 	"github.com/zonewright/zonewright/workflows"
+
+	"github.com/zonewright/zonewright/internal/syncbuf"
 )
 
 func freeAddr(t *testing.T) string {
@@ -46,31 +49,12 @@ type devStack struct {
 	api, temporal, ui string
 	dns               string
 	dataDir           string
-	output            *lockedOutput
+	output            *syncbuf.Buffer
 	exited            chan error
 	// http trusts the CA the stack wrote to <data-dir>/tls/ca.crt and
 	// sends its admin token.
 	http  *http.Client
 	token string
-}
-
-// lockedOutput is the stack's output, written by its reader goroutine
-// while the test reads it.
-type lockedOutput struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (o *lockedOutput) WriteString(s string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.b.WriteString(s)
-}
-
-func (o *lockedOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
 }
 
 // built holds zonewright, illumos-sim and zwctl, built once for the tests
@@ -105,7 +89,7 @@ func buildBinary(t *testing.T) string {
 
 func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devStack {
 	t.Helper()
-	d := &devStack{api: api, temporal: temporal, ui: ui, dns: freeAddr(t), dataDir: dataDir, output: &lockedOutput{}, exited: make(chan error, 1)}
+	d := &devStack{api: api, temporal: temporal, ui: ui, dns: freeAddr(t), dataDir: dataDir, output: &syncbuf.Buffer{}, exited: make(chan error, 1)}
 	d.cmd = exec.Command(bin, "dev", "--data-dir", dataDir, "--listen", api, "--temporal-address", temporal, "--ui-address", ui,
 		"--dns-listen", d.dns, "--log-level", "warn")
 	stdout, _ := d.cmd.StdoutPipe()
@@ -212,6 +196,41 @@ func get(t *testing.T, c *http.Client, url string) (int, string) {
 
 // envFileSays checks the stack's env file, as a shell sources it: only
 // its owner reads it, and it exports want.
+// killedAgentIsRestarted kills a node's agent (SIGKILL) and waits for the
+// stack to start another, named by the node's pid file, as SMF would.
+func (d *devStack) killedAgentIsRestarted(t *testing.T, node string) {
+	t.Helper()
+	pidFile := filepath.Join(d.dataDir, "nodes", node, "agent.pid")
+	pidIn := func() int {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Fatalf("the agent's pid file: %v", err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("the agent's pid file holds %q", b)
+		}
+		return pid
+	}
+	old := pidIn()
+	if !strings.Contains(d.output.String(), fmt.Sprintf("agent pid %d (%s)", old, pidFile)) {
+		t.Fatalf("the banner does not show %s's agent pid %d and its pid file:\n%s", node, old, d.output)
+	}
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if pid := pidIn(); pid != old && syscall.Kill(pid, 0) == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's agent was not restarted within 20 s of its kill", node)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func (d *devStack) envFileSays(t *testing.T, want map[string]string) {
 	t.Helper()
 	path := filepath.Join(d.dataDir, "env")
@@ -316,6 +335,7 @@ func TestDevStack(t *testing.T) {
 		t.Fatalf("Temporal Web UI: %d %.200s", code, body)
 	}
 	d.serviceResolves(t)
+	d.killedAgentIsRestarted(t, "node-1")
 
 	anonymous := &http.Client{Transport: d.http.Transport.(auth.Bearer).Next}
 	if code, _ := get(t, anonymous, "https://"+api+"/api/v1/namespaces/default/pods"); code != 401 {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/syncbuf"
 )
 
 // Drain runs alone (not in parallel): it moves every pod off its node.
@@ -203,7 +205,7 @@ func TestGetWatchResumesAfterTheConnectionIsCut(t *testing.T) {
 	apply(t, podYAML("first", nil, ""), "-n", "watch")
 	must(t, "wait", "pod/first", "-n", "watch", "--for=condition=Ready", "--timeout=60s")
 	p := startProxy(t, stack.api)
-	var direct, cut syncBuffer
+	var direct, cut syncbuf.Buffer
 	stopDirect := background(t, &direct, "get", "pods", "-n", "watch", "-w")
 	stopCut := background(t, &cut, "get", "pods", "-n", "watch", "-w", "--server", "https://"+p.l.Addr().String())
 	eventually(t, "both watches list the first pod", func() bool {
@@ -246,7 +248,7 @@ func TestGetWatchResumesAfterTheConnectionIsCut(t *testing.T) {
 	}
 
 	// --watch-only leaves the list out.
-	var only syncBuffer
+	var only syncbuf.Buffer
 	stopOnly := background(t, &only, "get", "pods", "-n", "watch", "--watch-only")
 	time.Sleep(500 * time.Millisecond)
 	if only.String() != "" {

@@ -11,10 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/syncbuf"
 )
 
 // stack is the one dev stack (`zonewright dev`, three simulated nodes)
@@ -223,31 +224,13 @@ spec:
 `, name, replicas, extraSpec, podSpec)
 }
 
-// syncBuffer is an output written by one goroutine and read by another.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // background runs zwctl until the returned stop is called; stop returns
 // its exit code.
 func background(t *testing.T, out io.Writer, args ...string) (stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var errOut syncBuffer
+	var errOut syncbuf.Buffer
 	go func() {
 		done <- run(ctx, args, streams{in: strings.NewReader(""), out: out, errOut: &errOut}, testEnv(nil))
 	}()

@@ -46,11 +46,7 @@ func (a *app) nodeCommand(verb string) *cobra.Command {
 		Short:             short,
 		ValidArgsFunction: a.completeNames("nodes"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := nodeName(args)
-			if err != nil {
-				return err
-			}
-			c, err := a.connect()
+			name, c, err := a.node(args)
 			if err != nil {
 				return err
 			}
@@ -74,11 +70,7 @@ until no pod is left on the node. --timeout bounds the wait (exit 1); the
 drain itself goes on.`,
 		ValidArgsFunction: a.completeNames("nodes"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := nodeName(args)
-			if err != nil {
-				return err
-			}
-			c, err := a.connect()
+			name, c, err := a.node(args)
 			if err != nil {
 				return err
 			}
@@ -163,4 +155,14 @@ func (a *app) podLifecycleCommand(verb string) *cobra.Command {
 		cmd.Flags().StringVar(&reason, "reason", "", "why, recorded on the pod")
 	}
 	return cmd
+}
+
+// node is the node the arguments name, and the client to reach it.
+func (a *app) node(args []string) (string, *zw.Client, error) {
+	name, err := nodeName(args)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := a.connect()
+	return name, c, err
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/syncbuf"
 )
 
 // logs prints what the container wrote, without svc.startd's lines;
@@ -44,7 +46,7 @@ spec:
 	// -f: a line written after the request arrives.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var followed syncBuffer
+	var followed syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"logs", "-f", "talker", "-n", "podio"}, streams{in: strings.NewReader(""), out: &followed, errOut: &followed}, testEnv(nil))

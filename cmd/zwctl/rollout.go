@@ -79,11 +79,7 @@ func (a *app) rolloutCommand() *cobra.Command {
 		Use:   "status deploy/NAME",
 		Short: "Follow a rollout until it completes (exit 0) or exceeds its progress deadline (exit 1)",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := deploymentName(args)
-			if err != nil {
-				return err
-			}
-			c, err := a.connect()
+			name, c, err := a.deployment(args)
 			if err != nil {
 				return err
 			}
@@ -115,11 +111,7 @@ func (a *app) rolloutCommand() *cobra.Command {
 		Use:   "history deploy/NAME",
 		Short: "List a deployment's revisions, or show one (--revision)",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := deploymentName(args)
-			if err != nil {
-				return err
-			}
-			c, err := a.connect()
+			name, c, err := a.deployment(args)
 			if err != nil {
 				return err
 			}
@@ -176,11 +168,7 @@ func (a *app) rolloutCommand() *cobra.Command {
 }
 
 func (a *app) deploymentAction(cmd *cobra.Command, args []string, sub string, body any, done string) error {
-	name, err := deploymentName(args)
-	if err != nil {
-		return err
-	}
-	c, err := a.connect()
+	name, c, err := a.deployment(args)
 	if err != nil {
 		return err
 	}
@@ -276,4 +264,14 @@ func indent(b []byte) []byte {
 		}
 	}
 	return out
+}
+
+// deployment is the deployment the arguments name, and the client to reach it.
+func (a *app) deployment(args []string) (string, *zw.Client, error) {
+	name, err := deploymentName(args)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := a.connect()
+	return name, c, err
 }

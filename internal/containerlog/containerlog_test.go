@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/syncbuf"
 )
 
 // now is the tests' clock: the log's lines are of the day before.
@@ -125,7 +127,7 @@ func TestFollowEndsWithTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- Write(context.Background(), out, f, Options{TailLines: -1, Follow: true, Location: time.UTC})
@@ -206,7 +208,7 @@ func appendTo(t *testing.T, p, s string) {
 	}
 }
 
-func waitFor(t *testing.T, b *syncBuffer, want string) {
+func waitFor(t *testing.T, b *syncbuf.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for b.String() != want {

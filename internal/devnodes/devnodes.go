@@ -17,7 +17,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -60,8 +62,21 @@ type Node struct {
 	// StateDir is the agent's --state-dir: its key and certificate.
 	StateDir string
 	BinDir   string // its illumos commands
-	cmd      *exec.Cmd
-	done     chan struct{}
+	// PidFile holds the running agent's process id, rewritten at every
+	// start.
+	PidFile string
+
+	mu   sync.Mutex // guards cmd and done, replaced when the agent restarts
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// process is the agent's current process and the channel closed when it
+// exits.
+func (n *Node) process() (*exec.Cmd, chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd, n.done
 }
 
 // Nodes are the running nodes.
@@ -151,13 +166,24 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{Name: name, Root: filepath.Join(dir, "state"), StateDir: filepath.Join(dir, "agent"), BinDir: filepath.Join(dir, "bin"), done: make(chan struct{})}
+	n := &Node{Name: name, Root: filepath.Join(dir, "state"), StateDir: filepath.Join(dir, "agent"), BinDir: filepath.Join(dir, "bin"),
+		PidFile: filepath.Join(dir, "agent.pid")}
 	if out, err := exec.CommandContext(ctx, cfg.Sim, "install", n.BinDir, "--root", n.Root).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("prepare simulated node %s: %v: %s", name, err, out)
 	}
-	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	if err := ns.run(n); err != nil {
 		return nil, err
+	}
+	return n, nil
+}
+
+// run starts n's agent process.
+func (ns *Nodes) run(n *Node) error {
+	cfg := ns.cfg
+	name := n.Name
+	logf, err := os.OpenFile(filepath.Join(filepath.Dir(n.Root), "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
 	}
 	args := append([]string{"agent", "--node", name, "--api-url", cfg.APIURL,
 		"--temporal-address", cfg.Temporal, "--temporal-namespace", cfg.Namespace, "--bin-dir", n.BinDir,
@@ -180,37 +206,94 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 	if cfg.JoinTokenFile != "" {
 		args = append(args, "--join-token-file", cfg.JoinTokenFile)
 	}
-	n.cmd = exec.Command(cfg.Agent, args...)
-	n.cmd.Env = agentEnv()
-	n.cmd.Stdout, n.cmd.Stderr = logf, logf
+	cmd := exec.Command(cfg.Agent, args...)
+	cmd.Env = agentEnv()
+	cmd.Stdout, cmd.Stderr = logf, logf
 	// The agents die with the dev stack, even if it is killed.
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	done := make(chan struct{})
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // Pdeathsig follows the creating thread
-		started <- n.cmd.Start()
-		_ = n.cmd.Wait()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			_ = cmd.Wait()
+		}
 		logf.Close()
-		close(n.done)
+		close(done)
 	}()
 	if err := <-started; err != nil {
-		return nil, fmt.Errorf("start agent %s: %w", name, err)
+		return fmt.Errorf("start agent %s: %w", name, err)
 	}
-	return n, nil
+	n.mu.Lock()
+	n.cmd, n.done = cmd, done
+	n.mu.Unlock()
+	return os.WriteFile(n.PidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+}
+
+// Restart back-off of Supervise: the first wait, and its bound while an
+// agent keeps dying within healthyRun of its start.
+const (
+	firstRestartWait = time.Second
+	maxRestartWait   = 30 * time.Second
+	healthyRun       = time.Minute
+)
+
+// Supervise restarts every agent that exits, as SMF restarts a service,
+// until ctx ends: a second after it died, the wait doubling up to 30 s
+// while it keeps dying within a minute of its start. Stop the supervision
+// (end ctx) before Stop.
+func (ns *Nodes) Supervise(ctx context.Context) {
+	for _, n := range ns.Nodes {
+		go ns.supervise(ctx, n)
+	}
+}
+
+func (ns *Nodes) supervise(ctx context.Context, n *Node) {
+	wait := firstRestartWait
+	for {
+		started := time.Now()
+		cmd, done := n.process()
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+		}
+		if time.Since(started) >= healthyRun {
+			wait = firstRestartWait
+		}
+		if ns.cfg.Logger != nil {
+			ns.cfg.Logger.Warn("agent exited; restarting it", "node", n.Name, "exit", cmd.ProcessState.String(), "in", wait)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if err := ns.run(n); err != nil && ns.cfg.Logger != nil {
+			ns.cfg.Logger.Error("restart agent", "node", n.Name, "err", err)
+		} else if ns.cfg.Logger != nil {
+			ns.cfg.Logger.Info("agent restarted", "node", n.Name, "pid", n.Pid())
+		}
+		wait = min(2*wait, maxRestartWait)
+	}
 }
 
 // Stop stops every agent (SIGTERM, then SIGKILL after 15s) and halts every
 // simulated zone, so no process outlives the dev stack.
 func (ns *Nodes) Stop() {
 	for _, n := range ns.Nodes {
-		_ = n.cmd.Process.Signal(syscall.SIGTERM)
+		cmd, _ := n.process()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, n := range ns.Nodes {
+		cmd, done := n.process()
 		select {
-		case <-n.done:
+		case <-done:
 		case <-time.After(15 * time.Second):
-			_ = n.cmd.Process.Kill()
-			<-n.done
+			_ = cmd.Process.Kill()
+			<-done
 		}
 		if out, err := exec.Command(ns.cfg.Sim, "stop-all", "--root", n.Root).CombinedOutput(); err != nil && ns.cfg.Logger != nil {
 			ns.cfg.Logger.Warn("stop simulated zones", "node", n.Name, "err", err, "output", string(out))
@@ -221,37 +304,33 @@ func (ns *Nodes) Stop() {
 // Kill ends node i's agent at once (SIGKILL), as a crash would; its zones
 // keep running.
 func (ns *Nodes) Kill(i int) {
-	n := ns.Nodes[i]
-	_ = n.cmd.Process.Kill()
-	<-n.done
+	cmd, done := ns.Nodes[i].process()
+	_ = cmd.Process.Kill()
+	<-done
 }
 
 // Terminate sends node i's agent SIGTERM, as SMF's stop method does, and
 // waits for it to exit; it returns the agent's exit code. Its zones keep
 // running.
 func (ns *Nodes) Terminate(i int) int {
-	n := ns.Nodes[i]
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	<-n.done
-	return n.cmd.ProcessState.ExitCode()
+	cmd, done := ns.Nodes[i].process()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	<-done
+	return cmd.ProcessState.ExitCode()
 }
 
 // Restart starts node i's agent again after Kill or Terminate.
 func (ns *Nodes) Restart(ctx context.Context, i int) error {
-	n, err := ns.start(ctx, i+1)
-	if err != nil {
-		return err
-	}
-	ns.Nodes[i] = n
-	return nil
+	return ns.run(ns.Nodes[i])
 }
 
 // Exited reports agents that are no longer running.
 func (ns *Nodes) Exited() []string {
 	var out []string
 	for _, n := range ns.Nodes {
+		_, done := n.process()
 		select {
-		case <-n.done:
+		case <-done:
 			out = append(out, n.Name)
 		default:
 		}
@@ -260,7 +339,10 @@ func (ns *Nodes) Exited() []string {
 }
 
 // Pid is the agent's process id.
-func (n *Node) Pid() int { return n.cmd.Process.Pid }
+func (n *Node) Pid() int {
+	cmd, _ := n.process()
+	return cmd.Process.Pid
+}
 
 // Add starts one more node, as a host that joins the cluster later.
 func (ns *Nodes) Add(ctx context.Context) (*Node, error) {

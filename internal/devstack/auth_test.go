@@ -1,7 +1,6 @@
 package devstack_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,25 +21,9 @@ import (
 
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/pki"
+
+	"github.com/zonewright/zonewright/internal/syncbuf"
 )
-
-// syncBuffer collects the server's log across goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // hostWorkflow runs hostActivity on the given node's task queue, as the
 // pod lifecycle runs host activities.
@@ -90,13 +72,13 @@ func dialAs(t *testing.T, srv *devstack.Temporal, cn string, orgs ...string) cli
 	return c
 }
 
-func startMutualTLS(t *testing.T) (*devstack.Temporal, *pki.CA, *syncBuffer) {
+func startMutualTLS(t *testing.T) (*devstack.Temporal, *pki.CA, *syncbuf.Buffer) {
 	t.Helper()
 	ca, err := pki.LoadOrCreateCA(t.TempDir(), "zonewright CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	srv := devstack.StartTestTemporal(t, func(cfg *devstack.TemporalConfig) {
 		cfg.CA = ca
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,25 +21,9 @@ import (
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/model"
+
+	"github.com/zonewright/zonewright/internal/syncbuf"
 )
-
-// lockedBuffer collects a logger's output from many goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // A secret's value reaches its container's environment on the node and
 // nowhere else: not a workflow history, not a log of the control plane
@@ -51,7 +34,7 @@ func TestSecretValuesReachTheContainerAndNoHistoryLogOrEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cpLog lockedBuffer
+	var cpLog syncbuf.Buffer
 	c := newClusterWith(t, 1, func(cfg *controlplane.Config) {
 		cfg.EncryptionKey = key
 		cfg.Logger = slog.New(slog.NewJSONHandler(&cpLog, &slog.HandlerOptions{Level: slog.LevelDebug}))
