@@ -173,6 +173,10 @@ func (s *Server) deletePod(c *gin.Context) {
 			s.fail(c, badRequestf("gracePeriodSeconds %q must be a non-negative integer", g))
 			return
 		}
+		if errs := model.ValidateGracePeriod("gracePeriodSeconds", n); len(errs) > 0 {
+			s.fail(c, invalid(model.KindPod, name, errs))
+			return
+		}
 		grace = &n
 	}
 	if s.pods == nil {
@@ -243,6 +247,10 @@ func (s *Server) cancelPod(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
+	}
+	if errs := model.ValidateReason("reason", sig.Reason); len(errs) > 0 {
+		s.fail(c, invalid(model.KindPod, c.Param("name"), errs))
+		return
 	}
 	s.updatePodLifecycle(c, workflows.UpdateCancel, sig)
 }

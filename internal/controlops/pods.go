@@ -224,7 +224,7 @@ func applyStatus(s *model.PodStatus, u StatusUpdate) {
 	if u.Phase != "" {
 		s.Phase = u.Phase
 	}
-	s.Reason, s.Message = u.Reason, u.Message
+	s.Reason, s.Message = model.ShortMessage(u.Reason, model.MaxReasonBytes), model.ShortMessage(u.Message, model.MaxMessageBytes)
 	for _, c := range u.Conditions {
 		at := time.Now().UTC()
 		if c.LastTransitionTime != nil {
