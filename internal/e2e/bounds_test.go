@@ -1,12 +1,16 @@
 package e2e_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	tclient "go.temporal.io/sdk/client"
+
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows"
 )
 
 // A pod with the longest grace period the API takes (a day) goes at once
@@ -50,5 +54,40 @@ func TestAFailedPodShowsNoReleasedAddress(t *testing.T) {
 	next := c.waitPhase("next", model.PodRunning, true, 90*time.Second)
 	if p, _ := c.pod("fails"); p.Status.PodIP != "" && p.Status.PodIP == next.Status.PodIP {
 		t.Fatalf("two pods show podIP %s", next.Status.PodIP)
+	}
+}
+
+// A forced delete ends a pod even when its lifecycle fails every workflow
+// task (here: a lifecycle of a type no worker knows) and so takes no
+// signal: the lifecycle is terminated and the row goes.
+func TestAForcedDeleteEndsAPodWhoseLifecycleFailsItsTasks(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 1)
+	c.createPod(sleepPod("stuck", "sparse", ""))
+	c.waitPhase("stuck", model.PodRunning, true, 90*time.Second)
+	ctx := context.Background()
+	id := workflows.PodWorkflowID("default", "stuck")
+	if err := c.temporal.TerminateWorkflow(ctx, id, "", "replaced by a lifecycle that fails its tasks"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue}, "NoSuchLifecycle"); err != nil {
+		t.Fatal(err)
+	}
+	pods := workflows.PodClient{Temporal: c.temporal}
+	c.eventually(60*time.Second, "the lifecycle to fail its tasks", func() bool {
+		failing, err := pods.FailingTasks(ctx, "default", "stuck")
+		return err == nil && failing
+	})
+	if code, b := c.do("DELETE", "/api/v1/namespaces/default/pods/stuck?gracePeriodSeconds=0", nil); code != 200 {
+		t.Fatalf("forced delete: %d %s", code, b)
+	}
+	if _, ok := c.pod("stuck"); ok {
+		t.Fatal("the pod is still there after a forced delete")
+	}
+	if running, err := pods.Running(ctx, "default", "stuck"); err != nil || running {
+		t.Fatalf("the failing lifecycle still runs (%v)", err)
+	}
+	if !strings.Contains(c.events("stuck"), "ForceDeleted") {
+		t.Fatalf("no ForceDeleted event:\n%s", c.events("stuck"))
 	}
 }
