@@ -101,3 +101,15 @@ func TestShortMessage(t *testing.T) {
 		t.Errorf("cut to %d bytes, ending %q", len(got), got[len(got)-8:])
 	}
 }
+
+func TestATemplatesBoundsNameTheTemplatesField(t *testing.T) {
+	g := int64(9223372036)
+	d := &Deployment{Metadata: ObjectMeta{Name: "web", Namespace: "default"}, Spec: DeploymentSpec{
+		Selector: &LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+		Template: PodTemplate{Metadata: TemplateMeta{Labels: map[string]string{"app": "web"}}, Spec: PodSpec{TerminationGracePeriodSeconds: &g,
+			Containers: []Container{{Name: "app", Image: "base", Command: []string{"/bin/sleep"}, Env: []EnvVar{{Name: "a-b"}}}}}}}}
+	DefaultDeployment(d)
+	if got := refused(ValidateDeployment(d)); got != "spec.template.spec.containers[0].env[0].name spec.template.spec.terminationGracePeriodSeconds" {
+		t.Fatalf("refused %q", got)
+	}
+}
