@@ -91,3 +91,19 @@ func TestAForcedDeleteEndsAPodWhoseLifecycleFailsItsTasks(t *testing.T) {
 		t.Fatalf("no ForceDeleted event:\n%s", c.events("stuck"))
 	}
 }
+
+// What validation lets through, the host carries: an environment value
+// with a tab, a newline and a carriage return reaches the container intact.
+func TestAnEnvValueWithLineBreaksReachesTheContainer(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 1)
+	c.createPod(`{"metadata":{"name":"env"},"spec":{"containers":[{"name":"app","image":"base",
+	  "command":["sh","-c","printf '[%s]' \"$MULTI\" | od -An -c | tr -s ' '; sleep 3600"],
+	  "env":[{"name":"MULTI","value":"a\tb\nc\rd"}]}]}}`)
+	c.waitPhase("env", model.PodRunning, false, 90*time.Second)
+	want := `[ a \t b \n c \r d ]`
+	c.eventually(30*time.Second, "the container to print its environment", func() bool {
+		_, b := c.do("GET", "/api/v1/namespaces/default/pods/env/log", nil)
+		return strings.Contains(string(b), want)
+	})
+}
