@@ -489,6 +489,7 @@ func TestTokenRequestsAreValidatedAndCannotEscalate(t *testing.T) {
 		{"no role", "/api/v1/namespaces/a/tokens", `{"ttlSeconds":60}`, 422, "role"},
 		{"negative lifetime", "/api/v1/namespaces/a/tokens", `{"role":"view","ttlSeconds":-1}`, 422, "ttlSeconds"},
 		{"lifetime beyond a year", "/api/v1/namespaces/a/tokens", `{"role":"view","ttlSeconds":40000000}`, 422, "ttlSeconds"},
+		{"lifetime that overflows a duration", "/api/v1/namespaces/a/tokens", `{"role":"view","ttlSeconds":9223372037}`, 422, "ttlSeconds"},
 		{"a cluster token", "/api/v1/tokens", `{"ttlSeconds":60}`, 403, ""},
 	} {
 		code, body := a.do(admin, "POST", tc.path, tc.body)

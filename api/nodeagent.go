@@ -261,8 +261,8 @@ func (s *Server) createNodeEvent(c *gin.Context) {
 	if ev.Reason == "" || len(ev.Reason) > 128 {
 		errs = append(errs, model.FieldError{Field: "reason", Type: model.FieldInvalid, Detail: "must be 1 to 128 characters"})
 	}
-	if len(ev.Message) > 4096 {
-		errs = append(errs, model.FieldError{Field: "message", Type: model.FieldInvalid, Detail: "must be at most 4096 characters"})
+	if len(ev.Message) > model.MaxMessageBytes {
+		errs = append(errs, model.FieldError{Field: "message", Type: model.FieldInvalid, Detail: fmt.Sprintf("must be at most %d bytes", model.MaxMessageBytes)})
 	}
 	obj := ev.InvolvedObject
 	switch obj.Kind {
@@ -405,6 +405,11 @@ func (s *Server) reportPod(c *gin.Context) {
 	if len(errs) > 0 {
 		s.fail(c, invalid(model.KindPod, name, errs))
 		return
+	}
+	for i := range rep.Containers {
+		// A probe's output may be quoted here: cut, not refused, so the
+		// transition still reaches the lifecycle.
+		rep.Containers[i].Unhealthy = model.ShortMessage(rep.Containers[i].Unhealthy, model.MaxMessageBytes)
 	}
 	if _, err := s.podOfNode(ctx, ns, name, rep.UID, rep.Node); err != nil {
 		s.fail(c, err)

@@ -179,6 +179,10 @@ func (s *Server) deletePod(c *gin.Context) {
 			s.fail(c, badRequestf("gracePeriodSeconds %q must be a non-negative integer", g))
 			return
 		}
+		if errs := model.ValidateGracePeriod("gracePeriodSeconds", n); len(errs) > 0 {
+			s.fail(c, invalid(model.KindPod, name, errs))
+			return
+		}
 		grace = &n
 	}
 	if s.pods == nil {
@@ -221,9 +225,46 @@ func (s *Server) deletePod(c *gin.Context) {
 			s.fail(c, lifecycleError(err))
 			return
 		}
+		if *g == 0 {
+			if failing, err := s.pods.FailingTasks(ctx, ns, name); err == nil && failing {
+				s.removeWithoutLifecycle(c, p)
+				return
+			}
+		}
 		respond(c, http.StatusOK, p)
 		return
 	}
+}
+
+// removeWithoutLifecycle ends a pod whose lifecycle fails its workflow
+// tasks, on a forced delete: such a lifecycle takes no signal, and a
+// forced delete must end the pod all the same. The lifecycle is
+// terminated, the address released and the row removed; what the node
+// still holds is an orphan, which host reconciliation removes.
+func (s *Server) removeWithoutLifecycle(c *gin.Context, p *model.Pod) {
+	ctx := c.Request.Context()
+	ns, name := p.Metadata.Namespace, p.Metadata.Name
+	if err := s.pods.Terminate(ctx, ns, name, "forced delete of a pod whose lifecycle fails its workflow tasks"); err != nil {
+		s.fail(c, lifecycleError(err))
+		return
+	}
+	ops := controlops.NewControl(s.store, s.pods)
+	ref := controlops.PodRef{Namespace: ns, Name: name, UID: p.Metadata.UID}
+	if err := ops.ReleasePodIP(ctx, ref); err != nil {
+		s.fail(c, err)
+		return
+	}
+	err := ops.RemovePod(ctx, ref)
+	for tries := 1; errors.Is(err, controlops.ErrPodChanged) && tries < 3; tries++ {
+		err = ops.RemovePod(ctx, ref) // a write raced ours: read it again
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	_ = s.store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindPod, Namespace: ns, Name: name, UID: p.Metadata.UID},
+		model.EventWarning, "ForceDeleted", "removed without its lifecycle, which fails its workflow tasks; the node's leftovers are orphans for host reconciliation", "zonewright-api")
+	respond(c, http.StatusOK, p)
 }
 
 func (s *Server) deleteNow(c *gin.Context, ns, name string) {
@@ -249,6 +290,10 @@ func (s *Server) cancelPod(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
+	}
+	if errs := model.ValidateReason("reason", sig.Reason); len(errs) > 0 {
+		s.fail(c, invalid(model.KindPod, c.Param("name"), errs))
+		return
 	}
 	s.updatePodLifecycle(c, workflows.UpdateCancel, sig)
 }

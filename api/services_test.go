@@ -251,7 +251,7 @@ func TestServiceNetLongPoll(t *testing.T) {
 	if r := c.json("GET", "/api/v1/servicenet?after=3", nil); r.code != 200 {
 		t.Fatalf("a poll behind the current generation waits: %d", r.code)
 	}
-	for _, q := range []string{"after=x", "after=-1", "after=1&timeoutSeconds=0", "after=1&timeoutSeconds=31"} {
+	for _, q := range []string{"after=x", "after=-1", "after=1&timeoutSeconds=0", "after=1&timeoutSeconds=31", "after=1&timeoutSeconds=9223372037"} {
 		if r := c.json("GET", "/api/v1/servicenet?"+q, nil); r.code != 400 {
 			t.Fatalf("?%s: %d %s, want 400", q, r.code, r.body)
 		}

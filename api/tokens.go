@@ -47,7 +47,7 @@ func ttl(req TokenRequest, def time.Duration, errs *model.FieldErrors) time.Dura
 	switch {
 	case req.TTLSeconds == 0:
 		return def
-	case req.TTLSeconds < 0 || time.Duration(req.TTLSeconds)*time.Second > MaxTokenTTL:
+	case req.TTLSeconds < 0 || req.TTLSeconds > int64(MaxTokenTTL/time.Second): // in seconds: a duration would overflow
 		*errs = append(*errs, model.FieldError{Field: "ttlSeconds", Type: "FieldValueInvalid",
 			Detail: fmt.Sprintf("ttlSeconds: Invalid value: %d: want 1 to %d seconds", req.TTLSeconds, int64(MaxTokenTTL/time.Second))})
 	}

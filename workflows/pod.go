@@ -356,6 +356,16 @@ func grace(g *int64, def int64) int64 {
 	return *g
 }
 
+// graceDuration is a grace period as a duration. It saturates at
+// model.MaxGracePeriodSeconds: a period stored before the API bounded it
+// must not overflow a timeout built from it.
+func graceDuration(g int64) time.Duration {
+	return time.Duration(boundGrace(g)) * time.Second
+}
+
+// boundGrace puts a grace period in [0, model.MaxGracePeriodSeconds].
+func boundGrace(g int64) int64 { return min(max(g, 0), model.MaxGracePeriodSeconds) }
+
 // remove releases the address and deletes the row: the pod is gone.
 func (w *podWorkflow) remove(ctx workflow.Context) error {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)

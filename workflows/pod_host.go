@@ -388,6 +388,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	if w.st.Finalize {
 		g = 0
 	}
+	g = boundGrace(g)
 	now := workflow.Now(ctx)
 	w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
 		Conditions:  []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Terminating", LastTransitionTime: &now}},
@@ -404,7 +405,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	}
 	w.step(ctx, "ShutdownZone", 1)
 	gctx, cancel := workflow.WithCancel(ctx)
-	o := hostOptions(w.st.Node, time.Duration(g)*time.Second+time.Minute, 30*time.Second, 3)
+	o := hostOptions(w.st.Node, graceDuration(g)+time.Minute, 30*time.Second, 3)
 	// On finalize the halt that follows ends the shutdown on the host;
 	// waiting for the activity to notice its cancellation would only wait
 	// for its next heartbeat.
@@ -438,9 +439,9 @@ func (w *podWorkflow) leaveEndpoints(ctx workflow.Context, grace int64) int64 {
 	}
 	w.step(ctx, "LeaveEndpoints", 1)
 	start := workflow.Now(ctx)
-	in := controlops.EndpointsLeftInput{Pod: w.ref(), IP: w.st.Sandbox.IP, Until: start.Add(time.Duration(grace) * time.Second)}
+	in := controlops.EndpointsLeftInput{Pod: w.ref(), IP: w.st.Sandbox.IP, Until: start.Add(graceDuration(grace))}
 	o := controlOptions
-	o.StartToCloseTimeout, o.HeartbeatTimeout = time.Duration(grace)*time.Second+30*time.Second, 30*time.Second
+	o.StartToCloseTimeout, o.HeartbeatTimeout = graceDuration(grace)+30*time.Second, 30*time.Second
 	lctx, cancel := workflow.WithCancel(ctx)
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(lctx, o), ctl.WaitEndpointsLeft, in)
 	_ = workflow.Await(ctx, func() bool { return fut.IsReady() || w.st.Finalize })

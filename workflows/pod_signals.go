@@ -59,8 +59,8 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 			w.onTerminate(ctx, s)
 			return grace(w.st.Terminate.GracePeriodSeconds, w.podGrace()), nil
 		}, workflow.UpdateHandlerOptions{Validator: func(s TerminateSignal) error {
-			if s.GracePeriodSeconds != nil && *s.GracePeriodSeconds < 0 {
-				return errors.New("gracePeriodSeconds must not be negative")
+			if s.GracePeriodSeconds != nil && (*s.GracePeriodSeconds < 0 || *s.GracePeriodSeconds > model.MaxGracePeriodSeconds) {
+				return fmt.Errorf("gracePeriodSeconds must be between 0 and %d", model.MaxGracePeriodSeconds)
 			}
 			return nil
 		}}); err != nil {
@@ -78,7 +78,10 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel,
 		func(ctx workflow.Context, s CancelSignal) error { w.onCancel(ctx, s); return nil },
-		workflow.UpdateHandlerOptions{Validator: func(CancelSignal) error {
+		workflow.UpdateHandlerOptions{Validator: func(s CancelSignal) error {
+			if len(s.Reason) > model.MaxReasonBytes {
+				return fmt.Errorf("the reason has %d bytes: at most %d are kept", len(s.Reason), model.MaxReasonBytes)
+			}
 			switch w.st.Phase {
 			case PhaseTerminating, PhaseRemoving, PhaseFailed, PhaseSucceeded:
 				return fmt.Errorf("the pod is %s: there is nothing to cancel", w.st.Phase)
@@ -110,6 +113,8 @@ func (w *podWorkflow) onCancel(_ workflow.Context, s CancelSignal) {
 	if s.Reason == "" {
 		s.Reason = "cancelled by an operator"
 	}
+	// A signal has no validator: a reason too long for a status is cut.
+	s.Reason = model.ShortMessage(s.Reason, model.MaxReasonBytes)
 	w.st.Cancel = &s
 }
 

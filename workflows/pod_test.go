@@ -718,3 +718,43 @@ func TestProvisionStepsMatchTheNodes(t *testing.T) {
 		}
 	}
 }
+
+// A grace period stored before the API bounded it (9223372036 s makes
+// time.Duration overflow) saturates at a day instead of failing every
+// workflow task, so the pod can still be deleted.
+func TestAnUnboundedGracePeriodSaturates(t *testing.T) {
+	var grace int64
+	h := newHarness(t, podSpec(func(s *model.PodSpec) { g := int64(9223372036); s.TerminationGracePeriodSeconds = &g }),
+		override{fn: host.ShutdownZone, ret: []any{func(_ context.Context, in hostops.ShutdownInput) (bool, error) {
+			grace = in.GraceSeconds
+			return true, nil
+		}}})
+	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.calls.has("ReleasePodIP", "RemovePod") || grace > model.MaxGracePeriodSeconds || grace < model.MaxGracePeriodSeconds-60 {
+		t.Fatalf("the shutdown got %ds (want about %d), activities %s", grace, model.MaxGracePeriodSeconds, h.calls)
+	}
+}
+
+// A cancel signal has no validator: a reason too long for a status is cut.
+func TestACancelSignalsLongReasonIsCut(t *testing.T) {
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(SignalCancel, CancelSignal{Reason: strings.Repeat("r", 1<<20)})
+	}, time.Minute)
+	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cut := false
+	for _, s := range h.statuses {
+		if len(s.Message) > model.MaxReasonBytes+100 || len(s.EventMessage) > model.MaxReasonBytes+100 {
+			t.Fatalf("a status carries %d bytes of message", max(len(s.Message), len(s.EventMessage)))
+		}
+		cut = cut || s.Reason == "Cancelled" && strings.HasSuffix(s.Message, "…")
+	}
+	if !cut {
+		t.Fatal("no Cancelled status with the cut reason")
+	}
+}

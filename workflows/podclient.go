@@ -76,6 +76,38 @@ func (c PodClient) Running(ctx context.Context, namespace, name string) (bool, e
 	return d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
+// failingTaskAttempts is the attempt of a pending workflow task that marks
+// a lifecycle as failing its tasks: one attempt has failed (or timed out)
+// already. On a forced delete, terminating a lifecycle that would have
+// recovered costs only an orphan zone, which host reconciliation removes.
+const failingTaskAttempts = 2
+
+// FailingTasks reports whether the pod's lifecycle is running but fails
+// its workflow tasks (a task retried failingTaskAttempts times): such a
+// lifecycle never takes a signal, so it never ends the pod.
+func (c PodClient) FailingTasks(ctx context.Context, namespace, name string) (bool, error) {
+	d, err := c.Temporal.DescribeWorkflowExecution(ctx, PodWorkflowID(namespace, name), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	t := d.GetPendingWorkflowTask()
+	return d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && t != nil && t.Attempt >= failingTaskAttempts, nil
+}
+
+// Terminate ends the pod's lifecycle without running any more of it.
+func (c PodClient) Terminate(ctx context.Context, namespace, name, reason string) error {
+	err := c.Temporal.TerminateWorkflow(ctx, PodWorkflowID(namespace, name), "", reason)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return err
+}
+
 // Signal sends one of the lifecycle's signals.
 func (c PodClient) Signal(ctx context.Context, namespace, name, signal string, arg any) error {
 	err := c.Temporal.SignalWorkflow(ctx, PodWorkflowID(namespace, name), "", signal, arg)

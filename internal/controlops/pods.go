@@ -160,8 +160,21 @@ func (a *Control) AllocatePodIP(ctx context.Context, in AllocateInput) (Allocate
 	return res, nil
 }
 
-// ReleasePodIP frees the pod's address.
+// ReleasePodIP frees the pod's address. Its status stops showing the
+// address first: a released address goes to the next pod, and two pods
+// must never show the same podIP (Kubernetes keeps a terminated pod's
+// podIP; its addresses are not reused so soon).
 func (a *Control) ReleasePodIP(ctx context.Context, ref PodRef) error {
+	_, err := a.Store.Pods().Modify(ctx, ref.Namespace, ref.Name, func(p *model.Pod) bool {
+		if p.Metadata.UID != ref.UID || p.Status.PodIP == "" {
+			return false
+		}
+		p.Status.PodIP = ""
+		return true
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("clear podIP of %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
 	return a.IPAM.Release(ctx, ref.UID)
 }
 
@@ -224,7 +237,7 @@ func applyStatus(s *model.PodStatus, u StatusUpdate) {
 	if u.Phase != "" {
 		s.Phase = u.Phase
 	}
-	s.Reason, s.Message = u.Reason, u.Message
+	s.Reason, s.Message = model.ShortMessage(u.Reason, model.MaxReasonBytes), model.ShortMessage(u.Message, model.MaxMessageBytes)
 	for _, c := range u.Conditions {
 		at := time.Now().UTC()
 		if c.LastTransitionTime != nil {

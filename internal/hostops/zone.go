@@ -613,7 +613,9 @@ func (h *Host) ShutdownZone(ctx context.Context, in ShutdownInput) (bool, error)
 		return false, nil
 	}
 
-	grace := time.Duration(in.GraceSeconds) * time.Second
+	// Saturated, not overflowed: the API bounds grace periods, but an
+	// input from before the bound must still wait, not return at once.
+	grace := time.Duration(min(in.GraceSeconds, model.MaxGracePeriodSeconds)) * time.Second
 	sctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	done := make(chan error, 1)

@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // Event records something that happened to an object, for people to read.
 type Event struct {
@@ -41,3 +44,38 @@ type eventStatus struct{}
 func (e *Event) GetTypeMeta() *TypeMeta    { return &e.TypeMeta }
 func (e *Event) GetMeta() *ObjectMeta      { return &e.Metadata }
 func (e *Event) Parts() (spec, status any) { return &e.EventData, &eventStatus{} }
+
+// Bounds of the free text that reaches a status or an event.
+const (
+	// MaxReasonBytes bounds a reason a user gives (a cancel's): the API
+	// refuses a longer one with 422.
+	MaxReasonBytes = 1024
+	// MaxMessageBytes bounds a status or event message, which may quote a
+	// user's reason or a host's error: a longer one is cut (ShortMessage).
+	MaxMessageBytes = 4096
+)
+
+// ValidateReason checks a reason a user gives.
+func ValidateReason(field, reason string) FieldErrors {
+	var errs FieldErrors
+	if len(reason) > MaxReasonBytes {
+		errs.add(field, FieldTooLong, "Too long: %d bytes: must have at most %d", len(reason), MaxReasonBytes)
+	} else if d := hostCannotCarry(reason); d != "" {
+		errs.add(field, FieldInvalid, "Invalid value: %s", d)
+	}
+	return errs
+}
+
+// ShortMessage cuts s to at most limit bytes at a character boundary,
+// marking the cut with an ellipsis.
+func ShortMessage(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	const mark = "…"
+	cut := max(limit-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}

@@ -46,6 +46,30 @@ const (
 // DefaultTerminationGracePeriodSeconds matches Kubernetes.
 const DefaultTerminationGracePeriodSeconds int64 = 30
 
+// Bounds of what a pod spec may ask for. Kubernetes leaves most of these
+// unbounded; here each becomes a timer, an SMF method timeout or a
+// manifest on a host, so each is bounded well above any sane use.
+const (
+	// MaxGracePeriodSeconds: a day. A stop that needs longer is a drain,
+	// not a grace period, and a pod's zone and address stay held meanwhile.
+	MaxGracePeriodSeconds int64 = 86400
+	// MaxProbeDelaySeconds bounds a probe's initialDelaySeconds (a day).
+	MaxProbeDelaySeconds int32 = 86400
+	// MaxProbePeriodSeconds bounds periodSeconds and timeoutSeconds (an hour).
+	MaxProbePeriodSeconds int32 = 3600
+	// MaxProbeThreshold bounds successThreshold and failureThreshold.
+	MaxProbeThreshold int32 = 1000
+	// MaxCommandBytes bounds a container's command and args together, and
+	// a probe's command: bytes plus one terminator per word. POSIX's
+	// smallest ARG_MAX is 4096; illumos allows 1 MiB, which the
+	// environment shares. 128 KiB leaves room for it.
+	MaxCommandBytes = 128 * 1024
+	// MaxEnvBytes bounds a container's environment, names and values.
+	MaxEnvBytes = 128 * 1024
+	// MaxHTTPPathBytes bounds a probe's httpGet path.
+	MaxHTTPPathBytes = 2048
+)
+
 // Container is one process tree of a pod, run as an SMF service in its zone.
 type Container struct {
 	Name           string               `json:"name"`

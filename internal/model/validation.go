@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // FieldError is one reason an object is invalid, tied to its field path.
@@ -49,7 +50,10 @@ var (
 	dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 	labelValue       = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
 	labelName        = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
-	envVarName       = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
+	// envVarName is narrower than Kubernetes' rule ([-._a-zA-Z][-._a-zA-Z0-9]*):
+	// an SMF method environment takes C identifiers only, so a name such as
+	// a-b could be stored but never started.
+	envVarName = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
 )
 
 // ValidateName checks a DNS-1123 label, the rule for every object name.
@@ -184,13 +188,8 @@ func ValidatePod(p *Pod) FieldErrors {
 		if len(c.Command) == 0 && len(c.Args) == 0 && s.RuntimeClassName != BrandBhyve {
 			errs.add(f+".command", FieldRequired, "Required value: a container runs as an SMF service and needs a command")
 		}
-		for j, e := range c.Env {
-			ef := fmt.Sprintf("%s.env[%d]", f, j)
-			if !envVarName.MatchString(e.Name) {
-				errs.add(ef+".name", FieldInvalid, "Invalid value: %q: a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit", e.Name)
-			}
-			errs = append(errs, validateEnvSource(ef, e)...)
-		}
+		errs = append(errs, validateArgv(f, c.Command, c.Args)...)
+		errs = append(errs, validateEnv(f, c.Env)...)
 		for j, port := range c.Ports {
 			pf := fmt.Sprintf("%s.ports[%d]", f, j)
 			if port.ContainerPort < 1 || port.ContainerPort > 65535 {
@@ -219,8 +218,8 @@ func ValidatePod(p *Pod) FieldErrors {
 	if !slices.Contains([]string{RestartAlways, RestartOnFailure, RestartNever}, s.RestartPolicy) {
 		errs.add("spec.restartPolicy", FieldNotSupported, "Unsupported value: %q: supported values: \"Always\", \"OnFailure\", \"Never\"", s.RestartPolicy)
 	}
-	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
-		errs.add("spec.terminationGracePeriodSeconds", FieldInvalid, "Invalid value: %d: must be greater than or equal to 0", *g)
+	if g := s.TerminationGracePeriodSeconds; g != nil {
+		errs = append(errs, ValidateGracePeriod("spec.terminationGracePeriodSeconds", *g)...)
 	}
 	if s.NodeName != "" {
 		errs = append(errs, ValidateName("spec.nodeName", s.NodeName)...)
@@ -295,16 +294,16 @@ func validateProbe(field string, p *Probe) FieldErrors {
 	handlers := 0
 	if p.Exec != nil {
 		handlers++
-		if len(p.Exec.Command) == 0 {
+		if len(p.Exec.Command) == 0 || p.Exec.Command[0] == "" {
 			errs.add(field+".exec.command", FieldRequired, "Required value: must specify a command")
+		} else {
+			errs = append(errs, validateWords(field+".exec.command", p.Exec.Command)...)
 		}
 	}
 	if p.HTTPGet != nil {
 		handlers++
 		errs = append(errs, validatePort(field+".httpGet.port", p.HTTPGet.Port)...)
-		if !strings.HasPrefix(p.HTTPGet.Path, "/") {
-			errs.add(field+".httpGet.path", FieldInvalid, "Invalid value: %q: must start with '/'", p.HTTPGet.Path)
-		}
+		errs = append(errs, validateHTTPPath(field+".httpGet.path", p.HTTPGet.Path)...)
 		if p.HTTPGet.Scheme != "HTTP" && p.HTTPGet.Scheme != "HTTPS" {
 			errs.add(field+".httpGet.scheme", FieldNotSupported, "Unsupported value: %q: supported values: \"HTTP\", \"HTTPS\"", p.HTTPGet.Scheme)
 		}
@@ -317,21 +316,130 @@ func validateProbe(field string, p *Probe) FieldErrors {
 		errs.add(field, FieldRequired, "Required value: must specify exactly one of exec, httpGet, tcpSocket")
 	}
 	for _, n := range []struct {
-		name string
-		v    int32
-		min  int32
+		name     string
+		v        int32
+		min, max int32
 	}{
-		{"initialDelaySeconds", p.InitialDelaySeconds, 0},
-		{"periodSeconds", p.PeriodSeconds, 1},
-		{"timeoutSeconds", p.TimeoutSeconds, 1},
-		{"successThreshold", p.SuccessThreshold, 1},
-		{"failureThreshold", p.FailureThreshold, 1},
+		{"initialDelaySeconds", p.InitialDelaySeconds, 0, MaxProbeDelaySeconds},
+		{"periodSeconds", p.PeriodSeconds, 1, MaxProbePeriodSeconds},
+		{"timeoutSeconds", p.TimeoutSeconds, 1, MaxProbePeriodSeconds},
+		{"successThreshold", p.SuccessThreshold, 1, MaxProbeThreshold},
+		{"failureThreshold", p.FailureThreshold, 1, MaxProbeThreshold},
 	} {
-		if n.v < n.min {
-			errs.add(field+"."+n.name, FieldInvalid, "Invalid value: %d: must be greater than or equal to %d", n.v, n.min)
+		if n.v < n.min || n.v > n.max {
+			errs.add(field+"."+n.name, FieldInvalid, "Invalid value: %d: must be between %d and %d, inclusive", n.v, n.min, n.max)
 		}
 	}
 	return errs
+}
+
+// ValidateGracePeriod checks a grace period in seconds, from a spec or
+// from a delete request.
+func ValidateGracePeriod(field string, g int64) FieldErrors {
+	var errs FieldErrors
+	if g < 0 || g > MaxGracePeriodSeconds {
+		errs.add(field, FieldInvalid, "Invalid value: %d: must be between 0 and %d (a day), inclusive", g, MaxGracePeriodSeconds)
+	}
+	return errs
+}
+
+// validateHTTPPath accepts an absolute path a request line can carry:
+// no control characters (CR or LF would split the request) and no blanks.
+func validateHTTPPath(field, path string) FieldErrors {
+	var errs FieldErrors
+	switch {
+	case !strings.HasPrefix(path, "/"):
+		errs.add(field, FieldInvalid, "Invalid value: %q: must start with '/'", path)
+	case len(path) > MaxHTTPPathBytes:
+		errs.add(field, FieldTooLong, "Too long: must have at most %d bytes", MaxHTTPPathBytes)
+	case strings.IndexFunc(path, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
+		errs.add(field, FieldInvalid, "Invalid value: %q: may not contain blanks or control characters", path)
+	}
+	return errs
+}
+
+// validateArgv checks a container's command and args: words a host's
+// SMF manifest can carry, within MaxCommandBytes together.
+func validateArgv(f string, command, args []string) FieldErrors {
+	var errs FieldErrors
+	switch {
+	case len(command) > 0 && command[0] == "":
+		errs.add(f+".command[0]", FieldRequired, "Required value: the program to run may not be empty")
+	case len(command) == 0 && len(args) > 0 && args[0] == "":
+		errs.add(f+".args[0]", FieldRequired, "Required value: without a command, args[0] is the program to run and may not be empty")
+	}
+	errs = append(errs, validateWords(f+".command", command)...)
+	errs = append(errs, validateWords(f+".args", args)...)
+	if n := argvBytes(command) + argvBytes(args); n > MaxCommandBytes && len(errs) == 0 {
+		field := f + ".args"
+		if argvBytes(command) > MaxCommandBytes {
+			field = f + ".command"
+		}
+		errs.add(field, FieldTooLong, "Too long: command and args take %d bytes; must be at most %d", n, MaxCommandBytes)
+	}
+	return errs
+}
+
+// validateWords checks each word of an argv, and its size.
+func validateWords(field string, words []string) FieldErrors {
+	var errs FieldErrors
+	for i, w := range words {
+		if d := hostCannotCarry(w); d != "" {
+			errs.add(fmt.Sprintf("%s[%d]", field, i), FieldInvalid, "Invalid value: %s", d)
+		}
+	}
+	if n := argvBytes(words); n > MaxCommandBytes {
+		errs.add(field, FieldTooLong, "Too long: %d bytes; must be at most %d", n, MaxCommandBytes)
+	}
+	return errs
+}
+
+func argvBytes(words []string) int {
+	n := 0
+	for _, w := range words {
+		n += len(w) + 1
+	}
+	return n
+}
+
+// validateEnv checks a container's environment: C identifiers for names
+// (what an SMF method environment takes), values a manifest can carry,
+// and MaxEnvBytes in all (a name given twice is allowed: the later wins).
+func validateEnv(f string, env []EnvVar) FieldErrors {
+	var errs FieldErrors
+	total := 0
+	for j, e := range env {
+		ef := fmt.Sprintf("%s.env[%d]", f, j)
+		if !envVarName.MatchString(e.Name) {
+			errs.add(ef+".name", FieldInvalid, "Invalid value: %q: an environment variable name must consist of letters, digits and '_', and must not start with a digit", e.Name)
+		}
+		if d := hostCannotCarry(e.Value); d != "" {
+			errs.add(ef+".value", FieldInvalid, "Invalid value: %s", d)
+		}
+		total += len(e.Name) + len(e.Value) + 2
+		errs = append(errs, validateEnvSource(ef, e)...)
+	}
+	if total > MaxEnvBytes {
+		errs.add(f+".env", FieldTooLong, "Too long: the environment takes %d bytes; must be at most %d", total, MaxEnvBytes)
+	}
+	return errs
+}
+
+// hostCannotCarry says why s cannot reach a host's SMF manifest, or "":
+// it must be UTF-8 that XML 1.0 represents (no NUL, no control character
+// but tab, newline and carriage return).
+func hostCannotCarry(s string) string {
+	if !utf8.ValidString(s) {
+		return "must be valid UTF-8"
+	}
+	for _, r := range s {
+		ok := r == '\t' || r == '\n' || r == '\r' ||
+			(r >= 0x20 && r <= 0xD7FF) || (r >= 0xE000 && r <= 0xFFFD) || r >= 0x10000
+		if !ok {
+			return fmt.Sprintf("contains character %U, which a service manifest cannot carry", r)
+		}
+	}
+	return ""
 }
 
 func validatePort(field string, port int32) FieldErrors {

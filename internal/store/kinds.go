@@ -161,7 +161,7 @@ func (s *Store) RecordEvent(ctx context.Context, obj model.ObjectReference, typ,
 	}
 	ev := &model.Event{
 		Metadata: model.ObjectMeta{Name: fmt.Sprintf("%s.%x", obj.Name, now.UnixNano()), Namespace: ns},
-		EventData: model.EventData{InvolvedObject: obj, Type: typ, Reason: reason, Message: message,
+		EventData: model.EventData{InvolvedObject: obj, Type: typ, Reason: model.ShortMessage(reason, model.MaxReasonBytes), Message: model.ShortMessage(message, model.MaxMessageBytes),
 			Count: 1, FirstTimestamp: &now, LastTimestamp: &now, Source: source},
 	}
 	return s.Events().Create(ctx, ev)
