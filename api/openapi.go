@@ -248,9 +248,10 @@ func (b *docBuilder) addRoute(rt route, op operation) error {
 // shape (authentication, parameters, a body) and op's own.
 func errorCodes(rt route, op operation) []int {
 	codes := map[int]bool{http.StatusForbidden: true, http.StatusInternalServerError: true, http.StatusServiceUnavailable: true}
+	// Every route refuses a path or query that is not storable text.
+	codes[http.StatusBadRequest] = true
 	if rt.does != open {
 		codes[http.StatusUnauthorized] = true
-		codes[http.StatusBadRequest] = true
 	}
 	if strings.Contains(rt.path, ":") {
 		codes[http.StatusNotFound] = true
