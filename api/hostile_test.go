@@ -151,6 +151,28 @@ func TestHostilePathsAreBadRequests(t *testing.T) {
 	}
 }
 
+// Integer parameters are bounded, so no arithmetic on them overflows.
+func TestHostileIntegersAreBadRequests(t *testing.T) {
+	c := newAPI(t)
+	var count hostileCount
+	t.Cleanup(func() { count.report(t) })
+	if r := c.json("POST", "/api/v1/namespaces/default/pods", fmt.Sprintf(podJSON, "web")); r.code != http.StatusCreated {
+		t.Fatalf("create pod: %d %s", r.code, r.body)
+	}
+	for _, g := range []string{"9223372036854775807", "86401", "-1", "1e3", "%00"} {
+		hostile(t, c, &count, "DELETE", "/api/v1/namespaces/default/pods/web?gracePeriodSeconds="+g, "", "", http.StatusBadRequest, "")
+	}
+	sc, _ := newServiceAPI(t)
+	for _, ts := range []string{"9223372036854775807", "9223372037", "0", "31"} {
+		hostile(t, sc, &count, "GET", "/api/v1/servicenet?after=0&timeoutSeconds="+ts, "", "", http.StatusBadRequest, "")
+	}
+	hostile(t, sc, &count, "GET", "/api/v1/servicenet?after=9223372036854775808", "", "", http.StatusBadRequest, "")
+	for _, g := range []string{"9223372036854775807", "86401", "-1"} {
+		body := `{"metadata":{"name":"g"},"spec":{"terminationGracePeriodSeconds":` + g + `,"containers":[{"name":"a","image":"i","command":["c"]}]}}`
+		hostile(t, c, &count, "POST", "/api/v1/namespaces/default/pods", "application/json", body, http.StatusUnprocessableEntity, "spec.terminationGracePeriodSeconds")
+	}
+}
+
 // createPaths take a new object's body.
 var createPaths = []string{
 	"/api/v1/namespaces", "/api/v1/nodes", "/api/v1/images",

@@ -163,7 +163,7 @@ func (s *Server) serviceNet(c *gin.Context) {
 	wait := s.serviceNetWait
 	if t := c.Query("timeoutSeconds"); t != "" {
 		n, err := strconv.Atoi(t)
-		if err != nil || n < 1 || time.Duration(n)*time.Second > MaxServiceNetWait {
+		if err != nil || n < 1 || n > int(MaxServiceNetWait/time.Second) {
 			s.fail(c, badRequestf("timeoutSeconds %q must be between 1 and %d", t, int(MaxServiceNetWait/time.Second)))
 			return
 		}

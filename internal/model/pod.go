@@ -46,6 +46,10 @@ const (
 // DefaultTerminationGracePeriodSeconds matches Kubernetes.
 const DefaultTerminationGracePeriodSeconds int64 = 30
 
+// MaxGracePeriodSeconds bounds a pod's grace period (a day), so that the
+// workflow's timer of that many seconds cannot overflow a time.Duration.
+const MaxGracePeriodSeconds int64 = 24 * 60 * 60
+
 // Container is one process tree of a pod, run as an SMF service in its zone.
 type Container struct {
 	Name           string               `json:"name"`

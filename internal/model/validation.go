@@ -219,8 +219,8 @@ func ValidatePod(p *Pod) FieldErrors {
 	if !slices.Contains([]string{RestartAlways, RestartOnFailure, RestartNever}, s.RestartPolicy) {
 		errs.add("spec.restartPolicy", FieldNotSupported, "Unsupported value: %q: supported values: \"Always\", \"OnFailure\", \"Never\"", s.RestartPolicy)
 	}
-	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
-		errs.add("spec.terminationGracePeriodSeconds", FieldInvalid, "Invalid value: %d: must be greater than or equal to 0", *g)
+	if g := s.TerminationGracePeriodSeconds; g != nil && (*g < 0 || *g > MaxGracePeriodSeconds) {
+		errs.add("spec.terminationGracePeriodSeconds", FieldInvalid, "Invalid value: %d: must be between 0 and %d", *g, MaxGracePeriodSeconds)
 	}
 	if s.NodeName != "" {
 		errs = append(errs, ValidateName("spec.nodeName", s.NodeName)...)
