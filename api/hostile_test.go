@@ -77,7 +77,11 @@ var listPaths = []string{
 }
 
 func continueToken(ns, name string) string {
-	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"ns":%q,"n":%q}`, ns, name))
+	b, _ := json.Marshal(struct {
+		NS string `json:"ns"`
+		N  string `json:"n"`
+	}{ns, name})
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func TestHostileQueriesAreBadRequests(t *testing.T) {
@@ -103,6 +107,7 @@ func TestHostileQueriesAreBadRequests(t *testing.T) {
 			"labelSelector=app%3D%00", "labelSelector=app%3D%FF", "labelSelector=%00app",
 			"fieldSelector=metadata.name%3D%00", "fieldSelector=metadata.name%3D%C3%28",
 			"continue=%00", "continue=" + continueToken("\x00", "x"), "continue=" + continueToken("default", "a\x00b"),
+			"continue=" + base64.RawURLEncoding.EncodeToString([]byte("{\"ns\":\"default\",\"n\":\"a\xffb\"}")),
 			"limit=1&continue=" + continueToken("\x00", "x"),
 			"labelSelector=" + terms(70000), "labelSelector=" + terms(store.MaxSelectorTerms+1),
 			"fieldSelector=" + names(store.MaxSelectorTerms+1),

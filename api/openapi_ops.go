@@ -196,8 +196,8 @@ func operations() map[string]operation {
 // queryParams are the query parameters of the API, by name.
 func queryParams() map[string]queryParam {
 	return map[string]queryParam{
-		"labelSelector": {"string", "only objects whose labels match: key=value, key!=value, key in (a,b), key, !key; comma-separated"},
-		"fieldSelector": {"string", "only objects whose fields match: metadata.name=, metadata.namespace=, spec.nodeName=, status.phase=…"},
+		"labelSelector": {"string", "only objects whose labels match: key=value, key!=value, key in (a,b), key, !key; comma-separated, at most 100 terms and 8 KiB"},
+		"fieldSelector": {"string", "only objects whose fields match: metadata.name=, metadata.namespace=, spec.nodeName=, status.phase=…; at most 100 terms and 8 KiB"},
 		"limit":         {"integer", "at most this many objects (at most 1000 a page); the list's metadata.continue fetches the next page"},
 		"continue":      {"string", "the metadata.continue of the previous page"},
 		"watch":         {"boolean", "stream changes as server-sent events instead of answering a list"},

@@ -357,8 +357,8 @@ func decodeContinue(s string) (continueToken, error) {
 		err = json.Unmarshal(b, &t)
 	}
 	// A token is the client's text: one that decodes to what PostgreSQL
-	// cannot store is no token of ours either.
-	if err != nil || !StorableText(t.Namespace) || !StorableText(t.Name) {
+	// cannot store, or that encoding/json had to repair, is none of ours.
+	if err != nil || !StorableText(t.Namespace) || !StorableText(t.Name) || encodeContinue(t) != s {
 		return t, fmt.Errorf("%w: continue token %q is not one this server issued", ErrInvalid, s)
 	}
 	return t, nil
