@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -390,6 +392,91 @@ func TestBadTokenTextIsUnauthenticated(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("token %q: %d, want 401", tok, resp.StatusCode)
+		}
+	}
+}
+
+// Every route of the document, each of its path parameters in turn
+// replaced by text PostgreSQL cannot hold, and every route with such a
+// query: 400, whatever the route does.
+func TestEveryRouteRefusesUnstorableText(t *testing.T) {
+	c := newAPI(t)
+	var count hostileCount
+	t.Cleanup(func() { count.report(t) })
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage
+	}
+	if err := json.Unmarshal(api.OpenAPIDocument(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	param := regexp.MustCompile(`\{[^}]+\}`)
+	routes := 0
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			method = strings.ToUpper(method)
+			if !slices.Contains([]string{"GET", "POST", "PUT", "PATCH", "DELETE"}, method) {
+				continue
+			}
+			routes++
+			plain := param.ReplaceAllString(path, "x")
+			hostile(t, c, &count, method, plain+"?q=%00", "", "", http.StatusBadRequest, "")
+			hostile(t, c, &count, method, plain+"?q=%FF", "", "", http.StatusBadRequest, "")
+			params := param.FindAllStringIndex(path, -1)
+			for i := range params {
+				for _, seg := range []string{"%00", "a%00", "%FF", "%C3%28"} {
+					n := 0
+					p := param.ReplaceAllStringFunc(path, func(string) string {
+						n++
+						if n-1 == i {
+							return seg
+						}
+						return "x"
+					})
+					hostile(t, c, &count, method, p, "", "", http.StatusBadRequest, "")
+				}
+			}
+		}
+	}
+	if routes < 50 {
+		t.Fatalf("only %d routes in the document", routes)
+	}
+}
+
+// Every route that takes a body, sent bodies encoding/json would bend:
+// a key that matches a field only without regard to case, a NUL, bytes
+// that are not UTF-8. Some routes refuse them for their path first (404);
+// none answers with a 5xx or takes the body.
+func TestEveryBodyRouteRefusesBentBodies(t *testing.T) {
+	c := newAPI(t)
+	var count hostileCount
+	t.Cleanup(func() { count.report(t) })
+	var doc struct {
+		Paths map[string]map[string]struct {
+			RequestBody *json.RawMessage `json:"requestBody"`
+		}
+	}
+	if err := json.Unmarshal(api.OpenAPIDocument(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	param := regexp.MustCompile(`\{[^}]+\}`)
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			if op.RequestBody == nil {
+				continue
+			}
+			method = strings.ToUpper(method)
+			ctype := "application/json"
+			if method == "PATCH" {
+				ctype = "application/merge-patch+json"
+			}
+			p := param.ReplaceAllString(path, "x")
+			for _, body := range []string{`{"Metadata":{"name":"x"}}`, `{"metadata":{"name":"x\u0000"}}`, "{\"metadata\":{\"name\":\"x\xff\"}}"} {
+				r := c.do(method, p, ctype, []byte(body))
+				count.add(r.code)
+				if r.code < 400 || r.code >= 500 {
+					t.Errorf("%s %s %s: %d %.200s", method, p, body, r.code, r.body)
+				}
+			}
 		}
 	}
 }

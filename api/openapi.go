@@ -272,7 +272,7 @@ func errorCodes(rt route, op operation) []int {
 		for _, c := range op.errors {
 			codes[c] = true
 		}
-		codes[http.StatusUnauthorized], codes[http.StatusForbidden] = true, true
+		codes[http.StatusUnauthorized], codes[http.StatusForbidden], codes[http.StatusBadRequest] = true, true, true
 	}
 	out := make([]int, 0, len(codes))
 	for c := range codes {
