@@ -106,7 +106,9 @@ func parseRequirement(t string) (Requirement, error) {
 		return Requirement{Key: fields[0], Op: "exists"}, checkKey(fields[0])
 	}
 	if len(fields) >= 2 && (fields[1] == "in" || fields[1] == "notin") {
-		rest := strings.TrimSpace(strings.SplitN(t, fields[1], 2)[1])
+		// The list follows the operator, not the first "in" of the term
+		// (which may be inside the key: "ink in (a)").
+		rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(t, fields[0])), fields[1]))
 		if !strings.HasPrefix(rest, "(") || !strings.HasSuffix(rest, ")") {
 			return Requirement{}, fmt.Errorf("%s needs a parenthesised list: %q", fields[1], t)
 		}
