@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -15,7 +16,9 @@ import (
 )
 
 // decode reads a JSON or YAML body (by Content-Type) into dst, refusing
-// unknown fields so typos are reported instead of silently dropped.
+// unknown fields, keys that match a field only without regard to case
+// (typos are reported instead of silently dropped or guessed), and text
+// the store cannot hold.
 func decode(c *gin.Context, dst any) error {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
@@ -27,6 +30,9 @@ func decode(c *gin.Context, dst any) error {
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequestf("request body is empty; send a JSON or YAML object")
+	}
+	if err := validUTF8(body); err != nil {
+		return err
 	}
 	if isYAML(c.GetHeader("Content-Type")) {
 		if body, err = yaml.YAMLToJSON(body); err != nil {
@@ -41,7 +47,7 @@ func decode(c *gin.Context, dst any) error {
 	if dec.More() {
 		return badRequestf("malformed body: more than one object")
 	}
-	return nil
+	return checkBody(body, reflect.TypeOf(dst))
 }
 
 func describeJSONError(err error) string {

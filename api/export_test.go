@@ -11,7 +11,7 @@ import (
 func UnguardedHandler(s *Server) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	r.Use(s.recover, s.logRequests, s.checkHost, s.checkOrigin, s.checkContentType, limitBody)
+	r.Use(s.recover, s.logRequests, s.checkRequestText, s.checkHost, s.checkOrigin, s.checkContentType, limitBody)
 	for _, rt := range s.routes() {
 		r.Handle(rt.method, rt.path, rt.handler)
 	}

@@ -248,9 +248,10 @@ func (b *docBuilder) addRoute(rt route, op operation) error {
 // shape (authentication, parameters, a body) and op's own.
 func errorCodes(rt route, op operation) []int {
 	codes := map[int]bool{http.StatusForbidden: true, http.StatusInternalServerError: true, http.StatusServiceUnavailable: true}
+	// Every route refuses a path or query that is not storable text.
+	codes[http.StatusBadRequest] = true
 	if rt.does != open {
 		codes[http.StatusUnauthorized] = true
-		codes[http.StatusBadRequest] = true
 	}
 	if strings.Contains(rt.path, ":") {
 		codes[http.StatusNotFound] = true
@@ -271,7 +272,7 @@ func errorCodes(rt route, op operation) []int {
 		for _, c := range op.errors {
 			codes[c] = true
 		}
-		codes[http.StatusUnauthorized], codes[http.StatusForbidden] = true, true
+		codes[http.StatusUnauthorized], codes[http.StatusForbidden], codes[http.StatusBadRequest] = true, true, true
 	}
 	out := make([]int, 0, len(codes))
 	for c := range codes {

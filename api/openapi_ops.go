@@ -84,7 +84,7 @@ func plainOperation(verb string, obj any) (op operation, ok bool) {
 	switch verb {
 	case "list":
 		return operation{query: []string{"labelSelector", "fieldSelector", "limit", "continue", "watch", "resourceVersion"},
-			returns: map[int]any{http.StatusOK: listOf{obj}}, errors: []int{http.StatusGone, http.StatusTooManyRequests}}, true
+			returns: map[int]any{http.StatusOK: listOf{obj}}, errors: []int{http.StatusGone, http.StatusTooManyRequests, http.StatusGatewayTimeout}}, true
 	case "get":
 		return operation{returns: map[int]any{http.StatusOK: obj}}, true
 	case "create":
@@ -196,12 +196,13 @@ func operations() map[string]operation {
 // queryParams are the query parameters of the API, by name.
 func queryParams() map[string]queryParam {
 	return map[string]queryParam{
-		"labelSelector": {"string", "only objects whose labels match: key=value, key!=value, key in (a,b), key, !key; comma-separated"},
-		"fieldSelector": {"string", "only objects whose fields match: metadata.name=, metadata.namespace=, spec.nodeName=, status.phase=…"},
-		"limit":         {"integer", "at most this many objects; the list's metadata.continue fetches the next page"},
+		"labelSelector": {"string", "only objects whose labels match: key=value, key!=value, key in (a,b), key, !key; comma-separated, at most 100 terms and 8 KiB"},
+		"fieldSelector": {"string", "only objects whose fields match: metadata.name=, metadata.namespace=, spec.nodeName=, status.phase=…; at most 100 terms and 8 KiB"},
+		"limit":         {"integer", "at most this many objects (at most 1000 a page); the list's metadata.continue fetches the next page"},
 		"continue":      {"string", "the metadata.continue of the previous page"},
 		"watch":         {"boolean", "stream changes as server-sent events instead of answering a list"},
 		"resourceVersion": {"string", "on a watch: the version to resume after (or the Last-Event-ID header); " +
+			"on a list: a version the answer is at least as new as; on either, one the server has not reached within 3 s is a 504 (ResourceVersionTooLarge); " +
 			"on a delete: the object's version, a precondition (409 if it changed)"},
 		"gracePeriodSeconds": {"integer", "seconds the pod has to stop; 0 forces it off now"},
 		"force":              {"boolean", "evict the node's pods (as lost) before removing it"},

@@ -43,6 +43,10 @@ func patchObject[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res st
 		s.fail(c, badRequestf("read request body: %v", err))
 		return
 	}
+	if err := validUTF8(body); err != nil {
+		s.fail(c, err)
+		return
+	}
 	var patch any
 	if err := json.Unmarshal(body, &patch); err != nil {
 		s.fail(c, badRequestf("malformed patch: %s", describeJSONError(err)))

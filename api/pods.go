@@ -175,8 +175,8 @@ func (s *Server) deletePod(c *gin.Context) {
 	var grace *int64
 	if g := c.Query("gracePeriodSeconds"); g != "" {
 		n, err := strconv.ParseInt(g, 10, 64)
-		if err != nil || n < 0 {
-			s.fail(c, badRequestf("gracePeriodSeconds %q must be a non-negative integer", g))
+		if err != nil {
+			s.fail(c, badRequestf("gracePeriodSeconds %q must be an integer between 0 and %d", g, model.MaxGracePeriodSeconds))
 			return
 		}
 		if errs := model.ValidateGracePeriod("gracePeriodSeconds", n); len(errs) > 0 {

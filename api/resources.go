@@ -42,15 +42,29 @@ func (s *Server) listRequest(c *gin.Context, w watchable, ns string) (opts store
 	}
 	opts = store.ListOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector"), Continue: q.Get("continue")}
 	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
+		n, err := strconv.ParseInt(l, 10, 64)
 		if err != nil || n < 0 {
 			s.fail(c, badRequestf("limit %q must be a non-negative integer", l))
 			return opts, false
 		}
-		opts.Limit = n
+		// Larger pages are cut to MaxListLimit, with a continue token for
+		// the rest, as Kubernetes may answer fewer objects than asked for.
+		opts.Limit = int(min(n, MaxListLimit))
+	}
+	rv, err := parseResourceVersion(q.Get("resourceVersion"))
+	if err == nil {
+		err = s.awaitResourceVersion(c, rv)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return opts, false
 	}
 	return opts, true
 }
+
+// MaxListLimit is the largest page a list answers: a larger ?limit= gets
+// this many objects and a continue token.
+const MaxListLimit = 1000
 
 func getOne[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res store.Resource[T, PT], ns, name string) {
 	obj, err := res.Get(c.Request.Context(), ns, name)

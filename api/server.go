@@ -246,7 +246,7 @@ func (s *Server) engine() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.recover, s.logRequests, s.checkHost, s.checkOrigin, s.checkContentType, limitBody)
+	r.Use(s.recover, s.logRequests, s.checkRequestText, s.checkHost, s.checkOrigin, s.checkContentType, limitBody)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, notFoundf("the server could not find the requested resource %s", c.Request.URL.Path))
 	})

@@ -26,16 +26,16 @@ func (s *Server) watch(c *gin.Context, res watchable, ns string) {
 	if id := c.GetHeader("Last-Event-ID"); id != "" {
 		rvText = id
 	}
-	var from int64
+	from, err := parseResourceVersion(rvText)
+	if err == nil {
+		err = s.awaitResourceVersion(c, from)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	var initial []initialObject
-	if rvText != "" && rvText != "0" {
-		v, err := strconv.ParseInt(rvText, 10, 64)
-		if err != nil || v < 0 {
-			s.fail(c, badRequestf("resourceVersion %q is not a resource version", rvText))
-			return
-		}
-		from = v
-	} else {
+	if from == 0 {
 		objs, rv, err := res.snapshot(c, store.ListOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector")})
 		if err != nil {
 			s.fail(c, err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -72,7 +73,9 @@ func splitToken(s string) (id, secret string, ok bool) {
 		return "", "", false
 	}
 	id, secret, ok = strings.Cut(rest, "_")
-	return id, secret, ok && id != "" && secret != ""
+	// The id is looked up as text: one PostgreSQL cannot hold is no
+	// token's, not a failed query.
+	return id, secret, ok && id != "" && secret != "" && utf8.ValidString(id) && !strings.ContainsRune(id, 0)
 }
 
 // Authenticate reads the token's row on every call, so a revocation or an

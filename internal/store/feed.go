@@ -358,3 +358,11 @@ func (s *Store) Compact(ctx context.Context, keep time.Duration) (int64, error) 
 	})
 	return n, err
 }
+
+// ResourceVersion is the newest version written; a version above it is
+// one the store has not reached yet.
+func (s *Store) ResourceVersion(ctx context.Context) (int64, error) {
+	var rv int64
+	err := s.pool.QueryRow(ctx, "SELECT coalesce(max(resource_version), 0) FROM changes").Scan(&rv)
+	return rv, classify(err)
+}

@@ -7,17 +7,22 @@ import (
 
 var placeholders = regexp.MustCompile(`\$[0-9]+`)
 
-// A label selector that parses renders one SQL condition per requirement,
-// each value a parameter; and labels made to satisfy it do.
+// A label selector that parses stays within the bounds, renders one SQL
+// condition per requirement, each value a parameter; and labels made to
+// satisfy it do.
 func FuzzParseLabelSelector(f *testing.F) {
 	for _, s := range []string{"app=web", "app==web,tier!=db", "env in (prod, staging)", "env notin (dev)", "gpu", "!legacy",
-		"a=b,c in (d,e),!f,g", "x in ()", "k=(v)", "in in (in)", " spaced = value ", "a.b/c-d_e=f.g"} {
+		"a=b,c in (d,e),!f,g", "x in ()", "k=(v)", "in in (in)", " spaced = value ", "a.b/c-d_e=f.g",
+		"k notin ()", "(((", "a=b,,", "a in (b", ")a", "ink in (a)"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		sel, err := ParseLabelSelector(s)
 		if err != nil {
 			return
+		}
+		if len(sel) > MaxSelectorTerms {
+			t.Fatalf("%d terms accepted", len(sel))
 		}
 		var args []any
 		cond := sel.sql(&args)
@@ -56,13 +61,16 @@ func FuzzParseLabelSelector(f *testing.F) {
 // one parameter per term.
 func FuzzParseFieldSelector(f *testing.F) {
 	supported := map[string]string{"metadata.name": "name", "spec.nodeName": "node_name", "status.phase": "phase"}
-	for _, s := range []string{"spec.nodeName=n1", "status.phase!=Running,metadata.name==x", "spec.nodeName=", "a=b", "=", "status.phase!="} {
+	for _, s := range []string{"spec.nodeName=n1", "status.phase!=Running,metadata.name==x", "spec.nodeName=", "a=b", "=", "status.phase!=", "!=", ",,,", "metadata.name"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		sel, err := ParseFieldSelector(s, supported)
 		if err != nil {
 			return
+		}
+		if len(sel) > MaxSelectorTerms {
+			t.Fatalf("%d terms accepted", len(sel))
 		}
 		var args []any
 		cond := sel.sql(supported, &args)

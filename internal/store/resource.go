@@ -356,7 +356,9 @@ func decodeContinue(s string) (continueToken, error) {
 	if err == nil {
 		err = json.Unmarshal(b, &t)
 	}
-	if err != nil {
+	// A token is the client's text: one that decodes to what PostgreSQL
+	// cannot store, or that encoding/json had to repair, is none of ours.
+	if err != nil || !StorableText(t.Namespace) || !StorableText(t.Name) || encodeContinue(t) != s {
 		return t, fmt.Errorf("%w: continue token %q is not one this server issued", ErrInvalid, s)
 	}
 	return t, nil

@@ -16,11 +16,38 @@ type Requirement struct {
 // LabelSelector is a conjunction of requirements, as in `app=web,tier!=db`.
 type LabelSelector []Requirement
 
+// Selectors are bounded before they become SQL: every term is a query
+// parameter or two, and PostgreSQL takes at most 65,535 in a statement.
+// Kubernetes sets no limit of its own but bounds the request line; these
+// are well above what a person or a controller writes.
+const (
+	MaxSelectorTerms = 100
+	MaxSelectorBytes = 8 << 10
+)
+
+// checkSelectorSize refuses a selector (which names it) over the bounds.
+func checkSelectorSize(which, s string, terms int) error {
+	if len(s) > MaxSelectorBytes {
+		return fmt.Errorf("%w: %s is %d bytes long; at most %d are allowed", ErrInvalid, which, len(s), MaxSelectorBytes)
+	}
+	if terms > MaxSelectorTerms {
+		return fmt.Errorf("%w: %s has %d terms; at most %d are allowed", ErrInvalid, which, terms, MaxSelectorTerms)
+	}
+	return nil
+}
+
 // ParseLabelSelector parses the Kubernetes label selector syntax:
 // k=v, k==v, k!=v, k in (a,b), k notin (a,b), k, !k — joined by commas.
 func ParseLabelSelector(s string) (LabelSelector, error) {
+	if err := checkSelectorSize("labelSelector", s, 0); err != nil {
+		return nil, err
+	}
+	terms := splitTerms(s)
+	if err := checkSelectorSize("labelSelector", s, len(terms)); err != nil {
+		return nil, err
+	}
 	var sel LabelSelector
-	for _, term := range splitTerms(s) {
+	for _, term := range terms {
 		term = strings.TrimSpace(term)
 		if term == "" {
 			continue
@@ -79,7 +106,9 @@ func parseRequirement(t string) (Requirement, error) {
 		return Requirement{Key: fields[0], Op: "exists"}, checkKey(fields[0])
 	}
 	if len(fields) >= 2 && (fields[1] == "in" || fields[1] == "notin") {
-		rest := strings.TrimSpace(strings.SplitN(t, fields[1], 2)[1])
+		// The list follows the operator, not the first "in" of the term
+		// (which may be inside the key: "ink in (a)").
+		rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(t, fields[0])), fields[1]))
 		if !strings.HasPrefix(rest, "(") || !strings.HasSuffix(rest, ")") {
 			return Requirement{}, fmt.Errorf("%s needs a parenthesised list: %q", fields[1], t)
 		}
@@ -167,8 +196,15 @@ type FieldSelector []FieldRequirement
 // ParseFieldSelector parses `spec.nodeName=n1,status.phase!=Running`,
 // accepting only the fields the kind supports.
 func ParseFieldSelector(s string, supported map[string]string) (FieldSelector, error) {
+	if err := checkSelectorSize("fieldSelector", s, 0); err != nil {
+		return nil, err
+	}
+	terms := strings.Split(s, ",")
+	if err := checkSelectorSize("fieldSelector", s, len(terms)); err != nil {
+		return nil, err
+	}
 	var sel FieldSelector
-	for _, term := range strings.Split(s, ",") {
+	for _, term := range terms {
 		term = strings.TrimSpace(term)
 		if term == "" {
 			continue
