@@ -37,7 +37,7 @@ func main() {
 	requests := flag.Int("requests", 3000, "requests to send")
 	seed := flag.Uint64("seed", 1, "seed of the mutations: the same seed sends the same requests")
 	workers := flag.Int("concurrency", 8, "requests in flight at once")
-	timeout := flag.Duration("timeout", 15*time.Second, "a request with no answer by then has hung")
+	timeout := flag.Duration("timeout", 45*time.Second, "a request with no answer by then has hung (longer than the longest long poll the API holds, 30 s)")
 	flag.Parse()
 	if err := run(*bin, *envFile, *requests, *seed, *workers, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "zwfuzz:", err)
@@ -334,12 +334,16 @@ type result struct {
 	hung    bool
 	err     string
 	elapsed time.Duration
+	// tooLarge: a 504 that says the resourceVersion asked for is ahead of
+	// the store, as Kubernetes answers it; not a failure.
+	tooLarge bool
 }
 
 func (t *target) do(r request) result {
 	start := time.Now()
-	code, _, err := t.send(r.method, r.path+"?"+r.rawQuery, r.contentType, r.body, r.header)
-	res := result{code: code, elapsed: time.Since(start)}
+	code, body, err := t.send(r.method, r.path+"?"+r.rawQuery, r.contentType, r.body, r.header)
+	res := result{code: code, elapsed: time.Since(start),
+		tooLarge: code == http.StatusGatewayTimeout && strings.Contains(string(body), "ResourceVersionTooLarge")}
 	if err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
@@ -393,6 +397,8 @@ func report(w io.Writer, reqs []request, results []result, t *target, took time.
 		case r.err != "":
 			byClass["transport error"]++
 			failures = append(failures, fmt.Sprintf("%s: %s", r.err, reqs[i]))
+		case r.tooLarge:
+			byClass["504 (version ahead)"]++
 		case r.code >= 500:
 			byClass[fmt.Sprint(r.code)]++
 			failures = append(failures, fmt.Sprintf("%d: %s", r.code, reqs[i]))
