@@ -8,6 +8,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -65,15 +66,22 @@ func (c PodClient) Start(ctx context.Context, ref controlops.PodRef) error {
 
 // Running reports whether the pod's lifecycle workflow is running.
 func (c PodClient) Running(ctx context.Context, namespace, name string) (bool, error) {
+	d, err := c.describeRunning(ctx, namespace, name)
+	return d != nil, err
+}
+
+// describeRunning describes the pod's lifecycle; nil when it is not
+// running (or there is none).
+func (c PodClient) describeRunning(ctx context.Context, namespace, name string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 	d, err := c.Temporal.DescribeWorkflowExecution(ctx, PodWorkflowID(namespace, name), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return false, nil
+		return nil, nil
 	}
-	if err != nil {
-		return false, err
+	if err != nil || d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil, err
 	}
-	return d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+	return d, nil
 }
 
 // failingTaskAttempts is the attempt of a pending workflow task that marks
@@ -86,16 +94,12 @@ const failingTaskAttempts = 2
 // its workflow tasks (a task retried failingTaskAttempts times): such a
 // lifecycle never takes a signal, so it never ends the pod.
 func (c PodClient) FailingTasks(ctx context.Context, namespace, name string) (bool, error) {
-	d, err := c.Temporal.DescribeWorkflowExecution(ctx, PodWorkflowID(namespace, name), "")
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return false, nil
-	}
-	if err != nil {
+	d, err := c.describeRunning(ctx, namespace, name)
+	if d == nil {
 		return false, err
 	}
 	t := d.GetPendingWorkflowTask()
-	return d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && t != nil && t.Attempt >= failingTaskAttempts, nil
+	return t != nil && t.Attempt >= failingTaskAttempts, nil
 }
 
 // Terminate ends the pod's lifecycle without running any more of it.
