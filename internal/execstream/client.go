@@ -9,6 +9,8 @@ import (
 	"net/http"
 
 	"github.com/coder/websocket"
+
+	"github.com/zonewright/zonewright/internal/model"
 )
 
 // Session is an exec session a client opened.
@@ -104,11 +106,11 @@ func (s *Session) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Wr
 				return 0, fmt.Errorf("exec: write stderr: %w", err)
 			}
 		case ChannelStatus:
-			var st Status
+			var st model.Status
 			if err := json.Unmarshal(data[1:], &st); err != nil {
 				return 0, fmt.Errorf("exec: unreadable exit status: %w", err)
 			}
-			code, err := st.ExitCode()
+			code, err := ExitCode(st)
 			if err == nil {
 				s.conn.Close(websocket.StatusNormalClosure, "")
 			}

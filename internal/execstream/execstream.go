@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/zonewright/zonewright/internal/model"
 )
 
 // Subprotocol is the WebSocket subprotocol both ends must speak.
@@ -46,56 +48,39 @@ type Size struct {
 	Height uint16 `json:"Height"`
 }
 
-// Status is how a session ended, in the shape of a Kubernetes Status: a
-// command that exited non-zero is reason NonZeroExitCode with its code in
-// the cause of reason ExitCode; any other Failure means the command could
-// not be run.
-type Status struct {
-	Status  string         `json:"status"`
-	Message string         `json:"message,omitempty"`
-	Reason  string         `json:"reason,omitempty"`
-	Details *StatusDetails `json:"details,omitempty"`
-}
-
-// StatusDetails carries the exit code.
-type StatusDetails struct {
-	Causes []StatusCause `json:"causes,omitempty"`
-}
-
-// StatusCause is one cause of a Status.
-type StatusCause struct {
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
-}
-
 // Reasons of a Status.
 const (
 	ReasonNonZeroExitCode = "NonZeroExitCode"
 	causeExitCode         = "ExitCode"
 )
 
+// A session ends with a Status on ChannelStatus, as Kubernetes' exec does:
+// a command that exited non-zero is reason NonZeroExitCode with its code
+// in the cause of reason ExitCode; any other Failure means the command
+// could not be run.
+
 // ExitStatus is the Status of a command that exited with code.
-func ExitStatus(code int) Status {
+func ExitStatus(code int) model.Status {
 	if code == 0 {
-		return Status{Status: "Success"}
+		return model.Status{Status: "Success"}
 	}
-	return Status{Status: "Failure", Reason: ReasonNonZeroExitCode,
+	return model.Status{Status: "Failure", Reason: ReasonNonZeroExitCode,
 		Message: fmt.Sprintf("command terminated with non-zero exit code: %d", code),
-		Details: &StatusDetails{Causes: []StatusCause{{Reason: causeExitCode, Message: strconv.Itoa(code)}}}}
+		Details: &model.StatusDetails{Causes: []model.StatusCause{{Type: causeExitCode, Message: strconv.Itoa(code)}}}}
 }
 
 // ErrorStatus is the Status of a session whose command could not run.
-func ErrorStatus(msg string) Status { return Status{Status: "Failure", Message: msg} }
+func ErrorStatus(msg string) model.Status { return model.Status{Status: "Failure", Message: msg} }
 
-// ExitCode is the command's exit code; an error when the command did not
-// run to an exit (the Status's message says why).
-func (s Status) ExitCode() (int, error) {
+// ExitCode is the command's exit code in s; an error when the command did
+// not run to an exit (the Status's message says why).
+func ExitCode(s model.Status) (int, error) {
 	switch {
 	case s.Status == "Success":
 		return 0, nil
 	case s.Reason == ReasonNonZeroExitCode && s.Details != nil:
 		for _, c := range s.Details.Causes {
-			if c.Reason == causeExitCode {
+			if c.Type == causeExitCode {
 				code, err := strconv.Atoi(c.Message)
 				if err != nil {
 					return 0, fmt.Errorf("exec: exit code %q is not a number", c.Message)
@@ -115,7 +100,7 @@ func frame(ch byte, data []byte) []byte {
 	return append([]byte{ch}, data...)
 }
 
-func statusFrame(s Status) []byte {
+func statusFrame(s model.Status) []byte {
 	b, _ := json.Marshal(s) // a Status always encodes
 	return frame(ChannelStatus, b)
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
 )
 
 // serve runs handle as the server end of every session.
@@ -116,12 +118,12 @@ func TestRefusalCarriesTheMessage(t *testing.T) {
 
 func TestStatusRoundTrip(t *testing.T) {
 	for _, code := range []int{0, 1, 3, 127, 255} {
-		if got, err := ExitStatus(code).ExitCode(); err != nil || got != code {
+		if got, err := ExitCode(ExitStatus(code)); err != nil || got != code {
 			t.Errorf("ExitStatus(%d).ExitCode() = %d, %v", code, got, err)
 		}
 	}
-	bad := Status{Status: "Failure", Reason: ReasonNonZeroExitCode, Details: &StatusDetails{Causes: []StatusCause{{Reason: "ExitCode", Message: "x"}}}}
-	if _, err := bad.ExitCode(); err == nil {
+	bad := model.Status{Status: "Failure", Reason: ReasonNonZeroExitCode, Details: &model.StatusDetails{Causes: []model.StatusCause{{Type: "ExitCode", Message: "x"}}}}
+	if _, err := ExitCode(bad); err == nil {
 		t.Error("a non-numeric exit code was read")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/coder/websocket"
+
+	"github.com/zonewright/zonewright/internal/model"
 )
 
 // Server is the node's end of an exec session: Stdin yields what the
@@ -58,7 +60,7 @@ func (s *Server) Stdout() io.Writer { return channelWriter{s, ChannelStdout} }
 func (s *Server) Stderr() io.Writer { return channelWriter{s, ChannelStderr} }
 
 // Finish sends st and closes the session.
-func (s *Server) Finish(st Status) {
+func (s *Server) Finish(st model.Status) {
 	s.once.Do(func() {
 		_ = s.conn.Write(s.ctx, websocket.MessageBinary, statusFrame(st))
 		s.conn.Close(websocket.StatusNormalClosure, "")
