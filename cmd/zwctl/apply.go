@@ -120,7 +120,6 @@ func namespacesFirst(ms []manifest) {
 }
 
 func (a *app) applyCommand() *cobra.Command {
-	var files []string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|-",
 		Short: "Create objects, or update them to match the files; unchanged ones are not written",
@@ -128,28 +127,36 @@ func (a *app) applyCommand() *cobra.Command {
 that differ. An object whose fields all equal the server's (fields the file
 leaves out keep the server's values; status and server metadata are ignored)
 is not written: apply says "unchanged". Output of "get -o yaml" applies as is.`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ms, err := readManifests(files, a.in)
-			if err != nil {
-				return err
+	}
+	return a.eachManifest(cmd, a.applyOne)
+}
+
+// eachManifest gives cmd its -f flag and runs do on every object of the
+// files, namespaces first; a failure is one line on stderr, and any makes
+// the exit code 1 after the rest were tried.
+func (a *app) eachManifest(cmd *cobra.Command, do func(ctx context.Context, c *zw.Client, obj zw.Object) error) *cobra.Command {
+	var files []string
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ms, err := readManifests(files, a.in)
+		if err != nil {
+			return err
+		}
+		c, err := a.connect()
+		if err != nil {
+			return err
+		}
+		namespacesFirst(ms)
+		var failed bool
+		for _, m := range ms {
+			if err := do(cmd.Context(), c, m.object); err != nil {
+				fmt.Fprintln(a.errOut, errorLine(err))
+				failed = true
 			}
-			c, err := a.connect()
-			if err != nil {
-				return err
-			}
-			namespacesFirst(ms)
-			var failed bool
-			for _, m := range ms {
-				if err := a.applyOne(cmd.Context(), c, m.object); err != nil {
-					fmt.Fprintln(a.errOut, errorLine(err))
-					failed = true
-				}
-			}
-			if failed {
-				return &exitError{code: 1}
-			}
-			return nil
-		},
+		}
+		if failed {
+			return &exitError{code: 1}
+		}
+		return nil
 	}
 	cmd.Flags().StringSliceVarP(&files, "filename", "f", nil, "files, directories or - (standard input)")
 	_ = cmd.MarkFlagRequired("filename")
@@ -202,42 +209,22 @@ func (a *app) applyOne(ctx context.Context, c *zw.Client, obj zw.Object) error {
 }
 
 func (a *app) createCommand() *cobra.Command {
-	var files []string
 	cmd := &cobra.Command{
 		Use:   "create -f FILE|DIR|-",
 		Short: "Create the objects of files (an existing one is an error)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ms, err := readManifests(files, a.in)
-			if err != nil {
-				return err
-			}
-			c, err := a.connect()
-			if err != nil {
-				return err
-			}
-			namespacesFirst(ms)
-			var failed bool
-			for _, m := range ms {
-				r, err := zw.ResourceForKind(zw.NestedString(m.object, "kind"))
-				if err == nil {
-					var created zw.Object
-					if created, err = c.Create(cmd.Context(), r, a.namespaceOf(r, m.object), zw.Desired(m.object)); err == nil {
-						fmt.Fprintf(a.out, "%s created\n", zwprint.NameOf(r, created))
-						continue
-					}
-				}
-				fmt.Fprintln(a.errOut, errorLine(err))
-				failed = true
-			}
-			if failed {
-				return &exitError{code: 1}
-			}
-			return nil
-		},
 	}
-	cmd.Flags().StringSliceVarP(&files, "filename", "f", nil, "files, directories or - (standard input)")
-	_ = cmd.MarkFlagRequired("filename")
-	return cmd
+	return a.eachManifest(cmd, func(ctx context.Context, c *zw.Client, obj zw.Object) error {
+		r, err := zw.ResourceForKind(zw.NestedString(obj, "kind"))
+		if err != nil {
+			return err
+		}
+		created, err := c.Create(ctx, r, a.namespaceOf(r, obj), zw.Desired(obj))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.out, "%s created\n", zwprint.NameOf(r, created))
+		return nil
+	})
 }
 
 func (a *app) editCommand() *cobra.Command {

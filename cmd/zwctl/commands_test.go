@@ -476,3 +476,19 @@ func TestVersionConfigAndCompletion(t *testing.T) {
 		t.Errorf("completing node names:\n%s", got)
 	}
 }
+
+// create makes what does not exist and fails, exit 1, on what does, after
+// trying the rest.
+func TestCreateRefusesWhatExists(t *testing.T) {
+	t.Parallel()
+	manifests := "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: created\n---\n" + strings.Replace(podYAML("first", nil, ""), "metadata:\n", "metadata:\n  namespace: created\n", 1)
+	if r := zwctlWith(t, manifests, nil, "create", "-f", "-"); r.code != 0 || r.out != "namespace/created created\npod/first created\n" {
+		t.Fatalf("create: %s", r)
+	}
+	r := zwctlWith(t, manifests, nil, "create", "-f", "-")
+	if r.code != 1 || r.out != "" || strings.Count(r.err, "Error from server (AlreadyExists)") != 2 {
+		t.Fatalf("create again: %s", r)
+	}
+	must(t, "delete", "pod", "first", "-n", "created", "--force")
+	must(t, "delete", "namespace", "created")
+}
