@@ -70,10 +70,12 @@ func TestPodLogsAndExecEndToEnd(t *testing.T) {
 		t.Fatalf("cat: %q %q, exit %d", out, errOut, code)
 	}
 
-	// A terminal: the command sees one, of the size the client asks for.
+	// A terminal: the command sees one, of the size the client asks for
+	// (which may reach it a moment after it started, as a resize does).
 	tctx, tcancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer tcancel()
-	tq := execstream.Options{Command: []string{"sh", "-c", "test -t 0 && echo on a tty; sleep 1; stty size"}, Stdin: true, Stdout: true, TTY: true}.Values()
+	waitSize := `i=0; while [ $i -lt 50 ] && [ "$(stty size)" != "40 100" ]; do sleep 0.2; i=$((i+1)); done; stty size`
+	tq := execstream.Options{Command: []string{"sh", "-c", "test -t 0 && echo on a tty; " + waitSize}, Stdin: true, Stdout: true, TTY: true}.Values()
 	sess, err := execstream.Dial(tctx, c.http, c.api+base+"/exec?"+tq.Encode(), nil)
 	if err != nil {
 		t.Fatal(err)
