@@ -130,10 +130,19 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	n.must(t, "RestartContainer", n.host.RestartContainer, hostops.RestartInput{Sandbox: s, Container: "sleeper"})
 	n.must(t, "WaitContainersOnline after a restart", n.host.WaitContainersOnline, s)
 	n.twice(t, "StopContainers", n.host.StopContainers, s)
-	obs = n.observe(t, s)
-	// svcs lists enabled instances: stopped containers are not there.
-	if _, listed := obs.Containers["sleeper"]; obs.ZoneState != "running" || listed || obs.Containers["http"] != "" {
-		t.Errorf("observed after stop %+v", obs)
+	// svcadm disable returns before svc.startd has stopped the instance;
+	// once it has, svcs (which lists what is not disabled) shows neither.
+	containersStopped := func(o observation) bool {
+		_, listed := o.Containers["sleeper"]
+		return o.ZoneState == "running" && !listed && o.Containers["http"] == ""
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if obs = n.observe(t, s); containersStopped(obs) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !containersStopped(obs) {
+		t.Errorf("observed 10 s after stop %+v", obs)
 	}
 	// Starting them again is StartContainers again (enable).
 	n.must(t, "StartContainers again", n.host.StartContainers, s)
