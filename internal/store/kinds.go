@@ -152,47 +152,6 @@ func (s *Store) DeleteNode(ctx context.Context, name, resourceVersion string) (*
 	})
 }
 
-// RecordEvent appends an event about obj to its namespace's event log.
-func (s *Store) RecordEvent(ctx context.Context, obj model.ObjectReference, typ, reason, message, source string) error {
-	now := time.Now().UTC()
-	ns := obj.Namespace
-	if ns == "" {
-		ns = model.DefaultNamespace
-	}
-	ev := &model.Event{
-		Metadata: model.ObjectMeta{Name: fmt.Sprintf("%s.%x", obj.Name, now.UnixNano()), Namespace: ns},
-		EventData: model.EventData{InvolvedObject: obj, Type: typ, Reason: model.ShortMessage(reason, model.MaxReasonBytes), Message: model.ShortMessage(message, model.MaxMessageBytes),
-			Count: 1, FirstTimestamp: &now, LastTimestamp: &now, Source: source},
-	}
-	return s.Events().Create(ctx, ev)
-}
-
-// ExpireEvents deletes events last seen longer ago than retention, each
-// with a DELETED change so watchers stay consistent.
-func (s *Store) ExpireEvents(ctx context.Context, retention time.Duration) (int64, error) {
-	cutoff := time.Now().Add(-retention)
-	var n int64
-	for {
-		rows, err := s.pool.Query(ctx, "SELECT namespace, name FROM events WHERE created_at < $1 ORDER BY created_at LIMIT 200", cutoff)
-		if err != nil {
-			return n, classify(err)
-		}
-		keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ NS, Name string }])
-		if err != nil {
-			return n, classify(err)
-		}
-		for _, k := range keys {
-			if _, err := s.Events().Delete(ctx, k.NS, k.Name, ""); err != nil && !errors.Is(err, ErrNotFound) {
-				return n, err
-			}
-			n++
-		}
-		if len(keys) < 200 {
-			return n, nil
-		}
-	}
-}
-
 // PodsUsingImage lists the pods (any namespace, as "namespace/name") whose
 // containers name image. Aliases are resolved when a pod is created, so the
 // stored name is the catalog's.

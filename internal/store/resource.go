@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -386,6 +387,49 @@ func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx, rv int64) (change,
 			return err
 		}
 		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", notifyChannel, strconv.FormatInt(rv, 10))
+		return err
+	})
+}
+
+// writeMany is write for one statement that changes several objects (a
+// bulk delete): fn takes one resource version per object it changed from
+// versions, which hands them out fresh and in increasing order, and
+// returns one change per version. They are recorded in one transaction
+// with one notification.
+func (s *Store) writeMany(ctx context.Context, fn func(tx pgx.Tx, versions func(n int) ([]int64, error)) ([]change, error)) error {
+	return s.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", pglock.Change); err != nil {
+			return err
+		}
+		versions := func(n int) ([]int64, error) {
+			var rvs []int64
+			err := tx.QueryRow(ctx, `SELECT array_agg(v ORDER BY v) FROM
+				(SELECT nextval('resource_version_seq') AS v FROM generate_series(1, $1)) taken`, n).Scan(&rvs)
+			if err == nil && len(rvs) != n {
+				err = fmt.Errorf("took %d resource versions, want %d", len(rvs), n)
+			}
+			return rvs, err
+		}
+		cs, err := fn(tx, versions)
+		if err != nil || len(cs) == 0 {
+			return err
+		}
+		cols := struct {
+			rv                          []int64
+			kind, ns, name, typ, object []string
+		}{}
+		for _, c := range cs {
+			cols.rv = append(cols.rv, c.ResourceVersion)
+			cols.kind, cols.ns, cols.name = append(cols.kind, c.Kind), append(cols.ns, c.Namespace), append(cols.name, c.Name)
+			cols.typ, cols.object = append(cols.typ, c.Type), append(cols.object, string(c.Object))
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO changes (resource_version, kind, namespace, name, type, object)
+			SELECT rv, kind, ns, name, typ, object::jsonb FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+			AS c (rv, kind, ns, name, typ, object)`, cols.rv, cols.kind, cols.ns, cols.name, cols.typ, cols.object); err != nil {
+			return err
+		}
+		last := slices.Max(cols.rv)
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", notifyChannel, strconv.FormatInt(last, 10))
 		return err
 	})
 }

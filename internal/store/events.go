@@ -1,0 +1,138 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// expireBatch bounds the events one expiry transaction deletes.
+const expireBatch = 500
+
+// RecordEvent records an event about obj in its namespace's event log. An
+// event that repeats one already there (same object, type, reason, source
+// and message) is counted on that event, as Kubernetes' event correlator
+// does: its count and lastTimestamp go up, firstTimestamp stays, and
+// watchers see it MODIFIED. The event's name is derived from what it
+// repeats, so recorders racing on the same event, or an activity retried
+// after it recorded one, count on one row.
+func (s *Store) RecordEvent(ctx context.Context, obj model.ObjectReference, typ, reason, message, source string) error {
+	// PostgreSQL keeps microseconds; lastTimestamp and last_seen agree.
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	ns := obj.Namespace
+	if ns == "" {
+		ns = model.DefaultNamespace
+	}
+	data := model.EventData{InvolvedObject: obj, Type: typ, Reason: model.ShortMessage(reason, model.MaxReasonBytes),
+		Message: model.ShortMessage(message, model.MaxMessageBytes), Count: 1, FirstTimestamp: &now, LastTimestamp: &now, Source: source}
+	name := eventName(data)
+	for {
+		err := s.Events().Create(ctx, &model.Event{Metadata: model.ObjectMeta{Name: name, Namespace: ns}, EventData: data})
+		if !errors.Is(err, ErrAlreadyExists) {
+			return err
+		}
+		if err = s.countEvent(ctx, ns, name, now); !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		// It expired between the two: record it anew.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// eventName is the involved object's name and a hash of what makes two
+// events the same one.
+func eventName(e model.EventData) string {
+	h := sha256.New()
+	for _, field := range []string{e.InvolvedObject.Kind, e.InvolvedObject.Namespace, e.InvolvedObject.Name, e.InvolvedObject.UID,
+		e.Type, e.Reason, e.Source, e.Message} {
+		writeField(h, field)
+	}
+	return fmt.Sprintf("%s.%x", e.InvolvedObject.Name, h.Sum(nil)[:8])
+}
+
+// writeField writes s length-prefixed, so that no two lists of fields
+// hash the same text.
+func writeField(h hash.Hash, s string) { fmt.Fprintf(h, "%d:%s", len(s), s) }
+
+// countEvent counts one more occurrence of a stored event, seen at seen,
+// in one statement: concurrent recorders never conflict.
+func (s *Store) countEvent(ctx context.Context, ns, name string, seen time.Time) error {
+	r := s.Events()
+	return s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
+		q := fmt.Sprintf(`UPDATE events SET resource_version = $1, generation = generation + 1,
+			last_seen = greatest(last_seen, $2),
+			spec = spec || jsonb_build_object('count', coalesce((spec ->> 'count')::bigint, 0) + 1,
+				'lastTimestamp', CASE WHEN $2 > last_seen THEN to_jsonb($3::text) ELSE spec -> 'lastTimestamp' END)
+			WHERE namespace = $4 AND name = $5 RETURNING %s`, r.columns())
+		ev, err := r.scan(tx.QueryRow(ctx, q, rv, seen, seen.Format(time.RFC3339Nano), ns, name))
+		if err != nil {
+			return change{}, r.notFound(classify(err), ns, name)
+		}
+		return r.finish(ev, rv, "MODIFIED")
+	})
+}
+
+// ExpireEvents deletes the events last seen longer ago than retention, up
+// to expireBatch in each transaction, each with a DELETED change so that
+// watchers stay consistent.
+func (s *Store) ExpireEvents(ctx context.Context, retention time.Duration) (int64, error) {
+	cutoff := time.Now().Add(-retention)
+	var n int64
+	for {
+		deleted, err := s.expireEvents(ctx, cutoff, expireBatch)
+		n += int64(deleted)
+		if err != nil || deleted < expireBatch {
+			return n, err
+		}
+	}
+}
+
+// expireEvents deletes up to limit events last seen before cutoff, oldest
+// first, in one statement.
+func (s *Store) expireEvents(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	r := s.Events()
+	var deleted int
+	err := s.writeMany(ctx, func(tx pgx.Tx, versions func(int) ([]int64, error)) ([]change, error) {
+		// The outer condition is checked again on a row a concurrent
+		// recorder has just counted, which is then kept.
+		rows, err := tx.Query(ctx, fmt.Sprintf(`DELETE FROM events WHERE last_seen < $1 AND uid IN
+			(SELECT uid FROM events WHERE last_seen < $1 ORDER BY last_seen LIMIT $2) RETURNING %s`, r.columns()), cutoff, limit)
+		if err != nil {
+			return nil, err
+		}
+		gone, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*model.Event, error) { return r.scan(row) })
+		if err != nil || len(gone) == 0 {
+			return nil, err
+		}
+		slices.SortFunc(gone, func(a, b *model.Event) int {
+			return cmp.Or(cmp.Compare(a.Metadata.Namespace, b.Metadata.Namespace), cmp.Compare(a.Metadata.Name, b.Metadata.Name))
+		})
+		rvs, err := versions(len(gone))
+		if err != nil {
+			return nil, err
+		}
+		changes := make([]change, len(gone))
+		for i, ev := range gone {
+			if changes[i], err = r.finish(ev, rvs[i], "DELETED"); err != nil {
+				return nil, err
+			}
+		}
+		deleted = len(gone)
+		return changes, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return deleted, nil
+}
