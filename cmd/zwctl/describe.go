@@ -155,11 +155,7 @@ func describe(w io.Writer, obj zw.Object, events []zw.Object, now time.Time) err
 	fmt.Fprintln(w, "Events:")
 	rows := [][]string{{"  Type", "Reason", "Age", "From", "Message"}}
 	for _, e := range events {
-		a := age(now, lastSeen(e))
-		if n := zw.NestedInt(e, "count"); n > 1 {
-			a += fmt.Sprintf(" (x%d)", n)
-		}
-		rows = append(rows, []string{"  " + zw.NestedString(e, "type"), zw.NestedString(e, "reason"), a,
+		rows = append(rows, []string{"  " + zw.NestedString(e, "type"), zw.NestedString(e, "reason"), zwprint.EventInterval(e, now),
 			orNone(zw.NestedString(e, "source")), zw.NestedString(e, "message")})
 	}
 	return zwprint.NewTable(w).Write(rows)

@@ -151,3 +151,26 @@ items:
 		t.Errorf("bad YAML: %v", err)
 	}
 }
+
+func TestDescribeShowsAnEventSeenSeveralTimesAsKubectlDoes(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(ago time.Duration) string { return now.Add(-ago).Format(time.RFC3339) }
+	pod := deployment(t, `{"kind":"Pod","metadata":{"name":"web","namespace":"default"}}`)
+	events := []zw.Object{
+		deployment(t, `{"type":"Warning","reason":"BackOff","message":"restarting","count":5,"source":"zonewright-lifecycle",
+			"firstTimestamp":"`+at(10*time.Minute)+`","lastTimestamp":"`+at(3*time.Minute)+`"}`),
+		deployment(t, `{"type":"Normal","reason":"Scheduled","message":"assigned","count":1,"source":"zonewright-lifecycle",
+			"firstTimestamp":"`+at(12*time.Minute)+`","lastTimestamp":"`+at(12*time.Minute)+`"}`),
+	}
+	var b strings.Builder
+	if err := describe(&b, pod, events, now); err != nil {
+		t.Fatal(err)
+	}
+	want := "Events:\n" +
+		"  Type      Reason      Age                From                   Message\n" +
+		"  Normal    Scheduled   12m                zonewright-lifecycle   assigned\n" +
+		"  Warning   BackOff     3m (x5 over 10m)   zonewright-lifecycle   restarting\n"
+	if !strings.HasSuffix(b.String(), want) {
+		t.Errorf("describe ends:\n%s\nwant the events, oldest first:\n%s", b.String(), want)
+	}
+}

@@ -114,6 +114,13 @@ func TestEveryResourceHasItsTable(t *testing.T) {
 		{"events", `{"metadata":{"name":"e1",` + created + `},"involvedObject":{"kind":"Pod","name":"web"},"type":"Normal","reason":"Started",
 			"message":"Zone running","lastTimestamp":"` + ago(30*time.Second) + `"}`, false,
 			"LAST SEEN   TYPE     REASON    OBJECT    MESSAGE\n30s         Normal   Started   pod/web   Zone running\n"},
+		{"events", `{"metadata":{"name":"web.1f2e",` + created + `},"involvedObject":{"kind":"Pod","name":"web"},"type":"Warning","reason":"BackOff",
+			"message":"restarting","count":5,"firstTimestamp":"` + ago(10*time.Minute) + `","lastTimestamp":"` + ago(3*time.Minute) + `","source":"zonewright-lifecycle"}`, false,
+			"LAST SEEN          TYPE      REASON    OBJECT    MESSAGE\n3m (x5 over 10m)   Warning   BackOff   pod/web   restarting\n"},
+		{"events", `{"metadata":{"name":"web.1f2e",` + created + `},"involvedObject":{"kind":"Pod","name":"web"},"type":"Warning","reason":"BackOff",
+			"message":"restarting","count":5,"firstTimestamp":"` + ago(10*time.Minute) + `","lastTimestamp":"` + ago(3*time.Minute) + `","source":"zonewright-lifecycle"}`, true,
+			"LAST SEEN          TYPE      REASON    OBJECT    MESSAGE      SOURCE                 FIRST SEEN   COUNT   NAME\n" +
+				"3m (x5 over 10m)   Warning   BackOff   pod/web   restarting   zonewright-lifecycle   10m          5       web.1f2e\n"},
 		{"volumesnapshots", `{"metadata":{"name":"snap",` + created + `},"spec":{"source":{"persistentVolumeClaimName":"data"}},"status":{"readyToUse":true,"restoreSize":"1Gi"}}`, false,
 			"NAME   READYTOUSE   SOURCEPVC   RESTORESIZE   AGE\nsnap   true         data        1Gi           5m\n"},
 	}

@@ -30,6 +30,25 @@ func Age(d time.Duration) string {
 	}
 }
 
+// EventInterval is when an event was last seen, and for one seen more
+// than once how often over how long, as kubectl shows it: "3m (x5 over 10m)".
+func EventInterval(o zw.Object, now time.Time) string {
+	last := since(now, eventTime(o, "lastTimestamp"))
+	if n := zw.NestedInt(o, "count"); n > 1 {
+		return fmt.Sprintf("%s (x%d over %s)", last, n, since(now, eventTime(o, "firstTimestamp")))
+	}
+	return last
+}
+
+// eventTime is an event's firstTimestamp or lastTimestamp, or for one that
+// has none its creation.
+func eventTime(o zw.Object, field string) string {
+	if t := zw.NestedString(o, field); t != "" {
+		return t
+	}
+	return zw.NestedString(o, "metadata", "creationTimestamp")
+}
+
 // since is the age of an RFC 3339 time, or <unknown>.
 func since(now time.Time, ts string) string {
 	t, err := time.Parse(time.RFC3339Nano, ts)
@@ -335,14 +354,16 @@ var columns = map[string]Columns{
 			}
 			return r
 		}},
-	"events": {Header: []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"}, Row: func(o zw.Object, now time.Time, _ bool) []string {
-		last := zw.NestedString(o, "lastTimestamp")
-		if last == "" {
-			last = zw.NestedString(o, "metadata", "creationTimestamp")
-		}
-		obj := strings.ToLower(zw.NestedString(o, "involvedObject", "kind")) + "/" + zw.NestedString(o, "involvedObject", "name")
-		return []string{since(now, last), zw.NestedString(o, "type"), zw.NestedString(o, "reason"), obj, zw.NestedString(o, "message")}
-	}},
+	"events": {Header: []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"}, Wide: []string{"SOURCE", "FIRST SEEN", "COUNT", "NAME"},
+		Row: func(o zw.Object, now time.Time, wide bool) []string {
+			obj := strings.ToLower(zw.NestedString(o, "involvedObject", "kind")) + "/" + zw.NestedString(o, "involvedObject", "name")
+			r := []string{EventInterval(o, now), zw.NestedString(o, "type"), zw.NestedString(o, "reason"), obj, zw.NestedString(o, "message")}
+			if wide {
+				r = append(r, orNone(zw.NestedString(o, "source")), since(now, eventTime(o, "firstTimestamp")),
+					fmt.Sprint(max(zw.NestedInt(o, "count"), 1)), name(o))
+			}
+			return r
+		}},
 	"volumesnapshots": {Header: []string{"NAME", "READYTOUSE", "SOURCEPVC", "RESTORESIZE", "AGE"}, Row: func(o zw.Object, now time.Time, _ bool) []string {
 		ready := "false"
 		if zw.Nested(o, "status", "readyToUse") == true {
