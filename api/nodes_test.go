@@ -16,11 +16,13 @@ func (c *client) nodeEvents(node string) []model.Event {
 	return list.Items
 }
 
+// countReason is how many times events with reason were recorded: a
+// repeated event is one row that counts them.
 func countReason(evs []model.Event, reason string) int {
 	n := 0
 	for _, e := range evs {
 		if e.Reason == reason {
-			n++
+			n += e.Count
 		}
 	}
 	return n

@@ -43,13 +43,19 @@ func readyOf(t *testing.T, st *store.Store, name string) (model.NodeCondition, [
 	return model.NodeCondition{}, nil
 }
 
+// nodeEvents is how many times events with reason were recorded: a
+// repeated event is one row that counts them.
 func nodeEvents(t *testing.T, st *store.Store, reason string) int {
 	t.Helper()
 	list, err := st.Events().List(context.Background(), store.ListOptions{FieldSelector: "reason=" + reason})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(list.Items)
+	n := 0
+	for _, e := range list.Items {
+		n += e.Count
+	}
+	return n
 }
 
 // The mark is made once: the transition time and the event do not repeat,

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -329,10 +331,33 @@ func (c *cluster) events(name string) string {
 	var list model.List[model.Event]
 	c.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D"+name, &list)
 	var b strings.Builder
-	for _, e := range list.Items {
-		fmt.Fprintf(&b, "  %s %s: %s\n", e.Type, e.Reason, e.Message)
+	for _, e := range firstSeenFirst(list.Items) {
+		fmt.Fprintf(&b, "  %s %s: %s", e.Type, e.Reason, e.Message)
+		if e.Count > 1 {
+			fmt.Fprintf(&b, " (x%d)", e.Count)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// firstSeenFirst orders events by when they were first recorded: their
+// names say what they are, not when.
+func firstSeenFirst(evs []model.Event) []model.Event {
+	slices.SortStableFunc(evs, func(a, b model.Event) int {
+		return cmp.Compare(a.FirstTimestamp.UnixNano(), b.FirstTimestamp.UnixNano())
+	})
+	return evs
+}
+
+// occurrences is how many times the events were recorded: a repeated
+// event is one row that counts them.
+func occurrences(evs []model.Event) int {
+	n := 0
+	for _, e := range evs {
+		n += e.Count
+	}
+	return n
 }
 
 // simState is `illumos-sim state` of a node.

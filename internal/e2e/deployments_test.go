@@ -427,7 +427,7 @@ func TestDeploymentFailedRolloutRevertsItselfOrByHand(t *testing.T) {
 	t.Logf("healthyDeadlineSeconds failed the rollout and reverted it %s after the template change", time.Since(start).Round(100*time.Millisecond))
 	var reverted model.List[model.Event]
 	c.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dhealthy,reason%3D"+model.ReasonRolledBack, &reverted)
-	if len(reverted.Items) == 0 || !strings.Contains(reverted.Items[0].Message, "healthy deadline") {
+	if len(reverted.Items) == 0 || !strings.Contains(firstSeenFirst(reverted.Items)[0].Message, "healthy deadline") {
 		t.Fatalf("no event says why healthy was reverted: %+v", reverted.Items)
 	}
 	c.waitRolledOut("healthy", 2*time.Minute)
@@ -458,7 +458,7 @@ func TestDeploymentFailedRolloutRevertsItselfOrByHand(t *testing.T) {
 	}
 	var events model.List[model.Event]
 	c.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dauto,reason%3D"+model.ReasonRolledBack, &events)
-	if len(events.Items) == 0 || !strings.Contains(events.Items[0].Message, "timed out") {
+	if len(events.Items) == 0 || !strings.Contains(firstSeenFirst(events.Items)[0].Message, "timed out") {
 		t.Fatalf("no event says why auto was reverted: %+v", events.Items)
 	}
 

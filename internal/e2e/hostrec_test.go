@@ -156,7 +156,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	if z, ok := findZone(s, appSandbox.ZoneName()); !ok || z.State != "running" {
 		t.Errorf("the running pod's zone was touched: %+v (found %t)", z, ok)
 	}
-	if len(c.nodeEvents("node-1", controlops.ReasonOrphanFound)) != 1 {
+	if occurrences(c.nodeEvents("node-1", controlops.ReasonOrphanFound)) != 1 {
 		t.Errorf("OrphanFound events: %+v", c.nodeEvents("node-1", controlops.ReasonOrphanFound))
 	}
 
@@ -257,8 +257,8 @@ func TestAgentRestartAdoptsItsPodsAndRemovesUnboundOnes(t *testing.T) {
 		}
 	}
 	assertUntouched("right after the restart")
-	if len(c.podEvents("keep", "ZoneAdopted")) != 1 {
-		t.Errorf("no ZoneAdopted event for the kept pod:\n%s", c.events("keep"))
+	if occurrences(c.podEvents("keep", "ZoneAdopted")) != 1 {
+		t.Errorf("not one ZoneAdopted event for the kept pod:\n%s", c.events("keep"))
 	}
 	// A monitor period and more later, the lifecycle has looked at the
 	// adopted zone and left it as it is.
