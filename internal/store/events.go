@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -17,6 +18,17 @@ import (
 
 // expireBatch bounds the events one expiry transaction deletes.
 const expireBatch = 500
+
+// Similar events, the same but for their messages, are combined as
+// Kubernetes' event aggregator does: once an object has had
+// similarEventsMax different messages for one reason within
+// similarEventsWindow, further ones count on one event whose message is
+// the latest with combinedPrefix, until the window passes without one.
+const (
+	similarEventsMax    = 10
+	similarEventsWindow = 10 * time.Minute
+	combinedPrefix      = "(combined from similar events): "
+)
 
 // RecordEvent records an event about obj in its namespace's event log. An
 // event that repeats one already there (same object, type, reason, source
@@ -34,13 +46,20 @@ func (s *Store) RecordEvent(ctx context.Context, obj model.ObjectReference, typ,
 	}
 	data := model.EventData{InvolvedObject: obj, Type: typ, Reason: model.ShortMessage(reason, model.MaxReasonBytes),
 		Message: model.ShortMessage(message, model.MaxMessageBytes), Count: 1, FirstTimestamp: &now, LastTimestamp: &now, Source: source}
-	name := eventName(data)
+	name, similar := eventNames(data)
+	combine, err := s.combineSimilar(ctx, ns, data, name, similar, now)
+	if err != nil {
+		return err
+	}
+	if combine {
+		name, data.Message = similar, model.ShortMessage(combinedPrefix+data.Message, model.MaxMessageBytes)
+	}
 	for {
 		err := s.Events().Create(ctx, &model.Event{Metadata: model.ObjectMeta{Name: name, Namespace: ns}, EventData: data})
 		if !errors.Is(err, ErrAlreadyExists) {
 			return err
 		}
-		if err = s.countEvent(ctx, ns, name, now); !errors.Is(err, ErrNotFound) {
+		if err = s.countEvent(ctx, ns, name, data.Message, now); !errors.Is(err, ErrNotFound) {
 			return err
 		}
 		// It expired between the two: record it anew.
@@ -50,32 +69,57 @@ func (s *Store) RecordEvent(ctx context.Context, obj model.ObjectReference, typ,
 	}
 }
 
-// eventName is the involved object's name and a hash of what makes two
-// events the same one.
-func eventName(e model.EventData) string {
+// eventNames are the involved object's name and a hash of what makes two
+// events the same one, and of what makes them similar (all but the
+// message): the names of the event and of its combination.
+func eventNames(e model.EventData) (exact, similar string) {
 	h := sha256.New()
 	for _, field := range []string{e.InvolvedObject.Kind, e.InvolvedObject.Namespace, e.InvolvedObject.Name, e.InvolvedObject.UID,
-		e.Type, e.Reason, e.Source, e.Message} {
+		e.Type, e.Reason, e.Source} {
 		writeField(h, field)
 	}
-	return fmt.Sprintf("%s.%x", e.InvolvedObject.Name, h.Sum(nil)[:8])
+	similar = fmt.Sprintf("%s.%x", e.InvolvedObject.Name, h.Sum(nil)[:8])
+	writeField(h, e.Message)
+	return fmt.Sprintf("%s.%x", e.InvolvedObject.Name, h.Sum(nil)[:8]), similar
 }
 
 // writeField writes s length-prefixed, so that no two lists of fields
 // hash the same text.
 func writeField(h hash.Hash, s string) { fmt.Fprintf(h, "%d:%s", len(s), s) }
 
-// countEvent counts one more occurrence of a stored event, seen at seen,
-// in one statement: concurrent recorders never conflict.
-func (s *Store) countEvent(ctx context.Context, ns, name string, seen time.Time) error {
+// combineSimilar says whether the event e, to be named exact, is to count
+// on the combination of similar events: one is already under way, or e
+// makes similarEventsMax different ones within the window. Racing
+// recorders may each see one fewer; the next event combines.
+func (s *Store) combineSimilar(ctx context.Context, ns string, e model.EventData, exact, similar string, now time.Time) (bool, error) {
+	involved, err := json.Marshal(e.InvolvedObject)
+	if err != nil {
+		return false, err
+	}
+	var others int
+	var combining bool
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE name <> $6 AND name <> $7), coalesce(bool_or(name = $7), false) FROM events
+		WHERE namespace = $1 AND spec -> 'involvedObject' ->> 'name' = $2 AND spec ->> 'reason' = $3 AND last_seen > $4
+		AND spec -> 'involvedObject' = $5::jsonb AND spec ->> 'type' = $8 AND coalesce(spec ->> 'source', '') = $9`,
+		ns, e.InvolvedObject.Name, e.Reason, now.Add(-similarEventsWindow), string(involved), exact, similar, e.Type, e.Source).Scan(&others, &combining)
+	if err != nil {
+		return false, classify(err)
+	}
+	return combining || others+1 >= similarEventsMax, nil
+}
+
+// countEvent counts one more occurrence of a stored event, seen at seen
+// with message, in one statement: concurrent recorders never conflict.
+func (s *Store) countEvent(ctx context.Context, ns, name, message string, seen time.Time) error {
 	r := s.Events()
 	return s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
 		q := fmt.Sprintf(`UPDATE events SET resource_version = $1, generation = generation + 1,
 			last_seen = greatest(last_seen, $2),
 			spec = spec || jsonb_build_object('count', coalesce((spec ->> 'count')::bigint, 0) + 1,
-				'lastTimestamp', CASE WHEN $2 > last_seen THEN to_jsonb($3::text) ELSE spec -> 'lastTimestamp' END)
+				'lastTimestamp', CASE WHEN $2 > last_seen THEN to_jsonb($3::text) ELSE spec -> 'lastTimestamp' END,
+				'message', CASE WHEN $2 > last_seen THEN to_jsonb($6::text) ELSE spec -> 'message' END)
 			WHERE namespace = $4 AND name = $5 RETURNING %s`, r.columns())
-		ev, err := r.scan(tx.QueryRow(ctx, q, rv, seen, seen.Format(time.RFC3339Nano), ns, name))
+		ev, err := r.scan(tx.QueryRow(ctx, q, rv, seen, seen.Format(time.RFC3339Nano), ns, name, message))
 		if err != nil {
 			return change{}, r.notFound(classify(err), ns, name)
 		}

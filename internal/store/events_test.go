@@ -98,14 +98,16 @@ func TestARepeatedEventIsCountedOnOneRow(t *testing.T) {
 func TestExpiryDeletesInBatchesAndEveryDeletionReachesWatchers(t *testing.T) {
 	s, ctx := newStore(t), context.Background()
 	const old = 1200
-	node := model.ObjectReference{Kind: model.KindNode, Name: "n1"}
+	node := func(i int) model.ObjectReference {
+		return model.ObjectReference{Kind: model.KindNode, Name: fmt.Sprintf("n%d", i)}
+	}
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := g; i < old; i += 8 {
-				if err := s.RecordEvent(ctx, node, model.EventNormal, "Probe", fmt.Sprintf("observation %d", i), "test"); err != nil {
+				if err := s.RecordEvent(ctx, node(i), model.EventNormal, "Probe", "observed", "test"); err != nil {
 					t.Error(err)
 					return
 				}
@@ -121,10 +123,10 @@ func TestExpiryDeletesInBatchesAndEveryDeletionReachesWatchers(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	cutoff := time.Now()
 	time.Sleep(50 * time.Millisecond)
-	if err := s.RecordEvent(ctx, node, model.EventNormal, "Probe", "observation 7", "test"); err != nil {
+	if err := s.RecordEvent(ctx, node(7), model.EventNormal, "Probe", "observed", "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordEvent(ctx, node, model.EventNormal, "Fresh", "after the cutoff", "test"); err != nil {
+	if err := s.RecordEvent(ctx, node(7), model.EventNormal, "Fresh", "after the cutoff", "test"); err != nil {
 		t.Fatal(err)
 	}
 	list := events(t, s)
@@ -181,5 +183,55 @@ func TestExpiryDeletesInBatchesAndEveryDeletionReachesWatchers(t *testing.T) {
 		if e.Reason == "Probe" && e.Count != 2 {
 			t.Errorf("the old event seen again has count %d, want 2", e.Count)
 		}
+	}
+}
+
+func TestSimilarEventsAreCombinedPastTenInTheWindow(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	web := model.ObjectReference{Kind: model.KindPod, Namespace: "default", Name: "web", UID: "6f1c2a3e-0000-4000-8000-000000000001"}
+	record := func(reason, message string) {
+		t.Helper()
+		if err := s.RecordEvent(ctx, web, model.EventWarning, reason, message, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byMessage := func() map[string]model.Event {
+		t.Helper()
+		out := map[string]model.Event{}
+		for _, e := range events(t, s).Items {
+			out[e.Message] = e
+		}
+		return out
+	}
+	for i := range 9 {
+		record("Unhealthy", fmt.Sprintf("probe output %d", i))
+	}
+	record("Unhealthy", "probe output 0") // a repeat is not another message
+	if got := byMessage(); len(got) != 9 || got["probe output 0"].Count != 2 {
+		t.Fatalf("nine messages, one twice: %+v", got)
+	}
+	// The tenth message starts the combination; later ones, and repeats
+	// of earlier ones, count on it with their message.
+	record("Unhealthy", "probe output 9")
+	record("Unhealthy", "probe output 10")
+	record("Unhealthy", "probe output 1")
+	got := byMessage()
+	combined, ok := got["(combined from similar events): probe output 1"]
+	if len(got) != 10 || !ok || combined.Count != 3 || combined.Reason != "Unhealthy" || got["probe output 1"].Count != 1 {
+		t.Fatalf("after ten messages: %+v; want the nine first and one combined event counted 3 with the latest message", got)
+	}
+	// Once the window passes without a similar event, messages stand
+	// alone again.
+	if _, err := s.Pool().Exec(ctx, "UPDATE events SET last_seen = last_seen - interval '11 minutes'"); err != nil {
+		t.Fatal(err)
+	}
+	record("Unhealthy", "probe output 12")
+	if got := byMessage()["probe output 12"]; got.Count != 1 {
+		t.Fatalf("a message after the window: %+v; want an event of its own", got)
+	}
+	// Another reason is not similar.
+	record("BackOff", "probe output 11")
+	if got := byMessage()["probe output 11"]; got.Reason != "BackOff" || got.Count != 1 {
+		t.Fatalf("an event of another reason: %+v", got)
 	}
 }
