@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Kinds of the apps group.
 const (
@@ -41,6 +44,14 @@ const (
 	ReasonDeploymentResumed          = "DeploymentResumed"
 	// ReasonRolledBack: autoRevert put the last fully available revision back.
 	ReasonRolledBack = "DeploymentRolledBack"
+)
+
+// ConditionReplicaFailure is true while a deployment or a job cannot
+// create its pods (reason ReasonFailedCreate), as Kubernetes' ReplicaSet
+// and Deployment say; it goes once a pod can be created again.
+const (
+	ConditionReplicaFailure = "ReplicaFailure"
+	ReasonFailedCreate      = "FailedCreate"
 )
 
 // Deployment defaults, as Kubernetes has them.
@@ -181,6 +192,14 @@ func (s *DeploymentStatus) SetCondition(c DeploymentCondition, now time.Time) {
 		c.LastTransitionTime = &now
 	}
 	*old = c
+}
+
+// RemoveCondition drops the condition of type typ; it reports whether
+// there was one.
+func (s *DeploymentStatus) RemoveCondition(typ string) bool {
+	n := len(s.Conditions)
+	s.Conditions = slices.DeleteFunc(s.Conditions, func(c DeploymentCondition) bool { return c.Type == typ })
+	return len(s.Conditions) != n
 }
 
 // DesiredReplicas is spec.replicas with its default.

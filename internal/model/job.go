@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // KindJob is the batch group's kind.
 const KindJob = "Job"
@@ -63,7 +66,8 @@ type JobStatus struct {
 	Conditions     []JobCondition `json:"conditions,omitempty"`
 }
 
-// JobCondition is a job's end: Complete or Failed.
+// JobCondition is a job's end (Complete or Failed), or a trouble on the
+// way (ReplicaFailure).
 type JobCondition struct {
 	Type               string     `json:"type"`
 	Status             string     `json:"status"`
@@ -81,6 +85,44 @@ func (s *JobStatus) Finished() *JobCondition {
 		}
 	}
 	return nil
+}
+
+// Condition returns the condition of type typ, or nil.
+func (s *JobStatus) Condition(typ string) *JobCondition {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == typ {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// SetCondition replaces the condition of c's type: its transition time
+// changes only when its status does, its probe time whenever anything
+// does. It reports whether anything changed.
+func (s *JobStatus) SetCondition(c JobCondition, now time.Time) bool {
+	c.LastProbeTime, c.LastTransitionTime = &now, &now
+	old := s.Condition(c.Type)
+	if old == nil {
+		s.Conditions = append(s.Conditions, c)
+		return true
+	}
+	if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
+		return false
+	}
+	if old.Status == c.Status && old.LastTransitionTime != nil {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	*old = c
+	return true
+}
+
+// RemoveCondition drops the condition of type typ; it reports whether
+// there was one.
+func (s *JobStatus) RemoveCondition(typ string) bool {
+	n := len(s.Conditions)
+	s.Conditions = slices.DeleteFunc(s.Conditions, func(c JobCondition) bool { return c.Type == typ })
+	return len(s.Conditions) != n
 }
 
 func (j *Job) GetTypeMeta() *TypeMeta    { return &j.TypeMeta }
