@@ -58,8 +58,17 @@ const (
 const (
 	DefaultRevisionHistoryLimit    = int32(10)
 	DefaultProgressDeadlineSeconds = int32(600)
-	// MaxDeploymentReplicas bounds replicas: every one is a zone.
+	// MaxDeploymentReplicas bounds replicas, and maxSurge and
+	// maxUnavailable given as numbers: every replica is a zone.
+	// Kubernetes bounds them by int32 alone.
 	MaxDeploymentReplicas = int32(10000)
+	// MaxRolloutSeconds bounds minReadySeconds, progressDeadlineSeconds
+	// and healthyDeadlineSeconds: a day. Kubernetes sets no bound (a
+	// progressDeadlineSeconds of MaxInt32 means never); a day keeps each a
+	// timer a workflow holds, and deadline sums far from overflowing.
+	MaxRolloutSeconds = int32(86400)
+	// MaxRevisionHistoryLimit bounds the revisions kept (each a row).
+	MaxRevisionHistoryLimit = int32(1000)
 	// MaxDeploymentNameLength leaves room in a pod's name (a DNS label)
 	// for "-<hash>-<suffix>".
 	MaxDeploymentNameLength = 46
