@@ -116,7 +116,7 @@ func (a *Control) SyncJob(ctx context.Context, ref JobRef) (JobSyncResult, error
 			_ = a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindJob, Namespace: ref.Namespace, Name: ref.Name, UID: j.Metadata.UID},
 				"Warning", model.ReasonFailedCreate, refused, EventSourceJob)
 		}
-		st.SetCondition(model.JobCondition{Type: model.ConditionReplicaFailure, Status: model.ConditionTrue, Reason: model.ReasonFailedCreate, Message: refused}, now)
+		model.SetCondition(&st.Conditions, model.JobCondition{Type: model.ConditionReplicaFailure, Status: model.ConditionTrue, Reason: model.ReasonFailedCreate, Message: refused}, now)
 		retryAt = createRetryAt(st.Condition(model.ConditionReplicaFailure).LastTransitionTime, now)
 	}
 	if o := plan.Outcome; o.Type != "" {

@@ -106,26 +106,6 @@ func (s *JobStatus) Condition(typ string) *JobCondition {
 	return nil
 }
 
-// SetCondition replaces the condition of c's type: its transition time
-// changes only when its status does, its probe time whenever anything
-// does. It reports whether anything changed.
-func (s *JobStatus) SetCondition(c JobCondition, now time.Time) bool {
-	c.LastProbeTime, c.LastTransitionTime = &now, &now
-	old := s.Condition(c.Type)
-	if old == nil {
-		s.Conditions = append(s.Conditions, c)
-		return true
-	}
-	if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
-		return false
-	}
-	if old.Status == c.Status && old.LastTransitionTime != nil {
-		c.LastTransitionTime = old.LastTransitionTime
-	}
-	*old = c
-	return true
-}
-
 // RemoveCondition drops the condition of type typ; it reports whether
 // there was one.
 func (s *JobStatus) RemoveCondition(typ string) bool {

@@ -172,7 +172,7 @@ func TestWakesThoseThatCannotCreatePodsWhenAnImageArrives(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := st.Jobs().Modify(ctx, "default", "pi", func(j *model.Job) bool {
-		j.Status.SetCondition(model.JobCondition{Type: model.ConditionReplicaFailure, Status: model.ConditionTrue, Reason: model.ReasonFailedCreate}, now)
+		model.SetCondition(&j.Status.Conditions, model.JobCondition{Type: model.ConditionReplicaFailure, Status: model.ConditionTrue, Reason: model.ReasonFailedCreate}, now)
 		return true
 	}); err != nil {
 		t.Fatal(err)
