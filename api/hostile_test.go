@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -250,6 +251,63 @@ func TestHostileBodiesAreRefused(t *testing.T) {
 	if r := c.do("PATCH", "/api/v1/nodes/n1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"a":"b"}}}`)); r.code != http.StatusOK {
 		t.Fatalf("patch with exact keys: %d %s", r.code, r.body)
 	}
+}
+
+// A bad parameter of a list or a watch is a 400 at once, before any wait
+// for a resourceVersion the store has not reached: the wait would end in
+// a 504 that hides what is wrong with the request.
+func TestBadListParametersAreRefusedBeforeTheResourceVersionWait(t *testing.T) {
+	c := newAPI(t)
+	var count hostileCount
+	t.Cleanup(func() { count.report(t) })
+	const future = "999999999999"
+	bad := []struct{ name, query, want string }{
+		{"a label selector", "labelSelector=" + url.QueryEscape("app in (a"), "labelSelector"},
+		{"a field selector naming no field", "fieldSelector=" + url.QueryEscape("spec.nothing=x"), "field label"},
+		{"a field selector without a value", "fieldSelector=status", "fieldSelector"},
+		{"a continue token", "continue=bm9wZQ", "continue token"},
+		{"a limit", "limit=-1", "limit"},
+	}
+	collections := []string{"/api/v1/namespaces/default/pods", "/api/v1/nodes", "/api/v1/images", "/api/v1/services",
+		"/apis/apps/v1/namespaces/default/deployments", "/apis/batch/v1/jobs", "/api/v1/namespaces/default/events",
+		"/api/v1/persistentvolumeclaims", "/api/v1/namespaces/default/secrets"}
+	type request struct{ path, lastEventID, want string }
+	var requests []request
+	for _, coll := range collections {
+		for _, b := range bad {
+			requests = append(requests, request{coll + "?resourceVersion=" + future + "&" + b.query, "", b.want})
+			if b.name != "a limit" && b.name != "a continue token" { // a watch has neither
+				requests = append(requests,
+					request{coll + "?watch=true&resourceVersion=" + future + "&" + b.query, "", b.want},
+					request{coll + "?watch=1&" + b.query, future, b.want})
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, rq := range requests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", c.base+rq.path, nil)
+			if rq.lastEventID != "" {
+				req.Header.Set("Last-Event-ID", rq.lastEventID)
+			}
+			resp, err := c.http.Do(req)
+			if err != nil {
+				t.Errorf("%s: %v", rq.path, err)
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			var st model.Status
+			_ = json.Unmarshal(b, &st)
+			count.add(resp.StatusCode)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(st.Message, rq.want) {
+				t.Errorf("%s (Last-Event-ID %q): %d %s; want 400 naming %s", rq.path, rq.lastEventID, resp.StatusCode, b, rq.want)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // A resourceVersion the store has not reached is waited for, as

@@ -27,36 +27,53 @@ func listOrWatch[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res st
 
 // listRequest reads a GET on a collection in ns: a watch it serves itself
 // (ok false), a missing namespace or bad parameters it answers (ok false),
-// or else the list's options.
+// or else the list's options. Every parameter is checked before anything
+// waits: a bad selector is a 400 at once, even with a resourceVersion the
+// store has yet to reach.
 func (s *Server) listRequest(c *gin.Context, w watchable, ns string) (opts store.ListOptions, ok bool) {
 	q := c.Request.URL.Query()
+	watching := q.Get("watch") == "true" || q.Get("watch") == "1"
+	opts = store.ListOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector")}
+	rvText := q.Get("resourceVersion")
+	if watching {
+		if id := c.GetHeader("Last-Event-ID"); id != "" {
+			rvText = id
+		}
+	} else {
+		opts.Continue = q.Get("continue")
+		if l := q.Get("limit"); l != "" {
+			n, err := strconv.ParseInt(l, 10, 64)
+			if err != nil || n < 0 {
+				s.fail(c, badRequestf("limit %q must be a non-negative integer", l))
+				return opts, false
+			}
+			// Larger pages are cut to MaxListLimit, with a continue token
+			// for the rest, as Kubernetes may answer fewer objects than
+			// asked for.
+			opts.Limit = int(min(n, MaxListLimit))
+		}
+	}
+	if err := store.CheckListOptions(opts, w.fieldSelectors()); err != nil {
+		s.fail(c, err)
+		return opts, false
+	}
+	rv, err := parseResourceVersion(rvText)
+	if err != nil {
+		s.fail(c, err)
+		return opts, false
+	}
 	if ns != "" {
 		if _, err := s.store.Namespaces().Get(c.Request.Context(), "", ns); err != nil {
 			s.fail(c, err)
 			return opts, false
 		}
 	}
-	if watch := q.Get("watch"); watch == "true" || watch == "1" {
-		s.watch(c, w, ns)
+	if err := s.awaitResourceVersion(c, rv); err != nil {
+		s.fail(c, err)
 		return opts, false
 	}
-	opts = store.ListOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector"), Continue: q.Get("continue")}
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.ParseInt(l, 10, 64)
-		if err != nil || n < 0 {
-			s.fail(c, badRequestf("limit %q must be a non-negative integer", l))
-			return opts, false
-		}
-		// Larger pages are cut to MaxListLimit, with a continue token for
-		// the rest, as Kubernetes may answer fewer objects than asked for.
-		opts.Limit = int(min(n, MaxListLimit))
-	}
-	rv, err := parseResourceVersion(q.Get("resourceVersion"))
-	if err == nil {
-		err = s.awaitResourceVersion(c, rv)
-	}
-	if err != nil {
-		s.fail(c, err)
+	if watching {
+		s.watch(c, w, opts, rv)
 		return opts, false
 	}
 	return opts, true

@@ -152,6 +152,8 @@ func (s *Server) deleteSecret(c *gin.Context) {
 // each is opened and redacted for the caller.
 type secretWatch struct{ s *Server }
 
+func (w secretWatch) fieldSelectors() map[string]string { return w.s.secrets.FieldSelectors() }
+
 func (w secretWatch) snapshot(c *gin.Context, o store.ListOptions) ([]initialObject, int64, error) {
 	list, err := w.s.secrets.List(c.Request.Context(), o)
 	if err != nil {

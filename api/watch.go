@@ -18,32 +18,19 @@ import (
 // {"type":"ADDED|MODIFIED|DELETED","object":…} and its id the object's
 // resourceVersion, so a client resumes with ?resourceVersion= or the
 // standard Last-Event-ID header. Without a version it first sends the
-// current objects as ADDED.
-func (s *Server) watch(c *gin.Context, res watchable, ns string) {
+// current objects as ADDED. listRequest has checked o and waited for from.
+func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from int64) {
 	ctx := c.Request.Context()
-	q := c.Request.URL.Query()
-	rvText := q.Get("resourceVersion")
-	if id := c.GetHeader("Last-Event-ID"); id != "" {
-		rvText = id
-	}
-	from, err := parseResourceVersion(rvText)
-	if err == nil {
-		err = s.awaitResourceVersion(c, from)
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	var initial []initialObject
 	if from == 0 {
-		objs, rv, err := res.snapshot(c, store.ListOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector")})
+		objs, rv, err := res.snapshot(c, o)
 		if err != nil {
 			s.fail(c, err)
 			return
 		}
 		initial, from = objs, rv
 	}
-	w, err := res.watch(c, store.WatchOptions{Namespace: ns, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector"), ResourceVersion: from})
+	w, err := res.watch(c, store.WatchOptions{Namespace: o.Namespace, LabelSelector: o.LabelSelector, FieldSelector: o.FieldSelector, ResourceVersion: from})
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -130,6 +117,8 @@ type initialObject struct{ object json.RawMessage }
 
 // watchable is what the watch handler needs of a typed resource.
 type watchable interface {
+	// fieldSelectors are the fields a selector may name.
+	fieldSelectors() map[string]string
 	snapshot(c *gin.Context, o store.ListOptions) ([]initialObject, int64, error)
 	watch(c *gin.Context, o store.WatchOptions) (*store.Watch, error)
 	// present turns a change's object, as the feed carries it, into what
@@ -138,6 +127,8 @@ type watchable interface {
 }
 
 type typedWatch[T any, PT store.ObjectPtr[T]] struct{ res store.Resource[T, PT] }
+
+func (t typedWatch[T, PT]) fieldSelectors() map[string]string { return t.res.FieldSelectors() }
 
 func (t typedWatch[T, PT]) snapshot(c *gin.Context, o store.ListOptions) ([]initialObject, int64, error) {
 	list, err := t.res.List(c.Request.Context(), o)

@@ -69,6 +69,8 @@ type deploymentSync struct {
 	revisions []model.ControllerRevision
 	current   *model.ControllerRevision
 	created   bool // the current revision was made by this sync
+	// failedCreate says why the template's pods could not be created.
+	failedCreate string
 }
 
 func (s *deploymentSync) run(ctx context.Context) (DeploymentSyncResult, error) {
@@ -93,7 +95,12 @@ func (s *deploymentSync) run(ctx context.Context) (DeploymentSyncResult, error) 
 		progress.Report(ctx, "deleted "+name)
 	}
 	for i := int32(0); i < plan.Create; i++ {
-		if err := s.createPod(ctx); err != nil {
+		err := s.createPod(ctx)
+		if msg, ok := failedCreate(err); ok {
+			s.failedCreate = msg // the rest would fail alike
+			break
+		}
+		if err != nil {
 			return DeploymentSyncResult{}, err
 		}
 		progress.Report(ctx, fmt.Sprintf("created %d of %d", i+1, plan.Create))
@@ -271,40 +278,27 @@ func rolloutPods(pods []model.Pod, now time.Time) []rollout.Pod {
 }
 
 // createPod makes one pod of the current revision and starts its
-// lifecycle; a pod whose lifecycle cannot start does not stay.
+// lifecycle.
 func (s *deploymentSync) createPod(ctx context.Context) error {
 	d, rev := s.d, s.current
 	hash := revisionHash(rev)
-	for attempt := 0; ; attempt++ {
+	err := s.createOwnedPod(ctx, func() *model.Pod {
 		labels := maps.Clone(rev.Data.Metadata.Labels)
 		if labels == nil {
 			labels = map[string]string{}
 		}
 		labels[model.LabelPodTemplateHash] = hash
-		p := &model.Pod{
+		return &model.Pod{
 			Metadata: model.ObjectMeta{Name: d.Metadata.Name + "-" + hash + "-" + podSuffix(), Namespace: d.Metadata.Namespace,
 				Labels: labels, Annotations: maps.Clone(rev.Data.Metadata.Annotations), OwnerReferences: []model.OwnerReference{ownerRef(d)}},
 			Spec:   rev.Data.Spec,
 			Status: model.PodStatus{Phase: model.PodPending},
 		}
-		model.DefaultPod(p)
-		err := s.Store.CreatePod(ctx, p)
-		if errors.Is(err, store.ErrAlreadyExists) && attempt < 5 {
-			continue // the random suffix was taken
-		}
-		if err != nil {
-			return fmt.Errorf("create a pod of deployment %s: %w", d.Metadata.Name, err)
-		}
-		if s.Lifecycles == nil {
-			return nil
-		}
-		pref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
-		if err := s.Lifecycles.Start(ctx, pref); err != nil {
-			_, _ = s.Store.Pods().Delete(context.WithoutCancel(ctx), pref.Namespace, pref.Name, p.Metadata.ResourceVersion)
-			return fmt.Errorf("start the lifecycle of pod %s: %w", pref, err)
-		}
-		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create a pod of deployment %s: %w", d.Metadata.Name, err)
 	}
+	return nil
 }
 
 // podSuffix is five characters of Kubernetes' alphabet for generated names.
@@ -478,7 +472,8 @@ func (s *deploymentSync) writeStatus(ctx context.Context, spec rollout.Spec, pla
 	if failed != "" {
 		s.event(ctx, "Warning", "RolloutFailed", failed)
 	}
-	if revertTo == nil && statusEqual(old, st) {
+	wake = earliest(wake, s.replicaFailure(ctx, &st))
+	if revertTo == nil && sameJSON(old, st) {
 		return wake, nil
 	}
 	d.Status = st
@@ -502,7 +497,24 @@ func (s *deploymentSync) writeStatus(ctx context.Context, spec rollout.Spec, pla
 	return wake, nil
 }
 
-func statusEqual(a, b model.DeploymentStatus) bool {
+// replicaFailure sets or clears the ReplicaFailure condition after the
+// sync's creates (telling of a new failure in an event) and returns when
+// to retry a failed create (zero: none failed).
+func (s *deploymentSync) replicaFailure(ctx context.Context, st *model.DeploymentStatus) time.Time {
+	if s.failedCreate == "" {
+		st.RemoveCondition(model.ConditionReplicaFailure)
+		return time.Time{}
+	}
+	if old := st.Condition(model.ConditionReplicaFailure); old == nil || old.Message != s.failedCreate {
+		s.event(ctx, "Warning", model.ReasonFailedCreate, s.failedCreate)
+	}
+	st.SetCondition(model.DeploymentCondition{Type: model.ConditionReplicaFailure, Status: model.ConditionTrue,
+		Reason: model.ReasonFailedCreate, Message: s.failedCreate}, s.now)
+	return createRetryAt(st.Condition(model.ConditionReplicaFailure).LastTransitionTime, s.now)
+}
+
+// sameJSON reports whether two statuses read the same.
+func sameJSON(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)

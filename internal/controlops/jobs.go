@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/batch"
@@ -93,13 +94,31 @@ func (a *Control) SyncJob(ctx context.Context, ref JobRef) (JobSyncResult, error
 		}
 		progress.Report(ctx, "stopped "+name)
 	}
-	for i := int32(0); i < plan.Create; i++ {
-		if err := a.createJobPod(ctx, j); err != nil {
+	created, refused := int32(0), ""
+	for ; created < plan.Create; created++ {
+		err := a.createJobPod(ctx, j)
+		if msg, ok := failedCreate(err); ok {
+			refused = msg // the rest would fail alike
+			break
+		}
+		if err != nil {
 			return JobSyncResult{}, err
 		}
-		progress.Report(ctx, fmt.Sprintf("created %d of %d", i+1, plan.Create))
+		progress.Report(ctx, fmt.Sprintf("created %d of %d", created+1, plan.Create))
 	}
-	st.Active, st.Succeeded, st.Failed = plan.Active+plan.Create, plan.Succeeded, plan.Failed
+	st.Active, st.Succeeded, st.Failed = plan.Active+created, plan.Succeeded, plan.Failed
+	st.Conditions = slices.Clone(st.Conditions)
+	var retryAt time.Time
+	if refused == "" {
+		st.RemoveCondition(model.ConditionReplicaFailure)
+	} else {
+		if old := st.Condition(model.ConditionReplicaFailure); old == nil || old.Message != refused {
+			_ = a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindJob, Namespace: ref.Namespace, Name: ref.Name, UID: j.Metadata.UID},
+				"Warning", model.ReasonFailedCreate, refused, EventSourceJob)
+		}
+		model.SetCondition(&st.Conditions, model.JobCondition{Type: model.ConditionReplicaFailure, Status: model.ConditionTrue, Reason: model.ReasonFailedCreate, Message: refused}, now)
+		retryAt = createRetryAt(st.Condition(model.ConditionReplicaFailure).LastTransitionTime, now)
+	}
 	if o := plan.Outcome; o.Type != "" {
 		st.Active = 0
 		st.CompletionTime = &now
@@ -111,22 +130,17 @@ func (a *Control) SyncJob(ctx context.Context, ref JobRef) (JobSyncResult, error
 		_ = a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindJob, Namespace: ref.Namespace, Name: ref.Name, UID: j.Metadata.UID}, typ, reason, msg, EventSourceJob)
 	}
 	res := JobSyncResult{}
-	if !plan.WakeAt.IsZero() {
-		res.WakeAfter = max(plan.WakeAt.Sub(now), time.Second)
+	if wake := earliest(plan.WakeAt, retryAt); !wake.IsZero() {
+		res.WakeAfter = max(wake.Sub(now), time.Second)
 	}
 	if plan.Outcome.Type != "" {
 		res.WakeAfter = time.Second // stop what runs, start the TTL
 	}
-	if statusSame(j.Status, st) {
+	if sameJSON(j.Status, st) {
 		return res, nil
 	}
 	j.Status = st
 	return res, a.Store.Jobs().Update(ctx, j)
-}
-
-func statusSame(a, b model.JobStatus) bool {
-	return a.Active == b.Active && a.Succeeded == b.Succeeded && a.Failed == b.Failed &&
-		len(a.Conditions) == len(b.Conditions) && (a.StartTime == nil) == (b.StartTime == nil)
 }
 
 func podFinished(p *model.Pod) bool {
@@ -169,13 +183,13 @@ func ownedPodsOf(ctx context.Context, st *store.Store, kind, ns, name, uid strin
 // createJobPod makes one pod of the job and starts its lifecycle.
 func (a *Control) createJobPod(ctx context.Context, j *model.Job) error {
 	yes := true
-	for attempt := 0; ; attempt++ {
+	err := a.createOwnedPod(ctx, func() *model.Pod {
 		labels := maps.Clone(j.Spec.Template.Metadata.Labels)
 		if labels == nil {
 			labels = map[string]string{}
 		}
 		labels[model.LabelJobName] = j.Metadata.Name
-		p := &model.Pod{
+		return &model.Pod{
 			Metadata: model.ObjectMeta{Name: j.Metadata.Name + "-" + podSuffix(), Namespace: j.Metadata.Namespace, Labels: labels,
 				Annotations: maps.Clone(j.Spec.Template.Metadata.Annotations),
 				OwnerReferences: []model.OwnerReference{{APIVersion: model.APIVersionBatch, Kind: model.KindJob, Name: j.Metadata.Name,
@@ -183,24 +197,11 @@ func (a *Control) createJobPod(ctx context.Context, j *model.Job) error {
 			Spec:   j.Spec.Template.Spec,
 			Status: model.PodStatus{Phase: model.PodPending},
 		}
-		model.DefaultPod(p)
-		err := a.Store.CreatePod(ctx, p)
-		if errors.Is(err, store.ErrAlreadyExists) && attempt < 5 {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("create a pod of job %s: %w", j.Metadata.Name, err)
-		}
-		if a.Lifecycles == nil {
-			return nil
-		}
-		pref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
-		if err := a.Lifecycles.Start(ctx, pref); err != nil {
-			_, _ = a.Store.Pods().Delete(context.WithoutCancel(ctx), pref.Namespace, pref.Name, p.Metadata.ResourceVersion)
-			return fmt.Errorf("start the lifecycle of pod %s: %w", pref, err)
-		}
-		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create a pod of job %s: %w", j.Metadata.Name, err)
 	}
+	return nil
 }
 
 // deleteJobPods starts the deletion of the job's pods that pick selects

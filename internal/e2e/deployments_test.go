@@ -720,3 +720,51 @@ func TestDeploymentScaleDownRemovesNotReadyPodsFirst(t *testing.T) {
 		}
 	}
 }
+
+// A deployment whose image left the catalog creates no pod: it says why
+// (ReplicaFailure, reason FailedCreate, and a Warning event), and once the
+// image is imported again its pods are created and the condition goes.
+func TestDeploymentWaitsForAnImageThatLeftTheCatalog(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 1)
+	c.createImage("transient", model.ImageZoneTemplate, "", "", "")
+	c.waitImage("transient", model.ImageReady, nil, time.Minute)
+	body := strings.Replace(webDeployment("lost", 0, "exec sleep 3600", ""), `"image":"base"`, `"image":"transient"`, 1)
+	if code, b := c.do("POST", deploymentsPath, body); code != http.StatusCreated {
+		t.Fatalf("create deployment: %d %s", code, b)
+	}
+	c.waitRolledOut("lost", time.Minute)
+	if code, b := c.do("DELETE", "/api/v1/images/transient", nil); code != http.StatusAccepted && code != http.StatusOK {
+		t.Fatalf("delete the image: %d %s", code, b)
+	}
+	c.eventually(time.Minute, "the image to be gone", func() bool { _, code := c.image("transient"); return code == http.StatusNotFound })
+	if code, b := c.do("PUT", deploymentsPath+"/lost/scale", `{"spec":{"replicas":2}}`); code != http.StatusOK {
+		t.Fatalf("scale to 2: %d %s", code, b)
+	}
+	c.eventually(time.Minute, "ReplicaFailure on the deployment", func() bool {
+		d := c.deployment("lost")
+		cond := d.Status.Condition(model.ConditionReplicaFailure)
+		return cond != nil && cond.Status == model.ConditionTrue && cond.Reason == model.ReasonFailedCreate &&
+			strings.Contains(cond.Message, "spec.template.spec.containers[0].image")
+	})
+	if pods := c.podsOf("lost"); len(pods) != 0 {
+		t.Fatalf("pods of an image not in the catalog: %v", pods)
+	}
+	var events model.List[model.Event]
+	c.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dlost", &events)
+	failed := 0
+	for _, e := range events.Items {
+		if e.Reason == model.ReasonFailedCreate && e.Type == model.EventWarning {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d FailedCreate events; want one: %+v", failed, events.Items)
+	}
+
+	c.createImage("transient", model.ImageZoneTemplate, "", "", "")
+	d := c.waitRolledOut("lost", 2*time.Minute)
+	if cond := d.Status.Condition(model.ConditionReplicaFailure); cond != nil {
+		t.Fatalf("ReplicaFailure stays once the pods run: %+v", cond)
+	}
+}

@@ -2,9 +2,10 @@ package model
 
 import "time"
 
-// condition is what SetCondition needs of a pod's or a node's condition.
+// condition is what SetCondition needs of a pod's, a node's or a job's
+// condition.
 type condition interface {
-	PodCondition | NodeCondition
+	PodCondition | NodeCondition | JobCondition
 }
 
 // SetCondition puts c into conds, replacing the condition of its type. The
@@ -43,6 +44,8 @@ func fields[C condition](c *C) (string, string, **time.Time) {
 		return v.Type, v.Status, &v.LastTransitionTime
 	case *NodeCondition:
 		return v.Type, v.Status, &v.LastTransitionTime
+	case *JobCondition:
+		return v.Type, v.Status, &v.LastTransitionTime
 	}
 	panic("unreachable")
 }
@@ -56,6 +59,10 @@ func equalCondition[C condition](a, b C) bool {
 		y := any(b).(NodeCondition)
 		return x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message &&
 			sameTime(x.LastTransitionTime, y.LastTransitionTime) && sameTime(x.LastHeartbeatTime, y.LastHeartbeatTime)
+	case JobCondition:
+		y := any(b).(JobCondition)
+		return x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message &&
+			sameTime(x.LastTransitionTime, y.LastTransitionTime) && sameTime(x.LastProbeTime, y.LastProbeTime)
 	}
 	return false
 }

@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Kinds of the apps group.
 const (
@@ -43,12 +46,29 @@ const (
 	ReasonRolledBack = "DeploymentRolledBack"
 )
 
+// ConditionReplicaFailure is true while a deployment or a job cannot
+// create its pods (reason ReasonFailedCreate), as Kubernetes' ReplicaSet
+// and Deployment say; it goes once a pod can be created again.
+const (
+	ConditionReplicaFailure = "ReplicaFailure"
+	ReasonFailedCreate      = "FailedCreate"
+)
+
 // Deployment defaults, as Kubernetes has them.
 const (
 	DefaultRevisionHistoryLimit    = int32(10)
 	DefaultProgressDeadlineSeconds = int32(600)
-	// MaxDeploymentReplicas bounds replicas: every one is a zone.
+	// MaxDeploymentReplicas bounds replicas, and maxSurge and
+	// maxUnavailable given as numbers: every replica is a zone.
+	// Kubernetes bounds them by int32 alone.
 	MaxDeploymentReplicas = int32(10000)
+	// MaxRolloutSeconds bounds minReadySeconds, progressDeadlineSeconds
+	// and healthyDeadlineSeconds: a day. Kubernetes sets no bound (a
+	// progressDeadlineSeconds of MaxInt32 means never); a day keeps each a
+	// timer a workflow holds, and deadline sums far from overflowing.
+	MaxRolloutSeconds = int32(86400)
+	// MaxRevisionHistoryLimit bounds the revisions kept (each a row).
+	MaxRevisionHistoryLimit = int32(1000)
 	// MaxDeploymentNameLength leaves room in a pod's name (a DNS label)
 	// for "-<hash>-<suffix>".
 	MaxDeploymentNameLength = 46
@@ -181,6 +201,14 @@ func (s *DeploymentStatus) SetCondition(c DeploymentCondition, now time.Time) {
 		c.LastTransitionTime = &now
 	}
 	*old = c
+}
+
+// RemoveCondition drops the condition of type typ; it reports whether
+// there was one.
+func (s *DeploymentStatus) RemoveCondition(typ string) bool {
+	n := len(s.Conditions)
+	s.Conditions = slices.DeleteFunc(s.Conditions, func(c DeploymentCondition) bool { return c.Type == typ })
+	return len(s.Conditions) != n
 }
 
 // DesiredReplicas is spec.replicas with its default.

@@ -100,14 +100,17 @@ func ValidateDeployment(d *Deployment) FieldErrors {
 		errs.add("spec.template.metadata.labels["+LabelPodTemplateHash+"]", FieldForbidden, "Forbidden: the deployment sets this label on its pods")
 	}
 	errs = append(errs, validateTemplate(sp, d.Metadata.Namespace, d.Metadata.Name)...)
-	if sp.MinReadySeconds < 0 {
-		errs.add("spec.minReadySeconds", FieldInvalid, "Invalid value: %d: must be greater than or equal to 0", sp.MinReadySeconds)
+	minReadyOK := sp.MinReadySeconds >= 0 && sp.MinReadySeconds < MaxRolloutSeconds
+	if !minReadyOK {
+		errs.add("spec.minReadySeconds", FieldInvalid, "Invalid value: %d: must be between 0 and %d, inclusive (less than progressDeadlineSeconds)", sp.MinReadySeconds, MaxRolloutSeconds-1)
 	}
-	if v := *sp.RevisionHistoryLimit; v < 0 || v > 1000 {
-		errs.add("spec.revisionHistoryLimit", FieldInvalid, "Invalid value: %d: must be between 0 and 1000, inclusive", v)
+	if v := *sp.RevisionHistoryLimit; v < 0 || v > MaxRevisionHistoryLimit {
+		errs.add("spec.revisionHistoryLimit", FieldInvalid, "Invalid value: %d: must be between 0 and %d, inclusive", v, MaxRevisionHistoryLimit)
 	}
-	if v := *sp.ProgressDeadlineSeconds; v <= sp.MinReadySeconds || v > 86400 {
-		errs.add("spec.progressDeadlineSeconds", FieldInvalid, "Invalid value: %d: must be greater than minReadySeconds and at most 86400", v)
+	// Compared with a minReadySeconds out of range, any deadline would be
+	// wrong: that field alone is named.
+	if v := *sp.ProgressDeadlineSeconds; (minReadyOK && v <= sp.MinReadySeconds) || v <= 0 || v > MaxRolloutSeconds {
+		errs.add("spec.progressDeadlineSeconds", FieldInvalid, "Invalid value: %d: must be greater than minReadySeconds and at most %d", v, MaxRolloutSeconds)
 	}
 	switch sp.Strategy.Type {
 	case StrategyRecreate:
@@ -116,7 +119,7 @@ func ValidateDeployment(d *Deployment) FieldErrors {
 		}
 	case StrategyRollingUpdate:
 		errs = append(errs, validateRollingUpdate(sp.Strategy.RollingUpdate)...)
-		if h := sp.Strategy.RollingUpdate.HealthyDeadlineSeconds; h > 0 && h <= sp.MinReadySeconds {
+		if h := sp.Strategy.RollingUpdate.HealthyDeadlineSeconds; minReadyOK && h > 0 && h <= sp.MinReadySeconds {
 			errs.add("spec.strategy.rollingUpdate.healthyDeadlineSeconds", FieldInvalid, "Invalid value: %d: must be greater than minReadySeconds (a pod is healthy once available)", h)
 		}
 	default:
@@ -148,20 +151,28 @@ func validateTemplate(sp *DeploymentSpec, ns, name string) FieldErrors {
 	return errs
 }
 
+// validateRollingUpdate checks maxSurge and maxUnavailable: a number up
+// to MaxDeploymentReplicas or a percentage up to 100%. Kubernetes bounds
+// maxUnavailable's percentage so; a larger maxSurge does no more than
+// 100% does (a rollout never runs more than replicas new pods beside the
+// old ones), and a bounded one keeps replicas + maxSurge within int32.
 func validateRollingUpdate(ru *RollingUpdateConfig) FieldErrors {
 	var errs FieldErrors
 	check := func(field string, v *IntOrString) bool {
 		if v.StrVal != "" {
 			digits, ok := strings.CutSuffix(v.StrVal, "%")
 			n, err := strconv.Atoi(digits)
-			if !ok || err != nil || n < 0 {
+			switch {
+			case !ok || err != nil || n < 0:
 				errs.add(field, FieldInvalid, "Invalid value: %q: must be an integer or a percentage (e.g. '5%%')", v.StrVal)
 				return false
+			case n > 100:
+				errs.add(field, FieldInvalid, "Invalid value: %q: must not be greater than 100%%", v.StrVal)
 			}
 			return n == 0
 		}
-		if v.IntVal < 0 {
-			errs.add(field, FieldInvalid, "Invalid value: %d: must be greater than or equal to 0", v.IntVal)
+		if v.IntVal < 0 || v.IntVal > MaxDeploymentReplicas {
+			errs.add(field, FieldInvalid, "Invalid value: %d: must be between 0 and %d, inclusive", v.IntVal, MaxDeploymentReplicas)
 		}
 		return v.IntVal == 0
 	}
@@ -170,13 +181,8 @@ func validateRollingUpdate(ru *RollingUpdateConfig) FieldErrors {
 	if surgeZero && unavailZero {
 		errs.add("spec.strategy.rollingUpdate.maxUnavailable", FieldInvalid, "Invalid value: %s: may not be 0 when `maxSurge` is 0", ru.MaxUnavailable)
 	}
-	if u := ru.MaxUnavailable; u.StrVal != "" {
-		if n, err := strconv.Atoi(strings.TrimSuffix(u.StrVal, "%")); err == nil && n > 100 {
-			errs.add("spec.strategy.rollingUpdate.maxUnavailable", FieldInvalid, "Invalid value: %q: must not be greater than 100%%", u.StrVal)
-		}
-	}
-	if ru.HealthyDeadlineSeconds < 0 || ru.HealthyDeadlineSeconds > 86400 {
-		errs.add("spec.strategy.rollingUpdate.healthyDeadlineSeconds", FieldInvalid, "Invalid value: %d: must be between 0 and 86400, inclusive", ru.HealthyDeadlineSeconds)
+	if h := ru.HealthyDeadlineSeconds; h < 0 || h > MaxRolloutSeconds {
+		errs.add("spec.strategy.rollingUpdate.healthyDeadlineSeconds", FieldInvalid, "Invalid value: %d: must be between 0 and %d, inclusive", h, MaxRolloutSeconds)
 	}
 	return errs
 }

@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // KindJob is the batch group's kind.
 const KindJob = "Job"
@@ -17,11 +20,20 @@ const (
 	ReasonDeadlineExceeded     = "DeadlineExceeded"
 )
 
-// Job defaults and bounds.
+// Job defaults and bounds. Completions and parallelism are bounded as
+// Kubernetes bounds an indexed job's (completionsSoftLimit 100,000 with
+// parallelismLimitForHighCompletions 10,000); every pod is a zone.
 const (
 	DefaultBackoffLimit = int32(6)
 	MaxJobCompletions   = int32(100000)
 	MaxJobParallelism   = int32(10000)
+	// MaxJobBackoffLimit bounds the failed pods a job tolerates
+	// (Kubernetes: int32 alone); each failure is a pod.
+	MaxJobBackoffLimit = int32(10000)
+	// MaxJobSeconds bounds activeDeadlineSeconds and
+	// ttlSecondsAfterFinished: a year, a timer a workflow can hold
+	// (Kubernetes: int64 and int32 alone).
+	MaxJobSeconds = int64(365 * 86400)
 	// MaxJobNameLength leaves room in a pod's name for "-<suffix>".
 	MaxJobNameLength = 57
 )
@@ -63,7 +75,8 @@ type JobStatus struct {
 	Conditions     []JobCondition `json:"conditions,omitempty"`
 }
 
-// JobCondition is a job's end: Complete or Failed.
+// JobCondition is a job's end (Complete or Failed), or a trouble on the
+// way (ReplicaFailure).
 type JobCondition struct {
 	Type               string     `json:"type"`
 	Status             string     `json:"status"`
@@ -81,6 +94,24 @@ func (s *JobStatus) Finished() *JobCondition {
 		}
 	}
 	return nil
+}
+
+// Condition returns the condition of type typ, or nil.
+func (s *JobStatus) Condition(typ string) *JobCondition {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == typ {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// RemoveCondition drops the condition of type typ; it reports whether
+// there was one.
+func (s *JobStatus) RemoveCondition(typ string) bool {
+	n := len(s.Conditions)
+	s.Conditions = slices.DeleteFunc(s.Conditions, func(c JobCondition) bool { return c.Type == typ })
+	return len(s.Conditions) != n
 }
 
 func (j *Job) GetTypeMeta() *TypeMeta    { return &j.TypeMeta }
@@ -131,14 +162,14 @@ func ValidateJob(j *Job) FieldErrors {
 	if v := *sp.Completions; v < 0 || v > MaxJobCompletions {
 		errs.add("spec.completions", FieldInvalid, "Invalid value: %d: must be between 0 and %d, inclusive", v, MaxJobCompletions)
 	}
-	if v := *sp.BackoffLimit; v < 0 || v > 10000 {
-		errs.add("spec.backoffLimit", FieldInvalid, "Invalid value: %d: must be between 0 and 10000, inclusive", v)
+	if v := *sp.BackoffLimit; v < 0 || v > MaxJobBackoffLimit {
+		errs.add("spec.backoffLimit", FieldInvalid, "Invalid value: %d: must be between 0 and %d, inclusive", v, MaxJobBackoffLimit)
 	}
-	if v := sp.ActiveDeadlineSeconds; v != nil && (*v <= 0 || *v > 365*86400) {
-		errs.add("spec.activeDeadlineSeconds", FieldInvalid, "Invalid value: %d: must be between 1 and %d, inclusive", *v, 365*86400)
+	if v := sp.ActiveDeadlineSeconds; v != nil && (*v <= 0 || *v > MaxJobSeconds) {
+		errs.add("spec.activeDeadlineSeconds", FieldInvalid, "Invalid value: %d: must be between 1 and %d, inclusive", *v, MaxJobSeconds)
 	}
-	if v := sp.TTLSecondsAfterFinished; v != nil && (*v < 0 || *v > 365*86400) {
-		errs.add("spec.ttlSecondsAfterFinished", FieldInvalid, "Invalid value: %d: must be between 0 and %d, inclusive", *v, 365*86400)
+	if v := sp.TTLSecondsAfterFinished; v != nil && (*v < 0 || int64(*v) > MaxJobSeconds) {
+		errs.add("spec.ttlSecondsAfterFinished", FieldInvalid, "Invalid value: %d: must be between 0 and %d, inclusive", *v, MaxJobSeconds)
 	}
 	tmp := DeploymentSpec{Template: sp.Template}
 	for _, e := range validateTemplate(&tmp, j.Metadata.Namespace, j.Metadata.Name) {

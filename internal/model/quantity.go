@@ -30,6 +30,47 @@ var suffixes = map[string]*big.Rat{
 	"Ei": big.NewRat(1<<60, 1),
 }
 
+// Bounds of the amounts a spec may ask for. Kubernetes bounds a quantity
+// only by its 64-bit form; these lie far above any host and keep the
+// sums the scheduler makes over a node's pods and claims, and the
+// thousandths ParseQuantity counts in, far from overflowing int64.
+const (
+	// MaxMilliCPU: a million cores.
+	MaxMilliCPU int64 = 1_000_000 * 1000
+	// MaxMemoryBytes: 1Pi of memory.
+	MaxMemoryBytes int64 = 1 << 50
+	// MaxStorageBytes: 1Pi for a claim, an emptyDir or an image.
+	MaxStorageBytes int64 = 1 << 50
+)
+
+// quantityProblem says what is wrong with v as an amount of resource
+// (cpu, memory or storage; another is only parsed), or "" when nothing
+// is: it parses, is not negative, and is within its resource's bound.
+func quantityProblem(resource, v string) string {
+	q, err := ParseQuantity(v)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("Invalid value: %q: %v", v, err)
+	case q < 0:
+		return fmt.Sprintf("Invalid value: %q: must be greater than or equal to 0", v)
+	}
+	switch bytes := (q + 999) / 1000; resource {
+	case ResourceCPU:
+		if q > MaxMilliCPU {
+			return fmt.Sprintf("Invalid value: %q: must be at most %d (cores)", v, MaxMilliCPU/1000)
+		}
+	case ResourceMemory:
+		if bytes > MaxMemoryBytes {
+			return fmt.Sprintf("Invalid value: %q: must be at most 1Pi", v)
+		}
+	case ResourceStorage:
+		if bytes > MaxStorageBytes {
+			return fmt.Sprintf("Invalid value: %q: must be at most 1Pi", v)
+		}
+	}
+	return ""
+}
+
 // ParseQuantity parses a Kubernetes quantity ("500m", "2Gi", "1.5", "1e3")
 // and returns its value in thousandths, rounded up, so that CPU in
 // millicores and memory in bytes (×1000) share one exact representation.

@@ -266,16 +266,11 @@ func validateResources(field string, r *ResourceRequirements) FieldErrors {
 				errs.add(f, FieldNotSupported, "Unsupported value: %q: supported values: \"cpu\", \"memory\"", k)
 				continue
 			}
-			q, err := ParseQuantity(v)
-			if err != nil {
-				errs.add(f, FieldInvalid, "Invalid value: %q: %v", v, err)
+			if d := quantityProblem(k, v); d != "" {
+				errs.add(f, FieldInvalid, "%s", d)
 				continue
 			}
-			if q < 0 {
-				errs.add(f, FieldInvalid, "Invalid value: %q: must be greater than or equal to 0", v)
-				continue
-			}
-			parsed[part.name][k] = q
+			parsed[part.name][k], _ = ParseQuantity(v)
 		}
 	}
 	for k, req := range parsed["requests"] {
@@ -481,8 +476,12 @@ func ValidateNode(n *Node) FieldErrors {
 		list ResourceList
 	}{{"status.capacity", n.Status.Capacity}, {"status.allocatable", n.Status.Allocatable}} {
 		for k, v := range part.list {
-			if _, err := ParseQuantity(v); err != nil {
+			// A node's amounts are what its host has: not negative, and
+			// only ParseQuantity's bound above (a pool may pass 1Pi).
+			if q, err := ParseQuantity(v); err != nil {
 				errs.add(part.name+"."+k, FieldInvalid, "Invalid value: %q: %v", v, err)
+			} else if q < 0 {
+				errs.add(part.name+"."+k, FieldInvalid, "Invalid value: %q: must be greater than or equal to 0", v)
 			}
 		}
 	}
@@ -539,8 +538,8 @@ func ValidateImage(img *Image) FieldErrors {
 	case s.SHA256 != "" && !sha256Hex.MatchString(s.SHA256):
 		errs.add("spec.sha256", FieldInvalid, "Invalid value: %q: must be 64 lowercase hexadecimal digits", s.SHA256)
 	}
-	if s.Size < 0 {
-		errs.add("spec.size", FieldInvalid, "Invalid value: %d: must be greater than or equal to 0", s.Size)
+	if s.Size < 0 || s.Size > MaxStorageBytes {
+		errs.add("spec.size", FieldInvalid, "Invalid value: %d: must be between 0 and %d (1Pi), inclusive", s.Size, MaxStorageBytes)
 	}
 	if s.Compression != "" && !slices.Contains([]string{CompressionNone, CompressionGzip, CompressionZstd, CompressionXZ}, s.Compression) {
 		errs.add("spec.compression", FieldNotSupported, "Unsupported value: %q: supported values: \"none\", \"gzip\", \"zstd\", \"xz\" (or empty to detect it)", s.Compression)
@@ -563,11 +562,8 @@ func validateResourceList(field string, l ResourceList) FieldErrors {
 			errs.add(f, FieldNotSupported, "Unsupported value: %q: supported values: \"cpu\", \"memory\"", k)
 			continue
 		}
-		q, err := ParseQuantity(v)
-		if err != nil {
-			errs.add(f, FieldInvalid, "Invalid value: %q: %v", v, err)
-		} else if q < 0 {
-			errs.add(f, FieldInvalid, "Invalid value: %q: must be greater than or equal to 0", v)
+		if d := quantityProblem(k, v); d != "" {
+			errs.add(f, FieldInvalid, "%s", d)
 		}
 	}
 	return errs

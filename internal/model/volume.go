@@ -223,6 +223,18 @@ func DefaultPersistentVolumeClaim(c *PersistentVolumeClaim) {
 	}
 }
 
+// validateSize checks a size of storage: positive and at most
+// MaxStorageBytes.
+func validateSize(field, v string) FieldErrors {
+	var errs FieldErrors
+	if d := quantityProblem(ResourceStorage, v); d != "" {
+		errs.add(field, FieldInvalid, "%s", d)
+	} else if n, _ := Bytes(v); n <= 0 {
+		errs.add(field, FieldInvalid, "Invalid value: %q: must be a positive quantity such as 1Gi", v)
+	}
+	return errs
+}
+
 // ClaimBytes is the claim's requested size in bytes; validation ensured
 // it parses.
 func ClaimBytes(c *PersistentVolumeClaim) int64 {
@@ -240,10 +252,10 @@ func ValidatePersistentVolumeClaim(c *PersistentVolumeClaim) FieldErrors {
 		}
 	}
 	storage, ok := c.Spec.Resources.Requests[ResourceStorage]
-	if n, err := Bytes(storage); !ok {
+	if !ok {
 		errs.add("spec.resources.requests.storage", FieldRequired, "Required value")
-	} else if err != nil || n <= 0 {
-		errs.add("spec.resources.requests.storage", FieldInvalid, "Invalid value: %q: must be a positive quantity such as 1Gi", storage)
+	} else {
+		errs = append(errs, validateSize("spec.resources.requests.storage", storage)...)
 	}
 	for name := range c.Spec.Resources.Requests {
 		if name != ResourceStorage {
@@ -299,9 +311,7 @@ func validateVolumes(s *PodSpec) FieldErrors {
 			errs = append(errs, ValidateName(f+".persistentVolumeClaim.claimName", v.PersistentVolumeClaim.ClaimName)...)
 		case v.EmptyDir != nil:
 			if l := v.EmptyDir.SizeLimit; l != "" {
-				if n, err := Bytes(l); err != nil || n <= 0 {
-					errs.add(f+".emptyDir.sizeLimit", FieldInvalid, "Invalid value: %q: must be a positive quantity such as 1Gi", l)
-				}
+				errs = append(errs, validateSize(f+".emptyDir.sizeLimit", l)...)
 			}
 		default:
 			errs.add(f, FieldRequired, "Required value: must specify a volume type (persistentVolumeClaim or emptyDir)")

@@ -346,6 +346,25 @@ func (r Resource[T, PT]) ListAll(ctx context.Context, o ListOptions) ([]T, error
 	}
 }
 
+// CheckListOptions refuses (ErrInvalid) the selectors and continue token
+// of o that List or Watch would refuse, fields being the kind's field
+// selectors, without reading anything: a request can be refused before
+// it waits for a resource version.
+func CheckListOptions(o ListOptions, fields map[string]string) error {
+	if _, err := ParseLabelSelector(o.LabelSelector); err != nil {
+		return err
+	}
+	if _, err := ParseFieldSelector(o.FieldSelector, fields); err != nil {
+		return err
+	}
+	if o.Continue != "" {
+		if _, err := decodeContinue(o.Continue); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func encodeContinue(t continueToken) string {
 	b, _ := json.Marshal(t)
 	return base64.RawURLEncoding.EncodeToString(b)

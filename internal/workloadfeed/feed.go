@@ -3,7 +3,8 @@
 // it waits, so something must tell it when its spec or one of its pods
 // changed. The follower is that something. It signals only for changes
 // the workflow can act on (a new generation, a deletion, a pod gone,
-// terminating, Ready, finished or restarted), never for the workflow's
+// terminating, Ready, finished or restarted, a new image in the catalog
+// while the workflow cannot create its pods), never for the workflow's
 // own status writes or pod creations.
 package workloadfeed
 
@@ -119,6 +120,16 @@ func stateOf(p *model.Pod) (podState, bool) {
 	return st, true
 }
 
+func deploymentFailing(d *model.Deployment) bool {
+	c := d.Status.Condition(model.ConditionReplicaFailure)
+	return c != nil && c.Status == model.ConditionTrue
+}
+
+func jobFailing(j *model.Job) bool {
+	c := j.Status.Condition(model.ConditionReplicaFailure)
+	return c != nil && c.Status == model.ConditionTrue
+}
+
 // ownerState is what of a deployment or job wakes its workflow.
 type ownerState struct {
 	generation int64
@@ -147,18 +158,27 @@ func (f *Follower) follow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	images, err := f.Store.Images().List(ctx, store.ListOptions{})
+	if err != nil {
+		return err
+	}
 	seen := map[ref]ownerState{}
 	seenPods := map[string]podState{}
 	dirty := map[ref]bool{}
+	// failing: the owners that could not create their pods (a
+	// ReplicaFailure condition); a new image may be the one they lack.
+	failing := map[ref]bool{}
 	for _, d := range deps.Items {
 		r := ref{model.KindDeployment, d.Metadata.Namespace, d.Metadata.Name}
 		seen[r] = ownerState{d.Metadata.Generation, d.Metadata.DeletionTimestamp != nil}
 		dirty[r] = true
+		failing[r] = deploymentFailing(&d)
 	}
 	for _, j := range jobs.Items {
 		r := ref{model.KindJob, j.Metadata.Namespace, j.Metadata.Name}
 		seen[r] = ownerState{j.Metadata.Generation, j.Metadata.DeletionTimestamp != nil}
 		dirty[r] = true
+		failing[r] = jobFailing(&j)
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -181,21 +201,28 @@ func (f *Follower) follow(ctx context.Context) error {
 		return err
 	}
 	defer podW.Stop()
+	imgW, err := f.Store.Images().Watch(ctx, store.WatchOptions{ResourceVersion: rv(images.Metadata.ResourceVersion)})
+	if err != nil {
+		return err
+	}
+	defer imgW.Stop()
 	resync := f.Resync
 	if resync <= 0 {
 		resync = DefaultResync
 	}
 	timer := time.NewTimer(resync)
 	defer timer.Stop()
-	owner := func(typ string, r ref, m *model.ObjectMeta) {
+	owner := func(typ string, r ref, m *model.ObjectMeta, failed bool) {
 		now := ownerState{m.Generation, m.DeletionTimestamp != nil}
 		if old, ok := seen[r]; typ == "DELETED" || !ok || old != now {
 			dirty[r] = true
 		}
 		if typ == "DELETED" {
 			delete(seen, r)
+			delete(failing, r)
 		} else {
 			seen[r] = now
+			failing[r] = failed
 		}
 	}
 	// take applies one change from the watches; it reports false when
@@ -219,7 +246,7 @@ func (f *Follower) follow(ctx context.Context) error {
 			}
 			var d model.Deployment
 			if json.Unmarshal(ev.Object, &d) == nil {
-				owner(ev.Type, ref{model.KindDeployment, d.Metadata.Namespace, d.Metadata.Name}, &d.Metadata)
+				owner(ev.Type, ref{model.KindDeployment, d.Metadata.Namespace, d.Metadata.Name}, &d.Metadata, deploymentFailing(&d))
 			}
 		case ev, ok := <-jobW.Events:
 			if !ok {
@@ -227,7 +254,20 @@ func (f *Follower) follow(ctx context.Context) error {
 			}
 			var j model.Job
 			if json.Unmarshal(ev.Object, &j) == nil {
-				owner(ev.Type, ref{model.KindJob, j.Metadata.Namespace, j.Metadata.Name}, &j.Metadata)
+				owner(ev.Type, ref{model.KindJob, j.Metadata.Namespace, j.Metadata.Name}, &j.Metadata, jobFailing(&j))
+			}
+		case ev, ok := <-imgW.Events:
+			if !ok {
+				return false, ended("images", imgW)
+			}
+			// Only a new image can end a failure to create pods: one
+			// being deleted stays so until it is gone.
+			if ev.Type == "ADDED" {
+				for r, failed := range failing {
+					if failed {
+						dirty[r] = true
+					}
+				}
 			}
 		case ev, ok := <-podW.Events:
 			if !ok {

@@ -117,3 +117,78 @@ func TestWakesOnlyForChangesTheWorkflowActsOn(t *testing.T) {
 	expect(jobs, 1, "a job's creation")
 	expect(deps, 5, "a job's creation")
 }
+
+// A deployment or a job that could not create its pods (ReplicaFailure)
+// is woken when a new image enters the catalog, as that may be the image
+// it lacks; one that creates its pods is not.
+func TestWakesThoseThatCannotCreatePodsWhenAnImageArrives(t *testing.T) {
+	st, ctx := storetest.New(t), context.Background()
+	deps, jobs := &wakes{}, &wakes{}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&workloadfeed.Follower{Store: st, Deployments: deps, Jobs: jobs, Log: slog.New(slog.DiscardHandler),
+			Gather: 10 * time.Millisecond, GatherWindow: 50 * time.Millisecond}).Run(runCtx)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	expect := func(w *wakes, want int, what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for w.count() < want && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond) // nothing more may come
+		if got := w.count(); got != want {
+			t.Fatalf("after %s: %d wakes; want %d (%v)", what, got, want, w.names)
+		}
+	}
+	for _, name := range []string{"web", "ok"} {
+		d := &model.Deployment{Metadata: model.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: model.DeploymentSpec{Selector: &model.LabelSelector{MatchLabels: map[string]string{"app": name}}}}
+		if err := st.CreateDeployment(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CreateJob(ctx, &model.Job{Metadata: model.ObjectMeta{Name: "pi", Namespace: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	expect(deps, 2, "the deployments' creation")
+	expect(jobs, 1, "the job's creation")
+	newImage := func(name string) {
+		t.Helper()
+		if err := st.Images().Create(ctx, &model.Image{Metadata: model.ObjectMeta{Name: name}, Spec: model.ImageSpec{Kind: model.ImageZoneTemplate}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newImage("first")
+	expect(deps, 2, "an image while none fails")
+
+	now := time.Now()
+	if _, err := st.Deployments().Modify(ctx, "default", "web", func(d *model.Deployment) bool {
+		d.Status.SetCondition(model.DeploymentCondition{Type: model.ConditionReplicaFailure, Status: model.ConditionTrue, Reason: model.ReasonFailedCreate}, now)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Jobs().Modify(ctx, "default", "pi", func(j *model.Job) bool {
+		model.SetCondition(&j.Status.Conditions, model.JobCondition{Type: model.ConditionReplicaFailure, Status: model.ConditionTrue, Reason: model.ReasonFailedCreate}, now)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	expect(deps, 2, "a ReplicaFailure status write")
+	newImage("second")
+	expect(deps, 3, "an image while web fails")
+	expect(jobs, 2, "an image while the job fails")
+	deps.mu.Lock()
+	last := deps.names[len(deps.names)-1]
+	deps.mu.Unlock()
+	if last != "default/web" {
+		t.Fatalf("woke %s; want default/web, the failing one", last)
+	}
+	if _, err := st.MarkImageDeleting(ctx, "second", ""); err != nil {
+		t.Fatal(err)
+	}
+	expect(deps, 3, "an image being deleted")
+}
