@@ -70,17 +70,18 @@ func (s *Store) readSettled(ctx context.Context, fn func(tx pgx.Tx, rv int64) er
 		return classify(err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", pglock.Change); err != nil {
-		return classify(err)
-	}
+	// Until the unlock is read back, whether the session holds the lock
+	// is unknown (a cancelled wait may have got it): ending the session
+	// ends it, and the pool drops a closed connection.
 	locked := true
 	defer func() {
 		if locked {
-			// Whether the lock is still held is unknown: ending the
-			// session ends it (the pool drops a closed connection).
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		}
 	}()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", pglock.Change); err != nil {
+		return classify(err)
+	}
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return classify(err)
