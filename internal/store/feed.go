@@ -172,17 +172,10 @@ func (f *feed) catchUp(ctx context.Context) error {
 		if last >= through {
 			return nil
 		}
-		batch, err := f.s.changesBetween(ctx, last, through, "", 500)
+		const page = 500
+		batch, err := f.s.changesBetween(ctx, last, through, "", page)
 		if err != nil {
 			return err
-		}
-		if len(batch) == 0 {
-			// Nothing (more) committed up to through: the versions left
-			// were rolled back.
-			f.mu.Lock()
-			f.last = through
-			f.mu.Unlock()
-			return nil
 		}
 		f.mu.Lock()
 		for _, c := range batch {
@@ -198,7 +191,13 @@ func (f *feed) catchUp(ctx context.Context) error {
 				}
 			}
 		}
-		f.last = batch[len(batch)-1].ResourceVersion
+		if len(batch) < page {
+			// Every committed change up to through is out; the versions
+			// between without one were rolled back.
+			f.last = through
+		} else {
+			f.last = batch[len(batch)-1].ResourceVersion
+		}
 		f.mu.Unlock()
 	}
 }
