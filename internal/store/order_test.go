@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -251,5 +252,69 @@ func TestListVersionIsTheSnapshotAWatchResumesFrom(t *testing.T) {
 		if got := received(t, snap.watch, all[len(all)-1]); !slices.Equal(got, after) {
 			t.Fatalf("watch from list %d's version %d saw\n%v\nwant\n%v", i, snap.rv, got, after)
 		}
+	}
+}
+
+// A write that waits for another's rows takes its version after that one
+// committed: a name created again while its deletion commits is ADDED
+// after the DELETED, in the feed as in the versions.
+func TestAVersionIsTakenAfterTheRowsItWaitedFor(t *testing.T) {
+	s := openStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	first := testPod("again")
+	if err := s.CreatePod(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Pods().Watch(ctx, WatchOptions{ResourceVersion: version(first) - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	gone, deletion, err := s.Pods().deleteRows(ctx, tx, model.DefaultNamespace, "again", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := testPod("again")
+	created := make(chan error, 1)
+	go func() { created <- s.CreatePod(ctx, second) }()
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case err := <-created:
+		t.Fatalf("the name was created again (%v) while its deletion was still to commit", err)
+	default:
+	}
+	if err := s.stamp(ctx, tx, deletion); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	if version(second) <= version(gone) {
+		t.Fatalf("created again at version %d, deleted at %d: the creation took its version before the deletion it waited for", version(second), version(gone))
+	}
+	var got []string
+	for len(got) < 3 {
+		select {
+		case ev := <-w.Events:
+			var p model.Pod
+			if err := json.Unmarshal(ev.Object, &p); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ev.Type+" "+p.Metadata.UID)
+		case <-ctx.Done():
+			t.Fatalf("watch saw %v", got)
+		}
+	}
+	if want := []string{"ADDED " + first.Metadata.UID, "DELETED " + first.Metadata.UID, "ADDED " + second.Metadata.UID}; !slices.Equal(got, want) {
+		t.Fatalf("watch saw %v, want %v", got, want)
 	}
 }

@@ -592,30 +592,35 @@ func (r Resource[T, PT]) Delete(ctx context.Context, ns, name, resourceVersion s
 // transaction with the row locked (for example: a namespace without pods).
 func (r Resource[T, PT]) DeleteWith(ctx context.Context, ns, name, resourceVersion string, check func(pgx.Tx, PT) error) (PT, error) {
 	var gone PT
-	err := r.s.write(ctx, func(tx pgx.Tx) (pending, error) {
-		var args []any
-		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s FOR UPDATE", r.columns(), r.info.table, r.where(ns, name, &args))
-		obj, err := r.scan(tx.QueryRow(ctx, q, args...))
-		if err != nil {
-			return pending{}, r.notFound(classify(err), ns, name)
-		}
-		if resourceVersion != "" && resourceVersion != obj.GetMeta().ResourceVersion {
-			return pending{}, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, obj.GetMeta().ResourceVersion)
-		}
-		if check != nil {
-			if err := check(tx, obj); err != nil {
-				return pending{}, err
-			}
-		}
-		args = nil
-		if _, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", r.info.table, r.where(ns, name, &args)), args...); err != nil {
-			return pending{}, err
-		}
-		gone = obj
-		return r.finish(obj, "DELETED"), nil
+	err := r.s.write(ctx, func(tx pgx.Tx) (p pending, err error) {
+		gone, p, err = r.deleteRows(ctx, tx, ns, name, resourceVersion, check)
+		return p, err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return gone, nil
+}
+
+// deleteRows is DeleteWith's check and row delete, inside a write.
+func (r Resource[T, PT]) deleteRows(ctx context.Context, tx pgx.Tx, ns, name, resourceVersion string, check func(pgx.Tx, PT) error) (PT, pending, error) {
+	var args []any
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s FOR UPDATE", r.columns(), r.info.table, r.where(ns, name, &args))
+	obj, err := r.scan(tx.QueryRow(ctx, q, args...))
+	if err != nil {
+		return nil, pending{}, r.notFound(classify(err), ns, name)
+	}
+	if resourceVersion != "" && resourceVersion != obj.GetMeta().ResourceVersion {
+		return nil, pending{}, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, obj.GetMeta().ResourceVersion)
+	}
+	if check != nil {
+		if err := check(tx, obj); err != nil {
+			return nil, pending{}, err
+		}
+	}
+	args = nil
+	if _, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", r.info.table, r.where(ns, name, &args)), args...); err != nil {
+		return nil, pending{}, err
+	}
+	return obj, r.finish(obj, "DELETED"), nil
 }
