@@ -31,7 +31,8 @@ import (
 //   - every version handed out later is greater than that value.
 //
 // So a reader that has delivered every change up to a settled version
-// can never be handed an earlier one: no gap. A rolled-back version is
+// can never be handed an earlier one: no gap. It reads past its last
+// version only, one row a version: no repeat. A rolled-back version is
 // simply absent below the settled one, so nothing waits for it. A slow
 // writer holds the settled version (and, while a reader waits for the
 // exclusive lock, new writers queue behind it) until it ends: that is
