@@ -1,7 +1,7 @@
 -- +goose Up
--- Every write takes the next resource version. Writers serialise on an
--- advisory lock while they hold a version, so versions commit in order and a
--- watcher that has seen version N has seen everything before it.
+-- Every write takes the next resource version, under an advisory lock held
+-- shared to commit, so that the change feed can learn which versions are
+-- settled (internal/store/order.go); the sequence must keep CACHE 1.
 CREATE SEQUENCE resource_version_seq;
 
 CREATE TABLE namespaces (

@@ -32,7 +32,12 @@
 //   - dns (--dns-seconds): the cluster DNS server alone on loopback with
 //     a synthetic snapshot of 1,000 services, UDP clients querying at
 //     once: queries/s served and latency p50/p99. It needs no stack, so
-//     --idle 0 --burst 0 --steady 0 runs it alone.
+//     --idle 0 --burst 0 --steady 0 runs it alone;
+//   - store (--store-seconds): on a private PostgreSQL, pod creates and
+//     status updates through the store with 1, 16 and 64 writers, and 64
+//     with a 5 s deadline on each request: writes/s and latency p50/p99,
+//     while watchers started from different versions check that the
+//     change feed carries every write once, in order. It needs no stack.
 //
 // It prints a table and writes the same figures as JSON (--json).
 package main
@@ -66,6 +71,7 @@ func main() {
 	flag.IntVar(&o.nat, "nat", 20, "pods added to and removed from a service, measuring when every node's NAT rules have it (0 skips it)")
 	flag.IntVar(&o.apiGet, "api-get", 300, "GETs of the API per mode (HTTPS and plain HTTP, kept-alive and new connections) measuring what TLS adds (0 skips it)")
 	flag.IntVar(&o.heartbeatNodes, "heartbeat-nodes", 200, "nodes whose heartbeats are measured, the Node-row way and the lease way, on a private PostgreSQL (0 skips it)")
+	flag.IntVar(&o.storeSeconds, "store-seconds", 5, "seconds each writer count of the store section writes for, on a private PostgreSQL (0 skips it)")
 	flag.StringVar(&o.binDir, "bin", "bin", "directory holding zonewright and illumos-sim")
 	flag.StringVar(&o.jsonOut, "json", "bench.json", "where to write the results as JSON")
 	flag.Parse()
@@ -96,6 +102,7 @@ type options struct {
 	nat                           int
 	apiGet                        int
 	heartbeatNodes                int
+	storeSeconds                  int
 	binDir, jsonOut               string
 }
 
@@ -122,6 +129,7 @@ type Results struct {
 	NAT          *NATResults        `json:"nat,omitempty"`
 	APIGet       *APIGetResults     `json:"apiGet,omitempty"`
 	Heartbeats   *HeartbeatResults  `json:"heartbeats,omitempty"`
+	Store        *StoreResults      `json:"store,omitempty"`
 }
 
 // Percentiles of a latency sample, in milliseconds.

@@ -30,6 +30,9 @@ func (r *Results) print(w io.Writer) {
 	if r.Heartbeats != nil {
 		r.Heartbeats.print(w)
 	}
+	if r.Store != nil {
+		r.Store.print(w)
+	}
 }
 
 func (r *NATResults) print(w io.Writer) {

@@ -47,7 +47,13 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 			return nil, fmt.Errorf("heartbeats: %w", err)
 		}
 	}
-	if o.idle > 0 || o.burst > 0 || o.steady > 0 || o.nat > 0 || o.apiGet > 0 || (o.scale <= 0 && o.dnsSeconds <= 0 && o.heartbeatNodes <= 0) {
+	if o.storeSeconds > 0 {
+		var err error
+		if res.Store, err = storeSection(ctx, time.Duration(o.storeSeconds)*time.Second, log); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
+	if o.idle > 0 || o.burst > 0 || o.steady > 0 || o.nat > 0 || o.apiGet > 0 || (o.scale <= 0 && o.dnsSeconds <= 0 && o.heartbeatNodes <= 0 && o.storeSeconds <= 0) {
 		if err := sections(ctx, o, res, log); err != nil {
 			return nil, err
 		}

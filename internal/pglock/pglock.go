@@ -8,8 +8,10 @@
 package pglock
 
 const (
-	// Change orders every write to the store (a transaction lock): one
-	// resource version sequence for watchers.
+	// Change orders the store's change feed: writers hold it shared (a
+	// transaction lock) from taking a resource version to commit; the
+	// feed and lists take it exclusively for a moment to learn which
+	// versions are settled (internal/store/order.go).
 	Change int64 = 0x7a77_0001
 	// Scheduling serialises placements across control-plane replicas (a
 	// session lock held while a pod is placed and bound).
@@ -18,7 +20,7 @@ const (
 	// session lock).
 	EndpointsLeader int64 = 0x7a77_0003
 	// ClusterIP serialises ClusterIP allocation (a transaction lock, taken
-	// inside a write: after Change).
+	// inside a write's checks: before Change).
 	ClusterIP int64 = 0x7a77_0004
 	// WorkloadFeedLeader elects the one workload feed that wakes
 	// deployments' and jobs' workflows (a session lock).

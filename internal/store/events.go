@@ -112,18 +112,18 @@ func (s *Store) combineSimilar(ctx context.Context, ns string, e model.EventData
 // with message, in one statement: concurrent recorders never conflict.
 func (s *Store) countEvent(ctx context.Context, ns, name, message string, seen time.Time) error {
 	r := s.Events()
-	return s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
-		q := fmt.Sprintf(`UPDATE events SET resource_version = $1, generation = generation + 1,
-			last_seen = greatest(last_seen, $2),
+	return s.write(ctx, func(tx pgx.Tx) (pending, error) {
+		q := fmt.Sprintf(`UPDATE events SET generation = generation + 1,
+			last_seen = greatest(last_seen, $1),
 			spec = spec || jsonb_build_object('count', coalesce((spec ->> 'count')::bigint, 0) + 1,
-				'lastTimestamp', CASE WHEN $2 > last_seen THEN to_jsonb($3::text) ELSE spec -> 'lastTimestamp' END,
-				'message', CASE WHEN $2 > last_seen THEN to_jsonb($6::text) ELSE spec -> 'message' END)
-			WHERE namespace = $4 AND name = $5 RETURNING %s`, r.columns())
-		ev, err := r.scan(tx.QueryRow(ctx, q, rv, seen, seen.Format(time.RFC3339Nano), ns, name, message))
+				'lastTimestamp', CASE WHEN $1 > last_seen THEN to_jsonb($2::text) ELSE spec -> 'lastTimestamp' END,
+				'message', CASE WHEN $1 > last_seen THEN to_jsonb($5::text) ELSE spec -> 'message' END)
+			WHERE namespace = $3 AND name = $4 RETURNING %s`, r.columns())
+		ev, err := r.scan(tx.QueryRow(ctx, q, seen, seen.Format(time.RFC3339Nano), ns, name, message))
 		if err != nil {
-			return change{}, r.notFound(classify(err), ns, name)
+			return pending{}, r.notFound(classify(err), ns, name)
 		}
-		return r.finish(ev, rv, "MODIFIED")
+		return r.finish(ev, "MODIFIED"), nil
 	})
 }
 
@@ -168,7 +168,7 @@ func (s *Store) expireEvents(ctx context.Context, cutoff time.Time, limit int) (
 		}
 		changes := make([]change, len(gone))
 		for i, ev := range gone {
-			if changes[i], err = r.finish(ev, rvs[i], "DELETED"); err != nil {
+			if changes[i], err = r.finish(ev, "DELETED").at(rvs[i]); err != nil {
 				return nil, err
 			}
 		}

@@ -91,9 +91,9 @@ func (f *feed) start(ctx context.Context) error {
 	if f.started {
 		return nil
 	}
-	var last int64
-	if err := f.s.pool.QueryRow(ctx, "SELECT coalesce(max(resource_version), 0) FROM changes").Scan(&last); err != nil {
-		return classify(err)
+	last, err := f.s.settled(ctx)
+	if err != nil {
+		return err
 	}
 	f.last = last
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -157,18 +157,25 @@ func (f *feed) listen(ctx context.Context) error {
 	}
 }
 
-// catchUp reads every change after the last one fanned out and delivers it.
+// catchUp delivers every change after the last one fanned out, up to the
+// versions settled now: one that commits later than a greater one is
+// delivered before it, never skipped.
 func (f *feed) catchUp(ctx context.Context) error {
+	through, err := f.s.settled(ctx)
+	if err != nil {
+		return err
+	}
 	for {
 		f.mu.Lock()
 		last := f.last
 		f.mu.Unlock()
-		batch, err := f.s.changesAfter(ctx, last, "", 500)
+		if last >= through {
+			return nil
+		}
+		const page = 500
+		batch, err := f.s.changesBetween(ctx, last, through, "", page)
 		if err != nil {
 			return err
-		}
-		if len(batch) == 0 {
-			return nil
 		}
 		f.mu.Lock()
 		for _, c := range batch {
@@ -184,7 +191,13 @@ func (f *feed) catchUp(ctx context.Context) error {
 				}
 			}
 		}
-		f.last = batch[len(batch)-1].ResourceVersion
+		if len(batch) < page {
+			// Every committed change up to through is out; the versions
+			// between without one were rolled back.
+			f.last = through
+		} else {
+			f.last = batch[len(batch)-1].ResourceVersion
+		}
 		f.mu.Unlock()
 	}
 }
@@ -208,9 +221,11 @@ func (f *feed) unsubscribe(sub *subscriber) {
 	delete(f.subs, sub)
 }
 
-func (s *Store) changesAfter(ctx context.Context, after int64, kind string, limit int) ([]change, error) {
+// changesBetween reads the changes after version after and up to through,
+// of kind (empty: every kind), in version order.
+func (s *Store) changesBetween(ctx context.Context, after, through int64, kind string, limit int) ([]change, error) {
 	rows, err := s.pool.Query(ctx, `SELECT resource_version, kind, namespace, name, type, object FROM changes
-		WHERE resource_version > $1 AND ($2 = '' OR kind = $2) ORDER BY resource_version LIMIT $3`, after, kind, limit)
+		WHERE resource_version > $1 AND resource_version <= $2 AND ($3 = '' OR kind = $3) ORDER BY resource_version LIMIT $4`, after, through, kind, limit)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -290,23 +305,17 @@ func (r Resource[T, PT]) Watch(ctx context.Context, o WatchOptions) (*Watch, err
 		// History between the requested version and the feed's position
 		// comes from the table; everything after it from the feed.
 		for sent < live {
-			batch, err := r.s.changesAfter(wctx, sent, r.info.kind, 500)
+			batch, err := r.s.changesBetween(wctx, sent, live, r.info.kind, 500)
 			if err != nil {
 				w.setErr(err)
 				return
 			}
-			if len(batch) == 0 {
-				break
-			}
 			for _, c := range batch {
-				if c.ResourceVersion > live {
-					break
-				}
 				if !send(c) {
 					return
 				}
 			}
-			if last := batch[len(batch)-1].ResourceVersion; last >= live || len(batch) < 500 {
+			if len(batch) < 500 {
 				break
 			}
 		}
@@ -359,10 +368,11 @@ func (s *Store) Compact(ctx context.Context, keep time.Duration) (int64, error) 
 	return n, err
 }
 
-// ResourceVersion is the newest version written; a version above it is
-// one the store has not reached yet.
+// ResourceVersion is the newest version handed out; a version above it is
+// one the store has not reached yet. (A watch from a version at or below
+// it that is still being committed waits for it: see order.go.)
 func (s *Store) ResourceVersion(ctx context.Context) (int64, error) {
 	var rv int64
-	err := s.pool.QueryRow(ctx, "SELECT coalesce(max(resource_version), 0) FROM changes").Scan(&rv)
+	err := s.pool.QueryRow(ctx, "SELECT coalesce(pg_sequence_last_value('resource_version_seq'), 0)").Scan(&rv)
 	return rv, classify(err)
 }

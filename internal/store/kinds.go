@@ -85,10 +85,8 @@ func (s *Store) ServiceNetwork(ctx context.Context) (int64, []model.Service, []m
 		svcs []model.Service
 		eps  []model.Endpoints
 	)
-	err := s.inTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, "SELECT coalesce(max(resource_version), 0) FROM changes").Scan(&rv); err != nil {
-			return err
-		}
+	err := s.readSettled(ctx, func(tx pgx.Tx, settled int64) error {
+		rv = settled
 		var err error
 		if svcs, err = s.Services().all(ctx, tx); err != nil {
 			return err
@@ -182,30 +180,30 @@ func podsUsingImage(ctx context.Context, q interface {
 func (s *Store) MarkImageDeleting(ctx context.Context, name, resourceVersion string) (*model.Image, error) {
 	r := s.Images()
 	var marked *model.Image
-	err := s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
+	err := s.write(ctx, func(tx pgx.Tx) (pending, error) {
 		var args []any
 		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s FOR UPDATE", r.columns(), r.info.table, r.where("", name, &args))
 		img, err := r.scan(tx.QueryRow(ctx, q, args...))
 		if err != nil {
-			return change{}, r.notFound(classify(err), "", name)
+			return pending{}, r.notFound(classify(err), "", name)
 		}
 		if resourceVersion != "" && resourceVersion != img.Metadata.ResourceVersion {
-			return change{}, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, img.Metadata.ResourceVersion)
+			return pending{}, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, img.Metadata.ResourceVersion)
 		}
 		users, err := podsUsingImage(ctx, tx, name)
 		if err != nil {
-			return change{}, err
+			return pending{}, err
 		}
 		if len(users) > 0 {
-			return change{}, fmt.Errorf("%w: image %q is used by pod(s) %s; delete them first", ErrConflict, name, strings.Join(users, ", "))
+			return pending{}, fmt.Errorf("%w: image %q is used by pod(s) %s; delete them first", ErrConflict, name, strings.Join(users, ", "))
 		}
 		marked = img
 		if img.Metadata.DeletionTimestamp != nil {
-			return change{}, errUnchanged
+			return pending{}, errUnchanged
 		}
 		now := time.Now().UTC()
 		img.Metadata.DeletionTimestamp = &now
-		return r.updateTx(ctx, tx, rv, img)
+		return r.updateTx(ctx, tx, img)
 	})
 	if err != nil && !errors.Is(err, errUnchanged) {
 		return nil, err

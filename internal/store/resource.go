@@ -274,11 +274,7 @@ func (r Resource[T, PT]) List(ctx context.Context, o ListOptions) (*model.List[T
 	list.APIVersion, list.Kind = r.info.version(), r.info.kind+"List"
 	// One snapshot for the rows and the version, so a watch started from
 	// the list's version misses nothing and repeats nothing.
-	err = r.s.inTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var rv int64
-		if err := tx.QueryRow(ctx, "SELECT coalesce(max(resource_version), 0) FROM changes").Scan(&rv); err != nil {
-			return err
-		}
+	err = r.s.readSettled(ctx, func(tx pgx.Tx, rv int64) error {
 		list.Metadata.ResourceVersion = strconv.FormatInt(rv, 10)
 		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
@@ -384,46 +380,86 @@ func decodeContinue(s string) (continueToken, error) {
 	return t, nil
 }
 
-// write runs fn in a transaction holding the change lock and a fresh
-// resource version, and records the change for watchers.
-func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx, rv int64) (change, error)) error {
+// pending is a write whose rows are written, waiting for its resource
+// version: the object to record in the change feed and, unless it was
+// deleted, the row to stamp with the version.
+type pending struct {
+	kind, namespace, name, typ string
+	obj                        model.Object
+	// table and uid name the row that takes the version; table is empty
+	// for a deletion.
+	table, uid string
+}
+
+// stampSQL takes the next resource version under the change lock, held
+// shared to commit, stamps the row with it (%s: the stamp, or nothing for
+// a deletion), records the change with the version in its object, and
+// notifies the feed: one round trip. The version is read from the lock's
+// CTE, so the lock is held first: order.go says why every version is
+// taken under it.
+const stampSQL = `WITH lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared($1)),
+	v AS MATERIALIZED (SELECT nextval('resource_version_seq') AS rv FROM lock),%s
+	recorded AS (INSERT INTO changes (resource_version, kind, namespace, name, type, object)
+		SELECT v.rv, $2, $3, $4, $5, jsonb_set($6::jsonb, '{metadata,resourceVersion}', to_jsonb(v.rv::text)) FROM v)
+	SELECT v.rv, pg_notify('` + notifyChannel + `', v.rv::text) FROM v`
+
+// write runs fn, which writes the rows of one change without knowing its
+// version, then gives the change the next resource version and records it
+// for watchers, in one transaction. The version is taken last, after fn's
+// row locks: a write that waits for another one's rows takes its version
+// after that one committed, so one object's versions follow its writes.
+func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx) (pending, error)) error {
 	return s.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		// Writers hold a resource version in turn, so that versions
-		// become visible in order (see the first migration).
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", pglock.Change); err != nil {
-			return err
-		}
-		var rv int64
-		if err := tx.QueryRow(ctx, "SELECT nextval('resource_version_seq')").Scan(&rv); err != nil {
-			return err
-		}
-		c, err := fn(tx, rv)
+		p, err := fn(tx)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO changes (resource_version, kind, namespace, name, type, object) VALUES ($1, $2, $3, $4, $5, $6)`,
-			rv, c.Kind, c.Namespace, c.Name, c.Type, c.Object); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", notifyChannel, strconv.FormatInt(rv, 10))
-		return err
+		return s.stamp(ctx, tx, p)
 	})
+}
+
+// at is p's change at version rv, for writeMany, whose versions are
+// taken apart from the rows.
+func (p pending) at(rv int64) (change, error) {
+	p.obj.GetMeta().ResourceVersion = strconv.FormatInt(rv, 10)
+	raw, err := json.Marshal(p.obj)
+	return change{ResourceVersion: rv, Kind: p.kind, Namespace: p.namespace, Name: p.name, Type: p.typ, Object: raw}, err
+}
+
+// stamp gives p the next resource version in tx and records it; the
+// transaction holds the change lock shared from here to its end.
+func (s *Store) stamp(ctx context.Context, tx pgx.Tx, p pending) error {
+	raw, err := json.Marshal(p.obj)
+	if err != nil {
+		return err
+	}
+	stamp, args := "", []any{pglock.Change, p.kind, p.namespace, p.name, p.typ, raw}
+	if p.table != "" {
+		stamp = fmt.Sprintf("\n\tstamped AS (UPDATE %s SET resource_version = v.rv FROM v WHERE uid = $7),", p.table)
+		args = append(args, p.uid)
+	}
+	var rv int64
+	if err := tx.QueryRow(ctx, fmt.Sprintf(stampSQL, stamp), args...).Scan(&rv, nil); err != nil {
+		return err
+	}
+	p.obj.GetMeta().ResourceVersion = strconv.FormatInt(rv, 10)
+	return nil
 }
 
 // writeMany is write for one statement that changes several objects (a
 // bulk delete): fn takes one resource version per object it changed from
 // versions, which hands them out fresh and in increasing order, and
-// returns one change per version. They are recorded in one transaction
-// with one notification.
+// returns one change per version (pending.at), after its row writes. They
+// are recorded in one transaction with one notification.
 func (s *Store) writeMany(ctx context.Context, fn func(tx pgx.Tx, versions func(n int) ([]int64, error)) ([]change, error)) error {
 	return s.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", pglock.Change); err != nil {
-			return err
-		}
+		// As in stampSQL, the versions are taken under the change lock held
+		// shared to commit, after fn's row writes (order.go).
 		versions := func(n int) ([]int64, error) {
 			var rvs []int64
-			err := tx.QueryRow(ctx, `SELECT array_agg(v ORDER BY v) FROM
-				(SELECT nextval('resource_version_seq') AS v FROM generate_series(1, $1)) taken`, n).Scan(&rvs)
+			err := tx.QueryRow(ctx, `WITH lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared($2))
+				SELECT array_agg(v ORDER BY v) FROM
+				(SELECT nextval('resource_version_seq') AS v FROM lock, generate_series(1, $1)) taken`, n, pglock.Change).Scan(&rvs)
 			if err == nil && len(rvs) != n {
 				err = fmt.Errorf("took %d resource versions, want %d", len(rvs), n)
 			}
@@ -483,13 +519,16 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
-func (r Resource[T, PT]) finish(obj PT, rv int64, typ string) (change, error) {
+// finish describes the change fn wrote to obj, for write to version.
+func (r Resource[T, PT]) finish(obj PT, typ string) pending {
 	m := obj.GetMeta()
-	m.ResourceVersion = strconv.FormatInt(rv, 10)
 	tm := obj.GetTypeMeta()
 	tm.APIVersion, tm.Kind = r.info.version(), r.info.kind
-	raw, err := json.Marshal(obj)
-	return change{Kind: r.info.kind, Namespace: m.Namespace, Name: m.Name, Type: typ, Object: raw, ResourceVersion: rv}, err
+	p := pending{kind: r.info.kind, namespace: m.Namespace, name: m.Name, typ: typ, obj: obj}
+	if typ != "DELETED" {
+		p.table, p.uid = r.info.table, m.UID
+	}
+	return p
 }
 
 // Create stores a new object, filling in its uid, resource version and
@@ -510,81 +549,89 @@ func (r Resource[T, PT]) CreateWith(ctx context.Context, obj PT, check func(pgx.
 	if m.UID == "" {
 		m.UID = newUID()
 	}
-	return r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
-		if check != nil {
-			if err := check(tx); err != nil {
-				return change{}, err
-			}
-		}
-		labels, annots, spec, status, owners, err := r.docs(obj)
-		if err != nil {
-			return change{}, err
-		}
-		cols, vals := "uid, name, resource_version, labels, annotations, spec, status, owner_references, generation", "$1, $2, $3, $4, $5, $6, $7, $8, 1"
-		args := []any{m.UID, m.Name, rv, labels, annots, spec, status, owners}
-		if r.info.namespaced {
-			cols, vals = cols+", namespace", vals+", $9"
-			args = append(args, m.Namespace)
-		}
-		var created time.Time
-		q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT DO NOTHING RETURNING created_at", r.info.table, cols, vals)
-		if err := tx.QueryRow(ctx, q, args...).Scan(&created); err != nil {
-			if classify(err) == ErrNotFound {
-				return change{}, fmt.Errorf("%w: %s %q", ErrAlreadyExists, strings.ToLower(r.info.kind), m.Name)
-			}
-			return change{}, err
-		}
-		created = created.UTC()
-		m.CreationTimestamp = &created
-		m.Generation = 1
-		return r.finish(obj, rv, "ADDED")
+	return r.s.write(ctx, func(tx pgx.Tx) (pending, error) {
+		return r.createRows(ctx, tx, obj, check)
 	})
+}
+
+// createRows is CreateWith's check and row insert, inside a write.
+func (r Resource[T, PT]) createRows(ctx context.Context, tx pgx.Tx, obj PT, check func(pgx.Tx) error) (pending, error) {
+	m := obj.GetMeta()
+	if check != nil {
+		if err := check(tx); err != nil {
+			return pending{}, err
+		}
+	}
+	labels, annots, spec, status, owners, err := r.docs(obj)
+	if err != nil {
+		return pending{}, err
+	}
+	// The row's version is 0 until write stamps it, in this transaction.
+	cols, vals := "uid, name, resource_version, labels, annotations, spec, status, owner_references, generation", "$1, $2, 0, $3, $4, $5, $6, $7, 1"
+	args := []any{m.UID, m.Name, labels, annots, spec, status, owners}
+	if r.info.namespaced {
+		cols, vals = cols+", namespace", vals+", $8"
+		args = append(args, m.Namespace)
+	}
+	var created time.Time
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT DO NOTHING RETURNING created_at", r.info.table, cols, vals)
+	if err := tx.QueryRow(ctx, q, args...).Scan(&created); err != nil {
+		if classify(err) == ErrNotFound {
+			return pending{}, fmt.Errorf("%w: %s %q", ErrAlreadyExists, strings.ToLower(r.info.kind), m.Name)
+		}
+		return pending{}, err
+	}
+	created = created.UTC()
+	m.CreationTimestamp = &created
+	m.Generation = 1
+	return r.finish(obj, "ADDED"), nil
 }
 
 // Update replaces the object's labels, annotations, owners, spec and
 // status if its resourceVersion is still the stored one; otherwise
 // ErrConflict. A changed spec counts one more generation.
 func (r Resource[T, PT]) Update(ctx context.Context, obj PT) error {
-	return r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
-		return r.updateTx(ctx, tx, rv, obj)
+	return r.s.write(ctx, func(tx pgx.Tx) (pending, error) {
+		return r.updateTx(ctx, tx, obj)
 	})
 }
 
-// updateTx is Update inside a write's transaction, at resource version rv.
-func (r Resource[T, PT]) updateTx(ctx context.Context, tx pgx.Tx, rv int64, obj PT) (change, error) {
+// updateTx is Update's row write inside a write's transaction. The
+// resourceVersion precondition is part of the UPDATE: it holds on the row
+// as written, whatever committed since obj was read.
+func (r Resource[T, PT]) updateTx(ctx context.Context, tx pgx.Tx, obj PT) (pending, error) {
 	m := obj.GetMeta()
 	expected, err := strconv.ParseInt(m.ResourceVersion, 10, 64)
 	if err != nil {
-		return change{}, fmt.Errorf("%w: metadata.resourceVersion %q is not a resource version", ErrConflict, m.ResourceVersion)
+		return pending{}, fmt.Errorf("%w: metadata.resourceVersion %q is not a resource version", ErrConflict, m.ResourceVersion)
 	}
 	labels, annots, spec, status, owners, err := r.docs(obj)
 	if err != nil {
-		return change{}, err
+		return pending{}, err
 	}
-	args := []any{rv, labels, annots, spec, status, m.DeletionTimestamp, m.DeletionGracePeriodSeconds, expected, owners}
-	q := fmt.Sprintf(`UPDATE %s SET resource_version = $1, labels = $2, annotations = $3, spec = $4, status = $5,
-		deleted_at = $6, deletion_grace_seconds = $7, owner_references = $9,
-		generation = CASE WHEN spec IS DISTINCT FROM $4::jsonb THEN generation + 1 ELSE generation END
-		WHERE %s AND resource_version = $8 RETURNING uid, created_at, generation`, r.info.table, r.where(m.Namespace, m.Name, &args))
+	args := []any{labels, annots, spec, status, m.DeletionTimestamp, m.DeletionGracePeriodSeconds, expected, owners}
+	q := fmt.Sprintf(`UPDATE %s SET labels = $1, annotations = $2, spec = $3, status = $4,
+		deleted_at = $5, deletion_grace_seconds = $6, owner_references = $8,
+		generation = CASE WHEN spec IS DISTINCT FROM $3::jsonb THEN generation + 1 ELSE generation END
+		WHERE %s AND resource_version = $7 RETURNING uid, created_at, generation`, r.info.table, r.where(m.Namespace, m.Name, &args))
 	var created time.Time
 	if err := tx.QueryRow(ctx, q, args...).Scan(&m.UID, &created, &m.Generation); err != nil {
 		if classify(err) != ErrNotFound {
-			return change{}, err
+			return pending{}, err
 		}
-		// Gone or changed? Asked in this transaction: a read through
-		// the pool while holding the change lock could wait for a
-		// connection that writers waiting on the lock hold.
+		// Gone or changed? Asked in this transaction, on the
+		// connection it already holds.
 		var exists []any
 		var one int
 		q := fmt.Sprintf("SELECT 1 FROM %s WHERE %s", r.info.table, r.where(m.Namespace, m.Name, &exists))
 		if err := tx.QueryRow(ctx, q, exists...).Scan(&one); err != nil {
-			return change{}, r.notFound(classify(err), m.Namespace, m.Name)
+			return pending{}, r.notFound(classify(err), m.Namespace, m.Name)
 		}
-		return change{}, fmt.Errorf("%w: the object has been modified; resourceVersion %s is stale, read it again and retry", ErrConflict, m.ResourceVersion)
+		return pending{}, fmt.Errorf("%w: the object has been modified; resourceVersion %s is stale, read it again and retry", ErrConflict, m.ResourceVersion)
 	}
 	created = created.UTC()
 	m.CreationTimestamp = &created
-	return r.finish(obj, rv, "MODIFIED")
+	return r.finish(obj, "MODIFIED"), nil
 }
 
 // Modify reads an object, lets change edit it and writes it back, reading
@@ -616,30 +663,35 @@ func (r Resource[T, PT]) Delete(ctx context.Context, ns, name, resourceVersion s
 // transaction with the row locked (for example: a namespace without pods).
 func (r Resource[T, PT]) DeleteWith(ctx context.Context, ns, name, resourceVersion string, check func(pgx.Tx, PT) error) (PT, error) {
 	var gone PT
-	err := r.s.write(ctx, func(tx pgx.Tx, rv int64) (change, error) {
-		var args []any
-		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s FOR UPDATE", r.columns(), r.info.table, r.where(ns, name, &args))
-		obj, err := r.scan(tx.QueryRow(ctx, q, args...))
-		if err != nil {
-			return change{}, r.notFound(classify(err), ns, name)
-		}
-		if resourceVersion != "" && resourceVersion != obj.GetMeta().ResourceVersion {
-			return change{}, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, obj.GetMeta().ResourceVersion)
-		}
-		if check != nil {
-			if err := check(tx, obj); err != nil {
-				return change{}, err
-			}
-		}
-		args = nil
-		if _, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", r.info.table, r.where(ns, name, &args)), args...); err != nil {
-			return change{}, err
-		}
-		gone = obj
-		return r.finish(obj, rv, "DELETED")
+	err := r.s.write(ctx, func(tx pgx.Tx) (p pending, err error) {
+		gone, p, err = r.deleteRows(ctx, tx, ns, name, resourceVersion, check)
+		return p, err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return gone, nil
+}
+
+// deleteRows is DeleteWith's check and row delete, inside a write.
+func (r Resource[T, PT]) deleteRows(ctx context.Context, tx pgx.Tx, ns, name, resourceVersion string, check func(pgx.Tx, PT) error) (PT, pending, error) {
+	var args []any
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s FOR UPDATE", r.columns(), r.info.table, r.where(ns, name, &args))
+	obj, err := r.scan(tx.QueryRow(ctx, q, args...))
+	if err != nil {
+		return nil, pending{}, r.notFound(classify(err), ns, name)
+	}
+	if resourceVersion != "" && resourceVersion != obj.GetMeta().ResourceVersion {
+		return nil, pending{}, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, obj.GetMeta().ResourceVersion)
+	}
+	if check != nil {
+		if err := check(tx, obj); err != nil {
+			return nil, pending{}, err
+		}
+	}
+	args = nil
+	if _, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", r.info.table, r.where(ns, name, &args)), args...); err != nil {
+		return nil, pending{}, err
+	}
+	return obj, r.finish(obj, "DELETED"), nil
 }
