@@ -47,6 +47,10 @@ func runFloor(ctx context.Context, mode string, req, res any) error {
 	var stdout, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, self, mode)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(b), &stdout, &errOut
+	// Interrupted, the floor stops what it started (the host floor's
+	// zones) before it exits; killed only if it does not.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = time.Minute
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s: %w: %s", mode, err, bytes.TrimSpace(errOut.Bytes()))
 	}
