@@ -11,10 +11,14 @@ import (
 	"github.com/zonewright/zonewright/workflows"
 )
 
+// DefaultMaxConcurrentActivities bounds the host activities a node runs
+// at once unless NodeOptions says otherwise.
+const DefaultMaxConcurrentActivities = 64
+
 // NodeOptions size a node worker.
 type NodeOptions struct {
 	// MaxConcurrentActivities bounds the host activities running at once
-	// (probes included); zero means 64. Zone installs are bounded further
+	// (probes included); zero means DefaultMaxConcurrentActivities. Zone installs are bounded further
 	// by the Host's own semaphore.
 	MaxConcurrentActivities int
 	// StopTimeout is how long Stop waits for running activities; zero
@@ -27,7 +31,7 @@ type NodeOptions struct {
 // registered by name).
 func NewNode(c client.Client, h *hostops.Host, o NodeOptions) worker.Worker {
 	if o.MaxConcurrentActivities <= 0 {
-		o.MaxConcurrentActivities = 64
+		o.MaxConcurrentActivities = DefaultMaxConcurrentActivities
 	}
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = 30 * time.Second

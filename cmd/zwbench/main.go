@@ -11,11 +11,16 @@
 //     activities as a pod's start, at the same concurrency on the same
 //     Temporal server,
 //     and the burst throughput as a ratio of it;
+//   - the host floor: the burst's provisions done by the host library alone
+//     over fresh simulated nodes (no Temporal), and the machine ceiling,
+//     the rate at which the machine does both that and the no-op
+//     workflows, with the burst throughput as a ratio of it;
 //   - steady state: pods Running and Ready, each with an exec readiness
 //     probe, measured over a window: history events per pod per minute,
 //     Temporal requests per second and the CPU of the whole stack (also
-//     without pods), against the floor, the CPU of the probe commands
-//     alone;
+//     without pods), against the floor, the CPU of the probe executions
+//     alone, run by the supervisor's exec-probe code in a process of its
+//     own (and the probe commands alone, the floor as measured before);
 //   - scale (--scale): on a stack of its own, pods added in steps up to
 //     --scale on --scale-nodes nodes, each Running and Ready with an exec
 //     readiness probe; at every step, and on the stack without pods, the
@@ -56,6 +61,18 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		if floor, ok := floorModes[os.Args[1]]; ok {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			err := floor(ctx, os.Stdin, os.Stdout)
+			stop()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "zwbench %s: %v\n", os.Args[1], err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
 	o := options{}
 	flag.IntVar(&o.idle, "idle", 50, "pods created one at a time")
 	flag.IntVar(&o.burst, "burst", 200, "pods created at once")
@@ -122,14 +139,20 @@ type Results struct {
 	Ceiling      float64            `json:"ceilingWorkflowsPerSecond"`
 	CeilingShape ceilingShape       `json:"ceilingShape"`
 	Ratio        float64            `json:"burstToCeilingRatio"`
-	PeakRSS      map[string]int64   `json:"peakRSSKiB"`
-	Steady       *SteadyResults     `json:"steady,omitempty"`
-	Scale        *ScaleResults      `json:"scale,omitempty"`
-	DNS          *DNSResults        `json:"dns,omitempty"`
-	NAT          *NATResults        `json:"nat,omitempty"`
-	APIGet       *APIGetResults     `json:"apiGet,omitempty"`
-	Heartbeats   *HeartbeatResults  `json:"heartbeats,omitempty"`
-	Store        *StoreResults      `json:"store,omitempty"`
+	// HostFloor is the host work of the burst's provisions alone, and
+	// MachineCeiling the rate at which the machine does both that and the
+	// no-op orchestration of Ceiling (see machineCeiling).
+	HostFloor      *HostFloor        `json:"hostFloor,omitempty"`
+	MachineCeiling float64           `json:"machineCeilingPodsPerSecond,omitempty"`
+	MachineRatio   float64           `json:"burstToMachineCeilingRatio,omitempty"`
+	PeakRSS        map[string]int64  `json:"peakRSSKiB"`
+	Steady         *SteadyResults    `json:"steady,omitempty"`
+	Scale          *ScaleResults     `json:"scale,omitempty"`
+	DNS            *DNSResults       `json:"dns,omitempty"`
+	NAT            *NATResults       `json:"nat,omitempty"`
+	APIGet         *APIGetResults    `json:"apiGet,omitempty"`
+	Heartbeats     *HeartbeatResults `json:"heartbeats,omitempty"`
+	Store          *StoreResults     `json:"store,omitempty"`
 }
 
 // Percentiles of a latency sample, in milliseconds.

@@ -35,6 +35,14 @@ func (r *Results) print(w io.Writer) {
 	}
 }
 
+// verdict says whether a target holds.
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "missed"
+}
+
 func (r *NATResults) print(w io.Writer) {
 	fmt.Fprintf(w, "\nservice NAT: %d endpoint changes on %d nodes, snapshot → each node's rules read back in force\n", r.Changes, r.Nodes)
 	fmt.Fprintf(w, "  p50 %.0f ms, p95 %.0f ms, p99 %.0f ms, max %.0f ms\n", r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
@@ -53,7 +61,23 @@ func (r *Results) printSections(w io.Writer) {
 	fmt.Fprintf(w, "\nburst throughput        %.1f pods/s\n", r.BurstThroughput)
 	fmt.Fprintf(w, "ceiling                 %.1f workflows/s (%d no-op local activities and %d activities each, %d at once)\n",
 		r.Ceiling, r.CeilingShape.Local, r.CeilingShape.Remote, r.BurstPods)
-	fmt.Fprintf(w, "burst / ceiling         %.0f%%\n\nburst CPU per pod (create to Running)\n", 100*r.Ratio)
+	fmt.Fprintf(w, "burst / ceiling         %.0f%% (target ≥ %.0f%%: %s)\n", 100*r.Ratio, 100*targetBurstToCeiling, verdict(r.Ratio >= targetBurstToCeiling))
+	if f := r.HostFloor; f != nil {
+		fmt.Fprintf(w, "host floor              %.1f pods/s (the provisions alone, %d at once on %d fresh simulated nodes, no Temporal;\n", f.PodsPerSecond, f.Pods, f.Nodes)
+		fmt.Fprintf(w, "                        %.1f illumos commands and %.1f ms CPU a pod, %.1f ms of it in the commands)\n", f.CommandsPerPod, f.CPUMsPerPod, f.CommandsMsPerPod)
+		fmt.Fprintf(w, "machine ceiling         %.1f pods/s (1 / (1/ceiling + 1/host floor): both kinds of work sharing the CPU)\n", r.MachineCeiling)
+		fmt.Fprintf(w, "burst / machine ceiling %.0f%% (the same target against it: %s)\n", 100*r.MachineRatio, verdict(r.MachineRatio >= targetBurstToCeiling))
+		fmt.Fprintf(w, "\nillumos commands per provision (host floor)\n")
+		cmds := make([]string, 0, len(f.CommandsByName))
+		for n := range f.CommandsByName {
+			cmds = append(cmds, n)
+		}
+		sort.Strings(cmds)
+		for _, n := range cmds {
+			fmt.Fprintf(w, "  %-55s %6.2f\n", n, f.CommandsByName[n])
+		}
+	}
+	fmt.Fprintf(w, "\nburst CPU per pod (create to Running)\n")
 	parts := make([]string, 0, len(r.BurstCPU))
 	for n := range r.BurstCPU {
 		parts = append(parts, n)
@@ -118,7 +142,7 @@ func (r *ScaleResults) print(w io.Writer) {
 	fmt.Fprintf(w, "    CPU  a = %.1f %% of a core, b = %.2f %% per 100 pods, R² = %.3f\n", r.CPUFit.Intercept, r.CPUFit.Slope, r.CPUFit.R2)
 	fmt.Fprintf(w, "    RSS  a = %.0f MiB, b = %.2f MiB per pod, R² = %.3f\n", r.RSSFit.Intercept/mib, r.RSSFit.Slope/mib, r.RSSFit.R2)
 	fmt.Fprintf(w, "    PSS  a = %.0f MiB, b = %.2f MiB per pod, R² = %.3f\n", r.PSSFit.Intercept/mib, r.PSSFit.Slope/mib, r.PSSFit.R2)
-	fmt.Fprintf(w, "  floor at %d pods: the probe commands alone, %.1f %% of a core per 100 pods (%.2f ms CPU each)\n", r.Pods, r.FloorCPUPer100Pods, r.ProbeCPUMs)
+	fmt.Fprintf(w, "  floor at %d pods: the probe executions alone, %.1f %% of a core per 100 pods (%.2f ms CPU each)\n", r.Pods, r.FloorCPUPer100Pods, r.ProbeCPUMs)
 
 	groups := make([]string, 0, len(last.Memory))
 	for g := range last.CPUPercentByGroup {
@@ -164,9 +188,12 @@ func (r *SteadyResults) print(w io.Writer) {
 	fmt.Fprintf(tw, "  stack CPU, %% of a core, no pods → %d pods\t%.1f → %.1f\t\n", r.Pods, r.StackCPUNoPods, r.StackCPU)
 	fmt.Fprintf(tw, "  stack CPU per 100 pods\t%.1f %%\t≤ %.1f %% (%.1f× floor)\n", r.StackCPUPer100Pods, r.TargetStackToFloor*r.FloorCPUPer100Pods, r.TargetStackToFloor)
 	fmt.Fprintf(tw, "  pods' share of it (less the stack without pods) per 100 pods\t%.1f %%\t\n", r.PodsCPUPer100Pods)
-	fmt.Fprintf(tw, "  floor: probe commands alone per 100 pods (%.2f ms CPU each, %d runs)\t%.1f %%\t\n", r.ProbeCPUMs, r.FloorProbes, r.FloorCPUPer100Pods)
-	fmt.Fprintf(tw, "  stack CPU / floor\t%.1f×\t≤ %.1f×\n", r.StackToFloor, r.TargetStackToFloor)
+	fmt.Fprintf(tw, "  floor: probe executions alone per 100 pods (%.2f ms CPU each: %.2f the command, %.2f the process running it; %d probes)\t%.1f %%\t\n",
+		r.ProbeCPUMs, r.ProbeCommandsCPUMs, r.ProbeProcessCPUMs, r.FloorProbes, r.FloorCPUPer100Pods)
+	fmt.Fprintf(tw, "  stack CPU / floor\t%.1f×\t≤ %.1f× (%s)\n", r.StackToFloor, r.TargetStackToFloor, verdict(r.StackToFloor <= r.TargetStackToFloor))
 	fmt.Fprintf(tw, "  pods' share / floor\t%.1f×\t\n", r.PodsToFloor)
+	fmt.Fprintf(tw, "  (before: the floor as the probe commands alone, per 100 pods\t%.1f %%\t)\n", r.CommandsFloorCPUPer100Pods)
+	fmt.Fprintf(tw, "  (stack CPU / that floor\t%.1f×\t)\n", r.StackToCommandsFloor)
 	tw.Flush()
 	fmt.Fprintf(w, "\n  busiest Temporal calls, no pods → %d pods\n", r.Pods)
 	for _, m := range topMethods(r.RequestsByMethod, 8) {

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -21,13 +23,19 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/model"
+	zwworker "github.com/zonewright/zonewright/worker"
 )
 
 // podShape is what takes a pod from created to Running: local activities
 // (load, schedule, status, allocate, resolve the image, status, status)
 // and one activity on the node (ProvisionPod).
 var podShape = ceilingShape{Local: 7, Remote: 1}
+
+// targetBurstToCeiling is the burst throughput asked for, as a share of
+// the no-op ceiling measured in the same run.
+const targetBurstToCeiling = 0.7
 
 // ceilingShape is a no-op workflow's local activities and activities.
 type ceilingShape struct{ Local, Remote int }
@@ -196,7 +204,43 @@ func burst(ctx context.Context, s *stack, api string, tr *tracker, o options, re
 		return err
 	}
 	res.Ratio = res.BurstThroughput / res.Ceiling
+
+	fmt.Fprintf(stderr, "host floor: %d provisions on %d fresh simulated nodes, no Temporal\n", o.burst, o.nodes)
+	if res.HostFloor, err = hostFloor(ctx, o); err != nil {
+		return err
+	}
+	res.MachineCeiling = machineCeiling(res.Ceiling, res.HostFloor.PodsPerSecond)
+	res.MachineRatio = res.BurstThroughput / res.MachineCeiling
 	return nil
+}
+
+// hostFloor provisions o.burst pods over o.nodes fresh simulated nodes
+// with the host library alone, as the agents would with nothing else to
+// do, in a process of its own.
+func hostFloor(ctx context.Context, o options) (*HostFloor, error) {
+	bin, err := filepath.Abs(o.binDir)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "zwbench-hostfloor-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	var f HostFloor
+	err = runFloor(ctx, hostFloorMode, hostFloorRequest{Sim: filepath.Join(bin, "illumos-sim"), Dir: dir, Nodes: o.nodes, Pods: o.burst,
+		PerNode: zwworker.DefaultMaxConcurrentActivities, Installs: agent.DefaultMaxConcurrentInstalls}, &f)
+	return &f, err
+}
+
+// machineCeiling is the rate at which one machine does two kinds of work
+// for every pod when they share its CPU, each of which alone it does at
+// its own rate: a pod costs the machine 1/a + 1/b of its time.
+func machineCeiling(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return 1 / (1/a + 1/b)
 }
 
 func waitNodes(ctx context.Context, api string, n int) error {

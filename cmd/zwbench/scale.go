@@ -58,7 +58,7 @@ type ScaleResults struct {
 	RSSFit LinearFit `json:"rssKiBFit"`
 	PSSFit LinearFit `json:"pssKiBFit"`
 
-	// The floor with every pod running: the CPU of the probe commands
+	// The floor with every pod running: the CPU of the probe executions
 	// alone (see SteadyResults).
 	ProbeCPUMs         float64 `json:"probeCPUMs"`
 	FloorCPUPer100Pods float64 `json:"floorCPUPercentPer100Pods"`
@@ -79,9 +79,11 @@ type ScaleStep struct {
 	RunningSeconds float64 `json:"runningSeconds"`
 	ReadySeconds   float64 `json:"readySeconds"`
 	WindowSeconds  float64 `json:"windowSeconds"`
-	// The CPU of one probe command, run after the window as the node runs
-	// it: if it grows with pods, so does the cost of every command.
-	ProbeCPUMs float64 `json:"probeCPUMs"`
+	// The CPU of one exec probe, run after the window as the node runs it
+	// (see SteadyResults.ProbeCPUMs), and of its command alone: if it
+	// grows with pods, so does the cost of every command.
+	ProbeCPUMs         float64 `json:"probeCPUMs"`
+	ProbeCommandsCPUMs float64 `json:"probeCommandsCPUMs"`
 	// The size of a simulated node's state, the mean of the nodes.
 	SimStateKiB float64 `json:"simStateKiBPerNode"`
 
@@ -213,10 +215,12 @@ func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, err
 		}
 		st.RunningSeconds, st.ReadySeconds = lastRunning.Sub(start).Seconds(), lastReady.Sub(start).Seconds()
 		st.perPod(empty)
-		fmt.Fprintf(stderr, "scale: %d probe commands\n", floorProbes)
-		if st.ProbeCPUMs, err = probeCPU(ctx, s, api, names[0]); err != nil {
+		fmt.Fprintf(stderr, "scale: exec probes at the pods' rate for up to %s\n", o.scaleWindow)
+		f, err := probeFloor(ctx, s, api, names[:to], o.scaleWindow)
+		if err != nil {
 			return nil, err
 		}
+		st.ProbeCPUMs, st.ProbeCommandsCPUMs = f.NodeMs, f.CommandsMs
 		res.Steps = append(res.Steps, *st)
 		from = to
 	}
@@ -235,7 +239,7 @@ func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, err
 	}
 	res.fit()
 	res.ProbeCPUMs = res.Steps[len(res.Steps)-1].ProbeCPUMs
-	res.FloorCPUPer100Pods = res.ProbeCPUMs / 1000 * (100 / steadyProbePeriod.Seconds()) * 100
+	res.FloorCPUPer100Pods = floorPer100Pods(res.ProbeCPUMs)
 	fmt.Fprintf(stderr, "scale: stopping the stack\n")
 	return res, nil
 }

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
@@ -27,8 +26,11 @@ const (
 	// steadySettle lets the stack finish what the previous step started
 	// (creations, deletions, first probes) before a window opens.
 	steadySettle = 15 * time.Second
-	// floorProbes is how many probe commands the floor is measured over.
-	floorProbes = 200
+	// floorProbes is how many exec probes the floor is measured over, at
+	// most: at the pods' rate, the floor takes no longer than a window
+	// (and at least minFloorProbes).
+	floorProbes    = 200
+	minFloorProbes = 20
 	// Targets of a healthy running pod: no history at all, and a stack
 	// that costs little more than running the probes themselves.
 	targetEventsPerPodMinute = 0
@@ -65,13 +67,22 @@ type SteadyResults struct {
 	StackCPUPer100Pods      float64            `json:"stackCPUPercentPer100Pods"`
 	PodsCPUPer100Pods       float64            `json:"podsShareOfStackCPUPercentPer100Pods"`
 
-	// The floor: the CPU of the probe commands alone, run as the node runs
-	// them, at one probe per pod per period.
+	// The floor: the CPU of the probe executions alone, run by the
+	// supervisor's exec-probe code in a process of its own at the steady
+	// pods' rate, at one probe per pod per period. A probe costs that
+	// process its command (zlogin and what it runs: ProbeCommandsCPUMs)
+	// and its own side of the exec (ProbeProcessCPUMs); ProbeCPUMs is both.
 	ProbeCPUMs         float64 `json:"probeCPUMs"`
+	ProbeCommandsCPUMs float64 `json:"probeCommandsCPUMs"`
+	ProbeProcessCPUMs  float64 `json:"probeProcessCPUMs"`
 	FloorProbes        int     `json:"floorProbes"`
 	FloorCPUPer100Pods float64 `json:"floorCPUPercentPer100Pods"`
 	StackToFloor       float64 `json:"stackToFloorRatio"`
 	PodsToFloor        float64 `json:"podsShareToFloorRatio"`
+	// The floor as measured before: the probe commands alone, without the
+	// side of the process that runs them.
+	CommandsFloorCPUPer100Pods float64 `json:"commandsFloorCPUPercentPer100Pods"`
+	StackToCommandsFloor       float64 `json:"stackToCommandsFloorRatio"`
 
 	TargetEventsPerPodMinute float64 `json:"targetHistoryEventsPerPodPerMinute"`
 	TargetStackToFloor       float64 `json:"targetStackToFloorRatio"`
@@ -80,7 +91,7 @@ type SteadyResults struct {
 // steadyState measures the stack without pods, then with o.steady pods
 // Running and Ready, each with one exec readiness probe, then the floor.
 func steadyState(ctx context.Context, s *stack, api string, tr *tracker, c tclient.Client, o options) (*SteadyResults, error) {
-	res := &SteadyResults{Pods: o.steady, ProbePeriodSeconds: steadyProbePeriod.Seconds(), FloorProbes: floorProbes,
+	res := &SteadyResults{Pods: o.steady, ProbePeriodSeconds: steadyProbePeriod.Seconds(),
 		TargetEventsPerPodMinute: targetEventsPerPodMinute, TargetStackToFloor: targetStackToFloor}
 
 	if len(s.nodes.Nodes) == 0 {
@@ -144,14 +155,18 @@ func steadyState(ctx context.Context, s *stack, api string, tr *tracker, c tclie
 	res.StackCPUPer100Pods = res.StackCPU * perPods
 	res.PodsCPUPer100Pods = (res.StackCPU - res.StackCPUNoPods) * perPods
 
-	fmt.Fprintf(stderr, "steady: the floor, %d probe commands\n", floorProbes)
-	if res.ProbeCPUMs, err = probeCPU(ctx, s, api, names[0]); err != nil {
+	fmt.Fprintf(stderr, "steady: the floor, exec probes at the pods' rate for up to %s\n", o.steadyWindow)
+	f, err := probeFloor(ctx, s, api, names, o.steadyWindow)
+	if err != nil {
 		return nil, err
 	}
-	// ms of CPU per probe × (100 pods / period) probes per second, in % of a core.
-	res.FloorCPUPer100Pods = res.ProbeCPUMs / 1000 * (100 / steadyProbePeriod.Seconds()) * 100
+	res.FloorProbes = f.Probes
+	res.ProbeCPUMs, res.ProbeCommandsCPUMs, res.ProbeProcessCPUMs = f.NodeMs, f.CommandsMs, f.ProcessMs
+	res.FloorCPUPer100Pods = floorPer100Pods(res.ProbeCPUMs)
+	res.CommandsFloorCPUPer100Pods = floorPer100Pods(res.ProbeCommandsCPUMs)
 	res.StackToFloor = res.StackCPUPer100Pods / res.FloorCPUPer100Pods
 	res.PodsToFloor = res.PodsCPUPer100Pods / res.FloorCPUPer100Pods
+	res.StackToCommandsFloor = res.StackCPUPer100Pods / res.CommandsFloorCPUPer100Pods
 	return res, nil
 }
 
@@ -311,57 +326,59 @@ func eventsSince(ctx context.Context, c tclient.Client, id string, mark historyM
 	return events + length - mark.length, newRuns, at, nil
 }
 
-// probeCPU runs the steady pods' probe command in the zone of pod name the
-// way its node does (zlogin from the node's command directory, through the
-// same runner) and returns the CPU its processes used per run, in ms.
-func probeCPU(ctx context.Context, s *stack, api, name string) (float64, error) {
-	var pod model.Pod
-	if err := getJSON(api+"/api/v1/namespaces/default/pods/"+name, &pod); err != nil {
-		return 0, fmt.Errorf("get pod %s: %w", name, err)
+// probeFloor runs exec probes of the steady pods' command (round-robin
+// over the zones of names, which have one probe each every
+// steadyProbePeriod) in a process of its own, the way their nodes run
+// them and at the rate they do, for about window (see floorProbeCount),
+// and returns what they cost that process.
+func probeFloor(ctx context.Context, s *stack, api string, names []string, window time.Duration) (ProbeFloor, error) {
+	var pods model.List[model.Pod]
+	if err := getJSON(api+"/api/v1/namespaces/default/pods", &pods); err != nil {
+		return ProbeFloor{}, fmt.Errorf("list pods: %w", err)
 	}
-	var binDir string
+	binDirs := map[string]string{}
 	for _, n := range s.nodes.Nodes {
-		if n.Name == pod.Spec.NodeName {
-			binDir = n.BinDir
+		binDirs[n.Name] = n.BinDir
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	interval := steadyProbePeriod / time.Duration(len(names))
+	req := probeFloorRequest{Command: []string{"true"}, Probes: floorProbeCount(interval, window), Interval: interval}
+	for _, p := range pods.Items {
+		if !want[p.Metadata.Name] {
+			continue
 		}
-	}
-	if binDir == "" {
-		return 0, fmt.Errorf("pod %s is on unknown node %q", name, pod.Spec.NodeName)
-	}
-	zone := illumos.Host{Runner: &illumos.Runner{BinDir: binDir}}.Zone(illumos.ZoneName("default", name, pod.Metadata.UID))
-	probe := func() error {
-		res, err := zone.Exec(ctx, []string{"true"}, nil)
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+		bin, ok := binDirs[p.Spec.NodeName]
+		if !ok {
+			return ProbeFloor{}, fmt.Errorf("pod %s is on unknown node %q", p.Metadata.Name, p.Spec.NodeName)
 		}
-		if err != nil {
-			return fmt.Errorf("probe command in zone %s: %w", zone.Zone, err)
-		}
-		return nil
+		req.Targets = append(req.Targets, ProbeTarget{BinDir: bin, Zone: illumos.ZoneName("default", p.Metadata.Name, p.Metadata.UID), IP: p.Status.PodIP})
 	}
-	// A few runs first, so that the measured ones find the binary cached.
-	for range 5 {
-		if err := probe(); err != nil {
-			return 0, err
-		}
+	if len(req.Targets) != len(names) {
+		return ProbeFloor{}, fmt.Errorf("%d of %d pods found to probe", len(req.Targets), len(names))
 	}
-	// The children's usage counts every process the probe started and
-	// reaped, the way the node pays for it. Nothing else of this process
-	// exits meanwhile.
-	before, err := childrenCPU()
-	if err != nil {
-		return 0, err
+	var f ProbeFloor
+	if err := runFloor(ctx, probeFloorMode, req, &f); err != nil {
+		return ProbeFloor{}, err
 	}
-	for range floorProbes {
-		if err := probe(); err != nil {
-			return 0, err
-		}
+	if f.Failed > 0 {
+		return ProbeFloor{}, fmt.Errorf("%d of %d floor probes failed", f.Failed, f.Probes)
 	}
-	after, err := childrenCPU()
-	if err != nil {
-		return 0, err
-	}
-	return float64((after - before).Microseconds()) / 1000 / floorProbes, nil
+	return f, nil
+}
+
+// floorProbeCount is how many probes, one every interval, the floor runs
+// to last about window: floorProbes at most, minFloorProbes at least.
+func floorProbeCount(interval, window time.Duration) int {
+	return int(max(minFloorProbes, min(floorProbes, window/interval)))
+}
+
+// floorPer100Pods is, in %% of a core, what 100 pods' probes cost at one
+// probe of cpuMs each per steadyProbePeriod.
+func floorPer100Pods(cpuMs float64) float64 {
+	return cpuMs / 1000 * (100 / steadyProbePeriod.Seconds()) * 100
 }
 
 // machineBusyTicks is the CPU time, in clockTicks, that every CPU of the
@@ -382,14 +399,6 @@ func machineBusyTicks() int64 {
 		busy += n
 	}
 	return busy
-}
-
-func childrenCPU() (time.Duration, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
-		return 0, fmt.Errorf("getrusage: %w", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
 // summarize returns the median, mean and max of xs.

@@ -88,6 +88,10 @@ type Agent struct {
 	// what its NAT rules and its pods' DNS answers follow.
 	serviceNet servicenet.Holder
 	serviceNAT serviceNATState
+
+	// observedZones is the supervisor's last list of the zones (set
+	// before the goroutines that read it start); nil: none yet.
+	observedZones func() (map[string]string, time.Time)
 }
 
 // Run runs the agent until ctx ends, then stops it gracefully and returns
@@ -227,6 +231,7 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 	sup := supervisor.New(supervisor.Config{Node: cfg.Node, Host: supervisor.IllumosHost{Host: a.host},
 		Reporter: lifecycleReporter{api: a.api, metrics: a.metrics}, ObserveEvery: cfg.ObserveEvery, Log: a.log})
 	h.Supervisor = sup
+	a.observedZones = sup.ObservedZones
 	if err := a.superviseBound(ctx, sup, true); err != nil {
 		return fmt.Errorf("list the pods bound to node %s: %w", cfg.Node, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
+	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
 // ReasonAgentReady is the reason of the Ready condition the agent writes
@@ -34,7 +35,9 @@ type hostSummary struct {
 // summary counts the host's zones by state and reads the zones' free space.
 func (a *Agent) summary(ctx context.Context) hostSummary {
 	var s hostSummary
-	if zones, err := a.host.Zoneadm().List(ctx); err != nil {
+	if zones, ok := a.recentlyObservedZones(); ok {
+		s.zones = ZoneSummary(zones)
+	} else if zones, err := a.host.Zoneadm().List(ctx); err != nil {
 		a.log.Warn("list zones", "err", err)
 	} else {
 		s.zones = ZoneSummary(zones)
@@ -54,6 +57,28 @@ func (a *Agent) summary(ctx context.Context) hostSummary {
 		}
 	}
 	return s
+}
+
+// recentlyObservedZones are the zones as the supervisor last listed them,
+// if it did within two of its intervals: a heartbeat then runs no zoneadm
+// list of its own.
+func (a *Agent) recentlyObservedZones() ([]illumos.Zone, bool) {
+	if a.observedZones == nil {
+		return nil, false
+	}
+	states, at := a.observedZones()
+	every := a.cfg.ObserveEvery
+	if every <= 0 {
+		every = supervisor.DefaultObserveEvery
+	}
+	if states == nil || time.Since(at) > 2*every {
+		return nil, false
+	}
+	zones := make([]illumos.Zone, 0, len(states))
+	for name, state := range states {
+		zones = append(zones, illumos.Zone{Name: name, State: illumos.ZoneState(state)})
+	}
+	return zones, true
 }
 
 // ZoneSummary counts non-global zones by state: "running=3,installed=1"

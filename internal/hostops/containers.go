@@ -250,6 +250,12 @@ func (h *Host) maintenance(ctx context.Context, s PodSandbox, container string) 
 		Zone: s.ZoneName(), FMRI: ContainerFMRI(container), Log: containerLog(container)}}
 }
 
+// enableGrace is how long a container may still read disabled when the
+// wait for it begins: svcadm enable returns before svc.startd acts on it
+// (requests are asynchronous), so a service StartContainers has just
+// enabled reads disabled, with no transition, for a moment.
+const enableGrace = 2 * time.Second
+
 // WaitContainersOnline waits until every container's service is online,
 // reporting progress at each look. A container in maintenance ends the
 // wait with a *MaintenanceError that names it.
@@ -261,6 +267,7 @@ func (h *Host) WaitContainersOnline(ctx context.Context, s PodSandbox) error {
 	// Services usually come online within moments of their start: look
 	// again soon, then less often.
 	wait := 50 * time.Millisecond
+	start := time.Now()
 	for {
 		states, err := h.containerStates(ctx, s)
 		if err != nil {
@@ -283,7 +290,7 @@ func (h *Host) WaitContainersOnline(ctx context.Context, s PodSandbox) error {
 						Kind: illumos.KindNotFound, Err: fmt.Errorf("container %q has no SMF service: StartContainers has not run", name)})
 				case st.State == "maintenance":
 					return h.maintenance(ctx, s, name)
-				case st.State == "disabled" && !st.Transitioning:
+				case st.State == "disabled" && !st.Transitioning && time.Since(start) >= enableGrace:
 					return h.fail(ctx, step, s, &illumos.Error{Op: "svcs", Subject: s.ZoneName() + ":" + ContainerFMRI(name),
 						Kind: illumos.KindWrongState, Err: fmt.Errorf("container %q is disabled (stopped)", name)})
 				case st.State == "online" && !st.Transitioning:

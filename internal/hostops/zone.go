@@ -548,6 +548,12 @@ func (h *Host) BootZone(ctx context.Context, s PodSandbox) error {
 	if err := za.Boot(ctx, name); err != nil {
 		return h.fail(ctx, step, s, err)
 	}
+	if z.State == illumos.ZoneInstalled || z.State == illumos.ZoneReady {
+		// Booted from there, zoneadm exits 0 only once the zone runs (a
+		// failed boot tears it back to installed and exits 1): no need
+		// to look again.
+		return nil
+	}
 	// zoneadm says "already booted" (exit 0) for a zone on its way down too.
 	if z, err = za.Get(ctx, name); err != nil {
 		return h.fail(ctx, step, s, err)

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"reflect"
 	"sync"
 	"time"
@@ -94,6 +95,10 @@ type Supervisor struct {
 	mu   sync.Mutex
 	seq  uint64
 	pods map[string]*pod // by UID
+	// zones is every zone's state as the last observation found it, at
+	// zonesAt: others on the node read it instead of listing again.
+	zones   map[string]string
+	zonesAt time.Time
 }
 
 // New returns a supervisor; Run starts it.
@@ -143,6 +148,18 @@ type container struct {
 func (s *Supervisor) next() uint64 {
 	s.seq = max(s.seq+1, uint64(time.Now().UnixNano()))
 	return s.seq
+}
+
+// ObservedZones is every zone's state (name → state) as the last
+// observation found it, and when it began; nil before the first. The map
+// is the caller's.
+func (s *Supervisor) ObservedZones() (map[string]string, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.zones == nil {
+		return nil, time.Time{}
+	}
+	return maps.Clone(s.zones), s.zonesAt
 }
 
 func (s *Supervisor) poke() {
@@ -247,6 +264,9 @@ func (s *Supervisor) observe(ctx context.Context) {
 		s.log.Warn("list zones", "err", err)
 		return
 	}
+	s.mu.Lock()
+	s.zones, s.zonesAt = zones, began
+	s.mu.Unlock()
 	svcs, err := s.cfg.Host.Services(ctx)
 	if err != nil {
 		s.log.Warn("list the zones' services", "err", err)

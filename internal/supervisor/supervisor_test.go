@@ -287,3 +287,23 @@ func TestAContainerWithoutReadinessProbeIsReadyWhileItRuns(t *testing.T) {
 		t.Fatalf("zone reported %q", got.Zone)
 	}
 }
+
+func TestObservedZonesAreTheLastObservation(t *testing.T) {
+	host := &fakeHost{zones: map[string]string{"global": "running", "web": "running"}}
+	s := New(Config{Node: "n1", Host: host, Reporter: &recorder{}})
+	if zones, _ := s.ObservedZones(); zones != nil {
+		t.Fatalf("zones before any observation: %v", zones)
+	}
+	before := time.Now()
+	s.observe(t.Context())
+	zones, at := s.ObservedZones()
+	if len(zones) != 2 || zones["web"] != "running" || at.Before(before) {
+		t.Errorf("observed %v at %s, want web running, observed after %s", zones, at, before)
+	}
+	host.set(func(f *fakeHost) { f.zones["web"] = "installed" })
+	zones["web"] = "changed by the caller"
+	s.observe(t.Context())
+	if zones, _ := s.ObservedZones(); zones["web"] != "installed" {
+		t.Errorf("after the zone halted, observed %v", zones)
+	}
+}
