@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
@@ -111,4 +112,56 @@ func TestImageDeletionAndPodCreationDoNotRace(t *testing.T) {
 	if err := s.CreatePodWithCatalogImages(ctx, p); !errors.As(err, &fieldErrs) || fieldErrs[0].Type != model.FieldNotFound {
 		t.Fatalf("a pod naming an absent image: got %v, want a not-found field error", err)
 	}
+}
+
+// Deleting an image asks which pods use it: with thousands of pods that is
+// an index lookup, not a scan of every pod's spec.
+func TestPodsUsingImageIsAnIndexLookup(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	p := pod("seed", nil)
+	if err := s.CreatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	const pods = 10000
+	// Copies of the seed, each naming an image of its own.
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO pods (uid, namespace, name, resource_version, spec, status)
+		SELECT gen_random_uuid(), namespace, 'p-' || i, resource_version,
+			jsonb_set(spec, '{containers,0,image}', to_jsonb('img-' || i)), status
+		FROM pods, generate_series(1, $1) AS i WHERE name = 'seed'`, pods); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, "ANALYZE pods"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	const lookups = 50
+	for range lookups {
+		users, err := s.PodsUsingImage(ctx, "img-4242")
+		if err != nil || len(users) != 1 || users[0] != "default/p-4242" {
+			t.Fatalf("pods using img-4242: %v %v", users, err)
+		}
+	}
+	t.Logf("PodsUsingImage over %d pods: %v per lookup", pods+1, time.Since(start)/lookups)
+	match := `[{"image": "img-4242"}]`
+	var plan []string
+	rows, err := s.Pool().Query(ctx, "EXPLAIN "+store.PodsUsingImageSQL, match)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "pods_containers") || strings.Contains(text, "Seq Scan") {
+		t.Fatalf("the lookup of an image's pods does not use the pods_containers index:\n%s", text)
+	}
+	t.Logf("plan:\n%s", text)
 }
