@@ -25,9 +25,9 @@ type Scheduler struct {
 	turn chan struct{}
 	// Capacity is the cluster-wide capacity map; nil: no limits.
 	Capacity Capacity
-	// used follows what the bound pods request, node by node. Only the
+	// view follows the nodes and what the bound pods request. Only the
 	// scheduling lock's holder touches it.
-	used usage
+	view view
 }
 
 // wait takes this process's turn at the scheduling lock.
@@ -97,11 +97,7 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		if why, err := s.Capacity.full(ctx, conn.Conn(), pod); err != nil || why != "" {
 			return Decision{Message: why, Reason: ReasonCapacityExceeded}, err
 		}
-		nodes, err := s.Store.Nodes().List(ctx, store.ListOptions{})
-		if err != nil {
-			return Decision{}, err
-		}
-		used, err := s.usage(ctx, conn.Conn(), pod.Metadata.UID)
+		nodes, used, err := s.cluster(ctx, conn.Conn(), pod.Metadata.UID)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -121,10 +117,10 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		if pin == "" {
 			pin = pc.cloneNode()
 		}
-		candidates := make([]Candidate, len(nodes.Items))
-		for i := range nodes.Items {
-			name := nodes.Items[i].Metadata.Name
-			candidates[i] = Candidate{Node: &nodes.Items[i], Used: used[name], ClaimBytes: claimBytes[name], NewClaimBytes: newClaimBytes}
+		candidates := make([]Candidate, len(nodes))
+		for i, n := range nodes {
+			name := n.Metadata.Name
+			candidates[i] = Candidate{Node: n, Used: used[name], ClaimBytes: claimBytes[name], NewClaimBytes: newClaimBytes}
 			if pin != "" && name != pin {
 				candidates[i].Excluded = ReasonVolumeNode
 			}

@@ -311,3 +311,49 @@ func TestDeletedPodsFreeTheirRoomAndCompactionIsCaughtUp(t *testing.T) {
 		t.Fatalf("c refused after b ended and the history was compacted: %+v %v", d, err)
 	}
 }
+
+// Nodes cordoned, added and deleted between placements are seen by the
+// next one.
+func TestPlacementFollowsNodeChanges(t *testing.T) {
+	st, ctx := storetest.New(t), context.Background()
+	if err := st.Nodes().Create(ctx, node("a", "8", "8Gi", true)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if err := st.CreatePod(ctx, pod(fmt.Sprintf("p%d", i), "100m", "128Mi")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &scheduler.Scheduler{Store: st}
+	place := func(name, want string) {
+		t.Helper()
+		if d, err := s.Schedule(ctx, "default", name); err != nil || d.Node != want {
+			t.Fatalf("%s went to %q (%s, %v); want %q", name, d.Node, d.Message, err, want)
+		}
+	}
+	place("p0", "a")
+	a, err := st.Nodes().Get(ctx, "", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Spec.Unschedulable = true
+	if err := st.Nodes().Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	place("p1", "")
+	if err := st.Nodes().Create(ctx, node("b", "8", "8Gi", true)); err != nil {
+		t.Fatal(err)
+	}
+	place("p1", "b")
+	if err := st.Nodes().Create(ctx, node("c", "8", "8Gi", true)); err != nil {
+		t.Fatal(err)
+	}
+	place("p2", "c") // the least allocated
+	if _, err := st.Pods().Delete(ctx, "default", "p2", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DeleteNode(ctx, "c", ""); err != nil {
+		t.Fatal(err)
+	}
+	place("p3", "b")
+}
