@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
@@ -29,16 +30,20 @@ type PodName struct{ Namespace, Name string }
 // workflow": a crash between the API's two writes leaves a row without
 // one. Rows younger than settle are left alone, as their creator may still
 // be starting it. The rows are compared with one listing of the running
-// lifecycles; only a pod missing from it is asked about on its own. A pod
-// that cannot be repaired does not keep the others from it: the errors
-// come back together. It returns how many it started.
+// lifecycles; only a pod missing from it (the listing lags a little) is
+// asked about on its own. A pod that cannot be repaired does not keep the
+// others from it: the errors come back together. It returns how many it
+// started.
 func (a *Control) EnsurePodWorkflows(ctx context.Context, settle time.Duration) (int, error) {
 	if a.Lifecycles == nil {
 		return 0, nil
 	}
 	running, err := a.Lifecycles.RunningPods(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("list the running pod lifecycles: %w", err)
+		// A visibility store that cannot answer (Temporal's standard
+		// visibility on Cassandra) leaves every pod to be asked about.
+		slog.Warn("listing the running pod lifecycles failed; looking at each pod's", "err", err)
+		running = nil
 	}
 	started := 0
 	var errs []error

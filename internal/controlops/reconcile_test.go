@@ -20,13 +20,21 @@ import (
 	"github.com/zonewright/zonewright/workflows"
 )
 
-// temporalCalls counts the reconciler's look at each lifecycle, and
-// refuses the start of one workflow ID.
+// temporalCalls counts the reconciler's look at each lifecycle, refuses
+// the start of one workflow ID, and fails listings when told.
 type temporalCalls struct {
 	client.Client
 	mu        sync.Mutex
 	describes int
 	refuse    string
+	noListing bool
+}
+
+func (c *temporalCalls) ListWorkflow(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	if c.noListing {
+		return nil, errors.New("operation not supported by this visibility store")
+	}
+	return c.Client.ListWorkflow(ctx, req)
 }
 
 func (c *temporalCalls) DescribeWorkflowExecution(ctx context.Context, id, run string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
@@ -122,4 +130,20 @@ func TestEnsurePodWorkflowsListsInsteadOfDescribingEveryPod(t *testing.T) {
 		t.Fatalf("second run described %d lifecycles; want 1", n)
 	}
 	t.Logf("%d pods: a run takes %v with %d describe(s) (one per pod before: %d)", pods, took, n, pods)
+
+	// A visibility store that cannot list: every pod is looked at.
+	late := &model.Pod{Metadata: model.ObjectMeta{Name: "late", Namespace: model.DefaultNamespace},
+		Spec: model.PodSpec{Containers: []model.Container{{Name: "a", Image: "i", Command: []string{"c"}}}}}
+	model.DefaultPod(late)
+	if err := st.CreatePod(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	calls.noListing = true
+	started, err = ctl.EnsurePodWorkflows(ctx, 0)
+	if started != 1 || err != nil {
+		t.Fatalf("without a listing the run started %d and returned %v; want the late pod's", started, err)
+	}
+	if n := calls.takeDescribes(); n != pods+1 {
+		t.Fatalf("without a listing the run described %d lifecycles; want every pod's, %d", n, pods+1)
+	}
 }
