@@ -439,9 +439,8 @@ func (a *Images) SetImageNodeStatus(ctx context.Context, u ImageNodeUpdate) erro
 	}
 	ended := u.Phase == model.ImageReady || u.Phase == model.ImageFailed
 	if had && prev.Phase == model.ImagePulling && prev.Updated != nil && ended {
-		img, err := a.get(ctx, ImageRef{Name: u.Image})
-		if err == nil && img != nil {
-			a.Metrics.NodePullFinished(u.Phase == model.ImageReady, img.Status.ArtefactSize, now.Sub(*prev.Updated))
+		if size, err := a.Store.ImageArtefactSize(ctx, u.Image); err == nil {
+			a.Metrics.NodePullFinished(u.Phase == model.ImageReady, size, now.Sub(*prev.Updated))
 		}
 	}
 	if !ended {

@@ -102,6 +102,14 @@ func (s *Store) UpdateImageWithNodes(ctx context.Context, img *model.Image, node
 	})
 }
 
+// ImageArtefactSize is the size of the image's artefact (0 before its
+// import ends), read without the image's per-node states.
+func (s *Store) ImageArtefactSize(ctx context.Context, image string) (int64, error) {
+	var size int64
+	err := s.pool.QueryRow(ctx, "SELECT coalesce((status ->> 'artefactSize')::bigint, 0) FROM images WHERE name = $1", image).Scan(&size)
+	return size, classify(err)
+}
+
 // ImagePulling reports whether a pull of the image to some node is under
 // way (a node's state is Pulling).
 func (s *Store) ImagePulling(ctx context.Context, image string) (bool, error) {
