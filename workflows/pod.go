@@ -49,9 +49,9 @@ const (
 // PodWorkflowID is the stable, readable ID of a pod's lifecycle.
 func PodWorkflowID(namespace, name string) string { return "pod/" + namespace + "/" + name }
 
-// ParsePodWorkflowID is PodWorkflowID backwards; ok is false for another
+// parsePodWorkflowID is PodWorkflowID backwards; ok is false for another
 // workflow's ID.
-func ParsePodWorkflowID(id string) (namespace, name string, ok bool) {
+func parsePodWorkflowID(id string) (namespace, name string, ok bool) {
 	rest, ok := strings.CutPrefix(id, "pod/")
 	if !ok {
 		return "", "", false

@@ -72,7 +72,7 @@ func (c PodClient) Running(ctx context.Context, namespace, name string) (bool, e
 
 // runningLifecyclesQuery finds the running lifecycles in Temporal's
 // visibility store (its SQL and Elasticsearch stores both answer it).
-var runningLifecyclesQuery = fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", PodWorkflowName)
+const runningLifecyclesQuery = "WorkflowType = '" + PodWorkflowName + "' AND ExecutionStatus = 'Running'"
 
 // RunningPods lists the pods whose lifecycle runs, in pages of a
 // thousand, as the visibility store sees them: it lags the histories by
@@ -86,7 +86,7 @@ func (c PodClient) RunningPods(ctx context.Context) (map[controlops.PodName]bool
 			return nil, err
 		}
 		for _, e := range resp.GetExecutions() {
-			if ns, name, ok := ParsePodWorkflowID(e.GetExecution().GetWorkflowId()); ok {
+			if ns, name, ok := parsePodWorkflowID(e.GetExecution().GetWorkflowId()); ok {
 				out[controlops.PodName{Namespace: ns, Name: name}] = true
 			}
 		}
