@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -47,6 +48,17 @@ const (
 
 // PodWorkflowID is the stable, readable ID of a pod's lifecycle.
 func PodWorkflowID(namespace, name string) string { return "pod/" + namespace + "/" + name }
+
+// parsePodWorkflowID is PodWorkflowID backwards; ok is false for another
+// workflow's ID.
+func parsePodWorkflowID(id string) (namespace, name string, ok bool) {
+	rest, ok := strings.CutPrefix(id, "pod/")
+	if !ok {
+		return "", "", false
+	}
+	namespace, name, ok = strings.Cut(rest, "/")
+	return namespace, name, ok && namespace != "" && name != "" && !strings.Contains(name, "/")
+}
 
 // TerminateSignal asks for a graceful termination (sent by DELETE).
 type TerminateSignal struct {

@@ -70,6 +70,33 @@ func (c PodClient) Running(ctx context.Context, namespace, name string) (bool, e
 	return d != nil, err
 }
 
+// runningLifecyclesQuery finds the running lifecycles in Temporal's
+// visibility store (its SQL and Elasticsearch stores both answer it).
+const runningLifecyclesQuery = "WorkflowType = '" + PodWorkflowName + "' AND ExecutionStatus = 'Running'"
+
+// RunningPods lists the pods whose lifecycle runs, in pages of a
+// thousand, as the visibility store sees them: it lags the histories by
+// a moment, so a lifecycle just started may be missing.
+func (c PodClient) RunningPods(ctx context.Context) (map[controlops.PodName]bool, error) {
+	out := map[controlops.PodName]bool{}
+	req := &workflowservice.ListWorkflowExecutionsRequest{Query: runningLifecyclesQuery, PageSize: 1000}
+	for {
+		resp, err := c.Temporal.ListWorkflow(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range resp.GetExecutions() {
+			if ns, name, ok := parsePodWorkflowID(e.GetExecution().GetWorkflowId()); ok {
+				out[controlops.PodName{Namespace: ns, Name: name}] = true
+			}
+		}
+		if len(resp.GetNextPageToken()) == 0 {
+			return out, nil
+		}
+		req.NextPageToken = resp.GetNextPageToken()
+	}
+}
+
 // describeRunning describes the pod's lifecycle; nil when it is not
 // running (or there is none).
 func (c PodClient) describeRunning(ctx context.Context, namespace, name string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {

@@ -319,28 +319,41 @@ func (a *Images) DecompressImage(ctx context.Context, ref ImageRef) (ImageArtefa
 }
 
 // MarkImageReady registers the imported image: Ready, with its artefact,
-// and every Ready node whose brands fit marked Pulling in the same write,
-// so the node sync does not start pulls the import is about to run. It
-// returns those nodes and how they fetch the image.
+// and every Ready node whose brands fit marked Pulling in the same
+// transaction, so the node sync does not start pulls the import is about
+// to run. It returns those nodes and how they fetch the image.
 func (a *Images) MarkImageReady(ctx context.Context, in ImageReadyInput) (ImageTargets, error) {
 	nodes, err := a.allNodes(ctx)
 	if err != nil {
 		return ImageTargets{}, err
 	}
-	var t ImageTargets
-	_, err = a.mutate(ctx, in.Image, func(img *model.Image) {
+	for {
+		img, err := a.get(ctx, in.Image)
+		if err != nil || img == nil {
+			return ImageTargets{}, err
+		}
 		a.setPhase(&img.Status, model.ImageReady, "", "imported; distributing to nodes")
 		img.Status.ArtefactSHA256, img.Status.ArtefactSize = in.Artefact.SHA256, in.Artefact.Size
 		now := a.now()
-		t = ImageTargets{Image: a.nodeImage(img)}
+		t := ImageTargets{Image: a.nodeImage(img)}
+		var pulling []model.ImageNodeStatus
 		for i := range nodes {
 			if fits(img, &nodes[i]) {
 				t.Nodes = append(t.Nodes, nodes[i].Metadata.Name)
-				img.Status.SetNode(model.ImageNodeStatus{Node: nodes[i].Metadata.Name, Phase: model.ImagePulling, Updated: &now})
+				pulling = append(pulling, model.ImageNodeStatus{Node: nodes[i].Metadata.Name, Phase: model.ImagePulling, Updated: &now})
 			}
 		}
-	})
-	return t, err
+		err = a.Store.UpdateImageWithNodes(ctx, img, pulling)
+		if errors.Is(err, store.ErrNotFound) {
+			return ImageTargets{}, nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return t, err
+		}
+		if err := ctx.Err(); err != nil {
+			return ImageTargets{}, err
+		}
+	}
 }
 
 // MarkImageFailed fails the image with a reason. The progress goes back
@@ -407,28 +420,49 @@ func (a *Images) ImagePullPlan(ctx context.Context, in ImageNodeInput) (NodePull
 	return NodePull{Image: a.nodeImage(img)}, nil
 }
 
-// SetImageNodeStatus records the image's state on one node.
+// SetImageNodeStatus records the image's state on one node: one row of
+// its own, written without rewriting the Image. The Image itself (its
+// message, and an event for its watchers) changes when a report leaves no
+// node of it Pulling: a distribution shows its start (MarkImageReady) and
+// its end, not every node's step; a read shows every node's state.
 //
 // The update that ends a node's pull (Pulling to Ready or Failed)
 // measures it; a retried update finds it ended and measures nothing.
 func (a *Images) SetImageNodeStatus(ctx context.Context, u ImageNodeUpdate) error {
-	var pulled time.Duration
-	var bytes int64
-	ended := false
-	_, err := a.mutate(ctx, ImageRef{Name: u.Image}, func(img *model.Image) {
-		now := a.now()
-		ended = false
-		if prev, ok := img.Status.Node(u.Node); ok && prev.Phase == model.ImagePulling && prev.Updated != nil &&
-			(u.Phase == model.ImageReady || u.Phase == model.ImageFailed) {
-			ended, pulled, bytes = true, now.Sub(*prev.Updated), img.Status.ArtefactSize
+	now := a.now()
+	prev, had, err := a.Store.SetImageNode(ctx, u.Image, model.ImageNodeStatus{Node: u.Node, Phase: u.Phase, Reason: u.Reason, Message: u.Message, Updated: &now})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // the image or the node is gone
+	}
+	if err != nil {
+		return err
+	}
+	ended := u.Phase == model.ImageReady || u.Phase == model.ImageFailed
+	if had && prev.Phase == model.ImagePulling && prev.Updated != nil && ended {
+		if size, err := a.Store.ImageArtefactSize(ctx, u.Image); err == nil {
+			a.Metrics.NodePullFinished(u.Phase == model.ImageReady, size, now.Sub(*prev.Updated))
 		}
-		img.Status.SetNode(model.ImageNodeStatus{Node: u.Node, Phase: u.Phase, Reason: u.Reason, Message: u.Message, Updated: &now})
-		if img.Status.Phase == model.ImageReady {
-			img.Status.Message = nodeSummary(img.Status.Nodes)
+	}
+	if !ended {
+		return nil
+	}
+	pulling, err := a.Store.ImagePulling(ctx, u.Image)
+	if err != nil || pulling {
+		return err
+	}
+	_, err = a.Store.Images().Modify(ctx, "", u.Image, func(img *model.Image) bool {
+		if img.Status.Phase != model.ImageReady {
+			return false
 		}
+		msg := nodeSummary(img.Status.Nodes)
+		if img.Status.Message == msg {
+			return false
+		}
+		img.Status.Message = msg
+		return true
 	})
-	if err == nil && ended {
-		a.Metrics.NodePullFinished(u.Phase == model.ImageReady, bytes, pulled)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
 	}
 	return err
 }

@@ -145,6 +145,9 @@ func (s *signals) Start(context.Context, controlops.PodRef) error { return nil }
 func (s *signals) Running(context.Context, string, string) (bool, error) {
 	return true, nil
 }
+func (s *signals) RunningPods(context.Context) (map[controlops.PodName]bool, error) {
+	return nil, nil
+}
 func (s *signals) Signal(_ context.Context, _, name, signal string, arg any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,7 +2,9 @@ package controlops
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
@@ -14,46 +16,83 @@ import (
 type Lifecycles interface {
 	Start(ctx context.Context, ref PodRef) error
 	Running(ctx context.Context, namespace, name string) (bool, error)
+	// RunningPods lists the pods whose lifecycle runs, as Temporal's
+	// visibility store sees them: it lags, so a lifecycle started a moment
+	// ago may be missing (Running answers for one pod from its history).
+	RunningPods(ctx context.Context) (map[PodName]bool, error)
 	Signal(ctx context.Context, namespace, name, signal string, arg any) error
 }
+
+// PodName names a pod (any incarnation).
+type PodName struct{ Namespace, Name string }
 
 // EnsurePodWorkflows repairs the invariant "every pod row has its
 // workflow": a crash between the API's two writes leaves a row without
 // one. Rows younger than settle are left alone, as their creator may still
-// be starting it. It returns how many it started.
+// be starting it. The rows are compared with one listing of the running
+// lifecycles; only a pod missing from it (the listing lags a little) is
+// asked about on its own. A pod that cannot be repaired does not keep the
+// others from it: the errors come back together. It returns how many it
+// started.
 func (a *Control) EnsurePodWorkflows(ctx context.Context, settle time.Duration) (int, error) {
 	if a.Lifecycles == nil {
 		return 0, nil
 	}
+	running, err := a.Lifecycles.RunningPods(ctx)
+	if err != nil {
+		// A visibility store that cannot answer (Temporal's standard
+		// visibility on Cassandra) leaves every pod to be asked about.
+		slog.Warn("listing the running pod lifecycles failed; looking at each pod's", "err", err)
+		running = nil
+	}
 	started := 0
+	var errs []error
 	opts := store.ListOptions{Limit: 500}
 	for {
 		page, err := a.Store.Pods().List(ctx, opts)
 		if err != nil {
-			return started, err
+			return started, errors.Join(append(errs, err)...)
 		}
 		for _, p := range page.Items {
-			if p.Metadata.CreationTimestamp != nil && time.Since(*p.Metadata.CreationTimestamp) < settle {
+			if running[PodName{p.Metadata.Namespace, p.Metadata.Name}] ||
+				p.Metadata.CreationTimestamp != nil && time.Since(*p.Metadata.CreationTimestamp) < settle {
 				continue
 			}
-			running, err := a.Lifecycles.Running(ctx, p.Metadata.Namespace, p.Metadata.Name)
+			ok, err := a.ensurePodWorkflow(ctx, PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID})
+			if ok {
+				started++
+			}
 			if err != nil {
-				return started, err
+				errs = append(errs, err)
 			}
-			if running {
-				continue
+			if ctx.Err() != nil {
+				return started, errors.Join(append(errs, ctx.Err())...)
 			}
-			ref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
-			if err := a.Lifecycles.Start(ctx, ref); err != nil {
-				return started, fmt.Errorf("start the lifecycle of %s: %w", ref, err)
-			}
-			started++
-			_ = a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindPod, Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID},
-				model.EventWarning, "LifecycleRestored", "The pod had no running lifecycle workflow; the reconciler started one", "zonewright-reconciler")
 		}
 		if page.Metadata.Continue == "" {
-			return started, nil
+			return started, errors.Join(errs...)
 		}
 		opts.Continue = page.Metadata.Continue
 	}
+}
+
+// ensurePodWorkflow starts the pod's lifecycle unless it runs; started
+// says whether it did.
+func (a *Control) ensurePodWorkflow(ctx context.Context, ref PodRef) (started bool, err error) {
+	running, err := a.Lifecycles.Running(ctx, ref.Namespace, ref.Name)
+	if err != nil || running {
+		if err != nil {
+			err = fmt.Errorf("is the lifecycle of %s running: %w", ref, err)
+		}
+		return false, err
+	}
+	if err := a.Lifecycles.Start(ctx, ref); err != nil {
+		return false, fmt.Errorf("start the lifecycle of %s: %w", ref, err)
+	}
+	err = a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindPod, Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID},
+		model.EventWarning, "LifecycleRestored", "The pod had no running lifecycle workflow; the reconciler started one", "zonewright-reconciler")
+	if err != nil {
+		err = fmt.Errorf("record the restored lifecycle of %s: %w", ref, err)
+	}
+	return true, err
 }

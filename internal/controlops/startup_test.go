@@ -82,6 +82,7 @@ func TestTheEndOfANodesPullIsMeasuredOnce(t *testing.T) {
 	if err := st.Images().Create(ctx, img); err != nil {
 		t.Fatal(err)
 	}
+	createNode(t, st, "n1", time.Now())
 	reg := metrics.NewRegistry()
 	ops := &controlops.Images{Store: st, Metrics: metrics.NewServe(reg)}
 	for _, phase := range []string{model.ImagePulling, model.ImageReady, model.ImageReady} {

@@ -18,8 +18,9 @@ type wakes struct {
 	names []string
 }
 
-func (w *wakes) Start(context.Context, controlops.PodRef) error        { return nil }
-func (w *wakes) Running(context.Context, string, string) (bool, error) { return true, nil }
+func (w *wakes) Start(context.Context, controlops.PodRef) error                   { return nil }
+func (w *wakes) Running(context.Context, string, string) (bool, error)            { return true, nil }
+func (w *wakes) RunningPods(context.Context) (map[controlops.PodName]bool, error) { return nil, nil }
 func (w *wakes) Signal(_ context.Context, _, name, signal string, _ any) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

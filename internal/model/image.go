@@ -107,26 +107,6 @@ func (s *ImageStatus) Node(node string) (ImageNodeStatus, bool) {
 	return ImageNodeStatus{}, false
 }
 
-// SetNode replaces (or adds) the status of one node, keeping node order.
-func (s *ImageStatus) SetNode(ns ImageNodeStatus) {
-	for i, n := range s.Nodes {
-		if n.Node == ns.Node {
-			s.Nodes[i] = ns
-			return
-		}
-	}
-	s.Nodes = append(s.Nodes, ns)
-	slices.SortFunc(s.Nodes, func(a, b ImageNodeStatus) int {
-		switch {
-		case a.Node < b.Node:
-			return -1
-		case a.Node > b.Node:
-			return 1
-		}
-		return 0
-	})
-}
-
 // ImageStatus is the import's progress and where the image is present.
 type ImageStatus struct {
 	Phase   string `json:"phase,omitempty"`
@@ -138,7 +118,9 @@ type ImageStatus struct {
 	// Artefact is the decompressed file the nodes pull: its digest and size.
 	ArtefactSHA256 string `json:"artefactSHA256,omitempty"`
 	ArtefactSize   int64  `json:"artefactSize,omitempty"`
-	// Nodes lists the image's presence per node.
+	// Nodes lists the image's presence per node, by node name. The store
+	// keeps each node's state in a row of its own (one node's report
+	// rewrites nothing else) and fills this in on every read.
 	Nodes          []ImageNodeStatus `json:"nodes,omitempty"`
 	LastTransition *time.Time        `json:"lastTransitionTime,omitempty"`
 }

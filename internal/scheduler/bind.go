@@ -25,10 +25,9 @@ type Scheduler struct {
 	turn chan struct{}
 	// Capacity is the cluster-wide capacity map; nil: no limits.
 	Capacity Capacity
-	// requests caches what each bound pod requests (fixed when the pod is
-	// created), so a placement reads the pods' UIDs, not their specs.
-	// Only the scheduling lock's holder touches it.
-	requests map[string]Resources
+	// view follows the nodes and what the bound pods request. Only the
+	// scheduling lock's holder touches it.
+	view view
 }
 
 // wait takes this process's turn at the scheduling lock.
@@ -98,11 +97,7 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		if why, err := s.Capacity.full(ctx, conn.Conn(), pod); err != nil || why != "" {
 			return Decision{Message: why, Reason: ReasonCapacityExceeded}, err
 		}
-		nodes, err := s.Store.Nodes().List(ctx, store.ListOptions{})
-		if err != nil {
-			return Decision{}, err
-		}
-		used, err := s.usage(ctx, conn.Conn(), pod.Metadata.UID)
+		nodes, used, err := s.cluster(ctx, conn.Conn(), pod.Metadata.UID)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -122,10 +117,10 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		if pin == "" {
 			pin = pc.cloneNode()
 		}
-		candidates := make([]Candidate, len(nodes.Items))
-		for i := range nodes.Items {
-			name := nodes.Items[i].Metadata.Name
-			candidates[i] = Candidate{Node: &nodes.Items[i], Used: used[name], ClaimBytes: claimBytes[name], NewClaimBytes: newClaimBytes}
+		candidates := make([]Candidate, len(nodes))
+		for i, n := range nodes {
+			name := n.Metadata.Name
+			candidates[i] = Candidate{Node: n, Used: used[name], ClaimBytes: claimBytes[name], NewClaimBytes: newClaimBytes}
 			if pin != "" && name != pin {
 				candidates[i].Excluded = ReasonVolumeNode
 			}
@@ -161,52 +156,6 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		}
 		return d, err
 	}
-}
-
-// usage sums the requests of pods bound to each node, other than pod uid,
-// that still hold their resources. Only the specs of pods it has not seen
-// before are read.
-func (s *Scheduler) usage(ctx context.Context, conn *pgx.Conn, uid string) (map[string]Resources, error) {
-	rows, err := conn.Query(ctx, `SELECT uid::text, node_name FROM pods
-		WHERE node_name IS NOT NULL AND coalesce(phase, '') NOT IN ('Succeeded', 'Failed') AND uid <> $1`, uid)
-	if err != nil {
-		return nil, err
-	}
-	bound, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ UID, Node string }])
-	if err != nil {
-		return nil, err
-	}
-	known := make(map[string]Resources, len(bound))
-	var unknown []string
-	for _, b := range bound {
-		if r, ok := s.requests[b.UID]; ok {
-			known[b.UID] = r
-		} else {
-			unknown = append(unknown, b.UID)
-		}
-	}
-	if len(unknown) > 0 {
-		rows, err := conn.Query(ctx, `SELECT uid::text, spec FROM pods WHERE uid = ANY($1::uuid[])`, unknown)
-		if err != nil {
-			return nil, err
-		}
-		specs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
-			UID  string
-			Spec model.PodSpec
-		}])
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range specs {
-			known[p.UID] = PodRequests(&model.Pod{Spec: p.Spec})
-		}
-	}
-	s.requests = known // pods gone, or holding nothing any more, drop out
-	out := map[string]Resources{}
-	for _, b := range bound {
-		out[b.Node] = out[b.Node].add(known[b.UID])
-	}
-	return out, nil
 }
 
 func hasCondition(p *model.Pod, typ string) bool {

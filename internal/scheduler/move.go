@@ -76,11 +76,7 @@ func (s *Scheduler) PlanMove(ctx context.Context, ns, name, uid string) (MovePla
 	if pod == nil {
 		pod = &model.Pod{Metadata: model.ObjectMeta{Namespace: ns, Name: name}}
 	}
-	nodes, err := s.Store.Nodes().List(ctx, store.ListOptions{})
-	if err != nil {
-		return MovePlan{}, err
-	}
-	used, err := s.usage(ctx, conn.Conn(), pod.Metadata.UID)
+	nodes, used, err := s.cluster(ctx, conn.Conn(), pod.Metadata.UID)
 	if err != nil {
 		return MovePlan{}, err
 	}
@@ -88,9 +84,8 @@ func (s *Scheduler) PlanMove(ctx context.Context, ns, name, uid string) (MovePla
 	if err != nil {
 		return MovePlan{}, err
 	}
-	candidates := make([]Candidate, 0, len(nodes.Items))
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
+	candidates := make([]Candidate, 0, len(nodes))
+	for _, n := range nodes {
 		cand := Candidate{Node: n, Used: used[n.Metadata.Name], ClaimBytes: claimBytes[n.Metadata.Name], NewClaimBytes: model.ClaimBytes(c)}
 		switch {
 		case n.Metadata.Name == m.From:

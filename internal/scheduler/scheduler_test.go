@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
@@ -215,4 +216,144 @@ func TestClaimsNeedRoomAndTheirNode(t *testing.T) {
 	if d.Node != "" || !strings.Contains(d.Message, "1 Insufficient storage") || !strings.Contains(d.Message, "1 node(s) had volume node affinity conflict") {
 		t.Fatalf("placed on %q: %s", d.Node, d.Message)
 	}
+}
+
+// A placement among 100 nodes holding 5,000 pods counts every bound pod's
+// requests: the one node left empty is the least allocated and gets the
+// new pods. The log says what a placement costs, cold and warm.
+func TestPlacementAmongManyBoundPods(t *testing.T) {
+	st, ctx := storetest.New(t), context.Background()
+	const nodes, bound = 100, 5000
+	for i := range nodes {
+		if err := st.Nodes().Create(ctx, node(fmt.Sprintf("n%03d", i), "64", "256Gi", true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CreatePod(ctx, pod("seed", "100m", "128Mi")); err != nil {
+		t.Fatal(err)
+	}
+	// Copies of the seed bound to every node but n000, Running.
+	if _, err := st.Pool().Exec(ctx, `INSERT INTO pods (uid, namespace, name, resource_version, spec, status)
+		SELECT gen_random_uuid(), namespace, 'b-' || i, resource_version,
+			jsonb_set(spec, '{nodeName}', to_jsonb(format('n%s', lpad((1 + i % ($2 - 1))::text, 3, '0')))),
+			jsonb_set(status, '{phase}', '"Running"')
+		FROM pods, generate_series(1, $1) AS i WHERE name = 'seed'`, bound, nodes); err != nil {
+		t.Fatal(err)
+	}
+	const placements = 20
+	for i := range placements {
+		if err := st.CreatePod(ctx, pod(fmt.Sprintf("new-%02d", i), "100m", "128Mi")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &scheduler.Scheduler{Store: st}
+	var cold, warm time.Duration
+	for i := range placements {
+		start := time.Now()
+		d, err := s.Schedule(ctx, "default", fmt.Sprintf("new-%02d", i))
+		if i == 0 {
+			cold = time.Since(start)
+		} else {
+			warm += time.Since(start)
+		}
+		if err != nil || d.Node != "n000" {
+			t.Fatalf("placement %d went to %q (%v); want n000, the node without the %d bound pods", i, d.Node, err, bound)
+		}
+	}
+	t.Logf("a placement among %d nodes and %d bound pods: %v the first, %v each after", nodes, bound, cold, warm/(placements-1))
+}
+
+// The scheduler follows pods as they are deleted, and reads them afresh
+// when the changes it has not seen were compacted away.
+func TestDeletedPodsFreeTheirRoomAndCompactionIsCaughtUp(t *testing.T) {
+	st, ctx := storetest.New(t), context.Background()
+	if err := st.Nodes().Create(ctx, node("n0", "1", "4Gi", true)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if err := st.CreatePod(ctx, pod(name, "600m", "256Mi")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &scheduler.Scheduler{Store: st}
+	if d, err := s.Schedule(ctx, "default", "a"); err != nil || d.Node != "n0" {
+		t.Fatalf("a: %+v %v", d, err)
+	}
+	if d, err := s.Schedule(ctx, "default", "b"); err != nil || d.Node != "" {
+		t.Fatalf("b fits beside a on one cpu: %+v %v", d, err)
+	}
+	if _, err := st.Pods().Delete(ctx, "default", "a", ""); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Schedule(ctx, "default", "b"); err != nil || d.Node != "n0" {
+		t.Fatalf("b still refused once a was deleted: %+v %v", d, err)
+	}
+	if d, err := s.Schedule(ctx, "default", "c"); err != nil || d.Node != "" {
+		t.Fatalf("c fits beside b on one cpu: %+v %v", d, err)
+	}
+	// b ends, then another write, then the history goes: the end of b is
+	// known only from the pods themselves.
+	b, err := st.Pods().Get(ctx, "default", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Status.Phase = model.PodSucceeded
+	if err := st.Pods().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EnsureNamespace(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.Compact(ctx, 0); err != nil || n == 0 {
+		t.Fatalf("compact: %d %v", n, err)
+	}
+	if d, err := s.Schedule(ctx, "default", "c"); err != nil || d.Node != "n0" {
+		t.Fatalf("c refused after b ended and the history was compacted: %+v %v", d, err)
+	}
+}
+
+// Nodes cordoned, added and deleted between placements are seen by the
+// next one.
+func TestPlacementFollowsNodeChanges(t *testing.T) {
+	st, ctx := storetest.New(t), context.Background()
+	if err := st.Nodes().Create(ctx, node("a", "8", "8Gi", true)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if err := st.CreatePod(ctx, pod(fmt.Sprintf("p%d", i), "100m", "128Mi")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &scheduler.Scheduler{Store: st}
+	place := func(name, want string) {
+		t.Helper()
+		if d, err := s.Schedule(ctx, "default", name); err != nil || d.Node != want {
+			t.Fatalf("%s went to %q (%s, %v); want %q", name, d.Node, d.Message, err, want)
+		}
+	}
+	place("p0", "a")
+	a, err := st.Nodes().Get(ctx, "", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Spec.Unschedulable = true
+	if err := st.Nodes().Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	place("p1", "")
+	if err := st.Nodes().Create(ctx, node("b", "8", "8Gi", true)); err != nil {
+		t.Fatal(err)
+	}
+	place("p1", "b")
+	if err := st.Nodes().Create(ctx, node("c", "8", "8Gi", true)); err != nil {
+		t.Fatal(err)
+	}
+	place("p2", "c") // the least allocated
+	if _, err := st.Pods().Delete(ctx, "default", "p2", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DeleteNode(ctx, "c", ""); err != nil {
+		t.Fatal(err)
+	}
+	place("p3", "b")
 }

@@ -2,13 +2,17 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -110,5 +114,218 @@ func TestImageDeletionAndPodCreationDoNotRace(t *testing.T) {
 	p.Spec.Containers[0].Image = "absent"
 	if err := s.CreatePodWithCatalogImages(ctx, p); !errors.As(err, &fieldErrs) || fieldErrs[0].Type != model.FieldNotFound {
 		t.Fatalf("a pod naming an absent image: got %v, want a not-found field error", err)
+	}
+}
+
+// Deleting an image asks which pods use it: with thousands of pods that is
+// an index lookup, not a scan of every pod's spec.
+func TestPodsUsingImageIsAnIndexLookup(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	p := pod("seed", nil)
+	if err := s.CreatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	const pods = 10000
+	// Copies of the seed, each naming an image of its own.
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO pods (uid, namespace, name, resource_version, spec, status)
+		SELECT gen_random_uuid(), namespace, 'p-' || i, resource_version,
+			jsonb_set(spec, '{containers,0,image}', to_jsonb('img-' || i)), status
+		FROM pods, generate_series(1, $1) AS i WHERE name = 'seed'`, pods); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, "ANALYZE pods"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	const lookups = 50
+	for range lookups {
+		users, err := s.PodsUsingImage(ctx, "img-4242")
+		if err != nil || len(users) != 1 || users[0] != "default/p-4242" {
+			t.Fatalf("pods using img-4242: %v %v", users, err)
+		}
+	}
+	t.Logf("PodsUsingImage over %d pods: %v per lookup", pods+1, time.Since(start)/lookups)
+	match := `[{"image": "img-4242"}]`
+	var plan []string
+	rows, err := s.Pool().Query(ctx, "EXPLAIN "+store.PodsUsingImageSQL, match)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "pods_containers") || strings.Contains(text, "Seq Scan") {
+		t.Fatalf("the lookup of an image's pods does not use the pods_containers index:\n%s", text)
+	}
+	t.Logf("plan:\n%s", text)
+}
+
+// An image's state on each node is a row of its own: a read, a list and
+// a watch show it in status.nodes as before, the image's own row never
+// holds it, and the rows go with their node or their image.
+func TestImageNodeStatesAreRowsOfTheirOwn(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	img := &model.Image{Metadata: model.ObjectMeta{Name: "base"}, Spec: model.ImageSpec{Kind: model.ImageZFSStream, Source: "https://example.com/b"},
+		Status: model.ImageStatus{Phase: model.ImageReady}}
+	if err := s.Images().Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if err := s.Nodes().Create(ctx, &model.Node{Metadata: model.ObjectMeta{Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := s.Images().Watch(ctx, store.WatchOptions{ResourceVersion: mustRV(t, img.Metadata.ResourceVersion)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	if _, had, err := s.SetImageNode(ctx, "base", model.ImageNodeStatus{Node: "n2", Phase: model.ImagePulling}); err != nil || had {
+		t.Fatalf("first state of n2: had %v, %v", had, err)
+	}
+	prev, had, err := s.SetImageNode(ctx, "base", model.ImageNodeStatus{Node: "n2", Phase: model.ImageReady, Message: "received"})
+	if err != nil || !had || prev.Phase != model.ImagePulling || prev.Updated == nil {
+		t.Fatalf("n2 replaced %+v (had %v, %v); want its Pulling state", prev, had, err)
+	}
+	if _, _, err := s.SetImageNode(ctx, "base", model.ImageNodeStatus{Node: "n1", Phase: model.ImageFailed, Reason: model.ImageReasonPullFailed}); err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []struct{ image, node string }{{"nope", "n1"}, {"base", "nope"}} {
+		if _, _, err := s.SetImageNode(ctx, gone.image, model.ImageNodeStatus{Node: gone.node, Phase: model.ImageReady}); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the state of %s on %s: got %v, want ErrNotFound", gone.image, gone.node, err)
+		}
+	}
+	got, err := s.Images().Get(ctx, "", "base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Metadata.ResourceVersion != img.Metadata.ResourceVersion {
+		t.Fatalf("a node's state rewrote the image: version %s, was %s", got.Metadata.ResourceVersion, img.Metadata.ResourceVersion)
+	}
+	wantNodes := func(where string, nodes []model.ImageNodeStatus, want ...string) {
+		t.Helper()
+		var have []string
+		for _, n := range nodes {
+			have = append(have, n.Node+":"+n.Phase+":"+n.Reason+":"+n.Message)
+		}
+		if strings.Join(have, ",") != strings.Join(want, ",") {
+			t.Fatalf("%s shows nodes %v; want %v", where, have, want)
+		}
+	}
+	wantNodes("a read", got.Status.Nodes, "n1:Failed:PullFailed:", "n2:Ready::received")
+	list, err := s.Images().List(ctx, store.ListOptions{FieldSelector: "status.phase=Ready"})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	wantNodes("a list", list.Items[0].Status.Nodes, "n1:Failed:PullFailed:", "n2:Ready::received")
+
+	// A write of the image with stale nodes stores none of them; the
+	// change it makes carries the nodes as they are.
+	got.Status.Nodes = []model.ImageNodeStatus{{Node: "stale", Phase: model.ImagePulling}}
+	got.Status.Message = "on 1 of 2 nodes, 1 failed"
+	if err := s.Images().Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	wantNodes("the update's result", got.Status.Nodes, "n1:Failed:PullFailed:", "n2:Ready::received")
+	var stored bool
+	if err := s.Pool().QueryRow(ctx, "SELECT status ? 'nodes' FROM images WHERE name = 'base'").Scan(&stored); err != nil || stored {
+		t.Fatalf("the image's row holds nodes: %v %v", stored, err)
+	}
+	select {
+	case ev := <-w.Events:
+		var seen model.Image
+		if err := json.Unmarshal(ev.Object, &seen); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != "MODIFIED" || seen.Status.Message != got.Status.Message {
+			t.Fatalf("watch: %s %+v", ev.Type, seen.Status)
+		}
+		wantNodes("the watch", seen.Status.Nodes, "n1:Failed:PullFailed:", "n2:Ready::received")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch saw no change of the image")
+	}
+
+	if _, err := s.DeleteNode(ctx, "n1", ""); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.Images().Get(ctx, "", "base")
+	wantNodes("a read after n1 was deleted", got.Status.Nodes, "n2:Ready::received")
+	if _, err := s.Images().Delete(ctx, "", "base", ""); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM image_node_status").Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("%d node states outlive their image (%v)", rows, err)
+	}
+}
+
+func mustRV(t *testing.T, rv string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Migration 00012 moves the nodes an image's status held into their rows,
+// and back when it is rolled back.
+func TestImageNodeStatesMigrateBothWays(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	m, err := store.NewMigrator(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DownTo(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	// As an earlier version stored them, and a node since deleted.
+	if _, err := db.Pool().Exec(ctx, `INSERT INTO nodes (uid, name, resource_version) VALUES (gen_random_uuid(), 'n1', 1);
+		INSERT INTO images (uid, name, resource_version, spec, status) VALUES (gen_random_uuid(), 'base', 2, '{"kind": "zfs-stream"}',
+			'{"phase": "Ready", "nodes": [{"node": "gone", "phase": "Ready"},
+				{"node": "n1", "phase": "Failed", "reason": "PullFailed", "message": "no room", "updated": "2026-01-02T03:04:05Z"}]}')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	img, err := db.Images().Get(ctx, "", "base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(img.Status.Nodes) != 1 || img.Status.Nodes[0].Message != "no room" || img.Status.Nodes[0].Updated == nil ||
+		!img.Status.Nodes[0].Updated.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) {
+		t.Fatalf("after the migration the image shows %+v; want n1 Failed as it was", img.Status.Nodes)
+	}
+	var stored bool
+	if err := db.Pool().QueryRow(ctx, "SELECT status ? 'nodes' FROM images WHERE name = 'base'").Scan(&stored); err != nil || stored {
+		t.Fatalf("the image's row still holds nodes: %v %v", stored, err)
+	}
+	if _, err := m.DownTo(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	var phase string
+	if err := db.Pool().QueryRow(ctx, "SELECT status -> 'nodes' -> 0 ->> 'phase' FROM images WHERE name = 'base'").Scan(&phase); err != nil || phase != model.ImageFailed {
+		t.Fatalf("rolled back, the image's row holds node phase %q (%v); want Failed", phase, err)
 	}
 }

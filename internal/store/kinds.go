@@ -157,6 +157,10 @@ func (s *Store) PodsUsingImage(ctx context.Context, image string) ([]string, err
 	return podsUsingImage(ctx, s.pool, image)
 }
 
+// podsUsingImageSQL is answered from the pods_containers index
+// (migration 00012): its expression is the index's.
+const podsUsingImageSQL = "SELECT namespace || '/' || name FROM pods WHERE spec -> 'containers' @> $1::jsonb ORDER BY namespace, name"
+
 func podsUsingImage(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, image string) ([]string, error) {
@@ -164,7 +168,7 @@ func podsUsingImage(ctx context.Context, q interface {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.Query(ctx, "SELECT namespace || '/' || name FROM pods WHERE spec -> 'containers' @> $1::jsonb ORDER BY namespace, name", match)
+	rows, err := q.Query(ctx, podsUsingImageSQL, match)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -63,6 +63,15 @@ func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
 	return res, nil
 }
 
+// DownTo rolls back every migration newer than version.
+func (m *Migrator) DownTo(ctx context.Context, version int64) ([]*goose.MigrationResult, error) {
+	res, err := m.provider.DownTo(ctx, version)
+	if err != nil {
+		return res, fmt.Errorf("migrate down to %d: %w", version, err)
+	}
+	return res, nil
+}
+
 // Status writes one line per migration: version, state, applied time.
 func (m *Migrator) Status(ctx context.Context, w io.Writer) error {
 	st, err := m.provider.Status(ctx)

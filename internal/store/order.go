@@ -60,6 +60,13 @@ func (s *Store) settled(ctx context.Context) (int64, error) {
 	return rv, classify(err)
 }
 
+// ReadSettled is readSettled for readers of the changes table outside
+// the store (the scheduler follows node and pod changes): reading up to
+// the version it gives loses none that commits late.
+func (s *Store) ReadSettled(ctx context.Context, fn func(tx pgx.Tx, rv int64) error) error {
+	return s.readSettled(ctx, fn)
+}
+
 // readSettled runs fn in a read-only snapshot that holds exactly the
 // writes up to a settled version, and gives it that version. The
 // snapshot is taken while the change lock is held exclusively (on the

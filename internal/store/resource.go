@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +28,44 @@ type kindInfo struct {
 	apiVersion string
 	// fields maps a field selector to the SQL expression that reads it.
 	fields map[string]string
+	// derived names status fields kept in tables of their own: never
+	// stored in the status column, put back by statusRead on every read.
+	derived    []string
+	statusRead string
+}
+
+// statusColumn is the SQL expression reading the kind's status.
+func (k *kindInfo) statusColumn() string {
+	if k.statusRead != "" {
+		return k.statusRead
+	}
+	return "status"
+}
+
+// returnDerived is what a write returns besides its own columns: the
+// status as read, for a kind with derived fields (scanDerived scans it).
+func (k *kindInfo) returnDerived() string {
+	if len(k.derived) == 0 {
+		return ""
+	}
+	return ", " + k.statusColumn()
+}
+
+func (k *kindInfo) scanDerived(status *[]byte, dest ...any) []any {
+	if len(k.derived) == 0 {
+		return dest
+	}
+	return append(dest, status)
+}
+
+// storedStatus is the SQL expression storing the status in param: the
+// derived fields are left out.
+func (k *kindInfo) storedStatus(param string) string {
+	expr := param + "::jsonb"
+	for _, f := range k.derived {
+		expr = "(" + expr + " - '" + f + "')"
+	}
+	return expr
 }
 
 func (k *kindInfo) version() string {
@@ -62,7 +101,8 @@ var (
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace",
 			"spec.source.persistentVolumeClaimName": "spec -> 'source' ->> 'persistentVolumeClaimName'"}}
 	imageKind = &kindInfo{kind: model.KindImage, table: "images",
-		fields: map[string]string{"metadata.name": "name", "spec.kind": "spec ->> 'kind'", "status.phase": "status ->> 'phase'"}}
+		fields:  map[string]string{"metadata.name": "name", "spec.kind": "spec ->> 'kind'", "status.phase": "status ->> 'phase'"},
+		derived: []string{"nodes"}, statusRead: "status || " + imageNodesJSON}
 	deploymentKind = &kindInfo{kind: model.KindDeployment, table: "deployments", namespaced: true, apiVersion: model.APIVersionApps,
 		fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace"}}
 	revisionKind = &kindInfo{kind: model.KindControllerRevision, table: "controllerrevisions", namespaced: true, apiVersion: model.APIVersionApps,
@@ -132,9 +172,11 @@ func (s *Store) Events() Resource[model.Event, *model.Event] {
 // FieldSelectors lists the field selectors this kind supports.
 func (r Resource[T, PT]) FieldSelectors() map[string]string { return r.info.fields }
 
-const selectColumns = "uid, %s, name, resource_version, labels, annotations, spec, status, created_at, deleted_at, deletion_grace_seconds, generation, owner_references"
+const selectColumns = "uid, %s, name, resource_version, labels, annotations, spec, %s, created_at, deleted_at, deletion_grace_seconds, generation, owner_references"
 
-func (r Resource[T, PT]) columns() string { return fmt.Sprintf(selectColumns, r.info.nsExpr()) }
+func (r Resource[T, PT]) columns() string {
+	return fmt.Sprintf(selectColumns, r.info.nsExpr(), r.info.statusColumn())
+}
 
 func (r Resource[T, PT]) scan(row pgx.Row) (PT, error) {
 	obj := PT(new(T))
@@ -567,18 +609,24 @@ func (r Resource[T, PT]) createRows(ctx context.Context, tx pgx.Tx, obj PT, chec
 		return pending{}, err
 	}
 	// The row's version is 0 until write stamps it, in this transaction.
-	cols, vals := "uid, name, resource_version, labels, annotations, spec, status, owner_references, generation", "$1, $2, 0, $3, $4, $5, $6, $7, 1"
+	cols, vals := "uid, name, resource_version, labels, annotations, spec, status, owner_references, generation", "$1, $2, 0, $3, $4, $5, "+r.info.storedStatus("$6")+", $7, 1"
 	args := []any{m.UID, m.Name, labels, annots, spec, status, owners}
 	if r.info.namespaced {
 		cols, vals = cols+", namespace", vals+", $8"
 		args = append(args, m.Namespace)
 	}
-	var created time.Time
-	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT DO NOTHING RETURNING created_at", r.info.table, cols, vals)
-	if err := tx.QueryRow(ctx, q, args...).Scan(&created); err != nil {
+	var (
+		created time.Time
+		stored  []byte
+	)
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT DO NOTHING RETURNING created_at%s", r.info.table, cols, vals, r.info.returnDerived())
+	if err := tx.QueryRow(ctx, q, args...).Scan(r.info.scanDerived(&stored, &created)...); err != nil {
 		if classify(err) == ErrNotFound {
 			return pending{}, fmt.Errorf("%w: %s %q", ErrAlreadyExists, strings.ToLower(r.info.kind), m.Name)
 		}
+		return pending{}, err
+	}
+	if err := r.readDerived(obj, stored); err != nil {
 		return pending{}, err
 	}
 	created = created.UTC()
@@ -610,12 +658,16 @@ func (r Resource[T, PT]) updateTx(ctx context.Context, tx pgx.Tx, obj PT) (pendi
 		return pending{}, err
 	}
 	args := []any{labels, annots, spec, status, m.DeletionTimestamp, m.DeletionGracePeriodSeconds, expected, owners}
-	q := fmt.Sprintf(`UPDATE %s SET labels = $1, annotations = $2, spec = $3, status = $4,
+	q := fmt.Sprintf(`UPDATE %s SET labels = $1, annotations = $2, spec = $3, status = %s,
 		deleted_at = $5, deletion_grace_seconds = $6, owner_references = $8,
 		generation = CASE WHEN spec IS DISTINCT FROM $3::jsonb THEN generation + 1 ELSE generation END
-		WHERE %s AND resource_version = $7 RETURNING uid, created_at, generation`, r.info.table, r.where(m.Namespace, m.Name, &args))
-	var created time.Time
-	if err := tx.QueryRow(ctx, q, args...).Scan(&m.UID, &created, &m.Generation); err != nil {
+		WHERE %s AND resource_version = $7 RETURNING uid, created_at, generation%s`,
+		r.info.table, r.info.storedStatus("$4"), r.where(m.Namespace, m.Name, &args), r.info.returnDerived())
+	var (
+		created time.Time
+		stored  []byte
+	)
+	if err := tx.QueryRow(ctx, q, args...).Scan(r.info.scanDerived(&stored, &m.UID, &created, &m.Generation)...); err != nil {
 		if classify(err) != ErrNotFound {
 			return pending{}, err
 		}
@@ -629,9 +681,27 @@ func (r Resource[T, PT]) updateTx(ctx context.Context, tx pgx.Tx, obj PT) (pendi
 		}
 		return pending{}, fmt.Errorf("%w: the object has been modified; resourceVersion %s is stale, read it again and retry", ErrConflict, m.ResourceVersion)
 	}
+	if err := r.readDerived(obj, stored); err != nil {
+		return pending{}, err
+	}
 	created = created.UTC()
 	m.CreationTimestamp = &created
 	return r.finish(obj, "MODIFIED"), nil
+}
+
+// readDerived replaces obj's status with the one written, derived fields
+// read from their tables, so the change feed carries the object as a read
+// would return it. Kinds without derived fields keep obj as it is.
+func (r Resource[T, PT]) readDerived(obj PT, stored []byte) error {
+	if len(r.info.derived) == 0 {
+		return nil
+	}
+	_, st := obj.Parts()
+	reflect.ValueOf(st).Elem().SetZero()
+	if err := json.Unmarshal(stored, st); err != nil {
+		return fmt.Errorf("decode stored %s %s: %w", r.info.kind, obj.GetMeta().Name, err)
+	}
+	return nil
 }
 
 // Modify reads an object, lets change edit it and writes it back, reading

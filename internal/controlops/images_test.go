@@ -1,0 +1,106 @@
+package controlops_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
+)
+
+// imageChanges counts the Image's rows in the change feed and their bytes.
+func imageChanges(t *testing.T, st *store.Store, name string) (rows, bytes int64) {
+	t.Helper()
+	err := st.Pool().QueryRow(context.Background(), `SELECT count(*), coalesce(sum(length(object::text)), 0)
+		FROM changes WHERE kind = $1 AND name = $2`, model.KindImage, name).Scan(&rows, &bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows, bytes
+}
+
+// A distribution to a hundred nodes reporting at once: every node's
+// report lands in its own row and every read shows it, while the Image is
+// written once when the last pull ends (its watchers see the start and
+// the end of the distribution), not once per report.
+func TestDistributionToManyNodesWritesTheImageOnceAtTheEnd(t *testing.T) {
+	ctx := t.Context()
+	st := openStore(t)
+	const nodes = 100
+	now := time.Now()
+	for i := range nodes {
+		n := &model.Node{Metadata: model.ObjectMeta{Name: fmt.Sprintf("n%03d", i), Labels: map[string]string{model.LabelNodeBrandPrefix + model.BrandLX: "true"}},
+			Status: model.NodeStatus{Conditions: []model.NodeCondition{{Type: model.NodeReady, Status: model.ConditionTrue, LastHeartbeatTime: &now}}}}
+		model.DefaultNode(n)
+		if err := st.Nodes().Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img := &model.Image{Metadata: model.ObjectMeta{Name: "base"}, Spec: model.ImageSpec{Kind: model.ImageZFSStream, Source: "https://example.com/base.zfs"}}
+	if err := st.Images().Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	ops := &controlops.Images{Store: st}
+	targets, err := ops.MarkImageReady(ctx, controlops.ImageReadyInput{Image: controlops.ImageRef{Name: "base", UID: img.Metadata.UID},
+		Artefact: controlops.ImageArtefact{SHA256: "ab", Size: 1 << 20}})
+	if err != nil || len(targets.Nodes) != nodes {
+		t.Fatalf("the import goes to %d nodes (%v); want %d", len(targets.Nodes), err, nodes)
+	}
+	if ready, _ := st.Images().Get(ctx, "", "base"); len(ready.Status.Nodes) != nodes || ready.Status.Nodes[0].Phase != model.ImagePulling {
+		t.Fatalf("once Ready every node is Pulling: %+v", ready.Status.Nodes)
+	}
+	rows0, bytes0 := imageChanges(t, st, "base")
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*nodes)
+	for _, node := range targets.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			end := model.ImageReady
+			if node == "n007" {
+				end = model.ImageFailed
+			}
+			for _, phase := range []string{model.ImagePulling, end} {
+				errs <- ops.SetImageNodeStatus(ctx, controlops.ImageNodeUpdate{Image: "base", Node: node, Phase: phase, Message: phase + " on " + node})
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, bytes := imageChanges(t, st, "base")
+	t.Logf("%d nodes reporting Pulling then Ready at once: %v, %d write(s) of the Image, %d bytes of change feed",
+		nodes, took, rows-rows0, bytes-bytes0)
+	got, err := st.Images().Get(ctx, "", "base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Nodes) != nodes {
+		t.Fatalf("the image shows %d nodes; want %d", len(got.Status.Nodes), nodes)
+	}
+	for _, ns := range got.Status.Nodes {
+		want := model.ImageReady
+		if ns.Node == "n007" {
+			want = model.ImageFailed
+		}
+		if ns.Phase != want || ns.Message != want+" on "+ns.Node || ns.Updated == nil {
+			t.Errorf("node %s: %+v; want %s with its message and time", ns.Node, ns, want)
+		}
+	}
+	if want := "on 99 of 100 nodes, 1 failed"; got.Status.Message != want {
+		t.Errorf("message %q; want %q", got.Status.Message, want)
+	}
+	if rows-rows0 != 1 {
+		t.Errorf("the distribution's reports wrote the Image %d times; want once, at its end", rows-rows0)
+	}
+}
