@@ -84,13 +84,20 @@ func (c *cluster) eventsOf(kind, name string) []model.Event {
 	return list.Items
 }
 
+// hasEvent reports whether obj has the event, waiting up to 10 s for it:
+// an event is recorded after the change it tells of, which a test may
+// have seen first.
 func (c *cluster) hasEvent(kind, name, reason, contains string) bool {
-	for _, e := range c.eventsOf(kind, name) {
-		if e.Reason == reason && strings.Contains(e.Message, contains) {
-			return true
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		for _, e := range c.eventsOf(kind, name) {
+			if e.Reason == reason && strings.Contains(e.Message, contains) {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 	}
-	return false
 }
 
 // freeze stops node i's agent (SIGSTOP) as a hung process would; the
