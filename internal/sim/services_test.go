@@ -498,3 +498,68 @@ func TestZoneProcessesGetTheirOwnEnvironmentAndUser(t *testing.T) {
 		}
 	}
 }
+
+// A request that arrives while svc.startd is stopping an instance is
+// acted on once the stop ends: a disable during a restart's stop leaves
+// the instance disabled, an enable during a disable's stop starts it
+// again. The stop method waits for a gate file, so the second request
+// always arrives mid-stop.
+func TestRequestDuringAStopIsActedOnWhenTheStopEnds(t *testing.T) {
+	h := newHost(t)
+	fmri := "svc:/site/web:default"
+	bootWithService(t, h, "web01", "web", "exec sleep 1000", "while [ ! -e tmp/gate ]; do sleep 0.02; done")
+	zoneRoot := filepath.Join(h.root, "fs", "zones", "web01", "root")
+	gate := filepath.Join(zoneRoot, "tmp", "gate")
+	logPath := filepath.Join(zoneRoot, "var", "svc", "log", "site-web:default.log")
+	stopMethods := func() int {
+		b, _ := os.ReadFile(logPath)
+		return strings.Count(string(b), "Executing stop method")
+	}
+	// midStop sends the first request, waits for its stop method to run,
+	// sends the second, gives the supervisor time to read it, and lets
+	// the stop finish.
+	midStop := func(first, second string) {
+		t.Helper()
+		os.Remove(gate)
+		stops := stopMethods()
+		h.must("zlogin", "web01", "svcadm", first, "web")
+		waitFor(t, 10*time.Second, first+"'s stop method", func() bool { return stopMethods() > stops })
+		h.must("zlogin", "web01", "svcadm", second, "web")
+		time.Sleep(500 * time.Millisecond)
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	_, pid1, _ := h.service("web01", fmri)
+	midStop("restart", "disable")
+	waitFor(t, 10*time.Second, "disabled after a disable during a restart", func() bool {
+		st, pid, _ := h.service("web01", fmri)
+		return st == "disabled" && pid == 0
+	})
+	if alive(pid1) {
+		t.Errorf("pid %d survived the stop", pid1)
+	}
+
+	h.must("zlogin", "web01", "svcadm", "enable", "web")
+	var pid2 int
+	waitFor(t, 10*time.Second, "online after enable", func() bool {
+		st, pid, _ := h.service("web01", fmri)
+		pid2 = pid
+		return st == "online" && pid > 0
+	})
+	midStop("disable", "enable")
+	waitFor(t, 10*time.Second, "online after an enable during a disable", func() bool {
+		st, pid, _ := h.service("web01", fmri)
+		return st == "online" && pid > 0 && pid != pid2
+	})
+	if alive(pid2) {
+		t.Errorf("pid %d survived the stop", pid2)
+	}
+
+	// The zone still shuts down.
+	expect(t, h.run("zoneadm", "-z", "web01", "shutdown"), 0, "", "")
+	if got := h.zoneState("web01"); got != "installed" {
+		t.Errorf("after shutdown: %s", got)
+	}
+}

@@ -317,6 +317,11 @@ type supervisor struct {
 	window   time.Duration
 	delay    time.Duration
 	orphaned bool
+	// recheck is set when a stop ends: whether the service runs next is
+	// decided from the zone as it is then, since a request that came
+	// while it was stopping (a disable during a restart, an enable during
+	// a disable) could not be acted on when it was read.
+	recheck bool
 }
 
 // runSupervisor is the entry point of `illumos-sim zoneadmd ROOT ZONE BOOTID`.
@@ -402,6 +407,9 @@ func (sv *supervisor) run(ready *os.File) int {
 			}
 		case <-timer.C:
 			sv.reap()
+			sv.reconcile()
+		}
+		for sv.recheck && !sv.orphaned {
 			sv.reconcile()
 		}
 		if sv.orphaned {
@@ -497,6 +505,7 @@ func (sv *supervisor) reconcile() {
 	var starts, stops []*svcProc
 	var cleared []string
 	now := time.Now()
+	sv.recheck = false
 	err := sv.h.updateZone(sv.zone, func(z *Zone) bool {
 		if z == nil || z.BootID != sv.bootID {
 			sv.orphaned = true
@@ -823,19 +832,21 @@ func (sv *supervisor) reap() {
 	}
 }
 
-// stopped finishes a stop: the service is disabled, or restarts if a
-// restart was asked for.
+// stopped finishes a stop. The service is recorded offline (a restart,
+// or enabled again meanwhile) or disabled, and reconcile decides from the
+// zone's current requests whether it starts again: the restart's start
+// is reconcile's start of an enabled service that does not run.
 func (sv *supervisor) stopped(p *svcProc) {
 	sv.logger.Printf("%s: stopped", p.fmri)
+	state := "disabled"
+	if p.restartNext {
+		state = "offline"
+	}
 	p.pid, p.stopping, p.groupOnly, p.stopHelper = 0, false, false, 0
 	p.stopUntil = time.Time{}
-	p.transient = false
-	if p.restartNext {
-		p.restartNext = false
-		sv.start(p)
-		return
-	}
-	sv.record(stateChange{fmri: p.fmri, state: "disabled"})
+	p.transient, p.restartNext = false, false
+	sv.record(stateChange{fmri: p.fmri, state: state})
+	sv.recheck = true
 }
 
 // serviceExited handles a service process that ended on its own.

@@ -20,9 +20,15 @@ const exitRecordDir = "var/zonewright/exit"
 // with SMF_EXIT_ERR_CONFIG (96) so SMF does not restart it: whether and
 // when it restarts is the pod's lifecycle's decision. The service's
 // working directory must be "/".
+//
+// The trap is set only once the command runs: a trap set before the fork
+// would be inherited by the child until it reaches the command, and a
+// SIGTERM landing there (SMF stopping a service that has only just
+// started) would be caught and lost, leaving the command running. Before
+// the trap, SIGTERM ends the shell and the command alike.
 func ExitStatusWrapper(container string, argv []string) []string {
 	rec := exitRecordDir + "/" + container
-	script := `trap 'kill -TERM $c 2>/dev/null' TERM; "$@" & c=$!; ` +
+	script := `"$@" & c=$!; trap 'kill -TERM $c 2>/dev/null' TERM; ` +
 		`while :; do wait $c; s=$?; kill -0 $c 2>/dev/null || break; done; ` +
 		`mkdir -p ` + exitRecordDir + ` && echo "$s" > ` + rec + `.new && mv -f ` + rec + `.new ` + rec + `; exit 96`
 	// exec: the wrapper replaces the method's shell, so it is the

@@ -1,0 +1,107 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// SMF stops a service by sending SIGTERM to all of its processes, and may
+// do so as soon as the service has started. The wrapper must stop with its
+// command whenever the signal comes: before its trap is set, just after
+// it (the moment a trap set before the fork lost the signal: the child had
+// not yet reached its command), or later.
+func TestTheExitStatusWrapperStopsWhateverMomentSIGTERMComes(t *testing.T) {
+	argv := ExitStatusWrapper("c", []string{"sleep", "1000"})
+	if argv[0] != "exec" {
+		t.Fatalf("wrapper %q does not exec its shell", argv)
+	}
+	for i := range 300 {
+		trapped := i%3 != 0 // every third attempt signals at once
+		dir := t.TempDir()
+		cmd := exec.Command(argv[1], argv[2:]...)
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pgid := cmd.Process.Pid
+		t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
+		for deadline := time.Now().Add(10 * time.Second); trapped && !catchesTERM(pgid); {
+			if time.Now().After(deadline) {
+				t.Fatalf("attempt %d: the wrapper never trapped SIGTERM", i)
+			}
+		}
+		syscall.Kill(-pgid, syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("attempt %d (trap set: %t): the wrapper outlived SIGTERM", i, trapped)
+		}
+		for deadline := time.Now().Add(10 * time.Second); len(groupMembers(pgid)) > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("attempt %d (trap set: %t): the command outlived SIGTERM", i, trapped)
+			}
+		}
+		if !trapped {
+			continue // the shell may have ended before its trap, with no record
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 96 {
+			t.Fatalf("attempt %d: the wrapper ended with %v, want exit status 96", i, err)
+		}
+		rec, err := os.ReadFile(filepath.Join(dir, exitRecordDir, "c"))
+		if err != nil || strings.TrimSpace(string(rec)) != "143" {
+			t.Fatalf("attempt %d: exit record %q, %v; want 143 (SIGTERM)", i, rec, err)
+		}
+	}
+}
+
+// catchesTERM reports whether process pid has a handler for SIGTERM.
+func catchesTERM(pid int) bool {
+	for _, line := range strings.Split(procFile(pid, "status"), "\n") {
+		if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			var bits uint64
+			fmt.Sscanf(strings.TrimSpace(mask), "%x", &bits)
+			return bits&(1<<(uint(syscall.SIGTERM)-1)) != 0
+		}
+	}
+	return false
+}
+
+// groupMembers lists the live (not zombie) processes of a process group.
+func groupMembers(pgid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		stat := procFile(pid, "stat")
+		i := strings.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		var state byte
+		var ppid, pg int
+		if _, err := fmt.Sscanf(stat[i+2:], "%c %d %d", &state, &ppid, &pg); err == nil && pg == pgid && state != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func procFile(pid int, name string) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+	return string(b)
+}
