@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/zonewright/zonewright/api"
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/pgserver"
@@ -70,10 +72,17 @@ func heartbeatSection(ctx context.Context, nodes, rounds int, log *slog.Logger) 
 	defer st.Close()
 	hs := httptest.NewServer(api.New(api.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler())
 	defer hs.Close()
+	// The nodes' requests go as a cluster-admin's: what they write is
+	// measured, not who may write it.
+	token, _, err := (&auth.Tokens{Pool: st.Pool()}).Issue(ctx, auth.RoleClusterAdmin, "", time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Transport: auth.Bearer{Token: token, Next: hs.Client().Transport}}
 
 	clients := make([]*nodeapi.Client, nodes)
 	for i := range clients {
-		clients[i] = nodeapi.New(hs.Client(), hs.URL, fmt.Sprintf("node-%d", i))
+		clients[i] = nodeapi.New(hc, hs.URL, fmt.Sprintf("node-%d", i))
 		now := time.Now().UTC()
 		n := &model.Node{Status: model.NodeStatus{Capacity: model.ResourceList{"cpu": "8"},
 			Conditions: []model.NodeCondition{{Type: model.NodeReady, Status: model.ConditionTrue, Reason: "AgentReady", LastHeartbeatTime: &now}}}}
