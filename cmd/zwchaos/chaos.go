@@ -68,7 +68,7 @@ func (c *chaos) run(ctx context.Context) {
 			c.s.replicas[i].kill()
 		case 3:
 			c.record(kindTemporal, "SIGKILL the Temporal server")
-			c.s.temporal.kill()
+			c.s.temporalProc.kill()
 		case 4:
 			hard := c.rng.IntN(2) == 0
 			how := "fast stop"

@@ -13,10 +13,14 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
+
 	"github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/sim"
+	"github.com/zonewright/zonewright/workflows"
 )
 
 // observation is the whole system as seen at one moment: the API's
@@ -30,6 +34,8 @@ type observation struct {
 	roots       map[string]string     // each node's simulator root
 	ipAllocs    map[string]string     // pod uid → address
 	clusterIPs  int
+	// podWorkflows are the workflow IDs of the running pod lifecycles.
+	podWorkflows map[string]bool
 }
 
 // observe reads everything the checks need; an error means a part could
@@ -73,7 +79,43 @@ func observe(ctx context.Context, s *stack, a *api) (*observation, error) {
 	if err := s.db.QueryRow(ctx, "SELECT count(*) FROM cluster_ips").Scan(&o.clusterIPs); err != nil {
 		return nil, err
 	}
-	return o, nil
+	o.podWorkflows = map[string]bool{}
+	var page []byte
+	for {
+		resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: devstack.DefaultNamespace,
+			Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.PodWorkflowName), NextPageToken: page})
+		if err != nil {
+			return nil, fmt.Errorf("list pod workflows: %w", err)
+		}
+		for _, e := range resp.Executions {
+			o.podWorkflows[e.GetExecution().GetWorkflowId()] = true
+		}
+		if page = resp.NextPageToken; len(page) == 0 {
+			return o, nil
+		}
+	}
+}
+
+// lifecycleFaults are the pods without a running lifecycle workflow and
+// the running lifecycles without their pod: every pod row has exactly
+// one, and every lifecycle its row. A finished pod's workflow may have
+// ended.
+func (o *observation) lifecycleFaults() []string {
+	var out []string
+	rows := map[string]bool{}
+	for _, p := range o.pods {
+		id := workflows.PodWorkflowID(p.Metadata.Namespace, p.Metadata.Name)
+		rows[id] = true
+		if !o.podWorkflows[id] && !terminal(p) {
+			out = append(out, fmt.Sprintf("pod %s (%s) has no running lifecycle", p.Metadata.Name, p.Status.Phase))
+		}
+	}
+	for id := range o.podWorkflows {
+		if !rows[id] {
+			out = append(out, fmt.Sprintf("lifecycle %s runs without its pod", id))
+		}
+	}
+	return out
 }
 
 func ownerKind(p model.Pod) string {

@@ -183,7 +183,7 @@ func converged(o *observation, w *world, s *stack) bool {
 			return false
 		}
 	}
-	if missing(o, w) > 0 || len(o.podHostFaults()) > 0 || len(o.ipamLeaks()) > 0 || len(o.natLeaks(s.clusterCIDR)) > 0 {
+	if missing(o, w) > 0 || len(o.lifecycleFaults()) > 0 || len(o.podHostFaults()) > 0 || len(o.ipamLeaks()) > 0 || len(o.natLeaks(s.clusterCIDR)) > 0 {
 		return false
 	}
 	z, v, d, _ := o.leaks()
@@ -283,6 +283,7 @@ func (r *Results) check(ctx context.Context, o *observation, w *world, s *stack)
 	claims := o.claimFaults(w.claims)
 	r.add("claims whose data is lost", len(claims), 0, claims)
 	r.add("workflows stuck (pods not settled)", len(stuck), 0, stuck)
+	r.add("pods without their lifecycle, lifecycles without their pod", len(o.lifecycleFaults()), 0, o.lifecycleFaults())
 	serverErrors := 0
 	for _, c := range r.Operations {
 		serverErrors += c.ServerErrors
@@ -301,13 +302,13 @@ func (r *Results) check(ctx context.Context, o *observation, w *world, s *stack)
 
 func (r *Results) print(out io.Writer) {
 	fmt.Fprintf(out, "\nzwchaos seed %d, duration %s: converged %v after %.0f s\n\n", r.Seed, r.Duration, r.Converged, r.ConvergeSeconds)
-	fmt.Fprintf(out, "%-56s %8s %8s\n", "invariant", "value", "target")
+	fmt.Fprintf(out, "%-62s %8s %8s\n", "invariant", "value", "target")
 	for _, i := range r.Invariants {
 		mark := ""
 		if !i.OK {
 			mark = "  FAIL"
 		}
-		fmt.Fprintf(out, "%-56s %8d %8d%s\n", i.Name, i.Value, i.Target, mark)
+		fmt.Fprintf(out, "%-62s %8d %8d%s\n", i.Name, i.Value, i.Target, mark)
 	}
 	fmt.Fprintf(out, "\n%-24s %6s\n", "chaos event", "count")
 	for _, k := range sortedKeys(r.Kills) {

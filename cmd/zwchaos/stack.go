@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	tclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/zonewright/zonewright/deploy"
 	"github.com/zonewright/zonewright/internal/auth"
@@ -49,7 +51,7 @@ type stack struct {
 	dbURL string
 	db    *pgxpool.Pool // the harness's own view of the tables
 
-	temporal     *proc
+	temporalProc *proc
 	temporalAddr string
 	replicas     []*proc
 	apiURLs      []string
@@ -58,8 +60,9 @@ type stack struct {
 	nodes        *devnodes.Nodes
 	stopNodes    context.CancelFunc
 
-	token  string
-	client *http.Client
+	token    string
+	client   *http.Client
+	temporal tclient.Client // as an operator, to list workflows
 }
 
 func startStack(ctx context.Context, binDir string, replicas, nodes int, log *slog.Logger) (*stack, error) {
@@ -91,15 +94,27 @@ func startStack(ctx context.Context, binDir string, replicas, nodes int, log *sl
 	if s.temporalAddr, err = freeAddr(); err != nil {
 		return s, err
 	}
-	s.temporal = &proc{kind: kindTemporal, name: "temporal", out: log, log: filepath.Join(dir, "temporal.log"),
+	s.temporalProc = &proc{kind: kindTemporal, name: "temporal", out: log, log: filepath.Join(dir, "temporal.log"),
 		args: []string{filepath.Join(bin, "zonewright"), "temporal", "--data-dir", filepath.Join(dir, "temporal"),
 			"--state-dir", s.stateDir, "--address", s.temporalAddr, "--log-level", "warn"}}
-	if err := s.temporal.start(); err != nil {
+	if err := s.temporalProc.start(); err != nil {
 		return s, err
 	}
-	go s.temporal.supervise()
+	go s.temporalProc.supervise()
 	cpCert, err := devstack.WriteClientTLS(ca, filepath.Join(s.stateDir, "tls"), "temporal-control-plane", devstack.ControlPlaneName)
 	if err != nil {
+		return s, err
+	}
+	opCert, err := devstack.WriteClientTLS(ca, filepath.Join(s.stateDir, "tls"), "temporal-operator", "zwchaos", devstack.AdminOrg)
+	if err != nil {
+		return s, err
+	}
+	opTLS, err := controlplane.TLSConfig(opCert).ClientTLS()
+	if err != nil {
+		return s, err
+	}
+	if s.temporal, err = tclient.NewLazyClient(tclient.Options{HostPort: s.temporalAddr, Namespace: devstack.DefaultNamespace,
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)), ConnectionOptions: tclient.ConnectionOptions{TLS: opTLS}}); err != nil {
 		return s, err
 	}
 	imageMap := filepath.Join(dir, "images.yaml")
@@ -249,7 +264,7 @@ func (s *stack) simCmd(ctx context.Context, i int, args ...string) ([]byte, erro
 
 // allUp reports whether every process runs and every API is ready.
 func (s *stack) allUp() bool {
-	if len(s.nodes.Exited()) > 0 || !s.temporal.running() {
+	if len(s.nodes.Exited()) > 0 || !s.temporalProc.running() {
 		return false
 	}
 	for i, r := range s.replicas {
@@ -274,7 +289,10 @@ func (s *stack) stop(keep bool) {
 	}
 	wg.Wait()
 	if s.temporal != nil {
-		s.temporal.stop()
+		s.temporal.Close()
+	}
+	if s.temporalProc != nil {
+		s.temporalProc.stop()
 	}
 	if s.db != nil {
 		s.db.Close()
