@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
 )
 
 // OpCount is what the operations of one kind answered.
@@ -121,7 +123,38 @@ type world struct {
 	services    map[string]bool   // alive (true) or deleted
 	claims      map[string]string // claim → the content written into it
 	drained     map[string]bool   // nodes cordoned or drained by the churn
-	n           int
+	// claimNodes are the nodes each claim was seen bound to, before
+	// each drain and at the end: more than one is a move.
+	claimNodes map[string]map[string]bool
+	n          int
+}
+
+// sawClaims records the node each claim is bound to now.
+func (w *world) sawClaims(claims []model.PersistentVolumeClaim) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range claims {
+		if c.Status.NodeName == "" {
+			continue
+		}
+		if w.claimNodes[c.Metadata.Name] == nil {
+			w.claimNodes[c.Metadata.Name] = map[string]bool{}
+		}
+		w.claimNodes[c.Metadata.Name][c.Status.NodeName] = true
+	}
+}
+
+// claimsMoved counts the claims seen on more than one node.
+func (w *world) claimsMoved() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, nodes := range w.claimNodes {
+		if len(nodes) > 1 {
+			n++
+		}
+	}
+	return n
 }
 
 func (w *world) name(prefix string) string {
@@ -426,16 +459,22 @@ func createClaimPod(ctx context.Context, a *api, w *world, rng *rand.Rand) {
 	if code, _ := a.do(ctx, "create claim", http.MethodPost, claimsPath, claim); code != http.StatusCreated {
 		return
 	}
-	w.mu.Lock()
-	w.claims[name] = content
-	w.mu.Unlock()
 	// The pod is named after its claim; it is never deleted by the churn.
-	for range 3 {
+	// A claim whose pod could not be made (a dependency down all along)
+	// stays unused and unchecked.
+	for range 10 {
 		code, _ := a.do(ctx, "create pod", http.MethodPost, podsPath, sleepPod(name, 0, name, content))
 		if code == http.StatusCreated || code == http.StatusConflict {
+			w.mu.Lock()
+			w.claims[name] = content
+			w.mu.Unlock()
 			return
 		}
-		time.Sleep(time.Second)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
 	}
 }
 
@@ -452,6 +491,10 @@ func cordonOrDrain(ctx context.Context, a *api, w *world, rng *rand.Rand, nodes 
 	verb := "cordon"
 	if rng.IntN(2) == 0 {
 		verb = "drain"
+		var claims model.List[model.PersistentVolumeClaim]
+		if a.get(ctx, claimsPath, &claims) {
+			w.sawClaims(claims.Items)
+		}
 	}
 	a.do(ctx, verb+" node", http.MethodPost, "/api/v1/nodes/"+node+"/"+verb, nil)
 }

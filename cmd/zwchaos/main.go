@@ -61,7 +61,8 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Info: every kill and every restart.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	res, err := run(ctx, o, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "zwchaos:", err)
@@ -88,6 +89,7 @@ type Results struct {
 	Converged       bool                `json:"converged"`
 	ConvergeSeconds float64             `json:"convergeSeconds"`
 	Kills           map[string]int      `json:"chaosEvents"`
+	ClaimsMoved     int                 `json:"claimsMoved"`
 	Operations      map[string]*OpCount `json:"operations"`
 	Details         []string            `json:"details,omitempty"`
 	Passed          bool                `json:"passed"`
@@ -118,7 +120,8 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	}
 	fmt.Printf("zwchaos: stack up in %s (%s)\n", time.Since(started).Round(time.Second), s.dir)
 	a := &api{s: s, ops: map[string]*OpCount{}}
-	w := &world{pods: map[string]bool{}, deployments: map[string]int{}, services: map[string]bool{}, claims: map[string]string{}, drained: map[string]bool{}}
+	w := &world{pods: map[string]bool{}, deployments: map[string]int{}, services: map[string]bool{}, claims: map[string]string{}, drained: map[string]bool{},
+		claimNodes: map[string]map[string]bool{}}
 	var nodes []string
 	for _, n := range s.nodes.Nodes {
 		nodes = append(nodes, n.Name)
@@ -166,6 +169,8 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	if obs == nil {
 		return nil, fmt.Errorf("the system could not be observed within %s (logs in %s)", o.convergeTimeout, s.dir)
 	}
+	w.sawClaims(obs.claims)
+	res.ClaimsMoved = w.claimsMoved()
 	res.check(ctx, obs, w, s)
 	for _, f := range a.failures {
 		res.Details = append(res.Details, "answer: "+f)
@@ -310,6 +315,7 @@ func (r *Results) print(out io.Writer) {
 		}
 		fmt.Fprintf(out, "%-62s %8d %8d%s\n", i.Name, i.Value, i.Target, mark)
 	}
+	fmt.Fprintf(out, "\nclaims moved between nodes (by drains): %d\n", r.ClaimsMoved)
 	fmt.Fprintf(out, "\n%-24s %6s\n", "chaos event", "count")
 	for _, k := range sortedKeys(r.Kills) {
 		fmt.Fprintf(out, "%-24s %6d\n", k, r.Kills[k])

@@ -81,10 +81,13 @@ func (p *proc) supervise() {
 		if time.Since(started) > 30*time.Second {
 			wait = time.Second
 		}
-		p.out.Info("process exited; restarting it", "process", p.name, "exit", cmd.ProcessState.String(), "in", wait)
+		p.out.Warn("process exited; restarting it", "process", p.name, "exit", cmd.ProcessState.String(), "in", wait)
 		time.Sleep(wait)
 		if err := p.start(); err != nil {
 			p.out.Error("restart", "process", p.name, "err", err)
+		} else {
+			cmd, _ := p.current()
+			p.out.Info("process restarted", "process", p.name, "pid", cmd.Process.Pid)
 		}
 		p.mu.Lock()
 		p.restarts++

@@ -245,6 +245,7 @@ func (s *stack) restartPostgres(ctx context.Context, hard bool) error {
 		var pg *pgserver.Server
 		if pg, err = pgserver.Start(ctx, pgserver.Config{DataDir: s.pgDir, Port: port}); err == nil {
 			s.pg = pg
+			s.log.Info("PostgreSQL restarted", "pid", pg.Pid(), "port", port)
 			return nil
 		}
 		time.Sleep(500 * time.Millisecond)
