@@ -119,6 +119,7 @@ func truncate(b []byte, n int) string {
 type world struct {
 	mu          sync.Mutex
 	pods        map[string]bool   // standalone pods: alive (true) or deleted
+	unanswered  map[string]bool   // pods whose create had no answer
 	deployments map[string]int    // alive deployments and their replicas
 	services    map[string]bool   // alive (true) or deleted
 	claims      map[string]string // claim → the content written into it
@@ -281,10 +282,13 @@ func createPod(ctx context.Context, a *api, w *world, rng *rand.Rand) {
 	w.mu.Unlock()
 	code, _ := a.do(ctx, "create pod", http.MethodPost, podsPath, sleepPod(name, rng.IntN(3), "", ""))
 	if code == http.StatusCreated || code == 0 {
-		// Unanswered: it may exist; the end settles it (a pod the churn
-		// does not know is checked as alive).
 		w.mu.Lock()
 		w.pods[name] = true
+		if code == 0 {
+			// Unanswered: it may or may not exist; the end counts it
+			// if it does.
+			w.unanswered[name] = true
+		}
 		w.mu.Unlock()
 	}
 }

@@ -120,7 +120,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	}
 	fmt.Printf("zwchaos: stack up in %s (%s)\n", time.Since(started).Round(time.Second), s.dir)
 	a := &api{s: s, ops: map[string]*OpCount{}}
-	w := &world{pods: map[string]bool{}, deployments: map[string]int{}, services: map[string]bool{}, claims: map[string]string{}, drained: map[string]bool{},
+	w := &world{pods: map[string]bool{}, unanswered: map[string]bool{}, deployments: map[string]int{}, services: map[string]bool{}, claims: map[string]string{}, drained: map[string]bool{},
 		claimNodes: map[string]map[string]bool{}}
 	var nodes []string
 	for _, n := range s.nodes.Nodes {
@@ -198,11 +198,15 @@ func converged(o *observation, w *world, s *stack) bool {
 // expected counts the pods that should exist: the churn's standalone
 // pods it did not delete, the claims' pods and the deployments' replicas.
 func expected(o *observation, w *world) int {
+	have := map[string]bool{}
+	for _, p := range o.pods {
+		have[p.Metadata.Name] = true
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := len(w.claims)
-	for _, ok := range w.pods {
-		if ok {
+	for name, ok := range w.pods {
+		if ok && (have[name] || !w.unanswered[name]) {
 			n++
 		}
 	}
@@ -230,7 +234,7 @@ func missing(o *observation, w *world) int {
 	n := 0
 	w.mu.Lock()
 	for name, ok := range w.pods {
-		if ok && !have[name] {
+		if ok && !have[name] && !w.unanswered[name] {
 			n++
 		}
 	}
