@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,7 +175,7 @@ func pick[T any](rng *rand.Rand, m map[string]T, want func(T) bool) (string, boo
 		return "", false
 	}
 	// Map order is random; sort for the seed to mean something.
-	sortStrings(names)
+	sort.Strings(names)
 	return names[rng.IntN(len(names))], true
 }
 

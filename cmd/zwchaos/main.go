@@ -353,5 +353,3 @@ func sortedKeys[T any](m map[string]T) []string {
 	sort.Strings(keys)
 	return keys
 }
-
-func sortStrings(s []string) { sort.Strings(s) }
