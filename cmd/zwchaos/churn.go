@@ -282,7 +282,9 @@ func createPod(ctx context.Context, a *api, w *world, rng *rand.Rand) {
 	name := w.name("pod")
 	w.mu.Unlock()
 	code, _ := a.do(ctx, "create pod", http.MethodPost, podsPath, sleepPod(name, rng.IntN(3), "", ""))
-	if code == http.StatusCreated || code == 0 {
+	// Names are never reused: a 409 means an attempt whose answer was
+	// lost (its replica died) made it.
+	if code == http.StatusCreated || code == http.StatusConflict || code == 0 {
 		w.mu.Lock()
 		w.pods[name] = true
 		if code == 0 {
@@ -319,7 +321,7 @@ func createDeployment(ctx context.Context, a *api, w *world, rng *rand.Rand) {
 	name := w.name("deploy")
 	w.mu.Unlock()
 	replicas := 1 + rng.IntN(maxReplicas)
-	if code, _ := a.do(ctx, "create deployment", http.MethodPost, deploymentsPath, deployment(name, replicas, 1)); code == http.StatusCreated {
+	if code, _ := a.do(ctx, "create deployment", http.MethodPost, deploymentsPath, deployment(name, replicas, 1)); code == http.StatusCreated || code == http.StatusConflict {
 		w.mu.Lock()
 		w.deployments[name] = replicas
 		w.mu.Unlock()
@@ -426,7 +428,7 @@ func createService(ctx context.Context, a *api, w *world, rng *rand.Rand) {
 		"spec": map[string]any{"selector": map[string]string{"app": fmt.Sprintf("chaos-%d", rng.IntN(3))},
 			"ports": []any{map[string]any{"port": 80, "targetPort": 8080, "protocol": "TCP"}}}}
 	code, _ := a.do(ctx, "create service", http.MethodPost, servicesPath, svc)
-	if code == http.StatusCreated || code == 0 {
+	if code == http.StatusCreated || code == http.StatusConflict || code == 0 {
 		w.mu.Lock()
 		w.services[name] = true
 		w.mu.Unlock()
@@ -461,7 +463,7 @@ func createClaimPod(ctx context.Context, a *api, w *world, rng *rand.Rand) {
 	content := fmt.Sprintf("chaos %s %016x", name, rng.Uint64())
 	claim := map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": map[string]any{"name": name},
 		"spec": map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "64Mi"}}}}
-	if code, _ := a.do(ctx, "create claim", http.MethodPost, claimsPath, claim); code != http.StatusCreated {
+	if code, _ := a.do(ctx, "create claim", http.MethodPost, claimsPath, claim); code != http.StatusCreated && code != http.StatusConflict {
 		return
 	}
 	// The pod is named after its claim; it is never deleted by the churn.
