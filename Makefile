@@ -4,7 +4,7 @@ BIN     := $(CURDIR)/bin
 GOFILES := $(shell git ls-files '*.go' 2>/dev/null)
 TEMPORAL_CLI_VERSION := v1.5.1
 
-.PHONY: all build dev test lint cross tools clean bench fuzz fuzz-http
+.PHONY: all build dev test lint cross tools clean bench fuzz fuzz-http chaos
 
 all: build
 
@@ -69,3 +69,10 @@ fuzz-http: build
 # test): make bench BENCH_FLAGS="--burst 50"
 bench: build
 	$(GO) run ./cmd/zwbench --bin $(BIN) $(BENCH_FLAGS)
+
+# Crashes during a churn, on a whole stack of separate processes started
+# for the run (a program, not a test): every invariant at its target, or
+# exit 1 with the seed to reproduce it.
+# make chaos CHAOS_FLAGS="--seed 7 --duration 2m"
+chaos: build
+	$(GO) run ./cmd/zwchaos --bin $(BIN) $(CHAOS_FLAGS)

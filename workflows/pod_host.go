@@ -62,7 +62,15 @@ func hostOptions(node string, timeout time.Duration, heartbeat time.Duration, at
 
 // undoOptions: a compensation must finish, so it retries until it does.
 func undoOptions(node string, timeout time.Duration) workflow.ActivityOptions {
-	o := hostOptions(node, timeout, 0, 0)
+	return undoHeartbeatOptions(node, timeout, 0)
+}
+
+// undoHeartbeatOptions are undoOptions for a long step that heartbeats:
+// if its worker dies (the agent killed mid-step) the attempt fails after
+// heartbeat and is retried, instead of holding the lifecycle until its
+// StartToClose timeout.
+func undoHeartbeatOptions(node string, timeout, heartbeat time.Duration) workflow.ActivityOptions {
+	o := hostOptions(node, timeout, heartbeat, 0)
 	o.RetryPolicy.MaximumInterval = time.Minute
 	o.WaitForCancellation = false
 	return o
@@ -316,7 +324,7 @@ func (w *podWorkflow) compensate(ctx workflow.Context, n int) {
 			continue
 		}
 		w.step(ctx, "Undo"+st.name, 1)
-		err := w.execHost(ctx, undoOptions(w.st.Node, st.timeout), st.undo, sb, nil)
+		err := w.execHost(ctx, undoHeartbeatOptions(w.st.Node, st.timeout, st.heartbeat), st.undo, sb, nil)
 		if errors.Is(err, errNodeLost) {
 			w.endStep(ctx, "node lost: left for its agent to clean up")
 			break
@@ -459,23 +467,28 @@ func (w *podWorkflow) leaveEndpoints(ctx workflow.Context, grace int64) int64 {
 	return max(grace-used, 1)
 }
 
+// teardownSteps remove a pod from its node. The uninstall heartbeats
+// (hostops every 5 s) like the install: an agent killed while it runs is
+// noticed in 30 s, not after its 30 minutes.
+var teardownSteps = []sagaStep{
+	{"HaltZone", host.HaltZone, nil, 5 * time.Minute, 0},
+	{"UninstallZone", host.UninstallZone, nil, 30 * time.Minute, 30 * time.Second},
+	{"DeleteZoneConfig", host.DeleteZoneConfig, nil, 2 * time.Minute, 0},
+	{"DeleteVNIC", host.DeleteVNIC, nil, time.Minute, 0},
+	{"DestroyDatasets", host.DestroyDatasets, nil, 2 * time.Minute, 0},
+}
+
 // teardown removes the pod's zone and everything under it from the node,
 // then frees its address. On a lost node only the address is freed: the
 // agent removes the leftovers when it returns, before it reports Ready.
 func (w *podWorkflow) teardown(ctx workflow.Context) {
 	sb := *w.st.Sandbox
-	for _, st := range []sagaStep{
-		{"HaltZone", host.HaltZone, nil, 5 * time.Minute, 0},
-		{"UninstallZone", host.UninstallZone, nil, 30 * time.Minute, 0},
-		{"DeleteZoneConfig", host.DeleteZoneConfig, nil, 2 * time.Minute, 0},
-		{"DeleteVNIC", host.DeleteVNIC, nil, time.Minute, 0},
-		{"DestroyDatasets", host.DestroyDatasets, nil, 2 * time.Minute, 0},
-	} {
+	for _, st := range teardownSteps {
 		if w.lost() {
 			break
 		}
 		w.step(ctx, st.name, 1)
-		err := w.execHost(ctx, undoOptions(w.st.Node, st.timeout), st.do, sb, nil)
+		err := w.execHost(ctx, undoHeartbeatOptions(w.st.Node, st.timeout, st.heartbeat), st.do, sb, nil)
 		w.endStep(ctx, errString(err))
 		if errors.Is(err, errNodeLost) {
 			break

@@ -758,3 +758,35 @@ func TestACancelSignalsLongReasonIsCut(t *testing.T) {
 		t.Fatal("no Cancelled status with the cut reason")
 	}
 }
+
+// An agent killed while it uninstalls a zone (its worker gone, the task
+// started) must not hold the pod's removal or rollback for the step's
+// 30 minutes: the uninstall, in teardown and in compensation alike, runs
+// with a heartbeat timeout, so the attempt fails and is retried on the
+// restarted agent within seconds (found by make chaos, seed 51).
+func TestUninstallHeartbeatsSoADeadAgentIsNoticed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail bool
+	}{{"teardown", false}, {"compensation", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var heartbeat time.Duration
+			uninstall := override{fn: host.UninstallZone, ret: []any{func(ctx context.Context, _ hostops.PodSandbox) error {
+				heartbeat = activity.GetInfo(ctx).HeartbeatTimeout
+				return nil
+			}}}
+			overrides := []override{uninstall}
+			if tc.fail {
+				overrides = append(overrides, override{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
+					temporal.NewApplicationErrorWithOptions("install the zone: exit 1", "Invalid",
+						temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
+			}
+			h := newHarness(t, podSpec(), overrides...)
+			zero := int64(0)
+			h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+			if heartbeat <= 0 || heartbeat > time.Minute {
+				t.Fatalf("UninstallZone ran with heartbeat timeout %s; want one of seconds", heartbeat)
+			}
+		})
+	}
+}

@@ -32,8 +32,11 @@ import (
 	"github.com/zonewright/zonewright/workflows"
 )
 
-// platformCommands adds dev where the Temporal server can be embedded.
-func platformCommands() map[string]command { return map[string]command{"dev": dev} }
+// platformCommands adds dev, and the Temporal server alone, where the
+// Temporal server can be embedded.
+func platformCommands() map[string]command {
+	return map[string]command{"dev": dev, "temporal": temporalServer}
+}
 
 // devDatabase is the database the dev stack keeps in its private cluster.
 const devDatabase = "zonewright"

@@ -44,6 +44,9 @@ type Config struct {
 	// get their pod CIDRs, renew their leases and follow the service
 	// network.
 	APIURL string
+	// APIURLs, when set, replace APIURL: node i talks to replica
+	// APIURLs[i mod len], so that the nodes spread over API replicas.
+	APIURLs []string
 	// APICAFile is the CA the agents trust for the API (the cluster CA).
 	APICAFile string
 	// JoinTokenFile holds the join token agents join the cluster with;
@@ -185,7 +188,12 @@ func (ns *Nodes) run(n *Node) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{"agent", "--node", name, "--api-url", cfg.APIURL,
+	apiURL := cfg.APIURL
+	if len(cfg.APIURLs) > 0 {
+		i, _ := strconv.Atoi(strings.TrimPrefix(name, "node-"))
+		apiURL = cfg.APIURLs[i%len(cfg.APIURLs)]
+	}
+	args := append([]string{"agent", "--node", name, "--api-url", apiURL,
 		"--temporal-address", cfg.Temporal, "--temporal-namespace", cfg.Namespace, "--bin-dir", n.BinDir,
 		// The simulator keeps an illumos path P at <root>/fs/P; the agent
 		// writes images, volume data and zones' files there itself.

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/sim"
+	"github.com/zonewright/zonewright/workflows"
+)
+
+// The checks find what a crash could leave behind, and nothing on a host
+// that holds exactly its pods' resources.
+func TestChecksFindWhatIsLeftBehind(t *testing.T) {
+	const uid, goneUID = "0b6f2e4c-6c1e-4d7a-9f1e-2a3b4c5d6e7f", "9c1d2e3f-4a5b-4c6d-8e7f-0a1b2c3d4e5f"
+	const clusterCIDR = "127.200.0.0/16"
+	pod := model.Pod{Metadata: model.ObjectMeta{Name: "web", Namespace: "default", UID: uid}, Spec: model.PodSpec{NodeName: "node-1"},
+		Status: model.PodStatus{Phase: model.PodRunning, PodIP: "127.200.1.5", Conditions: []model.PodCondition{{Type: model.PodReady, Status: model.ConditionTrue}}}}
+	zone := illumos.ZoneName("default", "web", uid)
+	goneZone := illumos.ZoneName("default", "gone", goneUID)
+	clean := func() *observation {
+		return &observation{
+			pods:     []model.Pod{pod},
+			services: []model.Service{{Metadata: model.ObjectMeta{Name: "svc"}, Spec: model.ServiceSpec{ClusterIP: "127.93.0.20"}}},
+			hosts: map[string]*sim.State{"node-1": {
+				Zones:    []*sim.Zone{{Name: "global"}, {Name: zone, State: "running", Addresses: []*sim.IPAddress{{Addr: "127.200.1.5/24"}}}},
+				Links:    []*sim.Link{{Name: "zwgw0", Class: "vnic"}, {Name: illumos.LinkName("zw", uid), Class: "vnic"}},
+				Datasets: []*sim.Dataset{{Name: "tank/zonewright/zones"}, {Name: "tank/zonewright/zones/" + zone}},
+				NAT: map[string]*sim.NATTable{"global": {Rules: []*sim.NATRuleEntry{
+					{Text: "rdr zwgw0 127.93.0.20/32 port 80 -> 127.200.1.5 port 8080 tcp"},
+					{Text: "map zwgw0 127.200.1.0/24 -> 127.200.1.1/32 portmap tcp/udp auto"}}}},
+			}},
+			ipAllocs:     map[string]string{uid: "127.200.1.5"},
+			podWorkflows: map[string]bool{workflows.PodWorkflowID("default", "web"): true},
+		}
+	}
+	o := clean()
+	if z, v, d, what := o.leaks(); z+v+d != 0 {
+		t.Fatalf("a clean host has leaks: %v", what)
+	}
+	if f := o.podHostFaults(); len(f) != 0 {
+		t.Fatalf("a pod with its resources is reported: %v", f)
+	}
+	if len(o.ipamLeaks())+len(o.natLeaks(clusterCIDR))+len(o.lifecycleFaults()) != 0 {
+		t.Fatalf("a clean cluster has leaks: %v %v %v", o.ipamLeaks(), o.natLeaks(clusterCIDR), o.lifecycleFaults())
+	}
+
+	// What a deleted pod and service could leave behind.
+	o = clean()
+	st := o.hosts["node-1"]
+	st.Zones = append(st.Zones, &sim.Zone{Name: goneZone, State: "installed"})
+	st.Links = append(st.Links, &sim.Link{Name: illumos.LinkName("zw", goneUID), Class: "vnic"})
+	st.Datasets = append(st.Datasets, &sim.Dataset{Name: "tank/zonewright/zones/" + goneZone})
+	st.NAT["global"].Rules = append(st.NAT["global"].Rules, &sim.NATRuleEntry{Text: "rdr zwgw0 127.93.0.21/32 port 80 -> 127.200.1.5 port 8080 tcp"},
+		&sim.NATRuleEntry{Text: "rdr zwgw0 127.93.0.20/32 port 80 -> 127.200.1.9 port 8080 tcp"})
+	o.ipAllocs[goneUID] = "127.200.1.9"
+	o.podWorkflows[workflows.PodWorkflowID("default", "gone")] = true
+	if z, v, d, what := o.leaks(); z != 1 || v != 1 || d != 1 {
+		t.Errorf("leaks: %d zones, %d VNICs, %d datasets, want one each: %v", z, v, d, what)
+	}
+	if l := o.ipamLeaks(); len(l) != 1 || !strings.Contains(l[0], "127.200.1.9") {
+		t.Errorf("IPAM leaks: %v", l)
+	}
+	if l := o.natLeaks(clusterCIDR); len(l) != 2 {
+		t.Errorf("NAT leaks: %v, want the two rules naming addresses gone", l)
+	}
+	if l := o.lifecycleFaults(); len(l) != 1 || !strings.Contains(l[0], "pod/default/gone") {
+		t.Errorf("lifecycle faults: %v", l)
+	}
+
+	// A pod whose zone lost its address and VNIC, and whose lifecycle ended.
+	o = clean()
+	st = o.hosts["node-1"]
+	st.Zones[1].Addresses = nil
+	st.Links = st.Links[:1]
+	o.podWorkflows = map[string]bool{}
+	if f := o.podHostFaults(); len(f) != 1 || !strings.Contains(f[0], "0 VNICs") {
+		t.Errorf("host faults: %v", f)
+	}
+	if l := o.lifecycleFaults(); len(l) != 1 || !strings.Contains(l[0], "no running lifecycle") {
+		t.Errorf("lifecycle faults: %v", l)
+	}
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// A short run on a stack of the test's own: every kind of process is
+// killed at least once (the first events visit every kind), the
+// invariants are computed, and every one meets its target.
+func TestChaosShortRun(t *testing.T) {
+	bin := t.TempDir()
+	for _, pkg := range []string{"../zonewright", "../illumos-sim"} {
+		cmd := exec.Command("go", "build", "-o", bin+"/", pkg)
+		if pkg == "../illumos-sim" { // static, as make build makes it
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	res, err := run(context.Background(), options{bin: bin, duration: 25 * time.Second, convergeTimeout: time.Minute, seed: 3,
+		minGap: 2 * time.Second, maxGap: 3 * time.Second}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.print(os.Stdout)
+	for _, kind := range []string{kindAgent, kindServe, kindTemporal, kindPostgres, faultFailures, faultLatency} {
+		if res.Kills[kind] == 0 {
+			t.Errorf("no %s event in the run: %v", kind, res.Kills)
+		}
+	}
+	if len(res.Invariants) < 10 {
+		t.Errorf("%d invariants computed, want every one", len(res.Invariants))
+	}
+	ops := 0
+	for _, c := range res.Operations {
+		ops += c.OK
+	}
+	if ops < 10 {
+		t.Errorf("only %d operations succeeded", ops)
+	}
+	if !res.Passed {
+		t.Errorf("invariants missed their targets; reproduce with %s", res.Reproduce)
+	}
+}
