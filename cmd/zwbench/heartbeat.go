@@ -8,15 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
-	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -48,28 +45,11 @@ const heartbeatsPerMinute = 1000 * 60 / 10
 // heartbeatSection registers nodes through the API on a private
 // PostgreSQL and runs rounds of heartbeats both ways.
 func heartbeatSection(ctx context.Context, nodes, rounds int, log *slog.Logger) (*HeartbeatResults, error) {
-	dir, err := os.MkdirTemp("", "zwbench-heartbeat-")
+	st, done, err := privateStore(ctx, "heartbeat", log)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(dir, "postgres")})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = pg.Stop() }()
-	url, err := pg.EnsureDatabase(ctx, "zonewright")
-	if err != nil {
-		return nil, err
-	}
-	if err := store.MigrateUp(ctx, url, log); err != nil {
-		return nil, err
-	}
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
+	defer done()
 	hs := httptest.NewServer(api.New(api.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler())
 	defer hs.Close()
 	// The nodes' requests go as a cluster-admin's: what they write is

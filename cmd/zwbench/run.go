@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -398,7 +397,7 @@ func watchPods(ctx context.Context, api string) (*tracker, error) {
 					tr.running[name] = now
 				}
 			}
-			if ev.Type != "DELETED" && podReady(ev.Object) {
+			if ev.Type != "DELETED" && ev.Object.RunningAndReady() {
 				if _, seen := tr.ready[name]; !seen {
 					tr.ready[name] = now
 				}
@@ -446,19 +445,6 @@ func (tr *tracker) count(m map[string]time.Time, names []string) int {
 		}
 	}
 	return n
-}
-
-// podReady is Running with the Ready condition True.
-func podReady(p model.Pod) bool {
-	if p.Status.Phase != model.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == model.PodReady {
-			return c.Status == model.ConditionTrue
-		}
-	}
-	return false
 }
 
 func percentiles(d []time.Duration) Percentiles {
@@ -537,13 +523,4 @@ func ceilingWorkflow(ctx workflow.Context, shape ceilingShape) error {
 		}
 	}
 	return nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -60,7 +61,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	if err != nil {
 		return s, err
 	}
-	addr, err := freeAddr()
+	addr, err := devstack.FreeAddr()
 	if err != nil {
 		return s, err
 	}
@@ -350,4 +351,40 @@ func stat(pid int) ([]string, bool) {
 		return nil, false
 	}
 	return strings.Fields(string(b[i+2:])), true
+}
+
+// privateStore is a migrated store on a PostgreSQL of its own, for the
+// sections that need no stack; done closes it and removes the cluster.
+func privateStore(ctx context.Context, section string, log *slog.Logger) (st *store.Store, done func(), err error) {
+	dir, err := os.MkdirTemp("", "zwbench-"+section+"-")
+	if err != nil {
+		return nil, nil, err
+	}
+	var pg *pgserver.Server
+	done = func() {
+		if st != nil {
+			st.Close()
+		}
+		if pg != nil {
+			_ = pg.Stop()
+		}
+		_ = os.RemoveAll(dir)
+	}
+	defer func() {
+		if err != nil {
+			done()
+		}
+	}()
+	if pg, err = pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(dir, "postgres")}); err != nil {
+		return nil, nil, err
+	}
+	url, err := pg.EnsureDatabase(ctx, "zonewright")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err = store.MigrateUp(ctx, url, log); err != nil {
+		return nil, nil, err
+	}
+	st, err = store.Open(ctx, url)
+	return st, done, err
 }

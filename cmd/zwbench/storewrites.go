@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -67,28 +64,11 @@ const storeDeadline = 5 * time.Second
 // different versions check that the feed has every write exactly once and
 // in order.
 func storeSection(ctx context.Context, perLevel time.Duration, log *slog.Logger) (*StoreResults, error) {
-	dir, err := os.MkdirTemp("", "zwbench-store-")
+	st, done, err := privateStore(ctx, "store", log)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(dir, "postgres")})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = pg.Stop() }()
-	url, err := pg.EnsureDatabase(ctx, "zonewright")
-	if err != nil {
-		return nil, err
-	}
-	if err := store.MigrateUp(ctx, url, log); err != nil {
-		return nil, err
-	}
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
+	defer done()
 	if err := st.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
 		return nil, err
 	}

@@ -125,18 +125,6 @@ func ownerKind(p model.Pod) string {
 	return ""
 }
 
-func ready(p model.Pod) bool {
-	if p.Status.Phase != model.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == model.PodReady {
-			return c.Status == model.ConditionTrue
-		}
-	}
-	return false
-}
-
 func terminal(p model.Pod) bool {
 	return p.Status.Phase == model.PodSucceeded || p.Status.Phase == model.PodFailed
 }
@@ -150,7 +138,7 @@ func settled(p model.Pod) bool {
 	if ownerKind(p) == model.KindJob {
 		return terminal(p)
 	}
-	return ready(p)
+	return p.RunningAndReady()
 }
 
 // hostPods are the pods that must hold a zone: placed and not finished.
@@ -236,7 +224,7 @@ func (o *observation) podHostFaults() []string {
 				datasets++
 			}
 		}
-		if zones != 1 || vnics != 1 || datasets != 1 || (ready(p) && !addr) {
+		if zones != 1 || vnics != 1 || datasets != 1 || (p.RunningAndReady() && !addr) {
 			out = append(out, fmt.Sprintf("%s on %s (%s): %d zones, %d VNICs, %d datasets, address %s held: %v",
 				p.Metadata.Name, p.Spec.NodeName, p.Status.Phase, zones, vnics, datasets, p.Status.PodIP, addr))
 		}

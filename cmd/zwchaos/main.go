@@ -264,7 +264,7 @@ func (r *Results) check(ctx context.Context, o *observation, w *world, s *stack)
 	runningReady := 0
 	var stuck []string
 	for _, p := range o.pods {
-		if ownerKind(p) != "Job" && ready(p) && p.Metadata.DeletionTimestamp == nil {
+		if ownerKind(p) != "Job" && p.RunningAndReady() && p.Metadata.DeletionTimestamp == nil {
 			runningReady++
 		}
 		if !settled(p) {

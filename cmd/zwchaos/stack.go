@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -91,7 +90,7 @@ func startStack(ctx context.Context, binDir string, replicas, nodes int, log *sl
 		return s, err
 	}
 
-	if s.temporalAddr, err = freeAddr(); err != nil {
+	if s.temporalAddr, err = devstack.FreeAddr(); err != nil {
 		return s, err
 	}
 	s.temporalProc = &proc{kind: kindTemporal, name: "temporal", out: log, log: filepath.Join(dir, "temporal.log"),
@@ -129,11 +128,11 @@ func startStack(ctx context.Context, binDir string, replicas, nodes int, log *sl
 	// (cluster CA, admin token), the image store and the encryption key;
 	// each has its own API and DNS address.
 	for i := range replicas {
-		listen, err := freeAddr()
+		listen, err := devstack.FreeAddr()
 		if err != nil {
 			return s, err
 		}
-		dnsAddr, err := freeAddr()
+		dnsAddr, err := devstack.FreeAddr()
 		if err != nil {
 			return s, err
 		}
@@ -308,14 +307,6 @@ func (s *stack) stop(keep bool) {
 	}
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
 
 // waitFor polls cond every half second until it holds or d has passed.
 func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {

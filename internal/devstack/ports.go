@@ -43,6 +43,17 @@ func CheckPortFree(addr string) error {
 	return nil
 }
 
+// FreeAddr is a loopback host:port free at the time of the call, for the
+// programs that start stacks of their own.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
 // freePort asks the kernel for a free TCP port on host, skipping the ports in
 // avoid (the well-known dev stack ports), so the internal services of the
 // embedded server never sit on a port a user expects to be free.

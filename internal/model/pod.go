@@ -247,6 +247,19 @@ type ContainerStateTerminated struct {
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 }
 
+// RunningAndReady says the pod is Running with its Ready condition True.
+func (p *Pod) RunningAndReady() bool {
+	if p.Status.Phase != PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == PodReady {
+			return c.Status == ConditionTrue
+		}
+	}
+	return false
+}
+
 func (p *Pod) GetTypeMeta() *TypeMeta    { return &p.TypeMeta }
 func (p *Pod) GetMeta() *ObjectMeta      { return &p.Metadata }
 func (p *Pod) Parts() (spec, status any) { return &p.Spec, &p.Status }
