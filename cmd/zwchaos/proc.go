@@ -5,10 +5,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/childproc"
 )
 
 // proc is a process of the stack restarted whenever it dies, as SMF
@@ -35,23 +36,10 @@ func (p *proc) start() error {
 		return err
 	}
 	cmd := exec.Command(p.args[0], p.args[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, killed as a whole; it dies with the harness.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	done := make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // Pdeathsig follows the creating thread
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			_ = cmd.Wait()
-		}
-		logf.Close()
-		close(done)
-	}()
-	if err := <-started; err != nil {
-		return fmt.Errorf("start %s: %w", p.name, err)
+	done, err := childproc.Start(cmd, logf, syscall.SIGKILL)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
 	}
 	p.mu.Lock()
 	p.cmd, p.done = cmd, done

@@ -307,7 +307,6 @@ func (s *stack) stop(keep bool) {
 	}
 }
 
-
 // waitFor polls cond every half second until it holds or d has passed.
 func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
 	deadline := time.Now().Add(d)

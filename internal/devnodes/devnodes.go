@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/childproc"
 	"github.com/zonewright/zonewright/internal/devstack"
 )
 
@@ -216,23 +216,10 @@ func (ns *Nodes) run(n *Node) error {
 	}
 	cmd := exec.Command(cfg.Agent, args...)
 	cmd.Env = agentEnv()
-	cmd.Stdout, cmd.Stderr = logf, logf
 	// The agents die with the dev stack, even if it is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	done := make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // Pdeathsig follows the creating thread
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			_ = cmd.Wait()
-		}
-		logf.Close()
-		close(done)
-	}()
-	if err := <-started; err != nil {
-		return fmt.Errorf("start agent %s: %w", name, err)
+	done, err := childproc.Start(cmd, logf, syscall.SIGTERM)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", name, err)
 	}
 	n.mu.Lock()
 	n.cmd, n.done = cmd, done
