@@ -4,9 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/simtest"
 )
 
 // A short run on a stack of the test's own: every kind of process is
@@ -14,14 +15,8 @@ import (
 // invariants are computed, and every one meets its target.
 func TestChaosShortRun(t *testing.T) {
 	bin := t.TempDir()
-	for _, pkg := range []string{"../zonewright", "../illumos-sim"} {
-		cmd := exec.Command("go", "build", "-o", bin+"/", pkg)
-		if pkg == "../illumos-sim" { // static, as make build makes it
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, out)
-		}
+	if err := simtest.BuildBinaries(bin, "zonewright", "illumos-sim"); err != nil {
+		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	res, err := run(context.Background(), options{bin: bin, duration: 25 * time.Second, convergeTimeout: time.Minute, seed: 3,

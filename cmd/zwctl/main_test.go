@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/internal/syncbuf"
 )
 
@@ -53,14 +54,8 @@ func freePort() (string, error) {
 
 func startStack(dir string) (func(), error) {
 	bin := filepath.Join(dir, "bin")
-	for _, pkg := range []string{"../zonewright", "../illumos-sim"} {
-		cmd := exec.Command("go", "build", "-o", bin+"/", pkg)
-		if pkg == "../illumos-sim" {
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("build %s: %v\n%s", pkg, err, out)
-		}
+	if err := simtest.BuildBinaries(bin, "zonewright", "illumos-sim"); err != nil {
+		return nil, err
 	}
 	var addrs [4]string
 	for i := range addrs {
