@@ -118,7 +118,12 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 		}
 		if !now.Before(c.RestartAt) {
 			w.restart(ctx, i)
-		} else if next.IsZero() || c.RestartAt.Before(next) {
+			if c.State != containerBackOff {
+				continue
+			}
+			now = workflow.Now(ctx) // a restart that failed backs off from now
+		}
+		if next.IsZero() || c.RestartAt.Before(next) {
 			next = c.RestartAt
 		}
 	}
@@ -135,7 +140,8 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 	if next.IsZero() {
 		err = workflow.Await(ctx, func() bool { return wake() || w.mayContinueAsNew(ctx) })
 	} else {
-		_, err = workflow.AwaitWithTimeout(ctx, next.Sub(now), wake)
+		// Not below zero: a restart may have taken past another's time.
+		_, err = workflow.AwaitWithTimeout(ctx, max(next.Sub(now), 0), wake)
 	}
 	if temporal.IsCanceledError(err) {
 		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
