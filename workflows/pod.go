@@ -168,17 +168,25 @@ type Tuning struct {
 	RestartBackoff time.Duration // a container's second restart waits this, doubling
 	RestartMax     time.Duration
 	HistoryLimit   int // continue-as-new past this many history events
+	// RestartBackoffReset: a container that ran this long before it
+	// ended restarts at once, its back-off forgotten (zero: 10 minutes).
+	RestartBackoffReset time.Duration `json:",omitempty"`
 }
 
 // DefaultTuning matches Kubernetes where Kubernetes has a number; a pod
 // waits at most 5 minutes between looks (about 130 history events an hour).
 var DefaultTuning = Tuning{
-	RetryMin:       2 * time.Second,
-	RetryMax:       5 * time.Minute,
-	RestartBackoff: 10 * time.Second,
-	RestartMax:     5 * time.Minute,
-	HistoryLimit:   1500,
+	RetryMin:            2 * time.Second,
+	RetryMax:            5 * time.Minute,
+	RestartBackoff:      10 * time.Second,
+	RestartMax:          5 * time.Minute,
+	HistoryLimit:        1500,
+	RestartBackoffReset: defaultBackOffReset,
 }
+
+// defaultBackOffReset is kubelet's: a container that ran 10 minutes
+// without a problem has its restart back-off reset.
+const defaultBackOffReset = 10 * time.Minute
 
 var host *hostacts.Activities // method values name the host activities
 var ctl *controlacts.Control  // and the control-plane ones
@@ -398,7 +406,7 @@ func (w *podWorkflow) remove(ctx workflow.Context) error {
 func (w *podWorkflow) finish(ctx workflow.Context, phase Phase, reason, msg string) {
 	var statuses []model.ContainerStatus
 	if w.st.Run != nil {
-		statuses = w.containerStatuses(workflow.Now(ctx))
+		statuses = w.finalContainerStatuses(workflow.Now(ctx), msg)
 	}
 	w.setPhase(phase)
 	w.st.Reason, w.st.Message = reason, msg

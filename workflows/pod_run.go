@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -41,10 +42,34 @@ type ContainerRunState struct {
 	Since         uint64
 	RestartAt     time.Time `json:",omitempty"`
 	RestartReason string    `json:",omitempty"`
+	// StartedAt is when this incarnation started; zero: with the pod.
+	StartedAt time.Time `json:",omitempty"`
+	// BackOffFrom is Restarts when the back-off last reset, and
+	// FailedRestarts the restarts tried since then that started nothing:
+	// both count towards the next back-off.
+	BackOffFrom    int32 `json:",omitempty"`
+	FailedRestarts int32 `json:",omitempty"`
 	// Last is how the previous incarnation ended (or this one, once
 	// terminated).
 	Last *model.ContainerStateTerminated `json:",omitempty"`
 }
+
+// Changes to how containers restart, as Kubernetes does it. Runs recorded
+// before each replay on the path they took.
+const (
+	// versionRestartFailureBackOff: a restart that fails leaves the
+	// container down, backing off, and is tried again.
+	versionRestartFailureBackOff = "restart-failure-backoff"
+	// versionNeverKeepsSiblings: under restartPolicy Never a failed
+	// container ends alone; the pod ends when every container has.
+	versionNeverKeepsSiblings = "never-keeps-siblings"
+	// versionLivenessStop: a container that failed its liveness probe is
+	// stopped before it backs off.
+	versionLivenessStop = "liveness-stop"
+	// versionBackOffReset: a container that ran Tuning.RestartBackoffReset
+	// before it ended restarts without back-off.
+	versionBackOffReset = "restart-backoff-reset"
+)
 
 // startRunning: the pod's node supervises it (from seq on); from then on the pod costs nothing until its node reports a change.
 func (w *podWorkflow) startRunning(ctx workflow.Context, seq uint64) error {
@@ -93,7 +118,12 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 		}
 		if !now.Before(c.RestartAt) {
 			w.restart(ctx, i)
-		} else if next.IsZero() || c.RestartAt.Before(next) {
+			if c.State != containerBackOff {
+				continue
+			}
+			now = workflow.Now(ctx) // a restart that failed backs off from now
+		}
+		if next.IsZero() || c.RestartAt.Before(next) {
 			next = c.RestartAt
 		}
 	}
@@ -110,7 +140,8 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 	if next.IsZero() {
 		err = workflow.Await(ctx, func() bool { return wake() || w.mayContinueAsNew(ctx) })
 	} else {
-		_, err = workflow.AwaitWithTimeout(ctx, next.Sub(now), wake)
+		// Not below zero: a restart may have taken past another's time.
+		_, err = workflow.AwaitWithTimeout(ctx, max(next.Sub(now), 0), wake)
 	}
 	if temporal.IsCanceledError(err) {
 		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
@@ -160,8 +191,8 @@ func (w *podWorkflow) apply(ctx workflow.Context, rep model.PodReport) bool {
 
 // containerEnded decides, by restartPolicy, what becomes of a container
 // whose command ended (or that failed its liveness probe): restart after
-// back-off, terminated for good, or the pod fails. It reports true when
-// the pod left Running.
+// back-off, or terminated for good. It reports true when the pod left
+// Running.
 func (w *podWorkflow) containerEnded(ctx workflow.Context, i int, code int32, why string, unhealthy bool) bool {
 	c := &w.st.Run.Containers[i]
 	now := workflow.Now(ctx)
@@ -173,35 +204,103 @@ func (w *podWorkflow) containerEnded(ctx workflow.Context, i int, code int32, wh
 		reason = "Completed"
 	}
 	c.Ready = false
+	ranFor := now.Sub(w.containerStartedAt(*c, now))
 	c.Last = &model.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: why, FinishedAt: &now}
+	if unhealthy && workflow.GetVersion(ctx, versionLivenessStop, workflow.DefaultVersion, 1) >= 1 {
+		w.stopContainer(ctx, i) // as kubelet kills it; it stays down through its back-off
+	}
 	policy := w.spec.RestartPolicy
 	switch {
 	case policy == model.RestartNever && reason != "Completed":
 		c.State = containerTerminated
-		w.teardownFailed(ctx, "ContainerFailed", fmt.Sprintf("container %s %s and restartPolicy is Never", c.Name, why))
-		return true
+		if workflow.GetVersion(ctx, versionNeverKeepsSiblings, workflow.DefaultVersion, 1) < 1 {
+			w.teardownFailed(ctx, "ContainerFailed", fmt.Sprintf("container %s %s and restartPolicy is Never", c.Name, why))
+			return true
+		}
+		// As in Kubernetes, the other containers run on; the pod ends
+		// (Failed) once every container has.
+		w.writeStatusEvent(ctx, model.EventWarning, "ContainerFailed",
+			fmt.Sprintf("Container %s %s; restartPolicy is Never, so it is not restarted", c.Name, why))
+		return false
 	case policy != model.RestartAlways && reason == "Completed":
 		c.State = containerTerminated
 		w.writeStatus(ctx, "Completed", fmt.Sprintf("Container %s completed (exit code 0)", c.Name))
 		return false
 	}
-	delay := time.Duration(0)
-	if c.Restarts > 0 {
-		delay = min(w.t.RestartBackoff<<min(c.Restarts-1, 16), w.t.RestartMax)
+	if c.Restarts-c.BackOffFrom+c.FailedRestarts > 0 && ranFor >= w.backOffReset() &&
+		workflow.GetVersion(ctx, versionBackOffReset, workflow.DefaultVersion, 1) >= 1 {
+		c.BackOffFrom, c.FailedRestarts = c.Restarts, 0 // it ran long enough: kubelet forgets its crashes
 	}
+	delay := w.backOffDelay(*c)
 	c.State, c.RestartAt, c.RestartReason = containerBackOff, now.Add(delay), why
 	w.writeStatus(ctx, "BackOff", fmt.Sprintf("Restarting container %s in %s: %s", c.Name, delay, why))
 	return false
 }
 
-// restart restarts a container whose back-off is over.
+// backOffDelay is how long a container waits before it is started again:
+// not at all the first time, then RestartBackoff doubling up to
+// RestartMax. Every start since the back-off last reset counts, the failed
+// ones too.
+func (w *podWorkflow) backOffDelay(c ContainerRunState) time.Duration {
+	n := c.Restarts - c.BackOffFrom + c.FailedRestarts
+	if n <= 0 {
+		return 0
+	}
+	return min(w.t.RestartBackoff<<min(n-1, 16), w.t.RestartMax)
+}
+
+// backOffReset is how long a container must run for its back-off to
+// start over (kubelet's 10 minutes unless the input says otherwise).
+func (w *podWorkflow) backOffReset() time.Duration {
+	if w.t.RestartBackoffReset > 0 {
+		return w.t.RestartBackoffReset
+	}
+	return defaultBackOffReset
+}
+
+// containerStartedAt is when a container's current incarnation started;
+// unknown (now) for one restarted before incarnations were timed.
+func (w *podWorkflow) containerStartedAt(c ContainerRunState, now time.Time) time.Time {
+	switch {
+	case !c.StartedAt.IsZero():
+		return c.StartedAt
+	case c.Restarts > 0:
+		return now
+	}
+	return w.st.Run.StartedAt
+}
+
+// stopContainer stops one container and waits until it has stopped; the
+// pod stays supervised. A stop that fails is recorded: a restart that
+// follows replaces the container anyway.
+func (w *podWorkflow) stopContainer(ctx workflow.Context, i int) {
+	c := w.st.Run.Containers[i]
+	err := w.execHost(ctx, hostOptions(w.st.Node, graceDuration(w.podGrace())+time.Minute, 0, 5), host.StopContainer,
+		hostops.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, nil)
+	if err != nil {
+		w.update(ctx, controlops.StatusUpdate{EventOnly: true, EventType: model.EventWarning, EventReason: "StopFailed",
+			EventMessage: fmt.Sprintf("Could not stop container %s: %s", c.Name, errString(err))})
+	}
+}
+
+// restart restarts a container whose back-off is over. A restart that
+// fails leaves it down and backing off, to be tried again.
 func (w *podWorkflow) restart(ctx workflow.Context, i int) {
 	c := &w.st.Run.Containers[i]
 	var seq uint64
 	err := w.execHost(ctx, hostOptions(w.st.Node, 2*time.Minute, 0, 5), host.RestartContainer,
 		hostops.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, &seq)
+	now := workflow.Now(ctx)
+	if err != nil && workflow.GetVersion(ctx, versionRestartFailureBackOff, workflow.DefaultVersion, 1) >= 1 {
+		c.FailedRestarts++
+		delay := w.backOffDelay(*c)
+		c.RestartAt = now.Add(delay)
+		w.writeStatusEvent(ctx, model.EventWarning, "RestartFailed",
+			fmt.Sprintf("Could not restart container %s: %s; trying again in %s", c.Name, errString(err), delay))
+		return
+	}
 	c.Restarts++
-	c.State, c.RestartAt, c.Since = containerRunning, time.Time{}, max(seq, c.Since)
+	c.State, c.RestartAt, c.Since, c.StartedAt = containerRunning, time.Time{}, max(seq, c.Since), now
 	c.Started = w.spec.Containers[i].StartupProbe == nil
 	c.Ready = false
 	msg := fmt.Sprintf("Restarted container %s (restart %d): %s", c.Name, c.Restarts, c.RestartReason)
@@ -241,7 +340,7 @@ func (w *podWorkflow) zoneDown(ctx workflow.Context, state string) bool {
 			continue
 		}
 		c.Restarts++
-		c.State, c.Since, c.RestartAt, c.Ready = containerRunning, r.Seq, time.Time{}, false
+		c.State, c.Since, c.RestartAt, c.Ready, c.StartedAt = containerRunning, r.Seq, time.Time{}, false, workflow.Now(ctx)
 		c.Started = w.spec.Containers[i].StartupProbe == nil
 	}
 	w.writeStatus(ctx, "ZoneRebooted", fmt.Sprintf("Zone was %s; booted it again", state))
@@ -266,9 +365,19 @@ func (w *podWorkflow) allTerminated() bool {
 	return len(w.st.Run.Containers) > 0
 }
 
-// ended: every container completed under OnFailure or Never; the pod
-// succeeded and its zone goes.
+// ended: every container ended for good (under OnFailure or Never); the
+// zone goes, and the pod Succeeded unless one of them failed (Never).
 func (w *podWorkflow) ended(ctx workflow.Context) {
+	var failed []string
+	for _, c := range w.st.Run.Containers {
+		if c.Last != nil && c.Last.Reason != "Completed" {
+			failed = append(failed, fmt.Sprintf("container %s %s", c.Name, c.Last.Message))
+		}
+	}
+	if len(failed) > 0 {
+		w.teardownFailed(ctx, "ContainerFailed", strings.Join(failed, "; ")+" and restartPolicy is Never")
+		return
+	}
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	w.teardown(ctx)
 	w.finish(ctx, PhaseSucceeded, "Completed", "every container completed")
@@ -284,6 +393,12 @@ func (w *podWorkflow) teardownFailed(ctx workflow.Context, reason, msg string) {
 // writeStatus writes the running pod's status when it changed (or when an
 // event is to be recorded).
 func (w *podWorkflow) writeStatus(ctx workflow.Context, reason, msg string) {
+	w.writeStatusEvent(ctx, "", reason, msg)
+}
+
+// writeStatusEvent is writeStatus with an event of the type given (Normal
+// when empty).
+func (w *podWorkflow) writeStatusEvent(ctx workflow.Context, typ, reason, msg string) {
 	r := w.st.Run
 	now := workflow.Now(ctx)
 	statuses := w.containerStatuses(now)
@@ -308,7 +423,7 @@ func (w *podWorkflow) writeStatus(ctx workflow.Context, reason, msg string) {
 	u := controlops.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
 		ContainerStatuses: statuses,
 		Conditions:        []model.PodCondition{{Type: model.PodReady, Status: ready, Reason: condReason, LastTransitionTime: &now}},
-		EventReason:       reason, EventMessage: msg}
+		EventType:         typ, EventReason: reason, EventMessage: msg}
 	if ready == model.ConditionTrue {
 		u.Startup = w.startupMeasured()
 	}
@@ -327,12 +442,39 @@ func (w *podWorkflow) containerStatuses(now time.Time) []model.ContainerStatus {
 		case containerTerminated:
 			s.State.Terminated = c.Last
 		default:
-			s.State.Running = &model.ContainerStateRunning{StartedAt: &w.st.Run.StartedAt}
+			startedAt := w.containerStartedAt(c, w.st.Run.StartedAt)
+			s.State.Running = &model.ContainerStateRunning{StartedAt: &startedAt}
 		}
 		if c.Last != nil && c.State != containerTerminated {
 			s.LastTerminationState.Terminated = c.Last
 		}
 		out = append(out, s)
+	}
+	return out
+}
+
+// finalContainerStatuses renders the containers of a pod that has ended:
+// each one terminated and not ready, as kubelet shows a pod whose zone is
+// gone. One still running was killed with its zone; one backing off ended
+// as it last did.
+func (w *podWorkflow) finalContainerStatuses(now time.Time, why string) []model.ContainerStatus {
+	out := w.containerStatuses(now)
+	for i := range out {
+		s := &out[i]
+		if s.State.Terminated != nil {
+			continue
+		}
+		switch {
+		case s.State.Running != nil:
+			s.State.Terminated = &model.ContainerStateTerminated{ExitCode: 137, Reason: "Error",
+				Message: "killed with the pod's zone: " + why, FinishedAt: &now}
+		case s.LastTerminationState.Terminated != nil:
+			s.State.Terminated, s.LastTerminationState.Terminated = s.LastTerminationState.Terminated, nil
+		default:
+			s.State.Terminated = &model.ContainerStateTerminated{ExitCode: 137, Reason: "Error", Message: why, FinishedAt: &now}
+		}
+		started := false
+		s.State.Running, s.State.Waiting, s.Ready, s.Started = nil, nil, false, &started
 	}
 	return out
 }

@@ -77,6 +77,8 @@ type harness struct {
 	calls    *calls
 	queues   *calls // host activities as name@taskqueue
 	statuses []controlops.StatusUpdate
+	// statusAt is when each status was written, on the test clock.
+	statusAt []time.Time
 	mu       sync.Mutex
 }
 
@@ -123,6 +125,7 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.statuses = append(h.statuses, u)
+		h.statusAt = append(h.statusAt, h.env.Now())
 		return nil
 	})
 	for name, fn := range map[string]any{"ReleasePodIP": ctl.ReleasePodIP, "RemovePod": ctl.RemovePod} {
@@ -148,6 +151,10 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 	ret(on(host.ShutdownZone), func(_ context.Context, _ hostops.ShutdownInput) (bool, error) {
 		h.calls.add("ShutdownZone")
 		return true, nil
+	})
+	ret(on(host.StopContainer), func(context.Context, hostops.RestartInput) error {
+		h.calls.add("StopContainer")
+		return nil
 	})
 	ret(on(host.RestartContainer), func(context.Context, hostops.RestartInput) (uint64, error) {
 		h.calls.add("RestartContainer")

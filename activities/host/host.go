@@ -210,6 +210,11 @@ func (a *Activities) RestartContainer(ctx context.Context, in hostops.RestartInp
 	return seq, fail(ctx, err)
 }
 
+// StopContainer stops one container and waits until it has stopped.
+func (a *Activities) StopContainer(ctx context.Context, in hostops.RestartInput) error {
+	return fail(ctx, a.Ops.StopContainer(heartbeats(ctx), in))
+}
+
 // StopContainers disables every container's service.
 func (a *Activities) StopContainers(ctx context.Context, s hostops.PodSandbox) error {
 	return fail(ctx, a.Ops.StopContainers(heartbeats(ctx), s))

@@ -149,6 +149,34 @@ func TestExitCodesUnderEachRestartPolicy(t *testing.T) {
 	c.recordHistory(workflows.PodWorkflowID("default", "onfailure-fails"), "pod-restarts-onfailure.json")
 }
 
+// Under restartPolicy Never a container that fails leaves its sibling
+// running: the pod is Failed only once both have ended, each with its own
+// exit code.
+func TestNeverLetsTheSiblingsOfAFailedContainerRun(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 1)
+	c.createPod(`{"metadata":{"name":"pair"},"spec":{"restartPolicy":"Never","containers":[
+	  {"name":"app","image":"base","command":["sh","-c","sleep 1; exit 3"]},
+	  {"name":"side","image":"base","command":["sh","-c","sleep 8; exit 0"]}]}}`)
+	c.eventually(time.Minute, "app to fail while side runs", func() bool {
+		p, _ := c.pod("pair")
+		if p.Status.Phase == model.PodFailed {
+			t.Fatalf("the pod failed before its second container ended: %+v", p.Status)
+		}
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 2 && cs[0].State.Terminated != nil && cs[1].State.Running != nil
+	})
+	p := c.waitPhase("pair", model.PodFailed, false, time.Minute)
+	for i, want := range []int32{3, 0} {
+		if cs := p.Status.ContainerStatuses; len(cs) != 2 || cs[i].State.Terminated == nil || cs[i].State.Terminated.ExitCode != want {
+			t.Fatalf("container %d of the Failed pod: %+v; want exit code %d", i, p.Status.ContainerStatuses, want)
+		}
+	}
+	c.do("DELETE", "/api/v1/namespaces/default/pods/pair?gracePeriodSeconds=0", nil)
+	c.waitGone("pair", time.Minute)
+	c.assertClean()
+}
+
 // The agent is killed and started again while pods run: no restart is
 // counted twice, probe state is not lost, the pods stay Ready throughout.
 func TestAgentRestartKeepsPodsReady(t *testing.T) {

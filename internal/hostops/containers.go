@@ -350,6 +350,49 @@ func (h *Host) RestartContainer(ctx context.Context, in RestartInput) (uint64, e
 	return h.Supervisor.Restarted(s.UID, in.Container), nil
 }
 
+// StopContainer stops one container, as kubelet kills a container that
+// failed its liveness probe: its service is disabled (SMF sends SIGTERM to
+// its processes) and the call returns once it has stopped, so a restart
+// that follows finds it disabled and enables it. The pod stays supervised.
+// A zone that is not running, or a service that is not there, has nothing
+// to stop.
+func (h *Host) StopContainer(ctx context.Context, in RestartInput) error {
+	const step = "stop the container"
+	s := in.Sandbox
+	if err := s.check(); err != nil {
+		return h.invalid(ctx, step, s, err)
+	}
+	if in.Container == "" {
+		return h.invalid(ctx, step, s, errors.New("no container named"))
+	}
+	z := h.Host.Zone(s.ZoneName())
+	fmri := ContainerFMRI(in.Container)
+	if err := z.DisableService(ctx, fmri); err != nil {
+		if zoneGone(err) {
+			return nil
+		}
+		return h.fail(ctx, step+" "+in.Container, s, err)
+	}
+	// svcadm disable only asks svc.startd; wait until it has acted.
+	wait := 50 * time.Millisecond
+	for {
+		sts, err := z.Services(ctx, fmri)
+		switch {
+		case zoneGone(err):
+			return nil
+		case err != nil && (!errors.Is(err, illumos.ErrTransient) || ctx.Err() != nil):
+			return h.fail(ctx, step+" "+in.Container, s, err)
+		case err == nil && (len(sts) == 0 || (!sts[0].Transitioning && sts[0].State != "online" && sts[0].State != "degraded")):
+			return nil
+		}
+		beat(ctx, "waiting for "+in.Container+" to stop")
+		if err := sleep(ctx, min(wait, h.pollInterval())); err != nil {
+			return h.fail(ctx, step+" "+in.Container, s, err)
+		}
+		wait *= 2
+	}
+}
+
 // StopContainers disables every container's service: SMF sends SIGTERM to
 // its processes. Services that do not exist, and a zone that is not
 // running, are fine.

@@ -65,3 +65,50 @@ func stopped(t *testing.T, h *hostops.Host, s hostops.PodSandbox) {
 	}
 	t.Fatal("the container's service did not become disabled")
 }
+
+// StopContainer is kubelet's kill of a container that failed its liveness
+// probe: it returns once the container has stopped (svcadm disable only
+// asks), leaves the others running, and RestartContainer starts it again.
+func TestStopContainerReturnsOnceItHasStopped(t *testing.T) {
+	h := newHost(t)
+	ctx := t.Context()
+	s := hostops.PodSandbox{Namespace: "default", Name: "kill", UID: "uid-kill", IP: "127.10.9.3", PrefixLen: 24,
+		Containers: []hostops.ContainerSpec{
+			// It takes a second to stop, as a server finishing its requests does.
+			{Name: "app", Argv: []string{"sh", "-c", "trap 'sleep 1; exit 0' TERM; while :; do sleep 0.1; done"}},
+			{Name: "side", Argv: []string{"sleep", "3600"}}}}
+	for _, step := range []func(context.Context, hostops.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone,
+		h.InstallZone, h.BootZone, h.ConfigureNetwork, h.StartContainers, h.WaitContainersOnline} {
+		if err := step(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = h.HaltZone(ctx, s) })
+	state := func(name string) illumos.ServiceStatus {
+		sts, err := h.Host.Zone(s.ZoneName()).Services(ctx, hostops.ContainerFMRI(name))
+		if err != nil || len(sts) != 1 {
+			t.Fatalf("svcs %s: %v %v", name, sts, err)
+		}
+		return sts[0]
+	}
+	if err := h.StopContainer(ctx, hostops.RestartInput{Sandbox: s, Container: "app"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := state("app"); st.State != "disabled" || st.Transitioning {
+		t.Fatalf("StopContainer returned with the container %+v; want disabled", st)
+	}
+	if st := state("side"); st.State != "online" {
+		t.Fatalf("stopping app stopped side too: %+v", st)
+	}
+	if _, err := h.RestartContainer(ctx, hostops.RestartInput{Sandbox: s, Container: "app"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WaitContainersOnline(ctx, s); err != nil {
+		t.Fatalf("the stopped container did not start again: %v", err)
+	}
+	gone := s
+	gone.Name, gone.UID = "never-made", "uid-never-made"
+	if err := h.StopContainer(ctx, hostops.RestartInput{Sandbox: gone, Container: "app"}); err != nil {
+		t.Fatalf("stopping a container whose zone is not there: %v; want nothing to do", err)
+	}
+}

@@ -14,7 +14,7 @@ import (
 const exitRecordDir = "var/zonewright/exit"
 
 // ExitStatusWrapper is the start method that runs a container's argv and
-// records how it ended: the command runs as a child of the shell, which
+// records how it ended (removing the record of the incarnation before): the command runs as a child of the shell, which
 // passes SIGTERM on and waits for it (so a grace period lasts as long as
 // the command does), writes its exit status to the zone, and then exits
 // with SMF_EXIT_ERR_CONFIG (96) so SMF does not restart it: whether and
@@ -28,7 +28,10 @@ const exitRecordDir = "var/zonewright/exit"
 // the trap, SIGTERM ends the shell and the command alike.
 func ExitStatusWrapper(container string, argv []string) []string {
 	rec := exitRecordDir + "/" + container
-	script := `"$@" & c=$!; trap 'kill -TERM $c 2>/dev/null' TERM; ` +
+	// The record of an earlier incarnation goes first: one that ends
+	// without writing its own (SIGKILLed, say) must not be reported with
+	// the code of the one before.
+	script := `rm -f ` + rec + `; "$@" & c=$!; trap 'kill -TERM $c 2>/dev/null' TERM; ` +
 		`while :; do wait $c; s=$?; kill -0 $c 2>/dev/null || break; done; ` +
 		`mkdir -p ` + exitRecordDir + ` && echo "$s" > ` + rec + `.new && mv -f ` + rec + `.new ` + rec + `; exit 96`
 	// exec: the wrapper replaces the method's shell, so it is the

@@ -105,3 +105,41 @@ func procFile(pid int, name string) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
 	return string(b)
 }
+
+// An incarnation that ends without writing its exit status (its wrapper
+// SIGKILLed) must leave no record, not the previous incarnation's: the
+// supervisor would report that code as this one's (a clean 0 ends a
+// container for good under OnFailure).
+func TestANewIncarnationClearsThePreviousExitRecord(t *testing.T) {
+	dir := t.TempDir()
+	run := func(argv []string) *exec.Cmd {
+		w := ExitStatusWrapper("c", argv)
+		cmd := exec.Command(w[1], w[2:]...)
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pgid := cmd.Process.Pid
+		t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
+		return cmd
+	}
+	record := filepath.Join(dir, exitRecordDir, "c")
+	first := run([]string{"sh", "-c", "exit 3"})
+	_ = first.Wait()
+	if rec, err := os.ReadFile(record); err != nil || strings.TrimSpace(string(rec)) != "3" {
+		t.Fatalf("the first incarnation's record: %q, %v; want 3", rec, err)
+	}
+	second := run([]string{"sleep", "1000"})
+	pgid := second.Process.Pid
+	for deadline := time.Now().Add(10 * time.Second); !catchesTERM(pgid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second incarnation's wrapper never started its command")
+		}
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	_ = second.Wait()
+	if rec, err := os.ReadFile(record); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("after a second incarnation killed before it could record anything, the record reads %q (%v); want none", rec, err)
+	}
+}
