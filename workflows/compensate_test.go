@@ -275,3 +275,31 @@ func TestNotTakenUpRecognisesTheServersTimeout(t *testing.T) {
 		t.Error("a final failure is tried again")
 	}
 }
+
+// A provision that fails for good after one its node did not take up
+// undoes every step, not only those this try begun: the earlier try may
+// have run on the node (its task taken up by an agent that then died) and
+// built more.
+func TestAFailedProvisionAfterAWaitUndoesEveryStep(t *testing.T) {
+	var h *harness
+	tries := 0
+	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+		if tries++; tries == 1 {
+			h.calls.add("ProvisionPod!")
+			return hostops.ProvisionResult{}, notTakenUpError()
+		}
+		h.calls.add("ProvisionPod")
+		return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions("create the VNIC: exit 1", "Invalid",
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 2, Step: "CreateVNIC"}}})
+	}}})
+	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.calls.has("ProvisionPod!", "ProvisionPod", "StopContainers", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") {
+		t.Fatalf("not every step was undone: %s", h.calls)
+	}
+	if !h.sawReason("ProvisionFailed") {
+		t.Fatalf("the pod did not fail for its provision: %s", h.calls)
+	}
+}
