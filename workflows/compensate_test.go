@@ -303,3 +303,57 @@ func TestAFailedProvisionAfterAWaitUndoesEveryStep(t *testing.T) {
 		t.Fatalf("the pod did not fail for its provision: %s", h.calls)
 	}
 }
+
+// A second DELETE with a shorter grace period shortens a stop already
+// under way, as in Kubernetes: the wait for the zone to shut down and the
+// wait to leave the endpoints end when the shorter period, counted from
+// the second DELETE, ends; a longer one changes nothing.
+func TestALaterShorterGracePeriodShortensTheStopUnderWay(t *testing.T) {
+	two, zero, hour := int64(2), int64(0), int64(3600)
+	for _, tc := range []struct {
+		name      string
+		overrides []override
+		second    TerminateSignal
+		halt      time.Duration // after the second terminate, at most
+		noHalt    time.Duration // after the second terminate, at least
+	}{
+		{"shutdown shortened", []override{{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}}},
+			TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
+		{"shutdown forced", []override{{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}}},
+			TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
+		{"endpoints wait forced", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}}},
+			TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
+		{"endpoints wait shortened", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}}},
+			TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
+		{"longer changes nothing", []override{{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}}},
+			TerminateSignal{GracePeriodSeconds: &hour}, 21 * time.Second, 19 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h *harness
+			var secondAt, haltedAt time.Time
+			h = newHarness(t, podSpec(), append(tc.overrides, override{fn: host.HaltZone, ret: []any{func(context.Context, hostops.PodSandbox) error {
+				if haltedAt.IsZero() {
+					haltedAt = h.env.Now()
+				}
+				h.calls.add("HaltZone")
+				return nil
+			}}})...)
+			h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, time.Minute)
+			h.env.RegisterDelayedCallback(func() {
+				secondAt = h.env.Now()
+				h.env.SignalWorkflow(SignalTerminate, tc.second)
+			}, time.Minute+5*time.Second)
+			h.run(0, "", nil)
+			if err := h.env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if haltedAt.IsZero() || !h.calls.has("RemovePod") {
+				t.Fatalf("the pod was not removed: %s", h.calls)
+			}
+			if d := haltedAt.Sub(secondAt); d > tc.halt || d < tc.noHalt {
+				t.Fatalf("the zone was halted %s after the second delete (grace %ds of the pod's 30s); want between %s and %s: %s",
+					d, *tc.second.GracePeriodSeconds, tc.noHalt, tc.halt, h.calls)
+			}
+		})
+	}
+}
