@@ -357,3 +357,23 @@ func TestALaterShorterGracePeriodShortensTheStopUnderWay(t *testing.T) {
 		})
 	}
 }
+
+// A pull its node did not take up fails that node's pull with a message
+// that says so (the pods waiting for the image show it), not Temporal's
+// wrapping of the timeout.
+func TestAPullNotTakenUpSaysSo(t *testing.T) {
+	h := newImageHarness(t)
+	h.env.OnActivity(img.ImagePullPlan, mock.Anything, mock.Anything).Return(
+		controlops.NodePull{Image: hostops.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostops.NodeImageResult{}, notTakenUpError())
+	h.env.OnActivity(ctl.WakeImageWaiters, mock.Anything, mock.Anything).Return(nil)
+	h.env.RegisterActivity(&controlacts.Control{})
+	h.env.ExecuteWorkflow(ImagePull, ImagePullInput{Image: "ubuntu", Node: "n1"})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	u := h.nodes["n1"]
+	if u.Phase != model.ImageFailed || u.Message != "node n1 did not take up the pull within 5m0s (its agent down, unreachable or busy)" {
+		t.Fatalf("node status %+v", u)
+	}
+}

@@ -64,7 +64,7 @@ func hostOptions(node string, timeout time.Duration, heartbeat time.Duration, at
 // undoOptions: a compensation must finish, so Temporal retries its
 // failures without end. A task its node does not take up within
 // ScheduleToStart is never retried by Temporal, whatever the policy: the
-// workflow tries such a step again itself (execUntilDone, retryVolumeTurn).
+// workflow tries such a step again itself (execUntilDone, retryVolumeTurns).
 func undoOptions(node string, timeout time.Duration) workflow.ActivityOptions {
 	return undoHeartbeatOptions(node, timeout, 0)
 }
