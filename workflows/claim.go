@@ -45,56 +45,90 @@ type ClaimInput struct {
 // dataset (or keeps it, under Retain) and the claim's row goes; a claim
 // whose node is drained moves to another with its pods (moveClaim); a
 // bound claim that grew gets the new quota on its node. Each wake (signal
-// "sync") makes it look again; nothing runs while nothing changes.
+// "sync") makes it look again; nothing runs while nothing changes. A node
+// step that failed for a reason a later try may fix (its node did not
+// take it up) is tried again, the claim read anew, until it is done or the
+// node is deleted.
 func ClaimSync(ctx workflow.Context, in ClaimInput) error {
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
 	wake := workflow.GetSignalChannel(ctx, SignalVolumeSync)
-	for {
-		for wake.ReceiveAsync(nil) {
+	return retryVolumeTurns(ctx, wake, ClaimWorkflowName, in, func() (bool, error) { return claimTurn(ctx, wake, in) })
+}
+
+// claimTurn reads the claim and does what it needs next; done: nothing
+// is left to do.
+func claimTurn(ctx workflow.Context, wake workflow.ReceiveChannel, in ClaimInput) (done bool, err error) {
+	for wake.ReceiveAsync(nil) {
+	}
+	var st controlops.ClaimState
+	if err := workflow.ExecuteActivity(ctx, ctl.LoadClaim, in.Claim).Get(ctx, &st); err != nil {
+		return false, err
+	}
+	target := controlops.ClaimTarget{Claim: in.Claim, UID: st.Volume.UID, Bytes: st.Volume.Bytes}
+	switch {
+	case !st.Found:
+		return true, nil
+	case st.Deleting && len(st.UsedBy) > 0:
+		return false, waitForWake(ctx, wake, ClaimWorkflowName, in)
+	case st.Deleting:
+		if st.Node != "" && !st.Retain && !st.NodeGone {
+			hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 5*time.Minute))
+			if err := workflow.ExecuteActivity(hctx, host.DestroyClaimVolume, st.Volume).Get(ctx, nil); err != nil {
+				return false, err
+			}
 		}
-		var st controlops.ClaimState
-		if err := workflow.ExecuteActivity(ctx, ctl.LoadClaim, in.Claim).Get(ctx, &st); err != nil {
+		if st.Move != nil {
+			if err := endMove(ctx, in, st); err != nil {
+				return false, err
+			}
+		}
+		return true, workflow.ExecuteActivity(ctx, ctl.RemoveClaim, target).Get(ctx, nil)
+	case st.Move != nil:
+		return false, moveClaim(ctx, wake, in, st)
+	case st.Node != "" && st.Volume.Bytes != st.CapacityBytes:
+		hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 2*time.Minute))
+		if err := workflow.ExecuteActivity(hctx, host.ResizeClaimVolume, st.Volume).Get(ctx, nil); err != nil {
+			return false, err
+		}
+		// It may have grown again meanwhile.
+		return false, workflow.ExecuteActivity(ctx, ctl.ClaimResized, target).Get(ctx, nil)
+	}
+	return !wake.ReceiveAsync(nil), nil
+}
+
+// versionRetryVolumeHost: a claim's or snapshot's node step that its node
+// did not take up (or whose attempts ran out) is tried again instead of
+// failing the workflow.
+const versionRetryVolumeHost = "retry-volume-host"
+
+// retryVolumeTurns runs turn until it is done. A turn that failed for a
+// reason a later try may fix (retryableHostFailure: above all a node that
+// did not take a task up within ScheduleToStart, which Temporal never
+// retries) runs again after a back-off, or at once on a wake; it reads
+// its object anew, so a node deleted meanwhile ends the tries. Other
+// errors (a continue-as-new among them) end the workflow as they are.
+func retryVolumeTurns(ctx workflow.Context, wake workflow.ReceiveChannel, workflowName string, in any, turn func() (bool, error)) error {
+	for failures := 0; ; {
+		done, err := turn()
+		switch {
+		case err == nil && done:
+			return nil
+		case err == nil:
+			failures = 0
+			continue
+		case !retryableHostFailure(err) || workflow.GetVersion(ctx, versionRetryVolumeHost, workflow.DefaultVersion, 1) < 1:
 			return err
 		}
-		target := controlops.ClaimTarget{Claim: in.Claim, UID: st.Volume.UID, Bytes: st.Volume.Bytes}
-		switch {
-		case !st.Found:
-			return nil
-		case st.Deleting && len(st.UsedBy) > 0:
-			if err := waitForWake(ctx, wake, ClaimWorkflowName, in); err != nil {
-				return err
-			}
-			continue
-		case st.Deleting:
-			if st.Node != "" && !st.Retain && !st.NodeGone {
-				hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 5*time.Minute))
-				if err := workflow.ExecuteActivity(hctx, host.DestroyClaimVolume, st.Volume).Get(ctx, nil); err != nil {
-					return err
-				}
-			}
-			if st.Move != nil {
-				if err := endMove(ctx, in, st); err != nil {
-					return err
-				}
-			}
-			return workflow.ExecuteActivity(ctx, ctl.RemoveClaim, target).Get(ctx, nil)
-		case st.Move != nil:
-			if err := moveClaim(ctx, wake, in, st); err != nil {
-				return err
-			}
-			continue
-		case st.Node != "" && st.Volume.Bytes != st.CapacityBytes:
-			hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 2*time.Minute))
-			if err := workflow.ExecuteActivity(hctx, host.ResizeClaimVolume, st.Volume).Get(ctx, nil); err != nil {
-				return err
-			}
-			if err := workflow.ExecuteActivity(ctx, ctl.ClaimResized, target).Get(ctx, nil); err != nil {
-				return err
-			}
-			continue // it may have grown again meanwhile
+		failures++
+		workflow.GetLogger(ctx).Warn("a node step failed; trying again", "try", failures, "error", err)
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			return workflow.NewContinueAsNewError(ctx, workflowName, in)
 		}
-		if !wake.ReceiveAsync(nil) {
-			return nil
-		}
+		tctx, cancel := workflow.WithCancel(ctx)
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(wake, func(workflow.ReceiveChannel, bool) {})
+		sel.AddFuture(workflow.NewTimer(tctx, hostRetryBackoff(failures)), func(workflow.Future) {})
+		sel.Select(ctx)
+		cancel()
 	}
 }

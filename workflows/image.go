@@ -61,12 +61,17 @@ var fetchOptions = workflow.ActivityOptions{
 		MaximumAttempts: 8, NonRetryableErrorTypes: []string{controlacts.ErrTypeDigestMismatch, controlacts.ErrTypeSourceFailed, controlacts.ErrTypeImageGone}},
 }
 
+// pullScheduleToStart bounds how long a pull or removal waits for its
+// node to take it up.
+const pullScheduleToStart = 5 * time.Minute
+
 // pullOptions: the node downloads and installs; a node that does not pick
-// the task up in time (down) fails this node only.
+// the task up in time (down) fails this node only: a pod waiting for the
+// image there asks for it again with back-off.
 func pullOptions(node string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		TaskQueue:              NodeTaskQueue(node),
-		ScheduleToStartTimeout: 5 * time.Minute,
+		ScheduleToStartTimeout: pullScheduleToStart,
 		StartToCloseTimeout:    2 * time.Hour,
 		HeartbeatTimeout:       5 * time.Minute,
 		WaitForCancellation:    true,
@@ -163,11 +168,16 @@ func pullToNode(ctx workflow.Context, ni hostops.NodeImage, node string) {
 		return // cancelled: the caller removes what was pulled
 	}
 	if err != nil {
-		reason := model.ImageReasonPullFailed
-		if isType(err, hostacts.ErrTypeDigestMismatch) {
+		reason, msg := model.ImageReasonPullFailed, unwrapActivity(err).Error()
+		switch {
+		case isType(err, hostacts.ErrTypeDigestMismatch):
 			reason = model.ImageReasonDigestMismatch
+		case notTakenUp(err):
+			// Said as such, not as Temporal's wrapping: the pods waiting
+			// for the image show it.
+			msg = fmt.Sprintf("node %s did not take up the pull within %s (its agent down, unreachable or busy)", node, pullScheduleToStart)
 		}
-		set(cctx, model.ImageFailed, reason, unwrapActivity(err).Error())
+		set(cctx, model.ImageFailed, reason, msg)
 	} else {
 		set(cctx, model.ImageReady, "", res.Artefact)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -60,7 +61,10 @@ func hostOptions(node string, timeout time.Duration, heartbeat time.Duration, at
 	}
 }
 
-// undoOptions: a compensation must finish, so it retries until it does.
+// undoOptions: a compensation must finish, so Temporal retries its
+// failures without end. A task its node does not take up within
+// ScheduleToStart is never retried by Temporal, whatever the policy: the
+// workflow tries such a step again itself (execUntilDone, retryVolumeTurns).
 func undoOptions(node string, timeout time.Duration) workflow.ActivityOptions {
 	return undoHeartbeatOptions(node, timeout, 0)
 }
@@ -74,6 +78,79 @@ func undoHeartbeatOptions(node string, timeout, heartbeat time.Duration) workflo
 	o.RetryPolicy.MaximumInterval = time.Minute
 	o.WaitForCancellation = false
 	return o
+}
+
+// versionRetryUndo: an undo or teardown step that failed for a reason a
+// later try may fix (its node did not take it up within ScheduleToStart)
+// is tried again until it is done or the node is lost, instead of being
+// skipped.
+const versionRetryUndo = "retry-undo"
+
+// hostRetryMin and hostRetryMax bound the back-off between the workflow's
+// own tries of a host step. With ScheduleToStart's 2 minutes, a step
+// waiting for its node costs about ten history events every 7 minutes.
+const (
+	hostRetryMin = 10 * time.Second
+	hostRetryMax = 5 * time.Minute
+)
+
+// hostRetryBackoff is the wait before the workflow's next try of a host
+// step that failed failures times in a row.
+func hostRetryBackoff(failures int) time.Duration {
+	return min(hostRetryMin<<min(failures-1, 10), hostRetryMax)
+}
+
+// retryableHostFailure: a host activity ended with a failure that a
+// later try may fix and Temporal will not try again: a timeout (a
+// ScheduleToStart timeout, never retried by Temporal whatever the retry
+// policy, or the last of a step's attempts) or a retryable error whose
+// attempts ran out. A non-retryable error (invalid input, a zone that is
+// another pod's) or a cancel is final.
+func retryableHostFailure(err error) bool {
+	var timeoutErr *temporal.TimeoutError
+	if errors.As(err, &timeoutErr) {
+		return true
+	}
+	if temporal.IsCanceledError(err) {
+		return false
+	}
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && !appErr.NonRetryable()
+}
+
+// notTakenUp: the node did not take the task up within ScheduleToStart
+// (its agent down or restarting, the node unreachable, its worker's slots
+// all held). On attempts after the first the timeout wraps the previous
+// attempt's failure, so the outermost TimeoutError is the one that tells.
+func notTakenUp(err error) bool {
+	var timeoutErr *temporal.TimeoutError
+	return errors.As(err, &timeoutErr) && timeoutErr.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
+}
+
+// execUntilDone runs an undo or teardown step on the pod's node until it
+// is done: a failure a later try may fix is tried again after a back-off
+// (hostRetryBackoff) however long it takes, until the step succeeds, fails
+// for good, or the node is lost (errNodeLost: its agent removes the
+// leftovers when it returns, before it reports Ready).
+func (w *podWorkflow) execUntilDone(ctx workflow.Context, name string, o workflow.ActivityOptions, fn, arg any) error {
+	for failures := 1; ; failures++ {
+		err := w.execHost(ctx, o, fn, arg, nil)
+		if err == nil || errors.Is(err, errNodeLost) || !retryableHostFailure(err) {
+			return err
+		}
+		if workflow.GetVersion(ctx, versionRetryUndo, workflow.DefaultVersion, 1) < 1 {
+			return err
+		}
+		w.lastError = fmt.Sprintf("%s on node %s, try %d: %s; trying again", name, w.st.Node, failures, errString(err))
+		lost, werr := workflow.AwaitWithTimeout(ctx, hostRetryBackoff(failures), w.lost)
+		if lost {
+			return errNodeLost
+		}
+		if werr != nil {
+			return werr
+		}
+		w.step(ctx, name, failures+1)
+	}
 }
 
 // sandbox is the node's view of the pod: caps summed over containers
@@ -194,8 +271,31 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 		}
 		failure = nil // stopped while waiting: undo what was begun
 	}
+	if !w.interrupted() && notTakenUp(failure) &&
+		workflow.GetVersion(ctx, versionProvisionWaitsForNode, workflow.DefaultVersion, 1) >= 1 {
+		// The node did not take the provision up (its agent down or
+		// restarting, the node unreachable or its worker busy): no fault
+		// of the pod's. It waits Pending, its address and whatever an
+		// earlier attempt built kept, and provisioning (idempotent) runs
+		// again after a back-off; a node that stays away is declared lost
+		// and the pod leaves it.
+		w.st.Attempt++
+		w.waiting(ctx, ReasonNodeNotResponding, ReasonNodeNotResponding, model.EventWarning,
+			fmt.Sprintf("node %s did not take up the provision within %s; trying again", w.st.Node, hostScheduleToStart))
+		if err := w.waitRetry(ctx, w.st.Attempt); err != nil {
+			return err
+		}
+		if !w.interrupted() {
+			return nil
+		}
+		failure = nil // stopped while waiting: undo what was begun
+	}
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
+	if w.st.Attempt > 0 && begun < len(provisionSteps) &&
+		workflow.GetVersion(ctx, versionProvisionWaitsForNode, workflow.DefaultVersion, 1) >= 1 {
+		begun = len(provisionSteps) // an earlier try may have built more than this one
+	}
 	w.compensate(ctx, begun)
 	switch {
 	case w.st.Terminate != nil:
@@ -213,6 +313,14 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 // versionConfigWait: a provision that failed for a missing secret or key
 // waits and runs again instead of failing the pod.
 const versionConfigWait = "config-wait"
+
+// versionProvisionWaitsForNode: a provision its node did not take up
+// within ScheduleToStart waits and runs again instead of failing the pod.
+const versionProvisionWaitsForNode = "provision-waits-for-node"
+
+// ReasonNodeNotResponding: the pod waits Pending because its node did not
+// take up its provision in time.
+const ReasonNodeNotResponding = "NodeNotResponding"
 
 // provisionFailureReason is the pod's reason for a failed provision:
 // Kubernetes' CreateContainerConfigError when a container's environment
@@ -324,7 +432,7 @@ func (w *podWorkflow) compensate(ctx workflow.Context, n int) {
 			continue
 		}
 		w.step(ctx, "Undo"+st.name, 1)
-		err := w.execHost(ctx, undoHeartbeatOptions(w.st.Node, st.timeout, st.heartbeat), st.undo, sb, nil)
+		err := w.execUntilDone(ctx, "Undo"+st.name, undoHeartbeatOptions(w.st.Node, st.timeout, st.heartbeat), st.undo, sb)
 		if errors.Is(err, errNodeLost) {
 			w.endStep(ctx, "node lost: left for its agent to clean up")
 			break
@@ -386,7 +494,8 @@ func (w *podWorkflow) terminating(ctx workflow.Context) error {
 }
 
 // stopGracefully stops the containers and shuts the zone down within the
-// pod's grace period (a terminate signal may shorten it, finalize ends it).
+// pod's grace period (a terminate signal may shorten it, also once under
+// way; finalize ends it).
 func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	sb := *w.st.Sandbox
 	g := w.podGrace()
@@ -398,17 +507,24 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	}
 	g = boundGrace(g)
 	now := workflow.Now(ctx)
+	gc := &graceClock{seen: w.st.Terminate, end: now.Add(graceDuration(g))}
 	w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
 		Conditions:  []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Terminating", LastTransitionTime: &now}},
 		EventReason: eventReason, EventMessage: fmt.Sprintf("Stopping containers with a grace period of %ds", g)})
 	if g <= 0 || w.lost() {
 		return
 	}
-	g = w.leaveEndpoints(ctx, g)
+	g = w.leaveEndpoints(ctx, g, gc)
+	if g = gc.bound(ctx, g); g <= 0 {
+		return // a later delete's shorter grace period is over: the halt follows
+	}
 	w.step(ctx, "StopContainers", 1)
 	err := w.execHost(ctx, undoOptions(w.st.Node, time.Minute), host.StopContainers, sb, nil)
 	w.endStep(ctx, errString(err))
 	if errors.Is(err, errNodeLost) {
+		return
+	}
+	if g = gc.bound(ctx, g); g <= 0 {
 		return
 	}
 	w.step(ctx, "ShutdownZone", 1)
@@ -419,19 +535,89 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	// for its next heartbeat.
 	o.WaitForCancellation = false
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, hostops.ShutdownInput{Sandbox: sb, GraceSeconds: g})
-	_ = workflow.Await(ctx, func() bool { return fut.IsReady() || w.st.Finalize || w.lost() })
+	over := w.awaitGrace(ctx, gc, func() bool { return fut.IsReady() || w.st.Finalize || w.lost() })
 	if !fut.IsReady() {
 		cancel()
 		if w.lost() {
 			w.endStep(ctx, errNodeLost.Error())
 			return
 		}
-		w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
-			EventReason: "Finalized", EventMessage: "Grace period ended by the finalize signal"})
+		if over && !w.st.Finalize {
+			w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: "grace period ended, shortened by a later delete",
+				EventReason: "Killing", EventMessage: "The grace period, shortened by a later delete, ended; halting the zone"})
+		} else {
+			w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
+				EventReason: "Finalized", EventMessage: "Grace period ended by the finalize signal"})
+		}
 	}
 	var stopped bool
 	_ = fut.Get(ctx, &stopped)
 	w.endStep(ctx, "")
+}
+
+// versionShorterGrace: a terminate with a shorter grace period that
+// arrives while the pod stops brings the end of the stop forward.
+const versionShorterGrace = "shorter-grace"
+
+// graceClock is a grace period under way. As a second DELETE does in
+// Kubernetes, a later terminate whose grace period, counted from its
+// arrival, ends sooner brings the end forward; a longer one changes
+// nothing.
+type graceClock struct {
+	seen *TerminateSignal // the terminate last taken into account
+	end  time.Time
+	// shortened: a later terminate brought end forward, so the waits
+	// are bounded by it (else the activities waited for are).
+	shortened bool
+}
+
+// awaitGrace waits until done, taking in terminates as they arrive. It
+// returns true when a shortened grace period ended first.
+func (w *podWorkflow) awaitGrace(ctx workflow.Context, gc *graceClock, done func() bool) bool {
+	for {
+		cond := func() bool { return done() || w.st.Terminate != gc.seen }
+		if gc.shortened {
+			left := gc.end.Sub(workflow.Now(ctx))
+			if left <= 0 {
+				return true
+			}
+			if ok, err := workflow.AwaitWithTimeout(ctx, left, cond); err != nil || !ok {
+				return err == nil
+			}
+		} else if err := workflow.Await(ctx, cond); err != nil {
+			return false
+		}
+		if done() {
+			return false
+		}
+		w.takeTerminate(ctx, gc)
+	}
+}
+
+// takeTerminate takes a terminate that arrived during the grace period
+// into account.
+func (w *podWorkflow) takeTerminate(ctx workflow.Context, gc *graceClock) {
+	t := w.st.Terminate
+	gc.seen = t
+	if workflow.GetVersion(ctx, versionShorterGrace, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	g := boundGrace(grace(t.GracePeriodSeconds, w.podGrace()))
+	if end := workflow.Now(ctx).Add(graceDuration(g)); end.Before(gc.end) {
+		gc.end, gc.shortened = end, true
+		w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("grace period shortened to %ds by a later delete", g),
+			EventReason: "Killing", EventMessage: fmt.Sprintf("Grace period shortened to %ds by a later delete", g)})
+	}
+}
+
+// bound is g, the grace period left, cut to what a later terminate left
+// of it (taking in one that arrived meanwhile).
+func (gc *graceClock) bound(ctx workflow.Context, g int64) int64 {
+	if !gc.shortened {
+		return g
+	}
+	left := gc.end.Sub(workflow.Now(ctx))
+	return min(g, int64((left+time.Second-1)/time.Second))
 }
 
 // versionLeaveEndpoints: a terminating pod waits, within its grace
@@ -440,8 +626,9 @@ const versionLeaveEndpoints = "leave-endpoints"
 
 // leaveEndpoints waits until no service lists the pod and every node has
 // applied that, so stopping it drops no request; finalize ends the wait,
-// and the grace period bounds it. It returns the grace period left.
-func (w *podWorkflow) leaveEndpoints(ctx workflow.Context, grace int64) int64 {
+// and the grace period (shortened by a later terminate, gc) bounds it. It
+// returns the grace period left.
+func (w *podWorkflow) leaveEndpoints(ctx workflow.Context, grace int64, gc *graceClock) int64 {
 	if workflow.GetVersion(ctx, versionLeaveEndpoints, workflow.DefaultVersion, 1) < 1 {
 		return grace
 	}
@@ -452,11 +639,15 @@ func (w *podWorkflow) leaveEndpoints(ctx workflow.Context, grace int64) int64 {
 	o.StartToCloseTimeout, o.HeartbeatTimeout = graceDuration(grace)+30*time.Second, 30*time.Second
 	lctx, cancel := workflow.WithCancel(ctx)
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(lctx, o), ctl.WaitEndpointsLeft, in)
-	_ = workflow.Await(ctx, func() bool { return fut.IsReady() || w.st.Finalize })
+	over := w.awaitGrace(ctx, gc, func() bool { return fut.IsReady() || w.st.Finalize })
 	var res controlops.EndpointsLeftResult
 	switch {
 	case !fut.IsReady():
 		cancel()
+		if over && !w.st.Finalize {
+			w.endStep(ctx, "ended by a later delete's shorter grace period")
+			return 0
+		}
 		w.endStep(ctx, "ended by finalize")
 	case fut.Get(ctx, &res) != nil || !res.Left:
 		w.endStep(ctx, "the grace period ended before every node stopped sending the pod traffic")
@@ -488,7 +679,7 @@ func (w *podWorkflow) teardown(ctx workflow.Context) {
 			break
 		}
 		w.step(ctx, st.name, 1)
-		err := w.execHost(ctx, undoHeartbeatOptions(w.st.Node, st.timeout, st.heartbeat), st.do, sb, nil)
+		err := w.execUntilDone(ctx, st.name, undoHeartbeatOptions(w.st.Node, st.timeout, st.heartbeat), st.do, sb)
 		w.endStep(ctx, errString(err))
 		if errors.Is(err, errNodeLost) {
 			break

@@ -103,7 +103,9 @@ func receive[T any](ctx workflow.Context, name string, handle func(workflow.Cont
 }
 
 func (w *podWorkflow) onTerminate(_ workflow.Context, s TerminateSignal) {
-	// A second, shorter grace period wins, as a second DELETE does.
+	// A second, shorter grace period wins, as a second DELETE does; one
+	// that arrives while the pod stops shortens the stop under way
+	// (stopGracefully's graceClock).
 	if w.st.Terminate == nil || grace(s.GracePeriodSeconds, 1<<31) < grace(w.st.Terminate.GracePeriodSeconds, 1<<31) {
 		w.st.Terminate = &s
 	}

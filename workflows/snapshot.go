@@ -27,46 +27,43 @@ type SnapshotInput struct {
 func SnapshotSync(ctx workflow.Context, in SnapshotInput) error {
 	ctx = workflow.WithActivityOptions(ctx, controlOptions)
 	wake := workflow.GetSignalChannel(ctx, SignalVolumeSync)
-	for {
-		for wake.ReceiveAsync(nil) {
-		}
-		var st controlops.SnapshotState
-		if err := workflow.ExecuteActivity(ctx, ctl.LoadSnapshot, in.Snapshot).Get(ctx, &st); err != nil {
-			return err
-		}
-		target := controlops.SnapshotTarget{Snapshot: in.Snapshot, UID: st.Snapshot.UID, State: st}
-		switch {
-		case !st.Found:
-			return nil
-		case st.Deleting && len(st.Clones) > 0:
-			if err := waitForWake(ctx, wake, SnapshotWorkflowName, in); err != nil {
-				return err
-			}
-			continue
-		case st.Deleting:
-			if st.Node != "" {
-				hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 2*time.Minute))
-				if err := workflow.ExecuteActivity(hctx, host.DestroyClaimSnapshot, st.Snapshot).Get(ctx, nil); err != nil {
-					return err
-				}
-			}
-			return workflow.ExecuteActivity(ctx, ctl.RemoveSnapshot, target).Get(ctx, nil)
-		case !st.Ready:
-			var placed bool
-			if err := workflow.ExecuteActivity(ctx, ctl.PlaceSnapshot, target).Get(ctx, &placed); err != nil || !placed {
-				return err // gone, or it cannot be taken (the snapshot says why)
-			}
-			hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 2*time.Minute))
-			if err := workflow.ExecuteActivity(hctx, host.SnapshotClaimVolume, st.Snapshot).Get(ctx, nil); err != nil {
-				return err
-			}
-			if err := workflow.ExecuteActivity(ctx, ctl.SnapshotTaken, target).Get(ctx, nil); err != nil {
-				return err
-			}
-			continue // deleted meanwhile?
-		}
-		if !wake.ReceiveAsync(nil) {
-			return nil
-		}
+	return retryVolumeTurns(ctx, wake, SnapshotWorkflowName, in, func() (bool, error) { return snapshotTurn(ctx, wake, in) })
+}
+
+// snapshotTurn reads the snapshot and does what it needs next; done:
+// nothing is left to do.
+func snapshotTurn(ctx workflow.Context, wake workflow.ReceiveChannel, in SnapshotInput) (done bool, err error) {
+	for wake.ReceiveAsync(nil) {
 	}
+	var st controlops.SnapshotState
+	if err := workflow.ExecuteActivity(ctx, ctl.LoadSnapshot, in.Snapshot).Get(ctx, &st); err != nil {
+		return false, err
+	}
+	target := controlops.SnapshotTarget{Snapshot: in.Snapshot, UID: st.Snapshot.UID, State: st}
+	switch {
+	case !st.Found:
+		return true, nil
+	case st.Deleting && len(st.Clones) > 0:
+		return false, waitForWake(ctx, wake, SnapshotWorkflowName, in)
+	case st.Deleting:
+		if st.Node != "" {
+			hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 2*time.Minute))
+			if err := workflow.ExecuteActivity(hctx, host.DestroyClaimSnapshot, st.Snapshot).Get(ctx, nil); err != nil {
+				return false, err
+			}
+		}
+		return true, workflow.ExecuteActivity(ctx, ctl.RemoveSnapshot, target).Get(ctx, nil)
+	case !st.Ready:
+		var placed bool
+		if err := workflow.ExecuteActivity(ctx, ctl.PlaceSnapshot, target).Get(ctx, &placed); err != nil || !placed {
+			return true, err // gone, or it cannot be taken (the snapshot says why)
+		}
+		hctx := workflow.WithActivityOptions(ctx, undoOptions(st.Node, 2*time.Minute))
+		if err := workflow.ExecuteActivity(hctx, host.SnapshotClaimVolume, st.Snapshot).Get(ctx, nil); err != nil {
+			return false, err
+		}
+		// Deleted meanwhile?
+		return false, workflow.ExecuteActivity(ctx, ctl.SnapshotTaken, target).Get(ctx, nil)
+	}
+	return !wake.ReceiveAsync(nil), nil
 }
