@@ -229,6 +229,7 @@ func TestFailureAtEveryStepOfAClaimMove(t *testing.T) {
 	for _, at := range slices.Clone(clean.steps) {
 		for _, kind := range kindsFor(at, clean.undo[at.Activity]) {
 			t.Run(at.String()+"/"+string(kind), func(t *testing.T) {
+				t.Parallel()
 				_, problems := runClaimMove(t, &at, kind)
 				judge(t, defectOf(claimKnownDefects, "", at, kind), problems)
 			})

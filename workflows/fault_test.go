@@ -541,6 +541,9 @@ type podScenario struct {
 	name     string
 	policy   string
 	stepwise bool // provision step by step (runs recorded before versionFastStart)
+	// imagePull: the node lacks the image; the pod asks for a pull, whose
+	// end wakes it.
+	imagePull bool
 	// happen is what befalls the running pod (nil: nothing).
 	happen func(f *fakeNodes, h *harness)
 	// settled: where the pod must be before it is deleted.
@@ -556,6 +559,7 @@ const (
 var podScenarios = []podScenario{
 	{name: "provision and delete", want: model.PodRunning},
 	{name: "provision step by step and delete", stepwise: true, want: model.PodRunning},
+	{name: "image pulled before provision", imagePull: true, want: model.PodRunning},
 	{name: "container restarted", want: model.PodRunning, happen: func(f *fakeNodes, _ *harness) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -672,6 +676,35 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 		{fn: host.RestartContainer, ret: []any{f.restartContainer}},
 		{fn: host.ShutdownZone, ret: []any{f.shutdownZone}},
 	}
+	if sc.imagePull {
+		pulled, requested := false, false
+		overrides = append(overrides,
+			override{fn: img.ResolvePodImage, ret: []any{func(ctx context.Context, _ controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
+				var r controlops.ResolvedImage
+				err := f.plan.do(ctx, "ResolvePodImage", func() error {
+					f.mu.Lock()
+					defer f.mu.Unlock()
+					r = controlops.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: pulled, Pull: !pulled && !requested}
+					return nil
+				})
+				return r, err
+			}}},
+			override{fn: img.RequestImagePull, ret: []any{func(ctx context.Context, _ controlops.ImageNodeInput) error {
+				return f.plan.do(ctx, "RequestImagePull", func() error {
+					f.mu.Lock()
+					requested = true
+					f.mu.Unlock()
+					// The pull ends a while later and wakes the pods waiting.
+					h.env.RegisterDelayedCallback(func() {
+						f.mu.Lock()
+						pulled = true
+						f.mu.Unlock()
+						h.env.SignalWorkflow(SignalWake, nil)
+					}, 3*time.Second)
+					return nil
+				})
+			}}})
+	}
 	for name := range f.hostSteps(hostops.PodSandbox{}) {
 		overrides = append(overrides, override{fn: hostActivity(name), ret: []any{f.step(name)}})
 	}
@@ -681,8 +714,8 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 	if sc.stepwise {
 		h.env.OnGetVersion(versionFastStart, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	}
-	// The nodes' supervisors look every ten seconds and report changes.
-	for d := 10 * time.Second; d < faultDeleteAt+10*time.Minute; d += 10 * time.Second {
+	// The nodes' supervisors look every 30 seconds and report changes.
+	for d := 30 * time.Second; d < faultDeleteAt+5*time.Minute; d += 30 * time.Second {
 		h.env.RegisterDelayedCallback(func() {
 			for _, n := range podNodes {
 				if rep := f.report(n); rep != nil {
@@ -845,6 +878,7 @@ func TestFailureAtEveryStepOfThePodLifecycle(t *testing.T) {
 			for _, at := range steps {
 				for _, kind := range kindsFor(at, onNode(at.Activity)) {
 					t.Run(at.String()+"/"+string(kind), func(t *testing.T) {
+						t.Parallel()
 						r := runPodScenario(t, sc, &at, kind)
 						judge(t, defectOf(podKnownDefects, sc.name, at, kind), r.problems())
 					})
