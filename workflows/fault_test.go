@@ -643,6 +643,7 @@ type podRun struct {
 	f       *fakeNodes
 	plan    *faultPlan
 	settled []string // what was wrong when the pod should have settled
+	checked bool     // the settled state was checked
 }
 
 func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *podRun {
@@ -736,7 +737,7 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 			allowed = append(allowed, model.PodFailed+"/ProvisionFailed")
 		}
 	}
-	h.env.RegisterDelayedCallback(func() { r.settled = r.checkSettled(allowed) }, faultSettledBy)
+	h.env.RegisterDelayedCallback(func() { r.settled, r.checked = r.checkSettled(allowed), true }, faultSettledBy)
 	h.run(faultDeleteAt, SignalTerminate, TerminateSignal{})
 	return r
 }
@@ -804,8 +805,8 @@ func (r *podRun) problems() []string {
 	for _, s := range r.settled {
 		out = append(out, "before delete: "+s)
 	}
-	if r.settled == nil && len(r.h.statuses) == 0 {
-		out = append(out, "the run never settled")
+	if !r.checked {
+		out = append(out, "the lifecycle ended before it was deleted")
 	}
 	if !r.h.env.IsWorkflowCompleted() {
 		out = append(out, "the lifecycle did not end after the delete")
