@@ -82,7 +82,7 @@ func (s stepRef) String() string {
 // elsewhere; they are skipped with the defect's name, and a marked cell
 // that passes fails, so marks do not outlive their defect.
 type knownDefect struct {
-	scenario   string // "" for any
+	scenarios  []string // none: any
 	activities []string
 	kinds      []faultKind
 	defect     string
@@ -250,6 +250,8 @@ type fakeNodes struct {
 	seq        uint64
 	evicted    map[string]bool
 	violations []string
+	failsAt    string // podScenario.failsAt
+	failed     bool   // the provision failed there once
 }
 
 var podNodes = []string{"n1", "n2"}
@@ -329,6 +331,11 @@ func (f *fakeNodes) provisionPod(ctx context.Context, in hostops.ProvisionInput)
 	defer f.mu.Unlock()
 	p, steps := f.nodes[nodeOf(ctx)], f.hostSteps(in.Sandbox)
 	for i, st := range hostops.ProvisionSteps {
+		if f.failsAt == st.Name && !f.failed {
+			f.failed = true
+			return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(st.Name+" failed: the brand's install script exited 1", "Failed",
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: i + 1, Step: st.Name}}})
+		}
 		if hit != nil && sub == st.Name && hit.attempt == 1 {
 			switch hit.kind {
 			case faultForGood:
@@ -544,6 +551,9 @@ type podScenario struct {
 	// imagePull: the node lacks the image; the pod asks for a pull, whose
 	// end wakes it.
 	imagePull bool
+	// failsAt: the first provision fails for good at this step of the
+	// node's, so the run rolls it back.
+	failsAt string
 	// happen is what befalls the running pod (nil: nothing).
 	happen func(f *fakeNodes, h *harness)
 	// settled: where the pod must be before it is deleted.
@@ -560,6 +570,8 @@ var podScenarios = []podScenario{
 	{name: "provision and delete", want: model.PodRunning},
 	{name: "provision step by step and delete", stepwise: true, want: model.PodRunning},
 	{name: "image pulled before provision", imagePull: true, want: model.PodRunning},
+	{name: "provision failing at its last step rolled back", failsAt: hostops.ProvisionSteps[len(hostops.ProvisionSteps)-1].Name,
+		want: model.PodFailed + "/ProvisionFailed"},
 	{name: "container restarted", want: model.PodRunning, happen: func(f *fakeNodes, _ *harness) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -660,6 +672,7 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 		r.plan.inject(*at, kind)
 	}
 	f := newFakeNodes(r.plan)
+	f.failsAt = sc.failsAt
 	r.f = f
 	overrides := []override{
 		{fn: ctl.SchedulePod, ret: []any{f.schedulePod}},
@@ -834,19 +847,33 @@ func (r *podRun) problems() []string {
 var podKnownDefects = []knownDefect{
 	{activities: []string{"RestartContainer"}, kinds: []faultKind{faultForGood}, defect: "D1"},
 	{activities: []string{"RestartContainer"}, kinds: []faultKind{faultUnreachable}, defect: "D1, D2"},
-	{activities: []string{"ProvisionPod", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets"},
+	{activities: []string{"UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets"},
 		kinds: []faultKind{faultUnreachable}, defect: "D2"},
-	{scenario: "provision step by step and delete", activities: []string{"CreateDatasets", "CreateVNIC", "ConfigureZone",
+	{scenarios: scenariosExcept("provision failing at its last step rolled back"), activities: []string{"ProvisionPod"},
+		kinds: []faultKind{faultUnreachable}, defect: "D2"},
+	{scenarios: []string{"provision step by step and delete"}, activities: []string{"CreateDatasets", "CreateVNIC", "ConfigureZone",
 		"InstallZone", "BootZone", "ConfigureNetwork", "StartContainers", "WaitContainersOnline"},
 		kinds: []faultKind{faultUnreachable}, defect: "D2"},
-	{scenario: "zone halted and booted again", activities: []string{"BootZone", "ConfigureNetwork", "StartContainers"},
+	{scenarios: []string{"zone halted and booted again"}, activities: []string{"BootZone", "ConfigureNetwork", "StartContainers"},
 		kinds: []faultKind{faultUnreachable}, defect: "D2"},
-	{scenario: "container fails under Never", activities: []string{"HaltZone"}, kinds: []faultKind{faultUnreachable}, defect: "D2"},
+	{scenarios: []string{"container fails under Never", "provision failing at its last step rolled back"}, activities: []string{"HaltZone"},
+		kinds: []faultKind{faultUnreachable}, defect: "D2"},
+}
+
+// scenariosExcept names every pod scenario but one.
+func scenariosExcept(name string) []string {
+	var out []string
+	for _, sc := range podScenarios {
+		if sc.name != name {
+			out = append(out, sc.name)
+		}
+	}
+	return out
 }
 
 func defectOf(marks []knownDefect, scenario string, at stepRef, kind faultKind) string {
 	for _, m := range marks {
-		if (m.scenario == "" || m.scenario == scenario) && slices.Contains(m.activities, at.Activity) && slices.Contains(m.kinds, kind) {
+		if (len(m.scenarios) == 0 || slices.Contains(m.scenarios, scenario)) && slices.Contains(m.activities, at.Activity) && slices.Contains(m.kinds, kind) {
 			return m.defect
 		}
 	}
