@@ -74,7 +74,7 @@ func runImagePull(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, []stri
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if hit != nil {
-			err, happens := hit.injected(ctx, env.Now())
+			happens, err := hit.injected(ctx, env.Now())
 			switch {
 			case hit.kind == faultAgentKilled && err != nil:
 				n.images[in.Name] = "partial" // killed mid-download

@@ -96,20 +96,20 @@ type faultyCall struct {
 	until   time.Time
 }
 
-// injected builds the error a fault answers with, or nil when the call
-// goes through (effect tells whether the step's effect happens first).
-func (c faultyCall) injected(ctx context.Context, now time.Time) (err error, effect bool) {
+// injected tells whether the step's effect happens and builds the error
+// the fault answers with (nil: the call goes through).
+func (c faultyCall) injected(ctx context.Context, now time.Time) (effect bool, err error) {
 	switch c.kind {
 	case faultOnce:
 		if c.attempt == 1 {
-			return temporal.NewApplicationError("injected: the step failed once", "Transient"), false
+			return false, temporal.NewApplicationError("injected: the step failed once", "Transient")
 		}
 	case faultForGood:
 		if !c.undo {
-			return temporal.NewNonRetryableApplicationError("injected: the step failed for good", "Failed", nil), false
+			return false, temporal.NewNonRetryableApplicationError("injected: the step failed for good", "Failed", nil)
 		}
 		if now.Before(c.until) {
-			return temporal.NewApplicationError("injected: the undo step keeps failing", "Transient"), false
+			return false, temporal.NewApplicationError("injected: the undo step keeps failing", "Transient")
 		}
 	case faultAgentKilled:
 		if c.attempt == 1 {
@@ -117,18 +117,18 @@ func (c faultyCall) injected(ctx context.Context, now time.Time) (err error, eff
 			if activity.GetInfo(ctx).HeartbeatTimeout > 0 {
 				typ = enumspb.TIMEOUT_TYPE_HEARTBEAT
 			}
-			return temporal.NewTimeoutError(typ, nil), false
+			return false, temporal.NewTimeoutError(typ, nil)
 		}
 	case faultUnreachable:
 		if c.attempt == 1 {
-			return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil), false
+			return false, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 		}
 	case faultRunsTwice:
 		if c.attempt == 1 {
-			return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil), true
+			return true, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
 		}
 	}
-	return nil, true
+	return true, nil
 }
 
 // faultPlan counts calls, records them as steps and decides where a fault
@@ -184,7 +184,7 @@ func (p *faultPlan) do(ctx context.Context, name string, effect func() error) er
 	if hit == nil {
 		return effect()
 	}
-	err, happens := hit.injected(ctx, p.now())
+	happens, err := hit.injected(ctx, p.now())
 	if happens {
 		if eerr := effect(); eerr != nil {
 			return eerr
@@ -323,7 +323,7 @@ func (f *fakeNodes) provisionPod(ctx context.Context, in hostops.ProvisionInput)
 	var answer error
 	if hit != nil && sub == "" {
 		var happens bool
-		if answer, happens = hit.injected(ctx, f.plan.now()); !happens {
+		if happens, answer = hit.injected(ctx, f.plan.now()); !happens {
 			return hostops.ProvisionResult{}, answer
 		}
 	}
@@ -935,7 +935,7 @@ func TestInjectedScheduleToStartTimeoutHasTheServersShape(t *testing.T) {
 	attempts := 0
 	env.RegisterActivityWithOptions(func(ctx context.Context) error {
 		attempts++
-		err, _ := faultyCall{kind: faultUnreachable, attempt: activity.GetInfo(ctx).Attempt}.injected(ctx, time.Time{})
+		_, err := faultyCall{kind: faultUnreachable, attempt: activity.GetInfo(ctx).Attempt}.injected(ctx, time.Time{})
 		return err
 	}, activity.RegisterOptions{Name: "Unreachable"})
 	var got error
