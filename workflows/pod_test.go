@@ -129,7 +129,7 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		return nil
 	})
 	for name, fn := range map[string]any{"ReleasePodIP": ctl.ReleasePodIP, "RemovePod": ctl.RemovePod} {
-		h.env.OnActivity(fn, mock.Anything, mock.Anything).Return(h.record(name))
+		ret(on(fn), h.record(name))
 	}
 	for name, fn := range map[string]any{"DestroyDatasets": host.DestroyDatasets, "DeleteVNIC": host.DeleteVNIC,
 		"DeleteZoneConfig": host.DeleteZoneConfig, "UninstallZone": host.UninstallZone, "HaltZone": host.HaltZone,

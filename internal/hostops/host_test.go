@@ -23,6 +23,13 @@ func TestMain(m *testing.M) { os.Exit(simtest.Main(m.Run)) }
 
 func newHost(t *testing.T) *hostops.Host {
 	t.Helper()
+	h, _ := newHostOn(t)
+	return h
+}
+
+// newHostOn is newHost with the simulated node it runs on.
+func newHostOn(t *testing.T) (*hostops.Host, *simtest.Node) {
+	t.Helper()
 	sim := simtest.NewNode(t, "node1")
 	h := illumos.Host{Runner: &illumos.Runner{BinDir: sim.Bin, Timeout: time.Minute}}
 	if err := h.ZFS().Create(t.Context(), "tank/zonewright/zones", map[string]string{"mountpoint": "/zonewright/zones"}); err != nil {
@@ -32,7 +39,7 @@ func newHost(t *testing.T) *hostops.Host {
 		t.Fatal(err)
 	}
 	return &hostops.Host{Host: h, Node: "node1", Etherstub: "zwstub0",
-		ZonesDataset: "tank/zonewright/zones", ZonesPath: "/zonewright/zones", HeartbeatInterval: 20 * time.Millisecond}
+		ZonesDataset: "tank/zonewright/zones", ZonesPath: "/zonewright/zones", HeartbeatInterval: 20 * time.Millisecond}, sim
 }
 
 func TestErrorsSayWhatFailedAndAreTyped(t *testing.T) {
