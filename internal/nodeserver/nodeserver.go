@@ -1,5 +1,6 @@
 // Package nodeserver is the node's own HTTPS endpoint (as a kubelet's
-// port): a container's output read from its SMF service log, and exec
+// port): a container's output read from its SMF service log (or, once
+// its zone halted or went, from the copy the node kept), and exec
 // sessions run in a pod's zone through zlogin, which only the control
 // plane may call; and the node's metrics, which cluster-admins may scrape
 // too. It serves with the node's certificate and takes only client
