@@ -40,6 +40,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -48,6 +49,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	tworker "go.temporal.io/sdk/worker"
 
+	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/metrics"
@@ -88,6 +90,10 @@ type Agent struct {
 	// what its NAT rules and its pods' DNS answers follow.
 	serviceNet servicenet.Holder
 	serviceNAT serviceNATState
+
+	// keptLogs holds the containers' logs after their zones halted or
+	// went, until their pods are deleted (nil without a state directory).
+	keptLogs *containerlog.Kept
 
 	// observedZones is the supervisor's last list of the zones (set
 	// before the goroutines that read it start); nil: none yet.
@@ -141,6 +147,9 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 	if err := a.prepareHost(ctx); err != nil {
 		return err
 	}
+	if cfg.StateDir != "" {
+		a.keptLogs = &containerlog.Kept{Dir: filepath.Join(cfg.StateDir, KeptLogsDir)}
+	}
 	// Before registering, so the first status names the endpoint.
 	endpoint, err := a.serveEndpoint(nodeCert)
 	if err != nil {
@@ -168,6 +177,7 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 		ImageDir:       cfg.ImageDir,
 		ZvolDir:        cfg.ZvolDir,
 		ZonesDir:       cfg.ZonesDir,
+		KeptLogs:       a.keptLogs,
 		API:            a.api.HTTP(),
 		StepRetry:      cfg.ProvisionRetry,
 		Log:            a.log.With("component", "host"),
@@ -232,7 +242,7 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 		Reporter: lifecycleReporter{api: a.api, metrics: a.metrics}, ObserveEvery: cfg.ObserveEvery, Log: a.log})
 	h.Supervisor = sup
 	a.observedZones = sup.ObservedZones
-	if err := a.superviseBound(ctx, sup, true); err != nil {
+	if _, err := a.superviseBound(ctx, sup, true); err != nil {
 		return fmt.Errorf("list the pods bound to node %s: %w", cfg.Node, err)
 	}
 	supCtx, stopSupervising := context.WithCancel(ctx)

@@ -35,7 +35,9 @@ type CleanupResult struct {
 // Nothing zonewright did not create is looked at (see Host.Inventory).
 //
 // The inventory is read before the pods: a zone is made only after its
-// pod is bound, so a zone seen has its binding visible by then.
+// pod is bound, so a zone seen has its binding visible by then. The same
+// holds for the containers' kept logs, which it removes for pods no
+// longer bound here.
 //
 // when says which ("at agent start", "on the node's return"), for events.
 func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (CleanupResult, error) {
@@ -46,15 +48,18 @@ func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (Cl
 	if err != nil {
 		return res, fmt.Errorf("inventory of the host: %w", err)
 	}
-	var pods []hostops.BoundPod
+	kept := a.keptLogPods()
+	var list []model.Pod
 	err = nodeapi.Retry(ctx, 5*time.Second, func() error {
-		list, err := a.api.BoundPods(ctx)
-		pods = hostops.BoundPodsOf(list)
+		var err error
+		list, err = a.api.BoundPods(ctx)
 		return err
 	})
 	if err != nil {
 		return res, fmt.Errorf("list the pods bound to node %s: %w", a.cfg.Node, err)
 	}
+	pods := hostops.BoundPodsOf(list)
+	a.removeKeptLogs(kept, list)
 	plan := hostops.PlanHost(inv, pods)
 	node := model.ObjectReference{Kind: model.KindNode, Name: a.cfg.Node}
 
@@ -84,5 +89,45 @@ func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (Cl
 func (a *Agent) event(ctx context.Context, obj model.ObjectReference, typ, reason, msg string) {
 	if err := a.api.RecordEvent(ctx, obj, typ, reason, msg); err != nil {
 		a.log.Warn("record event", "reason", reason, "err", err)
+	}
+}
+
+// KeptLogsDir is where, under the state directory, the containers' logs
+// are kept once their zones halted or went (containerlog.Kept).
+const KeptLogsDir = "logs"
+
+// keptLogPods are the pods whose logs are kept, listed before the pods
+// bound here are: a log is kept only for a pod already bound, so one
+// listed has its binding visible by then.
+func (a *Agent) keptLogPods() []string {
+	if a.keptLogs == nil {
+		return nil
+	}
+	uids, err := a.keptLogs.Pods()
+	if err != nil {
+		a.log.Warn("list the kept container logs", "err", err)
+	}
+	return uids
+}
+
+// removeKeptLogs removes the kept logs among kept of the pods not in
+// bound: their pods were deleted (or now run elsewhere).
+func (a *Agent) removeKeptLogs(kept []string, bound []model.Pod) {
+	if len(kept) == 0 {
+		return
+	}
+	uids := make(map[string]bool, len(bound))
+	for _, p := range bound {
+		uids[p.Metadata.UID] = true
+	}
+	for _, uid := range kept {
+		if uids[uid] {
+			continue
+		}
+		if err := a.keptLogs.Remove(uid); err != nil {
+			a.log.Warn("the logs of a pod no longer bound here were not removed; the next reconciliation tries again", "uid", uid, "err", err)
+			continue
+		}
+		a.log.Info("removed the kept logs of a pod no longer bound here", "uid", uid)
 	}
 }

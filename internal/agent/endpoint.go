@@ -43,7 +43,7 @@ func (a *Agent) serveEndpoint(cert *tls.Certificate) (*nodeserver.Server, error)
 	if zonesDir == "" {
 		zonesDir = cfg.ZonesPath
 	}
-	srv, err := nodeserver.Listen(cfg.Listen, nodeserver.Config{Certificate: *cert, ClientCAs: pool, ZonesDir: zonesDir,
+	srv, err := nodeserver.Listen(cfg.Listen, nodeserver.Config{Certificate: *cert, ClientCAs: pool, ZonesDir: zonesDir, KeptLogs: a.keptLogs,
 		Runner: &illumos.Runner{BinDir: cfg.BinDir}, Metrics: a.MetricsHandler(), Log: a.log.With("component", "endpoint")})
 	if err != nil {
 		return nil, err

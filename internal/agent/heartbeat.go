@@ -49,7 +49,7 @@ func (a *Agent) beat(ctx context.Context, h *hostops.Host, sup *supervisor.Super
 		if _, err := a.cleanHost(ctx, h, "on the node's return"); err != nil && ctx.Err() == nil {
 			a.log.Warn("cleaning the host on the node's return failed; the reconciler will remove what is left", "err", err)
 		}
-		if err := a.superviseBound(ctx, sup, true); err != nil && ctx.Err() == nil {
+		if _, err := a.superviseBound(ctx, sup, true); err != nil && ctx.Err() == nil {
 			a.log.Warn("list the pods bound to this node", "err", err)
 		}
 	}

@@ -20,7 +20,8 @@ const (
 // here owns are reported (OrphanFound) and removed once the grace period
 // has passed (OrphanRemoved); running pods whose zone vanished or stopped
 // get an event (their lifecycle hears of it from the supervisor; one
-// without a lifecycle gets one started). The node sends its inventory to
+// without a lifecycle gets one started). The containers' logs kept for
+// pods no longer bound here (deleted) are removed. The node sends its inventory to
 // the control plane's API, which compares (controlops.ReconcileHost) and
 // answers what to remove: no workflow runs for it, and a node that is
 // down reconciles nothing until it returns (and cleans itself then).
@@ -33,8 +34,13 @@ func (a *Agent) reconcileHost(ctx context.Context, h *hostops.Host, sup *supervi
 			return
 		case <-t.C:
 		}
-		if err := a.superviseBound(ctx, sup, false); err != nil && ctx.Err() == nil {
-			a.log.Warn("list the pods bound to this node", "err", err)
+		kept := a.keptLogPods()
+		if pods, err := a.superviseBound(ctx, sup, false); err != nil {
+			if ctx.Err() == nil {
+				a.log.Warn("list the pods bound to this node", "err", err)
+			}
+		} else {
+			a.removeKeptLogs(kept, pods)
 		}
 		inv, err := h.Inventory(ctx)
 		if err != nil {

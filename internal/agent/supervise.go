@@ -42,11 +42,11 @@ func (r lifecycleReporter) Report(ctx context.Context, namespace, name string, r
 // stays Ready), and at every host reconciliation (a pod handed over while
 // the agent restarted). Pods watched already keep their probe state. With
 // forget, pods no longer bound here are forgotten (after the host was
-// cleaned on the node's return).
-func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor, forget bool) error {
+// cleaned on the node's return). It returns the pods bound here.
+func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor, forget bool) ([]model.Pod, error) {
 	pods, err := a.api.BoundPods(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	watched := sup.Watched()
 	bound := map[string]bool{}
@@ -75,5 +75,5 @@ func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor, 
 			sup.Forget(uid)
 		}
 	}
-	return nil
+	return pods, nil
 }

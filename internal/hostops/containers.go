@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -35,6 +38,36 @@ func ContainerFMRI(container string) string {
 // containerLog is where SMF writes a container's output, inside the zone.
 func containerLog(container string) string {
 	return "/" + containerlog.Path(ContainerService(container))
+}
+
+// keepLogs copies each container's log out of the zone into KeptLogs
+// before the zone halts or is uninstalled: on illumos a halted zone's
+// root is unmounted, an uninstalled one is gone, and a finished pod's
+// output must stay readable until the pod is deleted. A log that cannot
+// be kept is reported and left: the zone's removal does not wait on it.
+func (h *Host) keepLogs(s PodSandbox) {
+	if h.KeptLogs == nil || s.Brand == "bhyve" {
+		return // a bhyve zone's root holds no guest's services
+	}
+	dir := filepath.Join(h.zonesDir(), s.ZoneName(), "root")
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return // no root: nothing ran, or it was kept before it went
+	}
+	defer root.Close()
+	for _, c := range s.Containers {
+		f, err := root.Open(containerlog.Path(ContainerService(c.Name)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err == nil {
+			err = h.KeptLogs.Keep(s.UID, c.Name, f)
+			f.Close()
+		}
+		if err != nil {
+			h.log().Warn("a container's log was not kept", "zone", s.ZoneName(), "container", c.Name, "err", err)
+		}
+	}
 }
 
 // service is the SMF service that runs container c of the sandbox. Its

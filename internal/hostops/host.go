@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
@@ -151,6 +152,10 @@ type Host struct {
 	// files written into zones from the global zone; empty: ZonesPath
 	// itself (a simulated host keeps it under its own root).
 	ZonesDir string
+	// KeptLogs, if set, keeps the containers' logs when their zone halts
+	// or is uninstalled (containers.go, keepLogs), so they outlive it;
+	// nil: a container's log goes with its zone.
+	KeptLogs *containerlog.Kept
 	// ZoneDNS, if set, is written into every zone before it boots
 	// (resolver.go); nil leaves the zones' resolver configuration alone.
 	ZoneDNS *ZoneDNS

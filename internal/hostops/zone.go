@@ -506,6 +506,7 @@ func (h *Host) UninstallZone(ctx context.Context, s PodSandbox) error {
 		case illumos.ZoneConfigured:
 			return nil
 		case illumos.ZoneInstalled, illumos.ZoneIncomplete:
+			h.keepLogs(s)
 			stop := h.heartbeat(ctx, func() any { return "uninstalling zone " + name })
 			err := za.Uninstall(ctx, name)
 			stop()
@@ -516,6 +517,7 @@ func (h *Host) UninstallZone(ctx context.Context, s PodSandbox) error {
 				return h.fail(ctx, step, s, err)
 			}
 		default: // in the kernel: halt first
+			h.keepLogs(s)
 			if err := za.Halt(ctx, name); err != nil && !errors.Is(err, illumos.ErrWrongState) {
 				return h.fail(ctx, step+" (halt first)", s, err)
 			}
@@ -575,6 +577,7 @@ func (h *Host) HaltZone(ctx context.Context, s PodSandbox) error {
 	if h.Supervisor != nil {
 		h.Supervisor.Forget(s.UID)
 	}
+	h.keepLogs(s)
 	name := s.ZoneName()
 	za := h.Host.Zoneadm()
 	err := za.Halt(ctx, name)
@@ -618,6 +621,9 @@ func (h *Host) ShutdownZone(ctx context.Context, in ShutdownInput) (bool, error)
 	if z.State == illumos.ZoneReady || in.GraceSeconds <= 0 {
 		return false, nil
 	}
+	// Kept now in case the stopped zone's root is out of reach; the
+	// halt and the uninstall that follow keep it again, whole.
+	h.keepLogs(s)
 
 	// Saturated, not overflowed: the API bounds grace periods, but an
 	// input from before the bound must still wait, not return at once.

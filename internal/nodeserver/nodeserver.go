@@ -1,5 +1,6 @@
 // Package nodeserver is the node's own HTTPS endpoint (as a kubelet's
-// port): a container's output read from its SMF service log, and exec
+// port): a container's output read from its SMF service log (or, once
+// its zone halted or went, from the copy the node kept), and exec
 // sessions run in a pod's zone through zlogin, which only the control
 // plane may call; and the node's metrics, which cluster-admins may scrape
 // too. It serves with the node's certificate and takes only client
@@ -48,6 +49,10 @@ type Config struct {
 	// ZonesDir is where this machine's filesystem holds the zonepaths
 	// (<ZonesDir>/<zone>/root is a zone's root).
 	ZonesDir string
+	// KeptLogs holds the containers' logs kept when their zones halted
+	// or went (hostops.Host.KeptLogs), read when the zone holds none;
+	// nil: none.
+	KeptLogs *containerlog.Kept
 	// Runner resolves zlogin (its BinDir); nil: the standard place.
 	Runner *illumos.Runner
 	// Metrics serves GET /metrics; nil: none.
@@ -144,7 +149,7 @@ func controlPlaneOnly(next http.Handler) http.Handler {
 
 // target is the pod and container a request names.
 type target struct {
-	zone, service, container string
+	pod, uid, zone, service, container string
 }
 
 // target reads and checks the request's path.
@@ -155,7 +160,7 @@ func (s *Server) target(w http.ResponseWriter, r *http.Request) (target, bool) {
 		fail(w, http.StatusBadRequest, "BadRequest", "the path does not name a pod (namespace, name, uid) and a container")
 		return target{}, false
 	}
-	return target{zone: illumos.ZoneName(ns, pod, uid), service: hostops.ContainerService(container), container: container}, true
+	return target{pod: pod, uid: uid, zone: illumos.ZoneName(ns, pod, uid), service: hostops.ContainerService(container), container: container}, true
 }
 
 func validUID(s string) bool {
@@ -194,33 +199,34 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusTooManyRequests, "TooManyRequests", "this node streams as many logs as it may at once; retry shortly")
 		return
 	}
-	root, err := s.zoneRoot(t.zone)
-	if err != nil {
-		fail(w, http.StatusNotFound, "NotFound", "the pod has no zone on this node")
-		return
-	}
-	defer root.Close()
-	path := containerlog.Path(t.service)
-	f, err := root.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		fail(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("container %q has not started yet: it has no log", t.container))
-		return
-	}
+	opts := q.Options(time.Now())
+	l, zoned, err := s.openLog(t)
 	if err != nil {
 		s.cfg.Log.Warn("open a container log", "zone", t.zone, "container", t.container, "err", err)
 		fail(w, http.StatusInternalServerError, "InternalError", "the container's log cannot be read")
 		return
 	}
-	defer f.Close()
-	opts := q.Options(time.Now())
-	opts.Ended = func() bool { return replaced(root, path, f) }
+	switch {
+	case l != nil:
+		defer l.Close()
+	case zoned:
+		fail(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("container %q has not started yet: it has no log", t.container))
+		return
+	default:
+		fail(w, http.StatusNotFound, "NotFound", "the pod has no zone on this node, and no log of its is kept here")
+		return
+	}
+	if l.ended == nil {
+		opts.Follow = false // a kept log's runs have ended
+	}
+	opts.Ended = l.ended
 	// Errors before the first byte are the answer; after it, the stream
 	// just ends.
 	sw := &startedWriter{w: w}
-	if err := containerlog.Write(r.Context(), sw, f, opts); err != nil {
+	if err := containerlog.Write(r.Context(), sw, l.f, opts); err != nil {
 		if !sw.started {
 			if errors.Is(err, containerlog.ErrNoPrevious) {
-				fail(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("previous terminated container %q not found: it has run only once", t.container))
+				fail(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("previous terminated container %q in pod %q not found", t.container, t.pod))
 				return
 			}
 			s.cfg.Log.Warn("read a container log", "zone", t.zone, "container", t.container, "err", err)
@@ -232,6 +238,53 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	if !sw.started {
 		sw.header()
 	}
+}
+
+// openedLog is a container's log open for reading.
+type openedLog struct {
+	f *os.File
+	// root is the zone's root the log is in; nil for a kept log.
+	root *os.Root
+	// ended is how a follower of the zone's log learns that it was
+	// replaced; nil for a kept log, which is not followed.
+	ended func() bool
+}
+
+func (l *openedLog) Close() {
+	l.f.Close()
+	if l.root != nil {
+		l.root.Close()
+	}
+}
+
+// openLog opens the container's log: the one in its zone, else the one
+// kept on the node (after the zone halted or went). With no log (nil),
+// zoned says whether the zone is there.
+func (s *Server) openLog(t target) (l *openedLog, zoned bool, err error) {
+	root, err := s.zoneRoot(t.zone)
+	if err == nil {
+		path := containerlog.Path(t.service)
+		f, err := root.Open(path)
+		if err == nil {
+			return &openedLog{f: f, root: root, ended: func() bool { return replaced(root, path, f) }}, true, nil
+		}
+		root.Close()
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, true, err
+		}
+		zoned = true
+	}
+	if s.cfg.KeptLogs == nil {
+		return nil, zoned, nil
+	}
+	f, err := s.cfg.KeptLogs.Open(t.uid, t.container)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, zoned, nil
+	}
+	if err != nil {
+		return nil, zoned, err
+	}
+	return &openedLog{f: f}, zoned, nil
 }
 
 // replaced says whether the log at path is no longer f (the zone halted

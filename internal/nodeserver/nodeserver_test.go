@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/nodeclient"
@@ -40,6 +41,12 @@ type endpoint struct {
 }
 
 func newEndpoint(t *testing.T, maxExecs int) *endpoint {
+	t.Helper()
+	return newEndpointWith(t, maxExecs, nil)
+}
+
+// newEndpointWith is newEndpoint keeping logs in kept.
+func newEndpointWith(t *testing.T, maxExecs int, kept *containerlog.Kept) *endpoint {
 	t.Helper()
 	n := simtest.NewNode(t, "n1")
 	zone := illumos.ZoneName(ns, pod, uid)
@@ -70,7 +77,7 @@ func newEndpoint(t *testing.T, maxExecs int) *endpoint {
 	}
 	zonesDir := filepath.Join(n.Root, "fs", "zones")
 	srv, err := nodeserver.Listen("127.0.0.1:0", nodeserver.Config{Certificate: cert, ClientCAs: ca.Pool(), ZonesDir: zonesDir,
-		Runner: &illumos.Runner{BinDir: n.Bin}, MaxExecs: maxExecs, Log: slog.New(slog.DiscardHandler),
+		Runner: &illumos.Runner{BinDir: n.Bin}, MaxExecs: maxExecs, KeptLogs: kept, Log: slog.New(slog.DiscardHandler),
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "zonewright_endpoint_test 1\n") })})
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +131,7 @@ func TestLogsAndExecInTheZone(t *testing.T) {
 	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, uid, "app")); code != 200 || body != "hello\n" {
 		t.Fatalf("log: %d %q", code, body)
 	}
-	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, uid, "app")+"?previous=true"); code != 400 || !strings.Contains(body, "previous") {
+	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, uid, "app")+"?previous=true"); code != 400 || !strings.Contains(body, `previous terminated container \"app\" in pod \"web\" not found`) {
 		t.Fatalf("previous of a single run: %d %s", code, body)
 	}
 	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, uid, "other")); code != 400 || !strings.Contains(body, "has not started") {
@@ -253,5 +260,40 @@ func TestExecsAreBounded(t *testing.T) {
 	// The slot is free once the first session's status came.
 	if _, code, err := e.exec(t, ctx, nil, "true"); err != nil || code != 0 {
 		t.Fatalf("after the first ended: exit %d, %v", code, err)
+	}
+}
+
+// A pod whose zone is gone is read from the logs the node kept of it,
+// previous too; with none kept, the pod has nothing here.
+func TestLogsKeptAfterTheZoneIsGone(t *testing.T) {
+	kept := &containerlog.Kept{Dir: t.TempDir()}
+	e := newEndpointWith(t, 0, kept)
+	const gone = "6f1d2c3b-0000-4000-8000-000000000001" // a UID of the pod with no zone here
+	src := filepath.Join(t.TempDir(), "svc.log")
+	log := "[ Jan  5 10:00:00 Executing start method (\"x\"). ]\nfirst\n[ Jan  5 10:00:05 Method \"start\" exited with status 1. ]\n" +
+		"[ Jan  5 10:00:15 Executing start method (\"x\"). ]\nsecond\n[ Jan  5 10:00:20 Method \"start\" exited with status 0. ]\n"
+	if err := os.WriteFile(src, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := kept.Keep(gone, "app", f); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, gone, "app")); code != 200 || body != "second\n" {
+		t.Errorf("kept log: %d %q", code, body)
+	}
+	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, gone, "app")+"?previous=true"); code != 200 || body != "first\n" {
+		t.Errorf("kept previous log: %d %q", code, body)
+	}
+	// Following a kept log ends with its last line.
+	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, gone, "app")+"?follow=true"); code != 200 || body != "second\n" {
+		t.Errorf("followed kept log: %d %q", code, body)
+	}
+	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, gone, "other")); code != 404 {
+		t.Errorf("a container with no kept log: %d %s", code, body)
 	}
 }
