@@ -141,17 +141,22 @@ func TestAnExecProbeCommandDiesInItsGroupAtTheTimeout(t *testing.T) {
 		}
 	}
 
-	quick := exec.Command(probeCommand([]string{"sh", "-c", "exit 3"}, 30*time.Second)[0], probeCommand([]string{"sh", "-c", "exit 3"}, 30*time.Second)[1:]...)
-	quick.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	start = time.Now()
-	err := quick.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 3 || time.Since(start) > 5*time.Second {
-		t.Errorf("a command that ends in time: %v after %s, want its exit status 3 at once", err, time.Since(start))
-	}
-	for deadline := time.Now().Add(5 * time.Second); len(groupMembers(quick.Process.Pid)) > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the watcher of a command that ended in time is left: %v", groupMembers(quick.Process.Pid))
+	// A command that ends at once, many times: its sleep must go with it
+	// every time, however the wrapper's steps interleave.
+	for i := range 50 {
+		wrapped := probeCommand([]string{"sh", "-c", "exit 3"}, 30*time.Second)
+		quick := exec.Command(wrapped[0], wrapped[1:]...)
+		quick.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		start = time.Now()
+		err := quick.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 || time.Since(start) > 5*time.Second {
+			t.Fatalf("attempt %d, a command that ends in time: %v after %s, want its exit status 3 at once", i, err, time.Since(start))
+		}
+		for deadline := time.Now().Add(5 * time.Second); len(groupMembers(quick.Process.Pid)) > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("attempt %d: the wrapper of a command that ended in time left %v", i, groupMembers(quick.Process.Pid))
+			}
 		}
 	}
 }

@@ -88,14 +88,18 @@ const execKillGrace = 2 * time.Second
 // passed. Interrupting zlogin at the deadline reaches only the command's
 // own process (zlogin passes SIGINT on to it): a command that ignores
 // SIGINT, or its children, would run on in the zone, one more with every
-// probe period. A watcher started beside the command kills the zone
-// process group zlogin made for it (the command, the shell and the
-// watcher itself) with SIGKILL when its time is up; when the command ends
-// first, the watcher is told to stop, and it stops its sleep with it.
+// probe period. The wrapper shell starts a sleep for the timeout and the
+// command beside it, and waits for the sleep: the command's end
+// interrupts that wait (SIGUSR1), and the sleep is killed and the
+// command's status returned; the sleep's end kills the zone process group
+// zlogin made for the command (the command, its children, the wrapper)
+// with SIGKILL. Each is a child of the wrapper, killed by its own pid, so
+// nothing outlives the probe whichever ends first.
 func probeCommand(argv []string, timeout time.Duration) []string {
 	secs := strconv.Itoa(max(int((timeout+time.Second-1)/time.Second), 1))
-	script := `(trap 'kill $t 2>/dev/null; exit 0' TERM; sleep ` + secs + ` & t=$!; wait $t && kill -KILL 0) </dev/null >/dev/null 2>&1 & w=$!; ` +
-		`"$@"; s=$?; kill $w 2>/dev/null; exit $s`
+	script := `k=; trap 'k=1' USR1; sleep ` + secs + ` </dev/null >/dev/null 2>&1 & t=$!; ` +
+		`("$@"; s=$?; kill -USR1 $$; exit $s) & c=$!; ` +
+		`[ -z "$k" ] && wait $t; [ -z "$k" ] && kill -KILL 0; kill $t 2>/dev/null; wait $c`
 	return append([]string{"/bin/sh", "-c", script, "sh"}, argv...)
 }
 
