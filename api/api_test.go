@@ -215,6 +215,35 @@ func TestPodCRUD(t *testing.T) {
 	}
 }
 
+// A Kubernetes pod whose probes use httpHeaders, host, named ports, grpc
+// and a probe's terminationGracePeriodSeconds is taken as it is.
+func TestAPodWithKubernetesProbeFieldsIsCreated(t *testing.T) {
+	c := newAPI(t)
+	const manifest = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"probed"},"spec":{"containers":[{
+	  "name":"app","image":"i","command":["/bin/server"],
+	  "ports":[{"name":"http","containerPort":8080},{"name":"grpc","containerPort":9090}],
+	  "livenessProbe":{"httpGet":{"path":"/healthz","port":"http","host":"127.0.0.1",
+	    "httpHeaders":[{"name":"X-Probe","value":"liveness"}]},"terminationGracePeriodSeconds":5},
+	  "readinessProbe":{"grpc":{"port":9090,"service":"ready"}},
+	  "startupProbe":{"tcpSocket":{"port":"grpc"},"failureThreshold":30}}]}}`
+	r := c.do("POST", "/api/v1/namespaces/default/pods", "application/json", []byte(manifest))
+	if r.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	var p model.Pod
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatal(err)
+	}
+	ct := p.Spec.Containers[0]
+	if lp := ct.LivenessProbe; lp.HTTPGet.Port.StrVal != "http" || lp.HTTPGet.Host != "127.0.0.1" || len(lp.HTTPGet.HTTPHeaders) != 1 ||
+		lp.TerminationGracePeriodSeconds == nil || *lp.TerminationGracePeriodSeconds != 5 {
+		t.Errorf("liveness probe stored as %+v %+v", lp, lp.HTTPGet)
+	}
+	if g := ct.ReadinessProbe.GRPC; g == nil || g.Port != 9090 || g.Service == nil || *g.Service != "ready" {
+		t.Errorf("grpc probe stored as %+v", g)
+	}
+}
+
 func TestYAMLBodiesAndResponses(t *testing.T) {
 	c := newAPI(t)
 	image := `apiVersion: v1
@@ -287,6 +316,9 @@ func TestBadInputGetsItsStatusCode(t *testing.T) {
 		{"two probe handlers", "POST", "/api/v1/namespaces/default/pods", "application/json",
 			`{"metadata":{"name":"x"},"spec":{"containers":[{"name":"a","image":"i","command":["c"],"livenessProbe":{"exec":{"command":["true"]},"tcpSocket":{"port":80}}}]}}`,
 			422, "Invalid", "spec.containers[0].livenessProbe"},
+		{"probe port name the container lacks", "POST", "/api/v1/namespaces/default/pods", "application/json",
+			`{"metadata":{"name":"x"},"spec":{"containers":[{"name":"a","image":"i","command":["c"],"ports":[{"name":"http","containerPort":8080}],"livenessProbe":{"httpGet":{"port":"admin"}}}]}}`,
+			422, "Invalid", "spec.containers[0].livenessProbe.httpGet.port"},
 		{"namespace mismatch", "POST", "/api/v1/namespaces/default/pods", "application/json", `{"metadata":{"name":"x","namespace":"other"},"spec":{"containers":[{"name":"a","image":"i","command":["c"]}]}}`, 400, "BadRequest", ""},
 		{"unknown namespace", "POST", "/api/v1/namespaces/nowhere/pods", "application/json", fmt.Sprintf(podJSON, "x"), 404, "NotFound", ""},
 		{"list in unknown namespace", "GET", "/api/v1/namespaces/nowhere/pods", "", "", 404, "NotFound", ""},

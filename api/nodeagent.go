@@ -245,7 +245,9 @@ func (s *Server) getNodeLease(c *gin.Context) {
 }
 
 // createNodeEvent (nodes/events create) records an event a node saw, on
-// itself or on a pod bound to it.
+// itself or on a pod bound to it. An event on a pod is a row of the node
+// agent's source, never the pod's status, which only its lifecycle
+// writes (docs/reconciliation.md, "Who writes a pod").
 func (s *Server) createNodeEvent(c *gin.Context) {
 	ctx := c.Request.Context()
 	name := c.Param("name")

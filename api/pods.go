@@ -239,8 +239,21 @@ func (s *Server) deletePod(c *gin.Context) {
 // removeWithoutLifecycle ends a pod whose lifecycle fails its workflow
 // tasks, on a forced delete: such a lifecycle takes no signal, and a
 // forced delete must end the pod all the same. The lifecycle is
-// terminated, the address released and the row removed; what the node
+// terminated, the row removed and the address released; what the node
 // still holds is an orphan, which host reconciliation removes.
+//
+// This is the one place besides the lifecycle that writes a pod, and it
+// writes only once the lifecycle is terminated: Temporal then completes no
+// workflow task of that run, so the lifecycle issues nothing more. What it
+// may still land is a step already running in a worker (a local activity
+// of the task in flight). Each of those is fenced by the pod's UID
+// (UpdatePodStatus, ReleasePodIP and RemovePod change nothing of a row
+// that is gone or another incarnation's) except an allocation, which is
+// why the row goes before the address: AllocatePodIP allocates, then looks
+// for the row, and gives back an address whose pod is gone. A lifecycle
+// the reconciler starts meanwhile (the row still there, no lifecycle
+// running) reads the deletion timestamp and tears down and removes the
+// same pod, by the same fenced, idempotent steps.
 func (s *Server) removeWithoutLifecycle(c *gin.Context, p *model.Pod) {
 	ctx := c.Request.Context()
 	ns, name := p.Metadata.Namespace, p.Metadata.Name
@@ -250,15 +263,15 @@ func (s *Server) removeWithoutLifecycle(c *gin.Context, p *model.Pod) {
 	}
 	ops := controlops.NewControl(s.store, s.pods)
 	ref := controlops.PodRef{Namespace: ns, Name: name, UID: p.Metadata.UID}
-	if err := ops.ReleasePodIP(ctx, ref); err != nil {
-		s.fail(c, err)
-		return
-	}
 	err := ops.RemovePod(ctx, ref)
 	for tries := 1; errors.Is(err, controlops.ErrPodChanged) && tries < 3; tries++ {
 		err = ops.RemovePod(ctx, ref) // a write raced ours: read it again
 	}
 	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := ops.ReleasePodIP(ctx, ref); err != nil {
 		s.fail(c, err)
 		return
 	}

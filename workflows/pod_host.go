@@ -165,7 +165,8 @@ func sandbox(ref controlops.PodRef, spec model.PodSpec, alloc *controlops.Alloca
 			s.Image = c.Image
 		}
 		argv := append(append([]string{}, c.Command...), c.Args...)
-		s.Containers = append(s.Containers, hostops.ContainerSpec{Name: c.Name, Argv: argv, Env: c.Env})
+		s.Containers = append(s.Containers, hostops.ContainerSpec{Name: c.Name, Argv: argv, Env: c.Env,
+			KillGraceSeconds: c.KillGraceSeconds(&spec)})
 		for _, m := range c.VolumeMounts {
 			s.Mounts = append(s.Mounts, hostops.PodMount{Volume: m.Name, Path: m.MountPath, ReadOnly: m.ReadOnly})
 		}
@@ -223,7 +224,7 @@ func supervised(sb hostops.PodSandbox, spec model.PodSpec) hostops.SuperviseInpu
 	in.Sandbox.Containers = nil
 	for _, c := range spec.Containers {
 		in.Sandbox.Containers = append(in.Sandbox.Containers, hostops.ContainerSpec{Name: c.Name})
-		in.Probes = append(in.Probes, hostops.ContainerProbes{Name: c.Name,
+		in.Probes = append(in.Probes, hostops.ContainerProbes{Name: c.Name, Ports: c.Ports,
 			Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
 	}
 	return in

@@ -33,7 +33,7 @@ func (h *harness) startups() []controlops.StatusUpdate {
 
 func TestTheFirstReadyCarriesThePodsStartOnce(t *testing.T) {
 	spec := podSpec(func(s *model.PodSpec) {
-		s.Containers[0].ReadinessProbe = &model.Probe{HTTPGet: &model.HTTPGetAction{Port: 8080}}
+		s.Containers[0].ReadinessProbe = &model.Probe{HTTPGet: &model.HTTPGetAction{Port: model.IntValue(8080)}}
 	})
 	h := newHarness(t, spec)
 	h.report(time.Minute, "running", running(true))

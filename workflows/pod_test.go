@@ -479,7 +479,7 @@ func (h *harness) readyConditions() []string {
 
 func TestReportsDriveTheReadyCondition(t *testing.T) {
 	spec := podSpec(func(s *model.PodSpec) {
-		s.Containers[0].ReadinessProbe = &model.Probe{HTTPGet: &model.HTTPGetAction{Port: 8080}}
+		s.Containers[0].ReadinessProbe = &model.Probe{HTTPGet: &model.HTTPGetAction{Port: model.IntValue(8080)}}
 	})
 	h := newHarness(t, spec)
 	h.report(time.Minute, "running", running(true))
@@ -632,7 +632,7 @@ func (c *costCounter) snapshot() (activities, timers, events int) {
 func TestRunningPodCostsNothingWhileHealthy(t *testing.T) {
 	spec := podSpec(func(s *model.PodSpec) {
 		s.Containers[0].ReadinessProbe = &model.Probe{Exec: &model.ExecAction{Command: []string{"true"}}, PeriodSeconds: 10}
-		s.Containers[0].LivenessProbe = &model.Probe{TCPSocket: &model.TCPSocketAction{Port: 80}, PeriodSeconds: 10}
+		s.Containers[0].LivenessProbe = &model.Probe{TCPSocket: &model.TCPSocketAction{Port: model.IntValue(80)}, PeriodSeconds: 10}
 	})
 	h := newHarness(t, spec)
 	h.env.SetTestTimeout(5 * time.Minute)

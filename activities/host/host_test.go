@@ -82,7 +82,7 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	}
 
 	// Probes.
-	httpProbe := model.Probe{HTTPGet: &model.HTTPGetAction{Path: "/", Port: int32(port)}, TimeoutSeconds: 2}
+	httpProbe := model.Probe{HTTPGet: &model.HTTPGetAction{Path: "/", Port: model.IntValue(int32(port))}, TimeoutSeconds: 2}
 	var res supervisor.Result
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -95,7 +95,7 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	if !res.Success || res.Message != "HTTP probe succeeded with statuscode: 200" {
 		t.Errorf("http probe: %+v", res)
 	}
-	notFound := model.Probe{HTTPGet: &model.HTTPGetAction{Path: "/nosuch", Port: int32(port)}}
+	notFound := model.Probe{HTTPGet: &model.HTTPGetAction{Path: "/nosuch", Port: model.IntValue(int32(port))}}
 	if res := n.probe(t, s, notFound); res.Success || res.Message != "HTTP probe failed with statuscode: 404" {
 		t.Errorf("http probe of a missing page: %+v", res)
 	}
@@ -112,17 +112,17 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	if res := n.probe(t, s, slow); res.Success || !strings.Contains(res.Message, "timed out after 1s") || time.Since(start) > 10*time.Second {
 		t.Errorf("exec probe past its timeout: %+v after %s", res, time.Since(start))
 	}
-	tcpOpen := model.Probe{TCPSocket: &model.TCPSocketAction{Port: int32(port)}}
+	tcpOpen := model.Probe{TCPSocket: &model.TCPSocketAction{Port: model.IntValue(int32(port))}}
 	if res := n.probe(t, s, tcpOpen); !res.Success {
 		t.Errorf("tcp probe of the server: %+v", res)
 	}
 	closed := freePort(t, ip)
-	tcpClosed := model.Probe{TCPSocket: &model.TCPSocketAction{Port: int32(closed)}}
+	tcpClosed := model.Probe{TCPSocket: &model.TCPSocketAction{Port: model.IntValue(int32(closed))}}
 	if res := n.probe(t, s, tcpClosed); res.Success || !strings.Contains(res.Message, "connection refused") ||
 		!strings.Contains(res.Message, "dial tcp "+ip) {
 		t.Errorf("tcp probe of a closed port: %+v", res)
 	}
-	if _, err := supervisor.RunProbe(ctx, supervisor.IllumosHost{Host: n.ops.Host}, s.ZoneName(), s.IP, &model.Probe{}); err == nil {
+	if _, err := supervisor.RunProbe(ctx, supervisor.IllumosHost{Host: n.ops.Host}, s.ZoneName(), s.IP, nil, &model.Probe{}); err == nil {
 		t.Error("a probe without an action ran")
 	}
 

@@ -66,6 +66,10 @@ func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (Cl
 	for _, z := range plan.Adopted {
 		res.Adopted = append(res.Adopted, z.Name)
 		a.log.Info("adopted a zone of a pod bound to this node; left as it is", "zone", z.Name, "pod", z.Pod, "uid", z.UID, "state", z.State)
+		// The node's own note on the pod (the lifecycle cannot see an
+		// adoption, which happens before the node's worker polls): an
+		// event row of the agent's source, changing nothing the pod's
+		// lifecycle writes (docs/reconciliation.md, "Who writes a pod").
 		a.event(ctx, model.ObjectReference{Kind: model.KindPod, Namespace: z.Namespace(), Name: z.PodName(), UID: z.UID},
 			model.EventNormal, ReasonZoneAdopted,
 			fmt.Sprintf("The agent of node %s kept zone %s (%s) as it is %s", a.cfg.Node, z.Name, z.State, when))

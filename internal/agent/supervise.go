@@ -62,7 +62,7 @@ func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor, 
 		sb := hostops.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID, IP: p.Status.PodIP}
 		var probes []hostops.ContainerProbes
 		for _, c := range p.Spec.Containers {
-			probes = append(probes, hostops.ContainerProbes{Name: c.Name, Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
+			probes = append(probes, hostops.ContainerProbes{Name: c.Name, Ports: c.Ports, Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
 		}
 		initial := map[string]supervisor.Initial{}
 		for _, cs := range p.Status.ContainerStatuses {

@@ -151,6 +151,21 @@ func (a *Control) AllocatePodIP(ctx context.Context, in AllocateInput) (Allocate
 	if err != nil {
 		return AllocateResult{}, err
 	}
+	// Allocated first, then the pod looked for: a removal of the row that
+	// releases the address after it (a forced delete, removeWithoutLifecycle
+	// in the API) either comes later and frees it, or came first and is
+	// seen here. A late call of a lifecycle that was terminated meanwhile
+	// thus never keeps an address for a pod that is gone.
+	p, err := a.Store.Pods().Get(ctx, in.Pod.Namespace, in.Pod.Name)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && p.Metadata.UID != in.Pod.UID) {
+		if err := a.IPAM.Release(ctx, in.Pod.UID); err != nil {
+			return AllocateResult{}, fmt.Errorf("release the address of %s/%s, which is gone: %w", in.Pod.Namespace, in.Pod.Name, err)
+		}
+		return AllocateResult{}, fmt.Errorf("%w: %s/%s (uid %s); its address was released", ErrPodGone, in.Pod.Namespace, in.Pod.Name, in.Pod.UID)
+	}
+	if err != nil {
+		return AllocateResult{}, err
+	}
 	res := AllocateResult{IP: alloc.Addr.String(), PrefixLen: alloc.Prefix, Gateway: alloc.Gateway.String()}
 	for _, addr := range node.Status.Addresses {
 		if addr.Type == "InternalIP" {
@@ -262,6 +277,10 @@ func applyStatus(s *model.PodStatus, u StatusUpdate) {
 // ErrPodChanged: the pod changed while RemovePod removed it; trying again
 // reads it again.
 var ErrPodChanged = errors.New("pod changed while being removed")
+
+// ErrPodGone: the pod's row was removed (or holds another incarnation)
+// while its lifecycle still acted for it.
+var ErrPodGone = errors.New("the pod is gone")
 
 // RemovePod deletes the pod's row once its zone is gone; watchers see
 // DELETED. A concurrent write to the row is ErrPodChanged.

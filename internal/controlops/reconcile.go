@@ -89,6 +89,9 @@ func (a *Control) ensurePodWorkflow(ctx context.Context, ref PodRef) (started bo
 	if err := a.Lifecycles.Start(ctx, ref); err != nil {
 		return false, fmt.Errorf("start the lifecycle of %s: %w", ref, err)
 	}
+	// Recorded here, not by the lifecycle, which did not exist: an event
+	// row of the reconciler's own, which no other writer touches (see
+	// event in reconcile_hosts.go).
 	err = a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindPod, Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID},
 		model.EventWarning, "LifecycleRestored", "The pod had no running lifecycle workflow; the reconciler started one", "zonewright-reconciler")
 	if err != nil {

@@ -135,6 +135,14 @@ func (a *Control) OrphanRemoved(ctx context.Context, in OrphanRemovedInput) erro
 
 // event records an event; a failure to record one is logged, not fatal:
 // the repair matters more than its note.
+//
+// Its pod events (ZoneMissing, ZoneNotRunning) are one of the exceptions
+// to the pod's lifecycle being the pod's one writer (docs/reconciliation.md,
+// "Who writes a pod"): they note what only the host's inventory shows,
+// and change nothing the lifecycle owns. An event is a row of its own,
+// named after its object (with the pod's UID), type, reason, source and
+// message, counted by an atomic insert-or-count, so recorders never
+// overwrite each other's events; nothing decides anything from events.
 func (a *Control) event(ctx context.Context, obj model.ObjectReference, typ, reason, msg string) {
 	if err := a.Store.RecordEvent(ctx, obj, typ, reason, msg, EventSourceReconcile); err != nil {
 		slog.Default().Warn("record event", "reason", reason, "object", obj.Name, "err", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
@@ -111,11 +112,12 @@ func (s PodSandbox) service(c ContainerSpec, secretEnv map[string]string) (illum
 	// The wrapper records the command's exit status and keeps SMF from
 	// restarting it: the pod's lifecycle decides by restartPolicy.
 	return illumos.Service{
-		Name:       ContainerService(c.Name),
-		Start:      supervisor.ExitStatusWrapper(c.Name, c.Argv),
-		Env:        env,
-		WorkingDir: "/",
-		Duration:   "child",
+		Name:        ContainerService(c.Name),
+		Start:       supervisor.ExitStatusWrapper(c.Name, c.Argv),
+		Env:         env,
+		WorkingDir:  "/",
+		Duration:    "child",
+		StopTimeout: time.Duration(min(c.KillGraceSeconds, model.MaxGracePeriodSeconds)) * time.Second,
 	}, nil
 }
 
@@ -473,7 +475,7 @@ func SupervisedPod(s PodSandbox, probes []ContainerProbes) supervisor.Pod {
 	p := supervisor.Pod{Namespace: s.Namespace, Name: s.Name, UID: s.UID, Zone: s.ZoneName(), IP: s.IP}
 	for _, c := range probes {
 		p.Containers = append(p.Containers, supervisor.Container{Name: c.Name, FMRI: ContainerFMRI(c.Name),
-			Startup: c.Startup, Liveness: c.Liveness, Readiness: c.Readiness})
+			Ports: c.Ports, Startup: c.Startup, Liveness: c.Liveness, Readiness: c.Readiness})
 	}
 	return p
 }

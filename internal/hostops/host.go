@@ -61,6 +61,11 @@ type ContainerSpec struct {
 	Name string
 	Argv []string // command then args
 	Env  []model.EnvVar
+	// KillGraceSeconds bounds how long SMF waits for the command to end
+	// once it is told to stop, before it kills it (the service's stop
+	// method timeout): the grace of a failed liveness or startup probe
+	// (model.Container.KillGraceSeconds). Zero leaves SMF's 60 s.
+	KillGraceSeconds int64 `json:",omitempty"`
 }
 
 // RestartInput names one container of a pod.
@@ -83,10 +88,12 @@ type SuperviseInput struct {
 	Probes  []ContainerProbes
 }
 
-// ContainerProbes are one container's probes; nil: none of that kind.
+// ContainerProbes are one container's probes (nil: none of that kind)
+// and its ports, which the probes may name.
 type ContainerProbes struct {
 	Name                         string
 	Startup, Liveness, Readiness *model.Probe
+	Ports                        []model.ContainerPort `json:",omitempty"`
 }
 
 // Supervisor is the node's pod supervisor, as the host operations see it

@@ -123,12 +123,12 @@ func TestEveryNumberHasABound(t *testing.T) {
 			checkPod(func(p *Pod) { p.Spec.Containers[0].Ports = []ContainerPort{{ContainerPort: 65536, Protocol: "TCP"}} }),
 			"spec.containers[0].ports[0].containerPort"},
 		{"a probe's period", checkPod(func(p *Pod) {
-			p.Spec.Containers[0].ReadinessProbe = &Probe{TCPSocket: &TCPSocketAction{Port: 80}, PeriodSeconds: MaxProbePeriodSeconds, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
+			p.Spec.Containers[0].ReadinessProbe = &Probe{TCPSocket: &TCPSocketAction{Port: IntValue(80)}, PeriodSeconds: MaxProbePeriodSeconds, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
 		}), checkPod(func(p *Pod) {
-			p.Spec.Containers[0].ReadinessProbe = &Probe{TCPSocket: &TCPSocketAction{Port: 80}, PeriodSeconds: math.MaxInt32, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
+			p.Spec.Containers[0].ReadinessProbe = &Probe{TCPSocket: &TCPSocketAction{Port: IntValue(80)}, PeriodSeconds: math.MaxInt32, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
 		}), "spec.containers[0].readinessProbe.periodSeconds"},
 		{"a probe's port", nil, checkPod(func(p *Pod) {
-			p.Spec.Containers[0].ReadinessProbe = &Probe{TCPSocket: &TCPSocketAction{Port: 70000}, PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
+			p.Spec.Containers[0].ReadinessProbe = &Probe{TCPSocket: &TCPSocketAction{Port: IntValue(70000)}, PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
 		}), "spec.containers[0].readinessProbe.tcpSocket.port"},
 		{"cpu", checkPod(func(p *Pod) { p.Spec.Containers[0].Resources.Requests = ResourceList{ResourceCPU: "1M"} }),
 			checkPod(func(p *Pod) { p.Spec.Containers[0].Resources.Requests = ResourceList{ResourceCPU: "1000001"} }),

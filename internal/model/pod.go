@@ -68,6 +68,10 @@ const (
 	MaxEnvBytes = 128 * 1024
 	// MaxHTTPPathBytes bounds a probe's httpGet path.
 	MaxHTTPPathBytes = 2048
+	// MaxHTTPHeaderBytes bounds a probe's httpHeaders, names and values.
+	MaxHTTPHeaderBytes = 8192
+	// MaxProbeHostBytes bounds a probe's host and grpc service names.
+	MaxProbeHostBytes = 253
 )
 
 // Container is one process tree of a pod, run as an SMF service in its zone.
@@ -142,11 +146,15 @@ type Probe struct {
 	Exec                *ExecAction      `json:"exec,omitempty"`
 	HTTPGet             *HTTPGetAction   `json:"httpGet,omitempty"`
 	TCPSocket           *TCPSocketAction `json:"tcpSocket,omitempty"`
+	GRPC                *GRPCAction      `json:"grpc,omitempty"`
 	InitialDelaySeconds int32            `json:"initialDelaySeconds,omitempty"`
 	PeriodSeconds       int32            `json:"periodSeconds,omitempty"`
 	TimeoutSeconds      int32            `json:"timeoutSeconds,omitempty"`
 	SuccessThreshold    int32            `json:"successThreshold,omitempty"`
 	FailureThreshold    int32            `json:"failureThreshold,omitempty"`
+	// TerminationGracePeriodSeconds replaces the pod's grace period when
+	// this (liveness or startup) probe's failure stops the container.
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 }
 
 // ExecAction runs a command inside the zone; exit 0 is healthy.
@@ -154,16 +162,69 @@ type ExecAction struct {
 	Command []string `json:"command"`
 }
 
-// HTTPGetAction asks for a path on the pod's address; 200–399 is healthy.
+// HTTPGetAction asks for a path on the pod's address (or Host); 200–399
+// is healthy.
 type HTTPGetAction struct {
-	Path   string `json:"path,omitempty"`
-	Port   int32  `json:"port"`
-	Scheme string `json:"scheme,omitempty"`
+	Path string `json:"path,omitempty"`
+	// Port is a number or the name of one of the container's ports.
+	Port IntOrString `json:"port"`
+	// Host is connected to instead of the pod's address.
+	Host        string       `json:"host,omitempty"`
+	Scheme      string       `json:"scheme,omitempty"`
+	HTTPHeaders []HTTPHeader `json:"httpHeaders,omitempty"`
 }
 
-// TCPSocketAction opens a connection to the pod's address.
+// HTTPHeader is one header an httpGet probe sends; a "Host" header sets
+// the request's host.
+type HTTPHeader struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// TCPSocketAction opens a connection to the pod's address (or Host).
 type TCPSocketAction struct {
+	// Port is a number or the name of one of the container's ports.
+	Port IntOrString `json:"port"`
+	Host string      `json:"host,omitempty"`
+}
+
+// GRPCAction calls the standard gRPC health service (grpc.health.v1
+// Health/Check) on the pod's address; SERVING is healthy.
+type GRPCAction struct {
 	Port int32 `json:"port"`
+	// Service is the name asked about; empty asks about the server.
+	Service *string `json:"service,omitempty"`
+}
+
+// ProbePort resolves a probe's port, a number or the name of one of the
+// container's ports, as kubelet does; false when the name is not there.
+func ProbePort(port IntOrString, ports []ContainerPort) (int32, bool) {
+	if port.StrVal == "" {
+		return port.IntVal, true
+	}
+	for _, p := range ports {
+		if p.Name == port.StrVal {
+			return p.ContainerPort, true
+		}
+	}
+	return 0, false
+}
+
+// KillGraceSeconds is how long the container's command is given to end
+// when a failed liveness or startup probe stops it: the probe's own
+// terminationGracePeriodSeconds, else the pod's (Kubernetes' rule). A
+// container with both probes setting it takes the liveness probe's. It
+// is at least a second, as an SMF method timeout must be.
+func (c *Container) KillGraceSeconds(pod *PodSpec) int64 {
+	for _, p := range []*Probe{c.LivenessProbe, c.StartupProbe} {
+		if p != nil && p.TerminationGracePeriodSeconds != nil {
+			return max(*p.TerminationGracePeriodSeconds, 1)
+		}
+	}
+	if pod.TerminationGracePeriodSeconds != nil {
+		return max(*pod.TerminationGracePeriodSeconds, 1)
+	}
+	return DefaultTerminationGracePeriodSeconds
 }
 
 // Toleration lets a pod schedule onto a node with a matching taint.

@@ -200,9 +200,9 @@ func ValidatePod(p *Pod) FieldErrors {
 			}
 		}
 		errs = append(errs, validateResources(f+".resources", &c.Resources)...)
-		errs = append(errs, validateProbe(f+".livenessProbe", c.LivenessProbe)...)
-		errs = append(errs, validateProbe(f+".readinessProbe", c.ReadinessProbe)...)
-		errs = append(errs, validateProbe(f+".startupProbe", c.StartupProbe)...)
+		errs = append(errs, validateProbe(f+".livenessProbe", c.LivenessProbe, c, false)...)
+		errs = append(errs, validateProbe(f+".readinessProbe", c.ReadinessProbe, c, true)...)
+		errs = append(errs, validateProbe(f+".startupProbe", c.StartupProbe, c, false)...)
 		if c.LivenessProbe != nil && c.LivenessProbe.SuccessThreshold != 1 {
 			errs.add(f+".livenessProbe.successThreshold", FieldInvalid, "Invalid value: %d: must be 1", c.LivenessProbe.SuccessThreshold)
 		}
@@ -281,7 +281,9 @@ func validateResources(field string, r *ResourceRequirements) FieldErrors {
 	return errs
 }
 
-func validateProbe(field string, p *Probe) FieldErrors {
+// validateProbe checks one of container c's probes; a readiness probe
+// stops nothing, so it has no grace period of its own.
+func validateProbe(field string, p *Probe, c *Container, readiness bool) FieldErrors {
 	if p == nil {
 		return nil
 	}
@@ -295,20 +297,30 @@ func validateProbe(field string, p *Probe) FieldErrors {
 			errs = append(errs, validateWords(field+".exec.command", p.Exec.Command)...)
 		}
 	}
-	if p.HTTPGet != nil {
+	if h := p.HTTPGet; h != nil {
 		handlers++
-		errs = append(errs, validatePort(field+".httpGet.port", p.HTTPGet.Port)...)
-		errs = append(errs, validateHTTPPath(field+".httpGet.path", p.HTTPGet.Path)...)
-		if p.HTTPGet.Scheme != "HTTP" && p.HTTPGet.Scheme != "HTTPS" {
-			errs.add(field+".httpGet.scheme", FieldNotSupported, "Unsupported value: %q: supported values: \"HTTP\", \"HTTPS\"", p.HTTPGet.Scheme)
+		errs = append(errs, validateProbePort(field+".httpGet.port", h.Port, c.Ports)...)
+		errs = append(errs, validateHTTPPath(field+".httpGet.path", h.Path)...)
+		errs = append(errs, validateProbeHost(field+".httpGet.host", h.Host)...)
+		if h.Scheme != "HTTP" && h.Scheme != "HTTPS" {
+			errs.add(field+".httpGet.scheme", FieldNotSupported, "Unsupported value: %q: supported values: \"HTTP\", \"HTTPS\"", h.Scheme)
+		}
+		errs = append(errs, validateHTTPHeaders(field+".httpGet.httpHeaders", h.HTTPHeaders)...)
+	}
+	if t := p.TCPSocket; t != nil {
+		handlers++
+		errs = append(errs, validateProbePort(field+".tcpSocket.port", t.Port, c.Ports)...)
+		errs = append(errs, validateProbeHost(field+".tcpSocket.host", t.Host)...)
+	}
+	if g := p.GRPC; g != nil {
+		handlers++
+		errs = append(errs, validatePort(field+".grpc.port", g.Port)...)
+		if g.Service != nil && len(*g.Service) > MaxProbeHostBytes {
+			errs.add(field+".grpc.service", FieldTooLong, "Too long: must have at most %d bytes", MaxProbeHostBytes)
 		}
 	}
-	if p.TCPSocket != nil {
-		handlers++
-		errs = append(errs, validatePort(field+".tcpSocket.port", p.TCPSocket.Port)...)
-	}
 	if handlers != 1 {
-		errs.add(field, FieldRequired, "Required value: must specify exactly one of exec, httpGet, tcpSocket")
+		errs.add(field, FieldRequired, "Required value: must specify exactly one of exec, httpGet, tcpSocket, grpc")
 	}
 	for _, n := range []struct {
 		name     string
@@ -325,7 +337,73 @@ func validateProbe(field string, p *Probe) FieldErrors {
 			errs.add(field+"."+n.name, FieldInvalid, "Invalid value: %d: must be between %d and %d, inclusive", n.v, n.min, n.max)
 		}
 	}
+	if g := p.TerminationGracePeriodSeconds; g != nil {
+		switch {
+		case readiness:
+			errs.add(field+".terminationGracePeriodSeconds", FieldInvalid, "Invalid value: %d: must not be set for readinessProbes", *g)
+		case *g < 1 || *g > MaxGracePeriodSeconds:
+			errs.add(field+".terminationGracePeriodSeconds", FieldInvalid, "Invalid value: %d: must be between 1 and %d (a day), inclusive", *g, MaxGracePeriodSeconds)
+		}
+	}
 	return errs
+}
+
+// validateProbePort accepts a port number, or the name of one of the
+// container's ports (the probe can only be resolved against those).
+func validateProbePort(field string, port IntOrString, ports []ContainerPort) FieldErrors {
+	if port.StrVal == "" {
+		return validatePort(field, port.IntVal)
+	}
+	if errs := validatePortName(field, port.StrVal); len(errs) > 0 {
+		return errs
+	}
+	var errs FieldErrors
+	if _, ok := ProbePort(port, ports); !ok {
+		errs.add(field, FieldNotFound, "Not found: %q: the container has no port of this name", port.StrVal)
+	}
+	return errs
+}
+
+// validateProbeHost accepts an IP address or a DNS name, or nothing (the
+// pod's address).
+func validateProbeHost(field, host string) FieldErrors {
+	var errs FieldErrors
+	switch {
+	case host == "" || net.ParseIP(host) != nil:
+	case len(host) > MaxProbeHostBytes || !dns1123Subdomain.MatchString(strings.ToLower(host)):
+		errs.add(field, FieldInvalid, "Invalid value: %q: must be an IP address or a DNS name", host)
+	}
+	return errs
+}
+
+// validateHTTPHeaders accepts header names that are HTTP tokens and values
+// a header line can carry (no CR, LF or other control characters but
+// tab), within MaxHTTPHeaderBytes together.
+func validateHTTPHeaders(field string, headers []HTTPHeader) FieldErrors {
+	var errs FieldErrors
+	total := 0
+	for i, h := range headers {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		total += len(h.Name) + len(h.Value)
+		switch {
+		case h.Name == "":
+			errs.add(f+".name", FieldRequired, "Required value: a header needs a name")
+		case strings.IndexFunc(h.Name, func(r rune) bool { return !isHTTPTokenChar(r) }) >= 0:
+			errs.add(f+".name", FieldInvalid, "Invalid value: %q: a valid HTTP header name must consist of letters, digits and !#$%%&'*+-.^_`|~", h.Name)
+		}
+		if strings.IndexFunc(h.Value, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) >= 0 {
+			errs.add(f+".value", FieldInvalid, "Invalid value: %q: may not contain control characters", h.Value)
+		}
+	}
+	if total > MaxHTTPHeaderBytes {
+		errs.add(field, FieldTooLong, "Too long: headers must have at most %d bytes together", MaxHTTPHeaderBytes)
+	}
+	return errs
+}
+
+// isHTTPTokenChar reports a character of an HTTP token (RFC 9110 tchar).
+func isHTTPTokenChar(r rune) bool {
+	return r < 0x7f && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
 }
 
 // ValidateGracePeriod checks a grace period in seconds, from a spec or

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -13,7 +14,7 @@ func TestValidatePodRefusesWhatTheHostCannotCarry(t *testing.T) {
 			Name: "app", Image: "base", Command: []string{"/bin/sleep"}, Args: []string{"60"},
 			Env:            []EnvVar{{Name: "MODE", Value: "a\tb\nc"}},
 			LivenessProbe:  &Probe{Exec: &ExecAction{Command: []string{"/bin/true"}}},
-			ReadinessProbe: &Probe{HTTPGet: &HTTPGetAction{Path: "/healthz?full=1", Port: 80}},
+			ReadinessProbe: &Probe{HTTPGet: &HTTPGetAction{Path: "/healthz?full=1", Port: IntValue(80)}},
 		}}}}
 		DefaultPod(p)
 		return p
@@ -64,7 +65,7 @@ func TestValidatePodAcceptsTheBounds(t *testing.T) {
 	p := &Pod{Metadata: ObjectMeta{Name: "web", Namespace: "default"}, Spec: PodSpec{TerminationGracePeriodSeconds: &g, Containers: []Container{{
 		Name: "app", Image: "base", Command: []string{"/bin/echo"}, Args: []string{strings.Repeat("x", MaxCommandBytes-len("/bin/echo")-2)},
 		Env:           []EnvVar{{Name: "_a1", Value: "x"}, {Name: "_a1", Value: "later wins"}},
-		LivenessProbe: &Probe{TCPSocket: &TCPSocketAction{Port: 80}, InitialDelaySeconds: MaxProbeDelaySeconds, PeriodSeconds: MaxProbePeriodSeconds, TimeoutSeconds: MaxProbePeriodSeconds, FailureThreshold: MaxProbeThreshold},
+		LivenessProbe: &Probe{TCPSocket: &TCPSocketAction{Port: IntValue(80)}, InitialDelaySeconds: MaxProbeDelaySeconds, PeriodSeconds: MaxProbePeriodSeconds, TimeoutSeconds: MaxProbePeriodSeconds, FailureThreshold: MaxProbeThreshold},
 	}}}}
 	DefaultPod(p)
 	if errs := ValidatePod(p); len(errs) > 0 {
@@ -111,5 +112,80 @@ func TestATemplatesBoundsNameTheTemplatesField(t *testing.T) {
 	DefaultDeployment(d)
 	if got := refused(ValidateDeployment(d)); got != "spec.template.spec.containers[0].env[0].name spec.template.spec.terminationGracePeriodSeconds" {
 		t.Fatalf("refused %q", got)
+	}
+}
+
+// A Kubernetes pod whose probes use httpHeaders, host, named ports, grpc
+// and a probe's own terminationGracePeriodSeconds decodes strictly and is
+// valid; each of those fields is refused at its path when it is wrong.
+func TestProbesTakeKubernetesFields(t *testing.T) {
+	const manifest = `{"metadata":{"name":"web","namespace":"default"},"spec":{"containers":[{
+	  "name":"app","image":"base","command":["/bin/server"],
+	  "ports":[{"name":"http","containerPort":8080},{"name":"grpc","containerPort":9090}],
+	  "livenessProbe":{"httpGet":{"path":"/healthz","port":"http","host":"127.0.0.1",
+	    "httpHeaders":[{"name":"X-Probe","value":"liveness"},{"name":"Host","value":"app.example"}]},
+	    "terminationGracePeriodSeconds":5},
+	  "readinessProbe":{"grpc":{"port":9090,"service":"ready"}},
+	  "startupProbe":{"tcpSocket":{"port":"grpc","host":"db.internal"},"failureThreshold":30,"terminationGracePeriodSeconds":10}}]}}`
+	valid := func() *Pod {
+		t.Helper()
+		dec := json.NewDecoder(strings.NewReader(manifest))
+		dec.DisallowUnknownFields()
+		var p Pod
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("strict decoding: %v", err)
+		}
+		DefaultPod(&p)
+		return &p
+	}
+	p := valid()
+	if errs := ValidatePod(p); len(errs) > 0 {
+		t.Fatalf("the Kubernetes pod is refused: %v", errs)
+	}
+	c := &p.Spec.Containers[0]
+	if port, ok := ProbePort(c.LivenessProbe.HTTPGet.Port, c.Ports); !ok || port != 8080 {
+		t.Errorf("port \"http\" resolves to %d, %v; want 8080", port, ok)
+	}
+	if g := c.KillGraceSeconds(&p.Spec); g != 5 {
+		t.Errorf("kill grace %d, want the liveness probe's 5", g)
+	}
+	c.LivenessProbe.TerminationGracePeriodSeconds = nil
+	if g := c.KillGraceSeconds(&p.Spec); g != 10 {
+		t.Errorf("kill grace %d, want the startup probe's 10", g)
+	}
+	c.StartupProbe.TerminationGracePeriodSeconds = nil
+	if g := c.KillGraceSeconds(&p.Spec); g != DefaultTerminationGracePeriodSeconds {
+		t.Errorf("kill grace %d, want the pod's %d", g, DefaultTerminationGracePeriodSeconds)
+	}
+
+	const f = "spec.containers[0]."
+	for _, tc := range []struct {
+		name   string
+		change func(c *Container)
+		field  string
+	}{
+		{"a port name the container lacks", func(c *Container) { c.LivenessProbe.HTTPGet.Port = StrValue("admin") }, f + "livenessProbe.httpGet.port"},
+		{"a tcp port name the container lacks", func(c *Container) { c.StartupProbe.TCPSocket.Port = StrValue("db") }, f + "startupProbe.tcpSocket.port"},
+		{"a port name that is no IANA name", func(c *Container) { c.LivenessProbe.HTTPGet.Port = StrValue("HTTP_PORT") }, f + "livenessProbe.httpGet.port"},
+		{"a port number out of range", func(c *Container) { c.LivenessProbe.HTTPGet.Port = IntValue(70000) }, f + "livenessProbe.httpGet.port"},
+		{"a host with a blank", func(c *Container) { c.LivenessProbe.HTTPGet.Host = "a b" }, f + "livenessProbe.httpGet.host"},
+		{"a tcp host with a path", func(c *Container) { c.StartupProbe.TCPSocket.Host = "db/x" }, f + "startupProbe.tcpSocket.host"},
+		{"a header name with a colon", func(c *Container) { c.LivenessProbe.HTTPGet.HTTPHeaders[0].Name = "X:Y" }, f + "livenessProbe.httpGet.httpHeaders[0].name"},
+		{"a header without a name", func(c *Container) { c.LivenessProbe.HTTPGet.HTTPHeaders[0].Name = "" }, f + "livenessProbe.httpGet.httpHeaders[0].name"},
+		{"a header value with CR LF", func(c *Container) { c.LivenessProbe.HTTPGet.HTTPHeaders[1].Value = "a\r\nX-Evil: 1" }, f + "livenessProbe.httpGet.httpHeaders[1].value"},
+		{"headers of 10 KB", func(c *Container) { c.LivenessProbe.HTTPGet.HTTPHeaders[0].Value = strings.Repeat("v", 10<<10) }, f + "livenessProbe.httpGet.httpHeaders"},
+		{"a grpc port of 0", func(c *Container) { c.ReadinessProbe.GRPC.Port = 0 }, f + "readinessProbe.grpc.port"},
+		{"grpc and exec together", func(c *Container) { c.ReadinessProbe.Exec = &ExecAction{Command: []string{"true"}} }, f + "readinessProbe"},
+		{"a probe grace period of 0", func(c *Container) { g := int64(0); c.LivenessProbe.TerminationGracePeriodSeconds = &g }, f + "livenessProbe.terminationGracePeriodSeconds"},
+		{"a probe grace period beyond a day", func(c *Container) { g := MaxGracePeriodSeconds + 1; c.StartupProbe.TerminationGracePeriodSeconds = &g }, f + "startupProbe.terminationGracePeriodSeconds"},
+		{"a readiness probe's grace period", func(c *Container) { g := int64(5); c.ReadinessProbe.TerminationGracePeriodSeconds = &g }, f + "readinessProbe.terminationGracePeriodSeconds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := valid()
+			tc.change(&p.Spec.Containers[0])
+			if got := refused(ValidatePod(p)); got != tc.field {
+				t.Fatalf("refused %q, want %q", got, tc.field)
+			}
+		})
 	}
 }

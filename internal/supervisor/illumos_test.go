@@ -143,3 +143,58 @@ func TestANewIncarnationClearsThePreviousExitRecord(t *testing.T) {
 		t.Fatalf("after a second incarnation killed before it could record anything, the record reads %q (%v); want none", rec, err)
 	}
 }
+
+// An exec probe's command and everything it started die at the probe's
+// timeout, whatever signals they ignore: run as zlogin runs it in the
+// zone (in a process group of its own), the wrapped command must leave no
+// process behind once its time is up, and must cost nothing more when it
+// ends in time.
+func TestAnExecProbeCommandDiesInItsGroupAtTheTimeout(t *testing.T) {
+	dir := t.TempDir()
+	// The shell ignores SIGINT (as zlogin's interrupt would find it) and
+	// leaves a child that outlives it.
+	stubborn := []string{"sh", "-c", "trap '' INT; sleep 60 & echo $! > child; wait"}
+	cmd := exec.Command(probeCommand(stubborn, time.Second)[0], probeCommand(stubborn, time.Second)[1:]...)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the probe's command outlived its timeout by 9s")
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Errorf("the command ended after %s, before its timeout", took)
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(groupMembers(pgid)) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v of the probe are left after its timeout", groupMembers(pgid))
+		}
+	}
+
+	// A command that ends at once, many times: its sleep must go with it
+	// every time, however the wrapper's steps interleave.
+	for i := range 50 {
+		wrapped := probeCommand([]string{"sh", "-c", "exit 3"}, 30*time.Second)
+		quick := exec.Command(wrapped[0], wrapped[1:]...)
+		quick.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		start = time.Now()
+		err := quick.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 || time.Since(start) > 5*time.Second {
+			t.Fatalf("attempt %d, a command that ends in time: %v after %s, want its exit status 3 at once", i, err, time.Since(start))
+		}
+		for deadline := time.Now().Add(5 * time.Second); len(groupMembers(quick.Process.Pid)) > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("attempt %d: the wrapper of a command that ended in time left %v", i, groupMembers(quick.Process.Pid))
+			}
+		}
+	}
+}

@@ -13,6 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -31,10 +37,12 @@ type Execer interface {
 	Exec(ctx context.Context, zone string, argv []string) (exitCode int, output string, err error)
 }
 
-// RunProbe runs one probe: exec through the zone, httpGet and tcpSocket
-// against the pod's address from this node. An error is a probe that can
-// never run as given (no action, a bad port).
-func RunProbe(ctx context.Context, ex Execer, zone, ip string, p *model.Probe) (Result, error) {
+// RunProbe runs one probe of a container with the given ports: exec
+// through the zone; httpGet, tcpSocket and grpc against the pod's address
+// (or the probe's host) from this node. An error is a probe that can
+// never run as given (no action, a bad port, a port name the container
+// does not have).
+func RunProbe(ctx context.Context, ex Execer, zone, ip string, ports []model.ContainerPort, p *model.Probe) (Result, error) {
 	timeout := time.Duration(p.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
 		timeout = defaultProbeTimeout
@@ -43,25 +51,74 @@ func RunProbe(ctx context.Context, ex Execer, zone, ip string, p *model.Probe) (
 	case p.Exec != nil:
 		return probeExec(ctx, ex, zone, p.Exec.Command, timeout)
 	case p.HTTPGet != nil:
-		return probeHTTP(ctx, ip, p.HTTPGet.Scheme, p.HTTPGet.Port, p.HTTPGet.Path, timeout)
+		h := p.HTTPGet
+		addr, err := probeAddr(h.Host, ip, h.Port, ports)
+		if err != nil {
+			return Result{}, err
+		}
+		return probeHTTP(ctx, addr, h.Scheme, h.Path, h.HTTPHeaders, timeout)
 	case p.TCPSocket != nil:
-		return probeTCP(ctx, ip, p.TCPSocket.Port, timeout)
+		addr, err := probeAddr(p.TCPSocket.Host, ip, p.TCPSocket.Port, ports)
+		if err != nil {
+			return Result{}, err
+		}
+		return probeTCP(ctx, addr, timeout)
+	case p.GRPC != nil:
+		addr, err := probeAddr("", ip, model.IntValue(p.GRPC.Port), nil)
+		if err != nil {
+			return Result{}, err
+		}
+		service := ""
+		if p.GRPC.Service != nil {
+			service = *p.GRPC.Service
+		}
+		return probeGRPC(ctx, addr, service, timeout)
 	}
-	return Result{}, errors.New("the probe has no exec, httpGet or tcpSocket action")
+	return Result{}, errors.New("the probe has no exec, httpGet, tcpSocket or grpc action")
 }
 
-// probeExec runs the command in the zone; exit 0 is success.
+// execKillGrace is how long past an exec probe's timeout zlogin is
+// waited for before it is interrupted: long enough for the command's own
+// deadline in the zone (probeCommand) to end it, so zlogin returns by
+// itself.
+const execKillGrace = 2 * time.Second
+
+// probeCommand wraps an exec probe's argv so that the command, and
+// everything it started, is killed inside the zone once timeout has
+// passed. Interrupting zlogin at the deadline reaches only the command's
+// own process (zlogin passes SIGINT on to it): a command that ignores
+// SIGINT, or its children, would run on in the zone, one more with every
+// probe period. The wrapper shell starts a sleep for the timeout and the
+// command beside it, and waits for the sleep: the command's end
+// interrupts that wait (SIGUSR1), and the sleep is killed and the
+// command's status returned; the sleep's end kills the zone process group
+// zlogin made for the command (the command, its children, the wrapper)
+// with SIGKILL. Each is a child of the wrapper, killed by its own pid, so
+// nothing outlives the probe whichever ends first.
+func probeCommand(argv []string, timeout time.Duration) []string {
+	secs := strconv.Itoa(max(int((timeout+time.Second-1)/time.Second), 1))
+	script := `k=; trap 'k=1' USR1; sleep ` + secs + ` </dev/null >/dev/null 2>&1 & t=$!; ` +
+		`("$@"; s=$?; kill -USR1 $$; exit $s) & c=$!; ` +
+		`[ -z "$k" ] && wait $t; [ -z "$k" ] && kill -KILL 0; kill $t 2>/dev/null; wait $c`
+	return append([]string{"/bin/sh", "-c", script, "sh"}, argv...)
+}
+
+// probeExec runs the command in the zone; exit 0 is success. The command
+// dies in the zone at the timeout (probeCommand); zlogin is interrupted
+// only if it has not returned execKillGrace later.
 func probeExec(ctx context.Context, ex Execer, zone string, argv []string, timeout time.Duration) (Result, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return Result{}, errors.New("exec probe has no command")
 	}
-	pctx, cancel := context.WithTimeout(ctx, timeout)
+	pctx, cancel := context.WithTimeout(ctx, timeout+execKillGrace)
 	defer cancel()
-	code, out, err := ex.Exec(pctx, zone, argv)
+	start := time.Now()
+	code, out, err := ex.Exec(pctx, zone, probeCommand(argv, timeout))
+	timedOut := pctx.Err() != nil || (code != 0 && time.Since(start) >= timeout)
 	switch {
 	case ctx.Err() != nil:
 		return Result{}, ctx.Err()
-	case pctx.Err() != nil:
+	case timedOut:
 		return Result{Message: fmt.Sprintf("command %q timed out after %s", argv, timeout)}, nil
 	case err != nil:
 		return Result{Message: fmt.Sprintf("exec probe could not run: %v", err)}, nil
@@ -88,26 +145,31 @@ func probeOutput(outs ...[]byte) string {
 	return ""
 }
 
-// probeAddr is ip:port of the pod.
-func probeAddr(ip string, port int32) (string, error) {
-	if _, err := netip.ParseAddr(ip); err != nil {
-		return "", fmt.Errorf("pod IP %q is not an address", ip)
+// probeAddr is host:port to probe: the probe's host, else the pod's
+// address; the port a number or the name of one of the container's ports.
+func probeAddr(host, podIP string, port model.IntOrString, ports []model.ContainerPort) (string, error) {
+	if host == "" {
+		if _, err := netip.ParseAddr(podIP); err != nil {
+			return "", fmt.Errorf("pod IP %q is not an address", podIP)
+		}
+		host = podIP
 	}
-	if port < 1 || port > 65535 {
-		return "", fmt.Errorf("port %d is out of range 1-65535", port)
+	n, ok := model.ProbePort(port, ports)
+	if !ok {
+		return "", fmt.Errorf("the container has no port named %q", port.StrVal)
 	}
-	return net.JoinHostPort(ip, strconv.Itoa(int(port))), nil
+	if n < 1 || n > 65535 {
+		return "", fmt.Errorf("port %d is out of range 1-65535", n)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(n))), nil
 }
 
-// probeHTTP GETs scheme://ip:port/path; a status of 200-399 is success.
+// probeHTTP GETs scheme://addr/path with the probe's headers (a Host
+// header names the host asked for); a status of 200-399 is success.
 // Redirects are not followed (a 3xx is already success), proxies are not
 // used, and an https server's certificate is not verified, as in
 // Kubernetes: the probe asks whether the server answers, not who it is.
-func probeHTTP(ctx context.Context, ip, scheme string, port int32, path string, timeout time.Duration) (Result, error) {
-	addr, err := probeAddr(ip, port)
-	if err != nil {
-		return Result{}, err
-	}
+func probeHTTP(ctx context.Context, addr, scheme, path string, headers []model.HTTPHeader, timeout time.Duration) (Result, error) {
 	scheme = strings.ToLower(scheme)
 	if scheme == "" {
 		scheme = "http"
@@ -125,6 +187,17 @@ func probeHTTP(ctx context.Context, ip, scheme string, port int32, path string, 
 	}
 	req.Header.Set("User-Agent", "zonewright-probe/1.0")
 	req.Header.Set("Accept", "*/*")
+	// The probe's own headers replace these defaults, as kubelet's do.
+	for _, h := range headers {
+		req.Header.Del(h.Name)
+	}
+	for _, h := range headers {
+		if http.CanonicalHeaderKey(h.Name) == "Host" {
+			req.Host = h.Value
+			continue
+		}
+		req.Header.Add(h.Name, h.Value)
+	}
 	client := &http.Client{
 		Timeout: timeout,
 		Transport: &http.Transport{
@@ -149,12 +222,8 @@ func probeHTTP(ctx context.Context, ip, scheme string, port int32, path string, 
 	return Result{Message: fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)}, nil
 }
 
-// probeTCP opens a connection to ip:port.
-func probeTCP(ctx context.Context, ip string, port int32, timeout time.Duration) (Result, error) {
-	addr, err := probeAddr(ip, port)
-	if err != nil {
-		return Result{}, err
-	}
+// probeTCP opens a connection to addr.
+func probeTCP(ctx context.Context, addr string, timeout time.Duration) (Result, error) {
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -165,4 +234,32 @@ func probeTCP(ctx context.Context, ip string, port int32, timeout time.Duration)
 	}
 	conn.Close()
 	return Result{Success: true, Message: "connected to " + addr}, nil
+}
+
+// probeGRPC asks addr's standard health service (grpc.health.v1
+// Health/Check) about service, over plaintext as kubelet does; SERVING
+// is success.
+func probeGRPC(ctx context.Context, addr, service string, timeout time.Duration) (Result, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUserAgent("zonewright-probe/1.0"))
+	if err != nil {
+		return Result{}, fmt.Errorf("gRPC probe of %s: %w", addr, err)
+	}
+	defer conn.Close()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{Service: service})
+	switch {
+	case ctx.Err() != nil:
+		return Result{}, ctx.Err()
+	case status.Code(err) == codes.Unimplemented:
+		return Result{Message: fmt.Sprintf("gRPC probe: %s does not implement the grpc.health.v1.Health service", addr)}, nil
+	case status.Code(err) == codes.DeadlineExceeded:
+		return Result{Message: fmt.Sprintf("gRPC probe: %s did not answer within %s", addr, timeout)}, nil
+	case err != nil:
+		return Result{Message: fmt.Sprintf("gRPC probe: %v", err)}, nil
+	case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
+		return Result{Message: fmt.Sprintf("service unhealthy (responded with %q)", resp.GetStatus())}, nil
+	}
+	return Result{Success: true, Message: "gRPC health check answered SERVING"}, nil
 }

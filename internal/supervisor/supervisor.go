@@ -32,10 +32,12 @@ type Pod struct {
 	Containers           []Container
 }
 
-// Container is one container: its SMF instance and its probes.
+// Container is one container: its SMF instance, its probes and the ports
+// their port names refer to.
 type Container struct {
 	Name      string
 	FMRI      string
+	Ports     []model.ContainerPort
 	Startup   *model.Probe
 	Liveness  *model.Probe
 	Readiness *model.Probe
