@@ -78,6 +78,8 @@ type harness struct {
 	queues   *calls // host activities as name@taskqueue
 	statuses []controlops.StatusUpdate
 	mu       sync.Mutex
+	// onStatus, when set, sees every status write as it is made.
+	onStatus func(controlops.StatusUpdate)
 }
 
 // override replaces the default mock of one activity.
@@ -121,8 +123,11 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 	ret(on(img.ResolvePodImage), controlops.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: true}, nil)
 	h.env.OnActivity(ctl.UpdatePodStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u controlops.StatusUpdate) error {
 		h.mu.Lock()
-		defer h.mu.Unlock()
 		h.statuses = append(h.statuses, u)
+		h.mu.Unlock()
+		if h.onStatus != nil {
+			h.onStatus(u)
+		}
 		return nil
 	})
 	for name, fn := range map[string]any{"ReleasePodIP": ctl.ReleasePodIP, "RemovePod": ctl.RemovePod} {
