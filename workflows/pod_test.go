@@ -795,3 +795,33 @@ func TestUninstallHeartbeatsSoADeadAgentIsNoticed(t *testing.T) {
 		})
 	}
 }
+
+// A signal delivered in the very workflow task in which the lifecycle
+// decides to continue as new is carried into the next run. Cancel is the
+// signal here because nothing else brings it back: a delete would be read
+// again from the pod's row by the next run.
+func TestSignalAtContinueAsNewIsKept(t *testing.T) {
+	unschedulable := override{fn: ctl.SchedulePod, ret: []any{controlops.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
+	h := newHarness(t, podSpec(), unschedulable)
+	tuning := fastTuning
+	tuning.RetryMin, tuning.RetryMax, tuning.HistoryLimit = time.Minute, time.Minute, 1000
+	// While the pod waits for its next look, its history passes the limit
+	// and a cancel arrives without a workflow task of its own: the task in
+	// which the wait ends, and the run may continue as new, delivers it.
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SetCurrentHistoryLength(5000)
+		h.env.SignalWorkflowSkippingWorkflowTask(SignalCancel, CancelSignal{Reason: "not needed any more"})
+	}, 30*time.Second)
+	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: &tuning})
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("the run ended with %v; want continue-as-new", err)
+	}
+	var next PodInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.State == nil || next.State.Cancel == nil || next.State.Cancel.Reason != "not needed any more" {
+		t.Fatalf("the cancel that arrived as the run continued as new was lost: next run's state %+v", next.State)
+	}
+}
