@@ -171,7 +171,7 @@ type Tuning struct {
 }
 
 // DefaultTuning matches Kubernetes where Kubernetes has a number; a pod
-// waits at most 5 minutes between looks (about 130 history events an hour).
+// waits at most 5 minutes between looks (about 70 history events an hour).
 var DefaultTuning = Tuning{
 	RetryMin:       2 * time.Second,
 	RetryMax:       5 * time.Minute,
