@@ -36,7 +36,8 @@ const (
 	SignalReport = "report"
 	// SignalNode tells the pod its node's readiness (NodeSignal).
 	SignalNode = "node"
-	// SignalWake makes a waiting pod look again now (an image pull ended).
+	// SignalWake makes a waiting pod look again now (an image pull ended,
+	// an address was released on its node, room was made).
 	SignalWake  = controlops.SignalWake
 	QueryStatus = "status"
 	// The updates answer instead of "sent": they validate first, so a
