@@ -85,7 +85,7 @@ func (f *fakeClaimNodes) leftovers() []string {
 	return append(out, f.problems...)
 }
 
-func runClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, []string) {
+func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, []string) {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
@@ -222,7 +222,7 @@ var claimKnownDefects = []knownDefect{
 }
 
 func TestFailureAtEveryStepOfAClaimMove(t *testing.T) {
-	clean, problems := runClaimMove(t, nil, "")
+	clean, problems := runFaultyClaimMove(t, nil, "")
 	if len(problems) > 0 {
 		t.Fatalf("the move without faults: %s", strings.Join(problems, "\n"))
 	}
@@ -230,7 +230,7 @@ func TestFailureAtEveryStepOfAClaimMove(t *testing.T) {
 		for _, kind := range kindsFor(at, clean.undo[at.Activity]) {
 			t.Run(at.String()+"/"+string(kind), func(t *testing.T) {
 				t.Parallel()
-				_, problems := runClaimMove(t, &at, kind)
+				_, problems := runFaultyClaimMove(t, &at, kind)
 				judge(t, defectOf(claimKnownDefects, "", at, kind), problems)
 			})
 		}

@@ -242,41 +242,142 @@ func TestImageDeleteRemovesFromNodesThenTheRow(t *testing.T) {
 	}
 }
 
+// slowLooks makes a waiting pod look again on its own only after ten
+// hours: only a wake can start it within a test's minutes.
+func slowLooks() *Tuning {
+	t := fastTuning
+	t.RetryMin, t.RetryMax = 10*time.Hour, 10*time.Hour
+	return &t
+}
+
+// A pod whose image is missing on its node starts the pull, waits with
+// reason ImagePulling and starts within a second of the pull's end, woken
+// as WakeImageWaiters wakes it, however the wake falls against its own
+// steps: while it waits, while it looks, or before it has written that it
+// waits. Its periodic look (ten hours here) cannot be what starts it.
 func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
-	resolves := 0
-	var pulls []controlops.ImageNodeInput
-	var kind string
-	install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
-		kind = in.Sandbox.ImageKind
-		return hostops.ProvisionResult{Seq: supervisedSeq}, nil
-	}}}
-	h := newHarness(t, podSpec(), install, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
-		resolves++
-		switch {
-		case resolves == 1:
-			return controlops.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Pull: true, Message: "pulling image base to node n1"}, nil
-		case resolves < 4:
-			return controlops.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Message: "pulling image base to node n1"}, nil
+	for _, tc := range []struct {
+		name string
+		// pullEnds arranges for end to run at the moment under test.
+		pullEnds func(h *harness, firstLook *bool, end func())
+	}{
+		{"the pull ends while the pod waits", func(h *harness, _ *bool, end func()) {
+			h.env.RegisterDelayedCallback(end, 30*time.Second)
+		}},
+		{"the pull ends while the pod looks", func(_ *harness, firstLook *bool, end func()) {
+			*firstLook = true
+		}},
+		{"the pull ends before the pod writes that it waits", func(h *harness, _ *bool, end func()) {
+			ended := false
+			h.onStatus = func(u controlops.StatusUpdate) {
+				if u.Reason == ReasonImagePulling && !ended {
+					ended = true
+					end()
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				mu                      sync.Mutex
+				present, endInFirstLook bool
+				resolves                int
+				pulls                   []controlops.ImageNodeInput
+				kind                    string
+				pulledAt, provisionedAt time.Time
+			)
+			var h *harness
+			end := func() { // what pullToNode does: the image is Ready on n1, then the waiters are woken
+				mu.Lock()
+				present, pulledAt = true, h.env.Now()
+				mu.Unlock()
+				h.env.SignalWorkflow(SignalWake, struct{}{})
+			}
+			install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				kind, provisionedAt = in.Sandbox.ImageKind, h.env.Now()
+				return hostops.ProvisionResult{Seq: supervisedSeq}, nil
+			}}}
+			h = newHarness(t, podSpec(), install, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
+				mu.Lock()
+				resolves++
+				first, there := resolves == 1, present
+				mu.Unlock()
+				switch {
+				case there:
+					return controlops.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Present: true}, nil
+				case first && endInFirstLook:
+					defer end() // the answer below is already stale when the pod reads it
+				}
+				return controlops.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Pull: first, Message: "pulling image base to node n1"}, nil
+			}}})
+			h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlops.ImageNodeInput) error {
+				mu.Lock()
+				defer mu.Unlock()
+				pulls = append(pulls, in)
+				return nil
+			})
+			tc.pullEnds(h, &endInFirstLook, end)
+			zero := int64(0)
+			h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero}) }, 2*time.Minute)
+			h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: slowLooks()})
+			if err := h.env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if !h.sawReason(ReasonImagePulling) {
+				t.Fatalf("the pod must wait with reason ImagePulling: %+v", h.statuses)
+			}
+			if len(pulls) != 1 || pulls[0] != (controlops.ImageNodeInput{Image: "base", Node: "n1"}) {
+				t.Fatalf("want one pull of base to n1, got %+v", pulls)
+			}
+			if provisionedAt.IsZero() || provisionedAt.Sub(pulledAt) > time.Second {
+				t.Fatalf("the pull ended at %s, the zone was provisioned at %s (zero: never); want within a second",
+					pulledAt.Format(time.TimeOnly), provisionedAt.Format(time.TimeOnly))
+			}
+			if kind != model.ImageZFSStream {
+				t.Fatalf("the zone must install from the image's kind once present: kind=%q calls=%s", kind, h.calls)
+			}
+		})
+	}
+}
+
+// A pod waiting for an address on its full node gets one within a second
+// of one being freed there, woken as ReleasePodIP's WakeAddressWaiters
+// wakes it, not at its next back-off (ten hours here).
+func TestIPExhaustedPodStartsWhenAnAddressIsFreed(t *testing.T) {
+	var (
+		mu                   sync.Mutex
+		free                 bool
+		freedAt, allocatedAt time.Time
+	)
+	var h *harness
+	h = newHarness(t, podSpec(), override{fn: ctl.AllocatePodIP, ret: []any{func(context.Context, controlops.AllocateInput) (controlops.AllocateResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !free {
+			return controlops.AllocateResult{Exhausted: "pod CIDR exhausted: node n1 has no free address in 10.88.1.0/29 (5 in use)"}, nil
 		}
-		return controlops.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Present: true}, nil
+		allocatedAt = h.env.Now()
+		return controlops.AllocateResult{IP: "10.88.1.4", PrefixLen: 29, Gateway: "10.88.1.1"}, nil
 	}}})
-	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlops.ImageNodeInput) error {
-		pulls = append(pulls, in)
-		return nil
-	})
-	zero := int64(0)
-	h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.env.RegisterDelayedCallback(func() {
+		mu.Lock()
+		free, freedAt = true, h.env.Now()
+		mu.Unlock()
+		h.env.SignalWorkflow(SignalWake, struct{}{})
+	}, 30*time.Second)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, 2*time.Minute)
+	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: slowLooks()})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if !h.sawReason(ReasonImagePulling) {
-		t.Fatalf("the pod must wait with reason ImagePulling: %+v", h.statuses)
+	if !h.sawReason(ReasonIPExhausted) {
+		t.Fatalf("the pod must wait with reason IPExhausted: %+v", h.statuses)
 	}
-	if len(pulls) != 1 || pulls[0] != (controlops.ImageNodeInput{Image: "base", Node: "n1"}) {
-		t.Fatalf("want one pull of base to n1, got %+v", pulls)
-	}
-	if kind != model.ImageZFSStream {
-		t.Fatalf("the zone must install from the image's kind once present: kind=%q calls=%s", kind, h.calls)
+	if allocatedAt.IsZero() || allocatedAt.Sub(freedAt) > time.Second || !h.calls.has("ProvisionPod") {
+		t.Fatalf("an address was freed at %s, the pod got one at %s (zero: never); want within a second, then provisioned: %s",
+			freedAt.Format(time.TimeOnly), allocatedAt.Format(time.TimeOnly), h.calls)
 	}
 }
 

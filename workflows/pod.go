@@ -36,7 +36,8 @@ const (
 	SignalReport = "report"
 	// SignalNode tells the pod its node's readiness (NodeSignal).
 	SignalNode = "node"
-	// SignalWake makes a waiting pod look again now (an image pull ended).
+	// SignalWake makes a waiting pod look again now (an image pull ended,
+	// an address was released on its node, room was made).
 	SignalWake  = controlops.SignalWake
 	QueryStatus = "status"
 	// The updates answer instead of "sent": they validate first, so a
@@ -174,7 +175,7 @@ type Tuning struct {
 }
 
 // DefaultTuning matches Kubernetes where Kubernetes has a number; a pod
-// waits at most 5 minutes between looks (about 130 history events an hour).
+// waits at most 5 minutes between looks (about 70 history events an hour).
 var DefaultTuning = Tuning{
 	RetryMin:            2 * time.Second,
 	RetryMax:            5 * time.Minute,

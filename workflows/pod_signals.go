@@ -90,14 +90,23 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 		}})
 }
 
-// receive runs handle for every signal of that name, in order.
+// receive runs handle for every signal of that name, in order. A signal
+// stays in its channel until its handler takes it, so the continue-as-new
+// guard (GetUnhandledSignalNames) sees it until then: a goroutine blocked
+// in Receive is handed a signal as it is delivered, and when the phase loop
+// runs first in that workflow task and continues as new, the signal is
+// lost before its handler runs. The wait ignores a Temporal cancel
+// request: the lifecycle goes on after one, and so do its signals.
 func receive[T any](ctx workflow.Context, name string, handle func(workflow.Context, T)) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		ch := workflow.GetSignalChannel(ctx, name)
+		waitCtx, _ := workflow.NewDisconnectedContext(ctx)
 		for {
+			_ = workflow.Await(waitCtx, func() bool { return ch.Len() > 0 })
 			var v T
-			ch.Receive(ctx, &v)
-			handle(ctx, v)
+			if ch.ReceiveAsync(&v) {
+				handle(ctx, v)
+			}
 		}
 	})
 }

@@ -26,8 +26,7 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 	if w.stopRequested() {
 		return w.stopUnprovisioned(ctx)
 	}
-	w.st.Attempt++
-	w.step(ctx, "Schedule", w.st.Attempt)
+	w.look(ctx, "Schedule")
 	var res controlops.ScheduleResult
 	if err := w.control(ctx, ctl.SchedulePod, w.ref()).Get(ctx, &res); err != nil {
 		return err
@@ -63,13 +62,12 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 }
 
 // scheduled gets the pod an address on its node, waiting while the
-// node's pod CIDR is full.
+// node's pod CIDR is full; an address released on the node wakes it.
 func (w *podWorkflow) scheduled(ctx workflow.Context) error {
 	if w.stopRequested() || w.evicting() {
 		return w.stopUnprovisioned(ctx)
 	}
-	w.st.Attempt++
-	w.step(ctx, "AllocateIP", w.st.Attempt)
+	w.look(ctx, "AllocateIP")
 	var res controlops.AllocateResult
 	in := controlops.AllocateInput{Pod: w.ref(), Node: w.st.Node}
 	if err := w.control(ctx, ctl.AllocatePodIP, in).Get(ctx, &res); err != nil {
@@ -88,15 +86,14 @@ func (w *podWorkflow) scheduled(ctx workflow.Context) error {
 
 // imagePulling waits, Pending with reason ImagePulling, until the node
 // holds the pod's image, starting the pull when nobody has. The pull's end
-// wakes the pod (SignalWake); a look every RetryMax covers a wake that was
-// lost. A failed pull is retried with back-off (ImagePullBackOff), as
-// Kubernetes does.
+// wakes the pod (SignalWake), even one that arrives while it looks; a look
+// every RetryMax covers a wake that could not be sent. A failed pull is
+// retried with back-off (ImagePullBackOff), as Kubernetes does.
 func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 	if w.stopRequested() || w.evicting() {
 		return w.stopUnprovisioned(ctx)
 	}
-	w.st.Attempt++
-	w.step(ctx, "ResolveImage", w.st.Attempt)
+	w.look(ctx, "ResolveImage")
 	in := controlops.ImageNodeInput{Image: w.sandboxImage(), Node: w.st.Node}
 	var r controlops.ResolvedImage
 	if err := w.control(ctx, img.ResolvePodImage, in).Get(ctx, &r); err != nil {
@@ -147,17 +144,34 @@ func (w *podWorkflow) waitRetry(ctx workflow.Context, attempt int) error {
 	return w.waitFor(ctx, min(d, w.t.RetryMax))
 }
 
-// waitFor sleeps d, or less when a delete, cancel, eviction or wake-up
-// arrives. A Temporal cancel request is a cancel.
-func (w *podWorkflow) waitFor(ctx workflow.Context, d time.Duration) error {
+// look begins another try of a waiting phase. A wake that arrived before
+// it is spent: what the try reads is newer than what the wake announced.
+// One arriving from here on ends the wait that follows at once.
+func (w *podWorkflow) look(ctx workflow.Context, step string) {
 	w.woken = false
+	w.st.Attempt++
+	w.step(ctx, step, w.st.Attempt)
+}
+
+// waitFor sleeps d, or less when a delete, cancel, eviction or wake-up
+// arrives; a wake that arrived since the last look counts. A Temporal
+// cancel request is a cancel.
+func (w *podWorkflow) waitFor(ctx workflow.Context, d time.Duration) error {
+	if workflow.GetVersion(ctx, versionKeptWakes, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		w.woken = false // lost a wake that came during the look
+	}
 	_, err := workflow.AwaitWithTimeout(ctx, d, func() bool { return w.stopRequested() || w.evicting() || w.woken })
+	w.woken = false
 	if temporal.IsCanceledError(err) {
 		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
 		return nil
 	}
 	return err
 }
+
+// versionKeptWakes: a wake that arrives while a waiting pod looks (before
+// its wait begins) ends the wait at once instead of being forgotten.
+const versionKeptWakes = "kept-wakes"
 
 // stopUnprovisioned ends a pod whose zone was never begun: deleted, it
 // goes; cancelled, it stays Failed until deleted; evicted from its node,

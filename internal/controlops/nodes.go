@@ -285,7 +285,11 @@ const (
 )
 
 // WakeImageWaiters wakes the pods bound to the node that wait for the
-// image (a pull there just ended). It returns how many it woke.
+// image (a pull there just ended): those not running yet whose zone is
+// made from it. They are chosen by what they wait for, not by the reason
+// their status shows: a pod that found the image missing may not have
+// written ImagePulling yet when the pull ends, and its lifecycle keeps a
+// wake that arrives before it waits. It returns how many it woke.
 func (a *Control) WakeImageWaiters(ctx context.Context, in ImageNodeInput) (int, error) {
 	pods, err := PodsOnNode(ctx, a.Store, in.Node)
 	if err != nil || a.Lifecycles == nil {
@@ -293,8 +297,7 @@ func (a *Control) WakeImageWaiters(ctx context.Context, in ImageNodeInput) (int,
 	}
 	n := 0
 	for _, p := range pods {
-		if p.Status.Phase != model.PodPending || (p.Status.Reason != ReasonImagePulling && p.Status.Reason != ReasonImagePullBackOff) ||
-			len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != in.Image {
+		if p.Status.Phase == model.PodRunning || len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != in.Image {
 			continue
 		}
 		if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalWake, struct{}{}); err != nil && !errors.Is(err, ErrNoLifecycle) {
@@ -331,13 +334,7 @@ func WakeUnschedulable(ctx context.Context, st *store.Store, lc Lifecycles) int 
 	})
 	// The oldest first, and a bounded number: one freed pod's room fits
 	// few, and a burst of deletions must not signal every waiter each time.
-	created := func(p model.Pod) time.Time {
-		if t := p.Metadata.CreationTimestamp; t != nil {
-			return *t
-		}
-		return time.Time{}
-	}
-	slices.SortFunc(waiting, func(a, b model.Pod) int { return created(a).Compare(created(b)) })
+	oldestFirst(waiting)
 	n := 0
 	for _, p := range waiting[:min(len(waiting), maxWoken)] {
 		if lc.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalWake, struct{}{}) == nil {

@@ -158,14 +158,17 @@ func (a *Control) AllocatePodIP(ctx context.Context, in AllocateInput) (Allocate
 	// thus never keeps an address for a pod that is gone.
 	p, err := a.Store.Pods().Get(ctx, in.Pod.Namespace, in.Pod.Name)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && p.Metadata.UID != in.Pod.UID) {
-		if err := a.IPAM.Release(ctx, in.Pod.UID); err != nil {
+		if node, err := a.IPAM.Release(ctx, in.Pod.UID); err != nil {
 			return AllocateResult{}, fmt.Errorf("release the address of %s/%s, which is gone: %w", in.Pod.Namespace, in.Pod.Name, err)
+		} else {
+			a.WakeAddressWaiters(ctx, node)
 		}
 		return AllocateResult{}, fmt.Errorf("%w: %s/%s (uid %s); its address was released", ErrPodGone, in.Pod.Namespace, in.Pod.Name, in.Pod.UID)
 	}
 	if err != nil {
 		return AllocateResult{}, err
 	}
+	a.WakeAddressWaiters(ctx, alloc.GaveUp) // the pod moved: one is free there
 	res := AllocateResult{IP: alloc.Addr.String(), PrefixLen: alloc.Prefix, Gateway: alloc.Gateway.String()}
 	for _, addr := range node.Status.Addresses {
 		if addr.Type == "InternalIP" {
@@ -178,7 +181,8 @@ func (a *Control) AllocatePodIP(ctx context.Context, in AllocateInput) (Allocate
 // ReleasePodIP frees the pod's address. Its status stops showing the
 // address first: a released address goes to the next pod, and two pods
 // must never show the same podIP (Kubernetes keeps a terminated pod's
-// podIP; its addresses are not reused so soon).
+// podIP; its addresses are not reused so soon). The pods waiting for an
+// address on that node are woken.
 func (a *Control) ReleasePodIP(ctx context.Context, ref PodRef) error {
 	_, err := a.Store.Pods().Modify(ctx, ref.Namespace, ref.Name, func(p *model.Pod) bool {
 		if p.Metadata.UID != ref.UID || p.Status.PodIP == "" {
@@ -190,7 +194,12 @@ func (a *Control) ReleasePodIP(ctx context.Context, ref PodRef) error {
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("clear podIP of %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	return a.IPAM.Release(ctx, ref.UID)
+	node, err := a.IPAM.Release(ctx, ref.UID)
+	if err != nil {
+		return fmt.Errorf("release the address of %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	a.WakeAddressWaiters(ctx, node)
+	return nil
 }
 
 // UpdatePodStatus writes a status change, retrying on concurrent writes

@@ -227,8 +227,12 @@ func TestFrozenNodePodsNotReadyAndBack(t *testing.T) {
 	c.waitReady("frozen", true, 30*time.Second)
 }
 
-// A pod waiting for capacity continues as new over and over; a delete
-// sent meanwhile is honoured.
+// A pod waiting for capacity continues as new over and over (every second
+// or so); a cancel signal sent meanwhile is honoured. A cancel, unlike a
+// delete, cannot be read back from the pod's row by the next run, so a
+// signal lost at a continue-as-new would leave the pod Pending. The very
+// moment (the signal in the task that continues as new) is pinned down by
+// workflows' TestSignalAtContinueAsNewIsKept; this runs it for real.
 func TestSignalDuringContinueAsNewIsHonoured(t *testing.T) {
 	t.Parallel()
 	c := newClusterWith(t, 1, func(cfg *controlplane.Config) {
@@ -248,6 +252,14 @@ func TestSignalDuringContinueAsNewIsHonoured(t *testing.T) {
 		return true
 	})
 	c.recordRun("pod/default/huge", continued, "pod-pending-continued.json")
+	// As `temporal workflow signal --name cancel` does: to the current run.
+	if err := c.temporal.SignalWorkflow(context.Background(), workflows.PodWorkflowID("default", "huge"), "", workflows.SignalCancel,
+		workflows.CancelSignal{Reason: "sent while continuing as new"}); err != nil {
+		t.Fatalf("signal cancel: %v", err)
+	}
+	if p := c.waitPhase("huge", model.PodFailed, false, 30*time.Second); p.Status.Reason != "Cancelled" {
+		t.Fatalf("the pod is Failed with reason %q; want Cancelled", p.Status.Reason)
+	}
 	if code, b := c.do("DELETE", "/api/v1/namespaces/default/pods/huge", nil); code != 200 {
 		t.Fatalf("delete: %d %s", code, b)
 	}

@@ -27,6 +27,9 @@ type Allocation struct {
 	Addr    netip.Addr
 	Prefix  int        // the CIDR's length, for ipadm ADDR/LEN
 	Gateway netip.Addr // the node's address on the pod network: the defrouter
+	// GaveUp is the node where the pod held an address it gave up (it
+	// moved): one more is free there.
+	GaveUp string
 }
 
 // Gateway is the address the node keeps for itself in a pod CIDR: the first
@@ -60,6 +63,7 @@ func (a *IPAM) Allocate(ctx context.Context, node, cidr, podUID string) (Allocat
 			if _, err := tx.Exec(ctx, "DELETE FROM ip_allocations WHERE pod_uid = $1", podUID); err != nil {
 				return err
 			}
+			alloc.GaveUp = heldNode
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
@@ -119,9 +123,30 @@ func lastAddr(prefix netip.Prefix) netip.Addr {
 }
 
 // Release frees whatever address podUID holds; releasing nothing is fine.
-func (a *IPAM) Release(ctx context.Context, podUID string) error {
-	_, err := a.pool.Exec(ctx, "DELETE FROM ip_allocations WHERE pod_uid = $1", podUID)
-	return err
+// node is where the freed address was, empty when there was none.
+func (a *IPAM) Release(ctx context.Context, podUID string) (node string, err error) {
+	err = a.pool.QueryRow(ctx, "DELETE FROM ip_allocations WHERE pod_uid = $1 RETURNING node_name", podUID).Scan(&node)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return node, err
+}
+
+// Holders names the pods holding an address on node.
+func (a *IPAM) Holders(ctx context.Context, node string) (map[string]bool, error) {
+	rows, err := a.pool.Query(ctx, "SELECT pod_uid::text FROM ip_allocations WHERE node_name = $1", node)
+	if err != nil {
+		return nil, fmt.Errorf("list the addresses held on node %s: %w", node, err)
+	}
+	uids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list the addresses held on node %s: %w", node, err)
+	}
+	holders := make(map[string]bool, len(uids))
+	for _, uid := range uids {
+		holders[uid] = true
+	}
+	return holders, nil
 }
 
 // Lookup returns the address podUID holds, if any.

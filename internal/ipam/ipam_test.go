@@ -57,8 +57,8 @@ func TestAllocateIsIdempotentPerPodAndSkipsTheGateway(t *testing.T) {
 	}
 	// A pod that moves gives up its old address.
 	moved, err := a.Allocate(ctx, "n2", "10.88.2.0/24", uid("pod-a"))
-	if err != nil || moved.Addr != netip.MustParseAddr("10.88.2.2") {
-		t.Fatalf("moved pod got %v (%v)", moved.Addr, err)
+	if err != nil || moved.Addr != netip.MustParseAddr("10.88.2.2") || moved.GaveUp != "n1" {
+		t.Fatalf("moved pod got %v, gave up an address on %q (%v)", moved.Addr, moved.GaveUp, err)
 	}
 	reused, _ := a.Allocate(ctx, "n1", "10.88.1.0/24", uid("pod-c"))
 	if reused.Addr != first.Addr {
@@ -77,8 +77,15 @@ func TestExhaustionIsAnErrorNotACrash(t *testing.T) {
 	if _, err := a.Allocate(ctx, "n1", "10.0.0.0/29", uid("one-too-many")); !errors.Is(err, ipam.ErrExhausted) {
 		t.Fatalf("got %v, want ErrExhausted", err)
 	}
-	if err := a.Release(ctx, uid("p3")); err != nil {
-		t.Fatal(err)
+	if node, err := a.Release(ctx, uid("p3")); err != nil || node != "n1" {
+		t.Fatalf("release freed an address on %q (%v); want n1", node, err)
+	}
+	if node, err := a.Release(ctx, uid("p3")); err != nil || node != "" {
+		t.Fatalf("a second release freed an address on %q (%v); want none", node, err)
+	}
+	holders, err := a.Holders(ctx, "n1")
+	if err != nil || len(holders) != 4 || holders[uid("p3")] || !holders[uid("p4")] {
+		t.Fatalf("holders after a release: %v (%v)", holders, err)
 	}
 	got, err := a.Allocate(ctx, "n1", "10.0.0.0/29", uid("one-too-many"))
 	if err != nil || got.Addr != netip.MustParseAddr("10.0.0.5") {
