@@ -141,8 +141,12 @@ type pod struct {
 
 	sent *model.PodReport // the last report accepted, Seq cleared
 	// unsent is the report last tried and not accepted, with its number:
-	// while the pod's state is the same it is retried under that number.
+	// while the pod's state is the same it is retried under that number,
+	// unless that number is not above fence (the number Watch or
+	// Restarted last returned: the lifecycle ignores reports at or below
+	// it as describing an earlier incarnation).
 	unsent   *model.PodReport
+	fence    uint64
 	sending  bool // a delivery is under way: the next waits for it
 	retryAt  time.Time
 	failures int
@@ -213,7 +217,8 @@ func (s *Supervisor) Watch(p Pod, initial map[string]Initial) uint64 {
 	}
 	s.pods[p.UID] = ps
 	s.poke()
-	return s.next()
+	ps.fence = s.next()
+	return ps.fence
 }
 
 // Forget stops supervising a pod (it is being stopped or has left).
@@ -248,7 +253,8 @@ func (s *Supervisor) Restarted(uid, name string) uint64 {
 		s.startProbes(p, c)
 	}
 	s.poke()
-	return s.next()
+	p.fence = s.next()
+	return p.fence
 }
 
 // Watched lists the UIDs supervised now.
@@ -401,7 +407,7 @@ func (s *Supervisor) deliverOnce(ctx context.Context, slots chan struct{}, infli
 			continue
 		}
 		r := p.report(s.cfg.Node)
-		if p.unsent != nil && sameState(*p.unsent, r) {
+		if p.unsent != nil && p.unsent.Seq > p.fence && sameState(*p.unsent, r) {
 			r.Seq = p.unsent.Seq // a retry: the lifecycle may have it already
 		} else if p.sent != nil && reflect.DeepEqual(*p.sent, r) {
 			continue

@@ -265,6 +265,33 @@ func TestUndeliveredReportsAreRetriedUnderTheirNumber(t *testing.T) {
 	}
 }
 
+// A report not delivered before its container restarted describes the
+// earlier incarnation: even when the new one looks the same, it goes out
+// under a number above the restart's, or the lifecycle would ignore it.
+func TestARetryAfterARestartIsNumberedAboveIt(t *testing.T) {
+	h, r := onlineHost(), &recorder{fail: 1}
+	s := start(t, h, r)
+	s.Watch(appPod(), nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.mu.Lock()
+		tries := r.tries
+		r.mu.Unlock()
+		if tries > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no delivery was tried")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fence := s.Restarted("u1", "app")
+	got := r.wait(t, "the report after the failed one", func(model.PodReport, int) bool { return true })
+	if got.Seq <= fence {
+		t.Fatalf("delivered under %d, not above the restart's %d: the lifecycle would ignore it", got.Seq, fence)
+	}
+}
+
 // slowReporter holds every delivery for pod "slow" until released (or
 // its deadline), and takes the others at once.
 type slowReporter struct {
