@@ -18,7 +18,10 @@ type RunState struct {
 	StartedAt time.Time
 	// Seq: reports numbered at or below it describe the pod before its
 	// containers last started.
-	Seq        uint64
+	Seq uint64
+	// LastSeq is the newest report applied: one numbered at or below it
+	// arrived late and is ignored (versionReportHighWater).
+	LastSeq    uint64 `json:",omitempty"`
 	Containers []ContainerRunState
 	// Written is the status last written, so an unchanged one is not
 	// written again.
@@ -104,6 +107,7 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 	if rep := w.st.Report; rep != nil {
 		w.st.Report = nil
 		if rep.Seq > r.Seq {
+			r.LastSeq = max(r.LastSeq, rep.Seq)
 			if done := w.apply(ctx, *rep); done {
 				return nil
 			}

@@ -44,13 +44,18 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 			w.st.NodeNotReady = !s.Ready
 		}
 	})
-	receive(ctx, SignalReport, func(_ workflow.Context, r model.PodReport) {
+	receive(ctx, SignalReport, func(ctx workflow.Context, r model.PodReport) {
 		if r.UID != w.in.Pod.UID || r.Node != w.st.Node || (w.st.Report != nil && r.Seq <= w.st.Report.Seq) {
 			return // another incarnation, another node, or older than one kept
 		}
-		if w.st.Phase == PhaseProvisioning || w.st.Phase == PhaseRunning {
-			w.st.Report = &r
+		if w.st.Phase != PhaseProvisioning && w.st.Phase != PhaseRunning {
+			return
 		}
+		if run := w.st.Run; run != nil && r.Seq <= run.LastSeq &&
+			workflow.GetVersion(ctx, versionReportHighWater, workflow.DefaultVersion, 1) >= 1 {
+			return // older than one applied: it arrived late
+		}
+		w.st.Report = &r
 	})
 	receive(ctx, SignalWake, func(workflow.Context, struct{}) { w.woken = true })
 
@@ -89,6 +94,12 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 			return nil
 		}})
 }
+
+// versionReportHighWater: a report numbered at or below the newest one
+// applied (RunState.LastSeq) is ignored. Runs recorded before it applied
+// such a late report; the version is asked only where the two rules
+// differ, so their histories replay unchanged.
+const versionReportHighWater = "report-high-water"
 
 // receive runs handle for every signal of that name, in order. A signal
 // stays in its channel until its handler takes it, so the continue-as-new

@@ -517,6 +517,28 @@ func TestStaleAndForeignReportsAreIgnored(t *testing.T) {
 	}
 }
 
+// A report that arrives after a newer one was applied (its delivery was
+// slow, or retried after it landed) describes the past: Ready must not go
+// back to what it says.
+func TestALateOlderReportDoesNotTurnReadyBack(t *testing.T) {
+	spec := podSpec(func(s *model.PodSpec) {
+		s.Containers[0].ReadinessProbe = &model.Probe{HTTPGet: &model.HTTPGetAction{Port: model.IntValue(8080)}}
+	})
+	h := newHarness(t, spec)
+	send := func(after time.Duration, seq uint64, ready bool) {
+		h.env.RegisterDelayedCallback(func() {
+			h.env.SignalWorkflow(SignalReport, model.PodReport{UID: testRef.UID, Node: "n1", Seq: seq, Zone: "running",
+				Containers: []model.ContainerReport{running(ready)}})
+		}, after)
+	}
+	send(time.Minute, supervisedSeq+5, true)
+	send(2*time.Minute, supervisedSeq+4, false) // numbered before the one applied
+	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	if got := strings.Join(h.readyConditions(), ","); !strings.HasPrefix(got, "False/,True/,False/Terminating") {
+		t.Fatalf("Ready went %s; want False until ready, True, then False only when terminating", got)
+	}
+}
+
 func TestExitCodesFollowRestartPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

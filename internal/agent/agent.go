@@ -238,8 +238,12 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 
 	// The supervisor watches the pods running here before the worker
 	// takes new ones, so an agent restart loses no probe state.
+	seq, err := a.reportSequence()
+	if err != nil {
+		return err
+	}
 	sup := supervisor.New(supervisor.Config{Node: cfg.Node, Host: supervisor.IllumosHost{Host: a.host},
-		Reporter: lifecycleReporter{api: a.api, metrics: a.metrics}, ObserveEvery: cfg.ObserveEvery, Log: a.log})
+		Reporter: lifecycleReporter{api: a.api, metrics: a.metrics}, ObserveEvery: cfg.ObserveEvery, Sequence: seq, Log: a.log})
 	h.Supervisor = sup
 	a.observedZones = sup.ObservedZones
 	if _, err := a.superviseBound(ctx, sup, true); err != nil {
@@ -267,6 +271,20 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 	}
 	a.log.Info("agent stopped; zones keep running")
 	return nil
+}
+
+// reportSequence numbers the supervisor's reports from StateDir, so the
+// pods' lifecycles take them after a restart whatever the clock did; nil
+// (numbers from the clock) without a state directory.
+func (a *Agent) reportSequence() (*supervisor.Sequence, error) {
+	if a.cfg.StateDir == "" {
+		return nil, nil
+	}
+	seq, err := supervisor.OpenSequence(filepath.Join(a.cfg.StateDir, supervisor.SequenceFile), time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("the state directory: %w", err)
+	}
+	return seq, nil
 }
 
 // MetricsHandler serves the agent's metrics in the Prometheus text format:

@@ -9,7 +9,8 @@ type PodReport struct {
 	UID  string `json:"uid"`
 	Node string `json:"node"`
 	// Seq orders the reports of one node; it grows across agent restarts
-	// (it starts from the clock).
+	// and a clock stepped back (the agent keeps it in its state
+	// directory), and a retried report keeps its number.
 	Seq uint64 `json:"seq"`
 	// Zone is the zone's state (running, installed, …); "" when the zone
 	// does not exist.

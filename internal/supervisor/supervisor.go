@@ -24,6 +24,13 @@ import (
 // DefaultObserveEvery is how often zones and services are listed.
 const DefaultObserveEvery = 2 * time.Second
 
+// DefaultConcurrentReports is how many reports are delivered at once, each
+// pod's in order: one slow delivery does not hold up the other pods'.
+const DefaultConcurrentReports = 8
+
+// reportTimeout bounds one delivery; it is retried after.
+const reportTimeout = 10 * time.Second
+
 // Pod is one pod the node runs, as the supervisor needs it.
 type Pod struct {
 	Namespace, Name, UID string
@@ -82,7 +89,12 @@ type Config struct {
 	Host         Host
 	Reporter     Reporter
 	ObserveEvery time.Duration // default DefaultObserveEvery
-	Log          *slog.Logger
+	// Sequence numbers the reports; nil: ClockSequence, which does not
+	// survive a restart after the clock stepped back.
+	Sequence *Sequence
+	// ConcurrentReports: default DefaultConcurrentReports.
+	ConcurrentReports int
+	Log               *slog.Logger
 }
 
 // Supervisor watches the node's pods. Its methods are safe for concurrent use.
@@ -95,7 +107,6 @@ type Supervisor struct {
 	stopAll context.CancelFunc
 
 	mu   sync.Mutex
-	seq  uint64
 	pods map[string]*pod // by UID
 	// zones is every zone's state as the last observation found it, at
 	// zonesAt: others on the node read it instead of listing again.
@@ -111,6 +122,12 @@ func New(cfg Config) *Supervisor {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.Sequence == nil {
+		cfg.Sequence = ClockSequence(time.Now())
+	}
+	if cfg.ConcurrentReports <= 0 {
+		cfg.ConcurrentReports = DefaultConcurrentReports
+	}
 	base, stop := context.WithCancel(context.Background())
 	return &Supervisor{cfg: cfg, log: cfg.Log.With("component", "supervisor"), wake: make(chan struct{}, 1),
 		base: base, stopAll: stop, pods: map[string]*pod{}}
@@ -124,7 +141,15 @@ type pod struct {
 	ctx        context.Context // the probe workers' parent
 	stop       context.CancelFunc
 
-	sent     *model.PodReport // the last report accepted, Seq cleared
+	sent *model.PodReport // the last report accepted, Seq cleared
+	// unsent is the report last tried and not accepted, with its number:
+	// while the pod's state is the same it is retried under that number,
+	// unless that number is not above fence (the number Watch or
+	// Restarted last returned: the lifecycle ignores reports at or below
+	// it as describing an earlier incarnation).
+	unsent   *model.PodReport
+	fence    uint64
+	sending  bool // a delivery is under way: the next waits for it
 	retryAt  time.Time
 	failures int
 }
@@ -145,11 +170,13 @@ type container struct {
 	stop  context.CancelFunc
 }
 
-// next is the next report number; it starts from the clock so it keeps
-// growing across agent restarts. Callers hold s.mu.
+// next is the next report number.
 func (s *Supervisor) next() uint64 {
-	s.seq = max(s.seq+1, uint64(time.Now().UnixNano()))
-	return s.seq
+	n, err := s.cfg.Sequence.Next()
+	if err != nil {
+		s.log.Warn("report number not kept; an agent restart may number reports below it", "err", err)
+	}
+	return n
 }
 
 // ObservedZones is every zone's state (name → state) as the last
@@ -192,7 +219,8 @@ func (s *Supervisor) Watch(p Pod, initial map[string]Initial) uint64 {
 	}
 	s.pods[p.UID] = ps
 	s.poke()
-	return s.next()
+	ps.fence = s.next()
+	return ps.fence
 }
 
 // Forget stops supervising a pod (it is being stopped or has left).
@@ -227,7 +255,8 @@ func (s *Supervisor) Restarted(uid, name string) uint64 {
 		s.startProbes(p, c)
 	}
 	s.poke()
-	return s.next()
+	p.fence = s.next()
+	return p.fence
 }
 
 // Watched lists the UIDs supervised now.
@@ -347,10 +376,15 @@ func (p *pod) report(node string) model.PodReport {
 }
 
 // deliver sends each pod's report when it changed, retrying with back-off
-// until accepted; only the latest state is ever sent.
+// until accepted; only the latest state is ever sent. Pods are delivered
+// concurrently (at most ConcurrentReports at once), each pod's reports one
+// at a time, in order.
 func (s *Supervisor) deliver(ctx context.Context) {
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	slots := make(chan struct{}, s.cfg.ConcurrentReports)
 	for {
-		wait := s.deliverOnce(ctx)
+		wait := s.deliverOnce(ctx, slots, &inflight)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -363,58 +397,81 @@ func (s *Supervisor) deliver(ctx context.Context) {
 	}
 }
 
-// deliverOnce sends every changed report that is due and says how long
-// until a failed one is due again.
-func (s *Supervisor) deliverOnce(ctx context.Context) time.Duration {
-	type due struct {
-		p *pod
-		r model.PodReport
-	}
+// deliverOnce starts the delivery of every changed report that is due
+// and says how long until a failed one is due again.
+func (s *Supervisor) deliverOnce(ctx context.Context, slots chan struct{}, inflight *sync.WaitGroup) time.Duration {
 	now := time.Now()
 	next := time.Minute
-	var todo []due
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, p := range s.pods {
-		if !p.seen {
+		if !p.seen || p.sending {
 			continue
 		}
 		r := p.report(s.cfg.Node)
-		if p.sent != nil && reflect.DeepEqual(*p.sent, r) {
+		if p.unsent != nil && p.unsent.Seq > p.fence && sameState(*p.unsent, r) {
+			r.Seq = p.unsent.Seq // a retry: the lifecycle may have it already
+		} else if p.sent != nil && reflect.DeepEqual(*p.sent, r) {
 			continue
 		}
 		if now.Before(p.retryAt) {
 			next = min(next, p.retryAt.Sub(now))
 			continue
 		}
-		r.Seq = s.next()
-		todo = append(todo, due{p, r})
-	}
-	s.mu.Unlock()
-	for _, d := range todo {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := s.cfg.Reporter.Report(rctx, d.p.spec.Namespace, d.p.spec.Name, d.r)
-		cancel()
-		s.mu.Lock()
-		switch {
-		case errors.Is(err, ErrGone):
-			if s.pods[d.p.spec.UID] == d.p {
-				d.p.stop() // its lifecycle ended: nobody to tell any more
-				delete(s.pods, d.p.spec.UID)
-			}
-		case err == nil:
-			sent := d.r
-			sent.Seq = 0
-			d.p.sent, d.p.failures, d.p.retryAt = &sent, 0, time.Time{}
-		default:
-			d.p.failures++
-			back := min(time.Duration(1<<min(d.p.failures-1, 5))*time.Second, 30*time.Second)
-			d.p.retryAt = time.Now().Add(back)
-			next = min(next, back)
-			if ctx.Err() == nil {
-				s.log.Warn("report not delivered; retrying", "pod", d.p.spec.Namespace+"/"+d.p.spec.Name, "in", back, "err", err)
-			}
+		if r.Seq == 0 {
+			r.Seq = s.next()
 		}
-		s.mu.Unlock()
+		p.unsent, p.sending = &r, true
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			s.send(ctx, slots, p, r)
+		}()
 	}
 	return next
+}
+
+// send delivers one report of p and records the outcome.
+func (s *Supervisor) send(ctx context.Context, slots chan struct{}, p *pod, r model.PodReport) {
+	var err error
+	select {
+	case slots <- struct{}{}:
+		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+		err = s.cfg.Reporter.Report(rctx, p.spec.Namespace, p.spec.Name, r)
+		cancel()
+		<-slots
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	defer s.poke()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p.sending = false
+	switch {
+	case errors.Is(err, ErrGone):
+		if s.pods[p.spec.UID] == p {
+			p.stop() // its lifecycle ended: nobody to tell any more
+			delete(s.pods, p.spec.UID)
+		}
+	case err == nil:
+		sent := r
+		sent.Seq = 0
+		p.sent, p.unsent, p.failures, p.retryAt = &sent, nil, 0, time.Time{}
+	default:
+		// Whether the lifecycle got it is unknown: the state last
+		// accepted is no longer known either.
+		p.sent = nil
+		p.failures++
+		back := min(time.Duration(1<<min(p.failures-1, 5))*time.Second, 30*time.Second)
+		p.retryAt = time.Now().Add(back)
+		if ctx.Err() == nil {
+			s.log.Warn("report not delivered; retrying", "pod", p.spec.Namespace+"/"+p.spec.Name, "in", back, "err", err)
+		}
+	}
+}
+
+// sameState: a and b describe the pod alike, whatever their numbers.
+func sameState(a, b model.PodReport) bool {
+	a.Seq, b.Seq = 0, 0
+	return reflect.DeepEqual(a, b)
 }

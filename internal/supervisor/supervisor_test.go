@@ -72,12 +72,14 @@ type recorder struct {
 	reports []model.PodReport
 	fail    int // fail that many deliveries first
 	tries   int
+	tried   []uint64 // every delivery's Seq, failed ones too
 }
 
 func (r *recorder) Report(_ context.Context, _, _ string, rep model.PodReport) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.tries++
+	r.tried = append(r.tried, rep.Seq)
 	if r.fail > 0 {
 		r.fail--
 		return errors.New("frontend unavailable")
@@ -246,7 +248,7 @@ func TestAWatchAfterAnAgentRestartKeepsTheReadyState(t *testing.T) {
 	}
 }
 
-func TestUndeliveredReportsAreRetried(t *testing.T) {
+func TestUndeliveredReportsAreRetriedUnderTheirNumber(t *testing.T) {
 	h, r := onlineHost(), &recorder{fail: 2}
 	s := start(t, h, r)
 	s.Watch(appPod(), nil)
@@ -255,6 +257,107 @@ func TestUndeliveredReportsAreRetried(t *testing.T) {
 	defer r.mu.Unlock()
 	if r.tries != 3 {
 		t.Fatalf("%d tries; want 3", r.tries)
+	}
+	// A failed delivery may have reached the lifecycle: its retry must be
+	// recognisable as the same report.
+	if r.tried[0] != r.tried[1] || r.tried[1] != r.tried[2] {
+		t.Fatalf("a retried report was renumbered: %v", r.tried)
+	}
+}
+
+// A report not delivered before its container restarted describes the
+// earlier incarnation: even when the new one looks the same, it goes out
+// under a number above the restart's, or the lifecycle would ignore it.
+func TestARetryAfterARestartIsNumberedAboveIt(t *testing.T) {
+	h, r := onlineHost(), &recorder{fail: 1}
+	s := start(t, h, r)
+	s.Watch(appPod(), nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.mu.Lock()
+		tries := r.tries
+		r.mu.Unlock()
+		if tries > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no delivery was tried")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fence := s.Restarted("u1", "app")
+	got := r.wait(t, "the report after the failed one", func(model.PodReport, int) bool { return true })
+	if got.Seq <= fence {
+		t.Fatalf("delivered under %d, not above the restart's %d: the lifecycle would ignore it", got.Seq, fence)
+	}
+}
+
+// slowReporter holds every delivery for pod "slow" until released (or
+// its deadline), and takes the others at once.
+type slowReporter struct {
+	recorder
+	release  chan struct{}
+	held     chan struct{} // closed when the first slow delivery began
+	heldOnce sync.Once
+	mu       sync.Mutex
+	busy     map[string]int // deliveries under way, by pod
+	overlap  bool           // two deliveries of one pod were under way at once
+}
+
+func (r *slowReporter) Report(ctx context.Context, ns, name string, rep model.PodReport) error {
+	r.mu.Lock()
+	r.busy[name]++
+	r.overlap = r.overlap || r.busy[name] > 1
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.busy[name]--
+		r.mu.Unlock()
+	}()
+	if name == "slow" {
+		r.heldOnce.Do(func() { close(r.held) })
+		select {
+		case <-r.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return r.recorder.Report(ctx, ns, name, rep)
+}
+
+func TestASlowReportDoesNotHoldUpTheOtherPods(t *testing.T) {
+	h := &fakeHost{zones: map[string]string{"z1": "running", "z2": "running"},
+		svcs: map[string]map[string]ServiceState{"z1": {fmri: {State: "online"}}, "z2": {fmri: {State: "online"}}}}
+	r := &slowReporter{release: make(chan struct{}), held: make(chan struct{}), busy: map[string]int{}}
+	t.Cleanup(func() { close(r.release) })
+	s := New(Config{Node: "n1", Host: h, Reporter: r, ObserveEvery: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go s.Run(ctx)
+
+	slow := appPod()
+	slow.Name, slow.UID = "slow", "u-slow"
+	s.Watch(slow, nil)
+	<-r.held
+	// While the slow pod's report hangs, its state changes: that report
+	// waits for the first, and the other pod's goes at once.
+	h.set(func(f *fakeHost) { f.svcs["z1"][fmri] = ServiceState{State: "maintenance"} })
+	fast := appPod()
+	fast.Name, fast.UID, fast.Zone = "fast", "u-fast", "z2"
+	began := time.Now()
+	s.Watch(fast, nil)
+	got := r.wait(t, "the other pod's report", func(l model.PodReport, _ int) bool { return l.UID == "u-fast" })
+	if took := time.Since(began); took > 3*time.Second {
+		t.Fatalf("the other pod's report took %s behind the slow one", took)
+	}
+	if got.Containers[0].State != model.ContainerRunning {
+		t.Fatalf("the other pod reported %+v", got)
+	}
+	time.Sleep(300 * time.Millisecond)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.overlap {
+		t.Fatal("two reports of one pod were delivered at once: their order is lost")
 	}
 }
 
