@@ -54,9 +54,16 @@ func TestLifecyclesOfTheReplayCorpus(t *testing.T) {
 	})
 	c.waitPhase("rebooted", model.PodRunning, true, time.Minute)
 	// The pod waits for its secret, continuing as new meanwhile.
-	c.eventually(time.Minute, "the pod waiting for its secret to continue as new", func() bool {
-		return c.continuedRuns("configwait") >= 2
-	})
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		p, _ := c.pod("configwait")
+		runs := c.continuedRuns("configwait")
+		if p.Status.Reason == "CreateContainerConfigError" && runs >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pod waiting for its secret did not continue as new: %d runs continued; status %+v; events %s", runs, p.Status, c.events("configwait"))
+		}
+	}
 	if code, b := c.do("POST", "/api/v1/namespaces/default/secrets", map[string]any{
 		"metadata": map[string]any{"name": "later"}, "stringData": map[string]string{"token": "t"}}); code != 201 {
 		t.Fatalf("create the secret: %d %s", code, b)
