@@ -133,7 +133,7 @@ func TestFailureAtEveryStepOfAnImagePull(t *testing.T) {
 			t.Run(at.String()+"/"+string(kind), func(t *testing.T) {
 				t.Parallel()
 				_, problems := runImagePull(t, &at, kind)
-				judge(t, "", problems)
+				judge(t, problems)
 			})
 		}
 	}

@@ -78,16 +78,6 @@ func (s stepRef) String() string {
 	return r
 }
 
-// knownDefect marks cells that fail because of a defect being fixed
-// elsewhere; they are skipped with the defect's name, and a marked cell
-// that passes fails, so marks do not outlive their defect.
-type knownDefect struct {
-	scenarios  []string // none: any
-	activities []string
-	kinds      []faultKind
-	defect     string
-}
-
 // faultyCall is a call the fault hits, with what the fault does.
 type faultyCall struct {
 	kind    faultKind
@@ -838,58 +828,11 @@ func (r *podRun) problems() []string {
 	return out
 }
 
-// podKnownDefects are the cells that fail today for a defect being fixed
-// on its own. D1: a failed container restart is recorded as a restart and
-// the container stays dead. D2: a ScheduleToStart timeout is never
-// retried, so an undo or teardown step is skipped (and the address freed
-// while the zone holds it), and a provision, or a zone's boot after it
-// stopped, fails the pod for good.
-var podKnownDefects = []knownDefect{
-	{activities: []string{"RestartContainer"}, kinds: []faultKind{faultForGood}, defect: "D1"},
-	{activities: []string{"RestartContainer"}, kinds: []faultKind{faultUnreachable}, defect: "D1, D2"},
-	{activities: []string{"UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets"},
-		kinds: []faultKind{faultUnreachable}, defect: "D2"},
-	{scenarios: scenariosExcept("provision failing at its last step rolled back"), activities: []string{"ProvisionPod"},
-		kinds: []faultKind{faultUnreachable}, defect: "D2"},
-	{scenarios: []string{"provision step by step and delete"}, activities: []string{"CreateDatasets", "CreateVNIC", "ConfigureZone",
-		"InstallZone", "BootZone", "ConfigureNetwork", "StartContainers", "WaitContainersOnline"},
-		kinds: []faultKind{faultUnreachable}, defect: "D2"},
-	{scenarios: []string{"zone halted and booted again"}, activities: []string{"BootZone", "ConfigureNetwork", "StartContainers"},
-		kinds: []faultKind{faultUnreachable}, defect: "D2"},
-	{scenarios: []string{"container fails under Never", "provision failing at its last step rolled back"}, activities: []string{"HaltZone"},
-		kinds: []faultKind{faultUnreachable}, defect: "D2"},
-}
-
-// scenariosExcept names every pod scenario but one.
-func scenariosExcept(name string) []string {
-	var out []string
-	for _, sc := range podScenarios {
-		if sc.name != name {
-			out = append(out, sc.name)
-		}
-	}
-	return out
-}
-
-func defectOf(marks []knownDefect, scenario string, at stepRef, kind faultKind) string {
-	for _, m := range marks {
-		if (len(m.scenarios) == 0 || slices.Contains(m.scenarios, scenario)) && slices.Contains(m.activities, at.Activity) && slices.Contains(m.kinds, kind) {
-			return m.defect
-		}
-	}
-	return ""
-}
-
-// judge fails, or skips a cell marked with a known defect.
-func judge(t *testing.T, defect string, problems []string) {
+// judge fails a cell that left problems.
+func judge(t *testing.T, problems []string) {
 	t.Helper()
-	switch {
-	case len(problems) > 0 && defect != "":
-		t.Skipf("known defect %s: %s", defect, strings.Join(problems, "; "))
-	case len(problems) > 0:
+	if len(problems) > 0 {
 		t.Error(strings.Join(problems, "\n"))
-	case defect != "":
-		t.Errorf("marked with known defect %s but passes: remove the mark", defect)
 	}
 }
 
@@ -908,7 +851,7 @@ func TestFailureAtEveryStepOfThePodLifecycle(t *testing.T) {
 					t.Run(at.String()+"/"+string(kind), func(t *testing.T) {
 						t.Parallel()
 						r := runPodScenario(t, sc, &at, kind)
-						judge(t, defectOf(podKnownDefects, sc.name, at, kind), r.problems())
+						judge(t, r.problems())
 					})
 				}
 			}

@@ -315,6 +315,10 @@ func (w *podWorkflow) restart(ctx workflow.Context, i int) {
 	w.writeStatus(ctx, "Restarted", msg)
 }
 
+// versionZoneBootWaitsForNode: a step of booting a stopped zone again that
+// its node did not take up is tried again instead of failing the pod.
+const versionZoneBootWaitsForNode = "zone-boot-waits-for-node"
+
 // zoneDown handles a zone found not running: booted again (every container
 // restarts), unless restartPolicy is Never or the zone is gone, which fail
 // the pod.
@@ -329,7 +333,26 @@ func (w *podWorkflow) zoneDown(ctx workflow.Context, state string) bool {
 		return true
 	}
 	for _, step := range []any{host.BootZone, host.ConfigureNetwork, host.StartContainers} {
-		if err := w.execHost(ctx, hostOptions(w.st.Node, 5*time.Minute, 0, 5), step, sb, nil); err != nil {
+		err := w.execHost(ctx, hostOptions(w.st.Node, 5*time.Minute, 0, 5), step, sb, nil)
+		// A node that did not take the step up (ScheduleToStart, never
+		// retried by Temporal) has not refused it: try again after a
+		// back-off until it does, the node is lost, or the pod is stopped.
+		for failures := 1; notTakenUp(err) && workflow.GetVersion(ctx, versionZoneBootWaitsForNode, workflow.DefaultVersion, 1) >= 1; failures++ {
+			w.lastError = fmt.Sprintf("booting the zone again on node %s, try %d: %s; trying again", w.st.Node, failures, errString(err))
+			if _, werr := workflow.AwaitWithTimeout(ctx, hostRetryBackoff(failures), func() bool { return w.lost() || w.interrupted() }); werr != nil {
+				err = werr
+				break
+			}
+			if w.interrupted() && !w.lost() {
+				return false // the stop that was asked for takes the zone down
+			}
+			if w.lost() {
+				err = errNodeLost
+				break
+			}
+			err = w.execHost(ctx, hostOptions(w.st.Node, 5*time.Minute, 0, 5), step, sb, nil)
+		}
+		if err != nil {
 			w.teardownFailed(ctx, "ZoneStopped", fmt.Sprintf("zone was %q and could not be booted again: %s", state, errString(err)))
 			return true
 		}
