@@ -21,6 +21,9 @@ const (
 	AnnotationRevision = "deployment.kubernetes.io/revision"
 	// AnnotationRestartedAt in a template makes a new revision of the same pods.
 	AnnotationRestartedAt = "kubectl.kubernetes.io/restartedAt"
+	// AnnotationHealthyAt on a deployment's pod is when its deployment
+	// first saw it available: its healthy deadline is met for good.
+	AnnotationHealthyAt = "deployment.zonewright.io/healthy-at"
 )
 
 // Deployment strategies.
