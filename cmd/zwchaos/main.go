@@ -9,8 +9,9 @@
 // seeded random moments; then stops, waits for the system to converge
 // and checks invariants: every pod that should run runs with exactly its
 // host resources, nothing deleted left anything behind (hosts, IPAM,
-// NAT, DNS), ClusterIPs match services, claims kept their data, no
-// workflow is stuck. It prints a table (and JSON with --json) and exits
+// NAT, DNS), ClusterIPs match services, claims kept their data, a
+// deployment at rest kept its pods and recorded no failure, no workflow
+// is stuck. It prints a table (and JSON with --json) and exits
 // non-zero when an invariant misses its target.
 //
 //	go run ./cmd/zwchaos --bin bin --duration 2m --seed 7
