@@ -30,23 +30,25 @@ const eventsPath = "/api/v1/namespaces/default/events"
 // until it has rolled out and its pods are past their healthy deadline;
 // it returns its pods, uid → name.
 func startAtRest(ctx context.Context, a *api, node string) (map[string]string, error) {
-	labelled := false
-	for range 10 {
+	// The node may not have registered yet; the agent's own writes can
+	// make a 409.
+	var answer string
+	err := waitFor(ctx, time.Minute, func() bool {
 		var n model.Node
 		if !a.get(ctx, "/api/v1/nodes/"+node, &n) {
-			continue
+			answer = "not found"
+			return false
 		}
 		if n.Metadata.Labels == nil {
 			n.Metadata.Labels = map[string]string{}
 		}
 		n.Metadata.Labels[atRestLabel] = "true"
-		if code, _ := a.do(ctx, "label node", http.MethodPut, "/api/v1/nodes/"+node, n); code == http.StatusOK {
-			labelled = true
-			break
-		}
-	}
-	if !labelled {
-		return nil, fmt.Errorf("label node %s for the deployment at rest", node)
+		code, b := a.do(ctx, "label node", http.MethodPut, "/api/v1/nodes/"+node, n)
+		answer = fmt.Sprintf("%d %s", code, truncate(b, 300))
+		return code == http.StatusOK
+	})
+	if err != nil {
+		return nil, fmt.Errorf("label node %s for the deployment at rest: %w (last answer: %s)", node, err, answer)
 	}
 	d := deployment(atRestName, atRestReplicas, 1)
 	spec := d["spec"].(map[string]any)
@@ -60,7 +62,7 @@ func startAtRest(ctx context.Context, a *api, node string) (map[string]string, e
 		return nil, fmt.Errorf("create the deployment at rest: %d %s", code, truncate(b, 300))
 	}
 	var pods map[string]string
-	err := waitFor(ctx, 2*time.Minute, func() bool {
+	err = waitFor(ctx, 2*time.Minute, func() bool {
 		var d model.Deployment
 		var list model.List[model.Pod]
 		if !a.get(ctx, deploymentsPath+"/"+atRestName, &d) || !a.get(ctx, podsPath+"?labelSelector=app%3D"+atRestName, &list) {
