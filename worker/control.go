@@ -56,6 +56,7 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 	ctl := controlops.NewControl(st, pods)
 	ctl.NodeHealth = nodes
 	ctl.NodeGracePeriod, ctl.NodeEvictionTimeout = nodes.GracePeriod, nodes.EvictionTimeout
+	ctl.HearingSince = time.Now()
 	ctl.ServiceNet = serviceNet
 	ctl.Scheduler.Capacity = capacity
 	ctl.Volumes = workflows.VolumeClient{Temporal: c}

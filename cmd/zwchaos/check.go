@@ -36,6 +36,8 @@ type observation struct {
 	clusterIPs  int
 	// podWorkflows are the workflow IDs of the running pod lifecycles.
 	podWorkflows map[string]bool
+	// atRestEvents are the events of the deployment at rest.
+	atRestEvents []model.Event
 }
 
 // observe reads everything the checks need; an error means a part could
@@ -50,6 +52,11 @@ func observe(ctx context.Context, s *stack, a *api) (*observation, error) {
 		return nil, fmt.Errorf("the API did not answer every list")
 	}
 	o.pods, o.services, o.claims, o.deployments = pods.Items, svcs.Items, claims.Items, deps.Items
+	var evs model.List[model.Event]
+	if !a.get(ctx, eventsPath+"?fieldSelector=involvedObject.name%3D"+atRestName, &evs) {
+		return nil, fmt.Errorf("the API did not answer the list of events")
+	}
+	o.atRestEvents = evs.Items
 	for i, n := range s.nodes.Nodes {
 		out, err := s.simCmd(ctx, i, "state")
 		if err != nil {
@@ -345,6 +352,52 @@ func (o *observation) claimFaults(want map[string]string) []string {
 		b, err := os.ReadFile(filepath.Join(o.roots[node], "fs", mount, "chaos"))
 		if err != nil || sha256.Sum256(b) != sha256.Sum256([]byte(content)) {
 			out = append(out, fmt.Sprintf("claim %s on %s: content %q (%v), want %q", c.Metadata.Name, node, truncate(b, 60), err, content))
+		}
+	}
+	return out
+}
+
+// atRestFaults lists what became of the deployment at rest that no kill
+// may cause: a pod of it replaced (pods are uid → name as they were once
+// it was available), a failure condition, a warning event (a failed
+// rollout, a pod that missed its healthy deadline, a revert).
+func (o *observation) atRestFaults(pods map[string]string) []string {
+	var out []string
+	var d *model.Deployment
+	for i := range o.deployments {
+		if o.deployments[i].Metadata.Name == atRestName {
+			d = &o.deployments[i]
+		}
+	}
+	if d == nil {
+		return []string{"the deployment at rest is gone"}
+	}
+	now := map[string]bool{}
+	for _, p := range o.pods {
+		if ownerKind(p) != model.KindDeployment || p.Metadata.OwnerReferences[0].Name != atRestName {
+			continue
+		}
+		now[p.Metadata.UID] = true
+		if _, ok := pods[p.Metadata.UID]; !ok {
+			out = append(out, fmt.Sprintf("pod %s (%s) is new", p.Metadata.Name, p.Metadata.UID))
+		}
+	}
+	for uid, name := range pods {
+		if !now[uid] {
+			out = append(out, fmt.Sprintf("pod %s (%s) was replaced", name, uid))
+		}
+	}
+	for _, c := range d.Status.Conditions {
+		if (c.Type == model.DeploymentProgressing && c.Status == model.ConditionFalse) || (c.Type == model.ConditionReplicaFailure && c.Status == model.ConditionTrue) {
+			out = append(out, fmt.Sprintf("condition %s %s/%s: %s", c.Type, c.Status, c.Reason, c.Message))
+		}
+	}
+	if d.Status.FailedPods != 0 {
+		out = append(out, fmt.Sprintf("failedPods %d", d.Status.FailedPods))
+	}
+	for _, e := range o.atRestEvents {
+		if e.InvolvedObject.Kind == model.KindDeployment && e.Type == model.EventWarning {
+			out = append(out, fmt.Sprintf("event %s: %s", e.Reason, e.Message))
 		}
 	}
 	return out

@@ -81,4 +81,29 @@ func TestChecksFindWhatIsLeftBehind(t *testing.T) {
 	if l := o.lifecycleFaults(); len(l) != 1 || !strings.Contains(l[0], "no running lifecycle") {
 		t.Errorf("lifecycle faults: %v", l)
 	}
+
+	// The deployment at rest: as it was, then a pod replaced, a failed
+	// rollout's condition and event.
+	o = clean()
+	yes := true
+	o.pods[0].Metadata.OwnerReferences = []model.OwnerReference{{Kind: model.KindDeployment, Name: atRestName, UID: "d", Controller: &yes}}
+	o.deployments = []model.Deployment{{Metadata: model.ObjectMeta{Name: atRestName}, Status: model.DeploymentStatus{Conditions: []model.DeploymentCondition{
+		{Type: model.DeploymentAvailable, Status: model.ConditionTrue}, {Type: model.DeploymentProgressing, Status: model.ConditionTrue, Reason: model.ReasonNewReplicaSetAvailable}}}}}
+	atRest := map[string]string{uid: "web"}
+	if f := o.atRestFaults(atRest); len(f) != 0 {
+		t.Fatalf("a deployment at rest with its pod is reported: %v", f)
+	}
+	o.pods[0].Metadata.UID = goneUID
+	o.deployments[0].Status.Conditions[1] = model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionFalse, Reason: model.ReasonProgressDeadlineExceeded}
+	o.atRestEvents = []model.Event{{EventData: model.EventData{InvolvedObject: model.ObjectReference{Kind: model.KindDeployment, Name: atRestName},
+		Type: model.EventWarning, Reason: "RolloutFailed", Message: "2 new pods of revision 1 missed their healthy deadline"}}}
+	f := o.atRestFaults(atRest)
+	if len(f) != 4 || !strings.Contains(f[0], "is new") || !strings.Contains(f[1], "was replaced") ||
+		!strings.Contains(f[2], model.ReasonProgressDeadlineExceeded) || !strings.Contains(f[3], "RolloutFailed") {
+		t.Errorf("faults of the deployment at rest: %v; want the new pod, the one replaced, the condition and the event", f)
+	}
+	o.deployments = nil
+	if f := o.atRestFaults(atRest); len(f) != 1 || !strings.Contains(f[0], "gone") {
+		t.Errorf("faults of a deployment at rest deleted: %v", f)
+	}
 }

@@ -129,6 +129,9 @@ type world struct {
 	// each drain and at the end: more than one is a move.
 	claimNodes map[string]map[string]bool
 	n          int
+	// atRest are the pods of the deployment at rest (uid → name) once
+	// it was available.
+	atRest map[string]string
 }
 
 // sawClaims records the node each claim is bound to now.

@@ -9,8 +9,9 @@
 // seeded random moments; then stops, waits for the system to converge
 // and checks invariants: every pod that should run runs with exactly its
 // host resources, nothing deleted left anything behind (hosts, IPAM,
-// NAT, DNS), ClusterIPs match services, claims kept their data, no
-// workflow is stuck. It prints a table (and JSON with --json) and exits
+// NAT, DNS), ClusterIPs match services, claims kept their data, a
+// deployment at rest kept its pods and recorded no failure, no workflow
+// is stuck. It prints a table (and JSON with --json) and exits
 // non-zero when an invariant misses its target.
 //
 //	go run ./cmd/zwchaos --bin bin --duration 2m --seed 7
@@ -126,10 +127,15 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	for _, n := range s.nodes.Nodes {
 		nodes = append(nodes, n.Name)
 	}
+	// The deployment at rest runs on the first node, which the churn
+	// never cordons or drains.
+	if w.atRest, err = startAtRest(ctx, a, nodes[0]); err != nil {
+		return nil, fmt.Errorf("%w (logs in %s; --keep keeps them)", err, s.dir)
+	}
 	ch := &chaos{s: s, rng: rand.New(rand.NewPCG(o.seed, 2)), minGap: o.minGap, maxGap: o.maxGap, counts: map[string]int{}}
 	runCtx, stopRun := context.WithTimeout(ctx, o.duration)
 	done := make(chan struct{}, 2)
-	go func() { churn(runCtx, a, w, rand.New(rand.NewPCG(o.seed, 1)), nodes); done <- struct{}{} }()
+	go func() { churn(runCtx, a, w, rand.New(rand.NewPCG(o.seed, 1)), nodes[1:]); done <- struct{}{} }()
 	go func() { ch.run(runCtx); done <- struct{}{} }()
 	<-done
 	<-done
@@ -297,6 +303,8 @@ func (r *Results) check(ctx context.Context, o *observation, w *world, s *stack)
 	for _, c := range r.Operations {
 		serverErrors += c.ServerErrors
 	}
+	atRest := o.atRestFaults(w.atRest)
+	r.add("deployment at rest: pods replaced, failures recorded", len(atRest), 0, atRest)
 	r.add("API answers of 5xx other than 503", serverErrors, 0, nil)
 	converged := 0
 	if !r.Converged {

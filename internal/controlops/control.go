@@ -39,6 +39,13 @@ type Control struct {
 	// configured now; ObserveNode hands them to every NodeHealth, so a
 	// changed flag reaches the nodes' running workflows. Zero: theirs.
 	NodeGracePeriod, NodeEvictionTimeout time.Duration
+	// HearingSince is when this control plane began to hear the nodes'
+	// heartbeats (its start): a node's silence counts from then at the
+	// most, so a control plane down longer than the grace period gives
+	// every node a fresh one instead of marking them all NotReady, as
+	// Kubernetes' node lifecycle controller does after its restart.
+	// Zero: silence counts in full.
+	HearingSince time.Time
 	// ServiceNet is the control plane's service network snapshot; nil:
 	// terminating pods do not wait to leave the nodes' rules.
 	ServiceNet *servicenet.Holder

@@ -86,7 +86,11 @@ func (s *deploymentSync) run(ctx context.Context) (DeploymentSyncResult, error) 
 		return DeploymentSyncResult{}, err
 	}
 	spec := s.planSpec()
-	plan := rollout.Compute(spec, rolloutPods(pods, s.now), s.now)
+	rpods := rolloutPods(pods, s.now)
+	if err := s.markHealthy(ctx, spec, pods, rpods); err != nil {
+		return DeploymentSyncResult{}, err
+	}
+	plan := rollout.Compute(spec, rpods, s.now)
 	// Deletions first: a finished pod's replacement must not run beside it.
 	for _, name := range plan.Delete {
 		if err := DeletePodGracefully(ctx, s.Store, s.Lifecycles, d.Metadata.Namespace, name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -263,6 +267,7 @@ func rolloutPods(pods []model.Pod, now time.Time) []rollout.Pod {
 		if c := p.Metadata.CreationTimestamp; c != nil {
 			rp.Created = *c
 		}
+		_, rp.WasAvailable = p.Metadata.Annotations[model.AnnotationHealthyAt]
 		for _, c := range p.Status.Conditions {
 			if c.Type == model.PodReady && c.Status == model.ConditionTrue {
 				since := now
@@ -275,6 +280,42 @@ func rolloutPods(pods []model.Pod, now time.Time) []rollout.Pod {
 		out = append(out, rp)
 	}
 	return out
+}
+
+// markHealthy records on each pod available for the first time that it
+// has met its healthy deadline, so that losing Ready later (its node
+// silent while the control plane restarts, a probe failing) never counts
+// as a failed rollout. Without a deadline there is nothing to record.
+func (s *deploymentSync) markHealthy(ctx context.Context, spec rollout.Spec, pods []model.Pod, rpods []rollout.Pod) error {
+	if spec.HealthyDeadline <= 0 {
+		return nil
+	}
+	at := s.now.Format(time.RFC3339)
+	for i := range rpods {
+		rp := &rpods[i]
+		if rp.WasAvailable || rp.Terminating || !rp.Available(spec.MinReady, s.now) {
+			continue
+		}
+		uid := pods[i].Metadata.UID
+		_, err := s.Store.Pods().Modify(ctx, pods[i].Metadata.Namespace, rp.Name, func(p *model.Pod) bool {
+			if p.Metadata.UID != uid {
+				return false
+			}
+			if _, ok := p.Metadata.Annotations[model.AnnotationHealthyAt]; ok {
+				return false
+			}
+			if p.Metadata.Annotations == nil {
+				p.Metadata.Annotations = map[string]string{}
+			}
+			p.Metadata.Annotations[model.AnnotationHealthyAt] = at
+			return true
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("mark pod %s healthy: %w", rp.Name, err)
+		}
+		rp.WasAvailable = true
+	}
+	return nil
 }
 
 // createPod makes one pod of the current revision and starts its

@@ -56,7 +56,7 @@ func (a *Control) ObserveNode(ctx context.Context, node string) (NodeObservation
 	if err != nil {
 		return NodeObservation{}, err
 	}
-	obs := observe(n, leaseAge, time.Now())
+	obs := observe(n, leaseAge, time.Now(), a.HearingSince)
 	obs.GracePeriod, obs.EvictionTimeout = a.NodeGracePeriod, a.NodeEvictionTimeout
 	return obs, nil
 }
@@ -70,12 +70,18 @@ func (a *Control) leaseAge(ctx context.Context, node string) (time.Duration, err
 	return age, err
 }
 
-func observe(n *model.Node, leaseAge time.Duration, now time.Time) NodeObservation {
+// observe is the node's silence as the control plane can judge it: since
+// its last heartbeat, but no longer than the control plane has been
+// hearing (hearingSince; zero: always).
+func observe(n *model.Node, leaseAge time.Duration, now, hearingSince time.Time) NodeObservation {
 	obs := NodeObservation{Found: true, HeartbeatAge: leaseAge, Tainted: hasTaint(n, TaintUnreachable)}
 	if c := n.Condition(model.NodeReady); c != nil && c.LastHeartbeatTime != nil {
 		if age := max(now.Sub(*c.LastHeartbeatTime), 0); obs.HeartbeatAge < 0 || age < obs.HeartbeatAge {
 			obs.HeartbeatAge = age
 		}
+	}
+	if !hearingSince.IsZero() && obs.HeartbeatAge >= 0 {
+		obs.HeartbeatAge = min(obs.HeartbeatAge, max(now.Sub(hearingSince), 0))
 	}
 	return obs
 }
@@ -113,7 +119,7 @@ func (a *Control) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (M
 			leaseErr = err
 			return false
 		}
-		obs := observe(n, leaseAge, now)
+		obs := observe(n, leaseAge, now, a.HearingSince)
 		res = MarkNotReadyResult{}
 		if obs.HeartbeatAge >= 0 && obs.HeartbeatAge < in.GracePeriod {
 			return false

@@ -136,6 +136,28 @@ func TestMarkNodeNotReadyAndReady(t *testing.T) {
 	}
 }
 
+// A control plane that has just started gives every node a fresh grace
+// period: a heartbeat older than the grace period, missed while no
+// control plane was there to hear it, does not make the node NotReady.
+func TestAControlPlaneJustStartedGivesNodesAFreshGracePeriod(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	ctl := controlops.NewControl(st, nil)
+	ctl.HearingSince = time.Now()
+	createNode(t, st, "n1", time.Now().Add(-time.Minute))
+	const grace = 40 * time.Second
+	if obs, err := ctl.ObserveNode(ctx, "n1"); err != nil || obs.HeartbeatAge >= grace {
+		t.Fatalf("observed %+v %v; want a heartbeat age within the grace period", obs, err)
+	}
+	if res, err := ctl.MarkNodeNotReady(ctx, controlops.MarkNotReadyInput{Node: "n1", GracePeriod: grace}); err != nil || res.Marked {
+		t.Fatalf("marked %+v %v; want the node left Ready", res, err)
+	}
+	ctl.HearingSince = time.Now().Add(-time.Hour)
+	if res, err := ctl.MarkNodeNotReady(ctx, controlops.MarkNotReadyInput{Node: "n1", GracePeriod: grace}); err != nil || !res.Marked {
+		t.Fatalf("a control plane hearing for an hour: %+v %v; want the node marked", res, err)
+	}
+}
+
 type signals struct {
 	mu   sync.Mutex
 	sent map[string]controlops.EvictSignal

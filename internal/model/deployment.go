@@ -21,6 +21,9 @@ const (
 	AnnotationRevision = "deployment.kubernetes.io/revision"
 	// AnnotationRestartedAt in a template makes a new revision of the same pods.
 	AnnotationRestartedAt = "kubectl.kubernetes.io/restartedAt"
+	// AnnotationHealthyAt on a deployment's pod is when its deployment
+	// first saw it available: its healthy deadline is met for good.
+	AnnotationHealthyAt = "deployment.zonewright.io/healthy-at"
 )
 
 // Deployment strategies.
@@ -131,9 +134,10 @@ type RollingUpdateConfig struct {
 	// MaxUnavailable: pods below replicas during an update (a number or a
 	// percentage, rounded down).
 	MaxUnavailable *IntOrString `json:"maxUnavailable,omitempty"`
-	// HealthyDeadlineSeconds: a new pod not available (Ready for
+	// HealthyDeadlineSeconds: a new pod never available (Ready for
 	// minReadySeconds) within it counts as failed and is replaced (Nomad's
-	// healthy_deadline); 0: no deadline.
+	// healthy_deadline); one that has been available has met it for good
+	// (AnnotationHealthyAt); 0: no deadline.
 	HealthyDeadlineSeconds int32 `json:"healthyDeadlineSeconds,omitempty"`
 }
 

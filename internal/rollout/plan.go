@@ -32,6 +32,16 @@ type Pod struct {
 	Terminating bool
 	// Finished: Failed or Succeeded; it is deleted and replaced.
 	Finished bool
+	// WasAvailable: it has been available once, so its healthy deadline
+	// is behind it for good (Nomad's healthy_deadline): a pod that loses
+	// Ready later (its node or the control plane restarting, a failed
+	// probe) is not a failed rollout.
+	WasAvailable bool
+}
+
+// Available: Ready for at least minReady at now.
+func (p Pod) Available(minReady time.Duration, now time.Time) bool {
+	return p.ReadySince != nil && !now.Before(p.ReadySince.Add(minReady))
 }
 
 // Spec is the part of the deployment's spec the plan follows, with
@@ -42,7 +52,7 @@ type Spec struct {
 	MaxSurge       int32
 	MaxUnavailable int32
 	MinReady       time.Duration
-	// HealthyDeadline: a new pod not available this long after its
+	// HealthyDeadline: a new pod never available this long after its
 	// creation has failed and is replaced; zero: no deadline.
 	HealthyDeadline time.Duration
 	// NewHash is the hash of the current template.
@@ -102,9 +112,7 @@ func Compute(spec Spec, pods []Pod, now time.Time) Plan {
 		oldPods  []Pod // active pods of other revisions
 		deleting = map[string]bool{}
 	)
-	available := func(p Pod) bool {
-		return p.ReadySince != nil && !now.Before(p.ReadySince.Add(spec.MinReady))
-	}
+	available := func(p Pod) bool { return p.Available(spec.MinReady, now) }
 	wake := func(t time.Time) {
 		if t.After(now) && (plan.WakeAt.IsZero() || t.Before(plan.WakeAt)) {
 			plan.WakeAt = t
@@ -139,7 +147,7 @@ func Compute(spec Spec, pods []Pod, now time.Time) Plan {
 		if p.Hash == spec.NewHash {
 			// Healthy means available (Ready for minReadySeconds): a
 			// crash-looping pod is Ready for moments between restarts.
-			if spec.HealthyDeadline > 0 && !available(p) && !spec.Paused {
+			if spec.HealthyDeadline > 0 && !p.WasAvailable && !available(p) && !spec.Paused {
 				if deadline := p.Created.Add(spec.HealthyDeadline); !now.Before(deadline) {
 					plan.Unhealthy = append(plan.Unhealthy, p.Name)
 					del(p)

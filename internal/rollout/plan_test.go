@@ -241,6 +241,24 @@ func TestHealthyDeadlineReplacesNewPodsThatNeverBecomeReady(t *testing.T) {
 	}
 }
 
+// A pod that has been available has met its healthy deadline for good:
+// losing Ready later (its node silent while the control plane restarts)
+// neither replaces it nor counts against the rollout.
+func TestHealthyDeadlineSparesPodsThatWereAvailable(t *testing.T) {
+	ps := pods("b", 2, 0)
+	for i := range ps {
+		ps[i].WasAvailable = true
+	}
+	spec := Spec{Replicas: 2, Strategy: RollingUpdate, MaxSurge: 1, MaxUnavailable: 0, NewHash: "b", HealthyDeadline: 30 * time.Second}
+	plan := Compute(spec, ps, t0.Add(time.Hour))
+	if len(plan.Unhealthy) != 0 || len(plan.Delete) != 0 || plan.Create != 0 {
+		t.Fatalf("pods once available, not Ready now: unhealthy %v, delete %v, create %d; want none", plan.Unhealthy, plan.Delete, plan.Create)
+	}
+	if plan.Counts.Available != 0 || plan.Counts.Updated != 2 {
+		t.Fatalf("counts %+v; want 2 updated, none available", plan.Counts)
+	}
+}
+
 func TestFinishedPodsAreReplaced(t *testing.T) {
 	ps := pods("a", 3, 3)
 	ps[1].Finished = true
