@@ -12,6 +12,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
@@ -32,7 +33,14 @@ func corpusTuning(cfg *controlplane.Config) {
 // (CreateContainerConfig), and one whose grace period finalize ends.
 func TestLifecyclesOfTheReplayCorpus(t *testing.T) {
 	t.Parallel()
-	c := newClusterWith(t, 1, corpusTuning)
+	key, err := encryption.NewKey([]byte(strings.Repeat("k", encryption.KeySize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterWith(t, 1, func(cfg *controlplane.Config) {
+		corpusTuning(cfg)
+		cfg.EncryptionKey = key // it keeps secrets
+	})
 	stubborn := `{"metadata":{"name":"finalized"},"spec":{"terminationGracePeriodSeconds":120,
 	  "containers":[{"name":"app","image":"base","command":["sh","-c","trap '' TERM; while :; do sleep 1; done"]}]}}`
 	c.createPod(exitPod("succeeds", model.RestartNever, "sleep 1; exit 0"))
