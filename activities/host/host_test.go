@@ -238,17 +238,29 @@ func TestContainerInMaintenance(t *testing.T) {
 	if obs.Containers["crashy"] != "maintenance" || obs.Containers["ok"] != "online" {
 		t.Errorf("observed %+v", obs)
 	}
-	_, err := n.run(t, h.WaitContainersOnline, s)
-	ae := appError(t, err)
-	if ae.Type() != "ContainerMaintenance" || ae.NonRetryable() || !strings.Contains(err.Error(), `container "crashy"`) ||
-		!strings.Contains(err.Error(), "maintenance") {
-		t.Errorf("WaitContainersOnline with a crashed container: %v (type %s, non-retryable %v)", err, ae.Type(), ae.NonRetryable())
-	}
 	// SMF did not restart it: its wrapper recorded the exit status for
 	// the lifecycle to decide.
 	code, ok, err := supervisor.IllumosHost{Host: n.ops.Host}.ExitCode(context.Background(), s.ZoneName(), "crashy")
 	if err != nil || !ok || code != 1 {
 		t.Errorf("exit status of crashy = %d, %t, %v; want 1", code, ok, err)
+	}
+	// A command that ran and ended before the wait saw it online has
+	// started: its exit is the lifecycle's to judge by restartPolicy, not
+	// a provision that failed.
+	if _, err := n.run(t, h.WaitContainersOnline, s); err != nil {
+		t.Errorf("WaitContainersOnline with a container that ran and exited: %v", err)
+	}
+	// In maintenance without having run its command (no exit record), it
+	// never started.
+	if _, err := n.ops.Host.Zone(s.ZoneName()).Exec(context.Background(),
+		[]string{"sh", "-c", "rm -f /var/zonewright/exit/crashy var/zonewright/exit/crashy"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = n.run(t, h.WaitContainersOnline, s)
+	ae := appError(t, err)
+	if ae.Type() != "ContainerMaintenance" || ae.NonRetryable() || !strings.Contains(err.Error(), `container "crashy"`) ||
+		!strings.Contains(err.Error(), "maintenance") {
+		t.Errorf("WaitContainersOnline with a container that never ran: %v (type %s, non-retryable %v)", err, ae.Type(), ae.NonRetryable())
 	}
 	// Restart clears maintenance: SMF tries again (and the command fails
 	// again).

@@ -153,3 +153,43 @@ func (c *cluster) recordRuns(pod, prefix string) {
 		c.recordRun(id, r.Execution.RunId, fmt.Sprintf("%s-%d.json", prefix, i+1))
 	}
 }
+
+// The two waiting phases the other lifecycles do not continue as new in:
+// a pod bound to a node that lacks its image (its first pulls fail, then
+// it is slow) waits ImagePulling and ImagePullBackOff, and a pod whose
+// container failed under restartPolicy Never waits Failed to be deleted.
+func TestPodsContinueAsNewWhilePullingAndFailed(t *testing.T) {
+	t.Parallel()
+	c := newClusterWith(t, 1, corpusTuning)
+	files := newImageFiles(t)
+	url, digest := files.add("s", &served{body: compress(t, model.CompressionZstd, c.zfsStream("late\n"))})
+	c.createImage("lx-late", model.ImageZFSStream, url, digest, "")
+	c.waitImage("lx-late", model.ImageReady, c.allNodes(model.ImageReady), 2*time.Minute)
+	c.createPod(exitPod("fails", model.RestartNever, "sleep 1; exit 3"))
+
+	n, err := c.nodes.Add(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := len(c.nodes.Nodes) - 1
+	c.sim(idx, "fault", "fail-next", "zfs receive", "3", "--stderr", "cannot receive: out of space")
+	c.sim(idx, "fault", "latency", "zfs receive", "3s")
+	c.createPod(fmt.Sprintf(`{"metadata":{"name":"pulling"},"spec":{"runtimeClassName":"lx","nodeName":%q,
+	  "containers":[{"name":"app","image":"lx-late","command":["sleep","3600"]}]}}`, n.Name))
+	c.waitPhase("pulling", model.PodRunning, true, 4*time.Minute)
+	if c.continuedRuns("pulling") < 2 {
+		t.Errorf("the pod waiting for its image continued as new %d times; want at least 2", c.continuedRuns("pulling"))
+	}
+	c.waitPhase("fails", model.PodFailed, false, 2*time.Minute)
+	c.eventually(time.Minute, "the failed pod to continue as new", func() bool {
+		return c.continuedRuns("fails") >= 1
+	})
+	for _, name := range []string{"pulling", "fails"} {
+		c.do("DELETE", "/api/v1/namespaces/default/pods/"+name+"?gracePeriodSeconds=0", nil)
+	}
+	for _, name := range []string{"pulling", "fails"} {
+		c.waitGone(name, time.Minute)
+		c.waitClosed(name)
+		c.recordRuns(name, "pod-"+name)
+	}
+}

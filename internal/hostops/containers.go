@@ -285,6 +285,14 @@ func (h *Host) maintenance(ctx context.Context, s PodSandbox, container string) 
 		Zone: s.ZoneName(), FMRI: ContainerFMRI(container), Log: containerLog(container)}}
 }
 
+// exited tells whether the container's command ran and ended: its
+// wrapper recorded an exit status (removed when it starts again, so the
+// record is this incarnation's).
+func (h *Host) exited(ctx context.Context, s PodSandbox, container string) bool {
+	_, ok, err := supervisor.IllumosHost{Host: h.Host}.ExitCode(ctx, s.ZoneName(), container)
+	return err == nil && ok
+}
+
 // enableGrace is how long a container may still read disabled when the
 // wait for it begins: svcadm enable returns before svc.startd acts on it
 // (requests are asynchronous), so a service StartContainers has just
@@ -292,8 +300,9 @@ func (h *Host) maintenance(ctx context.Context, s PodSandbox, container string) 
 const enableGrace = 2 * time.Second
 
 // WaitContainersOnline waits until every container's service is online,
-// reporting progress at each look. A container in maintenance ends the
-// wait with a *MaintenanceError that names it.
+// or has run and ended, reporting progress at each look. A container in
+// maintenance that never ran its command ends the wait with a
+// *MaintenanceError that names it.
 func (h *Host) WaitContainersOnline(ctx context.Context, s PodSandbox) error {
 	const step = "wait for the containers to come online"
 	if err := s.check(); err != nil {
@@ -323,6 +332,11 @@ func (h *Host) WaitContainersOnline(ctx context.Context, s PodSandbox) error {
 				case st.State == "":
 					return h.fail(ctx, step, s, &illumos.Error{Op: "svcs", Subject: s.ZoneName() + ":" + ContainerFMRI(name),
 						Kind: illumos.KindNotFound, Err: fmt.Errorf("container %q has no SMF service: StartContainers has not run", name)})
+				case st.State == "maintenance" && h.exited(ctx, s, name):
+					// Its command ran and ended before it was seen online:
+					// that is the container's exit, which the supervisor
+					// reports and restartPolicy decides, as kubelet does,
+					// not a pod that could not start.
 				case st.State == "maintenance":
 					return h.maintenance(ctx, s, name)
 				case st.State == "disabled" && !st.Transitioning && time.Since(start) >= enableGrace:
