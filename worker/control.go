@@ -169,3 +169,18 @@ func EnsureSchedules(ctx context.Context, c client.Client, reconcilePods, podSet
 	}
 	return nil
 }
+
+// ReconcilePodsOnce runs the pod reconciler now, between its scheduled
+// runs. A control plane killed between a pod's row and its lifecycle
+// leaves a pod without one; the replica that starts next calls this once
+// the row has had its settle time, so the pod does not wait for the
+// schedule (ReconcileEvery) to be repaired.
+func ReconcilePodsOnce(ctx context.Context, c client.Client) error {
+	err := c.ScheduleClient().GetHandle(ctx, workflows.ReconcilePodsScheduleID).Trigger(ctx, client.ScheduleTriggerOptions{
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+	})
+	if err != nil {
+		return fmt.Errorf("trigger schedule %s: %w", workflows.ReconcilePodsScheduleID, err)
+	}
+	return nil
+}

@@ -468,6 +468,25 @@ func (cp *ControlPlane) CA() *pki.CA { return cp.ca }
 // Served reports the API server's exit.
 func (cp *ControlPlane) Served() <-chan error { return cp.served }
 
+// reconcileAfterStart runs the pod reconciler once, a settle time after
+// this replica's start: a replica killed between a pod's row and its
+// lifecycle left a pod without one, and the schedule may be minutes away.
+func (cp *ControlPlane) reconcileAfterStart(ctx context.Context) {
+	defer cp.bg.Done()
+	settle := cp.podSettle
+	if settle <= 0 {
+		settle = worker.PodSettle
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(settle + time.Second):
+	}
+	if err := worker.ReconcilePodsOnce(ctx, cp.Temporal); err != nil && ctx.Err() == nil {
+		cp.log.Warn("the pod reconciler could not be run after start; the schedule will run it", "err", err)
+	}
+}
+
 // runWorker starts the control-plane worker and schedules once Temporal
 // answers, retrying until it does.
 func (cp *ControlPlane) runWorker(ctx context.Context) {
@@ -485,8 +504,9 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 				if !cp.imagesSeeded {
 					cp.seedImages(ctx)
 				}
-				cp.bg.Add(1)
+				cp.bg.Add(2)
 				go cp.watchNodes(ctx)
+				go cp.reconcileAfterStart(ctx)
 				return
 			}
 		}

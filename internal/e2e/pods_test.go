@@ -313,6 +313,30 @@ func TestPermanentFailureFailsThePodAndLeavesNothing(t *testing.T) {
 	c.recordHistory(workflows.PodWorkflowID("default", "doomed"), "pod-provision-failed.json")
 }
 
+// A control plane killed between a pod's row and its lifecycle leaves a
+// pod without one; the replica that starts next repairs it within its
+// settle time, not at the reconciler's next scheduled run (here an hour
+// away).
+func TestRestartedControlPlaneRepairsAPodWithoutLifecycle(t *testing.T) {
+	t.Parallel()
+	c := newClusterWith(t, 1, func(cfg *controlplane.Config) {
+		cfg.PodReconcileInterval, cfg.PodSettle = time.Hour, 2*time.Second
+	})
+	c.createPod(sleepPod("halfmade", "sparse", ""))
+	c.waitPhase("halfmade", model.PodRunning, true, 90*time.Second)
+	start := c.stopControlPlane()
+	ctx := context.Background()
+	if err := c.temporal.TerminateWorkflow(ctx, workflows.PodWorkflowID("default", "halfmade"), "", "simulated crash"); err != nil {
+		t.Fatal(err)
+	}
+	start()
+	c.eventually(30*time.Second, "the restarted control plane to start the pod's lifecycle", func() bool {
+		running, err := (workflows.PodClient{Temporal: c.temporal}).Running(ctx, "default", "halfmade")
+		return err == nil && running
+	})
+	c.waitPhase("halfmade", model.PodRunning, true, time.Minute)
+}
+
 func TestPodWithoutWorkflowIsRepaired(t *testing.T) {
 	t.Parallel()
 	// The row is older than this when its workflow goes: the repair is not
