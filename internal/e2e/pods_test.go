@@ -13,6 +13,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -316,17 +317,32 @@ func TestPermanentFailureFailsThePodAndLeavesNothing(t *testing.T) {
 // A control plane killed between a pod's row and its lifecycle leaves a
 // pod without one; the replica that starts next repairs it within its
 // settle time, not at the reconciler's next scheduled run (here an hour
-// away).
+// away). The row is written while no replica runs, as the killed one left
+// it: a lifecycle terminated instead would stay listed as running until
+// Temporal's visibility caught up, and the repair would race it.
 func TestRestartedControlPlaneRepairsAPodWithoutLifecycle(t *testing.T) {
 	t.Parallel()
 	c := newClusterWith(t, 1, func(cfg *controlplane.Config) {
 		cfg.PodReconcileInterval, cfg.PodSettle = time.Hour, 2*time.Second
 	})
-	c.createPod(sleepPod("halfmade", "sparse", ""))
-	c.waitPhase("halfmade", model.PodRunning, true, 90*time.Second)
+	c.createPod(sleepPod("whole", "sparse", ""))
+	c.waitPhase("whole", model.PodRunning, true, 90*time.Second)
 	start := c.stopControlPlane()
 	ctx := context.Background()
-	if err := c.temporal.TerminateWorkflow(ctx, workflows.PodWorkflowID("default", "halfmade"), "", "simulated crash"); err != nil {
+	st, err := store.Open(ctx, c.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := st.Pods().Get(ctx, "default", "whole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := &model.Pod{TypeMeta: whole.TypeMeta, Spec: whole.Spec, Status: model.PodStatus{Phase: model.PodPending}}
+	half.Metadata.Namespace, half.Metadata.Name, half.Metadata.Annotations = "default", "halfmade", whole.Metadata.Annotations
+	half.Spec.NodeName = ""
+	err = st.CreatePod(ctx, half)
+	st.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	start()
@@ -335,6 +351,9 @@ func TestRestartedControlPlaneRepairsAPodWithoutLifecycle(t *testing.T) {
 		return err == nil && running
 	})
 	c.waitPhase("halfmade", model.PodRunning, true, time.Minute)
+	if p, _ := c.pod("whole"); p.Metadata.UID != whole.Metadata.UID || p.Status.Phase != model.PodRunning {
+		t.Fatalf("the restart disturbed a healthy pod: uid %s→%s, phase %s", whole.Metadata.UID, p.Metadata.UID, p.Status.Phase)
+	}
 }
 
 func TestPodWithoutWorkflowIsRepaired(t *testing.T) {
