@@ -157,7 +157,7 @@ func (w *podWorkflow) execUntilDone(ctx workflow.Context, name string, o workflo
 // (limits, else requests) and the address it was given.
 func sandbox(ref controlops.PodRef, spec model.PodSpec, alloc *controlops.AllocateResult, imageKind string, claims []hostops.ClaimVolume) hostops.PodSandbox {
 	s := hostops.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
-		ImageKind: imageKind, IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
+		Hostname: spec.Hostname, ImageKind: imageKind, IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
 	caps := scheduler.PodLimits(&model.Pod{Spec: spec})
 	s.MilliCPU, s.MemoryBytes = caps.MilliCPU, caps.Memory
 	for _, c := range spec.Containers {

@@ -76,6 +76,7 @@ func newNode(t *testing.T) *node {
 		ZonesPath:      zonesPath,
 		ImagesDataset:  imagesDataset,
 		VolumesDataset: volumesDataset,
+		ZonesDir:       filepath.Join(n.sim.Root, "fs", zonesPath),
 		ImageDir:       filepath.Join(n.sim.Root, "fs/var/zonewright/images"),
 		ZvolDir:        filepath.Join(n.sim.Root, "fs/dev/zvol/rdsk"),
 		Installs:       make(chan struct{}, 2),

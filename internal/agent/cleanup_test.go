@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -65,7 +66,7 @@ func TestStartupCleanupRemovesUnboundPodsAndAdoptsBoundOnes(t *testing.T) {
 	node := simtest.NewNode(t, "node1")
 	host := illumos.Host{Runner: &illumos.Runner{BinDir: node.Bin}}
 	h := &hostops.Host{Host: host, Node: "node1", Etherstub: "zwstub0",
-		ZonesDataset: "tank/zonewright/zones", ZonesPath: "/zonewright/zones", Log: log}
+		ZonesDataset: "tank/zonewright/zones", ZonesPath: "/zonewright/zones", ZonesDir: filepath.Join(node.Root, "fs", "zonewright", "zones"), Log: log}
 	if err := host.Dladm().CreateEtherstub(ctx, "zwstub0"); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,12 +75,23 @@ func TestClusterDNSFollowsServicesAndPods(t *testing.T) {
 		rcode, _ := c.lookup("db.default.svc.cluster.local")
 		return rcode == dns.RcodeNameError
 	})
-	c.createPod(`{"metadata":{"name":"db-1","labels":{"app":"db"}},"spec":{"containers":[{"name":"app","image":"base","command":["sleep","3600"]}]}}`)
+	c.createPod(`{"metadata":{"name":"db-1","labels":{"app":"db"}},"spec":{"hostname":"db-0","subdomain":"db",
+	  "containers":[{"name":"app","image":"base","command":["sleep","3600"]}]}}`)
 	p := c.waitPhase("db-1", model.PodRunning, true, 90*time.Second)
 	c.eventually(2*time.Second, "the headless service to resolve to its ready pod", func() bool {
 		rcode, ips := c.lookup("db.default.svc.cluster.local")
 		return rcode == dns.RcodeSuccess && len(ips) == 1 && ips[0] == p.Status.PodIP
 	})
+	// Its hostname and subdomain name the pod in the service's domain,
+	// and the zone took the hostname as its node name.
+	if rcode, ips := c.lookup("db-0.db.default.svc.cluster.local"); rcode != dns.RcodeSuccess || len(ips) != 1 || ips[0] != p.Status.PodIP {
+		t.Fatalf("db-0.db.default.svc.cluster.local: %s %v, want %s", dns.RcodeToString[rcode], ips, p.Status.PodIP)
+	}
+	zone := illumos.ZoneName(p.Metadata.Namespace, p.Metadata.Name, p.Metadata.UID)
+	bin := c.nodes.Nodes[c.nodeIndex(p.Spec.NodeName)].BinDir
+	if out, err := exec.Command(filepath.Join(bin, "zlogin"), zone, "hostname").CombinedOutput(); err != nil || string(out) != "db-0\n" {
+		t.Fatalf("the zone's node name: %q %v, want the pod's hostname db-0", out, err)
+	}
 
 	// The pod's zone was given a resolver that is its node's: short names
 	// resolve through the search list, at the address the file names.

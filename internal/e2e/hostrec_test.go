@@ -57,7 +57,8 @@ func datasetExists(s simtest.State, name string) bool {
 // on the host would make.
 func (c *cluster) nodeHost(i int) *hostops.Host {
 	return &hostops.Host{Host: illumos.Host{Runner: &illumos.Runner{BinDir: c.nodes.Nodes[i].BinDir}},
-		Node: c.nodes.Nodes[i].Name, Etherstub: "zwstub0", ZonesDataset: "tank/zonewright/zones", ZonesPath: "/zonewright/zones"}
+		Node: c.nodes.Nodes[i].Name, Etherstub: "zwstub0", ZonesDataset: "tank/zonewright/zones", ZonesPath: "/zonewright/zones",
+		ZonesDir: filepath.Join(c.nodes.Nodes[i].Root, "fs", "zonewright", "zones")}
 }
 
 // nodeEvents are the events recorded on a Node with the given reason.

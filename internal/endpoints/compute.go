@@ -62,6 +62,12 @@ func Compute(svc *model.Service, pods []*model.Pod) []model.EndpointSubset {
 		c := candidate{addr: model.EndpointAddress{IP: p.Status.PodIP, NodeName: p.Spec.NodeName,
 			TargetRef: &model.ObjectReference{Kind: model.KindPod, Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}},
 			ports: ports, ready: podReady(p)}
+		// A pod is named in the service's domain only when it asks to be,
+		// by hostname and a subdomain that is this service (Kubernetes'
+		// rule): two services selecting it do not both claim its name.
+		if p.Spec.Hostname != "" && p.Spec.Subdomain == svc.Metadata.Name {
+			c.addr.Hostname = p.Spec.Hostname
+		}
 		switch {
 		case svc.Spec.PublishNotReadyAddresses:
 			ready = append(ready, c)

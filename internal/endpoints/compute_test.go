@@ -123,3 +123,25 @@ func TestComputeFollowsReadinessAndResolvesPorts(t *testing.T) {
 		})
 	}
 }
+
+// A pod's hostname is its address's only where its subdomain is the
+// service: another service selecting it lists it unnamed.
+func TestHostnameOnlyUnderTheSubdomainService(t *testing.T) {
+	named := func(p *model.Pod) { p.Spec.Hostname, p.Spec.Subdomain = "web-0", "web" }
+	pods := []*model.Pod{testPod("a", "10.0.0.1", true, named), testPod("b", "10.0.0.2", true, func(p *model.Pod) { p.Spec.Hostname = "lonely" })}
+	hostnames := func(svcName string) map[string]string {
+		out := map[string]string{}
+		for _, s := range Compute(testService(func(s *model.Service) { s.Metadata.Name = svcName }), pods) {
+			for _, a := range s.Addresses {
+				out[a.TargetRef.Name] = a.Hostname
+			}
+		}
+		return out
+	}
+	if got := hostnames("web"); got["a"] != "web-0" || got["b"] != "" || len(got) != 2 {
+		t.Errorf("under its subdomain's service: %v; want a named web-0, b unnamed", got)
+	}
+	if got := hostnames("other"); got["a"] != "" || got["b"] != "" || len(got) != 2 {
+		t.Errorf("under another service: %v; want both unnamed", got)
+	}
+}

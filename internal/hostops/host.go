@@ -47,10 +47,12 @@ type PodSandbox struct {
 	// zero means no cap.
 	MilliCPU    int64
 	MemoryBytes int64
-	IP          string // the pod's address on the node's pod network
-	PrefixLen   int
-	Gateway     string // the default route inside the zone
-	Containers  []ContainerSpec
+	// Hostname is the zone's node name; empty means the pod's name.
+	Hostname   string `json:",omitempty"`
+	IP         string // the pod's address on the node's pod network
+	PrefixLen  int
+	Gateway    string // the default route inside the zone
+	Containers []ContainerSpec
 	// Volumes are mounted into the zone at Mounts (volumes.go).
 	Volumes []PodVolume `json:",omitempty"`
 	Mounts  []PodMount  `json:",omitempty"`
@@ -253,7 +255,19 @@ func (s PodSandbox) check() error {
 	if s.Namespace == "" || s.Name == "" || s.UID == "" {
 		return fmt.Errorf("sandbox needs a namespace, a name and a uid (got %q, %q, %q)", s.Namespace, s.Name, s.UID)
 	}
+	if errs := model.ValidateName("hostname", s.NodeName()); len(errs) > 0 {
+		return fmt.Errorf("sandbox node name: %w", errs)
+	}
 	return nil
+}
+
+// NodeName is the zone's node name: the pod's hostname, else its name (a
+// DNS label, as a host name must be).
+func (s PodSandbox) NodeName() string {
+	if s.Hostname != "" {
+		return s.Hostname
+	}
+	return s.Name
 }
 
 // checkNet refuses an address the zone cannot be given.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -39,7 +40,8 @@ func newHostOn(t *testing.T) (*hostops.Host, *simtest.Node) {
 		t.Fatal(err)
 	}
 	return &hostops.Host{Host: h, Node: "node1", Etherstub: "zwstub0",
-		ZonesDataset: "tank/zonewright/zones", ZonesPath: "/zonewright/zones", HeartbeatInterval: 20 * time.Millisecond}, sim
+		ZonesDataset: "tank/zonewright/zones", ZonesPath: "/zonewright/zones", ZonesDir: filepath.Join(sim.Root, "fs", "zonewright", "zones"),
+		HeartbeatInterval: 20 * time.Millisecond}, sim
 }
 
 func TestErrorsSayWhatFailedAndAreTyped(t *testing.T) {

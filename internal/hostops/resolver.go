@@ -31,14 +31,15 @@ func (d ZoneDNS) ResolvConf(ns string) []byte {
 		"nameserver %s\nsearch %s.svc.%s svc.%s %s\noptions ndots:5\n", d.Nameserver, ns, domain, domain, domain)
 }
 
-// writeZoneResolver writes the zone's /etc/resolv.conf and makes its
-// nsswitch.conf look host names up in DNS, from the global zone, before
-// the zone boots. Paths resolve inside the zone root (os.Root), so a link
-// the zone planted on an earlier boot cannot point the write elsewhere.
-// A bhyve zone's root holds no guest filesystem: its guest configures
-// itself.
-func (h *Host) writeZoneResolver(s PodSandbox) error {
-	if h.ZoneDNS == nil || s.Brand == "bhyve" {
+// writeZoneFiles writes, from the global zone before the zone boots,
+// what the zone reads at boot: its node name (/etc/nodename; an lx
+// zone's init reads /etc/hostname) and, with cluster DNS, its
+// /etc/resolv.conf, with nsswitch.conf looking host names up in DNS.
+// Paths resolve inside the zone root (os.Root), so a link the zone
+// planted on an earlier boot cannot point the write elsewhere. A bhyve
+// zone's root holds no guest filesystem: its guest configures itself.
+func (h *Host) writeZoneFiles(s PodSandbox) error {
+	if s.Brand == "bhyve" {
 		return nil
 	}
 	dir := filepath.Join(h.zonesDir(), s.ZoneName(), "root")
@@ -49,6 +50,16 @@ func (h *Host) writeZoneResolver(s PodSandbox) error {
 	defer root.Close()
 	if err := root.MkdirAll("etc", 0o755); err != nil {
 		return fmt.Errorf("the zone root's etc: %w", err)
+	}
+	nodename := "etc/nodename"
+	if s.Brand == "lx" {
+		nodename = "etc/hostname"
+	}
+	if err := writeInRoot(root, nodename, []byte(s.NodeName()+"\n")); err != nil {
+		return err
+	}
+	if h.ZoneDNS == nil {
+		return nil
 	}
 	if err := writeInRoot(root, "etc/resolv.conf", h.ZoneDNS.ResolvConf(s.Namespace)); err != nil {
 		return err

@@ -29,7 +29,7 @@ func TestHostsFromDNS(t *testing.T) {
 	}
 }
 
-func TestWriteZoneResolver(t *testing.T) {
+func TestWriteZoneFiles(t *testing.T) {
 	zones := t.TempDir()
 	h := &Host{ZonesPath: "/zonewright/zones", ZonesDir: zones, ZoneDNS: &ZoneDNS{Nameserver: "10.88.1.1", Domain: "cluster.local"}}
 	s := PodSandbox{Namespace: "shop", Name: "web", UID: "0b6f4e0e-1c5a-4d8e-9f10-3a2b4c5d6e7f", Brand: "sparse"}
@@ -40,7 +40,7 @@ func TestWriteZoneResolver(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "etc/nsswitch.conf"), []byte("hosts: files\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.writeZoneResolver(s); err != nil {
+	if err := h.writeZoneFiles(s); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(root, "etc/resolv.conf")); string(b) != string(h.ZoneDNS.ResolvConf("shop")) {
@@ -48,6 +48,17 @@ func TestWriteZoneResolver(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(root, "etc/nsswitch.conf")); string(b) != "hosts: files dns\n" {
 		t.Errorf("nsswitch.conf = %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/nodename")); string(b) != "web\n" {
+		t.Errorf("nodename = %q; want the pod's name", b)
+	}
+	named := s
+	named.Hostname, named.Brand = "web-0", "lx"
+	if err := (&Host{ZonesDir: zones}).writeZoneFiles(named); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/hostname")); string(b) != "web-0\n" {
+		t.Errorf("an lx zone's hostname = %q; want the pod's hostname, without cluster DNS too", b)
 	}
 
 	// A zone that ran before may have made etc a link out of its root:
@@ -59,20 +70,17 @@ func TestWriteZoneResolver(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(root, "etc")); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.writeZoneResolver(s); err == nil {
+	if err := h.writeZoneFiles(s); err == nil {
 		t.Error("writing through a link out of the zone root succeeded")
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Errorf("written outside the zone root: %v", entries)
 	}
 
-	// bhyve zones and hosts without cluster DNS get nothing.
+	// bhyve zones get nothing: their guest configures itself.
 	bhyve := s
 	bhyve.Brand = "bhyve"
-	if err := h.writeZoneResolver(bhyve); err != nil {
-		t.Error(err)
-	}
-	if err := (&Host{ZonesDir: zones}).writeZoneResolver(s); err != nil {
+	if err := h.writeZoneFiles(bhyve); err != nil {
 		t.Error(err)
 	}
 }

@@ -544,7 +544,7 @@ func (h *Host) BootZone(ctx context.Context, s PodSandbox) error {
 	if err := h.createEmptyDirs(ctx, s); err != nil {
 		return h.fail(ctx, step, s, err)
 	}
-	if err := h.writeZoneResolver(s); err != nil {
+	if err := h.writeZoneFiles(s); err != nil {
 		return h.fail(ctx, step, s, err)
 	}
 	if err := za.Boot(ctx, name); err != nil {

@@ -14,8 +14,13 @@ type Pod struct {
 type PodSpec struct {
 	Containers []Container `json:"containers"`
 	// RuntimeClassName selects the zone brand: sparse (default), ipkg, lx or bhyve.
-	RuntimeClassName              string            `json:"runtimeClassName,omitempty"`
-	NodeName                      string            `json:"nodeName,omitempty"`
+	RuntimeClassName string `json:"runtimeClassName,omitempty"`
+	NodeName         string `json:"nodeName,omitempty"`
+	// Hostname is the zone's node name (default: the pod's name). With
+	// Subdomain naming a headless service of the namespace, the pod is
+	// also <hostname>.<subdomain>.<namespace>.svc.<cluster domain>.
+	Hostname                      string            `json:"hostname,omitempty"`
+	Subdomain                     string            `json:"subdomain,omitempty"`
 	NodeSelector                  map[string]string `json:"nodeSelector,omitempty"`
 	Tolerations                   []Toleration      `json:"tolerations,omitempty"`
 	RestartPolicy                 string            `json:"restartPolicy,omitempty"`

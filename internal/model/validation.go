@@ -224,6 +224,12 @@ func ValidatePod(p *Pod) FieldErrors {
 	if s.NodeName != "" {
 		errs = append(errs, ValidateName("spec.nodeName", s.NodeName)...)
 	}
+	if s.Hostname != "" {
+		errs = append(errs, ValidateName("spec.hostname", s.Hostname)...)
+	}
+	if s.Subdomain != "" {
+		errs = append(errs, ValidateName("spec.subdomain", s.Subdomain)...)
+	}
 	for k, v := range s.NodeSelector {
 		f := fmt.Sprintf("spec.nodeSelector[%s]", k)
 		errs = append(errs, validateKey(f, k)...)

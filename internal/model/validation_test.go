@@ -49,6 +49,9 @@ func TestValidatePodRefusesWhatTheHostCannotCarry(t *testing.T) {
 		{"a probe delay beyond a day", func(p *Pod) { p.Spec.Containers[0].ReadinessProbe.InitialDelaySeconds = 86401 }, "spec.containers[0].readinessProbe.initialDelaySeconds"},
 		{"a failure threshold of a million", func(p *Pod) { p.Spec.Containers[0].ReadinessProbe.FailureThreshold = 1000000 }, "spec.containers[0].readinessProbe.failureThreshold"},
 		{"a success threshold of a million", func(p *Pod) { p.Spec.Containers[0].ReadinessProbe.SuccessThreshold = 1000000 }, "spec.containers[0].readinessProbe.successThreshold"},
+		{"a hostname with a dot", func(p *Pod) { p.Spec.Hostname = "web.0" }, "spec.hostname"},
+		{"a hostname of 64 bytes", func(p *Pod) { p.Spec.Hostname = strings.Repeat("h", 64) }, "spec.hostname"},
+		{"a subdomain in capitals", func(p *Pod) { p.Spec.Subdomain = "Web" }, "spec.subdomain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := valid()

@@ -253,13 +253,40 @@ func runPrtconf(inv *invocation) int {
 	return 0
 }
 
-// zoneHostname is the node name seen from the invocation's zone: a
-// non-global zone's node name defaults to its zone name.
+// nodename is the node name seen from the invocation's zone: what the
+// zone read at boot, else its zone name.
 func (inv *invocation) nodename() string {
-	if inv.zone != "global" {
-		return inv.zone
+	if inv.zone == "global" {
+		return inv.h.facts.Hostname
 	}
-	return inv.h.facts.Hostname
+	if z, err := inv.h.viewZone(inv.zone); err == nil && z != nil && z.Nodename != "" {
+		return z.Nodename
+	}
+	return inv.zone
+}
+
+// bootNodename is the node name a booting zone takes from its root: the
+// first word of /etc/nodename (svc:/system/identity:node), or of
+// /etc/hostname in an lx zone, whose init sets it (spec §6.4). A change
+// takes effect at the next boot, as on illumos.
+func bootNodename(root, brand string) string {
+	file := "etc/nodename"
+	if brand == "lx" {
+		file = "etc/hostname"
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return ""
+	}
+	defer r.Close()
+	b, err := r.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	if words := strings.Fields(string(b)); len(words) > 0 && len(words[0]) <= 256 {
+		return words[0]
+	}
+	return ""
 }
 
 // hostname prints the node name. Setting it is not simulated.

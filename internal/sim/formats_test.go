@@ -446,3 +446,24 @@ func TestBrandInstallOptions(t *testing.T) {
 	expect(t, h.run("zonecfg", "-z", "lx2", "create -b; set zonepath=/zones/lx2; set brand=lx"), 1, "",
 		"ip-type: brand lx requires an exclusive IP type\nZone lx2 failed to verify\nConfiguration not saved.\n")
 }
+
+// A zone's node name is the first word of its /etc/nodename, read at
+// boot (spec §6.4): its zone name without one, unchanged by an edit until
+// the zone boots again.
+func TestZoneNodenameIsReadAtBoot(t *testing.T) {
+	h := newHost(t)
+	h.zoneSetup("web01", "running")
+	expect(t, h.run("zlogin", "web01", "hostname"), 0, "web01\n", "")
+	nodename := filepath.Join(h.root, "fs", "zones", "web01", "root", "etc", "nodename")
+	if err := os.MkdirAll(filepath.Dir(nodename), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(nodename, []byte("web-0 \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, h.run("zlogin", "web01", "hostname"), 0, "web01\n", "")
+	h.must("zoneadm", "-z", "web01", "reboot")
+	expect(t, h.run("zlogin", "web01", "hostname"), 0, "web-0\n", "")
+	expect(t, h.run("zlogin", "web01", "uname", "-n"), 0, "web-0\n", "")
+	expect(t, h.run("hostname"), 0, "node1\n", "")
+}

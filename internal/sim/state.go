@@ -87,6 +87,9 @@ type Zone struct {
 	SupervisorPID int `json:"supervisor_pid,omitempty"`
 	// Booted is when the zone last reached running.
 	Booted time.Time `json:"booted,omitempty"`
+	// Nodename is the zone's node name, read from its root at boot;
+	// empty means the zone's name.
+	Nodename string `json:"nodename,omitempty"`
 
 	Interfaces       []*IPInterface `json:"interfaces"`
 	Addresses        []*IPAddress   `json:"addresses"`

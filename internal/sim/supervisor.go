@@ -475,6 +475,7 @@ func (sv *supervisor) register() error {
 		z.SupervisorPID = os.Getpid()
 		z.Booted = time.Now().UTC()
 		sv.root = sv.h.zoneRoot(z)
+		z.Nodename = bootNodename(sv.root, z.Config.Brand)
 		for _, s := range z.Services {
 			if s.State == "online" || s.State == "uninitialized" {
 				s.State = "offline"
