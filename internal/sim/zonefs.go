@@ -63,6 +63,23 @@ func (inv *invocation) readZoneFile(name string) ([]byte, error) {
 
 // readFile reads name in the zone (see readZoneFile).
 func (fsys zoneFS) readFile(name string) ([]byte, error) {
+	f, err := fsys.openFile(name, os.O_RDONLY, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: name, Err: unwrapErrno(err)}
+	}
+	return data, nil
+}
+
+// openFile opens name in the zone with flag and, for a file it creates,
+// perm; with mkdirs, missing directories on the way are created (0755).
+// O_DIRECTORY opens a directory (to act on its entries with the *at
+// system calls). The error is an *os.PathError naming name.
+func (fsys zoneFS) openFile(name string, flag int, perm uint32, mkdirs bool) (*os.File, error) {
 	// The zone root and the mounts' directories are the simulator's to
 	// open: they are where the zone's view starts.
 	rootFD, err := unix.Open(fsys.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -77,20 +94,16 @@ func (fsys zoneFS) readFile(name string) ([]byte, error) {
 			defer unix.Close(fd)
 		}
 	}
-	var data []byte
+	var f *os.File
 	err = fsys.user.asFileUser(func() error {
-		f, err := fsys.open(rootFD, mountFDs, name)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		data, err = io.ReadAll(f)
+		var err error
+		f, err = fsys.open(rootFD, mountFDs, name, flag, perm, mkdirs)
 		return err
 	})
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: unwrapErrno(err)}
 	}
-	return data, nil
+	return f, nil
 }
 
 // zoneDir is a directory reached by a lookup: its descriptor and its path
@@ -101,8 +114,8 @@ type zoneDir struct {
 }
 
 // open looks name up component by component from the zone root and opens
-// the file it names for reading.
-func (fsys zoneFS) open(rootFD int, mountFDs map[string]int, name string) (*os.File, error) {
+// what it names (see openFile).
+func (fsys zoneFS) open(rootFD int, mountFDs map[string]int, name string, flag int, perm uint32, mkdirs bool) (*os.File, error) {
 	// dirs is the chain of directories from the root to the current one,
 	// so ".." goes back up it and stops at the zone's root, as in a zone.
 	dirs := []zoneDir{{fd: rootFD, path: "/"}}
@@ -132,12 +145,18 @@ func (fsys zoneFS) open(rootFD int, mountFDs map[string]int, name string) (*os.F
 		cur := dirs[len(dirs)-1]
 		zpath := path.Join(cur.path, c)
 		last := !hasComponent(pending)
+		if mkdirs && (!last || flag&unix.O_DIRECTORY != 0) {
+			// EEXIST (a directory, or a link looked at below) is fine.
+			if err := unix.Mkdirat(cur.fd, c, 0o755); err != nil && err != unix.EEXIST {
+				return nil, err
+			}
+		}
 		if last {
-			fd, err := unix.Openat(cur.fd, c, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+			fd, err := unix.Openat(cur.fd, c, flag|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_CLOEXEC, perm)
 			if err == nil {
 				return os.NewFile(uintptr(fd), name), nil
 			}
-			if err != unix.ELOOP {
+			if err != unix.ELOOP && !(err == unix.ENOTDIR && flag&unix.O_DIRECTORY != 0) {
 				return nil, err
 			}
 			// A link: looked at below.
@@ -158,7 +177,7 @@ func (fsys zoneFS) open(rootFD int, mountFDs map[string]int, name string) (*os.F
 		case unix.S_IFLNK:
 		default:
 			unix.Close(fd)
-			if last {
+			if last && flag&unix.O_DIRECTORY == 0 {
 				return nil, unix.ELOOP // it was a link a moment ago
 			}
 			return nil, unix.ENOTDIR
@@ -188,10 +207,9 @@ func (fsys zoneFS) open(rootFD int, mountFDs map[string]int, name string) (*os.F
 		}
 		pending = append(strings.Split(target, "/"), pending...)
 	}
-	// The name ends in a directory (or is the root): read it as one,
-	// which fails as reading a directory does.
+	// The name ends in a directory (or is the root, or a mount point).
 	cur := dirs[len(dirs)-1]
-	fd, err := unix.Openat(cur.fd, ".", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(cur.fd, ".", flag&^unix.O_CREAT|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

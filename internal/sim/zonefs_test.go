@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A file an in-zone command names (ipnat -f, svccfg import) is the zone's:
@@ -77,4 +78,36 @@ func TestInZoneCommandsReadOnlyTheZonesFiles(t *testing.T) {
 		noLeak(r)
 		expect(t, r, 0, "", "fopen(/tmp/private) failed: Permission denied\n")
 	}
+}
+
+// svc.startd writes a service's log in the zone's /var/svc/log as the
+// zone's user: a link the zone put there is resolved inside the zone, so
+// the simulator creates and appends no file outside it.
+func TestServiceLogsStayInTheZone(t *testing.T) {
+	h := newHost(t)
+	outside := t.TempDir()
+	os.Chmod(outside, 0o777)
+	h.zoneSetup("z1", "running")
+	zoneRoot := filepath.Join(h.root, "fs", "zones", "z1", "root")
+	logDir := filepath.Join(zoneRoot, "var", "svc", "log")
+	if err := os.RemoveAll(logDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, logDir); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, h.runIn(manifest("web", "echo started; exec sleep 1000", "", true), "zlogin", "z1", "svccfg", "import", "/dev/stdin"), 0, "", "")
+	fmri := "svc:/site/web:default"
+	waitFor(t, 10*time.Second, fmri+" online", func() bool {
+		st, pid, _ := h.service("z1", fmri)
+		return st == "online" && pid > 0
+	})
+	if entries, _ := os.ReadDir(outside); len(entries) > 0 {
+		t.Errorf("the service's log was written outside the zone: %s", filepath.Join(outside, entries[0].Name()))
+	}
+	inZone := filepath.Join(zoneRoot, outside, "site-web:default.log")
+	waitFor(t, 5*time.Second, "the log where the link leads inside the zone", func() bool {
+		b, _ := os.ReadFile(inZone)
+		return strings.Contains(string(b), "started")
+	})
 }
