@@ -273,3 +273,28 @@ func (u zoneUser) asFileUser(fn func() error) error {
 	}()
 	return <-done
 }
+
+// mountLofsAt makes name in directory dirFD the link to special, in place
+// of an empty mount point directory or a stale link.
+func mountLofsAt(dirFD int, name, special string) error {
+	buf := make([]byte, unix.PathMax)
+	if n, err := unix.Readlinkat(dirFD, name, buf); err == nil && string(buf[:n]) == special {
+		return nil
+	}
+	if err := unix.Unlinkat(dirFD, name, 0); err == unix.EISDIR || err == unix.EPERM {
+		_ = unix.Unlinkat(dirFD, name, unix.AT_REMOVEDIR) // only if empty
+	}
+	return unix.Symlinkat(special, dirFD, name)
+}
+
+// unmountLofsAt turns the link name in directory dirFD back into an empty
+// mount point directory.
+func unmountLofsAt(dirFD int, name string) {
+	var st unix.Stat_t
+	if unix.Fstatat(dirFD, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		return
+	}
+	if unix.Unlinkat(dirFD, name, 0) == nil {
+		_ = unix.Mkdirat(dirFD, name, 0o755)
+	}
+}

@@ -111,3 +111,44 @@ func TestServiceLogsStayInTheZone(t *testing.T) {
 		return strings.Contains(string(b), "started")
 	})
 }
+
+// Booting a zone makes its lofs mount points in the zone's view: a link
+// the zone's user left on the way (the zone root is theirs) leads the
+// simulator to remove or create nothing outside the zone.
+func TestLofsMountPointsStayInTheZone(t *testing.T) {
+	h := newHost(t)
+	if err := os.MkdirAll(filepath.Join(h.root, "fs", "vol", "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.zoneSetup("z1", "running", "add fs; set dir=/mnt/a/data; set special=/vol/data; set type=lofs; end")
+	h.must("zoneadm", "-z", "z1", "halt")
+	// The zone's user turned /mnt/a into a link to a host directory that
+	// holds a file named like the mount point.
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "data")
+	if err := os.WriteFile(victim, []byte("keep me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zoneRoot := filepath.Join(h.root, "fs", "zones", "z1", "root")
+	if err := os.RemoveAll(filepath.Join(zoneRoot, "mnt", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(zoneRoot, "mnt", "a")); err != nil {
+		t.Fatal(err)
+	}
+	h.must("zoneadm", "-z", "z1", "boot")
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me\n" {
+		t.Errorf("the host file beyond the zone's link: %q %v", b, err)
+	}
+	// The mount is where the link leads inside the zone.
+	if target, err := os.Readlink(filepath.Join(zoneRoot, outside, "data")); err != nil || target != filepath.Join(h.root, "fs", "vol", "data") {
+		t.Errorf("mount point inside the zone: %q %v", target, err)
+	}
+	h.must("zoneadm", "-z", "z1", "halt")
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me\n" {
+		t.Errorf("after halt, the host file beyond the zone's link: %q %v", b, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(zoneRoot, outside, "data")); err != nil || !fi.IsDir() {
+		t.Errorf("after halt the mount point is an empty directory again: %v %v", fi, err)
+	}
+}
