@@ -328,7 +328,7 @@ func runIpnat(inv *invocation) int {
 	if o.hasFile {
 		var err error
 		switch {
-		case o.file == "-":
+		case o.file == "-" || o.file == "/dev/stdin":
 			input, err = io.ReadAll(inv.stdin)
 		case inv.zone != "global":
 			// The zone's file, with the zone's rights.
