@@ -327,9 +327,13 @@ func runIpnat(inv *invocation) int {
 	var input []byte
 	if o.hasFile {
 		var err error
-		if o.file == "-" {
+		switch {
+		case o.file == "-" || o.file == "/dev/stdin":
 			input, err = io.ReadAll(inv.stdin)
-		} else {
+		case inv.zone != "global":
+			// The zone's file, with the zone's rights.
+			input, err = inv.readZoneFile(o.file)
+		default:
 			input, err = os.ReadFile(o.file)
 		}
 		if err != nil {

@@ -65,18 +65,38 @@ func natdRunning(h *host) bool {
 	return false
 }
 
+// natdPID is the daemon that holds the lock, from its pid file.
 func natdPID(h *host) int {
 	b, _ := os.ReadFile(h.natdFile("pid"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if pid <= 0 {
-		return 0
-	}
-	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
-	if len(args) < 3 || args[1] != "natd" || args[2] != h.root {
-		return 0 // a recycled pid
+	if pid <= 0 || !isNatdOf(pid, h.root) {
+		return 0 // none, or a recycled pid
 	}
 	return pid
+}
+
+// isNatdOf says whether process pid is `illumos-sim natd ROOT` for root.
+func isNatdOf(pid int, root string) bool {
+	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
+	return len(args) == 3 && args[1] == "natd" && args[2] == root
+}
+
+// natdPIDs are every daemon of the node, the lock holder or not (one
+// whose pid file was lost or overwritten).
+func natdPIDs(h *host) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err == nil && pid != os.Getpid() && isNatdOf(pid, h.root) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // natdApplied is the generation pair the daemon has converged on.
@@ -139,15 +159,21 @@ func startNatd(h *host) error {
 	return cmd.Process.Release()
 }
 
-// stopNatd ends the node's daemon (stop-all).
+// stopNatd ends the node's daemons (stop-all): SIGTERM, and SIGKILL for
+// one still there after two seconds.
 func stopNatd(h *host) {
-	pid := natdPID(h)
-	if pid == 0 {
-		return
+	pids := natdPIDs(h)
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGTERM)
 	}
-	syscall.Kill(pid, syscall.SIGTERM)
-	for i := 0; i < 200 && processAlive(pid); i++ {
-		time.Sleep(10 * time.Millisecond)
+	deadline := time.Now().Add(2 * time.Second)
+	for _, pid := range pids {
+		for processAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if processAlive(pid) && isNatdOf(pid, h.root) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
 
@@ -164,6 +190,10 @@ func runNatd(args []string, stderr io.Writer) int {
 		logger.Print(err)
 		return 1
 	}
+	// Referenced until the daemon returns: an unreferenced *os.File is
+	// closed by its finalizer, which would release the flock mid-life and
+	// let the next ipnat start a second daemon.
+	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		return 0 // another daemon serves this node
 	}
@@ -175,6 +205,7 @@ func runNatd(args []string, stderr io.Writer) int {
 	d.dropOrphanSessions()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, sigReconcile, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	tick := time.NewTicker(natdPoll)
 	defer tick.Stop()
 	var seen fileID

@@ -325,13 +325,22 @@ func runSvccfg(inv *invocation) int {
 	return 1
 }
 
+// readManifest reads the manifest file svccfg names: stdin for "-" and
+// /dev/stdin, the zone's file with the zone's rights inside a zone. A
+// file it cannot reach fails as svccfg's stat of it does.
 func readManifest(inv *invocation, file string) ([]byte, error) {
 	if file == "-" || file == "/dev/stdin" {
 		return io.ReadAll(inv.stdin)
 	}
-	b, err := os.ReadFile(file)
+	var b []byte
+	var err error
+	if inv.zone != "global" {
+		b, err = inv.readZoneFile(file)
+	} else {
+		b, err = os.ReadFile(file)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("couldn't open \"%s\": %s", file, strerror(err))
+		return nil, fmt.Errorf("Unable to stat file %s.  %s", file, strerror(err))
 	}
 	return b, nil
 }

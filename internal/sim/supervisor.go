@@ -696,7 +696,7 @@ func expandMethod(exec, fmri, method string) string {
 func (sv *supervisor) launch(p *svcProc, method, execLine string) (int, error) {
 	dir := sv.root
 	if p.def.WorkDir != "" && p.def.WorkDir != ":default" {
-		dir = filepath.Join(sv.root, p.def.WorkDir)
+		dir = filepath.Join(sv.root, filepath.Clean("/"+p.def.WorkDir))
 	}
 	logf, err := sv.openServiceLog(p.fmri)
 	if err != nil {
@@ -928,13 +928,12 @@ func methodFailedReason(status int) string {
 	return fmt.Sprintf("Start method exited with status %d.", status)
 }
 
-// openServiceLog opens an instance's log in the zone for appending.
+// openServiceLog opens an instance's log in the zone for appending, as
+// the zone's svc.startd does: looked up inside the zone, as the zone's
+// user, so a link the zone made in /var/svc/log leads nowhere outside it.
 func (sv *supervisor) openServiceLog(fmri string) (*os.File, error) {
-	logPath := filepath.Join(sv.root, svcLogPath(fmri))
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, err
-	}
-	return os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	fsys := zoneFS{root: sv.root, user: sv.user}
+	return fsys.openFile(svcLogPath(fmri), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644, true)
 }
 
 // writeStartdLine writes one of svc.startd's own lines: "[ Jan  5 10:12:30 MSG ]".

@@ -94,6 +94,7 @@ func runZlogin(inv *invocation) int {
 			// The simulator's own command acting on the zone (ipadm,
 			// svccfg...): it needs the simulator's access to the state,
 			// and runs without a shell, so nothing else can come along.
+			// A file it names is still the zone's (readZoneFile).
 			argv, asZone = words, false
 		} else {
 			argv = append(argv, "-c", rewriteIllumosPaths(b.String(), inv.h.zoneBinDir(zone)))

@@ -3,11 +3,13 @@ package sim
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -1249,8 +1251,12 @@ func (c *zoneadmCall) move() int {
 // processes, which run in the zone root, reach the mounted files by
 // relative paths (data/f for /data/f). A special that does not exist
 // fails the boot, as the mount would. Read-only mounts are not enforced.
+// The mount point is looked up in the zone's view (zoneFS): the zone's
+// user owns the zone root, and a link it made on the way must not lead
+// the simulator to remove or create anything outside the zone.
 func (h *host) mountLofs(z *Zone) error {
-	root := h.zoneRoot(z)
+	fsys := h.zoneFS(z)
+	fsys.user = zoneUser{} // the simulator's own rights: the zone is not handed over yet
 	for _, r := range z.Config.resources("fs") {
 		if r.Props["type"] != "lofs" {
 			continue
@@ -1259,33 +1265,42 @@ func (h *host) mountLofs(z *Zone) error {
 		if fi, err := os.Stat(special); err != nil || !fi.IsDir() {
 			return fmt.Errorf("cannot mount %s on %s: %s is not a directory", r.Props["special"], dir, r.Props["special"])
 		}
-		at := filepath.Join(root, filepath.Clean("/"+dir))
-		if target, err := os.Readlink(at); err == nil && target == special {
-			continue
+		parent, base := path.Split(path.Clean("/" + dir))
+		if base == "" {
+			return fmt.Errorf("cannot mount %s on %s: the zone's root", r.Props["special"], dir)
 		}
-		if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
-			return fmt.Errorf("cannot mount %s on %s: %v", r.Props["special"], dir, strerror(err))
+		d, err := fsys.openFile(parent, os.O_RDONLY|unix.O_DIRECTORY, 0, true)
+		if err != nil {
+			return fmt.Errorf("cannot mount %s on %s: %s", r.Props["special"], dir, strerror(err))
 		}
-		_ = os.Remove(at) // an empty mount point directory, or a stale link
-		if err := os.Symlink(special, at); err != nil {
-			return fmt.Errorf("cannot mount %s on %s: %v", r.Props["special"], dir, strerror(err))
+		err = mountLofsAt(int(d.Fd()), base, special)
+		d.Close()
+		if err != nil {
+			return fmt.Errorf("cannot mount %s on %s: %s", r.Props["special"], dir, strerror(err))
 		}
 	}
 	return nil
 }
 
 // unmountLofs takes the zone's lofs links away, leaving their mount
-// points as empty directories.
+// points as empty directories (looked up in the zone's view, as mountLofs
+// does).
 func (h *host) unmountLofs(z *Zone) {
-	root := h.zoneRoot(z)
+	fsys := h.zoneFS(z)
+	fsys.user = zoneUser{}
 	for _, r := range z.Config.resources("fs") {
 		if r.Props["type"] != "lofs" {
 			continue
 		}
-		at := filepath.Join(root, filepath.Clean("/"+r.Props["dir"]))
-		if fi, err := os.Lstat(at); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-			_ = os.Remove(at)
-			_ = os.Mkdir(at, 0o755)
+		parent, base := path.Split(path.Clean("/" + r.Props["dir"]))
+		if base == "" {
+			continue
 		}
+		d, err := fsys.openFile(parent, os.O_RDONLY|unix.O_DIRECTORY, 0, false)
+		if err != nil {
+			continue
+		}
+		unmountLofsAt(int(d.Fd()), base)
+		d.Close()
 	}
 }

@@ -1,0 +1,75 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/tls"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/execstream"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// An edit token's exec runs in the pod's zone with the zone's rights, the
+// simulated in-zone commands included: the simulator runs those itself,
+// but a file they name is the zone's. ipnat's parse errors print the first
+// word of each line of its -f file, so reading the control plane's admin
+// token file would print the token.
+func TestExecCannotReadTheHostsFilesThroughInZoneCommands(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 1)
+	c.createPod(`{"metadata":{"name":"tenant"},"spec":{"containers":[{"name":"app","image":"base","command":["sh","-c","exec sleep 1000"]}]}}`)
+	c.waitPhase("tenant", model.PodRunning, false, 90*time.Second)
+	const base = "/api/v1/namespaces/default/pods/tenant"
+
+	tokenFile := controlplane.AdminTokenFile(c.cpConfig.StateDir)
+	if b, err := os.ReadFile(tokenFile); err != nil || !strings.Contains(string(b), c.cp.AdminToken()) {
+		t.Fatalf("the admin token file %s: %v (the test needs it to hold the token)", tokenFile, err)
+	}
+	edit, _, err := (&auth.Tokens{Pool: c.cp.Store.Pool()}).Issue(context.Background(), auth.RoleEdit, "default", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	editor := &http.Client{Transport: auth.Bearer{Token: edit, Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.cp.CA().Pool()}}}}
+
+	for _, tc := range []struct {
+		argv   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"ipnat", "-f", tokenFile}, 0, "fopen(" + tokenFile + ") failed: No such file or directory\n"},
+		{[]string{"/usr/sbin/ipnat", "-f", tokenFile}, 0, "fopen(" + tokenFile + ") failed: No such file or directory\n"},
+		{[]string{"svccfg", "import", tokenFile}, 1, "svccfg: Unable to stat file " + tokenFile + ".  No such file or directory\n"},
+	} {
+		out, errOut, code := execAs(t, c, editor, base, tc.argv...)
+		if strings.Contains(out+errOut, c.cp.AdminToken()) {
+			t.Fatalf("%q printed the admin token: stdout %q stderr %q", tc.argv, out, errOut)
+		}
+		if out != "" || errOut != tc.stderr || code != tc.code {
+			t.Errorf("%q: stdout %q stderr %q exit %d, want stderr %q exit %d", tc.argv, out, errOut, code, tc.stderr, tc.code)
+		}
+	}
+}
+
+// execAs runs argv in the pod at base through the API as client's token.
+func execAs(t *testing.T, c *cluster, client *http.Client, base string, argv ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	q := execstream.Options{Command: argv, Stdout: true, Stderr: true}.Values()
+	s, err := execstream.Dial(ctx, client, c.api+base+"/exec?"+q.Encode(), nil)
+	if err != nil {
+		t.Fatalf("exec %q: %v", argv, err)
+	}
+	var out, errOut strings.Builder
+	code, err := s.Run(ctx, nil, &out, &errOut, nil)
+	if err != nil {
+		t.Fatalf("exec %q: %v", argv, err)
+	}
+	return out.String(), errOut.String(), code
+}
