@@ -147,11 +147,16 @@ func startSupervisor(h *host, zone, bootID string) error {
 	if err := os.MkdirAll(h.runDir(zone), 0o755); err != nil {
 		return fmt.Errorf("create run dir: %w", err)
 	}
-	logf, err := os.OpenFile(filepath.Join(h.runDir(zone), "zoneadmd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// The supervisor's log names every service and pid of the zone:
+	// the host's to read, not the zones'.
+	logf, err := os.OpenFile(filepath.Join(h.runDir(zone), "zoneadmd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open zoneadmd log: %w", err)
 	}
 	defer logf.Close()
+	if err := logf.Chmod(0o600); err != nil {
+		return fmt.Errorf("open zoneadmd log: %w", err)
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("pipe: %w", err)
@@ -343,7 +348,6 @@ func runSupervisor(args []string, stderr io.Writer) int {
 		h: h, zone: args[1], bootID: args[2],
 		logger:  log.New(stderr, "zoneadmd["+args[1]+"] ", log.LstdFlags|log.Lmicroseconds),
 		spawnCh: make(chan spawnReq),
-		user:    h.zoneUser(),
 		procs:   map[string]*svcProc{},
 		limit:   h.facts.SMF.RestartLimit,
 		window:  time.Duration(h.facts.SMF.RestartWindow),
@@ -471,10 +475,15 @@ func (sv *supervisor) register() error {
 			regErr = fmt.Errorf("zone %s is %s, not ready for this boot", sv.zone, z.State)
 			return false
 		}
+		user, err := sv.h.zoneUser(z)
+		if err != nil {
+			regErr = err
+			return false
+		}
 		z.State = stateRunning
 		z.SupervisorPID = os.Getpid()
 		z.Booted = time.Now().UTC()
-		sv.root = sv.h.zoneRoot(z)
+		sv.root, sv.user = sv.h.zoneRoot(z), user
 		for _, s := range z.Services {
 			if s.State == "online" || s.State == "uninitialized" {
 				s.State = "offline"
@@ -928,12 +937,37 @@ func methodFailedReason(status int) string {
 }
 
 // openServiceLog opens an instance's log in the zone for appending.
+//
+// The log is in the zone's tree, which its user may have filled with
+// links: it is opened inside the zone root (os.Root), so a link cannot
+// send the supervisor's writes, or the method's output, to a file of the
+// host's. What it creates is the zone user's, as the zone's root owns
+// its logs on illumos (and the zone can create beside them).
 func (sv *supervisor) openServiceLog(fmri string) (*os.File, error) {
-	logPath := filepath.Join(sv.root, svcLogPath(fmri))
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+	root, err := os.OpenRoot(sv.root)
+	if err != nil {
 		return nil, err
 	}
-	return os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	defer root.Close()
+	name := strings.TrimPrefix(svcLogPath(fmri), "/")
+	if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil || !sv.user.drop {
+		return f, err
+	}
+	for d := filepath.Dir(name); d != "."; d = filepath.Dir(d) {
+		if err := root.Lchown(d, int(sv.user.uid), int(sv.user.gid)); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if err := f.Chown(int(sv.user.uid), int(sv.user.gid)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // writeStartdLine writes one of svc.startd's own lines: "[ Jan  5 10:12:30 MSG ]".

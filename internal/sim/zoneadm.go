@@ -896,6 +896,11 @@ func (c *zoneadmCall) bootZone(force bool) int {
 			code, done = c.zoneadmdFailed("%s", msgs[len(msgs)-1]), true
 			return false
 		}
+		if err := c.h.giveZoneUID(z); err != nil {
+			c.zerror("%v", err)
+			code, done = c.zoneadmdFailed("unable to give the zone a user"), true
+			return false
+		}
 		if err := c.h.mountLofs(z); err != nil {
 			c.zerror("%v", err)
 			code, done = c.zoneadmdFailed("unable to mount file systems"), true
