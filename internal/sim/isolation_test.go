@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -87,5 +88,42 @@ func TestServiceLogLinkCannotWriteOutsideTheZone(t *testing.T) {
 	}
 	if target, err := os.Readlink(filepath.Join(zoneRoot, "var", "svc", "log", "site-web:default.log")); err != nil || target != hostFile {
 		t.Errorf("the zone's link: %q, %v", target, err)
+	}
+}
+
+// A lofs-mounted tree (a claim's dataset) that served one zone becomes
+// the next zone's when that zone boots with it: the new zone appends to
+// the files the old one wrote, and nobody else may enter the tree.
+func TestALofsTreeBecomesTheBootingZones(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("zones have users of their own only when illumos-sim runs as root")
+	}
+	h := newHost(t)
+	h.must("zfs", "create", "-o", "mountpoint=/vols/claim", "tank/claim")
+	mount := "add fs; set dir=/data; set special=/vols/claim; set type=lofs; end"
+	h.zoneSetup("za", "running", mount)
+	expect(t, h.run("zlogin", "za", "echo one > data/f"), 0, "", "")
+	h.must("zoneadm", "-z", "za", "halt")
+	h.zoneSetup("zb", "running", mount)
+	expect(t, h.run("zlogin", "zb", "echo two >> data/f && cat data/f"), 0, "one\ntwo\n", "")
+
+	var uidB uint32
+	for _, z := range h.state().Zones {
+		if z.Name == "zb" {
+			uidB = z.UID
+		}
+	}
+	tree := filepath.Join(h.root, "fs", "vols", "claim")
+	for _, p := range []string{tree, filepath.Join(tree, "f")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != uidB || st.Gid != uidB {
+			t.Errorf("%s is %d:%d, want zone b's %d", p, st.Uid, st.Gid, uidB)
+		}
+		if p == tree && fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("the tree's top is %v, open to others", fi.Mode().Perm())
+		}
 	}
 }

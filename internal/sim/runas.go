@@ -269,13 +269,10 @@ func chownTree(dir string, uid, gid uint32) error {
 		return err
 	}
 	defer root.Close()
-	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return root.Lchown(p, int(uid), int(gid))
-	})
-	if err != nil {
+	if err := chownIn(root, int(uid), int(gid)); err != nil {
+		return err
+	}
+	if err := root.Lchown(".", int(uid), int(gid)); err != nil {
 		return err
 	}
 	fi, err := root.Stat(".")
@@ -283,4 +280,42 @@ func chownTree(dir string, uid, gid uint32) error {
 		return err
 	}
 	return root.Chmod(".", fi.Mode().Perm()&^0o077)
+}
+
+// chownIn gives what dir holds to uid:gid, one directory at a time, each
+// opened as a root of its own so every chown names a single entry.
+func chownIn(dir *os.Root, uid, gid int) error {
+	d, err := dir.Open(".")
+	if err != nil {
+		return err
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := dir.Lchown(e.Name(), uid, gid); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return err
+		}
+		if !e.IsDir() {
+			continue
+		}
+		sub, err := dir.OpenRoot(e.Name())
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = chownIn(sub, uid, gid)
+		sub.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
