@@ -127,3 +127,25 @@ func TestALofsTreeBecomesTheBootingZones(t *testing.T) {
 		}
 	}
 }
+
+// Two simulated hosts on one machine never give their zones the same
+// uid: the uids come from one counter for the machine.
+func TestZonesOfTwoHostsGetDifferentUIDs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("zones have users of their own only when illumos-sim runs as root")
+	}
+	base := t.TempDir()
+	var uids []uint32
+	for _, name := range []string{"node1", "node2"} {
+		h := newNamedHost(t, base, name)
+		h.zoneSetup("web01", "running")
+		for _, z := range h.state().Zones {
+			if z.Name == "web01" {
+				uids = append(uids, z.UID)
+			}
+		}
+	}
+	if len(uids) != 2 || uids[0] == 0 || uids[0] == uids[1] {
+		t.Fatalf("the two hosts' zones have uids %v, want two of their own", uids)
+	}
+}
