@@ -32,8 +32,10 @@ import (
 const zoneUIDCounter = "/var/lib/illumos-sim/next-zone-uid"
 
 // defaultZoneUIDBase is the first uid given to a zone: far above the
-// system's and people's uids (and above a default subuid range's start),
-// below 2^31 where some tools stop treating ids as numbers.
+// uids of people and system users and above the first subordinate-uid
+// ranges (useradd gives each user 65536 from 100000 in /etc/subuid),
+// below 2^31 where some tools stop treating ids as numbers. The host fact
+// zone_uid_base moves it where a machine needs.
 const defaultZoneUIDBase = 2000000
 
 // maxZoneUID is the last uid given to a zone.
