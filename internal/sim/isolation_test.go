@@ -91,6 +91,26 @@ func TestServiceLogLinkCannotWriteOutsideTheZone(t *testing.T) {
 	}
 }
 
+// A FIFO in a service log's place fails the service's start instead of
+// hanging its zone's supervisor, which still halts the zone at once.
+func TestServiceLogFIFODoesNotHangTheSupervisor(t *testing.T) {
+	h := newHost(t)
+	fmri := "svc:/site/web:default"
+	bootWithService(t, h, "web01", "web", "exec sleep 1000", "")
+	expect(t, h.run("zlogin", "web01", "rm -f var/svc/log/site-web:default.log && mkfifo var/svc/log/site-web:default.log"), 0, "", "")
+	_, first, _ := h.service("web01", fmri)
+	expect(t, h.run("zlogin", "web01", "svcadm", "restart", "web"), 0, "", "")
+	waitFor(t, 10*time.Second, "the restart to settle", func() bool {
+		st, pid, _ := h.service("web01", fmri)
+		return st == "maintenance" || (st == "online" && pid > 0 && pid != first)
+	})
+	start := time.Now()
+	h.must("zoneadm", "-z", "web01", "halt")
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("halt took %v", took)
+	}
+}
+
 // A lofs-mounted tree (a claim's dataset) that served one zone becomes
 // the next zone's when that zone boots with it: the new zone appends to
 // the files the old one wrote, and nobody else may enter the tree.

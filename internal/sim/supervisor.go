@@ -953,9 +953,18 @@ func (sv *supervisor) openServiceLog(fmri string) (*os.File, error) {
 	if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil || !sv.user.drop {
-		return f, err
+	// Non-blocking: a FIFO the zone put there must not hang the
+	// supervisor; anything but a plain file is refused.
+	f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a plain file", svcLogPath(fmri))
+	}
+	if !sv.user.drop {
+		return f, nil
 	}
 	for d := filepath.Dir(name); d != "."; d = filepath.Dir(d) {
 		if err := root.Lchown(d, int(sv.user.uid), int(sv.user.gid)); err != nil {
