@@ -29,9 +29,10 @@ type Facts struct {
 	Pools       []PoolFact `json:"pools"`
 	Links       []LinkFact `json:"links"`
 	SMF         SMFFacts   `json:"smf"`
-	// RunAs is the user (name or uid) a zone's processes run as when the
-	// simulator runs as root; empty means nobody.
-	RunAs string `json:"run_as,omitempty"`
+	// ZoneUIDBase is the lowest uid (and gid) this host's zones get when
+	// the simulator runs as root; 0 means 2000000. Every zone of the
+	// machine gets a uid of its own above it (runas.go).
+	ZoneUIDBase uint32 `json:"zone_uid_base,omitempty"`
 }
 
 // PoolFact is a zpool of the host.

@@ -1,24 +1,45 @@
 package sim
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
 // A zone's processes (SMF methods, zlogin commands) are the simulated
 // zone's, not the simulator's: they get an environment of their own, and
-// when the simulator runs as root they run as an unprivileged user, the
-// simulated zone's root. That user owns the zone's files: booting a zone
-// hands it the zone root, the datasets mounted into it and its devices, as
-// on illumos a zone's root owns what is inside the zone. The simulator's
-// own files (state, locks) stay root's and unreadable by the zone.
+// when the simulator runs as root each zone's processes run as a uid and
+// gid of that zone's own, the simulated zone's root. That user owns the
+// zone's files: booting a zone hands it the zone root, the datasets
+// mounted into it and its devices, as on illumos a zone's root owns what
+// is inside the zone. Another zone's processes are another user's, so a
+// zone can neither signal them nor read their /proc files (environment,
+// memory), and the tops of its trees are closed to others. The
+// simulator's own files (state, locks) stay root's and unreadable by
+// every zone.
 
-// fallbackID is nobody's uid and gid on most Linux systems.
-const fallbackID = 65534
+// zoneUIDCounter holds the next uid this machine gives a zone. It is one
+// file for the whole machine, whatever the state root, so the zones of
+// several simulated hosts on one machine never share a uid; it only
+// counts up, so no uid is given twice while a zone holding it can exist.
+const zoneUIDCounter = "/var/lib/illumos-sim/next-zone-uid"
+
+// defaultZoneUIDBase is the first uid given to a zone: far above the
+// uids of people and system users and above the first subordinate-uid
+// ranges (useradd gives each user 65536 from 100000 in /etc/subuid),
+// below 2^31 where some tools stop treating ids as numbers. The host fact
+// zone_uid_base moves it where a machine needs.
+const defaultZoneUIDBase = 2000000
+
+// maxZoneUID is the last uid given to a zone.
+const maxZoneUID = math.MaxInt32 - 1
 
 // zoneUser is the user a zone's processes run as.
 type zoneUser struct {
@@ -31,39 +52,105 @@ type zoneUser struct {
 	drop bool
 }
 
-// zoneUser resolves the host's run-as user (host fact run_as, default
-// nobody) when the simulator runs as root; otherwise the processes stay
-// the caller's user.
-func (h *host) zoneUser() zoneUser {
+// zoneUser is the user z's processes run as: under root, the zone's own
+// uid, with the group of the same number, named root inside the zone
+// (illumos' zlogin logs in as the zone's root) and at home in the zone's
+// root; otherwise the caller's user, who is every zone's.
+func (h *host) zoneUser(z *Zone) (zoneUser, error) {
 	if os.Geteuid() != 0 {
 		u := zoneUser{uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), home: "/"}
 		if cur, err := user.Current(); err == nil {
 			u.name, u.home = cur.Username, cur.HomeDir
 		}
-		return u
+		return u, nil
 	}
-	name := h.facts.RunAs
-	if name == "" {
-		name = "nobody"
+	if z.UID == 0 {
+		return zoneUser{}, fmt.Errorf("zone %s has no user of its own (booted by an older illumos-sim): reboot it", z.Name)
 	}
-	u := zoneUser{name: name, home: "/", uid: fallbackID, gid: fallbackID, drop: true}
-	found, err := user.Lookup(name)
+	return zoneUser{name: "root", home: h.zoneRoot(z), uid: z.UID, gid: z.UID, drop: true}, nil
+}
+
+// giveZoneUID gives z its uid when it enters the kernel for the first
+// time as root; it keeps it for life (halts, reboots, renames). Callers
+// hold the host lock; the machine's counter lock is taken after it and
+// nothing is waited for while holding it.
+func (h *host) giveZoneUID(z *Zone) error {
+	if os.Geteuid() != 0 || z.UID != 0 {
+		return nil
+	}
+	base := h.facts.ZoneUIDBase
+	if base == 0 {
+		base = defaultZoneUIDBase
+	}
+	uid, err := nextZoneUID(zoneUIDCounter, base)
 	if err != nil {
-		found, err = user.LookupId(name)
+		return err
 	}
+	z.UID = uid
+	return nil
+}
+
+// nextZoneUID takes the next uid, at least base, from the counter file
+// under its lock, and writes the counter back durably before the uid is
+// used.
+func nextZoneUID(counter string, base uint32) (uint32, error) {
+	if err := os.MkdirAll(filepath.Dir(counter), 0o700); err != nil {
+		return 0, fmt.Errorf("zone uids: %w", err)
+	}
+	l, err := lockFile(counter+".lock", true)
 	if err != nil {
-		if id, perr := strconv.ParseUint(name, 10, 32); perr == nil {
-			u.uid, u.gid = uint32(id), uint32(id)
+		return 0, fmt.Errorf("zone uids: %w", err)
+	}
+	defer l.release()
+	next := uint64(base)
+	b, err := os.ReadFile(counter)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return 0, fmt.Errorf("zone uids: %w", err)
+	default:
+		n, perr := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
+		if perr != nil {
+			return 0, fmt.Errorf("zone uids: %s holds %q, not a uid", counter, b)
 		}
-		return u
+		next = max(next, n)
 	}
-	uid, _ := strconv.ParseUint(found.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(found.Gid, 10, 32)
-	u.name, u.uid, u.gid = found.Username, uint32(uid), uint32(gid)
-	if found.HomeDir != "" {
-		u.home = found.HomeDir
+	if next > maxZoneUID {
+		return 0, fmt.Errorf("zone uids: none left below %d (%s)", maxZoneUID, counter)
 	}
-	return u
+	if err := writeFileDurably(counter, []byte(strconv.FormatUint(next+1, 10)+"\n")); err != nil {
+		return 0, fmt.Errorf("zone uids: %w", err)
+	}
+	return uint32(next), nil
+}
+
+// writeFileDurably is writeFileAtomic with the data on disk before the
+// rename: a crash must not bring an older counter back.
+func writeFileDurably(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // once renamed, nothing is there
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // credential is what a spawn of a zone's process sets: nil keeps the
@@ -92,13 +179,16 @@ func (h *host) zoneEnv(zone string) []string {
 }
 
 // handOverZone gives the zone's files to its user before the zone boots:
-// the zone root, the lofs-mounted directories and the devices, and lets
-// that user reach them (search permission on the directories above the
-// state root; nothing becomes readable). A no-op unless running as root.
+// the zone root, the lofs-mounted directories (a claim's dataset that
+// last served another zone, here or on another host, becomes this
+// zone's) and the devices; closes the top of each to every other user;
+// and lets the zone's user reach them (search permission on the
+// directories above the state root; nothing becomes readable). A no-op
+// unless running as root.
 func (h *host) handOverZone(z *Zone) error {
-	u := h.zoneUser()
-	if !u.drop {
-		return nil
+	u, err := h.zoneUser(z)
+	if err != nil || !u.drop {
+		return err
 	}
 	if err := grantSearch(h.root); err != nil {
 		return err
@@ -115,7 +205,7 @@ func (h *host) handOverZone(z *Zone) error {
 	}
 	for _, t := range trees {
 		if err := chownTree(t, u.uid, u.gid); err != nil {
-			return err
+			return fmt.Errorf("hand %s to the zone: %w", t, err)
 		}
 	}
 	for _, r := range z.Config.resources("device") {
@@ -123,11 +213,24 @@ func (h *host) handOverZone(z *Zone) error {
 		if err := grantSearch(filepath.Dir(dev)); err != nil {
 			return err
 		}
-		if err := os.Lchown(dev, int(u.uid), int(u.gid)); err != nil && !os.IsNotExist(err) {
-			return err
+		if err := handOver(dev, u.uid, u.gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("hand %s to the zone: %w", dev, err)
 		}
 	}
 	return nil
+}
+
+// handOver gives the file (not a link's target) to uid:gid, readable and
+// writable by them alone.
+func handOver(path string, uid, gid uint32) error {
+	if err := os.Lchown(path, int(uid), int(gid)); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
+		return err
+	}
+	return os.Chmod(path, fi.Mode().Perm()&^0o077)
 }
 
 // grantSearch adds search permission for others to dir and every directory
@@ -155,17 +258,66 @@ func grantSearch(dir string) error {
 	}
 }
 
-// chownTree gives every file under dir (links themselves, not their
-// targets) to uid:gid.
+// chownTree gives every file under dir (links themselves, never their
+// targets) to uid:gid, and dir itself to them alone. The walk stays
+// inside dir (os.Root): a link the tree's previous owner planted, or a
+// directory swapped for one mid-walk, cannot take a chown elsewhere.
 func chownTree(dir string, uid, gid uint32) error {
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	root, err := os.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := chownIn(root, int(uid), int(gid)); err != nil {
+		return err
+	}
+	if err := root.Lchown(".", int(uid), int(gid)); err != nil {
+		return err
+	}
+	fi, err := root.Stat(".")
+	if err != nil {
+		return err
+	}
+	return root.Chmod(".", fi.Mode().Perm()&^0o077)
+}
+
+// chownIn gives what dir holds to uid:gid, one directory at a time, each
+// opened as a root of its own so every chown names a single entry.
+func chownIn(dir *os.Root, uid, gid int) error {
+	d, err := dir.Open(".")
+	if err != nil {
+		return err
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := dir.Lchown(e.Name(), uid, gid); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return err
+		}
+		if !e.IsDir() {
+			continue
+		}
+		sub, err := dir.OpenRoot(e.Name())
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
-		return os.Lchown(p, int(uid), int(gid))
-	})
-	if os.IsNotExist(err) {
-		return nil
+		err = chownIn(sub, uid, gid)
+		sub.Close()
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	return nil
 }

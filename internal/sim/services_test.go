@@ -417,9 +417,9 @@ func TestStopTimeoutKillsTheService(t *testing.T) {
 }
 
 // A zone's processes get an environment of their own, never the caller's,
-// and, when the simulator runs as root, run as the host's run-as user
-// (nobody by default) without supplementary groups; otherwise they stay
-// the caller's user.
+// and, when the simulator runs as root, run as the zone's own uid and gid
+// (the zone's root) without supplementary groups; otherwise they stay the
+// caller's user.
 func TestZoneProcessesGetTheirOwnEnvironmentAndUser(t *testing.T) {
 	h := newHost(t)
 	h.zoneSetup("e1", "installed")
@@ -442,11 +442,15 @@ func TestZoneProcessesGetTheirOwnEnvironmentAndUser(t *testing.T) {
 		name = cur.Username
 	}
 	if os.Geteuid() == 0 {
-		uid, gid, name = 65534, 65534, "nobody"
-		if u, err := user.Lookup("nobody"); err == nil {
-			uid, _ = strconv.Atoi(u.Uid)
-			gid, _ = strconv.Atoi(u.Gid)
+		for _, z := range h.state().Zones {
+			if z.Name == "e1" {
+				uid, gid = int(z.UID), int(z.UID)
+			}
 		}
+		if uid < 2000000 {
+			t.Fatalf("zone e1's uid is %d, want one of its own", uid)
+		}
+		name = "root"
 	}
 	binDir := filepath.Join(h.root, "run", "e1", "bin")
 	for what, report := range map[string]string{"method": string(method), "zlogin": login.stdout} {

@@ -147,11 +147,16 @@ func startSupervisor(h *host, zone, bootID string) error {
 	if err := os.MkdirAll(h.runDir(zone), 0o755); err != nil {
 		return fmt.Errorf("create run dir: %w", err)
 	}
-	logf, err := os.OpenFile(filepath.Join(h.runDir(zone), "zoneadmd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// The supervisor's log names every service and pid of the zone:
+	// the host's to read, not the zones'.
+	logf, err := os.OpenFile(filepath.Join(h.runDir(zone), "zoneadmd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open zoneadmd log: %w", err)
 	}
 	defer logf.Close()
+	if err := logf.Chmod(0o600); err != nil {
+		return fmt.Errorf("open zoneadmd log: %w", err)
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("pipe: %w", err)
@@ -343,7 +348,6 @@ func runSupervisor(args []string, stderr io.Writer) int {
 		h: h, zone: args[1], bootID: args[2],
 		logger:  log.New(stderr, "zoneadmd["+args[1]+"] ", log.LstdFlags|log.Lmicroseconds),
 		spawnCh: make(chan spawnReq),
-		user:    h.zoneUser(),
 		procs:   map[string]*svcProc{},
 		limit:   h.facts.SMF.RestartLimit,
 		window:  time.Duration(h.facts.SMF.RestartWindow),
@@ -471,10 +475,15 @@ func (sv *supervisor) register() error {
 			regErr = fmt.Errorf("zone %s is %s, not ready for this boot", sv.zone, z.State)
 			return false
 		}
+		user, err := sv.h.zoneUser(z)
+		if err != nil {
+			regErr = err
+			return false
+		}
 		z.State = stateRunning
 		z.SupervisorPID = os.Getpid()
 		z.Booted = time.Now().UTC()
-		sv.root = sv.h.zoneRoot(z)
+		sv.root, sv.user = sv.h.zoneRoot(z), user
 		z.Nodename = bootNodename(sv.root, z.Config.Brand)
 		for _, s := range z.Services {
 			if s.State == "online" || s.State == "uninitialized" {
@@ -930,10 +939,21 @@ func methodFailedReason(status int) string {
 
 // openServiceLog opens an instance's log in the zone for appending, as
 // the zone's svc.startd does: looked up inside the zone, as the zone's
-// user, so a link the zone made in /var/svc/log leads nowhere outside it.
+// user, so a link the zone made in /var/svc/log leads nowhere outside it,
+// and what it creates is the zone user's. Non-blocking: a FIFO the zone
+// put there must not hang the supervisor; anything but a plain file is
+// refused.
 func (sv *supervisor) openServiceLog(fmri string) (*os.File, error) {
 	fsys := zoneFS{root: sv.root, user: sv.user}
-	return fsys.openFile(svcLogPath(fmri), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644, true)
+	f, err := fsys.openFile(svcLogPath(fmri), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK, 0o644, true)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a plain file", svcLogPath(fmri))
+	}
+	return f, nil
 }
 
 // writeStartdLine writes one of svc.startd's own lines: "[ Jan  5 10:12:30 MSG ]".

@@ -83,6 +83,11 @@ func runZlogin(inv *invocation) int {
 		inv.errf("zlogin: %v", err)
 		return 1
 	}
+	u, err := inv.h.zoneUser(z)
+	if err != nil {
+		inv.errf("zlogin: %v", err)
+		return 1
+	}
 	argv, asZone := []string{"/bin/sh"}, true
 	if len(rest) > 1 {
 		var b strings.Builder
@@ -101,18 +106,17 @@ func runZlogin(inv *invocation) int {
 		}
 	}
 	if f, ok := inv.stdin.(*os.File); interactive && !noStdin && ok && term.IsTerminal(int(f.Fd())) {
-		return inv.runOnTerminal(z, argv, f, asZone)
+		return inv.runOnTerminal(z, u, argv, f, asZone)
 	}
-	return inv.runInZone(z, argv, noStdin, asZone)
+	return inv.runInZone(z, u, argv, noStdin, asZone)
 }
 
 // zoneCmd is argv as a process of the zone: in its root, with the
 // environment zlogin gives (the zone's PATH, TERM, the login variables of
 // the zone's user).
-func (inv *invocation) zoneCmd(z *Zone, argv []string) *exec.Cmd {
+func (inv *invocation) zoneCmd(z *Zone, u zoneUser, argv []string) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = inv.h.zoneRoot(z)
-	u := inv.h.zoneUser()
 	cmd.Env = append(inv.h.zoneEnv(z.Name), u.loginEnv()...)
 	cmd.Env = append(cmd.Env, "SHELL=/bin/sh", "MAIL=/var/mail/"+u.name)
 	if term, ok := inv.env["TERM"]; ok {
@@ -124,13 +128,13 @@ func (inv *invocation) zoneCmd(z *Zone, argv []string) *exec.Cmd {
 // runOnTerminal runs argv on a new pseudo-terminal, in a session of its
 // own whose controlling terminal it is, relaying it to zlogin's terminal
 // (stdin, in raw mode meanwhile) and its size changes.
-func (inv *invocation) runOnTerminal(z *Zone, argv []string, tty *os.File, asZone bool) int {
-	cmd := inv.zoneCmd(z, argv)
+func (inv *invocation) runOnTerminal(z *Zone, u zoneUser, argv []string, tty *os.File, asZone bool) int {
+	cmd := inv.zoneCmd(z, u, argv)
 	runtime.LockOSThread() // Pdeathsig follows the forking thread
 	defer runtime.UnlockOSThread()
 	attrs := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true, Setctty: true}
 	if asZone {
-		attrs.Credential = inv.h.zoneUser().credential()
+		attrs.Credential = u.credential()
 	}
 	size, err := pty.GetsizeFull(tty)
 	if err != nil {
@@ -195,9 +199,8 @@ func commandStatus(inv *invocation, err error) int {
 // signals and the exit status. The environment is reset as zlogin does:
 // the zone's PATH, TERM, and the login variables of the zone's user, whom
 // a command runs as (asZone) when the simulator runs as root.
-func (inv *invocation) runInZone(z *Zone, argv []string, noStdin, asZone bool) int {
-	cmd := inv.zoneCmd(z, argv)
-	u := inv.h.zoneUser()
+func (inv *invocation) runInZone(z *Zone, u zoneUser, argv []string, noStdin, asZone bool) int {
+	cmd := inv.zoneCmd(z, u, argv)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inv.stdin, inv.stdout, inv.stderr
 	if noStdin {
 		cmd.Stdin = nil

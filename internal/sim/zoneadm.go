@@ -898,6 +898,11 @@ func (c *zoneadmCall) bootZone(force bool) int {
 			code, done = c.zoneadmdFailed("%s", msgs[len(msgs)-1]), true
 			return false
 		}
+		if err := c.h.giveZoneUID(z); err != nil {
+			c.zerror("%v", err)
+			code, done = c.zoneadmdFailed("unable to give the zone a user"), true
+			return false
+		}
 		if err := c.h.mountLofs(z); err != nil {
 			c.zerror("%v", err)
 			code, done = c.zoneadmdFailed("unable to mount file systems"), true
@@ -1255,8 +1260,7 @@ func (c *zoneadmCall) move() int {
 // user owns the zone root, and a link it made on the way must not lead
 // the simulator to remove or create anything outside the zone.
 func (h *host) mountLofs(z *Zone) error {
-	fsys := h.zoneFS(z)
-	fsys.user = zoneUser{} // the simulator's own rights: the zone is not handed over yet
+	fsys := h.zoneFS(z, zoneUser{}) // the simulator's own rights: the zone is not handed over yet
 	for _, r := range z.Config.resources("fs") {
 		if r.Props["type"] != "lofs" {
 			continue
@@ -1286,8 +1290,7 @@ func (h *host) mountLofs(z *Zone) error {
 // points as empty directories (looked up in the zone's view, as mountLofs
 // does).
 func (h *host) unmountLofs(z *Zone) {
-	fsys := h.zoneFS(z)
-	fsys.user = zoneUser{}
+	fsys := h.zoneFS(z, zoneUser{})
 	for _, r := range z.Config.resources("fs") {
 		if r.Props["type"] != "lofs" {
 			continue

@@ -36,8 +36,9 @@ type zoneFS struct {
 	user   zoneUser
 }
 
-func (h *host) zoneFS(z *Zone) zoneFS {
-	fsys := zoneFS{root: h.zoneRoot(z), mounts: map[string]string{}, user: h.zoneUser()}
+// zoneFS is z's filesystem as a process of user u sees it.
+func (h *host) zoneFS(z *Zone, u zoneUser) zoneFS {
+	fsys := zoneFS{root: h.zoneRoot(z), mounts: map[string]string{}, user: u}
 	for _, r := range z.Config.resources("fs") {
 		if r.Props["type"] == "lofs" {
 			fsys.mounts[path.Clean("/"+r.Props["dir"])] = h.hostPath(r.Props["special"])
@@ -58,7 +59,11 @@ func (inv *invocation) readZoneFile(name string) ([]byte, error) {
 	if z == nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: unix.ENOENT}
 	}
-	return inv.h.zoneFS(z).readFile(name)
+	u, err := inv.h.zoneUser(z)
+	if err != nil {
+		return nil, err
+	}
+	return inv.h.zoneFS(z, u).readFile(name)
 }
 
 // readFile reads name in the zone (see readZoneFile).

@@ -171,7 +171,8 @@ type State struct {
 type Zone struct {
 	Name          string    `json:"name"`
 	State         string    `json:"state"`
-	ID            int       `json:"id"` // -1 when not in the kernel
+	ID            int       `json:"id"`  // -1 when not in the kernel
+	UID           uint32    `json:"uid"` // its processes' uid under root; 0: none yet
 	SupervisorPID int       `json:"supervisor_pid"`
 	Services      []Service `json:"services"`
 	Addresses     []Address `json:"addresses"`
