@@ -159,7 +159,7 @@ const (
 // its PodCIDRMismatch condition, so the operator corrects the setting. A
 // node holds its pod CIDR for life; another one means deleting the Node.
 func (a *Agent) checkConfiguredPodCIDR(ctx context.Context) {
-	msg := a.podCIDRMismatch()
+	msg := a.podCIDRMismatch(a.podCIDR)
 	if msg == "" {
 		return
 	}
@@ -168,14 +168,14 @@ func (a *Agent) checkConfiguredPodCIDR(ctx context.Context) {
 }
 
 // podCIDRMismatch says how the configured pod CIDR differs from the
-// assigned one; "" when none is configured or they agree.
-func (a *Agent) podCIDRMismatch() string {
+// assigned one; "" when none is configured or assigned, or they agree.
+func (a *Agent) podCIDRMismatch(assigned netip.Prefix) string {
 	want, err := netip.ParsePrefix(a.cfg.PodCIDR)
-	if a.cfg.PodCIDR == "" || !a.podCIDR.IsValid() || (err == nil && want == a.podCIDR) {
+	if a.cfg.PodCIDR == "" || !assigned.IsValid() || (err == nil && want == assigned) {
 		return ""
 	}
 	return fmt.Sprintf("the agent is configured with pod CIDR %s (--pod-cidr), but the control plane assigned node %s %s: "+
-		"the node uses %s only; correct --pod-cidr, or delete the Node to give it another", a.cfg.PodCIDR, a.cfg.Node, a.podCIDR, a.podCIDR)
+		"the node uses %s only; correct --pod-cidr, or delete the Node to give it another", a.cfg.PodCIDR, a.cfg.Node, assigned, assigned)
 }
 
 // writeStatus writes the Node's status if what the agent sees differs
@@ -311,10 +311,12 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.
 
 	// Only when a pod CIDR is configured: without one there is nothing
 	// to disagree with.
-	if a.cfg.PodCIDR != "" && a.podCIDR.IsValid() {
+	// The Node's pod CIDR is the assigned one (or, for a new Node, the
+	// one asked for): compared with it, the first write already says.
+	if assigned, err := netip.ParsePrefix(n.Spec.PodCIDR); a.cfg.PodCIDR != "" && err == nil {
 		c := model.NodeCondition{Type: ConditionPodCIDRMismatch, Status: model.ConditionFalse, Reason: reasonPodCIDRAssigned,
 			Message: "the configured pod CIDR is the one the control plane assigned"}
-		if msg := a.podCIDRMismatch(); msg != "" {
+		if msg := a.podCIDRMismatch(assigned); msg != "" {
 			c.Status, c.Reason, c.Message = model.ConditionTrue, ReasonPodCIDRNotAssigned, msg
 		}
 		model.SetCondition(&n.Status.Conditions, c, now)
