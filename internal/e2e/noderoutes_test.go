@@ -87,10 +87,12 @@ func TestNodesRouteEachOthersPodCIDRs(t *testing.T) {
 	if code, body := c.do("DELETE", "/api/v1/nodes/"+p.name, nil); code != 200 {
 		t.Fatalf("delete node %s: %d %s", p.name, code, body)
 	}
+	deleted = time.Now()
 	c.eventually(15*time.Second, "node "+peers[0].name+"'s route to the deleted node gone", func() bool {
 		out, _ := c.simCmd(0, "route", "-p", "show")
 		return !c.routesVia(0, p.cidr, p.ip) && !strings.Contains(out, p.cidr.String())
 	})
+	t.Logf("the deleted node's route went after %v", time.Since(deleted).Round(10*time.Millisecond))
 }
 
 // simCmd runs an illumos command on node i as an operator would, from

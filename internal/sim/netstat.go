@@ -7,11 +7,12 @@ import (
 )
 
 // netstat answers only the routing table report (`netstat -r`), of the IP
-// stack route and ipadm work on (spec §9.3, from illumos netstat.c
-// ire_report_item_v4/v6): the connected networks of the stack's addresses,
-// the loopback host route, then its gateway routes in the order they were
-// added. Counters (Ref, Use, Out, In/Fwd, Rtt) are 0; MTUs are the links'
-// 1500 and lo0's 8232 (UNCONFIRMED: the kernel's walk order and counters).
+// stack route and ipadm work on (the spec's §9 lacks it; from illumos
+// netstat.c ire_report_item_v4/v6, see README.md): the connected networks
+// of the stack's addresses, the loopback host route, then its gateway
+// routes in the order they were added. Counters (Ref, Use, Out, In/Fwd,
+// Rtt) are 0; MTUs are the links' 1500 and lo0's 8232 (UNCONFIRMED: the
+// kernel's walk order and counters, the IPv6 -v columns).
 
 func netstatUsage(inv *invocation) int {
 	inv.errf("usage: netstat [-anv] [-f address_family]")
