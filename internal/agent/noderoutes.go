@@ -31,6 +31,7 @@ const NodeRoutesFile = "noderoutes.json"
 // drift is still repaired then.
 func (a *Agent) programNodeRoutes(ctx context.Context) {
 	gz := a.host.GlobalZone()
+	own := a.podCIDR // fixed for the agent's life (register refuses a change)
 	rec := &noderoutes.Reconciler{Stack: gz, Table: a.host.RoutingTable}
 	if a.cfg.StateDir != "" {
 		rec.LedgerFile = filepath.Join(a.cfg.StateDir, NodeRoutesFile)
@@ -62,7 +63,7 @@ func (a *Agent) programNodeRoutes(ctx context.Context) {
 				}
 				lastSkipped = s
 			}
-			res, err := rec.Reconcile(ctx, want, a.podCIDR)
+			res, err := rec.Reconcile(ctx, want, own)
 			if err != nil {
 				problems = append(problems, err.Error())
 			}
