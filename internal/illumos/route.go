@@ -137,12 +137,23 @@ func ParseNetstatRoutes(out string) ([]NetRoute, error) {
 			header--
 			continue
 		}
+		// Destination, mask and gateway are never blank; the device is
+		// (then the MTU, digits, comes next); the flags, "%-4s", run into
+		// the packet count when they take 4 letters and it 6 digits.
 		f := strings.Fields(trimmed)
-		if len(f) == 9 { // no device
-			f = append(f[:3], append([]string{""}, f[3:]...)...)
+		if len(f) < 7 {
+			return nil, fmt.Errorf("route line %q: too few fields", trimmed)
 		}
-		if len(f) != 10 {
-			return nil, fmt.Errorf("route line %q: want 10 fields", trimmed)
+		device, rest := "", f[3:]
+		if c := rest[0][0]; c < '0' || c > '9' {
+			device, rest = rest[0], rest[1:]
+		}
+		if len(rest) < 4 {
+			return nil, fmt.Errorf("route line %q: too few fields", trimmed)
+		}
+		flags := strings.TrimRight(rest[3], "0123456789")
+		if flags == "" {
+			return nil, fmt.Errorf("route line %q: no flags", trimmed)
 		}
 		var r NetRoute
 		mask, err := netip.ParseAddr(f[1])
@@ -165,7 +176,7 @@ func ParseNetstatRoutes(out string) ([]NetRoute, error) {
 				return nil, fmt.Errorf("route line %q: bad gateway %q", trimmed, f[2])
 			}
 		}
-		r.Device, r.Flags = f[3], f[7]
+		r.Device, r.Flags = device, flags
 		routes = append(routes, r)
 	}
 	return routes, nil

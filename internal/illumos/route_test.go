@@ -7,7 +7,8 @@ import (
 )
 
 // The verbose table carries the masks; a route without a device has one
-// field fewer; the IPv6 table is skipped.
+// field fewer, a long device name or flags run into the next column; the
+// IPv6 table is skipped.
 func TestParseNetstatRoutes(t *testing.T) {
 	out := "\nIRE Table: IPv4\n" +
 		"  Destination             Mask           Gateway          Device Mxfrg Rtt   Ref Flg  Out  In/Fwd \n" +
@@ -16,6 +17,7 @@ func TestParseNetstatRoutes(t *testing.T) {
 		"192.168.7.0          255.255.255.0   192.168.7.11         net0    1500*    0   1 U        0      0 \n" +
 		"10.88.2.0            255.255.255.0   192.168.7.12                 1500     0   0 UG       0      0 \n" +
 		"127.0.0.1            255.255.255.255 127.0.0.1            lo0     8232*    0   2 UH      30     30 \n" +
+		"10.88.3.0            255.255.255.0   192.168.7.13         ixgbe10  9000*    0   1 UGMS123456 7 \n" +
 		"\nIRE Table: IPv6\n" +
 		"  Destination/Mask            Gateway                    If    PMTU   Rtt  Ref Flags  Out   In/Fwd \n" +
 		"--------------------------- --------------------------- ----- ------ ----- --- ----- ------ ------ \n" +
@@ -29,6 +31,7 @@ func TestParseNetstatRoutes(t *testing.T) {
 		{Dest: netip.MustParsePrefix("192.168.7.0/24"), Gateway: netip.MustParseAddr("192.168.7.11"), Device: "net0", Flags: "U"},
 		{Dest: netip.MustParsePrefix("10.88.2.0/24"), Gateway: netip.MustParseAddr("192.168.7.12"), Flags: "UG"},
 		{Dest: netip.MustParsePrefix("127.0.0.1/32"), Gateway: netip.MustParseAddr("127.0.0.1"), Device: "lo0", Flags: "UH"},
+		{Dest: netip.MustParsePrefix("10.88.3.0/24"), Gateway: netip.MustParseAddr("192.168.7.13"), Device: "ixgbe10", Flags: "UGMS"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
