@@ -168,7 +168,7 @@ func findRoute(routes []*Route, dest, gw string) *Route {
 func routeZone(inv *invocation, st *State) (*Zone, bool) {
 	z := st.zone(inv.zone)
 	if z == nil || (z.Name != "global" && (z.State != stateRunning || !z.Config.exclusive())) {
-		inv.errf("route: socket: Operation not supported")
+		inv.errf("%s: socket: Operation not supported", inv.name)
 		return nil, false
 	}
 	return z, true
