@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -196,6 +197,29 @@ func TestReconcilerRemembersItsRoutesAcrossRestarts(t *testing.T) {
 	}
 	if got := r.Owned(); !reflect.DeepEqual(got, two[:1]) {
 		t.Errorf("owned %v", got)
+	}
+}
+
+// A ledger that cannot be written holds back no route, and is written
+// once it can be.
+func TestReconcilerAppliesRoutesWhenTheLedgerCannotBeWritten(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "not-yet")
+	s := &fakeStack{forwarding: map[string]string{}}
+	r := &Reconciler{Stack: s, Table: s.tableFunc, LedgerFile: filepath.Join(dir, "noderoutes.json")}
+	want := []Route{rt("10.88.2.0/24", "192.168.7.12", "n2")}
+	res, err := r.Reconcile(ctx, want, netip.Prefix{})
+	if err == nil || len(res.Add) != 1 || len(res.Failed) != 0 || len(s.table) != 1 {
+		t.Fatalf("%+v, %v, table %v", res, err, s.table)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, want, netip.Prefix{}); err != nil {
+		t.Fatal(err)
+	}
+	if owned, err := readLedger(r.LedgerFile); err != nil || !reflect.DeepEqual(owned, want) {
+		t.Errorf("ledger %v, %v", owned, err)
 	}
 }
 

@@ -34,6 +34,7 @@ type Reconciler struct {
 
 	owned  []Route
 	loaded bool
+	dirty  bool // the ledger file lags owned (a write failed)
 }
 
 // Result is what one Reconcile did.
@@ -49,8 +50,9 @@ func (r Result) Changed() bool { return len(r.Add)+len(r.Delete) > len(r.Failed)
 
 // Reconcile reads the routing table, adds the wanted routes it lacks and
 // deletes the stale ones (Diff), leaving the correct ones alone. own is
-// this node's pod CIDR. An error means the table could not be read or
-// the ledger written: nothing, or not everything, was tried.
+// this node's pod CIDR. An error means the table could not be read
+// (nothing was tried) or the ledger not written (the routes were still
+// applied, and it is written again next time).
 func (r *Reconciler) Reconcile(ctx context.Context, want []Route, own netip.Prefix) (Result, error) {
 	if !r.loaded {
 		owned, err := readLedger(r.LedgerFile)
@@ -64,12 +66,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, want []Route, own netip.Pref
 		return Result{}, fmt.Errorf("read the routing table: %w", err)
 	}
 	res := Result{Plan: Diff(want, table, r.owned, own)}
+	var ledgerErr error
 	if len(res.Add) > 0 {
 		// Owned before they exist: an agent that dies mid-way still
-		// knows them as its own.
-		if err := r.remember(append(slices.Clone(r.owned), res.Add...)); err != nil {
-			return Result{}, err
-		}
+		// knows them as its own. A ledger that cannot be written holds
+		// back no route: the pods' traffic comes first.
+		ledgerErr = r.remember(append(slices.Clone(r.owned), res.Add...))
 	}
 	for _, rt := range res.Add {
 		if err := r.Stack.AddNetRoute(ctx, rt.Dest, rt.Gateway); err != nil {
@@ -85,12 +87,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, want []Route, own netip.Pref
 			}
 		}
 	}
-	if !sameRoutes(kept, r.owned) {
-		if err := r.remember(kept); err != nil {
-			return res, err
-		}
+	if !sameRoutes(kept, r.owned) || r.dirty {
+		ledgerErr = r.remember(kept)
 	}
-	return res, nil
+	return res, ledgerErr
 }
 
 // Owned is the routes the Reconciler holds as its own.
@@ -104,13 +104,13 @@ func (r *Reconciler) remember(routes []Route) error {
 		}
 	}
 	sortRoutes(uniq)
-	if r.LedgerFile != "" {
-		if err := writeLedger(r.LedgerFile, uniq); err != nil {
-			return err
-		}
-	}
 	r.owned = uniq
-	return nil
+	if r.LedgerFile == "" {
+		return nil
+	}
+	err := writeLedger(r.LedgerFile, uniq)
+	r.dirty = err != nil
+	return err
 }
 
 func sameRoutes(a, b []Route) bool {
