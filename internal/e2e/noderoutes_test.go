@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"errors"
+	"net"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -123,7 +124,7 @@ func (c *cluster) routesVia(node int, dest netip.Prefix, gw netip.Addr) bool {
 	if code != 0 {
 		return false
 	}
-	var gotDest, gotGW string
+	var gotDest, gotMask, gotGW string
 	for _, line := range strings.Split(out, "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
@@ -132,9 +133,16 @@ func (c *cluster) routesVia(node int, dest netip.Prefix, gw netip.Addr) bool {
 		switch strings.TrimSpace(k) {
 		case "destination":
 			gotDest = strings.TrimSpace(v)
+		case "mask":
+			gotMask = strings.TrimSpace(v)
 		case "gateway":
 			gotGW = strings.TrimSpace(v)
 		}
 	}
-	return gotDest == dest.String() && gotGW == gw.String()
+	// route(8) prints the network and its mask apart; the simulator the
+	// network with its length.
+	m := net.CIDRMask(dest.Bits(), 32)
+	mask := net.IPv4(m[0], m[1], m[2], m[3]).String()
+	sameDest := gotDest == dest.String() || (gotDest == dest.Addr().String() && gotMask == mask)
+	return sameDest && gotGW == gw.String()
 }
