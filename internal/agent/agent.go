@@ -8,8 +8,8 @@
 // programs the service NAT rules from the control plane's service network
 // snapshots (servicenat.go, over internal/servicenat) and answers its
 // pods' DNS from them (poddns.go), and routes the other nodes' pod CIDRs
-// to them (noderoutes.go, over internal/noderoutes). It serves its pods' logs and exec
-// sessions to the control plane only, on its own endpoint (endpoint.go,
+// to them (noderoutes.go, over internal/noderoutes). It serves its pods'
+// logs and exec sessions to the control plane only, on its own endpoint (endpoint.go,
 // over internal/nodeserver). It reads the secret values its pods'
 // containers take from their environment when it starts them
 // (secretenv.go). Settings are in config.go. Every call to the control

@@ -309,10 +309,9 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.
 	// earlier run (or an agent now without --api-url) is not reported.
 	n.Status.ServiceNetwork = a.serviceNAT.get()
 
-	// Only when a pod CIDR is configured: without one there is nothing
-	// to disagree with.
-	// The Node's pod CIDR is the assigned one (or, for a new Node, the
-	// one asked for): compared with it, the first write already says.
+	// Only when a pod CIDR is configured (without one there is nothing to
+	// disagree with), compared with the Node's: the assigned one (for a
+	// new Node, the one asked for), so the first write already says.
 	if assigned, err := netip.ParsePrefix(n.Spec.PodCIDR); a.cfg.PodCIDR != "" && err == nil {
 		c := model.NodeCondition{Type: ConditionPodCIDRMismatch, Status: model.ConditionFalse, Reason: reasonPodCIDRAssigned,
 			Message: "the configured pod CIDR is the one the control plane assigned"}
