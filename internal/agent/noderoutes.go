@@ -23,6 +23,10 @@ const DefaultNodeRouteInterval = 10 * time.Second
 // a later run removes one to a node deleted meanwhile.
 const NodeRoutesFile = "noderoutes.json"
 
+// nodeListTimeout bounds one listing of the Nodes: a control plane that
+// does not answer holds back no repair of the routes.
+const nodeListTimeout = 30 * time.Second
+
 // programNodeRoutes keeps, until ctx ends, a route in the global zone from
 // every other node's pod CIDR to that node's address, and IPv4 forwarding
 // on for the pods' gateway link and the underlay link (the one holding
@@ -42,7 +46,9 @@ func (a *Agent) programNodeRoutes(ctx context.Context) {
 	listed := false
 	var lastListErr, lastProblem, lastSkipped string
 	for {
-		list, err := a.api.Nodes(ctx)
+		lctx, cancel := context.WithTimeout(ctx, nodeListTimeout)
+		list, err := a.api.Nodes(lctx)
+		cancel()
 		switch {
 		case err == nil:
 			nodes, listed = list, true
