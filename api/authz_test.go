@@ -299,7 +299,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		// nodes (cluster-scoped)
 		{"get own node", "GET", "/api/v1/nodes/n1", "", "UUUU FFF Y Y"},
 		{"get another node", "GET", "/api/v1/nodes/n2", "", "UUUU FFF Y F"},
-		{"list nodes", "GET", "/api/v1/nodes", "", "UUUU FFF Y F"},
+		{"list nodes", "GET", "/api/v1/nodes", "", "UUUU FFF Y Y"},
 		{"watch nodes", "GET", "/api/v1/nodes?watch=true", "", "UUUU FFF Y F"},
 		{"create node", "POST", "/api/v1/nodes", "{}", "UUUU FFF Y F"},
 		{"cordon own node", "POST", "/api/v1/nodes/n1/cordon", "", "UUUU FFF Y F"},

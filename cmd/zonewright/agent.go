@@ -50,6 +50,7 @@ type agentOptions struct {
 	installs       string
 	heartbeat      string
 	reconcile      string
+	nodeRoutes     string
 	orphanGrace    string
 	provisionRetry string
 	shutdown       string
@@ -77,7 +78,7 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 		"the cluster's DNS domain, as the control plane's; the node answers it to its pods on their gateway, port 53 (env ZW_CLUSTER_DOMAIN)")
 	fs.StringVar(&o.dnsUpstream, "dns-upstream", env("ZW_DNS_UPSTREAM", ""),
 		"resolvers for the pods' names outside the cluster domain, comma-separated; empty: those of /etc/resolv.conf; none: refuse such names (env ZW_DNS_UPSTREAM)")
-	fs.StringVar(&o.podCIDR, "pod-cidr", env("ZW_POD_CIDR", ""), "ask the control plane for this pod network, e.g. 10.88.1.0/24 (refused if another node holds an overlapping one); empty: the control plane assigns one (env ZW_POD_CIDR)")
+	fs.StringVar(&o.podCIDR, "pod-cidr", env("ZW_POD_CIDR", ""), "ask the control plane for this pod network, e.g. 10.88.1.0/24 (refused if another node holds an overlapping one); a node already holding another keeps it, and reports the disagreement (condition PodCIDRMismatch); empty: the control plane assigns one (env ZW_POD_CIDR)")
 	fs.StringVar(&o.etherstub, "etherstub", env("ZW_ETHERSTUB", nodeagent.DefaultEtherstub), "etherstub the pods' VNICs are created over (env ZW_ETHERSTUB)")
 	fs.StringVar(&o.pool, "storage-pool", env("ZW_STORAGE_POOL", nodeagent.DefaultStoragePool), "ZFS pool of the zones: datasets go under <pool>/zonewright/zones (env ZW_STORAGE_POOL)")
 	fs.StringVar(&o.zonesDataset, "zones-dataset", env("ZW_ZONES_DATASET", ""), "parent dataset of the zones, overriding <storage-pool>/zonewright/zones (env ZW_ZONES_DATASET)")
@@ -96,6 +97,8 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.heartbeat, "heartbeat-interval", env("ZW_HEARTBEAT_INTERVAL", nodeagent.DefaultHeartbeatInterval.String()), "how often the node's lease is renewed and its status written if it changed (env ZW_HEARTBEAT_INTERVAL)")
 	fs.StringVar(&o.reconcile, "reconcile-interval", env("ZW_RECONCILE_INTERVAL", nodeagent.DefaultReconcileInterval.String()),
 		"how often this host's zones, VNICs and datasets are compared with the control plane (env ZW_RECONCILE_INTERVAL)")
+	fs.StringVar(&o.nodeRoutes, "node-route-interval", env("ZW_NODE_ROUTE_INTERVAL", nodeagent.DefaultNodeRouteInterval.String()),
+		"how often the routes to the other nodes' pod CIDRs are compared with the nodes and the routing table: a deleted route comes back within it (env ZW_NODE_ROUTE_INTERVAL)")
 	fs.StringVar(&o.orphanGrace, "orphan-grace", env("ZW_ORPHAN_GRACE", nodeagent.DefaultOrphanGrace.String()),
 		"how long a zonewright zone, VNIC or dataset with no pod is reported before it is removed (env ZW_ORPHAN_GRACE)")
 	fs.StringVar(&o.provisionRetry, "provision-retry", env("ZW_PROVISION_RETRY", nodeagent.DefaultProvisionRetry.String()),
@@ -169,6 +172,9 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	}
 	if cfg.ReconcileInterval, err = time.ParseDuration(o.reconcile); err != nil || cfg.ReconcileInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--reconcile-interval %q: want a duration of at least 1s, such as 30s", o.reconcile))
+	}
+	if cfg.NodeRouteInterval, err = time.ParseDuration(o.nodeRoutes); err != nil || cfg.NodeRouteInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--node-route-interval %q: want a duration of at least 1s, such as 10s", o.nodeRoutes))
 	}
 	if cfg.OrphanGrace, err = time.ParseDuration(o.orphanGrace); err != nil || cfg.OrphanGrace < 0 || cfg.OrphanGrace > nodeapi.MaxOrphanGraceSeconds*time.Second {
 		errs = append(errs, fmt.Errorf("--orphan-grace %q: want a duration of at most 24h, such as 2m", o.orphanGrace))

@@ -54,6 +54,7 @@ bin_dir
 max_concurrent_installs
 heartbeat_interval
 reconcile_interval
+node_route_interval
 orphan_grace
 provision_retry
 shutdown_timeout

@@ -7,8 +7,9 @@
 // internal/supervisor), reconciles its own host (reconcile.go), and
 // programs the service NAT rules from the control plane's service network
 // snapshots (servicenat.go, over internal/servicenat) and answers its
-// pods' DNS from them (poddns.go). It serves its pods' logs and exec
-// sessions to the control plane only, on its own endpoint (endpoint.go,
+// pods' DNS from them (poddns.go), and routes the other nodes' pod CIDRs
+// to them (noderoutes.go, over internal/noderoutes). It serves its pods'
+// logs and exec sessions to the control plane only, on its own endpoint (endpoint.go,
 // over internal/nodeserver). It reads the secret values its pods'
 // containers take from their environment when it starts them
 // (secretenv.go). Settings are in config.go. Every call to the control
@@ -216,6 +217,7 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 	if err := a.prepareGateway(ctx); err != nil {
 		return err
 	}
+	h.PodCIDR = a.podCIDR
 	if dns := a.servePodDNS(); dns != nil {
 		defer dns.Shutdown(context.Background())
 		h.ZoneDNS = &hostops.ZoneDNS{Nameserver: a.podGateway().String(), Domain: cfg.ClusterDomain}
@@ -256,6 +258,7 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 	newer := make(chan struct{}, 1)
 	go a.followServiceNet(supCtx, newer)
 	go a.programServiceNAT(supCtx, newer, a.writeServiceNetworkStatus)
+	go a.programNodeRoutes(supCtx)
 
 	workerCtx, stopStarting := context.WithCancel(ctx)
 	defer stopStarting()

@@ -368,6 +368,34 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		t.Fatalf("second agent stopped with %v, want nil", err)
 	}
 
+	// Configured with another pod CIDR than the one it holds, the node
+	// refuses it: it keeps the assigned one and says so (condition,
+	// event). Revert nodestatus.go's checkConfiguredPodCIDR and the
+	// PodCIDRMismatch condition in apply to see this fail.
+	cfg.PodCIDR = "127.10.8.0/24"
+	stop = runAgent(t, cfg)
+	n = waitNode(t, st, "the configured pod CIDR refused", func(n *model.Node) bool {
+		c := n.Condition(agent.ConditionPodCIDRMismatch)
+		return c != nil && c.Status == model.ConditionTrue
+	})
+	if c := n.Condition(agent.ConditionPodCIDRMismatch); n.Spec.PodCIDR != "127.10.9.0/24" || c.Reason != agent.ReasonPodCIDRNotAssigned ||
+		!strings.Contains(c.Message, "127.10.8.0/24") || !strings.Contains(c.Message, "uses 127.10.9.0/24 only") {
+		t.Errorf("pod CIDR %s, condition %+v", n.Spec.PodCIDR, c)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("agent with another pod CIDR stopped with %v, want nil", err)
+	}
+	events, err := st.Events().List(ctx, store.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(events.Items, func(e model.Event) bool {
+		return e.Reason == agent.ReasonPodCIDRNotAssigned && e.Type == model.EventWarning && e.InvolvedObject.Name == "node1"
+	}) {
+		t.Errorf("no %s event on node1", agent.ReasonPodCIDRNotAssigned)
+	}
+	cfg.PodCIDR = ""
+
 	// Deleted (its pod CIDR freed) while the agent was away, the node
 	// registers again asking for the CIDR its host's gateway holds, not the
 	// control plane's first free one.

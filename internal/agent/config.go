@@ -73,7 +73,9 @@ type Config struct {
 
 	// PodCIDR asks the control plane for this pod network (granted unless
 	// another node holds an overlapping one); empty: the control plane
-	// assigns one from its cluster range.
+	// assigns one from its cluster range. A Node that already holds
+	// another keeps it: the agent uses the assigned one and reports the
+	// disagreement (ConditionPodCIDRMismatch).
 	PodCIDR      string
 	Etherstub    string // default DefaultEtherstub
 	ZonesDataset string // default ZonesDataset(DefaultStoragePool)
@@ -146,6 +148,8 @@ type Config struct {
 	AdvertiseAddress string
 	// ServiceNATCheckInterval: see DefaultServiceNATCheckInterval.
 	ServiceNATCheckInterval time.Duration
+	// NodeRouteInterval: see DefaultNodeRouteInterval.
+	NodeRouteInterval time.Duration
 	// ClusterDomain is the cluster's DNS domain, the same as the control
 	// plane's; default clusterdns.DefaultDomain. The agent answers the cluster DNS on the pods' gateway (port 53) from
 	// the service network it follows, and every zone's resolv.conf points
@@ -212,6 +216,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ClusterDomain == "" {
 		c.ClusterDomain = clusterdns.DefaultDomain
+	}
+	if c.NodeRouteInterval <= 0 {
+		c.NodeRouteInterval = DefaultNodeRouteInterval
 	}
 	if c.ServiceNATCheckInterval <= 0 {
 		c.ServiceNATCheckInterval = DefaultServiceNATCheckInterval

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,7 +137,45 @@ func (a *Agent) register(ctx context.Context) (*model.Node, error) {
 		return nil, fmt.Errorf("the control plane now assigns pod CIDR %s, but this agent's pods use %s; restart the agent", p, a.podCIDR)
 	}
 	a.podCIDR = p
+	a.checkConfiguredPodCIDR(ctx)
 	return node, nil
+}
+
+// Reporting a configured pod CIDR the control plane did not assign.
+const (
+	// ConditionPodCIDRMismatch is True while the agent's configured pod
+	// CIDR (--pod-cidr) is not the one the Node holds; the node uses the
+	// assigned one only.
+	ConditionPodCIDRMismatch = "PodCIDRMismatch"
+	// ReasonPodCIDRNotAssigned is that condition's reason when True, and
+	// the Warning event's.
+	ReasonPodCIDRNotAssigned = "ConfiguredPodCIDRNotAssigned"
+	reasonPodCIDRAssigned    = "ConfiguredPodCIDRAssigned"
+)
+
+// checkConfiguredPodCIDR refuses a configured pod CIDR other than the
+// assigned one: the node keeps to the assigned one (its gateway, DNS, NAT
+// rules, routes and pod addresses), and says so in its log, an event and
+// its PodCIDRMismatch condition, so the operator corrects the setting. A
+// node holds its pod CIDR for life; another one means deleting the Node.
+func (a *Agent) checkConfiguredPodCIDR(ctx context.Context) {
+	msg := a.podCIDRMismatch(a.podCIDR)
+	if msg == "" {
+		return
+	}
+	a.log.Error("refusing the configured pod CIDR; using the assigned one", "configured", a.cfg.PodCIDR, "assigned", a.podCIDR)
+	a.event(ctx, model.ObjectReference{Kind: model.KindNode, Name: a.cfg.Node}, model.EventWarning, ReasonPodCIDRNotAssigned, msg)
+}
+
+// podCIDRMismatch says how the configured pod CIDR differs from the
+// assigned one; "" when none is configured or assigned, or they agree.
+func (a *Agent) podCIDRMismatch(assigned netip.Prefix) string {
+	want, err := netip.ParsePrefix(a.cfg.PodCIDR)
+	if a.cfg.PodCIDR == "" || !assigned.IsValid() || (err == nil && want == assigned) {
+		return ""
+	}
+	return fmt.Sprintf("the agent is configured with pod CIDR %s (--pod-cidr), but the control plane assigned node %s %s: "+
+		"the node uses %s only; correct --pod-cidr, or delete the Node to give it another", a.cfg.PodCIDR, a.cfg.Node, assigned, assigned)
 }
 
 // writeStatus writes the Node's status if what the agent sees differs
@@ -269,6 +308,20 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.
 	// nil until this agent has applied a snapshot: a status left by an
 	// earlier run (or an agent now without --api-url) is not reported.
 	n.Status.ServiceNetwork = a.serviceNAT.get()
+
+	// Only when a pod CIDR is configured (without one there is nothing to
+	// disagree with), compared with the Node's: the assigned one (for a
+	// new Node, the one asked for), so the first write already says.
+	if assigned, err := netip.ParsePrefix(n.Spec.PodCIDR); a.cfg.PodCIDR != "" && err == nil {
+		c := model.NodeCondition{Type: ConditionPodCIDRMismatch, Status: model.ConditionFalse, Reason: reasonPodCIDRAssigned,
+			Message: "the configured pod CIDR is the one the control plane assigned"}
+		if msg := a.podCIDRMismatch(assigned); msg != "" {
+			c.Status, c.Reason, c.Message = model.ConditionTrue, ReasonPodCIDRNotAssigned, msg
+		}
+		model.SetCondition(&n.Status.Conditions, c, now)
+	} else {
+		n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(c model.NodeCondition) bool { return c.Type == ConditionPodCIDRMismatch })
+	}
 
 	a.mu.Lock()
 	workerErr := a.workerErr

@@ -123,12 +123,18 @@ var nodeVerbs = map[string][]string{
 }
 
 // nodeAllowed is the node authorizer: a node reads and writes its own Node
-// (status, lease, events, reconciliation), reads the pods bound to it and
+// (status, lease, events, reconciliation), lists the Nodes (to route to
+// their pod CIDRs), reads the pods bound to it and
 // reports on them, reads the service network and image artefacts, and
 // nothing else.
 func (z *Authorizer) nodeAllowed(ctx context.Context, id Identity, a Attributes) (bool, error) {
 	switch a.Resource {
 	case "nodes":
+		if a.Verb == VerbList && a.Name == "" && a.Subresource == "" {
+			// Every node's pod CIDR and address: the routes to its
+			// pods' peers on the other nodes (noderoutes).
+			return id.Node != "", nil
+		}
 		return OwnNode(id, a) && slices.Contains(nodeVerbs[a.Subresource], a.Verb), nil
 	case "pods":
 		switch {

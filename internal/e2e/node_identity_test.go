@@ -58,7 +58,8 @@ func TestAgentsNodeIdentityReachesOnlyItsOwn(t *testing.T) {
 	}{
 		{"node-1", "/api/v1/nodes/node-1", 200},
 		{"node-1", "/api/v1/nodes/node-2", 403},
-		{"node-1", "/api/v1/nodes", 403},
+		{"node-1", "/api/v1/nodes", 200}, // the pod CIDRs and addresses it routes to
+		{"node-1", "/api/v1/nodes?watch=true", 403},
 		{"node-1", "/api/v1/namespaces/default/pods/on-node-2", 403},
 		{"node-1", "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-2", 403},
 		{"node-1", "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1", 200},

@@ -136,7 +136,7 @@ func (h *Host) ConfigureNetwork(ctx context.Context, s PodSandbox) error {
 	if err := s.check(); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
-	prefix, err := s.checkNet()
+	prefix, err := s.checkNet(h.PodCIDR)
 	if err != nil {
 		return h.invalid(ctx, step, s, err)
 	}

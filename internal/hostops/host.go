@@ -168,6 +168,9 @@ type Host struct {
 	// ZoneDNS, if set, is written into every zone before it boots
 	// (resolver.go); nil leaves the zones' resolver configuration alone.
 	ZoneDNS *ZoneDNS
+	// PodCIDR is the pod network the control plane assigned the node:
+	// a pod address outside it is refused (invalid). Zero: not checked.
+	PodCIDR netip.Prefix
 	// PrepareZonepath, if set, runs on the zonepath once the zone's dataset
 	// exists and is mounted. zoneadm install wants the zonepath owned by
 	// root with mode 0700 while zfs create makes it 0755, so on illumos the
@@ -270,8 +273,12 @@ func (s PodSandbox) NodeName() string {
 	return s.Name
 }
 
-// checkNet refuses an address the zone cannot be given.
-func (s PodSandbox) checkNet() (netip.Prefix, error) {
+// checkNet refuses an address the zone cannot be given: with the node's
+// pod CIDR known (valid), one outside it, of another prefix length, or
+// with a gateway outside it. The node's routes and gateway serve only the
+// pod CIDR the control plane assigned it; another address would be
+// unreachable, or another node's.
+func (s PodSandbox) checkNet(podCIDR netip.Prefix) (netip.Prefix, error) {
 	ip, err := netip.ParseAddr(s.IP)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("pod IP %q is not an address", s.IP)
@@ -279,9 +286,18 @@ func (s PodSandbox) checkNet() (netip.Prefix, error) {
 	if s.PrefixLen <= 0 || s.PrefixLen > ip.BitLen() {
 		return netip.Prefix{}, fmt.Errorf("prefix length %d is out of range for %s", s.PrefixLen, s.IP)
 	}
+	var gw netip.Addr
 	if s.Gateway != "" {
-		if _, err := netip.ParseAddr(s.Gateway); err != nil {
+		if gw, err = netip.ParseAddr(s.Gateway); err != nil {
 			return netip.Prefix{}, fmt.Errorf("gateway %q is not an address", s.Gateway)
+		}
+	}
+	if podCIDR.IsValid() {
+		if !podCIDR.Contains(ip) || s.PrefixLen != podCIDR.Bits() {
+			return netip.Prefix{}, fmt.Errorf("pod address %s/%d is not in this node's pod CIDR %s, the one the control plane assigned it", s.IP, s.PrefixLen, podCIDR)
+		}
+		if gw.IsValid() && !podCIDR.Contains(gw) {
+			return netip.Prefix{}, fmt.Errorf("gateway %s is not in this node's pod CIDR %s, the one the control plane assigned it", gw, podCIDR)
 		}
 	}
 	return netip.PrefixFrom(ip, s.PrefixLen), nil

@@ -175,7 +175,7 @@ func (h *Host) zoneConfig(s PodSandbox) (illumos.ZoneConfig, error) {
 	if err := s.check(); err != nil {
 		return illumos.ZoneConfig{}, err
 	}
-	prefix, err := s.checkNet()
+	prefix, err := s.checkNet(h.PodCIDR)
 	if err != nil {
 		return illumos.ZoneConfig{}, err
 	}

@@ -111,6 +111,7 @@ var rules = []rule{
 	{kind: KindNotFound, frag: "Interface does not exist"},
 	{kind: KindNotFound, frag: "Datalink does not exist"},
 	{kind: KindNotFound, frag: "not in table"},
+	{kind: KindNotFound, frag: "not in file"}, // route -p delete: not in the persistent store
 	{kind: KindNotFound, frag: "no such interface"},
 	{kind: KindNotFound, frag: "doesn't match any instances"},
 	{kind: KindNotFound, frag: "does not exist"},

@@ -58,6 +58,29 @@ func (z InZone) SetIfProp(ctx context.Context, ifname, proto, prop, value string
 	return err
 }
 
+// IfProp reads the current value of an IP interface property for a
+// protocol (`ipadm show-ifprop -c -o current -p PROP -m PROTO IF`), e.g.
+// IfProp(ctx, "zwgw0", "ipv4", "forwarding") is "on" or "off".
+// ErrNotFound when the interface does not exist.
+func (z InZone) IfProp(ctx context.Context, ifname, proto, prop string) (string, error) {
+	const op = "ipadm show-ifprop"
+	if !validIfName(ifname) {
+		return "", invalidf(op, z.Zone+":"+ifname, "invalid interface name %q", ifname)
+	}
+	if proto != "ipv4" && proto != "ipv6" {
+		return "", invalidf(op, z.Zone+":"+ifname, "protocol %q is not ipv4 or ipv6", proto)
+	}
+	res, err := z.run(ctx, op, ifname, []string{inZone(ipadmPath), "show-ifprop", "-c", "-o", "current", "-p", prop, "-m", proto, ifname}, nil)
+	if err != nil {
+		return "", err
+	}
+	lines := nonEmptyLines(string(res.Stdout))
+	if len(lines) != 1 {
+		return "", parseError(op, z.Zone+":"+ifname, fmt.Errorf("want one value, got %q", res.Stdout))
+	}
+	return lines[0], nil
+}
+
 // DeleteAddr removes an address object. ErrNotFound when there is none.
 func (z InZone) DeleteAddr(ctx context.Context, addrobj string) error {
 	const op = "ipadm delete-addr"

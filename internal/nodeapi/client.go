@@ -209,6 +209,32 @@ func (c *Client) BoundPods(ctx context.Context) ([]model.Pod, error) {
 	}
 }
 
+// Nodes lists every Node of the cluster: the pod CIDRs and addresses the
+// node routes its pods' traffic to.
+func (c *Client) Nodes(ctx context.Context) ([]model.Node, error) {
+	var nodes []model.Node
+	cont := ""
+	for {
+		q := url.Values{"limit": {"500"}}
+		if cont != "" {
+			q.Set("continue", cont)
+		}
+		var list struct {
+			Metadata struct {
+				Continue string `json:"continue"`
+			} `json:"metadata"`
+			Items []model.Node `json:"items"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/api/v1/nodes?"+q.Encode(), nil, &list); err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, list.Items...)
+		if cont = list.Metadata.Continue; cont == "" {
+			return nodes, nil
+		}
+	}
+}
+
 // Reconcile sends the host's inventory; the answer names the orphans to
 // remove now.
 func (c *Client) Reconcile(ctx context.Context, in ReconcileRequest) (*ReconcileResponse, error) {

@@ -168,20 +168,22 @@ func findRoute(routes []*Route, dest, gw string) *Route {
 func routeZone(inv *invocation, st *State) (*Zone, bool) {
 	z := st.zone(inv.zone)
 	if z == nil || (z.Name != "global" && (z.State != stateRunning || !z.Config.exclusive())) {
-		inv.errf("route: socket: Operation not supported")
+		inv.errf("%s: socket: Operation not supported", inv.name)
 		return nil, false
 	}
 	return z, true
 }
 
-// reachable: a non-global zone's gateway must be on a connected subnet.
+// reachable: a gateway must be on a connected subnet of the stack (or be
+// the loopback address, as -reject and -blackhole routes use), in the
+// global zone as in a zone.
 func reachable(z *Zone, gw string) bool {
-	if z.Name == "global" {
-		return true
-	}
 	a, err := netip.ParseAddr(gw)
 	if err != nil {
 		return false
+	}
+	if a.IsLoopback() {
+		return true
 	}
 	for _, ad := range z.Addresses {
 		if p, ok := parseIPPrefix(strings.SplitN(ad.Addr, "%", 2)[0]); ok && p.Masked().Contains(a) {

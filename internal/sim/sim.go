@@ -44,6 +44,7 @@ var commands = map[string]commandFunc{
 	"zpool":    runZpool,
 	"ipadm":    runIpadm,
 	"route":    runRoute,
+	"netstat":  runNetstat,
 	"ipnat":    runIpnat,
 	"svccfg":   runSvccfg,
 	"svcadm":   runSvcadm,

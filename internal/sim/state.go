@@ -137,6 +137,10 @@ type Dataset struct {
 type IPInterface struct {
 	Name      string `json:"name"`
 	Temporary bool   `json:"temporary,omitempty"`
+	// Props and PersistentProps are set-ifprop's protocol properties
+	// ("ipv4/forwarding": "on"), current and persistent.
+	Props           map[string]string `json:"props,omitempty"`
+	PersistentProps map[string]string `json:"persistent_props,omitempty"`
 }
 
 // IPAddress is an address object.
