@@ -172,9 +172,13 @@ func (h *Host) runStep(ctx context.Context, st ProvisionStep, s PodSandbox) (int
 		err := st.run(h, sctx, s)
 		cancel()
 		var maint *MaintenanceError
-		if err == nil || ctx.Err() != nil || Permanent(err) || errors.As(err, &maint) || time.Now().Add(wait).After(deadline) {
+		var config *ConfigError
+		if err == nil || ctx.Err() != nil || Permanent(err) || errors.As(err, &maint) || errors.As(err, &config) ||
+			time.Now().Add(wait).After(deadline) {
 			// A container in maintenance stays there until cleared: the
 			// lifecycle decides by its restart policy, not a retry here.
+			// A missing secret is reported at once, as kubelet does: the
+			// lifecycle waits CreateContainerConfigError and tries again.
 			return try, err
 		}
 		h.log().Warn("provision step failed; trying again", "step", st.Name, "zone", s.ZoneName(), "try", try, "err", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -79,5 +80,23 @@ func TestAMissingSecretIsAConfigErrorWithoutValues(t *testing.T) {
 	}
 	if env, err := (&Host{}).secretEnv(t.Context(), PodSandbox{Containers: []ContainerSpec{{Name: "app"}}}); env != nil || err != nil {
 		t.Errorf("a pod that reads no secrets: %v, %v", env, err)
+	}
+}
+
+// A step failing for a missing secret is not tried again on the node:
+// the pod says CreateContainerConfigError at once and its lifecycle
+// retries with back-off, instead of the node retrying for the step's two
+// minutes before anyone is told.
+func TestAMissingSecretFailsTheStepAtOnce(t *testing.T) {
+	calls := 0
+	st := ProvisionStep{Name: "StartContainers", Timeout: time.Minute, run: func(*Host, context.Context, PodSandbox) error {
+		calls++
+		return &ConfigError{Container: "app", Message: `secret "db" not found`}
+	}}
+	h := &Host{StepRetry: time.Millisecond}
+	tries, err := h.runStep(t.Context(), st, PodSandbox{Namespace: "default", Name: "web", UID: "u1"})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || tries != 1 || calls != 1 {
+		t.Fatalf("runStep = %d tries, %d calls, %v; want one try and the ConfigError", tries, calls, err)
 	}
 }
