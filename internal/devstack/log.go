@@ -100,11 +100,16 @@ type serverPanic struct {
 }
 
 // Unwrap exposes the errors among the tags, so that errors.Is finds, say,
-// syscall.EADDRINUSE from a failed listen.
+// syscall.EADDRINUSE from a failed listen. A server tag's Value is the
+// error's text: the error itself is in its zap field.
 func (p serverPanic) Unwrap() []error {
 	var errs []error
 	for _, t := range p.tags {
-		if err, ok := t.Value().(error); ok {
+		v := t.Value()
+		if zt, ok := t.(tag.ZapTag); ok {
+			v = zt.Field().Interface
+		}
+		if err, ok := v.(error); ok {
 			errs = append(errs, err)
 		}
 	}
