@@ -408,6 +408,8 @@ func (ns *Nodes) isolate(n *Node, i int) error {
 	if err := os.WriteFile(filepath.Join(n.Root, simNetnsFile), []byte(path+"\n"), 0o644); err != nil {
 		return err
 	}
+	// A node kept from an earlier run has net0 already: plumb it anew.
+	_ = exec.Command(filepath.Join(n.BinDir, "ipadm"), "delete-if", "net0").Run()
 	for _, args := range [][]string{{"create-if", "net0"}, {"create-addr", "-T", "static", "-a", addr.String(), "net0/v4"}} {
 		if out, err := exec.Command(filepath.Join(n.BinDir, "ipadm"), args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("underlay address of %s: ipadm %s: %v: %s", n.Name, strings.Join(args, " "), err, out)
