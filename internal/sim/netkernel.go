@@ -277,9 +277,14 @@ func (h *host) syncNodeNet() error {
 	if ns == "" {
 		return nil
 	}
+	l, err := h.lockNet()
+	if err != nil {
+		return err
+	}
+	defer l.release()
 	var links []*Link
 	var gz *Zone
-	err := h.view(func(st *State) {
+	err = h.view(func(st *State) {
 		links = st.Links
 		gz = st.zone("global")
 	})
@@ -394,7 +399,13 @@ func (h *host) plumbZoneNet(zone string, pid int) error {
 		}
 		return ipBatch(lines)
 	}
-	if err := inNetns(h.nodeNetns(), move); err != nil {
+	l, err := h.lockNet()
+	if err != nil {
+		return err
+	}
+	err = inNetns(h.nodeNetns(), move)
+	l.release()
+	if err != nil {
 		return fmt.Errorf("move the zone's links into its network: %w", err)
 	}
 	return h.syncZoneNet(z, zoneNetns(pid))
@@ -416,6 +427,16 @@ func (h *host) syncZoneNet(z *Zone, ns string) error {
 	})
 }
 
+// lockNet serialises the changes of the node's namespace: each reads the
+// kernel and the state, then acts on both, and must not see half of
+// another's (a pair made for a VNIC it did not see yet, say).
+func (h *host) lockNet() (*fileLock, error) {
+	if err := os.MkdirAll(filepath.Join(h.root, "run"), 0o755); err != nil {
+		return nil, err
+	}
+	return lockFile(filepath.Join(h.root, "run", "net.lock"), true)
+}
+
 // clearNodeNet removes what the simulator made in the node's namespace:
 // the etherstubs' bridges and the VNICs' veth pairs (and with them the
 // addresses and routes over them).
@@ -424,6 +445,11 @@ func (h *host) clearNodeNet() error {
 	if ns == "" {
 		return nil
 	}
+	l, err := h.lockNet()
+	if err != nil {
+		return err
+	}
+	defer l.release()
 	var links []*Link
 	if err := h.view(func(st *State) { links = st.Links }); err != nil {
 		return err
