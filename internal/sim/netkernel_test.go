@@ -99,6 +99,27 @@ while True:
 		out, _ := inNS(ns1, "ip", "route")
 		t.Fatalf("node 1's zone cannot reach node 2's zone through the routes: %v\nnode 1's routes:\n%s", err, out)
 	}
+	// A zone's own ipadm and route act in its namespace, not the node's.
+	zoneNS := ""
+	for _, z := range h1.state().Zones {
+		if z.Name == "pod" {
+			zoneNS = fmt.Sprintf("/proc/%d/ns/net", z.SupervisorPID)
+		}
+	}
+	extra := fmt.Sprintf("10.%d.250.0/24", network)
+	h1.must("zlogin", "pod", "route", "add", "-net", extra, fmt.Sprintf("10.%d.1.1", network))
+	h1.must("zlogin", "pod", "ipadm", "create-addr", "-T", "static", "-a", fmt.Sprintf("10.%d.1.3/24", network), "pod0/extra")
+	zoneOut, _ := inNS(zoneNS, "sh", "-c", "ip route; ip -4 -o addr")
+	nodeOut, _ := inNS(ns1, "sh", "-c", "ip route; ip -4 -o addr")
+	if !strings.Contains(zoneOut, extra+" via") || !strings.Contains(zoneOut, fmt.Sprintf("10.%d.1.3/24", network)) ||
+		strings.Contains(nodeOut, extra) || strings.Contains(nodeOut, fmt.Sprintf("10.%d.1.3/", network)) {
+		t.Errorf("the zone's route and address: zone\n%s\nnode\n%s", zoneOut, nodeOut)
+	}
+	h1.must("zlogin", "pod", "route", "delete", "-net", extra, fmt.Sprintf("10.%d.1.1", network))
+	if out, _ := inNS(zoneNS, "ip", "route"); strings.Contains(out, extra) {
+		t.Errorf("the zone's deleted route is still in its namespace:\n%s", out)
+	}
+
 	// An operator deletes node 1's route: the request fails again.
 	h1.must("route", "delete", "-net", fmt.Sprintf("10.%d.2.0/24", network), fmt.Sprintf("10.%d.255.2", network))
 	if err := connect(); err == nil {
