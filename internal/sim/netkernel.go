@@ -243,7 +243,11 @@ func stackPlan(z *Zone, kn *kernelNet) (lines []string, forwarding map[string]bo
 		lines = append(lines, "route replace "+dst+" via "+gw.String())
 	}
 	for _, r := range kn.routes {
-		if r.Gateway != "" && !slices.Contains(routes, r.Dst) {
+		dst := r.Dst
+		if dst != "default" && !strings.Contains(dst, "/") {
+			dst += "/32" // ip shows a host route without its length
+		}
+		if r.Gateway != "" && !slices.Contains(routes, dst) {
 			lines = append(lines, "route del "+r.Dst+" via "+r.Gateway)
 		}
 	}
@@ -296,12 +300,13 @@ func (h *host) syncNodeNet() error {
 		if err != nil {
 			return err
 		}
-		stubs := map[string]bool{}
+		stubs := map[string]bool{}   // etherstubs by name
+		bridges := map[string]bool{} // their bridges by kernel name
 		var lines []string
 		for _, l := range links {
 			if l.Class == "etherstub" {
-				stubs[l.Name] = true
 				br := kernelName(l.Name)
+				stubs[l.Name], bridges[br] = true, true
 				if _, ok := kn.links[br]; !ok {
 					lines = append(lines, "link add name "+br+" type bridge")
 				}
@@ -324,7 +329,7 @@ func (h *host) syncNodeNet() error {
 			lines = append(lines, "link set dev "+peer+" master "+kernelName(l.Over), "link set dev "+peer+" up")
 		}
 		for name, l := range kn.links {
-			if (peerNameRE.MatchString(name) && !peers[name]) || (l.LinkInfo.Kind == "bridge" && !stubs[name] && !slices.ContainsFunc(links, func(x *Link) bool { return kernelName(x.Name) == name })) {
+			if (peerNameRE.MatchString(name) && !peers[name]) || (l.LinkInfo.Kind == "bridge" && !bridges[name]) {
 				lines = append(lines, "link del dev "+name)
 			}
 		}
@@ -334,10 +339,6 @@ func (h *host) syncNodeNet() error {
 		// Linux routes a bridged packet with the bridge as its input
 		// device when bridge netfilter is loaded: an etherstub, which
 		// has no IP, must forward, or pods' traffic never leaves the node.
-		bridges := map[string]bool{}
-		for stub := range stubs {
-			bridges[kernelName(stub)] = true
-		}
 		if err := setForwarding(bridges); err != nil {
 			h.netLog("etherstubs: %v", err)
 		}
