@@ -50,6 +50,7 @@ func dev(ctx context.Context, args []string) error {
 	dbURL := fs.String("database-url", env("DATABASE_URL", ""), "use this PostgreSQL instead of a private one (env DATABASE_URL)")
 	pgPort := fs.Int("postgres-port", 0, "loopback port of the private PostgreSQL; 0 picks a free one")
 	nodes := fs.Int("nodes", 3, "simulated illumos nodes to run, each a real agent over illumos-sim")
+	isolation := fs.Bool("isolation", false, "run every simulated node and zone in a network namespace of its own, pods on 10.<n>.0.0/17 reaching other nodes' pods only through the nodes' routes (root only; services and cluster DNS across nodes are not realised yet)")
 	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	var img controlplane.Config
 	imagesDone := imageFlags(fs, &img, "", "", "127.0.0.0/8,::1")
@@ -82,12 +83,25 @@ func dev(ctx context.Context, args []string) error {
 	if _, err := clusterip.Parse(health.ServiceCIDR); err != nil {
 		return fmt.Errorf("--service-cidr: %w", err)
 	}
-	if health.ClusterCIDR == "" {
+	var underlay netip.Prefix
+	if health.ClusterCIDR == "" || *isolation {
 		cidr, err := devClusterCIDR(*dataDir, health.ServiceCIDR)
 		if err != nil {
 			return err
 		}
-		health.ClusterCIDR = cidr
+		if *isolation {
+			// The network number the data dir picks, on 10/8 inside the
+			// namespaces.
+			if err := devnodes.IsolationSupported(); err != nil {
+				return fmt.Errorf("--isolation: %w", err)
+			}
+			n := int(netip.MustParsePrefix(cidr).Addr().As4()[1])
+			underlay = devnodes.IsolatedUnderlay(n)
+			cidr = devnodes.IsolatedClusterCIDR(n)
+		}
+		if health.ClusterCIDR == "" {
+			health.ClusterCIDR = cidr
+		}
 	}
 	if _, err := podcidr.ParseRange(health.ClusterCIDR, health.NodeCIDRMaskSize); err != nil {
 		return fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
@@ -258,7 +272,8 @@ func dev(ctx context.Context, args []string) error {
 			APIURL: cp.URL(), APICAFile: caFile,
 			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
 				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace,
-				"--cluster-domain", health.DNS.Domain, "--dns-upstream", upstreamFlag(health.DNS.Upstreams)}})
+				"--cluster-domain", health.DNS.Domain, "--dns-upstream", upstreamFlag(health.DNS.Upstreams)},
+			Underlay: underlay})
 		if err != nil {
 			return err
 		}
@@ -269,6 +284,9 @@ func dev(ctx context.Context, args []string) error {
 		ns.Supervise(supervise)
 		stops = append(stops, stopSupervising)
 		nodeList = "pod CIDRs assigned from " + health.ClusterCIDR
+		if underlay.IsValid() {
+			nodeList += ", isolation mode: each node a network namespace on the underlay " + underlay.String()
+		}
 		for _, n := range ns.Nodes {
 			nodeList += fmt.Sprintf("\n    %s  state %s  agent pid %d (%s)", n.Name, n.Root, n.Pid(), n.PidFile)
 		}

@@ -55,7 +55,13 @@ type Config struct {
 	JoinTokenFile string
 	// ExtraArgs are added to every agent's command line.
 	ExtraArgs []string
-	Logger    *slog.Logger
+	// Underlay, when set, runs the nodes in isolation mode (root only;
+	// see IsolationSupported): each node a network namespace of its own
+	// on a fabric, with an address in Underlay (IsolatedUnderlay). The
+	// control plane's pod range must then be one that stays inside the
+	// namespaces (IsolatedClusterCIDR).
+	Underlay netip.Prefix
+	Logger   *slog.Logger
 }
 
 // Node is one running simulated node.
@@ -68,6 +74,10 @@ type Node struct {
 	// PidFile holds the running agent's process id, rewritten at every
 	// start.
 	PidFile string
+	// Netns is the path of the node's network namespace and Address its
+	// underlay address, in isolation mode; empty otherwise.
+	Netns   string
+	Address netip.Prefix
 
 	mu   sync.Mutex // guards cmd and done, replaced when the agent restarts
 	cmd  *exec.Cmd
@@ -85,6 +95,7 @@ func (n *Node) process() (*exec.Cmd, chan struct{}) {
 // Nodes are the running nodes.
 type Nodes struct {
 	cfg   Config
+	fab   *fabric // nil unless in isolation mode
 	Nodes []*Node
 }
 
@@ -151,6 +162,15 @@ func FindSim() (string, error) {
 // Start prepares and starts every node.
 func Start(ctx context.Context, cfg Config) (*Nodes, error) {
 	ns := &Nodes{cfg: cfg}
+	if cfg.Underlay.IsValid() {
+		dir, err := filepath.Abs(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		if ns.fab, err = newFabric(dir, cfg.Underlay, cfg.Logger); err != nil {
+			return nil, err
+		}
+	}
 	for i := 1; i <= cfg.Count; i++ {
 		n, err := ns.start(ctx, i)
 		if err != nil {
@@ -173,6 +193,11 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 		PidFile: filepath.Join(dir, "agent.pid")}
 	if out, err := exec.CommandContext(ctx, cfg.Sim, "install", n.BinDir, "--root", n.Root).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("prepare simulated node %s: %v: %s", name, err, out)
+	}
+	if ns.fab != nil {
+		if err := ns.isolate(n, i); err != nil {
+			return nil, err
+		}
 	}
 	if err := ns.run(n); err != nil {
 		return nil, err
@@ -200,9 +225,10 @@ func (ns *Nodes) run(n *Node) error {
 		"--image-dir", filepath.Join(n.Root, "fs/var/zonewright/images"),
 		"--zones-dir", filepath.Join(n.Root, "fs", agent.DefaultZonesPath),
 		"--zvol-dir", filepath.Join(n.Root, "fs/dev/zvol/rdsk"),
-		// The endpoint (logs, exec) on a free loopback port, which the
-		// node reports in its status.
-		"--listen", "127.0.0.1:0"}, cfg.ExtraArgs...)
+		// The endpoint (logs, exec) on a free port of loopback (of the
+		// underlay address in isolation mode), which the node reports in
+		// its status.
+		"--listen", listenAddr(n)}, cfg.ExtraArgs...)
 	if cfg.APICAFile != "" {
 		args = append(args, "--api-ca", cfg.APICAFile)
 	}
@@ -215,6 +241,11 @@ func (ns *Nodes) run(n *Node) error {
 		args = append(args, "--join-token-file", cfg.JoinTokenFile)
 	}
 	cmd := exec.Command(cfg.Agent, args...)
+	if n.Netns != "" {
+		// nsenter executes the agent: the same process, in the node's
+		// network.
+		cmd = exec.Command("nsenter", append([]string{"--net=" + n.Netns, "--", cfg.Agent}, args...)...)
+	}
 	cmd.Env = agentEnv()
 	// The agents die with the dev stack, even if it is killed.
 	done, err := childproc.Start(cmd, logf, syscall.SIGTERM)
@@ -294,6 +325,9 @@ func (ns *Nodes) Stop() {
 			ns.cfg.Logger.Warn("stop simulated zones", "node", n.Name, "err", err, "output", string(out))
 		}
 	}
+	if ns.fab != nil {
+		ns.fab.remove()
+	}
 }
 
 // Kill ends node i's agent at once (SIGKILL), as a crash would; its zones
@@ -347,4 +381,48 @@ func (ns *Nodes) Add(ctx context.Context) (*Node, error) {
 	}
 	ns.Nodes = append(ns.Nodes, n)
 	return n, nil
+}
+
+// listenAddr is where n's agent endpoint listens.
+func listenAddr(n *Node) string {
+	if n.Netns != "" {
+		return netip.AddrPortFrom(n.Address.Addr(), 0).String()
+	}
+	return "127.0.0.1:0"
+}
+
+// simNetnsFile, in a simulator root, names the node's network namespace:
+// the simulator then realises the node's network in it (its NetnsFile).
+const simNetnsFile = "netns"
+
+// isolate gives node n (the i-th) its network on the fabric: the
+// namespace, the underlay address on net0 (set with the node's ipadm, so
+// the global zone shows it and the simulator puts it in the kernel), and
+// relays to the control plane's addresses.
+func (ns *Nodes) isolate(n *Node, i int) error {
+	path, addr, err := ns.fab.addNode(i)
+	if err != nil {
+		return err
+	}
+	n.Netns, n.Address = path, addr
+	if err := os.WriteFile(filepath.Join(n.Root, simNetnsFile), []byte(path+"\n"), 0o644); err != nil {
+		return err
+	}
+	// A node kept from an earlier run has net0 already: plumb it anew.
+	_ = exec.Command(filepath.Join(n.BinDir, "ipadm"), "delete-if", "net0").Run()
+	for _, args := range [][]string{{"create-if", "net0"}, {"create-addr", "-T", "static", "-a", addr.String(), "net0/v4"}} {
+		if out, err := exec.Command(filepath.Join(n.BinDir, "ipadm"), args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("underlay address of %s: ipadm %s: %v: %s", n.Name, strings.Join(args, " "), err, out)
+		}
+	}
+	urls := ns.cfg.APIURLs
+	if len(urls) == 0 {
+		urls = []string{ns.cfg.APIURL}
+	}
+	addrs, err := hostPorts(urls, ns.cfg.Temporal)
+	if err != nil {
+		return err
+	}
+	slices.Sort(addrs)
+	return ns.fab.relay(path, slices.Compact(addrs)...)
 }

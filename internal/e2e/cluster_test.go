@@ -135,6 +135,23 @@ func newCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
 // The image map is the dev stack's (deploy/images.yaml).
 func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), agentArgs ...string) *cluster {
 	t.Helper()
+	return startCluster(t, nodes, false, adjust, agentArgs...)
+}
+
+// newIsolatedCluster is newCluster in isolation mode: each node a network
+// of its own (devnodes.Config.Underlay), pods reaching other nodes' pods
+// only through the routes the nodes hold. It skips the test where
+// isolation cannot run, saying why.
+func newIsolatedCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
+	t.Helper()
+	if err := devnodes.IsolationSupported(); err != nil {
+		t.Skip(err)
+	}
+	return startCluster(t, nodes, true, nil, agentArgs...)
+}
+
+func startCluster(t *testing.T, nodes int, isolated bool, adjust func(*controlplane.Config), agentArgs ...string) *cluster {
+	t.Helper()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	// Temporal runs mutual TLS with the authorizer, as in the dev stack:
@@ -158,11 +175,17 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 	if err != nil {
 		t.Fatal(err)
 	}
+	network := podNetworks.next()
+	clusterCIDR := devnodes.ClusterCIDR(network)
+	var underlay netip.Prefix
+	if isolated {
+		clusterCIDR, underlay = devnodes.IsolatedClusterCIDR(network), devnodes.IsolatedUnderlay(network)
+	}
 	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", TemporalTLS: controlplane.TLSConfig(cpCert), Logger: slog.New(slog.DiscardHandler),
 		StateDir: stateDir, ImageStore: t.TempDir(), ImageMap: imgMap, PodTuning: &e2eTuning,
 		PodReconcileInterval: 2 * time.Second,
-		ClusterCIDR:          devnodes.ClusterCIDR(podNetworks.next()), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize,
+		ClusterCIDR:          clusterCIDR, NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize,
 		// The tests' image sources are servers on loopback.
 		ImageAllowPrivateSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	if adjust != nil {
@@ -200,7 +223,8 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 		t.Fatal(err)
 	}
 	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), JoinTokenFile: joinFile, Agent: filepath.Join(binDir, "zonewright"),
-		Sim: filepath.Join(binDir, "illumos-sim"), Temporal: tmp.Address(), Namespace: "default", TemporalMTLS: true, APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args})
+		Sim: filepath.Join(binDir, "illumos-sim"), Temporal: tmp.Address(), Namespace: "default", TemporalMTLS: true, APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args,
+		Underlay: underlay})
 	if err != nil {
 		t.Fatal(err)
 	}

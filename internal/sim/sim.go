@@ -150,7 +150,9 @@ func runCommand(name, argv0 string, args []string, stdin io.Reader, stdout, stde
 	if code, failed := inv.faults.before(inv); failed {
 		return code
 	}
-	return commands[name](inv)
+	code := commands[name](inv)
+	inv.realiseNet()
+	return code
 }
 
 func isZoneCommand(name string) bool {

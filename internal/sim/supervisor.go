@@ -169,6 +169,10 @@ func startSupervisor(h *host, zone, bootID string) error {
 	// Its own session: the supervisor must outlive this zoneadm and must
 	// not get the terminal's signals.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if h.nodeNetns() != "" {
+		// The zone's network namespace, which ends with the zone.
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
+	}
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		return fmt.Errorf("could not start zoneadmd: %w", err)
@@ -264,7 +268,7 @@ func stopAll(h *host) error {
 	for range zones {
 		<-done
 	}
-	return h.update(func(st *State) bool {
+	err = h.update(func(st *State) bool {
 		for _, z := range st.zones() {
 			if z.Name == "global" || !inKernel(z.State) {
 				continue
@@ -275,6 +279,15 @@ func stopAll(h *host) error {
 		}
 		return true
 	})
+	if err != nil {
+		return err
+	}
+	// A zone's link may vanish with its namespace meanwhile: what could
+	// not be removed is logged, not fatal.
+	if err := h.clearNodeNet(); err != nil {
+		h.netLog("stop-all: %v", err)
+	}
+	return nil
 }
 
 // svcProc is the supervisor's view of one service instance.
@@ -383,6 +396,12 @@ func (sv *supervisor) run(ready *os.File) int {
 	if err := sv.register(); err != nil {
 		notifyReady(ready, err)
 		return 1
+	}
+	if sv.h.nodeNetns() != "" {
+		if err := sv.h.plumbZoneNet(sv.zone, os.Getpid()); err != nil {
+			notifyReady(ready, fmt.Errorf("plumb the zone's network: %w", err))
+			return 1
+		}
 	}
 	notifyReady(ready, nil)
 	sv.logger.Printf("zone booted")

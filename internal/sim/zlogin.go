@@ -132,6 +132,10 @@ func (inv *invocation) runOnTerminal(z *Zone, u zoneUser, argv []string, tty *os
 	cmd := inv.zoneCmd(z, u, argv)
 	runtime.LockOSThread() // Pdeathsig follows the forking thread
 	defer runtime.UnlockOSThread()
+	if err := inv.enterZoneNet(z); err != nil {
+		inv.errf("zlogin: could not enter zone %s: %v", z.Name, err)
+		return 1
+	}
 	attrs := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true, Setctty: true}
 	if asZone {
 		attrs.Credential = u.credential()
@@ -213,6 +217,10 @@ func (inv *invocation) runInZone(z *Zone, u zoneUser, argv []string, noStdin, as
 	// for as long as the child runs.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if err := inv.enterZoneNet(z); err != nil {
+		inv.errf("zlogin: could not enter zone %s: %v", z.Name, err)
+		return 1
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: !interactive}
 	if asZone {
 		cmd.SysProcAttr.Credential = u.credential()
@@ -321,4 +329,17 @@ func zoneCommandLine(line, binDir string) ([]string, bool) {
 func plainShellByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		strings.IndexByte("_@%+=:,./-", c) >= 0
+}
+
+// enterZoneNet moves the calling thread, locked to its goroutine, into the
+// zone's network namespace in isolation mode, so the command it starts is
+// born there. The thread is locked once more, for good: it must never
+// serve another goroutine.
+func (inv *invocation) enterZoneNet(z *Zone) error {
+	ns := inv.h.zoneNetnsOf(z)
+	if ns == "" {
+		return nil
+	}
+	runtime.LockOSThread()
+	return enterNetns(ns)
 }

@@ -1,0 +1,278 @@
+package devnodes
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Isolation mode: every node is a network of its own. A fabric (a bridge
+// in a network namespace of its own, standing for the hosts' physical
+// network) joins one namespace per node, where the node's agent runs and
+// the simulator realises the node's links, addresses and routes, and its
+// zones' namespaces hang off the node's etherstub. Each node has an
+// underlay address on the fabric (net0), reported as its InternalIP; the
+// control plane's host (this namespace) has one too, so it reaches the
+// agents' endpoints as it would over a real network, and nothing else:
+// it has no route to the pods. The agents reach the API and Temporal at
+// the addresses they were given, through relays this process listens
+// with inside each node's namespace.
+
+// IsolatedClusterCIDR is the pod range of a stack in isolation mode:
+// 10.<network>.0.0/17, beside its underlay (IsolatedUnderlay), inside
+// namespaces only.
+func IsolatedClusterCIDR(network int) string { return fmt.Sprintf("10.%d.0.0/17", network) }
+
+// IsolatedUnderlay is the nodes' network in isolation mode,
+// 10.<network>.255.0/24: node i is .i, the control plane's host .254.
+func IsolatedUnderlay(network int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(network), 255, 0}), 24)
+}
+
+// IsolationSupported says why isolation mode cannot run here, or nil:
+// it needs root, iproute2's ip, nsenter and network namespaces.
+func IsolationSupported() error {
+	if os.Geteuid() != 0 {
+		return errors.New("isolation mode needs root")
+	}
+	for _, tool := range []string{"ip", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("isolation mode needs %s: %w", tool, err)
+		}
+	}
+	name := fmt.Sprintf("zwprobe%d", os.Getpid())
+	if err := ipCmd("netns", "add", name); err != nil {
+		return fmt.Errorf("isolation mode cannot make a network namespace: %w", err)
+	}
+	return ipCmd("netns", "del", name)
+}
+
+func ipCmd(args ...string) error {
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// fabric is the network of an isolated stack.
+type fabric struct {
+	prefix   string // of every namespace and link name it makes
+	underlay netip.Prefix
+	cpLink   string // the control plane host's end, in this namespace
+	log      *slog.Logger
+
+	mu        sync.Mutex
+	listeners []net.Listener
+}
+
+// newFabric makes the fabric of the stack keeping its data in dataDir,
+// removing first what a stack there left behind (one killed before it
+// could clean up).
+func newFabric(dataDir string, underlay netip.Prefix, log *slog.Logger) (*fabric, error) {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(dataDir))
+	p := fmt.Sprintf("zw%06x", h.Sum32()&0xffffff)
+	f := &fabric{prefix: p, underlay: underlay, cpLink: p + "cp", log: log}
+	f.remove()
+	cp := underlay.Addr()
+	for range 254 {
+		cp = cp.Next()
+	}
+	steps := [][]string{
+		{"netns", "add", f.ns("fabric")},
+		{"-n", f.ns("fabric"), "link", "add", "fab0", "type", "bridge"},
+		{"-n", f.ns("fabric"), "link", "set", "fab0", "up"},
+		{"link", "add", f.cpLink, "type", "veth", "peer", "name", "cp", "netns", f.ns("fabric")},
+		{"-n", f.ns("fabric"), "link", "set", "cp", "master", "fab0", "up"},
+		{"addr", "add", netip.PrefixFrom(cp, underlay.Bits()).String(), "dev", f.cpLink},
+		{"link", "set", f.cpLink, "up"},
+	}
+	for _, s := range steps {
+		if err := ipCmd(s...); err != nil {
+			f.remove()
+			return nil, fmt.Errorf("make the nodes' fabric: %w", err)
+		}
+	}
+	return f, nil
+}
+
+func (f *fabric) ns(name string) string { return f.prefix + "-" + name }
+
+// nsPath is where ip keeps a named namespace.
+func nsPath(name string) string { return filepath.Join("/run/netns", name) }
+
+// addNode makes node i's namespace on the fabric: net0, its underlay
+// link, and loopback up. It returns the namespace's path and the node's
+// underlay address with its prefix.
+func (f *fabric) addNode(i int) (string, netip.Prefix, error) {
+	name, ns := fmt.Sprintf("node-%d", i), f.ns(fmt.Sprintf("node-%d", i))
+	addr := f.underlay.Addr()
+	for range i {
+		addr = addr.Next()
+	}
+	steps := [][]string{
+		{"netns", "add", ns},
+		{"-n", ns, "link", "set", "lo", "up"},
+		{"-n", f.ns("fabric"), "link", "add", name, "type", "veth", "peer", "name", "net0", "netns", ns},
+		{"-n", f.ns("fabric"), "link", "set", name, "master", "fab0", "up"},
+		{"-n", ns, "link", "set", "net0", "up"},
+	}
+	for _, s := range steps {
+		if err := ipCmd(s...); err != nil {
+			return "", netip.Prefix{}, fmt.Errorf("make the network of %s: %w", name, err)
+		}
+	}
+	return nsPath(ns), netip.PrefixFrom(addr, f.underlay.Bits()), nil
+}
+
+// relay listens inside the namespace at nsPath on each of addrs (host:port)
+// and relays every connection to the same address here.
+func (f *fabric) relay(nsPath string, addrs ...string) error {
+	for _, a := range addrs {
+		l, err := listenIn(nsPath, a)
+		if err != nil {
+			return fmt.Errorf("relay %s into %s: %w", a, nsPath, err)
+		}
+		f.mu.Lock()
+		f.listeners = append(f.listeners, l)
+		f.mu.Unlock()
+		go relayFrom(l, a)
+	}
+	return nil
+}
+
+// listenIn opens a listener inside the namespace at path: from a thread
+// that entered it and never serves another goroutine (the socket stays in
+// that namespace; the thread ends with its goroutine).
+func listenIn(path, addr string) (net.Listener, error) {
+	type result struct {
+		l   net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked
+		fd, err := os.Open(path)
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer fd.Close()
+		if err := unix.Setns(int(fd.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- result{err: fmt.Errorf("enter %s: %w", path, err)}
+			return
+		}
+		l, err := net.Listen("tcp", addr)
+		ch <- result{l, err}
+	}()
+	r := <-ch
+	return r.l, r.err
+}
+
+func relayFrom(l net.Listener, to string) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			up, err := net.Dial("tcp", to)
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			done := make(chan struct{}, 2)
+			go func() { _, _ = io.Copy(up, c); closeWrite(up); done <- struct{}{} }()
+			go func() { _, _ = io.Copy(c, up); closeWrite(c); done <- struct{}{} }()
+			<-done
+			<-done
+		}()
+	}
+}
+
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+}
+
+// remove takes the fabric and the nodes' namespaces away: with them go
+// every link in them and every zone's link on them.
+func (f *fabric) remove() {
+	f.mu.Lock()
+	for _, l := range f.listeners {
+		l.Close()
+	}
+	f.listeners = nil
+	f.mu.Unlock()
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), f.prefix+"-") {
+			if err := ipCmd("netns", "del", e.Name()); err != nil && f.log != nil {
+				f.log.Warn("remove a node's network", "err", err)
+			}
+		}
+	}
+	// Gone with its peer in the fabric; this covers a fabric namespace
+	// removed by hand.
+	_ = exec.Command("ip", "link", "del", f.cpLink).Run()
+}
+
+// hostPorts are the host:port addresses of URLs and addresses as given.
+func hostPorts(urls []string, addrs ...string) ([]string, error) {
+	out := append([]string(nil), addrs...)
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, err
+		}
+		hp := u.Host
+		if u.Port() == "" {
+			hp = net.JoinHostPort(u.Hostname(), map[string]string{"https": "443", "http": "80"}[u.Scheme])
+		}
+		out = append(out, hp)
+	}
+	return out, nil
+}
+
+// Fabric is a network of nodes for tests of the simulator: the fabric of
+// an isolated stack without the stack.
+type Fabric struct{ f *fabric }
+
+// NewFabric makes a fabric with underlay (IsolatedUnderlay) for a stack
+// keeping its data in dataDir (an absolute path: it names the namespaces).
+func NewFabric(dataDir string, underlay netip.Prefix) (*Fabric, error) {
+	f, err := newFabric(dataDir, underlay, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Fabric{f}, nil
+}
+
+// AddNode makes node i's namespace and writes it into the simulator root
+// root, so that node's network is realised there. It returns the node's
+// underlay address (for its net0) and the namespace's path.
+func (f *Fabric) AddNode(i int, root string) (netip.Prefix, string, error) {
+	path, addr, err := f.f.addNode(i)
+	if err != nil {
+		return netip.Prefix{}, "", err
+	}
+	return addr, path, os.WriteFile(filepath.Join(root, simNetnsFile), []byte(path+"\n"), 0o644)
+}
+
+// Remove takes the fabric and its nodes' namespaces away.
+func (f *Fabric) Remove() { f.f.remove() }
