@@ -181,7 +181,7 @@ func (s *Server) joinNode(c *gin.Context) {
 		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: "this server holds no cluster CA to sign node certificates with"})
 		return
 	}
-	cert, err := s.ca.SignCSR(req.CSR, auth.NodeCNPrefix+name, []string{auth.NodesOrg}, name)
+	cert, err := s.ca.SignCSR(req.CSR, auth.NodeCNPrefix+name, []string{auth.NodesOrg})
 	if err != nil {
 		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "csr", Type: "FieldValueInvalid", Detail: "csr: Invalid value: " + err.Error()}}))
 		return

@@ -14,7 +14,8 @@ import (
 )
 
 // serveEndpoint starts the node's endpoint (logs and exec for the control
-// plane) with the node's certificate, and settles the address it is
+// plane) with the node's certificate (a client certificate: the control
+// plane verifies it by chain and subject, see nodeclient), and settles the address it is
 // reported at. Without Config.Listen there is none.
 func (a *Agent) serveEndpoint(cert *tls.Certificate) (*nodeserver.Server, error) {
 	cfg := a.cfg
@@ -27,9 +28,6 @@ func (a *Agent) serveEndpoint(cert *tls.Certificate) (*nodeserver.Server, error)
 			return nil, fmt.Errorf("the agent endpoint serves with the node's certificate: %w", err)
 		}
 		cert = &c
-	}
-	if !servesToo(*cert) {
-		a.log.Warn("the node's certificate predates the agent endpoint and cannot serve it: logs and exec fail on this node until it joins again (--join-token-file)")
 	}
 	caFile := NodeCAPath(cfg.StateDir)
 	if _, err := os.Stat(caFile); err != nil {

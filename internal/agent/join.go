@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -50,12 +49,7 @@ type JoinConfig struct {
 func NodeCredential(ctx context.Context, c JoinConfig) (tls.Certificate, error) {
 	certPath, keyPath := filepath.Join(c.StateDir, NodeCertFile), filepath.Join(c.StateDir, NodeKeyFile)
 	if cert, err := tls.LoadX509KeyPair(certPath, keyPath); err == nil && fits(cert, c.Node) {
-		// A certificate from before nodes served their endpoint is
-		// replaced when a join token allows it; without one it still
-		// reaches the control plane, but the endpoint cannot serve.
-		if servesToo(cert) || c.JoinTokenFile == "" {
-			return cert, nil
-		}
+		return cert, nil
 	}
 	if c.JoinTokenFile == "" {
 		return tls.Certificate{}, fmt.Errorf("no certificate for node %s in %s: pass --join-token-file (zonewright node join-token create)", c.Node, c.StateDir)
@@ -94,13 +88,6 @@ func fits(cert tls.Certificate, node string) bool {
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	return err == nil && leaf.Subject.CommonName == auth.NodeCNPrefix+node && time.Now().Add(time.Hour).Before(leaf.NotAfter)
-}
-
-// servesToo: the certificate authenticates a server as well (nodes serve
-// their agent endpoint with it).
-func servesToo(cert tls.Certificate) bool {
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	return err == nil && slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
 }
 
 // join is POST /api/v1/nodes/{name}/join with the join token as bearer.

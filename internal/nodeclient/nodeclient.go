@@ -2,8 +2,9 @@
 // endpoint (nodeserver) for logs and exec: with a client certificate
 // naming the control plane that it issues itself from the cluster CA, and
 // trusting only the named node's certificate (chained to the cluster CA,
-// with CN node:<name>; node certificates name no host, so no host name is
-// checked).
+// with CN node:<name>). Node certificates are client certificates that
+// name no host, so that no other client takes one for a server; the
+// endpoint presents one all the same, and only this package accepts it.
 package nodeclient
 
 import (
@@ -54,8 +55,9 @@ func (d *Dialer) TLSConfig(node string) *tls.Config {
 	}
 }
 
-// VerifyNode accepts only node's certificate: chained to roots, for
-// server authentication, with CN node:<node>.
+// VerifyNode accepts only node's certificate: chained to roots, issued
+// to a node (client authentication, the only usage node certificates
+// carry), with CN node:<node>.
 func VerifyNode(certs []*x509.Certificate, roots *x509.CertPool, node string) error {
 	if len(certs) == 0 {
 		return errors.New("the node presented no certificate")
@@ -64,7 +66,7 @@ func VerifyNode(certs []*x509.Certificate, roots *x509.CertPool, node string) er
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
 	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		return fmt.Errorf("node %s's certificate: %w", node, err)
 	}
 	if cn := certs[0].Subject.CommonName; cn != auth.NodeCNPrefix+node {

@@ -167,13 +167,16 @@ func (ca *CA) ClientCert(commonName string, orgs []string) (certPEM, keyPEM []by
 	return ca.sign(ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth), key)
 }
 
-// SignCSR issues a certificate for a key its holder made and keeps: the
-// subject is the one given, never the one the request asks for. It
-// authenticates both ways, as a node's does: the node dials the control
-// plane with it and serves its agent endpoint with it. dnsNames are the
-// names it serves under (a node's: its node name, which a scraper can
-// verify; the control plane checks the subject instead).
-func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string, dnsNames ...string) ([]byte, error) {
+// SignCSR issues a node's certificate for a key its holder made and
+// keeps: the subject is the one given, never the one the request asks
+// for. It authenticates a client only and names no host: whoever holds a
+// join token chooses the node's name, so a certificate naming it as a
+// host and fit to serve would let them pass for any server the cluster CA
+// vouches for (a node called localhost for the API on its host). The
+// node's endpoint still presents it; the control plane accepts it there
+// by chain and subject (nodeclient.VerifyNode), which generic clients do
+// not.
+func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string) ([]byte, error) {
 	csr, err := x509.ParseCertificateRequest(csrDER)
 	if err != nil {
 		return nil, fmt.Errorf("certificate request: %w", err)
@@ -182,8 +185,6 @@ func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string, dnsNames 
 		return nil, fmt.Errorf("certificate request signature: %w", err)
 	}
 	tmpl := ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth)
-	tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-	tmpl.DNSNames = dnsNames
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, csr.PublicKey, ca.key)
 	if err != nil {
 		return nil, fmt.Errorf("sign certificate: %w", err)

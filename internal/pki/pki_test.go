@@ -88,9 +88,13 @@ func TestSignedCSRAuthenticatesOverTLS(t *testing.T) {
 	if crt.Subject.CommonName != "node:n1" {
 		t.Fatalf("subject %q, want the CA's choice node:n1", crt.Subject.CommonName)
 	}
-	// A node dials the control plane with it and serves its endpoint.
-	if _, err := crt.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		t.Fatalf("a node certificate cannot serve: %v", err)
+	// A node dials the control plane with it; no client takes it for a
+	// server's.
+	if _, err := crt.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		t.Fatal("a node certificate authenticates a server")
+	}
+	if len(crt.DNSNames)+len(crt.IPAddresses) != 0 {
+		t.Fatalf("a node certificate names hosts: %v %v", crt.DNSNames, crt.IPAddresses)
 	}
 	if _, err := crt.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		t.Fatalf("a node certificate cannot dial: %v", err)
