@@ -71,7 +71,7 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	temporalFlags(fs, &o.temporal)
 	fs.StringVar(&o.apiURL, "api-url", env("ZW_API_URL", ""), "the control plane's base URL, e.g. https://control-plane:8080: the node registers, renews its lease, reports its pods and follows the service network there (required; env ZW_API_URL)")
 	fs.StringVar(&o.apiCA, "api-ca", env("ZW_API_CA", ""), "the CA certificate the API's server certificate chains to: the control plane's <state-dir>/tls/ca.crt; empty: the system's roots (env ZW_API_CA)")
-	fs.StringVar(&o.stateDir, "state-dir", env("ZW_STATE_DIR", "/var/lib/zonewright/agent"), "keeps the node's key and the certificate it got when it joined the cluster (node.key, node.crt, ca.crt) (env ZW_STATE_DIR)")
+	fs.StringVar(&o.stateDir, "state-dir", env("ZW_STATE_DIR", "/var/lib/zonewright/agent"), "keeps the node's key and the certificates it got when it joined the cluster (node.key, node.crt, node-serving.crt, ca.crt) (env ZW_STATE_DIR)")
 	fs.StringVar(&o.joinTokenFile, "join-token-file", env("ZW_JOIN_TOKEN_FILE", ""), "file holding a join token (zonewright node join-token create): read only to join, when --state-dir holds no certificate for this node (env ZW_JOIN_TOKEN_FILE)")
 	fs.StringVar(&o.listen, "listen", env("ZW_AGENT_LISTEN", nodeagent.DefaultListen),
 		"address of the node's endpoint, which serves containers' logs and exec sessions to the control plane only (its certificate), host:port (env ZW_AGENT_LISTEN)")

@@ -1,10 +1,9 @@
 // Package nodeclient is how the control plane reaches a node's own
 // endpoint (nodeserver) for logs and exec: with a client certificate
 // naming the control plane that it issues itself from the cluster CA, and
-// trusting only the named node's certificate (chained to the cluster CA,
-// with CN node:<name>). Node certificates are client certificates that
-// name no host, so that no other client takes one for a server; the
-// endpoint presents one all the same, and only this package accepts it.
+// trusting only the named node's serving certificate (chained to the
+// cluster CA, for server authentication, with CN node:<name>; it serves
+// under pki.NodeServingName, which is not checked here: the subject is).
 package nodeclient
 
 import (
@@ -55,9 +54,8 @@ func (d *Dialer) TLSConfig(node string) *tls.Config {
 	}
 }
 
-// VerifyNode accepts only node's certificate: chained to roots, issued
-// to a node (client authentication, the only usage node certificates
-// carry), with CN node:<node>.
+// VerifyNode accepts only node's serving certificate: chained to roots,
+// for server authentication, with CN node:<node>.
 func VerifyNode(certs []*x509.Certificate, roots *x509.CertPool, node string) error {
 	if len(certs) == 0 {
 		return errors.New("the node presented no certificate")
@@ -66,7 +64,7 @@ func VerifyNode(certs []*x509.Certificate, roots *x509.CertPool, node string) er
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
 	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
 		return fmt.Errorf("node %s's certificate: %w", node, err)
 	}
 	if cn := certs[0].Subject.CommonName; cn != auth.NodeCNPrefix+node {

@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -167,16 +168,39 @@ func (ca *CA) ClientCert(commonName string, orgs []string) (certPEM, keyPEM []by
 	return ca.sign(ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth), key)
 }
 
+// NodeServingDomain holds the names nodes' endpoints serve under,
+// <node>.node.zonewright.invalid: whoever holds a join token chooses the
+// node's name, so a certificate fit to serve under the bare name would
+// let a node called localhost pass for the API on its host; under the
+// reserved .invalid top-level domain (RFC 2606), which never resolves, no
+// client dials such a name expecting anything but a node's endpoint.
+const NodeServingDomain = "node.zonewright.invalid"
+
+// NodeServingName is the name node's endpoint serves under.
+func NodeServingName(node string) string { return node + "." + NodeServingDomain }
+
 // SignCSR issues a node's certificate for a key its holder made and
 // keeps: the subject is the one given, never the one the request asks
-// for. It authenticates a client only and names no host: whoever holds a
-// join token chooses the node's name, so a certificate naming it as a
-// host and fit to serve would let them pass for any server the cluster CA
-// vouches for (a node called localhost for the API on its host). The
-// node's endpoint still presents it; the control plane accepts it there
-// by chain and subject (nodeclient.VerifyNode), which generic clients do
-// not.
+// for. It authenticates a client only and names no host, so that no
+// client takes it for a server's.
 func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string) ([]byte, error) {
+	return ca.signCSR(csrDER, ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth))
+}
+
+// SignServingCSR issues the certificate a node's endpoint serves with,
+// for the same key: server authentication only, under dnsName alone
+// (NodeServingName), with the node's subject for the control plane to
+// check.
+func (ca *CA) SignServingCSR(csrDER []byte, commonName, dnsName string) ([]byte, error) {
+	if !strings.HasSuffix(dnsName, "."+NodeServingDomain) {
+		return nil, fmt.Errorf("a node serves only under %s, not as %q", NodeServingDomain, dnsName)
+	}
+	tmpl := ca.template(commonName, nil, x509.ExtKeyUsageServerAuth)
+	tmpl.DNSNames = []string{dnsName}
+	return ca.signCSR(csrDER, tmpl)
+}
+
+func (ca *CA) signCSR(csrDER []byte, tmpl *x509.Certificate) ([]byte, error) {
 	csr, err := x509.ParseCertificateRequest(csrDER)
 	if err != nil {
 		return nil, fmt.Errorf("certificate request: %w", err)
@@ -184,7 +208,6 @@ func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string) ([]byte, 
 	if err := csr.CheckSignature(); err != nil {
 		return nil, fmt.Errorf("certificate request signature: %w", err)
 	}
-	tmpl := ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, csr.PublicKey, ca.key)
 	if err != nil {
 		return nil, fmt.Errorf("sign certificate: %w", err)

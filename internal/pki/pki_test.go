@@ -100,6 +100,24 @@ func TestSignedCSRAuthenticatesOverTLS(t *testing.T) {
 		t.Fatalf("a node certificate cannot dial: %v", err)
 	}
 
+	// The endpoint's certificate for the same key serves only under the
+	// node's serving name.
+	servingPEM, err := ca.SignServingCSR(csr, "node:n1", NodeServingName("n1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ParseCert(servingPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(serving.ExtKeyUsage) != 1 || serving.ExtKeyUsage[0] != x509.ExtKeyUsageServerAuth || len(serving.DNSNames) != 1 ||
+		serving.DNSNames[0] != "n1.node.zonewright.invalid" || len(serving.IPAddresses) != 0 {
+		t.Fatalf("serving certificate: usages %v names %v %v", serving.ExtKeyUsage, serving.DNSNames, serving.IPAddresses)
+	}
+	if _, err := ca.SignServingCSR(csr, "node:localhost", "localhost"); err == nil {
+		t.Fatal("a serving certificate for localhost was issued")
+	}
+
 	srvCert, srvKey, err := ca.ServerCert([]string{"127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
