@@ -1,6 +1,7 @@
 package hostops
 
 import (
+	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -22,9 +23,15 @@ func limitedHost(t *testing.T) (*Host, *simtest.Node) {
 			t.Fatal(err)
 		}
 	}
+	h := hostOn(ih, sim)
+	h.ZoneQuota, h.MaxProcesses, h.MaxLWPs = 1<<30, 2000, 8000
+	return h, sim
+}
+
+// hostOn is a Host of the simulated node, with no limits of its own.
+func hostOn(ih illumos.Host, sim *simtest.Node) *Host {
 	return &Host{Host: ih, Node: "node1", Etherstub: "zwstub0", ZonesDataset: "tank/zonewright/zones", ZonesPath: "/zonewright/zones",
-		VolumesDataset: "tank/zonewright/volumes", ZonesDir: filepath.Join(sim.Root, "fs", "zonewright", "zones"),
-		ZoneQuota: 1 << 30, MaxProcesses: 2000, MaxLWPs: 8000}, sim
+		VolumesDataset: "tank/zonewright/volumes", ZonesDir: filepath.Join(sim.Root, "fs", "zonewright", "zones")}
 }
 
 func limitedPod(name string) PodSandbox {
@@ -139,5 +146,36 @@ func TestVolumeFilesystemsRefuseSetuidAndDevices(t *testing.T) {
 	// The zone's own root keeps them: its own su and passwd are setuid.
 	if got, _ := zfs.Get(ctx, zoneDS, "setuid"); got != "on" {
 		t.Errorf("the zone dataset's setuid: %s", got)
+	}
+}
+
+// A zone installed with other limits (by an agent of before, or under
+// other flags) is the pod's all the same: configuring it again keeps it
+// rather than calling it a conflict; one only configured is replaced.
+func TestAZoneWithOtherLimitsIsKept(t *testing.T) {
+	h, sim := limitedHost(t)
+	ctx := t.Context()
+	s := limitedPod("kept")
+	s.MemoryBytes = 64 << 20
+	before := hostOn(h.Host, sim)
+	for _, step := range []func(context.Context, PodSandbox) error{before.CreateDatasets, before.ConfigureZone, h.ConfigureZone} {
+		if err := step(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info := zonecfgInfo(t, sim, s.ZoneName()); !strings.Contains(info, "[max-processes: 2000]") {
+		t.Fatalf("a configured zone's limits were not replaced:\n%s", info)
+	}
+	if err := before.ConfigureZone(ctx, s); err != nil { // back to none
+		t.Fatal(err)
+	}
+	if err := h.InstallZone(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ConfigureZone(ctx, s); err != nil {
+		t.Fatalf("an installed zone with other limits: %v", err)
+	}
+	if info := zonecfgInfo(t, sim, s.ZoneName()); strings.Contains(info, "max-processes") {
+		t.Errorf("an installed zone's configuration was changed:\n%s", info)
 	}
 }
