@@ -101,7 +101,8 @@ func (s *Server) createSecret(c *gin.Context) {
 }
 
 // updateSecret replaces a secret's labels, annotations, data and
-// immutability at the resourceVersion the client read.
+// immutability at the resourceVersion the client read; a caller who may
+// not see values keeps those it sends redacted (keepRedactedValues).
 func (s *Server) updateSecret(c *gin.Context) {
 	ns, name := c.Param("ns"), c.Param("name")
 	sec, err := decodeSecret(c, ns)
@@ -118,6 +119,9 @@ func (s *Server) updateSecret(c *gin.Context) {
 	if err != nil {
 		s.fail(c, s.secretError(c, err))
 		return
+	}
+	if !s.maySeeSecretValues(c) {
+		keepRedactedValues(sec, cur)
 	}
 	var errs model.FieldErrors
 	if sec.Metadata.ResourceVersion == "" {
@@ -137,6 +141,19 @@ func (s *Server) updateSecret(c *gin.Context) {
 		return
 	}
 	respond(c, http.StatusOK, s.redactSecret(c, cur))
+}
+
+// keepRedactedValues makes a GET then PUT round trip safe for a caller
+// who sees keys without values: a key it sends with an empty value (as
+// its GET showed it) keeps the stored value, where writing the empty
+// value back would wipe the secret. Such a caller removes a key by
+// leaving it out and cannot set a stored key to the empty value.
+func keepRedactedValues(sec, cur *model.Secret) {
+	for k, v := range sec.Data {
+		if stored, ok := cur.Data[k]; ok && len(v) == 0 {
+			sec.Data[k] = stored
+		}
+	}
 }
 
 func (s *Server) deleteSecret(c *gin.Context) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pki"
 )
 
 // Token lifetimes: what a request gets when it names none, and the most it may ask.
@@ -154,10 +155,13 @@ type JoinRequest struct {
 	CSR []byte `json:"csr"`
 }
 
-// JoinResponse is the node's client certificate and the cluster CA, PEM.
+// JoinResponse is the node's client certificate, the certificate its
+// endpoint serves with (same key, under pki.NodeServingName) and the
+// cluster CA, PEM.
 type JoinResponse struct {
-	Certificate   string `json:"certificate"`
-	CACertificate string `json:"caCertificate"`
+	Certificate        string `json:"certificate"`
+	ServingCertificate string `json:"servingCertificate,omitempty"`
+	CACertificate      string `json:"caCertificate"`
 }
 
 // joinNode signs a joining node's key: the certificate names the node of
@@ -181,10 +185,15 @@ func (s *Server) joinNode(c *gin.Context) {
 		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: "this server holds no cluster CA to sign node certificates with"})
 		return
 	}
-	cert, err := s.ca.SignCSR(req.CSR, auth.NodeCNPrefix+name, []string{auth.NodesOrg}, name)
+	cert, err := s.ca.SignCSR(req.CSR, auth.NodeCNPrefix+name, []string{auth.NodesOrg})
 	if err != nil {
 		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "csr", Type: "FieldValueInvalid", Detail: "csr: Invalid value: " + err.Error()}}))
 		return
 	}
-	respond(c, http.StatusOK, JoinResponse{Certificate: string(cert), CACertificate: string(s.ca.CertPEM)})
+	serving, err := s.ca.SignServingCSR(req.CSR, auth.NodeCNPrefix+name, pki.NodeServingName(name))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, JoinResponse{Certificate: string(cert), ServingCertificate: string(serving), CACertificate: string(s.ca.CertPEM)})
 }

@@ -219,7 +219,10 @@ type podWorkflow struct {
 	in   PodInput
 	t    Tuning
 	spec model.PodSpec
-	st   PodState
+	// limits are the process limits the pod's annotations ask of its
+	// zone, read with spec at the start of each run.
+	limits model.ZoneProcessLimits
+	st     PodState
 
 	// Not carried across continue-as-new: the last error for the query,
 	// a wake-up.
@@ -255,7 +258,7 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 	if !snap.Found {
 		return nil // the row is gone: nothing to run
 	}
-	w.spec = snap.Spec
+	w.spec, w.limits = snap.Spec, snap.ProcessLimits
 	if snap.Deleting && w.st.Terminate == nil {
 		g := snap.GracePeriodSeconds
 		w.st.Terminate = &TerminateSignal{GracePeriodSeconds: &g}

@@ -154,12 +154,15 @@ func (w *podWorkflow) execUntilDone(ctx workflow.Context, name string, o workflo
 }
 
 // sandbox is the node's view of the pod: caps summed over containers
-// (limits, else requests) and the address it was given.
-func sandbox(ref controlops.PodRef, spec model.PodSpec, alloc *controlops.AllocateResult, imageKind string, claims []hostops.ClaimVolume) hostops.PodSandbox {
+// (limits, else requests), the process limits its annotations ask for and
+// the address it was given.
+func sandbox(ref controlops.PodRef, spec model.PodSpec, limits model.ZoneProcessLimits, alloc *controlops.AllocateResult, imageKind string, claims []hostops.ClaimVolume) hostops.PodSandbox {
 	s := hostops.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
 		Hostname: spec.Hostname, ImageKind: imageKind, IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
 	caps := scheduler.PodLimits(&model.Pod{Spec: spec})
 	s.MilliCPU, s.MemoryBytes = caps.MilliCPU, caps.Memory
+	s.EphemeralStorageBytes = model.PodEphemeralStorage(&spec)
+	s.MaxProcesses, s.MaxLWPs = limits.MaxProcesses, limits.MaxLWPs
 	for _, c := range spec.Containers {
 		if s.Image == "" {
 			s.Image = c.Image

@@ -78,7 +78,7 @@ func (w *podWorkflow) scheduled(ctx workflow.Context) error {
 		return w.waitRetry(ctx, w.st.Attempt)
 	}
 	w.endStep(ctx, "")
-	sb := sandbox(w.in.Pod, w.spec, &res, "", w.st.Claims)
+	sb := sandbox(w.in.Pod, w.spec, w.limits, &res, "", w.st.Claims)
 	w.st.Sandbox, w.st.HostIP = &sb, res.HostIP
 	w.setPhase(PhaseImagePulling)
 	return nil

@@ -46,6 +46,9 @@ type agentOptions struct {
 	maxPods        string
 	reservedCPU    string
 	reservedMemory string
+	zoneQuota      string
+	zoneMaxProcs   string
+	zoneMaxLWPs    string
 	binDir         string
 	installs       string
 	heartbeat      string
@@ -68,7 +71,7 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	temporalFlags(fs, &o.temporal)
 	fs.StringVar(&o.apiURL, "api-url", env("ZW_API_URL", ""), "the control plane's base URL, e.g. https://control-plane:8080: the node registers, renews its lease, reports its pods and follows the service network there (required; env ZW_API_URL)")
 	fs.StringVar(&o.apiCA, "api-ca", env("ZW_API_CA", ""), "the CA certificate the API's server certificate chains to: the control plane's <state-dir>/tls/ca.crt; empty: the system's roots (env ZW_API_CA)")
-	fs.StringVar(&o.stateDir, "state-dir", env("ZW_STATE_DIR", "/var/lib/zonewright/agent"), "keeps the node's key and the certificate it got when it joined the cluster (node.key, node.crt, ca.crt) (env ZW_STATE_DIR)")
+	fs.StringVar(&o.stateDir, "state-dir", env("ZW_STATE_DIR", "/var/lib/zonewright/agent"), "keeps the node's key and the certificates it got when it joined the cluster (node.key, node.crt, node-serving.crt, ca.crt) (env ZW_STATE_DIR)")
 	fs.StringVar(&o.joinTokenFile, "join-token-file", env("ZW_JOIN_TOKEN_FILE", ""), "file holding a join token (zonewright node join-token create): read only to join, when --state-dir holds no certificate for this node (env ZW_JOIN_TOKEN_FILE)")
 	fs.StringVar(&o.listen, "listen", env("ZW_AGENT_LISTEN", nodeagent.DefaultListen),
 		"address of the node's endpoint, which serves containers' logs and exec sessions to the control plane only (its certificate), host:port (env ZW_AGENT_LISTEN)")
@@ -92,6 +95,12 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 	fs.StringVar(&o.maxPods, "max-pods", env("ZW_MAX_PODS", strconv.Itoa(nodeagent.DefaultMaxPods)), "pods this node takes at most (env ZW_MAX_PODS)")
 	fs.StringVar(&o.reservedCPU, "system-reserved-cpu", env("ZW_SYSTEM_RESERVED_CPU", "500m"), "CPU kept from pods for the global zone (env ZW_SYSTEM_RESERVED_CPU)")
 	fs.StringVar(&o.reservedMemory, "system-reserved-memory", env("ZW_SYSTEM_RESERVED_MEMORY", "1Gi"), "memory kept from pods for the global zone (env ZW_SYSTEM_RESERVED_MEMORY)")
+	fs.StringVar(&o.zoneQuota, "zone-quota", env("ZW_ZONE_QUOTA", ""),
+		"quota of the zone dataset (its root and emptyDirs) of a pod whose containers set no ephemeral-storage, a quantity such as 20Gi; empty: none (env ZW_ZONE_QUOTA)")
+	fs.StringVar(&o.zoneMaxProcs, "zone-max-processes", env("ZW_ZONE_MAX_PROCESSES", strconv.Itoa(nodeagent.DefaultZoneMaxProcesses)),
+		"processes a zone may run at most (zonecfg max-processes, at least 100); a pod's annotation zonewright.io/max-processes may ask for fewer; 0: no limit (env ZW_ZONE_MAX_PROCESSES)")
+	fs.StringVar(&o.zoneMaxLWPs, "zone-max-lwps", env("ZW_ZONE_MAX_LWPS", strconv.Itoa(nodeagent.DefaultZoneMaxLWPs)),
+		"threads (LWPs) a zone may run at most (zonecfg max-lwps, at least 100); a pod's annotation zonewright.io/max-lwps may ask for fewer; 0: no limit (env ZW_ZONE_MAX_LWPS)")
 	fs.StringVar(&o.binDir, "bin-dir", env("ZW_BIN_DIR", ""), "directory of the illumos commands (zoneadm, dladm, ...); empty: their standard places (env ZW_BIN_DIR)")
 	fs.StringVar(&o.installs, "max-concurrent-installs", env("ZW_MAX_CONCURRENT_INSTALLS", strconv.Itoa(nodeagent.DefaultMaxConcurrentInstalls)), "zone installs run at once at most (env ZW_MAX_CONCURRENT_INSTALLS)")
 	fs.StringVar(&o.heartbeat, "heartbeat-interval", env("ZW_HEARTBEAT_INTERVAL", nodeagent.DefaultHeartbeatInterval.String()), "how often the node's lease is renewed and its status written if it changed (env ZW_HEARTBEAT_INTERVAL)")
@@ -167,6 +176,20 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	if cfg.SystemReservedMemory, err = model.Bytes(o.reservedMemory); err != nil || cfg.SystemReservedMemory < 0 {
 		errs = append(errs, fmt.Errorf("--system-reserved-memory %q: want a memory quantity such as 1Gi", o.reservedMemory))
 	}
+	if o.zoneQuota != "" {
+		if cfg.ZoneQuota, err = model.Bytes(o.zoneQuota); err != nil || cfg.ZoneQuota <= 0 || cfg.ZoneQuota > model.MaxStorageBytes {
+			errs = append(errs, fmt.Errorf("--zone-quota %q: want a storage quantity such as 20Gi", o.zoneQuota))
+		}
+	}
+	processLimit := func(flag, v string) int64 {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || (n != 0 && (n < model.MinZoneProcessLimit || n > model.MaxZoneProcessLimit)) {
+			errs = append(errs, fmt.Errorf("--%s %q: want 0 (no limit) or a number from %d to %d", flag, v, model.MinZoneProcessLimit, model.MaxZoneProcessLimit))
+		}
+		return n
+	}
+	cfg.ZoneMaxProcesses = processLimit("zone-max-processes", o.zoneMaxProcs)
+	cfg.ZoneMaxLWPs = processLimit("zone-max-lwps", o.zoneMaxLWPs)
 	if cfg.HeartbeatInterval, err = time.ParseDuration(o.heartbeat); err != nil || cfg.HeartbeatInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--heartbeat-interval %q: want a duration such as 10s", o.heartbeat))
 	}

@@ -50,6 +50,9 @@ zvol_dir
 max_pods
 system_reserved_cpu
 system_reserved_memory
+zone_quota
+zone_max_processes
+zone_max_lwps
 bin_dir
 max_concurrent_installs
 heartbeat_interval

@@ -181,6 +181,9 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 		KeptLogs:       a.keptLogs,
 		API:            a.api.HTTP(),
 		StepRetry:      cfg.ProvisionRetry,
+		ZoneQuota:      cfg.ZoneQuota,
+		MaxProcesses:   cfg.ZoneMaxProcesses,
+		MaxLWPs:        cfg.ZoneMaxLWPs,
 		Log:            a.log.With("component", "host"),
 		Metrics:        a.metrics,
 	}

@@ -30,6 +30,12 @@ const (
 	DefaultMaxConcurrentInstalls = 4
 	DefaultHeartbeatInterval     = 10 * time.Second
 	DefaultWorkerStopTimeout     = 30 * time.Second
+	// DefaultZoneMaxProcesses and DefaultZoneMaxLWPs bound every zone of
+	// a node (zonecfg max-processes, max-lwps) unless the agent is told
+	// otherwise: a fork bomb in one pod stops there, not at the host's
+	// process table.
+	DefaultZoneMaxProcesses = 4096
+	DefaultZoneMaxLWPs      = 16384
 	// DefaultListen is the agent endpoint's address (`zonewright agent
 	// --listen`): the port a kubelet serves on.
 	DefaultListen = ":10250"
@@ -98,6 +104,13 @@ type Config struct {
 	// BinDir is the directory of the illumos commands; empty runs them
 	// from their standard places.
 	BinDir string
+
+	// ZoneQuota is the quota of a zone dataset whose pod asks for no
+	// ephemeral-storage, bytes; 0: none.
+	ZoneQuota int64
+	// ZoneMaxProcesses and ZoneMaxLWPs limit every zone of the node; a
+	// pod's annotations may ask for less. 0: no limit.
+	ZoneMaxProcesses, ZoneMaxLWPs int64
 
 	MaxConcurrentInstalls   int
 	MaxConcurrentActivities int // see worker.NodeOptions

@@ -14,22 +14,26 @@ import (
 )
 
 // serveEndpoint starts the node's endpoint (logs and exec for the control
-// plane) with the node's certificate, and settles the address it is
+// plane) with the node's serving certificate (ServingCertificate: the
+// node's key, under pki.NodeServingName), and settles the address it is
 // reported at. Without Config.Listen there is none.
-func (a *Agent) serveEndpoint(cert *tls.Certificate) (*nodeserver.Server, error) {
+func (a *Agent) serveEndpoint(nodeCert *tls.Certificate) (*nodeserver.Server, error) {
 	cfg := a.cfg
 	if cfg.Listen == "" {
 		return nil, nil
 	}
-	if cert == nil {
+	if nodeCert == nil {
 		c, err := tls.LoadX509KeyPair(filepath.Join(cfg.StateDir, NodeCertFile), filepath.Join(cfg.StateDir, NodeKeyFile))
 		if err != nil {
-			return nil, fmt.Errorf("the agent endpoint serves with the node's certificate: %w", err)
+			return nil, fmt.Errorf("the agent endpoint serves with the node's key: %w", err)
 		}
-		cert = &c
+		nodeCert = &c
 	}
-	if !servesToo(*cert) {
-		a.log.Warn("the node's certificate predates the agent endpoint and cannot serve it: logs and exec fail on this node until it joins again (--join-token-file)")
+	cert := nodeCert
+	if serving, err := ServingCertificate(cfg.StateDir, *nodeCert); err == nil {
+		cert = &serving
+	} else {
+		a.log.Warn("the node has no certificate to serve its endpoint with: logs and exec fail on this node until it joins again (--join-token-file)", "err", err)
 	}
 	caFile := NodeCAPath(cfg.StateDir)
 	if _, err := os.Stat(caFile); err != nil {

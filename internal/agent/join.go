@@ -3,9 +3,11 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +28,9 @@ const (
 	NodeKeyFile  = "node.key" // mode 0600, made here and never sent
 	NodeCertFile = "node.crt" // CN=node:<name>, O=zonewright:nodes, from the cluster CA
 	NodeCAFile   = "ca.crt"   // the cluster CA, as the join answered it
+	// NodeServingCertFile is what the node's endpoint serves with: the
+	// same key, server authentication under pki.NodeServingName.
+	NodeServingCertFile = "node-serving.crt"
 )
 
 // JoinConfig says where a node keeps its credential and how it gets one.
@@ -50,10 +55,11 @@ type JoinConfig struct {
 func NodeCredential(ctx context.Context, c JoinConfig) (tls.Certificate, error) {
 	certPath, keyPath := filepath.Join(c.StateDir, NodeCertFile), filepath.Join(c.StateDir, NodeKeyFile)
 	if cert, err := tls.LoadX509KeyPair(certPath, keyPath); err == nil && fits(cert, c.Node) {
-		// A certificate from before nodes served their endpoint is
-		// replaced when a join token allows it; without one it still
-		// reaches the control plane, but the endpoint cannot serve.
-		if servesToo(cert) || c.JoinTokenFile == "" {
+		// A node that joined before node certificates stopped serving
+		// and has no serving certificate joins again when a join token
+		// allows it; without one it still reaches the control plane,
+		// but its endpoint cannot serve.
+		if _, err := ServingCertificate(c.StateDir, cert); err == nil || c.JoinTokenFile == "" {
 			return cert, nil
 		}
 	}
@@ -68,20 +74,54 @@ func NodeCredential(ctx context.Context, c JoinConfig) (tls.Certificate, error) 
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	certPEM, caPEM, err := join(ctx, c, strings.TrimSpace(string(b)), csr)
+	ans, err := join(ctx, c, strings.TrimSpace(string(b)), csr)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("join the cluster as node %s: %w", c.Node, err)
 	}
 	if err := pki.WriteFile(keyPath, keyPEM, 0o600); err != nil {
 		return tls.Certificate{}, err
 	}
-	if err := pki.WriteFile(NodeCAPath(c.StateDir), caPEM, 0o644); err != nil {
+	if err := pki.WriteFile(NodeCAPath(c.StateDir), []byte(ans.CACertificate), 0o644); err != nil {
 		return tls.Certificate{}, err
 	}
-	if err := pki.WriteFile(certPath, certPEM, 0o644); err != nil {
+	servingPath := filepath.Join(c.StateDir, NodeServingCertFile)
+	if ans.ServingCertificate != "" {
+		if err := pki.WriteFile(servingPath, []byte(ans.ServingCertificate), 0o644); err != nil {
+			return tls.Certificate{}, err
+		}
+	} else if err := os.Remove(servingPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return tls.Certificate{}, err // one for the replaced key must not stay
+	}
+	if err := pki.WriteFile(certPath, []byte(ans.Certificate), 0o644); err != nil {
 		return tls.Certificate{}, err
 	}
-	return tls.X509KeyPair(certPEM, keyPEM)
+	return tls.X509KeyPair([]byte(ans.Certificate), keyPEM)
+}
+
+// ServingCertificate is what the node's endpoint serves with: the
+// serving certificate kept in stateDir for nodeCert's key, else nodeCert
+// itself when it authenticates a server (issued before node certificates
+// stopped doing so).
+func ServingCertificate(stateDir string, nodeCert tls.Certificate) (tls.Certificate, error) {
+	if b, err := os.ReadFile(filepath.Join(stateDir, NodeServingCertFile)); err == nil {
+		if block, _ := pem.Decode(b); block != nil {
+			if leaf, err := x509.ParseCertificate(block.Bytes); err == nil && sameKey(leaf, nodeCert) &&
+				slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
+				return tls.Certificate{Certificate: [][]byte{block.Bytes}, PrivateKey: nodeCert.PrivateKey, Leaf: leaf}, nil
+			}
+		}
+	}
+	if leaf, err := x509.ParseCertificate(nodeCert.Certificate[0]); err == nil && slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
+		return nodeCert, nil
+	}
+	return tls.Certificate{}, fmt.Errorf("%s holds no serving certificate for the node's key", stateDir)
+}
+
+// sameKey: the certificate is for nodeCert's key.
+func sameKey(leaf *x509.Certificate, nodeCert tls.Certificate) bool {
+	pub, ok := leaf.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
+	signer, sok := nodeCert.PrivateKey.(crypto.Signer)
+	return ok && sok && pub.Equal(signer.Public())
 }
 
 // NodeCAPath is the cluster CA a node received when it joined.
@@ -96,20 +136,20 @@ func fits(cert tls.Certificate, node string) bool {
 	return err == nil && leaf.Subject.CommonName == auth.NodeCNPrefix+node && time.Now().Add(time.Hour).Before(leaf.NotAfter)
 }
 
-// servesToo: the certificate authenticates a server as well (nodes serve
-// their agent endpoint with it).
-func servesToo(cert tls.Certificate) bool {
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	return err == nil && slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+// joinAnswer is the join's answer (api.JoinResponse).
+type joinAnswer struct {
+	Certificate        string `json:"certificate"`
+	ServingCertificate string `json:"servingCertificate"`
+	CACertificate      string `json:"caCertificate"`
 }
 
 // join is POST /api/v1/nodes/{name}/join with the join token as bearer.
-func join(ctx context.Context, c JoinConfig, token string, csr []byte) (certPEM, caPEM []byte, err error) {
+func join(ctx context.Context, c JoinConfig, token string, csr []byte) (joinAnswer, error) {
 	body, _ := json.Marshal(map[string][]byte{"csr": csr})
 	u := strings.TrimRight(c.APIURL, "/") + "/api/v1/nodes/" + url.PathEscape(c.Node) + "/join"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
-		return nil, nil, err
+		return joinAnswer{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -119,21 +159,18 @@ func join(ctx context.Context, c JoinConfig, token string, csr []byte) (certPEM,
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, nil, err
+		return joinAnswer{}, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
 		var st struct{ Message string }
 		_ = json.Unmarshal(b, &st)
-		return nil, nil, fmt.Errorf("%s: %s", resp.Status, st.Message)
+		return joinAnswer{}, fmt.Errorf("%s: %s", resp.Status, st.Message)
 	}
-	var out struct {
-		Certificate   string `json:"certificate"`
-		CACertificate string `json:"caCertificate"`
-	}
+	var out joinAnswer
 	if err := json.Unmarshal(b, &out); err != nil || out.Certificate == "" {
-		return nil, nil, errors.New("the join answer holds no certificate")
+		return joinAnswer{}, errors.New("the join answer holds no certificate")
 	}
-	return []byte(out.Certificate), []byte(out.CACertificate), nil
+	return out, nil
 }

@@ -2,11 +2,14 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,8 +40,9 @@ func TestNodeCredentialJoinsOnceAndIsKept(t *testing.T) {
 			w.WriteHeader(422)
 			return
 		}
+		serving, _ := ca.SignServingCSR(req.CSR, "node:n1", pki.NodeServingName("n1"))
 		joins++
-		_ = json.NewEncoder(w).Encode(map[string]string{"certificate": string(cert), "caCertificate": string(ca.CertPEM)})
+		_ = json.NewEncoder(w).Encode(map[string]string{"certificate": string(cert), "servingCertificate": string(serving), "caCertificate": string(ca.CertPEM)})
 	}))
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
@@ -64,6 +68,15 @@ func TestNodeCredentialJoinsOnceAndIsKept(t *testing.T) {
 	if b, _ := os.ReadFile(NodeCAPath(state)); string(b) != string(ca.CertPEM) {
 		t.Fatalf("the cluster CA was not kept")
 	}
+	// The node certificate is a client's only; the endpoint serves with
+	// the serving certificate, for the same key.
+	if leaf, _ := x509.ParseCertificate(cert.Certificate[0]); slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
+		t.Fatalf("the node certificate serves: %v", leaf.ExtKeyUsage)
+	}
+	serving, err := ServingCertificate(state, cert)
+	if err != nil || serving.Leaf == nil || !slices.Equal(serving.Leaf.DNSNames, []string{"n1.node.zonewright.invalid"}) {
+		t.Fatalf("serving certificate: %v %v", serving.Leaf, err)
+	}
 	// Restarted without the token: the kept certificate is used.
 	if _, err := NodeCredential(context.Background(), JoinConfig{APIURL: srv.URL, Node: "n1", StateDir: state}); err != nil || joins != 1 {
 		t.Fatalf("restart: %v, joins %d", err, joins)
@@ -78,9 +91,11 @@ func TestNodeCredentialJoinsOnceAndIsKept(t *testing.T) {
 	}
 }
 
-// A certificate from before node certificates served (client auth only)
-// is replaced when a join token is at hand, and kept otherwise.
-func TestClientOnlyCertificateIsReplacedWithAJoinToken(t *testing.T) {
+// A certificate from before node certificates stopped serving is kept,
+// and serves the endpoint; a client-only one without a serving
+// certificate is replaced when a join token is at hand, and kept
+// otherwise.
+func TestAKeptCertificateWithoutAServingOneJoinsAgain(t *testing.T) {
 	ca, err := pki.LoadOrCreateCA(t.TempDir(), "zonewright CA")
 	if err != nil {
 		t.Fatal(err)
@@ -94,8 +109,9 @@ func TestClientOnlyCertificateIsReplacedWithAJoinToken(t *testing.T) {
 			w.WriteHeader(422)
 			return
 		}
+		serving, _ := ca.SignServingCSR(req.CSR, "node:n1", pki.NodeServingName("n1"))
 		joins++
-		_ = json.NewEncoder(w).Encode(map[string]string{"certificate": string(cert), "caCertificate": string(ca.CertPEM)})
+		_ = json.NewEncoder(w).Encode(map[string]string{"certificate": string(cert), "servingCertificate": string(serving), "caCertificate": string(ca.CertPEM)})
 	}))
 	t.Cleanup(srv.Close)
 	state := t.TempDir()
@@ -110,15 +126,37 @@ func TestClientOnlyCertificateIsReplacedWithAJoinToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	cert, err := NodeCredential(context.Background(), JoinConfig{APIURL: srv.URL, Node: "n1", StateDir: state})
-	if err != nil || joins != 0 || servesToo(cert) {
-		t.Fatalf("without a join token the old certificate is kept: %v, joins %d", err, joins)
+	if err != nil || joins != 0 {
+		t.Fatalf("without a join token the kept certificate is used: %v, joins %d", err, joins)
+	}
+	if _, err := ServingCertificate(state, cert); err == nil {
+		t.Fatal("a client certificate serves the endpoint")
 	}
 	tokenFile := filepath.Join(t.TempDir(), "join.token")
 	if err := os.WriteFile(tokenFile, []byte("zw_join_secret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cert, err = NodeCredential(context.Background(), JoinConfig{APIURL: srv.URL, Node: "n1", StateDir: state, JoinTokenFile: tokenFile})
-	if err != nil || joins != 1 || !servesToo(cert) {
+	if err != nil || joins != 1 {
 		t.Fatalf("with a join token the node joins again for a serving certificate: %v, joins %d", err, joins)
+	}
+	if _, err := ServingCertificate(state, cert); err != nil {
+		t.Fatalf("after joining again: %v", err)
+	}
+	if _, err := NodeCredential(context.Background(), JoinConfig{APIURL: srv.URL, Node: "n1", StateDir: state, JoinTokenFile: tokenFile}); err != nil || joins != 1 {
+		t.Fatalf("once it serves, the kept certificate is used: %v, joins %d", err, joins)
+	}
+
+	// A node certificate of before, fit to serve, serves as it is.
+	dual, dualKey, err := ca.PeerCert([]string{"n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(dual, dualKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if serving, err := ServingCertificate(t.TempDir(), pair); err != nil || &serving.Certificate[0][0] != &pair.Certificate[0][0] {
+		t.Fatalf("a node certificate that serves: %v", err)
 	}
 }

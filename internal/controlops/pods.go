@@ -32,6 +32,8 @@ type PodSnapshot struct {
 	Deleting bool
 	// GracePeriodSeconds is the grace a pending deletion asked for.
 	GracePeriodSeconds int64
+	// ProcessLimits are what the pod's annotations ask of its zone.
+	ProcessLimits model.ZoneProcessLimits `json:",omitempty"`
 }
 
 // ScheduleResult is the scheduler's decision: a node, or why none fits.
@@ -94,7 +96,8 @@ func (a *Control) LoadPod(ctx context.Context, ref PodRef) (PodSnapshot, error) 
 	if p.Metadata.UID != ref.UID {
 		return PodSnapshot{}, nil
 	}
-	snap := PodSnapshot{Found: true, Spec: p.Spec, Phase: p.Status.Phase, Reason: p.Status.Reason, Deleting: p.Metadata.DeletionTimestamp != nil}
+	snap := PodSnapshot{Found: true, Spec: p.Spec, Phase: p.Status.Phase, Reason: p.Status.Reason, Deleting: p.Metadata.DeletionTimestamp != nil,
+		ProcessLimits: model.PodZoneProcessLimits(&p.Metadata)}
 	if g := p.Metadata.DeletionGracePeriodSeconds; g != nil {
 		snap.GracePeriodSeconds = *g
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeclient"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -118,10 +119,10 @@ func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The node's certificate names the node: a scraper verifies it as
-	// Prometheus does, with the node's name as the server name.
+	// The node's endpoint serves under its node's serving name: a scraper
+	// verifies it as Prometheus does, with that name as the server name.
 	scraper := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{admin},
-		RootCAs: c.cp.CA().Pool(), ServerName: node.Metadata.Name}}}
+		RootCAs: c.cp.CA().Pool(), ServerName: pki.NodeServingName(node.Metadata.Name)}}}
 	resp, err := scraper.Get(endpoint.String() + "/metrics")
 	if err != nil {
 		t.Fatalf("scrape the node's metrics: %v", err)

@@ -47,6 +47,14 @@ type PodSandbox struct {
 	// zero means no cap.
 	MilliCPU    int64
 	MemoryBytes int64
+	// EphemeralStorageBytes is the zone dataset's quota (its root and
+	// emptyDirs); zero takes the node's default (Host.ZoneQuota).
+	EphemeralStorageBytes int64 `json:",omitempty"`
+	// MaxProcesses and MaxLWPs are the pod's own process limits; the
+	// node's (Host.MaxProcesses, Host.MaxLWPs) bound them, zero takes
+	// the node's.
+	MaxProcesses int64 `json:",omitempty"`
+	MaxLWPs      int64 `json:",omitempty"`
 	// Hostname is the zone's node name; empty means the pod's name.
 	Hostname   string `json:",omitempty"`
 	IP         string // the pod's address on the node's pod network
@@ -189,6 +197,13 @@ type Host struct {
 	// DownloadStallTimeout ends an image download that receives nothing
 	// for that long; zero means a minute.
 	DownloadStallTimeout time.Duration
+	// ZoneQuota is the quota of a zone dataset whose pod asks for no
+	// ephemeral storage, bytes; zero: none.
+	ZoneQuota int64
+	// MaxProcesses and MaxLWPs limit every zone of the node (zonecfg
+	// max-processes, max-lwps); a pod may ask for less, never more.
+	// Zero: no limit of the node's.
+	MaxProcesses, MaxLWPs int64
 	// Secrets reads the values of containers' env[].valueFrom.secretKeyRef
 	// when StartContainers writes their services (secretenv.go); nil: a
 	// pod that reads secrets cannot start on this node.

@@ -139,6 +139,9 @@ func (h *Host) ReceiveClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimT
 			opts.Props[k] = v
 		}
 		if !in.Claim.Block {
+			// A stream carries no properties: the copy gets the mount
+			// options of every claim's filesystem here.
+			opts.Props = withVolumeMountProps(opts.Props)
 			opts.Props["mountpoint"] = "/" + ds
 		}
 	}

@@ -257,3 +257,36 @@ func TestMoveSnapshotsOfARunningGuestsVolumeGo(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A claim's copy received on another node gets setuid=off and
+// devices=off whatever the sending node's dataset had: a stream carries
+// its source's properties (zfs send -p), and one from before the mount
+// options had them on. Revert volume_moves.go's withVolumeMountProps call
+// in ReceiveClaimVolume to see this fail.
+func TestAReceivedClaimRefusesSetuidAndDevices(t *testing.T) {
+	ctx := t.Context()
+	xfer := relayTransfers(t)
+	a, _ := volumeNode(t, "a")
+	b, _ := volumeNode(t, "b")
+	claim := hostops.ClaimVolume{Name: "db", UID: "u1", Bytes: 64 << 20}
+	if err := a.Host.ZFS().Create(ctx, "tank/zonewright/volumes/u1", map[string]string{"mountpoint": "/tank/zonewright/volumes/u1", "quota": "67108864"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SnapshotClaimVolume(ctx, hostops.ClaimSnapshot{UID: "move-x-1", ClaimUID: "u1"}); err != nil {
+		t.Fatal(err)
+	}
+	send, recv := xfer(claim, "move-x-1", "")
+	if _, err := a.SendClaimVolume(ctx, send); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ReceiveClaimVolume(ctx, recv); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Host.ZFS().GetProps(ctx, "tank/zonewright/volumes/u1", "setuid", "devices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["setuid"] != "off" || got["devices"] != "off" {
+		t.Fatalf("received claim: setuid %s devices %s, want off", got["setuid"], got["devices"])
+	}
+}

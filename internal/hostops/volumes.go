@@ -37,6 +37,25 @@ func claimProps(ns string, c *ClaimVolume) map[string]string {
 	return map[string]string{PropClaim: ns + "/" + c.Name, PropClaimUID: c.UID}
 }
 
+// volumeMountProps are the mount options of every filesystem a pod's
+// volume lives on: they are mounted in the global zone too (the special
+// of the zone's lofs mount), where a setuid file or a device node a pod
+// planted would serve the host's users. Executables stay allowed, as on
+// a Kubernetes volume.
+var volumeMountProps = map[string]string{"setuid": "off", "devices": "off"}
+
+// withVolumeMountProps is props with volumeMountProps added.
+func withVolumeMountProps(props map[string]string) map[string]string {
+	all := make(map[string]string, len(props)+len(volumeMountProps))
+	for k, v := range props {
+		all[k] = v
+	}
+	for k, v := range volumeMountProps {
+		all[k] = v
+	}
+	return all
+}
+
 // ClaimDatasetProps are the properties a copy of a claim's data gets as
 // it is received as claim c of namespace ns (a clone copied from another
 // node): its own names and size, not those of the claim sent.
@@ -148,13 +167,11 @@ func (h *Host) ensureVolume(ctx context.Context, c *ClaimVolume, props map[strin
 		return h.ensureBlockVolume(ctx, ds, c, props)
 	}
 	quota := strconv.FormatInt(c.Bytes, 10)
-	have, err := zfs.Get(ctx, ds, "quota")
+	have, err := zfs.GetProps(ctx, ds, "quota", "setuid", "devices")
 	switch {
 	case errors.Is(err, illumos.ErrNotFound):
-		all := map[string]string{"mountpoint": "/" + ds, "quota": quota}
-		for k, v := range props {
-			all[k] = v
-		}
+		all := withVolumeMountProps(props)
+		all["mountpoint"], all["quota"] = "/"+ds, quota
 		if c.FromSnapshot != nil {
 			snap, err := h.snapshotName(c.FromSnapshot)
 			if err != nil {
@@ -166,10 +183,20 @@ func (h *Host) ensureVolume(ctx context.Context, c *ClaimVolume, props map[strin
 	case err != nil:
 		return err
 	}
-	if n, err := strconv.ParseInt(have, 10, 64); err == nil && n >= c.Bytes && n != 0 {
+	// A dataset made before the mount options were set gets them here.
+	fix := map[string]string{}
+	for k, v := range volumeMountProps {
+		if have[k] != v {
+			fix[k] = v
+		}
+	}
+	if n, err := strconv.ParseInt(have["quota"], 10, 64); err != nil || n < c.Bytes || n == 0 {
+		fix["quota"] = quota
+	}
+	if len(fix) == 0 {
 		return nil
 	}
-	return zfs.Set(ctx, ds, map[string]string{"quota": quota})
+	return zfs.Set(ctx, ds, fix)
 }
 
 // ensureBlockVolume creates the claim's volume with props, or grows the
@@ -242,7 +269,7 @@ func (h *Host) createEmptyDirs(ctx context.Context, s PodSandbox) error {
 			return err
 		}
 		dir, _ := h.volumeDir(s, v)
-		props := map[string]string{"mountpoint": dir}
+		props := withVolumeMountProps(map[string]string{"mountpoint": dir})
 		if v.SizeLimit > 0 {
 			props["quota"] = strconv.FormatInt(v.SizeLimit, 10)
 		}

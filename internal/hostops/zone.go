@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,17 +37,33 @@ func (h *Host) CreateDatasets(ctx context.Context, s PodSandbox) error {
 	}
 	zp := h.zonepath(s)
 	zfs := h.Host.ZFS()
+	props := map[string]string{"mountpoint": zp}
+	quota := "0" // none, as zfs get -p prints it
+	if q := h.zoneQuota(s); q > 0 {
+		quota = strconv.FormatInt(q, 10)
+		props["quota"] = quota
+	}
 	// zfs create -p succeeds on an existing dataset and leaves its
-	// properties alone, so a re-run checks the mountpoint itself.
-	if err := zfs.Create(ctx, ds, map[string]string{"mountpoint": zp}); err != nil {
+	// properties alone, so a re-run checks them itself.
+	if err := zfs.Create(ctx, ds, props); err != nil {
 		return h.fail(ctx, step, s, err)
 	}
-	mp, err := zfs.Get(ctx, ds, "mountpoint")
+	have, err := zfs.GetProps(ctx, ds, "mountpoint", "quota")
 	if err != nil {
 		return h.fail(ctx, step, s, err)
 	}
-	if mp != zp {
-		if err := zfs.Set(ctx, ds, map[string]string{"mountpoint": zp}); err != nil {
+	fix := map[string]string{}
+	if have["mountpoint"] != zp {
+		fix["mountpoint"] = zp
+	}
+	if have["quota"] != quota {
+		fix["quota"] = quota
+		if quota == "0" {
+			fix["quota"] = "none"
+		}
+	}
+	if len(fix) > 0 {
+		if err := zfs.Set(ctx, ds, fix); err != nil {
 			return h.fail(ctx, step, s, err)
 		}
 	}
@@ -62,6 +79,15 @@ func (h *Host) CreateDatasets(ctx context.Context, s PodSandbox) error {
 		return h.createBootDisk(ctx, s)
 	}
 	return nil
+}
+
+// zoneQuota is the quota of the pod's zone dataset: what its containers
+// ask for as ephemeral storage, else the node's default; 0: none.
+func (h *Host) zoneQuota(s PodSandbox) int64 {
+	if s.EphemeralStorageBytes > 0 {
+		return s.EphemeralStorageBytes
+	}
+	return h.ZoneQuota
 }
 
 // bootDisk is the volume a bhyve pod boots from: a clone of its image.
@@ -235,9 +261,30 @@ func (h *Host) zoneConfig(s PodSandbox) (illumos.ZoneConfig, error) {
 		cfg.CPUCap = math.Ceil(float64(s.MilliCPU)/10) / 100
 	}
 	if memory > 0 {
-		cfg.Memory = &illumos.CappedMemory{Physical: memory}
+		// No swap beyond the memory cap, as Kubernetes runs pods without
+		// swap: zone.max-swap bounds what the zone reserves in all (RAM
+		// and swap), so a zone cannot page its excess out onto the
+		// host's swap. zonecfg's floor for it is 50M.
+		cfg.Memory = &illumos.CappedMemory{Physical: memory, Swap: max(memory, minZoneSwap)}
 	}
+	cfg.MaxProcesses = processLimit(s.MaxProcesses, h.MaxProcesses)
+	cfg.MaxLWPs = processLimit(s.MaxLWPs, h.MaxLWPs)
 	return cfg, nil
+}
+
+// minZoneSwap is the least capped-memory swap zonecfg takes.
+const minZoneSwap = 50 << 20
+
+// processLimit is a zone's process limit: the pod's when it asks for one
+// below the node's, else the node's; 0: none.
+func processLimit(pod, node int64) uint64 {
+	switch {
+	case pod > 0 && (node <= 0 || pod < node):
+		return uint64(pod)
+	case node > 0:
+		return uint64(node)
+	}
+	return 0
 }
 
 // configDiff lists how have differs from want in what zonewright sets.
@@ -300,6 +347,29 @@ func configDiff(have, want illumos.ZoneConfig) []string {
 	return d
 }
 
+// limitsDiff lists how have's swap cap and process limits differ from
+// want's. A zone installed with others (by an agent of another version, or
+// under other node limits) is kept as it is: they are not what makes the
+// zone the pod's.
+func limitsDiff(have, want illumos.ZoneConfig) []string {
+	var d []string
+	var hs, ws uint64
+	if have.Memory != nil {
+		hs = have.Memory.Swap
+	}
+	if want.Memory != nil {
+		ws = want.Memory.Swap
+	}
+	if hs != ws {
+		d = append(d, fmt.Sprintf("capped-memory swap %d, want %d", hs, ws))
+	}
+	if have.MaxProcesses != want.MaxProcesses || have.MaxLWPs != want.MaxLWPs {
+		d = append(d, fmt.Sprintf("max-processes %d max-lwps %d, want max-processes %d max-lwps %d",
+			have.MaxProcesses, have.MaxLWPs, want.MaxProcesses, want.MaxLWPs))
+	}
+	return d
+}
+
 func attrValue(cfg illumos.ZoneConfig, name string) string {
 	for _, a := range cfg.Attrs {
 		if a.Name == name {
@@ -333,8 +403,8 @@ func (h *Host) ConfigureZone(ctx context.Context, s PodSandbox) error {
 	if err != nil {
 		return h.fail(ctx, step, s, err)
 	}
-	diff := configDiff(info.Config, cfg)
-	if len(diff) == 0 {
+	diff, limits := configDiff(info.Config, cfg), limitsDiff(info.Config, cfg)
+	if len(diff)+len(limits) == 0 {
 		return nil
 	}
 	if uid := attrValue(info.Config, AttrUID); uid != "" && uid != s.UID {
@@ -345,9 +415,14 @@ func (h *Host) ConfigureZone(ctx context.Context, s PodSandbox) error {
 		return h.fail(ctx, step, s, err)
 	}
 	if z.State != illumos.ZoneConfigured {
+		if len(diff) == 0 {
+			h.log().Warn("zone installed with other limits is kept as it is", "zone", cfg.Name, "diff", limits)
+			return nil
+		}
 		return h.conflict(ctx, step, s, "zone %s is %s with another configuration (%s); uninstall it first",
 			cfg.Name, z.State, strings.Join(diff, "; "))
 	}
+	diff = append(diff, limits...)
 	h.log().Info("replacing a zone configuration left by an earlier attempt", "zone", cfg.Name, "diff", diff)
 	if err := zc.Replace(ctx, cfg); err != nil {
 		return h.fail(ctx, step, s, err)

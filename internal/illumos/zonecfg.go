@@ -23,15 +23,19 @@ type ZoneConfig struct {
 	// empty leaves the default.
 	LimitPriv string
 
-	FS       []FS
-	Nets     []Net
-	Devices  []string // device match patterns, e.g. /dev/zvol/rdsk/rpool/vm0
-	CPUCap   float64  // capped-cpu ncpus (1.5 = one and a half CPUs); 0 = none
-	Memory   *CappedMemory
-	Attrs    []Attr
-	Datasets []string // datasets delegated to the zone
-	Rctls    []Rctl
-	Bhyve    *BhyveConfig // bhyve brand settings, stored as attrs
+	FS      []FS
+	Nets    []Net
+	Devices []string // device match patterns, e.g. /dev/zvol/rdsk/rpool/vm0
+	CPUCap  float64  // capped-cpu ncpus (1.5 = one and a half CPUs); 0 = none
+	Memory  *CappedMemory
+	// MaxProcesses and MaxLWPs are the aliased rctls zone.max-processes
+	// and zone.max-lwps (set max-processes=N: privileged, deny); 0 =
+	// none. zonecfg refuses values below 100.
+	MaxProcesses, MaxLWPs uint64
+	Attrs                 []Attr
+	Datasets              []string // datasets delegated to the zone
+	Rctls                 []Rctl
+	Bhyve                 *BhyveConfig // bhyve brand settings, stored as attrs
 }
 
 // Net is an exclusive-IP network resource.
@@ -256,6 +260,12 @@ func renderZoneConfig(cfg ZoneConfig, overwrite bool) (string, error) {
 		w.set("limitpriv", cfg.LimitPriv)
 	}
 	w.set("ip-type", string(cfg.ipType()))
+	if cfg.MaxLWPs != 0 {
+		w.set("max-lwps", strconv.FormatUint(cfg.MaxLWPs, 10))
+	}
+	if cfg.MaxProcesses != 0 {
+		w.set("max-processes", strconv.FormatUint(cfg.MaxProcesses, 10))
+	}
 	for _, fs := range cfg.FS {
 		w.line("add fs")
 		w.set("dir", fs.Dir)

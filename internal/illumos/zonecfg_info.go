@@ -108,6 +108,15 @@ func configFromInfo(info ZoneInfo) (ZoneConfig, error) {
 		IPType:    IPType(p["ip-type"]),
 		LimitPriv: p["limitpriv"],
 	}
+	for prop, dst := range map[string]*uint64{"max-processes": &cfg.MaxProcesses, "max-lwps": &cfg.MaxLWPs} {
+		if v := p[prop]; v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return ZoneConfig{}, fmt.Errorf("%s %q: %w", prop, v, err)
+			}
+			*dst = n
+		}
+	}
 	var bhyve BhyveConfig
 	hasBhyve := false
 	for _, r := range info.Resources {
@@ -174,10 +183,15 @@ func configFromInfo(info ZoneInfo) (ZoneConfig, error) {
 
 // aliasOfCap reports an rctl that zonecfg keeps for a capped-cpu or
 // capped-memory setting (zone.cpu-cap = ncpus*100, zone.max-swap,
-// zone.max-locked-memory) and may list again as an rctl resource: it is
-// already in CPUCap or Memory.
+// zone.max-locked-memory) or an aliased global property (max-processes,
+// max-lwps), and may list again as an rctl resource: it is already in
+// CPUCap, Memory, MaxProcesses or MaxLWPs.
 func aliasOfCap(cfg ZoneConfig, r Rctl) bool {
 	switch r.Name {
+	case "zone.max-processes":
+		return cfg.MaxProcesses == r.Limit
+	case "zone.max-lwps":
+		return cfg.MaxLWPs == r.Limit
 	case "zone.cpu-cap":
 		return cfg.CPUCap > 0 && uint64(cfg.CPUCap*100+0.5) == r.Limit
 	case "zone.max-swap":

@@ -55,8 +55,9 @@ func TestRenderZoneConfigGolden(t *testing.T) {
 		{"zonecfg_sparse.golden", sparseConfig()},
 		{"zonecfg_lx.golden", ZoneConfig{
 			Name: "lx01", Brand: "lx", Zonepath: "/zones/lx01",
-			Nets:  []Net{{Physical: "lx0", AllowedAddress: "10.0.0.9/24", Defrouter: "10.0.0.1"}},
-			Attrs: []Attr{{Name: "kernel-version", Type: "string", Value: "4.4"}},
+			Nets:         []Net{{Physical: "lx0", AllowedAddress: "10.0.0.9/24", Defrouter: "10.0.0.1"}},
+			Attrs:        []Attr{{Name: "kernel-version", Type: "string", Value: "4.4"}},
+			MaxProcesses: 4000, MaxLWPs: 16000,
 		}},
 		{"zonecfg_bhyve.golden", ZoneConfig{
 			Name: "vm0", Brand: "bhyve", Zonepath: "/zones/vm0",
@@ -378,7 +379,8 @@ func TestParseZonecfgInfo(t *testing.T) {
 		Memory:    &CappedMemory{Physical: 1 << 30, Swap: 2 << 30, Locked: 512 << 20},
 		Attrs:     []Attr{{Name: "foo", Type: "string", Value: "bar baz"}},
 		Datasets:  []string{"tank/delegated"},
-		Rctls:     []Rctl{{Name: "zone.max-lwps", Priv: "privileged", Limit: 2000, Action: "deny"}},
+		// The aliased global property, listed again as an rctl.
+		MaxLWPs: 2000,
 	}
 	if !reflect.DeepEqual(info.Config, want) {
 		t.Errorf("config\n got %+v\nwant %+v", info.Config, want)

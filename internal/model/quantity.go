@@ -63,7 +63,7 @@ func quantityProblem(resource, v string) string {
 		if bytes > MaxMemoryBytes {
 			return fmt.Sprintf("Invalid value: %q: must be at most 1Pi", v)
 		}
-	case ResourceStorage:
+	case ResourceStorage, ResourceEphemeralStorage:
 		if bytes > MaxStorageBytes {
 			return fmt.Sprintf("Invalid value: %q: must be at most 1Pi", v)
 		}

@@ -166,6 +166,7 @@ func defaultProbe(p *Probe) {
 // ValidatePod checks a defaulted pod and returns every problem found.
 func ValidatePod(p *Pod) FieldErrors {
 	errs := ValidateMeta(&p.Metadata, true)
+	errs = append(errs, validateZoneLimitAnnotations(&p.Metadata)...)
 	s := &p.Spec
 	if len(s.Containers) == 0 {
 		errs.add("spec.containers", FieldRequired, "Required value: a pod needs at least one container")
@@ -268,8 +269,8 @@ func validateResources(field string, r *ResourceRequirements) FieldErrors {
 		parsed[part.name] = map[string]int64{}
 		for k, v := range part.list {
 			f := fmt.Sprintf("%s.%s.%s", field, part.name, k)
-			if k != ResourceCPU && k != ResourceMemory {
-				errs.add(f, FieldNotSupported, "Unsupported value: %q: supported values: \"cpu\", \"memory\"", k)
+			if k != ResourceCPU && k != ResourceMemory && k != ResourceEphemeralStorage {
+				errs.add(f, FieldNotSupported, "Unsupported value: %q: supported values: \"cpu\", \"ephemeral-storage\", \"memory\"", k)
 				continue
 			}
 			if d := quantityProblem(k, v); d != "" {

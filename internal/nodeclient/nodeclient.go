@@ -1,9 +1,9 @@
 // Package nodeclient is how the control plane reaches a node's own
 // endpoint (nodeserver) for logs and exec: with a client certificate
 // naming the control plane that it issues itself from the cluster CA, and
-// trusting only the named node's certificate (chained to the cluster CA,
-// with CN node:<name>; node certificates name no host, so no host name is
-// checked).
+// trusting only the named node's serving certificate (chained to the
+// cluster CA, for server authentication, with CN node:<name>; it serves
+// under pki.NodeServingName, which is not checked here: the subject is).
 package nodeclient
 
 import (
@@ -54,8 +54,8 @@ func (d *Dialer) TLSConfig(node string) *tls.Config {
 	}
 }
 
-// VerifyNode accepts only node's certificate: chained to roots, for
-// server authentication, with CN node:<node>.
+// VerifyNode accepts only node's serving certificate: chained to roots,
+// for server authentication, with CN node:<node>.
 func VerifyNode(certs []*x509.Certificate, roots *x509.CertPool, node string) error {
 	if len(certs) == 0 {
 		return errors.New("the node presented no certificate")

@@ -67,7 +67,7 @@ func newEndpointWith(t *testing.T, maxExecs int, kept *containerlog.Kept) *endpo
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, err := ca.SignCSR(csr, auth.NodeCNPrefix+"n1", []string{auth.NodesOrg})
+	certPEM, err := ca.SignServingCSR(csr, auth.NodeCNPrefix+"n1", pki.NodeServingName("n1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -167,13 +168,39 @@ func (ca *CA) ClientCert(commonName string, orgs []string) (certPEM, keyPEM []by
 	return ca.sign(ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth), key)
 }
 
-// SignCSR issues a certificate for a key its holder made and keeps: the
-// subject is the one given, never the one the request asks for. It
-// authenticates both ways, as a node's does: the node dials the control
-// plane with it and serves its agent endpoint with it. dnsNames are the
-// names it serves under (a node's: its node name, which a scraper can
-// verify; the control plane checks the subject instead).
-func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string, dnsNames ...string) ([]byte, error) {
+// NodeServingDomain holds the names nodes' endpoints serve under,
+// <node>.node.zonewright.invalid: whoever holds a join token chooses the
+// node's name, so a certificate fit to serve under the bare name would
+// let a node called localhost pass for the API on its host; under the
+// reserved .invalid top-level domain (RFC 2606), which never resolves, no
+// client dials such a name expecting anything but a node's endpoint.
+const NodeServingDomain = "node.zonewright.invalid"
+
+// NodeServingName is the name node's endpoint serves under.
+func NodeServingName(node string) string { return node + "." + NodeServingDomain }
+
+// SignCSR issues a node's certificate for a key its holder made and
+// keeps: the subject is the one given, never the one the request asks
+// for. It authenticates a client only and names no host, so that no
+// client takes it for a server's.
+func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string) ([]byte, error) {
+	return ca.signCSR(csrDER, ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth))
+}
+
+// SignServingCSR issues the certificate a node's endpoint serves with,
+// for the same key: server authentication only, under dnsName alone
+// (NodeServingName), with the node's subject for the control plane to
+// check.
+func (ca *CA) SignServingCSR(csrDER []byte, commonName, dnsName string) ([]byte, error) {
+	if !strings.HasSuffix(dnsName, "."+NodeServingDomain) {
+		return nil, fmt.Errorf("a node serves only under %s, not as %q", NodeServingDomain, dnsName)
+	}
+	tmpl := ca.template(commonName, nil, x509.ExtKeyUsageServerAuth)
+	tmpl.DNSNames = []string{dnsName}
+	return ca.signCSR(csrDER, tmpl)
+}
+
+func (ca *CA) signCSR(csrDER []byte, tmpl *x509.Certificate) ([]byte, error) {
 	csr, err := x509.ParseCertificateRequest(csrDER)
 	if err != nil {
 		return nil, fmt.Errorf("certificate request: %w", err)
@@ -181,9 +208,6 @@ func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string, dnsNames 
 	if err := csr.CheckSignature(); err != nil {
 		return nil, fmt.Errorf("certificate request signature: %w", err)
 	}
-	tmpl := ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth)
-	tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-	tmpl.DNSNames = dnsNames
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, csr.PublicKey, ca.key)
 	if err != nil {
 		return nil, fmt.Errorf("sign certificate: %w", err)

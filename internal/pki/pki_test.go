@@ -88,12 +88,34 @@ func TestSignedCSRAuthenticatesOverTLS(t *testing.T) {
 	if crt.Subject.CommonName != "node:n1" {
 		t.Fatalf("subject %q, want the CA's choice node:n1", crt.Subject.CommonName)
 	}
-	// A node dials the control plane with it and serves its endpoint.
-	if _, err := crt.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		t.Fatalf("a node certificate cannot serve: %v", err)
+	// A node dials the control plane with it; no client takes it for a
+	// server's.
+	if _, err := crt.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		t.Fatal("a node certificate authenticates a server")
+	}
+	if len(crt.DNSNames)+len(crt.IPAddresses) != 0 {
+		t.Fatalf("a node certificate names hosts: %v %v", crt.DNSNames, crt.IPAddresses)
 	}
 	if _, err := crt.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		t.Fatalf("a node certificate cannot dial: %v", err)
+	}
+
+	// The endpoint's certificate for the same key serves only under the
+	// node's serving name.
+	servingPEM, err := ca.SignServingCSR(csr, "node:n1", NodeServingName("n1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ParseCert(servingPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(serving.ExtKeyUsage) != 1 || serving.ExtKeyUsage[0] != x509.ExtKeyUsageServerAuth || len(serving.DNSNames) != 1 ||
+		serving.DNSNames[0] != "n1.node.zonewright.invalid" || len(serving.IPAddresses) != 0 {
+		t.Fatalf("serving certificate: usages %v names %v %v", serving.ExtKeyUsage, serving.DNSNames, serving.IPAddresses)
+	}
+	if _, err := ca.SignServingCSR(csr, "node:localhost", "localhost"); err == nil {
+		t.Fatal("a serving certificate for localhost was issued")
 	}
 
 	srvCert, srvKey, err := ca.ServerCert([]string{"127.0.0.1"})

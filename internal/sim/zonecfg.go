@@ -763,6 +763,10 @@ func (s *zcSession) setGlobalProp(prop string, v zcValue) {
 			s.zerr("%s: Invalid argument", prop)
 			return
 		}
+		if n < aliasLowLimit(rctl) {
+			s.zerr("%s property is out of range.", prop)
+			return
+		}
 		c.setAliasRctl(rctl, strconv.FormatUint(n, 10))
 	}
 	s.dirty = true

@@ -158,6 +158,16 @@ var rctlAliases = []struct {
 	{"cpu-shares", "zone.cpu-shares", false},
 }
 
+// aliasLowLimit is the least value zonecfg sets an aliased rctl to
+// (libzonecfg's alias table: 100 for max-lwps and max-processes).
+func aliasLowLimit(rctl string) uint64 {
+	switch rctl {
+	case "zone.max-lwps", "zone.max-processes":
+		return 100
+	}
+	return 0
+}
+
 func aliasFor(prop string) (rctl string, units bool, ok bool) {
 	for _, a := range rctlAliases {
 		if a.prop == prop {
