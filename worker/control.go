@@ -176,8 +176,11 @@ func EnsureSchedules(ctx context.Context, c client.Client, reconcilePods, podSet
 // the row has had its settle time, so the pod does not wait for the
 // schedule (ReconcileEvery) to be repaired.
 func ReconcilePodsOnce(ctx context.Context, c client.Client) error {
+	// Beside a run still open: one a killed replica's worker was running
+	// stays open until its activity times out (minutes), and a run more
+	// is harmless (starting a running lifecycle is refused).
 	err := c.ScheduleClient().GetHandle(ctx, workflows.ReconcilePodsScheduleID).Trigger(ctx, client.ScheduleTriggerOptions{
-		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL,
 	})
 	if err != nil {
 		return fmt.Errorf("trigger schedule %s: %w", workflows.ReconcilePodsScheduleID, err)

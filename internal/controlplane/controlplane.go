@@ -501,12 +501,14 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 				cp.worker = w
 				cp.workerMu.Unlock()
 				cp.log.Info("control-plane worker polling", "taskQueue", "zonewright-control")
-				if !cp.imagesSeeded {
-					cp.seedImages(ctx)
-				}
+				// Not behind the seeding, which retries for as long as
+				// the image map's images cannot be written.
 				cp.bg.Add(2)
 				go cp.watchNodes(ctx)
 				go cp.reconcileAfterStart(ctx)
+				if !cp.imagesSeeded {
+					cp.seedImages(ctx)
+				}
 				return
 			}
 		}

@@ -346,10 +346,19 @@ func TestRestartedControlPlaneRepairsAPodWithoutLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	start()
-	c.eventually(30*time.Second, "the restarted control plane to start the pod's lifecycle", func() bool {
-		running, err := (workflows.PodClient{Temporal: c.temporal}).Running(ctx, "default", "halfmade")
-		return err == nil && running
-	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if running, err := (workflows.PodClient{Temporal: c.temporal}).Running(ctx, "default", "halfmade"); err == nil && running {
+			break
+		}
+		if time.Now().After(deadline) {
+			runs, _ := c.temporal.ListWorkflow(ctx, listRequest(`WorkflowType = "`+workflows.ReconcilePodsWorkflowName+`"`))
+			var seen []string
+			for _, r := range runs.GetExecutions() {
+				seen = append(seen, fmt.Sprintf("%s %s started %s", r.GetExecution().GetWorkflowId(), r.GetStatus(), r.GetStartTime().AsTime().Format(time.TimeOnly)))
+			}
+			t.Fatalf("the restarted control plane did not start the pod's lifecycle within 30s; reconciler runs: %v", seen)
+		}
+	}
 	c.waitPhase("halfmade", model.PodRunning, true, time.Minute)
 	if p, _ := c.pod("whole"); p.Metadata.UID != whole.Metadata.UID || p.Status.Phase != model.PodRunning {
 		t.Fatalf("the restart disturbed a healthy pod: uid %s→%s, phase %s", whole.Metadata.UID, p.Metadata.UID, p.Status.Phase)
