@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +99,19 @@ func TestServiceClusterIPAcrossNodesInIsolation(t *testing.T) {
 				t.Fatalf("client on node-1 through ClusterIP %s: %q, %v; want %q", ip, last, lastErr, want)
 			}
 			time.Sleep(500 * time.Millisecond)
+		}
+	}
+
+	// natd runs in the node's namespace, whichever namespace started it.
+	for _, n := range c.nodes.Nodes {
+		pid, err := os.ReadFile(filepath.Join(n.Root, "run", "natd.pid"))
+		if err != nil {
+			t.Fatalf("%s: natd: %v", n.Name, err)
+		}
+		have, err1 := os.Stat(fmt.Sprintf("/proc/%s/ns/net", strings.TrimSpace(string(pid))))
+		want, err2 := os.Stat(n.Netns)
+		if err1 != nil || err2 != nil || !os.SameFile(have, want) {
+			t.Fatalf("%s: natd (pid %s) is not in the node's namespace %s (%v, %v)", n.Name, strings.TrimSpace(string(pid)), n.Netns, err1, err2)
 		}
 	}
 
