@@ -45,11 +45,16 @@ print(' '.join(out))
 // node-2's pod CIDR) and one whose backend is on node-1; with node-1's
 // route to node-2's pods deleted the cross-node request fails, and works
 // again once the agent has put the route back. The node's cluster DNS,
-// on the pods' gateway, answers the service's name with its ClusterIP.
+// on the pods' gateway, answers the service's name with its ClusterIP,
+// and the pod resolves the short name through the resolv.conf the node
+// wrote into its zone, which its mount namespace shows at /etc.
 //
 // Remove the `syncLocalRoutes(want)` call in (*natd).converge
 // (internal/sim/natd.go) to see it fail: natd cannot bind the ClusterIP
 // in the node's namespace and the pods' packets to it are not delivered.
+// Remove the bindZoneFile loop of setupZoneView (internal/sim/zonens.go)
+// to see the lookup by short name fail: the zone reads the host's
+// resolv.conf.
 func TestServiceClusterIPAcrossNodesInIsolation(t *testing.T) {
 	c := newIsolatedCluster(t, 2, "--node-route-interval", crossNodeRouteInterval.String())
 	for _, s := range []struct{ name, node string }{{"web", "node-2"}, {"near", "node-1"}} {
@@ -62,7 +67,7 @@ func TestServiceClusterIPAcrossNodesInIsolation(t *testing.T) {
 		  "containers":[{"name":"http","image":"base","command":["sh","-c","echo %s-on-%s > index.html && exec python3 -m http.server --bind $POD_IP 8080"],
 		    "readinessProbe":{"httpGet":{"path":"/","port":8080},"periodSeconds":1}}]}}`, s.name, s.name, s.node, s.name, s.node))
 	}
-	c.createPod(`{"metadata":{"name":"client"},"spec":{"nodeName":"node-1","terminationGracePeriodSeconds":1,
+	c.createPod(`{"metadata":{"name":"client"},"spec":{"nodeName":"node-1","hostname":"client-box","terminationGracePeriodSeconds":1,
 	  "containers":[{"name":"c","image":"base","command":["sleep","600"]}]}}`)
 	c.waitPhase("web-0", model.PodRunning, true, 90*time.Second)
 	c.waitPhase("near-0", model.PodRunning, true, 90*time.Second)
@@ -123,6 +128,28 @@ func TestServiceClusterIPAcrossNodesInIsolation(t *testing.T) {
 	out, errOut, code := c.podExec(t, "/api/v1/namespaces/default/pods/client", nil, "python3", "-c", dnsQueryPy, "web.default.svc.cluster.local", gateway)
 	if code != 0 || strings.TrimSpace(out) != web {
 		t.Fatalf("the node's DNS at %s for web.default.svc.cluster.local: exit %d, %q %s; want %s", gateway, code, out, lastLine(errOut), web)
+	}
+
+	// Inside the zone, its own resolver configuration (the node's DNS),
+	// not the host's, finds the service by its short name; and the zone's
+	// kernel hostname (uname(2), not the simulated hostname(1)) is the
+	// pod's.
+	inZone := func(what string, argv ...string) string {
+		t.Helper()
+		out, errOut, code := c.podExec(t, "/api/v1/namespaces/default/pods/client", nil, argv...)
+		if code != 0 {
+			t.Fatalf("%s in the client: exit %d: %s", what, code, lastLine(errOut))
+		}
+		return strings.TrimSpace(out)
+	}
+	if got := inZone("the lookup of web", "python3", "-c", "import socket; print(socket.gethostbyname('web'))"); got != web {
+		t.Fatalf("socket.gethostbyname('web') in the client: %q; want the ClusterIP %s", got, web)
+	}
+	if got := inZone("the hostname", "python3", "-c", "import socket; print(socket.gethostname())"); got != "client-box" {
+		t.Fatalf("the client's kernel hostname: %q; want client-box", got)
+	}
+	if got := inZone("cat /etc/resolv.conf", "cat", "/etc/resolv.conf"); !strings.Contains(got, "nameserver "+gateway+"\n") {
+		t.Fatalf("the client's /etc/resolv.conf names no nameserver %s:\n%s", gateway, got)
 	}
 
 	// Without node-1's route to node-2's pods the ClusterIP leads nowhere.
