@@ -44,6 +44,10 @@ func setupZoneView(root, nodename string) error {
 			return err
 		}
 	}
+	// Linux keeps 64 bytes of a hostname; illumos a nodename of 256.
+	if len(nodename) > 64 {
+		nodename = nodename[:64]
+	}
 	if err := unix.Sethostname([]byte(nodename)); err != nil {
 		return fmt.Errorf("set the zone's hostname %q: %w", nodename, err)
 	}
