@@ -208,7 +208,7 @@ func runNatd(args []string, stderr io.Writer) int {
 		return 1
 	}
 	d := &natd{h: h, log: logger, listeners: map[natKey]*natListener{}, failed: map[natKey]bool{}, conns: map[*natConn]bool{}, pid: os.Getpid(),
-		isolated: h.nodeNetns() != ""}
+		isolated: inNodeNetns(h)}
 	d.dropOrphanSessions()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, sigReconcile, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 )
 
@@ -17,6 +18,19 @@ import (
 // in userspace, its connections to the backends leaving through the
 // node's own routes.
 const natLocalProto = "77"
+
+// inNodeNetns says whether the calling process runs in the node's
+// namespace in isolation mode: natd touches local routes only there,
+// never in a namespace it was not made for (the host's).
+func inNodeNetns(h *host) bool {
+	ns := h.nodeNetns()
+	if ns == "" {
+		return false
+	}
+	self, err1 := os.Stat("/proc/self/ns/net")
+	node, err2 := os.Stat(ns)
+	return err1 == nil && err2 == nil && os.SameFile(self, node)
+}
 
 // syncLocalRoutes makes the local routes of the calling process's
 // namespace (natd's: the node's) exactly those of want's addresses that
