@@ -68,10 +68,13 @@ func TestServiceClusterIPAcrossNodesInIsolation(t *testing.T) {
 		    "readinessProbe":{"httpGet":{"path":"/","port":8080},"periodSeconds":1}}]}}`, s.name, s.name, s.node, s.name, s.node))
 	}
 	c.createPod(`{"metadata":{"name":"client"},"spec":{"nodeName":"node-1","hostname":"client-box","terminationGracePeriodSeconds":1,
-	  "containers":[{"name":"c","image":"base","command":["sleep","600"]}]}}`)
+	  "containers":[{"name":"c","image":"base","command":["sleep","600"],
+	    "readinessProbe":{"exec":{"command":["grep","-q","zonewright","/etc/resolv.conf"]},"periodSeconds":1}}]}}`)
 	c.waitPhase("web-0", model.PodRunning, true, 90*time.Second)
 	c.waitPhase("near-0", model.PodRunning, true, 90*time.Second)
-	c.waitPhase("client", model.PodRunning, false, 90*time.Second)
+	// Its exec probe runs in the zone's namespaces: it reads the zone's
+	// resolv.conf, which the node wrote.
+	c.waitPhase("client", model.PodRunning, true, 90*time.Second)
 	clusterIP := func(name string) string {
 		var svc model.Service
 		if code := c.get("/api/v1/namespaces/default/services/"+name, &svc); code != http.StatusOK || svc.Spec.ClusterIP == "" {
@@ -147,6 +150,9 @@ func TestServiceClusterIPAcrossNodesInIsolation(t *testing.T) {
 	}
 	if got := inZone("the hostname", "python3", "-c", "import socket; print(socket.gethostname())"); got != "client-box" {
 		t.Fatalf("the client's kernel hostname: %q; want client-box", got)
+	}
+	if out, errOut, code := c.podExec(t, "/api/v1/namespaces/default/pods/client", strings.NewReader("through nsenter\n"), "cat"); code != 0 || out != "through nsenter\n" {
+		t.Fatalf("exec with stdin in the client: exit %d, %q %s", code, out, lastLine(errOut))
 	}
 	if got := inZone("cat /etc/resolv.conf", "cat", "/etc/resolv.conf"); !strings.Contains(got, "nameserver "+gateway+"\n") {
 		t.Fatalf("the client's /etc/resolv.conf names no nameserver %s:\n%s", gateway, got)
