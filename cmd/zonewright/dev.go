@@ -50,7 +50,7 @@ func dev(ctx context.Context, args []string) error {
 	dbURL := fs.String("database-url", env("DATABASE_URL", ""), "use this PostgreSQL instead of a private one (env DATABASE_URL)")
 	pgPort := fs.Int("postgres-port", 0, "loopback port of the private PostgreSQL; 0 picks a free one")
 	nodes := fs.Int("nodes", 3, "simulated illumos nodes to run, each a real agent over illumos-sim")
-	isolation := fs.Bool("isolation", false, "run every simulated node and zone in a network namespace of its own, pods on 10.<n>.0.0/17 reaching other nodes' pods only through the nodes' routes (root only; services and cluster DNS across nodes are not realised yet)")
+	isolation := fs.Bool("isolation", false, "run every simulated node and zone in a network namespace of its own, pods on 10.<n>.0.0/17 reaching other nodes' pods only through the nodes' routes, services on 10.96.0.0/16 unless --service-cidr says otherwise (root only)")
 	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	var img controlplane.Config
 	imagesDone := imageFlags(fs, &img, "", "", "127.0.0.0/8,::1")
@@ -79,6 +79,11 @@ func dev(ctx context.Context, args []string) error {
 	}
 	if err := dnsDone(); err != nil {
 		return err
+	}
+	if *isolation {
+		if err := isolatedServiceCIDR(fs, &health.ServiceCIDR); err != nil {
+			return err
+		}
 	}
 	if _, err := clusterip.Parse(health.ServiceCIDR); err != nil {
 		return fmt.Errorf("--service-cidr: %w", err)
@@ -417,6 +422,25 @@ func redact(url string) string {
 		return fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 	}
 	return "(custom URL)"
+}
+
+// isolatedServiceCIDR is the service range in isolation mode: a pod's
+// packets leave its zone by its default route, and the node's namespace
+// takes those to the service range as its own (natd's local routes), but
+// never those to 127.0.0.0/8, which the kernel drops as martians when
+// they arrive from another interface. The dev stack's default range is
+// replaced by serve's; one given on loopback is refused.
+func isolatedServiceCIDR(fs *flag.FlagSet, cidr *string) error {
+	given := os.Getenv("ZW_SERVICE_CIDR") != ""
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "service-cidr" })
+	if !given {
+		*cidr = clusterip.DefaultCIDR
+		return nil
+	}
+	if p, err := netip.ParsePrefix(*cidr); err == nil && p.Addr().IsLoopback() {
+		return fmt.Errorf("--service-cidr %s: in isolation mode pods cannot reach loopback addresses; leave it out (%s) or give another range", *cidr, clusterip.DefaultCIDR)
+	}
+	return nil
 }
 
 // devClusterCIDR is the pod range of the dev stack in dataDir: one of its

@@ -43,12 +43,12 @@ func IsolatedUnderlay(network int) netip.Prefix {
 }
 
 // IsolationSupported says why isolation mode cannot run here, or nil:
-// it needs root, iproute2's ip, nsenter and network namespaces.
+// it needs root, iproute2's ip, util-linux's nsenter and setpriv, and network namespaces.
 func IsolationSupported() error {
 	if os.Geteuid() != 0 {
 		return errors.New("isolation mode needs root")
 	}
-	for _, tool := range []string{"ip", "nsenter"} {
+	for _, tool := range []string{"ip", "nsenter", "setpriv"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("isolation mode needs %s: %w", tool, err)
 		}

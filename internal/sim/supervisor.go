@@ -170,8 +170,9 @@ func startSupervisor(h *host, zone, bootID string) error {
 	// not get the terminal's signals.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if h.nodeNetns() != "" {
-		// The zone's network namespace, which ends with the zone.
-		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
+		// The zone's network, mount and UTS namespaces, which end with
+		// the zone.
+		cmd.SysProcAttr.Cloneflags = zoneCloneflags
 	}
 	if err := cmd.Start(); err != nil {
 		w.Close()
@@ -400,6 +401,10 @@ func (sv *supervisor) run(ready *os.File) int {
 	if sv.h.nodeNetns() != "" {
 		if err := sv.h.plumbZoneNet(sv.zone, os.Getpid()); err != nil {
 			notifyReady(ready, fmt.Errorf("plumb the zone's network: %w", err))
+			return 1
+		}
+		if err := sv.setupView(); err != nil {
+			notifyReady(ready, err)
 			return 1
 		}
 	}

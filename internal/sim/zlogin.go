@@ -132,14 +132,12 @@ func (inv *invocation) runOnTerminal(z *Zone, u zoneUser, argv []string, tty *os
 	cmd := inv.zoneCmd(z, u, argv)
 	runtime.LockOSThread() // Pdeathsig follows the forking thread
 	defer runtime.UnlockOSThread()
-	if err := inv.enterZoneNet(z); err != nil {
+	cred, err := inv.enterZone(z, u, cmd, asZone)
+	if err != nil {
 		inv.errf("zlogin: could not enter zone %s: %v", z.Name, err)
 		return 1
 	}
-	attrs := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true, Setctty: true}
-	if asZone {
-		attrs.Credential = u.credential()
-	}
+	attrs := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true, Setctty: true, Credential: cred}
 	size, err := pty.GetsizeFull(tty)
 	if err != nil {
 		size = nil
@@ -217,14 +215,12 @@ func (inv *invocation) runInZone(z *Zone, u zoneUser, argv []string, noStdin, as
 	// for as long as the child runs.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := inv.enterZoneNet(z); err != nil {
+	cred, err := inv.enterZone(z, u, cmd, asZone)
+	if err != nil {
 		inv.errf("zlogin: could not enter zone %s: %v", z.Name, err)
 		return 1
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: !interactive}
-	if asZone {
-		cmd.SysProcAttr.Credential = u.credential()
-	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: !interactive, Credential: cred}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
@@ -247,7 +243,7 @@ func (inv *invocation) runInZone(z *Zone, u zoneUser, argv []string, noStdin, as
 			}
 		}
 	}()
-	err := cmd.Wait()
+	err = cmd.Wait()
 	close(done)
 	return commandStatus(inv, err)
 }
@@ -331,15 +327,22 @@ func plainShellByte(c byte) bool {
 		strings.IndexByte("_@%+=:,./-", c) >= 0
 }
 
-// enterZoneNet moves the calling thread, locked to its goroutine, into the
-// zone's network namespace in isolation mode, so the command it starts is
-// born there. The thread is locked once more, for good: it must never
-// serve another goroutine.
-func (inv *invocation) enterZoneNet(z *Zone) error {
-	ns := inv.h.zoneNetnsOf(z)
-	if ns == "" {
-		return nil
+// enterZone makes cmd start in the zone's namespaces in isolation mode
+// (through nsenter, which then runs argv as the zone's user when asZone)
+// and returns the credential the process itself must start with: the
+// zone's user's when asZone outside isolation mode, none in it (nsenter
+// must join the namespaces as root).
+func (inv *invocation) enterZone(z *Zone, u zoneUser, cmd *exec.Cmd, asZone bool) (*syscall.Credential, error) {
+	if !asZone {
+		u = zoneUser{}
 	}
-	runtime.LockOSThread()
-	return enterNetns(ns)
+	if inv.h.zoneNetnsOf(z) == "" {
+		return u.credential(), nil
+	}
+	argv, err := nsenterArgv(z.SupervisorPID, u, cmd.Args)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Path, cmd.Args, cmd.Err = argv[0], argv, nil
+	return nil, nil
 }

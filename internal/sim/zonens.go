@@ -1,0 +1,123 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// In isolation mode a zone's supervisor starts in mount and UTS
+// namespaces of its own besides its network namespace (zoneCloneflags):
+// there it binds the zone root's resolver files over the host's
+// (zoneResolverFiles) and takes the zone's nodename as its hostname, and
+// the zone's services, its children, see them. zlogin enters all three
+// through nsenter(1): a multithreaded process such as this one cannot
+// join a mount namespace itself.
+
+// zoneCloneflags are the namespaces a zone's supervisor is born in.
+const zoneCloneflags = syscall.CLONE_NEWNET | syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS
+
+// zoneResolverFiles are the files of the zone root bound over the host's
+// in the zone's mount namespace, when both exist.
+var zoneResolverFiles = []string{"etc/resolv.conf", "etc/hosts", "etc/nsswitch.conf"}
+
+// setupZoneView runs in the supervisor at boot, in its own mount and UTS
+// namespaces: the host's mounts stop propagating into the zone's (and
+// the zone's out), the zone root's resolver files cover the host's, and
+// the hostname is the zone's nodename.
+func setupZoneView(root, nodename string) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make the zone's mounts private: %w", err)
+	}
+	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the zone root: %w", err)
+	}
+	defer unix.Close(dir)
+	for _, name := range zoneResolverFiles {
+		if err := bindZoneFile(dir, name); err != nil {
+			return err
+		}
+	}
+	// Linux keeps 64 bytes of a hostname; illumos a nodename of 256.
+	if len(nodename) > 64 {
+		nodename = nodename[:64]
+	}
+	if err := unix.Sethostname([]byte(nodename)); err != nil {
+		return fmt.Errorf("set the zone's hostname %q: %w", nodename, err)
+	}
+	// zlogin's commands start here (nsenter --wd): a directory opened
+	// outside the namespace would be unreachable from inside it.
+	if err := os.Chdir(root); err != nil {
+		return fmt.Errorf("enter the zone root: %w", err)
+	}
+	return nil
+}
+
+// bindZoneFile binds the zone root's file name over /name. The file is
+// opened without following any link, beneath the root, so a link the
+// zone planted cannot put a host file in its place.
+func bindZoneFile(dir int, name string) error {
+	fd, err := unix.Openat2(dir, name, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open the zone's %s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil // not a plain file: the zone keeps the host's
+	}
+	target := "/" + name
+	if _, err := os.Stat(target); err != nil {
+		return nil // nothing to cover
+	}
+	if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fd), target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind the zone's %s over %s: %w", name, target, err)
+	}
+	return nil
+}
+
+// nsenterArgv is argv run in the namespaces of the zone whose supervisor
+// is pid, in its working directory (the zone root), as u when credential
+// is set: nsenter joins them as
+// root, and setpriv then drops to the zone's user, setting the parent
+// death signal again (a change of user clears it).
+func nsenterArgv(pid int, u zoneUser, argv []string) ([]string, error) {
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		return nil, fmt.Errorf("isolation mode needs nsenter: %w", err)
+	}
+	out := []string{nsenter, "--target", strconv.Itoa(pid), "--mount", "--uts", "--net", "--wd", "--"}
+	if c := u.credential(); c != nil {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			return nil, fmt.Errorf("isolation mode needs setpriv: %w", err)
+		}
+		out = append(out, setpriv, "--reuid", strconv.Itoa(int(c.Uid)), "--regid", strconv.Itoa(int(c.Gid)), "--clear-groups",
+			"--pdeathsig", "KILL", "--")
+	}
+	return append(out, argv...), nil
+}
+
+// setupView gives the booting zone its resolver files and hostname
+// (setupZoneView): its nodename, else its name.
+func (sv *supervisor) setupView() error {
+	z, err := sv.h.viewZone(sv.zone)
+	if err != nil || z == nil {
+		return fmt.Errorf("the zone's view: %w", err)
+	}
+	nodename := z.Nodename
+	if nodename == "" {
+		nodename = z.Name
+	}
+	return setupZoneView(sv.root, nodename)
+}
