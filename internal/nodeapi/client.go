@@ -186,52 +186,34 @@ func (c *Client) RecordEvent(ctx context.Context, obj model.ObjectReference, typ
 
 // BoundPods lists the pods bound to this node.
 func (c *Client) BoundPods(ctx context.Context) ([]model.Pod, error) {
-	var pods []model.Pod
-	cont := ""
-	for {
-		q := url.Values{"fieldSelector": {"spec.nodeName=" + c.node}, "limit": {"500"}}
-		if cont != "" {
-			q.Set("continue", cont)
-		}
-		var list struct {
-			Metadata struct {
-				Continue string `json:"continue"`
-			} `json:"metadata"`
-			Items []model.Pod `json:"items"`
-		}
-		if err := c.do(ctx, http.MethodGet, "/api/v1/pods?"+q.Encode(), nil, &list); err != nil {
-			return nil, err
-		}
-		pods = append(pods, list.Items...)
-		if cont = list.Metadata.Continue; cont == "" {
-			return pods, nil
-		}
-	}
+	return listAll[model.Pod](ctx, c, "/api/v1/pods", url.Values{"fieldSelector": {"spec.nodeName=" + c.node}})
 }
 
 // Nodes lists every Node of the cluster: the pod CIDRs and addresses the
 // node routes its pods' traffic to.
 func (c *Client) Nodes(ctx context.Context) ([]model.Node, error) {
-	var nodes []model.Node
-	cont := ""
+	return listAll[model.Node](ctx, c, "/api/v1/nodes", url.Values{})
+}
+
+// listAll reads every page of a list, 500 items at a time.
+func listAll[T any](ctx context.Context, c *Client, path string, q url.Values) ([]T, error) {
+	var all []T
+	q.Set("limit", "500")
 	for {
-		q := url.Values{"limit": {"500"}}
-		if cont != "" {
-			q.Set("continue", cont)
-		}
 		var list struct {
 			Metadata struct {
 				Continue string `json:"continue"`
 			} `json:"metadata"`
-			Items []model.Node `json:"items"`
+			Items []T `json:"items"`
 		}
-		if err := c.do(ctx, http.MethodGet, "/api/v1/nodes?"+q.Encode(), nil, &list); err != nil {
+		if err := c.do(ctx, http.MethodGet, path+"?"+q.Encode(), nil, &list); err != nil {
 			return nil, err
 		}
-		nodes = append(nodes, list.Items...)
-		if cont = list.Metadata.Continue; cont == "" {
-			return nodes, nil
+		all = append(all, list.Items...)
+		if list.Metadata.Continue == "" {
+			return all, nil
 		}
+		q.Set("continue", list.Metadata.Continue)
 	}
 }
 
