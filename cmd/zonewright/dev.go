@@ -24,6 +24,7 @@ import (
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/encryption"
+	"github.com/zonewright/zonewright/internal/fabric"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/pki"
@@ -97,12 +98,12 @@ func dev(ctx context.Context, args []string) error {
 		if *isolation {
 			// The network number the data dir picks, on 10/8 inside the
 			// namespaces.
-			if err := devnodes.IsolationSupported(); err != nil {
+			if err := fabric.IsolationSupported(); err != nil {
 				return fmt.Errorf("--isolation: %w", err)
 			}
 			n := int(netip.MustParsePrefix(cidr).Addr().As4()[1])
-			underlay = devnodes.IsolatedUnderlay(n)
-			cidr = devnodes.IsolatedClusterCIDR(n)
+			underlay = fabric.IsolatedUnderlay(n)
+			cidr = fabric.IsolatedClusterCIDR(n)
 		}
 		if health.ClusterCIDR == "" {
 			health.ClusterCIDR = cidr

@@ -25,6 +25,7 @@ import (
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/childproc"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/fabric"
 )
 
 // Config describes the nodes to run.
@@ -56,10 +57,10 @@ type Config struct {
 	// ExtraArgs are added to every agent's command line.
 	ExtraArgs []string
 	// Underlay, when set, runs the nodes in isolation mode (root only;
-	// see IsolationSupported): each node a network namespace of its own
-	// on a fabric, with an address in Underlay (IsolatedUnderlay). The
+	// see fabric.IsolationSupported): each node a network namespace of its own
+	// on a fabric, with an address in Underlay (fabric.IsolatedUnderlay). The
 	// control plane's pod range must then be one that stays inside the
-	// namespaces (IsolatedClusterCIDR).
+	// namespaces (fabric.IsolatedClusterCIDR).
 	Underlay netip.Prefix
 	Logger   *slog.Logger
 }
@@ -95,7 +96,7 @@ func (n *Node) process() (*exec.Cmd, chan struct{}) {
 // Nodes are the running nodes.
 type Nodes struct {
 	cfg   Config
-	fab   *fabric // nil unless in isolation mode
+	fab   *fabric.Fabric // nil unless in isolation mode
 	Nodes []*Node
 }
 
@@ -167,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (*Nodes, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ns.fab, err = newFabric(dir, cfg.Underlay, cfg.Logger); err != nil {
+		if ns.fab, err = fabric.New(dir, cfg.Underlay, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -326,7 +327,7 @@ func (ns *Nodes) Stop() {
 		}
 	}
 	if ns.fab != nil {
-		ns.fab.remove()
+		ns.fab.Remove()
 	}
 }
 
@@ -400,7 +401,7 @@ const simNetnsFile = "netns"
 // the global zone shows it and the simulator puts it in the kernel), and
 // relays to the control plane's addresses.
 func (ns *Nodes) isolate(n *Node, i int) error {
-	path, addr, err := ns.fab.addNode(i)
+	path, addr, err := ns.fab.AddNode(i)
 	if err != nil {
 		return err
 	}
@@ -424,5 +425,5 @@ func (ns *Nodes) isolate(n *Node, i int) error {
 		return err
 	}
 	slices.Sort(addrs)
-	return ns.fab.relay(path, slices.Compact(addrs)...)
+	return ns.fab.Relay(path, slices.Compact(addrs)...)
 }

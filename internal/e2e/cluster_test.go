@@ -31,6 +31,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/fabric"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
@@ -144,7 +145,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 // isolation cannot run, saying why.
 func newIsolatedCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
 	t.Helper()
-	if err := devnodes.IsolationSupported(); err != nil {
+	if err := fabric.IsolationSupported(); err != nil {
 		t.Skip(err)
 	}
 	return startCluster(t, nodes, true, nil, agentArgs...)
@@ -179,7 +180,7 @@ func startCluster(t *testing.T, nodes int, isolated bool, adjust func(*controlpl
 	clusterCIDR := devnodes.ClusterCIDR(network)
 	var underlay netip.Prefix
 	if isolated {
-		clusterCIDR, underlay = devnodes.IsolatedClusterCIDR(network), devnodes.IsolatedUnderlay(network)
+		clusterCIDR, underlay = fabric.IsolatedClusterCIDR(network), fabric.IsolatedUnderlay(network)
 	}
 	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
 		TemporalAddress: tmp.Address(), TemporalNamespace: "default", TemporalTLS: controlplane.TLSConfig(cpCert), Logger: slog.New(slog.DiscardHandler),

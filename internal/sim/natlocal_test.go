@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/devnodes"
+	"github.com/zonewright/zonewright/internal/fabric"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
 
@@ -23,11 +23,11 @@ import (
 // Remove the `syncLocalRoutes(want)` call in (*natd).converge
 // (internal/sim/natd.go) to see it fail: the zone's connection times out.
 func TestIsolatedNodeServesRdrAddressesToItsZones(t *testing.T) {
-	if err := devnodes.IsolationSupported(); err != nil {
+	if err := fabric.IsolationSupported(); err != nil {
 		t.Skip(err)
 	}
 	const network = 203
-	fab, err := devnodes.NewFabric(t.TempDir(), devnodes.IsolatedUnderlay(network))
+	fab, err := fabric.New(t.TempDir(), fabric.IsolatedUnderlay(network), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/devnodes"
+	"github.com/zonewright/zonewright/internal/fabric"
+	"github.com/zonewright/zonewright/internal/sim"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
 
@@ -17,11 +20,14 @@ import (
 // fab, with its underlay address on net0, an etherstub whose gateway
 // VNIC holds 10.<net>.<i>.1/24 forwarding, and a running zone on a VNIC
 // over it at 10.<net>.<i>.2 whose service is start.
-func isolatedNode(t *testing.T, fab *devnodes.Fabric, network, i int, start string) (*simHost, string) {
+func isolatedNode(t *testing.T, fab *fabric.Fabric, network, i int, start string) (*simHost, string) {
 	t.Helper()
 	h := newNamedHost(t, t.TempDir(), fmt.Sprintf("node%d", i))
-	underlay, nsPath, err := fab.AddNode(i, h.root)
+	nsPath, underlay, err := fab.AddNode(i)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.root, sim.NetnsFile), []byte(nsPath+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	gw := fmt.Sprintf("10.%d.%d.1", network, i)
@@ -56,12 +62,12 @@ func inNS(path string, args ...string) (string, error) {
 // without any route: delete the `route replace` line of stackPlan
 // (internal/sim/netkernel.go) to see the positive half fail.
 func TestIsolatedNodesReachEachOthersZonesOnlyThroughRoutes(t *testing.T) {
-	if err := devnodes.IsolationSupported(); err != nil {
+	if err := fabric.IsolationSupported(); err != nil {
 		t.Skip(err)
 	}
 	const network = 201
 	dir := t.TempDir()
-	fab, err := devnodes.NewFabric(dir, devnodes.IsolatedUnderlay(network))
+	fab, err := fabric.New(dir, fabric.IsolatedUnderlay(network), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

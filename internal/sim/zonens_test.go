@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zonewright/zonewright/internal/devnodes"
+	"github.com/zonewright/zonewright/internal/fabric"
 )
 
 // In isolation mode a zone sees its own resolver files and nodename, as
@@ -19,11 +19,11 @@ import (
 // Remove the bindZoneFile loop of setupZoneView (internal/sim/zonens.go)
 // to see it fail: the zone reads the host's resolv.conf.
 func TestIsolatedZoneSeesItsOwnResolverFilesAndNodename(t *testing.T) {
-	if err := devnodes.IsolationSupported(); err != nil {
+	if err := fabric.IsolationSupported(); err != nil {
 		t.Skip(err)
 	}
 	const network = 202
-	fab, err := devnodes.NewFabric(t.TempDir(), devnodes.IsolatedUnderlay(network))
+	fab, err := fabric.New(t.TempDir(), fabric.IsolatedUnderlay(network), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,14 @@
-package devnodes
+// Package fabric makes the networks of isolation mode on Linux: a fabric
+// (a bridge in a network namespace of its own, standing for the hosts'
+// physical network) joining one network namespace per simulated node,
+// where the node's agent runs and illumos-sim realises the node's links,
+// addresses and routes. Each node has an underlay address on the fabric
+// (net0); the host running the control plane has one too, so it reaches
+// the agents' endpoints as it would over a real network, and nothing
+// else: it has no route to the pods. Relays listening inside a node's
+// namespace carry its agent's connections to the control plane's
+// loopback addresses.
+package fabric
 
 import (
 	"errors"
@@ -8,7 +18,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,18 +27,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// Isolation mode: every node is a network of its own. A fabric (a bridge
-// in a network namespace of its own, standing for the hosts' physical
-// network) joins one namespace per node, where the node's agent runs and
-// the simulator realises the node's links, addresses and routes, and its
-// zones' namespaces hang off the node's etherstub. Each node has an
-// underlay address on the fabric (net0), reported as its InternalIP; the
-// control plane's host (this namespace) has one too, so it reaches the
-// agents' endpoints as it would over a real network, and nothing else:
-// it has no route to the pods. The agents reach the API and Temporal at
-// the addresses they were given, through relays this process listens
-// with inside each node's namespace.
 
 // IsolatedClusterCIDR is the pod range of a stack in isolation mode:
 // 10.<network>.0.0/17, beside its underlay (IsolatedUnderlay), inside
@@ -67,8 +64,8 @@ func ipCmd(args ...string) error {
 	return nil
 }
 
-// fabric is the network of an isolated stack.
-type fabric struct {
+// Fabric is the network of an isolated stack.
+type Fabric struct {
 	prefix   string // of every namespace and link name it makes
 	underlay netip.Prefix
 	cpLink   string // the control plane host's end, in this namespace
@@ -78,15 +75,16 @@ type fabric struct {
 	listeners []net.Listener
 }
 
-// newFabric makes the fabric of the stack keeping its data in dataDir,
-// removing first what a stack there left behind (one killed before it
-// could clean up).
-func newFabric(dataDir string, underlay netip.Prefix, log *slog.Logger) (*fabric, error) {
+// New makes the fabric, with underlay (IsolatedUnderlay), of the stack
+// keeping its data in dataDir (an absolute path: it names the
+// namespaces), removing first what a stack there left behind (one killed
+// before it could clean up). log may be nil.
+func New(dataDir string, underlay netip.Prefix, log *slog.Logger) (*Fabric, error) {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(dataDir))
 	p := fmt.Sprintf("zw%06x", h.Sum32()&0xffffff)
-	f := &fabric{prefix: p, underlay: underlay, cpLink: p + "cp", log: log}
-	f.remove()
+	f := &Fabric{prefix: p, underlay: underlay, cpLink: p + "cp", log: log}
+	f.Remove()
 	cp := underlay.Addr()
 	for range 254 {
 		cp = cp.Next()
@@ -102,22 +100,22 @@ func newFabric(dataDir string, underlay netip.Prefix, log *slog.Logger) (*fabric
 	}
 	for _, s := range steps {
 		if err := ipCmd(s...); err != nil {
-			f.remove()
+			f.Remove()
 			return nil, fmt.Errorf("make the nodes' fabric: %w", err)
 		}
 	}
 	return f, nil
 }
 
-func (f *fabric) ns(name string) string { return f.prefix + "-" + name }
+func (f *Fabric) ns(name string) string { return f.prefix + "-" + name }
 
 // nsPath is where ip keeps a named namespace.
 func nsPath(name string) string { return filepath.Join("/run/netns", name) }
 
-// addNode makes node i's namespace on the fabric: net0, its underlay
+// AddNode makes node i's namespace on the fabric: net0, its underlay
 // link, and loopback up. It returns the namespace's path and the node's
 // underlay address with its prefix.
-func (f *fabric) addNode(i int) (string, netip.Prefix, error) {
+func (f *Fabric) AddNode(i int) (string, netip.Prefix, error) {
 	name, ns := fmt.Sprintf("node-%d", i), f.ns(fmt.Sprintf("node-%d", i))
 	addr := f.underlay.Addr()
 	for range i {
@@ -138,9 +136,9 @@ func (f *fabric) addNode(i int) (string, netip.Prefix, error) {
 	return nsPath(ns), netip.PrefixFrom(addr, f.underlay.Bits()), nil
 }
 
-// relay listens inside the namespace at nsPath on each of addrs (host:port)
+// Relay listens inside the namespace at nsPath on each of addrs (host:port)
 // and relays every connection to the same address here.
-func (f *fabric) relay(nsPath string, addrs ...string) error {
+func (f *Fabric) Relay(nsPath string, addrs ...string) error {
 	for _, a := range addrs {
 		l, err := listenIn(nsPath, a)
 		if err != nil {
@@ -210,9 +208,9 @@ func closeWrite(c net.Conn) {
 	}
 }
 
-// remove takes the fabric and the nodes' namespaces away: with them go
+// Remove takes the fabric and the nodes' namespaces away: with them go
 // every link in them and every zone's link on them.
-func (f *fabric) remove() {
+func (f *Fabric) Remove() {
 	f.mu.Lock()
 	for _, l := range f.listeners {
 		l.Close()
@@ -231,48 +229,3 @@ func (f *fabric) remove() {
 	// removed by hand.
 	_ = exec.Command("ip", "link", "del", f.cpLink).Run()
 }
-
-// hostPorts are the host:port addresses of URLs and addresses as given.
-func hostPorts(urls []string, addrs ...string) ([]string, error) {
-	out := append([]string(nil), addrs...)
-	for _, s := range urls {
-		u, err := url.Parse(s)
-		if err != nil {
-			return nil, err
-		}
-		hp := u.Host
-		if u.Port() == "" {
-			hp = net.JoinHostPort(u.Hostname(), map[string]string{"https": "443", "http": "80"}[u.Scheme])
-		}
-		out = append(out, hp)
-	}
-	return out, nil
-}
-
-// Fabric is a network of nodes for tests of the simulator: the fabric of
-// an isolated stack without the stack.
-type Fabric struct{ f *fabric }
-
-// NewFabric makes a fabric with underlay (IsolatedUnderlay) for a stack
-// keeping its data in dataDir (an absolute path: it names the namespaces).
-func NewFabric(dataDir string, underlay netip.Prefix) (*Fabric, error) {
-	f, err := newFabric(dataDir, underlay, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &Fabric{f}, nil
-}
-
-// AddNode makes node i's namespace and writes it into the simulator root
-// root, so that node's network is realised there. It returns the node's
-// underlay address (for its net0) and the namespace's path.
-func (f *Fabric) AddNode(i int, root string) (netip.Prefix, string, error) {
-	path, addr, err := f.f.addNode(i)
-	if err != nil {
-		return netip.Prefix{}, "", err
-	}
-	return addr, path, os.WriteFile(filepath.Join(root, simNetnsFile), []byte(path+"\n"), 0o644)
-}
-
-// Remove takes the fabric and its nodes' namespaces away.
-func (f *Fabric) Remove() { f.f.remove() }
