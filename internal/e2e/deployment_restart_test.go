@@ -20,9 +20,11 @@ func TestDeploymentAtRestKeepsItsPodsThroughRestarts(t *testing.T) {
 	t.Parallel()
 	const grace = 3 * time.Second
 	c := nodeHealthCluster(t, 2, grace, 10*time.Minute)
-	const healthyDeadline = 5 * time.Second
+	// Room for a loaded machine to make the pods Ready at first (5 s
+	// replaced one under a full make test before the restart began).
+	const healthyDeadline = 20 * time.Second
 	body := webDeployment("rest", 2, "exec sleep 7200", `"minReadySeconds":1,"progressDeadlineSeconds":30,"autoRevert":true,
-	  "strategy":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":1,"maxUnavailable":0,"healthyDeadlineSeconds":5}},`)
+	  "strategy":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":1,"maxUnavailable":0,"healthyDeadlineSeconds":20}},`)
 	if code, b := c.do("POST", deploymentsPath, body); code != http.StatusCreated {
 		t.Fatalf("create deployment: %d %s", code, b)
 	}
