@@ -51,6 +51,14 @@ func (h *host) zoneNetnsOf(z *Zone) string {
 	return zoneNetns(z.SupervisorPID)
 }
 
+// The main goroutine keeps the main thread. A thread that entered another
+// namespace is never handed back (enterNetns), and were it the main
+// thread, the Go runtime would wedge it rather than end it: it stays, in
+// the namespace it entered, and /proc/PID/ns/net names the main thread's
+// namespace. A supervisor's pid stands for its zone's network, so its
+// zone's links would be moved into, and set up in, the node's.
+func init() { runtime.LockOSThread() }
+
 // enterNetns moves the calling OS thread into the namespace at path. The
 // caller has locked the goroutine to its thread and must never unlock it
 // (the thread then ends with the goroutine instead of serving others in
