@@ -3,12 +3,16 @@ package devstack
 import (
 	"context"
 	"crypto/x509/pkix"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/tasktoken"
 
@@ -75,6 +79,7 @@ func claimsOf(s pkix.Name) *authorization.Claims {
 type nodeAuthorizer struct {
 	namespace string
 	tokens    *tasktoken.Serializer
+	queues    *activityQueues
 	log       *slog.Logger
 }
 
@@ -83,7 +88,7 @@ var (
 	deny  = authorization.Result{Decision: authorization.DecisionDeny}
 )
 
-func (a *nodeAuthorizer) Authorize(_ context.Context, claims *authorization.Claims, target *authorization.CallTarget) (authorization.Result, error) {
+func (a *nodeAuthorizer) Authorize(ctx context.Context, claims *authorization.Claims, target *authorization.CallTarget) (authorization.Result, error) {
 	if authorization.IsHealthCheckAPI(target.APIName) {
 		return allow, nil
 	}
@@ -95,7 +100,7 @@ func (a *nodeAuthorizer) Authorize(_ context.Context, claims *authorization.Clai
 			Principal: principal(claims)}, nil
 	}
 	node, ok := claims.Extensions.(nodeClaim)
-	if !ok || !a.nodeMay(node.name, target) {
+	if !ok || !a.nodeMay(ctx, node.name, target) {
 		return a.denied(claims.Subject, target), nil
 	}
 	return authorization.Result{Decision: authorization.DecisionAllow, Principal: principal(claims)}, nil
@@ -107,7 +112,7 @@ func (a *nodeAuthorizer) denied(subject string, target *authorization.CallTarget
 }
 
 // nodeMay is the list of what a node's activity worker calls.
-func (a *nodeAuthorizer) nodeMay(node string, target *authorization.CallTarget) bool {
+func (a *nodeAuthorizer) nodeMay(ctx context.Context, node string, target *authorization.CallTarget) bool {
 	if !strings.HasPrefix(target.APIName, workflowServicePrefix) {
 		return false
 	}
@@ -120,13 +125,13 @@ func (a *nodeAuthorizer) nodeMay(node string, target *authorization.CallTarget) 
 	case *workflowservice.PollActivityTaskQueueRequest:
 		return req.GetNamespace() == a.namespace && req.GetTaskQueue().GetName() == workflows.NodeTaskQueue(node)
 	case *workflowservice.RespondActivityTaskCompletedRequest:
-		return req.GetNamespace() == a.namespace && a.activityToken(req.GetTaskToken())
+		return req.GetNamespace() == a.namespace && a.activityToken(ctx, node, req.GetTaskToken())
 	case *workflowservice.RespondActivityTaskFailedRequest:
-		return req.GetNamespace() == a.namespace && a.activityToken(req.GetTaskToken())
+		return req.GetNamespace() == a.namespace && a.activityToken(ctx, node, req.GetTaskToken())
 	case *workflowservice.RespondActivityTaskCanceledRequest:
-		return req.GetNamespace() == a.namespace && a.activityToken(req.GetTaskToken())
+		return req.GetNamespace() == a.namespace && a.activityToken(ctx, node, req.GetTaskToken())
 	case *workflowservice.RecordActivityTaskHeartbeatRequest:
-		return req.GetNamespace() == a.namespace && a.activityToken(req.GetTaskToken())
+		return req.GetNamespace() == a.namespace && a.activityToken(ctx, node, req.GetTaskToken())
 	case *workflowservice.RecordWorkerHeartbeatRequest:
 		// The worker's own status, shown in worker listings.
 		if req.GetNamespace() != a.namespace {
@@ -147,19 +152,101 @@ func (a *nodeAuthorizer) nodeMay(node string, target *authorization.CallTarget) 
 	return false
 }
 
-// activityToken accepts the task token of an activity task. Temporal's
-// task token does not name the task queue, so the queue cannot be checked
-// here; what keeps a node to its own tasks is that a token must name the
-// run ID of the workflow (a UUID with 74 random bits; with an empty one
-// the server would pick the current run) and a node learns run IDs only
-// from the tasks it polled on its own queue, as it may not list, describe
-// or read the history of workflows.
-func (a *nodeAuthorizer) activityToken(token []byte) bool {
+// activityToken accepts the task token of an activity on node's queue.
+// A token names the workflow run and the activity but not the queue, and
+// a node that learns a run ID (image pulls share theirs) can forge the
+// rest, which are counters: so the activity's queue is looked up. Without
+// a run ID the server would pick the current run: refused as well.
+func (a *nodeAuthorizer) activityToken(ctx context.Context, node string, token []byte) bool {
 	t, err := a.tokens.Deserialize(token)
-	if err != nil {
+	if err != nil || t.GetRunId() == "" || t.GetWorkflowId() == "" || t.GetActivityId() == "" {
 		return false
 	}
-	return t.GetRunId() != "" && t.GetWorkflowId() != "" && t.GetActivityId() != ""
+	queue, err := a.queues.of(ctx, a.namespace, t.GetWorkflowId(), t.GetRunId(), t.GetActivityId(), t.GetScheduledEventId())
+	if err != nil {
+		a.log.Warn("Temporal call denied: no task queue for the task token", "node", node,
+			"workflow", t.GetWorkflowId(), "activity", t.GetActivityId(), "error", err)
+		return false
+	}
+	return queue == workflows.NodeTaskQueue(node)
+}
+
+// activityQueues finds the task queue of a pending activity by asking the
+// frontend as the server's own admin. An activity keeps its queue, so
+// answers are kept (per run and scheduling event, up to a bound).
+type activityQueues struct {
+	dial func(context.Context) (client.Client, error)
+
+	mu     sync.Mutex
+	client client.Client
+	known  map[activityKey]string
+}
+
+type activityKey struct {
+	runID     string
+	scheduled int64
+}
+
+// maxKnownQueues bounds the kept answers; past it they are dropped at once.
+const maxKnownQueues = 10000
+
+func (q *activityQueues) of(ctx context.Context, namespace, workflowID, runID, activityID string, scheduled int64) (string, error) {
+	key := activityKey{runID, scheduled}
+	q.mu.Lock()
+	queue, ok := q.known[key]
+	c := q.client
+	q.mu.Unlock()
+	if ok {
+		return queue, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if c == nil {
+		var err error
+		if c, err = q.dial(ctx); err != nil {
+			return "", err
+		}
+		q.mu.Lock()
+		if q.client == nil {
+			q.client = c
+		} else {
+			c.Close()
+			c = q.client
+		}
+		q.mu.Unlock()
+	}
+	d, err := c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+		Namespace: namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID}})
+	if err != nil {
+		return "", err
+	}
+	for _, p := range d.GetPendingActivities() {
+		if p.GetActivityId() == activityID {
+			queue = p.GetActivityOptions().GetTaskQueue().GetName()
+		}
+	}
+	if queue == "" {
+		return "", errors.New("no such pending activity")
+	}
+	q.mu.Lock()
+	if len(q.known) >= maxKnownQueues {
+		q.known = nil
+	}
+	if q.known == nil {
+		q.known = map[activityKey]string{}
+	}
+	q.known[key] = queue
+	q.mu.Unlock()
+	return queue, nil
+}
+
+func (q *activityQueues) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.client != nil {
+		q.client.Close()
+		q.client = nil
+	}
 }
 
 // principal names the caller in the server's records of the call.

@@ -11,13 +11,17 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	tokenspb "go.temporal.io/server/api/token/v1"
+	"go.temporal.io/server/common/tasktoken"
 
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/pki"
@@ -245,5 +249,128 @@ func TestMutualTLSAdmitsOnlyTheClusterCAsClients(t *testing.T) {
 	status, _, body := get(t, ui.URL()+"/api/v1/namespaces/default/workflows")
 	if status != 200 || !strings.Contains(body, "job/default/wait") {
 		t.Errorf("UI lists workflows: %d %.300s", status, body)
+	}
+}
+
+// A node that learns the run ID of a workflow (image pulls share theirs)
+// can forge the task token of any of its activities: the other fields are
+// counters. The token names no task queue, so the authorizer looks the
+// activity's queue up: n2 may not answer n1's task, nor a node the
+// control plane's. The same forged token from n1 is accepted, so what
+// refuses n2 is the rule, not the forgery. Make activityToken return true
+// once the token decodes to see n2's answer land.
+func TestANodeAnswersOnlyTheTasksOfItsOwnQueue(t *testing.T) {
+	srv, _, _ := startMutualTLS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	control := dialAs(t, srv, devstack.ControlPlaneName)
+	cw := worker.New(control, "control", worker.Options{})
+	cw.RegisterWorkflow(hostWorkflow)
+	release := make(chan struct{})
+	blocking := func(ctx context.Context, queue string) (string, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return "done on " + queue, nil
+	}
+	cw.RegisterActivityWithOptions(blocking, activity.RegisterOptions{Name: "HostActivity"})
+	if err := cw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cw.Stop)
+	defer close(release)
+
+	cn, orgs := devstack.NodeSubject("n1")
+	n1 := dialAs(t, srv, cn, orgs...)
+	nw := worker.New(n1, "node/n1", worker.Options{DisableWorkflowWorker: true})
+	nw.RegisterActivityWithOptions(blocking, activity.RegisterOptions{Name: "HostActivity"})
+	if err := nw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nw.Stop)
+	cn, orgs = devstack.NodeSubject("n2")
+	n2 := dialAs(t, srv, cn, orgs...)
+
+	ns, err := control.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: srv.Namespace()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// forge builds the token of the workflow's running activity from its
+	// run ID, reading the counters from its history.
+	forge := func(id, runID string) []byte {
+		t.Helper()
+		var task *tokenspb.Task
+		for started := false; !started; {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: its activity never started", id)
+			}
+			time.Sleep(50 * time.Millisecond)
+			// A started activity's event is written when it ends: wait
+			// for the attempt to show in the pending activity instead.
+			d, err := control.DescribeWorkflowExecution(ctx, id, runID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range d.GetPendingActivities() {
+				started = p.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED
+			}
+		}
+		iter := control.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			e, err := iter.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
+				task = &tokenspb.Task{NamespaceId: ns.GetNamespaceInfo().GetId(), WorkflowId: id, RunId: runID,
+					ScheduledEventId: e.GetEventId(), Attempt: 1, ActivityId: a.GetActivityId(),
+					ActivityType: a.GetActivityType().GetName(), WorkflowType: "hostWorkflow"}
+			}
+		}
+		token, err := tasktoken.NewSerializer().Serialize(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return token
+	}
+	answer := func(c client.Client, token []byte, from string) error {
+		result, err := converter.GetDefaultDataConverter().ToPayloads("forged by " + from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.WorkflowService().RespondActivityTaskCompleted(ctx, &workflowservice.RespondActivityTaskCompletedRequest{
+			Namespace: srv.Namespace(), TaskToken: token, Result: result, Identity: from})
+		return err
+	}
+
+	onN1, err := control.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "pull/n1", TaskQueue: "control"}, hostWorkflow, "node/n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := forge(onN1.GetID(), onN1.GetRunID())
+	if err := answer(n2, token, "n2"); !isPermissionDenied(err) {
+		t.Errorf("n2 answers n1's task with a forged token: %v, want PermissionDenied", err)
+	}
+	if err := answer(n1, token, "n1"); err != nil {
+		t.Fatalf("n1 answers its own task with the same token: %v", err)
+	}
+	var out string
+	if err := onN1.Get(ctx, &out); err != nil || out != "forged by n1" {
+		t.Errorf("n1's task answered %q, %v; want n1's answer", out, err)
+	}
+
+	onControl, err := control.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "control-step", TaskQueue: "control"}, hostWorkflow, "control")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token = forge(onControl.GetID(), onControl.GetRunID())
+	if err := answer(n1, token, "n1"); !isPermissionDenied(err) {
+		t.Errorf("n1 answers a control plane task with a forged token: %v, want PermissionDenied", err)
+	}
+	if _, err := n1.WorkflowService().RecordActivityTaskHeartbeat(ctx, &workflowservice.RecordActivityTaskHeartbeatRequest{
+		Namespace: srv.Namespace(), TaskToken: token, Identity: "n1"}); !isPermissionDenied(err) {
+		t.Errorf("n1 heartbeats a control plane task with a forged token: %v, want PermissionDenied", err)
 	}
 }

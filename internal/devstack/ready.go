@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -78,18 +79,23 @@ func (t *Temporal) dial(ctx context.Context, logger *slog.Logger) (client.Client
 	var c client.Client
 	err := retry(ctx, func(ctx context.Context) error {
 		var err error
-		c, err = client.DialContext(ctx, client.Options{
-			HostPort:          t.address,
-			Namespace:         t.namespace,
-			ConnectionOptions: client.ConnectionOptions{TLS: t.systemTLS},
-			Logger:            sdklog.NewStructuredLogger(slog.New(levelHandler{Handler: logger.Handler(), level: slog.LevelWarn})),
-		})
+		c, err = client.DialContext(ctx, systemClientOptions(t.address, t.namespace, t.systemTLS, logger))
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dial frontend: %w", err)
 	}
 	return c, nil
+}
+
+// systemClientOptions are those of the server's own admin client.
+func systemClientOptions(address, namespace string, tlsConf *tls.Config, logger *slog.Logger) client.Options {
+	return client.Options{
+		HostPort:          address,
+		Namespace:         namespace,
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsConf},
+		Logger:            sdklog.NewStructuredLogger(slog.New(levelHandler{Handler: logger.Handler(), level: slog.LevelWarn})),
+	}
 }
 
 // ensureSearchAttributes registers the attributes of attrs that the namespace

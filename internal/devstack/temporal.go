@@ -22,6 +22,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -116,6 +117,7 @@ type Temporal struct {
 	requests    *requestCounter // nil unless TemporalConfig.CountRequests
 	ca          *pki.CA         // nil: plaintext
 	systemTLS   *tls.Config     // the server's own admin client; nil: plaintext
+	queues      *activityQueues // the authorizer's lookups; nil without it
 
 	stopOnce sync.Once
 	stopErr  error
@@ -180,6 +182,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 	var requests *requestCounter
 	var extra []temporal.ServerOption
 	var systemTLS *tls.Config
+	var queues *activityQueues
 	if cfg.CA != nil {
 		files, err := ensureServerTLS(cfg.CA, filepath.Join(cfg.DataDir, "tls"), dialHost(host))
 		if err != nil {
@@ -189,7 +192,11 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		if systemTLS, err = pki.ClientTLS(files.ca, files.systemCert, files.systemKey); err != nil {
 			return nil, fmt.Errorf("start temporal: %w", err)
 		}
-		authz := &nodeAuthorizer{namespace: cfg.Namespace, tokens: tasktoken.NewSerializer(), log: cfg.Logger}
+		address, tlsConf := net.JoinHostPort(dialHost(host), strconv.Itoa(port)), systemTLS
+		queues = &activityQueues{dial: func(ctx context.Context) (client.Client, error) {
+			return client.DialContext(ctx, systemClientOptions(address, cfg.Namespace, tlsConf, cfg.Logger))
+		}}
+		authz := &nodeAuthorizer{namespace: cfg.Namespace, tokens: tasktoken.NewSerializer(), queues: queues, log: cfg.Logger}
 		extra = append(extra,
 			temporal.WithAuthorizer(authz),
 			temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper{} }))
@@ -219,6 +226,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		requests:    requests,
 		ca:          cfg.CA,
 		systemTLS:   systemTLS,
+		queues:      queues,
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
@@ -260,6 +268,9 @@ func (t *Temporal) FrontendRequests() map[string]uint64 {
 func (t *Temporal) Stop() error {
 	t.stopOnce.Do(func() {
 		t.level.stopping()
+		if t.queues != nil {
+			t.queues.close()
+		}
 		if err := stopServer(t.server); err != nil {
 			t.stopErr = fmt.Errorf("stop temporal on %s: %w", t.address, err)
 		}
