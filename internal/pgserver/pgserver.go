@@ -148,8 +148,11 @@ func (s *Server) start() error {
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories="+s.cfg.DataDir,
 		"-c", "max_connections=300",
-		"-c", "fsync=off", // a dev and test cluster: durability across power loss is not its job
-		"-c", "synchronous_commit=off",
+		// A dev and test cluster: durability across power loss is not its
+		// job, across a crash of PostgreSQL is (synchronous_commit stays
+		// on: off lost acknowledged commits to a SIGKILL, and with them
+		// what the control plane had acted on).
+		"-c", "fsync=off",
 		"-c", "full_page_writes=off",
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
