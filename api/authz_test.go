@@ -525,6 +525,19 @@ func TestNodeJoinsWithAJoinToken(t *testing.T) {
 		}
 	}
 	joiner := caller{bearer: join.Token}
+	// Refused before it is spent: a join token joins, and does nothing else.
+	if code, b := a.do(joiner, "GET", "/api/v1/nodes/n7", ""); code != 403 {
+		t.Fatalf("a join token reading a Node: %d %s", code, b)
+	}
+	if code, b := a.do(joiner, "POST", "/api/v1/nodes/n7/join", `{}`); code != 422 || !strings.Contains(b, `"field":"csr"`) {
+		t.Fatalf("join without a CSR: %d %s", code, b)
+	}
+	if code, b := a.do(joiner, "POST", "/api/v1/nodes/n7/join", `{"csr":"bm90IGEgQ1NS"}`); code != 422 || !strings.Contains(b, `"field":"csr"`) {
+		t.Fatalf("join with a CSR that is not one: %d %s", code, b)
+	}
+	if code, b := a.do(joiner, "POST", "/api/v1/nodes/N_7/join", string(body)); code != 422 {
+		t.Fatalf("join as a bad node name: %d %s", code, b)
+	}
 	code, b := a.do(joiner, "POST", "/api/v1/nodes/n7/join", string(body))
 	if code != 200 {
 		t.Fatalf("join: %d %s", code, b)
@@ -547,16 +560,6 @@ func TestNodeJoinsWithAJoinToken(t *testing.T) {
 	}
 	if code, b := a.do(n7, "GET", "/api/v1/nodes/n1", ""); code != 403 {
 		t.Fatalf("the joined node reading another Node: %d %s", code, b)
-	}
-	// A join token joins, and does nothing else.
-	if code, b := a.do(joiner, "GET", "/api/v1/nodes/n7", ""); code != 403 {
-		t.Fatalf("a join token reading a Node: %d %s", code, b)
-	}
-	if code, b := a.do(joiner, "POST", "/api/v1/nodes/n7/join", `{}`); code != 422 || !strings.Contains(b, `"field":"csr"`) {
-		t.Fatalf("join without a CSR: %d %s", code, b)
-	}
-	if code, b := a.do(joiner, "POST", "/api/v1/nodes/N_7/join", string(body)); code != 422 {
-		t.Fatalf("join as a bad node name: %d %s", code, b)
 	}
 }
 

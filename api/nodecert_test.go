@@ -3,8 +3,11 @@ package api_test
 import (
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/zonewright/zonewright/api"
@@ -64,5 +67,101 @@ func TestAJoinedNodeCertificateServesNoClient(t *testing.T) {
 	// Where it serves, it is verified as any server.
 	if err := get(resp.ServingCertificate, "localhost.node.zonewright.invalid"); err != nil {
 		t.Errorf("the node's endpoint under its serving name: %v", err)
+	}
+}
+
+// A join token is for one new node: spent by the join it allows (of two
+// joins racing with one token, one gets the certificate), refused for a
+// node that exists (which would hand its pods' secrets and its task queue
+// to the token's holder) and, when it names a node, for any other name.
+// Revert joinNode's SpendJoinToken call, its existing-node check or its
+// JoinNode check to see each part fail.
+func TestAJoinTokenJoinsOneNewNodeOnce(t *testing.T) {
+	a := newAuthzAPI(t, 0)
+	a.seed()
+	issueJoin := func(body string) api.IssuedToken {
+		t.Helper()
+		var tok api.IssuedToken
+		if err := json.Unmarshal([]byte(a.asAdmin("POST", "/api/v1/nodejointokens", body, 201)), &tok); err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	_, csr, err := pki.NewCSR("node:any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(api.JoinRequest{CSR: csr})
+	join := func(tok api.IssuedToken, node string) (int, string) {
+		return a.do(caller{bearer: tok.Token}, "POST", "/api/v1/nodes/"+node+"/join", string(body))
+	}
+
+	tok := issueJoin(`{}`)
+	if code, b := join(tok, "n1"); code != 409 || !strings.Contains(b, `"reason":"AlreadyExists"`) {
+		t.Errorf("join as existing node n1: %d %s, want 409 AlreadyExists", code, b)
+	}
+	// The refusal did not spend it; the join does.
+	if code, b := join(tok, "n8"); code != 200 {
+		t.Fatalf("join as new node n8: %d %s", code, b)
+	}
+	if code, b := join(tok, "n9"); code != 401 {
+		t.Errorf("the same token again, for n9: %d %s, want 401", code, b)
+	}
+
+	bound := issueJoin(`{"nodeName":"n10"}`)
+	if bound.NodeName != "n10" {
+		t.Errorf("issued join token names node %q, want n10", bound.NodeName)
+	}
+	if code, b := join(bound, "n11"); code != 403 || !strings.Contains(b, `this join token is for node \"n10\"`) {
+		t.Errorf("a token for n10 used for n11: %d %s, want 403", code, b)
+	}
+	if code, b := join(bound, "n10"); code != 200 {
+		t.Errorf("a token for n10 used for n10: %d %s", code, b)
+	}
+
+	raced := issueJoin(`{}`)
+	codes := make(chan int, 8)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, _ := join(raced, fmt.Sprintf("r%d", i))
+			codes <- code
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	ok := 0
+	for code := range codes {
+		if code == 200 {
+			ok++
+		} else if code != 401 {
+			t.Errorf("a racing join: %d, want 200 or 401", code)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d of 8 racing joins with one token got a certificate, want 1", ok)
+	}
+
+	for _, bad := range []string{`{"nodeName":"N_1"}`, `{"nodeName":""}x`} {
+		if code, b := a.do(caller{bearer: a.admin}, "POST", "/api/v1/nodejointokens", bad); code != 422 && code != 400 {
+			t.Errorf("join token with %s: %d %s", bad, code, b)
+		}
+	}
+	if code, b := a.do(caller{bearer: a.admin}, "POST", "/api/v1/tokens", `{"nodeName":"n1"}`); code != 422 || !strings.Contains(b, `"field":"nodeName"`) {
+		t.Errorf("a cluster-admin token bound to a node: %d %s, want 422 on nodeName", code, b)
+	}
+	var list api.TokenList
+	if err := json.Unmarshal([]byte(a.asAdmin("GET", "/api/v1/tokens", "", 200)), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range list.Items {
+		if l.ID == tok.ID && l.UsedAt == nil {
+			t.Errorf("the spent join token is listed unused: %+v", l)
+		}
+		if l.ID == bound.ID && l.NodeName != "n10" {
+			t.Errorf("the bound join token is listed for node %q", l.NodeName)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/store"
 )
 
 // Token lifetimes: what a request gets when it names none, and the most it may ask.
@@ -21,10 +23,12 @@ const (
 	MaxTokenTTL         = 365 * 24 * time.Hour
 )
 
-// TokenRequest asks for a token; Role is for namespace tokens only.
+// TokenRequest asks for a token; Role is for namespace tokens only,
+// NodeName for join tokens only.
 type TokenRequest struct {
 	Role       auth.Role `json:"role,omitempty"`
 	TTLSeconds int64     `json:"ttlSeconds,omitempty"`
+	NodeName   string    `json:"nodeName,omitempty"`
 }
 
 // IssuedToken is the answer to a token request: the only time the whole
@@ -34,6 +38,7 @@ type IssuedToken struct {
 	ID        string    `json:"id"`
 	Role      auth.Role `json:"role"`
 	Namespace string    `json:"namespace,omitempty"`
+	NodeName  string    `json:"nodeName,omitempty"`
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
@@ -79,6 +84,10 @@ func (s *Server) createToken(c *gin.Context) {
 		errs = append(errs, model.FieldError{Field: "role", Type: "FieldValueNotSupported",
 			Detail: fmt.Sprintf("role: Unsupported value: %q: supported values: \"view\", \"edit\", \"admin\"", role)})
 	}
+	if req.NodeName != "" {
+		errs = append(errs, model.FieldError{Field: "nodeName", Type: "FieldValueForbidden",
+			Detail: "nodeName: Forbidden: only join tokens (/api/v1/nodejointokens) are bound to a node"})
+	}
 	if len(errs) > 0 {
 		s.fail(c, invalid("Token", "", errs))
 		return
@@ -98,12 +107,19 @@ func (s *Server) createToken(c *gin.Context) {
 }
 
 func (s *Server) issue(c *gin.Context, role auth.Role, ns string, life time.Duration) {
-	secret, tok, err := s.tokens.Issue(c.Request.Context(), role, ns, life)
-	if err != nil {
-		s.fail(c, err)
-		return
+	s.issued(c)(s.tokens.Issue(c.Request.Context(), role, ns, life))
+}
+
+// issued answers with a token just issued, or the error of issuing it.
+func (s *Server) issued(c *gin.Context) func(string, auth.Token, error) {
+	return func(secret string, tok auth.Token, err error) {
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		respond(c, http.StatusCreated, IssuedToken{Token: secret, ID: tok.ID, Role: tok.Role, Namespace: tok.Namespace,
+			NodeName: tok.NodeName, ExpiresAt: tok.ExpiresAt})
 	}
-	respond(c, http.StatusCreated, IssuedToken{Token: secret, ID: tok.ID, Role: tok.Role, Namespace: tok.Namespace, ExpiresAt: tok.ExpiresAt})
 }
 
 // listTokens lists a namespace's tokens, or every token for a cluster-admin.
@@ -143,11 +159,14 @@ func (s *Server) createJoinToken(c *gin.Context) {
 	if req.Role != "" && req.Role != auth.RoleNodeJoin {
 		errs = append(errs, model.FieldError{Field: "role", Type: "FieldValueNotSupported", Detail: fmt.Sprintf("role: Unsupported value: %q: a join token's role is node-join", req.Role)})
 	}
+	if req.NodeName != "" {
+		errs = append(errs, model.ValidateName("nodeName", req.NodeName)...)
+	}
 	if len(errs) > 0 {
 		s.fail(c, invalid("NodeJoinToken", "", errs))
 		return
 	}
-	s.issue(c, auth.RoleNodeJoin, "", life)
+	s.issued(c)(s.tokens.IssueJoin(c.Request.Context(), req.NodeName, life))
 }
 
 // JoinRequest is a node's certificate request, DER (base64 in JSON).
@@ -166,6 +185,9 @@ type JoinResponse struct {
 
 // joinNode signs a joining node's key: the certificate names the node of
 // the path (CN=node:<name>, O=zonewright:nodes) whatever the request asks.
+// A join spends its token, may take only the name the token is bound to,
+// and never the name of a node that exists: that would hand its pods'
+// secrets and its task queue to whoever holds a join token.
 func (s *Server) joinNode(c *gin.Context) {
 	name := c.Param("name")
 	if errs := model.ValidateName("metadata.name", name); len(errs) > 0 {
@@ -183,6 +205,31 @@ func (s *Server) joinNode(c *gin.Context) {
 	}
 	if s.ca == nil {
 		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: "this server holds no cluster CA to sign node certificates with"})
+		return
+	}
+	if csr, err := x509.ParseCertificateRequest(req.CSR); err != nil || csr.CheckSignature() != nil {
+		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "csr", Type: "FieldValueInvalid", Detail: "csr: Invalid value: not a signed DER certificate request"}}))
+		return
+	}
+	id := identity(c)
+	if id.JoinNode != "" && id.JoinNode != name {
+		s.fail(c, &apiError{code: http.StatusForbidden, reason: "Forbidden",
+			msg: fmt.Sprintf("nodes %q is forbidden: this join token is for node %q", name, id.JoinNode)})
+		return
+	}
+	if _, err := s.store.Nodes().Get(c.Request.Context(), "", name); err == nil {
+		s.fail(c, &apiError{code: http.StatusConflict, reason: "AlreadyExists",
+			msg: fmt.Sprintf("nodes %q already exists: a new host joins under a name of its own, or after the node is deleted", name)})
+		return
+	} else if !errors.Is(err, store.ErrNotFound) {
+		s.fail(c, err)
+		return
+	}
+	if err := s.tokens.SpendJoinToken(c.Request.Context(), id.TokenID); err != nil {
+		if errors.Is(err, auth.ErrUnauthenticated) {
+			err = &apiError{code: http.StatusUnauthorized, reason: "Unauthorized", msg: "this join token has been used"}
+		}
+		s.fail(c, err)
 		return
 	}
 	cert, err := s.ca.SignCSR(req.CSR, auth.NodeCNPrefix+name, []string{auth.NodesOrg})

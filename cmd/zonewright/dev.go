@@ -269,11 +269,7 @@ func dev(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		joinToken, err := devJoinToken(ctx, cp, filepath.Join(*dataDir, "nodes"))
-		if err != nil {
-			return err
-		}
-		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim, JoinTokenFile: joinToken,
+		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim, Tokens: &auth.Tokens{Pool: cp.Store.Pool()},
 			Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, TemporalMTLS: true, Logger: log,
 			APIURL: cp.URL(), APICAFile: caFile,
 			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
@@ -371,18 +367,6 @@ func zwctlDir() string {
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// devJoinToken issues the join token the dev stack's agents join with,
-// into dir/join.token (0600). Agents that joined before keep their
-// certificates and do not read it.
-func devJoinToken(ctx context.Context, cp *controlplane.ControlPlane, dir string) (string, error) {
-	tok, _, err := (&auth.Tokens{Pool: cp.Store.Pool()}).Issue(ctx, auth.RoleNodeJoin, "", time.Hour)
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "join.token")
-	return path, pki.WriteFile(path, []byte(tok+"\n"), 0o600)
 }
 
 // dnsShown is the DNS address for the banner.

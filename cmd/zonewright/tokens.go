@@ -12,6 +12,7 @@ import (
 
 	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/model"
 )
 
 // token is the operator's way to tokens, straight through the database
@@ -59,16 +60,22 @@ func token(ctx context.Context, args []string) error {
 	return fmt.Errorf("unknown token action %q: want create or revoke", args[0])
 }
 
-// node is the operator's node commands: `zonewright node join-token create [--ttl 1h]`.
+// node is the operator's node commands: `zonewright node join-token create [--node NAME] [--ttl 1h]`.
 func node(ctx context.Context, args []string) error {
 	if len(args) < 2 || args[0] != "join-token" || args[1] != "create" {
-		return fmt.Errorf("usage: zonewright node join-token create [--database-url URL] [--ttl 1h]")
+		return fmt.Errorf("usage: zonewright node join-token create [--database-url URL] [--node NAME] [--ttl 1h]")
 	}
 	fs := flag.NewFlagSet("node join-token create", flag.ExitOnError)
 	dbURL := databaseURLFlag(fs)
+	name := fs.String("node", "", "the one node the token lets join (default: any new node)")
 	ttl := fs.Duration("ttl", api.DefaultJoinTokenTTL, "how long the join token is valid")
 	_ = fs.Parse(args[2:])
-	return issueToken(ctx, *dbURL, auth.RoleNodeJoin, "", *ttl)
+	if *name != "" {
+		if errs := model.ValidateName("--node", *name); len(errs) > 0 {
+			return errs
+		}
+	}
+	return issue(ctx, *dbURL, *ttl, func(t *auth.Tokens) (string, auth.Token, error) { return t.IssueJoin(ctx, *name, *ttl) })
 }
 
 func databaseURLFlag(fs *flag.FlagSet) *string {
@@ -78,15 +85,23 @@ func databaseURLFlag(fs *flag.FlagSet) *string {
 // issueToken prints the token on stdout (the only place it is shown) and
 // its ID and expiry on stderr.
 func issueToken(ctx context.Context, dbURL string, role auth.Role, ns string, ttl time.Duration) error {
+	return issue(ctx, dbURL, ttl, func(t *auth.Tokens) (string, auth.Token, error) { return t.Issue(ctx, role, ns, ttl) })
+}
+
+func issue(ctx context.Context, dbURL string, ttl time.Duration, mint func(*auth.Tokens) (string, auth.Token, error)) error {
 	if ttl <= 0 || ttl > api.MaxTokenTTL {
 		return fmt.Errorf("--ttl %s: want more than 0 and at most %s", ttl, api.MaxTokenTTL)
 	}
 	return withTokens(ctx, dbURL, func(t *auth.Tokens) error {
-		secret, tok, err := t.Issue(ctx, role, ns, ttl)
+		secret, tok, err := mint(t)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "token %s (%s%s) expires %s\n", tok.ID, tok.Role, inNamespace(tok.Namespace), tok.ExpiresAt.Format(time.RFC3339))
+		what := inNamespace(tok.Namespace)
+		if tok.NodeName != "" {
+			what = " for node " + tok.NodeName
+		}
+		fmt.Fprintf(os.Stderr, "token %s (%s%s) expires %s\n", tok.ID, tok.Role, what, tok.ExpiresAt.Format(time.RFC3339))
 		fmt.Println(secret)
 		return nil
 	})

@@ -77,8 +77,15 @@ func TestOperatorTokenCommands(t *testing.T) {
 		t.Fatalf("namespace token: %+v %v", id, err)
 	}
 	join := stdoutOf(t, func() error { return node(ctx, []string{"join-token", "create", "--database-url", url}) })
-	if id, err := tokens.Authenticate(ctx, join); err != nil || id.Role != auth.RoleNodeJoin {
+	if id, err := tokens.Authenticate(ctx, join); err != nil || id.Role != auth.RoleNodeJoin || id.JoinNode != "" {
 		t.Fatalf("join token: %+v %v", id, err)
+	}
+	bound := stdoutOf(t, func() error { return node(ctx, []string{"join-token", "create", "--database-url", url, "--node", "n4"}) })
+	if id, err := tokens.Authenticate(ctx, bound); err != nil || id.Role != auth.RoleNodeJoin || id.JoinNode != "n4" {
+		t.Fatalf("join token for n4: %+v %v", id, err)
+	}
+	if err := node(ctx, []string{"join-token", "create", "--database-url", url, "--node", "N_4"}); err == nil {
+		t.Error("a join token for an invalid node name: no error")
 	}
 	stdoutOf(t, func() error { return token(ctx, []string{"revoke", "--database-url", url, id.TokenID}) })
 	if _, err := tokens.Authenticate(ctx, edit); err == nil {

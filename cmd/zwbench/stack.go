@@ -94,19 +94,11 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	}
 	apiHTTP = &http.Client{Transport: auth.Bearer{Token: s.cp.AdminToken(), Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.cp.CA().Pool(), MinVersion: tls.VersionTLS12},
 		MaxIdleConnsPerHost: 64}}}
-	joinToken, _, err := (&auth.Tokens{Pool: s.cp.Store.Pool()}).Issue(ctx, auth.RoleNodeJoin, "", time.Hour)
-	if err != nil {
-		return s, err
-	}
-	joinFile := filepath.Join(dir, "join.token")
-	if err := os.WriteFile(joinFile, []byte(joinToken), 0o600); err != nil {
-		return s, err
-	}
 	bin, err := filepath.Abs(cfg.binDir)
 	if err != nil {
 		return s, err
 	}
-	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"), JoinTokenFile: joinFile,
+	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"), Tokens: &auth.Tokens{Pool: s.cp.Store.Pool()},
 		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"),
 		Temporal: s.temporal.Address(), Namespace: "default", TemporalMTLS: true, Logger: log, APIURL: s.cp.URL(), APICAFile: controlplane.CAFile(dir),
 		// The agents' other settings are their defaults (a 10 s heartbeat):

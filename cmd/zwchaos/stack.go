@@ -177,15 +177,7 @@ func startStack(ctx context.Context, binDir string, replicas, nodes int, log *sl
 		}
 	}
 
-	joinToken, _, err := (&auth.Tokens{Pool: s.db}).Issue(ctx, auth.RoleNodeJoin, "", time.Hour)
-	if err != nil {
-		return s, err
-	}
-	joinFile := filepath.Join(dir, "join.token")
-	if err := os.WriteFile(joinFile, []byte(joinToken), 0o600); err != nil {
-		return s, err
-	}
-	if s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: filepath.Join(dir, "nodes"), JoinTokenFile: joinFile,
+	if s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: filepath.Join(dir, "nodes"), Tokens: &auth.Tokens{Pool: s.db},
 		Agent: filepath.Join(bin, "zonewright"), Sim: s.sim, Temporal: s.temporalAddr, Namespace: devstack.DefaultNamespace, TemporalMTLS: true,
 		Logger: log, APIURLs: s.apiURLs, APICAFile: controlplane.CAFile(s.stateDir),
 		ExtraArgs: []string{"--heartbeat-interval", "2s", "--dns-upstream", "none"}}); err != nil {

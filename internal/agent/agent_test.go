@@ -75,13 +75,24 @@ func runAgent(t *testing.T, cfg agent.Config) (stop func() error) {
 // it: HTTPS with a cluster CA, which signs the node's certificate when it
 // joins with the join token.
 type testAPI struct {
-	url, caFile, joinTokenFile string
-	admin                      *http.Client // a cluster-admin's client
+	url, caFile string
+	tokens      *auth.Tokens
+	admin       *http.Client // a cluster-admin's client
 }
 
-// connect points cfg at the API, with a state directory to join from.
+// connect points cfg at the API, with a state directory to join from and
+// a join token of its own (one joins once).
 func (a testAPI) connect(t *testing.T, cfg agent.Config) agent.Config {
-	cfg.APIURL, cfg.APICAFile, cfg.JoinTokenFile, cfg.StateDir = a.url, a.caFile, a.joinTokenFile, t.TempDir()
+	t.Helper()
+	join, _, err := a.tokens.IssueJoin(context.Background(), cfg.Node, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.JoinTokenFile = filepath.Join(t.TempDir(), "join.token")
+	if err := os.WriteFile(cfg.JoinTokenFile, []byte(join), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.APIURL, cfg.APICAFile, cfg.StateDir = a.url, a.caFile, t.TempDir()
 	return cfg
 }
 
@@ -107,20 +118,12 @@ func startAPI(t *testing.T, st *store.Store, log *slog.Logger) testAPI {
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.CloseWatches)
 	tokens := &auth.Tokens{Pool: st.Pool()}
-	join, _, err := tokens.Issue(context.Background(), auth.RoleNodeJoin, "", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
 	admin, _, err := tokens.Issue(context.Background(), auth.RoleClusterAdmin, "", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := testAPI{url: hs.URL, caFile: filepath.Join(dir, "ca.crt"), joinTokenFile: filepath.Join(dir, "join.token"),
+	return testAPI{url: hs.URL, caFile: filepath.Join(dir, "ca.crt"), tokens: tokens,
 		admin: &http.Client{Transport: auth.Bearer{Token: admin, Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}}}
-	if err := os.WriteFile(a.joinTokenFile, []byte(join), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return a
 }
 
 // waitNode waits until the Node satisfies ok.
@@ -382,17 +385,25 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		!strings.Contains(c.Message, "127.10.8.0/24") || !strings.Contains(c.Message, "uses 127.10.9.0/24 only") {
 		t.Errorf("pod CIDR %s, condition %+v", n.Spec.PodCIDR, c)
 	}
+	// The event is recorded beside the condition, not before it: wait
+	// for it before stopping the agent.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		events, err := st.Events().List(ctx, store.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(events.Items, func(e model.Event) bool {
+			return e.Reason == agent.ReasonPodCIDRNotAssigned && e.Type == model.EventWarning && e.InvolvedObject.Name == "node1"
+		}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("no %s event on node1", agent.ReasonPodCIDRNotAssigned)
+			break
+		}
+	}
 	if err := stop(); err != nil {
 		t.Fatalf("agent with another pod CIDR stopped with %v, want nil", err)
-	}
-	events, err := st.Events().List(ctx, store.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(events.Items, func(e model.Event) bool {
-		return e.Reason == agent.ReasonPodCIDRNotAssigned && e.Type == model.EventWarning && e.InvolvedObject.Name == "node1"
-	}) {
-		t.Errorf("no %s event on node1", agent.ReasonPodCIDRNotAssigned)
 	}
 	cfg.PodCIDR = ""
 

@@ -54,14 +54,17 @@ type JoinConfig struct {
 // A restarted agent reuses what it kept and needs no join token.
 func NodeCredential(ctx context.Context, c JoinConfig) (tls.Certificate, error) {
 	certPath, keyPath := filepath.Join(c.StateDir, NodeCertFile), filepath.Join(c.StateDir, NodeKeyFile)
+	var kept *tls.Certificate
 	if cert, err := tls.LoadX509KeyPair(certPath, keyPath); err == nil && fits(cert, c.Node) {
 		// A node that joined before node certificates stopped serving
-		// and has no serving certificate joins again when a join token
-		// allows it; without one it still reaches the control plane,
-		// but its endpoint cannot serve.
+		// and has no serving certificate tries to join again when a join
+		// token allows it (the control plane refuses the name of a node
+		// that exists, so only once its Node is deleted); otherwise it
+		// still reaches the control plane, but its endpoint cannot serve.
 		if _, err := ServingCertificate(c.StateDir, cert); err == nil || c.JoinTokenFile == "" {
 			return cert, nil
 		}
+		kept = &cert
 	}
 	if c.JoinTokenFile == "" {
 		return tls.Certificate{}, fmt.Errorf("no certificate for node %s in %s: pass --join-token-file (zonewright node join-token create)", c.Node, c.StateDir)
@@ -75,6 +78,9 @@ func NodeCredential(ctx context.Context, c JoinConfig) (tls.Certificate, error) 
 		return tls.Certificate{}, err
 	}
 	ans, err := join(ctx, c, strings.TrimSpace(string(b)), csr)
+	if err != nil && kept != nil {
+		return *kept, nil
+	}
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("join the cluster as node %s: %w", c.Node, err)
 	}

@@ -52,6 +52,8 @@ type Identity struct {
 	Node string
 	// TokenID is set for bearer tokens.
 	TokenID string
+	// JoinNode is the node a join token is bound to, if any.
+	JoinNode string
 }
 
 // FromCertificate maps a client certificate the TLS layer verified

@@ -33,6 +33,10 @@ type Token struct {
 	CreatedAt time.Time  `json:"createdAt"`
 	ExpiresAt time.Time  `json:"expiresAt"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+	// NodeName is the one node a join token lets join, when it names one.
+	NodeName string `json:"nodeName,omitempty"`
+	// UsedAt is when a join token was spent on a join.
+	UsedAt *time.Time `json:"usedAt,omitempty"`
 }
 
 // Tokens keeps bearer tokens in PostgreSQL (table api_tokens).
@@ -43,6 +47,16 @@ type Tokens struct {
 // Issue creates a token and returns it whole: the only time the secret is
 // seen. namespace is empty for cluster-admin and node-join tokens.
 func (t *Tokens) Issue(ctx context.Context, role Role, namespace string, ttl time.Duration) (string, Token, error) {
+	return t.issue(ctx, role, namespace, "", ttl)
+}
+
+// IssueJoin creates a join token: good for one join, of node nodeName
+// alone unless that is empty.
+func (t *Tokens) IssueJoin(ctx context.Context, nodeName string, ttl time.Duration) (string, Token, error) {
+	return t.issue(ctx, RoleNodeJoin, "", nodeName, ttl)
+}
+
+func (t *Tokens) issue(ctx context.Context, role Role, namespace, nodeName string, ttl time.Duration) (string, Token, error) {
 	if ttl <= 0 {
 		return "", Token{}, fmt.Errorf("a token's lifetime must be positive, not %s", ttl)
 	}
@@ -56,10 +70,14 @@ func (t *Tokens) Issue(ctx context.Context, role Role, namespace string, ttl tim
 	if namespace != "" {
 		ns = &namespace
 	}
-	tok := Token{ID: id, Role: role, Namespace: namespace}
-	err := t.Pool.QueryRow(ctx, `INSERT INTO api_tokens (id, secret_sha256, role, namespace, expires_at)
-		VALUES ($1, $2, $3, $4, now() + $5::interval) RETURNING created_at, expires_at`,
-		id, sum[:], string(role), ns, fmt.Sprintf("%d milliseconds", ttl.Milliseconds())).Scan(&tok.CreatedAt, &tok.ExpiresAt)
+	var node *string
+	if nodeName != "" {
+		node = &nodeName
+	}
+	tok := Token{ID: id, Role: role, Namespace: namespace, NodeName: nodeName}
+	err := t.Pool.QueryRow(ctx, `INSERT INTO api_tokens (id, secret_sha256, role, namespace, node_name, expires_at)
+		VALUES ($1, $2, $3, $4, $5, now() + $6::interval) RETURNING created_at, expires_at`,
+		id, sum[:], string(role), ns, node, fmt.Sprintf("%d milliseconds", ttl.Milliseconds())).Scan(&tok.CreatedAt, &tok.ExpiresAt)
 	if err != nil {
 		return "", Token{}, fmt.Errorf("issue token: %w", err)
 	}
@@ -89,10 +107,12 @@ func (t *Tokens) Authenticate(ctx context.Context, bearer string) (Identity, err
 		stored []byte
 		role   string
 		ns     *string
+		node   *string
 		live   bool
 	)
-	err := t.Pool.QueryRow(ctx, `SELECT secret_sha256, role, namespace, revoked_at IS NULL AND expires_at > now()
-		FROM api_tokens WHERE id = $1`, id).Scan(&stored, &role, &ns, &live)
+	err := t.Pool.QueryRow(ctx, `SELECT secret_sha256, role, namespace, node_name,
+		revoked_at IS NULL AND used_at IS NULL AND expires_at > now()
+		FROM api_tokens WHERE id = $1`, id).Scan(&stored, &role, &ns, &node, &live)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Identity{}, ErrUnauthenticated
 	}
@@ -107,7 +127,24 @@ func (t *Tokens) Authenticate(ctx context.Context, bearer string) (Identity, err
 	if ns != nil {
 		idt.Namespace = *ns
 	}
+	if node != nil {
+		idt.JoinNode = *node
+	}
 	return idt, nil
+}
+
+// SpendJoinToken marks a join token used, once: of two joins with one
+// token, the second gets ErrUnauthenticated.
+func (t *Tokens) SpendJoinToken(ctx context.Context, id string) error {
+	tag, err := t.Pool.Exec(ctx, `UPDATE api_tokens SET used_at = now()
+		WHERE id = $1 AND role = $2 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > now()`, id, string(RoleNodeJoin))
+	if err != nil {
+		return fmt.Errorf("spend join token %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrUnauthenticated
+	}
+	return nil
 }
 
 // Revoke ends a token now. namespace, when not empty, must be the token's.
@@ -125,7 +162,8 @@ func (t *Tokens) Revoke(ctx context.Context, id, namespace string) error {
 
 // List returns the tokens of a namespace, or all of them for "".
 func (t *Tokens) List(ctx context.Context, namespace string) ([]Token, error) {
-	rows, err := t.Pool.Query(ctx, `SELECT id, role, coalesce(namespace, ''), created_at, expires_at, revoked_at
+	rows, err := t.Pool.Query(ctx, `SELECT id, role, coalesce(namespace, ''), created_at, expires_at, revoked_at,
+		coalesce(node_name, ''), used_at
 		FROM api_tokens WHERE $1 = '' OR namespace = $1 ORDER BY created_at, id`, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
@@ -135,7 +173,7 @@ func (t *Tokens) List(ctx context.Context, namespace string) ([]Token, error) {
 	for rows.Next() {
 		var tok Token
 		var role string
-		if err := rows.Scan(&tok.ID, &role, &tok.Namespace, &tok.CreatedAt, &tok.ExpiresAt, &tok.RevokedAt); err != nil {
+		if err := rows.Scan(&tok.ID, &role, &tok.Namespace, &tok.CreatedAt, &tok.ExpiresAt, &tok.RevokedAt, &tok.NodeName, &tok.UsedAt); err != nil {
 			return nil, err
 		}
 		tok.Role = Role(role)

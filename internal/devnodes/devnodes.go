@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/childproc"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/fabric"
@@ -50,10 +51,11 @@ type Config struct {
 	APIURLs []string
 	// APICAFile is the CA the agents trust for the API (the cluster CA).
 	APICAFile string
-	// JoinTokenFile holds the join token agents join the cluster with;
-	// each keeps its certificate in its StateDir, so a restarted agent
-	// does not join again.
-	JoinTokenFile string
+	// Tokens issues each agent that holds no certificate yet a join token
+	// for its node alone (a join token is spent by its join); each keeps
+	// its certificate in its StateDir, so a restarted agent does not join
+	// again. Nil: agents join with nothing and fail unless they joined.
+	Tokens *auth.Tokens
 	// ExtraArgs are added to every agent's command line.
 	ExtraArgs []string
 	// Underlay, when set, runs the nodes in isolation mode (root only;
@@ -206,6 +208,18 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 	return n, nil
 }
 
+// joinToken writes a join token for n beside its state directory.
+func (ns *Nodes) joinToken(n *Node) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tok, _, err := ns.cfg.Tokens.IssueJoin(ctx, n.Name, time.Hour)
+	if err != nil {
+		return "", fmt.Errorf("join token for %s: %w", n.Name, err)
+	}
+	file := filepath.Join(filepath.Dir(n.StateDir), "join.token")
+	return file, os.WriteFile(file, []byte(tok+"\n"), 0o600)
+}
+
 // run starts n's agent process.
 func (ns *Nodes) run(n *Node) error {
 	cfg := ns.cfg
@@ -238,8 +252,12 @@ func (ns *Nodes) run(n *Node) error {
 		args = append(args, "--temporal-tls-ca", cfg.APICAFile, "--temporal-tls-server-name", devstack.TemporalServerName)
 	}
 	args = append(args, "--state-dir", n.StateDir)
-	if cfg.JoinTokenFile != "" {
-		args = append(args, "--join-token-file", cfg.JoinTokenFile)
+	if _, err := os.Stat(filepath.Join(n.StateDir, agent.NodeCertFile)); err != nil && cfg.Tokens != nil {
+		file, err := ns.joinToken(n)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--join-token-file", file)
 	}
 	cmd := exec.Command(cfg.Agent, args...)
 	if n.Netns != "" {

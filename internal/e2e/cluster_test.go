@@ -215,15 +215,7 @@ func startCluster(t *testing.T, nodes int, isolated bool, adjust func(*controlpl
 	}
 	t.Cleanup(c.temporal.Close)
 	args := append([]string{"--heartbeat-interval", "1s"}, agentArgs...)
-	joinToken, _, err := (&auth.Tokens{Pool: cp.Store.Pool()}).Issue(ctx, auth.RoleNodeJoin, "", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	joinFile := filepath.Join(t.TempDir(), "join.token")
-	if err := os.WriteFile(joinFile, []byte(joinToken), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), JoinTokenFile: joinFile, Agent: filepath.Join(binDir, "zonewright"),
+	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), Tokens: &auth.Tokens{Pool: cp.Store.Pool()}, Agent: filepath.Join(binDir, "zonewright"),
 		Sim: filepath.Join(binDir, "illumos-sim"), Temporal: tmp.Address(), Namespace: "default", TemporalMTLS: true, APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args,
 		Underlay: underlay})
 	if err != nil {
