@@ -106,10 +106,21 @@ func (s *Server) authenticate(c *gin.Context) (auth.Identity, error) {
 		}
 		return s.tokens.Authenticate(c.Request.Context(), strings.TrimSpace(tok))
 	}
-	if id, ok := auth.FromCertificate(c.Request.TLS); ok {
-		return id, nil
+	id, ok := auth.FromCertificate(c.Request.TLS)
+	if !ok {
+		return auth.Identity{}, auth.ErrUnauthenticated
 	}
-	return auth.Identity{}, auth.ErrUnauthenticated
+	if id.Role == auth.RoleNode {
+		// A deleted node's certificate must not register it again.
+		revoked, err := s.nodeCerts.Revoked(c.Request.Context(), id.CertSerial)
+		if err != nil {
+			return auth.Identity{}, err
+		}
+		if revoked {
+			return auth.Identity{}, auth.ErrUnauthenticated
+		}
+	}
+	return id, nil
 }
 
 // maySeeSecretValues: secrets' values are for the namespace's admins and

@@ -155,11 +155,14 @@ type Server struct {
 
 	// Every request but the health checks' and the signed URLs' is
 	// authenticated (tokens, client certificates) and authorised.
-	tokens  *auth.Tokens
-	authz   *auth.Authorizer
-	ca      *pki.CA
-	audit   *auditLog
-	watches *watchSlots
+	tokens *auth.Tokens
+	// nodeCerts are the node certificates signed at joins, revoked with
+	// their Node.
+	nodeCerts *auth.NodeCertificates
+	authz     *auth.Authorizer
+	ca        *pki.CA
+	audit     *auditLog
+	watches   *watchSlots
 
 	nodeEndpoints *nodeclient.Dialer
 
@@ -214,7 +217,7 @@ func New(cfg Config) *Server {
 		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
-		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, ca: cfg.CA, audit: &auditLog{w: cfg.AuditLog}, nodeEndpoints: cfg.NodeEndpoints,
+		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, nodeCerts: &auth.NodeCertificates{Pool: cfg.Store.Pool()}, ca: cfg.CA, audit: &auditLog{w: cfg.AuditLog}, nodeEndpoints: cfg.NodeEndpoints,
 		watches: &watchSlots{max: cfg.MaxWatches, open: map[string]int{}}, metrics: cfg.Metrics, metricsHandler: cfg.MetricsHandler}
 	srv.authz = &auth.Authorizer{PodNode: srv.podNode, TransferNodes: srv.transferNodes}
 	return srv

@@ -242,5 +242,13 @@ func (s *Server) joinNode(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	leaf, err := pki.ParseCert(cert)
+	if err == nil {
+		err = s.nodeCerts.Record(c.Request.Context(), name, leaf)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	respond(c, http.StatusOK, JoinResponse{Certificate: string(cert), ServingCertificate: string(serving), CACertificate: string(s.ca.CertPEM)})
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/zonewright/zonewright/deploy"
 	nodeagent "github.com/zonewright/zonewright/internal/agent"
@@ -173,9 +174,17 @@ func dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("cluster CA: %w", err)
 	}
+	// Temporal's authorizer denies a node whose certificate was revoked
+	// with its Node.
+	certPool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, certPool.Close)
 	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
 		Address: *temporalAddr, DataDir: filepath.Join(*dataDir, "temporal"), Namespace: devstack.DefaultNamespace, CA: ca,
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log.With("component", "temporal-server"),
+		NodeCertRevoked: (&auth.NodeCertificates{Pool: certPool}).Revoked,
 	})
 	if err != nil {
 		return fmt.Errorf("embedded Temporal: %w", err)

@@ -80,7 +80,9 @@ func TestOperatorTokenCommands(t *testing.T) {
 	if id, err := tokens.Authenticate(ctx, join); err != nil || id.Role != auth.RoleNodeJoin || id.JoinNode != "" {
 		t.Fatalf("join token: %+v %v", id, err)
 	}
-	bound := stdoutOf(t, func() error { return node(ctx, []string{"join-token", "create", "--database-url", url, "--node", "n4"}) })
+	bound := stdoutOf(t, func() error {
+		return node(ctx, []string{"join-token", "create", "--database-url", url, "--node", "n4"})
+	})
 	if id, err := tokens.Authenticate(ctx, bound); err != nil || id.Role != auth.RoleNodeJoin || id.JoinNode != "n4" {
 		t.Fatalf("join token for n4: %+v %v", id, err)
 	}

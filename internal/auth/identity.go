@@ -54,6 +54,8 @@ type Identity struct {
 	TokenID string
 	// JoinNode is the node a join token is bound to, if any.
 	JoinNode string
+	// CertSerial is a node certificate's serial (CertSerial).
+	CertSerial string
 }
 
 // FromCertificate maps a client certificate the TLS layer verified
@@ -67,7 +69,7 @@ func FromCertificate(state *tls.ConnectionState) (Identity, bool) {
 	cn := leaf.Subject.CommonName
 	orgs := leaf.Subject.Organization
 	if node, ok := strings.CutPrefix(cn, NodeCNPrefix); ok && node != "" && slices.Contains(orgs, NodesOrg) {
-		return Identity{Name: cn, Role: RoleNode, Node: node}, true
+		return Identity{Name: cn, Role: RoleNode, Node: node, CertSerial: CertSerial(leaf)}, true
 	}
 	if cn != "" && slices.Contains(orgs, ClusterAdminsOrg) {
 		return Identity{Name: clusterAdminPrefix + cn, Role: RoleClusterAdmin}, true

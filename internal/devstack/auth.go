@@ -45,7 +45,7 @@ const (
 )
 
 // nodeClaim marks the claims of a node identity (Claims.Extensions).
-type nodeClaim struct{ name string }
+type nodeClaim struct{ name, serial string }
 
 // claimMapper turns the verified client certificate's subject into claims:
 // the control plane and operators are system admins, a node is a node
@@ -57,7 +57,12 @@ func (claimMapper) GetClaims(ai *authorization.AuthInfo) (*authorization.Claims,
 	if ai == nil || ai.TLSSubject == nil {
 		return &authorization.Claims{}, nil
 	}
-	return claimsOf(*ai.TLSSubject), nil
+	c := claimsOf(*ai.TLSSubject)
+	if node, ok := c.Extensions.(nodeClaim); ok && ai.TLSConnection != nil && len(ai.TLSConnection.State.PeerCertificates) > 0 {
+		node.serial = auth.CertSerial(ai.TLSConnection.State.PeerCertificates[0])
+		c.Extensions = node
+	}
+	return c, nil
 }
 
 func claimsOf(s pkix.Name) *authorization.Claims {
@@ -80,7 +85,9 @@ type nodeAuthorizer struct {
 	namespace string
 	tokens    *tasktoken.Serializer
 	queues    *activityQueues
-	log       *slog.Logger
+	// revoked says whether a node certificate was revoked; nil: none is.
+	revoked func(ctx context.Context, serial string) (bool, error)
+	log     *slog.Logger
 }
 
 var (
@@ -100,10 +107,24 @@ func (a *nodeAuthorizer) Authorize(ctx context.Context, claims *authorization.Cl
 			Principal: principal(claims)}, nil
 	}
 	node, ok := claims.Extensions.(nodeClaim)
-	if !ok || !a.nodeMay(ctx, node.name, target) {
+	if !ok || a.isRevoked(ctx, node) || !a.nodeMay(ctx, node.name, target) {
 		return a.denied(claims.Subject, target), nil
 	}
 	return authorization.Result{Decision: authorization.DecisionAllow, Principal: principal(claims)}, nil
+}
+
+// isRevoked: the node's certificate was revoked with its Node, or cannot
+// be checked (denied rather than let through).
+func (a *nodeAuthorizer) isRevoked(ctx context.Context, node nodeClaim) bool {
+	if a.revoked == nil {
+		return false
+	}
+	revoked, err := a.revoked(ctx, node.serial)
+	if err != nil {
+		a.log.Warn("Temporal call denied: cannot check the node's certificate", "node", node.name, "error", err)
+		return true
+	}
+	return revoked
 }
 
 func (a *nodeAuthorizer) denied(subject string, target *authorization.CallTarget) authorization.Result {

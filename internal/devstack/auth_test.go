@@ -3,11 +3,13 @@ package devstack_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	tokenspb "go.temporal.io/server/api/token/v1"
 	"go.temporal.io/server/common/tasktoken"
 
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/pki"
 
@@ -372,5 +375,53 @@ func TestANodeAnswersOnlyTheTasksOfItsOwnQueue(t *testing.T) {
 	if _, err := n1.WorkflowService().RecordActivityTaskHeartbeat(ctx, &workflowservice.RecordActivityTaskHeartbeatRequest{
 		Namespace: srv.Namespace(), TaskToken: token, Identity: "n1"}); !isPermissionDenied(err) {
 		t.Errorf("n1 heartbeats a control plane task with a forged token: %v, want PermissionDenied", err)
+	}
+}
+
+// A node whose certificate was revoked (its Node deleted) is denied every
+// call, though the certificate is still within its dates and of the
+// cluster CA. Drop isRevoked from Authorize to see n1 still answered.
+func TestARevokedNodeCertificateIsDenied(t *testing.T) {
+	ca, err := pki.LoadOrCreateCA(t.TempDir(), "zonewright CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	revoked := map[string]bool{}
+	srv := devstack.StartTestTemporal(t, func(cfg *devstack.TemporalConfig) {
+		cfg.CA = ca
+		cfg.NodeCertRevoked = func(_ context.Context, serial string) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return revoked[serial], nil
+		}
+	})
+	cn, orgs := devstack.NodeSubject("n1")
+	conf, err := srv.ClientTLS(cn, orgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(conf.Certificates[0].Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, err := mtlsDial(t, srv, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	describe := func() error {
+		_, err := n1.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: srv.Namespace()})
+		return err
+	}
+	if err := describe(); err != nil {
+		t.Fatalf("n1 before its certificate is revoked: %v", err)
+	}
+	mu.Lock()
+	revoked[auth.CertSerial(leaf)] = true
+	mu.Unlock()
+	if err := describe(); !isPermissionDenied(err) {
+		t.Errorf("n1 with a revoked certificate: %v, want PermissionDenied", err)
 	}
 }

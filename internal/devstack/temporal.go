@@ -103,6 +103,10 @@ type TemporalConfig struct {
 	// (Temporal.FrontendRequests), for measuring how much a workload asks
 	// of Temporal. Off by default.
 	CountRequests bool
+	// NodeCertRevoked, when set, says whether the node certificate with
+	// a serial (auth.CertSerial) was revoked (its Node deleted): its
+	// calls are then denied. Only with CA.
+	NodeCertRevoked func(ctx context.Context, serial string) (bool, error)
 }
 
 // Temporal is a running embedded Temporal server.
@@ -196,7 +200,8 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		queues = &activityQueues{dial: func(ctx context.Context) (client.Client, error) {
 			return client.DialContext(ctx, systemClientOptions(address, cfg.Namespace, tlsConf, cfg.Logger))
 		}}
-		authz := &nodeAuthorizer{namespace: cfg.Namespace, tokens: tasktoken.NewSerializer(), queues: queues, log: cfg.Logger}
+		authz := &nodeAuthorizer{namespace: cfg.Namespace, tokens: tasktoken.NewSerializer(), queues: queues,
+			revoked: cfg.NodeCertRevoked, log: cfg.Logger}
 		extra = append(extra,
 			temporal.WithAuthorizer(authz),
 			temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper{} }))

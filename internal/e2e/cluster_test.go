@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	tclient "go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -164,9 +165,15 @@ func startCluster(t *testing.T, nodes int, isolated bool, adjust func(*controlpl
 	if err != nil {
 		t.Fatal(err)
 	}
+	certPool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(certPool.Close)
 	tmp := devstack.StartTestTemporal(t, func(c *devstack.TemporalConfig) {
 		c.SearchAttributes = devstack.KeywordAttributes(workflows.SearchAttributeNames...)
 		c.CA = ca
+		c.NodeCertRevoked = (&auth.NodeCertificates{Pool: certPool}).Revoked
 	})
 	cpCert, err := devstack.WriteClientTLS(ca, t.TempDir(), "control-plane", devstack.ControlPlaneName)
 	if err != nil {
