@@ -84,7 +84,9 @@ func claimsOf(s pkix.Name) *authorization.Claims {
 type nodeAuthorizer struct {
 	namespace string
 	tokens    *tasktoken.Serializer
-	queues    *activityQueues
+	// queueOf finds the task queue of a workflow run's pending activity
+	// (activityQueues.of).
+	queueOf func(ctx context.Context, namespace, workflowID, runID, activityID string, scheduled int64) (string, error)
 	// revoked says whether a node certificate was revoked; nil: none is.
 	revoked func(ctx context.Context, serial string) (bool, error)
 	log     *slog.Logger
@@ -183,7 +185,7 @@ func (a *nodeAuthorizer) activityToken(ctx context.Context, node string, token [
 	if err != nil || t.GetRunId() == "" || t.GetWorkflowId() == "" || t.GetActivityId() == "" {
 		return false
 	}
-	queue, err := a.queues.of(ctx, a.namespace, t.GetWorkflowId(), t.GetRunId(), t.GetActivityId(), t.GetScheduledEventId())
+	queue, err := a.queueOf(ctx, a.namespace, t.GetWorkflowId(), t.GetRunId(), t.GetActivityId(), t.GetScheduledEventId())
 	if err != nil {
 		a.log.Warn("Temporal call denied: no task queue for the task token", "node", node,
 			"workflow", t.GetWorkflowId(), "activity", t.GetActivityId(), "error", err)

@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"context"
 	"crypto/x509/pkix"
 	"io"
 	"log/slog"
@@ -41,7 +42,12 @@ func TestClaimsFollowTheCertificateSubject(t *testing.T) {
 }
 
 func TestANodeMayOnlyWorkItsOwnQueue(t *testing.T) {
-	a := &nodeAuthorizer{namespace: "default", tokens: tasktoken.NewSerializer(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	// Run 0190-run's activity is on n1's queue, 0190-control's on the
+	// control plane's.
+	queueOf := func(_ context.Context, _, _, runID, _ string, _ int64) (string, error) {
+		return map[string]string{"0190-run": "node/n1", "0190-control": "control"}[runID], nil
+	}
+	a := &nodeAuthorizer{namespace: "default", tokens: tasktoken.NewSerializer(), queueOf: queueOf, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	token := func(runID string) []byte {
 		b, err := a.tokens.Serialize(&tokenspb.Task{NamespaceId: "ns-id", WorkflowId: "pod/default/web", RunId: runID, ActivityId: "5"})
 		if err != nil {
@@ -62,6 +68,8 @@ func TestANodeMayOnlyWorkItsOwnQueue(t *testing.T) {
 		{"PollWorkflowTaskQueue", &workflowservice.PollWorkflowTaskQueueRequest{Namespace: "default", TaskQueue: queue("node/n1")}, false},
 		{"RespondActivityTaskCompleted", &workflowservice.RespondActivityTaskCompletedRequest{Namespace: "default", TaskToken: token("0190-run")}, true},
 		{"RespondActivityTaskCompleted", &workflowservice.RespondActivityTaskCompletedRequest{Namespace: "default", TaskToken: token("")}, false},
+		{"RespondActivityTaskCompleted", &workflowservice.RespondActivityTaskCompletedRequest{Namespace: "default", TaskToken: token("0190-control")}, false},
+		{"RecordActivityTaskHeartbeat", &workflowservice.RecordActivityTaskHeartbeatRequest{Namespace: "default", TaskToken: token("0190-control")}, false},
 		{"RespondActivityTaskCompleted", &workflowservice.RespondActivityTaskCompletedRequest{Namespace: "default", TaskToken: []byte("not a token")}, false},
 		{"RespondActivityTaskFailed", &workflowservice.RespondActivityTaskFailedRequest{Namespace: "default", TaskToken: token("0190-run")}, true},
 		{"RespondActivityTaskCanceled", &workflowservice.RespondActivityTaskCanceledRequest{Namespace: "default", TaskToken: token("")}, false},

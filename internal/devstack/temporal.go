@@ -200,7 +200,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		queues = &activityQueues{dial: func(ctx context.Context) (client.Client, error) {
 			return client.DialContext(ctx, systemClientOptions(address, cfg.Namespace, tlsConf, cfg.Logger))
 		}}
-		authz := &nodeAuthorizer{namespace: cfg.Namespace, tokens: tasktoken.NewSerializer(), queues: queues,
+		authz := &nodeAuthorizer{namespace: cfg.Namespace, tokens: tasktoken.NewSerializer(), queueOf: queues.of,
 			revoked: cfg.NodeCertRevoked, log: cfg.Logger}
 		extra = append(extra,
 			temporal.WithAuthorizer(authz),
