@@ -53,6 +53,8 @@ func (s *Server) guard(rt route) gin.HandlerFunc {
 		if err != nil {
 			if errors.Is(err, auth.ErrUnauthenticated) {
 				c.Header("WWW-Authenticate", `Bearer realm="zonewright"`)
+				// Whoever has no credentials keeps no connection.
+				c.Header("Connection", "close")
 				s.fail(c, &apiError{code: http.StatusUnauthorized, reason: "Unauthorized", msg: "Unauthorized: " + err.Error()})
 			} else {
 				s.log.Warn("authentication failed", "path", c.Request.URL.Path, "err", err)
@@ -76,6 +78,7 @@ func (s *Server) guard(rt route) gin.HandlerFunc {
 			return
 		}
 		c.Set(identityKey, id)
+		liftReadDeadline(c.Writer, c.Request)
 		if a.Verb == auth.VerbWatch {
 			if !s.watches.acquire(id.Name) {
 				c.Header("Retry-After", "5")

@@ -239,6 +239,9 @@ func (s *Server) podNode(ctx context.Context, ns, name string) (string, error) {
 // (http.Server.RegisterOnShutdown).
 func (s *Server) CloseWatches() { s.closeOnce.Do(func() { close(s.closing) }) }
 
+// BodyTimeout is how long a request body may take to arrive.
+func (s *Server) BodyTimeout() time.Duration { return s.bodyTimeout }
+
 // Handler returns the HTTP handler with every route.
 func (s *Server) Handler() http.Handler {
 	return withTimeouts(s.engine(), s.requestTimeout, s.bodyTimeout)

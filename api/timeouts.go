@@ -21,17 +21,36 @@ const timeoutBody = `{"apiVersion":"v1","kind":"Status","status":"Failure","mess
 // not bounded as a whole: watches, the service network long poll (its own
 // bound, ServiceNetWait), volume transfers and image artefact downloads
 // (bounded by their stall detection on the other end), pods' logs and
-// exec sessions (relayed from their node for as long as they last).
+// exec sessions (relayed from their node for as long as they last). Only
+// the methods those routes serve: a POST with ?watch=true is bounded as
+// any other. The server's read deadline still holds a streaming request
+// until the guard has authenticated and authorised it (liftReadDeadline).
 func streams(r *http.Request) bool {
-	p := r.URL.Path
-	if w := r.URL.Query().Get("watch"); w == "true" || w == "1" {
+	p, get := r.URL.Path, r.Method == http.MethodGet
+	if w := r.URL.Query().Get("watch"); get && (w == "true" || w == "1") {
 		return true
 	}
-	if strings.HasPrefix(p, "/api/v1/namespaces/") && (strings.HasSuffix(p, "/log") || strings.HasSuffix(p, "/exec")) {
+	if strings.HasPrefix(p, "/api/v1/namespaces/") && ((get && strings.HasSuffix(p, "/log")) || strings.HasSuffix(p, "/exec")) {
 		return true
 	}
-	return p == "/api/v1/servicenet" || strings.HasPrefix(p, transfersPath) ||
-		(strings.HasPrefix(p, "/api/v1/images/") && strings.HasSuffix(p, "/artefact"))
+	return (get && p == "/api/v1/servicenet") || strings.HasPrefix(p, transfersPath) ||
+		(get && strings.HasPrefix(p, "/api/v1/images/") && strings.HasSuffix(p, "/artefact"))
+}
+
+// bringsNoCredentials: a request with neither a bearer token nor a client
+// certificate (probes of /healthz, say).
+func bringsNoCredentials(r *http.Request) bool {
+	return r.Header.Get("Authorization") == "" && (r.TLS == nil || len(r.TLS.PeerCertificates) == 0)
+}
+
+// liftReadDeadline frees an authorised streaming request of the server's
+// read deadline (http.Server.ReadTimeout), which bounds every request's
+// headers and body: a watch or a transfer lasts as long as it needs, and
+// a deadline left behind would end its context.
+func liftReadDeadline(w http.ResponseWriter, r *http.Request) {
+	if streams(r) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	}
 }
 
 // withTimeouts bounds every request that does not stream: its body must
@@ -41,6 +60,10 @@ func streams(r *http.Request) bool {
 func withTimeouts(h http.Handler, requestTimeout, bodyTimeout time.Duration) http.Handler {
 	timed := http.TimeoutHandler(h, requestTimeout, timeoutBody)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bringsNoCredentials(r) {
+			// Whoever brings no credentials keeps no idle connection.
+			w.Header().Set("Connection", "close")
+		}
 		if streams(r) {
 			h.ServeHTTP(w, r)
 			return
@@ -67,18 +90,23 @@ const bodyTimeoutBody = `{"apiVersion":"v1","kind":"Status","status":"Failure","
 // keeps reading the connection in the background to notice a client going
 // away, and a deadline left behind would end the handler's context.
 func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) error {
+	rc := http.NewResponseController(w)
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		// Nothing to read: the server's deadline (ReadTimeout) must not
+		// end the handler's context before the request's own bound does.
+		_ = rc.SetReadDeadline(time.Time{})
 		return nil
 	}
-	rc := http.NewResponseController(w)
 	if err := rc.SetReadDeadline(time.Now().Add(timeout)); err != nil {
 		return nil // not a connection that takes deadlines (a test recorder)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, bodyLimit(r.URL.Path)+1))
-	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
+		// The deadline stays: the server discards the rest of a body
+		// before it closes the connection, and would wait for it forever.
 		return err
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return nil
 }

@@ -125,6 +125,11 @@ type Config struct {
 	// HeaderTimeout is how long a connection may take to send its request
 	// headers (and its TLS handshake); zero: DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
+	// BodyTimeout is how long a request's body may take to arrive once
+	// its headers have; a streaming route (a watch, logs, exec, a volume
+	// transfer) is freed of it once its caller is authenticated. Zero:
+	// api.DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// EncryptionKey seals secrets at rest (--encryption-key-file); nil:
 	// the API keeps no secrets, and the control plane refuses to start
 	// over a database that holds some.
@@ -395,7 +400,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	relay := &transfer.Relay{Dir: transferDir}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
-	srv := api.New(api.Config{EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
+	srv := api.New(api.Config{BodyTimeout: cfg.BodyTimeout, EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
 		Store: st, Logger: log, CA: ca, NodeEndpoints: nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, Metrics: serveMetrics, MetricsHandler: metrics.Handler(registry), ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
 		Images: images, ImageMap: imgMap, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
@@ -406,10 +411,13 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
 	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: stopTemporalMetrics, adminToken: adminToken, moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, podSettle: cfg.PodSettle, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
-		// No ReadTimeout or WriteTimeout: watches and volume transfers
-		// stream for as long as they need; the API bounds every other
-		// request and its body itself (api/timeouts.go).
-		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: 2 * time.Minute,
+		// ReadTimeout bounds reading every request, headers and body,
+		// whoever sends it; the API lifts it for a streaming route once
+		// its caller is authenticated (api/timeouts.go). No WriteTimeout:
+		// watches and volume transfers stream for as long as they need,
+		// and the API bounds every other request itself.
+		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: cfg.HeaderTimeout,
+			ReadTimeout: cfg.HeaderTimeout + srv.BodyTimeout(), IdleTimeout: 2 * time.Minute,
 			MaxHeaderBytes: 64 << 10, TLSConfig: serverTLSConfig,
 			ErrorLog: slog.NewLogLogger(log.With("component", "api").Handler(), slog.LevelWarn)},
 		imgMap:  imgMap,

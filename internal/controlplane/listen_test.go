@@ -1,10 +1,12 @@
 package controlplane
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -70,6 +72,92 @@ func TestStalledConnectionsAreBoundedAndTimedOut(t *testing.T) {
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := io.ReadAll(c); err != nil {
 			t.Fatalf("stalled connection %d is still open: %v", i, err)
+		}
+	}
+}
+
+// Requests without credentials cannot hold connections: not by looking
+// like a stream (?watch=true on a POST, a volume transfer whose body never
+// comes), nor by keeping the connection after their 401. They are closed
+// within the header and body timeouts, and a well-formed request is then
+// served, though they filled every connection. An authenticated watch
+// outlives those timeouts. Remove ReadTimeout from the http.Server in
+// Start to see the transfers' connections held.
+func TestUnauthenticatedRequestsCannotHoldConnections(t *testing.T) {
+	const limit = 8
+	cfg := testConfig(t)
+	cfg.APITLS.InsecureHTTP = true
+	cfg.MaxConnections = limit
+	cfg.HeaderTimeout, cfg.BodyTimeout = time.Second, time.Second
+	cp, _ := start(t, cfg)
+
+	stalls := []string{
+		"POST /healthz?watch=true HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nab",
+		"PUT /api/v1/volumetransfers/x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nab",
+		"GET /api/v1/namespaces?watch=true HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+	}
+	conns := make([]net.Conn, limit)
+	for i := range conns {
+		c, err := net.Dial("tcp", cp.Addr())
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		conns[i] = c
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, stalls[i%len(stalls)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if b, err := io.ReadAll(c); err != nil {
+			t.Errorf("connection %d (%q) is still open after 10 s (read %q): %v", i, strings.SplitN(stalls[i%len(stalls)], " HTTP", 2)[0], b, err)
+		}
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(cp.URL() + "/healthz")
+	if err != nil {
+		t.Fatalf("a well-formed request after %d unauthenticated ones: %v", limit, err)
+	}
+	resp.Body.Close()
+
+	// An authenticated watch lasts past the header and body timeouts.
+	req, _ := http.NewRequest("GET", cp.URL()+"/api/v1/namespaces?watch=true", nil)
+	req.Header.Set("Authorization", "Bearer "+cp.AdminToken())
+	watch, err := (&http.Client{}).Do(req)
+	if err != nil || watch.StatusCode != http.StatusOK {
+		t.Fatalf("watch namespaces: %v %v", watch, err)
+	}
+	defer watch.Body.Close()
+	events := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(watch.Body)
+		for sc.Scan() {
+			events <- sc.Text()
+		}
+		close(events)
+	}()
+	time.Sleep(3 * time.Second)
+	create, _ := http.NewRequest("POST", cp.URL()+"/api/v1/namespaces", strings.NewReader(`{"metadata":{"name":"late"}}`))
+	create.Header.Set("Authorization", "Bearer "+cp.AdminToken())
+	create.Header.Set("Content-Type", "application/json")
+	if resp, err := client.Do(create); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create namespace: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatal("the authenticated watch ended before the namespace it waited for")
+			}
+			if strings.Contains(e, `"late"`) {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the authenticated watch saw no namespace 3 s in")
 		}
 	}
 }

@@ -1,0 +1,68 @@
+package api
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// The server's read deadline bounds every request's body; a streaming
+// route freed of it (through gin's writer, as the guard does) reads a body
+// that takes longer, one that is not stays bound. Make liftReadDeadline a
+// no-op to see the upload cut.
+func TestAStreamFreedOfTheReadDeadlineOutlastsIt(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	read := func(c *gin.Context) {
+		liftReadDeadline(c.Writer, c.Request)
+		n, err := io.Copy(io.Discard, c.Request.Body)
+		if err != nil {
+			c.String(http.StatusRequestTimeout, "read %d bytes: %v", n, err)
+			return
+		}
+		c.String(http.StatusOK, "read %d bytes", n)
+	}
+	r.PUT(transfersPath+":name", read)
+	r.POST("/api/v1/namespaces", read)
+	srv := httptest.NewUnstartedServer(r)
+	srv.Config.ReadTimeout = 300 * time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	slowPut := func(path string) (int, string) {
+		t.Helper()
+		pr, pw := io.Pipe()
+		go func() {
+			for range 10 {
+				time.Sleep(100 * time.Millisecond)
+				if _, err := pw.Write([]byte("0123456789")); err != nil {
+					return
+				}
+			}
+			pw.Close()
+		}()
+		method := http.MethodPut
+		if !strings.HasPrefix(path, transfersPath) {
+			method = http.MethodPost
+		}
+		req, _ := http.NewRequest(method, srv.URL+path, pr)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := slowPut(transfersPath + "x"); code != http.StatusOK || body != "read 100 bytes" {
+		t.Errorf("a transfer upload over 1 s, read deadline 300 ms: %d %s", code, body)
+	}
+	if code, body := slowPut("/api/v1/namespaces"); code == http.StatusOK {
+		t.Errorf("a request that does not stream read its body past the read deadline: %d %s", code, body)
+	}
+}
