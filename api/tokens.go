@@ -107,12 +107,15 @@ func (s *Server) createToken(c *gin.Context) {
 }
 
 func (s *Server) issue(c *gin.Context, role auth.Role, ns string, life time.Duration) {
-	s.issued(c)(s.tokens.Issue(c.Request.Context(), role, ns, life))
+	s.issued(c)(s.tokens.IssueAs(c.Request.Context(), identity(c), role, ns, life))
 }
 
 // issued answers with a token just issued, or the error of issuing it.
 func (s *Server) issued(c *gin.Context) func(string, auth.Token, error) {
 	return func(secret string, tok auth.Token, err error) {
+		if errors.Is(err, auth.ErrUnauthenticated) {
+			err = &apiError{code: http.StatusUnauthorized, reason: "Unauthorized", msg: "the issuing token was revoked or expired"}
+		}
 		if err != nil {
 			s.fail(c, err)
 			return
@@ -166,7 +169,7 @@ func (s *Server) createJoinToken(c *gin.Context) {
 		s.fail(c, invalid("NodeJoinToken", "", errs))
 		return
 	}
-	s.issued(c)(s.tokens.IssueJoin(c.Request.Context(), req.NodeName, life))
+	s.issued(c)(s.tokens.IssueJoin(c.Request.Context(), identity(c), req.NodeName, life))
 }
 
 // JoinRequest is a node's certificate request, DER (base64 in JSON).

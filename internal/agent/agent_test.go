@@ -84,7 +84,7 @@ type testAPI struct {
 // a join token of its own (one joins once).
 func (a testAPI) connect(t *testing.T, cfg agent.Config) agent.Config {
 	t.Helper()
-	join, _, err := a.tokens.IssueJoin(context.Background(), cfg.Node, time.Hour)
+	join, _, err := a.tokens.IssueJoin(context.Background(), auth.Identity{}, cfg.Node, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,15 +407,21 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	}
 	cfg.PodCIDR = ""
 
-	// Deleted (its pod CIDR freed) while the agent was away, the node
-	// registers again asking for the CIDR its host's gateway holds, not the
-	// control plane's first free one.
+	// Deleted (its pod CIDR freed, its certificate revoked) while the
+	// agent was away, the node joins again with a new token in place of
+	// its certificate, and registers asking for the CIDR its host's
+	// gateway holds, not the control plane's first free one.
 	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, cfg.APIURL+"/api/v1/nodes/node1", nil)
 	resp, err := api.admin.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("delete node1: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	if err := os.Remove(filepath.Join(cfg.StateDir, agent.NodeCertFile)); err != nil {
+		t.Fatal(err)
+	}
+	rejoin := api.connect(t, agent.Config{Node: cfg.Node})
+	cfg.JoinTokenFile = rejoin.JoinTokenFile
 	stop = runAgent(t, cfg)
 	n = waitNode(t, st, "registered again", func(n *model.Node) bool { return n.Metadata.UID != uid && n.Ready() })
 	if n.Spec.PodCIDR != "127.10.9.0/24" {

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,7 +17,9 @@ import (
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // The first start writes a cluster-admin token (0600); later starts reuse
-// it while it authenticates and replace it once it does not.
+// it while it authenticates. One an operator revoked (it leaked, say) is
+// not replaced in the same place until its file is removed. Drop the
+// revoked branch of EnsureAdminToken to see a new token minted.
 func TestAdminTokenIsMadeOnceAndReusedWhileValid(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
@@ -50,9 +53,18 @@ func TestAdminTokenIsMadeOnceAndReusedWhileValid(t *testing.T) {
 	if err := tokens.Revoke(ctx, id.TokenID, ""); err != nil {
 		t.Fatal(err)
 	}
+	if tok, err := auth.EnsureAdminToken(ctx, tokens, path); !errors.Is(err, auth.ErrAdminTokenRevoked) || tok != "" {
+		t.Fatalf("after the admin token was revoked: %q, %v; want ErrAdminTokenRevoked and none", tok, err)
+	}
+	if b, _ := os.ReadFile(path); strings.TrimSpace(string(b)) != first {
+		t.Fatalf("the revoked token's file was rewritten")
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
 	renewed, err := auth.EnsureAdminToken(ctx, tokens, path)
 	if err != nil || renewed == first || !tokens.Valid(ctx, renewed) {
-		t.Fatalf("a revoked admin token was not replaced: %v", err)
+		t.Fatalf("with its file removed, the revoked admin token was not replaced: %v", err)
 	}
 	if b, _ := os.ReadFile(path); strings.TrimSpace(string(b)) != renewed {
 		t.Fatalf("the file does not hold the new token")

@@ -37,6 +37,11 @@ type Token struct {
 	NodeName string `json:"nodeName,omitempty"`
 	// UsedAt is when a join token was spent on a join.
 	UsedAt *time.Time `json:"usedAt,omitempty"`
+	// Issuer names who issued the token (empty: the control plane or an
+	// operator at the database); IssuedBy is the issuing token's ID, when
+	// a token issued it.
+	Issuer   string `json:"issuer,omitempty"`
+	IssuedBy string `json:"issuedBy,omitempty"`
 }
 
 // Tokens keeps bearer tokens in PostgreSQL (table api_tokens).
@@ -47,16 +52,22 @@ type Tokens struct {
 // Issue creates a token and returns it whole: the only time the secret is
 // seen. namespace is empty for cluster-admin and node-join tokens.
 func (t *Tokens) Issue(ctx context.Context, role Role, namespace string, ttl time.Duration) (string, Token, error) {
-	return t.issue(ctx, role, namespace, "", ttl)
+	return t.issue(ctx, Identity{}, role, namespace, "", ttl)
+}
+
+// IssueAs creates a token as issuer: recorded as its issuer and, when the
+// issuer is itself a token, expiring no later than it and revoked with it.
+func (t *Tokens) IssueAs(ctx context.Context, issuer Identity, role Role, namespace string, ttl time.Duration) (string, Token, error) {
+	return t.issue(ctx, issuer, role, namespace, "", ttl)
 }
 
 // IssueJoin creates a join token: good for one join, of node nodeName
 // alone unless that is empty.
-func (t *Tokens) IssueJoin(ctx context.Context, nodeName string, ttl time.Duration) (string, Token, error) {
-	return t.issue(ctx, RoleNodeJoin, "", nodeName, ttl)
+func (t *Tokens) IssueJoin(ctx context.Context, issuer Identity, nodeName string, ttl time.Duration) (string, Token, error) {
+	return t.issue(ctx, issuer, RoleNodeJoin, "", nodeName, ttl)
 }
 
-func (t *Tokens) issue(ctx context.Context, role Role, namespace, nodeName string, ttl time.Duration) (string, Token, error) {
+func (t *Tokens) issue(ctx context.Context, issuer Identity, role Role, namespace, nodeName string, ttl time.Duration) (string, Token, error) {
 	if ttl <= 0 {
 		return "", Token{}, fmt.Errorf("a token's lifetime must be positive, not %s", ttl)
 	}
@@ -74,10 +85,19 @@ func (t *Tokens) issue(ctx context.Context, role Role, namespace, nodeName strin
 	if nodeName != "" {
 		node = &nodeName
 	}
-	tok := Token{ID: id, Role: role, Namespace: namespace, NodeName: nodeName}
-	err := t.Pool.QueryRow(ctx, `INSERT INTO api_tokens (id, secret_sha256, role, namespace, node_name, expires_at)
-		VALUES ($1, $2, $3, $4, $5, now() + $6::interval) RETURNING created_at, expires_at`,
-		id, sum[:], string(role), ns, node, fmt.Sprintf("%d milliseconds", ttl.Milliseconds())).Scan(&tok.CreatedAt, &tok.ExpiresAt)
+	tok := Token{ID: id, Role: role, Namespace: namespace, NodeName: nodeName, Issuer: issuer.Name, IssuedBy: issuer.TokenID}
+	// A token issued by a token expires with it at the latest; the
+	// issuing token must still be live.
+	err := t.Pool.QueryRow(ctx, `INSERT INTO api_tokens (id, secret_sha256, role, namespace, node_name, issuer, issued_by, expires_at)
+		SELECT $1, $2, $3, $4, $5, nullif($6, ''), nullif($7, ''),
+			least(now() + $8::interval, (SELECT expires_at FROM api_tokens WHERE id = $7))
+		WHERE $7 = '' OR EXISTS (SELECT 1 FROM api_tokens WHERE id = $7 AND revoked_at IS NULL AND expires_at > now())
+		RETURNING created_at, expires_at`,
+		id, sum[:], string(role), ns, node, issuer.Name, issuer.TokenID,
+		fmt.Sprintf("%d milliseconds", ttl.Milliseconds())).Scan(&tok.CreatedAt, &tok.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", Token{}, ErrUnauthenticated
+	}
 	if err != nil {
 		return "", Token{}, fmt.Errorf("issue token: %w", err)
 	}
@@ -133,6 +153,21 @@ func (t *Tokens) Authenticate(ctx context.Context, bearer string) (Identity, err
 	return idt, nil
 }
 
+// revoked reports a token that exists, with this secret, and was revoked.
+func (t *Tokens) revoked(ctx context.Context, bearer string) bool {
+	id, secret, ok := splitToken(bearer)
+	if !ok {
+		return false
+	}
+	var stored []byte
+	var revoked bool
+	if err := t.Pool.QueryRow(ctx, `SELECT secret_sha256, revoked_at IS NOT NULL FROM api_tokens WHERE id = $1`, id).Scan(&stored, &revoked); err != nil {
+		return false
+	}
+	sum := sha256.Sum256([]byte(secret))
+	return revoked && subtle.ConstantTimeCompare(sum[:], stored) == 1
+}
+
 // SpendJoinToken marks a join token used, once: of two joins with one
 // token, the second gets ErrUnauthenticated.
 func (t *Tokens) SpendJoinToken(ctx context.Context, id string) error {
@@ -147,10 +182,13 @@ func (t *Tokens) SpendJoinToken(ctx context.Context, id string) error {
 	return nil
 }
 
-// Revoke ends a token now. namespace, when not empty, must be the token's.
+// Revoke ends a token now, and every token it issued, theirs too.
+// namespace, when not empty, must be the token's.
 func (t *Tokens) Revoke(ctx context.Context, id, namespace string) error {
-	tag, err := t.Pool.Exec(ctx, `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now())
-		WHERE id = $1 AND ($2 = '' OR namespace = $2)`, id, namespace)
+	tag, err := t.Pool.Exec(ctx, `WITH RECURSIVE issued AS (
+			SELECT id FROM api_tokens WHERE id = $1 AND ($2 = '' OR namespace = $2)
+			UNION SELECT t.id FROM api_tokens t JOIN issued ON t.issued_by = issued.id)
+		UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id IN (SELECT id FROM issued)`, id, namespace)
 	if err != nil {
 		return fmt.Errorf("revoke token %s: %w", id, err)
 	}
@@ -163,7 +201,7 @@ func (t *Tokens) Revoke(ctx context.Context, id, namespace string) error {
 // List returns the tokens of a namespace, or all of them for "".
 func (t *Tokens) List(ctx context.Context, namespace string) ([]Token, error) {
 	rows, err := t.Pool.Query(ctx, `SELECT id, role, coalesce(namespace, ''), created_at, expires_at, revoked_at,
-		coalesce(node_name, ''), used_at
+		coalesce(node_name, ''), used_at, coalesce(issuer, ''), coalesce(issued_by, '')
 		FROM api_tokens WHERE $1 = '' OR namespace = $1 ORDER BY created_at, id`, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
@@ -173,7 +211,7 @@ func (t *Tokens) List(ctx context.Context, namespace string) ([]Token, error) {
 	for rows.Next() {
 		var tok Token
 		var role string
-		if err := rows.Scan(&tok.ID, &role, &tok.Namespace, &tok.CreatedAt, &tok.ExpiresAt, &tok.RevokedAt, &tok.NodeName, &tok.UsedAt); err != nil {
+		if err := rows.Scan(&tok.ID, &role, &tok.Namespace, &tok.CreatedAt, &tok.ExpiresAt, &tok.RevokedAt, &tok.NodeName, &tok.UsedAt, &tok.Issuer, &tok.IssuedBy); err != nil {
 			return nil, err
 		}
 		tok.Role = Role(role)

@@ -370,6 +370,10 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	stopTemporalMetrics := func() { _ = temporalMetricsCloser.Close() }
 	adminToken, err := auth.EnsureAdminToken(ctx, &auth.Tokens{Pool: st.Pool()}, AdminTokenFile(cfg.StateDir))
+	if errors.Is(err, auth.ErrAdminTokenRevoked) {
+		log.Warn("serving without a cluster-admin token of its own", "err", err)
+		err = nil
+	}
 	if err != nil {
 		st.Close()
 		closeListeners()

@@ -212,7 +212,7 @@ func (ns *Nodes) start(ctx context.Context, i int) (*Node, error) {
 func (ns *Nodes) joinToken(n *Node) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tok, _, err := ns.cfg.Tokens.IssueJoin(ctx, n.Name, time.Hour)
+	tok, _, err := ns.cfg.Tokens.IssueJoin(ctx, auth.Identity{}, n.Name, time.Hour)
 	if err != nil {
 		return "", fmt.Errorf("join token for %s: %w", n.Name, err)
 	}

@@ -1,0 +1,59 @@
+package api_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/api"
+)
+
+// A token issued by a token expires with it at the latest, names it as
+// its issuer, and is revoked with it, down the whole line: a namespace
+// admin cannot leave a 365-day admin token behind when its own is
+// revoked. Make Tokens.Revoke revoke only the one token, or drop least()
+// from Tokens.issue, to see this fail.
+func TestATokenNeverOutlivesTheTokenThatIssuedIt(t *testing.T) {
+	a := newAuthzAPI(t, 0)
+	a.seed()
+	mint := func(by caller, body string) api.IssuedToken {
+		t.Helper()
+		code, b := a.do(by, "POST", "/api/v1/namespaces/a/tokens", body)
+		if code != 201 {
+			t.Fatalf("issue %s: %d %s", body, code, b)
+		}
+		var tok api.IssuedToken
+		if err := json.Unmarshal([]byte(b), &tok); err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	nsAdmin := mint(caller{bearer: a.admin}, `{"role":"admin","ttlSeconds":600}`)
+	child := mint(caller{bearer: nsAdmin.Token}, `{"role":"admin","ttlSeconds":31536000}`)
+	if !child.ExpiresAt.After(time.Now()) || child.ExpiresAt.After(nsAdmin.ExpiresAt) {
+		t.Errorf("a 365-day token issued by a 10-minute one expires %s; its issuer %s", child.ExpiresAt, nsAdmin.ExpiresAt)
+	}
+	grandchild := mint(caller{bearer: child.Token}, `{"role":"view"}`)
+
+	var list api.TokenList
+	if err := json.Unmarshal([]byte(a.asAdmin("GET", "/api/v1/namespaces/a/tokens", "", 200)), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range list.Items {
+		if l.ID == child.ID && (l.IssuedBy != nsAdmin.ID || l.Issuer != "token:"+nsAdmin.ID) {
+			t.Errorf("the child token is listed issued by %q (%q), want token %s", l.IssuedBy, l.Issuer, nsAdmin.ID)
+		}
+	}
+
+	a.asAdmin("DELETE", "/api/v1/tokens/"+nsAdmin.ID, "", 200)
+	for name, tok := range map[string]string{"issuer": nsAdmin.Token, "child": child.Token, "grandchild": grandchild.Token} {
+		if code, b := a.do(caller{bearer: tok}, "GET", "/api/v1/namespaces/a/pods", ""); code != 401 {
+			t.Errorf("the %s token after its line was revoked: %d %s, want 401", name, code, b)
+		}
+	}
+	// A token revoked mid-line issues nothing more.
+	if code, b := a.do(caller{bearer: child.Token}, "POST", "/api/v1/namespaces/a/tokens", `{"role":"view"}`); code != 401 || strings.Contains(b, "zw_") {
+		t.Errorf("a revoked token issues a token: %d %s", code, b)
+	}
+}
