@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/auth"
@@ -201,6 +202,10 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	opts := q.Options(time.Now())
 	l, zoned, err := s.openLog(t)
+	if errors.Is(err, errNotRegular) {
+		fail(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("the log of container %q is not a regular file", t.container))
+		return
+	}
 	if err != nil {
 		s.cfg.Log.Warn("open a container log", "zone", t.zone, "container", t.container, "err", err)
 		fail(w, http.StatusInternalServerError, "InternalError", "the container's log cannot be read")
@@ -264,7 +269,7 @@ func (s *Server) openLog(t target) (l *openedLog, zoned bool, err error) {
 	root, err := s.zoneRoot(t.zone)
 	if err == nil {
 		path := containerlog.Path(t.service)
-		f, err := root.Open(path)
+		f, err := openRegular(root, path)
 		if err == nil {
 			return &openedLog{f: f, root: root, ended: func() bool { return replaced(root, path, f) }}, true, nil
 		}
@@ -285,6 +290,32 @@ func (s *Server) openLog(t target) (l *openedLog, zoned bool, err error) {
 		return nil, zoned, err
 	}
 	return &openedLog{f: f}, zoned, nil
+}
+
+// errNotRegular: the zone made its log something else than a file.
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens a log the zone controls only if it is a regular file:
+// not a link, and not a FIFO or device, which it opens without waiting
+// for a writer (O_NONBLOCK) to refuse at once. The file opened must be
+// the one looked at: the zone may swap them in between.
+func openRegular(root *os.Root, path string) (*os.File, error) {
+	seen, err := root.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !seen.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	f, err := root.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || !os.SameFile(fi, seen) {
+		f.Close()
+		return nil, errNotRegular
+	}
+	return f, nil
 }
 
 // replaced says whether the log at path is no longer f (the zone halted

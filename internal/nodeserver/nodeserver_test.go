@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -295,5 +296,48 @@ func TestLogsKeptAfterTheZoneIsGone(t *testing.T) {
 	}
 	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, gone, "other")); code != 404 {
 		t.Errorf("a container with no kept log: %d %s", code, body)
+	}
+}
+
+// A container may make its log anything: a FIFO (whose opening would wait
+// for a writer, holding a log slot for as long as the zone liked), a link
+// within its zone, a directory. The endpoint reads regular files only and
+// says so at once, as a client's error, not the node's. Open the log with
+// root.Open in openLog (as it did) to see the FIFO hold its request.
+func TestALogThatIsNotAFileIsRefusedAtOnce(t *testing.T) {
+	e := newEndpoint(t, 0)
+	logDir := filepath.Join(e.root, "var/svc/log")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := func(c string) string { return filepath.Join(logDir, "zonewright-container-"+c+":default.log") }
+	if err := syscall.Mkfifo(path("fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path("real"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("zonewright-container-real:default.log", path("link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path("dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	client := e.client()
+	client.Timeout = 5 * time.Second
+	for _, c := range []string{"fifo", "link", "dir"} {
+		resp, err := client.Get(e.base + nodeclient.LogsPath(ns, pod, uid, c))
+		if err != nil {
+			t.Errorf("log that is a %s: %v", c, err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "not a regular file") {
+			t.Errorf("log that is a %s: %d %s, want 400 saying it is not a regular file", c, resp.StatusCode, b)
+		}
+	}
+	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, uid, "real")); code != 200 || body != "hello\n" {
+		t.Errorf("a regular log after them: %d %q", code, body)
 	}
 }
