@@ -75,7 +75,9 @@ func node(ctx context.Context, args []string) error {
 			return errs
 		}
 	}
-	return issue(ctx, *dbURL, *ttl, func(t *auth.Tokens) (string, auth.Token, error) { return t.IssueJoin(ctx, auth.Identity{}, *name, *ttl) })
+	return issue(ctx, *dbURL, *ttl, func(t *auth.Tokens) (string, auth.Token, error) {
+		return t.IssueJoin(ctx, auth.Identity{}, *name, *ttl)
+	})
 }
 
 func databaseURLFlag(fs *flag.FlagSet) *string {
