@@ -73,9 +73,13 @@ type smfCase struct {
 	required []string // properties the method script refuses to start without
 	// url is a URL property whose value holds shell metacharacters.
 	url, urlValue string
-	deps          []string // FMRIs the manifest must depend on
-	user          string   // method_credential user
-	stop          string   // the stop method's exec
+	// urlEnv, when set, is the environment variable the method hands the
+	// URL in instead of a flag: it may hold a password, and a command
+	// line is every local user's to read.
+	urlEnv string
+	deps   []string // FMRIs the manifest must depend on
+	user   string   // method_credential user
+	stop   string   // the stop method's exec
 }
 
 func smfCases() []smfCase {
@@ -101,6 +105,7 @@ func smfCases() []smfCase {
 			flags:    func() *flag.FlagSet { fs, _ := serveFlags(); return fs },
 			required: []string{"database_url"},
 			url:      "database_url", urlValue: "postgres://zw@db.example:5432/zonewright?sslmode=require&passfile=/opt/zonewright/etc/pgpass",
+			urlEnv: "ZW_DATABASE_URL",
 			deps: []string{
 				"svc:/milestone/network:default",
 				"svc:/system/filesystem/local:default",
@@ -372,7 +377,9 @@ func TestSMFMethodScriptRun(t *testing.T) {
 			for _, p := range flagProperties(c.flags()) {
 				switch p {
 				case c.url:
-					want = append(want, "--"+strings.ReplaceAll(c.url, "_", "-"), c.urlValue)
+					if c.urlEnv == "" {
+						want = append(want, "--"+strings.ReplaceAll(c.url, "_", "-"), c.urlValue)
+					}
 				case "temporal_tls_ca":
 					want = append(want, "--temporal-tls-ca", "/opt/zonewright/etc/my ca.pem")
 				case "log_level":
@@ -389,6 +396,16 @@ func TestSMFMethodScriptRun(t *testing.T) {
 			}
 			if strings.Contains(out, "env SMF_") {
 				t.Errorf("the SMF_ variables reach zonewright (smf_clear_env):\n%s", out)
+			}
+			if c.urlEnv != "" {
+				env := "env " + c.urlEnv + "=" + c.urlValue + "\n"
+				if !strings.Contains(out, env) {
+					t.Errorf("start did not hand the URL in %s:\n%s", c.urlEnv, out)
+				}
+				out = strings.Replace(out, env, "", 1)
+				if strings.Contains(out, "db.example") {
+					t.Errorf("the database URL is on the command line, every local user's to read:\n%s", out)
+				}
 			}
 			got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 			// Arguments come in PROPS order; compare as flag/value pairs.
@@ -410,7 +427,12 @@ func TestSMFMethodScriptRun(t *testing.T) {
 			if c.command == "serve" {
 				setProp("insecure_http", "true")
 				out, _ := run("start")
-				args := strings.Split(strings.TrimSuffix(out, "\n"), "\n")[1:]
+				var args []string
+				for _, a := range strings.Split(strings.TrimSuffix(out, "\n"), "\n")[1:] {
+					if !strings.HasPrefix(a, "env ") {
+						args = append(args, a)
+					}
+				}
 				fs := c.flags()
 				fs.Init(c.command, flag.ContinueOnError)
 				fs.SetOutput(io.Discard)
@@ -530,7 +552,7 @@ f="`+props+`/${2#config/}"
 [ -f "$f" ] || { echo "svcprop: no property $2" >&2; exit 1; }
 cat "$f"
 `)
-	zw := write("zonewright", "#!/bin/sh\nprintf '%s\\n' \"$@\"\nenv | sed -n 's/^SMF_/env SMF_/p'\n")
+	zw := write("zonewright", "#!/bin/sh\nprintf '%s\\n' \"$@\"\nenv | sed -n 's/^SMF_/env SMF_/p; s/^ZW_DATABASE_URL=/env ZW_DATABASE_URL=/p'\n")
 	data, err := os.ReadFile(smfPath("zonewright-" + c.command + ".sh"))
 	if err != nil {
 		t.Fatal(err)

@@ -96,6 +96,10 @@ for p in $PROPS; do
 	v=`getprop $p`
 	[ -n "$v" ] || continue
 	case $p in
+	database_url)	# it may hold a password: in the environment, which only
+			# the daemon's user and root read, not on the command line
+		ZW_DATABASE_URL=$v
+		export ZW_DATABASE_URL ;;
 	insecure_http)	# a boolean flag takes its value in the same word
 		set -- "$@" "--insecure-http=$v" ;;
 	*)
