@@ -1,11 +1,13 @@
 package api
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +112,14 @@ func (s *Server) authenticate(c *gin.Context) (auth.Identity, error) {
 		return s.tokens.Authenticate(c.Request.Context(), strings.TrimSpace(tok))
 	}
 	id, ok := auth.FromCertificate(c.Request.TLS)
+	if !s.fromClusterCA(c.Request.TLS) {
+		// Another client CA's certificate: a cluster-admin when its
+		// name is mapped, and nothing else, whatever its subject says.
+		id, ok = auth.Identity{}, false
+		if cn := c.Request.TLS.VerifiedChains[0][0].Subject.CommonName; cn != "" && slices.Contains(s.clientCAAdmins, cn) {
+			id, ok = auth.ClusterAdmin(cn), true
+		}
+	}
 	if !ok {
 		return auth.Identity{}, auth.ErrUnauthenticated
 	}
@@ -124,6 +134,20 @@ func (s *Server) authenticate(c *gin.Context) (auth.Identity, error) {
 		}
 	}
 	return id, nil
+}
+
+// fromClusterCA: the request's client certificate chains to the cluster
+// CA (or it has none, which names nobody anyway).
+func (s *Server) fromClusterCA(state *tls.ConnectionState) bool {
+	if state == nil || len(state.VerifiedChains) == 0 {
+		return true
+	}
+	for _, chain := range state.VerifiedChains {
+		if s.ca != nil && len(chain) > 0 && chain[len(chain)-1].Equal(s.ca.Cert) {
+			return true
+		}
+	}
+	return false
 }
 
 // maySeeSecretValues: secrets' values are for the namespace's admins and

@@ -104,8 +104,13 @@ type Config struct {
 	// 503; BodyTimeout bounds reading its body. Zero: the defaults.
 	RequestTimeout, BodyTimeout time.Duration
 	// CA signs the client certificates of joining nodes; nil: joins
-	// answer 503.
+	// answer 503. Only its certificates name nodes and, by their subject,
+	// cluster-admins.
 	CA *pki.CA
+	// ClientCAAdmins are the common names of certificates of other client
+	// CAs (--client-ca) that are cluster-admins; such a certificate is
+	// nothing else.
+	ClientCAAdmins []string
 	// AuditLog receives a JSON line per mutating or refused request; nil:
 	// none.
 	AuditLog io.Writer
@@ -161,8 +166,10 @@ type Server struct {
 	nodeCerts *auth.NodeCertificates
 	authz     *auth.Authorizer
 	ca        *pki.CA
-	audit     *auditLog
-	watches   *watchSlots
+	// clientCAAdmins: Config.ClientCAAdmins.
+	clientCAAdmins []string
+	audit          *auditLog
+	watches        *watchSlots
 
 	nodeEndpoints *nodeclient.Dialer
 
@@ -217,7 +224,7 @@ func New(cfg Config) *Server {
 		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
-		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, nodeCerts: &auth.NodeCertificates{Pool: cfg.Store.Pool()}, ca: cfg.CA, audit: &auditLog{w: cfg.AuditLog}, nodeEndpoints: cfg.NodeEndpoints,
+		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, nodeCerts: &auth.NodeCertificates{Pool: cfg.Store.Pool()}, ca: cfg.CA, clientCAAdmins: cfg.ClientCAAdmins, audit: &auditLog{w: cfg.AuditLog}, nodeEndpoints: cfg.NodeEndpoints,
 		watches: &watchSlots{max: cfg.MaxWatches, open: map[string]int{}}, metrics: cfg.Metrics, metricsHandler: cfg.MetricsHandler}
 	srv.authz = &auth.Authorizer{PodNode: srv.podNode, TransferNodes: srv.transferNodes}
 	return srv

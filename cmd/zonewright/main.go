@@ -226,6 +226,8 @@ func apiTLSFlags(fs *flag.FlagSet, t *controlplane.APITLS) {
 	fs.Var((*listFlag)(&t.SANs), "tls-san", "a DNS name or IP address the issued server certificate names besides the --listen and --advertise-url hosts; repeat or separate with commas (env ZW_TLS_SAN)")
 	t.ClientCAFiles = splitList(env("ZW_CLIENT_CA", ""))
 	fs.Var((*listFlag)(&t.ClientCAFiles), "client-ca", "a CA file whose client certificates the API accepts besides the cluster CA's; repeat or separate with commas (env ZW_CLIENT_CA)")
+	t.ClientCAAdmins = splitList(env("ZW_CLIENT_CA_ADMIN", ""))
+	fs.Var((*listFlag)(&t.ClientCAAdmins), "client-ca-admin", "the common name of a --client-ca certificate that is a cluster-admin; a --client-ca certificate is nothing else; repeat or separate with commas (env ZW_CLIENT_CA_ADMIN)")
 }
 
 // listFlag is a flag that repeats, each value a comma-separated list.

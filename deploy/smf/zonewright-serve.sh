@@ -22,6 +22,7 @@ tls_cert
 tls_key
 tls_san
 client_ca
+client_ca_admin
 insecure_http
 temporal_address
 temporal_namespace

@@ -58,6 +58,11 @@ type Identity struct {
 	CertSerial string
 }
 
+// ClusterAdmin is the identity of the cluster-admin certificate named cn.
+func ClusterAdmin(cn string) Identity {
+	return Identity{Name: clusterAdminPrefix + cn, Role: RoleClusterAdmin}
+}
+
 // FromCertificate maps a client certificate the TLS layer verified
 // against the cluster CA to an identity; ok is false for one that grants
 // nothing (no verified chain, or a subject of no known kind).
@@ -72,7 +77,7 @@ func FromCertificate(state *tls.ConnectionState) (Identity, bool) {
 		return Identity{Name: cn, Role: RoleNode, Node: node, CertSerial: CertSerial(leaf)}, true
 	}
 	if cn != "" && slices.Contains(orgs, ClusterAdminsOrg) {
-		return Identity{Name: clusterAdminPrefix + cn, Role: RoleClusterAdmin}, true
+		return ClusterAdmin(cn), true
 	}
 	return Identity{}, false
 }

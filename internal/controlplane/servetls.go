@@ -23,8 +23,10 @@ type APITLS struct {
 	// empty: one issued by the cluster CA, kept in StateDir/tls.
 	CertFile, KeyFile string
 	// ClientCAFiles are CAs, besides the cluster CA, whose client
-	// certificates the API accepts.
-	ClientCAFiles []string
+	// certificates the API accepts; ClientCAAdmins the common names of
+	// theirs that are cluster-admins. Their certificates are nothing else:
+	// their subject alone grants no node's or admin's identity.
+	ClientCAFiles, ClientCAAdmins []string
 	// SANs are names and addresses the issued server certificate names
 	// besides the listen and advertise hosts.
 	SANs []string

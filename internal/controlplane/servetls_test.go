@@ -270,3 +270,61 @@ func TestServerHostsFollowTheListenAddress(t *testing.T) {
 		}
 	}
 }
+
+// A --client-ca's certificate is accepted at the handshake, but names a
+// cluster-admin only when its common name is mapped (--client-ca-admin),
+// and never a node: another CA's subject alone grants nothing, or whoever
+// runs that CA would mint node and admin identities. Drop the
+// fromClusterCA branch of authenticate to see its node and admin
+// subjects pass.
+func TestAnotherClientCAsCertificatesNameOnlyMappedAdmins(t *testing.T) {
+	cfg := testConfig(t)
+	other, err := pki.LoadOrCreateCA(t.TempDir(), "operator CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherFile := t.TempDir() + "/ca.crt"
+	if err := pki.WriteFile(otherFile, other.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.APITLS.ClientCAFiles = []string{otherFile}
+	cfg.APITLS.ClientCAAdmins = []string{"alice"}
+	cp, _ := start(t, cfg)
+	for _, c := range []struct {
+		name string
+		ca   *pki.CA
+		cn   string
+		orgs []string
+		want int
+	}{
+		{"a mapped name of the --client-ca", other, "alice", nil, http.StatusOK},
+		{"an admin subject of the --client-ca", other, "mallory", []string{auth.ClusterAdminsOrg}, http.StatusUnauthorized},
+		{"a node subject of the --client-ca", other, auth.NodeCNPrefix + "n1", []string{auth.NodesOrg}, http.StatusUnauthorized},
+		{"an admin of the cluster CA", cp.CA(), "bob", []string{auth.ClusterAdminsOrg}, http.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			certPEM, keyPEM, err := c.ca.ClientCert(c.cn, c.orgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pair, err := tls.X509KeyPair(certPEM, keyPEM)
+			if err != nil {
+				t.Fatal(err)
+			}
+			client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cp.CA().Pool(),
+				GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }}}}
+			path := "/api/v1/namespaces"
+			if c.orgs != nil && c.orgs[0] == auth.NodesOrg {
+				path = "/api/v1/nodes/n1"
+			}
+			resp, err := client.Get(cp.URL() + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, c.want)
+			}
+		})
+	}
+}
