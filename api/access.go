@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,7 +36,7 @@ func (s *Server) guard(rt route) gin.HandlerFunc {
 		return func(c *gin.Context) {
 			c.Next()
 			if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
-				s.audit.record(rt.does, auth.Attributes{Verb: c.Request.Method, Resource: rt.path}, c.Writer.Status())
+				s.audit.record(rt.does, auth.Attributes{Verb: c.Request.Method, Resource: rt.path}, c.Writer.Status(), c.Request)
 			}
 		}
 	}
@@ -63,20 +64,20 @@ func (s *Server) guard(rt route) gin.HandlerFunc {
 				s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: "credentials cannot be checked now; retry shortly"})
 			}
 			c.Abort()
-			s.audit.record(anonymous, a, c.Writer.Status())
+			s.audit.record(anonymous, a, c.Writer.Status(), c.Request)
 			return
 		}
 		ok, err := s.authz.Allowed(c.Request.Context(), id, a)
 		if err != nil {
 			s.fail(c, err)
 			c.Abort()
-			s.audit.record(id.Name, a, c.Writer.Status())
+			s.audit.record(id.Name, a, c.Writer.Status(), c.Request)
 			return
 		}
 		if !ok {
 			s.fail(c, forbidden(id, a))
 			c.Abort()
-			s.audit.record(id.Name, a, c.Writer.Status())
+			s.audit.record(id.Name, a, c.Writer.Status(), c.Request)
 			return
 		}
 		c.Set(identityKey, id)
@@ -94,8 +95,8 @@ func (s *Server) guard(rt route) gin.HandlerFunc {
 			defer s.metrics.WatchClosed()
 		}
 		c.Next()
-		if !auth.ReadOnly(a.Verb) {
-			s.audit.record(id.Name, a, c.Writer.Status())
+		if !auth.ReadOnly(a.Verb) || auditedRead(a) {
+			s.audit.record(id.Name, a, c.Writer.Status(), c.Request)
 		}
 	}
 }
@@ -227,14 +228,32 @@ type auditEntry struct {
 	Namespace string    `json:"namespace,omitempty"`
 	Name      string    `json:"name,omitempty"`
 	Code      int       `json:"code"`
+	// SourceIP is the connection's peer (a proxy's, behind one).
+	SourceIP string `json:"sourceIP,omitempty"`
+	// Command is an exec's command line.
+	Command []string `json:"command,omitempty"`
 }
 
-func (l *auditLog) record(who string, a auth.Attributes, code int) {
+// auditedRead: reads that are recorded as writes are, the secrets'
+// (values included, for who may see them) and a node's fetch of its
+// pod's secret environment.
+func auditedRead(a auth.Attributes) bool {
+	return a.Resource == "secrets" || a.ResourcePath() == "pods/secretenv"
+}
+
+func (l *auditLog) record(who string, a auth.Attributes, code int, r *http.Request) {
 	if l == nil || l.w == nil {
 		return
 	}
-	line, _ := json.Marshal(auditEntry{Time: time.Now().UTC(), Identity: who, Verb: a.Verb, Resource: a.ResourcePath(),
-		Namespace: a.Namespace, Name: a.Name, Code: code})
+	e := auditEntry{Time: time.Now().UTC(), Identity: who, Verb: a.Verb, Resource: a.ResourcePath(),
+		Namespace: a.Namespace, Name: a.Name, Code: code}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		e.SourceIP = host
+	}
+	if a.Subresource == "exec" {
+		e.Command = r.URL.Query()["command"]
+	}
+	line, _ := json.Marshal(e)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_, _ = l.w.Write(append(line, '\n'))

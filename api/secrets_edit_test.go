@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,44 @@ func TestAnEditRoundTripKeepsTheSecretsValues(t *testing.T) {
 	}
 	if got := get(caller{bearer: a.admin}, "fixed"); string(got.Data["k"]) != "v" {
 		t.Fatalf("immutable secret after edit's round trip: %q", got.Data)
+	}
+}
+
+// The audit log records who read secrets, not only who wrote them, with
+// the address each request came from and an exec's command line. Make
+// auditedRead return false, or drop SourceIP or Command from record, to
+// see this fail.
+func TestAuditLogRecordsSecretReadsAddressesAndExecCommands(t *testing.T) {
+	a := newSecretsAuthzAPI(t)
+	a.asAdmin("POST", "/api/v1/namespaces", `{"metadata":{"name":"a"}}`, 201)
+	a.asAdmin("POST", "/api/v1/namespaces/a/secrets", `{"metadata":{"name":"db"},"stringData":{"password":"s3cret"}}`, 201)
+	a.audit.Reset()
+	a.asAdmin("GET", "/api/v1/namespaces/a/secrets/db", "", 200)
+	a.asAdmin("GET", "/api/v1/namespaces/a/pods", "", 200)
+	a.do(caller{bearer: a.admin}, "POST", "/api/v1/namespaces/a/pods/web/exec?command=cat&command=/etc/shadow&stdout=true", "")
+
+	type entry struct {
+		Identity, Verb, Resource, Name, SourceIP string
+		Command                                  []string
+	}
+	var got []entry
+	for _, l := range strings.Split(strings.TrimSpace(a.audit.String()), "\n") {
+		var e entry
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("audit line %q: %v", l, err)
+		}
+		got = append(got, e)
+	}
+	if len(got) != 2 {
+		t.Fatalf("want 2 audit lines (the secret's read, the exec), not the pods' list:\n%s", a.audit)
+	}
+	if g := got[0]; g.Verb != "get" || g.Resource != "secrets" || g.Name != "db" || g.SourceIP != "192.0.2.1" {
+		t.Errorf("secret read: %+v", g)
+	}
+	if g := got[1]; g.Resource != "pods/exec" || !slices.Equal(g.Command, []string{"cat", "/etc/shadow"}) || g.SourceIP == "" {
+		t.Errorf("exec: %+v", g)
+	}
+	if strings.Contains(a.audit.String(), "s3cret") {
+		t.Errorf("the audit log holds a secret's value:\n%s", a.audit)
 	}
 }
