@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/api"
+	"github.com/zonewright/zonewright/internal/auth"
 )
 
 // A token issued by a token expires with it at the latest, names it as
@@ -55,5 +56,31 @@ func TestATokenNeverOutlivesTheTokenThatIssuedIt(t *testing.T) {
 	// A token revoked mid-line issues nothing more.
 	if code, b := a.do(caller{bearer: child.Token}, "POST", "/api/v1/namespaces/a/tokens", `{"role":"view"}`); code != 401 || strings.Contains(b, "zw_") {
 		t.Errorf("a revoked token issues a token: %d %s", code, b)
+	}
+}
+
+// One identity holds a bounded number of live tokens it issued: more
+// tokens would be more watch slots, bounded per identity. Drop the count
+// in Tokens.issue to see the 101st issued.
+func TestAnIssuersLiveTokensAreBounded(t *testing.T) {
+	a := newAuthzAPI(t, 0)
+	a.seed()
+	nsAdmin := caller{bearer: issue(t, a.st, auth.RoleAdmin, "a")}
+	var last api.IssuedToken
+	for i := range auth.MaxTokensPerIssuer {
+		code, b := a.do(nsAdmin, "POST", "/api/v1/namespaces/a/tokens", `{"role":"view"}`)
+		if code != 201 {
+			t.Fatalf("token %d of %d: %d %s", i+1, auth.MaxTokensPerIssuer, code, b)
+		}
+		_ = json.Unmarshal([]byte(b), &last)
+	}
+	if code, b := a.do(nsAdmin, "POST", "/api/v1/namespaces/a/tokens", `{"role":"view"}`); code != 403 || !strings.Contains(b, "revoke some first") {
+		t.Fatalf("token %d: %d %s, want 403", auth.MaxTokensPerIssuer+1, code, b)
+	}
+	// Another identity is not held back, and a revocation makes room.
+	a.asAdmin("POST", "/api/v1/namespaces/a/tokens", `{"role":"view"}`, 201)
+	a.asAdmin("DELETE", "/api/v1/tokens/"+last.ID, "", 200)
+	if code, b := a.do(nsAdmin, "POST", "/api/v1/namespaces/a/tokens", `{"role":"view"}`); code != 201 {
+		t.Fatalf("after a revocation: %d %s", code, b)
 	}
 }

@@ -113,8 +113,11 @@ func (s *Server) issue(c *gin.Context, role auth.Role, ns string, life time.Dura
 // issued answers with a token just issued, or the error of issuing it.
 func (s *Server) issued(c *gin.Context) func(string, auth.Token, error) {
 	return func(secret string, tok auth.Token, err error) {
-		if errors.Is(err, auth.ErrUnauthenticated) {
+		switch {
+		case errors.Is(err, auth.ErrUnauthenticated):
 			err = &apiError{code: http.StatusUnauthorized, reason: "Unauthorized", msg: "the issuing token was revoked or expired"}
+		case errors.Is(err, auth.ErrTooManyTokens):
+			err = &apiError{code: http.StatusForbidden, reason: "Forbidden", msg: "tokens is forbidden: " + err.Error()}
 		}
 		if err != nil {
 			s.fail(c, err)

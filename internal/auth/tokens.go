@@ -44,6 +44,12 @@ type Token struct {
 	IssuedBy string `json:"issuedBy,omitempty"`
 }
 
+// MaxTokensPerIssuer bounds the live tokens one identity has issued.
+const MaxTokensPerIssuer = 100
+
+// ErrTooManyTokens: the issuer holds MaxTokensPerIssuer live tokens.
+var ErrTooManyTokens = fmt.Errorf("the issuer already holds %d live tokens it issued; revoke some first", MaxTokensPerIssuer)
+
 // Tokens keeps bearer tokens in PostgreSQL (table api_tokens).
 type Tokens struct {
 	Pool *pgxpool.Pool
@@ -86,6 +92,18 @@ func (t *Tokens) issue(ctx context.Context, issuer Identity, role Role, namespac
 		node = &nodeName
 	}
 	tok := Token{ID: id, Role: role, Namespace: namespace, NodeName: nodeName, Issuer: issuer.Name, IssuedBy: issuer.TokenID}
+	if issuer.Name != "" {
+		// Each identity's live tokens are bounded: more tokens would be
+		// more watch slots (bounded per identity), and more to revoke.
+		var live int
+		if err := t.Pool.QueryRow(ctx, `SELECT count(*) FROM api_tokens WHERE issuer = $1 AND revoked_at IS NULL
+			AND used_at IS NULL AND expires_at > now()`, issuer.Name).Scan(&live); err != nil {
+			return "", Token{}, fmt.Errorf("issue token: %w", err)
+		}
+		if live >= MaxTokensPerIssuer {
+			return "", Token{}, ErrTooManyTokens
+		}
+	}
 	// A token issued by a token expires with it at the latest; the
 	// issuing token must still be live.
 	err := t.Pool.QueryRow(ctx, `INSERT INTO api_tokens (id, secret_sha256, role, namespace, node_name, issuer, issued_by, expires_at)
