@@ -175,8 +175,9 @@ func TestAnOperatorIssuedCertificateIsServed(t *testing.T) {
 	}
 }
 
-func TestClientCertificatesAreVerifiedWhenGiven(t *testing.T) {
-	cfg := testConfig(t)
+// withClientCA gives cfg another client CA (--client-ca), returned.
+func withClientCA(t *testing.T, cfg *Config) *pki.CA {
+	t.Helper()
 	other, err := pki.LoadOrCreateCA(t.TempDir(), "operator CA")
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +187,12 @@ func TestClientCertificatesAreVerifiedWhenGiven(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.APITLS.ClientCAFiles = []string{otherFile}
+	return other
+}
+
+func TestClientCertificatesAreVerifiedWhenGiven(t *testing.T) {
+	cfg := testConfig(t)
+	other := withClientCA(t, &cfg)
 	cp, _ := start(t, cfg)
 	stranger, err := pki.LoadOrCreateCA(t.TempDir(), "stranger CA")
 	if err != nil {
@@ -279,15 +286,7 @@ func TestServerHostsFollowTheListenAddress(t *testing.T) {
 // subjects pass.
 func TestAnotherClientCAsCertificatesNameOnlyMappedAdmins(t *testing.T) {
 	cfg := testConfig(t)
-	other, err := pki.LoadOrCreateCA(t.TempDir(), "operator CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherFile := t.TempDir() + "/ca.crt"
-	if err := pki.WriteFile(otherFile, other.CertPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg.APITLS.ClientCAFiles = []string{otherFile}
+	other := withClientCA(t, &cfg)
 	cfg.APITLS.ClientCAAdmins = []string{"alice"}
 	cp, _ := start(t, cfg)
 	for _, c := range []struct {
