@@ -148,7 +148,7 @@ func dev(ctx context.Context, args []string) error {
 		}
 	}()
 
-	url := *dbURL
+	url, dbShown := *dbURL, ""
 	if url == "" {
 		pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(*dataDir, "postgres"), Port: *pgPort})
 		if err != nil {
@@ -162,6 +162,7 @@ func dev(ctx context.Context, args []string) error {
 		if url, err = pg.EnsureDatabase(ctx, devDatabase); err != nil {
 			return err
 		}
+		dbShown = " (password in " + pgserver.PasswordFile(filepath.Join(*dataDir, "postgres")) + ")"
 	}
 
 	// The data directory is the control plane's state directory: the
@@ -308,7 +309,7 @@ zonewright dev stack is up (started in %s)
   API          %s (CA %s, fingerprint %s)
   Temporal UI  %s
   Temporal     %s (namespace %s, mutual TLS: certificates in %s)
-  PostgreSQL   %s
+  PostgreSQL   %s%s
   data         %s
   nodes        %s
   services     %s (cluster DNS %s)
@@ -323,7 +324,7 @@ Try: source %s
      curl --cacert "$ZW_CACERT" -H "Authorization: Bearer $ZW_TOKEN" "$ZW_API_URL/api/v1/images"
      temporal workflow list
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, tlsDir, redact(url), *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
+`, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, tlsDir, redact(url), dbShown, *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
 		dnsShown(cp.DNSAddr()), health.DNS.Domain, img.ImageSourceDir, controlplane.AdminTokenFile(stateDir), filepath.Join(stateDir, "audit.log"), envFile)
 
 	select {

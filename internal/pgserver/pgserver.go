@@ -34,13 +34,15 @@ type Config struct {
 
 // Server is a running cluster owned by this process.
 type Server struct {
-	cfg     Config
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when postgres has exited
-	exitErr error
+	cfg      Config
+	password string // the superuser's (PasswordFile)
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when postgres has exited
+	exitErr  error
 }
 
-// User is the superuser initdb creates; the cluster trusts local connections only.
+// User is the superuser initdb creates; it connects with its password
+// (PasswordFile) only.
 const User = "postgres"
 
 // FindBinDir locates the newest PostgreSQL server binaries installed here.
@@ -99,9 +101,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := initdb(ctx, cfg); err != nil {
 		return nil, err
 	}
+	password, err := ensurePassword(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	// A previous run killed hard leaves a pid file behind; postgres itself
 	// refuses to start only if that pid is still a postgres, which is right.
-	s := &Server{cfg: cfg, done: make(chan struct{})}
+	s := &Server{cfg: cfg, password: password, done: make(chan struct{})}
 	if err := s.start(); err != nil {
 		return nil, err
 	}
@@ -216,9 +222,10 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // Port is the TCP port the cluster listens on.
 func (s *Server) Port() int { return s.cfg.Port }
 
-// URL is a connection string for database db over the unix socket.
+// URL is a connection string for database db over loopback, with the
+// password.
 func (s *Server) URL(db string) string {
-	u := url.URL{Scheme: "postgres", User: url.User(User), Host: s.Addr(), Path: "/" + db}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(User, s.password), Host: s.Addr(), Path: "/" + db}
 	q := url.Values{}
 	q.Set("sslmode", "disable")
 	u.RawQuery = q.Encode()

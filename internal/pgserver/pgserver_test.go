@@ -2,6 +2,8 @@ package pgserver_test
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -61,4 +63,61 @@ func TestAcknowledgedCommitsSurviveAKill(t *testing.T) {
 	if n != rows {
 		t.Fatalf("%d of %d acknowledged commits survived PostgreSQL's SIGKILL", n, rows)
 	}
+}
+
+// The cluster lets in nobody without its password, over loopback or its
+// socket: a pod's process reaches loopback. A cluster made when clusters
+// trusted loopback is secured at its next start. Write pg_hba.conf as
+// initdb leaves it (trust) in ensurePassword to see this fail.
+func TestTheClusterAsksForItsPassword(t *testing.T) {
+	if _, err := pgserver.FindBinDir(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir() + "/pg"
+	refused := func(pg *pgserver.Server) {
+		t.Helper()
+		for _, url := range []string{
+			"postgres://postgres@" + pg.Addr() + "/postgres?sslmode=disable",
+			"postgres://postgres:wrong@" + pg.Addr() + "/postgres?sslmode=disable",
+			"host=" + dir + " port=" + strconv.Itoa(pg.Port()) + " user=postgres dbname=postgres sslmode=disable",
+		} {
+			if conn, err := pgx.Connect(ctx, url); err == nil {
+				conn.Close(ctx)
+				t.Errorf("connected without the password: %s", url)
+			}
+		}
+		conn, err := pgx.Connect(ctx, pg.URL("postgres"))
+		if err != nil {
+			t.Fatalf("with the password: %v", err)
+		}
+		conn.Close(ctx)
+	}
+	pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused(pg)
+	if fi, err := os.Stat(pgserver.PasswordFile(dir)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("password file: %v %v, want mode 0600", fi, err)
+	}
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// As a cluster of before: trust, no password file.
+	trust := "local all all trust\nhost all all 127.0.0.1/32 trust\n"
+	if err := os.WriteFile(dir+"/pg_hba.conf", []byte(trust), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(pgserver.PasswordFile(dir)); err != nil {
+		t.Fatal(err)
+	}
+	pg, err = pgserver.Start(ctx, pgserver.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	refused(pg)
 }
