@@ -44,9 +44,17 @@ func TestPodsOnDifferentNodesReachEachOtherThroughNodeRoutes(t *testing.T) {
 		}
 		return strings.TrimSpace(out), nil
 	}
-	if out, err := fetch(); err != nil || out != "hello-from-node-2" {
-		t.Fatalf("client on node-1 fetching from the server on node-2 (%s): %q, %v", server.Status.PodIP, out, err)
-	}
+	// Node-1 learns node-2's pod CIDR within one route interval of
+	// node-2's registration: the first fetch may come before.
+	var out string
+	var err error
+	c.eventually(3*crossNodeRouteInterval, "the client on node-1 fetching from the server on node-2", func() bool {
+		out, err = fetch()
+		if err != nil || out != "hello-from-node-2" {
+			t.Logf("fetch from node-2 (%s): %q, %v", server.Status.PodIP, out, err)
+		}
+		return err == nil && out == "hello-from-node-2"
+	})
 
 	var n1, n2 model.Node
 	c.get("/api/v1/nodes/node-1", &n1)
