@@ -21,8 +21,11 @@ const PodDNSPort = "53"
 // their image's resolver configuration.
 func (a *Agent) servePodDNS() *clusterdns.Server {
 	addr := net.JoinHostPort(a.podGateway().String(), PodDNSPort)
+	// Other names are forwarded for this node's pods and the node itself
+	// only: the server may be reachable from beyond them.
+	forwardFor := []netip.Prefix{a.podCIDR, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	srv, err := clusterdns.Listen(clusterdns.Config{Addr: addr, Domain: a.cfg.ClusterDomain,
-		Upstreams: a.cfg.DNSUpstreams, Log: a.log.With("component", "dns")}, &a.serviceNet)
+		Upstreams: a.cfg.DNSUpstreams, ForwardFor: forwardFor, Log: a.log.With("component", "dns")}, &a.serviceNet)
 	if err != nil {
 		a.log.Error("cannot serve the cluster DNS on the pods' gateway; pods keep their own resolver configuration", "addr", addr, "err", err)
 		return nil

@@ -2,6 +2,7 @@ package clusterdns
 
 import (
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -34,7 +35,11 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	ix := s.current()
 	m := ix.answer(r, name)
 	if m == nil {
-		m = s.forward.exchange(s.ctx, r, tcp, s.log)
+		if s.mayForward(w.RemoteAddr()) {
+			m = s.forward.exchange(s.ctx, r, tcp, s.log)
+		} else {
+			m = new(dns.Msg).SetRcode(r, dns.RcodeRefused)
+		}
 	}
 	m.RecursionAvailable = s.forward.enabled()
 	if opt != nil && m.IsEdns0() == nil {
@@ -42,6 +47,23 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	fit(m, r, tcp)
 	w.WriteMsg(m)
+}
+
+// mayForward: the query's source is one other names are forwarded for,
+// within its share of forwards (forwarder.allow).
+func (s *Server) mayForward(from net.Addr) bool {
+	var ip netip.Addr
+	switch a := from.(type) {
+	case *net.UDPAddr:
+		ip, _ = netip.AddrFromSlice(a.IP)
+	case *net.TCPAddr:
+		ip, _ = netip.AddrFromSlice(a.IP)
+	}
+	ip = ip.Unmap()
+	if s.forwardFor != nil && !slices.ContainsFunc(s.forwardFor, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+		return false
+	}
+	return s.forward.allow(ip)
 }
 
 // answer is the reply for a name the index owns, or nil for a name to

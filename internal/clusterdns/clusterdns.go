@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,11 @@ type Config struct {
 	// /etc/resolv.conf other than this server. Empty but not nil: none;
 	// such names are REFUSED.
 	Upstreams []string
+	// ForwardFor are the sources whose other names are forwarded: the
+	// node's pods and the node itself. Anyone else gets REFUSED for them
+	// (the cluster's own names are answered to all): an open forwarder
+	// amplifies floods at whoever a spoofed query names. Nil: any source.
+	ForwardFor []netip.Prefix
 	// Log receives what goes wrong forwarding; slog.Default when nil.
 	Log *slog.Logger
 }
@@ -54,12 +60,14 @@ type Config struct {
 // Server answers cluster DNS from a servicenet.Holder. It is also a
 // dns.Handler.
 type Server struct {
-	holder   *servicenet.Holder
-	domain   string // lower case, absolute
-	forward  *forwarder
-	log      *slog.Logger
-	index    atomic.Pointer[index]
-	building sync.Mutex // one index build at a time
+	holder  *servicenet.Holder
+	domain  string // lower case, absolute
+	forward *forwarder
+	// forwardFor: Config.ForwardFor; nil: any.
+	forwardFor []netip.Prefix
+	log        *slog.Logger
+	index      atomic.Pointer[index]
+	building   sync.Mutex // one index build at a time
 
 	udp, tcp *dns.Server
 	addr     string
@@ -79,7 +87,7 @@ func Listen(cfg Config, names *servicenet.Holder) (*Server, error) {
 	if err := CheckDomain(domain); err != nil {
 		return nil, err
 	}
-	s := &Server{holder: names, domain: dns.Fqdn(strings.ToLower(domain)), log: cfg.Log}
+	s := &Server{holder: names, domain: dns.Fqdn(strings.ToLower(domain)), forwardFor: cfg.ForwardFor, log: cfg.Log}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -544,3 +544,50 @@ func TestUpstreamFlagValues(t *testing.T) {
 		t.Errorf("the forwarder refuses a parsed list: %v", err)
 	}
 }
+
+// Other names are forwarded only for the sources the node serves (its
+// pods, itself), each within its share: an open forwarder lets anyone who
+// reaches it aim floods (85× amplification) at whoever a spoofed query
+// names. The cluster's names are answered to all. Make mayForward return
+// true to see the stranger's name forwarded and the flood pass.
+func TestOnlyTheNodesSourcesAreForwardedForWithinTheirShare(t *testing.T) {
+	var h servicenet.Holder
+	h.Store(cluster(1))
+	s, err := Listen(Config{Addr: "127.0.0.1:0", Upstreams: []string{upstream(t)},
+		ForwardFor: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}, &h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	askFrom := func(src, name string) *dns.Msg {
+		t.Helper()
+		c := &dns.Client{Net: "udp", Timeout: 5 * time.Second,
+			Dialer: &net.Dialer{LocalAddr: &net.UDPAddr{IP: net.ParseIP(src)}}}
+		r, _, err := c.Exchange(new(dns.Msg).SetQuestion(name, dns.TypeA), s.Addr())
+		if err != nil {
+			t.Fatalf("%s from %s: %v", name, src, err)
+		}
+		return r
+	}
+	if r := askFrom("127.0.0.3", "example.org."); r.Rcode != dns.RcodeRefused {
+		t.Errorf("a stranger's external name: %s, want REFUSED", dns.RcodeToString[r.Rcode])
+	}
+	if r := askFrom("127.0.0.3", "web.default.svc.cluster.local."); !slices.Equal(rdata(r.Answer), []string{"10.96.0.20"}) {
+		t.Errorf("a stranger's cluster name: %v", r)
+	}
+	if r := askFrom("127.0.0.2", "example.org."); r.Rcode != dns.RcodeSuccess || !slices.Equal(rdata(r.Answer), []string{"192.0.2.1"}) {
+		t.Fatalf("a pod's external name: %v", r)
+	}
+	refused := 0
+	for range forwardBurst + 50 {
+		if askFrom("127.0.0.2", "example.org.").Rcode == dns.RcodeRefused {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Errorf("%d external names at once from one pod were all forwarded; want those past its share of %d refused", forwardBurst+50, forwardBurst)
+	}
+	if r := askFrom("127.0.0.2", "web.default.svc.cluster.local."); !slices.Equal(rdata(r.Answer), []string{"10.96.0.20"}) {
+		t.Errorf("a pod past its share asks a cluster name: %v", r)
+	}
+}

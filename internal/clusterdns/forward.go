@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -26,6 +27,14 @@ const (
 	// maxForwarding bounds the forwards in flight: past it, a flood of
 	// external names gets SERVFAIL rather than piling up goroutines.
 	maxForwarding = 1000
+	// forwardRate and forwardBurst are each source's share of forwards
+	// (per second, and at once): past it, REFUSED. A pod resolving names
+	// as programs do stays far below; a flood from one pod does not
+	// become a flood at the upstream.
+	forwardRate, forwardBurst = 50, 200
+	// maxSources bounds the sources tracked; past it the oldest counts
+	// are dropped at once (each then starts with a full share).
+	maxSources = 4096
 )
 
 // forwarder sends names that are not the cluster's to upstream resolvers,
@@ -35,13 +44,48 @@ type forwarder struct {
 	upstreams []string // host:port
 	udp, tcp  *dns.Client
 	slots     chan struct{}
+
+	mu      sync.Mutex
+	buckets map[netip.Addr]*bucket
+	now     func() time.Time
+}
+
+// bucket is one source's share of forwards: tokens, refilled at
+// forwardRate up to forwardBurst.
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// allow takes one forward from ip's share.
+func (f *forwarder) allow(ip netip.Addr) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	b := f.buckets[ip]
+	if b == nil {
+		if len(f.buckets) >= maxSources {
+			clear(f.buckets)
+		}
+		b = &bucket{tokens: forwardBurst, at: now}
+		f.buckets[ip] = b
+	}
+	b.tokens = min(forwardBurst, b.tokens+now.Sub(b.at).Seconds()*forwardRate)
+	b.at = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 func newForwarder(upstreams []string) (*forwarder, error) {
 	f := &forwarder{
-		udp:   &dns.Client{Net: "udp", Timeout: upstreamTimeout, UDPSize: maxUDPSize},
-		tcp:   &dns.Client{Net: "tcp", Timeout: upstreamTimeout},
-		slots: make(chan struct{}, maxForwarding),
+		udp:     &dns.Client{Net: "udp", Timeout: upstreamTimeout, UDPSize: maxUDPSize},
+		tcp:     &dns.Client{Net: "tcp", Timeout: upstreamTimeout},
+		slots:   make(chan struct{}, maxForwarding),
+		buckets: map[netip.Addr]*bucket{},
+		now:     time.Now,
 	}
 	for _, u := range upstreams {
 		addr, err := upstreamAddr(u)

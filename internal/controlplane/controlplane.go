@@ -308,6 +308,11 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		if cfg.DNS.Log == nil {
 			cfg.DNS.Log = log.With("component", "dns")
 		}
+		if cfg.DNS.ForwardFor == nil {
+			// The pods ask their node's DNS; this one forwards other
+			// names only for its own host.
+			cfg.DNS.ForwardFor = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+		}
 		if dnsServer, err = clusterdns.Listen(cfg.DNS, serviceNet); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("cluster DNS on %s: %w (pass --dns-listen)", cfg.DNS.Addr, err)
