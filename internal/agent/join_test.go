@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -100,8 +101,13 @@ func TestAKeptCertificateWithoutAServingOneJoinsAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	joins := 0
+	joins, refuse := 0, false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse { // the control plane refuses the name of a node that exists
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"kind":"Status","reason":"AlreadyExists"}`))
+			return
+		}
 		var req struct{ CSR []byte }
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		cert, err := ca.SignCSR(req.CSR, "node:n1", []string{"zonewright:nodes"})
@@ -136,6 +142,15 @@ func TestAKeptCertificateWithoutAServingOneJoinsAgain(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("zw_join_secret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A join refused (its Node exists) keeps the certificate it had: the
+	// agent runs, its endpoint does not serve. Return the join's error in
+	// NodeCredential whatever was kept to see it fail.
+	refuse = true
+	if kept, err := NodeCredential(context.Background(), JoinConfig{APIURL: srv.URL, Node: "n1", StateDir: state, JoinTokenFile: tokenFile}); err != nil ||
+		!bytes.Equal(kept.Certificate[0], cert.Certificate[0]) {
+		t.Fatalf("a refused join: %v; want the kept certificate", err)
+	}
+	refuse = false
 	cert, err = NodeCredential(context.Background(), JoinConfig{APIURL: srv.URL, Node: "n1", StateDir: state, JoinTokenFile: tokenFile})
 	if err != nil || joins != 1 {
 		t.Fatalf("with a join token the node joins again for a serving certificate: %v, joins %d", err, joins)
