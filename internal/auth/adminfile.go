@@ -29,10 +29,11 @@ func EnsureAdminToken(ctx context.Context, t *Tokens, path string) (string, erro
 	switch {
 	case err == nil:
 		tok := strings.TrimSpace(string(b))
-		if t.Valid(ctx, tok) {
+		_, err := t.Authenticate(ctx, tok)
+		switch {
+		case err == nil:
 			return tok, nil
-		}
-		if t.revoked(ctx, tok) {
+		case errors.Is(err, errRevoked):
 			return "", ErrAdminTokenRevoked
 		}
 	case !errors.Is(err, os.ErrNotExist):

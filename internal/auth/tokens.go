@@ -22,6 +22,10 @@ const TokenPrefix = "zw_"
 // revoked credential: the caller learns nothing more than that.
 var ErrUnauthenticated = errors.New("invalid or missing credentials")
 
+// errRevoked is ErrUnauthenticated for a token, with its secret, that was
+// revoked (EnsureAdminToken tells it from an expired one).
+var errRevoked = fmt.Errorf("%w (revoked)", ErrUnauthenticated)
+
 // ErrNotFound is a token ID that names no token (in the namespace asked).
 var ErrNotFound = errors.New("token not found")
 
@@ -147,10 +151,11 @@ func (t *Tokens) Authenticate(ctx context.Context, bearer string) (Identity, err
 		ns     *string
 		node   *string
 		live   bool
+		gone   bool
 	)
 	err := t.Pool.QueryRow(ctx, `SELECT secret_sha256, role, namespace, node_name,
-		revoked_at IS NULL AND used_at IS NULL AND expires_at > now()
-		FROM api_tokens WHERE id = $1`, id).Scan(&stored, &role, &ns, &node, &live)
+		revoked_at IS NULL AND used_at IS NULL AND expires_at > now(), revoked_at IS NOT NULL
+		FROM api_tokens WHERE id = $1`, id).Scan(&stored, &role, &ns, &node, &live, &gone)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Identity{}, ErrUnauthenticated
 	}
@@ -158,7 +163,12 @@ func (t *Tokens) Authenticate(ctx context.Context, bearer string) (Identity, err
 		return Identity{}, fmt.Errorf("look up token: %w", err)
 	}
 	sum := sha256.Sum256([]byte(secret))
-	if subtle.ConstantTimeCompare(sum[:], stored) != 1 || !live {
+	switch {
+	case subtle.ConstantTimeCompare(sum[:], stored) != 1:
+		return Identity{}, ErrUnauthenticated
+	case gone:
+		return Identity{}, errRevoked
+	case !live:
 		return Identity{}, ErrUnauthenticated
 	}
 	idt := Identity{Name: "token:" + id, TokenID: id, Role: Role(role)}
@@ -169,21 +179,6 @@ func (t *Tokens) Authenticate(ctx context.Context, bearer string) (Identity, err
 		idt.JoinNode = *node
 	}
 	return idt, nil
-}
-
-// revoked reports a token that exists, with this secret, and was revoked.
-func (t *Tokens) revoked(ctx context.Context, bearer string) bool {
-	id, secret, ok := splitToken(bearer)
-	if !ok {
-		return false
-	}
-	var stored []byte
-	var revoked bool
-	if err := t.Pool.QueryRow(ctx, `SELECT secret_sha256, revoked_at IS NOT NULL FROM api_tokens WHERE id = $1`, id).Scan(&stored, &revoked); err != nil {
-		return false
-	}
-	sum := sha256.Sum256([]byte(secret))
-	return revoked && subtle.ConstantTimeCompare(sum[:], stored) == 1
 }
 
 // SpendJoinToken marks a join token used, once: of two joins with one
