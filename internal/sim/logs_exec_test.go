@@ -87,3 +87,42 @@ func TestZloginInteractiveGivesATerminal(t *testing.T) {
 		t.Fatalf("zlogin -i -n: %q, exit %d", out, code)
 	}
 }
+
+// A terminal resized while zlogin -i is starting reaches the command: a
+// size change between zlogin reading its terminal's size and listening
+// for changes used to be lost. Each run resizes a little later than the
+// last, so some land in that window. (Move signal.Notify in
+// runOnTerminal back after pty.StartWithAttrs to see this fail.)
+func TestZloginKeepsAResizeMadeWhileItStarts(t *testing.T) {
+	h := newHost(t)
+	h.zoneSetup("web01", "running")
+	waitSize := `i=0; while [ $i -lt 25 ] && [ "$(stty size)" != "40 100" ]; do sleep 0.1; i=$((i+1)); done; stty size`
+	var lost []time.Duration
+	for i := 0; i < 40; i++ {
+		delay := time.Duration(i) * 400 * time.Microsecond
+		c := exec.Command(filepath.Join(h.bin, "zlogin"), "-i", "web01", waitSize)
+		ptmx, err := pty.StartWithSize(c, &pty.Winsize{Rows: 24, Cols: 80})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 100}); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		copied := make(chan struct{})
+		go func() { io.Copy(&out, ptmx); close(copied) }()
+		c.Wait()
+		select {
+		case <-copied:
+		case <-time.After(2 * time.Second):
+		}
+		ptmx.Close()
+		if got := strings.TrimSpace(out.String()); got != "40 100" {
+			lost = append(lost, delay)
+		}
+	}
+	if len(lost) > 0 {
+		t.Fatalf("the command kept the old size when the terminal was resized %v after zlogin started", lost)
+	}
+}

@@ -138,6 +138,11 @@ func (inv *invocation) runOnTerminal(z *Zone, u zoneUser, argv []string, tty *os
 		return 1
 	}
 	attrs := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true, Setctty: true, Credential: cred}
+	// Listen for size changes before reading the size: a change between
+	// the two would otherwise be lost (SIGWINCH is ignored until then).
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
 	size, err := pty.GetsizeFull(tty)
 	if err != nil {
 		size = nil
@@ -151,9 +156,6 @@ func (inv *invocation) runOnTerminal(z *Zone, u zoneUser, argv []string, tty *os
 	if old, err := term.MakeRaw(int(tty.Fd())); err == nil {
 		defer term.Restore(int(tty.Fd()), old)
 	}
-	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
-	defer signal.Stop(winch)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
