@@ -208,7 +208,9 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	if cfg.WorkerStopTimeout, err = time.ParseDuration(o.shutdown); err != nil || cfg.WorkerStopTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %q: want a duration such as 30s", o.shutdown))
 	}
-	if cfg.TemporalTLS, err = o.temporal.TemporalTLS.ClientTLS(); err != nil {
+	if err := o.temporal.TemporalTLS.Check(o.temporal.TemporalInsecure); err != nil {
+		errs = append(errs, err)
+	} else if cfg.TemporalTLS, err = o.temporal.TemporalTLS.ClientTLS(); err != nil {
 		errs = append(errs, err)
 	}
 	return cfg, errors.Join(errs...)
@@ -230,5 +232,6 @@ func agent(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Logger = log
+	warnIfInsecureTemporal(log, o.temporal)
 	return nodeagent.Run(ctx, cfg)
 }

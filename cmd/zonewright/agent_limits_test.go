@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zonewright/zonewright/internal/pki"
 )
 
 // The node's zone limits come from the agent's flags: a quota as a
@@ -11,7 +16,7 @@ import (
 func TestAgentZoneLimitFlags(t *testing.T) {
 	parse := func(args ...string) (int64, int64, int64, error) {
 		fs, o := agentFlags()
-		if err := fs.Parse(append([]string{"--api-url", "https://cp:8443"}, args...)); err != nil {
+		if err := fs.Parse(append([]string{"--api-url", "https://cp:8443", "--temporal-insecure"}, args...)); err != nil {
 			t.Fatal(err)
 		}
 		cfg, err := o.config()
@@ -29,5 +34,44 @@ func TestAgentZoneLimitFlags(t *testing.T) {
 		if _, _, _, err := parse(bad...); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%v: %v", bad, err)
 		}
+	}
+}
+
+// Temporal in plaintext is the operator's explicit choice: without a TLS
+// option the agent and serve refuse to start unless --temporal-insecure
+// says so, and the two together are a contradiction. (Make
+// TLSConfig.Check return nil to see this fail.)
+func TestPlaintextTemporalMustBeAskedFor(t *testing.T) {
+	agentErr := func(args ...string) error {
+		fs, o := agentFlags()
+		if err := fs.Parse(append([]string{"--api-url", "https://cp:8443"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := o.config()
+		return err
+	}
+	if err := agentErr(); err == nil || !strings.Contains(err.Error(), "--temporal-insecure") {
+		t.Errorf("agent without Temporal TLS: %v, want a refusal naming --temporal-insecure", err)
+	}
+	if err := agentErr("--temporal-insecure"); err != nil {
+		t.Errorf("agent with --temporal-insecure: %v", err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	ca, err := pki.LoadOrCreateCA(filepath.Dir(caFile), "zonewright CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, ca.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := agentErr("--temporal-tls-ca", caFile); err != nil {
+		t.Errorf("agent with a Temporal CA (its own certificate): %v", err)
+	}
+	if err := agentErr("--temporal-insecure", "--temporal-tls-ca", "ca.pem"); err == nil {
+		t.Error("agent with --temporal-insecure and a Temporal CA started")
+	}
+	err = serve(context.Background(), []string{"--database-url", "postgres://zw@127.0.0.1:1/zw"})
+	if err == nil || !strings.Contains(err.Error(), "--temporal-insecure") {
+		t.Errorf("serve without Temporal TLS: %v, want a refusal naming --temporal-insecure", err)
 	}
 }

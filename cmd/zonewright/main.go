@@ -131,6 +131,9 @@ func serve(ctx context.Context, args []string) error {
 	if o.DatabaseURL == "" {
 		return fmt.Errorf("--database-url (or ZW_DATABASE_URL) is required")
 	}
+	if err := o.TemporalTLS.Check(o.TemporalInsecure); err != nil {
+		return err
+	}
 	if err := o.nodeHealth(); err != nil {
 		return err
 	}
@@ -154,6 +157,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	warnShortGrace(log, o.NodeGracePeriod)
+	warnIfInsecureTemporal(log, o.Config)
 	tc := o.Config
 	tc.Logger = log
 	audit, closeAudit, err := openAuditLog(o.auditLog)
@@ -364,6 +368,15 @@ func temporalFlags(fs *flag.FlagSet, c *controlplane.Config) {
 	fs.StringVar(&c.TemporalTLS.KeyFile, "temporal-tls-key", env("ZW_TEMPORAL_TLS_KEY", ""), "client key for Temporal mTLS (env ZW_TEMPORAL_TLS_KEY)")
 	fs.StringVar(&c.TemporalTLS.CAFile, "temporal-tls-ca", env("ZW_TEMPORAL_TLS_CA", ""), "CA bundle that signed the Temporal server certificate (env ZW_TEMPORAL_TLS_CA)")
 	fs.StringVar(&c.TemporalTLS.ServerName, "temporal-tls-server-name", env("ZW_TEMPORAL_TLS_SERVER_NAME", ""), "expected Temporal server name (env ZW_TEMPORAL_TLS_SERVER_NAME)")
+	fs.BoolVar(&c.TemporalInsecure, "temporal-insecure", envBool("ZW_TEMPORAL_INSECURE"), "reach Temporal in plaintext, where anyone on the path reads and drives the cluster's workflows; without a --temporal-tls-* option it is refused unless this is set (env ZW_TEMPORAL_INSECURE)")
+}
+
+// warnIfInsecureTemporal logs, at every start, that Temporal is reached
+// in plaintext.
+func warnIfInsecureTemporal(log *slog.Logger, c controlplane.Config) {
+	if c.TemporalInsecure {
+		log.Warn("Temporal is reached in plaintext (--temporal-insecure): anyone who reaches it can start, signal and complete the cluster's workflows")
+	}
 }
 
 func migrate(ctx context.Context, args []string) error {

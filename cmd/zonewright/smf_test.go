@@ -424,9 +424,17 @@ func TestSMFMethodScriptRun(t *testing.T) {
 			}
 			// A boolean flag takes its value in the same word, or the
 			// value would end the flags.
-			if c.command == "serve" {
-				setProp("insecure_http", "true")
+			var bools []string
+			c.flags().VisitAll(func(f *flag.Flag) {
+				if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+					bools = append(bools, f.Name)
+				}
+			})
+			for _, name := range bools {
+				prop := strings.ReplaceAll(name, "-", "_")
+				setProp(prop, "true")
 				out, _ := run("start")
+				setProp(prop, `""`)
 				var args []string
 				for _, a := range strings.Split(strings.TrimSuffix(out, "\n"), "\n")[1:] {
 					if !strings.HasPrefix(a, "env ") {
@@ -436,8 +444,8 @@ func TestSMFMethodScriptRun(t *testing.T) {
 				fs := c.flags()
 				fs.Init(c.command, flag.ContinueOnError)
 				fs.SetOutput(io.Discard)
-				if err := fs.Parse(args); err != nil || fs.NArg() != 0 || fs.Lookup("insecure-http").Value.String() != "true" {
-					t.Errorf("config/insecure_http=true: zonewright serve would not parse %q: %v", args, err)
+				if err := fs.Parse(args); err != nil || fs.NArg() != 0 || fs.Lookup(name).Value.String() != "true" {
+					t.Errorf("config/%s=true: zonewright %s would not parse %q: %v", prop, c.command, args, err)
 				}
 			}
 		})

@@ -94,7 +94,10 @@ func startStack(ctx context.Context, binDir string, replicas, nodes int, log *sl
 		return s, err
 	}
 	s.temporalProc = &proc{kind: kindTemporal, name: "temporal", out: log, log: filepath.Join(dir, "temporal.log"),
+		// Production's server: its state in the stack's PostgreSQL, with
+		// its default history shards.
 		args: []string{filepath.Join(bin, "zonewright"), "temporal", "--data-dir", filepath.Join(dir, "temporal"),
+			"--database-url", s.pg.URL("temporal"),
 			"--state-dir", s.stateDir, "--address", s.temporalAddr, "--log-level", "warn"}}
 	if err := s.temporalProc.start(); err != nil {
 		return s, err

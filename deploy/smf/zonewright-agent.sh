@@ -36,6 +36,7 @@ temporal_tls_cert
 temporal_tls_key
 temporal_tls_ca
 temporal_tls_server_name
+temporal_insecure
 pod_cidr
 etherstub
 storage_pool
@@ -135,7 +136,12 @@ set -- agent
 for p in $PROPS; do
 	v=`getprop $p`
 	[ -n "$v" ] || continue
-	set -- "$@" "--`echo $p | /usr/bin/tr _ -`" "$v"
+	case $p in
+	temporal_insecure)	# a boolean flag takes its value in the same word
+		set -- "$@" "--temporal-insecure=$v" ;;
+	*)
+		set -- "$@" "--`echo $p | /usr/bin/tr _ -`" "$v" ;;
+	esac
 done
 
 smf_clear_env

@@ -30,6 +30,7 @@ temporal_tls_cert
 temporal_tls_key
 temporal_tls_ca
 temporal_tls_server_name
+temporal_insecure
 image_store
 transfer_dir
 advertise_url
@@ -101,8 +102,8 @@ for p in $PROPS; do
 			# the daemon's user and root read, not on the command line
 		ZW_DATABASE_URL=$v
 		export ZW_DATABASE_URL ;;
-	insecure_http)	# a boolean flag takes its value in the same word
-		set -- "$@" "--insecure-http=$v" ;;
+	insecure_http|temporal_insecure)	# a boolean flag takes its value in the same word
+		set -- "$@" "--`echo $p | /usr/bin/tr _ -`=$v" ;;
 	*)
 		set -- "$@" "--`echo $p | /usr/bin/tr _ -`" "$v" ;;
 	esac

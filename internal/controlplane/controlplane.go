@@ -56,7 +56,10 @@ type Config struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	TemporalTLS       TLSConfig
-	Logger            *slog.Logger
+	// TemporalInsecure: Temporal is reached in plaintext on purpose
+	// (TLSConfig.Check).
+	TemporalInsecure bool
+	Logger           *slog.Logger
 	// ImageStore is the directory imported images are kept in.
 	ImageStore string
 	// TransferDir holds the streams of claims moving between nodes while
@@ -152,6 +155,21 @@ type TLSConfig struct {
 }
 
 func (t TLSConfig) enabled() bool { return t.CertFile != "" || t.CAFile != "" || t.ServerName != "" }
+
+// Check refuses a plaintext Temporal the operator did not ask for
+// (insecure, --temporal-insecure): whoever reaches a plaintext frontend
+// starts, signals and completes the cluster's workflows.
+func (t TLSConfig) Check(insecure bool) error {
+	switch {
+	case insecure && t.enabled():
+		return errors.New("--temporal-insecure with --temporal-tls-* options: choose one")
+	case !insecure && !t.enabled():
+		return errors.New("Temporal would be reached in plaintext, where anyone who reaches it drives the cluster: " +
+			"give --temporal-tls-ca (and --temporal-tls-cert/--temporal-tls-key where the caller has no certificate of its own), " +
+			"or --temporal-insecure to accept that")
+	}
+	return nil
+}
 
 // ClientTLS is the TLS configuration of a Temporal client (the agent's):
 // nil, for plaintext, when no TLS option is set.

@@ -250,6 +250,8 @@ func (ns *Nodes) run(n *Node) error {
 	if cfg.TemporalMTLS {
 		// The agent presents the certificate it joined with.
 		args = append(args, "--temporal-tls-ca", cfg.APICAFile, "--temporal-tls-server-name", devstack.TemporalServerName)
+	} else {
+		args = append(args, "--temporal-insecure")
 	}
 	args = append(args, "--state-dir", n.StateDir)
 	if _, err := os.Stat(filepath.Join(n.StateDir, agent.NodeCertFile)); err != nil && cfg.Tokens != nil {

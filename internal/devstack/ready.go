@@ -12,9 +12,11 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // retryInterval paces the readiness polls; the server is usually ready at the
@@ -26,6 +28,11 @@ const retryInterval = 100 * time.Millisecond
 // namespace (and its search attributes) as it was before a change.
 const namespaceCacheRefresh = 2 * time.Second
 
+// NamespaceRetention is how long a namespace registered on PostgreSQL
+// keeps a closed workflow's history: long enough to look at what
+// happened over a weekend.
+const NamespaceRetention = 72 * time.Hour
+
 // waitReady returns once the frontend answers, the namespace is served and
 // the search attributes are registered and accepted in list queries.
 func (t *Temporal) waitReady(ctx context.Context, attrs map[string]enumspb.IndexedValueType, logger *slog.Logger) error {
@@ -35,6 +42,19 @@ func (t *Temporal) waitReady(ctx context.Context, attrs map[string]enumspb.Index
 	}
 	defer c.Close()
 
+	if t.register {
+		err = retry(ctx, func(ctx context.Context) error {
+			_, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+				Namespace: t.namespace, WorkflowExecutionRetentionPeriod: durationpb.New(NamespaceRetention)})
+			if _, exists := err.(*serviceerror.NamespaceAlreadyExists); exists {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("register namespace %s: %w", t.namespace, err)
+		}
+	}
 	err = retry(ctx, func(ctx context.Context) error {
 		_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: t.namespace})
 		return err

@@ -55,9 +55,6 @@ const (
 
 const (
 	clusterName = "active"
-	// One history shard: the dev stack has one history host, and the shard
-	// count is fixed forever in the database on first start.
-	numHistoryShards = 1
 	// loopback is where the internal services of the embedded server listen,
 	// whatever the frontend address is.
 	loopback = "127.0.0.1"
@@ -78,9 +75,19 @@ type TemporalConfig struct {
 	// DefaultTemporalAddress. The internal services (history, matching,
 	// worker) always listen on free loopback ports.
 	Address string
-	// DataDir holds DatabaseFile; it is created if missing, and a later
-	// start on the same directory resumes the same data.
+	// DataDir holds DatabaseFile (unless DatabaseURL is set) and the
+	// server's certificates; it is created if missing, and a later start
+	// on the same directory resumes the same data.
 	DataDir string
+	// DatabaseURL, when set, keeps the server's state in PostgreSQL
+	// instead of SQLite: in its database and <database>_visibility, made
+	// and migrated to this server's schema at start. Several servers may
+	// share it (separate hosts of one Temporal cluster).
+	DatabaseURL string
+	// HistoryShards is the number of history shards of a new database;
+	// default 1. It is fixed once the database exists: the server keeps
+	// the database's number and logs a mismatch.
+	HistoryShards int
 	// Namespace is created if it does not exist; default DefaultNamespace.
 	Namespace string
 	// SearchAttributes are registered on Namespace if missing, on a new and
@@ -107,6 +114,10 @@ type TemporalConfig struct {
 	// a serial (auth.CertSerial) was revoked (its Node deleted): its
 	// calls are then denied. Only with CA.
 	NodeCertRevoked func(ctx context.Context, serial string) (bool, error)
+	// ServerNames are names (or addresses) the frontend's certificate
+	// carries besides its address and the loopback names: those clients
+	// on other hosts dial it by. Only with CA.
+	ServerNames []string
 }
 
 // Temporal is a running embedded Temporal server.
@@ -118,6 +129,7 @@ type Temporal struct {
 	internal    []string // host:port of history, matching and worker
 	namespace   string
 	dbPath      string
+	register    bool            // the namespace is registered through the API
 	requests    *requestCounter // nil unless TemporalConfig.CountRequests
 	ca          *pki.CA         // nil: plaintext
 	systemTLS   *tls.Config     // the server's own admin client; nil: plaintext
@@ -157,29 +169,29 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		return nil, err
 	}
 
+	if cfg.HistoryShards == 0 {
+		cfg.HistoryShards = 1
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("start temporal: create data dir: %w", err)
 	}
-	dbPath := filepath.Join(cfg.DataDir, DatabaseFile)
-	sqlConf := sqliteConfig(dbPath)
-	if err := ensureSchema(sqlConf); err != nil {
-		return nil, fmt.Errorf("start temporal: %s: %w", dbPath, err)
-	}
-	// Creating the namespace in the database before the server starts (with
-	// the search attributes) saves the wait for the namespace caches of all
-	// services to pick it up. On an existing namespace this is a no-op and
-	// ensureSearchAttributes adds what is missing through the API.
-	ns, err := sqliteschema.NewNamespaceConfig(clusterName, cfg.Namespace, false, cfg.SearchAttributes)
-	if err != nil {
-		return nil, fmt.Errorf("start temporal: namespace %s: %w", cfg.Namespace, err)
-	}
-	if err := sqliteschema.CreateNamespaces(sqlConf, ns); err != nil {
-		return nil, fmt.Errorf("start temporal: namespace %s: %w", cfg.Namespace, err)
-	}
-
 	level := newServerLevel(cfg.LogLevel)
 	logger := newServerLogger(cfg.Logger, level)
-	conf, err := serverConfig(host, port, sqlConf)
+	var stores persistence
+	var dbPath string
+	if cfg.DatabaseURL != "" {
+		if stores.main, stores.visibility, err = postgresStores(ctx, cfg.DatabaseURL, logger); err != nil {
+			return nil, fmt.Errorf("start temporal: %w", err)
+		}
+		stores.plugin = "postgres"
+	} else {
+		dbPath = filepath.Join(cfg.DataDir, DatabaseFile)
+		if stores, err = sqliteStores(dbPath, cfg.Namespace, cfg.SearchAttributes); err != nil {
+			return nil, fmt.Errorf("start temporal: %s: %w", dbPath, err)
+		}
+	}
+	stores.shards = cfg.HistoryShards
+	conf, err := serverConfig(host, port, stores)
 	if err != nil {
 		return nil, fmt.Errorf("start temporal: %w", err)
 	}
@@ -188,7 +200,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 	var systemTLS *tls.Config
 	var queues *activityQueues
 	if cfg.CA != nil {
-		files, err := ensureServerTLS(cfg.CA, filepath.Join(cfg.DataDir, "tls"), dialHost(host))
+		files, err := ensureServerTLS(cfg.CA, filepath.Join(cfg.DataDir, "tls"), append([]string{dialHost(host)}, cfg.ServerNames...))
 		if err != nil {
 			return nil, fmt.Errorf("start temporal: %w", err)
 		}
@@ -228,6 +240,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		internal:    internalAddresses(conf),
 		namespace:   cfg.Namespace,
 		dbPath:      dbPath,
+		register:    cfg.DatabaseURL != "",
 		requests:    requests,
 		ca:          cfg.CA,
 		systemTLS:   systemTLS,
@@ -253,7 +266,8 @@ func (t *Temporal) HTTPAddress() string { return t.httpAddress }
 // Namespace is the namespace the server was started with.
 func (t *Temporal) Namespace() string { return t.namespace }
 
-// DatabasePath is the SQLite file holding the server's state.
+// DatabasePath is the SQLite file holding the server's state; empty when
+// it is kept in PostgreSQL.
 func (t *Temporal) DatabasePath() string { return t.dbPath }
 
 // FrontendRequests returns how many calls the frontend has served since the
@@ -322,6 +336,34 @@ func dialHost(host string) string {
 	return host
 }
 
+// persistence is where the server keeps its state.
+type persistence struct {
+	plugin           string // name of the data stores in the configuration
+	main, visibility *config.SQL
+	shards           int
+}
+
+// sqliteStores keeps the state in the SQLite file dbPath, made with the
+// namespace if missing. Creating the namespace in the database before the
+// server starts (with the search attributes) saves the wait for the
+// namespace caches of all services to pick it up. On an existing namespace
+// this is a no-op and ensureSearchAttributes adds what is missing through
+// the API.
+func sqliteStores(dbPath, namespace string, attrs map[string]enumspb.IndexedValueType) (persistence, error) {
+	sqlConf := sqliteConfig(dbPath)
+	if err := ensureSchema(sqlConf); err != nil {
+		return persistence{}, err
+	}
+	ns, err := sqliteschema.NewNamespaceConfig(clusterName, namespace, false, attrs)
+	if err != nil {
+		return persistence{}, fmt.Errorf("namespace %s: %w", namespace, err)
+	}
+	if err := sqliteschema.CreateNamespaces(sqlConf, ns); err != nil {
+		return persistence{}, fmt.Errorf("namespace %s: %w", namespace, err)
+	}
+	return persistence{plugin: "sqlite", main: sqlConf, visibility: sqlConf}, nil
+}
+
 func sqliteConfig(dbPath string) *config.SQL {
 	return &config.SQL{
 		PluginName:   sqliteplugin.PluginName,
@@ -372,7 +414,7 @@ func ensureSchema(conf *config.SQL) error {
 // serverConfig is the static configuration of a single-process server: all
 // four services, static membership (no gossip ports), no metrics or pprof
 // listeners, archival off.
-func serverConfig(host string, port int, sqlConf *config.SQL) (*config.Config, error) {
+func serverConfig(host string, port int, stores persistence) (*config.Config, error) {
 	avoid := reservedPortSet()
 	avoid[port] = true
 	service := func(grpcPort int, bindIP string) config.Service {
@@ -399,10 +441,14 @@ func serverConfig(host string, port int, sqlConf *config.SQL) (*config.Config, e
 	conf := &config.Config{}
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
 	conf.Global.Membership.BroadcastAddress = loopback
-	conf.Persistence.DefaultStore = "sqlite"
-	conf.Persistence.VisibilityStore = "sqlite"
-	conf.Persistence.NumHistoryShards = numHistoryShards
-	conf.Persistence.DataStores = map[string]config.DataStore{"sqlite": {SQL: sqlConf}}
+	conf.Persistence.DefaultStore = stores.plugin
+	conf.Persistence.VisibilityStore = stores.plugin
+	conf.Persistence.NumHistoryShards = int32(stores.shards)
+	conf.Persistence.DataStores = map[string]config.DataStore{stores.plugin: {SQL: stores.main}}
+	if stores.visibility != stores.main {
+		conf.Persistence.VisibilityStore = stores.plugin + "-visibility"
+		conf.Persistence.DataStores[conf.Persistence.VisibilityStore] = config.DataStore{SQL: stores.visibility}
+	}
 	conf.ClusterMetadata = &cluster.Config{
 		EnableGlobalNamespace:    false,
 		FailoverVersionIncrement: 10,

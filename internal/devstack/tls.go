@@ -25,8 +25,8 @@ type serverTLSFiles struct {
 	internodeCert, internodeKey string
 }
 
-// ensureServerTLS writes into dir the CA, a server certificate for host
-// (and the loopback names), the system worker's client certificate, and
+// ensureServerTLS writes into dir the CA, a server certificate for
+// names (and the loopback names), the system worker's client certificate, and
 // the internal services' certificate from the server's own internode CA
 // (dir/internode). The server certificate is reused while it fits; the
 // others are issued anew on every start.
@@ -34,7 +34,7 @@ type serverTLSFiles struct {
 // The internal services (history, matching, worker) trust only the
 // internode CA, never the cluster CA: they have no authorizer, so a
 // node's certificate must not open them.
-func ensureServerTLS(ca *pki.CA, dir, host string) (serverTLSFiles, error) {
+func ensureServerTLS(ca *pki.CA, dir string, names []string) (serverTLSFiles, error) {
 	f := serverTLSFiles{
 		ca:         filepath.Join(dir, "ca.crt"),
 		serverCert: filepath.Join(dir, "server.crt"), serverKey: filepath.Join(dir, "server.key"),
@@ -57,8 +57,10 @@ func ensureServerTLS(ca *pki.CA, dir, host string) (serverTLSFiles, error) {
 		return f, fmt.Errorf("write the CA: %w", err)
 	}
 	hosts := []string{loopback, "localhost"}
-	if !slices.Contains(hosts, host) {
-		hosts = append([]string{host}, hosts...)
+	for _, n := range slices.Backward(names) {
+		if !slices.Contains(hosts, n) {
+			hosts = append([]string{n}, hosts...)
+		}
 	}
 	if err := ca.EnsureServerCert(f.serverCert, f.serverKey, hosts); err != nil {
 		return f, fmt.Errorf("server certificate: %w", err)
