@@ -24,6 +24,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Validity of what this package issues.
@@ -45,18 +47,46 @@ type CA struct {
 
 // LoadOrCreateCA loads the CA kept in dir (ca.crt, ca.key), creating it
 // with the given common name on first use. The same directory always
-// yields the same CA, so clients that trust it keep trusting restarts.
+// yields the same CA, so clients that trust it keep trusting restarts;
+// processes starting together on one directory (a Temporal server and
+// serve sharing a volume) make one CA between them.
 func LoadOrCreateCA(dir, commonName string) (*CA, error) {
-	certPath, keyPath := filepath.Join(dir, caFile), filepath.Join(dir, caKey)
-	if certPEM, err := os.ReadFile(certPath); err == nil {
-		keyPEM, err := os.ReadFile(keyPath)
-		if err != nil {
-			return nil, fmt.Errorf("CA certificate %s has no key: %w", certPath, err)
-		}
-		return ParseCA(certPEM, keyPEM)
-	} else if !errors.Is(err, os.ErrNotExist) {
+	if ca, err := loadCA(dir); !errors.Is(err, os.ErrNotExist) {
+		return ca, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".ca.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close() // releases the lock
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	if ca, err := loadCA(dir); !errors.Is(err, os.ErrNotExist) {
+		return ca, err // made while this waited for the lock
+	}
+	return createCA(dir, commonName)
+}
+
+// loadCA reads the CA in dir; os.ErrNotExist when there is none.
+func loadCA(dir string) (*CA, error) {
+	certPath, keyPath := filepath.Join(dir, caFile), filepath.Join(dir, caKey)
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate %s has no key: %v", certPath, err)
+	}
+	return ParseCA(certPEM, keyPEM)
+}
+
+func createCA(dir, commonName string) (*CA, error) {
+	certPath, keyPath := filepath.Join(dir, caFile), filepath.Join(dir, caKey)
 	key, err := newKey()
 	if err != nil {
 		return nil, err

@@ -7,8 +7,41 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
+
+// Starters sharing a directory at once (the Temporal server and serve of
+// docker-compose.yml on one volume) end up with one CA, the one on disk:
+// none keeps a CA another has overwritten. (Drop the lock and the second
+// loadCA in LoadOrCreateCA to see this fail.)
+func TestStartersTogetherMakeOneCA(t *testing.T) {
+	for range 5 {
+		dir := t.TempDir()
+		prints := make([]string, 8)
+		var wg sync.WaitGroup
+		for i := range prints {
+			wg.Go(func() {
+				ca, err := LoadOrCreateCA(dir, "test CA")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				prints[i] = ca.Fingerprint()
+			})
+		}
+		wg.Wait()
+		onDisk, err := LoadOrCreateCA(dir, "test CA")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range prints {
+			if p != onDisk.Fingerprint() {
+				t.Fatalf("starter %d holds CA %s, the directory has %s", i, p, onDisk.Fingerprint())
+			}
+		}
+	}
+}
 
 func TestCAIsReusedAcrossLoads(t *testing.T) {
 	dir := t.TempDir()
