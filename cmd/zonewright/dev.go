@@ -194,11 +194,11 @@ func dev(ctx context.Context, args []string) error {
 	// The control plane's and the operator's (the Temporal CLI's and the
 	// Web UI's) certificates, issued at every start beside the CA.
 	tlsDir := filepath.Join(stateDir, "tls")
-	cpCert, err := devstack.WriteClientTLS(ca, tlsDir, "temporal-control-plane", devstack.ControlPlaneName)
+	cpCert, err := devstack.EnsureClientTLS(ca, tlsDir, "temporal-control-plane", devstack.ControlPlaneName)
 	if err != nil {
 		return err
 	}
-	opCert, err := devstack.WriteClientTLS(ca, tlsDir, "temporal-operator", "dev-operator", devstack.AdminOrg)
+	opCert, err := devstack.EnsureClientTLS(ca, tlsDir, "temporal-operator", "dev-operator", devstack.AdminOrg)
 	if err != nil {
 		return err
 	}

@@ -4,11 +4,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/pki"
@@ -16,50 +21,114 @@ import (
 )
 
 // temporalServer runs zonewright's Temporal server in a process of its
-// own: the production server (--database-url: PostgreSQL) or a stack's
-// whose parts run as separate processes (the chaos harness kills it and
-// starts it again; without --database-url its state is the SQLite file in
-// --data-dir). Its frontend always runs mutual TLS with the cluster CA of
-// --state-dir, and zonewright's authorizer: admins do anything, a node
-// works only its own task queue.
+// own: the production server (--temporal-database-url: PostgreSQL) or a
+// stack's whose parts run as separate processes (the chaos harness kills
+// it and starts it again; without --temporal-database-url its state is the
+// SQLite file in --data-dir). Its frontend always runs mutual TLS with the
+// cluster CA of --state-dir, and zonewright's authorizer: admins do
+// anything, a node works only its own task queue, and a deleted node's
+// certificate nothing (with --database-url).
 func temporalServer(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("temporal", flag.ExitOnError)
-	dataDir := fs.String("data-dir", env("ZW_TEMPORAL_DATA_DIR", ".data/temporal"), "where the server keeps its certificates, and its SQLite database without --database-url (env ZW_TEMPORAL_DATA_DIR)")
-	databaseURL := fs.String("database-url", env("ZW_TEMPORAL_DATABASE_URL", ""), "PostgreSQL URL of the server's database (postgres://user:password@host:5432/temporal); it and <database>"+devstack.VisibilitySuffix+" are created and migrated at start (env ZW_TEMPORAL_DATABASE_URL)")
-	shards := fs.Int("history-shards", envInt("ZW_TEMPORAL_HISTORY_SHARDS", 0), "history shards of a new database, fixed once it exists; default 1 on SQLite, "+strconv.Itoa(defaultPostgresShards)+" on PostgreSQL (env ZW_TEMPORAL_HISTORY_SHARDS)")
-	sans := fs.String("tls-san", env("ZW_TEMPORAL_TLS_SAN", ""), "comma-separated names and addresses the frontend's certificate carries besides --address and localhost: those agents and serve dial it by (env ZW_TEMPORAL_TLS_SAN)")
-	stateDir := fs.String("state-dir", env("ZW_STATE_DIR", ".data"), "the control plane's state directory: the cluster CA in its tls/ (made if missing) secures the frontend (env ZW_STATE_DIR)")
-	addr := fs.String("address", env("ZW_TEMPORAL_ADDRESS", devstack.DefaultTemporalAddress), "frontend address (env ZW_TEMPORAL_ADDRESS)")
-	namespace := fs.String("namespace", env("ZW_TEMPORAL_NAMESPACE", devstack.DefaultNamespace), "namespace made if missing (env ZW_TEMPORAL_NAMESPACE)")
-	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	fs, o := temporalServerFlags()
 	_ = fs.Parse(args)
-	log, err := newLogger(*logLevel)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := newLogger(o.logLevel)
 	if err != nil {
 		return err
 	}
-	ca, err := pki.LoadOrCreateCA(filepath.Join(*stateDir, "tls"), controlplane.CACommonName)
+	ca, err := pki.LoadOrCreateCA(filepath.Join(o.stateDir, "tls"), controlplane.CACommonName)
 	if err != nil {
 		return fmt.Errorf("cluster CA: %w", err)
 	}
-	if *shards == 0 && *databaseURL != "" {
-		*shards = defaultPostgresShards
+	if o.shards == 0 && o.temporalDB != "" {
+		o.shards = defaultPostgresShards
 	}
-	if *shards < 0 {
-		return fmt.Errorf("--history-shards %d: want a positive number", *shards)
+	if o.shards < 0 {
+		return fmt.Errorf("--history-shards %d: want a positive number", o.shards)
 	}
-	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{Address: *addr, DataDir: *dataDir, DatabaseURL: *databaseURL,
-		HistoryShards: *shards, Namespace: *namespace, CA: ca, ServerNames: splitList(*sans),
+	revoked, closeDB, err := nodeCertRevocations(ctx, o.zonewrightDB, log)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{Address: o.addr, DataDir: o.dataDir, DatabaseURL: o.temporalDB,
+		HistoryShards: o.shards, Namespace: o.namespace, CA: ca, ServerNames: splitList(o.sans), NodeCertRevoked: revoked,
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log.With("component", "temporal-server")})
 	if err != nil {
 		return fmt.Errorf("Temporal server: %w", err)
 	}
-	database := tmp.DatabasePath()
-	if *databaseURL != "" {
-		database = redact(*databaseURL)
+	stops := []func() error{tmp.Stop}
+	defer func() {
+		for _, stop := range stops {
+			_ = stop()
+		}
+	}()
+	// The control plane's certificate (serve's --temporal-tls-cert) and an
+	// operator's (the Temporal CLI's, a browser's for the UI), issued at
+	// every start beside the CA, as `zonewright dev` does.
+	tlsDir := filepath.Join(o.stateDir, "tls")
+	if _, err := devstack.EnsureClientTLS(ca, tlsDir, "temporal-control-plane", devstack.ControlPlaneName); err != nil {
+		return err
 	}
-	log.Info("Temporal serving", "address", tmp.Address(), "namespace", *namespace, "database", database)
+	opCert, err := devstack.EnsureClientTLS(ca, tlsDir, "temporal-operator", "operator", devstack.AdminOrg)
+	if err != nil {
+		return err
+	}
+	database := tmp.DatabasePath()
+	if o.temporalDB != "" {
+		database = redact(o.temporalDB)
+	}
+	attrs := []any{"address", tmp.Address(), "namespace", o.namespace, "database", database, "client-certificates", tlsDir}
+	if o.uiAddr != "" {
+		ui, err := devstack.StartAdminUI(ctx, devstack.AdminUIConfig{Address: o.uiAddr, CA: ca, ServerNames: splitList(o.sans),
+			CertDir: filepath.Join(o.dataDir, "ui"), TemporalAddress: tmp.Address(), Namespace: o.namespace, TLS: opCert})
+		if err != nil {
+			return fmt.Errorf("Temporal Web UI: %w", err)
+		}
+		stops = append([]func() error{ui.Stop}, stops...)
+		attrs = append(attrs, "ui", ui.URL())
+	}
+	log.Info("Temporal serving", attrs...)
 	<-ctx.Done()
-	return tmp.Stop()
+	return nil
+}
+
+// temporalServerOptions are the flags of `zonewright temporal`.
+type temporalServerOptions struct {
+	dataDir, temporalDB, zonewrightDB, sans, stateDir, addr, uiAddr, namespace, logLevel string
+	shards                                                                               int
+}
+
+func temporalServerFlags() (*flag.FlagSet, *temporalServerOptions) {
+	o := &temporalServerOptions{}
+	fs := flag.NewFlagSet("temporal", flag.ExitOnError)
+	fs.StringVar(&o.dataDir, "data-dir", env("ZW_TEMPORAL_DATA_DIR", ".data/temporal"), "where the server keeps its certificates, and its SQLite database without --temporal-database-url (env ZW_TEMPORAL_DATA_DIR)")
+	fs.StringVar(&o.temporalDB, "temporal-database-url", env("ZW_TEMPORAL_DATABASE_URL", ""), "PostgreSQL URL of the server's own database (postgres://user:password@host:5432/temporal); it and <database>"+devstack.VisibilitySuffix+" are created and migrated at start (env ZW_TEMPORAL_DATABASE_URL)")
+	fs.StringVar(&o.zonewrightDB, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL of zonewright's database, serve's: a deleted node's certificate, recorded there, is refused; without it only its expiry ends it (env ZW_DATABASE_URL)")
+	fs.IntVar(&o.shards, "history-shards", envInt("ZW_TEMPORAL_HISTORY_SHARDS", 0), "history shards of a new database, fixed once it exists; default 1 on SQLite, "+strconv.Itoa(defaultPostgresShards)+" on PostgreSQL (env ZW_TEMPORAL_HISTORY_SHARDS)")
+	fs.StringVar(&o.sans, "tls-san", env("ZW_TEMPORAL_TLS_SAN", ""), "comma-separated names and addresses the frontend's and the UI's certificates carry besides --address and localhost: those agents, serve and browsers reach them by (env ZW_TEMPORAL_TLS_SAN)")
+	fs.StringVar(&o.stateDir, "state-dir", env("ZW_STATE_DIR", ".data"), "the control plane's state directory: the cluster CA in its tls/ (made if missing) secures the frontend, and the control plane's and operators' client certificates are issued there (env ZW_STATE_DIR)")
+	fs.StringVar(&o.addr, "address", env("ZW_TEMPORAL_ADDRESS", devstack.DefaultTemporalAddress), "frontend address (env ZW_TEMPORAL_ADDRESS)")
+	fs.StringVar(&o.uiAddr, "ui-address", env("ZW_TEMPORAL_UI_ADDRESS", ""), "serve the Temporal Web UI here over HTTPS, to cluster admins' client certificates only (tls/temporal-operator.crt); empty: no UI (env ZW_TEMPORAL_UI_ADDRESS)")
+	fs.StringVar(&o.namespace, "namespace", env("ZW_TEMPORAL_NAMESPACE", devstack.DefaultNamespace), "namespace made if missing (env ZW_TEMPORAL_NAMESPACE)")
+	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	return fs, o
+}
+
+// nodeCertRevocations looks deleted nodes' certificates up in zonewright's
+// database; without one, it says what that leaves open.
+func nodeCertRevocations(ctx context.Context, url string, log *slog.Logger) (func(context.Context, string) (bool, error), func(), error) {
+	if url == "" {
+		log.Warn("no --database-url: a deleted node's certificate keeps working with Temporal until it expires")
+		return nil, func() {}, nil
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, nil, errors.New("--database-url: " + err.Error())
+	}
+	return (&auth.NodeCertificates{Pool: pool}).Revoked, pool.Close, nil
 }
 
 // defaultPostgresShards is the history shards of a new PostgreSQL

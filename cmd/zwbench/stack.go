@@ -76,7 +76,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		CountRequests: true, CA: ca}); err != nil {
 		return s, err
 	}
-	cpCert, err := devstack.WriteClientTLS(ca, filepath.Join(dir, "tls"), "temporal-control-plane", devstack.ControlPlaneName)
+	cpCert, err := devstack.EnsureClientTLS(ca, filepath.Join(dir, "tls"), "temporal-control-plane", devstack.ControlPlaneName)
 	if err != nil {
 		return s, err
 	}

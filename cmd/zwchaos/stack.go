@@ -97,17 +97,17 @@ func startStack(ctx context.Context, binDir string, replicas, nodes int, log *sl
 		// Production's server: its state in the stack's PostgreSQL, with
 		// its default history shards.
 		args: []string{filepath.Join(bin, "zonewright"), "temporal", "--data-dir", filepath.Join(dir, "temporal"),
-			"--database-url", s.pg.URL("temporal"),
+			"--temporal-database-url", s.pg.URL("temporal"), "--database-url", s.dbURL,
 			"--state-dir", s.stateDir, "--address", s.temporalAddr, "--log-level", "warn"}}
 	if err := s.temporalProc.start(); err != nil {
 		return s, err
 	}
 	go s.temporalProc.supervise()
-	cpCert, err := devstack.WriteClientTLS(ca, filepath.Join(s.stateDir, "tls"), "temporal-control-plane", devstack.ControlPlaneName)
+	cpCert, err := devstack.EnsureClientTLS(ca, filepath.Join(s.stateDir, "tls"), "temporal-control-plane", devstack.ControlPlaneName)
 	if err != nil {
 		return s, err
 	}
-	opCert, err := devstack.WriteClientTLS(ca, filepath.Join(s.stateDir, "tls"), "temporal-operator", "zwchaos", devstack.AdminOrg)
+	opCert, err := devstack.EnsureClientTLS(ca, filepath.Join(s.stateDir, "tls"), "temporal-operator", "zwchaos", devstack.AdminOrg)
 	if err != nil {
 		return s, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"go.temporal.io/server/common/config"
 
@@ -118,19 +119,30 @@ func (t *Temporal) ClientTLS(commonName string, orgs ...string) (*tls.Config, er
 // certificate for.
 const TemporalServerName = "localhost"
 
-// WriteClientTLS issues a client certificate from ca for commonName and
-// orgs into dir/<name>.crt and dir/<name>.key, writes the CA beside them
-// as dir/ca.crt, and returns the files, for a client of a server started
-// with TemporalConfig.CA = ca.
-func WriteClientTLS(ca *pki.CA, dir, name, commonName string, orgs ...string) (ClientTLSFiles, error) {
+// EnsureClientTLS keeps a client certificate from ca for commonName and
+// orgs in dir/<name>.crt and dir/<name>.key, with the CA beside them as
+// dir/ca.crt, and returns the files, for a client of a server started
+// with TemporalConfig.CA = ca. A pair already there is kept while it is
+// ca's, for that subject and not about to expire, so a process reading
+// the files while another starts never finds a key of another pair.
+func EnsureClientTLS(ca *pki.CA, dir, name, commonName string, orgs ...string) (ClientTLSFiles, error) {
 	f := ClientTLSFiles{CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key"),
 		CAFile: filepath.Join(dir, "ca.crt"), ServerName: TemporalServerName}
+	if err := pki.WriteFile(f.CAFile, ca.CertPEM, 0o644); err != nil {
+		return f, err
+	}
+	if pair, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile); err == nil {
+		c := pair.Leaf
+		if c.CheckSignatureFrom(ca.Cert) == nil && c.Subject.CommonName == commonName &&
+			slices.Equal(c.Subject.Organization, orgs) && time.Until(c.NotAfter) > pki.ReissueBefore {
+			return f, nil
+		}
+	}
 	certPEM, keyPEM, err := ca.ClientCert(commonName, orgs)
 	if err != nil {
 		return f, fmt.Errorf("Temporal client certificate %s: %w", commonName, err)
 	}
-	if err := errors.Join(pki.WriteFile(f.KeyFile, keyPEM, 0o600), pki.WriteFile(f.CertFile, certPEM, 0o644),
-		pki.WriteFile(f.CAFile, ca.CertPEM, 0o644)); err != nil {
+	if err := errors.Join(pki.WriteFile(f.KeyFile, keyPEM, 0o600), pki.WriteFile(f.CertFile, certPEM, 0o644)); err != nil {
 		return f, err
 	}
 	return f, nil

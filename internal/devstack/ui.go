@@ -28,6 +28,10 @@ type UIConfig struct {
 	// frontend running mutual TLS; every browser user of the UI acts
 	// with its identity.
 	TLS *ClientTLSFiles
+	// PublicOrigins, when set, are the origins browsers load the UI from
+	// through an HTTPS front (StartAdminUI) instead of its own address;
+	// its cookies are then for HTTPS only.
+	PublicOrigins []string
 }
 
 // ClientTLSFiles are the PEM files of a Temporal client running TLS.
@@ -92,6 +96,10 @@ func StartUI(ctx context.Context, cfg UIConfig) (*UI, error) {
 		origins = append(origins, "http://"+net.JoinHostPort("localhost", strconv.Itoa(port)))
 	}
 
+	cookieInsecure := true // plain HTTP on loopback: the CSRF cookie must not require HTTPS
+	if len(cfg.PublicOrigins) > 0 {
+		origins, cookieInsecure = cfg.PublicOrigins, false
+	}
 	var tlsConf uiconfig.TLS
 	if cfg.TLS != nil {
 		tlsConf = uiconfig.TLS{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, CaFile: cfg.TLS.CAFile,
@@ -104,10 +112,9 @@ func StartUI(ctx context.Context, cfg UIConfig) (*UI, error) {
 		TemporalGRPCAddress: cfg.TemporalAddress,
 		EnableUI:            true,
 		DefaultNamespace:    cfg.Namespace,
-		// Plain HTTP on loopback: the CSRF cookie must not require HTTPS.
 		CORS: uiconfig.CORS{
 			AllowOrigins:   origins,
-			CookieInsecure: true,
+			CookieInsecure: cookieInsecure,
 		},
 		HideLogs: true,
 		// A dev stack makes no calls to the internet on its own.

@@ -175,7 +175,7 @@ func startCluster(t *testing.T, nodes int, isolated bool, adjust func(*controlpl
 		c.CA = ca
 		c.NodeCertRevoked = (&auth.NodeCertificates{Pool: certPool}).Revoked
 	})
-	cpCert, err := devstack.WriteClientTLS(ca, t.TempDir(), "control-plane", devstack.ControlPlaneName)
+	cpCert, err := devstack.EnsureClientTLS(ca, t.TempDir(), "control-plane", devstack.ControlPlaneName)
 	if err != nil {
 		t.Fatal(err)
 	}

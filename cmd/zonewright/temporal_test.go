@@ -1,0 +1,119 @@
+//go:build !illumos && !nodev
+
+package main
+
+import (
+	"bufio"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/pgtest"
+	"github.com/zonewright/zonewright/internal/pki"
+)
+
+// `zonewright temporal` as docker-compose.yml runs it: state in
+// PostgreSQL, the control plane's and an operator's certificates issued
+// into the state directory (kept across a restart, so serve never reads
+// a key of another pair), and the Web UI over HTTPS for the operator's
+// certificate only.
+func TestTheTemporalCommandServesAsComposeRunsIt(t *testing.T) {
+	bin := buildBinary(t)
+	dbURL := pgtest.NewDatabase(t)
+	stateDir, dataDir := t.TempDir(), t.TempDir()
+	addr, uiAddr := freeAddr(t), freeAddr(t)
+	run := func() *exec.Cmd {
+		cmd := exec.Command(bin, "temporal", "--address", addr, "--ui-address", uiAddr, "--state-dir", stateDir, "--data-dir", dataDir,
+			"--history-shards", "2", "--tls-san", "temporal")
+		cmd.Env = append(os.Environ(), "ZW_TEMPORAL_DATABASE_URL="+dbURL, "ZW_DATABASE_URL="+dbURL)
+		out, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		serving := make(chan string, 1)
+		go func() {
+			var seen strings.Builder
+			for lines := bufio.NewScanner(out); lines.Scan(); {
+				seen.WriteString(lines.Text() + "\n")
+				if strings.Contains(lines.Text(), "Temporal serving") {
+					serving <- lines.Text()
+					io.Copy(io.Discard, out)
+					return
+				}
+			}
+			serving <- "exited:\n" + seen.String()
+		}()
+		select {
+		case line := <-serving:
+			if strings.HasPrefix(line, "exited") {
+				t.Fatalf("zonewright temporal %s", line)
+			}
+			if strings.Contains(line, "password") || !strings.Contains(line, "ui=https://") {
+				t.Errorf("banner: %s", line)
+			}
+		case <-time.After(2 * time.Minute):
+			cmd.Process.Kill()
+			t.Fatal("zonewright temporal did not serve within 2 minutes")
+		}
+		return cmd
+	}
+	stop := func(cmd *exec.Cmd) {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Error("zonewright temporal did not stop on SIGINT within 30s")
+		}
+	}
+	first := run()
+	tlsDir := filepath.Join(stateDir, "tls")
+	cpCert, err := os.ReadFile(filepath.Join(tlsDir, "temporal-control-plane.crt"))
+	if err != nil {
+		t.Fatalf("the control plane's certificate: %v", err)
+	}
+	uiGet := func(cert string) (int, string, error) {
+		ca, err := pki.PoolFromFile(filepath.Join(tlsDir, "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, err := tls.LoadX509KeyPair(filepath.Join(tlsDir, cert+".crt"), filepath.Join(tlsDir, cert+".key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca, ServerName: "temporal",
+			Certificates: []tls.Certificate{pair}}}}
+		resp, err := hc.Get("https://" + uiAddr + "/api/v1/namespaces")
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+	if code, body, err := uiGet("temporal-operator"); err != nil || code != 200 || !strings.Contains(body, `"default"`) {
+		t.Errorf("the UI with the operator's certificate: %d %v %.200s", code, err, body)
+	}
+	stop(first)
+
+	second := run()
+	defer stop(second)
+	again, err := os.ReadFile(filepath.Join(tlsDir, "temporal-control-plane.crt"))
+	if err != nil || string(again) != string(cpCert) {
+		t.Errorf("the control plane's certificate was issued again at a restart (%v)", err)
+	}
+	if code, body, err := uiGet("temporal-operator"); err != nil || code != 200 {
+		t.Errorf("the UI after a restart: %d %v %.200s", code, err, body)
+	}
+}
