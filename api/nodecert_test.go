@@ -220,3 +220,84 @@ func TestADeletedNodesCertificateIsRefused(t *testing.T) {
 		t.Errorf("the old certificate after the node joined again: %d %s, want 401", code, b)
 	}
 }
+
+// A node renews its certificates over its current one: the new ones are
+// short-lived, for its own name only, recorded (deleting the node
+// revokes them too), and nothing but the node's own certificate renews
+// them. A host whose certificate expired is readmitted only with a join
+// token made for its name. (Drop the requestingNode check in
+// renewNodeCertificate to see another node's and an admin's renewal
+// served; drop "&& id.JoinNode != name" in joinNode to see the
+// readmission refused.)
+func TestANodeRenewsItsCertificateOverItsCurrentOne(t *testing.T) {
+	a := newAuthzAPI(t, 0)
+	a.seed()
+	issueJoin := func(body string) api.IssuedToken {
+		t.Helper()
+		var tok api.IssuedToken
+		if err := json.Unmarshal([]byte(a.asAdmin("POST", "/api/v1/nodejointokens", body, 201)), &tok); err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	_, csr, err := pki.NewCSR("node:any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(api.JoinRequest{CSR: csr})
+	certOf := func(code int, b string) *x509.Certificate {
+		t.Helper()
+		if code != 200 {
+			t.Fatalf("%d %s", code, b)
+		}
+		var resp api.JoinResponse
+		if err := json.Unmarshal([]byte(b), &resp); err != nil {
+			t.Fatal(err)
+		}
+		cert, err := pki.ParseCert([]byte(resp.Certificate))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert
+	}
+	joined := certOf(a.do(caller{bearer: issueJoin(`{}`).Token}, "POST", "/api/v1/nodes/n40/join", string(body)))
+	if life := joined.NotAfter.Sub(joined.NotBefore); life != pki.NodeCertValidity {
+		t.Errorf("a joined node's certificate lives %v, want %v", life, pki.NodeCertValidity)
+	}
+	register := `{"metadata":{"name":"n40"}}`
+	if code, b := a.do(caller{cert: joined}, "PUT", "/api/v1/nodes/n40/status", register); code != 201 {
+		t.Fatalf("the joined node registers: %d %s", code, b)
+	}
+	renewed := certOf(a.do(caller{cert: joined}, "POST", "/api/v1/nodes/n40/certificate", string(body)))
+	if renewed.Subject.CommonName != "node:n40" || renewed.SerialNumber.Cmp(joined.SerialNumber) == 0 || renewed.NotAfter.Before(joined.NotAfter) {
+		t.Errorf("renewed: %s serial %s until %v; joined: serial %s until %v", renewed.Subject.CommonName, renewed.SerialNumber, renewed.NotAfter, joined.SerialNumber, joined.NotAfter)
+	}
+	if code, b := a.do(caller{cert: renewed}, "GET", "/api/v1/nodes/n40", ""); code != 200 {
+		t.Errorf("the renewed certificate reads its Node: %d %s", code, b)
+	}
+	if code, b := a.do(caller{cert: joined}, "POST", "/api/v1/nodes/n41/certificate", string(body)); code != 403 {
+		t.Errorf("n40 renews n41's certificate: %d %s, want 403", code, b)
+	}
+	if code, b := a.do(caller{bearer: issueJoin(`{}`).Token}, "POST", "/api/v1/nodes/n40/certificate", string(body)); code != 403 {
+		t.Errorf("a join token renews n40's certificate: %d %s, want 403", code, b)
+	}
+	if code, b := a.do(caller{bearer: a.admin}, "POST", "/api/v1/nodes/n40/certificate", string(body)); code != 403 {
+		t.Errorf("a cluster-admin renews n40's certificate: %d %s, want 403", code, b)
+	}
+
+	// Readmission: an unbound token may not take the name; one made for
+	// it may, and is spent.
+	if code, b := a.do(caller{bearer: issueJoin(`{}`).Token}, "POST", "/api/v1/nodes/n40/join", string(body)); code != 409 {
+		t.Errorf("an unbound join token for existing n40: %d %s, want 409", code, b)
+	}
+	readmit := issueJoin(`{"nodeName":"n40"}`)
+	certOf(a.do(caller{bearer: readmit.Token}, "POST", "/api/v1/nodes/n40/join", string(body)))
+	if code, b := a.do(caller{bearer: readmit.Token}, "POST", "/api/v1/nodes/n40/join", string(body)); code != 401 {
+		t.Errorf("the readmitting token again: %d %s, want 401", code, b)
+	}
+
+	a.asAdmin("DELETE", "/api/v1/nodes/n40", "", 200)
+	if code, b := a.do(caller{cert: renewed}, "POST", "/api/v1/nodes/n40/certificate", string(body)); code != 401 {
+		t.Errorf("the deleted node renews: %d %s, want 401", code, b)
+	}
+}

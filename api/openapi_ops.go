@@ -143,6 +143,8 @@ func operations() map[string]operation {
 		"create nodes/drain":    {summary: "cordon the node and move its pods and claims away", returns: node},
 		"create nodes/join": {summary: "a joining node trades its join token and a CSR for its certificate",
 			body: JoinRequest{}, returns: map[int]any{ok: JoinResponse{}}},
+		"create nodes/certificate": {summary: "a node renews its certificates over its current one, before they expire",
+			body: JoinRequest{}, returns: map[int]any{ok: JoinResponse{}}},
 		"update nodes/status": {summary: "the node registers itself or reports its status",
 			body: model.Node{}, returns: map[int]any{ok: model.Node{}, http.StatusCreated: model.Node{}}},
 		"get nodes/lease":    {summary: "the node's liveness lease", returns: map[int]any{ok: model.Lease{}}},

@@ -72,6 +72,7 @@ func (s *Server) routes() []route {
 		{post, v1 + "/nodes/:name/uncordon", s.uncordonNode, "create nodes/uncordon"},
 		{post, v1 + "/nodes/:name/drain", s.drainNode, "create nodes/drain"},
 		{post, v1 + "/nodes/:name/join", s.joinNode, "create nodes/join"},
+		{post, v1 + "/nodes/:name/certificate", s.renewNodeCertificate, "create nodes/certificate"},
 		{put, v1 + "/nodes/:name/status", s.putNodeStatus, "update nodes/status"},
 		{get, v1 + "/nodes/:name/lease", s.getNodeLease, "get nodes/lease"},
 		{put, v1 + "/nodes/:name/lease", s.putNodeLease, "update nodes/lease"},

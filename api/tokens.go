@@ -191,30 +191,14 @@ type JoinResponse struct {
 
 // joinNode signs a joining node's key: the certificate names the node of
 // the path (CN=node:<name>, O=zonewright:nodes) whatever the request asks.
-// A join spends its token, may take only the name the token is bound to,
-// and never the name of a node that exists: that would hand its pods'
-// secrets and its task queue to whoever holds a join token.
+// A join spends its token and may take only the name the token is bound
+// to. An unbound token never takes the name of a node that exists: that
+// would hand its pods' secrets and its task queue to whoever holds a join
+// token. A token bound to that name may (the operator readmits the host,
+// e.g. one whose certificate expired while it was down).
 func (s *Server) joinNode(c *gin.Context) {
-	name := c.Param("name")
-	if errs := model.ValidateName("metadata.name", name); len(errs) > 0 {
-		s.fail(c, invalid(model.KindNode, name, errs))
-		return
-	}
-	var req JoinRequest
-	if err := decode(c, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
-	if len(req.CSR) == 0 {
-		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "csr", Type: "FieldValueRequired", Detail: "csr: Required value: a DER certificate request, base64"}}))
-		return
-	}
-	if s.ca == nil {
-		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: "this server holds no cluster CA to sign node certificates with"})
-		return
-	}
-	if csr, err := x509.ParseCertificateRequest(req.CSR); err != nil || csr.CheckSignature() != nil {
-		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "csr", Type: "FieldValueInvalid", Detail: "csr: Invalid value: not a signed DER certificate request"}}))
+	name, csr, ok := s.nodeCSR(c)
+	if !ok {
 		return
 	}
 	id := identity(c)
@@ -223,11 +207,11 @@ func (s *Server) joinNode(c *gin.Context) {
 			msg: fmt.Sprintf("nodes %q is forbidden: this join token is for node %q", name, id.JoinNode)})
 		return
 	}
-	if _, err := s.store.Nodes().Get(c.Request.Context(), "", name); err == nil {
+	if _, err := s.store.Nodes().Get(c.Request.Context(), "", name); err == nil && id.JoinNode != name {
 		s.fail(c, &apiError{code: http.StatusConflict, reason: "AlreadyExists",
-			msg: fmt.Sprintf("nodes %q already exists: a new host joins under a name of its own, or after the node is deleted", name)})
+			msg: fmt.Sprintf("nodes %q already exists: a new host joins under a name of its own, or after the node is deleted, or with a join token made for this node (--node %s)", name, name)})
 		return
-	} else if !errors.Is(err, store.ErrNotFound) {
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.fail(c, err)
 		return
 	}
@@ -238,12 +222,63 @@ func (s *Server) joinNode(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	cert, err := s.ca.SignCSR(req.CSR, auth.NodeCNPrefix+name, []string{auth.NodesOrg})
+	s.signNode(c, name, csr)
+}
+
+// renewNodeCertificate (nodes/certificate create) signs a node's key
+// again, for the node whose current certificate makes the request and
+// only for its own name: a node renews before its certificate expires,
+// needing no join token. A revoked certificate never gets this far.
+func (s *Server) renewNodeCertificate(c *gin.Context) {
+	name, csr, ok := s.nodeCSR(c)
+	if !ok {
+		return
+	}
+	if node, isNode := requestingNode(c); !isNode || node != name {
+		s.fail(c, &apiError{code: http.StatusForbidden, reason: "Forbidden",
+			msg: fmt.Sprintf("nodes/certificate %q is forbidden: only the node's own certificate renews it", name)})
+		return
+	}
+	s.signNode(c, name, csr)
+}
+
+// nodeCSR reads the node name of the path and the request's CSR,
+// answering bad ones.
+func (s *Server) nodeCSR(c *gin.Context) (string, []byte, bool) {
+	name := c.Param("name")
+	if errs := model.ValidateName("metadata.name", name); len(errs) > 0 {
+		s.fail(c, invalid(model.KindNode, name, errs))
+		return "", nil, false
+	}
+	var req JoinRequest
+	if err := decode(c, &req); err != nil {
+		s.fail(c, err)
+		return "", nil, false
+	}
+	if len(req.CSR) == 0 {
+		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "csr", Type: "FieldValueRequired", Detail: "csr: Required value: a DER certificate request, base64"}}))
+		return "", nil, false
+	}
+	if s.ca == nil {
+		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: "this server holds no cluster CA to sign node certificates with"})
+		return "", nil, false
+	}
+	if csr, err := x509.ParseCertificateRequest(req.CSR); err != nil || csr.CheckSignature() != nil {
+		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "csr", Type: "FieldValueInvalid", Detail: "csr: Invalid value: not a signed DER certificate request"}}))
+		return "", nil, false
+	}
+	return name, req.CSR, true
+}
+
+// signNode answers the node's client and serving certificates for csr's
+// key, recorded so that deleting the node revokes them.
+func (s *Server) signNode(c *gin.Context, name string, csr []byte) {
+	cert, err := s.ca.SignCSR(csr, auth.NodeCNPrefix+name, []string{auth.NodesOrg})
 	if err != nil {
 		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "csr", Type: "FieldValueInvalid", Detail: "csr: Invalid value: " + err.Error()}}))
 		return
 	}
-	serving, err := s.ca.SignServingCSR(req.CSR, auth.NodeCNPrefix+name, pki.NodeServingName(name))
+	serving, err := s.ca.SignServingCSR(csr, auth.NodeCNPrefix+name, pki.NodeServingName(name))
 	if err != nil {
 		s.fail(c, err)
 		return

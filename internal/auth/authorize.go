@@ -120,6 +120,7 @@ var nodeVerbs = map[string][]string{
 	"events":         {VerbCreate},
 	"reconcile":      {VerbCreate},
 	"orphanremovals": {VerbCreate},
+	"certificate":    {VerbCreate},
 }
 
 // nodeAllowed is the node authorizer: a node reads and writes its own Node

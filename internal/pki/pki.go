@@ -30,12 +30,16 @@ import (
 
 // Validity of what this package issues.
 const (
-	CAValidity     = 10 * 365 * 24 * time.Hour
-	CertValidity   = 365 * 24 * time.Hour
-	ReissueBefore  = 30 * 24 * time.Hour // a certificate this close to expiry is issued again
-	backdate       = 5 * time.Minute     // tolerates clocks slightly behind ours
-	caFile, caKey  = "ca.crt", "ca.key"
-	pemCert, pemEC = "CERTIFICATE", "EC PRIVATE KEY"
+	CAValidity   = 10 * 365 * 24 * time.Hour
+	CertValidity = 365 * 24 * time.Hour
+	// NodeCertValidity is a node's certificates': short, so a stolen or
+	// forgotten one ends by itself; the agent renews them over the
+	// current one (RenewAt).
+	NodeCertValidity = 7 * 24 * time.Hour
+	ReissueBefore    = 30 * 24 * time.Hour // a certificate this close to expiry is issued again
+	backdate         = 5 * time.Minute     // tolerates clocks slightly behind ours
+	caFile, caKey    = "ca.crt", "ca.key"
+	pemCert, pemEC   = "CERTIFICATE", "EC PRIVATE KEY"
 )
 
 // CA is a certificate authority this package can issue from.
@@ -214,7 +218,9 @@ func NodeServingName(node string) string { return node + "." + NodeServingDomain
 // for. It authenticates a client only and names no host, so that no
 // client takes it for a server's.
 func (ca *CA) SignCSR(csrDER []byte, commonName string, orgs []string) ([]byte, error) {
-	return ca.signCSR(csrDER, ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth))
+	tmpl := ca.template(commonName, orgs, x509.ExtKeyUsageClientAuth)
+	tmpl.NotAfter = tmpl.NotBefore.Add(NodeCertValidity)
+	return ca.signCSR(csrDER, tmpl)
 }
 
 // SignServingCSR issues the certificate a node's endpoint serves with,
@@ -226,6 +232,7 @@ func (ca *CA) SignServingCSR(csrDER []byte, commonName, dnsName string) ([]byte,
 		return nil, fmt.Errorf("a node serves only under %s, not as %q", NodeServingDomain, dnsName)
 	}
 	tmpl := ca.template(commonName, nil, x509.ExtKeyUsageServerAuth)
+	tmpl.NotAfter = tmpl.NotBefore.Add(NodeCertValidity)
 	tmpl.DNSNames = []string{dnsName}
 	return ca.signCSR(csrDER, tmpl)
 }
@@ -314,6 +321,19 @@ func NewCSR(commonName string) (keyPEM, csrDER []byte, err error) {
 	}
 	keyPEM, err = encodeKey(key)
 	return keyPEM, csrDER, err
+}
+
+// CSRFor is a certificate request for commonName over an existing key:
+// a renewal keeps the key, so a crash between writing the new
+// certificates never leaves a key without its certificate.
+func CSRFor(key crypto.Signer, commonName string) ([]byte, error) {
+	return x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: commonName}}, key)
+}
+
+// RenewAt is when a certificate is renewed: once two thirds of its life
+// have passed.
+func RenewAt(c *x509.Certificate) time.Time {
+	return c.NotBefore.Add(c.NotAfter.Sub(c.NotBefore) * 2 / 3)
 }
 
 // ParseCert reads the first certificate of a PEM block list.
