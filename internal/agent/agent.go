@@ -34,7 +34,6 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -110,23 +109,22 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	hc := cfg.HTTPClient
-	var nodeCert *tls.Certificate
+	var cred *credential
 	if hc == nil {
 		var err error
 		if hc, err = newAPIClient(cfg); err != nil {
 			return err
 		}
-		cert, err := presentNodeCredential(ctx, hc, cfg)
-		if err != nil {
+		if cred, err = presentNodeCredential(ctx, hc, cfg); err != nil {
 			return err
 		}
-		nodeCert = &cert
 		// One identity for the API and Temporal: over TLS without a
 		// certificate of its own, the node presents the one it joined
-		// with, which the Temporal authorizer keeps to node/<name>.
+		// with (renewed since), which the Temporal authorizer keeps to
+		// node/<name>.
 		if t := cfg.TemporalTLS; t != nil && len(t.Certificates) == 0 && t.GetClientCertificate == nil {
 			cfg.TemporalTLS = t.Clone()
-			cfg.TemporalTLS.Certificates = []tls.Certificate{cert}
+			cfg.TemporalTLS.GetClientCertificate = cred.clientCertificate
 		}
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.Node), registry: cfg.Metrics}
@@ -136,14 +134,14 @@ func Run(ctx context.Context, cfg Config) error {
 	a.metrics = metrics.NewNode(a.registry)
 	a.api = nodeapi.New(hc, cfg.APIURL, cfg.Node)
 	a.host = illumos.Host{Runner: a.metrics.Executor(&illumos.Runner{BinDir: cfg.BinDir, Logger: a.log})}
-	err := a.run(ctx, nodeCert)
+	err := a.run(ctx, cred)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return nil // stopped while starting: not a failure
 	}
 	return err
 }
 
-func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
+func (a *Agent) run(ctx context.Context, cred *credential) error {
 	cfg := a.cfg
 	if err := a.prepareHost(ctx); err != nil {
 		return err
@@ -152,7 +150,7 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 		a.keptLogs = &containerlog.Kept{Dir: filepath.Join(cfg.StateDir, KeptLogsDir)}
 	}
 	// Before registering, so the first status names the endpoint.
-	endpoint, err := a.serveEndpoint(nodeCert)
+	endpoint, err := a.serveEndpoint(cred)
 	if err != nil {
 		return err
 	}
@@ -262,6 +260,9 @@ func (a *Agent) run(ctx context.Context, nodeCert *tls.Certificate) error {
 	go a.followServiceNet(supCtx, newer)
 	go a.programServiceNAT(supCtx, newer, a.writeServiceNetworkStatus)
 	go a.programNodeRoutes(supCtx)
+	if cred != nil {
+		go a.renewCredential(supCtx, cred)
+	}
 
 	workerCtx, stopStarting := context.WithCancel(ctx)
 	defer stopStarting()

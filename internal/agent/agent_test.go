@@ -114,6 +114,7 @@ func startAPI(t *testing.T, st *store.Store, log *slog.Logger) testAPI {
 		t.Fatal(err)
 	}
 	hs.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
+	hs.EnableHTTP2 = true // as the API's own server does over TLS
 	hs.StartTLS()
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.CloseWatches)

@@ -21,20 +21,26 @@ func newAPIClient(cfg Config) (*http.Client, error) {
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = tlsConfig
-	return &http.Client{Transport: t}, nil
+	rt := &renewableTransport{}
+	rt.cur.Store(t)
+	return &http.Client{Transport: rt}, nil
 }
 
 // presentNodeCredential makes the API client present the node's
-// certificate, joining the cluster first (through that client, with the
+// certificates, joining the cluster first (through that client, with the
 // join token) when the state directory holds none.
-func presentNodeCredential(ctx context.Context, hc *http.Client, cfg Config) (tls.Certificate, error) {
+func presentNodeCredential(ctx context.Context, hc *http.Client, cfg Config) (*credential, error) {
 	cert, err := NodeCredential(ctx, JoinConfig{APIURL: cfg.APIURL, Node: cfg.Node, StateDir: cfg.StateDir, JoinTokenFile: cfg.JoinTokenFile, Client: hc})
 	if err != nil {
-		return cert, err
+		return nil, err
 	}
-	hc.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{cert}
+	cred := &credential{api: hc.Transport.(*renewableTransport)}
+	var serving *tls.Certificate
+	if s, err := ServingCertificate(cfg.StateDir, cert); err == nil {
+		serving = &s
+	}
 	// The join's connection was made without the certificate: the next
 	// calls dial again and present it.
-	hc.CloseIdleConnections()
-	return cert, nil
+	cred.set(cert, serving)
+	return cred, nil
 }

@@ -29,6 +29,7 @@ const (
 	DefaultMaxPods               = 110
 	DefaultMaxConcurrentInstalls = 4
 	DefaultHeartbeatInterval     = 10 * time.Second
+	DefaultCertCheckInterval     = time.Hour
 	DefaultWorkerStopTimeout     = 30 * time.Second
 	// DefaultZoneMaxProcesses and DefaultZoneMaxLWPs bound every zone of
 	// a node (zonecfg max-processes, max-lwps) unless the agent is told
@@ -163,6 +164,12 @@ type Config struct {
 	ServiceNATCheckInterval time.Duration
 	// NodeRouteInterval: see DefaultNodeRouteInterval.
 	NodeRouteInterval time.Duration
+	// CertCheckInterval is how often the agent looks whether its
+	// certificate is due for renewal; default DefaultCertCheckInterval.
+	CertCheckInterval time.Duration
+	// CertRenewBefore, when set, renews the certificate once less than
+	// this is left; default: once two thirds of its life have passed.
+	CertRenewBefore time.Duration
 	// ClusterDomain is the cluster's DNS domain, the same as the control
 	// plane's; default clusterdns.DefaultDomain. The agent answers the cluster DNS on the pods' gateway (port 53) from
 	// the service network it follows, and every zone's resolv.conf points
@@ -214,6 +221,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.CertCheckInterval <= 0 {
+		c.CertCheckInterval = DefaultCertCheckInterval
 	}
 	if c.WorkerStopTimeout <= 0 {
 		c.WorkerStopTimeout = DefaultWorkerStopTimeout

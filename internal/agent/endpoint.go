@@ -17,23 +17,26 @@ import (
 // plane) with the node's serving certificate (ServingCertificate: the
 // node's key, under pki.NodeServingName), and settles the address it is
 // reported at. Without Config.Listen there is none.
-func (a *Agent) serveEndpoint(nodeCert *tls.Certificate) (*nodeserver.Server, error) {
+func (a *Agent) serveEndpoint(cred *credential) (*nodeserver.Server, error) {
 	cfg := a.cfg
 	if cfg.Listen == "" {
 		return nil, nil
 	}
-	if nodeCert == nil {
+	if cred == nil {
 		c, err := tls.LoadX509KeyPair(filepath.Join(cfg.StateDir, NodeCertFile), filepath.Join(cfg.StateDir, NodeKeyFile))
 		if err != nil {
 			return nil, fmt.Errorf("the agent endpoint serves with the node's key: %w", err)
 		}
-		nodeCert = &c
+		cred = &credential{}
+		s, err := ServingCertificate(cfg.StateDir, c)
+		if err == nil {
+			cred.set(c, &s)
+		} else {
+			cred.set(c, nil)
+		}
 	}
-	cert := nodeCert
-	if serving, err := ServingCertificate(cfg.StateDir, *nodeCert); err == nil {
-		cert = &serving
-	} else {
-		a.log.Warn("the node has no certificate to serve its endpoint with: logs and exec fail on this node until it joins again (--join-token-file)", "err", err)
+	if _, err := cred.servingCertificate(nil); err != nil {
+		a.log.Warn("the node has no certificate to serve its endpoint with: logs and exec fail on this node until it joins again (--join-token-file)")
 	}
 	caFile := NodeCAPath(cfg.StateDir)
 	if _, err := os.Stat(caFile); err != nil {
@@ -47,7 +50,7 @@ func (a *Agent) serveEndpoint(nodeCert *tls.Certificate) (*nodeserver.Server, er
 	if zonesDir == "" {
 		zonesDir = cfg.ZonesPath
 	}
-	srv, err := nodeserver.Listen(cfg.Listen, nodeserver.Config{Certificate: *cert, ClientCAs: pool, ZonesDir: zonesDir, KeptLogs: a.keptLogs,
+	srv, err := nodeserver.Listen(cfg.Listen, nodeserver.Config{GetCertificate: cred.servingCertificate, ClientCAs: pool, ZonesDir: zonesDir, KeptLogs: a.keptLogs,
 		Runner: &illumos.Runner{BinDir: cfg.BinDir}, Metrics: a.MetricsHandler(), Log: a.log.With("component", "endpoint")})
 	if err != nil {
 		return nil, err

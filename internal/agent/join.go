@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -77,7 +76,7 @@ func NodeCredential(ctx context.Context, c JoinConfig) (tls.Certificate, error) 
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	ans, err := join(ctx, c, strings.TrimSpace(string(b)), csr)
+	ans, err := requestCertificate(ctx, c.Client, c.APIURL, c.Node, "join", strings.TrimSpace(string(b)), csr)
 	if err != nil && kept != nil {
 		return *kept, nil
 	}
@@ -110,17 +109,27 @@ func NodeCredential(ctx context.Context, c JoinConfig) (tls.Certificate, error) 
 // stopped doing so).
 func ServingCertificate(stateDir string, nodeCert tls.Certificate) (tls.Certificate, error) {
 	if b, err := os.ReadFile(filepath.Join(stateDir, NodeServingCertFile)); err == nil {
-		if block, _ := pem.Decode(b); block != nil {
-			if leaf, err := x509.ParseCertificate(block.Bytes); err == nil && sameKey(leaf, nodeCert) &&
-				slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
-				return tls.Certificate{Certificate: [][]byte{block.Bytes}, PrivateKey: nodeCert.PrivateKey, Leaf: leaf}, nil
-			}
+		if c, err := servingFrom(b, nodeCert); err == nil {
+			return c, nil
 		}
 	}
 	if leaf, err := x509.ParseCertificate(nodeCert.Certificate[0]); err == nil && slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
 		return nodeCert, nil
 	}
 	return tls.Certificate{}, fmt.Errorf("%s holds no serving certificate for the node's key", stateDir)
+}
+
+// servingFrom is the serving certificate of certPEM with nodeCert's key,
+// which it must be for.
+func servingFrom(certPEM []byte, nodeCert tls.Certificate) (tls.Certificate, error) {
+	c, err := pairWithKey(certPEM, nodeCert)
+	if err != nil {
+		return c, err
+	}
+	if !slices.Contains(c.Leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
+		return tls.Certificate{}, errors.New("it does not authenticate a server")
+	}
+	return c, nil
 }
 
 // sameKey: the certificate is for nodeCert's key.
@@ -149,17 +158,20 @@ type joinAnswer struct {
 	CACertificate      string `json:"caCertificate"`
 }
 
-// join is POST /api/v1/nodes/{name}/join with the join token as bearer.
-func join(ctx context.Context, c JoinConfig, token string, csr []byte) (joinAnswer, error) {
+// requestCertificate is POST /api/v1/nodes/{name}/<sub> with csr: a join
+// (sub "join", with the join token as bearer) or a renewal ("certificate",
+// over the node's current certificate, which client presents).
+func requestCertificate(ctx context.Context, client *http.Client, apiURL, node, sub, bearer string, csr []byte) (joinAnswer, error) {
 	body, _ := json.Marshal(map[string][]byte{"csr": csr})
-	u := strings.TrimRight(c.APIURL, "/") + "/api/v1/nodes/" + url.PathEscape(c.Node) + "/join"
+	u := strings.TrimRight(apiURL, "/") + "/api/v1/nodes/" + url.PathEscape(node) + "/" + sub
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return joinAnswer{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	client := c.Client
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
 	if client == nil {
 		client = &http.Client{Timeout: 30 * time.Second}
 	}
@@ -176,7 +188,7 @@ func join(ctx context.Context, c JoinConfig, token string, csr []byte) (joinAnsw
 	}
 	var out joinAnswer
 	if err := json.Unmarshal(b, &out); err != nil || out.Certificate == "" {
-		return joinAnswer{}, errors.New("the join answer holds no certificate")
+		return joinAnswer{}, errors.New("the answer holds no certificate")
 	}
 	return out, nil
 }

@@ -42,8 +42,10 @@ const (
 
 // Config is what the endpoint needs.
 type Config struct {
-	// Certificate is the node's (CN=node:<name>, server and client auth).
-	Certificate tls.Certificate
+	// Certificate is what the endpoint serves with (the node's serving
+	// certificate), unless GetCertificate gives it at each handshake.
+	Certificate    tls.Certificate
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// ClientCAs is the cluster CA, which the control plane's certificate
 	// chains to.
 	ClientCAs *x509.CertPool
@@ -95,10 +97,10 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		mux.Handle("GET /metrics", cfg.Metrics) // the handshake admitted only the control plane and cluster-admins
 	}
 	tlsConfig := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{cfg.Certificate},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    cfg.ClientCAs,
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: cfg.GetCertificate,
+		ClientAuth:     tls.RequireAndVerifyClientCert,
+		ClientCAs:      cfg.ClientCAs,
 		// Any certificate of the cluster CA other than the control
 		// plane's or a cluster-admin's (a node's, say) fails the
 		// handshake.
@@ -108,6 +110,9 @@ func Listen(addr string, cfg Config) (*Server, error) {
 			}
 			return nil
 		},
+	}
+	if cfg.GetCertificate == nil {
+		tlsConfig.Certificates = []tls.Certificate{cfg.Certificate}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
