@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -107,15 +108,48 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// A previous run killed hard leaves a pid file behind; postgres itself
 	// refuses to start only if that pid is still a postgres, which is right.
-	s := &Server{cfg: cfg, password: password, done: make(chan struct{})}
-	if err := s.start(); err != nil {
-		return nil, err
-	}
-	if err := s.waitReady(ctx); err != nil {
+	// Its processes may also still hold its shared memory a moment after
+	// the kill (each exits once it sees the postmaster gone): postgres
+	// refuses to start until they are gone, so that is waited for.
+	for deadline := time.Now().Add(lingerWait); ; {
+		s := &Server{cfg: cfg, password: password, done: make(chan struct{})}
+		logAt := logSize(cfg.Log)
+		if err := s.start(); err != nil {
+			return nil, err
+		}
+		err := s.waitReady(ctx)
+		if err == nil {
+			return s, nil
+		}
 		_ = s.Stop()
-		return nil, err
+		if !oldServerLingers(cfg.Log, logAt) || time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return s, nil
+}
+
+// lingerWait bounds the wait for a killed server's processes to let go of
+// its shared memory.
+const lingerWait = 30 * time.Second
+
+func logSize(path string) int64 {
+	if fi, err := os.Stat(path); err == nil {
+		return fi.Size()
+	}
+	return 0
+}
+
+// oldServerLingers: what postgres logged since offset says a server of
+// the data directory killed a moment ago still holds its shared memory.
+func oldServerLingers(path string, offset int64) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.NewSectionReader(f, offset, 1<<20))
+	return strings.Contains(string(b), "pre-existing shared memory block")
 }
 
 func initdb(ctx context.Context, cfg Config) error {
@@ -235,7 +269,7 @@ func (s *Server) URL(db string) string {
 // Stop asks for a fast shutdown and waits for the server to exit. It is
 // safe to call more than once.
 func (s *Server) Stop() error {
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s == nil || s.cmd == nil || s.cmd.Process == nil {
 		return nil
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGINT)

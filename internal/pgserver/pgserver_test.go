@@ -121,3 +121,50 @@ func TestTheClusterAsksForItsPassword(t *testing.T) {
 	t.Cleanup(func() { _ = pg.Stop() })
 	refused(pg)
 }
+
+// A server killed a moment ago may leave a backend behind that still
+// holds its shared memory; postgres refuses to start beside it. Start
+// waits for it to go rather than fail: here a backend is stopped so it
+// cannot exit, the postmaster is killed, and the backend is let go a
+// second into the new Start. (Make Start return waitReady's error at
+// once to see it fail with "pre-existing shared memory block".)
+func TestAStartWaitsForAKilledServersLastProcess(t *testing.T) {
+	if _, err := pgserver.FindBinDir(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, pg.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backend int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(backend, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(backend, syscall.SIGKILL) })
+	_ = syscall.Kill(pg.Pid(), syscall.SIGKILL)
+	_ = pg.Stop()
+	go func() {
+		time.Sleep(time.Second)
+		_ = syscall.Kill(backend, syscall.SIGKILL)
+	}()
+	pg, err = pgserver.Start(ctx, pgserver.Config{DataDir: dir})
+	if err != nil {
+		t.Fatalf("start beside the killed server's last backend: %v", err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	c2, err := pgx.Connect(ctx, pg.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Close(ctx)
+}
