@@ -145,6 +145,34 @@ func TestAJoinTokenJoinsOneNewNodeOnce(t *testing.T) {
 		t.Errorf("%d of 8 racing joins with one token got a certificate, want 1", ok)
 	}
 
+	// Eight hosts, each with a token of its own, joining under one new
+	// name at once: one gets it, the others find it taken. (Drop the
+	// LockJoins call in joinNode to see several get certificates.)
+	tokens := make([]api.IssuedToken, 8)
+	for i := range tokens {
+		tokens[i] = issueJoin(`{}`)
+	}
+	codes = make(chan int, len(tokens))
+	for _, tok := range tokens {
+		wg.Go(func() {
+			code, _ := join(tok, "r-one")
+			codes <- code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	ok = 0
+	for code := range codes {
+		if code == 200 {
+			ok++
+		} else if code != 409 {
+			t.Errorf("a join racing for one name: %d, want 200 or 409", code)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d of 8 hosts joining as r-one at once got a certificate, want 1", ok)
+	}
+
 	for _, bad := range []string{`{"nodeName":"N_1"}`, `{"nodeName":""}x`} {
 		if code, b := a.do(caller{bearer: a.admin}, "POST", "/api/v1/nodejointokens", bad); code != 422 && code != 400 {
 			t.Errorf("join token with %s: %d %s", bad, code, b)

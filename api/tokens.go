@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -207,12 +208,20 @@ func (s *Server) joinNode(c *gin.Context) {
 			msg: fmt.Sprintf("nodes %q is forbidden: this join token is for node %q", name, id.JoinNode)})
 		return
 	}
-	if _, err := s.store.Nodes().Get(c.Request.Context(), "", name); err == nil && id.JoinNode != name {
+	unlock, err := s.nodeCerts.LockJoins(c.Request.Context(), name)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	defer unlock()
+	taken, err := s.nameTaken(c.Request.Context(), name)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if taken && id.JoinNode != name {
 		s.fail(c, &apiError{code: http.StatusConflict, reason: "AlreadyExists",
 			msg: fmt.Sprintf("nodes %q already exists: a new host joins under a name of its own, or after the node is deleted, or with a join token made for this node (--node %s)", name, name)})
-		return
-	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.fail(c, err)
 		return
 	}
 	if err := s.tokens.SpendJoinToken(c.Request.Context(), id.TokenID); err != nil {
@@ -223,6 +232,17 @@ func (s *Server) joinNode(c *gin.Context) {
 		return
 	}
 	s.signNode(c, name, csr)
+}
+
+// nameTaken: a Node has the name, or a host joined under it and has not
+// registered it yet.
+func (s *Server) nameTaken(ctx context.Context, name string) (bool, error) {
+	if _, err := s.store.Nodes().Get(ctx, "", name); err == nil {
+		return true, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	return s.nodeCerts.Live(ctx, name)
 }
 
 // renewNodeCertificate (nodes/certificate create) signs a node's key

@@ -30,6 +30,40 @@ func (n *NodeCertificates) Record(ctx context.Context, node string, cert *x509.C
 	return nil
 }
 
+// LockJoins makes the joins of node take turns until unlock is called, so
+// two hosts joining under one new name at once cannot both get a
+// certificate for it.
+func (n *NodeCertificates) LockJoins(ctx context.Context, node string) (unlock func(), err error) {
+	conn, err := n.Pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	const key = `hashtextextended('zonewright-join:' || $1, 0)`
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`, node); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("lock the joins of node %s: %w", node, err)
+	}
+	return func() {
+		if _, err := conn.Exec(context.Background(), `SELECT pg_advisory_unlock(`+key+`)`, node); err != nil {
+			conn.Conn().Close(context.Background()) // a lock still held ends with its session
+		}
+		conn.Release()
+	}, nil
+}
+
+// Live reports whether node holds a certificate neither revoked nor
+// expired: a host joined under its name, whether or not it registered
+// the Node yet.
+func (n *NodeCertificates) Live(ctx context.Context, node string) (bool, error) {
+	var live bool
+	err := n.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM node_certificates
+		WHERE node = $1 AND revoked_at IS NULL AND not_after > now())`, node).Scan(&live)
+	if err != nil {
+		return false, fmt.Errorf("look up node %s's certificates: %w", node, err)
+	}
+	return live, nil
+}
+
 // Revoked reports whether the certificate with serial was revoked.
 func (n *NodeCertificates) Revoked(ctx context.Context, serial string) (bool, error) {
 	var revoked bool
