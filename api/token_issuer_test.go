@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,16 +67,32 @@ func TestAnIssuersLiveTokensAreBounded(t *testing.T) {
 	a := newAuthzAPI(t, 0)
 	a.seed()
 	nsAdmin := caller{bearer: issue(t, a.st, auth.RoleAdmin, "a")}
+	// Asked for all at once, and more: the bound holds however the
+	// requests interleave. (Make issue count outside its transaction's
+	// lock to see more than the bound issued.)
 	var last api.IssuedToken
-	for i := range auth.MaxTokensPerIssuer {
-		code, b := a.do(nsAdmin, "POST", "/api/v1/namespaces/a/tokens", `{"role":"view"}`)
-		if code != 201 {
-			t.Fatalf("token %d of %d: %d %s", i+1, auth.MaxTokensPerIssuer, code, b)
-		}
-		_ = json.Unmarshal([]byte(b), &last)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	issued, refused := 0, 0
+	for range auth.MaxTokensPerIssuer + 20 {
+		wg.Go(func() {
+			code, b := a.do(nsAdmin, "POST", "/api/v1/namespaces/a/tokens", `{"role":"view"}`)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case code == 201:
+				issued++
+				_ = json.Unmarshal([]byte(b), &last)
+			case code == 403 && strings.Contains(b, "revoke some first"):
+				refused++
+			default:
+				t.Errorf("a token asked for at once: %d %s", code, b)
+			}
+		})
 	}
-	if code, b := a.do(nsAdmin, "POST", "/api/v1/namespaces/a/tokens", `{"role":"view"}`); code != 403 || !strings.Contains(b, "revoke some first") {
-		t.Fatalf("token %d: %d %s, want 403", auth.MaxTokensPerIssuer+1, code, b)
+	wg.Wait()
+	if issued != auth.MaxTokensPerIssuer || refused != 20 {
+		t.Fatalf("%d issued and %d refused of %d asked at once, want %d and 20", issued, refused, auth.MaxTokensPerIssuer+20, auth.MaxTokensPerIssuer)
 	}
 	// Another identity is not held back, and a revocation makes room.
 	a.asAdmin("POST", "/api/v1/namespaces/a/tokens", `{"role":"view"}`, 201)

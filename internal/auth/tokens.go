@@ -96,11 +96,21 @@ func (t *Tokens) issue(ctx context.Context, issuer Identity, role Role, namespac
 		node = &nodeName
 	}
 	tok := Token{ID: id, Role: role, Namespace: namespace, NodeName: nodeName, Issuer: issuer.Name, IssuedBy: issuer.TokenID}
+	// One transaction, the issuer's tokens locked while they are counted,
+	// so tokens issued at once cannot pass the bound together.
+	tx, err := t.Pool.Begin(ctx)
+	if err != nil {
+		return "", Token{}, fmt.Errorf("issue token: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
 	if issuer.Name != "" {
 		// Each identity's live tokens are bounded: more tokens would be
 		// more watch slots (bounded per identity), and more to revoke.
 		var live int
-		if err := t.Pool.QueryRow(ctx, `SELECT count(*) FROM api_tokens WHERE issuer = $1 AND revoked_at IS NULL
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('zonewright-issuer:' || $1, 0))`, issuer.Name); err != nil {
+			return "", Token{}, fmt.Errorf("issue token: %w", err)
+		}
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM api_tokens WHERE issuer = $1 AND revoked_at IS NULL
 			AND used_at IS NULL AND expires_at > now()`, issuer.Name).Scan(&live); err != nil {
 			return "", Token{}, fmt.Errorf("issue token: %w", err)
 		}
@@ -110,7 +120,7 @@ func (t *Tokens) issue(ctx context.Context, issuer Identity, role Role, namespac
 	}
 	// A token issued by a token expires with it at the latest; the
 	// issuing token must still be live.
-	err := t.Pool.QueryRow(ctx, `INSERT INTO api_tokens (id, secret_sha256, role, namespace, node_name, issuer, issued_by, expires_at)
+	err = tx.QueryRow(ctx, `INSERT INTO api_tokens (id, secret_sha256, role, namespace, node_name, issuer, issued_by, expires_at)
 		SELECT $1, $2, $3, $4, $5, nullif($6, ''), nullif($7, ''),
 			least(now() + $8::interval, (SELECT expires_at FROM api_tokens WHERE id = $7))
 		WHERE $7 = '' OR EXISTS (SELECT 1 FROM api_tokens WHERE id = $7 AND revoked_at IS NULL AND expires_at > now())
@@ -119,6 +129,9 @@ func (t *Tokens) issue(ctx context.Context, issuer Identity, role Role, namespac
 		fmt.Sprintf("%d milliseconds", ttl.Milliseconds())).Scan(&tok.CreatedAt, &tok.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", Token{}, ErrUnauthenticated
+	}
+	if err == nil {
+		err = tx.Commit(ctx)
 	}
 	if err != nil {
 		return "", Token{}, fmt.Errorf("issue token: %w", err)
