@@ -22,6 +22,7 @@ import (
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/internal/transfer"
 )
 
 // authzAPI is an API handler served in-process, so that a request can
@@ -61,7 +62,7 @@ func newAuthzAPI(t testing.TB, maxWatches int) *authzAPI {
 	}
 	a := &authzAPI{t: t, st: st, ca: ca, audit: &bytes.Buffer{}, tokens: &auth.Tokens{Pool: st.Pool()}}
 	srv := api.New(api.Config{Store: st, CA: ca, AuditLog: a.audit, MaxWatches: maxWatches, Logger: slog.New(slog.DiscardHandler),
-		ImageMap: &imagemap.Map{}, WatchKeepalive: 50 * time.Millisecond})
+		ImageMap: &imagemap.Map{}, WatchKeepalive: 50 * time.Millisecond, Transfers: &transfer.Relay{Dir: t.TempDir()}})
 	t.Cleanup(srv.CloseWatches)
 	a.h = validated(t, srv.Handler())
 	a.admin = issue(t, st, auth.RoleClusterAdmin, "")
@@ -688,5 +689,18 @@ func TestVolumeTransfersAreTheirNodesOnly(t *testing.T) {
 	}
 	if code, _ := a.do(caller{}, "GET", xfer, ""); code != 401 {
 		t.Errorf("a download without credentials: %d, want 401", code)
+	}
+	// Uploads are for the steps of a move under way, whoever sends them:
+	// the move's end removes its streams, and nothing else is kept. (Drop
+	// the transferNodes check in uploadTransfer to see the invented one
+	// kept.)
+	admin := caller{bearer: a.admin}
+	if code, b := a.do(admin, "PUT", xfer, "stream"); code != 201 {
+		t.Errorf("a cluster-admin uploads the move's stream: %d %s", code, b)
+	}
+	for _, invented := range []string{"x", controlops.TransferID(c.Metadata.UID, "m0", 2), c.Metadata.UID + "-junk"} {
+		if code, b := a.do(admin, "PUT", "/api/v1/volumetransfers/"+invented, "junk"); code != 404 {
+			t.Errorf("a cluster-admin uploads under an invented ID %s: %d %s, want 404", invented, code, b)
+		}
 	}
 }

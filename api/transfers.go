@@ -22,13 +22,24 @@ type TransferServer interface {
 	ServeDownload(w http.ResponseWriter, r *http.Request, id string)
 }
 
-// uploadTransfer is the source node's upload of a stream of a moving claim.
+// uploadTransfer is the source node's upload of a stream of a moving
+// claim. Whoever uploads (a cluster-admin too), the stream must be one of
+// a move under way, which removes its streams when it ends: nothing is
+// kept under an ID no move has.
 func (s *Server) uploadTransfer(c *gin.Context) {
 	if s.transfers == nil {
 		s.fail(c, notFoundf("this server relays no volume transfers"))
 		return
 	}
-	s.transfers.ServeUpload(c.Writer, c.Request, c.Param("name"))
+	id := c.Param("name")
+	if _, _, err := s.transferNodes(c.Request.Context(), id); errors.Is(err, auth.ErrTransferNotFound) {
+		s.fail(c, notFoundf("volume transfer %q is no step of a claim's move under way", id))
+		return
+	} else if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.transfers.ServeUpload(c.Writer, c.Request, id)
 }
 
 // downloadTransfer is the destination node's download of that stream.
