@@ -1,12 +1,10 @@
 package nodeserver
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"time"
 
@@ -35,15 +33,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	// The slot is given back before the session's status is sent: a
 	// client that saw its session end may start another at once.
-	var release sync.Once
-	free := func() { release.Do(func() { <-s.execs }) }
-	select {
-	case s.execs <- struct{}{}:
-		defer free()
-	default:
-		fail(w, http.StatusTooManyRequests, "TooManyRequests", fmt.Sprintf("this node runs %d exec sessions, the most it runs at once; retry shortly", cap(s.execs)))
+	free, why, ok := s.execs.take(t.ns)
+	if !ok {
+		fail(w, http.StatusTooManyRequests, "TooManyRequests", slotsFull("exec sessions", why, s.execs))
 		return
 	}
+	defer free()
 	if _, err := os.Stat(s.zoneRootDir(t.zone)); err != nil {
 		fail(w, http.StatusNotFound, "NotFound", "the pod has no zone on this node")
 		return

@@ -34,7 +34,8 @@ import (
 )
 
 // DefaultMaxExecs bounds the exec sessions a node runs at once;
-// DefaultMaxLogStreams the logs it streams at once.
+// DefaultMaxLogStreams the logs it streams at once. One namespace holds
+// at most half of either (slots).
 const (
 	DefaultMaxExecs      = 16
 	DefaultMaxLogStreams = 64
@@ -70,8 +71,8 @@ type Server struct {
 	cfg   Config
 	http  *http.Server
 	ln    net.Listener
-	execs chan struct{}
-	logs  chan struct{}
+	execs *slots
+	logs  *slots
 }
 
 // Listen starts serving on addr (host:port; port 0 picks a free one).
@@ -88,7 +89,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Server{cfg: cfg, execs: make(chan struct{}, cfg.MaxExecs), logs: make(chan struct{}, cfg.MaxLogStreams)}
+	s := &Server{cfg: cfg, execs: newSlots(cfg.MaxExecs), logs: newSlots(cfg.MaxLogStreams)}
 	mux := http.NewServeMux()
 	// The paths nodeclient.LogsPath and ExecPath build.
 	mux.Handle("GET /containerLogs/{ns}/{pod}/{uid}/{container}", controlPlaneOnly(http.HandlerFunc(s.containerLogs)))
@@ -155,7 +156,7 @@ func controlPlaneOnly(next http.Handler) http.Handler {
 
 // target is the pod and container a request names.
 type target struct {
-	pod, uid, zone, service, container string
+	ns, pod, uid, zone, service, container string
 }
 
 // target reads and checks the request's path.
@@ -166,7 +167,15 @@ func (s *Server) target(w http.ResponseWriter, r *http.Request) (target, bool) {
 		fail(w, http.StatusBadRequest, "BadRequest", "the path does not name a pod (namespace, name, uid) and a container")
 		return target{}, false
 	}
-	return target{pod: pod, uid: uid, zone: illumos.ZoneName(ns, pod, uid), service: hostops.ContainerService(container), container: container}, true
+	return target{ns: ns, pod: pod, uid: uid, zone: illumos.ZoneName(ns, pod, uid), service: hostops.ContainerService(container), container: container}, true
+}
+
+// slotsFull is the 429's message when what is full.
+func slotsFull(what, why string, s *slots) string {
+	if why == "namespace" {
+		return fmt.Sprintf("this pod's namespace holds %d %s on this node, its share of the %d the node runs at once; retry shortly", s.share(), what, s.max)
+	}
+	return fmt.Sprintf("this node runs %d %s, the most it runs at once; retry shortly", s.max, what)
 }
 
 func validUID(s string) bool {
@@ -198,13 +207,12 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return
 	}
-	select {
-	case s.logs <- struct{}{}:
-		defer func() { <-s.logs }()
-	default:
-		fail(w, http.StatusTooManyRequests, "TooManyRequests", "this node streams as many logs as it may at once; retry shortly")
+	free, why, ok := s.logs.take(t.ns)
+	if !ok {
+		fail(w, http.StatusTooManyRequests, "TooManyRequests", slotsFull("log streams", why, s.logs))
 		return
 	}
+	defer free()
 	opts := q.Options(time.Now())
 	l, zoned, err := s.openLog(t)
 	if errors.Is(err, errNotRegular) {
