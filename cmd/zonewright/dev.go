@@ -70,6 +70,13 @@ func dev(ctx context.Context, args []string) error {
 	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
 	capacityDone := capacityFlag(fs, &health)
 	_ = fs.Parse(args)
+	// Every path the stack shows or writes (the env file, zwctl's
+	// config, the banner) holds from any directory.
+	abs, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return err
+	}
+	*dataDir = abs
 	if err := imagesDone(); err != nil {
 		return err
 	}

@@ -90,8 +90,11 @@ func buildBinary(t *testing.T) string {
 func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devStack {
 	t.Helper()
 	d := &devStack{api: api, temporal: temporal, ui: ui, dns: freeAddr(t), dataDir: dataDir, output: &syncbuf.Buffer{}, exited: make(chan error, 1)}
-	d.cmd = exec.Command(bin, "dev", "--data-dir", dataDir, "--listen", api, "--temporal-address", temporal, "--ui-address", ui,
+	// A relative --data-dir, as make dev gives: what the stack writes
+	// and shows must hold from any directory (ZWCONFIG was relative).
+	d.cmd = exec.Command(bin, "dev", "--data-dir", filepath.Base(dataDir), "--listen", api, "--temporal-address", temporal, "--ui-address", ui,
 		"--dns-listen", d.dns, "--log-level", "warn")
+	d.cmd.Dir = filepath.Dir(dataDir)
 	stdout, _ := d.cmd.StdoutPipe()
 	d.cmd.Stderr = d.cmd.Stdout
 	if err := d.cmd.Start(); err != nil {
