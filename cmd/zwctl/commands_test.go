@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/syncbuf"
+	zw "github.com/zonewright/zonewright/internal/zwclient"
 )
 
 // Drain runs alone (not in parallel): it moves every pod off its node.
@@ -497,4 +498,49 @@ func TestCreateRefusesWhatExists(t *testing.T) {
 	}
 	must(t, "delete", "pod", "first", "-n", "created", "--force")
 	must(t, "delete", "namespace", "created")
+}
+
+// A namespace role makes a namespace token, as a user would expect from
+// `token create -n team --role view`. (Drop the role test beside
+// namespaced in token create to see the cluster-wide route refuse it.)
+func TestANamespaceRoleIssuesANamespaceToken(t *testing.T) {
+	t.Parallel()
+	namespace(t, "team")
+	r := zwctl(t, "token", "create", "-n", "team", "--role", "view", "--ttl", "1h")
+	if r.code != 0 || !strings.Contains(r.err, "(role view in team)") {
+		t.Fatalf("token create -n team --role view: %s", r)
+	}
+	token := strings.TrimSpace(r.out)
+	if r := zwctl(t, "get", "pods", "-n", "team", "--token", token); r.code != 0 || r.err != "No resources found in team namespace.\n" {
+		t.Errorf("the view token lists team's pods: %s", r)
+	}
+	if r := zwctl(t, "get", "pods", "-n", "default", "--token", token); r.code == 0 || !strings.Contains(r.err, "Forbidden") {
+		t.Errorf("the view token of team lists default's pods: %s", r)
+	}
+}
+
+// Without a config file, the environment a dev stack's env file exports
+// names the server, token and CA; with neither, the error names the file
+// zwctl looked for. (Drop the environment loop in connect to see the
+// first refused.)
+func TestTheEnvironmentNamesTheServerWhenNoConfigDoes(t *testing.T) {
+	t.Parallel()
+	cfg, err := zw.LoadConfig(stack.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cfg.Resolve(zw.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "none.yaml")
+	r := zwctlWith(t, "", map[string]string{"ZWCONFIG": missing}, "get", "nodes")
+	if r.code == 0 || !strings.Contains(r.err, "there is no config file "+missing) || !strings.Contains(r.err, "$ZW_API_URL") {
+		t.Errorf("no config and no environment: %s", r)
+	}
+	r = zwctlWith(t, "", map[string]string{"ZWCONFIG": missing, "ZW_API_URL": s.Server, "ZW_TOKEN": s.Token, "ZW_CACERT": s.CertificateAuthority},
+		"get", "nodes", "-o", "name")
+	if r.code != 0 || !strings.Contains(r.out, "node/node-1\n") {
+		t.Errorf("the environment alone: %s", r)
+	}
 }

@@ -26,9 +26,10 @@ func (a *app) tokenCommand() *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Issue a token and print it (the only time it is shown)",
-		Long: `token create issues a cluster-admin token, or with --namespaced a token of
-the namespace (-n) with --role (e.g. edit, view). It prints the token alone
-on standard output and its id on standard error.`,
+		Long: `token create issues a cluster-admin token, or a token of the namespace (-n)
+with a namespace --role (view, edit, admin; --namespaced with no role
+takes the server's default). It prints the token alone on standard output
+and its id on standard error.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.connect()
 			if err != nil {
@@ -42,7 +43,7 @@ on standard output and its id on standard error.`,
 				body["ttlSeconds"] = int64(ttl / time.Second)
 			}
 			path := "/api/v1/tokens"
-			if namespaced {
+			if namespaced || (role != "" && role != "cluster-admin") {
 				path = "/api/v1/namespaces/" + a.namespace() + "/tokens"
 			}
 			var issued struct {
@@ -57,7 +58,7 @@ on standard output and its id on standard error.`,
 			return nil
 		},
 	}
-	create.Flags().StringVar(&role, "role", "", "the namespace token's role")
+	create.Flags().StringVar(&role, "role", "", "view, edit or admin: a token of the namespace (-n); cluster-admin (the default): of the cluster")
 	create.Flags().DurationVar(&ttl, "ttl", 0, "lifetime (default: the server's)")
 	create.Flags().BoolVar(&namespaced, "namespaced", false, "a token of the namespace (-n) instead of a cluster-admin one")
 

@@ -114,12 +114,27 @@ func (a *app) connect() (*zw.Client, error) {
 	if a.client != nil {
 		return a.client, nil
 	}
-	cfg, err := zw.LoadConfig(zw.ConfigPath(a.configPath, a.getenv))
+	path := zw.ConfigPath(a.configPath, a.getenv)
+	cfg, err := zw.LoadConfig(path)
 	if err != nil {
 		return nil, err
 	}
-	if a.settings, err = cfg.Resolve(a.overrides); err != nil {
-		return nil, err
+	// $ZW_API_URL, $ZW_TOKEN and $ZW_CACERT (what a dev stack's env file
+	// exports) stand in for flags not given.
+	o := a.overrides
+	for _, e := range []struct {
+		flag *string
+		env  string
+	}{{&o.Server, "ZW_API_URL"}, {&o.Token, "ZW_TOKEN"}, {&o.CertificateAuthority, "ZW_CACERT"}} {
+		if *e.flag == "" {
+			*e.flag = a.getenv(e.env)
+		}
+	}
+	if a.settings, err = cfg.Resolve(o); err != nil {
+		if _, statErr := os.Stat(path); path != "" && statErr != nil {
+			return nil, fmt.Errorf("%w (there is no config file %s: %v)", err, path, errors.Unwrap(statErr))
+		}
+		return nil, fmt.Errorf("%w (config file %s)", err, path)
 	}
 	if a.client, err = zw.New(a.settings); err != nil {
 		return nil, err

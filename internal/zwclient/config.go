@@ -188,7 +188,7 @@ func (c *Config) Resolve(o Overrides) (Settings, error) {
 		s.Namespace = "default"
 	}
 	if s.Server == "" {
-		return s, errors.New("no server: give --server, or a config file with a current context (--zwconfig, $ZWCONFIG or " + DefaultPath() + ")")
+		return s, errors.New("no server: give --server or $ZW_API_URL, or a config file with a current context (--zwconfig, $ZWCONFIG or " + DefaultPath() + ")")
 	}
 	return s, nil
 }
