@@ -422,8 +422,9 @@ func (b *docBuilder) schema(v any) (*openapi3.SchemaRef, error) {
 }
 
 var (
-	intOrStringType = reflect.TypeFor[model.IntOrString]()
-	timeType        = reflect.TypeFor[time.Time]()
+	intOrStringType  = reflect.TypeFor[model.IntOrString]()
+	resourceListType = reflect.TypeFor[model.ResourceList]()
+	timeType         = reflect.TypeFor[time.Time]()
 )
 
 func intOrStringSchema() *openapi3.Schema {
@@ -445,6 +446,13 @@ func newSchemaGenerator(structs map[string]*openapi3.Schema) *openapi3gen.Genera
 			switch {
 			case t == intOrStringType:
 				*s = *intOrStringSchema()
+			case t == resourceListType:
+				// A quantity is a string, or a number as Kubernetes takes it.
+				s.AdditionalProperties = openapi3.AdditionalProperties{Schema: &openapi3.SchemaRef{Value: &openapi3.Schema{
+					AnyOf: openapi3.SchemaRefs{{Value: openapi3.NewStringSchema()}, {Value: openapi3.NewFloat64Schema()}}}}}
+				if jsonTag != "" && !strings.Contains(jsonTag, ",omitempty") {
+					s.Nullable = true
+				}
 			case (t.Kind() == reflect.Slice || t.Kind() == reflect.Map) && jsonTag != "" && !strings.Contains(jsonTag, ",omitempty"):
 				s.Nullable = true
 			case t.Kind() == reflect.Struct && s.Type == nil && t != timeType:

@@ -1,6 +1,10 @@
 package model
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // Pod is a set of containers run together in one illumos zone.
 type Pod struct {
@@ -132,6 +136,34 @@ type ContainerPort struct {
 
 // ResourceList maps a resource name (cpu, memory) to a quantity string.
 type ResourceList map[string]string
+
+// UnmarshalJSON takes each quantity as a string or, as Kubernetes does, a
+// number: YAML's `cpu: 2` arrives as one. The number is kept as written.
+func (l *ResourceList) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if raw == nil {
+		*l = nil
+		return nil
+	}
+	out := make(ResourceList, len(raw))
+	for k, v := range raw {
+		var str string
+		if err := json.Unmarshal(v, &str); err == nil {
+			out[k] = str
+			continue
+		}
+		var n json.Number
+		if err := json.Unmarshal(v, &n); err != nil {
+			return fmt.Errorf("quantity %s: want a string or a number, not %s", k, v)
+		}
+		out[k] = n.String()
+	}
+	*l = out
+	return nil
+}
 
 // Resource names.
 const (
