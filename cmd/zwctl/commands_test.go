@@ -390,6 +390,19 @@ func TestDescribeShowsTheObjectAndItsEvents(t *testing.T) {
 	if got := must(t, "get", "events", "-n", "describe"); !regexp.MustCompile(`^LAST SEEN +TYPE +REASON +OBJECT +MESSAGE\n`).MatchString(got) || !strings.Contains(got, "pod/web") {
 		t.Errorf("get events:\n%s", got)
 	}
+
+	// A pod of the same name made again: describe shows its own events
+	// only, not the first one's (its Killing). (Drop aboutUID in describe
+	// to see them.)
+	must(t, "delete", "pod", "web", "-n", "describe")
+	apply(t, podYAML("web", map[string]string{"app": "web"}, ""), "-n", "describe")
+	must(t, "wait", "pod/web", "-n", "describe", "--for=condition=Ready", "--timeout=60s")
+	if got := must(t, "get", "events", "-n", "describe", "--field-selector", "reason=Killing"); !strings.Contains(got, "pod/web") {
+		t.Fatalf("the first pod's Killing event is not there to leave out:\n%s", got)
+	}
+	if out := must(t, "describe", "pod", "web", "-n", "describe"); strings.Contains(out, "Killing") || !strings.Contains(out, "Scheduled") {
+		t.Errorf("describe of the pod made again shows the first one's events, or none:\n%s", out)
+	}
 }
 
 func TestEditAppliesTheChangeOrKeepsTheFile(t *testing.T) {

@@ -57,6 +57,7 @@ func (a *app) describeCommand() *cobra.Command {
 					if r.Namespaced {
 						events = inNamespace(events, zw.NestedString(obj, "metadata", "namespace"))
 					}
+					events = aboutUID(events, zw.NestedString(obj, "metadata", "uid"))
 				}
 				if err := describe(a.out, obj, events, a.now()); err != nil {
 					return err
@@ -67,6 +68,19 @@ func (a *app) describeCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector")
 	return cmd
+}
+
+// aboutUID keeps the events about the object with uid, as kubectl does,
+// not those of an earlier object of the same name; an event that names
+// no UID is kept.
+func aboutUID(events []zw.Object, uid string) []zw.Object {
+	var out []zw.Object
+	for _, e := range events {
+		if u := zw.NestedString(e, "involvedObject", "uid"); uid == "" || u == "" || u == uid {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func inNamespace(objs []zw.Object, ns string) []zw.Object {
