@@ -77,7 +77,7 @@ func (a *app) rolloutCommand() *cobra.Command {
 	var timeout time.Duration
 	status := &cobra.Command{
 		Use:   "status deploy/NAME",
-		Short: "Follow a rollout until it completes (exit 0) or exceeds its progress deadline (exit 1)",
+		Short: "Follow a rollout until it completes (exit 0), or exceeds its progress deadline or is rolled back by autoRevert (exit 1)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, c, err := a.deployment(args)
 			if err != nil {
@@ -211,8 +211,16 @@ func rolloutStatus(d zw.Object) (string, bool, error) {
 		return "Waiting for deployment spec update to be observed...", false, nil
 	}
 	for _, c := range zw.NestedSlice(d, "status", "conditions") {
-		if zw.NestedString(c, "type") == "Progressing" && zw.NestedString(c, "reason") == "ProgressDeadlineExceeded" {
+		if zw.NestedString(c, "type") != "Progressing" {
+			continue
+		}
+		switch zw.NestedString(c, "reason") {
+		case "ProgressDeadlineExceeded":
 			msg := fmt.Sprintf("deployment %q exceeded its progress deadline", name)
+			return msg, false, &exitError{code: 1, msg: "error: " + msg}
+		case "DeploymentRolledBack":
+			// autoRevert undid the rollout: it did not complete.
+			msg := fmt.Sprintf("deployment %q rolled back: %s", name, zw.NestedString(c, "message"))
 			return msg, false, &exitError{code: 1, msg: "error: " + msg}
 		}
 	}

@@ -53,6 +53,11 @@ func TestRolloutStatusReadsADeploymentAsKubectlDoes(t *testing.T) {
 			`deployment "w" successfully rolled out`, true, 0},
 		{`{"metadata":{"name":"w","generation":1},"spec":{"replicas":1},"status":{"observedGeneration":1,
 			"conditions":[{"type":"Progressing","status":"False","reason":"ProgressDeadlineExceeded"}]}}`, `deployment "w" exceeded its progress deadline`, false, 1},
+		// autoRevert put the last available revision back: all replicas
+		// are up, but not those of the rollout that was watched.
+		{`{"metadata":{"name":"w","generation":3},"spec":{"replicas":1},"status":{"observedGeneration":3,"updatedReplicas":1,"replicas":1,"availableReplicas":1,
+			"conditions":[{"type":"Progressing","status":"False","reason":"DeploymentRolledBack","message":"pod failed; reverted to revision 1"}]}}`,
+			`deployment "w" rolled back: pod failed; reverted to revision 1`, false, 1},
 	} {
 		msg, done, err := rolloutStatus(deployment(t, c.d))
 		code := 0
