@@ -115,8 +115,11 @@ func operations() map[string]operation {
 		"GET /healthz": {summary: "liveness", returns: map[int]any{ok: HealthStatus{}}},
 		"GET /readyz": {summary: "readiness: whether each dependency answers (503: which does not; a Status if the check itself timed out)",
 			returns: map[int]any{ok: HealthStatus{}, http.StatusServiceUnavailable: eitherBody{HealthStatus{}, statusBody}}},
-		"GET /openapi/v3": {summary: "this document", returns: map[int]any{ok: openAPIDocument{}}},
-		"GET /version":    {summary: "the server's build", returns: map[int]any{ok: version.Info{}}},
+		"GET /openapi/v3":         {summary: "this document", returns: map[int]any{ok: openAPIDocument{}}},
+		"GET /version":            {summary: "the server's build", returns: map[int]any{ok: version.Info{}}},
+		"get discovery/versions":  {summary: "the core API's versions (Kubernetes' legacy discovery)", returns: map[int]any{ok: APIVersions{}}},
+		"get discovery/groups":    {summary: "the API groups and their versions (Kubernetes' legacy discovery)", returns: map[int]any{ok: APIGroupList{}}},
+		"get discovery/resources": {summary: "the resources of a group version, their kinds and verbs (Kubernetes' legacy discovery)", returns: map[int]any{ok: APIResourceList{}}},
 		"get metrics": {summary: "the control plane's metrics in the Prometheus text format (404 where none are collected)",
 			returns: map[int]any{ok: text}, errors: []int{http.StatusNotFound}},
 

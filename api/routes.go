@@ -166,7 +166,7 @@ func (s *Server) routes() []route {
 			route{m, v1 + "/namespaces/:ns/endpoints", s.refuseEndpointsWrite, writes[m] + " endpoints"},
 			route{m, v1 + "/namespaces/:ns/endpoints/:name", s.refuseEndpointsWrite, writes[m] + " endpoints"})
 	}
-	return rs
+	return append(rs, s.discoveryRoutes("v1", model.APIVersionApps, model.APIVersionBatch, model.APIVersionSnapshot)...)
 }
 
 // attributes parses a route's "verb resource[/subresource]"; ok is false

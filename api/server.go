@@ -140,6 +140,7 @@ type Server struct {
 	sources   SourcePolicy
 	artefacts ArtefactServer
 	transfers TransferServer
+	discovery *discovery
 	nodes     *workflows.NodeClient
 	volumes   *workflows.VolumeClient
 	ready     []ReadyCheck
@@ -267,7 +268,9 @@ func (s *Server) engine() *gin.Engine {
 		s.fail(c, &apiError{code: http.StatusMethodNotAllowed, reason: "MethodNotAllowed", msg: c.Request.Method + " is not supported on " + c.Request.URL.Path})
 	})
 
-	for _, rt := range s.routes() {
+	routes := s.routes()
+	s.discovery = newDiscovery(routes)
+	for _, rt := range routes {
 		r.Handle(rt.method, rt.path, s.measure(rt), s.guard(rt), rt.handler)
 	}
 	return r

@@ -71,6 +71,9 @@ var namespacedResources = []string{"pods", "services", "endpoints", "deployments
 
 // Allowed decides a request; an error is a failed lookup, not a denial.
 func (z *Authorizer) Allowed(ctx context.Context, id Identity, a Attributes) (bool, error) {
+	if a.Resource == "discovery" && a.Verb == VerbGet && id.Role != "" && id.Role != RoleNodeJoin {
+		return true, nil // which resources exist, as Kubernetes' system:discovery
+	}
 	switch id.Role {
 	case RoleClusterAdmin:
 		return true, nil

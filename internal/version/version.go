@@ -18,18 +18,19 @@ func Get() Info {
 	return Info{GitVersion: String(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 }
 
-// String is the binary's module version from its build information, with
-// the commit it was built from: "(devel)+0123456789ab" for a build from a
-// checkout.
+// String is the binary's module version from its build information, a
+// semantic version as Kubernetes clients expect (kubectl version parses
+// it): the module's (Go stamps one from the checkout), else
+// "v0.0.0-devel+<commit>" for a build that has none.
 func String() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "unknown"
+		return "v0.0.0-unknown"
 	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
 	}
+	v := "v0.0.0-devel"
 	for _, s := range bi.Settings {
 		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
 			v += "+" + s.Value[:12]

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	zw "github.com/zonewright/zonewright/internal/zwclient"
+)
+
+// kubectl runs the machine's kubectl against the test stack, as a user
+// pointing it at the dev stack would (--server, --certificate-authority,
+// --token), with a discovery cache of the test's own.
+func kubectl(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	path, lookErr := exec.LookPath("kubectl")
+	if lookErr != nil {
+		t.Skipf("kubectl is not installed here: %v", lookErr)
+	}
+	cfg, err := zw.LoadConfig(stack.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cfg.Resolve(zw.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	cmd := exec.Command(path, append([]string{"--server", s.Server, "--certificate-authority", s.CertificateAuthority, "--token", s.Token,
+		"--cache-dir", home + "/cache", "--request-timeout", "30s"}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+home+"/none")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+// The machine's kubectl finds zonewright's resources through discovery:
+// the versions, the groups, each resource with its kind, short names,
+// scope and verbs, and reads them by those names. (Remove the discovery
+// routes to see every command stop at "couldn't get current server API
+// group list".)
+func TestKubectlDiscoversTheResources(t *testing.T) {
+	t.Parallel()
+	out, errOut, err := kubectl(t, "api-versions")
+	if err != nil {
+		t.Fatalf("kubectl api-versions: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{"v1", "apps/v1", "batch/v1", "snapshot.storage.k8s.io/v1"} {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(want) + `$`).MatchString(out) {
+			t.Errorf("api-versions lacks %s:\n%s", want, out)
+		}
+	}
+	out, errOut, err = kubectl(t, "api-resources")
+	if err != nil {
+		t.Fatalf("kubectl api-resources: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{
+		`(?m)^pods +po +v1 +true +Pod$`,
+		`(?m)^services +svc +v1 +true +Service$`,
+		`(?m)^nodes +no +v1 +false +Node$`,
+		`(?m)^namespaces +ns +v1 +false +Namespace$`,
+		`(?m)^persistentvolumeclaims +pvc +v1 +true +PersistentVolumeClaim$`,
+		`(?m)^deployments +deploy +apps/v1 +true +Deployment$`,
+		`(?m)^jobs +batch/v1 +true +Job$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("api-resources does not match %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "servicenet") || strings.Contains(out, "tokens") {
+		t.Errorf("api-resources shows zonewright's own endpoints:\n%s", out)
+	}
+	out, errOut, err = kubectl(t, "api-resources", "--categories", "all", "-o", "name")
+	if err != nil || out != "pods\nservices\ndeployments.apps\njobs.batch\n" {
+		t.Errorf("kubectl api-resources --categories all: %q %v\n%s", out, err, errOut)
+	}
+	out, errOut, err = kubectl(t, "get", "--raw", "/api/v1/nodes/node-1")
+	if err != nil || !strings.Contains(out, `"name":"node-1"`) {
+		t.Errorf("kubectl get --raw: %v %.200s\n%s", err, out, errOut)
+	}
+	if out, errOut, err = kubectl(t, "get", "nodes", "-o", "name"); err != nil || !strings.Contains(out, "node/node-1\n") {
+		t.Errorf("kubectl get nodes -o name: %v %q\n%s", err, out, errOut)
+	}
+	if out, errOut, err = kubectl(t, "get", "no"); err != nil || !regexp.MustCompile(`^NAME +AGE\n(node-\d +\S+\n)+$`).MatchString(out) {
+		t.Errorf("kubectl get no: %v %q\n%s", err, out, errOut)
+	}
+	if out, errOut, err = kubectl(t, "get", "deploy", "-A", "-o", "json"); err != nil || !strings.Contains(out, `"kind": "List"`) {
+		t.Errorf("kubectl get deploy -A -o json: %v %.300s\n%s", err, out, errOut)
+	}
+	// The server's version is a semantic version kubectl parses.
+	if out, errOut, err = kubectl(t, "version"); err != nil || !regexp.MustCompile(`(?m)^Server Version: v\d+\.\d+\.\d+`).MatchString(out) {
+		t.Errorf("kubectl version: %v %q\n%s", err, out, errOut)
+	}
+}
