@@ -81,6 +81,9 @@ func (s *Server) guard(rt route) gin.HandlerFunc {
 			return
 		}
 		c.Set(identityKey, id)
+		if (a.Verb == auth.VerbGet || a.Verb == auth.VerbList) && a.Subresource == "" {
+			c.Set(tableResourceKey, a.Resource)
+		}
 		liftReadDeadline(c.Writer, c.Request)
 		if a.Verb == auth.VerbWatch {
 			if !s.watches.acquire(id.Name) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"sigs.k8s.io/yaml"
@@ -71,6 +72,12 @@ func isYAML(contentType string) bool {
 
 // respond writes v as YAML when the client asks for it, JSON otherwise.
 func respond(c *gin.Context, code int, v any) {
+	if res := c.GetString(tableResourceKey); res != "" && code == http.StatusOK && wantsTable(c.GetHeader("Accept")) {
+		if t, ok := asTable(res, v, c.Query("includeObject"), time.Now()); ok {
+			c.JSON(code, t)
+			return
+		}
+	}
 	if isYAML(c.GetHeader("Accept")) {
 		b, err := json.Marshal(v)
 		if err == nil {

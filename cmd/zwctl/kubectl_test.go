@@ -85,8 +85,23 @@ func TestKubectlDiscoversTheResources(t *testing.T) {
 	if out, errOut, err = kubectl(t, "get", "nodes", "-o", "name"); err != nil || !strings.Contains(out, "node/node-1\n") {
 		t.Errorf("kubectl get nodes -o name: %v %q\n%s", err, out, errOut)
 	}
-	if out, errOut, err = kubectl(t, "get", "no"); err != nil || !regexp.MustCompile(`^NAME +AGE\n(node-\d +\S+\n)+$`).MatchString(out) {
+	// Tables from the server: the columns zwctl prints (kubectl's own
+	// for these kinds), -o wide's too, and NAMESPACE with -A.
+	if out, errOut, err = kubectl(t, "get", "no"); err != nil || !regexp.MustCompile(`^NAME +STATUS +AGE +VERSION\n(node-\d +Ready +\S+ +\S+\n)+$`).MatchString(out) {
 		t.Errorf("kubectl get no: %v %q\n%s", err, out, errOut)
+	}
+	namespace(t, "kubectl")
+	apply(t, podYAML("web", map[string]string{"app": "web"}, ""), "-n", "kubectl")
+	must(t, "wait", "pod/web", "-n", "kubectl", "--for=condition=Ready", "--timeout=60s")
+	if out, errOut, err = kubectl(t, "get", "po", "-n", "kubectl"); err != nil || !regexp.MustCompile(`^NAME +READY +STATUS +RESTARTS +AGE\nweb +1/1 +Running +0 +\S+\n$`).MatchString(out) {
+		t.Errorf("kubectl get po: %v %q\n%s", err, out, errOut)
+	}
+	if out, errOut, err = kubectl(t, "get", "po", "-A", "-o", "wide", "--field-selector", "metadata.namespace=kubectl"); err != nil ||
+		!regexp.MustCompile(`^NAMESPACE +NAME +READY +STATUS +RESTARTS +AGE +IP +NODE\nkubectl +web +1/1 +Running +0 +\S+ +\S+ +node-\d\n$`).MatchString(out) {
+		t.Errorf("kubectl get po -A -o wide: %v %q\n%s", err, out, errOut)
+	}
+	if out, errOut, err = kubectl(t, "get", "pod", "web", "-n", "kubectl", "-o", "jsonpath={.status.phase}"); err != nil || out != "Running" {
+		t.Errorf("kubectl get pod -o jsonpath: %v %q\n%s", err, out, errOut)
 	}
 	if out, errOut, err = kubectl(t, "get", "deploy", "-A", "-o", "json"); err != nil || !strings.Contains(out, `"kind": "List"`) {
 		t.Errorf("kubectl get deploy -A -o json: %v %.300s\n%s", err, out, errOut)
