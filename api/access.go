@@ -81,7 +81,7 @@ func (s *Server) guard(rt route) gin.HandlerFunc {
 			return
 		}
 		c.Set(identityKey, id)
-		if (a.Verb == auth.VerbGet || a.Verb == auth.VerbList) && a.Subresource == "" {
+		if (a.Verb == auth.VerbGet || a.Verb == auth.VerbList || a.Verb == auth.VerbWatch) && a.Subresource == "" {
 			c.Set(tableResourceKey, a.Resource)
 		}
 		liftReadDeadline(c.Writer, c.Request)

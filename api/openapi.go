@@ -56,7 +56,7 @@ func buildOpenAPI(routes []route) (*openapi3.T, error) {
 		OpenAPI: "3.1.0",
 		Info: &openapi3.Info{Title: "zonewright", Version: model.APIVersion,
 			Description: "illumos zones as pods: Kubernetes-shaped objects, Status-shaped errors, " +
-				"watches as server-sent events (?watch=true). Bodies are JSON, or YAML with Content-Type/Accept application/yaml. " +
+				"watches as server-sent events (?watch=true; one JSON event per line, as Kubernetes streams them, when Accept is application/json). Bodies are JSON, or YAML with Content-Type/Accept application/yaml. " +
 				"Every route but the open ones takes a bearer token or a client certificate signed by the cluster's CA (mutual TLS)."},
 		Paths: openapi3.NewPaths(),
 		Components: &openapi3.Components{

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -38,10 +40,12 @@ func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from 
 	defer w.Stop()
 
 	h := c.Writer.Header()
-	h.Set("Content-Type", "text/event-stream")
+	f := watchFormatOf(c)
+	h.Set("Content-Type", f.contentType())
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	c.Status(http.StatusOK)
+	writeEvent := f.write
 	// Only the last of the initial objects carries an id, the list's
 	// version: a client cut off halfway has no id and starts over, one that
 	// saw them all resumes after the list.
@@ -63,8 +67,10 @@ func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from 
 		case <-s.closing:
 			return
 		case <-keepalive.C:
-			fmt.Fprint(c.Writer, ": keepalive\n\n")
-			c.Writer.Flush()
+			if f.sse {
+				fmt.Fprint(c.Writer, ": keepalive\n\n")
+				c.Writer.Flush()
+			}
 		case ev, ok := <-w.Events:
 			if !ok {
 				if err := w.Err(); err != nil {
@@ -102,11 +108,63 @@ func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from 
 	}
 }
 
-func writeEvent(c *gin.Context, typ string, object json.RawMessage, rv int64) {
+// watchFormat is how a watch's events are written: server-sent events
+// (zwctl, browsers, curl) or Kubernetes' stream of JSON events, one per
+// line, which kubectl and client-go read; there each object may be a
+// Table of its row, when the client asked for tables.
+type watchFormat struct {
+	sse      bool
+	resource string // tabulate objects of this resource; "" for none
+	include  string // includeObject, for tables
+}
+
+// watchFormatOf chooses by the Accept header's first type it knows:
+// text/event-stream, */* or none gives server-sent events; JSON (a Table
+// too) or protobuf, the Kubernetes stream.
+func watchFormatOf(c *gin.Context) watchFormat {
+	accept := c.GetHeader("Accept")
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case "text/event-stream", "*/*":
+			return watchFormat{sse: true}
+		case "application/json", "application/vnd.kubernetes.protobuf":
+			f := watchFormat{include: c.Query("includeObject")}
+			if wantsTable(accept) {
+				f.resource = c.GetString(tableResourceKey)
+			}
+			return f
+		}
+	}
+	return watchFormat{sse: true}
+}
+
+func (f watchFormat) contentType() string {
+	if f.sse {
+		return "text/event-stream"
+	}
+	return "application/json"
+}
+
+// write sends one event; rv is its id among server-sent events.
+func (f watchFormat) write(c *gin.Context, typ string, object json.RawMessage, rv int64) {
+	var obj any = object
+	if f.resource != "" && typ != "ERROR" {
+		if t, ok := asTable(f.resource, object, f.include, time.Now()); ok {
+			obj = t
+		}
+	}
 	data, _ := json.Marshal(struct {
-		Type   string          `json:"type"`
-		Object json.RawMessage `json:"object"`
-	}{typ, object})
+		Type   string `json:"type"`
+		Object any    `json:"object"`
+	}{typ, obj})
+	if !f.sse {
+		fmt.Fprintf(c.Writer, "%s\n", data)
+		return
+	}
 	if rv > 0 {
 		fmt.Fprintf(c.Writer, "id: %d\n", rv)
 	}

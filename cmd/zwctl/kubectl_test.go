@@ -7,7 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/zonewright/zonewright/internal/syncbuf"
 	zw "github.com/zonewright/zonewright/internal/zwclient"
 )
 
@@ -15,6 +17,15 @@ import (
 // pointing it at the dev stack would (--server, --certificate-authority,
 // --token), with a discovery cache of the test's own.
 func kubectl(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := kubectlCmd(t, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+func kubectlCmd(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	path, lookErr := exec.LookPath("kubectl")
 	if lookErr != nil {
@@ -30,12 +41,9 @@ func kubectl(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	}
 	home := t.TempDir()
 	cmd := exec.Command(path, append([]string{"--server", s.Server, "--certificate-authority", s.CertificateAuthority, "--token", s.Token,
-		"--cache-dir", home + "/cache", "--request-timeout", "30s"}, args...)...)
+		"--cache-dir", home + "/cache"}, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "KUBECONFIG="+home+"/none")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	return out.String(), errOut.String(), err
+	return cmd
 }
 
 // The machine's kubectl finds zonewright's resources through discovery:
@@ -105,6 +113,39 @@ func TestKubectlDiscoversTheResources(t *testing.T) {
 	}
 	if out, errOut, err = kubectl(t, "get", "deploy", "-A", "-o", "json"); err != nil || !strings.Contains(out, `"kind": "List"`) {
 		t.Errorf("kubectl get deploy -A -o json: %v %.300s\n%s", err, out, errOut)
+	}
+	// Watches in Kubernetes' stream (kubectl asks for JSON, not
+	// server-sent events): get -w prints each change as a row as it
+	// comes, here the pod's deletion. (Make watchFormatOf always choose
+	// server-sent events to see no change printed.)
+	watchOut := &syncbuf.Buffer{}
+	watchErr := &syncbuf.Buffer{}
+	w := kubectlCmd(t, "get", "po", "-n", "kubectl", "-w", "--output-watch-events")
+	w.Stdout, w.Stderr = watchOut, watchErr
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Process.Kill()
+	waitFor := func(what string, re *regexp.Regexp) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !re.MatchString(watchOut.String()); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("kubectl get -w did not print %s:\n%s\n%s", what, watchOut, watchErr)
+			}
+		}
+	}
+	waitFor("the pod", regexp.MustCompile(`(?m)^EVENT +NAME +READY +STATUS +RESTARTS +AGE\nADDED +web +1/1 +Running +0 +\S+$`))
+	must(t, "delete", "pod", "web", "-n", "kubectl", "--wait=false")
+	waitFor("the deletion", regexp.MustCompile(`(?m)^(MODIFIED|DELETED) +web +`))
+	must(t, "wait", "pod/web", "-n", "kubectl", "--for=delete", "--timeout=60s")
+
+	// delete, which sends DeleteOptions and waits for the pod to go.
+	apply(t, podYAML("web2", nil, ""), "-n", "kubectl")
+	if out, errOut, err = kubectl(t, "delete", "pod", "web2", "-n", "kubectl", "--timeout", "60s"); err != nil || out != "pod \"web2\" deleted\n" {
+		t.Errorf("kubectl delete pod: %v %q\n%s", err, out, errOut)
+	}
+	if r := zwctl(t, "get", "pod", "web2", "-n", "kubectl"); r.code == 0 {
+		t.Errorf("the pod is still there after kubectl delete returned: %s", r)
 	}
 	// The server's version is a semantic version kubectl parses.
 	if out, errOut, err = kubectl(t, "version"); err != nil || !regexp.MustCompile(`(?m)^Server Version: v\d+\.\d+\.\d+`).MatchString(out) {

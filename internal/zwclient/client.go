@@ -149,7 +149,9 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("Accept", "application/json")
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var ue *url.Error

@@ -41,10 +41,12 @@ func (c *Client) Watch(ctx context.Context, r Resource, ns string, o ListOptions
 	for {
 		q := o.query()
 		q.Set("watch", "true")
-		var header http.Header
+		// Server-sent events: asked for JSON, the API streams Kubernetes'
+		// watch events, for kubectl.
+		header := http.Header{"Accept": {"text/event-stream"}}
 		if last != "" {
 			q.Set("resourceVersion", last)
-			header = http.Header{"Last-Event-Id": {last}}
+			header.Set("Last-Event-Id", last)
 		}
 		resp, err := c.send(ctx, http.MethodGet, r.CollectionPath(ns), q, nil, header)
 		if ctx.Err() != nil {
