@@ -90,3 +90,45 @@ func respond(c *gin.Context, code int, v any) {
 	}
 	c.JSON(code, v)
 }
+
+// DeleteOptions is the body a Kubernetes client may send with a DELETE
+// (kubectl does): a grace period and preconditions. The query parameter
+// of the same name wins over the body's grace period.
+type DeleteOptions struct {
+	Kind               string               `json:"kind,omitempty"`
+	APIVersion         string               `json:"apiVersion,omitempty"`
+	GracePeriodSeconds *int64               `json:"gracePeriodSeconds,omitempty"`
+	Preconditions      *DeletePreconditions `json:"preconditions,omitempty"`
+	PropagationPolicy  string               `json:"propagationPolicy,omitempty"`
+	OrphanDependents   *bool                `json:"orphanDependents,omitempty"`
+	DryRun             []string             `json:"dryRun,omitempty"`
+}
+
+// DeletePreconditions must hold of the object for the delete to proceed.
+type DeletePreconditions struct {
+	UID             *string `json:"uid,omitempty"`
+	ResourceVersion *string `json:"resourceVersion,omitempty"`
+}
+
+// deleteOptions reads a DELETE's body, if it has one.
+func deleteOptions(c *gin.Context) (DeleteOptions, error) {
+	var o DeleteOptions
+	if c.Request.ContentLength == 0 {
+		return o, nil
+	}
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		return o, &apiError{code: http.StatusBadRequest, reason: "BadRequest", msg: "the request body could not be read", cause: err}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return o, nil
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
+	if err := decode(c, &o); err != nil {
+		return o, err
+	}
+	if len(o.DryRun) > 0 {
+		return o, badRequestf("dryRun is not supported")
+	}
+	return o, nil
+}

@@ -80,14 +80,7 @@ func TestAJoinedNodeCertificateServesNoClient(t *testing.T) {
 func TestAJoinTokenJoinsOneNewNodeOnce(t *testing.T) {
 	a := newAuthzAPI(t, 0)
 	a.seed()
-	issueJoin := func(body string) api.IssuedToken {
-		t.Helper()
-		var tok api.IssuedToken
-		if err := json.Unmarshal([]byte(a.asAdmin("POST", "/api/v1/nodejointokens", body, 201)), &tok); err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
+	issueJoin := a.issueJoin
 	_, csr, err := pki.NewCSR("node:any")
 	if err != nil {
 		t.Fatal(err)
@@ -205,28 +198,13 @@ func TestADeletedNodesCertificateIsRefused(t *testing.T) {
 	a.seed()
 	joinAs := func(node string) *x509.Certificate {
 		t.Helper()
-		var tok api.IssuedToken
-		if err := json.Unmarshal([]byte(a.asAdmin("POST", "/api/v1/nodejointokens", `{}`, 201)), &tok); err != nil {
-			t.Fatal(err)
-		}
 		_, csr, err := pki.NewCSR("node:" + node)
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := json.Marshal(api.JoinRequest{CSR: csr})
-		code, b := a.do(caller{bearer: tok.Token}, "POST", "/api/v1/nodes/"+node+"/join", string(body))
-		if code != 200 {
-			t.Fatalf("join as %s: %d %s", node, code, b)
-		}
-		var resp api.JoinResponse
-		if err := json.Unmarshal([]byte(b), &resp); err != nil {
-			t.Fatal(err)
-		}
-		cert, err := pki.ParseCert([]byte(resp.Certificate))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cert
+		code, b := a.do(caller{bearer: a.issueJoin(`{}`).Token}, "POST", "/api/v1/nodes/"+node+"/join", string(body))
+		return joinedCert(t, code, b)
 	}
 	register := `{"metadata":{"name":"n30"}}`
 	old := caller{cert: joinAs("n30")}
@@ -260,34 +238,13 @@ func TestADeletedNodesCertificateIsRefused(t *testing.T) {
 func TestANodeRenewsItsCertificateOverItsCurrentOne(t *testing.T) {
 	a := newAuthzAPI(t, 0)
 	a.seed()
-	issueJoin := func(body string) api.IssuedToken {
-		t.Helper()
-		var tok api.IssuedToken
-		if err := json.Unmarshal([]byte(a.asAdmin("POST", "/api/v1/nodejointokens", body, 201)), &tok); err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
+	issueJoin := a.issueJoin
 	_, csr, err := pki.NewCSR("node:any")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(api.JoinRequest{CSR: csr})
-	certOf := func(code int, b string) *x509.Certificate {
-		t.Helper()
-		if code != 200 {
-			t.Fatalf("%d %s", code, b)
-		}
-		var resp api.JoinResponse
-		if err := json.Unmarshal([]byte(b), &resp); err != nil {
-			t.Fatal(err)
-		}
-		cert, err := pki.ParseCert([]byte(resp.Certificate))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cert
-	}
+	certOf := func(code int, b string) *x509.Certificate { t.Helper(); return joinedCert(t, code, b) }
 	joined := certOf(a.do(caller{bearer: issueJoin(`{}`).Token}, "POST", "/api/v1/nodes/n40/join", string(body)))
 	if life := joined.NotAfter.Sub(joined.NotBefore); life != pki.NodeCertValidity {
 		t.Errorf("a joined node's certificate lives %v, want %v", life, pki.NodeCertValidity)
@@ -328,4 +285,33 @@ func TestANodeRenewsItsCertificateOverItsCurrentOne(t *testing.T) {
 	if code, b := a.do(caller{cert: renewed}, "POST", "/api/v1/nodes/n40/certificate", string(body)); code != 401 {
 		t.Errorf("the deleted node renews: %d %s, want 401", code, b)
 	}
+}
+
+// issueJoin issues a join token as a cluster-admin, body as POST
+// /api/v1/nodejointokens takes it.
+func (a *authzAPI) issueJoin(body string) api.IssuedToken {
+	a.t.Helper()
+	var tok api.IssuedToken
+	if err := json.Unmarshal([]byte(a.asAdmin("POST", "/api/v1/nodejointokens", body, 201)), &tok); err != nil {
+		a.t.Fatal(err)
+	}
+	return tok
+}
+
+// joinedCert is the client certificate a join or a renewal answered
+// (code 200, body b).
+func joinedCert(t *testing.T, code int, b string) *x509.Certificate {
+	t.Helper()
+	if code != 200 {
+		t.Fatalf("%d %s", code, b)
+	}
+	var resp api.JoinResponse
+	if err := json.Unmarshal([]byte(b), &resp); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := pki.ParseCert([]byte(resp.Certificate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }

@@ -123,8 +123,9 @@ func operations() map[string]operation {
 		"get metrics": {summary: "the control plane's metrics in the Prometheus text format (404 where none are collected)",
 			returns: map[int]any{ok: text}, errors: []int{http.StatusNotFound}},
 
-		"delete pods": {summary: "stop the pod within its grace period (?gracePeriodSeconds=, at most 86400; 0 forces), then remove it",
-			query: []string{"gracePeriodSeconds", "resourceVersion"}, returns: map[int]any{ok: model.Pod{}}, errors: []int{http.StatusUnprocessableEntity}},
+		"delete pods": {summary: "stop the pod within its grace period (?gracePeriodSeconds=, or the body's DeleteOptions as kubectl sends them; at most 86400; 0 forces), then remove it",
+			query: []string{"gracePeriodSeconds", "resourceVersion"}, body: DeleteOptions{}, optionalBody: true,
+			returns: map[int]any{ok: model.Pod{}}, errors: []int{http.StatusUnprocessableEntity}},
 		"get pods/secretenv": {summary: "the secret values of the pod's environment, for the pod's node only",
 			query: []string{"uid"}, returns: map[int]any{ok: model.PodSecretEnv{}}},
 		"create pods/finalize": {summary: "end the grace period of a terminating pod now", returns: status202},

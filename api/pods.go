@@ -172,7 +172,18 @@ func (s *Server) updatePod(c *gin.Context) {
 func (s *Server) deletePod(c *gin.Context) {
 	ctx := c.Request.Context()
 	ns, name := c.Param("ns"), c.Param("name")
-	var grace *int64
+	opts, err := deleteOptions(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	grace := opts.GracePeriodSeconds
+	if grace != nil {
+		if errs := model.ValidateGracePeriod("gracePeriodSeconds", *grace); len(errs) > 0 {
+			s.fail(c, invalid(model.KindPod, name, errs))
+			return
+		}
+	}
 	if g := c.Query("gracePeriodSeconds"); g != "" {
 		n, err := strconv.ParseInt(g, 10, 64)
 		if err != nil {
@@ -195,7 +206,17 @@ func (s *Server) deletePod(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
-		if rv := c.Query("resourceVersion"); rv != "" && rv != p.Metadata.ResourceVersion {
+		rv := c.Query("resourceVersion")
+		if pre := opts.Preconditions; pre != nil {
+			if pre.UID != nil && *pre.UID != p.Metadata.UID {
+				s.fail(c, fmt.Errorf("%w: precondition failed: UID %s is not the pod's (%s)", store.ErrConflict, *pre.UID, p.Metadata.UID))
+				return
+			}
+			if pre.ResourceVersion != nil && rv == "" {
+				rv = *pre.ResourceVersion
+			}
+		}
+		if rv != "" && rv != p.Metadata.ResourceVersion {
 			s.fail(c, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", store.ErrConflict, rv, p.Metadata.ResourceVersion))
 			return
 		}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/syncbuf"
-	zw "github.com/zonewright/zonewright/internal/zwclient"
 )
 
 // Drain runs alone (not in parallel): it moves every pod off its node.
@@ -538,14 +537,7 @@ func TestANamespaceRoleIssuesANamespaceToken(t *testing.T) {
 // first refused.)
 func TestTheEnvironmentNamesTheServerWhenNoConfigDoes(t *testing.T) {
 	t.Parallel()
-	cfg, err := zw.LoadConfig(stack.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := cfg.Resolve(zw.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stackSettings(t)
 	missing := filepath.Join(t.TempDir(), "none.yaml")
 	r := zwctlWith(t, "", map[string]string{"ZWCONFIG": missing}, "get", "nodes")
 	if r.code == 0 || !strings.Contains(r.err, "there is no config file "+missing) || !strings.Contains(r.err, "$ZW_API_URL") {

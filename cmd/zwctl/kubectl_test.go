@@ -31,14 +31,7 @@ func kubectlCmd(t *testing.T, args ...string) *exec.Cmd {
 	if lookErr != nil {
 		t.Skipf("kubectl is not installed here: %v", lookErr)
 	}
-	cfg, err := zw.LoadConfig(stack.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := cfg.Resolve(zw.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stackSettings(t)
 	home := t.TempDir()
 	cmd := exec.Command(path, append([]string{"--server", s.Server, "--certificate-authority", s.CertificateAuthority, "--token", s.Token,
 		"--cache-dir", home + "/cache"}, args...)...)
@@ -147,8 +140,33 @@ func TestKubectlDiscoversTheResources(t *testing.T) {
 	if r := zwctl(t, "get", "pod", "web2", "-n", "kubectl"); r.code == 0 {
 		t.Errorf("the pod is still there after kubectl delete returned: %s", r)
 	}
+	// kubectl sends --grace-period in the DELETE's body (DeleteOptions).
+	// (Make deleteOptions ignore the body to see the pod's own 300 s.)
+	apply(t, podYAML("slow", nil, "\n  terminationGracePeriodSeconds: 300"), "-n", "kubectl")
+	if out, errOut, err = kubectl(t, "delete", "pod", "slow", "-n", "kubectl", "--grace-period", "1", "--wait=false"); err != nil {
+		t.Errorf("kubectl delete --grace-period 1: %v %q\n%s", err, out, errOut)
+	}
+	if r := zwctl(t, "get", "pod", "slow", "-n", "kubectl", "-o", "jsonpath={.metadata.deletionGracePeriodSeconds}"); r.code == 0 && r.out != "1" {
+		t.Errorf("the pod's grace period after kubectl delete --grace-period 1: %q, want 1", r.out)
+	}
+
 	// The server's version is a semantic version kubectl parses.
 	if out, errOut, err = kubectl(t, "version"); err != nil || !regexp.MustCompile(`(?m)^Server Version: v\d+\.\d+\.\d+`).MatchString(out) {
 		t.Errorf("kubectl version: %v %q\n%s", err, out, errOut)
 	}
+}
+
+// stackSettings are the test stack's server, token and CA, as its
+// config file names them.
+func stackSettings(t *testing.T) zw.Settings {
+	t.Helper()
+	cfg, err := zw.LoadConfig(stack.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cfg.Resolve(zw.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

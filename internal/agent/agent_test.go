@@ -45,6 +45,23 @@ func hasDataset(st simtest.State, name string) bool {
 	return slices.ContainsFunc(st.Datasets, func(d simtest.Dataset) bool { return d.Name == name })
 }
 
+// newStore is a migrated store of a database of the test's own, and a
+// logger for warnings on the test's output.
+func newStore(t *testing.T) (*store.Store, *slog.Logger) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	dbURL := pgtest.NewDatabase(t)
+	if err := store.MigrateUp(t.Context(), dbURL, log); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st, log
+}
+
 // runAgent starts the agent; the returned stop cancels it and returns
 // what Run returned.
 func runAgent(t *testing.T, cfg agent.Config) (stop func() error) {
@@ -159,16 +176,7 @@ func createDatasets(ctx workflow.Context, node string, s hostops.PodSandbox) err
 
 func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 	ctx := t.Context()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	dbURL := pgtest.NewDatabase(t)
-	if err := store.MigrateUp(ctx, dbURL, log); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, log := newStore(t)
 	tmp := devstack.StartTestTemporal(t)
 	node := simtest.NewNode(t, "node1") // its state root's name, node1, is its host name
 

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -49,16 +47,7 @@ func hasLink(st simtest.State, name string) bool {
 // them, and leaves everything zonewright did not create alone.
 func TestStartupCleanupRemovesUnboundPodsAndAdoptsBoundOnes(t *testing.T) {
 	ctx := t.Context()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	dbURL := pgtest.NewDatabase(t)
-	if err := store.MigrateUp(ctx, dbURL, log); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, log := newStore(t)
 	if err := st.EnsureNamespace(ctx, "default"); err != nil {
 		t.Fatal(err)
 	}

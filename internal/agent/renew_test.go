@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,10 +9,8 @@ import (
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/simtest"
-	"github.com/zonewright/zonewright/internal/store"
 )
 
 // A running agent renews its certificate over the current one, keeps it
@@ -24,16 +21,7 @@ import (
 // shows why the API client's transport is replaced.)
 func TestTheAgentRenewsItsCertificateAndPresentsTheNewOne(t *testing.T) {
 	ctx := t.Context()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	dbURL := pgtest.NewDatabase(t)
-	if err := store.MigrateUp(ctx, dbURL, log); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, log := newStore(t)
 	tmp := devstack.StartTestTemporal(t)
 	node := simtest.NewNode(t, "node1")
 	api := startAPI(t, st, log)
