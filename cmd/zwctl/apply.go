@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -293,10 +294,23 @@ func (a *app) editCommand() *cobra.Command {
 			if zw.NestedString(edited, "metadata", "name") != names[0] || zw.NestedString(edited, "kind") != r.Kind {
 				return keep(errors.New("the kind and metadata.name of an object cannot be edited"))
 			}
-			// The edit replaces the version it started from, or fails.
+			// The edit replaces the version it started from, or one that
+			// differs from it only in status (a pod's status changes on
+			// its own); a change of its spec or metadata meanwhile fails it.
 			want := zw.Desired(edited)
-			want["metadata"].(map[string]any)["resourceVersion"] = zw.NestedString(obj, "metadata", "resourceVersion")
-			updated, err := c.Update(ctx, r, a.namespace(), names[0], want)
+			base := obj
+			var updated zw.Object
+			for range 5 {
+				want["metadata"].(map[string]any)["resourceVersion"] = zw.NestedString(base, "metadata", "resourceVersion")
+				if updated, err = c.Update(ctx, r, a.namespace(), names[0], want); !isConflict(err) {
+					break
+				}
+				current, getErr := c.Get(ctx, r, a.namespace(), names[0])
+				if getErr != nil || !reflect.DeepEqual(zw.Desired(current), zw.Desired(obj)) {
+					break
+				}
+				base = current
+			}
 			if err != nil {
 				return keep(err)
 			}
@@ -324,4 +338,9 @@ func (a *app) runEditor(ctx context.Context, path string) error {
 		return fmt.Errorf("editor %q: %w", editor, err)
 	}
 	return nil
+}
+
+func isConflict(err error) bool {
+	var apiErr *zw.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == http.StatusConflict
 }
