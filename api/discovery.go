@@ -120,7 +120,7 @@ func newDiscovery(routes []route) *discovery {
 		k := key{gv, name}
 		r := found[k]
 		if r == nil {
-			r = &APIResource{Name: name, Namespaced: a.Resource != "namespaces" && strings.HasPrefix(rest, "namespaces/:ns/"), Kind: info.kind}
+			r = &APIResource{Name: name, Kind: info.kind}
 			if a.Subresource == "" {
 				r.SingularName, r.ShortNames = info.singular, info.short
 				if info.all {
@@ -130,6 +130,8 @@ func newDiscovery(routes []route) *discovery {
 			found[k] = r
 			order = append(order, k)
 		}
+		// Namespaced when any of its routes is under a namespace (the
+		// collection across namespaces is not).
 		if strings.HasPrefix(rest, "namespaces/:ns/") && a.Resource != "namespaces" {
 			r.Namespaced = true
 		}

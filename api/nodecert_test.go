@@ -114,27 +114,7 @@ func TestAJoinTokenJoinsOneNewNodeOnce(t *testing.T) {
 	}
 
 	raced := issueJoin(`{}`)
-	codes := make(chan int, 8)
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, _ := join(raced, fmt.Sprintf("r%d", i))
-			codes <- code
-		}()
-	}
-	wg.Wait()
-	close(codes)
-	ok := 0
-	for code := range codes {
-		if code == 200 {
-			ok++
-		} else if code != 401 {
-			t.Errorf("a racing join: %d, want 200 or 401", code)
-		}
-	}
-	if ok != 1 {
+	if ok := atOnce(t, 8, func(i int) int { code, _ := join(raced, fmt.Sprintf("r%d", i)); return code }, 401); ok != 1 {
 		t.Errorf("%d of 8 racing joins with one token got a certificate, want 1", ok)
 	}
 
@@ -145,24 +125,7 @@ func TestAJoinTokenJoinsOneNewNodeOnce(t *testing.T) {
 	for i := range tokens {
 		tokens[i] = issueJoin(`{}`)
 	}
-	codes = make(chan int, len(tokens))
-	for _, tok := range tokens {
-		wg.Go(func() {
-			code, _ := join(tok, "r-one")
-			codes <- code
-		})
-	}
-	wg.Wait()
-	close(codes)
-	ok = 0
-	for code := range codes {
-		if code == 200 {
-			ok++
-		} else if code != 409 {
-			t.Errorf("a join racing for one name: %d, want 200 or 409", code)
-		}
-	}
-	if ok != 1 {
+	if ok := atOnce(t, 8, func(i int) int { code, _ := join(tokens[i], "r-one"); return code }, 409); ok != 1 {
 		t.Errorf("%d of 8 hosts joining as r-one at once got a certificate, want 1", ok)
 	}
 
@@ -314,4 +277,25 @@ func joinedCert(t *testing.T, code int, b string) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// atOnce runs join n times at once and counts the 200s; any other answer
+// than refused is an error.
+func atOnce(t *testing.T, n int, join func(i int) int, refused int) (ok int) {
+	t.Helper()
+	codes := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { codes <- join(i) })
+	}
+	wg.Wait()
+	close(codes)
+	for code := range codes {
+		if code == 200 {
+			ok++
+		} else if code != refused {
+			t.Errorf("a join at once with others: %d, want 200 or %d", code, refused)
+		}
+	}
+	return ok
 }
