@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -45,8 +44,8 @@ func temporalServer(ctx context.Context, args []string) error {
 	if o.shards == 0 && o.temporalDB != "" {
 		o.shards = defaultPostgresShards
 	}
-	if o.shards < 0 {
-		return fmt.Errorf("--history-shards %d: want a positive number", o.shards)
+	if o.shards < 0 || o.shards > maxHistoryShards {
+		return fmt.Errorf("--history-shards %d: want 1 to %d", o.shards, maxHistoryShards)
 	}
 	revoked, closeDB, err := nodeCertRevocations(ctx, o.zonewrightDB, log)
 	if err != nil {
@@ -126,7 +125,7 @@ func nodeCertRevocations(ctx context.Context, url string, log *slog.Logger) (fun
 	}
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		return nil, nil, errors.New("--database-url: " + err.Error())
+		return nil, nil, fmt.Errorf("--database-url: %w", err)
 	}
 	return (&auth.NodeCertificates{Pool: pool}).Revoked, pool.Close, nil
 }
@@ -136,3 +135,8 @@ func nodeCertRevocations(ctx context.Context, url string, log *slog.Logger) (fun
 // bounds how far history can be spread over hosts later, and it cannot
 // change once the database exists.
 const defaultPostgresShards = 128
+
+// maxHistoryShards bounds --history-shards: each shard is a row and a set
+// of queue processors on its history host, and more than Temporal's
+// largest published clusters use would only cost at rest.
+const maxHistoryShards = 16384

@@ -117,3 +117,15 @@ func TestTheTemporalCommandServesAsComposeRunsIt(t *testing.T) {
 		t.Errorf("the UI after a restart: %d %v %.200s", code, err, body)
 	}
 }
+
+// The history shards are bounded, before anything starts. (Drop the upper
+// bound to see 99999 start a server.)
+func TestHistoryShardsAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"-1", "99999"} {
+		err := temporalServer(t.Context(), []string{"--history-shards", n, "--state-dir", dir, "--data-dir", dir, "--address", freeAddr(t)})
+		if err == nil || !strings.Contains(err.Error(), "--history-shards "+n) {
+			t.Errorf("--history-shards %s: %v, want a refusal naming the flag", n, err)
+		}
+	}
+}
