@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,20 +39,21 @@ print(' '.join(out))
 
 // In isolation mode a Service works as on a cluster of hosts: a pod on
 // node-1 reaches a ClusterIP whose only backend is a pod on node-2 (node-1's
-// natd, in node-1's namespace, forwards to it through node-1's route to
-// node-2's pod CIDR) and one whose backend is on node-1; with node-1's
-// route to node-2's pods deleted the cross-node request fails, and works
-// again once the agent has put the route back. The node's cluster DNS,
-// on the pods' gateway, answers the service's name with its ClusterIP,
-// and the pod resolves the short name through the resolv.conf the node
-// wrote into its zone, which its mount namespace shows at /etc.
+// kernel translates the ClusterIP to the backend by the agent's rdr rules,
+// and routes it through node-1's route to node-2's pod CIDR; the backend
+// sees the client's own address) and one whose backend is on node-1
+// (through the hairpin map rule); with node-1's route to node-2's pods
+// deleted the cross-node request fails, and works again once the agent has
+// put the route back. The node's cluster DNS, on the pods' gateway,
+// answers the service's name with its ClusterIP, and the pod resolves the
+// short name through the resolv.conf the node wrote into its zone, which
+// its mount namespace shows at /etc.
 //
-// Remove the `syncLocalRoutes(want)` call in (*natd).converge
-// (internal/sim/natd.go) to see it fail: natd cannot bind the ClusterIP
-// in the node's namespace and the pods' packets to it are not delivered.
-// Remove the bindZoneFile loop of setupZoneView (internal/sim/zonens.go)
-// to see the lookup by short name fail: the zone reads the host's
-// resolv.conf.
+// Make syncKernelNAT (internal/sim/natkernel.go) return at once to see it
+// fail: no rule is in force in the nodes' kernels. Remove the hairpin rule
+// from servicenat.Rules to see the node-local service fail. Remove the
+// bindZoneFile loop of setupZoneView (internal/sim/zonens.go) to see the
+// lookup by short name fail: the zone reads the host's resolv.conf.
 func TestServiceClusterIPAcrossNodesInIsolation(t *testing.T) {
 	c := newIsolatedCluster(t, 2, "--node-route-interval", crossNodeRouteInterval.String())
 	for _, s := range []struct{ name, node string }{{"web", "node-2"}, {"near", "node-1"}} {
@@ -110,18 +109,13 @@ func TestServiceClusterIPAcrossNodesInIsolation(t *testing.T) {
 		}
 	}
 
-	// natd runs in the node's namespace, whichever namespace started it.
-	for _, n := range c.nodes.Nodes {
-		pid, err := os.ReadFile(filepath.Join(n.Root, "run", "natd.pid"))
-		if err != nil {
-			t.Fatalf("%s: natd: %v", n.Name, err)
-		}
-		have, err1 := os.Stat(fmt.Sprintf("/proc/%s/ns/net", strings.TrimSpace(string(pid))))
-		want, err2 := os.Stat(n.Netns)
-		if err1 != nil || err2 != nil || !os.SameFile(have, want) {
-			t.Fatalf("%s: natd (pid %s) is not in the node's namespace %s (%v, %v)", n.Name, strings.TrimSpace(string(pid)), n.Netns, err1, err2)
-		}
-	}
+	// The backend sees the client pod's own address: node-1's kernel
+	// translated only the destination (a forwarder shows its node's).
+	client, _ := c.pod("client")
+	c.eventually(10*time.Second, "web-0's log naming the client pod's address", func() bool {
+		_, b := c.do("GET", "/api/v1/namespaces/default/pods/web-0/log", nil)
+		return client.Status.PodIP != "" && strings.Contains(string(b), client.Status.PodIP+" - - [")
+	})
 
 	// The node's cluster DNS on the pods' gateway answers the name.
 	var n1, n2 model.Node

@@ -40,12 +40,13 @@ func IsolatedUnderlay(network int) netip.Prefix {
 }
 
 // IsolationSupported says why isolation mode cannot run here, or nil:
-// it needs root, iproute2's ip, util-linux's nsenter and setpriv, and network namespaces.
+// it needs root, iproute2's ip, util-linux's nsenter and setpriv,
+// nftables' nft and conntrack-tools' conntrack (kernel NAT), and network namespaces.
 func IsolationSupported() error {
 	if os.Geteuid() != 0 {
 		return errors.New("isolation mode needs root")
 	}
-	for _, tool := range []string{"ip", "nsenter", "setpriv"} {
+	for _, tool := range []string{"ip", "nsenter", "setpriv", "nft", "conntrack"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("isolation mode needs %s: %w", tool, err)
 		}

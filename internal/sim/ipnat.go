@@ -17,9 +17,11 @@ import (
 //
 // Each IP stack has its NAT table in its own file, nat/STACK.json, guarded
 // by nat/STACK.lock, so NAT costs nothing to the other commands and one
-// stack's rules cost nothing to another's. The global zone's rdr rules
-// are also realised as real forwarders by the node's NAT daemon (natd.go),
-// which adds the sessions.
+// stack's rules cost nothing to another's. The global zone's rules are
+// also realised: in isolation mode by the node's kernel (natkernel.go),
+// whose connection tracking holds the sessions; on the shared loopback
+// its rdr rules by the node's NAT daemon (natd.go), which adds the
+// sessions to the table.
 
 // NATTable is one IP stack's IPFilter NAT state.
 type NATTable struct {
@@ -350,13 +352,13 @@ func runIpnat(inv *invocation) int {
 		var t *NATTable
 		if t, err = inv.h.viewNAT(o.stack); err == nil {
 			before = *t
-			code = ipnatApply(inv, t, o, nil)
+			code = ipnatApply(inv, t, o, nil, inv.h.sessionsOf(o.stack, t))
 			after = *t
 		}
 	} else {
 		err = inv.h.updateNAT(o.stack, func(t *NATTable) bool {
 			before = *t
-			code = ipnatApply(inv, t, o, input)
+			code = ipnatApply(inv, t, o, input, inv.h.sessionsOf(o.stack, t))
 			after = *t
 			return !o.dry
 		})
@@ -365,20 +367,37 @@ func runIpnat(inv *invocation) int {
 		return inv.stateErr(err)
 	}
 	if o.stack == "global" && !o.dry {
-		switch {
-		case before.Gen != after.Gen || before.FlushGen != after.FlushGen:
-			syncNatd(inv.h, after.Gen, after.FlushGen, hasRdr(after.Rules))
-		case hasRdr(after.Rules) && !natdRunning(inv.h):
-			// Rules without their forwarders (the daemon was stopped):
-			// any ipnat brings them back.
-			syncNatd(inv.h, after.Gen, after.FlushGen, true)
-		}
+		inv.h.realiseNAT(&after, before.Gen != after.Gen || before.FlushGen != after.FlushGen)
 	}
 	return code
 }
 
+// realiseNAT puts the global table in force after an ipnat run (changed:
+// the run changed its rules or flushed its sessions): in the node's
+// kernel in isolation mode, else by the NAT daemon.
+func (h *host) realiseNAT(t *NATTable, changed bool) {
+	switch {
+	case h.kernelNAT():
+		h.syncKernelNAT(t)
+	case changed:
+		syncNatd(h, t.Gen, t.FlushGen, hasRdr(t.Rules))
+	case hasRdr(t.Rules) && !natdRunning(h):
+		// Rules without their forwarders (the daemon was stopped): any
+		// ipnat brings them back.
+		syncNatd(h, t.Gen, t.FlushGen, true)
+	}
+}
+
+// sessionsOf is where a stack's sessions are.
+func (h *host) sessionsOf(stack string, t *NATTable) natSessions {
+	if stack == "global" && h.kernelNAT() {
+		return kernelSessions{h}
+	}
+	return tableSessions{t}
+}
+
 // ipnatApply does one run's work on the table, in ipnat's fixed order.
-func ipnatApply(inv *invocation, t *NATTable, o ipnatOpts, input []byte) int {
+func ipnatApply(inv *invocation, t *NATTable, o ipnatOpts, input []byte, sessions natSessions) int {
 	// -l and -s open the device read-only: every change then fails with
 	// EPERM and the exit status stays 0 (spec §10.1).
 	readOnly := (o.list || o.stats) && (o.hasFile || o.clear || o.flush)
@@ -389,7 +408,7 @@ func ipnatApply(inv *invocation, t *NATTable, o ipnatOpts, input []byte) int {
 		case readOnly:
 			inv.errf("ioctl(SIOCFLNAT): Not owner")
 		default:
-			inv.outf("%d entries flushed from NAT table", t.flushSessions())
+			inv.outf("%d entries flushed from NAT table", sessions.flush())
 		}
 	}
 	if o.clear {
@@ -442,11 +461,15 @@ func ipnatApply(inv *invocation, t *NATTable, o ipnatOpts, input []byte) int {
 			}
 		}
 	}
+	var active []*NATSession
+	if o.stats || o.list {
+		active = sessions.list()
+	}
 	if o.stats {
 		inv.outf("mapped\tin\t%d\tout\t%d", t.Added, 0)
 		inv.outf("added\t%d\texpired\t%d", t.Added, t.Expired)
 		inv.outf("no memory\t0\tbad nat\t0")
-		inv.outf("inuse\t%d", len(t.Sessions))
+		inv.outf("inuse\t%d", len(active))
 		inv.outf("orphans\t0")
 		inv.outf("rules\t%d", len(t.Rules))
 		inv.outf("wilds\t0")
@@ -462,7 +485,7 @@ func ipnatApply(inv *invocation, t *NATTable, o ipnatOpts, input []byte) int {
 		}
 		inv.outf("")
 		inv.outf("List of active sessions:")
-		for _, s := range t.Sessions {
+		for _, s := range active {
 			inv.outf("%s", s.line())
 		}
 	}
@@ -495,7 +518,7 @@ func ipfilterReload(h *host) error {
 	conf, _ := os.ReadFile(filepath.Join(h.root, "fs", "etc", "ipf", "ipnat.conf"))
 	var t2 NATTable
 	err := h.updateNAT("global", func(t *NATTable) bool {
-		t.flushSessions()
+		h.sessionsOf("global", t).flush()
 		t.clearRules()
 		p := newNATParser(string(conf), nil)
 		for {
@@ -511,6 +534,6 @@ func ipfilterReload(h *host) error {
 	if err != nil {
 		return err
 	}
-	syncNatd(h, t2.Gen, t2.FlushGen, hasRdr(t2.Rules))
+	h.realiseNAT(&t2, true)
 	return nil
 }

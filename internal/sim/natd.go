@@ -19,8 +19,9 @@ import (
 	"time"
 )
 
-// The node's NAT daemon, `illumos-sim natd ROOT`, realises the global
-// zone's rdr rules as user-space forwarders: a TCP and/or UDP listener on
+// On the shared loopback (no isolation mode, where the kernel does it:
+// natkernel.go) the node's NAT daemon, `illumos-sim natd ROOT`, realises
+// the global zone's rdr rules as user-space forwarders: a TCP and/or UDP listener on
 // each rule's external address and port, each new connection (or UDP
 // flow) sent to a target chosen as the kernel would (spec §10.3): the
 // first rule of the address's chain, alternating between its two targets,
@@ -153,13 +154,7 @@ func startNatd(h *host) error {
 	cmd.Env = append(envWithout(os.Environ(), EnvFaults, "GOMAXPROCS"), "GOMAXPROCS=2")
 	// Its own session: it must outlive this ipnat and the terminal.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	start := cmd.Start
-	if ns := h.nodeNetns(); ns != "" {
-		// The node's namespace, where the zones' packets to the rules'
-		// addresses arrive, whichever namespace this ipnat runs in.
-		start = func() error { return inNetns(ns, cmd.Start) }
-	}
-	if err := start(); err != nil {
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("could not start natd: %w", err)
 	}
 	return cmd.Process.Release()
@@ -207,8 +202,7 @@ func runNatd(args []string, stderr io.Writer) int {
 		logger.Print(err)
 		return 1
 	}
-	d := &natd{h: h, log: logger, listeners: map[natKey]*natListener{}, failed: map[natKey]bool{}, conns: map[*natConn]bool{}, pid: os.Getpid(),
-		isolated: inNodeNetns(h)}
+	d := &natd{h: h, log: logger, listeners: map[natKey]*natListener{}, failed: map[natKey]bool{}, conns: map[*natConn]bool{}, pid: os.Getpid()}
 	d.dropOrphanSessions()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, sigReconcile, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -308,9 +302,6 @@ type natd struct {
 	loaded    bool
 	last      *NATTable // the table last read
 	lastRetry time.Time
-	// isolated: the node is a network namespace (isolation mode), where
-	// the rules' addresses need local routes (syncLocalRoutes).
-	isolated bool
 }
 
 // retryDue says whether listeners that could not bind should be tried
@@ -408,11 +399,6 @@ func (d *natd) converge(t *NATTable) {
 	want := natRoutes(t)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.isolated {
-		if err := syncLocalRoutes(want); err != nil {
-			d.log.Printf("local routes of the rules' addresses: %v", err)
-		}
-	}
 	for k := range d.failed {
 		if _, ok := want[k]; !ok {
 			delete(d.failed, k)
@@ -636,11 +622,6 @@ func (d *natd) shutdown() {
 	}
 	d.mu.Unlock()
 	d.cutAll()
-	if d.isolated {
-		if err := syncLocalRoutes(nil); err != nil {
-			d.log.Printf("remove the local routes of the rules' addresses: %v", err)
-		}
-	}
 }
 
 // reset closes a TCP connection with an RST rather than a FIN.

@@ -318,7 +318,10 @@ func (h *host) syncNodeNet() error {
 				if _, ok := kn.links[br]; !ok {
 					lines = append(lines, "link add name "+br+" type bridge")
 				}
-				lines = append(lines, "link set dev "+br+" up")
+				// An etherstub has no IP: its bridge answers no ARP, so the
+				// node's IP stack sees pods' packets only on the gateway VNIC
+				// they are addressed to, as rdr rules and forwarding expect.
+				lines = append(lines, "link set dev "+br+" arp off", "link set dev "+br+" up")
 			}
 		}
 		peers := map[string]bool{}
@@ -344,11 +347,12 @@ func (h *host) syncNodeNet() error {
 		if err := ipBatch(lines); err != nil {
 			h.netLog("node links: %v", err)
 		}
-		// Linux routes a bridged packet with the bridge as its input
-		// device when bridge netfilter is loaded: an etherstub, which
-		// has no IP, must forward, or pods' traffic never leaves the node.
-		if err := setForwarding(bridges); err != nil {
-			h.netLog("etherstubs: %v", err)
+		// Nor do the IP hooks see frames crossing a bridge, which
+		// br_netfilter would hand them with the bridge as input device,
+		// tracking a pod's connection before its gateway's rdr rule
+		// could translate it.
+		if err := os.WriteFile("/proc/sys/net/bridge/bridge-nf-call-iptables", []byte("0\n"), 0o644); err != nil && !os.IsNotExist(err) {
+			h.netLog("bridge-nf-call-iptables: %v", err)
 		}
 		if gz == nil {
 			return nil

@@ -248,6 +248,7 @@ func killServiceGroups(z *Zone) {
 // stopAll halts every zone of the host and kills what is left.
 func stopAll(h *host) error {
 	stopNatd(h)
+	h.clearKernelNAT()
 	all, err := h.listZones()
 	if err != nil {
 		return err
