@@ -3,27 +3,42 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
+// rollingClientPy requests http://argv[1]/whoami 50 times a second, each
+// request on a connection of its own, and prints "ok WHO" or "fail TIME
+// ERROR" for each.
+const rollingClientPy = `import sys, threading, time, urllib.request
+url, lock = 'http://' + sys.argv[1] + '/whoami', threading.Lock()
+def get():
+    try:
+        line = 'ok ' + urllib.request.urlopen(url, timeout=5).read().decode().strip()
+    except Exception as e:
+        line = 'fail %s %s' % (time.strftime('%H:%M:%S'), e)
+    with lock:
+        print(line, flush=True)
+while True:
+    threading.Thread(target=get, daemon=True).start()
+    time.sleep(0.02)
+`
+
 // Replacing a service's three backends one by one (delete one, wait for
 // its successor to be Ready, repeat) fails none of the requests a client
-// makes at 50 a second through the ClusterIP, even with a node slow to
-// change its rules: a terminating pod leaves every node's rules before
-// its containers stop.
+// pod makes at 50 a second through the ClusterIP, translated by its node's
+// kernel, even with that node slow to change its rules: a terminating pod
+// leaves every node's rules before its containers stop.
+//
+// Make the workflow's leaveEndpoints step return at once to see requests
+// fail (they reach a backend that has stopped).
 func TestRollingReplacementDropsNoRequest(t *testing.T) {
 	t.Parallel()
-	cidr := fmt.Sprintf("127.97.%d.0/24", os.Getpid()%250+1)
-	c := newClusterWith(t, 3, func(cfg *controlplane.Config) { cfg.ServiceCIDR = cidr })
+	c := newIsolatedCluster(t, 3)
 	code, b := c.do("POST", "/api/v1/namespaces/default/services",
 		`{"metadata":{"name":"echo"},"spec":{"selector":{"app":"echo"},"ports":[{"port":80,"targetPort":8080}]}}`)
 	if code != http.StatusCreated {
@@ -43,58 +58,37 @@ func TestRollingReplacementDropsNoRequest(t *testing.T) {
 	for i := range 3 {
 		c.waitPhase(fmt.Sprintf("echo-%d", i), model.PodRunning, true, 90*time.Second)
 	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	get := func() (string, error) {
-		resp, err := client.Get("http://" + svc.Spec.ClusterIP + "/whoami")
-		if err != nil {
-			return "", err
+	script, _ := json.Marshal(rollingClientPy)
+	c.createPod(fmt.Sprintf(`{"metadata":{"name":"client"},"spec":{"nodeName":"node-3","terminationGracePeriodSeconds":1,
+	  "containers":[{"name":"c","image":"base","command":["python3","-u","-c",%s,%q]}]}}`, script, svc.Spec.ClusterIP))
+	c.waitPhase("client", model.PodRunning, false, 90*time.Second)
+	log := func() []string {
+		code, b := c.do("GET", "/api/v1/namespaces/default/pods/client/log", nil)
+		if code != http.StatusOK {
+			t.Fatalf("the client's log: %d %s", code, b)
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return "", fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return strings.TrimSpace(string(body)), nil
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
 	}
-	c.eventually(10*time.Second, "the ClusterIP to answer", func() bool { _, err := get(); return err == nil })
-	// One node is slow to change its rules: a pod stopped as soon as it
-	// left the Endpoints would still get that node's traffic.
+	// Counted from the moment the ClusterIP has answered 4 s of requests
+	// in a row (none still waiting on a rule not yet in force).
+	from := 0
+	c.eventually(60*time.Second, "the ClusterIP to answer the client", func() bool {
+		lines := log()
+		if len(lines) < 200 {
+			return false
+		}
+		for _, l := range lines[len(lines)-200:] {
+			if !strings.HasPrefix(l, "ok ") {
+				return false
+			}
+		}
+		from = len(lines)
+		return true
+	})
+	// The client's node is slow to change its rules: a pod stopped as
+	// soon as it left the Endpoints would still get that node's traffic.
 	c.sim(2, "fault", "latency", "ipnat", "1500ms")
 
-	var (
-		mu       sync.Mutex
-		requests int
-		failures []string
-		served   = map[string]int{}
-		wg       sync.WaitGroup
-	)
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				who, err := get()
-				mu.Lock()
-				defer mu.Unlock()
-				requests++
-				if err != nil {
-					failures = append(failures, time.Now().Format("15:04:05.000")+" "+err.Error())
-				} else {
-					served[who]++
-				}
-			}()
-		}
-	}()
 	for i := range 3 {
 		old, next := fmt.Sprintf("echo-%d", i), fmt.Sprintf("echo-%d-b", i)
 		if code, b := c.do("DELETE", "/api/v1/namespaces/default/pods/"+old, nil); code != http.StatusOK {
@@ -104,15 +98,23 @@ func TestRollingReplacementDropsNoRequest(t *testing.T) {
 		c.waitPhase(next, model.PodRunning, true, 90*time.Second)
 		c.waitGone(old, 60*time.Second)
 	}
-	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
-	t.Logf("%d requests through %s while the backends were replaced, served by %v", requests, svc.Spec.ClusterIP, served)
-	if len(failures) > 0 {
-		t.Fatalf("%d of %d requests failed: %s", len(failures), requests, strings.Join(failures[:min(len(failures), 10)], "; "))
+	time.Sleep(6 * time.Second) // the last requests answered or timed out
+	lines := log()[from:]
+	served := map[string]int{}
+	var failures []string
+	for _, l := range lines {
+		if who, ok := strings.CutPrefix(l, "ok "); ok {
+			served[who]++
+		} else {
+			failures = append(failures, l)
+		}
 	}
-	if requests < 200 {
-		t.Fatalf("only %d requests made", requests)
+	t.Logf("%d requests through %s while the backends were replaced, served by %v", len(lines), svc.Spec.ClusterIP, served)
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d requests failed: %s", len(failures), len(lines), strings.Join(failures[:min(len(failures), 10)], "; "))
+	}
+	if len(lines) < 200 {
+		t.Fatalf("only %d requests made", len(lines))
 	}
 	for i := range 3 {
 		if served[fmt.Sprintf("echo-%d-b", i)] == 0 {
