@@ -6,6 +6,7 @@ import (
 	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
+	"github.com/zonewright/zonewright/internal/portforward"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/transfer"
 	"github.com/zonewright/zonewright/internal/version"
@@ -138,6 +139,9 @@ func operations() map[string]operation {
 			"; channels 0 stdin, 1 stdout, 2 stderr, 3 status with the exit code, 4 resize, 255 close)",
 			query:   []string{"command", "container", "stdin", "stdout", "stderr", "tty"},
 			returns: map[int]any{http.StatusSwitchingProtocols: noBody}, errors: []int{http.StatusTooManyRequests}},
+		"create pods/portforward": {summary: "a TCP connection to the pod's port, made by its node, over a WebSocket (subprotocol " + portforward.Subprotocol +
+			"; binary messages carry the bytes either way)",
+			query: []string{"port"}, returns: map[int]any{http.StatusSwitchingProtocols: noBody}, errors: []int{http.StatusTooManyRequests, http.StatusBadGateway}},
 		"create pods/report": {summary: "the pod's node reports a transition", body: model.PodReport{}, returns: status202},
 
 		"delete nodes": {summary: "remove a node with no pods; ?force=true evicts them first",
@@ -228,6 +232,7 @@ func queryParams() map[string]queryParam {
 		"stdout":             {"boolean", "stream the command's stdout (channel 1)"},
 		"stderr":             {"boolean", "stream the command's stderr (channel 2)"},
 		"tty":                {"boolean", "run the command on a terminal (stderr then comes on stdout)"},
+		"port":               {"integer", "the pod's TCP port to connect to (1 to 65535)"},
 	}
 }
 

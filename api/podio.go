@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -14,6 +15,7 @@ import (
 	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeclient"
+	"github.com/zonewright/zonewright/internal/portforward"
 )
 
 // A pod's log and exec sessions are its node's to serve: the API checks
@@ -61,6 +63,32 @@ func (s *Server) podExec(c *gin.Context) {
 	}
 	opts.Container = container
 	s.relay(c, pod, nodeclient.ExecPath(pod.Metadata.Namespace, pod.Metadata.Name, pod.Metadata.UID, container), opts.Values())
+}
+
+// podPortForward is GET …/pods/{name}/portforward?port=N: a connection to
+// the pod's port, which its node makes (only the node and other pods
+// reach a pod's address), relayed as a portforward stream.
+func (s *Server) podPortForward(c *gin.Context) {
+	if !s.sameOrigin(c.Request) {
+		s.fail(c, forbiddenf("port-forwards are not opened from origin "+c.Request.Header.Get("Origin")))
+		return
+	}
+	port, err := portforward.Port(c.Request.URL.Query())
+	if err != nil {
+		s.fail(c, badRequestf("query parameter port: %s", err))
+		return
+	}
+	pod, err := s.store.Pods().Get(c.Request.Context(), c.Param("ns"), c.Param("name"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if pod.Status.Phase != model.PodRunning || pod.Spec.NodeName == "" || pod.Status.PodIP == "" {
+		s.fail(c, badRequestf("cannot forward to pod %q: it is %s, not Running with an address", pod.Metadata.Name, orPending(pod.Status.Phase)))
+		return
+	}
+	s.relay(c, pod, nodeclient.PortForwardPath(pod.Metadata.Namespace, pod.Metadata.Name, pod.Metadata.UID),
+		url.Values{"ip": {pod.Status.PodIP}, "port": {strconv.Itoa(port)}})
 }
 
 func orPending(phase string) string {
@@ -117,7 +145,7 @@ func (s *Server) podContainer(c *gin.Context, container string) (*model.Pod, str
 func (s *Server) relay(c *gin.Context, pod *model.Pod, path string, query url.Values) {
 	if s.nodeEndpoints == nil {
 		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
-			msg: "logs and exec are unavailable: the API serves plain HTTP, without the cluster CA that nodes' endpoints are reached with"})
+			msg: "logs, exec and port-forwards are unavailable: the API serves plain HTTP, without the cluster CA that nodes' endpoints are reached with"})
 		return
 	}
 	node := pod.Spec.NodeName

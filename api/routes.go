@@ -61,6 +61,7 @@ func (s *Server) routes() []route {
 		// An exec session is a write whatever its method: it runs a command.
 		{get, v1 + "/namespaces/:ns/pods/:name/exec", s.podExec, "create pods/exec"},
 		{post, v1 + "/namespaces/:ns/pods/:name/exec", s.podExec, "create pods/exec"},
+		{get, v1 + "/namespaces/:ns/pods/:name/portforward", s.podPortForward, "create pods/portforward"},
 
 		{get, v1 + "/nodes", s.listNodes, "list nodes"},
 		{post, v1 + "/nodes", s.createNode, "create nodes"},

@@ -21,7 +21,8 @@ const timeoutBody = `{"apiVersion":"v1","kind":"Status","status":"Failure","mess
 // not bounded as a whole: watches, the service network long poll (its own
 // bound, ServiceNetWait), volume transfers and image artefact downloads
 // (bounded by their stall detection on the other end), pods' logs and
-// exec sessions (relayed from their node for as long as they last). Only
+// exec sessions and port-forwards (relayed from their node for as long as
+// they last). Only
 // the methods those routes serve: a POST with ?watch=true is bounded as
 // any other. The server's read deadline still holds a streaming request
 // until the guard has authenticated and authorised it (liftReadDeadline).
@@ -30,7 +31,7 @@ func streams(r *http.Request) bool {
 	if w := r.URL.Query().Get("watch"); get && (w == "true" || w == "1") {
 		return true
 	}
-	if strings.HasPrefix(p, "/api/v1/namespaces/") && ((get && strings.HasSuffix(p, "/log")) || strings.HasSuffix(p, "/exec")) {
+	if strings.HasPrefix(p, "/api/v1/namespaces/") && ((get && (strings.HasSuffix(p, "/log") || strings.HasSuffix(p, "/portforward"))) || strings.HasSuffix(p, "/exec")) {
 		return true
 	}
 	return (get && p == "/api/v1/servicenet") || strings.HasPrefix(p, transfersPath) ||

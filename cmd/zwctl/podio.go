@@ -32,8 +32,13 @@ func podName(arg string) (string, error) {
 	return arg, nil
 }
 
+// podPath is the pod's path, or its subresource's when sub is not "".
 func podPath(ns, name, sub string) string {
-	return "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods/" + url.PathEscape(name) + "/" + sub
+	p := "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods/" + url.PathEscape(name)
+	if sub != "" {
+		p += "/" + sub
+	}
+	return p
 }
 
 func (a *app) logsCommand() *cobra.Command {

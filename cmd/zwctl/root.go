@@ -104,7 +104,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.deleteCommand(), a.waitCommand(), a.scaleCommand(), a.rolloutCommand(),
 		a.nodeCommand("cordon"), a.nodeCommand("uncordon"), a.drainCommand(),
 		a.imageCommand(), a.podLifecycleCommand("finalize"), a.podLifecycleCommand("cancel"),
-		a.logsCommand(), a.execCommand(),
+		a.logsCommand(), a.execCommand(), a.portForwardCommand(),
 		a.tokenCommand(), a.versionCommand(), a.configCommand(), a.completionCommand(root))
 	return root
 }

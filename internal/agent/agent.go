@@ -42,6 +42,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,6 +70,9 @@ type Agent struct {
 	// podCIDR is the pod network the control plane assigned at
 	// registration; kept (and asked for again) for the agent's life.
 	podCIDR netip.Prefix
+	// podNetwork is podCIDR for the endpoint's handlers, which may read
+	// it while a registration sets it.
+	podNetwork atomic.Pointer[netip.Prefix]
 	// hostCIDR is the pod network the host's gateway holds from an
 	// earlier run (invalid when none): asked for when the Node is new.
 	hostCIDR netip.Prefix

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -51,7 +52,13 @@ func (a *Agent) serveEndpoint(cred *credential) (*nodeserver.Server, error) {
 		zonesDir = cfg.ZonesPath
 	}
 	srv, err := nodeserver.Listen(cfg.Listen, nodeserver.Config{GetCertificate: cred.servingCertificate, ClientCAs: pool, ZonesDir: zonesDir, KeptLogs: a.keptLogs,
-		Runner: &illumos.Runner{BinDir: cfg.BinDir}, Metrics: a.MetricsHandler(), Log: a.log.With("component", "endpoint")})
+		Runner: &illumos.Runner{BinDir: cfg.BinDir}, Metrics: a.MetricsHandler(), Log: a.log.With("component", "endpoint"),
+		PodNetwork: func() netip.Prefix {
+			if p := a.podNetwork.Load(); p != nil {
+				return *p
+			}
+			return netip.Prefix{}
+		}})
 	if err != nil {
 		return nil, err
 	}

@@ -137,6 +137,7 @@ func (a *Agent) register(ctx context.Context) (*model.Node, error) {
 		return nil, fmt.Errorf("the control plane now assigns pod CIDR %s, but this agent's pods use %s; restart the agent", p, a.podCIDR)
 	}
 	a.podCIDR = p
+	a.podNetwork.Store(&p)
 	a.checkConfiguredPodCIDR(ctx)
 	return node, nil
 }

@@ -28,7 +28,7 @@ func Dial(ctx context.Context, client *http.Client, url string, header http.Head
 		Subprotocols: []string{Subprotocol}})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, refusal(resp)
+			return nil, Refusal(resp)
 		}
 		return nil, fmt.Errorf("exec: %w", err)
 	}
@@ -47,9 +47,12 @@ type RefusedError struct {
 	Message string
 }
 
-func (e *RefusedError) Error() string { return fmt.Sprintf("exec: %d: %s", e.Code, e.Message) }
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Code, http.StatusText(e.Code), e.Message)
+}
 
-func refusal(resp *http.Response) error {
+// Refusal is the error of a server's refusal of an upgrade.
+func Refusal(resp *http.Response) error {
 	e := &RefusedError{Code: resp.StatusCode, Message: http.StatusText(resp.StatusCode)}
 	if resp.Body != nil {
 		var st struct{ Message string }

@@ -104,6 +104,11 @@ func LogsPath(ns, pod, uid, container string) string {
 	return "/containerLogs/" + url.PathEscape(ns) + "/" + url.PathEscape(pod) + "/" + url.PathEscape(uid) + "/" + url.PathEscape(container)
 }
 
+// PortForwardPath is the endpoint's path of a connection to a pod's port.
+func PortForwardPath(ns, pod, uid string) string {
+	return "/portforward/" + url.PathEscape(ns) + "/" + url.PathEscape(pod) + "/" + url.PathEscape(uid)
+}
+
 // ExecPath is the endpoint's path of an exec session in a container.
 func ExecPath(ns, pod, uid, container string) string {
 	return "/exec/" + url.PathEscape(ns) + "/" + url.PathEscape(pod) + "/" + url.PathEscape(uid) + "/" + url.PathEscape(container)

@@ -20,9 +20,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -61,7 +63,12 @@ type Config struct {
 	Runner *illumos.Runner
 	// Metrics serves GET /metrics; nil: none.
 	Metrics http.Handler
-	// MaxExecs and MaxLogStreams: zero means the defaults.
+	// PodNetwork is the node's pod CIDR (known once the node has
+	// registered): port-forwards connect only to addresses in it. Nil or
+	// invalid: none.
+	PodNetwork func() netip.Prefix
+	// MaxExecs and MaxLogStreams: zero means the defaults. Port-forwards
+	// count as exec sessions.
 	MaxExecs, MaxLogStreams int
 	Log                     *slog.Logger
 }
@@ -91,9 +98,10 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, execs: newSlots(cfg.MaxExecs), logs: newSlots(cfg.MaxLogStreams)}
 	mux := http.NewServeMux()
-	// The paths nodeclient.LogsPath and ExecPath build.
+	// The paths nodeclient.LogsPath, ExecPath and PortForwardPath build.
 	mux.Handle("GET /containerLogs/{ns}/{pod}/{uid}/{container}", controlPlaneOnly(http.HandlerFunc(s.containerLogs)))
 	mux.Handle("GET /exec/{ns}/{pod}/{uid}/{container}", controlPlaneOnly(http.HandlerFunc(s.exec)))
+	mux.Handle("GET /portforward/{ns}/{pod}/{uid}", controlPlaneOnly(http.HandlerFunc(s.portForward)))
 	if cfg.Metrics != nil {
 		mux.Handle("GET /metrics", cfg.Metrics) // the handshake admitted only the control plane and cluster-admins
 	}
@@ -159,15 +167,21 @@ type target struct {
 	ns, pod, uid, zone, service, container string
 }
 
-// target reads and checks the request's path.
+// target reads and checks the request's path: a pod and, when the route
+// has one, a container.
 func (s *Server) target(w http.ResponseWriter, r *http.Request) (target, bool) {
 	ns, pod, uid, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("uid"), r.PathValue("container")
 	meta := &model.ObjectMeta{Name: pod, Namespace: ns}
-	if len(model.ValidateMeta(meta, true)) > 0 || !validUID(uid) || len(model.ValidateMeta(&model.ObjectMeta{Name: container}, false)) > 0 {
+	named := r.Pattern == "" || strings.Contains(r.Pattern, "{container}")
+	if len(model.ValidateMeta(meta, true)) > 0 || !validUID(uid) || (named && len(model.ValidateMeta(&model.ObjectMeta{Name: container}, false)) > 0) {
 		fail(w, http.StatusBadRequest, "BadRequest", "the path does not name a pod (namespace, name, uid) and a container")
 		return target{}, false
 	}
-	return target{ns: ns, pod: pod, uid: uid, zone: illumos.ZoneName(ns, pod, uid), service: hostops.ContainerService(container), container: container}, true
+	t := target{ns: ns, pod: pod, uid: uid, zone: illumos.ZoneName(ns, pod, uid), container: container}
+	if named {
+		t.service = hostops.ContainerService(container)
+	}
+	return t, true
 }
 
 // slotsFull is the 429's message when what is full.

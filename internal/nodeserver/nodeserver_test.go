@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +25,7 @@ import (
 	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/internal/nodeserver"
 	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/internal/portforward"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
 
@@ -39,6 +42,8 @@ type endpoint struct {
 	zone   string
 	root   string // the zone's root on this machine
 	server *nodeserver.Server
+	// network is the node's pod network (none until set).
+	network *netip.Prefix
 }
 
 func newEndpoint(t *testing.T, maxExecs int) *endpoint {
@@ -77,7 +82,9 @@ func newEndpointWith(t *testing.T, maxExecs int, kept *containerlog.Kept) *endpo
 		t.Fatal(err)
 	}
 	zonesDir := filepath.Join(n.Root, "fs", "zones")
+	network := new(netip.Prefix)
 	srv, err := nodeserver.Listen("127.0.0.1:0", nodeserver.Config{Certificate: cert, ClientCAs: ca.Pool(), ZonesDir: zonesDir,
+		PodNetwork: func() netip.Prefix { return *network },
 		Runner: &illumos.Runner{BinDir: n.Bin}, MaxExecs: maxExecs, KeptLogs: kept, Log: slog.New(slog.DiscardHandler),
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "zonewright_endpoint_test 1\n") })})
 	if err != nil {
@@ -89,7 +96,7 @@ func newEndpointWith(t *testing.T, maxExecs int, kept *containerlog.Kept) *endpo
 		t.Fatal(err)
 	}
 	return &endpoint{base: "https://127.0.0.1:" + strconv.Itoa(srv.Port()), cp: cp, ca: ca, zone: zone,
-		root: filepath.Join(zonesDir, zone, "root"), server: srv}
+		root: filepath.Join(zonesDir, zone, "root"), server: srv, network: network}
 }
 
 func (e *endpoint) client() *http.Client { return &http.Client{Transport: e.cp.Transport("n1")} }
@@ -339,5 +346,69 @@ func TestALogThatIsNotAFileIsRefusedAtOnce(t *testing.T) {
 	}
 	if code, body := e.get(t, nodeclient.LogsPath(ns, pod, uid, "real")); code != 200 || body != "hello\n" {
 		t.Errorf("a regular log after them: %d %q", code, body)
+	}
+}
+
+// A port-forward connects to the pod's address the control plane names,
+// only when it is one of the node's pods', and carries the bytes both
+// ways; a port nothing listens on is a 502 before the upgrade.
+//
+// Drop the network.Contains check of portForward to see the forward to
+// an address outside the pod network go through.
+func TestPortForwardReachesOnlyThisNodesPods(t *testing.T) {
+	e := newEndpoint(t, 8)
+	// The "pod": an echo server on loopback.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	forward := func(ip, port string) (net.Conn, error) {
+		return portforward.Dial(ctx, e.client(), e.base+nodeclient.PortForwardPath(ns, pod, uid)+"?ip="+ip+"&port="+port)
+	}
+	refused := func(ip, port string, code int, says string) {
+		t.Helper()
+		_, err := forward(ip, port)
+		var re *execstream.RefusedError
+		if !errors.As(err, &re) || re.Code != code || !strings.Contains(re.Message, says) {
+			t.Errorf("ip %s port %s: %v; want %d saying %q", ip, port, err, code, says)
+		}
+	}
+	// Before the node knows its pod network, and outside it: refused.
+	refused("127.0.0.1", port, http.StatusBadRequest, "not an address of this node's pods")
+	*e.network = netip.MustParsePrefix("10.88.1.0/24")
+	refused("127.0.0.1", port, http.StatusBadRequest, "not an address of this node's pods")
+
+	*e.network = netip.MustParsePrefix("127.0.0.0/8")
+	conn, err := forward("127.0.0.1", port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, "both ways\n"); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len("both ways\n"))
+	if _, err := io.ReadFull(conn, got); err != nil || string(got) != "both ways\n" {
+		t.Fatalf("through the forward: %q, %v", got, err)
+	}
+	conn.Close()
+	l.Close()
+	refused("127.0.0.1", port, http.StatusBadGateway, "does not accept connections on port "+port)
+	refused("127.0.0.1", "0", http.StatusBadRequest, "not a TCP port")
+	if _, err := portforward.Dial(ctx, e.client(), e.base+nodeclient.PortForwardPath(ns, pod, "0b9c7a52-0000-0000-0000-000000000000")+"?ip=127.0.0.1&port="+port); err == nil ||
+		!strings.Contains(err.Error(), "no zone on this node") {
+		t.Errorf("a pod with no zone here: %v", err)
 	}
 }
