@@ -85,7 +85,7 @@ func newEndpointWith(t *testing.T, maxExecs int, kept *containerlog.Kept) *endpo
 	network := new(netip.Prefix)
 	srv, err := nodeserver.Listen("127.0.0.1:0", nodeserver.Config{Certificate: cert, ClientCAs: ca.Pool(), ZonesDir: zonesDir,
 		PodNetwork: func() netip.Prefix { return *network },
-		Runner: &illumos.Runner{BinDir: n.Bin}, MaxExecs: maxExecs, KeptLogs: kept, Log: slog.New(slog.DiscardHandler),
+		Runner:     &illumos.Runner{BinDir: n.Bin}, MaxExecs: maxExecs, KeptLogs: kept, Log: slog.New(slog.DiscardHandler),
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "zonewright_endpoint_test 1\n") })})
 	if err != nil {
 		t.Fatal(err)
