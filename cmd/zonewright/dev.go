@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,7 +53,8 @@ func dev(ctx context.Context, args []string) error {
 	dbURL := fs.String("database-url", env("DATABASE_URL", ""), "use this PostgreSQL instead of a private one (env DATABASE_URL)")
 	pgPort := fs.Int("postgres-port", 0, "loopback port of the private PostgreSQL; 0 picks a free one")
 	nodes := fs.Int("nodes", 3, "simulated illumos nodes to run, each a real agent over illumos-sim")
-	isolation := fs.Bool("isolation", false, "run every simulated node and zone in a network namespace of its own, pods on 10.<n>.0.0/17 reaching other nodes' pods only through the nodes' routes, services on 10.96.0.0/16 unless --service-cidr says otherwise (root only)")
+	var isolation isolationFlag
+	fs.Var(&isolation, "isolation", "run every simulated node and zone in network, mount and UTS namespaces of its own, pods on 10.<n>.0.0/17 reaching other nodes' pods only through the nodes' routes, services on 10.96.0.0/16 unless --service-cidr says otherwise (needs root); the default where this machine allows it, --isolation=false for the shared loopback")
 	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	var img controlplane.Config
 	imagesDone := imageFlags(fs, &img, "", "", "127.0.0.0/8,::1")
@@ -70,6 +72,10 @@ func dev(ctx context.Context, args []string) error {
 	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
 	capacityDone := capacityFlag(fs, &health)
 	_ = fs.Parse(args)
+	isolated, isolationOff := isolation.decide()
+	if isolation.on != nil && *isolation.on && isolationOff != "" {
+		return fmt.Errorf("--isolation: %s", isolationOff)
+	}
 	// Every path the stack shows or writes (the env file, zwctl's
 	// config, the banner) holds from any directory.
 	abs, err := filepath.Abs(*dataDir)
@@ -89,7 +95,7 @@ func dev(ctx context.Context, args []string) error {
 	if err := dnsDone(); err != nil {
 		return err
 	}
-	if *isolation {
+	if isolated {
 		if err := isolatedServiceCIDR(fs, &health.ServiceCIDR); err != nil {
 			return err
 		}
@@ -98,17 +104,14 @@ func dev(ctx context.Context, args []string) error {
 		return fmt.Errorf("--service-cidr: %w", err)
 	}
 	var underlay netip.Prefix
-	if health.ClusterCIDR == "" || *isolation {
+	if health.ClusterCIDR == "" || isolated {
 		cidr, err := devClusterCIDR(*dataDir, health.ServiceCIDR)
 		if err != nil {
 			return err
 		}
-		if *isolation {
+		if isolated {
 			// The network number the data dir picks, on 10/8 inside the
 			// namespaces.
-			if err := fabric.IsolationSupported(); err != nil {
-				return fmt.Errorf("--isolation: %w", err)
-			}
 			n := int(netip.MustParsePrefix(cidr).Addr().As4()[1])
 			underlay = fabric.IsolatedUnderlay(n)
 			cidr = fabric.IsolatedClusterCIDR(n)
@@ -304,7 +307,10 @@ func dev(ctx context.Context, args []string) error {
 		stops = append(stops, stopSupervising)
 		nodeList = "pod CIDRs assigned from " + health.ClusterCIDR
 		if underlay.IsValid() {
-			nodeList += ", isolation mode: each node a network namespace on the underlay " + underlay.String()
+			nodeList += ", isolation mode: each node a network namespace on the underlay " + underlay.String() +
+				" (reach pods with zwctl port-forward or exec)"
+		} else {
+			nodeList += ", shared loopback: pods reachable from this machine (" + isolationOff + ")"
 		}
 		for _, n := range ns.Nodes {
 			nodeList += fmt.Sprintf("\n    %s  state %s  agent pid %d (%s)", n.Name, n.Root, n.Pid(), n.PidFile)
@@ -427,9 +433,9 @@ func redact(url string) string {
 }
 
 // isolatedServiceCIDR is the service range in isolation mode: a pod's
-// packets leave its zone by its default route, and the node's namespace
-// takes those to the service range as its own (natd's local routes), but
-// never those to 127.0.0.0/8, which the kernel drops as martians when
+// packets leave its zone by its default route, and the node's kernel
+// translates those to the service range (its ipnat rules), but never
+// those to 127.0.0.0/8, which the kernel drops as martians when
 // they arrive from another interface. The dev stack's default range is
 // replaced by serve's; one given on loopback is refused.
 func isolatedServiceCIDR(fs *flag.FlagSet, cidr *string) error {
@@ -457,4 +463,38 @@ func devClusterCIDR(dataDir, serviceCIDR string) (string, error) {
 		avoid = append(avoid, p)
 	}
 	return devnodes.ClusterCIDROf(abs, avoid...), nil
+}
+
+// isolationFlag is --isolation: on, off, or (unset) on where this machine
+// allows it.
+type isolationFlag struct{ on *bool }
+
+func (f *isolationFlag) IsBoolFlag() bool { return true }
+
+func (f *isolationFlag) String() string {
+	if f == nil || f.on == nil {
+		return "auto"
+	}
+	return strconv.FormatBool(*f.on)
+}
+
+func (f *isolationFlag) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	f.on = &v
+	return nil
+}
+
+// decide says whether the stack runs isolated, and why not when it does
+// not.
+func (f *isolationFlag) decide() (bool, string) {
+	if f.on != nil && !*f.on {
+		return false, "--isolation=false"
+	}
+	if err := fabric.IsolationSupported(); err != nil {
+		return false, err.Error()
+	}
+	return true, ""
 }

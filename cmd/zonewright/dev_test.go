@@ -87,13 +87,14 @@ func buildBinary(t *testing.T) string {
 	return filepath.Join(built.dir, "zonewright")
 }
 
-func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string) *devStack {
+func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string, extra ...string) *devStack {
 	t.Helper()
 	d := &devStack{api: api, temporal: temporal, ui: ui, dns: freeAddr(t), dataDir: dataDir, output: &syncbuf.Buffer{}, exited: make(chan error, 1)}
 	// A relative --data-dir, as make dev gives: what the stack writes
 	// and shows must hold from any directory (ZWCONFIG was relative).
 	d.cmd = exec.Command(bin, "dev", "--data-dir", filepath.Base(dataDir), "--listen", api, "--temporal-address", temporal, "--ui-address", ui,
 		"--dns-listen", d.dns, "--log-level", "warn")
+	d.cmd.Args = append(d.cmd.Args, extra...)
 	d.cmd.Dir = filepath.Dir(dataDir)
 	stdout, _ := d.cmd.StdoutPipe()
 	d.cmd.Stderr = d.cmd.Stdout
@@ -286,7 +287,7 @@ func TestDevStack(t *testing.T) {
 	bin := buildBinary(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	api, temporal, ui := freeAddr(t), freeAddr(t), freeAddr(t)
-	d := startDev(t, bin, dataDir, api, temporal, ui)
+	d := startDev(t, bin, dataDir, api, temporal, ui, "--isolation=false")
 	// The pod range is the data dir's own, clear of the service range.
 	podCIDR := devnodes.ClusterCIDROf(dataDir, netip.MustParsePrefix("127.96.0.0/16"))
 	podNet := strings.TrimSuffix(podCIDR, "0.0/16")
@@ -505,7 +506,7 @@ func TestDevStack(t *testing.T) {
 	}
 
 	// The restarted stack keeps its CA: the first stack's client trusts it.
-	d2 := startDev(t, bin, dataDir, api, temporal, ui)
+	d2 := startDev(t, bin, dataDir, api, temporal, ui, "--isolation=false")
 	if d2.token != d.token {
 		t.Fatalf("a restart made a new admin token instead of reusing the valid one")
 	}

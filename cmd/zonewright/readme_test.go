@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/fabric"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -57,6 +58,12 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 	d := startDev(t, bin, filepath.Join(work, ".data"), freeAddr(t), freeAddr(t), freeAddr(t))
 	defer d.stop(t)
 	d.nodesReady(t, 3)
+	// A newcomer on this machine gets isolation mode where it can be had.
+	if err := fabric.IsolationSupported(); err == nil && !strings.Contains(d.output.String(), "isolation mode: each node a network namespace") {
+		t.Fatalf("make dev's stack is not in isolation mode on a machine that allows it:\n%s", d.output)
+	} else if err != nil {
+		t.Logf("isolation mode unavailable here (%v): the quick start runs on the shared loopback", err)
+	}
 
 	t.Run("zwctl", func(t *testing.T) {
 		if zwctlBuilt != nil {
@@ -214,6 +221,9 @@ func runReadmeBlocks(t *testing.T, dir string, blocks []readmeBlock) {
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir = dir
 	cmd.Env = newcomerEnv()
+	// A background command the script left (a port-forward) must not keep
+	// the output open for ever.
+	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the README's quick start failed (%v):\n%s", err, out)
