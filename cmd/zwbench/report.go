@@ -33,6 +33,9 @@ func (r *Results) print(w io.Writer) {
 	if r.Store != nil {
 		r.Store.print(w)
 	}
+	if r.Isolation != nil {
+		r.Isolation.print(w)
+	}
 }
 
 // verdict says whether a target holds.

@@ -60,9 +60,16 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 			return nil, fmt.Errorf("store: %w", err)
 		}
 	}
-	if o.idle > 0 || o.burst > 0 || o.steady > 0 || o.nat > 0 || o.apiGet > 0 || (o.scale <= 0 && o.dnsSeconds <= 0 && o.heartbeatNodes <= 0 && o.storeSeconds <= 0) {
+	if o.idle > 0 || o.burst > 0 || o.steady > 0 || o.nat > 0 || o.apiGet > 0 || (o.scale <= 0 && o.dnsSeconds <= 0 && o.heartbeatNodes <= 0 && o.storeSeconds <= 0 && o.isolation <= 0) {
 		if err := sections(ctx, o, res, log); err != nil {
 			return nil, err
+		}
+	}
+	if o.isolation > 0 {
+		debug.FreeOSMemory()
+		var err error
+		if res.Isolation, err = isolationSection(ctx, o, log); err != nil {
+			return nil, fmt.Errorf("isolation: %w", err)
 		}
 	}
 	if o.scale > 0 {
@@ -105,18 +112,9 @@ func sections(ctx context.Context, o options, res *Results, log *slog.Logger) er
 		return err
 	}
 	fmt.Fprintf(stderr, "idle: %d pods one at a time\n", o.idle)
-	var idle []time.Duration
-	for i := range o.idle {
-		name := fmt.Sprintf("idle-%d", i)
-		start := time.Now()
-		if err := createPod(api, name, podBody(name)); err != nil {
-			return err
-		}
-		at, err := tr.wait(ctx, name, tr.running, 2*time.Minute)
-		if err != nil {
-			return err
-		}
-		idle = append(idle, at.Sub(start))
+	idle, err := oneAtATime(ctx, api, tr, "idle-", o.idle)
+	if err != nil {
+		return err
 	}
 	res.IdleCreateToRun = percentiles(idle)
 	if err := deleteAll(ctx, api, tr, "idle-", o.idle); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,9 +18,11 @@ import (
 
 	"github.com/zonewright/zonewright/deploy"
 	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/fabric"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/pki"
@@ -46,6 +49,9 @@ type stackConfig struct {
 	binDir  string // holds zonewright and illumos-sim
 	nodes   int
 	maxPods int // the agents' --max-pods
+	// isolated: every node and zone in namespaces of its own (fabric),
+	// as make dev runs where the machine allows it.
+	isolated bool
 }
 
 func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack, error) {
@@ -89,6 +95,14 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		ImageStore: filepath.Join(dir, "images"), ImageMap: imgMap,
 		// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
 		ServiceCIDR: "127.94.0.0/16", ClusterCIDR: devnodes.ClusterCIDR(10), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
+	var underlay netip.Prefix
+	if cfg.isolated {
+		// Off loopback, inside the namespaces; the network number this
+		// process's own, clear of a dev stack's or a test's.
+		n := 100 + os.Getpid()%100
+		underlay = fabric.IsolatedUnderlay(n)
+		s.cpConfig.ServiceCIDR, s.cpConfig.ClusterCIDR = clusterip.DefaultCIDR, fabric.IsolatedClusterCIDR(n)
+	}
 	if s.cp, err = controlplane.Start(ctx, s.cpConfig); err != nil {
 		return s, err
 	}
@@ -103,7 +117,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		Temporal: s.temporal.Address(), Namespace: "default", TemporalMTLS: true, Logger: log, APIURL: s.cp.URL(), APICAFile: controlplane.CAFile(dir),
 		// The agents' other settings are their defaults (a 10 s heartbeat):
 		// the stack measured is the one operators run.
-		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods)}})
+		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods)}, Underlay: underlay})
 	return s, err
 }
 
