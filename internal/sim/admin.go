@@ -80,6 +80,8 @@ func runAdmin(sub, argv0 string, args []string, stdin io.Reader, stdout, stderr 
 		return runSupervisor(args, stderr)
 	case "natd":
 		return runNatd(args, stderr)
+	case "zoneinit":
+		return runZoneInit()
 	case "help", "-h", "--help":
 		adminUsage(stdout)
 		return 0

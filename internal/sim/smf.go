@@ -4,8 +4,8 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -576,7 +576,7 @@ func zoneServices(z *Zone) []*Service {
 
 // groupMembers lists the processes of a process group.
 func groupMembers(pgid int) []int {
-	entries, err := os.ReadDir("/proc")
+	entries, err := fs.ReadDir(hostProc, ".")
 	if err != nil {
 		return nil
 	}
@@ -595,7 +595,7 @@ func groupMembers(pgid int) []int {
 }
 
 func procComm(pid int) string {
-	b, err := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), "comm"))
+	b, err := fs.ReadFile(hostProc, fmt.Sprintf("%d/comm", pid))
 	if err != nil {
 		return "?"
 	}

@@ -89,6 +89,9 @@ type Zone struct {
 	// owner died can be taken over.
 	BootOwner     int `json:"boot_owner,omitempty"`
 	SupervisorPID int `json:"supervisor_pid,omitempty"`
+	// InitPID is, in isolation mode, PID 1 of the zone's PID namespace:
+	// zlogin's way into it.
+	InitPID int `json:"init_pid,omitempty"`
 	// Booted is when the zone last reached running.
 	Booted time.Time `json:"booted,omitempty"`
 	// Nodename is the zone's node name, read from its root at boot;

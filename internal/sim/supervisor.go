@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"os"
 	"os/exec"
@@ -89,7 +90,7 @@ type procInfo struct {
 }
 
 func procStat(pid int) (procInfo, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	b, err := fs.ReadFile(hostProc, fmt.Sprintf("%d/stat", pid))
 	if err != nil {
 		return procInfo{}, false
 	}
@@ -129,7 +130,7 @@ func groupAlive(pgid int) bool {
 // isSupervisorOf checks, before signalling a recorded pid, that it is still
 // the supervisor of that zone and not a recycled pid.
 func isSupervisorOf(pid int, root, zone string) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	b, err := fs.ReadFile(hostProc, fmt.Sprintf("%d/cmdline", pid))
 	if err != nil {
 		return false
 	}
@@ -332,6 +333,7 @@ type supervisor struct {
 	user     zoneUser
 	logger   *log.Logger
 	spawnCh  chan spawnReq
+	initPID  int // in isolation mode, PID 1 of the zone's PID namespace (zonepid.go)
 	procs    map[string]*svcProc
 	limit    int
 	window   time.Duration
@@ -388,7 +390,6 @@ func notifyReady(f *os.File, err error) {
 
 func (sv *supervisor) run(ready *os.File) int {
 	syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
-	go sv.spawner()
 	sigs := make(chan os.Signal, 32)
 	signal.Notify(sigs, syscall.SIGCHLD, sigReconcile, sigHalt, sigShutdown, syscall.SIGHUP, syscall.SIGINT)
 	if err := ensureZoneBin(sv.h, sv.zone); err != nil {
@@ -405,6 +406,16 @@ func (sv *supervisor) run(ready *os.File) int {
 			return 1
 		}
 		if err := sv.setupView(); err != nil {
+			notifyReady(ready, err)
+			return 1
+		}
+	}
+	if err := sv.startSpawner(); err != nil {
+		notifyReady(ready, err)
+		return 1
+	}
+	if sv.initPID != 0 {
+		if err := sv.recordInit(); err != nil {
 			notifyReady(ready, err)
 			return 1
 		}
@@ -474,15 +485,37 @@ func (sv *supervisor) untilNextWake() time.Duration {
 	return max(next.Sub(now), minWake)
 }
 
+// startSpawner starts the spawner and waits until it is ready to fork.
+func (sv *supervisor) startSpawner() error {
+	started := make(chan error)
+	go sv.spawner(started)
+	return <-started
+}
+
 // spawner forks every child from one locked OS thread, because Linux ties
 // Pdeathsig to the thread that forked: were that thread to exit, the
-// children would be killed with it.
-func (sv *supervisor) spawner() {
+// children would be killed with it. In isolation mode the thread starts
+// the zone's init first and forks into its PID namespace from then on.
+func (sv *supervisor) spawner(started chan<- error) {
 	runtime.LockOSThread()
+	if sv.h.nodeNetns() != "" {
+		if err := sv.startZoneInit(); err != nil {
+			started <- err
+			return
+		}
+	}
+	close(started)
+	// In the zone's PID namespace a child's parent is outside it: its
+	// getppid is 0, and Go's check that the parent still lives would kill
+	// it at once. The init's death kills it instead.
+	deathsig := syscall.SIGKILL
+	if sv.initPID != 0 {
+		deathsig = 0
+	}
 	for r := range sv.spawnCh {
 		pid, err := syscall.ForkExec(r.argv[0], r.argv, &syscall.ProcAttr{
 			Dir: r.dir, Env: r.env, Files: r.files,
-			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: sv.user.credential()},
+			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathsig, Credential: sv.user.credential()},
 		})
 		r.resp <- spawnResp{pid, err}
 	}
@@ -840,6 +873,11 @@ func (sv *supervisor) reap() {
 		if pid <= 0 || err != nil {
 			return
 		}
+		if pid == sv.initPID {
+			// Every process of the zone died with it.
+			sv.logger.Printf("the zone's init exited (%v)", ws)
+			sv.orphaned = true
+		}
 		for _, p := range sv.procs {
 			switch pid {
 			case p.stopHelper:
@@ -1100,8 +1138,10 @@ func (sv *supervisor) halt() {
 }
 
 // killEverything kills any child left (a daemon that left its process
-// group is still our child, being reparented to us) and reaps them all, so
-// no process and no zombie of the zone survives the supervisor.
+// group is still our child, being reparented to us; in isolation mode the
+// zone's init, whose death kills every process of the zone) and reaps
+// them all, so no process and no zombie of the zone survives the
+// supervisor.
 func (sv *supervisor) killEverything() {
 	deadline := time.Now().Add(3 * time.Second)
 	self := os.Getpid()
@@ -1123,7 +1163,7 @@ func (sv *supervisor) killEverything() {
 
 // childrenOf lists the live processes whose parent is pid.
 func childrenOf(pid int) []int {
-	entries, err := os.ReadDir("/proc")
+	entries, err := fs.ReadDir(hostProc, ".")
 	if err != nil {
 		return nil
 	}

@@ -341,7 +341,7 @@ func (inv *invocation) enterZone(z *Zone, u zoneUser, cmd *exec.Cmd, asZone bool
 	if inv.h.zoneNetnsOf(z) == "" {
 		return u.credential(), nil
 	}
-	argv, err := nsenterArgv(z.SupervisorPID, u, cmd.Args)
+	argv, err := nsenterArgv(z, u, cmd.Args, asZone)
 	if err != nil {
 		return nil, err
 	}

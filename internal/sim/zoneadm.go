@@ -818,7 +818,7 @@ func leaveKernel(st *State, z *Zone) {
 	z.State = stateInstalled
 	z.ID = -1
 	z.BootID, z.BootOwner = "", 0
-	z.SupervisorPID = 0
+	z.SupervisorPID, z.InitPID = 0, 0
 	z.Routes = nil
 	var ifs []*IPInterface
 	for _, i := range z.Interfaces {

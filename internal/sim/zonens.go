@@ -86,26 +86,35 @@ func bindZoneFile(dir int, name string) error {
 	return nil
 }
 
-// nsenterArgv is argv run in the namespaces of the zone whose supervisor
-// is pid, in its working directory (the zone root), as u when credential
-// is set: nsenter joins them as
-// root, and setpriv then drops to the zone's user, setting the parent
-// death signal again (a change of user clears it).
-func nsenterArgv(pid int, u zoneUser, argv []string) ([]string, error) {
+// nsenterArgv is argv run in the namespaces of zone z, in its working
+// directory (the zone root). A command of the zone (asZone) joins all of
+// them, its PID namespace too (through the zone's init): nsenter joins
+// them as root and forks, and setpriv then sets the parent death signal
+// (the fork cleared it) and drops to the zone's user when u has a
+// credential. The simulator's own commands join only the network and UTS
+// namespaces: they stand for illumos's, which see the host's pids (a
+// zone's processes have host pids there) and signal the zone's supervisor.
+func nsenterArgv(z *Zone, u zoneUser, argv []string, asZone bool) ([]string, error) {
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
 		return nil, fmt.Errorf("isolation mode needs nsenter: %w", err)
 	}
-	out := []string{nsenter, "--target", strconv.Itoa(pid), "--mount", "--uts", "--net", "--wd", "--"}
-	if c := u.credential(); c != nil {
-		setpriv, err := exec.LookPath("setpriv")
-		if err != nil {
-			return nil, fmt.Errorf("isolation mode needs setpriv: %w", err)
-		}
-		out = append(out, setpriv, "--reuid", strconv.Itoa(int(c.Uid)), "--regid", strconv.Itoa(int(c.Gid)), "--clear-groups",
-			"--pdeathsig", "KILL", "--")
+	if !asZone {
+		return append([]string{nsenter, "--target", strconv.Itoa(z.SupervisorPID), "--uts", "--net", "--wd", "--"}, argv...), nil
 	}
-	return append(out, argv...), nil
+	if z.InitPID <= 0 {
+		return nil, fmt.Errorf("zone %s has no init", z.Name)
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return nil, fmt.Errorf("isolation mode needs setpriv: %w", err)
+	}
+	out := []string{nsenter, "--target", strconv.Itoa(z.InitPID), "--mount", "--uts", "--net", "--pid", "--wd", "--",
+		setpriv, "--pdeathsig", "KILL"}
+	if c := u.credential(); c != nil {
+		out = append(out, "--reuid", strconv.Itoa(int(c.Uid)), "--regid", strconv.Itoa(int(c.Gid)), "--clear-groups")
+	}
+	return append(append(out, "--"), argv...), nil
 }
 
 // setupView gives the booting zone its resolver files and hostname

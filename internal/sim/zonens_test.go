@@ -1,20 +1,25 @@
 package sim_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/zonewright/zonewright/internal/fabric"
 )
 
 // In isolation mode a zone sees its own resolver files and nodename, as
-// on illumos: zlogin's commands, its services and the simulator's own
-// in-zone commands run in the zone's mount and UTS namespaces, where the
-// zone root's /etc/resolv.conf, /etc/hosts and /etc/nsswitch.conf cover
-// the host's and the hostname is the zone's nodename; the host's stay as
-// they were. A link the zone planted in place of a file is not followed.
+// on illumos: zlogin's commands and its services run in the zone's mount
+// and UTS namespaces, where the zone root's /etc/resolv.conf, /etc/hosts
+// and /etc/nsswitch.conf cover the host's and the hostname is the zone's
+// nodename (the simulator's own in-zone commands in its UTS namespace);
+// the host's stay as they were. A link the zone planted in place of a
+// file is not followed.
 //
 // Remove the bindZoneFile loop of setupZoneView (internal/sim/zonens.go)
 // to see it fail: the zone reads the host's resolv.conf.
@@ -68,4 +73,103 @@ func TestIsolatedZoneSeesItsOwnResolverFilesAndNodename(t *testing.T) {
 	if hn, _ := os.Hostname(); hn == "web-7" {
 		t.Fatal("the host took the zone's hostname")
 	}
+}
+
+// In isolation mode a zone sees only its own processes, as on illumos: a
+// process in zone pod lists in /proc its own service, its init and
+// itself, and not zone zb's service, the supervisor or this test; it
+// cannot even name zb's process (kill -0: no such process, not just not
+// permitted). Halting the zone leaves none of its processes, not even
+// one its init inherited. The host's pids stay what the state records.
+//
+// Set the Cloneflags of the zone's init to 0 in startZoneInit
+// (internal/sim/zonepid.go) to see it fail: the zone's /proc lists every
+// process of the machine.
+func TestIsolatedZoneSeesOnlyItsOwnProcesses(t *testing.T) {
+	if err := fabric.IsolationSupported(); err != nil {
+		t.Skip(err)
+	}
+	const network = 203
+	fab, err := fabric.New(t.TempDir(), fabric.IsolatedUnderlay(network), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fab.Remove)
+	h, _ := isolatedNode(t, fab, network, 1, "exec sleep 1001")
+	bootWithService(t, h, "zb", "holder", "exec sleep 1002", "")
+	waitFor(t, 10*time.Second, "the pod's service online", func() bool {
+		st, pid, _ := h.service("pod", "svc:/site/server:default")
+		return st == "online" && pid > 0
+	})
+	_, podService, _ := h.service("pod", "svc:/site/server:default")
+	_, zbService, _ := h.service("zb", "svc:/site/holder:default")
+	var supervisor int
+	for _, z := range h.state().Zones {
+		if z.Name == "pod" {
+			supervisor = z.SupervisorPID
+		}
+	}
+	if !alive(podService) || !alive(zbService) || !alive(supervisor) {
+		t.Fatalf("recorded pids are not the host's: service %d, zb's service %d, supervisor %d", podService, zbService, supervisor)
+	}
+	// An orphan of a zlogin session, which the zone's init inherits; its
+	// command line is this test run's own.
+	orphanCmd := fmt.Sprintf("sleep %d", 1000000+os.Getpid())
+	expect(t, h.run("zlogin", "pod", orphanCmd+" </dev/null >/dev/null 2>&1 &"), 0, "", "")
+
+	r := h.run("zlogin", "pod", `echo; for p in /proc/[0-9]*; do echo "${p#/proc/}: $(tr '\0' ' ' < $p/cmdline)"; done`)
+	if r.code != 0 {
+		t.Fatalf("listing the zone's /proc: %v", r)
+	}
+	seen := r.stdout
+	for _, own := range []string{"\n1: ", "zoneinit", "sleep 1001", orphanCmd} {
+		if !strings.Contains(seen, own) {
+			t.Errorf("the zone does not see its own %q in /proc:\n%s", own, seen)
+		}
+	}
+	for what, foreign := range map[string]string{"zb's service": "sleep 1002", "the supervisor": "zoneadmd", "this test": os.Args[0]} {
+		if strings.Contains(seen, foreign) {
+			t.Errorf("the zone sees %s (%q) in /proc:\n%s", what, foreign, seen)
+		}
+	}
+	if r := h.run("zlogin", "pod", fmt.Sprintf("kill -0 %d", zbService)); r.code == 0 || !strings.Contains(r.stderr, "No such process") {
+		t.Errorf("zone pod named zb's process %d (want no such process): %v", zbService, r)
+	}
+
+	orphan := hostPidOf(t, orphanCmd)
+	t.Cleanup(func() {
+		if alive(orphan) {
+			syscall.Kill(orphan, syscall.SIGKILL)
+		}
+	})
+	h.must("zoneadm", "-z", "pod", "halt")
+	for what, pid := range map[string]int{"service": podService, "zlogin orphan": orphan, "supervisor": supervisor} {
+		if alive(pid) {
+			t.Errorf("the halted zone's %s (host pid %d) is still alive", what, pid)
+		}
+	}
+	if !alive(zbService) {
+		t.Errorf("zone zb's service %d died with zone pod", zbService)
+	}
+}
+
+// hostPidOf is the host pid of the one process whose command line is
+// cmdline.
+func hostPidOf(t *testing.T, cmdline string) int {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	var found []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); strings.TrimRight(strings.ReplaceAll(string(b), "\x00", " "), " ") == cmdline {
+			found = append(found, pid)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("host processes %q: %v, want one", cmdline, found)
+	}
+	return found[0]
 }
