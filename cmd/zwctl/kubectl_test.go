@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"regexp"
@@ -169,4 +170,49 @@ func stackSettings(t *testing.T) zw.Settings {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// The machine's kubectl reads a container's log and runs commands in it:
+// exec speaks Kubernetes' channel protocol (v5.channel.k8s.io) over the
+// same route, with its arguments verbatim, stdin to its end, and the
+// command's exit code as kubectl's. (Drop KubernetesSubprotocol from
+// execstream's accepted subprotocols to see kubectl exec refused.)
+func TestKubectlExecAndLogs(t *testing.T) {
+	t.Parallel()
+	namespace(t, "kexec")
+	apply(t, `apiVersion: v1
+kind: Pod
+metadata:
+  name: shell
+spec:
+  containers:
+  - name: main
+    image: base
+    command: ["/bin/sh", "-c", "echo started; exec sleep 600"]
+`, "-n", "kexec")
+	must(t, "wait", "pod/shell", "-n", "kexec", "--for=condition=Ready", "--timeout=60s")
+
+	var out, errOut string
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if out, errOut, err = kubectl(t, "logs", "shell", "-n", "kexec"); err == nil && out == "started\n" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || out != "started\n" {
+		t.Errorf("kubectl logs: %v %q\n%s", err, out, errOut)
+	}
+	if out, errOut, err = kubectl(t, "exec", "shell", "-n", "kexec", "--", "echo", "a b;c", "$HOME"); err != nil || out != "a b;c $HOME\n" {
+		t.Errorf("kubectl exec: %v %q\n%s", err, out, errOut)
+	}
+	cmd := kubectlCmd(t, "exec", "-i", "shell", "-n", "kexec", "--", "sh", "-c", "cat; echo done")
+	cmd.Stdin = strings.NewReader("through stdin\n")
+	if b, err := cmd.CombinedOutput(); err != nil || string(b) != "through stdin\ndone\n" {
+		t.Errorf("kubectl exec -i: %v %q", err, b)
+	}
+	_, errOut, err = kubectl(t, "exec", "shell", "-n", "kexec", "--", "sh", "-c", "echo oops >&2; exit 3")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(errOut, "oops\n") || !strings.Contains(errOut, "command terminated with exit code 3") {
+		t.Errorf("kubectl exec of a command that exits 3: %v %q", err, errOut)
+	}
 }

@@ -23,6 +23,11 @@ import (
 // Subprotocol is the WebSocket subprotocol both ends must speak.
 const Subprotocol = "v1.exec.zonewright.io"
 
+// KubernetesSubprotocol is Kubernetes' own name for the same framing
+// (KEP-4006's v5, which kubectl exec offers first): the server accepts it
+// too, so the stock kubectl runs commands in pods.
+const KubernetesSubprotocol = "v5.channel.k8s.io"
+
 // Channels, the first byte of every message.
 const (
 	ChannelStdin  byte = 0

@@ -25,15 +25,15 @@ type Server struct {
 	once    sync.Once
 }
 
-// Accept upgrades the request to an exec session speaking Subprotocol. On
-// failure it has answered the request itself.
+// Accept upgrades the request to an exec session speaking Subprotocol or
+// KubernetesSubprotocol. On failure it has answered the request itself.
 func Accept(w http.ResponseWriter, r *http.Request) (*Server, error) {
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}})
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol, KubernetesSubprotocol}})
 	if err != nil {
 		return nil, err
 	}
-	if conn.Subprotocol() != Subprotocol {
-		conn.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
+	if p := conn.Subprotocol(); p != Subprotocol && p != KubernetesSubprotocol {
+		conn.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" or "+KubernetesSubprotocol+" required")
 		return nil, io.ErrUnexpectedEOF
 	}
 	conn.SetReadLimit(readLimit)
