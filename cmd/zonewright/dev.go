@@ -266,13 +266,18 @@ func dev(ctx context.Context, args []string) error {
 	caFile := controlplane.CAFile(stateDir)
 	// zwctl's config (context dev), so that after sourcing the env file
 	// every zwctl command talks to this stack.
-	zwctlConfig := filepath.Join(*dataDir, "zwctl.yaml")
-	if err := zwclient.SingleContext("dev", cp.URL(), caFile, cp.AdminToken(), "default").Save(zwctlConfig); err != nil {
+	zwctlConfig, kubeconfig := filepath.Join(*dataDir, "zwctl.yaml"), filepath.Join(*dataDir, "kubeconfig")
+	config := zwclient.SingleContext("dev", cp.URL(), caFile, cp.AdminToken(), "default")
+	if err := config.Save(zwctlConfig); err != nil {
+		return err
+	}
+	// The same for the stock kubectl.
+	if err := config.SaveKubeconfig(kubeconfig); err != nil {
 		return err
 	}
 	envFile := filepath.Join(*dataDir, "env")
 	if err := devEnvFile(envFile, []envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}, {"ZW_TOKEN", cp.AdminToken()},
-		{zwclient.EnvConfig, zwctlConfig},
+		{zwclient.EnvConfig, zwctlConfig}, {"KUBECONFIG", kubeconfig},
 		{"TEMPORAL_ADDRESS", tmp.Address()}, {"TEMPORAL_NAMESPACE", devstack.DefaultNamespace},
 		{"TEMPORAL_TLS_CERT", opCert.CertFile}, {"TEMPORAL_TLS_KEY", opCert.KeyFile}, {"TEMPORAL_TLS_CA", opCert.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", opCert.ServerName},
 	}, zwctlDir()); err != nil {

@@ -25,20 +25,24 @@ import (
 // examples are the repository's), so `source .data/env` and
 // `zwctl apply -f examples/…` are the README's own lines. The one line
 // that is not run is `make dev`: the test starts the stack it would start.
-// Blocks that use zwctl run in one subtest, the others in another, so a
-// missing zwctl fails its part clearly and the curl part still runs.
+// Blocks that use kubectl run in one subtest (skipped where kubectl is not
+// installed), those that use zwctl in another, the others in a third, so
+// a missing zwctl fails its part clearly and the curl part still runs.
 func TestReadmeQuickStartRuns(t *testing.T) {
 	steps := readmeQuickStart(t, "../../README.md")
-	var withZwctl, withCurl []readmeBlock
+	var withZwctl, withKubectl, withCurl []readmeBlock
 	for _, b := range steps {
-		if b.usesZwctl() {
+		switch {
+		case b.usesKubectl():
+			withKubectl = append(withKubectl, b)
+		case b.usesZwctl():
 			withZwctl = append(withZwctl, b)
-		} else {
+		default:
 			withCurl = append(withCurl, b)
 		}
 	}
-	if len(withZwctl) == 0 || len(withCurl) == 0 {
-		t.Fatalf("the README's quick start has %d zwctl blocks and %d others; want both", len(withZwctl), len(withCurl))
+	if len(withZwctl) == 0 || len(withKubectl) == 0 || len(withCurl) == 0 {
+		t.Fatalf("the README's quick start has %d zwctl blocks, %d kubectl blocks and %d others; want each", len(withZwctl), len(withKubectl), len(withCurl))
 	}
 
 	work := t.TempDir()
@@ -70,6 +74,12 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 			t.Fatalf("the README's walk-through runs zwctl, which does not build: %v", zwctlBuilt)
 		}
 		runReadmeBlocks(t, work, withZwctl)
+	})
+	t.Run("kubectl", func(t *testing.T) {
+		if _, err := exec.LookPath("kubectl"); err != nil {
+			t.Skipf("kubectl is not installed here: %v", err)
+		}
+		runReadmeBlocks(t, work, withKubectl)
 	})
 	t.Run("curl", func(t *testing.T) { runReadmeBlocks(t, work, withCurl) })
 }
@@ -128,9 +138,13 @@ type readmeLine struct {
 	prints []string
 }
 
-func (b readmeBlock) usesZwctl() bool {
+func (b readmeBlock) usesZwctl() bool { return b.uses("zwctl") }
+
+func (b readmeBlock) usesKubectl() bool { return b.uses("kubectl") }
+
+func (b readmeBlock) uses(command string) bool {
 	for _, l := range b.lines {
-		if strings.HasPrefix(strings.TrimSpace(l.text), "zwctl ") || strings.Contains(l.text, "$(zwctl ") {
+		if strings.HasPrefix(strings.TrimSpace(l.text), command+" ") || strings.Contains(l.text, "$("+command+" ") {
 			return true
 		}
 	}

@@ -5,6 +5,7 @@
 package zwclient
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -110,6 +111,12 @@ func (c *Config) Save(path string) error {
 	if err != nil {
 		return err
 	}
+	return writePrivate(path, b)
+}
+
+// writePrivate replaces the file at path with b, readable by its owner
+// only (it holds a token).
+func writePrivate(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write config: %w", err)
 	}
@@ -121,6 +128,36 @@ func (c *Config) Save(path string) error {
 		return fmt.Errorf("write config: %w", err)
 	}
 	return nil
+}
+
+// SaveKubeconfig writes c as a kubeconfig (apiVersion v1, kind Config),
+// the file the stock kubectl reads through $KUBECONFIG: the same
+// clusters, users and contexts.
+func (c *Config) SaveKubeconfig(path string) error {
+	type kv = map[string]any
+	var clusters, users, contexts []kv
+	for _, cl := range c.Clusters {
+		cluster := kv{"server": cl.Server}
+		if cl.CertificateAuthority != "" {
+			cluster["certificate-authority"] = cl.CertificateAuthority
+		}
+		if cl.CertificateAuthorityData != "" {
+			cluster["certificate-authority-data"] = base64.StdEncoding.EncodeToString([]byte(cl.CertificateAuthorityData))
+		}
+		clusters = append(clusters, kv{"name": cl.Name, "cluster": cluster})
+	}
+	for _, u := range c.Users {
+		users = append(users, kv{"name": u.Name, "user": kv{"token": u.Token}})
+	}
+	for _, x := range c.Contexts {
+		contexts = append(contexts, kv{"name": x.Name, "context": kv{"cluster": x.Cluster, "user": x.User, "namespace": x.Namespace}})
+	}
+	b, err := yaml.Marshal(kv{"apiVersion": "v1", "kind": "Config", "clusters": clusters, "users": users, "contexts": contexts,
+		"current-context": c.CurrentContext})
+	if err != nil {
+		return err
+	}
+	return writePrivate(path, b)
 }
 
 // Context returns the named context.
