@@ -254,12 +254,12 @@ func (o *observation) ipamLeaks() []string {
 	return out
 }
 
-var ipv4 = regexp.MustCompile(`\b127\.\d+\.\d+\.\d+\b`)
+var ipv4 = regexp.MustCompile(`\b\d+\.\d+\.\d+\.\d+\b`)
 
 // natLeaks are service NAT rules (rdr) naming a service address no
 // service has, or a pod address no pod has. The map rules of a node's
 // own pod network are not services'.
-func (o *observation) natLeaks(clusterCIDR string) []string {
+func (o *observation) natLeaks(serviceCIDR, clusterCIDR string) []string {
 	svc, pods := netip.MustParsePrefix(serviceCIDR), netip.MustParsePrefix(clusterCIDR)
 	live := map[string]bool{}
 	for _, s := range o.services {

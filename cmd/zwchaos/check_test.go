@@ -42,8 +42,8 @@ func TestChecksFindWhatIsLeftBehind(t *testing.T) {
 	if f := o.podHostFaults(); len(f) != 0 {
 		t.Fatalf("a pod with its resources is reported: %v", f)
 	}
-	if len(o.ipamLeaks())+len(o.natLeaks(clusterCIDR))+len(o.lifecycleFaults()) != 0 {
-		t.Fatalf("a clean cluster has leaks: %v %v %v", o.ipamLeaks(), o.natLeaks(clusterCIDR), o.lifecycleFaults())
+	if len(o.ipamLeaks())+len(o.natLeaks(loopbackServiceCIDR, clusterCIDR))+len(o.lifecycleFaults()) != 0 {
+		t.Fatalf("a clean cluster has leaks: %v %v %v", o.ipamLeaks(), o.natLeaks(loopbackServiceCIDR, clusterCIDR), o.lifecycleFaults())
 	}
 
 	// What a deleted pod and service could leave behind.
@@ -62,8 +62,15 @@ func TestChecksFindWhatIsLeftBehind(t *testing.T) {
 	if l := o.ipamLeaks(); len(l) != 1 || !strings.Contains(l[0], "127.200.1.9") {
 		t.Errorf("IPAM leaks: %v", l)
 	}
-	if l := o.natLeaks(clusterCIDR); len(l) != 2 {
+	if l := o.natLeaks(loopbackServiceCIDR, clusterCIDR); len(l) != 2 {
 		t.Errorf("NAT leaks: %v, want the two rules naming addresses gone", l)
+	}
+	// Off loopback (isolation mode) a rule naming a service gone is found
+	// as well.
+	iso := &observation{hosts: map[string]*sim.State{"node-1": {NAT: map[string]*sim.NATTable{"global": {Rules: []*sim.NATRuleEntry{
+		{Text: "rdr zwgw0 10.96.0.20/32 port 80 -> 10.20.1.5 port 8080 tcp"}}}}}}}
+	if l := iso.natLeaks("10.96.0.0/16", "10.20.0.0/17"); len(l) != 1 {
+		t.Errorf("NAT leaks off loopback: %v, want the rule", l)
 	}
 	if l := o.lifecycleFaults(); len(l) != 1 || !strings.Contains(l[0], "pod/default/gone") {
 		t.Errorf("lifecycle faults: %v", l)

@@ -30,6 +30,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/fabric"
 )
 
 type options struct {
@@ -40,6 +42,8 @@ type options struct {
 	jsonOut         string
 	keep            bool
 	minGap, maxGap  time.Duration
+	// isolated runs the nodes and zones in namespaces of their own.
+	isolated bool
 }
 
 func main() {
@@ -52,6 +56,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the stack's directory (logs, data) after the run")
 	flag.DurationVar(&o.minGap, "min-gap", 8*time.Second, "shortest time between two chaos events")
 	flag.DurationVar(&o.maxGap, "max-gap", 25*time.Second, "longest time between two chaos events")
+	flag.BoolVar(&o.isolated, "isolation", fabric.IsolationSupported() == nil, "run the nodes and zones in namespaces of their own, as make dev does (the default where the machine allows it; needs root)")
 	flag.Parse()
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano()) % 1_000_000_000
@@ -107,9 +112,9 @@ type Invariant struct {
 }
 
 func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
-	fmt.Printf("zwchaos: seed %d, duration %s (reproduce: make chaos CHAOS_FLAGS=\"--seed %d --duration %s\")\n", o.seed, o.duration, o.seed, o.duration)
+	fmt.Printf("zwchaos: seed %d, duration %s, isolation %v (reproduce: make chaos CHAOS_FLAGS=\"--seed %d --duration %s --isolation=%v\")\n", o.seed, o.duration, o.isolated, o.seed, o.duration, o.isolated)
 	started := time.Now()
-	s, err := startStack(ctx, o.bin, 2, 3, log)
+	s, err := startStack(ctx, o.bin, 2, 3, o.isolated, log)
 	if s != nil {
 		defer s.stop(o.keep)
 	}
@@ -150,7 +155,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 		a.do(ctx, "uncordon node", "POST", "/api/v1/nodes/"+n+"/uncordon", nil)
 	}
 	res := &Results{Seed: o.seed, Duration: o.duration.String(), Kills: ch.counts, Operations: a.ops,
-		Reproduce: fmt.Sprintf("make chaos CHAOS_FLAGS=\"--seed %d --duration %s\"", o.seed, o.duration)}
+		Reproduce: fmt.Sprintf("make chaos CHAOS_FLAGS=\"--seed %d --duration %s --isolation=%v\"", o.seed, o.duration, o.isolated)}
 	if o.keep {
 		res.Dir = s.dir
 	}
@@ -178,6 +183,11 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	w.sawClaims(obs.claims)
 	res.ClaimsMoved = w.claimsMoved()
 	res.check(ctx, obs, w, s)
+	// The final stop, as an operator's: it leaves nothing behind.
+	s.stop(o.keep)
+	left := s.leftovers()
+	res.add("processes, namespaces, links left after the stop", len(left), 0, left)
+	res.Passed = res.Passed && len(left) == 0
 	for _, f := range a.failures {
 		res.Details = append(res.Details, "answer: "+f)
 	}
@@ -194,7 +204,7 @@ func converged(o *observation, w *world, s *stack) bool {
 			return false
 		}
 	}
-	if missing(o, w) > 0 || len(o.lifecycleFaults()) > 0 || len(o.podHostFaults()) > 0 || len(o.ipamLeaks()) > 0 || len(o.natLeaks(s.clusterCIDR)) > 0 {
+	if missing(o, w) > 0 || len(o.lifecycleFaults()) > 0 || len(o.podHostFaults()) > 0 || len(o.ipamLeaks()) > 0 || len(o.natLeaks(s.serviceCIDR, s.clusterCIDR)) > 0 {
 		return false
 	}
 	z, v, d, _ := o.leaks()
@@ -282,7 +292,7 @@ func (r *Results) check(ctx context.Context, o *observation, w *world, s *stack)
 	z, v, d, what := o.leaks()
 	r.add("leaked zones, VNICs, datasets on hosts", z+v+d, 0, what)
 	r.add("leaked pod addresses (IPAM)", len(o.ipamLeaks()), 0, o.ipamLeaks())
-	r.add("leaked NAT rules", len(o.natLeaks(s.clusterCIDR)), 0, o.natLeaks(s.clusterCIDR))
+	r.add("leaked NAT rules", len(o.natLeaks(s.serviceCIDR, s.clusterCIDR)), 0, o.natLeaks(s.serviceCIDR, s.clusterCIDR))
 	var deleted []string
 	w.mu.Lock()
 	for name, ok := range w.services {

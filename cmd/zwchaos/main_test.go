@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/fabric"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
 
@@ -19,8 +20,13 @@ func TestChaosShortRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// In isolation mode where the machine allows it, as make dev runs.
+	isolated := fabric.IsolationSupported() == nil
+	if !isolated {
+		t.Log("isolation mode unavailable: the run shares the loopback")
+	}
 	res, err := run(context.Background(), options{bin: bin, duration: 25 * time.Second, convergeTimeout: time.Minute, seed: 3,
-		minGap: 2 * time.Second, maxGap: 3 * time.Second}, log)
+		minGap: 2 * time.Second, maxGap: 3 * time.Second, isolated: isolated}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,18 +23,21 @@ import (
 
 	"github.com/zonewright/zonewright/deploy"
 	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/encryption"
+	"github.com/zonewright/zonewright/internal/fabric"
 	"github.com/zonewright/zonewright/internal/pgserver"
 	"github.com/zonewright/zonewright/internal/pki"
 )
 
-// serviceCIDR is the stack's service range: on loopback, so the simulated
-// nodes' NAT listens on ClusterIPs, and apart from the ranges of the dev
-// stack and of the benchmark.
-const serviceCIDR = "127.93.0.0/16"
+// loopbackServiceCIDR is the service range on the shared loopback, where
+// the simulated nodes' NAT listens on ClusterIPs: apart from the ranges of
+// the dev stack and of the benchmark. In isolation mode services get
+// serve's default range, inside the nodes' namespaces.
+const loopbackServiceCIDR = "127.93.0.0/16"
 
 // stack is every process of the system, each on its own, as in
 // production: PostgreSQL, the Temporal server, API replicas and agents.
@@ -56,15 +60,21 @@ type stack struct {
 	apiURLs      []string
 	dnsAddrs     []string
 	clusterCIDR  string
-	nodes        *devnodes.Nodes
-	stopNodes    context.CancelFunc
+	serviceCIDR  string
+	// nodesDir holds the nodes' data; in isolation mode it names their
+	// namespaces (fabric.Leftovers).
+	nodesDir  string
+	nodes     *devnodes.Nodes
+	stopNodes context.CancelFunc
+
+	stopped bool
 
 	token    string
 	client   *http.Client
 	temporal tclient.Client // as an operator, to list workflows
 }
 
-func startStack(ctx context.Context, binDir string, replicas, nodes int, log *slog.Logger) (*stack, error) {
+func startStack(ctx context.Context, binDir string, replicas, nodes int, isolated bool, log *slog.Logger) (*stack, error) {
 	bin, err := filepath.Abs(binDir)
 	if err != nil {
 		return nil, err
@@ -75,7 +85,14 @@ func startStack(ctx context.Context, binDir string, replicas, nodes int, log *sl
 	}
 	s := &stack{dir: dir, stateDir: filepath.Join(dir, "state"), bin: bin, sim: filepath.Join(bin, "illumos-sim"), log: log,
 		pgDir: filepath.Join(dir, "postgres")}
-	s.clusterCIDR = devnodes.ClusterCIDROf(dir)
+	s.clusterCIDR, s.serviceCIDR, s.nodesDir = devnodes.ClusterCIDROf(dir), loopbackServiceCIDR, filepath.Join(dir, "nodes")
+	var underlay netip.Prefix
+	if isolated {
+		// The network number the directory picks, on 10/8 inside the
+		// namespaces.
+		n := int(netip.MustParsePrefix(s.clusterCIDR).Addr().As4()[1])
+		underlay, s.clusterCIDR, s.serviceCIDR = fabric.IsolatedUnderlay(n), fabric.IsolatedClusterCIDR(n), clusterip.DefaultCIDR
+	}
 	ca, err := pki.LoadOrCreateCA(filepath.Join(s.stateDir, "tls"), controlplane.CACommonName)
 	if err != nil {
 		return s, err
@@ -146,7 +163,7 @@ func startStack(ctx context.Context, binDir string, replicas, nodes int, log *sl
 				"--temporal-tls-cert", cpCert.CertFile, "--temporal-tls-key", cpCert.KeyFile, "--temporal-tls-ca", cpCert.CAFile,
 				"--temporal-tls-server-name", cpCert.ServerName,
 				"--image-store", filepath.Join(dir, "images"), "--image-map", imageMap, "--encryption-key-file", keyFile,
-				"--service-cidr", serviceCIDR, "--cluster-cidr", s.clusterCIDR, "--node-cidr-mask-size", strconv.Itoa(devnodes.NodeCIDRMaskSize),
+				"--service-cidr", s.serviceCIDR, "--cluster-cidr", s.clusterCIDR, "--node-cidr-mask-size", strconv.Itoa(devnodes.NodeCIDRMaskSize),
 				"--dns-listen", dnsAddr, "--dns-upstream", "none",
 				"--node-grace-period", "20s", "--node-eviction-timeout", "60s", "--log-level", "warn"}}
 		if err := p.start(); err != nil {
@@ -180,7 +197,7 @@ func startStack(ctx context.Context, binDir string, replicas, nodes int, log *sl
 		}
 	}
 
-	if s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: filepath.Join(dir, "nodes"), Tokens: &auth.Tokens{Pool: s.db},
+	if s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: s.nodesDir, Tokens: &auth.Tokens{Pool: s.db}, Underlay: underlay,
 		Agent: filepath.Join(bin, "zonewright"), Sim: s.sim, Temporal: s.temporalAddr, Namespace: devstack.DefaultNamespace, TemporalMTLS: true,
 		Logger: log, APIURLs: s.apiURLs, APICAFile: controlplane.CAFile(s.stateDir),
 		ExtraArgs: []string{"--heartbeat-interval", "2s", "--dns-upstream", "none"}}); err != nil {
@@ -271,6 +288,10 @@ func (s *stack) allUp() bool {
 }
 
 func (s *stack) stop(keep bool) {
+	if s.stopped {
+		return
+	}
+	s.stopped = true
 	if s.stopNodes != nil {
 		s.stopNodes()
 	}
@@ -300,6 +321,39 @@ func (s *stack) stop(keep bool) {
 	if !keep {
 		_ = os.RemoveAll(s.dir)
 	}
+}
+
+// leftovers is what the stopped stack left on this machine: processes
+// naming its directory (agents, simulated zones, servers) and, in
+// isolation mode, its namespaces and links. It waits up to 10 s for
+// processes on their way out.
+func (s *stack) leftovers() []string {
+	var out []string
+	_ = waitFor(context.Background(), 10*time.Second, func() bool {
+		out = fabric.Leftovers(s.nodesDir)
+		for _, pid := range pidsNaming(s.dir) {
+			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			out = append(out, fmt.Sprintf("process %d: %s", pid, strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " ")))
+		}
+		return len(out) == 0
+	})
+	return out
+}
+
+// pidsNaming are the processes an argument of which contains s.
+func pidsNaming(s string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(b), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // waitFor polls cond every half second until it holds or d has passed.

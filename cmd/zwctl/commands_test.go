@@ -124,11 +124,11 @@ func TestApplyTwiceIsUnchangedAndGetYAMLAppliesAsIs(t *testing.T) {
 	must(t, "rollout", "status", "deploy/web", "-n", "roundtrip", "--timeout=60s")
 
 	// Tables of what the directory made.
-	if got := must(t, "get", "svc,deploy", "-n", "roundtrip"); !regexp.MustCompile(`(?s)NAME +TYPE +CLUSTER-IP +PORT\(S\) +AGE\nweb +ClusterIP +127\.96\.\S+ +80/TCP .*\n\nNAME +READY +UP-TO-DATE +AVAILABLE +AGE\nweb +1/1 +1 +1 `).MatchString(got) {
+	if got := must(t, "get", "svc,deploy", "-n", "roundtrip"); !regexp.MustCompile(`(?s)NAME +TYPE +CLUSTER-IP +PORT\(S\) +AGE\nweb +ClusterIP +\d+\.\d+\.\d+\.\d+ +80/TCP .*\n\nNAME +READY +UP-TO-DATE +AVAILABLE +AGE\nweb +1/1 +1 +1 `).MatchString(got) {
 		t.Errorf("get svc,deploy:\n%s", got)
 	}
 	eventually(t, "the service's endpoints", func() bool {
-		return regexp.MustCompile(`\nweb +127\.\S+:80 `).MatchString(must(t, "get", "ep", "-n", "roundtrip"))
+		return regexp.MustCompile(`\nweb +\d+\.\d+\.\d+\.\d+:80 `).MatchString(must(t, "get", "ep", "-n", "roundtrip"))
 	})
 	if got := must(t, "get", "pvc,secrets,controllerrevisions", "-n", "roundtrip"); !strings.Contains(got, "data ") || !regexp.MustCompile(`\na +Opaque +1 `).MatchString(got) ||
 		!strings.Contains(got, "deployment.apps/web") {
@@ -383,7 +383,7 @@ func TestDescribeShowsTheObjectAndItsEvents(t *testing.T) {
 	if r.code != 1 || !strings.HasPrefix(r.err, "Error from server (Invalid): ") || !strings.Contains(r.err, "metadata.name") || strings.Count(r.err, "\n") != 1 {
 		t.Errorf("applying an invalid pod: %s", r)
 	}
-	if got := must(t, "get", "pods", "-A", "-o", "wide", "--field-selector", "metadata.namespace=describe"); !regexp.MustCompile(`^NAMESPACE +NAME +READY +STATUS +RESTARTS +AGE +IP +NODE\ndescribe +web +1/1 +Running +0 +\S+ +127\.\S+ +node-\d\n$`).MatchString(got) {
+	if got := must(t, "get", "pods", "-A", "-o", "wide", "--field-selector", "metadata.namespace=describe"); !regexp.MustCompile(`^NAMESPACE +NAME +READY +STATUS +RESTARTS +AGE +IP +NODE\ndescribe +web +1/1 +Running +0 +\S+ +\d+\.\d+\.\d+\.\d+ +node-\d\n$`).MatchString(got) {
 		t.Errorf("get pods -A -o wide:\n%s", got)
 	}
 	if got := must(t, "get", "events", "-n", "describe"); !regexp.MustCompile(`^LAST SEEN +TYPE +REASON +OBJECT +MESSAGE\n`).MatchString(got) || !strings.Contains(got, "pod/web") {

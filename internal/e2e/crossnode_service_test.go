@@ -47,7 +47,8 @@ print(' '.join(out))
 // put the route back. The node's cluster DNS, on the pods' gateway,
 // answers the service's name with its ClusterIP, and the pod resolves the
 // short name through the resolv.conf the node wrote into its zone, which
-// its mount namespace shows at /etc.
+// its mount namespace shows at /etc; a pod on node-2 is found by its
+// hostname under a headless service named as its subdomain.
 //
 // Make syncKernelNAT (internal/sim/natkernel.go) return at once to see it
 // fail: no rule is in force in the nodes' kernels. Remove the hairpin rule
@@ -66,6 +67,14 @@ func TestServiceClusterIPAcrossNodesInIsolation(t *testing.T) {
 		  "containers":[{"name":"http","image":"base","command":["sh","-c","echo %s-on-%s > index.html && exec python3 -m http.server --bind $POD_IP 8080"],
 		    "readinessProbe":{"httpGet":{"path":"/","port":8080},"periodSeconds":1}}]}}`, s.name, s.name, s.node, s.name, s.node))
 	}
+	// A headless service and a pod on node-2 named in its domain by its
+	// hostname and subdomain.
+	if code, b := c.do("POST", "/api/v1/namespaces/default/services",
+		`{"metadata":{"name":"db"},"spec":{"clusterIP":"None","selector":{"app":"db"},"ports":[{"port":5432}]}}`); code != http.StatusCreated {
+		t.Fatalf("create headless service: %d %s", code, b)
+	}
+	c.createPod(`{"metadata":{"name":"db-1","labels":{"app":"db"}},"spec":{"nodeName":"node-2","hostname":"db-0","subdomain":"db","terminationGracePeriodSeconds":1,
+	  "containers":[{"name":"app","image":"base","command":["sleep","600"]}]}}`)
 	c.createPod(`{"metadata":{"name":"client"},"spec":{"nodeName":"node-1","hostname":"client-box","terminationGracePeriodSeconds":1,
 	  "containers":[{"name":"c","image":"base","command":["sleep","600"],
 	    "readinessProbe":{"exec":{"command":["grep","-q","zonewright","/etc/resolv.conf"]},"periodSeconds":1}}]}}`)
@@ -142,6 +151,13 @@ func TestServiceClusterIPAcrossNodesInIsolation(t *testing.T) {
 	if got := inZone("the lookup of web", "python3", "-c", "import socket; print(socket.gethostbyname('web'))"); got != web {
 		t.Fatalf("socket.gethostbyname('web') in the client: %q; want the ClusterIP %s", got, web)
 	}
+	// The pod on node-2 by its per-pod name, through the client's own
+	// resolver (search list), from node-1.
+	db := c.waitPhase("db-1", model.PodRunning, true, 90*time.Second)
+	c.eventually(10*time.Second, "db-0.db to resolve in the client to db-1's address", func() bool {
+		out, _, code := c.podExec(t, "/api/v1/namespaces/default/pods/client", nil, "python3", "-c", "import socket; print(socket.gethostbyname('db-0.db'))")
+		return code == 0 && strings.TrimSpace(out) == db.Status.PodIP
+	})
 	if got := inZone("the hostname", "python3", "-c", "import socket; print(socket.gethostname())"); got != "client-box" {
 		t.Fatalf("the client's kernel hostname: %q; want client-box", got)
 	}

@@ -81,9 +81,7 @@ type Fabric struct {
 // namespaces), removing first what a stack there left behind (one killed
 // before it could clean up). log may be nil.
 func New(dataDir string, underlay netip.Prefix, log *slog.Logger) (*Fabric, error) {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(dataDir))
-	p := fmt.Sprintf("zw%06x", h.Sum32()&0xffffff)
+	p := prefixOf(dataDir)
 	f := &Fabric{prefix: p, underlay: underlay, cpLink: p + "cp", log: log}
 	f.Remove()
 	cp := underlay.Addr()
@@ -109,6 +107,36 @@ func New(dataDir string, underlay netip.Prefix, log *slog.Logger) (*Fabric, erro
 }
 
 func (f *Fabric) ns(name string) string { return f.prefix + "-" + name }
+
+// prefixOf begins the name of everything the fabric of the stack in
+// dataDir makes.
+func prefixOf(dataDir string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(dataDir))
+	return fmt.Sprintf("zw%06x", h.Sum32()&0xffffff)
+}
+
+// Leftovers lists what the fabric of the stack in dataDir (absolute)
+// left on this machine: its namespaces and its links in this one. Empty
+// once the stack has stopped cleanly.
+func Leftovers(dataDir string) []string {
+	p := prefixOf(dataDir)
+	var out []string
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), p+"-") {
+			out = append(out, "network namespace "+e.Name())
+		}
+	}
+	if ifs, err := net.Interfaces(); err == nil {
+		for _, i := range ifs {
+			if strings.HasPrefix(i.Name, p) {
+				out = append(out, "link "+i.Name)
+			}
+		}
+	}
+	return out
+}
 
 // nsPath is where ip keeps a named namespace.
 func nsPath(name string) string { return filepath.Join("/run/netns", name) }

@@ -133,6 +133,12 @@ func TestIsolatedNodeRealisesNATInTheKernel(t *testing.T) {
 		t.Fatalf("the backend answered %q, want %q (it must see the client pod's own address)", got, want)
 	}
 
+	// A zone cannot take another zone's address: it is not on its stack.
+	if r := h1.run("zlogin", "pod", "python3", "-c", fmt.Sprintf(`"import socket; socket.socket().bind(('%s', 9999))"`, server2)); r.code == 0 ||
+		!strings.Contains(r.stderr, "Cannot assign requested address") {
+		t.Errorf("zone pod bound zone web's address %s: %s", server2, r)
+	}
+
 	// Round-robin rules take turns.
 	rr := fmt.Sprintf("rdr zwgw0 10.96.0.6/32 port 80 -> %s port 8080 tcp round-robin\nrdr zwgw0 10.96.0.6/32 port 80 -> %s port 8080 tcp round-robin\n", server1, server2)
 	expect(t, h2.runIn(rr, "ipnat", "-f", "-"), 0, "", "")
