@@ -130,11 +130,7 @@ func (a *app) execCommand() *cobra.Command {
 			defer stop()
 			sess, err := execstream.Dial(ctx, c.HTTP1Client(), c.URL(podPath(a.namespace(), name, "exec"), opts.Values()), nil)
 			if err != nil {
-				var refused *execstream.RefusedError
-				if errors.As(err, &refused) {
-					return &zw.APIError{Code: refused.Code, Reason: strings.ReplaceAll(http.StatusText(refused.Code), " ", ""), Message: refused.Message}
-				}
-				return err
+				return refusal(err)
 			}
 			var in io.Reader
 			if stdin {
@@ -161,6 +157,16 @@ func (a *app) execCommand() *cobra.Command {
 	f.BoolVarP(&stdin, "stdin", "i", false, "pass zwctl's standard input to the command")
 	f.BoolVarP(&tty, "tty", "t", false, "run the command on a terminal (its stderr then comes on stdout)")
 	return cmd
+}
+
+// refusal is the API error a refused upgrade (exec, port-forward) carries,
+// printed as any other answer of the server; other errors as they are.
+func refusal(err error) error {
+	var refused *execstream.RefusedError
+	if errors.As(err, &refused) {
+		return &zw.APIError{Code: refused.Code, Reason: strings.ReplaceAll(http.StatusText(refused.Code), " ", ""), Message: refused.Message}
+	}
+	return err
 }
 
 // terminal puts zwctl's terminal in raw mode, when its input is one, and

@@ -3,9 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,10 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/portforward"
-	zw "github.com/zonewright/zonewright/internal/zwclient"
 )
 
 // forward is one LOCAL:REMOTE pair of port-forward.
@@ -129,23 +125,10 @@ func (a *app) serveForward(ctx context.Context, l net.Listener, client *http.Cli
 			fmt.Fprintf(a.out, "Handling connection for %d\n", remote)
 			pod, err := portforward.Dial(ctx, client, u)
 			if err != nil {
-				var refused *execstream.RefusedError
-				if errors.As(err, &refused) {
-					err = &zw.APIError{Code: refused.Code, Reason: strings.ReplaceAll(http.StatusText(refused.Code), " ", ""), Message: refused.Message}
-				}
-				fmt.Fprintf(a.errOut, "error forwarding port %d: %v\n", remote, err)
+				fmt.Fprintf(a.errOut, "error forwarding port %d: %v\n", remote, refusal(err))
 				return
 			}
-			defer pod.Close()
-			// Either end closing ends the connection: a stream carries no
-			// half-close.
-			done := make(chan struct{}, 2)
-			go func() { _, _ = io.Copy(pod, local); done <- struct{}{} }()
-			go func() { _, _ = io.Copy(local, pod); done <- struct{}{} }()
-			select {
-			case <-done:
-			case <-ctx.Done():
-			}
+			portforward.Join(local, pod, ctx.Done())
 		}()
 	}
 }

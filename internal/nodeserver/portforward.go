@@ -2,7 +2,6 @@ package nodeserver
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -58,12 +57,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Accept answered
 	}
-	defer client.Close()
-	// Either end closing ends the forward: a stream carries no half-close.
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(pod, client); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(client, pod); done <- struct{}{} }()
-	<-done
+	portforward.Join(client, pod, nil)
 }
 
 // unwrapOp is a dial error without the addresses the message already has.

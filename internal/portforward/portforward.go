@@ -9,6 +9,7 @@ package portforward
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -58,6 +59,21 @@ func Accept(w http.ResponseWriter, r *http.Request) (net.Conn, error) {
 	}
 	conn.SetReadLimit(maxMessage)
 	return websocket.NetConn(r.Context(), conn, websocket.MessageBinary), nil
+}
+
+// Join carries the bytes between a and b both ways until either end
+// closes (a stream carries no half-close) or stop ends, then closes
+// both.
+func Join(a, b net.Conn, stop <-chan struct{}) {
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(a, b); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(b, a); done <- struct{}{} }()
+	select {
+	case <-done:
+	case <-stop:
+	}
+	a.Close()
+	b.Close()
 }
 
 // Port reads the query's port, a TCP port number.
