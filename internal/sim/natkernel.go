@@ -30,10 +30,10 @@ import (
 // after stop-all or a new namespace. Nothing runs in the background.
 //
 // A rule chain's choice (spec §10.3) is realised as its steady state: a
-// chain of round-robin rules becomes one DNAT cycling through every
-// rule's targets in order; a chain whose head is not round-robin, or that
-// reaches one that is not, always uses that rule, alternating between its
-// two targets. Not realised, and logged to run/net.log: bimap, map-block,
+// chain of round-robin rules becomes one DNAT cycling through the rules in
+// turn, each time a rule's next target (roundRobin); a chain whose head is
+// not round-robin, or that reaches one that is not, always uses that rule,
+// alternating between its two targets. Not realised, and logged to run/net.log: bimap, map-block,
 // proxies, icmpidmap, sticky affinity and hit counts.
 const natNFTable = "ipnat"
 
@@ -48,9 +48,9 @@ func (h *host) kernelNAT() bool { return h.nodeNetns() != "" }
 // and the rules it cannot realise.
 func nftRuleset(t *NATTable) (string, []string) {
 	type chain struct {
-		match   string
-		targets []string // one per choice, in the order the kernel makes them
-		held    bool     // a rule that never moves reached the head
+		match string
+		rules [][]string // the round-robin rules' targets, in chain order
+		held  []string   // the targets of a rule that never moves, once it reached the head
 	}
 	var rdr []*chain
 	byMatch := map[string]*chain{}
@@ -79,12 +79,12 @@ func nftRuleset(t *NATTable) (string, []string) {
 					rdr = append(rdr, c)
 				}
 				switch {
-				case c.held:
+				case c.held != nil:
 				case !r.RoundRobin:
 					// The chain stops here for good: this rule stays first.
-					c.targets, c.held = nr.targets, true
+					c.held = nr.targets
 				default:
-					c.targets = append(c.targets, nr.targets...)
+					c.rules = append(c.rules, nr.targets)
 				}
 			}
 		case r.Kind == "map" && r.Proxy == "" && r.MapProxy == "" && r.ICMPIDMap == "":
@@ -104,7 +104,11 @@ func nftRuleset(t *NATTable) (string, []string) {
 	fmt.Fprintf(&b, "table ip %s\ndelete table ip %s\ntable ip %s {\n", natNFTable, natNFTable, natNFTable)
 	b.WriteString("\tchain rdr_rules {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n")
 	for _, c := range rdr {
-		fmt.Fprintf(&b, "\t\t%s %s\n", c.match, dnatTo(c.targets))
+		targets := c.held
+		if targets == nil {
+			targets = roundRobin(c.rules)
+		}
+		fmt.Fprintf(&b, "\t\t%s %s\n", c.match, dnatTo(targets))
 	}
 	b.WriteString("\t}\n\tchain map_rules {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n")
 	for _, m := range maps {
@@ -112,6 +116,23 @@ func nftRuleset(t *NATTable) (string, []string) {
 	}
 	b.WriteString("\t}\n}\n")
 	return b.String(), unrealised
+}
+
+// roundRobin is the order in which a chain of round-robin rules is used:
+// each rule in turn, each time its next target (a rule of two alternates),
+// until the cycle repeats.
+func roundRobin(rules [][]string) []string {
+	cycle := 1
+	for _, r := range rules {
+		cycle = max(cycle, len(r))
+	}
+	var out []string
+	for i := range cycle {
+		for _, r := range rules {
+			out = append(out, r[i%len(r)])
+		}
+	}
+	return out
 }
 
 // dnatTo chooses among targets ("A" or "A . Q") in turn.
@@ -190,8 +211,9 @@ func nftRdr(r *NATRule) ([]nftRdrRule, bool) {
 	return out, true
 }
 
-// nftMap is a map rule's SNAT statements: with a portmap range, its
-// TCP/UDP ports first, then the addresses of everything else.
+// nftMap is a map rule's SNAT statement. A portmap limits the rule to its
+// protocols (IPFilter's IPN_TCPUDP), and a range of ports picks the source
+// port from it.
 func nftMap(r *NATRule) ([]string, bool) {
 	if r.Kind != "map" || len(r.To) == 0 || r.BlockPorts != "" {
 		return nil, false
@@ -234,6 +256,9 @@ func nftMap(r *NATRule) ([]string, bool) {
 		return "snat to " + to + ":" + ports
 	}
 	proto, portRange, _ := strings.Cut(r.Portmap, " ")
+	if proto != "" && proto != r.Proto {
+		m = join(m, l4proto(proto))
+	}
 	if portRange == "" || portRange == "auto" {
 		return []string{m + " " + translate("")}, true
 	}
@@ -241,7 +266,7 @@ func nftMap(r *NATRule) ([]string, bool) {
 	if !ok {
 		return nil, false
 	}
-	return []string{join(m, l4proto(proto)) + " " + translate(lo+"-"+hi), m + " " + translate("")}, true
+	return []string{m + " " + translate(lo+"-"+hi)}, true
 }
 
 // nftFilter is the from/to form's matches.
