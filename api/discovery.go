@@ -78,18 +78,19 @@ var discoverable = map[string]struct {
 	short          []string
 	all            bool
 }{
-	"namespaces":             {model.KindNamespace, "namespace", []string{"ns"}, false},
-	"nodes":                  {model.KindNode, "node", []string{"no"}, false},
-	"pods":                   {model.KindPod, "pod", []string{"po"}, true},
-	"services":               {model.KindService, "service", []string{"svc"}, true},
-	"endpoints":              {model.KindEndpoints, "endpoints", []string{"ep"}, false},
-	"secrets":                {model.KindSecret, "secret", nil, false},
-	"events":                 {model.KindEvent, "event", []string{"ev"}, false},
-	"persistentvolumeclaims": {model.KindPersistentVolumeClaim, "persistentvolumeclaim", []string{"pvc"}, false},
-	"deployments":            {model.KindDeployment, "deployment", []string{"deploy"}, true},
-	"controllerrevisions":    {model.KindControllerRevision, "controllerrevision", nil, false},
-	"jobs":                   {model.KindJob, "job", nil, true},
-	"volumesnapshots":        {model.KindVolumeSnapshot, "volumesnapshot", []string{"vs"}, false},
+	"namespaces":               {model.KindNamespace, "namespace", []string{"ns"}, false},
+	"nodes":                    {model.KindNode, "node", []string{"no"}, false},
+	"pods":                     {model.KindPod, "pod", []string{"po"}, true},
+	"services":                 {model.KindService, "service", []string{"svc"}, true},
+	"endpoints":                {model.KindEndpoints, "endpoints", []string{"ep"}, false},
+	"secrets":                  {model.KindSecret, "secret", nil, false},
+	"events":                   {model.KindEvent, "event", []string{"ev"}, false},
+	"persistentvolumeclaims":   {model.KindPersistentVolumeClaim, "persistentvolumeclaim", []string{"pvc"}, false},
+	"deployments":              {model.KindDeployment, "deployment", []string{"deploy"}, true},
+	"controllerrevisions":      {model.KindControllerRevision, "controllerrevision", nil, false},
+	"jobs":                     {model.KindJob, "job", nil, true},
+	"volumesnapshots":          {model.KindVolumeSnapshot, "volumesnapshot", []string{"vs"}, false},
+	"selfsubjectaccessreviews": {"SelfSubjectAccessReview", "selfsubjectaccessreview", nil, false},
 }
 
 // discovery is what the discovery routes answer, made once from the routes.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -51,8 +52,11 @@ func (s *Server) checkContentType(c *gin.Context) {
 		return
 	}
 	allowed := bodyTypes
-	if r.Method == http.MethodPatch {
+	switch {
+	case r.Method == http.MethodPatch:
 		allowed = patchTypes
+	case protobufBodies[r.URL.Path]:
+		allowed = append(slices.Clip(bodyTypes), mediaProtobuf)
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || !contains(allowed, mt) {

@@ -37,6 +37,8 @@ func resourceTypes() map[string]any {
 		"jobs":                   model.Job{},
 		"events":                 model.Event{},
 		"volumesnapshots":        model.VolumeSnapshot{},
+		// Asked and answered, never stored: kubectl auth can-i.
+		"selfsubjectaccessreviews": SelfSubjectAccessReview{},
 	}
 }
 

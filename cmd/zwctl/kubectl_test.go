@@ -216,3 +216,33 @@ spec:
 		t.Errorf("kubectl exec of a command that exits 3: %v %q", err, errOut)
 	}
 }
+
+// kubectl auth can-i asks zonewright's roles (a SelfSubjectAccessReview):
+// the admin may create pods; a view token of a namespace may read its
+// pods but not create them, nor read another namespace's. (Drop the
+// selfsubjectaccessreviews route to see can-i refused.)
+func TestKubectlAuthCanI(t *testing.T) {
+	t.Parallel()
+	namespace(t, "cani")
+	r := zwctl(t, "token", "create", "-n", "cani", "--role", "view", "--ttl", "1h")
+	if r.code != 0 {
+		t.Fatalf("token create: %s", r)
+	}
+	view := strings.TrimSpace(r.out)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "pods", "-n", "cani"}, "yes"},
+		{[]string{"get", "pods", "-n", "cani", "--token", view}, "yes"},
+		{[]string{"create", "pods", "-n", "cani", "--token", view}, "no"},
+		{[]string{"get", "pods", "-n", "default", "--token", view}, "no"},
+		{[]string{"create", "pods/exec", "-n", "cani", "--token", view}, "no"},
+	} {
+		out, errOut, err := kubectl(t, append([]string{"auth", "can-i"}, c.args...)...)
+		// A denial says why after the no, as zonewright's 403 would.
+		if answer, _, _ := strings.Cut(strings.TrimSpace(out), " "); answer != c.want || (err == nil) != (c.want == "yes") {
+			t.Errorf("kubectl auth can-i %v: %q (%v)\n%s", c.args, out, err, errOut)
+		}
+	}
+}
