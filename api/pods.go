@@ -349,7 +349,19 @@ func (s *Server) updatePodLifecycle(c *gin.Context, update string, arg any) {
 	if arg != nil {
 		args = append(args, arg)
 	}
-	if err := s.pods.Update(ctx, p.Metadata.Namespace, p.Metadata.Name, update, args...); err != nil {
+	err = s.pods.Update(ctx, p.Metadata.Namespace, p.Metadata.Name, update, args...)
+	// A pod whose deletion the API accepted is terminating, though its
+	// lifecycle may not have taken the terminate signal yet when a
+	// finalize right behind it arrives: give the signal a moment.
+	for wait := 50 * time.Millisecond; update == workflows.UpdateFinalize && p.Metadata.DeletionTimestamp != nil &&
+		errors.Is(err, workflows.ErrRefused) && wait <= 1600*time.Millisecond; wait *= 2 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		err = s.pods.Update(ctx, p.Metadata.Namespace, p.Metadata.Name, update, args...)
+	}
+	if err != nil {
 		s.fail(c, lifecycleError(err))
 		return
 	}
