@@ -20,16 +20,17 @@ const (
 	// atRestLabel marks the node its pods run on.
 	atRestLabel = "chaos.zonewright.io/at-rest"
 	// atRestHealthyDeadline is short, so that its pods are past it by the
-	// first kill.
-	atRestHealthyDeadline = 4 * time.Second
+	// first kill, and long enough for a pod to start on a loaded machine
+	// in isolation mode.
+	atRestHealthyDeadline = 10 * time.Second
 )
 
 const eventsPath = "/api/v1/namespaces/default/events"
 
 // startAtRest labels node, makes the deployment at rest there and waits
 // until it has rolled out and its pods are past their healthy deadline;
-// it returns its pods, uid → name.
-func startAtRest(ctx context.Context, a *api, node string) (map[string]string, error) {
+// it returns its pods, uid → name, and when it was at rest.
+func startAtRest(ctx context.Context, a *api, node string) (map[string]string, time.Time, error) {
 	// The node may not have registered yet; the agent's own writes can
 	// make a 409.
 	var answer string
@@ -48,7 +49,7 @@ func startAtRest(ctx context.Context, a *api, node string) (map[string]string, e
 		return code == http.StatusOK
 	})
 	if err != nil {
-		return nil, fmt.Errorf("label node %s for the deployment at rest: %w (last answer: %s)", node, err, answer)
+		return nil, time.Time{}, fmt.Errorf("label node %s for the deployment at rest: %w (last answer: %s)", node, err, answer)
 	}
 	d := deployment(atRestName, atRestReplicas, 1)
 	spec := d["spec"].(map[string]any)
@@ -59,7 +60,7 @@ func startAtRest(ctx context.Context, a *api, node string) (map[string]string, e
 	spec["strategy"] = map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": 1, "maxUnavailable": 0,
 		"healthyDeadlineSeconds": int(atRestHealthyDeadline / time.Second)}}
 	if code, b := a.do(ctx, "create deployment", http.MethodPost, deploymentsPath, d); code != http.StatusCreated {
-		return nil, fmt.Errorf("create the deployment at rest: %d %s", code, truncate(b, 300))
+		return nil, time.Time{}, fmt.Errorf("create the deployment at rest: %d %s", code, truncate(b, 300))
 	}
 	var pods map[string]string
 	err = waitFor(ctx, 2*time.Minute, func() bool {
@@ -79,12 +80,12 @@ func startAtRest(ctx context.Context, a *api, node string) (map[string]string, e
 		return true
 	})
 	if err != nil {
-		return nil, fmt.Errorf("the deployment at rest did not roll out: %w", err)
+		return nil, time.Time{}, fmt.Errorf("the deployment at rest did not roll out: %w", err)
 	}
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, time.Time{}, ctx.Err()
 	case <-time.After(atRestHealthyDeadline):
 	}
-	return pods, nil
+	return pods, time.Now(), nil
 }

@@ -357,11 +357,12 @@ func (o *observation) claimFaults(want map[string]string) []string {
 	return out
 }
 
-// atRestFaults lists what became of the deployment at rest that no kill
+// atRestFaults lists what became of the deployment at rest, since it was
+// at rest, that no kill
 // may cause: a pod of it replaced (pods are uid → name as they were once
 // it was available), a failure condition, a warning event (a failed
 // rollout, a pod that missed its healthy deadline, a revert).
-func (o *observation) atRestFaults(pods map[string]string) []string {
+func (o *observation) atRestFaults(pods map[string]string, since time.Time) []string {
 	var out []string
 	var d *model.Deployment
 	for i := range o.deployments {
@@ -396,6 +397,9 @@ func (o *observation) atRestFaults(pods map[string]string) []string {
 		out = append(out, fmt.Sprintf("failedPods %d", d.Status.FailedPods))
 	}
 	for _, e := range o.atRestEvents {
+		if e.LastTimestamp != nil && e.LastTimestamp.Before(since) {
+			continue // its rollout's, before it was at rest (and before any kill)
+		}
 		if e.InvolvedObject.Kind == model.KindDeployment && e.Type == model.EventWarning {
 			out = append(out, fmt.Sprintf("event %s: %s", e.Reason, e.Message))
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
@@ -97,20 +98,26 @@ func TestChecksFindWhatIsLeftBehind(t *testing.T) {
 	o.deployments = []model.Deployment{{Metadata: model.ObjectMeta{Name: atRestName}, Status: model.DeploymentStatus{Conditions: []model.DeploymentCondition{
 		{Type: model.DeploymentAvailable, Status: model.ConditionTrue}, {Type: model.DeploymentProgressing, Status: model.ConditionTrue, Reason: model.ReasonNewReplicaSetAvailable}}}}}
 	atRest := map[string]string{uid: "web"}
-	if f := o.atRestFaults(atRest); len(f) != 0 {
+	if f := o.atRestFaults(atRest, time.Time{}); len(f) != 0 {
 		t.Fatalf("a deployment at rest with its pod is reported: %v", f)
 	}
 	o.pods[0].Metadata.UID = goneUID
 	o.deployments[0].Status.Conditions[1] = model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionFalse, Reason: model.ReasonProgressDeadlineExceeded}
 	o.atRestEvents = []model.Event{{EventData: model.EventData{InvolvedObject: model.ObjectReference{Kind: model.KindDeployment, Name: atRestName},
 		Type: model.EventWarning, Reason: "RolloutFailed", Message: "2 new pods of revision 1 missed their healthy deadline"}}}
-	f := o.atRestFaults(atRest)
+	f := o.atRestFaults(atRest, time.Time{})
 	if len(f) != 4 || !strings.Contains(f[0], "is new") || !strings.Contains(f[1], "was replaced") ||
 		!strings.Contains(f[2], model.ReasonProgressDeadlineExceeded) || !strings.Contains(f[3], "RolloutFailed") {
 		t.Errorf("faults of the deployment at rest: %v; want the new pod, the one replaced, the condition and the event", f)
 	}
+	// An event of its rollout, before it was at rest, is not a fault.
+	before := time.Now()
+	o.atRestEvents[0].LastTimestamp = &before
+	if f := o.atRestFaults(atRest, before.Add(time.Second)); len(f) != 3 {
+		t.Errorf("faults with the event from before it was at rest: %v; want the other three", f)
+	}
 	o.deployments = nil
-	if f := o.atRestFaults(atRest); len(f) != 1 || !strings.Contains(f[0], "gone") {
+	if f := o.atRestFaults(atRest, time.Time{}); len(f) != 1 || !strings.Contains(f[0], "gone") {
 		t.Errorf("faults of a deployment at rest deleted: %v", f)
 	}
 }

@@ -130,8 +130,9 @@ type world struct {
 	claimNodes map[string]map[string]bool
 	n          int
 	// atRest are the pods of the deployment at rest (uid → name) once
-	// it was available.
-	atRest map[string]string
+	// it was available, atRestSince when it was.
+	atRest      map[string]string
+	atRestSince time.Time
 }
 
 // sawClaims records the node each claim is bound to now.

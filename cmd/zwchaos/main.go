@@ -134,7 +134,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	}
 	// The deployment at rest runs on the first node, which the churn
 	// never cordons or drains.
-	if w.atRest, err = startAtRest(ctx, a, nodes[0]); err != nil {
+	if w.atRest, w.atRestSince, err = startAtRest(ctx, a, nodes[0]); err != nil {
 		return nil, fmt.Errorf("%w (logs in %s; --keep keeps them)", err, s.dir)
 	}
 	ch := &chaos{s: s, rng: rand.New(rand.NewPCG(o.seed, 2)), minGap: o.minGap, maxGap: o.maxGap, counts: map[string]int{}}
@@ -313,7 +313,7 @@ func (r *Results) check(ctx context.Context, o *observation, w *world, s *stack)
 	for _, c := range r.Operations {
 		serverErrors += c.ServerErrors
 	}
-	atRest := o.atRestFaults(w.atRest)
+	atRest := o.atRestFaults(w.atRest, w.atRestSince)
 	r.add("deployment at rest: pods replaced, failures recorded", len(atRest), 0, atRest)
 	r.add("API answers of 5xx other than 503", serverErrors, 0, nil)
 	converged := 0
