@@ -88,6 +88,7 @@ func main() {
 	flag.IntVar(&o.scale, "scale", 0, "pods the scale section ends with, on a stack of its own (0 skips it)")
 	flag.IntVar(&o.scaleNodes, "scale-nodes", 10, "simulated nodes of the scale section's stack")
 	flag.IntVar(&o.scaleSteps, "scale-steps", 4, "steps the scale section adds its pods in, measuring after each")
+	flag.BoolVar(&o.scaleIsolated, "scale-isolation", false, "run the scale section's stack in isolation mode (needs root)")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 60*time.Second, "how long each scale step measures")
 	flag.IntVar(&o.dnsSeconds, "dns-seconds", 5, "seconds the cluster DNS section queries for (0 skips it)")
 	flag.IntVar(&o.dnsClients, "dns-clients", 8, "UDP clients querying the cluster DNS at once")
@@ -120,6 +121,7 @@ type options struct {
 	idle, burst, steady, nodes    int
 	steadyWindow                  time.Duration
 	scale, scaleNodes, scaleSteps int
+	scaleIsolated                 bool
 	scaleWindow                   time.Duration
 	dnsSeconds, dnsClients        int
 	nat                           int

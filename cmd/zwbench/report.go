@@ -106,8 +106,12 @@ func (r *Results) printSections(w io.Writer) {
 func (r *ScaleResults) print(w io.Writer) {
 	const mib = 1024.0
 	last := r.Steps[len(r.Steps)-1]
-	fmt.Fprintf(w, "\nscale: %d pods on %d nodes, Running and Ready, one exec probe each every %.0f s; %.0f s window a step\n",
-		r.Pods, r.Nodes, r.ProbePeriodSeconds, last.WindowSeconds)
+	mode := "shared loopback"
+	if r.Isolated {
+		mode = "isolation mode"
+	}
+	fmt.Fprintf(w, "\nscale: %d pods on %d nodes (%s), Running and Ready, one exec probe each every %.0f s; %.0f s window a step\n",
+		r.Pods, r.Nodes, mode, r.ProbePeriodSeconds, last.WindowSeconds)
 	fmt.Fprintf(w, "  the nodes fit %d such pods (at most %d a node); the scheduler put %d–%d on each\n",
 		r.PodsTheNodesFit, r.MaxPodsPerNode, r.PodsPerNodeMin, r.PodsPerNodeMax)
 	fmt.Fprintf(w, "  machine: %d CPUs, %.1f GiB; %.1f GiB available at %d pods\n",

@@ -14,6 +14,7 @@ import (
 
 	tclient "go.temporal.io/sdk/client"
 
+	"github.com/zonewright/zonewright/internal/fabric"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/scheduler"
 )
@@ -36,6 +37,7 @@ const (
 type ScaleResults struct {
 	Pods               int     `json:"pods"`
 	Nodes              int     `json:"nodes"`
+	Isolated           bool    `json:"isolated"`
 	MaxPodsPerNode     int     `json:"maxPodsPerNode"`
 	PodsTheNodesFit    int     `json:"podsTheNodesFit"`
 	PodsPerNodeMin     int     `json:"podsPerNodeMin"`
@@ -133,11 +135,16 @@ func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, err
 	if per := (n + m - 1) / m; per > podCIDRPods {
 		return nil, fmt.Errorf("%d pods on %d nodes is %d a node, and a node's /24 pod network holds %d: add nodes (--scale-nodes)", n, m, per, podCIDRPods)
 	}
-	res := &ScaleResults{Pods: n, Nodes: m, MaxPodsPerNode: podCIDRPods, ProbePeriodSeconds: steadyProbePeriod.Seconds(),
+	if o.scaleIsolated {
+		if err := fabric.IsolationSupported(); err != nil {
+			return nil, fmt.Errorf("--scale-isolation: %w", err)
+		}
+	}
+	res := &ScaleResults{Pods: n, Nodes: m, Isolated: o.scaleIsolated, MaxPodsPerNode: podCIDRPods, ProbePeriodSeconds: steadyProbePeriod.Seconds(),
 		CreateInFlight: scaleInFlight, MachineCPUs: machineCPUs(), MachineMemKiB: meminfo("MemTotal")}
 
 	fmt.Fprintf(stderr, "scale: a stack of %d nodes\n", m)
-	s, err := startStack(ctx, stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods}, log)
+	s, err := startStack(ctx, stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods, isolated: o.scaleIsolated}, log)
 	if s != nil {
 		defer s.stop()
 	}
