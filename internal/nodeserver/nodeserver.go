@@ -24,7 +24,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -167,20 +166,29 @@ type target struct {
 	ns, pod, uid, zone, service, container string
 }
 
-// target reads and checks the request's path: a pod and, when the route
-// has one, a container.
-func (s *Server) target(w http.ResponseWriter, r *http.Request) (target, bool) {
-	ns, pod, uid, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("uid"), r.PathValue("container")
-	meta := &model.ObjectMeta{Name: pod, Namespace: ns}
-	named := r.Pattern == "" || strings.Contains(r.Pattern, "{container}")
-	if len(model.ValidateMeta(meta, true)) > 0 || !validUID(uid) || (named && len(model.ValidateMeta(&model.ObjectMeta{Name: container}, false)) > 0) {
-		fail(w, http.StatusBadRequest, "BadRequest", "the path does not name a pod (namespace, name, uid) and a container")
+// podTarget reads and checks the pod the request's path names.
+func podTarget(w http.ResponseWriter, r *http.Request) (target, bool) {
+	ns, pod, uid := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("uid")
+	if len(model.ValidateMeta(&model.ObjectMeta{Name: pod, Namespace: ns}, true)) > 0 || !validUID(uid) {
+		fail(w, http.StatusBadRequest, "BadRequest", "the path does not name a pod (namespace, name, uid)")
 		return target{}, false
 	}
-	t := target{ns: ns, pod: pod, uid: uid, zone: illumos.ZoneName(ns, pod, uid), container: container}
-	if named {
-		t.service = hostops.ContainerService(container)
+	return target{ns: ns, pod: pod, uid: uid, zone: illumos.ZoneName(ns, pod, uid)}, true
+}
+
+// target reads and checks the pod and the container the request's path
+// names.
+func (s *Server) target(w http.ResponseWriter, r *http.Request) (target, bool) {
+	t, ok := podTarget(w, r)
+	if !ok {
+		return t, false
 	}
+	t.container = r.PathValue("container")
+	if len(model.ValidateMeta(&model.ObjectMeta{Name: t.container}, false)) > 0 {
+		fail(w, http.StatusBadRequest, "BadRequest", "the path does not name a container")
+		return target{}, false
+	}
+	t.service = hostops.ContainerService(t.container)
 	return t, true
 }
 

@@ -19,7 +19,7 @@ const forwardDialTimeout = 5 * time.Second
 // node's pods', and relays the connection over a portforward stream. A
 // pod that does not accept gets the client a 502 before any upgrade.
 func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
-	t, ok := s.target(w, r)
+	t, ok := podTarget(w, r)
 	if !ok {
 		return
 	}
