@@ -131,7 +131,7 @@ func watchFormatOf(c *gin.Context) watchFormat {
 		switch mt {
 		case "text/event-stream", "*/*":
 			return watchFormat{sse: true}
-		case "application/json", "application/vnd.kubernetes.protobuf":
+		case "application/json", mediaProtobuf:
 			f := watchFormat{include: c.Query("includeObject")}
 			if wantsTable(accept) {
 				f.resource = c.GetString(tableResourceKey)

@@ -56,8 +56,15 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the stack's directory (logs, data) after the run")
 	flag.DurationVar(&o.minGap, "min-gap", 8*time.Second, "shortest time between two chaos events")
 	flag.DurationVar(&o.maxGap, "max-gap", 25*time.Second, "longest time between two chaos events")
-	flag.BoolVar(&o.isolated, "isolation", fabric.IsolationSupported() == nil, "run the nodes and zones in namespaces of their own, as make dev does (the default where the machine allows it; needs root)")
+	flag.BoolVar(&o.isolated, "isolation", false, "run the nodes and zones in namespaces of their own, as make dev does (unset: where the machine allows it; needs root)")
 	flag.Parse()
+	// Unset, isolation is probed (a namespace made and removed) only now,
+	// not for --help or a bad flag.
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "isolation" })
+	if !given {
+		o.isolated = fabric.IsolationSupported() == nil
+	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano()) % 1_000_000_000
 	}
