@@ -247,7 +247,10 @@ func dev(ctx context.Context, args []string) error {
 		return err
 	}
 	stops = append(stops, func() { audit.Close() })
-	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen, StateDir: stateDir, AuditLog: audit,
+	// The nodes' endpoints, once the nodes exist: on the fabric in
+	// isolation mode.
+	var nodeDial fabric.Dialer
+	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen, StateDir: stateDir, AuditLog: audit, NodeDial: nodeDial.DialContext,
 		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, TemporalTLS: controlplane.TLSConfig(cpCert), Logger: log,
 		ImageStore: img.ImageStore, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
@@ -304,6 +307,7 @@ func dev(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		nodeDial.Use(ns.Fabric())
 		stops = append(stops, ns.Stop)
 		// A dead agent is restarted, as SMF would; the supervision ends
 		// before the agents are stopped (stops run last to first).
@@ -312,8 +316,11 @@ func dev(ctx context.Context, args []string) error {
 		stops = append(stops, stopSupervising)
 		nodeList = "pod CIDRs assigned from " + health.ClusterCIDR
 		if underlay.IsValid() {
-			nodeList += ", isolation mode: each node a network namespace on the underlay " + underlay.String() +
-				" (reach pods with zwctl port-forward or exec)"
+			nodeList += ", isolation mode: each node a network namespace on the underlay " + underlay.String()
+			if os.Geteuid() != 0 {
+				nodeList += " in a user namespace of this stack's, each zone a subordinate id of yours"
+			}
+			nodeList += " (reach pods with zwctl port-forward or exec)"
 		} else {
 			nodeList += ", shared loopback: pods reachable from this machine (" + isolationOff + ")"
 		}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -34,14 +35,37 @@ import (
 	"github.com/zonewright/zonewright/internal/syncbuf"
 )
 
+// freeAddr is a free TCP port on 127.0.0.1.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Below Linux's ephemeral range (32768 up): a port the kernel picked
+	// there may be another connection's source port by the time the stack
+	// binds it, seconds later.
+	for range 1000 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(10000+rand.IntN(22000)))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free loopback port from 10000 to 32000 in 1000 tries")
+	return ""
+}
+
+// freeDNSAddr is a loopback address whose port is free for both UDP and
+// TCP, as the cluster DNS needs (a TCP port alone may be some client's
+// UDP port).
+func freeDNSAddr(t *testing.T) string {
+	t.Helper()
+	for range 100 {
+		addr := freeAddr(t)
+		if c, err := net.ListenPacket("udp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+	}
+	t.Fatal("no loopback port free for both UDP and TCP in 100 tries")
+	return ""
 }
 
 type devStack struct {
@@ -53,8 +77,9 @@ type devStack struct {
 	exited            chan error
 	// http trusts the CA the stack wrote to <data-dir>/tls/ca.crt and
 	// sends its admin token.
-	http  *http.Client
-	token string
+	http    *http.Client
+	token   string
+	stopped bool
 }
 
 // built holds zonewright, illumos-sim and zwctl, built once for the tests
@@ -89,13 +114,24 @@ func buildBinary(t *testing.T) string {
 
 func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string, extra ...string) *devStack {
 	t.Helper()
-	d := &devStack{api: api, temporal: temporal, ui: ui, dns: freeAddr(t), dataDir: dataDir, output: &syncbuf.Buffer{}, exited: make(chan error, 1)}
+	return startDevAs(t, nil, bin, dataDir, api, temporal, ui, extra...)
+}
+
+// startDevAs starts the dev stack as cred's user (nil: as this process),
+// at home in dataDir's parent.
+func startDevAs(t *testing.T, cred *syscall.Credential, bin, dataDir string, api, temporal, ui string, extra ...string) *devStack {
+	t.Helper()
+	d := &devStack{api: api, temporal: temporal, ui: ui, dns: freeDNSAddr(t), dataDir: dataDir, output: &syncbuf.Buffer{}, exited: make(chan error, 1)}
 	// A relative --data-dir, as make dev gives: what the stack writes
 	// and shows must hold from any directory (ZWCONFIG was relative).
 	d.cmd = exec.Command(bin, "dev", "--data-dir", filepath.Base(dataDir), "--listen", api, "--temporal-address", temporal, "--ui-address", ui,
 		"--dns-listen", d.dns, "--log-level", "warn")
 	d.cmd.Args = append(d.cmd.Args, extra...)
 	d.cmd.Dir = filepath.Dir(dataDir)
+	if cred != nil {
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		d.cmd.Env = append(os.Environ(), "HOME="+d.cmd.Dir)
+	}
 	stdout, _ := d.cmd.StdoutPipe()
 	d.cmd.Stderr = d.cmd.Stdout
 	if err := d.cmd.Start(); err != nil {
@@ -146,6 +182,10 @@ func startDev(t *testing.T, bin, dataDir string, api, temporal, ui string, extra
 
 func (d *devStack) stop(t *testing.T) {
 	t.Helper()
+	if d.stopped {
+		return
+	}
+	d.stopped = true
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-d.exited:

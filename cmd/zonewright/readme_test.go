@@ -10,8 +10,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +32,68 @@ import (
 // installed), those that use zwctl in another, the others in a third, so
 // a missing zwctl fails its part clearly and the curl part still runs.
 func TestReadmeQuickStartRuns(t *testing.T) {
+	runReadmeQuickStart(t, t.TempDir(), nil)
+}
+
+// The same quick start as a user who is not root, where isolation mode
+// runs in a user namespace of the stack's own (its nodes, zones and
+// fabric; each zone one of the user's subordinate ids). As root it runs
+// as ZONEWRIGHT_TEST_USER (default zonewright-test), a user with
+// subordinate ids (.ci/run makes one); as anyone else the test above was
+// this one.
+func TestReadmeQuickStartRunsWithoutRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root: TestReadmeQuickStartRuns ran as this user")
+	}
+	name := os.Getenv("ZONEWRIGHT_TEST_USER")
+	if name == "" {
+		name = "zonewright-test"
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Skipf("no user %s to run the quick start as (ZONEWRIGHT_TEST_USER; .ci/run makes one with subordinate ids): %v", name, err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	// Its own directory, open to the user, and the tests' binaries too.
+	work, err := os.MkdirTemp("", "zw-readme-nonroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	if err := os.Chown(work, int(uid), int(gid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(buildBinary(t)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := runReadmeQuickStart(t, work, cred)
+	if !strings.Contains(d.output.String(), "in a user namespace of this stack's") {
+		t.Errorf("the stack of a user who is not root is not isolated in a user namespace of its own:\n%s", d.output)
+	}
+	// A zone is a subordinate id, not the stack's user: it cannot read the
+	// admin token. Make zoneUser (internal/sim/runas.go) treat a user
+	// namespace's root as not root to see it fail.
+	runReadmeBlocks(t, work, cred, []readmeBlock{{heading: "a zone's identity", lines: []readmeLine{
+		{text: "source .data/env"},
+		{text: `export PATH="$PWD/bin:$PATH"`},
+		{text: `sed 's/"web"/"nosy"/g' examples/web-pod.json | zwctl apply -f -`},
+		{text: "zwctl wait --for=condition=Ready pod/nosy --timeout=60s"},
+		{text: "zwctl exec nosy -- id -u", prints: []string{"10"}},
+		{text: "zwctl exec nosy -- cat " + filepath.Join(work, ".data/admin.token") + " 2>&1 || true", prints: []string{"Permission denied"}},
+		{text: "zwctl delete pod nosy"},
+	}}})
+	// Stopped, it leaves no process of the user's or of its zones'.
+	d.stop(t)
+	if left := processesOf(t, uid, name); len(left) > 0 {
+		t.Errorf("after the stack stopped, processes of %s or of its subordinate ids are left: %v", name, left)
+	}
+}
+
+// runReadmeQuickStart starts the dev stack in work, as cred (nil: as this
+// process), and runs the README's quick start there, as the same user.
+func runReadmeQuickStart(t *testing.T, work string, cred *syscall.Credential) *devStack {
 	steps := readmeQuickStart(t, "../../README.md")
 	var withZwctl, withKubectl, withCurl []readmeBlock
 	for _, b := range steps {
@@ -45,12 +110,7 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 		t.Fatalf("the README's quick start has %d zwctl blocks, %d kubectl blocks and %d others; want each", len(withZwctl), len(withKubectl), len(withCurl))
 	}
 
-	work := t.TempDir()
-	examples, err := filepath.Abs("../../examples")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(examples, filepath.Join(work, "examples")); err != nil {
+	if err := os.CopyFS(filepath.Join(work, "examples"), os.DirFS("../../examples")); err != nil {
 		t.Fatal(err)
 	}
 	binDir := filepath.Join(work, "bin")
@@ -59,29 +119,76 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 	}
 	zwctlBuilt := buildZwctl(binDir)
 	bin := buildBinary(t)
-	d := startDev(t, bin, filepath.Join(work, ".data"), freeAddr(t), freeAddr(t), freeAddr(t))
-	defer d.stop(t)
+	d := startDevAs(t, cred, bin, filepath.Join(work, ".data"), freeAddr(t), freeAddr(t), freeAddr(t))
+	t.Cleanup(func() { d.stop(t) })
 	d.nodesReady(t, 3)
 	// A newcomer on this machine gets isolation mode where it can be had.
-	if err := fabric.IsolationSupported(); err == nil && !strings.Contains(d.output.String(), "isolation mode: each node a network namespace") {
-		t.Fatalf("make dev's stack is not in isolation mode on a machine that allows it:\n%s", d.output)
-	} else if err != nil {
-		t.Logf("isolation mode unavailable here (%v): the quick start runs on the shared loopback", err)
+	if cred == nil {
+		if err := fabric.IsolationSupported(); err == nil && !strings.Contains(d.output.String(), "isolation mode: each node a network namespace") {
+			t.Fatalf("make dev's stack is not in isolation mode on a machine that allows it:\n%s", d.output)
+		} else if err != nil {
+			t.Logf("isolation mode unavailable here (%v): the quick start runs on the shared loopback", err)
+		}
+	} else if !strings.Contains(d.output.String(), "isolation mode: each node a network namespace") {
+		t.Fatalf("the stack of a user who is not root is not in isolation mode:\n%s", d.output)
 	}
 
 	t.Run("zwctl", func(t *testing.T) {
 		if zwctlBuilt != nil {
 			t.Fatalf("the README's walk-through runs zwctl, which does not build: %v", zwctlBuilt)
 		}
-		runReadmeBlocks(t, work, withZwctl)
+		runReadmeBlocks(t, work, cred, withZwctl)
 	})
 	t.Run("kubectl", func(t *testing.T) {
 		if _, err := exec.LookPath("kubectl"); err != nil {
 			t.Skipf("kubectl is not installed here: %v", err)
 		}
-		runReadmeBlocks(t, work, withKubectl)
+		runReadmeBlocks(t, work, cred, withKubectl)
 	})
-	t.Run("curl", func(t *testing.T) { runReadmeBlocks(t, work, withCurl) })
+	t.Run("curl", func(t *testing.T) { runReadmeBlocks(t, work, cred, withCurl) })
+	return d
+}
+
+// processesOf lists the processes running as uid or as one of name's
+// subordinate uids (/etc/subuid), but for zombies (ended, not yet reaped
+// by init: a zone's first process outlives its parent, the agent).
+func processesOf(t *testing.T, uid uint64, name string) []string {
+	t.Helper()
+	type span struct{ lo, hi uint64 }
+	spans := []span{{uid, uid + 1}}
+	if b, err := os.ReadFile("/etc/subuid"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Split(line, ":")
+			if len(f) == 3 && (f[0] == name || f[0] == strconv.FormatUint(uid, 10)) {
+				lo, _ := strconv.ParseUint(f[1], 10, 32)
+				n, _ := strconv.ParseUint(f[2], 10, 32)
+				spans = append(spans, span{lo, lo + n})
+			}
+		}
+	}
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/status")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(b), "\nState:\tZ") {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				u, _ := strconv.ParseUint(f[1], 10, 32)
+				for _, s := range spans {
+					if u >= s.lo && u < s.hi {
+						cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+						out = append(out, fmt.Sprintf("%s (uid %d): %s", filepath.Base(filepath.Dir(p)), u, strings.ReplaceAll(string(cmdline), "\x00", " ")))
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // nodesReady waits for the stack's nodes to register and be Ready, as
@@ -211,7 +318,7 @@ func readmeQuickStart(t *testing.T, path string) []readmeBlock {
 // runReadmeBlocks runs the blocks as one bash script in dir (so a
 // variable one line sets is there for the next), stopping at the first
 // command that fails or does not print what the README says it prints.
-func runReadmeBlocks(t *testing.T, dir string, blocks []readmeBlock) {
+func runReadmeBlocks(t *testing.T, dir string, cred *syscall.Credential, blocks []readmeBlock) {
 	t.Helper()
 	var script strings.Builder
 	script.WriteString("set -eEo pipefail\nPS4='+ README: '\nset -x\ntrap 'echo \"README: this failed: $BASH_COMMAND\" >&2' ERR\n")
@@ -235,6 +342,12 @@ func runReadmeBlocks(t *testing.T, dir string, blocks []readmeBlock) {
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir = dir
 	cmd.Env = newcomerEnv()
+	if cred != nil {
+		// Another user: at home in the directory (kubectl keeps its cache
+		// there).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		cmd.Env = append(cmd.Env, "HOME="+dir)
+	}
 	// A background command the script left (a port-forward) must not keep
 	// the output open for ever.
 	cmd.WaitDelay = 5 * time.Second

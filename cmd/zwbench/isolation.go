@@ -43,7 +43,7 @@ func isolationSection(ctx context.Context, o options, log *slog.Logger) (*Isolat
 	if res.Shared, err = isolationRun(ctx, o, false, log); err != nil {
 		return nil, fmt.Errorf("shared loopback: %w", err)
 	}
-	if err := fabric.IsolationSupported(); err != nil {
+	if err := fabric.DirectIsolationSupported(); err != nil {
 		res.Skipped = err.Error()
 		return res, nil
 	}

@@ -136,7 +136,7 @@ func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, err
 		return nil, fmt.Errorf("%d pods on %d nodes is %d a node, and a node's /24 pod network holds %d: add nodes (--scale-nodes)", n, m, per, podCIDRPods)
 	}
 	if o.scaleIsolated {
-		if err := fabric.IsolationSupported(); err != nil {
+		if err := fabric.DirectIsolationSupported(); err != nil {
 			return nil, fmt.Errorf("--scale-isolation: %w", err)
 		}
 	}

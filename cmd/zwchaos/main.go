@@ -63,7 +63,7 @@ func main() {
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "isolation" })
 	if !given {
-		o.isolated = fabric.IsolationSupported() == nil
+		o.isolated = fabric.DirectIsolationSupported() == nil
 	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano()) % 1_000_000_000

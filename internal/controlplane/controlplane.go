@@ -68,6 +68,9 @@ type Config struct {
 	// AdvertiseURL is the API's base URL as nodes reach it; empty derives
 	// it from the listen address.
 	AdvertiseURL string
+	// NodeDial connects to nodes' endpoints (logs, exec, port-forward);
+	// nil dials as any program does (nodeclient.Dialer.NetDial).
+	NodeDial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// ImageMap is the loaded image map; nil: none.
 	ImageMap *imagemap.Map
 	// ImageStallTimeout fails a fetch that receives nothing for this long
@@ -413,6 +416,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			stopTemporalMetrics()
 			return nil, err
 		}
+		nodeEndpoints.NetDial = cfg.NodeDial
 	}
 	advertise := cfg.AdvertiseURL
 	if advertise == "" {

@@ -7,6 +7,7 @@ package devnodes
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -265,7 +266,7 @@ func (ns *Nodes) run(n *Node) error {
 	if n.Netns != "" {
 		// nsenter executes the agent: the same process, in the node's
 		// network.
-		cmd = exec.Command("nsenter", append([]string{"--net=" + n.Netns, "--", cfg.Agent}, args...)...)
+		cmd = ns.fab.CommandIn(n.Netns, cfg.Agent, args...)
 	}
 	cmd.Env = agentEnv()
 	// The agents die with the dev stack, even if it is killed.
@@ -342,7 +343,7 @@ func (ns *Nodes) Stop() {
 			_ = cmd.Process.Kill()
 			<-done
 		}
-		if out, err := exec.Command(ns.cfg.Sim, "stop-all", "--root", n.Root).CombinedOutput(); err != nil && ns.cfg.Logger != nil {
+		if out, err := ns.command(ns.cfg.Sim, "stop-all", "--root", n.Root).CombinedOutput(); err != nil && ns.cfg.Logger != nil {
 			ns.cfg.Logger.Warn("stop simulated zones", "node", n.Name, "err", err, "output", string(out))
 		}
 	}
@@ -412,6 +413,41 @@ func listenAddr(n *Node) string {
 	return "127.0.0.1:0"
 }
 
+// command runs one of a node's commands where the node's network is
+// within reach: in the fabric's context in isolation mode (as root, or in
+// the stack's user namespace), as any program otherwise.
+func (ns *Nodes) command(name string, args ...string) *exec.Cmd {
+	if ns.fab == nil {
+		return exec.Command(name, args...)
+	}
+	return ns.fab.Command(name, args...)
+}
+
+// setSimFact sets one of the host facts of the simulator root.
+func setSimFact(root, name string, value any) error {
+	file := filepath.Join(root, simFactsFile)
+	facts := map[string]any{}
+	if b, err := os.ReadFile(file); err == nil {
+		if err := json.Unmarshal(b, &facts); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	facts[name] = value
+	b, err := json.MarshalIndent(facts, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(b, '\n'), 0o644)
+}
+
+// simFactsFile, in a simulator root, holds the host's facts.
+const simFactsFile = "host.json"
+
+// Fabric is the nodes' network in isolation mode, nil otherwise.
+func (ns *Nodes) Fabric() *fabric.Fabric { return ns.fab }
+
 // simNetnsFile, in a simulator root, names the node's network namespace:
 // the simulator then realises the node's network in it (its NetnsFile).
 const simNetnsFile = "netns"
@@ -429,10 +465,18 @@ func (ns *Nodes) isolate(n *Node, i int) error {
 	if err := os.WriteFile(filepath.Join(n.Root, simNetnsFile), []byte(path+"\n"), 0o644); err != nil {
 		return err
 	}
+	if os.Geteuid() != 0 {
+		// In the stack's user namespace its nodes are the machine: they
+		// count their zones' uids in a file of the stack's, not the
+		// machine's (which only its root may write).
+		if err := setSimFact(n.Root, "zone_uid_counter", filepath.Join(filepath.Dir(filepath.Dir(n.Root)), "zone-uids")); err != nil {
+			return err
+		}
+	}
 	// A node kept from an earlier run has net0 already: plumb it anew.
-	_ = exec.Command(filepath.Join(n.BinDir, "ipadm"), "delete-if", "net0").Run()
+	_ = ns.command(filepath.Join(n.BinDir, "ipadm"), "delete-if", "net0").Run()
 	for _, args := range [][]string{{"create-if", "net0"}, {"create-addr", "-T", "static", "-a", addr.String(), "net0/v4"}} {
-		if out, err := exec.Command(filepath.Join(n.BinDir, "ipadm"), args...).CombinedOutput(); err != nil {
+		if out, err := ns.command(filepath.Join(n.BinDir, "ipadm"), args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("underlay address of %s: ipadm %s: %v: %s", n.Name, strings.Join(args, " "), err, out)
 		}
 	}

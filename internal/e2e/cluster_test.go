@@ -146,7 +146,7 @@ func newClusterWith(t *testing.T, nodes int, adjust func(*controlplane.Config), 
 // isolation cannot run, saying why.
 func newIsolatedCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
 	t.Helper()
-	if err := fabric.IsolationSupported(); err != nil {
+	if err := fabric.DirectIsolationSupported(); err != nil {
 		t.Skip(err)
 	}
 	return startCluster(t, nodes, true, nil, agentArgs...)

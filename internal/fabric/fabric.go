@@ -11,6 +11,7 @@
 package fabric
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -24,6 +25,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,16 +43,18 @@ func IsolatedUnderlay(network int) netip.Prefix {
 }
 
 // IsolationSupported says why isolation mode cannot run here, or nil:
-// it needs root, iproute2's ip, util-linux's nsenter and setpriv,
-// nftables' nft and conntrack-tools' conntrack (kernel NAT), and network namespaces.
+// it needs iproute2's ip, util-linux's nsenter and setpriv, nftables' nft
+// and conntrack-tools' conntrack (kernel NAT), network namespaces, and
+// root or, without it, a user namespace with subordinate ids
+// (userNamespaceSupported).
 func IsolationSupported() error {
-	if os.Geteuid() != 0 {
-		return errors.New("isolation mode needs root")
-	}
 	for _, tool := range []string{"ip", "nsenter", "setpriv", "nft", "conntrack"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("isolation mode needs %s: %w", tool, err)
 		}
+	}
+	if os.Geteuid() != 0 {
+		return userNamespaceSupported()
 	}
 	name := fmt.Sprintf("zwprobe%d", os.Getpid())
 	if err := ipCmd("netns", "add", name); err != nil {
@@ -58,9 +63,23 @@ func IsolationSupported() error {
 	return ipCmd("netns", "del", name)
 }
 
+// DirectIsolationSupported is IsolationSupported for a program that runs
+// the nodes' commands itself rather than through Fabric.Command (tests,
+// benchmarks): it needs root.
+func DirectIsolationSupported() error {
+	if os.Geteuid() != 0 {
+		return errors.New("isolation mode with the nodes' commands run from outside their namespaces needs root")
+	}
+	return IsolationSupported()
+}
+
 func ipCmd(args ...string) error {
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	return run(exec.Command("ip", args...))
+}
+
+func run(cmd *exec.Cmd) error {
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -69,8 +88,9 @@ func ipCmd(args ...string) error {
 type Fabric struct {
 	prefix   string // of every namespace and link name it makes
 	underlay netip.Prefix
-	cpLink   string // the control plane host's end, in this namespace
+	cpLink   string // the control plane host's end, in this namespace or the keeper's
 	log      *slog.Logger
+	keeper   *keeper // in user-namespace mode; nil as root
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -83,7 +103,14 @@ type Fabric struct {
 func New(dataDir string, underlay netip.Prefix, log *slog.Logger) (*Fabric, error) {
 	p := prefixOf(dataDir)
 	f := &Fabric{prefix: p, underlay: underlay, cpLink: p + "cp", log: log}
-	f.Remove()
+	if os.Geteuid() != 0 {
+		k, err := startKeeper()
+		if err != nil {
+			return nil, err
+		}
+		f.keeper = k
+	}
+	f.removeNamespaces()
 	cp := underlay.Addr()
 	for range 254 {
 		cp = cp.Next()
@@ -98,12 +125,63 @@ func New(dataDir string, underlay netip.Prefix, log *slog.Logger) (*Fabric, erro
 		{"link", "set", f.cpLink, "up"},
 	}
 	for _, s := range steps {
-		if err := ipCmd(s...); err != nil {
+		if err := f.ip(s...); err != nil {
 			f.Remove()
 			return nil, fmt.Errorf("make the nodes' fabric: %w", err)
 		}
 	}
 	return f, nil
+}
+
+// ip runs ip(8) where the fabric's namespaces are named: here as root,
+// in the keeper's namespaces otherwise.
+func (f *Fabric) ip(args ...string) error {
+	return run(f.Command("ip", args...))
+}
+
+// Command runs name with args in the fabric's context: as root, here; in
+// user-namespace mode, in the keeper's namespaces as their root, where
+// the namespaces' paths (AddNode) exist and the simulator has the rights
+// to realise a node's network.
+func (f *Fabric) Command(name string, args ...string) *exec.Cmd {
+	if f.keeper == nil {
+		return exec.Command(name, args...)
+	}
+	argv := append(f.keeper.enter(), name)
+	return exec.Command(argv[0], append(argv[1:], args...)...)
+}
+
+// CommandIn runs name with args in the network namespace at nsPath (of
+// AddNode), in the fabric's context (Command).
+func (f *Fabric) CommandIn(nsPath, name string, args ...string) *exec.Cmd {
+	return f.Command("nsenter", append([]string{"--net=" + nsPath, "--", name}, args...)...)
+}
+
+// DialContext connects to an address on the underlay (a node's
+// endpoint) from the control plane host's end of the fabric.
+func (f *Fabric) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	if f.keeper == nil || network != "tcp" {
+		return (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, addr)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return f.keeper.dial(ctx, addr)
+}
+
+// Dialer is the control plane's way to the nodes' endpoints, set once the
+// fabric exists (the control plane starts first); before that, and
+// without a fabric, it dials as any program does.
+type Dialer struct{ fab atomic.Pointer[Fabric] }
+
+// Use routes later dials through f.
+func (d *Dialer) Use(f *Fabric) { d.fab.Store(f) }
+
+// DialContext dials addr, through the fabric once it is set.
+func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	if f := d.fab.Load(); f != nil {
+		return f.DialContext(ctx, network, addr)
+	}
+	return (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, addr)
 }
 
 func (f *Fabric) ns(name string) string { return f.prefix + "-" + name }
@@ -158,7 +236,7 @@ func (f *Fabric) AddNode(i int) (string, netip.Prefix, error) {
 		{"-n", ns, "link", "set", "net0", "up"},
 	}
 	for _, s := range steps {
-		if err := ipCmd(s...); err != nil {
+		if err := f.ip(s...); err != nil {
 			return "", netip.Prefix{}, fmt.Errorf("make the network of %s: %w", name, err)
 		}
 	}
@@ -169,7 +247,11 @@ func (f *Fabric) AddNode(i int) (string, netip.Prefix, error) {
 // and relays every connection to the same address here.
 func (f *Fabric) Relay(nsPath string, addrs ...string) error {
 	for _, a := range addrs {
-		l, err := listenIn(nsPath, a)
+		listen := listenIn
+		if f.keeper != nil {
+			listen = f.keeper.listen
+		}
+		l, err := listen(nsPath, a)
 		if err != nil {
 			return fmt.Errorf("relay %s into %s: %w", a, nsPath, err)
 		}
@@ -238,14 +320,35 @@ func closeWrite(c net.Conn) {
 }
 
 // Remove takes the fabric and the nodes' namespaces away: with them go
-// every link in them and every zone's link on them.
+// every link in them and every zone's link on them, and the keeper.
 func (f *Fabric) Remove() {
+	f.removeNamespaces()
+	if f.keeper != nil {
+		f.keeper.stop()
+	}
+}
+
+// removeNamespaces removes the fabric's namespaces and relays.
+func (f *Fabric) removeNamespaces() {
 	f.mu.Lock()
 	for _, l := range f.listeners {
 		l.Close()
 	}
 	f.listeners = nil
 	f.mu.Unlock()
+	if f.keeper != nil {
+		// The keeper's /run is its own: only this stack's names are there.
+		out, _ := f.Command("ip", "netns", "list").Output()
+		for _, line := range strings.Split(string(out), "\n") {
+			if name, _, _ := strings.Cut(line, " "); strings.HasPrefix(name, f.prefix+"-") {
+				if err := f.ip("netns", "del", name); err != nil && f.log != nil {
+					f.log.Warn("remove a node's network", "err", err)
+				}
+			}
+		}
+		_ = f.ip("link", "del", f.cpLink)
+		return
+	}
 	entries, _ := os.ReadDir("/run/netns")
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), f.prefix+"-") {

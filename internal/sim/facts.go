@@ -33,6 +33,10 @@ type Facts struct {
 	// the simulator runs as root; 0 means 2000000. Every zone of the
 	// machine gets a uid of its own above it (runas.go).
 	ZoneUIDBase uint32 `json:"zone_uid_base,omitempty"`
+	// ZoneUIDCounter is the file counting the zone uids given out, shared
+	// by every host whose zones must not share a uid; empty means the
+	// machine's, /var/lib/illumos-sim/next-zone-uid (runas.go).
+	ZoneUIDCounter string `json:"zone_uid_counter,omitempty"`
 }
 
 // PoolFact is a zpool of the host.

@@ -103,7 +103,7 @@ func (h *simHost) once(t *testing.T, zone, addr string) string {
 // fail at the first connection; the flush step fails if kernelSessions'
 // flush deletes nothing.
 func TestIsolatedNodeRealisesNATInTheKernel(t *testing.T) {
-	if err := fabric.IsolationSupported(); err != nil {
+	if err := fabric.DirectIsolationSupported(); err != nil {
 		t.Skip(err)
 	}
 	const network = 204

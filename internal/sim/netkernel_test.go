@@ -62,7 +62,7 @@ func inNS(path string, args ...string) (string, error) {
 // without any route: delete the `route replace` line of stackPlan
 // (internal/sim/netkernel.go) to see the positive half fail.
 func TestIsolatedNodesReachEachOthersZonesOnlyThroughRoutes(t *testing.T) {
-	if err := fabric.IsolationSupported(); err != nil {
+	if err := fabric.DirectIsolationSupported(); err != nil {
 		t.Skip(err)
 	}
 	const network = 201

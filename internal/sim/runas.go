@@ -29,6 +29,8 @@ import (
 // file for the whole machine, whatever the state root, so the zones of
 // several simulated hosts on one machine never share a uid; it only
 // counts up, so no uid is given twice while a zone holding it can exist.
+// The host fact zone_uid_counter names another: the hosts of a stack in a
+// user namespace of its own share theirs.
 const zoneUIDCounter = "/var/lib/illumos-sim/next-zone-uid"
 
 // defaultZoneUIDBase is the first uid given to a zone: far above the
@@ -82,7 +84,15 @@ func (h *host) giveZoneUID(z *Zone) error {
 	if base == 0 {
 		base = defaultZoneUIDBase
 	}
-	uid, err := nextZoneUID(zoneUIDCounter, base)
+	last := uint32(maxZoneUID)
+	if b, err := os.ReadFile("/proc/self/uid_map"); err == nil {
+		base, last = zoneUIDRange(string(b), base)
+	}
+	counter := zoneUIDCounter
+	if h.facts.ZoneUIDCounter != "" {
+		counter = h.facts.ZoneUIDCounter
+	}
+	uid, err := nextZoneUID(counter, base, last)
 	if err != nil {
 		return err
 	}
@@ -90,10 +100,51 @@ func (h *host) giveZoneUID(z *Zone) error {
 	return nil
 }
 
-// nextZoneUID takes the next uid, at least base, from the counter file
-// under its lock, and writes the counter back durably before the uid is
-// used.
-func nextZoneUID(counter string, base uint32) (uint32, error) {
+// userNamespaceZoneUIDBase is the first uid a zone gets in a user
+// namespace whose ids are mapped in blocks (its own subordinate ids):
+// clear of the ids its system users would have.
+const userNamespaceZoneUIDBase = 10000
+
+// zoneUIDRange is the first and last uid zones may get, given the
+// simulator's user namespace's uid_map: from base up as the machine's
+// root, where every id is its own; in a user namespace of its own, the
+// largest block mapped beside its root (0), from 10000 or base if the
+// block holds it, so each zone's id is an id of the machine's and
+// nobody's else.
+func zoneUIDRange(uidMap string, base uint32) (uint32, uint32) {
+	var lo, hi uint64
+	for _, line := range strings.Split(uidMap, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		inside, err1 := strconv.ParseUint(f[0], 10, 32)
+		outside, err2 := strconv.ParseUint(f[1], 10, 32)
+		count, err3 := strconv.ParseUint(f[2], 10, 33)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		if inside == 0 && outside == 0 && count == math.MaxUint32 {
+			return base, maxZoneUID // the machine's own ids
+		}
+		if inside > 0 && count > hi-lo {
+			lo, hi = inside, inside+count
+		}
+	}
+	if hi == 0 {
+		return base, base - 1 // nothing to give
+	}
+	first := max(lo, userNamespaceZoneUIDBase)
+	if uint64(base) >= lo && uint64(base) < hi {
+		first = uint64(base)
+	}
+	return uint32(first), uint32(min(hi-1, maxZoneUID))
+}
+
+// nextZoneUID takes the next uid, at least base and at most last, from
+// the counter file under its lock, and writes the counter back durably
+// before the uid is used.
+func nextZoneUID(counter string, base, last uint32) (uint32, error) {
 	if err := os.MkdirAll(filepath.Dir(counter), 0o700); err != nil {
 		return 0, fmt.Errorf("zone uids: %w", err)
 	}
@@ -115,8 +166,8 @@ func nextZoneUID(counter string, base uint32) (uint32, error) {
 		}
 		next = max(next, n)
 	}
-	if next > maxZoneUID {
-		return 0, fmt.Errorf("zone uids: none left below %d (%s)", maxZoneUID, counter)
+	if next > uint64(last) {
+		return 0, fmt.Errorf("zone uids: none left from %d to %d (%s)", base, last, counter)
 	}
 	if err := writeFileDurably(counter, []byte(strconv.FormatUint(next+1, 10)+"\n")); err != nil {
 		return 0, fmt.Errorf("zone uids: %w", err)

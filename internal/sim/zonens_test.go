@@ -24,7 +24,7 @@ import (
 // Remove the bindZoneFile loop of setupZoneView (internal/sim/zonens.go)
 // to see it fail: the zone reads the host's resolv.conf.
 func TestIsolatedZoneSeesItsOwnResolverFilesAndNodename(t *testing.T) {
-	if err := fabric.IsolationSupported(); err != nil {
+	if err := fabric.DirectIsolationSupported(); err != nil {
 		t.Skip(err)
 	}
 	const network = 202
@@ -86,7 +86,7 @@ func TestIsolatedZoneSeesItsOwnResolverFilesAndNodename(t *testing.T) {
 // (internal/sim/zonepid.go) to see it fail: the zone's /proc lists every
 // process of the machine.
 func TestIsolatedZoneSeesOnlyItsOwnProcesses(t *testing.T) {
-	if err := fabric.IsolationSupported(); err != nil {
+	if err := fabric.DirectIsolationSupported(); err != nil {
 		t.Skip(err)
 	}
 	const network = 203
