@@ -11,9 +11,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pglock"
 	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/rollout"
 	"github.com/zonewright/zonewright/internal/store"
@@ -44,8 +46,44 @@ const EventSourceDeployment = "deployment-controller"
 // reads the deployment, its revisions and its pods, computes the rollout
 // plan, creates and deletes pods as planned, and writes the status. It is
 // level-triggered and idempotent: run again after a crash, it starts from
-// what is there, so it never creates a pod twice.
-func (a *Control) SyncDeployment(ctx context.Context, ref DeploymentRef) (DeploymentSyncResult, error) {
+// what is there, so it never creates a pod twice. Two syncs of one
+// deployment never overlap (oneSyncAtATime).
+func (a *Control) SyncDeployment(ctx context.Context, ref DeploymentRef) (res DeploymentSyncResult, err error) {
+	err = a.oneSyncAtATime(ctx, model.KindDeployment, ref.Namespace, ref.Name, func() error {
+		res, err = a.syncDeployment(ctx, ref)
+		return err
+	})
+	return res, err
+}
+
+// oneSyncAtATime runs fn, a sync, while no other sync of the same workload runs,
+// here or in another control plane: a retried attempt may start while the
+// first, alive but late with its heartbeat, still runs, and both would
+// create the pods they find missing. It reports progress while it waits.
+func (a *Control) oneSyncAtATime(ctx context.Context, kind, namespace, name string, fn func() error) error {
+	waiting := make(chan struct{})
+	var stopWaiting sync.Once
+	stop := func() { stopWaiting.Do(func() { close(waiting) }) }
+	defer stop()
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				progress.Report(ctx, "waiting for the running sync of "+kind+" "+namespace+"/"+name)
+			case <-waiting:
+				return
+			}
+		}
+	}()
+	return a.Store.Exclusive(ctx, pglock.Sync, kind+"/"+namespace+"/"+name, func() error {
+		stop()
+		return fn()
+	})
+}
+
+func (a *Control) syncDeployment(ctx context.Context, ref DeploymentRef) (DeploymentSyncResult, error) {
 	d, err := a.Store.Deployments().Get(ctx, ref.Namespace, ref.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		left, err := a.deleteOwnedPods(ctx, ref, "")

@@ -37,8 +37,16 @@ const EventSourceJob = "job-controller"
 // the job (Complete, or Failed past its backoff limit or its active
 // deadline, stopping what runs), and once its TTL after finishing has
 // passed deletes its pods and then the job. Level-triggered, like
-// SyncDeployment.
-func (a *Control) SyncJob(ctx context.Context, ref JobRef) (JobSyncResult, error) {
+// SyncDeployment, and like it never beside another sync of the job.
+func (a *Control) SyncJob(ctx context.Context, ref JobRef) (res JobSyncResult, err error) {
+	err = a.oneSyncAtATime(ctx, model.KindJob, ref.Namespace, ref.Name, func() error {
+		res, err = a.syncJob(ctx, ref)
+		return err
+	})
+	return res, err
+}
+
+func (a *Control) syncJob(ctx context.Context, ref JobRef) (JobSyncResult, error) {
 	j, err := a.Store.Jobs().Get(ctx, ref.Namespace, ref.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		left, err := a.deleteJobPods(ctx, ref, "", nil)

@@ -230,3 +230,46 @@ func TestControllerPodCreatesDoNotRaceImageDeletion(t *testing.T) {
 		}
 	}
 }
+
+// Syncs of one deployment or job that overlap (a retried attempt started
+// while the first, late with its heartbeat, still runs; or two control
+// planes) create its pods once between them, not once each. Make
+// oneSyncAtATime call fn without the lock to see it fail.
+func TestOverlappingSyncsCreateEachPodOnce(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	newImage(t, st, "base")
+	const replicas, syncs = 12, 4
+	newDeployment(t, st, "web", "base", replicas)
+	newJob(t, st, "batch", "base", replicas)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*syncs)
+	for range syncs {
+		// Each as its own control plane would.
+		ctl := controlops.NewControl(st, nil)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, err := ctl.SyncDeployment(ctx, controlops.DeploymentRef{Namespace: model.DefaultNamespace, Name: "web"})
+			errs <- err
+		}()
+		go func() {
+			defer wg.Done()
+			_, err := ctl.SyncJob(ctx, controlops.JobRef{Namespace: model.DefaultNamespace, Name: "batch"})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if n := podsOf(t, st, model.KindDeployment, "web"); n != replicas {
+		t.Errorf("%d overlapping syncs made %d pods of a deployment of %d replicas", syncs, n, replicas)
+	}
+	if n := podsOf(t, st, model.KindJob, "batch"); n != replicas {
+		t.Errorf("%d overlapping syncs made %d pods of a job of parallelism %d", syncs, n, replicas)
+	}
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}

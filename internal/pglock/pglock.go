@@ -4,7 +4,8 @@
 // connection and waits for another of its connections, that is a
 // deadlock PostgreSQL cannot see (it lasts until a context deadline).
 // IPAM takes one more per node, hashtext('ipam/<node>'), outside this
-// list.
+// list. Locks of the two-key form (class, key) are a key space apart;
+// their classes are here too.
 package pglock
 
 const (
@@ -26,6 +27,13 @@ const (
 	// deployments' and jobs' workflows (a session lock).
 	WorkloadFeedLeader int64 = 0x7a77_0006
 )
+
+// Sync is the class of the locks that let one sync of a workload run at
+// a time (store.Exclusive, with the key "<kind>/<namespace>/<name>"): a
+// retried attempt of a deployment's or a job's sync may start while the
+// first, alive but past its heartbeat timeout, still runs, and each
+// would create the pods it finds missing.
+const Sync int32 = 0x7a77_0007
 
 // All is every key, for the test that keeps them distinct.
 var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP, WorkloadFeedLeader}

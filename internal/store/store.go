@@ -19,7 +19,10 @@ import (
 // Store is a pool of connections to zonewright's database.
 type Store struct {
 	pool *pgxpool.Pool
-	feed *feed
+	// locks holds session advisory locks (Exclusive): connections apart
+	// from pool's, which the lock holders use.
+	locks *pgxpool.Pool
+	feed  *feed
 }
 
 // Open connects to the database at url. It does not wait for the database
@@ -36,7 +39,14 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
 	}
-	s := &Store{pool: pool}
+	lockCfg := cfg.Copy()
+	lockCfg.MaxConns, lockCfg.MinConns = 8, 0
+	locks, err := pgxpool.NewWithConfig(ctx, lockCfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	s := &Store{pool: pool, locks: locks}
 	s.feed = newFeed(s)
 	return s, nil
 }
@@ -45,6 +55,26 @@ func Open(ctx context.Context, url string) (*Store, error) {
 func (s *Store) Close() {
 	s.feed.close()
 	s.pool.Close()
+	s.locks.Close()
+}
+
+// Exclusive runs fn holding the session advisory lock (class,
+// hashtext(key)), waiting for it while another holds it, in this process
+// or another. The lock is on a connection of its own: fn works through
+// the pool, and waiters holding the pool's connections could leave it
+// none (a deadlock PostgreSQL cannot see). The two-key form keeps these
+// apart from the single-key locks of pglock.
+func (s *Store) Exclusive(ctx context.Context, class int32, key string, fn func() error) error {
+	conn, err := s.locks.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1, hashtext($2))", class, key); err != nil {
+		return classify(err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1, hashtext($2))", class, key) //nolint:errcheck // the session ends the lock anyway
+	return fn()
 }
 
 // Pool exposes the connection pool to packages that keep their own tables
