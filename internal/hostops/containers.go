@@ -384,7 +384,12 @@ func (h *Host) RestartContainer(ctx context.Context, in RestartInput) (uint64, e
 	}
 	switch state {
 	case "maintenance":
-		err = z.ClearService(ctx, fmri)
+		// Its exit record goes first: SMF takes the clear asynchronously,
+		// and a look at the service meanwhile must not find the ended
+		// incarnation's status and take it for the new one's.
+		if err = (supervisor.IllumosHost{Host: h.Host}).ForgetExit(ctx, s.ZoneName(), in.Container); err == nil {
+			err = z.ClearService(ctx, fmri)
+		}
 	case "disabled":
 		err = z.EnableService(ctx, fmri)
 	default:

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -88,6 +89,22 @@ func (h IllumosHost) ExitCode(ctx context.Context, zone, container string) (int3
 		return 0, false, nil
 	}
 	return int32(n), true, nil
+}
+
+// ForgetExit removes the status the container's last incarnation
+// recorded, before it is started again: until SMF acts on the restart,
+// its service still shows that incarnation's maintenance, and the record
+// must not be read as the new one's. The paths are ExitCode's.
+func (h IllumosHost) ForgetExit(ctx context.Context, zone, container string) error {
+	rec := exitRecordDir + "/" + container
+	res, err := h.Host.Zone(zone).Exec(ctx, []string{"rm", "-f", "/" + rec, rec}, nil)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("remove the exit record of container %s: %s", container, strings.TrimSpace(string(res.Stderr)))
+	}
+	return nil
 }
 
 // Exec runs argv in the zone through zlogin.

@@ -162,7 +162,8 @@ type container struct {
 	ready     bool
 	unhealthy string
 	// noExitRecord: this incarnation is in maintenance with no exit status
-	// recorded; it is not looked for again until the container restarts.
+	// recorded (looked for until exitRecordGrace after since); it is not
+	// looked for again until the container restarts.
 	noExitRecord bool
 	// since: observations begun before it belong to an earlier
 	// incarnation and are ignored.
@@ -318,10 +319,12 @@ func (s *Supervisor) observe(ctx context.Context) {
 			}
 			st, ok := svcs[p.spec.Zone][c.spec.FMRI]
 			state := containerState(p.zone, st, ok)
-			if state == model.ContainerMaintenance && c.state != model.ContainerExited && !c.noExitRecord {
+			switch {
+			case state == model.ContainerMaintenance && c.state != model.ContainerExited && !c.noExitRecord:
+				// Exited or in maintenance for another reason: its exit
+				// record says which, so the state waits for the read.
 				exits = append(exits, exitRead{p, c})
-			}
-			if state != model.ContainerMaintenance || c.state != model.ContainerExited {
+			case state != model.ContainerMaintenance || c.state != model.ContainerExited:
 				c.state = state
 			}
 			if state != model.ContainerRunning && c.spec.Readiness != nil {
@@ -337,17 +340,28 @@ func (s *Supervisor) observe(ctx context.Context) {
 			continue
 		}
 		s.mu.Lock()
-		if !began.Before(e.c.since) && e.c.state == model.ContainerMaintenance {
-			if ok {
+		if !began.Before(e.c.since) && e.c.state != model.ContainerExited && !e.c.noExitRecord {
+			switch {
+			case ok:
 				e.c.state, e.c.exitCode = model.ContainerExited, &code
-			} else {
-				e.c.noExitRecord = true
+			case began.Sub(e.c.since) >= exitRecordGrace:
+				e.c.state, e.c.noExitRecord = model.ContainerMaintenance, true
 			}
+			// Else looked for again: a restarted container's service may
+			// still show the earlier incarnation's maintenance (SMF acts
+			// on the clear asynchronously), whose record the restart
+			// removed.
 		}
 		s.mu.Unlock()
 	}
 	s.poke()
 }
+
+// exitRecordGrace is how long after an incarnation began a service in
+// maintenance with no exit record is taken for the earlier incarnation's
+// (a restart's clear not acted on yet) rather than an end that left no
+// record (the wrapper killed).
+const exitRecordGrace = 5 * time.Second
 
 // containerState maps a zone and SMF state to what a container is.
 func containerState(zone string, st ServiceState, found bool) string {

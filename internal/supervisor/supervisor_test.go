@@ -410,3 +410,34 @@ func TestObservedZonesAreTheLastObservation(t *testing.T) {
 		t.Errorf("after the zone halted, observed %v", zones)
 	}
 }
+
+// A restarted container whose service still shows the ended
+// incarnation's maintenance (SMF has not acted on the clear yet), its
+// exit record removed by the restart, is starting: neither exited nor in
+// maintenance. Only past exitRecordGrace would a record still missing
+// mean an end that left none. Make the grace zero to see it fail.
+func TestARestartNotYetTakenIsNotAnEnd(t *testing.T) {
+	h, r := onlineHost(), &recorder{}
+	s := start(t, h, r)
+	s.Watch(appPod(), nil)
+	r.wait(t, "running", func(l model.PodReport, _ int) bool { return l.Containers[0].State == model.ContainerRunning })
+	h.set(func(f *fakeHost) {
+		f.svcs["z1"][fmri] = ServiceState{State: "maintenance"}
+		f.exits["z1/app"] = 1
+	})
+	r.wait(t, "exited", func(l model.PodReport, _ int) bool { return l.Containers[0].State == model.ContainerExited })
+	h.set(func(f *fakeHost) { delete(f.exits, "z1/app") }) // the restart's ForgetExit
+	seq := s.Restarted("u1", "app")
+	time.Sleep(time.Second) // observations every 50ms, the service still in maintenance
+	r.mu.Lock()
+	for _, rep := range r.reports {
+		if c := rep.Containers[0]; rep.Seq > seq && (c.State == model.ContainerExited || c.State == model.ContainerMaintenance) {
+			t.Errorf("the restarted container reported %s before SMF took the restart: %+v", c.State, c)
+		}
+	}
+	r.mu.Unlock()
+	h.set(func(f *fakeHost) { f.svcs["z1"][fmri] = ServiceState{State: "online"} })
+	r.wait(t, "running again", func(l model.PodReport, _ int) bool {
+		return l.Seq > seq && l.Containers[0].State == model.ContainerRunning
+	})
+}
