@@ -115,18 +115,35 @@ func (a *nodeAuthorizer) Authorize(ctx context.Context, claims *authorization.Cl
 	return authorization.Result{Decision: authorization.DecisionAllow, Principal: principal(claims)}, nil
 }
 
+// revocationWait bounds how long a call waits for the database to answer
+// whether its certificate was revoked; the caller's own deadline, usually
+// shorter, ends the wait first.
+const revocationWait = 30 * time.Second
+
 // isRevoked: the node's certificate was revoked with its Node, or cannot
-// be checked (denied rather than let through).
+// be checked (denied rather than let through). A database that does not
+// answer (a restart) is asked again until the caller's deadline: a denial
+// is PermissionDenied, which the SDK does not retry, so a node's answer
+// to a finished task would be dropped and the task would wait out its
+// whole StartToClose.
 func (a *nodeAuthorizer) isRevoked(ctx context.Context, node nodeClaim) bool {
 	if a.revoked == nil {
 		return false
 	}
-	revoked, err := a.revoked(ctx, node.serial)
-	if err != nil {
-		a.log.Warn("Temporal call denied: cannot check the node's certificate", "node", node.name, "error", err)
-		return true
+	ctx, cancel := context.WithTimeout(ctx, revocationWait)
+	defer cancel()
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		revoked, err := a.revoked(ctx, node.serial)
+		if err == nil {
+			return revoked
+		}
+		select {
+		case <-ctx.Done():
+			a.log.Warn("Temporal call denied: cannot check the node's certificate", "node", node.name, "error", err)
+			return true
+		case <-time.After(wait):
+		}
 	}
-	return revoked
 }
 
 func (a *nodeAuthorizer) denied(subject string, target *authorization.CallTarget) authorization.Result {
