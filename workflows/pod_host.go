@@ -275,17 +275,21 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 		}
 		failure = nil // stopped while waiting: undo what was begun
 	}
-	if !w.interrupted() && notTakenUp(failure) &&
+	if !w.interrupted() && (notTakenUp(failure) || w.provisionAnswerLost(ctx, failure)) &&
 		workflow.GetVersion(ctx, versionProvisionWaitsForNode, workflow.DefaultVersion, 1) >= 1 {
 		// The node did not take the provision up (its agent down or
-		// restarting, the node unreachable or its worker busy): no fault
-		// of the pod's. It waits Pending, its address and whatever an
-		// earlier attempt built kept, and provisioning (idempotent) runs
-		// again after a back-off; a node that stays away is declared lost
-		// and the pod leaves it.
+		// restarting, the node unreachable or its worker busy), or its
+		// heartbeats or answer never reached the server: no fault of the
+		// pod's. It waits Pending, its address and whatever an earlier
+		// attempt built kept, and provisioning (idempotent) runs again
+		// after a back-off; a node that stays away is declared lost and
+		// the pod leaves it.
 		w.st.Attempt++
-		w.waiting(ctx, ReasonNodeNotResponding, ReasonNodeNotResponding, model.EventWarning,
-			fmt.Sprintf("node %s did not take up the provision within %s; trying again", w.st.Node, hostScheduleToStart))
+		msg := fmt.Sprintf("node %s did not take up the provision within %s; trying again", w.st.Node, hostScheduleToStart)
+		if !notTakenUp(failure) {
+			msg = fmt.Sprintf("node %s did not answer the provision in time (its attempts timed out); trying again", w.st.Node)
+		}
+		w.waiting(ctx, ReasonNodeNotResponding, ReasonNodeNotResponding, model.EventWarning, msg)
 		if err := w.waitRetry(ctx, w.st.Attempt); err != nil {
 			return err
 		}
@@ -323,8 +327,28 @@ const versionConfigWait = "config-wait"
 const versionProvisionWaitsForNode = "provision-waits-for-node"
 
 // ReasonNodeNotResponding: the pod waits Pending because its node did not
-// take up its provision in time.
+// take up its provision in time, or its answer did not arrive.
 const ReasonNodeNotResponding = "NodeNotResponding"
+
+// versionProvisionAnswerLost: a provision whose attempts all timed out
+// after their node took them up (heartbeat or StartToClose) waits and
+// runs again, as one not taken up does, instead of failing the pod. The
+// node's errors are not retried by Temporal (ProvisionPod fails them for
+// good), so only a lost answer gets here: a Temporal too loaded to record
+// heartbeats timed out three attempts of pods that were fine, and left
+// them Failed.
+const versionProvisionAnswerLost = "provision-answer-lost"
+
+// provisionAnswerLost: the provision timed out on its node, other than by
+// not being taken up. The version is asked only there, where the rules
+// differ, so histories recorded before it replay unchanged.
+func (w *podWorkflow) provisionAnswerLost(ctx workflow.Context, failure error) bool {
+	var timeoutErr *temporal.TimeoutError
+	if !errors.As(failure, &timeoutErr) || notTakenUp(failure) {
+		return false
+	}
+	return workflow.GetVersion(ctx, versionProvisionAnswerLost, workflow.DefaultVersion, 1) >= 1
+}
 
 // provisionFailureReason is the pod's reason for a failed provision:
 // Kubernetes' CreateContainerConfigError when a container's environment
