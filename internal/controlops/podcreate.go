@@ -12,9 +12,11 @@ import (
 )
 
 // createOwnedPod stores a pod that newPod builds from a controller's
-// template and starts its lifecycle; a pod whose lifecycle cannot start
-// does not stay. newPod is called again when the pod's generated name is
-// taken. The create checks the template's images in its transaction, as
+// template and starts its lifecycle. A pod whose lifecycle cannot start
+// now (Temporal not answering, the control plane stopping) stays, and
+// the reconciler starts it (EnsurePodWorkflows): removed, it would be
+// replaced by another of a new name at the next sync, a pod made twice.
+// newPod is called again when the pod's generated name is taken. The create checks the template's images in its transaction, as
 // an API create does, so an image deleted a moment before is a
 // model.FieldErrors (see failedCreate), never a pod.
 func (a *Control) createOwnedPod(ctx context.Context, newPod func() *model.Pod) error {
@@ -33,8 +35,7 @@ func (a *Control) createOwnedPod(ctx context.Context, newPod func() *model.Pod) 
 		}
 		pref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 		if err := a.Lifecycles.Start(ctx, pref); err != nil {
-			_, _ = a.Store.Pods().Delete(context.WithoutCancel(ctx), pref.Namespace, pref.Name, p.Metadata.ResourceVersion)
-			return fmt.Errorf("start the lifecycle of pod %s: %w", pref, err)
+			return fmt.Errorf("start the lifecycle of pod %s (the reconciler will): %w", pref, err)
 		}
 		return nil
 	}

@@ -2,6 +2,7 @@ package controlops_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -271,5 +272,69 @@ func TestOverlappingSyncsCreateEachPodOnce(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// lifecycles starts nothing, failing the first start.
+type lifecycles struct {
+	mu      sync.Mutex
+	started []string
+	failed  string
+}
+
+func (l *lifecycles) Start(_ context.Context, ref controlops.PodRef) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failed == "" {
+		l.failed = ref.Name
+		return errors.New("Temporal is not answering")
+	}
+	l.started = append(l.started, ref.Name)
+	return nil
+}
+
+func (l *lifecycles) Running(context.Context, string, string) (bool, error) { return false, nil }
+
+func (l *lifecycles) RunningPods(context.Context) (map[controlops.PodName]bool, error) {
+	return nil, nil
+}
+
+func (l *lifecycles) Signal(context.Context, string, string, string, any) error { return nil }
+
+// A pod whose lifecycle could not start (Temporal not answering, the
+// control plane stopping mid-sync) stays for the reconciler, and the next
+// sync makes no other in its place: a control plane restarted mid-rollout
+// made 31 pods of 30. Put back the row's deletion in createOwnedPod to
+// see it fail.
+func TestAPodWhoseLifecycleDidNotStartIsNotMadeAgain(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	newImage(t, st, "base")
+	lc := &lifecycles{}
+	ctl := controlops.NewControl(st, lc)
+	const replicas = 3
+	newDeployment(t, st, "web", "base", replicas)
+	ref := controlops.DeploymentRef{Namespace: model.DefaultNamespace, Name: "web"}
+	if _, err := ctl.SyncDeployment(ctx, ref); err == nil {
+		t.Fatal("a sync whose lifecycle start failed reported no error (it must be retried)")
+	}
+	if _, err := ctl.SyncDeployment(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := st.Pods().ListAll(ctx, store.ListOptions{Namespace: model.DefaultNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	kept := false
+	for _, p := range pods {
+		names = append(names, p.Metadata.Name)
+		kept = kept || p.Metadata.Name == lc.failed
+	}
+	if len(pods) != replicas || !kept {
+		t.Fatalf("pods %v after a failed lifecycle start of %s; want %d, that one among them", names, lc.failed, replicas)
+	}
+	if made := len(lc.started) + 1; made != replicas {
+		t.Fatalf("%d pods made (lifecycles started %v, failed %s); want %d", made, lc.started, lc.failed, replicas)
 	}
 }

@@ -86,7 +86,8 @@ func (c *cluster) waitRolledOut(name string, timeout time.Duration) model.Deploy
 type podTally struct {
 	mu        sync.Mutex
 	pods      map[string]model.Pod
-	added     map[string]int // ADDED events per pod name
+	gone      map[string]model.Pod // deleted pods, as last seen
+	added     map[string]int       // ADDED events per pod name
 	maxActive int
 	minAvail  int
 	events    int
@@ -101,7 +102,7 @@ func (c *cluster) followPods(app string) *podTally {
 	c.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	c.t.Cleanup(cancel)
-	tally := &podTally{pods: map[string]model.Pod{}, added: map[string]int{}, minAvail: 1 << 30}
+	tally := &podTally{pods: map[string]model.Pod{}, gone: map[string]model.Pod{}, added: map[string]int{}, minAvail: 1 << 30}
 	// The stream resumes from the last version seen when the API comes
 	// back after a restart, so no event is lost or repeated.
 	go func() {
@@ -149,6 +150,7 @@ func (t *podTally) apply(typ string, p model.Pod) {
 	t.events++
 	if typ == "DELETED" {
 		delete(t.pods, p.Metadata.Name)
+		t.gone[p.Metadata.Name] = p
 	} else {
 		if typ == "ADDED" {
 			t.added[p.Metadata.Name]++
@@ -576,7 +578,17 @@ func TestDeploymentScalesRollsThroughARestartAndPauses(t *testing.T) {
 	}
 	tally.mu.Unlock()
 	if created != 30 {
-		t.Fatalf("%d pods of the new revision were created; want exactly 30", created)
+		// Which went, and how they ended: a replacement is made for each.
+		var gone []string
+		tally.mu.Lock()
+		for name, p := range tally.gone {
+			if strings.HasPrefix(name, "many-"+newHash+"-") {
+				gone = append(gone, fmt.Sprintf("%s: phase %s, reason %q, message %q, deleted %v, conditions %+v",
+					name, p.Status.Phase, p.Status.Reason, p.Status.Message, p.Metadata.DeletionTimestamp != nil, p.Status.Conditions))
+			}
+		}
+		tally.mu.Unlock()
+		t.Fatalf("%d pods of the new revision were created; want exactly 30; those deleted: %v", created, gone)
 	}
 	if rolled.Status.Revision != 3 {
 		t.Fatalf("revision %d; want 3", rolled.Status.Revision)
