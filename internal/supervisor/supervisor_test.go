@@ -163,16 +163,25 @@ func TestReadinessTransitionsAreReportedOnlyWhenTheyHappen(t *testing.T) {
 	}
 }
 
-func TestAnExitIsReportedWithItsCodeAndARestartStartsOver(t *testing.T) {
+// runThenExit watches the app pod until it runs, then ends its command
+// with code: its service in maintenance, the code recorded. It returns
+// the exit's report.
+func runThenExit(t *testing.T, code int32) (*fakeHost, *recorder, *Supervisor, model.PodReport) {
+	t.Helper()
 	h, r := onlineHost(), &recorder{}
 	s := start(t, h, r)
 	s.Watch(appPod(), nil)
 	r.wait(t, "running", func(l model.PodReport, _ int) bool { return l.Containers[0].State == model.ContainerRunning })
 	h.set(func(f *fakeHost) {
 		f.svcs["z1"][fmri] = ServiceState{State: "maintenance"}
-		f.exits["z1/app"] = 3
+		f.exits["z1/app"] = code
 	})
 	ex := r.wait(t, "exited", func(l model.PodReport, _ int) bool { return l.Containers[0].State == model.ContainerExited })
+	return h, r, s, ex
+}
+
+func TestAnExitIsReportedWithItsCodeAndARestartStartsOver(t *testing.T) {
+	h, r, s, ex := runThenExit(t, 3)
 	if c := ex.Containers[0]; c.ExitCode == nil || *c.ExitCode != 3 || c.Ready {
 		t.Fatalf("exit reported as %+v", c)
 	}
@@ -417,15 +426,7 @@ func TestObservedZonesAreTheLastObservation(t *testing.T) {
 // maintenance. Only past exitRecordGrace would a record still missing
 // mean an end that left none. Make the grace zero to see it fail.
 func TestARestartNotYetTakenIsNotAnEnd(t *testing.T) {
-	h, r := onlineHost(), &recorder{}
-	s := start(t, h, r)
-	s.Watch(appPod(), nil)
-	r.wait(t, "running", func(l model.PodReport, _ int) bool { return l.Containers[0].State == model.ContainerRunning })
-	h.set(func(f *fakeHost) {
-		f.svcs["z1"][fmri] = ServiceState{State: "maintenance"}
-		f.exits["z1/app"] = 1
-	})
-	r.wait(t, "exited", func(l model.PodReport, _ int) bool { return l.Containers[0].State == model.ContainerExited })
+	h, r, s, _ := runThenExit(t, 1)
 	h.set(func(f *fakeHost) { delete(f.exits, "z1/app") }) // the restart's ForgetExit
 	seq := s.Restarted("u1", "app")
 	time.Sleep(time.Second) // observations every 50ms, the service still in maintenance
