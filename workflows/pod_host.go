@@ -331,7 +331,9 @@ const versionProvisionWaitsForNode = "provision-waits-for-node"
 const ReasonNodeNotResponding = "NodeNotResponding"
 
 // versionProvisionAnswerLost: a provision whose attempts all timed out
-// after their node took them up (heartbeat or StartToClose) waits and
+// after their node took them up (heartbeat or StartToClose), or were
+// interrupted (their context ended: a heartbeat that did not get
+// through, hostacts.ErrTypeInterrupted), waits and
 // runs again, as one not taken up does, instead of failing the pod. The
 // node's errors are not retried by Temporal (ProvisionPod fails them for
 // good), so only a lost answer gets here: a Temporal too loaded to record
@@ -344,7 +346,9 @@ const versionProvisionAnswerLost = "provision-answer-lost"
 // differ, so histories recorded before it replay unchanged.
 func (w *podWorkflow) provisionAnswerLost(ctx workflow.Context, failure error) bool {
 	var timeoutErr *temporal.TimeoutError
-	if !errors.As(failure, &timeoutErr) || notTakenUp(failure) {
+	var appErr *temporal.ApplicationError
+	interrupted := errors.As(failure, &appErr) && appErr.Type() == hostacts.ErrTypeInterrupted
+	if !interrupted && (!errors.As(failure, &timeoutErr) || notTakenUp(failure)) {
 		return false
 	}
 	return workflow.GetVersion(ctx, versionProvisionAnswerLost, workflow.DefaultVersion, 1) >= 1

@@ -57,6 +57,10 @@ const (
 	// ErrTypeCreateContainerConfig: a container's environment names a
 	// secret or key that does not exist (retryable: it may appear).
 	ErrTypeCreateContainerConfig = "CreateContainerConfigError"
+	// ErrTypeInterrupted: the attempt's context ended before its work did
+	// (retryable). The SDK ends it when a heartbeat does not get through
+	// to an overloaded server: no fault of the pod's or of the node's.
+	ErrTypeInterrupted = "Interrupted"
 )
 
 // kindErrType is the ApplicationError type of a retryable illumos failure.

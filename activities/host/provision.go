@@ -17,7 +17,7 @@ import (
 func (a *Activities) ProvisionPod(ctx context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
 	res, err := a.Ops.ProvisionPod(heartbeats(ctx), in)
 	if err != nil && ctx.Err() != nil {
-		return hostops.ProvisionResult{}, ctx.Err() // cancelled
+		return hostops.ProvisionResult{}, temporal.NewApplicationError("the provision was interrupted: "+ctx.Err().Error(), ErrTypeInterrupted)
 	}
 	var pe *hostops.ProvisionError
 	if !errors.As(err, &pe) {
