@@ -146,6 +146,34 @@ func TestNodeLostEndsTheTriesOfATeardown(t *testing.T) {
 	}
 }
 
+// provisionFailing runs a pod of spec whose ProvisionPod fails with err
+// its first times tries, then succeeds, for up to 10 minutes (then the
+// pod is deleted). It fails the test if the workflow fails or the pod
+// does: none of these failures is the pod's.
+func provisionFailing(t *testing.T, spec model.PodSpec, times int, err error) *harness {
+	t.Helper()
+	var h *harness
+	tries := 0
+	h = newHarness(t, spec, override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+		if tries++; tries <= times {
+			h.calls.add("ProvisionPod!")
+			return hostops.ProvisionResult{}, err
+		}
+		h.calls.add("ProvisionPod")
+		return hostops.ProvisionResult{Seq: supervisedSeq}, nil
+	}}})
+	h.run(10*time.Minute, SignalTerminate, TerminateSignal{})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range h.statuses {
+		if s.Phase == model.PodFailed {
+			t.Fatalf("the pod failed (%s: %s) on a provision that was no fault of its: %s", s.Reason, s.Message, h.calls)
+		}
+	}
+	return h
+}
+
 // A provision its node did not take up is no fault of the pod's: it waits
 // Pending and runs again, whatever its restartPolicy, and a pod deleted
 // meanwhile undoes every step (an earlier attempt may have begun some).
@@ -155,26 +183,7 @@ func TestProvisionNotTakenUpWaitsAndRunsAgain(t *testing.T) {
 		times int
 	}{{"taken up later", 2}, {"deleted meanwhile", 1 << 30}} {
 		t.Run(tc.name, func(t *testing.T) {
-			var h *harness
-			tries := 0
-			h = newHarness(t, podSpec(func(s *model.PodSpec) { s.RestartPolicy = model.RestartNever }),
-				override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (hostops.ProvisionResult, error) {
-					if tries++; tries <= tc.times {
-						h.calls.add("ProvisionPod!")
-						return hostops.ProvisionResult{}, notTakenUpError()
-					}
-					h.calls.add("ProvisionPod")
-					return hostops.ProvisionResult{Seq: supervisedSeq}, nil
-				}}})
-			h.run(10*time.Minute, SignalTerminate, TerminateSignal{})
-			if err := h.env.GetWorkflowError(); err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range h.statuses {
-				if s.Phase == model.PodFailed {
-					t.Fatalf("the pod failed (%s: %s) because its node did not take its provision up: %s", s.Reason, s.Message, h.calls)
-				}
-			}
+			h := provisionFailing(t, podSpec(func(s *model.PodSpec) { s.RestartPolicy = model.RestartNever }), tc.times, notTakenUpError())
 			if !h.sawReason(ReasonNodeNotResponding) {
 				t.Fatalf("the pod did not say why it waits: %s", h.calls)
 			}
@@ -214,26 +223,8 @@ func TestProvisionWhoseAnswerIsLostRunsAgain(t *testing.T) {
 		{"interrupted", temporal.NewApplicationError("the provision was interrupted: context canceled", hostacts.ErrTypeInterrupted)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var h *harness
-			tries := 0
-			h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (hostops.ProvisionResult, error) {
-				// More than one activity's three attempts.
-				if tries++; tries <= 4 {
-					h.calls.add("ProvisionPod!")
-					return hostops.ProvisionResult{}, tc.err
-				}
-				h.calls.add("ProvisionPod")
-				return hostops.ProvisionResult{Seq: supervisedSeq}, nil
-			}}})
-			h.run(10*time.Minute, SignalTerminate, TerminateSignal{})
-			if err := h.env.GetWorkflowError(); err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range h.statuses {
-				if s.Phase == model.PodFailed {
-					t.Fatalf("the pod failed (%s: %s) because its provision's answer was lost: %s", s.Reason, s.Message, h.calls)
-				}
-			}
+			// More than one activity's three attempts.
+			h := provisionFailing(t, podSpec(), 4, tc.err)
 			if !h.sawReason(ReasonNodeNotResponding) || !h.calls.has("ProvisionPod!", "ProvisionPod") || !h.sawReason("Started") {
 				t.Fatalf("the provision did not wait, run again and start the pod: %s", h.calls)
 			}
