@@ -1,0 +1,30 @@
+// Package oci pulls images from OCI and Docker registries and applies their
+// layers, so a pod may name a registry image ("nginx:1.27",
+// "ghcr.io/org/app@sha256:...") instead of a catalog image. It does three
+// jobs, one per file:
+//
+//   - reference.go tells a registry reference from a catalog name
+//     (IsReference) and parses it as Docker does (ParseReference), so that
+//     every spelling of one image normalises to the same Reference.
+//
+//   - registry.go resolves a reference to a linux/amd64 image (Client.Resolve:
+//     the manifest, picked from a manifest list or OCI index, its layers and
+//     the config that says how to run it) and opens its blobs
+//     (Client.Blob, resumable at an offset). It speaks the distribution
+//     API through go-containerregistry's authenticating transport
+//     (anonymous, basic, or bearer tokens from the registry's challenge),
+//     with credentials from a pull secret (ParseDockerConfigJSON), and
+//     reports failures as ErrNotFound, ErrUnauthorized and ErrNoPlatform
+//     for the caller to turn into Kubernetes reasons. Every manifest and
+//     config is checked against its digest; layers are the caller's to
+//     check, as it stores them.
+//
+//   - layer.go unpacks a layer onto a directory (ApplyLayer) with OCI
+//     whiteouts, returning its DiffID, and computes chain IDs (ChainIDs)
+//     that name a stack of unpacked layers. A layer is untrusted input:
+//     every file operation goes through an os.Root, so no entry writes
+//     outside the directory by "..", an absolute name or a symlink.
+//
+// The package holds no state on disk: storing blobs, verifying their
+// digests and caching unpacked stacks are the caller's.
+package oci
