@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/oci"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -44,7 +47,9 @@ func (s *Server) createImage(c *gin.Context) {
 	systemMeta(&img.Metadata)
 	model.DefaultImage(&img)
 	errs := model.ValidateImage(&img)
-	if err := s.checkSource(img.Spec.Source); len(errs) == 0 && err != nil {
+	if len(errs) == 0 && img.Spec.Kind == model.ImageOCI {
+		errs = s.checkReference(img.Spec.Source)
+	} else if err := s.checkSource(img.Spec.Source); len(errs) == 0 && err != nil {
 		errs = append(errs, model.FieldError{Field: "spec.source", Type: model.FieldForbidden, Detail: "Forbidden: " + err.Error()})
 	}
 	if len(errs) > 0 {
@@ -65,6 +70,89 @@ func (s *Server) checkSource(source string) error {
 		return nil
 	}
 	return s.sources.CheckURL(source)
+}
+
+// checkReference parses an oci image's registry reference and asks the
+// policy about its registry as about an https source there.
+func (s *Server) checkReference(source string) model.FieldErrors {
+	ref, err := oci.ParseReference(source)
+	if err != nil {
+		return model.FieldErrors{{Field: "spec.source", Type: model.FieldInvalid, Detail: fmt.Sprintf("Invalid value: %q: %v", source, err)}}
+	}
+	if err := s.checkSource("https://" + ref.Registry + "/"); err != nil {
+		return model.FieldErrors{{Field: "spec.source", Type: model.FieldForbidden, Detail: "Forbidden: " + err.Error()}}
+	}
+	return nil
+}
+
+// registryImage finds or creates the catalog image of a registry
+// reference a container names: one oci image per normalised reference,
+// named after its repository and tag (ociImageName), imported once
+// however many pods ask for it. A pod with imagePullSecrets gets an image
+// of its own namespace and secrets, pulled with them: a private image one
+// namespace pulled is not another's for the asking. It returns the
+// catalog name, or field errors for a reference that does not parse or
+// whose registry the source policy refuses.
+func (s *Server) registryImage(ctx context.Context, field, asked string, p *model.Pod) (string, model.FieldErrors, error) {
+	ref, err := oci.ParseReference(asked)
+	if err != nil {
+		return "", model.FieldErrors{{Field: field, Type: model.FieldInvalid, Detail: fmt.Sprintf("Invalid value: %q: %v", asked, err)}}, nil
+	}
+	var secrets []model.SecretReference
+	for _, ps := range p.Spec.ImagePullSecrets {
+		secrets = append(secrets, model.SecretReference{Namespace: p.Metadata.Namespace, Name: ps.Name})
+	}
+	name := ociImageName(ref, secrets)
+	if img, err := s.ImageCatalog().Get(ctx, name); err != nil || img != nil {
+		return name, nil, err
+	}
+	if errs := s.checkReference(asked); len(errs) > 0 {
+		errs[0].Field = field
+		return "", errs, nil
+	}
+	img := &model.Image{Metadata: model.ObjectMeta{Name: name}, Spec: model.ImageSpec{Kind: model.ImageOCI, Source: ref.String(), PullSecrets: secrets}}
+	systemMeta(&img.Metadata)
+	model.DefaultImage(img)
+	if errs := model.ValidateImage(img); len(errs) > 0 {
+		return "", nil, fmt.Errorf("the catalog image of %q does not validate: %v", asked, errs)
+	}
+	err = s.ImageCatalog().Create(ctx, img)
+	if errors.Is(err, store.ErrAlreadyExists) {
+		err = nil // another pod asked at the same time
+	}
+	return name, nil, err
+}
+
+// ociImageName is the catalog name of a registry reference pulled with
+// secrets: readable (its repository's last element and its tag, as a DNS
+// label) and unique (a hash of the whole normalised reference and the
+// secrets).
+func ociImageName(ref oci.Reference, secrets []model.SecretReference) string {
+	h := sha256.New()
+	h.Write([]byte(ref.String()))
+	for _, s := range secrets {
+		fmt.Fprintf(h, "\n%s/%s", s.Namespace, s.Name)
+	}
+	sum := h.Sum(nil)
+	base := ref.Repository[strings.LastIndex(ref.Repository, "/")+1:]
+	if ref.Digest != "" {
+		base += "-" + strings.TrimPrefix(ref.Digest, "sha256:")[:12]
+	} else {
+		base += "-" + ref.Tag
+	}
+	var b strings.Builder
+	for _, r := range strings.ToLower(base) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else if !strings.HasSuffix(b.String(), "-") {
+			b.WriteByte('-')
+		}
+	}
+	label := strings.Trim(b.String(), "-")
+	if len(label) > 46 {
+		label = strings.TrimRight(label[:46], "-")
+	}
+	return "oci-" + label + "-" + hex.EncodeToString(sum[:6])
 }
 
 // ImageCatalog creates images as POST does: what the image map seeds
@@ -169,6 +257,16 @@ func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (model.Fiel
 		asked := c.Image
 		name := s.imageMap.Resolve(asked)
 		img, err := s.store.Images().Get(ctx, "", name)
+		if errors.Is(err, store.ErrNotFound) && model.IsRegistryReference(name) {
+			var ferrs model.FieldErrors
+			if name, ferrs, err = s.registryImage(ctx, f, name, p); len(ferrs) > 0 {
+				errs = append(errs, ferrs...)
+				continue
+			}
+			if err == nil {
+				img, err = s.store.Images().Get(ctx, "", name)
+			}
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			detail := fmt.Sprintf("Not found: %q: no such image in the catalog (GET /api/v1/images)", asked)
 			if name != asked {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -719,4 +720,34 @@ func (w *podWorkflow) teardown(ctx workflow.Context) {
 	}
 	w.releaseAddress(ctx)
 	w.st.Sandbox = nil
+}
+
+// withImageConfig gives the containers of the sandbox's image what the
+// image's configuration says where the pod says nothing, by Kubernetes'
+// rules: a container without a command runs the image's Entrypoint with
+// its own args, or else the image's Cmd; one with a command runs it as
+// given. The image's environment comes first, and the pod's variables
+// replace it by name.
+func withImageConfig(sb *hostops.PodSandbox, spec model.PodSpec, cfg *model.OCIConfig) {
+	for i := range sb.Containers {
+		if i >= len(spec.Containers) || spec.Containers[i].Image != sb.Image {
+			continue
+		}
+		c := spec.Containers[i]
+		if len(c.Command) == 0 {
+			args := c.Args
+			if len(args) == 0 {
+				args = cfg.Cmd
+			}
+			sb.Containers[i].Argv = append(append([]string{}, cfg.Entrypoint...), args...)
+		}
+		var env []model.EnvVar
+		for _, kv := range cfg.Env {
+			name, value, _ := strings.Cut(kv, "=")
+			if !slices.ContainsFunc(c.Env, func(e model.EnvVar) bool { return e.Name == name }) {
+				env = append(env, model.EnvVar{Name: name, Value: value})
+			}
+		}
+		sb.Containers[i].Env = append(env, c.Env...)
+	}
 }

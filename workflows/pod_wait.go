@@ -103,6 +103,9 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 		w.endStep(ctx, "")
 		w.startupImageReady(ctx)
 		w.st.Sandbox.ImageKind = r.Kind
+		if r.Config != nil {
+			withImageConfig(w.st.Sandbox, w.spec, r.Config)
+		}
 		w.setPhase(PhaseProvisioning)
 		return nil
 	}

@@ -50,7 +50,10 @@ func importError(log log.Logger, err error) error {
 	log.Warn("image import failed", "image", ie.Image, "err", ie.Err)
 	msg := fmt.Sprintf("image %s: %s", ie.Image, imagestore.Reason(ie.Err))
 	var mismatch *imagestore.DigestMismatchError
+	var refused *controlops.RegistryError
 	switch {
+	case errors.As(ie.Err, &refused):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("image %s: %s", ie.Image, refused.Reason), ErrTypeSourceFailed, nil)
 	case errors.As(ie.Err, &mismatch):
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeDigestMismatch, nil)
 	case imagestore.Permanent(ie.Err):

@@ -3,6 +3,7 @@ package host_test
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -472,4 +473,90 @@ func TestInstallsFromImages(t *testing.T) {
 		n.twice(t, "RemoveImage "+img.Name, n.host.RemoveImage, img)
 		n.wantNoImage(t, img.Name)
 	}
+}
+
+// ociLayer is a gzip layer of files (name, content pairs), served by srv:
+// the node's view of it and its uncompressed tar's size.
+func ociLayer(t *testing.T, srv *imageServer, files ...string) hostops.NodeLayer {
+	t.Helper()
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for i := 0; i+1 < len(files); i += 2 {
+		tw.WriteHeader(&tar.Header{Name: files[i], Mode: 0o644, Size: int64(len(files[i+1])), Typeflag: tar.TypeReg})
+		tw.Write([]byte(files[i+1]))
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(tb.Bytes())
+	zw.Close()
+	diff := sha256.Sum256(tb.Bytes())
+	blob := srv.add("blob-"+strconv.Itoa(len(srv.files)), "", gz.Bytes())
+	return hostops.NodeLayer{Digest: "sha256:" + blob.SHA256, DiffID: "sha256:" + hex.EncodeToString(diff[:]), Size: blob.Size,
+		MediaType: "application/vnd.oci.image.layer.v1.tar+gzip", URL: blob.URL}
+}
+
+func ociNodeImage(name string, layers ...hostops.NodeLayer) hostops.NodeImage {
+	sum := sha256.Sum256([]byte(name))
+	return hostops.NodeImage{Name: name, Kind: model.ImageOCI, SHA256: hex.EncodeToString(sum[:]), Layers: layers}
+}
+
+// An oci image is kept as one dataset per layer chain: a second image on
+// the same base downloads and applies only its own layer, a pulled image
+// pulls again at no cost, and a layer whose tar is not what the image's
+// configuration says fails for good and leaves no layer behind.
+func TestPullOCIImageSharesLayers(t *testing.T) {
+	n := newNode(t)
+	srv := newImageServer(t)
+	base := ociLayer(t, srv, "etc/motd", "from the base\n", "etc/gone", "x\n")
+	app := ociLayer(t, srv, "etc/.wh.gone", "", "app", "one\n")
+	other := ociLayer(t, srv, "other", "two\n")
+
+	res := n.pull(t, ociNodeImage("app", base, app))
+	if res.Bytes != base.Size+app.Size || res.Artefact != imagesDataset+"/app@base" {
+		t.Fatalf("first image: %+v, want %d bytes and its @base", res, base.Size+app.Size)
+	}
+	before := srv.requests.Load()
+	res = n.pull(t, ociNodeImage("other", base, other))
+	if res.Bytes != other.Size || srv.requests.Load()-before != 1 {
+		t.Fatalf("the second image on the same base fetched %d bytes in %d requests, want only its own layer's %d in one", res.Bytes, srv.requests.Load()-before, other.Size)
+	}
+	if res := n.pull(t, ociNodeImage("app", base, app)); res.Bytes != 0 {
+		t.Errorf("a pulled image pulled again fetched %d bytes", res.Bytes)
+	}
+	var chains []string
+	for _, d := range n.datasetNames(t, imagesDataset+"/layers") {
+		if strings.HasSuffix(d, "@layer") {
+			chains = append(chains, d)
+		}
+	}
+	if len(chains) != 3 {
+		t.Errorf("layer snapshots %v, want 3 (base, base+app, base+other)", chains)
+	}
+	for _, c := range chains {
+		dir := filepath.Join(n.ops.ZonesDir, ".layers", strings.TrimSuffix(strings.TrimPrefix(c, imagesDataset+"/layers/"), "@layer"))
+		if b, err := os.ReadFile(filepath.Join(dir, "app")); err == nil {
+			if string(b) != "one\n" {
+				t.Errorf("app layer: %q", b)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "etc/gone")); !os.IsNotExist(err) {
+				t.Errorf("the whiteout left etc/gone in the app layer: %v", err)
+			}
+		}
+	}
+
+	// (A layer whose diffID the node already holds is that layer: its
+	// blob is not fetched, as in Docker; so the mismatch is one no layer has.)
+	bad := ociLayer(t, srv, "bad", "three\n")
+	bad.DiffID = "sha256:" + strings.Repeat("0", 64)
+	_, err := n.run(t, n.host.PullImage, ociNodeImage("bad", base, bad))
+	if ae := appError(t, err); ae.Type() != hostacts.ErrTypeDigestMismatch || !ae.NonRetryable() {
+		t.Fatalf("a layer whose tar is not its diffID: %v, want %s", err, hostacts.ErrTypeDigestMismatch)
+	}
+	if got := len(n.datasetNames(t, imagesDataset+"/layers")); got != 1+3*2 {
+		t.Errorf("a failed layer left datasets: %v", n.datasetNames(t, imagesDataset+"/layers"))
+	}
+	n.wantNoImage(t, "bad")
 }

@@ -201,9 +201,16 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore, defaultS
 	fs.StringVar(&c.ImageSourceDir, "image-source-dir", env("ZW_IMAGE_SOURCE_DIR", defaultSourceDir), "file:// image sources only beneath this directory; empty refuses file:// sources (env ZW_IMAGE_SOURCE_DIR)")
 	private := fs.String("image-allow-private-sources", env("ZW_IMAGE_ALLOW_PRIVATE_SOURCES", defaultPrivate),
 		"comma-separated CIDRs of loopback, private or link-local addresses http(s) image sources may reach anyway, e.g. 127.0.0.0/8,::1 or 10.20.0.0/16; empty: public addresses only (env ZW_IMAGE_ALLOW_PRIVATE_SOURCES)")
+	insecure := fs.String("insecure-registries", env("ZW_INSECURE_REGISTRIES", ""),
+		"comma-separated registries (host[:port]) spoken to over plain http; loopback ones always are (env ZW_INSECURE_REGISTRIES)")
 	maxBytes := fs.String("image-max-bytes", env("ZW_IMAGE_MAX_BYTES", "20Gi"), "largest image download and decompressed image accepted, a quantity such as 20Gi (env ZW_IMAGE_MAX_BYTES)")
 	return func() error {
 		var err error
+		for _, r := range strings.Split(*insecure, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				c.InsecureRegistries = append(c.InsecureRegistries, r)
+			}
+		}
 		if c.ImageAllowPrivateSources, err = imagestore.ParsePrefixes(*private); err != nil {
 			return fmt.Errorf("--image-allow-private-sources: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/metrics"
@@ -36,6 +37,11 @@ type Images struct {
 	// StatusEvery throttles progress writes into the image's status.
 	StatusEvery time.Duration
 	Pulls       ImagePulls
+	// InsecureRegistries (host[:port]) are spoken to over plain http, as
+	// loopback ones always are.
+	InsecureRegistries []string
+	// SecretKey opens the pull secrets of oci images.
+	SecretKey *encryption.Key
 	// Metrics measures imports; nil measures nothing.
 	Metrics *metrics.Serve
 }
@@ -146,6 +152,9 @@ type ResolvedImage struct {
 	// did; Message says why.
 	Failed  bool
 	Message string
+	// Config is an oci image's configuration: what its containers run
+	// when the pod does not say.
+	Config *model.OCIConfig `json:",omitempty"`
 }
 
 func (a *Images) now() time.Time { return time.Now().UTC() }
@@ -219,6 +228,9 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 	}
 	if img == nil {
 		return ImageFetched{}, &ImageGoneError{Image: ref.Name}
+	}
+	if img.Spec.Kind == model.ImageOCI {
+		return a.fetchOCI(ctx, ref, img)
 	}
 	src := img.Spec.Source
 	var (
@@ -309,6 +321,9 @@ func (a *Images) DecompressImage(ctx context.Context, ref ImageRef) (ImageArtefa
 	if img == nil {
 		return ImageArtefact{}, &ImageGoneError{Image: ref.Name}
 	}
+	if img.Spec.Kind == model.ImageOCI {
+		return ociArtefact(img)
+	}
 	art, err := a.Artefacts.DecompressProgress(ctx, ref.Name, img.Spec.Compression, func(read, total int64) {
 		progress.Report(ctx, [2]int64{read, total})
 	})
@@ -379,8 +394,12 @@ func (a *Images) RemoveImageArtefact(ctx context.Context, name string) error {
 // nodeImage is how nodes fetch the image's artefact: with their own
 // certificates, so no credential travels in the workflow's history.
 func (a *Images) nodeImage(img *model.Image) hostops.NodeImage {
-	return hostops.NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
+	ni := hostops.NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
 		URL: ArtefactURL(a.AdvertiseURL, img.Metadata.Name), SHA256: img.Status.ArtefactSHA256, Size: img.Status.ArtefactSize}
+	if img.Spec.Kind == model.ImageOCI {
+		ni.URL, ni.Layers = "", a.ociLayers(img)
+	}
+	return ni
 }
 
 // ArtefactURL is where nodes download an image's artefact from.
@@ -517,6 +536,9 @@ func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (Resolv
 		return ResolvedImage{}, err
 	}
 	r := ResolvedImage{Found: true, Kind: img.Spec.Kind}
+	if img.Status.OCI != nil {
+		r.Config = &img.Status.OCI.Config
+	}
 	switch ns, onNode := img.Status.Node(in.Node); {
 	case !img.Spec.NeedsPull():
 		r.Present = true

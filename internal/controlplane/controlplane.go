@@ -76,6 +76,8 @@ type Config struct {
 	// ImageStallTimeout fails a fetch that receives nothing for this long
 	// (a slow transfer that keeps receiving is not stalled).
 	ImageStallTimeout time.Duration
+	// InsecureRegistries (host[:port]) are spoken to over plain http.
+	InsecureRegistries []string
 	// ImageSourceDir: file:// image sources only beneath it; empty
 	// refuses them.
 	ImageSourceDir string
@@ -454,7 +456,8 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
-			StallTimeout: cfg.ImageStallTimeout, Pulls: images, Metrics: serveMetrics},
+			StallTimeout: cfg.ImageStallTimeout, Pulls: images, Metrics: serveMetrics, InsecureRegistries: cfg.InsecureRegistries,
+			SecretKey: cfg.EncryptionKey},
 		serviceCIDR: serviceCIDR, serviceNet: serviceNet, dns: dnsServer, capacity: cfg.Capacity}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	// The map's images exist before the first pod names them, unless

@@ -28,6 +28,9 @@ type NodeImage struct {
 	URL    string // control-plane download URL of the decompressed artefact
 	SHA256 string // hex sha256 of the decompressed artefact
 	Size   int64  // bytes of the decompressed artefact
+	// Layers of an oci image (whose SHA256 is its manifest's digest and
+	// URL empty), bottom first.
+	Layers []NodeLayer `json:",omitempty"`
 }
 
 // NodeImageResult says where the image now is on the node.
@@ -80,6 +83,11 @@ func (in NodeImage) check() error {
 	switch in.Kind {
 	case model.ImageZoneTemplate:
 		return nil
+	case model.ImageOCI:
+		if b, err := hex.DecodeString(in.SHA256); err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("image %s: manifest digest %q is not 64 hex digits", in.Name, in.SHA256)
+		}
+		return in.checkLayers()
 	case model.ImageZFSStream, model.ImageLXTarball, model.ImageBhyveDisk:
 	default:
 		return fmt.Errorf("image %s: unknown kind %q", in.Name, in.Kind)
@@ -126,6 +134,8 @@ func (h *Host) PullImage(ctx context.Context, in NodeImage) (NodeImageResult, er
 	switch in.Kind {
 	case model.ImageLXTarball:
 		res, err = h.pullTarball(ctx, in)
+	case model.ImageOCI:
+		res, err = h.pullLayers(ctx, in)
 	default:
 		res, err = h.pullDataset(ctx, in)
 	}

@@ -456,7 +456,7 @@ func (h *Host) installOptions(ctx context.Context, s PodSandbox) (illumos.Instal
 	switch {
 	case s.ImageKind == "" || s.ImageKind == model.ImageZoneTemplate:
 		return illumos.InstallOptions{}, nil
-	case brand == "lx" && s.ImageKind == model.ImageZFSStream:
+	case brand == "lx" && (s.ImageKind == model.ImageZFSStream || s.ImageKind == model.ImageOCI):
 		snap, err := h.imageSnapshot(s.Image)
 		if err != nil {
 			return illumos.InstallOptions{}, h.invalid(ctx, "install the zone", s, err)

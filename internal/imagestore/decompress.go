@@ -122,6 +122,32 @@ func (s *Store) DecompressProgress(ctx context.Context, name, compression string
 	return art, nil
 }
 
+// Publish makes the verified download itself the artefact nodes pull,
+// compressed or not: an oci layer blob, which nodes verify against its
+// own digest and unpack themselves. Like Decompress it may be repeated.
+func (s *Store) Publish(ctx context.Context, name string) (Artefact, error) {
+	if err := validName(name); err != nil {
+		return Artefact{}, err
+	}
+	ctx, end, err := s.begin(ctx, name)
+	if err != nil {
+		return Artefact{}, err
+	}
+	defer end()
+	in, err := os.Open(s.downloadPath(name))
+	if errors.Is(err, os.ErrNotExist) {
+		return s.describeArtefact(ctx, name, nil)
+	}
+	if err != nil {
+		return Artefact{}, fmt.Errorf("publish %s: %w", name, err)
+	}
+	defer in.Close()
+	if art, ok, err := s.linkArtefact(ctx, name, nil); err != nil || ok {
+		return art, err
+	}
+	return s.writeArtefact(ctx, name, ctxReader{ctx: ctx, r: in})
+}
+
 // decoder wraps r in the reader for compression.
 func decoder(compression string, r io.Reader) (io.Reader, func(), error) {
 	switch compression {

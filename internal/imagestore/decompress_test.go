@@ -166,3 +166,26 @@ func FuzzDetectCompression(f *testing.F) {
 		}
 	})
 }
+
+// A published blob is the artefact exactly as downloaded, compressed or
+// not: nodes verify it against its own digest (an oci layer's).
+func TestPublishKeepsTheDownloadAsItIs(t *testing.T) {
+	s := newStore(t)
+	for _, compression := range []string{model.CompressionGzip, model.CompressionZstd, model.CompressionNone} {
+		blob := compress(t, compression, payload(5000, 3))
+		name := BlobName(sum(blob))
+		fetched(t, s, name, blob)
+		for range 2 { // repeatable
+			art, err := s.Publish(t.Context(), name)
+			if err != nil {
+				t.Fatalf("%s: %v", compression, err)
+			}
+			if art.SHA256 != sum(blob) || art.Size != int64(len(blob)) {
+				t.Errorf("%s: artefact %s of %d bytes, want the download's %s of %d", compression, art.SHA256, art.Size, sum(blob), len(blob))
+			}
+		}
+		if got, err := os.ReadFile(s.artefactPath(name)); err != nil || !bytes.Equal(got, blob) {
+			t.Errorf("%s: the artefact is not the download as it is (%v)", compression, err)
+		}
+	}
+}

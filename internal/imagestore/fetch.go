@@ -36,6 +36,10 @@ type FetchRequest struct {
 	// bytes of the file so far (including a resumed partial) and the total
 	// (0: unknown). It runs on Fetch's goroutine: keep it short.
 	Progress func(done, total int64)
+	// Transport, when set, replaces the store's for this request: one
+	// built over Store.Transport (a registry's authentication), so every
+	// dial stays within Sources.
+	Transport http.RoundTripper
 }
 
 // FetchResult is a verified download.
@@ -381,7 +385,13 @@ func (t *transfer) fromHTTP(ctx context.Context) (complete bool, err error) {
 			hreq.Header.Set("If-Range", t.meta.LastModified)
 		}
 	}
-	resp, err := t.s.client().Do(hreq)
+	client := t.s.client()
+	if t.req.Transport != nil {
+		own := *client
+		own.Transport = t.req.Transport
+		client = &own
+	}
+	resp, err := client.Do(hreq)
 	if err != nil {
 		return false, &noResponseError{ctxErr(xctx, err)}
 	}

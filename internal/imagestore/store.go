@@ -142,9 +142,29 @@ func (s *Store) maxBytes() int64 {
 	return DefaultMaxBytes
 }
 
+// SizeLimit is the most a download or artefact may hold.
+func (s *Store) SizeLimit() int64 { return s.maxBytes() }
+
 func (s *Store) client() *http.Client {
 	s.clientOnce.Do(func() { s.httpClient = s.newClient() })
 	return s.httpClient
+}
+
+// Transport is the store's transport: it dials only what Sources allows,
+// through no proxy. Other fetchers of image sources (a registry's
+// manifests) use it so the same limits hold.
+func (s *Store) Transport() http.RoundTripper { return s.client().Transport }
+
+// BlobName is the store name of a content-addressed blob (an oci layer,
+// shared by every image that has it): "blob-" and the first 58 hex digits
+// of its sha256, a DNS label no catalog image may take (see ValidName's
+// caller in the API). The download is still verified against the whole
+// digest.
+func BlobName(sha256Hex string) string {
+	if len(sha256Hex) > 58 {
+		sha256Hex = sha256Hex[:58]
+	}
+	return model.ReservedImagePrefix + sha256Hex
 }
 
 // maxRedirects bounds the redirects one request follows.

@@ -2,6 +2,7 @@ package model
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -20,7 +21,9 @@ type Image struct {
 type ImageSpec struct {
 	// Kind says what the artefact is and how nodes install it.
 	Kind string `json:"kind"`
-	// Source is an http(s):// or file:// URL; zone-template images have none.
+	// Source is an http(s):// or file:// URL; an oci image's is a registry
+	// reference (host[:port]/repository[:tag|@sha256:…]); zone-template
+	// images have none.
 	Source string `json:"source,omitempty"`
 	// SHA256 is the hex digest of the file at Source, as downloaded.
 	SHA256 string `json:"sha256,omitempty"`
@@ -33,6 +36,16 @@ type ImageSpec struct {
 	Resources ResourceList `json:"resources,omitempty"`
 	// Brands the image installs as; empty means the kind's natural brand.
 	Brands []string `json:"brands,omitempty"`
+	// PullSecrets are the kubernetes.io/dockerconfigjson secrets an oci
+	// image's registry is asked with: the secrets of the pods that created
+	// it, read by the import, never copied.
+	PullSecrets []SecretReference `json:"pullSecrets,omitempty"`
+}
+
+// SecretReference names a secret of any namespace.
+type SecretReference struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 }
 
 // Image kinds.
@@ -41,10 +54,15 @@ const (
 	ImageZFSStream    = "zfs-stream"    // a zfs send stream; received once, zones clone its @base
 	ImageBhyveDisk    = "bhyve-disk"    // a raw disk; written to a zvol, VMs clone its @base
 	ImageZoneTemplate = "zone-template" // sparse/ipkg zones installed from the host's packages
+	ImageOCI          = "oci"           // an image in an OCI registry; nodes keep its layers as datasets, zones clone the top one
 )
 
 // ImageKinds lists every kind.
-var ImageKinds = []string{ImageLXTarball, ImageZFSStream, ImageBhyveDisk, ImageZoneTemplate}
+var ImageKinds = []string{ImageLXTarball, ImageZFSStream, ImageBhyveDisk, ImageZoneTemplate, ImageOCI}
+
+// ReservedImagePrefix begins the store names of oci layer blobs, which
+// the image store keeps beside the catalog's images.
+const ReservedImagePrefix = "blob-"
 
 // Compressions an image source may use.
 const (
@@ -66,14 +84,21 @@ const (
 	LabelNodeBrandPrefix = "zonewright.io/brand-"
 )
 
+// IsRegistryReference reports whether a container's image names an image
+// in a registry (host[:port]/repository[:tag|@digest], or Docker Hub's
+// short forms) rather than a catalog image or alias: catalog names are
+// DNS labels, so they hold no '/', ':' or '@'. A bare "alpine" is a
+// catalog name; Docker Hub's is "alpine:3.20" or "docker.io/library/alpine".
+func IsRegistryReference(image string) bool { return strings.ContainsAny(image, "/:@") }
+
 // NaturalBrands are the brands an image of a kind can install; its spec
 // may narrow them.
 func NaturalBrands(kind string) []string {
 	switch kind {
 	case ImageLXTarball:
 		return []string{BrandLX}
-	case ImageZFSStream:
-		return []string{BrandLX} // zones clone the stream's golden snapshot
+	case ImageZFSStream, ImageOCI:
+		return []string{BrandLX} // zones clone a golden snapshot
 	case ImageBhyveDisk:
 		return []string{BrandBhyve}
 	case ImageZoneTemplate:
@@ -123,6 +148,34 @@ type ImageStatus struct {
 	// rewrites nothing else) and fills this in on every read.
 	Nodes          []ImageNodeStatus `json:"nodes,omitempty"`
 	LastTransition *time.Time        `json:"lastTransitionTime,omitempty"`
+	// OCI is what the registry said of an oci image: set by its import.
+	OCI *OCIImage `json:"oci,omitempty"`
+}
+
+// OCIImage is an oci image as resolved in its registry, for linux/amd64.
+type OCIImage struct {
+	// Digest is the manifest's ("sha256:…"): the image the nodes install.
+	Digest string     `json:"digest"`
+	Layers []OCILayer `json:"layers"`
+	Config OCIConfig  `json:"config"`
+}
+
+// OCILayer is one layer, bottom first.
+type OCILayer struct {
+	Digest    string `json:"digest"` // of the blob as stored (compressed)
+	DiffID    string `json:"diffID"` // of the uncompressed tar
+	Size      int64  `json:"size"`
+	MediaType string `json:"mediaType"`
+}
+
+// OCIConfig is the part of an image's configuration a pod runs with.
+type OCIConfig struct {
+	Entrypoint   []string `json:"entrypoint,omitempty"`
+	Cmd          []string `json:"cmd,omitempty"`
+	Env          []string `json:"env,omitempty"`
+	WorkingDir   string   `json:"workingDir,omitempty"`
+	User         string   `json:"user,omitempty"`
+	ExposedPorts []string `json:"exposedPorts,omitempty"` // documentation only, as in Kubernetes
 }
 
 // Image phases (the catalog's), and per-node phases.

@@ -32,6 +32,14 @@ type PodSpec struct {
 	// Volumes are mounted into the pod's zone by its containers'
 	// volumeMounts (volume.go).
 	Volumes []Volume `json:"volumes,omitempty"`
+	// ImagePullSecrets name kubernetes.io/dockerconfigjson secrets of the
+	// pod's namespace its registry images are pulled with.
+	ImagePullSecrets []LocalObjectReference `json:"imagePullSecrets,omitempty"`
+}
+
+// LocalObjectReference names an object of the same namespace.
+type LocalObjectReference struct {
+	Name string `json:"name"`
 }
 
 // Zone brands a pod can run as.

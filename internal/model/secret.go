@@ -10,9 +10,13 @@ import (
 const KindSecret = "Secret"
 
 // Secret types; zonewright treats every type as Opaque (it gives no
-// meaning to the keys of the others).
+// meaning to the keys of the others), except that image pulls read
+// registry credentials from a dockerconfigjson secret's key
+// DockerConfigJSONKey.
 const (
-	SecretTypeOpaque = "Opaque"
+	SecretTypeOpaque           = "Opaque"
+	SecretTypeDockerConfigJSON = "kubernetes.io/dockerconfigjson"
+	DockerConfigJSONKey        = ".dockerconfigjson"
 )
 
 // MaxSecretBytes bounds a secret's values in total, as Kubernetes does.

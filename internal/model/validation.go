@@ -186,8 +186,8 @@ func ValidatePod(p *Pod) FieldErrors {
 		if strings.TrimSpace(c.Image) == "" {
 			errs.add(f+".image", FieldRequired, "Required value: image is required")
 		}
-		if len(c.Command) == 0 && len(c.Args) == 0 && s.RuntimeClassName != BrandBhyve {
-			errs.add(f+".command", FieldRequired, "Required value: a container runs as an SMF service and needs a command")
+		if len(c.Command) == 0 && len(c.Args) == 0 && s.RuntimeClassName != BrandBhyve && !IsRegistryReference(c.Image) {
+			errs.add(f+".command", FieldRequired, "Required value: a container runs as an SMF service and needs a command (only a registry image brings its own)")
 		}
 		errs = append(errs, validateArgv(f, c.Command, c.Args)...)
 		errs = append(errs, validateEnv(f, c.Env)...)
@@ -213,6 +213,9 @@ func ValidatePod(p *Pod) FieldErrors {
 	}
 	errs = append(errs, validateContainerPortNames(s)...)
 	errs = append(errs, validateVolumes(s)...)
+	for i, ps := range s.ImagePullSecrets {
+		errs = append(errs, ValidateName(fmt.Sprintf("spec.imagePullSecrets[%d].name", i), ps.Name)...)
+	}
 	if !slices.Contains(Brands, s.RuntimeClassName) {
 		errs.add("spec.runtimeClassName", FieldNotSupported, "Unsupported value: %q: supported values: %q", s.RuntimeClassName, Brands)
 	}
@@ -590,14 +593,41 @@ func DefaultImage(img *Image) {
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// validateOCIImage checks what is particular to an oci image: a registry
+// reference as its source (the API parses it fully), and no file digest,
+// size or compression, which the registry's manifest says.
+func validateOCIImage(s *ImageSpec) FieldErrors {
+	var errs FieldErrors
+	switch {
+	case s.Source == "":
+		errs.add("spec.source", FieldRequired, "Required value: an oci image needs a registry reference (host[:port]/repository[:tag|@sha256:digest])")
+	case strings.Contains(s.Source, "://") || strings.ContainsAny(s.Source, " \t\n"):
+		errs.add("spec.source", FieldInvalid, "Invalid value: %q: a registry reference has no scheme or spaces (host[:port]/repository[:tag|@sha256:digest])", s.Source)
+	case len(s.Source) > 1024:
+		errs.add("spec.source", FieldTooLong, "Too long: must have at most 1024 bytes")
+	}
+	if s.SHA256 != "" {
+		errs.add("spec.sha256", FieldForbidden, "Forbidden: an oci image's manifest says its digest; pin one in the reference (@sha256:…)")
+	}
+	if s.Compression != "" {
+		errs.add("spec.compression", FieldForbidden, "Forbidden: an oci image's manifest says how each layer is compressed")
+	}
+	return errs
+}
+
 // ValidateImage checks a catalog image and returns every problem found.
 func ValidateImage(img *Image) FieldErrors {
 	errs := ValidateMeta(&img.Metadata, false)
+	if strings.HasPrefix(img.Metadata.Name, ReservedImagePrefix) {
+		errs.add("metadata.name", FieldInvalid, "Invalid value: %q: names beginning %q are the image store's layer blobs", img.Metadata.Name, ReservedImagePrefix)
+	}
 	s := &img.Spec
 	if !slices.Contains(ImageKinds, s.Kind) {
 		errs.add("spec.kind", FieldNotSupported, "Unsupported value: %q: supported values: %q", s.Kind, ImageKinds)
 	}
 	switch {
+	case s.Kind == ImageOCI:
+		errs = append(errs, validateOCIImage(s)...)
 	case s.Source == "" && s.Kind != ImageZoneTemplate && slices.Contains(ImageKinds, s.Kind):
 		errs.add("spec.source", FieldRequired, "Required value: a %s image needs a source URL (http, https or file)", s.Kind)
 	case s.Source != "":
@@ -618,6 +648,7 @@ func ValidateImage(img *Image) FieldErrors {
 		}
 	}
 	switch {
+	case s.Kind == ImageOCI:
 	case s.Source != "" && s.SHA256 == "":
 		errs.add("spec.sha256", FieldRequired, "Required value: an image with a source needs its sha256 digest")
 	case s.SHA256 != "" && !sha256Hex.MatchString(s.SHA256):
@@ -630,6 +661,14 @@ func ValidateImage(img *Image) FieldErrors {
 		errs.add("spec.compression", FieldNotSupported, "Unsupported value: %q: supported values: \"none\", \"gzip\", \"zstd\", \"xz\" (or empty to detect it)", s.Compression)
 	}
 	errs = append(errs, validateResourceList("spec.resources", s.Resources)...)
+	for i, ps := range s.PullSecrets {
+		f := fmt.Sprintf("spec.pullSecrets[%d]", i)
+		if s.Kind != ImageOCI {
+			errs.add(f, FieldForbidden, "Forbidden: only an oci image is pulled from a registry")
+		}
+		errs = append(errs, ValidateName(f+".namespace", ps.Namespace)...)
+		errs = append(errs, ValidateName(f+".name", ps.Name)...)
+	}
 	for i, b := range s.Brands {
 		if can := NaturalBrands(s.Kind); !slices.Contains(can, b) && can != nil {
 			errs.add(fmt.Sprintf("spec.brands[%d]", i), FieldNotSupported, "Unsupported value: %q: a %s image installs as %q", b, s.Kind, can)

@@ -3,14 +3,16 @@
 // "ghcr.io/org/app@sha256:...") instead of a catalog image. It does three
 // jobs, one per file:
 //
-//   - reference.go tells a registry reference from a catalog name
-//     (IsReference) and parses it as Docker does (ParseReference), so that
+//   - reference.go parses a registry reference as Docker does
+//     (ParseReference; model.IsRegistryReference tells one from a catalog
+//     name), so that
 //     every spelling of one image normalises to the same Reference.
 //
 //   - registry.go resolves a reference to a linux/amd64 image (Client.Resolve:
 //     the manifest, picked from a manifest list or OCI index, its layers and
-//     the config that says how to run it) and opens its blobs
-//     (Client.Blob, resumable at an offset). It speaks the distribution
+//     the config that says how to run it) and gives what fetches its
+//     blobs (Client.RepositoryTransport and BlobURL, for the image store's resumable
+//     fetch; Client.Blob reads one directly). It speaks the distribution
 //     API through go-containerregistry's authenticating transport
 //     (anonymous, basic, or bearer tokens from the registry's challenge),
 //     with credentials from a pull secret (ParseDockerConfigJSON), and

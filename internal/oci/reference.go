@@ -9,15 +9,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 )
 
-// IsReference reports whether image names a registry image rather than a
-// catalog image. Catalog names are DNS-1123 labels, which never contain '/',
-// ':' or '@', and every registry reference we accept needs one of them to be
-// unambiguous: a bare "alpine" is a catalog name, and Docker Hub's alpine is
-// written "alpine:3.20", "library/alpine" or "docker.io/library/alpine".
-func IsReference(image string) bool {
-	return strings.ContainsAny(image, "/:@")
-}
-
 // Reference is a registry image reference, normalised as Docker normalises
 // it, so that two spellings of one image ("alpine:3.20" and
 // "docker.io/library/alpine:3.20") compare equal and name the same

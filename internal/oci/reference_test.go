@@ -7,25 +7,6 @@ import (
 
 const hex64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-func TestIsReference(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want bool
-	}{
-		{"alpine", false},
-		{"base-64", false},
-		{"alpine:3.20", true},
-		{"library/alpine", true},
-		{"docker.io/library/alpine", true},
-		{"alpine@sha256:" + hex64, true},
-		{"localhost:5000/x", true},
-	} {
-		if got := IsReference(tc.in); got != tc.want {
-			t.Errorf("IsReference(%q) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestParseReference(t *testing.T) {
 	for _, tc := range []struct {
 		in     string

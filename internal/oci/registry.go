@@ -39,6 +39,10 @@ var (
 	ErrUnauthorized = errors.New("not authorized to pull image")
 	// ErrNoPlatform: the image exists but has no linux/amd64 variant.
 	ErrNoPlatform = errors.New("image has no linux/amd64 manifest")
+	// ErrUnsupported: the image is one this client cannot run (a schema 1
+	// manifest, a foreign or unknown layer type, a malformed manifest or
+	// configuration); asking again will not change it.
+	ErrUnsupported = errors.New("image not supported")
 )
 
 const (
@@ -295,10 +299,10 @@ func (c *Client) Resolve(ctx context.Context, ref Reference, keys Keyring) (Imag
 	}
 	m, err := v1.ParseManifest(bytes.NewReader(body))
 	if err != nil {
-		return Image{}, fmt.Errorf("%s: parse manifest %s: %w", ref, dgst, err)
+		return Image{}, fmt.Errorf("%s: %w: parse manifest %s: %w", ref, ErrUnsupported, dgst, err)
 	}
 	if !m.Config.MediaType.IsConfig() {
-		return Image{}, fmt.Errorf("%s: manifest %s: config media type %q is not an image config", ref, dgst, m.Config.MediaType)
+		return Image{}, fmt.Errorf("%s: %w: manifest %s: config media type %q is not an image config", ref, ErrUnsupported, dgst, m.Config.MediaType)
 	}
 	cfgBytes, err := c.smallBlob(ctx, rt, ref, m.Config)
 	if err != nil {
@@ -306,7 +310,7 @@ func (c *Client) Resolve(ctx context.Context, ref Reference, keys Keyring) (Imag
 	}
 	cf, err := v1.ParseConfigFile(bytes.NewReader(cfgBytes))
 	if err != nil {
-		return Image{}, fmt.Errorf("%s: parse config %s: %w", ref, m.Config.Digest, err)
+		return Image{}, fmt.Errorf("%s: %w: parse config %s: %w", ref, ErrUnsupported, m.Config.Digest, err)
 	}
 	// A single-manifest image says its platform only in its config; one
 	// built for another architecture would fail later with an exec error.
@@ -314,22 +318,22 @@ func (c *Client) Resolve(ctx context.Context, ref Reference, keys Keyring) (Imag
 		return Image{}, fmt.Errorf("%s: %w: the image is %s/%s", ref, ErrNoPlatform, cf.OS, cf.Architecture)
 	}
 	if len(cf.RootFS.DiffIDs) != len(m.Layers) {
-		return Image{}, fmt.Errorf("%s: config has %d diff_ids for %d layers", ref, len(cf.RootFS.DiffIDs), len(m.Layers))
+		return Image{}, fmt.Errorf("%s: %w: config has %d diff_ids for %d layers", ref, ErrUnsupported, len(cf.RootFS.DiffIDs), len(m.Layers))
 	}
 	img := Image{Reference: ref.String(), Digest: dgst}
 	for i, l := range m.Layers {
 		if !layerTypes[l.MediaType] {
 			if !l.MediaType.IsDistributable() {
-				return Image{}, fmt.Errorf("%s: layer %d (%s) is a foreign (non-distributable) layer, which cannot be pulled", ref, i, l.Digest)
+				return Image{}, fmt.Errorf("%s: %w: layer %d (%s) is a foreign (non-distributable) layer, which cannot be pulled", ref, ErrUnsupported, i, l.Digest)
 			}
-			return Image{}, fmt.Errorf("%s: layer %d (%s) has unsupported media type %q", ref, i, l.Digest, l.MediaType)
+			return Image{}, fmt.Errorf("%s: %w: layer %d (%s) has media type %q", ref, ErrUnsupported, i, l.Digest, l.MediaType)
 		}
 		diffID := cf.RootFS.DiffIDs[i].String()
 		if !sha256RE.MatchString(l.Digest.String()) || !sha256RE.MatchString(diffID) {
-			return Image{}, fmt.Errorf("%s: layer %d: digest %s / diff_id %s is not sha256", ref, i, l.Digest, diffID)
+			return Image{}, fmt.Errorf("%s: %w: layer %d: digest %s / diff_id %s is not sha256", ref, ErrUnsupported, i, l.Digest, diffID)
 		}
 		if l.Size < 0 {
-			return Image{}, fmt.Errorf("%s: layer %d: negative size", ref, i)
+			return Image{}, fmt.Errorf("%s: %w: layer %d: negative size", ref, ErrUnsupported, i)
 		}
 		img.Layers = append(img.Layers, Layer{Digest: l.Digest.String(), DiffID: diffID, Size: l.Size, MediaType: string(l.MediaType)})
 		img.Size += l.Size
@@ -434,7 +438,7 @@ func (c *Client) manifest(ctx context.Context, rt http.RoundTripper, ref Referen
 		}
 	}
 	if probe.SchemaVersion == 1 || mt == types.DockerManifestSchema1 || mt == types.DockerManifestSchema1Signed {
-		return nil, "", "", fmt.Errorf("%s: Docker schema 1 manifests are not supported", ref)
+		return nil, "", "", fmt.Errorf("%s: %w: Docker schema 1 manifests", ref, ErrUnsupported)
 	}
 	return body, mt, dgst, nil
 }
@@ -463,6 +467,18 @@ func (c *Client) smallBlob(ctx context.Context, rt http.RoundTripper, ref Refere
 	}
 	return b, nil
 }
+
+// RepositoryTransport is the authenticated transport for ref's repository, over
+// c.Transport, for a caller that fetches blobs itself (at BlobURL) with
+// its own resume and limits.
+func (c *Client) RepositoryTransport(ctx context.Context, ref Reference, keys Keyring) (http.RoundTripper, error) {
+	return c.transport(ctx, ref, keys)
+}
+
+// BlobURL is where a blob of ref's repository is fetched with
+// RepositoryTransport, which speaks plain http to an insecure registry
+// whatever the scheme says.
+func BlobURL(ref Reference, digest string) string { return registryURL(ref, "blobs", digest) }
 
 // Blob opens a blob for reading from offset (a Range request when offset >
 // 0; if the registry ignores the range and answers 200, the first offset

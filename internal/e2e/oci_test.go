@@ -1,0 +1,258 @@
+package e2e_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	ggtarball "github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/encryption"
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// blobCounter is a registry that counts the blob downloads of each digest.
+type blobCounter struct {
+	http.Handler
+	mu   sync.Mutex
+	gets map[string]int
+}
+
+// ServeHTTP counts, and asks for basic authentication as puller:s3cret
+// for the repositories under private/ (and at the version check, where
+// clients learn how to authenticate).
+func (b *blobCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v2/" || strings.HasPrefix(r.URL.Path, "/v2/private/") {
+		if u, p, _ := r.BasicAuth(); u != "puller" || p != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+	}
+	if i := strings.Index(r.URL.Path, "/blobs/sha256:"); r.Method == http.MethodGet && i >= 0 {
+		b.mu.Lock()
+		b.gets[r.URL.Path[i+len("/blobs/"):]]++
+		b.mu.Unlock()
+	}
+	b.Handler.ServeHTTP(w, r)
+}
+
+func (b *blobCounter) count(digest string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gets[digest]
+}
+
+// layer is a gzip layer of the given files (name → content; a name
+// ending in "/" is a directory).
+func layer(t *testing.T, files ...string) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for i := 0; i+1 < len(files); i += 2 {
+		h := &tar.Header{Name: files[i], Mode: 0o644, Size: int64(len(files[i+1])), Typeflag: tar.TypeReg, ModTime: time.Unix(1e9, 0)}
+		if strings.HasSuffix(files[i], "/") {
+			h.Mode, h.Size, h.Typeflag = 0o755, 0, tar.TypeDir
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(tw, files[i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ggtarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// ociImage is an image of the layers with a configuration.
+func ociImage(t *testing.T, cfg v1.Config, platform v1.Platform, layers ...v1.Layer) v1.Image {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Config, cf.OS, cf.Architecture = cfg, platform.OS, platform.Architecture
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func digestOf(t *testing.T, l v1.Layer) string {
+	t.Helper()
+	d, err := l.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
+// A container naming a registry image runs it in an lx zone: the image
+// is pulled through the registry API (an index picks linux/amd64), its
+// layers are applied in order with whiteouts and opaque directories, and
+// the container runs the image's entrypoint, command and environment.
+// A second image on the same base layer shares it: the control plane
+// fetches the base blob once and the node keeps one dataset of it. An
+// image the registry lacks, or has for no platform an lx zone runs, is
+// refused with the reason.
+func TestRegistryImagesRunWithSharedLayers(t *testing.T) {
+	t.Parallel()
+	reg := &blobCounter{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), gets: map[string]int{}}
+	srv := httptest.NewServer(reg)
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	pusher := remote.WithAuth(&authn.Basic{Username: "puller", Password: "s3cret"})
+	push := func(repo string, img v1.Image) {
+		t.Helper()
+		ref, err := name.ParseReference(host+"/"+repo, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(ref, img, pusher); err != nil {
+			t.Fatalf("push %s: %v", repo, err)
+		}
+	}
+	amd64 := v1.Platform{OS: "linux", Architecture: "amd64"}
+	arm64 := v1.Platform{OS: "linux", Architecture: "arm64"}
+	base := layer(t, "etc/", "", "etc/greeting", "hello from the base layer\n", "etc/gone", "whited out\n",
+		"data/", "", "data/old", "hidden by an opaque directory\n")
+	app := layer(t, "etc/.wh.gone", "", "data/.wh..wh..opq", "", "data/new", "from the app layer\n")
+	other := layer(t, "srv/", "", "srv/other", "the other image\n")
+	cfg := v1.Config{Entrypoint: []string{"/bin/sh", "-c"},
+		Cmd: []string{`cat etc/greeting; echo "greeting=$GREETING"; exec sleep 3600`},
+		Env: []string{"GREETING=from the image", "PATH=/usr/bin:/bin"}}
+	push("demo/app:1", ociImage(t, cfg, amd64, base, app))
+	push("private/app:1", ociImage(t, cfg, amd64, base, layer(t, "secret", "only with the pull secret\n")))
+
+	// The second image is an index: an arm64 variant first, then amd64.
+	idx := mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: ociImage(t, cfg, arm64, layer(t, "arm", "arm\n")), Descriptor: v1.Descriptor{Platform: &arm64}},
+		mutate.IndexAddendum{Add: ociImage(t, cfg, amd64, base, other), Descriptor: v1.Descriptor{Platform: &amd64}})
+	armOnly := mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: ociImage(t, cfg, arm64, layer(t, "arm", "arm\n")), Descriptor: v1.Descriptor{Platform: &arm64}})
+	for repo, ix := range map[string]v1.ImageIndex{"demo/other:1": idx, "demo/arm:1": armOnly} {
+		ref, err := name.ParseReference(host+"/"+repo, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.WriteIndex(ref, ix, pusher); err != nil {
+			t.Fatalf("push %s: %v", repo, err)
+		}
+	}
+
+	key, err := encryption.NewKey([]byte(strings.Repeat("k", encryption.KeySize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterWith(t, 2, func(cfg *controlplane.Config) { cfg.EncryptionKey = key })
+	podOf := func(pod, image string) {
+		c.createPod(fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"runtimeClassName":"lx","nodeName":"node-1",
+		  "containers":[{"name":"app","image":%q,"resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}]}}`, pod, image))
+	}
+	asked := host + "/demo/app:1"
+	podOf("registry-app", asked)
+	p := c.waitPhase("registry-app", model.PodRunning, true, 3*time.Minute)
+	if got := p.Metadata.Annotations[model.AnnotationRequestedImagePrefix+"app"]; got != asked || !strings.HasPrefix(p.Spec.Containers[0].Image, "oci-app-1-") {
+		t.Errorf("the pod runs catalog image %q and keeps what it asked for (%q) in its annotation", p.Spec.Containers[0].Image, got)
+	}
+	base1 := "/api/v1/namespaces/default/pods/registry-app"
+	c.eventually(time.Minute, "the image's command to write its log", func() bool {
+		_, b := c.do("GET", base1+"/log", nil)
+		return strings.Contains(string(b), "hello from the base layer\ngreeting=from the image\n")
+	})
+	if out, _, code := c.podExec(t, base1, nil, "ls", "data"); code != 0 || out != "new\n" {
+		t.Errorf("an opaque directory hides what lower layers put in it: ls data = %q (exit %d)", out, code)
+	}
+	if _, _, code := c.podExec(t, base1, nil, "cat", "etc/gone"); code == 0 {
+		t.Error("a whiteout removes the lower layer's file")
+	}
+
+	podOf("registry-other", host+"/demo/other:1")
+	c.waitPhase("registry-other", model.PodRunning, true, 3*time.Minute)
+	if out, _, code := c.podExec(t, "/api/v1/namespaces/default/pods/registry-other", nil, "cat", "srv/other", "etc/greeting"); code != 0 ||
+		out != "the other image\nhello from the base layer\n" {
+		t.Errorf("the index's amd64 image runs: %q (exit %d)", out, code)
+	}
+	if n := reg.count(digestOf(t, base)); n != 1 {
+		t.Errorf("the shared base layer was fetched from the registry %d times, want once", n)
+	}
+	s, _ := c.state(0)
+	var layers []string
+	for _, d := range s.Datasets {
+		if strings.Contains(d.Name, "/zonewright/images/layers/") && !strings.Contains(d.Name, "@") {
+			layers = append(layers, d.Name)
+		}
+	}
+	if len(layers) != 3 {
+		t.Errorf("node-1 holds one dataset per layer chain (base, base+app, base+other), shared: %v", layers)
+	}
+
+	for pod, want := range map[string]string{"registry-missing": "no such image", "registry-arm": "no linux/amd64"} {
+		image := host + "/demo/missing:1"
+		if pod == "registry-arm" {
+			image = host + "/demo/arm:1"
+		}
+		podOf(pod, image)
+		c.eventually(2*time.Minute, pod+" waiting with the registry's answer", func() bool {
+			p, ok := c.pod(pod)
+			return ok && p.Status.Reason == "ImagePullBackOff" && strings.Contains(p.Status.Message, want)
+		})
+	}
+	// A private repository: refused without the pull secret, pulled with
+	// it, and the two pods' images are not the same catalog image.
+	private := host + "/private/app:1"
+	podOf("private-anonymous", private)
+	c.eventually(2*time.Minute, "the anonymous pull refused", func() bool {
+		p, ok := c.pod("private-anonymous")
+		return ok && p.Status.Reason == "ImagePullBackOff" && strings.Contains(p.Status.Message, "refused access")
+	})
+	creds := base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf(`{"auths":{%q:{"username":"puller","password":"s3cret"}}}`, host)))
+	if code, b := c.do("POST", "/api/v1/namespaces/default/secrets", fmt.Sprintf(`{"metadata":{"name":"regcred"},
+	  "type":"kubernetes.io/dockerconfigjson","data":{".dockerconfigjson":%q}}`, creds)); code != http.StatusCreated {
+		t.Fatalf("create the pull secret: %d %s", code, b)
+	}
+	c.createPod(fmt.Sprintf(`{"metadata":{"name":"private-pulled"},"spec":{"runtimeClassName":"lx","nodeName":"node-1",
+	  "imagePullSecrets":[{"name":"regcred"}],
+	  "containers":[{"name":"app","image":%q,"resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}]}}`, private))
+	pulled := c.waitPhase("private-pulled", model.PodRunning, true, 3*time.Minute)
+	if anon, _ := c.pod("private-anonymous"); anon.Spec.Containers[0].Image == pulled.Spec.Containers[0].Image {
+		t.Errorf("a pod with a pull secret shares the catalog image %q of a pod without", anon.Spec.Containers[0].Image)
+	}
+	if out, _, code := c.podExec(t, "/api/v1/namespaces/default/pods/private-pulled", nil, "cat", "secret"); code != 0 || out != "only with the pull secret\n" {
+		t.Errorf("the private image runs: %q (exit %d)", out, code)
+	}
+
+	if code, b := c.do("POST", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"bad-ref"},"spec":{"runtimeClassName":"lx",
+	  "containers":[{"name":"app","image":"example.com/UPPER:1"}]}}`); code != http.StatusUnprocessableEntity || !strings.Contains(string(b), "spec.containers[0].image") {
+		t.Errorf("a reference that does not parse: %d %s", code, b)
+	}
+}
