@@ -407,3 +407,32 @@ func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 		t.Fatal("a failed pull must not fail the pod")
 	}
 }
+
+// A pod whose imagePullPolicy is Never asks for the image without a pull,
+// and waits with the reason the answer gives (ErrImageNeverPull), never
+// starting one, until its node holds the image.
+func TestNeverPullWaitsWithoutPulling(t *testing.T) {
+	resolves, pulls := 0, 0
+	var asked controlops.ImageNodeInput
+	spec := podSpec(func(s *model.PodSpec) { s.Containers[0].ImagePullPolicy = model.PullNever })
+	h := newHarness(t, spec, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
+		resolves++
+		asked = in
+		if resolves < 3 {
+			return controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Failed: true, Reason: controlops.ReasonErrImageNeverPull, Message: "not present"}, nil
+		}
+		return controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Present: true}, nil
+	}}})
+	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ImageNodeInput) error {
+		pulls++
+		return nil
+	})
+	zero := int64(0)
+	h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	if err := h.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !asked.NeverPull || !h.sawReason(controlops.ReasonErrImageNeverPull) || pulls != 0 || !h.calls.has("ProvisionPod") {
+		t.Fatalf("asked %+v, pulls %d, calls %s, statuses %+v", asked, pulls, h.calls, h.statuses)
+	}
+}

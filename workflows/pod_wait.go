@@ -95,6 +95,9 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 	}
 	w.look(ctx, "ResolveImage")
 	in := controlops.ImageNodeInput{Image: w.sandboxImage(), Node: w.st.Node}
+	if len(w.spec.Containers) > 0 && w.spec.Containers[0].ImagePullPolicy == model.PullNever {
+		in.NeverPull = true
+	}
 	var r controlops.ResolvedImage
 	if err := w.control(ctx, img.ResolvePodImage, in).Get(ctx, &r); err != nil {
 		return err
@@ -115,7 +118,11 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 		}
 	}
 	if r.Failed {
-		w.waiting(ctx, ReasonImagePullBackOff, ReasonImagePullBackOff, model.EventWarning, r.Message)
+		reason := ReasonImagePullBackOff
+		if r.Reason != "" {
+			reason = r.Reason
+		}
+		w.waiting(ctx, reason, reason, model.EventWarning, r.Message)
 		return w.waitRetry(ctx, w.st.Attempt)
 	}
 	w.waiting(ctx, ReasonImagePulling, ReasonImagePulling, model.EventNormal, r.Message)

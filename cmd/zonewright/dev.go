@@ -24,6 +24,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/devnodes"
+	"github.com/zonewright/zonewright/internal/devregistry"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/fabric"
@@ -58,6 +59,7 @@ func dev(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	var img controlplane.Config
 	imagesDone := imageFlags(fs, &img, "", "", "127.0.0.0/8,::1")
+	registryAddr := fs.String("registry", env("ZW_REGISTRY", "127.0.0.1:5000"), "serve an OCI registry here, in memory, seeded with "+devregistry.DemoImage+"; pods name its images as <address>/<repository>:<tag>; empty serves none (env ZW_REGISTRY)")
 	mapFile := fs.String("image-map", env("ZW_IMAGE_MAP", ""), "image map file (env ZW_IMAGE_MAP); default: the built-in deploy/images.yaml")
 	reconcile := fs.String("reconcile-interval", nodeagent.DefaultReconcileInterval.String(), "how often each node compares its host with the control plane (passed to the agents)")
 	orphanGrace := fs.String("orphan-grace", nodeagent.DefaultOrphanGrace.String(), "how long a node reports an orphan before removing it (passed to the agents)")
@@ -279,12 +281,26 @@ func dev(ctx context.Context, args []string) error {
 	if err := config.SaveKubeconfig(kubeconfig); err != nil {
 		return err
 	}
+	// A registry that cannot start (its port taken) leaves the rest of
+	// the stack as it is: registry images need a registry of their own.
+	registryShown, registryEnv := "none (--registry \"\")", []envVar(nil)
+	if *registryAddr != "" {
+		reg, err := devregistry.Start(ctx, *registryAddr)
+		if err != nil {
+			log.Warn("no dev registry", "err", err)
+			registryShown = "none: " + err.Error()
+		} else {
+			stops = append(stops, func() { _ = reg.Close() })
+			registryShown = fmt.Sprintf("%s (in memory; try image %s/%s)", reg.Addr, reg.Addr, devregistry.DemoImage)
+			registryEnv = []envVar{{"ZW_REGISTRY", reg.Addr}}
+		}
+	}
 	envFile := filepath.Join(*dataDir, "env")
-	if err := devEnvFile(envFile, []envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}, {"ZW_TOKEN", cp.AdminToken()},
+	if err := devEnvFile(envFile, append([]envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}, {"ZW_TOKEN", cp.AdminToken()},
 		{zwclient.EnvConfig, zwctlConfig}, {"KUBECONFIG", kubeconfig},
 		{"TEMPORAL_ADDRESS", tmp.Address()}, {"TEMPORAL_NAMESPACE", devstack.DefaultNamespace},
 		{"TEMPORAL_TLS_CERT", opCert.CertFile}, {"TEMPORAL_TLS_KEY", opCert.KeyFile}, {"TEMPORAL_TLS_CA", opCert.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", opCert.ServerName},
-	}, zwctlDir()); err != nil {
+	}, registryEnv...), zwctlDir()); err != nil {
 		return err
 	}
 
@@ -341,6 +357,7 @@ zonewright dev stack is up (started in %s)
   services     %s (cluster DNS %s)
   DNS          %s, domain %s
   image files  %s (file:// image sources; http:// on loopback allowed)
+  registry     %s
 
   admin token  %s (audit log %s)
 
@@ -351,7 +368,7 @@ Try: source %s
      temporal workflow list
 Ctrl-C stops everything; the next start resumes the same data.
 `, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, tlsDir, redact(url), dbShown, *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
-		dnsShown(cp.DNSAddr()), health.DNS.Domain, img.ImageSourceDir, controlplane.AdminTokenFile(stateDir), filepath.Join(stateDir, "audit.log"), envFile)
+		dnsShown(cp.DNSAddr()), health.DNS.Domain, img.ImageSourceDir, registryShown, controlplane.AdminTokenFile(stateDir), filepath.Join(stateDir, "audit.log"), envFile)
 
 	select {
 	case <-ctx.Done():

@@ -125,7 +125,7 @@ func startDevAs(t *testing.T, cred *syscall.Credential, bin, dataDir string, api
 	// A relative --data-dir, as make dev gives: what the stack writes
 	// and shows must hold from any directory (ZWCONFIG was relative).
 	d.cmd = exec.Command(bin, "dev", "--data-dir", filepath.Base(dataDir), "--listen", api, "--temporal-address", temporal, "--ui-address", ui,
-		"--dns-listen", d.dns, "--log-level", "warn")
+		"--dns-listen", d.dns, "--registry", freeAddr(t), "--log-level", "warn")
 	d.cmd.Args = append(d.cmd.Args, extra...)
 	d.cmd.Dir = filepath.Dir(dataDir)
 	if cred != nil {

@@ -118,6 +118,8 @@ type ImageTargets struct {
 type ImageNodeInput struct {
 	Image string
 	Node  string
+	// NeverPull: the pod's imagePullPolicy is Never.
+	NeverPull bool `json:",omitempty"`
 }
 
 // NodePull is what a pull of one image to one node needs; Skip when the
@@ -152,6 +154,8 @@ type ResolvedImage struct {
 	// did; Message says why.
 	Failed  bool
 	Message string
+	// Reason replaces ImagePullBackOff as the reason of a Failed wait.
+	Reason string `json:",omitempty"`
 	// Config is an oci image's configuration: what its containers run
 	// when the pod does not say.
 	Config *model.OCIConfig `json:",omitempty"`
@@ -559,6 +563,10 @@ func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (Resolv
 		r.Message = fmt.Sprintf("pulling image %s to node %s failed (%s: %s); retrying", img.Metadata.Name, in.Node, ns.Reason, ns.Message)
 	default:
 		r.Message = fmt.Sprintf("pulling image %s to node %s", img.Metadata.Name, in.Node)
+	}
+	if in.NeverPull && !r.Present {
+		r.Pull, r.Failed, r.Reason = false, true, ReasonErrImageNeverPull
+		r.Message = fmt.Sprintf("container image %q is not present on node %s with pull policy of Never", img.Metadata.Name, in.Node)
 	}
 	return r, nil
 }

@@ -104,3 +104,35 @@ func TestDistributionToManyNodesWritesTheImageOnceAtTheEnd(t *testing.T) {
 		t.Errorf("the distribution's reports wrote the Image %d times; want once, at its end", rows-rows0)
 	}
 }
+
+// A pod whose pull policy is Never is told its image is missing (and
+// not to pull it) where its node lacks the image, and runs where it has it.
+func TestResolveNeverPull(t *testing.T) {
+	ctx := t.Context()
+	st := openStore(t)
+	img := &model.Image{Metadata: model.ObjectMeta{Name: "base"}, Spec: model.ImageSpec{Kind: model.ImageZFSStream, Source: "https://example.com/base.zfs"},
+		Status: model.ImageStatus{Phase: model.ImageReady}}
+	if err := st.Images().Create(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	n := &model.Node{Metadata: model.ObjectMeta{Name: "has"}}
+	model.DefaultNode(n)
+	if err := st.Nodes().Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.SetImageNode(ctx, "base", model.ImageNodeStatus{Node: "has", Phase: model.ImageReady, Updated: &now}); err != nil {
+		t.Fatal(err)
+	}
+	ops := &controlops.Images{Store: st}
+	lacks, err := ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "base", Node: "lacks", NeverPull: true})
+	if err != nil || lacks.Pull || !lacks.Failed || lacks.Reason != controlops.ReasonErrImageNeverPull {
+		t.Fatalf("node without the image: %+v %v", lacks, err)
+	}
+	if pulls, _ := ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "base", Node: "lacks"}); !pulls.Pull || pulls.Failed {
+		t.Fatalf("without Never the same node pulls: %+v", pulls)
+	}
+	if has, err := ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "base", Node: "has", NeverPull: true}); err != nil || !has.Present {
+		t.Fatalf("node with the image: %+v %v", has, err)
+	}
+}

@@ -288,6 +288,9 @@ const SignalWake = "wake"
 const (
 	ReasonImagePulling     = "ImagePulling"
 	ReasonImagePullBackOff = "ImagePullBackOff"
+	// ReasonErrImageNeverPull: the node lacks the image and the pod's
+	// imagePullPolicy is Never.
+	ReasonErrImageNeverPull = "ErrImageNeverPull"
 )
 
 // WakeImageWaiters wakes the pods bound to the node that wait for the

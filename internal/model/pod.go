@@ -106,7 +106,18 @@ type Container struct {
 	VolumeMounts   []VolumeMount        `json:"volumeMounts,omitempty"`
 	// VolumeDevices names the claims a bhyve pod's guest sees as disks.
 	VolumeDevices []VolumeDevice `json:"volumeDevices,omitempty"`
+	// ImagePullPolicy: Never runs the image only if its node holds it
+	// already; IfNotPresent and Always (empty: IfNotPresent) pull it when
+	// the node lacks it.
+	ImagePullPolicy string `json:"imagePullPolicy,omitempty"`
 }
+
+// Image pull policies.
+const (
+	PullAlways       = "Always"
+	PullIfNotPresent = "IfNotPresent"
+	PullNever        = "Never"
+)
 
 // EnvVar is one environment variable of a container: a value, or where
 // the node reads it from when it starts the container.

@@ -189,6 +189,9 @@ func ValidatePod(p *Pod) FieldErrors {
 		if len(c.Command) == 0 && len(c.Args) == 0 && s.RuntimeClassName != BrandBhyve && !IsRegistryReference(c.Image) {
 			errs.add(f+".command", FieldRequired, "Required value: a container runs as an SMF service and needs a command (only a registry image brings its own)")
 		}
+		if p := c.ImagePullPolicy; p != "" && p != PullAlways && p != PullIfNotPresent && p != PullNever {
+			errs.add(f+".imagePullPolicy", FieldNotSupported, "Unsupported value: %q: supported values: %q, %q, %q", p, PullAlways, PullIfNotPresent, PullNever)
+		}
 		errs = append(errs, validateArgv(f, c.Command, c.Args)...)
 		errs = append(errs, validateEnv(f, c.Env)...)
 		for j, port := range c.Ports {
