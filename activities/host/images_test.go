@@ -559,4 +559,25 @@ func TestPullOCIImageSharesLayers(t *testing.T) {
 		t.Errorf("a failed layer left datasets: %v", n.datasetNames(t, imagesDataset+"/layers"))
 	}
 	n.wantNoImage(t, "bad")
+
+	// Removing an image prunes the layers nothing else is made from.
+	layerSnaps := func() (out []string) {
+		for _, d := range n.datasetNames(t, imagesDataset+"/layers") {
+			if strings.HasSuffix(d, "@layer") {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	for _, step := range []struct {
+		image string
+		left  int
+	}{{"other", 2}, {"app", 0}} {
+		if _, err := n.run(t, n.host.RemoveImage, hostops.NodeImage{Name: step.image}); err != nil {
+			t.Fatal(err)
+		}
+		if got := layerSnaps(); len(got) != step.left {
+			t.Errorf("after removing %s: layers %v, want %d", step.image, got, step.left)
+		}
+	}
 }

@@ -392,7 +392,7 @@ func (a *Images) RemoveImageArtefact(ctx context.Context, name string) error {
 	if err := a.Artefacts.Remove(name); err != nil && !errors.Is(err, imagestore.ErrNotFound) {
 		return fmt.Errorf("remove image %s from the store: %w", name, err)
 	}
-	return nil
+	return a.pruneBlobs(ctx, name)
 }
 
 // nodeImage is how nodes fetch the image's artefact: with their own

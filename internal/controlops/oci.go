@@ -217,3 +217,34 @@ func (a *Images) pullKeyring(ctx context.Context, refs []model.SecretReference) 
 		return oci.Credentials{}, false
 	}, nil
 }
+
+// pruneBlobs removes the layer blobs of the store that no oci image but
+// removed lists. An import lists its layers before it fetches them, so a
+// blob being fetched is listed; one it would fetch later is fetched again.
+func (a *Images) pruneBlobs(ctx context.Context, removed string) error {
+	blobs, err := a.Artefacts.Names(model.ReservedImagePrefix)
+	if err != nil || len(blobs) == 0 {
+		return err
+	}
+	imgs, err := a.Store.Images().ListAll(ctx, store.ListOptions{})
+	if err != nil {
+		return err
+	}
+	used := map[string]bool{}
+	for _, img := range imgs {
+		if img.Metadata.Name == removed || img.Status.OCI == nil {
+			continue
+		}
+		for _, l := range img.Status.OCI.Layers {
+			used[imagestore.BlobName(strings.TrimPrefix(l.Digest, "sha256:"))] = true
+		}
+	}
+	for _, b := range blobs {
+		if !used[b] {
+			if err := a.Artefacts.Remove(b); err != nil && !errors.Is(err, imagestore.ErrNotFound) {
+				return fmt.Errorf("remove layer blob %s from the store: %w", b, err)
+			}
+		}
+	}
+	return nil
+}

@@ -173,7 +173,8 @@ func TestRegistryImagesRunWithSharedLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClusterWith(t, 2, func(cfg *controlplane.Config) { cfg.EncryptionKey = key })
+	storeDir := t.TempDir()
+	c := newClusterWith(t, 2, func(cfg *controlplane.Config) { cfg.EncryptionKey, cfg.ImageStore = key, storeDir })
 	podOf := func(pod, image string) {
 		c.createPod(fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"runtimeClassName":"lx","nodeName":"node-1",
 		  "containers":[{"name":"app","image":%q,"resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}]}}`, pod, image))
@@ -197,7 +198,7 @@ func TestRegistryImagesRunWithSharedLayers(t *testing.T) {
 	}
 
 	podOf("registry-other", host+"/demo/other:1")
-	c.waitPhase("registry-other", model.PodRunning, true, 3*time.Minute)
+	otherImage := c.waitPhase("registry-other", model.PodRunning, true, 3*time.Minute).Spec.Containers[0].Image
 	if out, _, code := c.podExec(t, "/api/v1/namespaces/default/pods/registry-other", nil, "cat", "srv/other", "etc/greeting"); code != 0 ||
 		out != "the other image\nhello from the base layer\n" {
 		t.Errorf("the index's amd64 image runs: %q (exit %d)", out, code)
@@ -251,8 +252,131 @@ func TestRegistryImagesRunWithSharedLayers(t *testing.T) {
 		t.Errorf("the private image runs: %q (exit %d)", out, code)
 	}
 
+	// Deleting an image removes the layers only it had, on the nodes and
+	// in the store, and keeps the shared base.
+	blobOf := func(l v1.Layer) string { return "blob-" + strings.TrimPrefix(digestOf(t, l), "sha256:")[:58] }
+	if code, b := c.do("DELETE", "/api/v1/namespaces/default/pods/registry-other?gracePeriodSeconds=0", nil); code != 200 {
+		t.Fatalf("delete pod: %d %s", code, b)
+	}
+	c.waitGone("registry-other", time.Minute)
+	if code, b := c.do("DELETE", "/api/v1/images/"+otherImage, nil); code != http.StatusAccepted {
+		t.Fatalf("delete image %s: %d %s", otherImage, code, b)
+	}
+	c.eventually(time.Minute, "the image gone", func() bool { _, code := c.image(otherImage); return code == 404 })
+	if got := storeFiles(t, storeDir, blobOf(other)); len(got) != 0 {
+		t.Errorf("the deleted image's own layer stays in the store: %v", got)
+	}
+	if got := storeFiles(t, storeDir, blobOf(base)); len(got) == 0 {
+		t.Error("the shared base layer left the store with one of its images")
+	}
+	s, _ = c.state(0)
+	var chains []string
+	for _, d := range s.Datasets {
+		if strings.Contains(d.Name, "/zonewright/images/layers/") && strings.HasSuffix(d.Name, "@layer") {
+			chains = append(chains, d.Name)
+		}
+	}
+	if len(chains) != 3 {
+		t.Errorf("node-1 keeps the layers of the images left (base, base+app, base+secret): %v", chains)
+	}
+
 	if code, b := c.do("POST", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"bad-ref"},"spec":{"runtimeClassName":"lx",
 	  "containers":[{"name":"app","image":"example.com/UPPER:1"}]}}`); code != http.StatusUnprocessableEntity || !strings.Contains(string(b), "spec.containers[0].image") {
 		t.Errorf("a reference that does not parse: %d %s", code, b)
+	}
+}
+
+// faultyRegistry serves a registry whose blobs of digest corrupt come
+// back with a byte changed, and whose blob of digest stall stops halfway
+// the first time it is asked for (then waits for the client to give up).
+// It completes open-ended ranges, which pkg/registry leaves unanswered.
+type faultyRegistry struct {
+	http.Handler
+	mu             sync.Mutex
+	sizes          map[string]int64
+	corrupt, stall string
+	stalled        bool
+	ranges         []string
+}
+
+func (f *faultyRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	i := strings.Index(r.URL.Path, "/blobs/sha256:")
+	if i < 0 || r.Method != http.MethodGet {
+		f.Handler.ServeHTTP(w, r)
+		return
+	}
+	digest := r.URL.Path[i+len("/blobs/"):]
+	f.mu.Lock()
+	size := f.sizes[digest]
+	stallNow := digest == f.stall && !f.stalled
+	f.stalled = f.stalled || stallNow
+	if rg := r.Header.Get("Range"); rg != "" && digest == f.stall {
+		f.ranges = append(f.ranges, rg)
+		if strings.HasSuffix(rg, "-") && size > 0 {
+			r.Header.Set("Range", fmt.Sprintf("%s%d", rg, size-1))
+		}
+	}
+	f.mu.Unlock()
+	rec := httptest.NewRecorder()
+	f.Handler.ServeHTTP(rec, r)
+	body := rec.Body.Bytes()
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	switch {
+	case digest == f.corrupt && len(body) > 0:
+		body = append([]byte{}, body...)
+		body[len(body)/2] ^= 0xff
+	case stallNow:
+		w.WriteHeader(rec.Code)
+		w.Write(body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		return
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(body)
+}
+
+// A layer blob that does not match its digest fails the image for good,
+// and its pods say so; one that stalls halfway is given up after the stall
+// timeout and resumed from where it stopped.
+func TestRegistryImageFaults(t *testing.T) {
+	t.Parallel()
+	reg := &faultyRegistry{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), sizes: map[string]int64{}}
+	srv := httptest.NewServer(reg)
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	cfg := v1.Config{Entrypoint: []string{"/bin/sh", "-c"}, Cmd: []string{"exec sleep 3600"}}
+	amd64 := v1.Platform{OS: "linux", Architecture: "amd64"}
+	bad := layer(t, "bad", "corrupted on the way\n")
+	slow := layer(t, "slow", strings.Repeat("stalls halfway\n", 20000))
+	for repo, l := range map[string]v1.Layer{"demo/corrupt:1": bad, "demo/stall:1": slow} {
+		ref, err := name.ParseReference(host+"/"+repo, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(ref, ociImage(t, cfg, amd64, l)); err != nil {
+			t.Fatal(err)
+		}
+		size, _ := l.Size()
+		reg.sizes[digestOf(t, l)] = size
+	}
+	reg.corrupt, reg.stall = digestOf(t, bad), digestOf(t, slow)
+
+	c := newClusterWith(t, 1, func(cfg *controlplane.Config) { cfg.ImageStallTimeout = 2 * time.Second })
+	for _, p := range []string{"corrupt", "stall"} {
+		c.createPod(fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"runtimeClassName":"lx",
+		  "containers":[{"name":"app","image":%q,"resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}]}}`, p, host+"/demo/"+p+":1"))
+	}
+	c.eventually(2*time.Minute, "the corrupt layer refused", func() bool {
+		p, ok := c.pod("corrupt")
+		return ok && p.Status.Reason == "ImagePullBackOff" && strings.Contains(p.Status.Message, "does not match")
+	})
+	c.waitPhase("stall", model.PodRunning, true, 2*time.Minute)
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	if len(reg.ranges) != 1 || reg.ranges[0] == "bytes=0-" {
+		t.Errorf("the stalled blob was resumed with one range request from where it stopped: %q", reg.ranges)
 	}
 }

@@ -135,7 +135,14 @@ func (h *Host) PullImage(ctx context.Context, in NodeImage) (NodeImageResult, er
 	case model.ImageLXTarball:
 		res, err = h.pullTarball(ctx, in)
 	case model.ImageOCI:
-		res, err = h.pullLayers(ctx, in)
+		// One oci pull at a time on a node, none while layers are pruned:
+		// a layer between its pull and the clone above it has no clone to
+		// keep it.
+		var unlockLayers func()
+		if unlockLayers, err = h.lockZone(ctx, layersLock); err == nil {
+			res, err = h.pullLayers(ctx, in)
+			unlockLayers()
+		}
 	default:
 		res, err = h.pullDataset(ctx, in)
 	}
@@ -344,6 +351,9 @@ func (h *Host) RemoveImage(ctx context.Context, in NodeImage) error {
 		return h.imageFail(ctx, "remove", in, err)
 	}
 	if err := h.removeTarball(in.Name); err != nil {
+		return h.imageFail(ctx, "remove", in, err)
+	}
+	if err := h.pruneLayers(ctx); err != nil {
 		return h.imageFail(ctx, "remove", in, err)
 	}
 	h.log().Info("image removed", "image", in.Name)

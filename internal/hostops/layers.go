@@ -40,6 +40,8 @@ const (
 	chainProp = "zonewright:chain"
 	// layersDirName is where layer datasets are mounted, in ZonesPath.
 	layersDirName = ".layers"
+	// layersLock serialises oci pulls and layer pruning on a node.
+	layersLock = "layers"
 )
 
 var ociDigest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
@@ -226,4 +228,47 @@ func (h *Host) cloneImage(ctx context.Context, ds, top string) error {
 		return err
 	}
 	return h.ensureBase(ctx, ds)
+}
+
+// pruneLayers destroys the layers no image or other layer is made from:
+// a layer whose @layer snapshot has clones (an image, a layer above, a
+// zone of an image being removed) is refused by zfs and kept, so passes
+// from the top of each stack down remove exactly what nothing uses.
+func (h *Host) pruneLayers(ctx context.Context) error {
+	unlock, err := h.lockZone(ctx, layersLock)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	zfs := h.Host.ZFS()
+	sets, err := zfs.List(ctx, illumos.ListOptions{Names: []string{h.layersDataset()}, Depth: 1, Types: []string{"filesystem"}})
+	if errors.Is(err, illumos.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	left := map[string]bool{}
+	for _, d := range sets {
+		if d.Name != h.layersDataset() {
+			left[d.Name] = true
+		}
+	}
+	for pruned := true; pruned && len(left) > 0; {
+		pruned = false
+		for ds := range left {
+			err := zfs.Destroy(ctx, ds)
+			switch {
+			case err == nil || errors.Is(err, illumos.ErrNotFound):
+				delete(left, ds)
+				pruned = true
+				h.log().Info("layer pruned", "dataset", ds)
+			case errors.Is(err, illumos.ErrWrongState), errors.Is(err, illumos.ErrBusy):
+				// still cloned
+			default:
+				return err
+			}
+		}
+	}
+	return nil
 }

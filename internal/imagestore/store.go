@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -237,6 +239,25 @@ func (s *Store) begin(ctx context.Context, name string) (context.Context, func()
 			return nil, nil, fmt.Errorf("image %s: wait for a running operation: %w", name, ctx.Err())
 		}
 	}
+}
+
+// Names lists the names beginning prefix that have files in the store.
+func (s *Store) Names(prefix string) ([]string, error) {
+	entries, err := os.ReadDir(s.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		name, _, ok := strings.Cut(e.Name(), ".")
+		if ok && strings.HasPrefix(name, prefix) && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
 }
 
 // Remove deletes every file of the image (partial, download, artefact and
