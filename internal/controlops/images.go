@@ -237,18 +237,46 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 		return a.fetchOCI(ctx, ref, img)
 	}
 	src := img.Spec.Source
+	onProgress, stop := a.startProgress(ctx, ref)
+	start := time.Now()
+	res, err := a.Artefacts.Fetch(ctx, imagestore.FetchRequest{Name: ref.Name, URL: src, SHA256: img.Spec.SHA256,
+		Size: img.Spec.Size, StallTimeout: a.StallTimeout, Progress: onProgress})
+	stop()
+	if err != nil {
+		if ctx.Err() == nil { // not a fetch cut short by a cancel or a retry
+			a.Metrics.ImageImported(false, 0, time.Since(start))
+		}
+		return ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: err}
+	}
+	a.Metrics.ImageImported(true, res.Downloaded, time.Since(start))
+	_, err = a.mutate(ctx, ref, func(img *model.Image) {
+		img.Status.BytesDone, img.Status.BytesTotal = res.Bytes, res.Bytes
+		img.Status.Message = "verified; decompressing"
+	})
+	return ImageFetched{Bytes: res.Bytes, Downloaded: res.Downloaded, Resumed: res.Resumed}, err
+}
+
+// startProgress reports a fetch's bytes done and total: to the context's
+// progress callback ([2]int64, so a retry resumes and the UI shows it) on
+// every call and, throttled, into the image's status while it is
+// Importing. A live worker reports every second even while no byte
+// arrives: telling a stalled source from a slow one is the store's job
+// (StallTimeout), telling a dead worker from a live one is the report's
+// (a heartbeat), and a cancel comes back in a heartbeat's reply. stop
+// ends the beats and waits for the status writes.
+func (a *Images) startProgress(ctx context.Context, ref ImageRef) (onProgress func(done, total int64), stop func()) {
 	var (
 		mu       sync.Mutex
 		lastSave time.Time
 		writes   sync.WaitGroup
+		last     [2]int64
 	)
 	every := a.StatusEvery
 	if every == 0 {
 		every = time.Second
 	}
-	var last [2]int64 // bytes done and total, for the progress reports
 	report := progress.From(ctx)
-	onProgress := func(done, total int64) {
+	onProgress = func(done, total int64) {
 		if report != nil {
 			report([2]int64{done, total})
 		}
@@ -272,11 +300,6 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 			})
 		}()
 	}
-	// A live worker reports even while no byte arrives: telling a stalled
-	// source from a slow one is the store's job (StallTimeout), telling a
-	// dead worker from a live one is the report's (a heartbeat). Reporting
-	// every second also lets a cancel, which comes back in a heartbeat's
-	// reply, reach a fetch that is waiting for bytes.
 	stopBeats := make(chan struct{})
 	if report != nil {
 		go func() {
@@ -295,23 +318,10 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 			}
 		}()
 	}
-	start := time.Now()
-	res, err := a.Artefacts.Fetch(ctx, imagestore.FetchRequest{Name: ref.Name, URL: src, SHA256: img.Spec.SHA256,
-		Size: img.Spec.Size, StallTimeout: a.StallTimeout, Progress: onProgress})
-	close(stopBeats)
-	writes.Wait()
-	if err != nil {
-		if ctx.Err() == nil { // not a fetch cut short by a cancel or a retry
-			a.Metrics.ImageImported(false, 0, time.Since(start))
-		}
-		return ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: err}
+	return onProgress, func() {
+		close(stopBeats)
+		writes.Wait()
 	}
-	a.Metrics.ImageImported(true, res.Downloaded, time.Since(start))
-	_, err = a.mutate(ctx, ref, func(img *model.Image) {
-		img.Status.BytesDone, img.Status.BytesTotal = res.Bytes, res.Bytes
-		img.Status.Message = "verified; decompressing"
-	})
-	return ImageFetched{Bytes: res.Bytes, Downloaded: res.Downloaded, Resumed: res.Resumed}, err
 }
 
 // DecompressImage turns the download into the artefact nodes pull,

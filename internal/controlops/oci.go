@@ -13,7 +13,6 @@ import (
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/oci"
-	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -110,7 +109,8 @@ func (a *Images) fetchOCI(ctx context.Context, ref ImageRef, img *model.Image) (
 	if err != nil {
 		return fail(err)
 	}
-	report := progress.From(ctx)
+	onProgress, stop := a.startProgress(ctx, ref)
+	defer stop()
 	var done, downloaded int64
 	resumed := false
 	for _, l := range resolved.Layers {
@@ -118,11 +118,7 @@ func (a *Images) fetchOCI(ctx context.Context, ref ImageRef, img *model.Image) (
 		name := imagestore.BlobName(hex)
 		before := done
 		res, err := a.Artefacts.Fetch(ctx, imagestore.FetchRequest{Name: name, URL: oci.BlobURL(r, l.Digest), SHA256: hex,
-			Size: l.Size, StallTimeout: a.StallTimeout, Transport: auth, Progress: func(d, _ int64) {
-				if report != nil {
-					report([2]int64{before + d, resolved.Size})
-				}
-			}})
+			Size: l.Size, StallTimeout: a.StallTimeout, Transport: auth, Progress: func(d, _ int64) { onProgress(before+d, resolved.Size) }})
 		if err != nil {
 			return ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: err}
 		}
