@@ -1,9 +1,9 @@
 package workflows
 
 import (
-	"time"
-
 	"fmt"
+	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -18,7 +18,12 @@ const (
 	ReasonIPExhausted      = "IPExhausted"
 	ReasonImagePulling     = controlops.ReasonImagePulling
 	ReasonImagePullBackOff = controlops.ReasonImagePullBackOff
+	ReasonErrImagePull     = controlops.ReasonErrImagePull
 )
+
+// versionErrImagePull marks lifecycles that say ErrImagePull before
+// ImagePullBackOff.
+const versionErrImagePull = "err-image-pull"
 
 // pending binds the pod to a node, or waits while none fits.
 func (w *podWorkflow) pending(ctx workflow.Context) error {
@@ -118,9 +123,15 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 		}
 	}
 	if r.Failed {
+		// As the kubelet: ErrImagePull when a pull is first seen failing,
+		// ImagePullBackOff while the pod backs off before the next look.
 		reason := ReasonImagePullBackOff
-		if r.Reason != "" {
+		switch {
+		case r.Reason != "":
 			reason = r.Reason
+		case !strings.HasPrefix(w.st.Waiting, ReasonErrImagePull+": ") && !strings.HasPrefix(w.st.Waiting, ReasonImagePullBackOff+": ") &&
+			workflow.GetVersion(ctx, versionErrImagePull, workflow.DefaultVersion, 1) >= 1:
+			reason = ReasonErrImagePull
 		}
 		w.waiting(ctx, reason, reason, model.EventWarning, r.Message)
 		return w.waitRetry(ctx, w.st.Attempt)

@@ -288,6 +288,8 @@ const SignalWake = "wake"
 const (
 	ReasonImagePulling     = "ImagePulling"
 	ReasonImagePullBackOff = "ImagePullBackOff"
+	// ReasonErrImagePull: a pull of the pod's image was first seen failing.
+	ReasonErrImagePull = "ErrImagePull"
 	// ReasonErrImageNeverPull: the node lacks the image and the pod's
 	// imagePullPolicy is Never.
 	ReasonErrImageNeverPull = "ErrImageNeverPull"
