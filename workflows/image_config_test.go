@@ -11,7 +11,7 @@ import (
 // A registry image's configuration fills in what the pod leaves out, by
 // Kubernetes' rules, and only for the containers of that image.
 func TestImageConfigFillsWhatThePodLeavesOut(t *testing.T) {
-	cfg := &model.OCIConfig{Entrypoint: []string{"/entry"}, Cmd: []string{"--cmd"}, Env: []string{"A=image", "B=image", "C=x=y"}}
+	cfg := &model.OCIConfig{Entrypoint: []string{"/entry"}, Cmd: []string{"--cmd"}, Env: []string{"A=image", "B=image", "C=x=y"}, WorkingDir: "/srv"}
 	cases := []struct {
 		name      string
 		container model.Container
@@ -41,6 +41,9 @@ func TestImageConfigFillsWhatThePodLeavesOut(t *testing.T) {
 			wantEnv := tc.env
 			if wantEnv == nil && tc.container.Image == "img" {
 				wantEnv = []model.EnvVar{{Name: "A", Value: "image"}, {Name: "B", Value: "image"}, {Name: "C", Value: "x=y"}}
+			}
+			if wantDir := map[bool]string{true: "/srv"}[tc.container.Image == "img"]; got.WorkingDir != wantDir {
+				t.Errorf("working directory %q, want %q", got.WorkingDir, wantDir)
 			}
 			if !reflect.DeepEqual(got.Argv, tc.argv) || !reflect.DeepEqual(got.Env, wantEnv) {
 				t.Errorf("argv %q env %v, want %q %v", got.Argv, got.Env, tc.argv, wantEnv)

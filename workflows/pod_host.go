@@ -727,7 +727,7 @@ func (w *podWorkflow) teardown(ctx workflow.Context) {
 // rules: a container without a command runs the image's Entrypoint with
 // its own args, or else the image's Cmd; one with a command runs it as
 // given. The image's environment comes first, and the pod's variables
-// replace it by name.
+// replace it by name; the command starts in the image's working directory.
 func withImageConfig(sb *hostops.PodSandbox, spec model.PodSpec, cfg *model.OCIConfig) {
 	for i := range sb.Containers {
 		if i >= len(spec.Containers) || spec.Containers[i].Image != sb.Image {
@@ -749,5 +749,8 @@ func withImageConfig(sb *hostops.PodSandbox, spec model.PodSpec, cfg *model.OCIC
 			}
 		}
 		sb.Containers[i].Env = append(env, c.Env...)
+		if strings.HasPrefix(cfg.WorkingDir, "/") {
+			sb.Containers[i].WorkingDir = cfg.WorkingDir
+		}
 	}
 }

@@ -147,8 +147,8 @@ func TestRegistryImagesRunWithSharedLayers(t *testing.T) {
 		"data/", "", "data/old", "hidden by an opaque directory\n")
 	app := layer(t, "etc/.wh.gone", "", "data/.wh..wh..opq", "", "data/new", "from the app layer\n")
 	other := layer(t, "srv/", "", "srv/other", "the other image\n")
-	cfg := v1.Config{Entrypoint: []string{"/bin/sh", "-c"},
-		Cmd: []string{`cat etc/greeting; echo "greeting=$GREETING"; exec sleep 3600`},
+	cfg := v1.Config{Entrypoint: []string{"/bin/sh", "-c"}, WorkingDir: "/etc",
+		Cmd: []string{`cat greeting; echo "greeting=$GREETING"; exec sleep 3600`},
 		Env: []string{"GREETING=from the image", "PATH=/usr/bin:/bin"}}
 	push("demo/app:1", ociImage(t, cfg, amd64, base, app))
 	push("private/app:1", ociImage(t, cfg, amd64, base, layer(t, "secret", "only with the pull secret\n")))

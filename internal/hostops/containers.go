@@ -81,7 +81,11 @@ func (s PodSandbox) service(c ContainerSpec, secretEnv map[string]string) (illum
 		return illumos.Service{}, errors.New("a container has no name")
 	}
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
-		return illumos.Service{}, fmt.Errorf("container %q has no command (images with entrypoints are not supported yet: give command)", c.Name)
+		return illumos.Service{}, fmt.Errorf("container %q has no command: neither the pod nor its image gives one", c.Name)
+	}
+	dir := c.WorkingDir
+	if dir == "" {
+		dir = "/"
 	}
 	var env []illumos.EnvVar
 	index := map[string]int{}
@@ -115,7 +119,7 @@ func (s PodSandbox) service(c ContainerSpec, secretEnv map[string]string) (illum
 		Name:        ContainerService(c.Name),
 		Start:       supervisor.ExitStatusWrapper(c.Name, c.Argv),
 		Env:         env,
-		WorkingDir:  "/",
+		WorkingDir:  dir,
 		Duration:    "child",
 		StopTimeout: time.Duration(min(c.KillGraceSeconds, model.MaxGracePeriodSeconds)) * time.Second,
 	}, nil

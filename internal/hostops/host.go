@@ -71,6 +71,8 @@ type ContainerSpec struct {
 	Name string
 	Argv []string // command then args
 	Env  []model.EnvVar
+	// WorkingDir is where the command starts (absolute); empty: "/".
+	WorkingDir string `json:",omitempty"`
 	// KillGraceSeconds bounds how long SMF waits for the command to end
 	// once it is told to stop, before it kills it (the service's stop
 	// method timeout): the grace of a failed liveness or startup probe
