@@ -400,7 +400,9 @@ func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if i := slices.IndexFunc(h.statuses, func(u controlops.StatusUpdate) bool { return u.Reason == ReasonErrImagePull || u.Reason == ReasonImagePullBackOff }); i < 0 || h.statuses[i].Reason != ReasonErrImagePull {
+	if i := slices.IndexFunc(h.statuses, func(u controlops.StatusUpdate) bool {
+		return u.Reason == ReasonErrImagePull || u.Reason == ReasonImagePullBackOff
+	}); i < 0 || h.statuses[i].Reason != ReasonErrImagePull {
 		t.Fatalf("the first failed look says ErrImagePull, as the kubelet does: %+v", h.statuses)
 	}
 	if !h.sawReason(ReasonImagePullBackOff) || pulls != 2 || !h.calls.has("ProvisionPod") {

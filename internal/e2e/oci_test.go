@@ -116,6 +116,33 @@ func digestOf(t *testing.T, l v1.Layer) string {
 	return d.String()
 }
 
+// startRegistry serves an in-process registry through wrap and returns
+// its host:port.
+func startRegistry(t *testing.T, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(wrap(registry.New(registry.Logger(log.New(io.Discard, "", 0)))))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// push writes an image or an index to host/repo.
+func push(t *testing.T, host, repo string, obj any, opts ...remote.Option) {
+	t.Helper()
+	ref, err := name.ParseReference(host+"/"+repo, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch o := obj.(type) {
+	case v1.Image:
+		err = remote.Write(ref, o, opts...)
+	case v1.ImageIndex:
+		err = remote.WriteIndex(ref, o, opts...)
+	}
+	if err != nil {
+		t.Fatalf("push %s: %v", repo, err)
+	}
+}
+
 // A container naming a registry image runs it in an lx zone: the image
 // is pulled through the registry API (an index picks linux/amd64), its
 // layers are applied in order with whiteouts and opaque directories, and
@@ -126,21 +153,9 @@ func digestOf(t *testing.T, l v1.Layer) string {
 // refused with the reason.
 func TestRegistryImagesRunWithSharedLayers(t *testing.T) {
 	t.Parallel()
-	reg := &blobCounter{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), gets: map[string]int{}}
-	srv := httptest.NewServer(reg)
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
+	reg := &blobCounter{gets: map[string]int{}}
+	host := startRegistry(t, func(h http.Handler) http.Handler { reg.Handler = h; return reg })
 	pusher := remote.WithAuth(&authn.Basic{Username: "puller", Password: "s3cret"})
-	push := func(repo string, img v1.Image) {
-		t.Helper()
-		ref, err := name.ParseReference(host+"/"+repo, name.Insecure)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := remote.Write(ref, img, pusher); err != nil {
-			t.Fatalf("push %s: %v", repo, err)
-		}
-	}
 	amd64 := v1.Platform{OS: "linux", Architecture: "amd64"}
 	arm64 := v1.Platform{OS: "linux", Architecture: "arm64"}
 	base := layer(t, "etc/", "", "etc/greeting", "hello from the base layer\n", "etc/gone", "whited out\n",
@@ -150,8 +165,8 @@ func TestRegistryImagesRunWithSharedLayers(t *testing.T) {
 	cfg := v1.Config{Entrypoint: []string{"/bin/sh", "-c"}, WorkingDir: "/etc",
 		Cmd: []string{`cat greeting; echo "greeting=$GREETING"; exec sleep 3600`},
 		Env: []string{"GREETING=from the image", "PATH=/usr/bin:/bin"}}
-	push("demo/app:1", ociImage(t, cfg, amd64, base, app))
-	push("private/app:1", ociImage(t, cfg, amd64, base, layer(t, "secret", "only with the pull secret\n")))
+	push(t, host, "demo/app:1", ociImage(t, cfg, amd64, base, app), pusher)
+	push(t, host, "private/app:1", ociImage(t, cfg, amd64, base, layer(t, "secret", "only with the pull secret\n")), pusher)
 
 	// The second image is an index: an arm64 variant first, then amd64.
 	idx := mutate.AppendManifests(empty.Index,
@@ -159,15 +174,8 @@ func TestRegistryImagesRunWithSharedLayers(t *testing.T) {
 		mutate.IndexAddendum{Add: ociImage(t, cfg, amd64, base, other), Descriptor: v1.Descriptor{Platform: &amd64}})
 	armOnly := mutate.AppendManifests(empty.Index,
 		mutate.IndexAddendum{Add: ociImage(t, cfg, arm64, layer(t, "arm", "arm\n")), Descriptor: v1.Descriptor{Platform: &arm64}})
-	for repo, ix := range map[string]v1.ImageIndex{"demo/other:1": idx, "demo/arm:1": armOnly} {
-		ref, err := name.ParseReference(host+"/"+repo, name.Insecure)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := remote.WriteIndex(ref, ix, pusher); err != nil {
-			t.Fatalf("push %s: %v", repo, err)
-		}
-	}
+	push(t, host, "demo/other:1", idx, pusher)
+	push(t, host, "demo/arm:1", armOnly, pusher)
 
 	key, err := encryption.NewKey([]byte(strings.Repeat("k", encryption.KeySize)))
 	if err != nil {
@@ -343,22 +351,14 @@ func (f *faultyRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // timeout and resumed from where it stopped.
 func TestRegistryImageFaults(t *testing.T) {
 	t.Parallel()
-	reg := &faultyRegistry{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), sizes: map[string]int64{}}
-	srv := httptest.NewServer(reg)
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
+	reg := &faultyRegistry{sizes: map[string]int64{}}
+	host := startRegistry(t, func(h http.Handler) http.Handler { reg.Handler = h; return reg })
 	cfg := v1.Config{Entrypoint: []string{"/bin/sh", "-c"}, Cmd: []string{"exec sleep 3600"}}
 	amd64 := v1.Platform{OS: "linux", Architecture: "amd64"}
 	bad := layer(t, "bad", "corrupted on the way\n")
 	slow := layer(t, "slow", strings.Repeat("stalls halfway\n", 20000))
 	for repo, l := range map[string]v1.Layer{"demo/corrupt:1": bad, "demo/stall:1": slow} {
-		ref, err := name.ParseReference(host+"/"+repo, name.Insecure)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := remote.Write(ref, ociImage(t, cfg, amd64, l)); err != nil {
-			t.Fatal(err)
-		}
+		push(t, host, repo, ociImage(t, cfg, amd64, l))
 		size, _ := l.Size()
 		reg.sizes[digestOf(t, l)] = size
 	}

@@ -166,20 +166,8 @@ func (h *Host) pullDataset(ctx context.Context, in NodeImage) (NodeImageResult, 
 	}
 	snap := ds + "@" + baseSnapshot
 	done := NodeImageResult{Artefact: snap, Bytes: in.Size}
-	digest, err := zfs.Get(ctx, ds, digestProp)
-	switch {
-	case err == nil && digest == in.SHA256:
-		if ok, err := zfs.Exists(ctx, snap); err != nil || ok {
-			return done, err
-		}
-		fallthrough // marked complete without its snapshot: pull again
-	case err == nil:
-		h.log().Warn("removing a partial or outdated image before pulling it", "image", in.Name, "dataset", ds, "digest", digest)
-		if err := zfs.Destroy(ctx, ds); err != nil && !errors.Is(err, illumos.ErrNotFound) {
-			return NodeImageResult{}, err
-		}
-	case !errors.Is(err, illumos.ErrNotFound):
-		return NodeImageResult{}, err
+	if ok, err := h.complete(ctx, ds, digestProp, in.SHA256, snap); err != nil || ok {
+		return done, err
 	}
 
 	body, err := h.download(ctx, in)

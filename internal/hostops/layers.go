@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/zonewright/zonewright/internal/illumos"
-	"github.com/zonewright/zonewright/internal/oci"
+	"github.com/zonewright/zonewright/internal/ocilayer"
 )
 
 // An oci image is kept on a node as Triton's imgadm keeps Docker images:
@@ -85,7 +85,7 @@ func (h *Host) pullLayers(ctx context.Context, in NodeImage) (NodeImageResult, e
 		diffIDs[i] = l.DiffID
 	}
 	below, fetched, applied := "", int64(0), 0
-	for i, chain := range oci.ChainIDs(diffIDs) {
+	for i, chain := range ocilayer.ChainIDs(diffIDs) {
 		n, err := h.pullLayer(ctx, in, in.Layers[i], chain, below)
 		if err != nil {
 			return NodeImageResult{}, err
@@ -109,7 +109,8 @@ func (h *Host) pullLayers(ctx context.Context, in NodeImage) (NodeImageResult, e
 }
 
 // complete reports whether ds is marked complete (prop = want) and has
-// its snapshot; a partial one is destroyed.
+// its snapshot; a partial or outdated one (a crash, a dropped download,
+// another digest, marked without its snapshot) is destroyed.
 func (h *Host) complete(ctx context.Context, ds, prop, want, snap string) (bool, error) {
 	zfs := h.Host.ZFS()
 	got, err := zfs.Get(ctx, ds, prop)
@@ -197,7 +198,7 @@ func (h *Host) applyBlob(ctx context.Context, blob NodeImage, l NodeLayer, dir s
 	defer body.Close()
 	stop := h.progressBeats(ctx, body)
 	defer stop()
-	diffID, err := oci.ApplyLayer(dir, body, l.MediaType)
+	diffID, err := ocilayer.ApplyLayer(dir, body, l.MediaType)
 	if derr := body.failure(); derr != nil {
 		return 0, derr // the download, not the unpacking it starved, is the cause
 	}

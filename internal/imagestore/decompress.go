@@ -67,7 +67,7 @@ func (s *Store) DecompressProgress(ctx context.Context, name, compression string
 		return Artefact{}, err
 	}
 	switch compression {
-	case "", model.CompressionNone, model.CompressionGzip, model.CompressionZstd, model.CompressionXZ:
+	case "", model.CompressionNone, model.CompressionGzip, model.CompressionZstd, model.CompressionXZ, asIs:
 	default:
 		return Artefact{}, fmt.Errorf("%w: image %s: unknown compression %q", ErrInvalid, name, compression)
 	}
@@ -96,7 +96,9 @@ func (s *Store) DecompressProgress(ctx context.Context, name, compression string
 		return Artefact{}, fmt.Errorf("decompress image %s: read header: %w", name, err)
 	}
 	found := DetectCompression(head)
-	if compression != "" && compression != found {
+	if compression == asIs {
+		found = model.CompressionNone
+	} else if compression != "" && compression != found {
 		return Artefact{}, fmt.Errorf("%w: image %s: declared compression %s but the file's magic bytes say %s", ErrInvalid, name, compression, found)
 	}
 
@@ -126,27 +128,11 @@ func (s *Store) DecompressProgress(ctx context.Context, name, compression string
 // compressed or not: an oci layer blob, which nodes verify against its
 // own digest and unpack themselves. Like Decompress it may be repeated.
 func (s *Store) Publish(ctx context.Context, name string) (Artefact, error) {
-	if err := validName(name); err != nil {
-		return Artefact{}, err
-	}
-	ctx, end, err := s.begin(ctx, name)
-	if err != nil {
-		return Artefact{}, err
-	}
-	defer end()
-	in, err := os.Open(s.downloadPath(name))
-	if errors.Is(err, os.ErrNotExist) {
-		return s.describeArtefact(ctx, name, nil)
-	}
-	if err != nil {
-		return Artefact{}, fmt.Errorf("publish %s: %w", name, err)
-	}
-	defer in.Close()
-	if art, ok, err := s.linkArtefact(ctx, name, nil); err != nil || ok {
-		return art, err
-	}
-	return s.writeArtefact(ctx, name, ctxReader{ctx: ctx, r: in})
+	return s.DecompressProgress(ctx, name, asIs, nil)
 }
+
+// asIs is Publish's "compression": the download, not decoded.
+const asIs = "as-is"
 
 // decoder wraps r in the reader for compression.
 func decoder(compression string, r io.Reader) (io.Reader, func(), error) {

@@ -1,4 +1,8 @@
-package oci
+// Package ocilayer applies OCI image layers onto a directory (whiteouts,
+// opaque directories, every path confined to the directory) and names
+// stacks of them by chain ID: what a node needs of an image, apart from
+// the registry (package oci), which only the control plane speaks to.
+package ocilayer
 
 import (
 	"archive/tar"

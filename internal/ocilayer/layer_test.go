@@ -1,4 +1,4 @@
-package oci
+package ocilayer
 
 import (
 	"archive/tar"
