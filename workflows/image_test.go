@@ -405,6 +405,9 @@ func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 	}); i < 0 || h.statuses[i].Reason != ReasonErrImagePull {
 		t.Fatalf("the first failed look says ErrImagePull, as the kubelet does: %+v", h.statuses)
 	}
+	if !slices.ContainsFunc(h.statuses, func(u controlops.StatusUpdate) bool { return u.EventOnly && u.EventReason == "Pulled" }) {
+		t.Fatalf("the image's arrival is a Pulled event: %+v", h.statuses)
+	}
 	if !h.sawReason(ReasonImagePullBackOff) || pulls != 2 || !h.calls.has("ProvisionPod") {
 		t.Fatalf("a failed pull keeps the pod Pending (ImagePullBackOff) and is retried: pulls=%d calls=%s", pulls, h.calls)
 	}

@@ -22,8 +22,12 @@ const (
 )
 
 // versionErrImagePull marks lifecycles that say ErrImagePull before
-// ImagePullBackOff.
-const versionErrImagePull = "err-image-pull"
+// ImagePullBackOff; versionPulledEvent those that record a Pulled event
+// when the image they waited for is on their node.
+const (
+	versionErrImagePull = "err-image-pull"
+	versionPulledEvent  = "pulled-event"
+)
 
 // pending binds the pod to a node, or waits while none fits.
 func (w *podWorkflow) pending(ctx workflow.Context) error {
@@ -109,6 +113,10 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 	}
 	if !r.Found || r.Present {
 		w.endStep(ctx, "")
+		if w.waitedForImage() && workflow.GetVersion(ctx, versionPulledEvent, workflow.DefaultVersion, 1) >= 1 {
+			w.update(ctx, controlops.StatusUpdate{EventOnly: true, EventType: model.EventNormal, EventReason: "Pulled",
+				EventMessage: fmt.Sprintf("Successfully pulled image %q to node %s", w.sandboxImage(), w.st.Node)})
+		}
 		w.startupImageReady(ctx)
 		w.st.Sandbox.ImageKind = r.Kind
 		if r.Config != nil {
@@ -129,7 +137,7 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 		switch {
 		case r.Reason != "":
 			reason = r.Reason
-		case !strings.HasPrefix(w.st.Waiting, ReasonErrImagePull+": ") && !strings.HasPrefix(w.st.Waiting, ReasonImagePullBackOff+": ") &&
+		case (!w.waitedForImage() || strings.HasPrefix(w.st.Waiting, ReasonImagePulling+": ")) &&
 			workflow.GetVersion(ctx, versionErrImagePull, workflow.DefaultVersion, 1) >= 1:
 			reason = ReasonErrImagePull
 		}
@@ -138,6 +146,16 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 	}
 	w.waiting(ctx, ReasonImagePulling, ReasonImagePulling, model.EventNormal, r.Message)
 	return w.waitFor(ctx, w.t.RetryMax)
+}
+
+// waitedForImage: the pod's last wait was for its image's pull.
+func (w *podWorkflow) waitedForImage() bool {
+	for _, r := range []string{ReasonImagePulling, ReasonErrImagePull, ReasonImagePullBackOff} {
+		if strings.HasPrefix(w.st.Waiting, r+": ") {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *podWorkflow) sandboxImage() string {

@@ -193,6 +193,9 @@ func TestRegistryImagesRunWithSharedLayers(t *testing.T) {
 	if got := p.Metadata.Annotations[model.AnnotationRequestedImagePrefix+"app"]; got != asked || !strings.HasPrefix(p.Spec.Containers[0].Image, "oci-app-1-") {
 		t.Errorf("the pod runs catalog image %q and keeps what it asked for (%q) in its annotation", p.Spec.Containers[0].Image, got)
 	}
+	if ev := c.events("registry-app"); !strings.Contains(ev, "ImagePulling") || !strings.Contains(ev, "Pulled") {
+		t.Errorf("the pod's events tell the pull and its end: %s", ev)
+	}
 	base1 := "/api/v1/namespaces/default/pods/registry-app"
 	c.eventually(time.Minute, "the image's command to write its log", func() bool {
 		_, b := c.do("GET", base1+"/log", nil)
