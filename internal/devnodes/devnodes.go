@@ -343,7 +343,7 @@ func (ns *Nodes) Stop() {
 			_ = cmd.Process.Kill()
 			<-done
 		}
-		if out, err := ns.command(ns.cfg.Sim, "stop-all", "--root", n.Root).CombinedOutput(); err != nil && ns.cfg.Logger != nil {
+		if out, err := ns.fab.Command(ns.cfg.Sim, "stop-all", "--root", n.Root).CombinedOutput(); err != nil && ns.cfg.Logger != nil {
 			ns.cfg.Logger.Warn("stop simulated zones", "node", n.Name, "err", err, "output", string(out))
 		}
 	}
@@ -413,16 +413,6 @@ func listenAddr(n *Node) string {
 	return "127.0.0.1:0"
 }
 
-// command runs one of a node's commands where the node's network is
-// within reach: in the fabric's context in isolation mode (as root, or in
-// the stack's user namespace), as any program otherwise.
-func (ns *Nodes) command(name string, args ...string) *exec.Cmd {
-	if ns.fab == nil {
-		return exec.Command(name, args...)
-	}
-	return ns.fab.Command(name, args...)
-}
-
 // setSimFact sets one of the host facts of the simulator root.
 func setSimFact(root, name string, value any) error {
 	file := filepath.Join(root, simFactsFile)
@@ -474,9 +464,9 @@ func (ns *Nodes) isolate(n *Node, i int) error {
 		}
 	}
 	// A node kept from an earlier run has net0 already: plumb it anew.
-	_ = ns.command(filepath.Join(n.BinDir, "ipadm"), "delete-if", "net0").Run()
+	_ = ns.fab.Command(filepath.Join(n.BinDir, "ipadm"), "delete-if", "net0").Run()
 	for _, args := range [][]string{{"create-if", "net0"}, {"create-addr", "-T", "static", "-a", addr.String(), "net0/v4"}} {
-		if out, err := ns.command(filepath.Join(n.BinDir, "ipadm"), args...).CombinedOutput(); err != nil {
+		if out, err := ns.fab.Command(filepath.Join(n.BinDir, "ipadm"), args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("underlay address of %s: ipadm %s: %v: %s", n.Name, strings.Join(args, " "), err, out)
 		}
 	}

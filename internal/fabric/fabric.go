@@ -142,9 +142,10 @@ func (f *Fabric) ip(args ...string) error {
 // Command runs name with args in the fabric's context: as root, here; in
 // user-namespace mode, in the keeper's namespaces as their root, where
 // the namespaces' paths (AddNode) exist and the simulator has the rights
-// to realise a node's network.
+// to realise a node's network. Without a fabric (nil: the shared
+// loopback) it runs as any program does.
 func (f *Fabric) Command(name string, args ...string) *exec.Cmd {
-	if f.keeper == nil {
+	if f == nil || f.keeper == nil {
 		return exec.Command(name, args...)
 	}
 	argv := append(f.keeper.enter(), name)
