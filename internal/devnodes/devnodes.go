@@ -429,10 +429,16 @@ func setSimFact(root, name string, value any) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(file, append(b, '\n'), 0o644)
+	// Renamed into place: the simulator never reads half a file.
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
 }
 
-// simFactsFile, in a simulator root, holds the host's facts.
+// simFactsFile, in a simulator root, holds the host's facts (the
+// simulator's hostFactsFile).
 const simFactsFile = "host.json"
 
 // Fabric is the nodes' network in isolation mode, nil otherwise.
