@@ -40,6 +40,7 @@ image_stall_timeout
 image_source_dir
 image_allow_private_sources
 image_max_bytes
+insecure_registries
 node_grace_period
 node_eviction_timeout
 service_cidr
