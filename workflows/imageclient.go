@@ -43,6 +43,12 @@ func (c ImageClient) StartDelete(ctx context.Context, ref controlops.ImageRef) e
 	return c.start(ctx, ImageDeleteWorkflowID(ref.Name), ImageDeleteWorkflowName, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, ImageInput{Image: ref})
 }
 
+// EnsureImport imports an image again (its tag moved) unless an import
+// of it runs.
+func (c ImageClient) EnsureImport(ctx context.Context, ref controlops.ImageRef) error {
+	return c.start(ctx, ImageWorkflowID(ref.Name), ImageImportWorkflowName, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, ImageInput{Image: ref})
+}
+
 // EnsurePull starts the pull of an image to a node unless one runs.
 func (c ImageClient) EnsurePull(ctx context.Context, image, node string) error {
 	return c.start(ctx, ImagePullWorkflowID(image, node), ImagePullWorkflowName, enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,

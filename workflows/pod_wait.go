@@ -104,8 +104,9 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 	}
 	w.look(ctx, "ResolveImage")
 	in := controlops.ImageNodeInput{Image: w.sandboxImage(), Node: w.st.Node}
-	if len(w.spec.Containers) > 0 && w.spec.Containers[0].ImagePullPolicy == model.PullNever {
-		in.NeverPull = true
+	if len(w.spec.Containers) > 0 {
+		in.NeverPull = w.spec.Containers[0].ImagePullPolicy == model.PullNever
+		in.Refresh = w.spec.Containers[0].ImagePullPolicy == model.PullAlways
 	}
 	var r controlops.ResolvedImage
 	if err := w.control(ctx, img.ResolvePodImage, in).Get(ctx, &r); err != nil {
@@ -118,7 +119,7 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 				EventMessage: fmt.Sprintf("Successfully pulled image %q to node %s", w.sandboxImage(), w.st.Node)})
 		}
 		w.startupImageReady(ctx)
-		w.st.Sandbox.ImageKind = r.Kind
+		w.st.Sandbox.ImageKind, w.st.Sandbox.ImageDigest = r.Kind, r.Digest
 		if r.Config != nil {
 			withImageConfig(w.st.Sandbox, w.spec, r.Config)
 		}

@@ -514,8 +514,9 @@ func TestPullOCIImageSharesLayers(t *testing.T) {
 	app := ociLayer(t, srv, "etc/.wh.gone", "", "app", "one\n")
 	other := ociLayer(t, srv, "other", "two\n")
 
-	res := n.pull(t, ociNodeImage("app", base, app))
-	if res.Bytes != base.Size+app.Size || res.Artefact != imagesDataset+"/app@base" {
+	first := ociNodeImage("app", base, app)
+	res := n.pull(t, first)
+	if res.Bytes != base.Size+app.Size || res.Artefact != imagesDataset+"/app/"+first.SHA256+"@base" {
 		t.Fatalf("first image: %+v, want %d bytes and its @base", res, base.Size+app.Size)
 	}
 	before := srv.requests.Load()
@@ -560,6 +561,17 @@ func TestPullOCIImageSharesLayers(t *testing.T) {
 	}
 	n.wantNoImage(t, "bad")
 
+	// A tag that moved: the image's new digest is pulled beside the old,
+	// which goes since no zone clones it.
+	moved := ociNodeImage("app", base, other)
+	moved.SHA256 = strings.Repeat("1", 64)
+	if res := n.pull(t, moved); res.Artefact != imagesDataset+"/app/"+moved.SHA256+"@base" {
+		t.Fatalf("the moved tag's digest: %+v", res)
+	}
+	if got := n.datasetNames(t, imagesDataset+"/app"); !slices.Contains(got, imagesDataset+"/app/"+moved.SHA256) || slices.Contains(got, imagesDataset+"/app/"+first.SHA256) {
+		t.Errorf("after the tag moved: %v, want only the new digest", got)
+	}
+
 	// Removing an image prunes the layers nothing else is made from.
 	layerSnaps := func() (out []string) {
 		for _, d := range n.datasetNames(t, imagesDataset+"/layers") {
@@ -572,7 +584,7 @@ func TestPullOCIImageSharesLayers(t *testing.T) {
 	for _, step := range []struct {
 		image string
 		left  int
-	}{{"other", 2}, {"app", 0}} {
+	}{{"other", 2}, {"app", 0}} { // (the moved app is base+other: other's layers stay until app goes)
 		if _, err := n.run(t, n.host.RemoveImage, hostops.NodeImage{Name: step.image}); err != nil {
 			t.Fatal(err)
 		}

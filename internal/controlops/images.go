@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,8 @@ import (
 // no-op, so triggers from pods and from the node sync coalesce.
 type ImagePulls interface {
 	EnsurePull(ctx context.Context, image, node string) error
+	// EnsureImport imports the image again unless an import runs.
+	EnsureImport(ctx context.Context, ref ImageRef) error
 }
 
 // Images is the control plane's work on the image catalog: imports into
@@ -120,6 +123,9 @@ type ImageNodeInput struct {
 	Node  string
 	// NeverPull: the pod's imagePullPolicy is Never.
 	NeverPull bool `json:",omitempty"`
+	// Refresh: the pod's imagePullPolicy is Always; an oci image's tag is
+	// resolved again, and imported again if it moved.
+	Refresh bool `json:",omitempty"`
 }
 
 // NodePull is what a pull of one image to one node needs; Skip when the
@@ -156,6 +162,9 @@ type ResolvedImage struct {
 	Message string
 	// Reason replaces ImagePullBackOff as the reason of a Failed wait.
 	Reason string `json:",omitempty"`
+	// Digest is an oci image's manifest digest (hex): the one its zone
+	// clones.
+	Digest string `json:",omitempty"`
 	// Config is an oci image's configuration: what its containers run
 	// when the pod does not say.
 	Config *model.OCIConfig `json:",omitempty"`
@@ -551,7 +560,16 @@ func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (Resolv
 	}
 	r := ResolvedImage{Found: true, Kind: img.Spec.Kind}
 	if img.Status.OCI != nil {
-		r.Config = &img.Status.OCI.Config
+		r.Config, r.Digest = &img.Status.OCI.Config, strings.TrimPrefix(img.Status.OCI.Digest, "sha256:")
+	}
+	if in.Refresh && img.Spec.Kind == model.ImageOCI && img.Status.Phase == model.ImageReady {
+		if moved, err := a.refreshTag(ctx, img); err != nil {
+			return ResolvedImage{Found: true, Kind: img.Spec.Kind, Failed: true,
+				Message: fmt.Sprintf("image %s: checking its tag in the registry (imagePullPolicy Always): %s", img.Metadata.Name, err)}, nil
+		} else if moved != "" {
+			return ResolvedImage{Found: true, Kind: img.Spec.Kind,
+				Message: fmt.Sprintf("image %s: its tag moved to %s; importing it", img.Metadata.Name, moved)}, nil
+		}
 	}
 	switch ns, onNode := img.Status.Node(in.Node); {
 	case !img.Spec.NeedsPull():

@@ -244,3 +244,37 @@ func (a *Images) pruneBlobs(ctx context.Context, removed string) error {
 	}
 	return nil
 }
+
+// refreshTag resolves an oci image's reference again; when its digest
+// moved, it starts the image's import again and returns the new digest.
+// A registry's answer that is not the image (refused, gone) is the error.
+func (a *Images) refreshTag(ctx context.Context, img *model.Image) (string, error) {
+	r, err := oci.ParseReference(img.Spec.Source)
+	if err != nil {
+		return "", err
+	}
+	keys, err := a.pullKeyring(ctx, img.Spec.PullSecrets)
+	if err != nil {
+		return "", err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	resolved, err := a.registry().Resolve(rctx, r, keys)
+	if err != nil {
+		var re *RegistryError
+		if errors.As(registryError(img.Spec.Source, err), &re) {
+			return "", errors.New(re.Reason)
+		}
+		return "", errors.New("the registry could not be reached")
+	}
+	if img.Status.OCI != nil && resolved.Digest == img.Status.OCI.Digest {
+		return "", nil
+	}
+	if a.Pulls == nil {
+		return "", ErrNoPulls
+	}
+	if err := a.Pulls.EnsureImport(ctx, ImageRef{Name: img.Metadata.Name, UID: img.Metadata.UID}); err != nil {
+		return "", err
+	}
+	return resolved.Digest, nil
+}

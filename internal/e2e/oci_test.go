@@ -383,3 +383,46 @@ func TestRegistryImageFaults(t *testing.T) {
 		t.Errorf("the stalled blob was resumed with one range request from where it stopped: %q", reg.ranges)
 	}
 }
+
+// imagePullPolicy Always (the default for the tag latest) follows a tag
+// that moved: the next pod runs the new image, while a pod of the old one
+// keeps running on its own digest, beside it on the node.
+func TestAlwaysFollowsAMovedTag(t *testing.T) {
+	t.Parallel()
+	host := startRegistry(t, func(h http.Handler) http.Handler { return h })
+	cfg := v1.Config{Entrypoint: []string{"/bin/sh", "-c"}, Cmd: []string{"cat version; exec sleep 3600"}, WorkingDir: "/"}
+	amd64 := v1.Platform{OS: "linux", Architecture: "amd64"}
+	push(t, host, "demo/moving", ociImage(t, cfg, amd64, layer(t, "version", "v1\n")))
+	c := newCluster(t, 1)
+	run := func(pod string) model.Pod {
+		c.createPod(fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"runtimeClassName":"lx",
+		  "containers":[{"name":"app","image":%q,"resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}]}}`, pod, host+"/demo/moving"))
+		return c.waitPhase(pod, model.PodRunning, true, 3*time.Minute)
+	}
+	logs := func(pod string) string {
+		_, b := c.do("GET", "/api/v1/namespaces/default/pods/"+pod+"/log", nil)
+		return string(b)
+	}
+	first := run("moving-1")
+	if first.Spec.Containers[0].ImagePullPolicy != model.PullAlways {
+		t.Errorf("an image with no tag pulls Always by default: %q", first.Spec.Containers[0].ImagePullPolicy)
+	}
+	c.eventually(time.Minute, "the first pod's version", func() bool { return logs("moving-1") == "v1\n" })
+
+	push(t, host, "demo/moving", ociImage(t, cfg, amd64, layer(t, "version", "v2\n")))
+	run("moving-2")
+	c.eventually(time.Minute, "the second pod's version", func() bool { return logs("moving-2") == "v2\n" })
+	if p, _ := c.pod("moving-1"); p.Status.Phase != model.PodRunning || logs("moving-1") != "v1\n" {
+		t.Errorf("the pod of the old digest: %s, %q", p.Status.Phase, logs("moving-1"))
+	}
+	s, _ := c.state(0)
+	digests := 0
+	for _, d := range s.Datasets {
+		if strings.Contains(d.Name, "/zonewright/images/"+first.Spec.Containers[0].Image+"/") && !strings.Contains(d.Name, "@") {
+			digests++
+		}
+	}
+	if digests != 2 {
+		t.Errorf("the node holds both digests while a zone of each runs: %d", digests)
+	}
+}

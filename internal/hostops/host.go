@@ -43,6 +43,9 @@ type PodSandbox struct {
 	// ImageKind is the catalog kind of Image (model.ImageLXTarball, …);
 	// empty when the pod names no catalog image.
 	ImageKind string
+	// ImageDigest is an oci image's manifest digest (hex): which of the
+	// image's datasets on the node the zone clones.
+	ImageDigest string `json:",omitempty"`
 	// MilliCPU and MemoryBytes cap the zone (capped-cpu, capped-memory);
 	// zero means no cap.
 	MilliCPU    int64

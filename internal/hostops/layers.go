@@ -18,8 +18,10 @@ import (
 // then snapshotted @layer. A layer's chain ID names the whole stack below
 // it, so two images that share a base share its datasets, and a pull
 // fetches and applies only the layers the node lacks. The image itself is
-// <ImagesDataset>/<name>, a clone of its top layer with the golden @base
-// snapshot zones clone, as for a zfs stream. Layer datasets are mounted
+// <ImagesDataset>/<name>/<manifest digest>, a clone of its top layer with
+// the golden @base snapshot zones clone, as for a zfs stream: a tag that
+// moves brings a second digest beside the first, whose zones keep it
+// until they go (pruneDigests). Layer datasets are mounted
 // beside the zones, under <ZonesPath>/.layers, where the agent unpacks
 // into them.
 
@@ -69,7 +71,7 @@ func (h *Host) layersDataset() string { return h.ImagesDataset + "/layers" }
 // image's own clone of the top one. res.Bytes is what was downloaded.
 func (h *Host) pullLayers(ctx context.Context, in NodeImage) (NodeImageResult, error) {
 	zfs := h.Host.ZFS()
-	ds, err := h.imageDataset(in.Name)
+	ds, err := h.ociDataset(in.Name, in.SHA256)
 	if err != nil {
 		return NodeImageResult{}, err
 	}
@@ -105,7 +107,43 @@ func (h *Host) pullLayers(ctx context.Context, in NodeImage) (NodeImageResult, e
 	}
 	h.log().Info("oci image layers", "image", in.Name, "layers", len(in.Layers), "applied", applied,
 		"shared", len(in.Layers)-applied, "bytes", fetched)
+	if err := h.pruneDigests(ctx, in.Name, ds); err != nil {
+		h.log().Warn("could not remove the image's earlier digests", "image", in.Name, "err", err)
+	}
 	return NodeImageResult{Artefact: snap, Bytes: fetched}, nil
+}
+
+// ociDataset is the dataset of one digest of an oci image.
+func (h *Host) ociDataset(name, digest string) (string, error) {
+	ds, err := h.imageDataset(name)
+	if err != nil {
+		return "", err
+	}
+	return illumos.DatasetName(ds, digest)
+}
+
+// pruneDigests destroys the image's other digests that no zone clones
+// (zfs refuses those, and they stay until their zones go).
+func (h *Host) pruneDigests(ctx context.Context, name, keep string) error {
+	zfs := h.Host.ZFS()
+	parent, err := h.imageDataset(name)
+	if err != nil {
+		return err
+	}
+	sets, err := zfs.List(ctx, illumos.ListOptions{Names: []string{parent}, Depth: 1, Types: []string{"filesystem"}})
+	if err != nil {
+		return err
+	}
+	for _, d := range sets {
+		if d.Name == parent || d.Name == keep {
+			continue
+		}
+		err := zfs.Destroy(ctx, d.Name)
+		if err != nil && !errors.Is(err, illumos.ErrNotFound) && !errors.Is(err, illumos.ErrWrongState) && !errors.Is(err, illumos.ErrBusy) {
+			return err
+		}
+	}
+	return nil
 }
 
 // complete reports whether ds is marked complete (prop = want) and has

@@ -458,6 +458,13 @@ func (h *Host) installOptions(ctx context.Context, s PodSandbox) (illumos.Instal
 		return illumos.InstallOptions{}, nil
 	case brand == "lx" && (s.ImageKind == model.ImageZFSStream || s.ImageKind == model.ImageOCI):
 		snap, err := h.imageSnapshot(s.Image)
+		if s.ImageKind == model.ImageOCI {
+			var ds string
+			if ds, err = h.ociDataset(s.Image, s.ImageDigest); err == nil && s.ImageDigest == "" {
+				err = fmt.Errorf("an oci image's zone needs the image's digest")
+			}
+			snap = ds + "@" + baseSnapshot
+		}
 		if err != nil {
 			return illumos.InstallOptions{}, h.invalid(ctx, "install the zone", s, err)
 		}

@@ -91,6 +91,17 @@ const (
 // catalog name; Docker Hub's is "alpine:3.20" or "docker.io/library/alpine".
 func IsRegistryReference(image string) bool { return strings.ContainsAny(image, "/:@") }
 
+// latestTag reports whether a registry reference names the tag latest,
+// said or left out, and no digest: Kubernetes pulls such an image Always.
+func latestTag(ref string) bool {
+	if strings.Contains(ref, "@") {
+		return false
+	}
+	last := ref[strings.LastIndex(ref, "/")+1:]
+	_, tag, ok := strings.Cut(last, ":")
+	return !ok || tag == "latest"
+}
+
 // NaturalBrands are the brands an image of a kind can install; its spec
 // may narrow them.
 func NaturalBrands(kind string) []string {

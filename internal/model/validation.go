@@ -126,6 +126,12 @@ func DefaultPod(p *Pod) {
 	}
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
+		if c.ImagePullPolicy == "" && IsRegistryReference(c.Image) {
+			c.ImagePullPolicy = PullIfNotPresent
+			if latestTag(c.Image) {
+				c.ImagePullPolicy = PullAlways
+			}
+		}
 		for j := range c.Ports {
 			if c.Ports[j].Protocol == "" {
 				c.Ports[j].Protocol = "TCP"
