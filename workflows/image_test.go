@@ -381,15 +381,20 @@ func TestIPExhaustedPodStartsWhenAnAddressIsFreed(t *testing.T) {
 	}
 }
 
-func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
-	resolves := 0
-	pulls := 0
-	h := newHarness(t, podSpec(), override{fn: img.ResolvePodImage, ret: []any{func(context.Context, controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
+// failedLooksThenPresent runs a pod whose first two looks at its image
+// get failed and whose third finds it on the node; it returns the
+// harness, what the last look asked and how many pulls the pod started.
+func failedLooksThenPresent(t *testing.T, spec model.PodSpec, failed controlops.ResolvedImage) (*harness, controlops.ImageNodeInput, int) {
+	t.Helper()
+	resolves, pulls := 0, 0
+	var asked controlops.ImageNodeInput
+	h := newHarness(t, spec, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
 		resolves++
+		asked = in
 		if resolves < 3 {
-			return controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Pull: true, Failed: true, Message: "pull failed: disk full"}, nil
+			return failed, nil
 		}
-		return controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Present: true}, nil
+		return controlops.ResolvedImage{Found: true, Kind: failed.Kind, Present: true}, nil
 	}}})
 	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ImageNodeInput) error {
 		pulls++
@@ -400,6 +405,12 @@ func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
+	return h, asked, pulls
+}
+
+func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
+	h, _, pulls := failedLooksThenPresent(t, podSpec(),
+		controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Pull: true, Failed: true, Message: "pull failed: disk full"})
 	if i := slices.IndexFunc(h.statuses, func(u controlops.StatusUpdate) bool {
 		return u.Reason == ReasonErrImagePull || u.Reason == ReasonImagePullBackOff
 	}); i < 0 || h.statuses[i].Reason != ReasonErrImagePull {
@@ -420,26 +431,9 @@ func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 // and waits with the reason the answer gives (ErrImageNeverPull), never
 // starting one, until its node holds the image.
 func TestNeverPullWaitsWithoutPulling(t *testing.T) {
-	resolves, pulls := 0, 0
-	var asked controlops.ImageNodeInput
 	spec := podSpec(func(s *model.PodSpec) { s.Containers[0].ImagePullPolicy = model.PullNever })
-	h := newHarness(t, spec, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
-		resolves++
-		asked = in
-		if resolves < 3 {
-			return controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Failed: true, Reason: controlops.ReasonErrImageNeverPull, Message: "not present"}, nil
-		}
-		return controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Present: true}, nil
-	}}})
-	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ImageNodeInput) error {
-		pulls++
-		return nil
-	})
-	zero := int64(0)
-	h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
-	if err := h.env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
+	h, asked, pulls := failedLooksThenPresent(t, spec,
+		controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Failed: true, Reason: controlops.ReasonErrImageNeverPull, Message: "not present"})
 	if !asked.NeverPull || !h.sawReason(controlops.ReasonErrImageNeverPull) || pulls != 0 || !h.calls.has("ProvisionPod") {
 		t.Fatalf("asked %+v, pulls %d, calls %s, statuses %+v", asked, pulls, h.calls, h.statuses)
 	}
