@@ -68,7 +68,7 @@ func startStack(dir string) (func(), error) {
 	stack.api, stack.dataDir = addrs[0], filepath.Join(dir, "data")
 	stack.config = filepath.Join(stack.dataDir, "zwctl.yaml")
 	cmd := exec.Command(filepath.Join(bin, "zonewright"), "dev", "--data-dir", stack.dataDir, "--listen", addrs[0],
-		"--temporal-address", addrs[1], "--ui-address", addrs[2], "--dns-listen", addrs[3], "--log-level", "warn")
+		"--temporal-address", addrs[1], "--ui-address", addrs[2], "--dns-listen", addrs[3], "--registry", "", "--log-level", "warn")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

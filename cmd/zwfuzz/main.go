@@ -484,7 +484,7 @@ func startStack(bin string) (*target, func(), error) {
 		return nil, nil, err
 	}
 	cmd := exec.Command(self, "dev", "--data-dir", filepath.Join(dir, "data"), "--nodes", "1", "--listen", addrs[0],
-		"--temporal-address", addrs[1], "--ui-address", addrs[2], "--dns-listen", addrs[3])
+		"--temporal-address", addrs[1], "--ui-address", addrs[2], "--dns-listen", addrs[3], "--registry", "")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, nil, err

@@ -51,7 +51,10 @@ func Start(ctx context.Context, addr string) (*Registry, error) {
 	r := &Registry{Addr: ln.Addr().String(), done: make(chan error, 1),
 		srv: &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}}
 	go func() { r.done <- r.srv.Serve(ln) }()
-	if err := r.seed(ctx); err != nil {
+	// A stack must come up even if the push cannot finish.
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.seed(sctx); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("the dev registry: push %s: %w", DemoImage, err)
 	}
