@@ -287,7 +287,10 @@ func TestDeploymentRollingUpdateKeepsItsBounds(t *testing.T) {
 	c.eventually(30*time.Second, "the old revision's pods to be gone", func() bool { return len(c.podsOf("web")[firstHash]) == 0 })
 	maxActive, minAvail, events := tally.bounds()
 	if maxActive > 5 || minAvail < 3 {
-		t.Fatalf("over %d pod events: at most %d pods not terminating (want ≤ 5), at least %d available (want ≥ 3)", events, maxActive, minAvail)
+		tally.mu.Lock()
+		minAt := tally.minAt
+		tally.mu.Unlock()
+		t.Fatalf("over %d pod events: at most %d pods not terminating (want ≤ 5), at least %d available (want ≥ 3); the pods at the fewest:%s", events, maxActive, minAvail, minAt)
 	}
 	if done.Status.Revision != 2 || done.Metadata.Annotations[model.AnnotationRevision] != "2" {
 		t.Fatalf("revision %d (annotation %q) after one template change; want 2", done.Status.Revision, done.Metadata.Annotations[model.AnnotationRevision])
