@@ -457,14 +457,7 @@ func (h *Host) installOptions(ctx context.Context, s PodSandbox) (illumos.Instal
 	case s.ImageKind == "" || s.ImageKind == model.ImageZoneTemplate:
 		return illumos.InstallOptions{}, nil
 	case brand == "lx" && (s.ImageKind == model.ImageZFSStream || s.ImageKind == model.ImageOCI):
-		snap, err := h.imageSnapshot(s.Image)
-		if s.ImageKind == model.ImageOCI {
-			var ds string
-			if ds, err = h.ociDataset(s.Image, s.ImageDigest); err == nil && s.ImageDigest == "" {
-				err = fmt.Errorf("an oci image's zone needs the image's digest")
-			}
-			snap = ds + "@" + baseSnapshot
-		}
+		snap, err := h.installSnapshot(s)
 		if err != nil {
 			return illumos.InstallOptions{}, h.invalid(ctx, "install the zone", s, err)
 		}
@@ -485,6 +478,19 @@ func (h *Host) installOptions(ctx context.Context, s PodSandbox) (illumos.Instal
 	}
 	return illumos.InstallOptions{}, h.invalid(ctx, "install the zone", s,
 		fmt.Errorf("image %s of kind %s cannot install a %s zone", s.Image, s.ImageKind, brand))
+}
+
+// installSnapshot is the golden snapshot an lx zone of a dataset image
+// clones: an oci image's is that of the digest its pod resolved.
+func (h *Host) installSnapshot(s PodSandbox) (string, error) {
+	if s.ImageKind != model.ImageOCI {
+		return h.imageSnapshot(s.Image)
+	}
+	if s.ImageDigest == "" {
+		return "", fmt.Errorf("an oci image's zone needs the image's digest")
+	}
+	ds, err := h.ociDataset(s.Image, s.ImageDigest)
+	return ds + "@" + baseSnapshot, err
 }
 
 // InstallZone installs the zone, reporting progress while it runs. An
