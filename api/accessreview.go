@@ -1,8 +1,6 @@
 package api
 
 import (
-	"io"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -58,16 +56,7 @@ type SubjectAccessReviewStatus struct {
 // own roles decide, exactly as they decide its requests.
 func (s *Server) selfSubjectAccessReview(c *gin.Context) {
 	var r SelfSubjectAccessReview
-	if mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type")); mt == mediaProtobuf {
-		body, err := io.ReadAll(c.Request.Body)
-		if err == nil {
-			r, err = decodeAccessReviewProtobuf(body)
-		}
-		if err != nil {
-			s.fail(c, badRequestf("malformed protobuf body: %v", err))
-			return
-		}
-	} else if err := decode(c, &r); err != nil {
+	if err := decode(c, &r); err != nil {
 		s.fail(c, err)
 		return
 	}

@@ -164,3 +164,63 @@ func TestDeploymentScaleSubresourceAndRolloutActions(t *testing.T) {
 		t.Fatalf("scale of a missing deployment: %d %s", r.code, r.body)
 	}
 }
+
+// A deployment takes the three patch types as Kubernetes does: a
+// strategic merge patch merges containers by name (kubectl set image and set env
+// changes one and keeps the others; a merge patch would replace the
+// list), a JSON patch edits by path (kubectl rollout undo), and its Scale
+// takes a merge patch (kubectl scale). (Make patchWith apply strategic
+// patches as merge patches to see the second container lost.)
+func TestDeploymentPatches(t *testing.T) {
+	c := newAPI(t)
+	base := "/apis/apps/v1/namespaces/default/deployments"
+	d := decodeDeployment(t, c.json("POST", base, fmt.Sprintf(deploymentJSON, "web")))
+	d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, model.Container{Name: "side", Image: "omnios", Command: []string{"sleep", "1"}})
+	if r := c.json("PUT", base+"/web", d); r.code != http.StatusOK {
+		t.Fatalf("add a container: %d %s", r.code, r.body)
+	}
+	patch := func(path, ctype, body string) response { return c.do("PATCH", path, ctype, []byte(body)) }
+	r := patch(base+"/web", "application/strategic-merge-patch+json", `{"spec":{"template":{"spec":{"containers":[{"name":"side","command":["other"]}]}}}}`)
+	got := decodeDeployment(t, r)
+	if cs := got.Spec.Template.Spec.Containers; r.code != http.StatusOK || len(cs) != 2 || cs[0].Command[0] == "other" || cs[1].Name != "side" || cs[1].Command[0] != "other" || got.Metadata.Generation != 3 {
+		t.Fatalf("strategic merge patch of one container: %d %s", r.code, r.body)
+	}
+	r = patch(base+"/web", "application/strategic-merge-patch+json", `{"spec":{"template":{"spec":{"containers":[{"name":"side","$patch":"delete"}]}}}}`)
+	if cs := decodeDeployment(t, r).Spec.Template.Spec.Containers; r.code != http.StatusOK || len(cs) != 1 || cs[0].Name == "side" {
+		t.Fatalf("strategic delete of a container: %d %s", r.code, r.body)
+	}
+	r = patch(base+"/web", "application/json-patch+json", `[{"op":"replace","path":"/spec/template/spec/containers/0/command","value":["sleep","9"]}]`)
+	if cs := decodeDeployment(t, r).Spec.Template.Spec.Containers; r.code != http.StatusOK || cs[0].Command[1] != "9" {
+		t.Fatalf("JSON patch: %d %s", r.code, r.body)
+	}
+	if r := patch(base+"/web", "application/json-patch+json", `[{"op":"replace","path":"/spec/nope/0","value":1}]`); r.code != http.StatusUnprocessableEntity {
+		t.Fatalf("a JSON patch of a missing path: %d %s", r.code, r.body)
+	}
+	if r := patch(base+"/web", "application/strategic-merge-patch+json", `{"spec":{"template":{"spec":{"containers":[{"name":"app","imagee":"x"}]}}}}`); r.code != http.StatusBadRequest {
+		t.Fatalf("a patch with an unknown field: %d %s", r.code, r.body)
+	}
+	var sc model.Scale
+	r = patch(base+"/web/scale", "application/merge-patch+json", `{"spec":{"replicas":2}}`)
+	if r.code != http.StatusOK || json.Unmarshal(r.body, &sc) != nil || sc.Spec.Replicas != 2 {
+		t.Fatalf("patch scale: %d %s", r.code, r.body)
+	}
+	if d := decodeDeployment(t, c.json("GET", base+"/web", nil)); *d.Spec.Replicas != 2 {
+		t.Fatalf("replicas after the scale patch: %d", *d.Spec.Replicas)
+	}
+
+	// A dry run (kubectl diff) is refused, never done: nothing is
+	// created or changed. (Drop refuseDryRun from the engine to see diff's
+	// POST create the deployment.)
+	if r := c.json("POST", base+"?dryRun=All", fmt.Sprintf(deploymentJSON, "shown")); r.code != http.StatusBadRequest {
+		t.Fatalf("a dry-run create: %d %s", r.code, r.body)
+	}
+	if r := c.json("GET", base+"/shown", nil); r.code != http.StatusNotFound {
+		t.Fatalf("the dry-run create made the deployment: %d %s", r.code, r.body)
+	}
+	if r := patch(base+"/web/scale?dryRun=All", "application/merge-patch+json", `{"spec":{"replicas":5}}`); r.code != http.StatusBadRequest {
+		t.Fatalf("a dry-run patch: %d %s", r.code, r.body)
+	}
+	if d := decodeDeployment(t, c.json("GET", base+"/web", nil)); *d.Spec.Replicas != 2 {
+		t.Fatalf("the dry-run patch scaled the deployment to %d", *d.Spec.Replicas)
+	}
+}

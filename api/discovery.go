@@ -61,6 +61,8 @@ type APIResourceList struct {
 // APIResource is one resource or subresource of a group version.
 type APIResource struct {
 	Name         string   `json:"name"`
+	Group        string   `json:"group,omitempty"`
+	Version      string   `json:"version,omitempty"`
 	SingularName string   `json:"singularName"`
 	Namespaced   bool     `json:"namespaced"`
 	Kind         string   `json:"kind"`
@@ -93,6 +95,14 @@ var discoverable = map[string]struct {
 	"selfsubjectaccessreviews": {"SelfSubjectAccessReview", "selfsubjectaccessreview", nil, false},
 }
 
+// subresourceKinds are the subresources whose bodies are another group's
+// kind, as Kubernetes lists them (kubectl drain looks for pods/eviction
+// of policy/v1 before it evicts; kubectl scale reads autoscaling/v1).
+var subresourceKinds = map[string]struct{ group, version, kind string }{
+	"pods/eviction":     {"policy", "v1", "Eviction"},
+	"deployments/scale": {"autoscaling", "v1", model.KindScale},
+}
+
 // discovery is what the discovery routes answer, made once from the routes.
 type discovery struct {
 	groups    APIGroupList
@@ -122,6 +132,9 @@ func newDiscovery(routes []route) *discovery {
 		r := found[k]
 		if r == nil {
 			r = &APIResource{Name: name, Kind: info.kind}
+			if sk, ok := subresourceKinds[name]; ok {
+				r.Group, r.Version, r.Kind = sk.group, sk.version, sk.kind
+			}
 			if a.Subresource == "" {
 				r.SingularName, r.ShortNames = info.singular, info.short
 				if info.all {

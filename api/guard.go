@@ -20,13 +20,17 @@ const (
 	mediaYAML                = "application/yaml"
 	mediaMergePatch          = "application/merge-patch+json"
 	mediaStrategicMergePatch = "application/strategic-merge-patch+json"
+	mediaJSONPatch           = "application/json-patch+json"
+	// mediaApplyPatch is server-side apply's, which zonewright refuses
+	// with a reason (patchWith) rather than as an unknown type.
+	mediaApplyPatch = "application/apply-patch+yaml"
 )
 
 // bodyTypes are the media types accepted on bodies other than PATCH's.
 var bodyTypes = []string{mediaJSON, mediaYAML, "application/x-yaml", "text/yaml"}
 
 // patchTypes are the media types accepted on PATCH.
-var patchTypes = []string{mediaMergePatch, mediaStrategicMergePatch}
+var patchTypes = []string{mediaMergePatch, mediaStrategicMergePatch, mediaJSONPatch}
 
 func unsupportedMedia(msg string) *apiError {
 	return &apiError{code: http.StatusUnsupportedMediaType, reason: "UnsupportedMediaType", msg: msg}
@@ -54,13 +58,25 @@ func (s *Server) checkContentType(c *gin.Context) {
 	allowed := bodyTypes
 	switch {
 	case r.Method == http.MethodPatch:
-		allowed = patchTypes
-	case protobufBodies[r.URL.Path]:
+		allowed = append(slices.Clip(patchTypes), mediaApplyPatch)
+	case s.protobufRoutes[r.Method+" "+c.FullPath()]:
 		allowed = append(slices.Clip(bodyTypes), mediaProtobuf)
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || !contains(allowed, mt) {
 		s.fail(c, unsupportedMedia("Content-Type "+quoteOrMissing(r.Header.Get("Content-Type"))+" is not supported on "+r.Method+"; send one of "+strings.Join(allowed, ", ")))
+		c.Abort()
+		return
+	}
+	c.Next()
+}
+
+// refuseDryRun refuses a write that asks for a dry run (?dryRun=All, as
+// kubectl diff and --dry-run=server send): zonewright does not simulate
+// writes, and doing one asked only to be shown would change the cluster.
+func (s *Server) refuseDryRun(c *gin.Context) {
+	if r := c.Request; r.Method != http.MethodGet && r.Method != http.MethodHead && r.URL.Query().Has("dryRun") {
+		s.fail(c, badRequestf("dryRun is not supported: zonewright does not simulate writes, and nothing was changed (kubectl diff and --dry-run=server need it; --dry-run=client works)"))
 		c.Abort()
 		return
 	}

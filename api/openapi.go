@@ -306,10 +306,15 @@ func (b *docBuilder) requestBody(op operation) (*openapi3.RequestBodyRef, error)
 	case binaryStream:
 		rb.WithContent(openapi3.Content{"application/octet-stream": openapi3.NewMediaType().WithSchema(openapi3.NewStringSchema().WithFormat("binary"))})
 	case mergePatchBody:
-		s := openapi3.NewObjectSchema()
-		s.Description = "the fields to change; null removes one, lists are replaced whole"
-		rb.WithContent(openapi3.Content{mediaMergePatch: openapi3.NewMediaType().WithSchema(s),
-			mediaStrategicMergePatch: openapi3.NewMediaType().WithSchema(s)})
+		merge := openapi3.NewObjectSchema()
+		merge.Description = "the fields to change; null removes one, lists are replaced whole"
+		strategic := openapi3.NewObjectSchema()
+		strategic.Description = "the fields to change; lists of the Kubernetes kinds merge by their keys (containers by name), as Kubernetes' strategic merge patch"
+		ops := openapi3.NewArraySchema().WithItems(openapi3.NewObjectSchema())
+		ops.Description = "RFC 6902 operations (op, path, value, from)"
+		rb.WithContent(openapi3.Content{mediaMergePatch: openapi3.NewMediaType().WithSchema(merge),
+			mediaStrategicMergePatch: openapi3.NewMediaType().WithSchema(strategic),
+			mediaJSONPatch:           openapi3.NewMediaType().WithSchema(ops)})
 	default:
 		ref, err := b.schema(op.body)
 		if err != nil {

@@ -129,6 +129,8 @@ func operations() map[string]operation {
 		"delete pods": {summary: "stop the pod within its grace period (?gracePeriodSeconds=, or the body's DeleteOptions as kubectl sends them; at most 86400; 0 forces), then remove it",
 			query: []string{"gracePeriodSeconds", "resourceVersion"}, body: DeleteOptions{}, optionalBody: true,
 			returns: map[int]any{ok: model.Pod{}}, errors: []int{http.StatusUnprocessableEntity}},
+		"create pods/eviction": {summary: "delete the pod as its deleteOptions say (kubectl drain); zonewright has no disruption budgets",
+			body: Eviction{}, returns: map[int]any{ok: model.Pod{}}, errors: []int{http.StatusUnprocessableEntity}},
 		"get pods/secretenv": {summary: "the secret values of the pod's environment, for the pod's node only",
 			query: []string{"uid"}, returns: map[int]any{ok: model.PodSecretEnv{}}},
 		"create pods/finalize": {summary: "end the grace period of a terminating pod now", returns: status202},
@@ -192,6 +194,7 @@ func operations() map[string]operation {
 
 		"get deployments/scale":    {summary: "the deployment's replicas", returns: map[int]any{ok: model.Scale{}}},
 		"update deployments/scale": {summary: "set the deployment's replicas", body: model.Scale{}, returns: map[int]any{ok: model.Scale{}}},
+		"patch deployments/scale":  {summary: "patch the deployment's Scale (kubectl scale)", body: mergePatchBody{}, returns: map[int]any{ok: model.Scale{}}},
 		"create deployments/rollback": {summary: "put an earlier revision's template back (0 or none: the previous one)",
 			body: RollbackRequest{}, optionalBody: true, returns: deployment},
 		"create deployments/pause":   {summary: "pause the rollout", returns: deployment},

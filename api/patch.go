@@ -7,60 +7,71 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// patchObject serves PATCH with a JSON merge patch (RFC 7386): the patch
-// is applied to the object as stored and the result goes through the
-// kind's PUT handler, so a patch is validated, authorised and
-// conflict-checked exactly as the equivalent PUT. Its precondition is the
-// resourceVersion read here, or the one the patch itself sets: a write
-// in between is a 409, as for PUT.
+// patchWith serves PATCH: the patch is applied to the object as stored
+// (current) and the result goes through the kind's PUT handler, so a
+// patch is validated, authorised and conflict-checked exactly as the
+// equivalent PUT. Its precondition is the resourceVersion read here, or
+// the one the patch itself sets: a write in between is a 409, as for PUT.
 //
-// A strategic merge patch is taken only when it means the same as a
-// merge patch: it has no lists (which strategic merge merges by key) and
-// no $-directives.
+// Three patch types, as Kubernetes takes them: a JSON merge patch (RFC
+// 7386), a JSON patch (RFC 6902), and a strategic merge patch, which
+// merges lists by their keys (containers by name, ports by port) as the
+// Kubernetes type of the kind (kubeType) says; kubectl apply, label,
+// set image and rollout send it.
 //
 // Authorisation: verb "patch" on the kind's resource, granted to whoever
 // may "update" it (the PUT handler runs).
-func patchObject[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res store.Resource[T, PT], put gin.HandlerFunc) {
+func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, error), kubeType any, put gin.HandlerFunc) {
 	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	if mt == mediaApplyPatch {
+		s.fail(c, unsupportedMedia("server-side apply is not supported; use kubectl apply without --server-side (client-side apply sends a strategic merge patch)"))
+		return
+	}
 	if !contains(patchTypes, mt) {
-		s.fail(c, unsupportedMedia("PATCH takes "+strings.Join(patchTypes, " or ")+"; Content-Type "+quoteOrMissing(c.GetHeader("Content-Type"))+" is not supported"))
+		s.fail(c, unsupportedMedia("PATCH takes "+strings.Join(patchTypes, ", ")+"; Content-Type "+quoteOrMissing(c.GetHeader("Content-Type"))+" is not supported"))
 		return
 	}
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			s.fail(c, err)
-			return
+		if !errors.As(err, &tooBig) {
+			err = badRequestf("read request body: %v", err)
 		}
-		s.fail(c, badRequestf("read request body: %v", err))
+		s.fail(c, err)
 		return
 	}
 	if err := validUTF8(body); err != nil {
 		s.fail(c, err)
 		return
 	}
-	var patch any
-	if err := json.Unmarshal(body, &patch); err != nil {
-		s.fail(c, badRequestf("malformed patch: %s", describeJSONError(err)))
+	var ops jsonpatch.Patch
+	if mt == mediaJSONPatch {
+		if ops, err = jsonpatch.DecodePatch(body); err != nil {
+			s.fail(c, badRequestf("malformed JSON patch: %v", err))
+			return
+		}
+		if err := checkBody(body, nil); err != nil {
+			s.fail(c, err)
+			return
+		}
+	} else if err := checkMergePatch(body, kubeType); err != nil {
+		s.fail(c, err)
 		return
 	}
-	if _, ok := patch.(map[string]any); !ok {
-		s.fail(c, badRequestf("a merge patch of an object must be a JSON object"))
-		return
-	}
-	if mt == mediaStrategicMergePatch && !plainMergePatch(patch) {
-		s.fail(c, unsupportedMedia("this strategic merge patch holds lists or $-directives, whose strategic meaning zonewright does not implement; send it as "+mediaMergePatch+" (lists are then replaced whole)"))
-		return
-	}
-	cur, err := res.Get(c.Request.Context(), c.Param("ns"), c.Param("name"))
+	cur, err := current(c)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -70,59 +81,93 @@ func patchObject[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res st
 		s.fail(c, err)
 		return
 	}
-	var doc any
-	if err := json.Unmarshal(stored, &doc); err != nil {
-		s.fail(c, err)
-		return
+	var patched []byte
+	switch {
+	case mt == mediaJSONPatch:
+		if patched, err = ops.Apply(stored); err != nil {
+			s.fail(c, &apiError{code: http.StatusUnprocessableEntity, reason: "Invalid", msg: "the JSON patch does not apply: " + err.Error()})
+			return
+		}
+	case mt == mediaStrategicMergePatch:
+		if patched, err = strategicpatch.StrategicMergePatch(stored, body, kubeType); err != nil {
+			s.fail(c, badRequestf("the strategic merge patch does not apply: %v", err))
+			return
+		}
+	default:
+		if patched, err = jsonpatch.MergePatch(stored, body); err != nil {
+			s.fail(c, badRequestf("the merge patch does not apply: %v", err))
+			return
+		}
 	}
-	merged, err := json.Marshal(mergePatch(doc, patch))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Request.Body = io.NopCloser(bytes.NewReader(merged))
-	c.Request.ContentLength = int64(len(merged))
+	c.Request.Body = io.NopCloser(bytes.NewReader(patched))
+	c.Request.ContentLength = int64(len(patched))
 	c.Request.Header.Set("Content-Type", mediaJSON)
 	put(c)
 }
 
-// mergePatch applies patch to doc as RFC 7386 says: objects merge key by
-// key, null removes a key, anything else replaces.
-func mergePatch(doc, patch any) any {
-	pm, ok := patch.(map[string]any)
-	if !ok {
-		return patch
+// checkMergePatch refuses a merge patch that is not a JSON object, or
+// whose keys or text the kind's own body would refuse (a key matching a
+// field only without regard to case, a NUL), before anything is read.
+func checkMergePatch(body []byte, kubeType any) error {
+	var patch any
+	if err := json.Unmarshal(body, &patch); err != nil {
+		return badRequestf("malformed patch: %s", describeJSONError(err))
 	}
-	dm, ok := doc.(map[string]any)
-	if !ok {
-		dm = map[string]any{}
+	if _, ok := patch.(map[string]any); !ok {
+		return badRequestf("a merge patch of an object must be a JSON object")
 	}
-	for k, v := range pm {
-		if v == nil {
-			delete(dm, k)
-			continue
-		}
-		dm[k] = mergePatch(dm[k], v)
-	}
-	return dm
+	return checkBody(body, reflect.TypeOf(kubeType))
 }
 
-// plainMergePatch reports whether a strategic merge patch means the same
-// as a JSON merge patch: no lists and no $-directives anywhere.
-func plainMergePatch(v any) bool {
-	switch v := v.(type) {
-	case []any:
-		return false
-	case map[string]any:
-		for k, x := range v {
-			if strings.HasPrefix(k, "$") || !plainMergePatch(x) {
-				return false
-			}
-		}
+// stored reads the object a request names, as patchWith's current.
+func stored[T any, PT store.ObjectPtr[T]](res store.Resource[T, PT]) func(*gin.Context) (any, error) {
+	return func(c *gin.Context) (any, error) {
+		return res.Get(c.Request.Context(), c.Param("ns"), c.Param("name"))
 	}
-	return true
 }
 
-func (s *Server) patchPod(c *gin.Context)     { patchObject(s, c, s.store.Pods(), s.updatePod) }
-func (s *Server) patchService(c *gin.Context) { patchObject(s, c, s.store.Services(), s.updateService) }
-func (s *Server) patchNode(c *gin.Context)    { patchObject(s, c, s.store.Nodes(), s.updateNode) }
+func (s *Server) patchPod(c *gin.Context) {
+	s.patchWith(c, stored(s.store.Pods()), corev1.Pod{}, s.updatePod)
+}
+
+func (s *Server) patchService(c *gin.Context) {
+	s.patchWith(c, stored(s.store.Services()), corev1.Service{}, s.updateService)
+}
+
+func (s *Server) patchNode(c *gin.Context) {
+	s.patchWith(c, stored(s.store.Nodes()), corev1.Node{}, s.updateNode)
+}
+
+// patchSecret patches the secret as the caller sees it: redacted values
+// stay redacted, and the update keeps the stored ones.
+func (s *Server) patchSecret(c *gin.Context) {
+	current := func(c *gin.Context) (any, error) {
+		sec, err := s.secrets.Get(c.Request.Context(), c.Param("ns"), c.Param("name"))
+		if err != nil {
+			return nil, s.secretError(c, err)
+		}
+		return s.redactSecret(c, sec), nil
+	}
+	s.patchWith(c, current, corev1.Secret{}, s.updateSecret)
+}
+
+func (s *Server) patchClaim(c *gin.Context) {
+	s.patchWith(c, stored(s.store.Claims()), corev1.PersistentVolumeClaim{}, s.updateClaim)
+}
+
+func (s *Server) patchDeployment(c *gin.Context) {
+	s.patchWith(c, stored(s.store.Deployments()), appsv1.Deployment{}, s.updateDeployment)
+}
+
+// patchDeploymentScale patches the deployment's Scale (kubectl scale
+// sends a merge patch of spec.replicas).
+func (s *Server) patchDeploymentScale(c *gin.Context) {
+	current := func(c *gin.Context) (any, error) {
+		d, err := s.store.Deployments().Get(c.Request.Context(), c.Param("ns"), c.Param("name"))
+		if err != nil {
+			return nil, err
+		}
+		return scaleOf(d), nil
+	}
+	s.patchWith(c, current, autoscalingv1.Scale{}, s.putDeploymentScale)
+}

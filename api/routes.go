@@ -57,6 +57,9 @@ func (s *Server) routes() []route {
 		{patch, v1 + "/namespaces/:ns/pods/:name", s.patchPod, "patch pods"},
 		{get, v1 + "/namespaces/:ns/pods/:name/secretenv", s.podSecretEnv, "get pods/secretenv"},
 		{del, v1 + "/namespaces/:ns/pods/:name", s.deletePod, "delete pods"},
+		// An eviction deletes the pod (kubectl drain); whoever may delete
+		// a pod may evict it.
+		{post, v1 + "/namespaces/:ns/pods/:name/eviction", s.evictPod, "create pods/eviction"},
 		{post, v1 + "/namespaces/:ns/pods/:name/finalize", s.finalizePod, "create pods/finalize"},
 		{post, v1 + "/namespaces/:ns/pods/:name/cancel", s.cancelPod, "create pods/cancel"},
 		{post, v1 + "/namespaces/:ns/pods/:name/report", s.reportPod, "create pods/report"},
@@ -108,6 +111,7 @@ func (s *Server) routes() []route {
 		{post, v1 + "/namespaces/:ns/secrets", s.createSecret, "create secrets"},
 		{get, v1 + "/namespaces/:ns/secrets/:name", s.getSecret, "get secrets"},
 		{put, v1 + "/namespaces/:ns/secrets/:name", s.updateSecret, "update secrets"},
+		{patch, v1 + "/namespaces/:ns/secrets/:name", s.patchSecret, "patch secrets"},
 		{del, v1 + "/namespaces/:ns/secrets/:name", s.deleteSecret, "delete secrets"},
 
 		{get, v1 + "/persistentvolumeclaims", s.listClaims, "list persistentvolumeclaims"},
@@ -115,6 +119,7 @@ func (s *Server) routes() []route {
 		{post, v1 + "/namespaces/:ns/persistentvolumeclaims", s.createClaim, "create persistentvolumeclaims"},
 		{get, v1 + "/namespaces/:ns/persistentvolumeclaims/:name", s.getClaim, "get persistentvolumeclaims"},
 		{put, v1 + "/namespaces/:ns/persistentvolumeclaims/:name", s.updateClaim, "update persistentvolumeclaims"},
+		{patch, v1 + "/namespaces/:ns/persistentvolumeclaims/:name", s.patchClaim, "patch persistentvolumeclaims"},
 		{del, v1 + "/namespaces/:ns/persistentvolumeclaims/:name", s.deleteClaim, "delete persistentvolumeclaims"},
 		{post, v1 + "/namespaces/:ns/persistentvolumeclaims/:name/move", s.moveClaim, "create persistentvolumeclaims/move"},
 
@@ -136,9 +141,11 @@ func (s *Server) routes() []route {
 		{post, apps + "/namespaces/:ns/deployments", s.createDeployment, "create deployments"},
 		{get, apps + "/namespaces/:ns/deployments/:name", s.getDeployment, "get deployments"},
 		{put, apps + "/namespaces/:ns/deployments/:name", s.updateDeployment, "update deployments"},
+		{patch, apps + "/namespaces/:ns/deployments/:name", s.patchDeployment, "patch deployments"},
 		{del, apps + "/namespaces/:ns/deployments/:name", s.deleteDeployment, "delete deployments"},
 		{get, apps + "/namespaces/:ns/deployments/:name/scale", s.getDeploymentScale, "get deployments/scale"},
 		{put, apps + "/namespaces/:ns/deployments/:name/scale", s.putDeploymentScale, "update deployments/scale"},
+		{patch, apps + "/namespaces/:ns/deployments/:name/scale", s.patchDeploymentScale, "patch deployments/scale"},
 		{post, apps + "/namespaces/:ns/deployments/:name/rollback", s.rollbackDeployment, "create deployments/rollback"},
 		{post, apps + "/namespaces/:ns/deployments/:name/pause", s.pauseDeployment, "create deployments/pause"},
 		{post, apps + "/namespaces/:ns/deployments/:name/resume", s.resumeDeployment, "create deployments/resume"},

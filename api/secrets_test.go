@@ -267,8 +267,20 @@ func TestMergePatchGoesThroughPutsRules(t *testing.T) {
 	if r := patch("/api/v1/nodes/n1", "application/strategic-merge-patch+json", `{"metadata":{"labels":{"d":"4"}}}`); r.code != 200 {
 		t.Errorf("a strategic merge patch without lists: %d %s", r.code, r.body)
 	}
-	if r := patch("/api/v1/nodes/n1", "application/strategic-merge-patch+json", `{"spec":{"taints":[{"key":"k","effect":"NoSchedule"}]}}`); r.code != 415 {
+	if r := patch("/api/v1/nodes/n1", "application/strategic-merge-patch+json", `{"spec":{"taints":[{"key":"k","effect":"NoSchedule"}]}}`); r.code != 200 || !strings.Contains(string(r.body), `"taints":[{"key":"k","effect":"NoSchedule"}]`) {
 		t.Errorf("a strategic merge patch with a list: %d %s", r.code, r.body)
+	}
+	if r := patch("/api/v1/nodes/n1", "application/json-patch+json", `[{"op":"test","path":"/spec/unschedulable","value":true},{"op":"add","path":"/metadata/labels/e","value":"5"}]`); r.code != 200 || !strings.Contains(string(r.body), `"e":"5"`) {
+		t.Errorf("a JSON patch: %d %s", r.code, r.body)
+	}
+	if r := patch("/api/v1/nodes/n1", "application/json-patch+json", `[{"op":"test","path":"/spec/unschedulable","value":false}]`); r.code != 422 {
+		t.Errorf("a JSON patch whose test fails: %d %s", r.code, r.body)
+	}
+	if r := patch("/api/v1/nodes/n1", "application/json-patch+json", `{"op":"add"}`); r.code != 400 {
+		t.Errorf("a JSON patch that is not a list: %d %s", r.code, r.body)
+	}
+	if r := patch("/api/v1/nodes/n1", "application/apply-patch+yaml", `{}`); r.code != 415 || !strings.Contains(string(r.body), "server-side apply") {
+		t.Errorf("a server-side apply: %d %s", r.code, r.body)
 	}
 	if r := patch("/api/v1/nodes/n1", "application/json", `{"spec":{"unschedulable":false}}`); r.code != 415 {
 		t.Errorf("a PATCH with application/json: %d %s", r.code, r.body)

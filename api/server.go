@@ -141,11 +141,14 @@ type Server struct {
 	artefacts ArtefactServer
 	transfers TransferServer
 	discovery *discovery
-	nodes     *workflows.NodeClient
-	volumes   *workflows.VolumeClient
-	ready     []ReadyCheck
-	log       *slog.Logger
-	keepalive time.Duration
+	// protobufRoutes are "METHOD path" of the routes that read protobuf
+	// bodies (protobufType).
+	protobufRoutes map[string]bool
+	nodes          *workflows.NodeClient
+	volumes        *workflows.VolumeClient
+	ready          []ReadyCheck
+	log            *slog.Logger
+	keepalive      time.Duration
 
 	podCIDRs                    *podcidr.Allocator
 	requestTimeout, bodyTimeout time.Duration
@@ -260,7 +263,7 @@ func (s *Server) engine() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.recover, s.logRequests, s.checkRequestText, s.checkHost, s.checkOrigin, s.checkContentType, limitBody)
+	r.Use(s.recover, s.logRequests, s.checkRequestText, s.checkHost, s.checkOrigin, s.refuseDryRun, s.checkContentType, limitBody)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, notFoundf("the server could not find the requested resource %s", c.Request.URL.Path))
 	})
@@ -270,8 +273,14 @@ func (s *Server) engine() *gin.Engine {
 
 	routes := s.routes()
 	s.discovery = newDiscovery(routes)
+	s.protobufRoutes = map[string]bool{}
 	for _, rt := range routes {
-		r.Handle(rt.method, rt.path, s.measure(rt), s.guard(rt), rt.handler)
+		chain := []gin.HandlerFunc{s.measure(rt), s.guard(rt)}
+		if newObject := rt.protobufType(); newObject != nil {
+			s.protobufRoutes[rt.method+" "+rt.path] = true
+			chain = append(chain, s.fromProtobuf(newObject))
+		}
+		r.Handle(rt.method, rt.path, append(chain, rt.handler)...)
 	}
 	return r
 }

@@ -56,8 +56,16 @@ type ClientIPConfig struct {
 	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
 }
 
-// ServiceStatus is empty for ClusterIP services; kept for the usual shape.
-type ServiceStatus struct{}
+// ServiceStatus of a ClusterIP service holds an empty load balancer
+// status, as Kubernetes writes it and kubectl sends it back (kubectl
+// expose, apply of an exported service).
+type ServiceStatus struct {
+	LoadBalancer LoadBalancerStatus `json:"loadBalancer"`
+}
+
+// LoadBalancerStatus is empty: zonewright's services have no external
+// load balancer, so no ingress points.
+type LoadBalancerStatus struct{}
 
 // Service types, affinities and the headless marker.
 const (

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kubectlOK runs kubectl and fails the test unless it succeeds.
+func kubectlOK(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, err := kubectl(t, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
+// jsonpathEventually waits until kubectl get … -o jsonpath=path prints
+// what the regular expression want matches whole.
+func jsonpathEventually(t *testing.T, object, ns, path, want string) {
+	t.Helper()
+	re := regexp.MustCompile("^(?:" + want + ")$")
+	var out string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if out, _, _ = kubectl(t, "get", object, "-n", ns, "-o", "jsonpath="+path); re.MatchString(out) {
+			return
+		}
+	}
+	t.Fatalf("%s %s: %q, want %q", object, path, out, want)
+}
+
+// The machine's kubectl writes as it writes to Kubernetes: its typed
+// generators send protobuf (create deployment|secret|service|job|namespace,
+// drain's evictions), expose sends a service with an empty status, and
+// scale, label, annotate, patch, set image|env and rollout restart|pause|
+// resume send merge, JSON and strategic merge patches. (Drop fromProtobuf
+// from the engine to see create deployment refused with 415; make
+// patchWith take strategic patches as merge patches to see set image drop
+// the sidecar.)
+func TestKubectlWrites(t *testing.T) {
+	t.Parallel()
+	const ns = "kwrite"
+	kubectlOK(t, "create", "namespace", ns)
+	if out := kubectlOK(t, "create", "deployment", "web", "-n", ns, "--image=base", "--replicas=1", "--", "sleep", "600"); out != "deployment.apps/web created\n" {
+		t.Errorf("create deployment: %q", out)
+	}
+	kubectlOK(t, "rollout", "status", "deploy/web", "-n", ns, "--timeout=60s")
+
+	if out := kubectlOK(t, "create", "secret", "generic", "creds", "-n", ns, "--from-literal=user=admin"); out != "secret/creds created\n" {
+		t.Errorf("create secret: %q", out)
+	}
+	jsonpathEventually(t, "secret/creds", ns, "{.data.user}", "YWRtaW4=")
+	kubectlOK(t, "create", "service", "clusterip", "plain", "-n", ns, "--tcp=80:8080")
+	if out := kubectlOK(t, "expose", "deploy/web", "-n", ns, "--name=websvc", "--port=80", "--target-port=8080"); out != "service/websvc exposed\n" {
+		t.Errorf("expose: %q", out)
+	}
+	if out := kubectlOK(t, "get", "svc", "websvc", "-n", ns, "-o", "jsonpath={.spec.selector.app}:{.spec.clusterIP}"); !regexp.MustCompile(`^web:\d+\.\d+\.\d+\.\d+$`).MatchString(out) {
+		t.Errorf("the exposed service: %q", out)
+	}
+	if out := kubectlOK(t, "create", "job", "once", "-n", ns, "--image=base", "--", "true"); out != "job.batch/once created\n" {
+		t.Errorf("create job: %q", out)
+	}
+
+	t.Run("scale", func(t *testing.T) {
+		if out := kubectlOK(t, "scale", "deploy/web", "-n", ns, "--replicas=2"); out != "deployment.apps/web scaled\n" {
+			t.Errorf("scale: %q", out)
+		}
+		jsonpathEventually(t, "deploy/web", ns, "{.status.readyReplicas}", "2")
+	})
+	t.Run("label and annotate", func(t *testing.T) {
+		kubectlOK(t, "label", "deploy/web", "-n", ns, "tier=front")
+		kubectlOK(t, "annotate", "deploy/web", "-n", ns, "owner=ops")
+		if out := kubectlOK(t, "get", "deploy", "-n", ns, "-l", "tier=front", "-o", "jsonpath={.items[*].metadata.annotations.owner}"); out != "ops" {
+			t.Errorf("the labelled, annotated deployment: %q", out)
+		}
+		kubectlOK(t, "label", "deploy/web", "-n", ns, "tier-")
+		jsonpathEventually(t, "deploy/web", ns, "{.metadata.labels.tier}", "")
+	})
+	t.Run("patch", func(t *testing.T) {
+		kubectlOK(t, "patch", "deploy/web", "-n", ns, "--type=merge", "-p", `{"spec":{"minReadySeconds":1}}`)
+		kubectlOK(t, "patch", "deploy/web", "-n", ns, "--type=json", "-p", `[{"op":"replace","path":"/spec/minReadySeconds","value":2}]`)
+		jsonpathEventually(t, "deploy/web", ns, "{.spec.minReadySeconds}", "2")
+		if _, errOut, err := kubectl(t, "patch", "deploy/web", "-n", ns, "--type=json", "-p", `[{"op":"test","path":"/spec/minReadySeconds","value":9}]`); err == nil || !strings.Contains(errOut, "does not apply") {
+			t.Errorf("a JSON patch whose test fails: %v %s", err, errOut)
+		}
+		// A strategic merge patch merges containers by name: the
+		// sidecar added here survives set image of the first.
+		kubectlOK(t, "patch", "deploy/web", "-n", ns, "-p", `{"spec":{"template":{"spec":{"containers":[{"name":"side","image":"base","command":["sleep","600"]}]}}}}`)
+		kubectlOK(t, "set", "image", "deploy/web", "-n", ns, "base=omnios")
+		kubectlOK(t, "set", "env", "deploy/web", "-n", ns, "-c", "side", "MODE=quiet")
+		jsonpathEventually(t, "deploy/web", ns, `{.spec.template.spec.containers[*].name} {.spec.template.spec.containers[?(@.name=="base")].image} {.spec.template.spec.containers[?(@.name=="side")].env[0].value}`,
+			`side base omnios\S* quiet`)
+	})
+	t.Run("rollout", func(t *testing.T) {
+		kubectlOK(t, "rollout", "restart", "deploy/web", "-n", ns)
+		if out := kubectlOK(t, "get", "deploy/web", "-n", ns, "-o", "jsonpath={.spec.template.metadata.annotations}"); !strings.Contains(out, "kubectl.kubernetes.io/restartedAt") {
+			t.Errorf("rollout restart left no restartedAt: %q", out)
+		}
+		kubectlOK(t, "rollout", "pause", "deploy/web", "-n", ns)
+		jsonpathEventually(t, "deploy/web", ns, "{.spec.paused}", "true")
+		kubectlOK(t, "rollout", "resume", "deploy/web", "-n", ns)
+		jsonpathEventually(t, "deploy/web", ns, "{.spec.paused}", "")
+		kubectlOK(t, "rollout", "status", "deploy/web", "-n", ns, "--timeout=90s")
+	})
+	t.Run("diff is refused, not done", func(t *testing.T) {
+		cmd := kubectlCmd(t, "diff", "-n", ns, "-f", "-")
+		cmd.Stdin = strings.NewReader("apiVersion: v1\nkind: Secret\nmetadata:\n  name: shown\nstringData:\n  a: b\n")
+		if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "dryRun is not supported") {
+			t.Errorf("kubectl diff: %v %s", err, b)
+		}
+		if _, _, err := kubectl(t, "get", "secret", "shown", "-n", ns); err == nil {
+			t.Errorf("kubectl diff created the secret it only meant to show")
+		}
+	})
+	t.Run("drain", func(t *testing.T) {
+		node := kubectlOK(t, "get", "pods", "-n", ns, "-l", "app=web", "-o", "jsonpath={.items[0].spec.nodeName}")
+		defer kubectl(t, "uncordon", node)
+		out := kubectlOK(t, "drain", node, "--pod-selector=app=web", "--timeout=90s")
+		if !strings.Contains(out, "node/"+node+" cordoned\n") || !regexp.MustCompile(`evicting pod `+ns+`/web-`).MatchString(out) || !strings.HasSuffix(out, "node/"+node+" drained\n") {
+			t.Errorf("kubectl drain said:\n%s", out)
+		}
+		if left := kubectlOK(t, "get", "pods", "-n", ns, "-l", "app=web", "--field-selector", "spec.nodeName="+node, "-o", "name"); left != "" {
+			t.Errorf("pods left on %s after drain: %s", node, left)
+		}
+	})
+}
