@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -489,6 +490,48 @@ func TestWatchOverSSE(t *testing.T) {
 	}
 	if got := strings.Join(names, " "); got != "ADDED:existing ADDED:new ADDED:db DELETED:existing" {
 		t.Fatalf("history replay: %s", got)
+	}
+}
+
+// A streaming list, as client-go's informers ask for one: the objects as
+// of at least the version asked, a bookmark that ends them carrying the
+// list's version, then the changes; Kubernetes' rules for the parameters
+// hold. (Drop the BOOKMARK write in watch to see the bookmark missed here
+// and TestClientGoInformerThroughAControlPlaneRestart never sync.)
+func TestStreamingListEndsItsInitialEventsWithABookmark(t *testing.T) {
+	c := newAPI(t)
+	const pods = "/api/v1/namespaces/default/pods"
+	created := c.json("POST", pods, fmt.Sprintf(podJSON, "existing"))
+	var p model.Pod
+	if created.code != http.StatusCreated || json.Unmarshal(created.body, &p) != nil {
+		t.Fatalf("create: %d %s", created.code, created.body)
+	}
+	const stream = pods + "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+	w := c.watch(stream+"&resourceVersion="+p.Metadata.ResourceVersion, "")
+	if first := w.next(t); first.Type != "ADDED" || first.Object.Metadata.Name != "existing" {
+		t.Fatalf("the initial events start with the pod, even from its own version: %+v", first)
+	}
+	bm := w.next(t)
+	rv, _ := strconv.ParseInt(bm.Object.Metadata.ResourceVersion, 10, 64)
+	since, _ := strconv.ParseInt(p.Metadata.ResourceVersion, 10, 64)
+	if bm.Type != "BOOKMARK" || bm.Object.Kind != "Pod" || bm.Object.APIVersion != "v1" || rv < since ||
+		bm.Object.Metadata.Annotations["k8s.io/initial-events-end"] != "true" {
+		t.Fatalf("the initial events end with a bookmark: %+v", bm)
+	}
+	c.json("POST", pods, fmt.Sprintf(podJSON, "new"))
+	if ev := w.next(t); ev.Type != "ADDED" || ev.Object.Metadata.Name != "new" {
+		t.Fatalf("after the bookmark, the changes: %+v", ev)
+	}
+	for query, why := range map[string]string{
+		"?sendInitialEvents=true&resourceVersionMatch=NotOlderThan":          "a list",
+		"?watch=1&sendInitialEvents=true&allowWatchBookmarks=true":           "no resourceVersionMatch",
+		"?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan":  "no bookmarks",
+		"?watch=1&resourceVersionMatch=NotOlderThan":                         "a match without sendInitialEvents",
+		"?watch=1&sendInitialEvents=maybe&resourceVersionMatch=NotOlderThan": "not a boolean",
+	} {
+		if r := c.json("GET", pods+query, nil); r.code != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", why, r.code, r.body)
+		}
 	}
 }
 

@@ -403,10 +403,11 @@ func (b *docBuilder) listSchemas(item any) (list, event *openapi3.SchemaRef, err
 		schemas[kind+"List"] = &openapi3.SchemaRef{Value: l}
 
 		e := openapi3.NewObjectSchema().
-			WithProperty("type", openapi3.NewStringSchema().WithEnum("ADDED", "MODIFIED", "DELETED", "ERROR")).
+			WithProperty("type", openapi3.NewStringSchema().WithEnum("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")).
 			WithPropertyRef("object", &openapi3.SchemaRef{Value: &openapi3.Schema{AnyOf: openapi3.SchemaRefs{obj, status}}}).
 			WithoutAdditionalProperties()
-		e.Description = "a change to a " + kind + "; an ERROR's object is a Status and ends the stream: " +
+		e.Description = "a change to a " + kind + "; a BOOKMARK's object holds only metadata.resourceVersion (and ends a streaming list's initial events); " +
+			"an ERROR's object is a Status and ends the stream: " +
 			"410 Expired: list again; any other: watch again from the last event's id"
 		schemas[kind+"WatchEvent"] = &openapi3.SchemaRef{Value: e}
 	}

@@ -86,7 +86,7 @@ var (
 func plainOperation(verb string, obj any) (op operation, ok bool) {
 	switch verb {
 	case "list":
-		return operation{query: []string{"labelSelector", "fieldSelector", "limit", "continue", "watch", "resourceVersion"},
+		return operation{query: []string{"labelSelector", "fieldSelector", "limit", "continue", "watch", "resourceVersion", "sendInitialEvents", "resourceVersionMatch", "allowWatchBookmarks"},
 			returns: map[int]any{http.StatusOK: listOf{obj}}, errors: []int{http.StatusGone, http.StatusTooManyRequests, http.StatusGatewayTimeout}}, true
 	case "get":
 		return operation{returns: map[int]any{http.StatusOK: obj}}, true
@@ -219,25 +219,29 @@ func queryParams() map[string]queryParam {
 		"resourceVersion": {"string", "on a watch: the version to resume after (or the Last-Event-ID header); " +
 			"on a list: a version the answer is at least as new as; on either, one the server has not reached within 3 s is a 504 (ResourceVersionTooLarge); " +
 			"on a delete: the object's version, a precondition (409 if it changed)"},
-		"gracePeriodSeconds": {"integer", "seconds the pod has to stop; 0 forces it off now"},
-		"force":              {"boolean", "evict the node's pods (as lost) before removing it"},
-		"uid":                {"string", "the pod's uid, a precondition (409 if the pod was recreated)"},
-		"after":              {"integer", "a generation: answer with the first snapshot above it, waiting for it"},
-		"timeoutSeconds":     {"integer", "wait at most this long (1 to 30 seconds) for a newer snapshot"},
-		"container":          {"string", "the container (optional when the pod has one)"},
-		"follow":             {"boolean", "keep streaming what the container writes until it stops or the client leaves"},
-		"previous":           {"boolean", "the container's previous run (400 if it has none)"},
-		"tailLines":          {"integer", "only the last N lines"},
-		"sinceSeconds":       {"integer", "only lines written in the last N seconds"},
-		"sinceTime":          {"string", "only lines written after this RFC 3339 time"},
-		"timestamps":         {"boolean", "prefix each line with its RFC 3339 time"},
-		"smfLines":           {"boolean", "include svc.startd's own [ ... ] lines"},
-		"command":            {"array", "the command and its arguments, one parameter each, passed verbatim (every word shell-quoted for zlogin)"},
-		"stdin":              {"boolean", "send the client's stdin (channel 0)"},
-		"stdout":             {"boolean", "stream the command's stdout (channel 1)"},
-		"stderr":             {"boolean", "stream the command's stderr (channel 2)"},
-		"tty":                {"boolean", "run the command on a terminal (stderr then comes on stdout)"},
-		"port":               {"integer", "the pod's TCP port to connect to (1 to 65535)"},
+		"sendInitialEvents": {"boolean", "a streaming list (client-go's informers): on a watch, the objects as of at least resourceVersion, " +
+			"then a BOOKMARK annotated k8s.io/initial-events-end, then the changes; needs resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true"},
+		"resourceVersionMatch": {"string", "NotOlderThan, with sendInitialEvents"},
+		"allowWatchBookmarks":  {"boolean", "the client takes BOOKMARK events (only a streaming list's end is sent)"},
+		"gracePeriodSeconds":   {"integer", "seconds the pod has to stop; 0 forces it off now"},
+		"force":                {"boolean", "evict the node's pods (as lost) before removing it"},
+		"uid":                  {"string", "the pod's uid, a precondition (409 if the pod was recreated)"},
+		"after":                {"integer", "a generation: answer with the first snapshot above it, waiting for it"},
+		"timeoutSeconds":       {"integer", "wait at most this long (1 to 30 seconds) for a newer snapshot"},
+		"container":            {"string", "the container (optional when the pod has one)"},
+		"follow":               {"boolean", "keep streaming what the container writes until it stops or the client leaves"},
+		"previous":             {"boolean", "the container's previous run (400 if it has none)"},
+		"tailLines":            {"integer", "only the last N lines"},
+		"sinceSeconds":         {"integer", "only lines written in the last N seconds"},
+		"sinceTime":            {"string", "only lines written after this RFC 3339 time"},
+		"timestamps":           {"boolean", "prefix each line with its RFC 3339 time"},
+		"smfLines":             {"boolean", "include svc.startd's own [ ... ] lines"},
+		"command":              {"array", "the command and its arguments, one parameter each, passed verbatim (every word shell-quoted for zlogin)"},
+		"stdin":                {"boolean", "send the client's stdin (channel 0)"},
+		"stdout":               {"boolean", "stream the command's stdout (channel 1)"},
+		"stderr":               {"boolean", "stream the command's stderr (channel 2)"},
+		"tty":                  {"boolean", "run the command on a terminal (stderr then comes on stdout)"},
+		"port":                 {"integer", "the pod's TCP port to connect to (1 to 65535)"},
 	}
 }
 

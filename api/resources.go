@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -53,6 +54,11 @@ func (s *Server) listRequest(c *gin.Context, w watchable, ns string) (opts store
 			opts.Limit = int(min(n, MaxListLimit))
 		}
 	}
+	initialEvents, err := watchListParams(q, watching)
+	if err != nil {
+		s.fail(c, err)
+		return opts, false
+	}
 	if err := store.CheckListOptions(opts, w.fieldSelectors()); err != nil {
 		s.fail(c, err)
 		return opts, false
@@ -73,10 +79,37 @@ func (s *Server) listRequest(c *gin.Context, w watchable, ns string) (opts store
 		return opts, false
 	}
 	if watching {
-		s.watch(c, w, opts, rv)
+		s.watch(c, w, opts, rv, initialEvents)
 		return opts, false
 	}
 	return opts, true
+}
+
+// watchListParams reads Kubernetes' streaming list (sendInitialEvents, as
+// client-go's informers ask by default): the objects as of at least the
+// resourceVersion, then a bookmark marking their end, then the changes.
+// Kubernetes' own rules: only on a watch, with resourceVersionMatch
+// NotOlderThan and bookmarks allowed.
+func watchListParams(q url.Values, watching bool) (initialEvents bool, err error) {
+	send, match := q.Get("sendInitialEvents"), q.Get("resourceVersionMatch")
+	if send == "" {
+		if match != "" && watching {
+			return false, badRequestf("resourceVersionMatch is forbidden for watch unless sendInitialEvents is given")
+		}
+		return false, nil
+	}
+	initialEvents, perr := strconv.ParseBool(send)
+	switch {
+	case perr != nil:
+		return false, badRequestf("sendInitialEvents %q must be true or false", send)
+	case !watching:
+		return false, badRequestf("sendInitialEvents is forbidden for list")
+	case match != "NotOlderThan":
+		return false, badRequestf("sendInitialEvents requires resourceVersionMatch NotOlderThan, not %q", match)
+	case initialEvents && q.Get("allowWatchBookmarks") != "true":
+		return false, badRequestf("sendInitialEvents requires allowWatchBookmarks=true: the end of the initial events is a bookmark")
+	}
+	return initialEvents, nil
 }
 
 // MaxListLimit is the largest page a list answers: a larger ?limit= gets

@@ -19,12 +19,14 @@ import (
 // watch streams changes as server-sent events: each event's data is
 // {"type":"ADDED|MODIFIED|DELETED","object":…} and its id the object's
 // resourceVersion, so a client resumes with ?resourceVersion= or the
-// standard Last-Event-ID header. Without a version it first sends the
-// current objects as ADDED. listRequest has checked o and waited for from.
-func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from int64) {
+// standard Last-Event-ID header. Without a version, or with
+// initialEvents, it first sends the current objects as ADDED; with
+// initialEvents a bookmark then marks their end. listRequest has checked
+// o and waited for from.
+func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from int64, initialEvents bool) {
 	ctx := c.Request.Context()
 	var initial []initialObject
-	if from == 0 {
+	if from == 0 || initialEvents {
 		objs, rv, err := res.snapshot(c, o)
 		if err != nil {
 			s.fail(c, err)
@@ -55,6 +57,9 @@ func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from 
 			id = from
 		}
 		writeEvent(c, "ADDED", o.object, id)
+	}
+	if initialEvents {
+		writeEvent(c, "BOOKMARK", initialEventsEnd(c.FullPath(), from), from)
 	}
 	c.Writer.Flush()
 
@@ -152,7 +157,7 @@ func (f watchFormat) contentType() string {
 // write sends one event; rv is its id among server-sent events.
 func (f watchFormat) write(c *gin.Context, typ string, object json.RawMessage, rv int64) {
 	var obj any = object
-	if f.resource != "" && typ != "ERROR" {
+	if f.resource != "" && typ != "ERROR" && typ != "BOOKMARK" {
 		if t, ok := asTable(f.resource, object, f.include, time.Now()); ok {
 			obj = t
 		}
@@ -172,6 +177,18 @@ func (f watchFormat) write(c *gin.Context, typ string, object json.RawMessage, r
 }
 
 type initialObject struct{ object json.RawMessage }
+
+// initialEventsEnd is the bookmark that ends a streaming list's initial
+// events: an object of the collection's kind (listPath names it) holding
+// only the list's resourceVersion and Kubernetes' annotation.
+func initialEventsEnd(listPath string, rv int64) json.RawMessage {
+	gv, rest, _ := groupVersionOf(listPath)
+	resource := rest[strings.LastIndex(rest, "/")+1:]
+	b, _ := json.Marshal(map[string]any{"apiVersion": gv, "kind": discoverable[resource].kind,
+		"metadata": map[string]any{"resourceVersion": strconv.FormatInt(rv, 10),
+			"annotations": map[string]string{"k8s.io/initial-events-end": "true"}}})
+	return b
+}
 
 // watchable is what the watch handler needs of a typed resource.
 type watchable interface {
