@@ -18,7 +18,8 @@ func UnguardedHandler(s *Server) http.Handler {
 	return withTimeouts(r, s.requestTimeout, s.bodyTimeout)
 }
 
-// OpenAPIDocument is the document GET /openapi/v3 serves.
+// OpenAPIDocument is openapi.json, the document those GET /openapi/v3
+// lists are cut from.
 func OpenAPIDocument() []byte { return openapiJSON }
 
 // OpenAPIV3Documents are the documents GET /openapi/v3 lists, by key.

@@ -22,10 +22,10 @@ func kubectlIn(t *testing.T, stdin string, args ...string) (stdout, stderr strin
 // version's OpenAPI document, so it sends its --validate as
 // ?fieldValidation= instead of fetching /openapi/v2 to validate itself.
 // A field the kind lacks is refused with its path (strict, the default),
-// named in a warning (warn), or dropped (false). (Drop the
-// fieldValidation parameter in kindOf's caller, api/openapi.go addRoute,
-// and regenerate, to see every apply fail with "error validating data:
-// the server could not find the requested resource".)
+// named in a warning (warn), or dropped (false). (Remove the append of
+// fieldValidationParameter() in api/openapi.go addRoute and regenerate
+// to see every apply fail with "error validating data: the server could
+// not find the requested resource".)
 func TestKubectlValidatesThroughTheServer(t *testing.T) {
 	t.Parallel()
 	namespace(t, "kvalid")
@@ -74,6 +74,24 @@ func TestKubectlValidatesThroughTheServer(t *testing.T) {
 	}
 	if spec, _ := stored["spec"].(map[string]any); spec == nil || spec["restartPolicyy"] != nil {
 		t.Errorf("the stored pod has the unknown field: %s", out)
+	}
+
+	// replace -f: a PUT, validated the same way.
+	out, errOut, err = kubectl(t, "get", "service", "valid", "-n", "kvalid", "-o", "json")
+	if err != nil {
+		t.Fatalf("get the service: %v\n%s", err, errOut)
+	}
+	var service map[string]any
+	if err := json.Unmarshal([]byte(out), &service); err != nil {
+		t.Fatal(err)
+	}
+	service["spec"].(map[string]any)["colour"] = "blue"
+	replaced, _ := json.Marshal(service)
+	if _, errOut, err := kubectlIn(t, string(replaced), "replace", "-f", "-"); err == nil || !strings.Contains(errOut, `unknown field "spec.colour"`) {
+		t.Errorf("kubectl replace -f with an unknown field: %v\n%s\nwant the server's refusal naming it", err, errOut)
+	}
+	if _, errOut, err := kubectlIn(t, string(replaced), "replace", "-f", "-", "--validate=false"); err != nil {
+		t.Errorf("kubectl replace -f --validate=false: %v\n%s", err, errOut)
 	}
 
 	// A deployment through create -f (a POST to apps/v1), fields dropped.
