@@ -19,7 +19,8 @@ import (
 // decode reads a JSON or YAML body (by Content-Type) into dst, refusing
 // unknown fields, keys that match a field only without regard to case
 // (typos are reported instead of silently dropped or guessed), and text
-// the store cannot hold.
+// the store cannot hold. With ?fieldValidation=Warn or Ignore, unknown
+// fields are dropped instead (applyFieldValidation).
 func decode(c *gin.Context, dst any) error {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
@@ -39,6 +40,13 @@ func decode(c *gin.Context, dst any) error {
 		if body, err = yaml.YAMLToJSON(body); err != nil {
 			return badRequestf("malformed YAML: %v", err)
 		}
+	}
+	mode, err := fieldValidation(c)
+	if err != nil {
+		return err
+	}
+	if body, err = applyFieldValidation(c, body, reflect.TypeOf(dst), mode); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -18,5 +18,19 @@ func UnguardedHandler(s *Server) http.Handler {
 	return withTimeouts(r, s.requestTimeout, s.bodyTimeout)
 }
 
-// OpenAPIDocument is the document GET /openapi/v3 serves.
+// OpenAPIDocument is openapi.json, the document those GET /openapi/v3
+// lists are cut from.
 func OpenAPIDocument() []byte { return openapiJSON }
+
+// OpenAPIV3Documents are the documents GET /openapi/v3 lists, by key.
+func OpenAPIV3Documents() (map[string][]byte, error) {
+	docs, err := openAPIDocs()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for k, d := range docs.docs {
+		out[k] = d.body
+	}
+	return out, nil
+}

@@ -13,21 +13,17 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3gen"
-	"github.com/gin-gonic/gin"
 
 	"github.com/zonewright/zonewright/internal/model"
 )
 
 //go:generate go run openapi_gen.go
 
-// openapiJSON is the API's OpenAPI document, as BuildOpenAPI wrote it.
+// openapiJSON is the API's OpenAPI document, as BuildOpenAPI wrote it:
+// the source of the documents GET /openapi/v3 lists (openapi_v3.go).
 //
 //go:embed openapi.json
 var openapiJSON []byte
-
-// serveOpenAPI answers GET /openapi/v3, open like the health checks: the
-// document says what the API is, nothing of what it holds.
-func serveOpenAPI(c *gin.Context) { c.Data(http.StatusOK, "application/json", openapiJSON) }
 
 // BuildOpenAPI writes the OpenAPI document of every route: paths and
 // parameters from the route table and operations, schemas from the Go
@@ -72,7 +68,8 @@ func buildOpenAPI(routes []route) (*openapi3.T, error) {
 		Security: openapi3.SecurityRequirements{{securityBearer: {}}, {securityCert: {}}},
 	}
 	structs := map[string]*openapi3.Schema{}
-	b := &docBuilder{doc: doc, gen: newSchemaGenerator(structs)}
+	structTypes := map[string]reflect.Type{}
+	b := &docBuilder{doc: doc, gen: newSchemaGenerator(structs, structTypes)}
 	b.addParameters()
 
 	ops := operations()
@@ -105,11 +102,23 @@ func buildOpenAPI(routes []route) (*openapi3.T, error) {
 		sort.Strings(missing)
 		return nil, fmt.Errorf("the OpenAPI document does not match the routes:\n  %s", strings.Join(missing, "\n  "))
 	}
+	if err := b.markKinds(routes, resources); err != nil {
+		return nil, err
+	}
 	// The generator keeps only the types with properties in the
 	// components; those without (IntOrString, empty specs) go there too.
 	for name, s := range structs {
 		if _, ok := doc.Components.Schemas[name]; !ok {
 			doc.Components.Schemas[name] = &openapi3.SchemaRef{Value: s}
+		}
+	}
+	docs, err := newGoDocs()
+	if err != nil {
+		return nil, err
+	}
+	for name, t := range structTypes {
+		if err := docs.describe(t, doc.Components.Schemas[name].Value); err != nil {
+			return nil, fmt.Errorf("the doc comments of %s: %w", t, err)
 		}
 	}
 	for _, s := range doc.Components.Schemas {
@@ -149,6 +158,9 @@ func routeOperation(rt route, ops map[string]operation, resources map[string]any
 	key = rt.does
 	if rt.does == open {
 		key = rt.method + " " + rt.path
+		if strings.HasPrefix(rt.path, openAPIV3Prefix+"/") {
+			key = openAPIDocumentOp // one for every document
+		}
 	}
 	if op, ok := ops[key]; ok {
 		return op, key, true
@@ -207,6 +219,12 @@ func (b *docBuilder) addRoute(rt route, op operation) error {
 		params = append(params, &openapi3.ParameterRef{Ref: "#/components/parameters/" + q})
 	}
 	o := &openapi3.Operation{Summary: rt.does, Description: op.summary, Parameters: params, Responses: openapi3.NewResponses()}
+	if gvk, ok := kindOf(rt); ok {
+		o.Extensions = map[string]any{extGVK: gvk}
+		if rt.method == http.MethodPost || rt.method == http.MethodPut || rt.method == http.MethodPatch {
+			o.Parameters = append(o.Parameters, &openapi3.ParameterRef{Value: fieldValidationParameter()})
+		}
+	}
 	if rt.does == open {
 		o.Summary = strings.TrimPrefix(rt.path, "/")
 		o.Security = &openapi3.SecurityRequirements{}
@@ -441,8 +459,9 @@ func intOrStringSchema() *openapi3.Schema {
 // newSchemaGenerator derives schemas from Go types as encoding/json
 // writes them: every exported field, null for a nil slice or map that is
 // not omitempty, and no properties beyond the type's (the API refuses
-// unknown fields). It records the schema of every struct in structs.
-func newSchemaGenerator(structs map[string]*openapi3.Schema) *openapi3gen.Generator {
+// unknown fields). It records the schema of every struct in structs, and
+// its type in types.
+func newSchemaGenerator(structs map[string]*openapi3.Schema, types map[string]reflect.Type) *openapi3gen.Generator {
 	return openapi3gen.NewGenerator(
 		openapi3gen.UseAllExportedFields(),
 		openapi3gen.CreateComponentSchemas(openapi3gen.ExportComponentSchemasOptions{ExportComponentSchemas: true, ExportTopLevelSchema: true}),
@@ -468,7 +487,7 @@ func newSchemaGenerator(structs map[string]*openapi3.Schema) *openapi3gen.Genera
 				s.WithoutAdditionalProperties()
 			}
 			if t.Kind() == reflect.Struct && t.Name() != "" && t != timeType {
-				structs[schemaName(t)] = s
+				structs[schemaName(t)], types[schemaName(t)] = s, t
 			}
 			return nil
 		}))

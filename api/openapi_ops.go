@@ -68,7 +68,7 @@ type (
 	// listOf is a list of the resource's objects, or with ?watch=true a
 	// stream of their changes.
 	listOf struct{ item any }
-	// openAPIDocument is this document.
+	// openAPIDocument is an OpenAPI document.
 	openAPIDocument struct{}
 	// eitherBody is a body of any of these types.
 	eitherBody []any
@@ -118,7 +118,11 @@ func operations() map[string]operation {
 		"GET /healthz": {summary: "liveness", returns: map[int]any{ok: HealthStatus{}}},
 		"GET /readyz": {summary: "readiness: whether each dependency answers (503: which does not; a Status if the check itself timed out)",
 			returns: map[int]any{ok: HealthStatus{}, http.StatusServiceUnavailable: eitherBody{HealthStatus{}, statusBody}}},
-		"GET /openapi/v3":         {summary: "this document", returns: map[int]any{ok: openAPIDocument{}}},
+		"GET /openapi/v3": {summary: "the index of the OpenAPI documents: one per group version (api/v1, apis/apps/v1…) and one per other top-level path, as Kubernetes serves them",
+			returns: map[int]any{ok: OpenAPIV3Index{}, http.StatusNotModified: noBody}},
+		openAPIDocumentOp: {summary: "the OpenAPI 3.0 document of a group version or top-level path; with the index's ?hash= it never changes " +
+			"(Cache-Control: public, immutable), with an older hash it is a redirect to the current one",
+			query: []string{"hash"}, returns: map[int]any{ok: openAPIDocument{}, http.StatusNotModified: noBody, http.StatusMovedPermanently: noBody}},
 		"GET /version":            {summary: "the server's build", returns: map[int]any{ok: version.Info{}}},
 		"get discovery/versions":  {summary: "the core API's versions (Kubernetes' legacy discovery)", returns: map[int]any{ok: APIVersions{}}},
 		"get discovery/groups":    {summary: "the API groups and their versions (Kubernetes' legacy discovery)", returns: map[int]any{ok: APIGroupList{}}},
@@ -208,6 +212,10 @@ func operations() map[string]operation {
 	}
 }
 
+// openAPIDocumentOp is the entry in operations of every
+// GET /openapi/v3/<document>.
+const openAPIDocumentOp = "GET /openapi/v3/{document}"
+
 // queryParams are the query parameters of the API, by name.
 func queryParams() map[string]queryParam {
 	return map[string]queryParam{
@@ -215,6 +223,7 @@ func queryParams() map[string]queryParam {
 		"fieldSelector": {"string", "only objects whose fields match: metadata.name=, metadata.namespace=, spec.nodeName=, status.phase=…; at most 100 terms and 8 KiB"},
 		"limit":         {"integer", "at most this many objects (at most 1000 a page); the list's metadata.continue fetches the next page"},
 		"continue":      {"string", "the metadata.continue of the previous page"},
+		"hash":          {"string", "the hash the index gives the document"},
 		"watch":         {"boolean", "stream changes as server-sent events instead of answering a list"},
 		"resourceVersion": {"string", "on a watch: the version to resume after (or the Last-Event-ID header); " +
 			"on a list: a version the answer is at least as new as; on either, one the server has not reached within 3 s is a 504 (ResourceVersionTooLarge); " +

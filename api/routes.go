@@ -39,7 +39,6 @@ func (s *Server) routes() []route {
 		// Whether the caller may do something (kubectl auth can-i): any
 		// identity may ask about itself.
 		{post, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", s.selfSubjectAccessReview, "create selfsubjectaccessreviews"},
-		{get, "/openapi/v3", serveOpenAPI, open},
 		// Prometheus scrapes with a cluster-admin's token or certificate:
 		// the metrics name nodes and routes, and count every namespace's pods.
 		{get, "/metrics", s.serveMetrics, "get metrics"},
@@ -177,7 +176,8 @@ func (s *Server) routes() []route {
 			route{m, v1 + "/namespaces/:ns/endpoints", s.refuseEndpointsWrite, writes[m] + " endpoints"},
 			route{m, v1 + "/namespaces/:ns/endpoints/:name", s.refuseEndpointsWrite, writes[m] + " endpoints"})
 	}
-	return append(rs, s.discoveryRoutes("v1", model.APIVersionApps, model.APIVersionBatch, model.APIVersionSnapshot, "authorization.k8s.io/v1")...)
+	rs = append(rs, s.discoveryRoutes("v1", model.APIVersionApps, model.APIVersionBatch, model.APIVersionSnapshot, "authorization.k8s.io/v1")...)
+	return append(rs, s.openAPIRoutes(rs)...)
 }
 
 // attributes parses a route's "verb resource[/subresource]"; ok is false

@@ -109,12 +109,42 @@ type operation struct {
 	body         bool
 }
 
-// operations reads the API's OpenAPI document.
+// operations reads the API's OpenAPI documents, every one the index at
+// /openapi/v3 lists.
 func (t *target) operations() ([]operation, error) {
 	code, body, err := t.send(http.MethodGet, "/openapi/v3", "", nil, nil)
 	if err != nil || code != 200 {
 		return nil, fmt.Errorf("GET /openapi/v3: %d %v", code, err)
 	}
+	var index struct {
+		Paths map[string]struct {
+			URL string `json:"serverRelativeURL"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(body, &index); err != nil {
+		return nil, fmt.Errorf("the OpenAPI index: %w", err)
+	}
+	var ops []operation
+	for key, entry := range index.Paths {
+		code, body, err := t.send(http.MethodGet, entry.URL, "", nil, nil)
+		if err != nil || code != 200 {
+			return nil, fmt.Errorf("GET %s: %d %v", entry.URL, code, err)
+		}
+		more, err := documentOperations(body)
+		if err != nil {
+			return nil, fmt.Errorf("the OpenAPI document of %s: %w", key, err)
+		}
+		ops = append(ops, more...)
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].path+ops[i].method < ops[j].path+ops[j].method })
+	if len(ops) == 0 {
+		return nil, errors.New("the OpenAPI documents have no operations")
+	}
+	return ops, nil
+}
+
+// documentOperations are the operations of one OpenAPI document.
+func documentOperations(body []byte) ([]operation, error) {
 	var doc struct {
 		Paths      map[string]map[string]json.RawMessage `json:"paths"`
 		Components struct {
@@ -125,7 +155,7 @@ func (t *target) operations() ([]operation, error) {
 		} `json:"components"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, fmt.Errorf("the OpenAPI document: %w", err)
+		return nil, err
 	}
 	var ops []operation
 	for path, methods := range doc.Paths {
@@ -153,10 +183,6 @@ func (t *target) operations() ([]operation, error) {
 			}
 			ops = append(ops, o)
 		}
-	}
-	sort.Slice(ops, func(i, j int) bool { return ops[i].path+ops[i].method < ops[j].path+ops[j].method })
-	if len(ops) == 0 {
-		return nil, errors.New("the OpenAPI document has no operations")
 	}
 	return ops, nil
 }
