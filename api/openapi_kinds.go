@@ -25,12 +25,16 @@ type groupVersionKind struct {
 }
 
 // kindOf is the kind a route reads or writes: that of its resource, if
-// discovery shows it, for the routes on the resource itself (a
-// subresource answers something else).
+// discovery shows it, or the kind of a subresource that is another
+// group's (subresourceKinds: a deployment's Scale, a pod's Eviction).
 func kindOf(rt route) (groupVersionKind, bool) {
 	a, ok := rt.attributes()
-	if !ok || a.Subresource != "" {
+	if !ok {
 		return groupVersionKind{}, false
+	}
+	if a.Subresource != "" {
+		sk, ok := subresourceKinds[a.Resource+"/"+a.Subresource]
+		return groupVersionKind{Group: sk.group, Version: sk.version, Kind: sk.kind}, ok
 	}
 	info, known := discoverable[a.Resource]
 	gv, _, inGV := groupVersionOf(rt.path)
@@ -50,10 +54,10 @@ func kindOf(rt route) (groupVersionKind, bool) {
 func (b *docBuilder) markKinds(routes []route, resources map[string]any) error {
 	for _, rt := range routes {
 		gvk, ok := kindOf(rt)
-		if !ok {
+		a, _ := rt.attributes()
+		if !ok || a.Subresource != "" {
 			continue
 		}
-		a, _ := rt.attributes()
 		obj, ok := resources[a.Resource]
 		if !ok {
 			return fmt.Errorf("%s %s: add %q with its Go type to resourceTypes in api/openapi_ops.go", rt.method, rt.path, a.Resource)

@@ -168,7 +168,8 @@ func checkGroupVersionDocument(t *testing.T, c *client, key, discoveryPath strin
 		want["kind"] = r.Kind
 		found := false
 		for p, item := range paths {
-			if collection, _, _ := strings.Cut(p, "/{name}"); !strings.HasSuffix(collection, "/"+r.Name) && p != discoveryPath+"/"+r.Name+"/{ns}" {
+			// A subresource (…/{name}/scale) is its own kind.
+			if collection, sub, _ := strings.Cut(p, "/{name}"); sub != "" || !strings.HasSuffix(collection, "/"+r.Name) && p != discoveryPath+"/"+r.Name+"/{ns}" {
 				continue
 			}
 			for method, op := range item.(map[string]any) {
