@@ -208,19 +208,35 @@ func TestDeploymentPatches(t *testing.T) {
 		t.Fatalf("replicas after the scale patch: %d", *d.Spec.Replicas)
 	}
 
-	// A dry run (kubectl diff) is refused, never done: nothing is
-	// created or changed. (Drop refuseDryRun from the engine to see diff's
-	// POST create the deployment.)
-	if r := c.json("POST", base+"?dryRun=All", fmt.Sprintf(deploymentJSON, "shown")); r.code != http.StatusBadRequest {
+	// A dry run (kubectl diff, --dry-run=server) is the write checked,
+	// answered and rolled back: nothing is created or changed, and what
+	// would fail fails. A pod's writes start workflows, so there a dry run
+	// is refused and nothing done. (Make store.write ignore WithDryRun to
+	// see the dry-run create make the deployment.)
+	r = c.json("POST", base+"?dryRun=All", fmt.Sprintf(deploymentJSON, "shown"))
+	if shown := decodeDeployment(t, r); r.code != http.StatusCreated || shown.Metadata.Name != "shown" || shown.Spec.Strategy.Type != model.StrategyRollingUpdate {
 		t.Fatalf("a dry-run create: %d %s", r.code, r.body)
 	}
 	if r := c.json("GET", base+"/shown", nil); r.code != http.StatusNotFound {
 		t.Fatalf("the dry-run create made the deployment: %d %s", r.code, r.body)
 	}
-	if r := patch(base+"/web/scale?dryRun=All", "application/merge-patch+json", `{"spec":{"replicas":5}}`); r.code != http.StatusBadRequest {
+	if r := c.json("POST", base+"?dryRun=All", fmt.Sprintf(deploymentJSON, "web")); r.code != http.StatusConflict {
+		t.Fatalf("a dry-run create of a taken name: %d %s", r.code, r.body)
+	}
+	r = patch(base+"/web/scale?dryRun=All", "application/merge-patch+json", `{"spec":{"replicas":5}}`)
+	if r.code != http.StatusOK || json.Unmarshal(r.body, &sc) != nil || sc.Spec.Replicas != 5 {
 		t.Fatalf("a dry-run patch: %d %s", r.code, r.body)
 	}
 	if d := decodeDeployment(t, c.json("GET", base+"/web", nil)); *d.Spec.Replicas != 2 {
 		t.Fatalf("the dry-run patch scaled the deployment to %d", *d.Spec.Replicas)
+	}
+	if r := c.json("POST", base+"?dryRun=Some", fmt.Sprintf(deploymentJSON, "other")); r.code != http.StatusBadRequest {
+		t.Fatalf("dryRun=Some: %d %s", r.code, r.body)
+	}
+	if r := c.json("POST", "/api/v1/namespaces/default/pods?dryRun=All", fmt.Sprintf(podJSON, "dry")); r.code != http.StatusBadRequest {
+		t.Fatalf("a dry-run pod create: %d %s", r.code, r.body)
+	}
+	if r := c.json("GET", "/api/v1/namespaces/default/pods/dry", nil); r.code != http.StatusNotFound {
+		t.Fatalf("the refused dry run made the pod: %d %s", r.code, r.body)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/zonewright/zonewright/internal/store"
 )
 
 // Media types a request body may have. A browser can send a cross-origin
@@ -71,16 +73,37 @@ func (s *Server) checkContentType(c *gin.Context) {
 	c.Next()
 }
 
-// refuseDryRun refuses a write that asks for a dry run (?dryRun=All, as
-// kubectl diff and --dry-run=server send): zonewright does not simulate
-// writes, and doing one asked only to be shown would change the cluster.
-func (s *Server) refuseDryRun(c *gin.Context) {
-	if r := c.Request; r.Method != http.MethodGet && r.Method != http.MethodHead && r.URL.Query().Has("dryRun") {
-		s.fail(c, badRequestf("dryRun is not supported: zonewright does not simulate writes, and nothing was changed (kubectl diff and --dry-run=server need it; --dry-run=client works)"))
-		c.Abort()
-		return
+// dryRunResources are those whose writes are store writes alone, so a dry
+// run (?dryRun=All: kubectl diff, --dry-run=server) is the write checked
+// and rolled back (store.WithDryRun). Elsewhere a write also starts or
+// signals workflows (a pod's lifecycle), which a dry run must not, so it
+// is refused, and nothing is done.
+var dryRunResources = []string{"deployments", "deployments/scale", "services", "secrets"}
+
+// dryRun serves the dryRun parameter of rt's requests.
+func (s *Server) dryRun(rt route) gin.HandlerFunc {
+	a, _ := rt.attributes()
+	res := a.Resource
+	if a.Subresource != "" {
+		res += "/" + a.Subresource
 	}
-	c.Next()
+	supported := slices.Contains([]string{"create", "update", "patch"}, a.Verb) && slices.Contains(dryRunResources, res)
+	return func(c *gin.Context) {
+		q := c.Request.URL.Query()
+		if !q.Has("dryRun") || rt.method == http.MethodGet {
+			return
+		}
+		switch {
+		case len(q["dryRun"]) != 1 || q.Get("dryRun") != "All":
+			s.fail(c, badRequestf("dryRun %q is not supported: the only value is All", q["dryRun"]))
+		case !supported:
+			s.fail(c, badRequestf("dryRun is not supported on %s: it would start or signal workflows, so nothing was done (dry runs are served on %s)", rt.does, strings.Join(dryRunResources, ", ")))
+		default:
+			c.Request = c.Request.WithContext(store.WithDryRun(c.Request.Context()))
+			return
+		}
+		c.Abort()
+	}
 }
 
 func quoteOrMissing(v string) string {

@@ -263,7 +263,7 @@ func (s *Server) engine() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.recover, s.logRequests, s.checkRequestText, s.checkHost, s.checkOrigin, s.refuseDryRun, s.checkContentType, limitBody)
+	r.Use(s.recover, s.logRequests, s.checkRequestText, s.checkHost, s.checkOrigin, s.checkContentType, limitBody)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, notFoundf("the server could not find the requested resource %s", c.Request.URL.Path))
 	})
@@ -275,7 +275,7 @@ func (s *Server) engine() *gin.Engine {
 	s.discovery = newDiscovery(routes)
 	s.protobufRoutes = map[string]bool{}
 	for _, rt := range routes {
-		chain := []gin.HandlerFunc{s.measure(rt), s.guard(rt)}
+		chain := []gin.HandlerFunc{s.measure(rt), s.guard(rt), s.dryRun(rt)}
 		if newObject := rt.protobufType(); newObject != nil {
 			s.protobufRoutes[rt.method+" "+rt.path] = true
 			chain = append(chain, s.fromProtobuf(newObject))

@@ -1,11 +1,25 @@
 package main
 
 import (
+	"errors"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 )
+
+// exitCode is a finished command's exit status (0 without an error).
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
 
 // kubectlOK runs kubectl and fails the test unless it succeeds.
 func kubectlOK(t *testing.T, args ...string) string {
@@ -104,14 +118,32 @@ func TestKubectlWrites(t *testing.T) {
 		jsonpathEventually(t, "deploy/web", ns, "{.spec.paused}", "")
 		kubectlOK(t, "rollout", "status", "deploy/web", "-n", ns, "--timeout=90s")
 	})
-	t.Run("diff is refused, not done", func(t *testing.T) {
-		cmd := kubectlCmd(t, "diff", "-n", ns, "-f", "-")
-		cmd.Stdin = strings.NewReader("apiVersion: v1\nkind: Secret\nmetadata:\n  name: shown\nstringData:\n  a: b\n")
-		if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "dryRun is not supported") {
-			t.Errorf("kubectl diff: %v %s", err, b)
+	t.Run("diff", func(t *testing.T) {
+		// A server-side dry run: what would change is shown, nothing is.
+		// (Make store.write ignore WithDryRun to see the secret created.)
+		diff := func(manifest string) (string, error) {
+			cmd := kubectlCmd(t, "diff", "-n", ns, "-f", "-")
+			cmd.Stdin = strings.NewReader(manifest)
+			b, err := cmd.CombinedOutput()
+			return string(b), err
+		}
+		out, err := diff("apiVersion: v1\nkind: Secret\nmetadata:\n  name: shown\nstringData:\n  a: b\n")
+		if code := exitCode(err); code != 1 || !strings.Contains(out, "+  name: shown") {
+			t.Errorf("kubectl diff of a new secret: exit %d\n%s", code, out)
 		}
 		if _, _, err := kubectl(t, "get", "secret", "shown", "-n", ns); err == nil {
 			t.Errorf("kubectl diff created the secret it only meant to show")
+		}
+		out, err = diff("apiVersion: v1\nkind: Service\nmetadata:\n  name: plain\nspec:\n  ports:\n  - name: 80-8080\n    port: 80\n    targetPort: 9090\n")
+		if code := exitCode(err); code != 1 || !strings.Contains(out, "-    targetPort: 8080") || !strings.Contains(out, "+    targetPort: 9090") {
+			t.Errorf("kubectl diff of a changed service: exit %d\n%s", code, out)
+		}
+		if out := kubectlOK(t, "get", "svc", "plain", "-n", ns, "-o", "jsonpath={.spec.ports[0].targetPort}"); out != "8080" {
+			t.Errorf("kubectl diff changed the service: targetPort %s", out)
+		}
+		// A pod's dry run is refused: its writes start workflows.
+		if out, err := diff(podYAML("dry", nil, "")); exitCode(err) < 2 || !strings.Contains(out, "dryRun is not supported on create pods") {
+			t.Errorf("kubectl diff of a pod: %v\n%s", err, out)
 		}
 	})
 	t.Run("drain", func(t *testing.T) {

@@ -450,14 +450,42 @@ const stampSQL = `WITH lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared
 // for watchers, in one transaction. The version is taken last, after fn's
 // row locks: a write that waits for another one's rows takes its version
 // after that one committed, so one object's versions follow its writes.
+//
+// In a dry run (WithDryRun) fn runs, with every check and constraint, and
+// its transaction is rolled back: the object is left as it would be
+// stored, with no new version, and nothing is written or announced.
 func (s *Store) write(ctx context.Context, fn func(tx pgx.Tx) (pending, error)) error {
-	return s.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		p, err := fn(tx)
 		if err != nil {
 			return err
 		}
+		if IsDryRun(ctx) {
+			return errDryRun
+		}
 		return s.stamp(ctx, tx, p)
 	})
+	if errors.Is(err, errDryRun) {
+		return nil
+	}
+	return err
+}
+
+// errDryRun rolls a dry run's transaction back.
+var errDryRun = errors.New("dry run: rolled back")
+
+type dryRunKey struct{}
+
+// WithDryRun marks ctx's writes as a dry run (Kubernetes' dryRun=All): each
+// is checked as it would be made, then rolled back.
+func WithDryRun(ctx context.Context) context.Context {
+	return context.WithValue(ctx, dryRunKey{}, true)
+}
+
+// IsDryRun reports whether ctx's writes are a dry run.
+func IsDryRun(ctx context.Context) bool {
+	dry, _ := ctx.Value(dryRunKey{}).(bool)
+	return dry
 }
 
 // at is p's change at version rv, for writeMany, whose versions are
