@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/syncbuf"
+	zw "github.com/zonewright/zonewright/internal/zwclient"
 )
 
 // siteCommand serves a page over HTTP on the pod's port 8080.
@@ -112,6 +115,16 @@ spec:
 `, "-n", "kforward")
 	must(t, "wait", "pod/site", "-n", "kforward", "--for=condition=Ready", "--timeout=60s")
 	const want = "through kubectl\n"
+
+	// A POST that is no SPDY upgrade is told what the route wants.
+	client, err := zw.New(stackSettings(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = client.Do(context.Background(), http.MethodPost, "/api/v1/namespaces/kforward/pods/site/portforward", nil, nil, nil)
+	if ae := (*zw.APIError)(nil); !errors.As(err, &ae) || ae.Code != http.StatusBadRequest || !strings.Contains(ae.Message, "upgrade to SPDY/3.1") {
+		t.Errorf("a POST without Upgrade: %v; want 400, an upgrade to SPDY/3.1", err)
+	}
 
 	for _, c := range []struct {
 		name string

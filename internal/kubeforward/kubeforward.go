@@ -46,6 +46,9 @@ const (
 	// pairTimeout bounds the wait for a request's second stream
 	// (kubelet's stream creation timeout).
 	pairTimeout = 30 * time.Second
+	// maxPairs bounds a session's connections, open or awaiting their
+	// second stream: each holds a goroutine, and its node a session.
+	maxPairs = 128
 	// pingPeriod keeps idle sessions' connections alive through proxies
 	// that drop silent ones; kubectl pings as often.
 	pingPeriod = 10 * time.Second
@@ -224,9 +227,16 @@ func (s *session) serve(sc httpstream.Connection) {
 		case st := <-s.streams:
 			p, created, err := s.add(st)
 			if err != nil {
-				// A second stream of one type: the request is broken,
-				// the client is told on its error stream if it has one.
-				if p.errStream != nil {
+				// A second stream of one type, or one too many
+				// requests: the client is told on its error stream if
+				// it has one.
+				switch {
+				case p == nil && st.Headers().Get(headerStreamType) == streamTypeError:
+					// Closed, not reset: the message is read to its end.
+					fmt.Fprintf(st, "error processing stream for request %s: %v", requestID(st), err)
+					st.Close()
+					continue
+				case p != nil && p.errStream != nil:
 					fmt.Fprintf(p.errStream, "error processing stream for request %s: %v", p.id, err)
 				}
 				st.Reset()
@@ -249,6 +259,9 @@ func (s *session) add(st httpstream.Stream) (*pair, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.pairs[id]
+	if !ok && len(s.pairs) >= maxPairs {
+		return nil, false, fmt.Errorf("the session has %d connections open or opening, the most it may", maxPairs)
+	}
 	if !ok {
 		p = &pair{id: id, complete: make(chan struct{})}
 		s.pairs[id] = p

@@ -288,3 +288,36 @@ func header(kv ...string) http.Header {
 	}
 	return h
 }
+
+// A session holds at most maxPairs connections, open or awaiting their
+// second stream: the next request is told so on its error stream.
+// (Drop the maxPairs check in add to see it accepted.)
+func TestASessionHoldsAtMostMaxPairsConnections(t *testing.T) {
+	srv := server(t, false)
+	conn, _, err := dialers(t, srv)["websocket tunnel"].Dial(Protocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Error streams alone: each request waits for its data stream.
+	for i := range maxPairs {
+		if _, err := conn.CreateStream(header(headerStreamType, streamTypeError, headerPort, "8080", headerRequestID, strconv.Itoa(i))); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	errStream, err := conn.CreateStream(header(headerStreamType, streamTypeError, headerPort, "8080", headerRequestID, strconv.Itoa(maxPairs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errStream.Close()
+	read := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(errStream); read <- string(b) }()
+	select {
+	case msg := <-read:
+		if want := "error processing stream for request 128: the session has 128 connections open or opening, the most it may"; msg != want {
+			t.Errorf("error stream: %q, want %q", msg, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the request beyond the bound was accepted")
+	}
+}
