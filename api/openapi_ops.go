@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/zonewright/zonewright/internal/execstream"
+	"github.com/zonewright/zonewright/internal/kubeforward"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/portforward"
@@ -148,7 +149,8 @@ func operations() map[string]operation {
 			query:   []string{"command", "container", "stdin", "stdout", "stderr", "tty"},
 			returns: map[int]any{http.StatusSwitchingProtocols: noBody}, errors: []int{http.StatusTooManyRequests}},
 		"create pods/portforward": {summary: "a TCP connection to the pod's port, made by its node, over a WebSocket (subprotocol " + portforward.Subprotocol +
-			"; binary messages carry the bytes either way)",
+			"; binary messages carry the bytes either way); or kubectl's port-forward session (" + kubeforward.Protocol + ": SPDY streams in a WebSocket of subprotocol " +
+			kubeforward.TunnelProtocol + ", or upgraded from a POST), whose streams name the ports",
 			query: []string{"port"}, returns: map[int]any{http.StatusSwitchingProtocols: noBody}, errors: []int{http.StatusTooManyRequests, http.StatusBadGateway}},
 		"create pods/report": {summary: "the pod's node reports a transition", body: model.PodReport{}, returns: status202},
 

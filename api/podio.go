@@ -13,6 +13,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/execstream"
+	"github.com/zonewright/zonewright/internal/kubeforward"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/internal/portforward"
@@ -67,10 +68,15 @@ func (s *Server) podExec(c *gin.Context) {
 
 // podPortForward is GET …/pods/{name}/portforward?port=N: a connection to
 // the pod's port, which its node makes (only the node and other pods
-// reach a pod's address), relayed as a portforward stream.
+// reach a pod's address), relayed as a portforward stream. kubectl's
+// protocol (a WebSocket tunnel, or POST) is podKubePortForward's.
 func (s *Server) podPortForward(c *gin.Context) {
 	if !s.sameOrigin(c.Request) {
 		s.fail(c, forbiddenf("port-forwards are not opened from origin "+c.Request.Header.Get("Origin")))
+		return
+	}
+	if kubeforward.IsTunnel(c.Request) || c.Request.Method == http.MethodPost {
+		s.podKubePortForward(c)
 		return
 	}
 	port, err := portforward.Port(c.Request.URL.Query())
@@ -89,6 +95,28 @@ func (s *Server) podPortForward(c *gin.Context) {
 	}
 	s.relay(c, pod, nodeclient.PortForwardPath(pod.Metadata.Namespace, pod.Metadata.Name, pod.Metadata.UID),
 		url.Values{"ip": {pod.Status.PodIP}, "port": {strconv.Itoa(port)}})
+}
+
+// nodeEndpoint is the base URL of node's endpoint; without one it has
+// answered the request.
+func (s *Server) nodeEndpoint(c *gin.Context, node string) (*url.URL, bool) {
+	if s.nodeEndpoints == nil {
+		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
+			msg: "logs, exec and port-forwards are unavailable: the API serves plain HTTP, without the cluster CA that nodes' endpoints are reached with"})
+		return nil, false
+	}
+	n, err := s.store.Nodes().Get(c.Request.Context(), "", node)
+	if err != nil {
+		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: fmt.Sprintf("node %s cannot be found now", node), cause: err})
+		return nil, false
+	}
+	base, err := nodeclient.BaseURL(n)
+	if err != nil {
+		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
+			msg: fmt.Sprintf("node %s reports no agent endpoint (its agent runs without --listen, or has not reported it yet)", node)})
+		return nil, false
+	}
+	return base, true
 }
 
 func orPending(phase string) string {
@@ -143,21 +171,9 @@ func (s *Server) podContainer(c *gin.Context, container string) (*model.Pod, str
 // query, and its answer (or upgraded connection) back. The caller's
 // credentials stay here: the node sees only the control plane's.
 func (s *Server) relay(c *gin.Context, pod *model.Pod, path string, query url.Values) {
-	if s.nodeEndpoints == nil {
-		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
-			msg: "logs, exec and port-forwards are unavailable: the API serves plain HTTP, without the cluster CA that nodes' endpoints are reached with"})
-		return
-	}
 	node := pod.Spec.NodeName
-	n, err := s.store.Nodes().Get(c.Request.Context(), "", node)
-	if err != nil {
-		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: fmt.Sprintf("node %s cannot be found now", node), cause: err})
-		return
-	}
-	base, err := nodeclient.BaseURL(n)
-	if err != nil {
-		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
-			msg: fmt.Sprintf("node %s reports no agent endpoint (its agent runs without --listen, or has not reported it yet)", node)})
+	base, ok := s.nodeEndpoint(c, node)
+	if !ok {
 		return
 	}
 	proxy := &httputil.ReverseProxy{

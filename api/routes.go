@@ -67,6 +67,8 @@ func (s *Server) routes() []route {
 		{get, v1 + "/namespaces/:ns/pods/:name/exec", s.podExec, "create pods/exec"},
 		{post, v1 + "/namespaces/:ns/pods/:name/exec", s.podExec, "create pods/exec"},
 		{get, v1 + "/namespaces/:ns/pods/:name/portforward", s.podPortForward, "create pods/portforward"},
+		// kubectl's fallback when its WebSocket is refused: SPDY upgraded from a POST.
+		{post, v1 + "/namespaces/:ns/pods/:name/portforward", s.podPortForward, "create pods/portforward"},
 
 		{get, v1 + "/nodes", s.listNodes, "list nodes"},
 		{post, v1 + "/nodes", s.createNode, "create nodes"},

@@ -31,7 +31,7 @@ func streams(r *http.Request) bool {
 	if w := r.URL.Query().Get("watch"); get && (w == "true" || w == "1") {
 		return true
 	}
-	if strings.HasPrefix(p, "/api/v1/namespaces/") && ((get && (strings.HasSuffix(p, "/log") || strings.HasSuffix(p, "/portforward"))) || strings.HasSuffix(p, "/exec")) {
+	if strings.HasPrefix(p, "/api/v1/namespaces/") && ((get && strings.HasSuffix(p, "/log")) || strings.HasSuffix(p, "/portforward") || strings.HasSuffix(p, "/exec")) {
 		return true
 	}
 	return (get && p == "/api/v1/servicenet") || strings.HasPrefix(p, transfersPath) ||
