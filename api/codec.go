@@ -22,13 +22,9 @@ import (
 // the store cannot hold. With ?fieldValidation=Warn or Ignore, unknown
 // fields are dropped instead (applyFieldValidation).
 func decode(c *gin.Context, dst any) error {
-	body, err := io.ReadAll(c.Request.Body)
+	body, err := requestBody(c)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
-		}
-		return &apiError{code: http.StatusBadRequest, reason: "BadRequest", msg: "the request body could not be read", cause: err}
+		return err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequestf("request body is empty; send a JSON or YAML object")
@@ -57,6 +53,17 @@ func decode(c *gin.Context, dst any) error {
 		return badRequestf("malformed body: more than one object")
 	}
 	return checkBody(body, reflect.TypeOf(dst))
+}
+
+// requestBody reads the request's body: a body over the limit is the
+// MaxBytesError limitBody answers with 413, any other failure a 400.
+func requestBody(c *gin.Context) ([]byte, error) {
+	body, err := io.ReadAll(c.Request.Body)
+	var tooBig *http.MaxBytesError
+	if err != nil && !errors.As(err, &tooBig) {
+		return nil, &apiError{code: http.StatusBadRequest, reason: "BadRequest", msg: "the request body could not be read", cause: err}
+	}
+	return body, err
 }
 
 func describeJSONError(err error) string {
@@ -124,9 +131,9 @@ func deleteOptions(c *gin.Context) (DeleteOptions, error) {
 	if c.Request.ContentLength == 0 {
 		return o, nil
 	}
-	body, err := io.ReadAll(c.Request.Body)
+	body, err := requestBody(c)
 	if err != nil {
-		return o, &apiError{code: http.StatusBadRequest, reason: "BadRequest", msg: "the request body could not be read", cause: err}
+		return o, err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return o, nil

@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -44,12 +43,8 @@ func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, erro
 		s.fail(c, unsupportedMedia("PATCH takes "+strings.Join(patchTypes, ", ")+"; Content-Type "+quoteOrMissing(c.GetHeader("Content-Type"))+" is not supported"))
 		return
 	}
-	body, err := io.ReadAll(c.Request.Body)
+	body, err := requestBody(c)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if !errors.As(err, &tooBig) {
-			err = badRequestf("read request body: %v", err)
-		}
 		s.fail(c, err)
 		return
 	}

@@ -79,12 +79,8 @@ func (s *Server) fromProtobuf(newObject func() protoObject) gin.HandlerFunc {
 		if mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type")); mt != mediaProtobuf {
 			return
 		}
-		body, err := io.ReadAll(c.Request.Body)
+		body, err := requestBody(c)
 		if err != nil {
-			var tooBig *http.MaxBytesError
-			if !errors.As(err, &tooBig) {
-				err = badRequestf("read request body: %v", err)
-			}
 			s.fail(c, err)
 			c.Abort()
 			return
