@@ -77,6 +77,22 @@ func TestKubectlWrites(t *testing.T) {
 		t.Errorf("create job: %q", out)
 	}
 
+	t.Run("run", func(t *testing.T) {
+		// kubectl run's pod says dnsPolicy ClusterFirst, the cluster DNS
+		// every zone uses; another policy is refused by name.
+		if out := kubectlOK(t, "run", "once", "-n", ns, "--image=base", "--restart=Never", "--", "echo", "ran"); out != "pod/once created\n" {
+			t.Errorf("kubectl run: %q", out)
+		}
+		jsonpathEventually(t, "pod/once", ns, "{.status.phase}", "Succeeded")
+		if out := kubectlOK(t, "logs", "once", "-n", ns); out != "ran\n" {
+			t.Errorf("the run pod's log: %q", out)
+		}
+		cmd := kubectlCmd(t, "apply", "-n", ns, "-f", "-")
+		cmd.Stdin = strings.NewReader(podYAML("nodns", nil, "\n  dnsPolicy: Default"))
+		if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "spec.dnsPolicy") {
+			t.Errorf("a pod with dnsPolicy Default: %v %s", err, b)
+		}
+	})
 	t.Run("scale", func(t *testing.T) {
 		if out := kubectlOK(t, "scale", "deploy/web", "-n", ns, "--replicas=2"); out != "deployment.apps/web scaled\n" {
 			t.Errorf("scale: %q", out)

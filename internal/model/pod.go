@@ -23,12 +23,16 @@ type PodSpec struct {
 	// Hostname is the zone's node name (default: the pod's name). With
 	// Subdomain naming a headless service of the namespace, the pod is
 	// also <hostname>.<subdomain>.<namespace>.svc.<cluster domain>.
-	Hostname                      string            `json:"hostname,omitempty"`
-	Subdomain                     string            `json:"subdomain,omitempty"`
-	NodeSelector                  map[string]string `json:"nodeSelector,omitempty"`
-	Tolerations                   []Toleration      `json:"tolerations,omitempty"`
-	RestartPolicy                 string            `json:"restartPolicy,omitempty"`
-	TerminationGracePeriodSeconds *int64            `json:"terminationGracePeriodSeconds,omitempty"`
+	Hostname      string            `json:"hostname,omitempty"`
+	Subdomain     string            `json:"subdomain,omitempty"`
+	NodeSelector  map[string]string `json:"nodeSelector,omitempty"`
+	Tolerations   []Toleration      `json:"tolerations,omitempty"`
+	RestartPolicy string            `json:"restartPolicy,omitempty"`
+	// DNSPolicy is ClusterFirst (or empty, the same): a zone resolves
+	// through the cluster DNS. kubectl run and Kubernetes' typed clients
+	// send it; other policies are refused.
+	DNSPolicy                     string `json:"dnsPolicy,omitempty"`
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 	// Volumes are mounted into the pod's zone by its containers'
 	// volumeMounts (volume.go).
 	Volumes []Volume `json:"volumes,omitempty"`
@@ -36,6 +40,9 @@ type PodSpec struct {
 	// pod's namespace its registry images are pulled with.
 	ImagePullSecrets []LocalObjectReference `json:"imagePullSecrets,omitempty"`
 }
+
+// DNSClusterFirst is the one DNS policy: the cluster DNS first.
+const DNSClusterFirst = "ClusterFirst"
 
 // LocalObjectReference names an object of the same namespace.
 type LocalObjectReference struct {

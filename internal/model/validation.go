@@ -231,6 +231,9 @@ func ValidatePod(p *Pod) FieldErrors {
 	if !slices.Contains([]string{RestartAlways, RestartOnFailure, RestartNever}, s.RestartPolicy) {
 		errs.add("spec.restartPolicy", FieldNotSupported, "Unsupported value: %q: supported values: \"Always\", \"OnFailure\", \"Never\"", s.RestartPolicy)
 	}
+	if s.DNSPolicy != "" && s.DNSPolicy != DNSClusterFirst {
+		errs.add("spec.dnsPolicy", FieldNotSupported, "Unsupported value: %q: supported values: %q (a zone resolves through the cluster DNS)", s.DNSPolicy, DNSClusterFirst)
+	}
 	if g := s.TerminationGracePeriodSeconds; g != nil {
 		errs = append(errs, ValidateGracePeriod("spec.terminationGracePeriodSeconds", *g)...)
 	}
