@@ -9,17 +9,19 @@ import (
 
 const svcpropPath = "/usr/bin/svcprop"
 
-// ServiceEnv is the environment SMF gives the start method of a service
-// instance of the zone: its start/environment property (`svcprop -p
-// start/environment FMRI`), which the manifest's method_environment
-// sets. An instance without one has an empty environment. The values may
-// be secret: they are returned, never put in an error.
+// ServiceEnv is the environment SMF gives the methods of a service
+// instance of the zone, as RenderManifest writes it: the manifest's
+// service-level method_context, which svccfg import stores in the
+// property group method_context (`svcprop -p method_context/environment
+// FMRI`; the group's name for a service-level context is UNCONFIRMED,
+// spec §15.5). An instance without one has an empty environment. The
+// values may be secret: they are returned, never put in an error.
 func (z InZone) ServiceEnv(ctx context.Context, fmri string) ([]EnvVar, error) {
 	const op = "svcprop"
 	if !ValidFMRI(fmri) {
 		return nil, invalidf(op, z.Zone+":"+fmri, "invalid FMRI %q", fmri)
 	}
-	res, err := z.run(ctx, op, fmri, []string{inZone(svcpropPath), "-p", "start/environment", fmri}, nil)
+	res, err := z.run(ctx, op, fmri, []string{inZone(svcpropPath), "-p", "method_context/environment", fmri}, nil)
 	if err != nil {
 		var ee *ExecError
 		if errors.As(err, &ee) {
@@ -37,7 +39,7 @@ func (z InZone) ServiceEnv(ctx context.Context, fmri string) ([]EnvVar, error) {
 	return env, nil
 }
 
-// ParseServiceEnv parses svcprop's line of start/environment values
+// ParseServiceEnv parses svcprop's line of environment values
 // (NAME=VALUE each) into variables, in order.
 func ParseServiceEnv(out string) ([]EnvVar, error) {
 	values := ParseSvcpropValues(out)

@@ -8,8 +8,11 @@ import (
 // instance, on one line, separated by single spaces, each escaped for
 // the shell as svcprop.c does (spec §15.5). The simulator keeps only the
 // manifest's method settings, so it answers the properties those give:
-// start/exec, start/environment, start/working_directory, stop/exec and
-// startd/duration; any other is missing, as an unset one would be.
+// start/exec, stop/exec, startd/duration, and method_context/environment
+// and method_context/working_directory, where svccfg puts a service's or
+// an instance's method_context (the simulator keeps the context composed
+// with a method's own, which zonewright's manifests do not give); any
+// other is missing, as an unset one would be.
 
 const svcpropUsage = "Usage: svcprop [-fqtv] [-C | -c | -s snapshot] [-z zone] [-p [name/]name]... \n         {FMRI | pattern}..."
 
@@ -105,12 +108,12 @@ func svcProperty(def *SvcDef, prop string) ([]string, bool) {
 	switch prop {
 	case "start/exec":
 		return []string{def.Start.Exec}, true
-	case "start/environment":
+	case "method_context/environment":
 		if len(def.Env) == 0 {
 			return nil, false
 		}
 		return def.Env, true
-	case "start/working_directory":
+	case "method_context/working_directory":
 		if def.WorkDir == "" {
 			return nil, false
 		}
@@ -130,6 +133,8 @@ func svcHasGroup(def *SvcDef, pg string) bool {
 	switch pg {
 	case "start", "startd", "general", "restarter":
 		return def != nil
+	case "method_context":
+		return def != nil && (len(def.Env) > 0 || def.WorkDir != "")
 	case "stop":
 		return def != nil && def.Stop != nil
 	}
