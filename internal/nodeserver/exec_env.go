@@ -27,12 +27,13 @@ const envReadTimeout = 10 * time.Second
 // kubectl exec's process gets its container's in Kubernetes. A container
 // without a service (not started yet), or a zone that is not running,
 // gets the zone's login environment: zlogin then says why, if it must.
+// So does a zone without SMF.
 func (s *Server) envSession(w http.ResponseWriter, r *http.Request, t target, opts execstream.Options) (illumos.EnvSession, bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), envReadTimeout)
 	defer cancel()
 	z := illumos.InZone{Runner: s.cfg.Runner, Zone: t.zone}
 	env, err := z.ServiceEnv(ctx, hostops.ContainerFMRI(t.container))
-	if err != nil && !errors.Is(err, illumos.ErrNotFound) && !errors.Is(err, illumos.ErrWrongState) {
+	if err != nil && !errors.Is(err, illumos.ErrNotFound) && !errors.Is(err, illumos.ErrWrongState) && !noSMF(err) {
 		s.cfg.Log.Warn("exec: the container's environment could not be read", "zone", t.zone, "container", t.container, "err", err)
 		fail(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the container's environment could not be read; retry shortly")
 		return illumos.EnvSession{}, false
@@ -45,6 +46,13 @@ func (s *Server) envSession(w http.ResponseWriter, r *http.Request, t target, op
 		return illumos.EnvSession{}, false
 	}
 	return es, true
+}
+
+// noSMF reports a zone without svcprop (exit 127, the shell's "not
+// found"): a zone without SMF runs no container service either.
+func noSMF(err error) bool {
+	var ee *illumos.ExecError
+	return errors.As(err, &ee) && ee.ExitCode == 127
 }
 
 // handOverEnv writes the environment to a session on a terminal once the
