@@ -26,6 +26,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return
 	}
+	// A command zlogin cannot carry is refused before a slot is taken
+	// or the zone asked anything.
 	if _, err := (illumos.InZone{Zone: t.zone}).SessionCmd(opts.Command, opts.TTY, opts.Stdin); err != nil {
 		fail(w, http.StatusBadRequest, "BadRequest", "the command cannot be run: "+err.Error())
 		return
