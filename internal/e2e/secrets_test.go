@@ -60,6 +60,11 @@ func TestSecretValuesReachTheContainerAndNoHistoryLogOrEvent(t *testing.T) {
 	if got != marker+"|unset" {
 		t.Fatalf("the container saw %q, want %q", got, marker+"|unset")
 	}
+	// An exec into the container sees the value too, and leaves it in
+	// none of the places scanned below.
+	if out, errOut, code := c.podExec(t, "/api/v1/namespaces/default/pods/reader", nil, "sh", "-c", `printf '%s|%s' "$PASSWORD" "${OPTIONAL-unset}"`); code != 0 || out != marker+"|unset" {
+		t.Fatalf("exec saw %q (exit %d, %s), want %q", out, code, errOut, marker+"|unset")
+	}
 
 	// A pod naming a secret that is not there yet does not start; the
 	// node tries again and starts it once the secret is created.

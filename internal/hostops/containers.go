@@ -71,12 +71,13 @@ func (h *Host) keepLogs(s PodSandbox) {
 	}
 }
 
-// service is the SMF service that runs container c of the sandbox. Its
-// environment is the container's (a variable read from a secret takes its
-// value from secretEnv, by name; one missing there was optional and is
-// left out), then POD_IP, POD_NAME and POD_NAMESPACE unless the container
-// sets them itself.
-func (s PodSandbox) service(c ContainerSpec, secretEnv map[string]string) (illumos.Service, error) {
+// service is the SMF service that runs container c of the sandbox on
+// node. Its environment is the container's (a variable read from a secret
+// takes its value from secretEnv, by name; one missing there was optional
+// and is left out; one read from a field of the pod takes the field's),
+// then POD_IP, POD_NAME and POD_NAMESPACE unless the container sets them
+// itself.
+func (s PodSandbox) service(c ContainerSpec, secretEnv map[string]string, node string) (illumos.Service, error) {
 	if c.Name == "" {
 		return illumos.Service{}, errors.New("a container has no name")
 	}
@@ -101,7 +102,10 @@ func (s PodSandbox) service(c ContainerSpec, secretEnv map[string]string) (illum
 	}
 	for _, e := range c.Env {
 		value := e.Value
-		if e.ValueFrom != nil {
+		switch {
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
+			value = s.field(e.ValueFrom.FieldRef.FieldPath, node)
+		case e.ValueFrom != nil:
 			v, ok := secretEnv[e.Name]
 			if !ok {
 				continue
@@ -123,6 +127,24 @@ func (s PodSandbox) service(c ContainerSpec, secretEnv map[string]string) (illum
 		Duration:    "child",
 		StopTimeout: time.Duration(min(c.KillGraceSeconds, model.MaxGracePeriodSeconds)) * time.Second,
 	}, nil
+}
+
+// field is the value of a fieldRef's path (model.FieldPaths) for the
+// sandbox on node; validation refuses any other path.
+func (s PodSandbox) field(path, node string) string {
+	switch path {
+	case model.FieldPodName:
+		return s.Name
+	case model.FieldPodNamespace:
+		return s.Namespace
+	case model.FieldPodUID:
+		return s.UID
+	case model.FieldNodeName:
+		return node
+	case model.FieldPodIP, model.FieldPodIPs:
+		return s.IP // one address: podIPs lists it alone
+	}
+	return ""
 }
 
 // zoneGone reports a failure of a command run through zlogin because
@@ -216,7 +238,7 @@ func (h *Host) StartContainers(ctx context.Context, s PodSandbox) error {
 	}
 	z := h.Host.Zone(s.ZoneName())
 	for _, c := range s.Containers {
-		svc, err := s.service(c, secretEnv[c.Name])
+		svc, err := s.service(c, secretEnv[c.Name], h.Node)
 		if err != nil {
 			return h.invalid(ctx, step, s, err)
 		}

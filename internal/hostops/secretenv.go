@@ -21,7 +21,7 @@ type SecretEnvSource interface {
 func (s PodSandbox) readsSecrets() bool {
 	for _, c := range s.Containers {
 		for _, e := range c.Env {
-			if e.ValueFrom != nil {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 				return true
 			}
 		}

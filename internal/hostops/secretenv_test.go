@@ -45,7 +45,7 @@ func TestSecretValuesGoIntoTheServiceEnvironmentInOrder(t *testing.T) {
 	if len(src.asked) != 1 || src.asked[0] != "default/web/u1" {
 		t.Fatalf("asked for %v", src.asked)
 	}
-	svc, err := sb.service(sb.Containers[0], env["app"])
+	svc, err := sb.service(sb.Containers[0], env["app"], "node-1")
 	if err != nil {
 		t.Fatal(err)
 	}

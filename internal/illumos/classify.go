@@ -114,6 +114,7 @@ var rules = []rule{
 	{kind: KindNotFound, frag: "not in file"}, // route -p delete: not in the persistent store
 	{kind: KindNotFound, frag: "no such interface"},
 	{kind: KindNotFound, frag: "doesn't match any instances"},
+	{kind: KindNotFound, frag: "doesn't match any entities"}, // svcprop
 	{kind: KindNotFound, frag: "does not exist"},
 
 	// A MAC address another link holds: the VNIC does not exist, and the

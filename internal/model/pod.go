@@ -134,10 +134,35 @@ type EnvVar struct {
 	ValueFrom *EnvVarSource `json:"valueFrom,omitempty"`
 }
 
-// EnvVarSource is where an environment variable's value comes from.
+// EnvVarSource is where an environment variable's value comes from:
+// one of a secret's keys, or a field of the pod.
 type EnvVarSource struct {
-	SecretKeyRef *SecretKeySelector `json:"secretKeyRef,omitempty"`
+	SecretKeyRef *SecretKeySelector   `json:"secretKeyRef,omitempty"`
+	FieldRef     *ObjectFieldSelector `json:"fieldRef,omitempty"`
 }
+
+// ObjectFieldSelector names a field of the pod (FieldPaths), which the
+// node fills in when it starts the container.
+type ObjectFieldSelector struct {
+	// APIVersion is the version FieldPath is written in: "v1" (empty
+	// means v1).
+	APIVersion string `json:"apiVersion,omitempty"`
+	FieldPath  string `json:"fieldPath"`
+}
+
+// The pod fields an environment variable may take (fieldRef.fieldPath):
+// Kubernetes' downward API, as far as a node knows the pod.
+const (
+	FieldPodName      = "metadata.name"
+	FieldPodNamespace = "metadata.namespace"
+	FieldPodUID       = "metadata.uid"
+	FieldNodeName     = "spec.nodeName"
+	FieldPodIP        = "status.podIP"
+	FieldPodIPs       = "status.podIPs"
+)
+
+// FieldPaths lists the supported fieldRef.fieldPath values.
+var FieldPaths = []string{FieldPodName, FieldPodNamespace, FieldPodUID, FieldNodeName, FieldPodIP, FieldPodIPs}
 
 // SecretKeySelector names one key of a secret in the pod's namespace.
 // The node reads it when it starts the container, so the value never

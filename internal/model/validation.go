@@ -715,9 +715,25 @@ func validateEnvSource(f string, e EnvVar) FieldErrors {
 	if e.Value != "" {
 		errs.add(f+".valueFrom", FieldInvalid, "Invalid value: may not be specified when `value` is not empty")
 	}
-	ref := e.ValueFrom.SecretKeyRef
-	if ref == nil {
-		errs.add(f+".valueFrom", FieldRequired, "Required value: must specify one of: `secretKeyRef`")
+	ref, field := e.ValueFrom.SecretKeyRef, e.ValueFrom.FieldRef
+	switch {
+	case ref == nil && field == nil:
+		errs.add(f+".valueFrom", FieldRequired, "Required value: must specify one of: `fieldRef` or `secretKeyRef`")
+		return errs
+	case ref != nil && field != nil:
+		errs.add(f+".valueFrom", FieldInvalid, "Invalid value: may not have more than one field specified at a time")
+		return errs
+	case field != nil:
+		ff := f + ".valueFrom.fieldRef"
+		if field.APIVersion != "" && field.APIVersion != "v1" {
+			errs.add(ff+".apiVersion", FieldNotSupported, "Unsupported value: %q: supported values: \"v1\"", field.APIVersion)
+		}
+		switch {
+		case field.FieldPath == "":
+			errs.add(ff+".fieldPath", FieldRequired, "Required value")
+		case !slices.Contains(FieldPaths, field.FieldPath):
+			errs.add(ff+".fieldPath", FieldNotSupported, "Unsupported value: %q: supported values: \"%s\"", field.FieldPath, strings.Join(FieldPaths, "\", \""))
+		}
 		return errs
 	}
 	rf := f + ".valueFrom.secretKeyRef"

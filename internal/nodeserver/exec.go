@@ -26,8 +26,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return
 	}
-	zc, err := illumos.InZone{Zone: t.zone}.SessionCmd(opts.Command, opts.TTY, opts.Stdin)
-	if err != nil {
+	// A command zlogin cannot carry is refused before a slot is taken
+	// or the zone asked anything.
+	if _, err := (illumos.InZone{Zone: t.zone}).SessionCmd(opts.Command, opts.TTY, opts.Stdin); err != nil {
 		fail(w, http.StatusBadRequest, "BadRequest", "the command cannot be run: "+err.Error())
 		return
 	}
@@ -43,21 +44,26 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, "NotFound", "the pod has no zone on this node")
 		return
 	}
+	es, ok := s.envSession(w, r, t, opts)
+	if !ok {
+		return
+	}
 	sess, err := execstream.Accept(w, r)
 	if err != nil {
 		return // Accept answered
 	}
+	zc := es.Cmd
 	cmd := exec.CommandContext(sess.Context(), s.cfg.Runner.Resolve(zc.Path), zc.Args...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	cmd.Env = sessionEnv(os.Environ(), opts.TTY)
 	// A client that goes away interrupts zlogin, which passes SIGINT to
 	// the command in the zone; WaitDelay later it is killed.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = time.Second
 	var code int
 	if opts.TTY {
-		code, err = runTTY(cmd, sess, opts)
+		code, err = runTTY(cmd, sess, opts, es)
 	} else {
-		code, err = runPipes(cmd, sess, opts)
+		code, err = runPipes(cmd, sess, opts, es)
 	}
 	free()
 	if err != nil {
@@ -70,37 +76,37 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 
 // runPipes runs cmd with pipes: stdin copied from the session (and closed
 // when the client closes it), stdout and stderr sent as they come.
-func runPipes(cmd *exec.Cmd, sess *execstream.Server, opts execstream.Options) (int, error) {
+func runPipes(cmd *exec.Cmd, sess *execstream.Server, opts execstream.Options, es illumos.EnvSession) (int, error) {
 	if opts.Stdout {
 		cmd.Stdout = sess.Stdout()
 	}
 	if opts.Stderr {
 		cmd.Stderr = sess.Stderr()
 	}
-	var stdin io.WriteCloser
-	if opts.Stdin {
-		var err error
-		if stdin, err = cmd.StdinPipe(); err != nil {
-			return 0, err
-		}
+	// The container's environment comes first on stdin, then the
+	// client's, if it sends any.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, err
 	}
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
-	if stdin != nil {
-		// Not cmd.Stdin = reader: Wait would wait for a client that
-		// never closes its stdin.
-		go func() {
-			_, _ = io.Copy(stdin, sess.Stdin())
-			stdin.Close()
-		}()
-	}
+	// Not cmd.Stdin = reader: Wait would wait for a client that never
+	// closes its stdin.
+	go func() {
+		defer stdin.Close()
+		if _, err := stdin.Write(es.Block); err != nil || !opts.Stdin {
+			return
+		}
+		_, _ = io.Copy(stdin, sess.Stdin())
+	}()
 	return exitCode(cmd, cmd.Wait())
 }
 
 // runTTY runs cmd on a pseudo-terminal: zlogin -i sees a terminal on its
 // stdin and gives the command one in the zone, resized as the client asks.
-func runTTY(cmd *exec.Cmd, sess *execstream.Server, opts execstream.Options) (int, error) {
+func runTTY(cmd *exec.Cmd, sess *execstream.Server, opts execstream.Options, es illumos.EnvSession) (int, error) {
 	size := &pty.Winsize{Cols: 80, Rows: 24}
 	select {
 	case sz := <-sess.Resizes():
@@ -112,6 +118,11 @@ func runTTY(cmd *exec.Cmd, sess *execstream.Server, opts execstream.Options) (in
 		return 0, err
 	}
 	defer ptmx.Close()
+	if err := handOverEnv(ptmx, es); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return 0, err
+	}
 	go func() {
 		for {
 			select {

@@ -41,6 +41,7 @@ type endpoint struct {
 	ca     *pki.CA
 	zone   string
 	root   string // the zone's root on this machine
+	runner *illumos.Runner
 	server *nodeserver.Server
 	// network is the node's pod network (none until set).
 	network *netip.Prefix
@@ -96,7 +97,7 @@ func newEndpointWith(t *testing.T, maxExecs int, kept *containerlog.Kept) *endpo
 		t.Fatal(err)
 	}
 	return &endpoint{base: "https://127.0.0.1:" + strconv.Itoa(srv.Port()), cp: cp, ca: ca, zone: zone,
-		root: filepath.Join(zonesDir, zone, "root"), server: srv, network: network}
+		root: filepath.Join(zonesDir, zone, "root"), server: srv, network: network, runner: &illumos.Runner{BinDir: n.Bin}}
 }
 
 func (e *endpoint) client() *http.Client { return &http.Client{Transport: e.cp.Transport("n1")} }

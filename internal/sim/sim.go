@@ -49,6 +49,7 @@ var commands = map[string]commandFunc{
 	"svccfg":   runSvccfg,
 	"svcadm":   runSvcadm,
 	"svcs":     runSvcs,
+	"svcprop":  runSvcprop,
 	"psrinfo":  runPsrinfo,
 	"prtconf":  runPrtconf,
 	"hostname": runHostname,
@@ -58,7 +59,7 @@ var commands = map[string]commandFunc{
 
 // zoneCommands are the commands linked into a zone's bin directory: the
 // ones that make sense inside a non-global zone.
-var zoneCommands = []string{"svccfg", "svcadm", "svcs", "ipadm", "route", "ipnat", "hostname", "uname", "zonename"}
+var zoneCommands = []string{"svccfg", "svcadm", "svcs", "svcprop", "ipadm", "route", "ipnat", "hostname", "uname", "zonename"}
 
 // CommandNames lists every command the simulator answers as, sorted.
 func CommandNames() []string {
