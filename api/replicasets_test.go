@@ -14,7 +14,7 @@ import (
 
 // revisionOf stores revision n of deployment d with hash, as the
 // deployment's sync makes it (no workflow runs in these tests).
-func revisionOf(t *testing.T, st *store.Store, d model.Deployment, hash string, n int64) {
+func revisionOf(t *testing.T, st *store.Store, d model.Deployment, hash string, n int64, annotations ...map[string]string) {
 	t.Helper()
 	yes := true
 	labels := map[string]string{model.LabelPodTemplateHash: hash}
@@ -22,6 +22,7 @@ func revisionOf(t *testing.T, st *store.Store, d model.Deployment, hash string, 
 		labels[k] = v
 	}
 	r := &model.ControllerRevision{Metadata: model.ObjectMeta{Name: d.Metadata.Name + "-" + hash, Namespace: d.Metadata.Namespace, Labels: labels,
+		Annotations:     append(annotations, nil)[0],
 		OwnerReferences: []model.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Metadata.Name, UID: d.Metadata.UID, Controller: &yes}}},
 		ControllerRevisionData: model.ControllerRevisionData{Data: d.Spec.Template, Revision: n}}
 	if err := st.ControllerRevisions().Create(context.Background(), r); err != nil {
@@ -123,5 +124,45 @@ func TestReplicaSetsAreReadOnlyViewsOfTheRevisions(t *testing.T) {
 	// Refused, the revision is still there.
 	if r := c.json("GET", base+"/web-bbb", nil); r.code != http.StatusOK {
 		t.Errorf("after the refused delete: %d %s", r.code, r.body)
+	}
+}
+
+// Rolling back brings the revision's annotations back with its
+// template (its change-cause among them), as kubectl rollout undo does
+// from a ReplicaSet; the deployment keeps its own (its last-applied
+// configuration). A revision that kept none leaves them alone. (Drop
+// the AnnotationsAfterRollback line in rollbackDeployment to see the
+// change-cause stay "now".)
+func TestRollbackBringsTheRevisionsAnnotationsBack(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	c := serveStore(t, url)
+	st, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	base := "/apis/apps/v1/namespaces/default/deployments"
+	r := c.json("POST", base, `{"metadata":{"name":"web","annotations":{"kubernetes.io/change-cause":"now","kubectl.kubernetes.io/last-applied-configuration":"{}"}},
+		"spec":{"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},
+		"spec":{"containers":[{"name":"app","image":"omnios","command":["sleep","3600"]}]}}}}`)
+	if r.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	d := decodeDeployment(t, r)
+	revisionOf(t, st, d, "aaa", 1, map[string]string{model.AnnotationChangeCause: "then", "team": "a", model.AnnotationRevision: "9"})
+	bare := d
+	bare.Spec.Template.Spec.Containers = []model.Container{{Name: "app", Image: "omnios", Command: []string{"sleep", "1"}}}
+	revisionOf(t, st, bare, "bbb", 2)
+
+	r = c.json("POST", base+"/web/rollback", `{"revision":1}`)
+	got := decodeDeployment(t, r).Metadata.Annotations
+	if r.code != http.StatusOK || len(got) != 3 || got[model.AnnotationChangeCause] != "then" || got["team"] != "a" ||
+		got["kubectl.kubernetes.io/last-applied-configuration"] != "{}" {
+		t.Fatalf("after rolling back to revision 1: %d annotations %v", r.code, got)
+	}
+	r = c.json("POST", base+"/web/rollback", `{"revision":2}`)
+	if d := decodeDeployment(t, r); r.code != http.StatusOK || d.Metadata.Annotations[model.AnnotationChangeCause] != "then" ||
+		d.Spec.Template.Spec.Containers[0].Command[1] != "1" {
+		t.Fatalf("after rolling back to revision 2, which kept no annotations: %d %s", r.code, r.body)
 	}
 }

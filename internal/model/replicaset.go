@@ -73,3 +73,27 @@ type ReplicaSetStatus struct {
 	AvailableReplicas    int32 `json:"availableReplicas,omitempty"`
 	ObservedGeneration   int64 `json:"observedGeneration,omitempty"`
 }
+
+// AnnotationsAfterRollback are a deployment's annotations once it is
+// rolled back to a revision that kept revision (as kubectl rollout undo
+// makes them): the deployment's own (its last-applied configuration,
+// its revision) and the revision's others, its change-cause among them.
+// A revision that kept none (made before revisions kept them) leaves
+// the deployment's as they are.
+func AnnotationsAfterRollback(deployment, revision map[string]string) map[string]string {
+	if len(revision) == 0 {
+		return deployment
+	}
+	out := map[string]string{}
+	for k, v := range deployment {
+		if annotationsNotCopied[k] {
+			out[k] = v
+		}
+	}
+	for k, v := range revision {
+		if !annotationsNotCopied[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
