@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -164,5 +165,33 @@ func TestRollbackBringsTheRevisionsAnnotationsBack(t *testing.T) {
 	if d := decodeDeployment(t, r); r.code != http.StatusOK || d.Metadata.Annotations[model.AnnotationChangeCause] != "then" ||
 		d.Spec.Template.Spec.Containers[0].Command[1] != "1" {
 		t.Fatalf("after rolling back to revision 2, which kept no annotations: %d %s", r.code, r.body)
+	}
+}
+
+// kubectl rollout undo patches the deployment with the ReplicaSet's
+// template as Kubernetes' types write it, "creationTimestamp": null in
+// its metadata: accepted, and not kept. (Drop CreationTimestamp from
+// model.TemplateMeta to see the patch refused as an unknown field.)
+func TestUndoPatchOfAKubernetesTemplateIsAccepted(t *testing.T) {
+	c := newAPI(t)
+	base := "/apis/apps/v1/namespaces/default/deployments"
+	if r := c.json("POST", base, fmt.Sprintf(deploymentJSON, "web")); r.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	patch := `[{"op":"replace","path":"/spec/template","value":{"metadata":{"creationTimestamp":null,"labels":{"app":"web"}},
+		"spec":{"containers":[{"name":"app","image":"omnios","command":["sleep","1"],"resources":{}}]}}},
+		{"op":"replace","path":"/metadata/annotations","value":{"kubernetes.io/change-cause":"undone"}}]`
+	r := c.do("PATCH", base+"/web", "application/json-patch+json", []byte(patch))
+	d := decodeDeployment(t, r)
+	if r.code != http.StatusOK || d.Spec.Template.Spec.Containers[0].Command[1] != "1" || d.Metadata.Annotations[model.AnnotationChangeCause] != "undone" {
+		t.Fatalf("undo's patch: %d %s", r.code, r.body)
+	}
+	if strings.Contains(string(c.json("GET", base+"/web", nil).body), "creationTimestamp\":null") {
+		t.Errorf("the template kept a creationTimestamp: %s", r.body)
+	}
+	// A typo is still refused.
+	typo := `[{"op":"add","path":"/spec/template/metadata/creationTimestmp","value":null}]`
+	if r := c.do("PATCH", base+"/web", "application/json-patch+json", []byte(typo)); r.code != http.StatusBadRequest || !strings.Contains(r.status().Message, "creationTimestmp") {
+		t.Errorf("a misspelt template field: %d %s", r.code, r.body)
 	}
 }
