@@ -114,9 +114,12 @@ func TestKubectlFollowsRolloutsThroughReplicaSets(t *testing.T) {
 	if err != nil || !strings.Contains(out, "sleep 3601") || strings.Contains(out, "sleep 3603") {
 		t.Errorf("kubectl rollout undo --dry-run=client: %v %q\n%s", err, out, errOut)
 	}
-	// Undone (by the deployment's rollback), revision 1 comes back as
-	// revision 4 with its change-cause.
-	must(t, "rollout", "undo", "deploy/web", "-n", ns, "--to-revision=1")
+	// Undone (kubectl patches the deployment with the ReplicaSet's
+	// template and annotations), revision 1 comes back as revision 4
+	// with its change-cause.
+	if out, errOut, err = kubectl(t, "rollout", "undo", "deploy/web", "-n", ns, "--to-revision=1"); err != nil || out != "deployment.apps/web rolled back\n" {
+		t.Fatalf("kubectl rollout undo: %v %q\n%s", err, out, errOut)
+	}
 	if out, errOut, err := kubectl(t, "rollout", "status", "deploy/web", "-n", ns, "--timeout=120s"); err != nil ||
 		!strings.HasSuffix(out, "deployment \"web\" successfully rolled out\n") {
 		t.Fatalf("kubectl rollout status after the undo: %v %q\n%s", err, out, errOut)
