@@ -312,6 +312,7 @@ func (s *Server) rollbackDeployment(c *gin.Context) {
 			return invalid(model.KindDeployment, d.Metadata.Name, model.FieldErrors{{Field: "revision", Type: model.FieldNotFound, Detail: "Not found: " + what}})
 		}
 		d.Spec.Template = target.Data
+		d.Metadata.Annotations = model.AnnotationsAfterRollback(d.Metadata.Annotations, target.Metadata.Annotations)
 		return nil
 	})
 }

@@ -90,6 +90,7 @@ var discoverable = map[string]struct {
 	"persistentvolumeclaims":   {model.KindPersistentVolumeClaim, "persistentvolumeclaim", []string{"pvc"}, false},
 	"deployments":              {model.KindDeployment, "deployment", []string{"deploy"}, true},
 	"controllerrevisions":      {model.KindControllerRevision, "controllerrevision", nil, false},
+	"replicasets":              {model.KindReplicaSet, "replicaset", []string{"rs"}, true},
 	"jobs":                     {model.KindJob, "job", nil, true},
 	"volumesnapshots":          {model.KindVolumeSnapshot, "volumesnapshot", []string{"vs"}, false},
 	"selfsubjectaccessreviews": {"SelfSubjectAccessReview", "selfsubjectaccessreview", nil, false},

@@ -35,9 +35,11 @@ func resourceTypes() map[string]any {
 		"endpoints":              model.Endpoints{},
 		"deployments":            model.Deployment{},
 		"controllerrevisions":    model.ControllerRevision{},
-		"jobs":                   model.Job{},
-		"events":                 model.Event{},
-		"volumesnapshots":        model.VolumeSnapshot{},
+		// Derived from the revisions on every read, never stored.
+		"replicasets":     model.ReplicaSet{},
+		"jobs":            model.Job{},
+		"events":          model.Event{},
+		"volumesnapshots": model.VolumeSnapshot{},
 		// Asked and answered, never stored: kubectl auth can-i.
 		"selfsubjectaccessreviews": SelfSubjectAccessReview{},
 	}
@@ -115,6 +117,8 @@ func operations() map[string]operation {
 	deployment := map[int]any{ok: model.Deployment{}}
 	refused := operation{summary: "refused: endpoints are written only by zonewright (a body is checked as any other's first)",
 		returns: map[int]any{}, errors: []int{http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType}}
+	refusedReplicaSets := refused
+	refusedReplicaSets.summary = "refused: ReplicaSets are managed by their deployment, each one of its revisions (a body is checked as any other's first)"
 	return map[string]operation{
 		"GET /healthz": {summary: "liveness", returns: map[int]any{ok: HealthStatus{}}},
 		"GET /readyz": {summary: "readiness: whether each dependency answers (503: which does not; a Status if the check itself timed out)",
@@ -211,6 +215,11 @@ func operations() map[string]operation {
 		"update endpoints": refused,
 		"patch endpoints":  refused,
 		"delete endpoints": refused,
+
+		"create replicasets": refusedReplicaSets,
+		"update replicasets": refusedReplicaSets,
+		"patch replicasets":  refusedReplicaSets,
+		"delete replicasets": refusedReplicaSets,
 	}
 }
 

@@ -154,6 +154,10 @@ func (s *Server) routes() []route {
 		{get, apps + "/controllerrevisions", s.listControllerRevisions, "list controllerrevisions"},
 		{get, apps + "/namespaces/:ns/controllerrevisions", s.listControllerRevisions, "list controllerrevisions"},
 		{get, apps + "/namespaces/:ns/controllerrevisions/:name", s.getControllerRevision, "get controllerrevisions"},
+		// ReplicaSets are derived from the revisions, for kubectl rollout.
+		{get, apps + "/replicasets", s.listReplicaSets, "list replicasets"},
+		{get, apps + "/namespaces/:ns/replicasets", s.listReplicaSets, "list replicasets"},
+		{get, apps + "/namespaces/:ns/replicasets/:name", s.getReplicaSet, "get replicasets"},
 
 		{get, batch + "/jobs", s.listJobs, "list jobs"},
 		{get, batch + "/namespaces/:ns/jobs", s.listJobs, "list jobs"},
@@ -170,13 +174,16 @@ func (s *Server) routes() []route {
 		{get, snap + "/namespaces/:ns/volumesnapshots/:name", s.getSnapshot, "get volumesnapshots"},
 		{del, snap + "/namespaces/:ns/volumesnapshots/:name", s.deleteSnapshot, "delete volumesnapshots"},
 	}
-	// Endpoints are the endpoints controller's: every write is refused,
-	// after the same authorisation as a write of any other resource.
+	// Endpoints are the endpoints controller's, ReplicaSets their
+	// deployments': every write is refused, after the same authorisation
+	// as a write of any other resource.
 	writes := map[string]string{post: "create", put: "update", patch: "patch", del: "delete"}
 	for _, m := range []string{post, put, patch, del} {
 		rs = append(rs,
 			route{m, v1 + "/namespaces/:ns/endpoints", s.refuseEndpointsWrite, writes[m] + " endpoints"},
-			route{m, v1 + "/namespaces/:ns/endpoints/:name", s.refuseEndpointsWrite, writes[m] + " endpoints"})
+			route{m, v1 + "/namespaces/:ns/endpoints/:name", s.refuseEndpointsWrite, writes[m] + " endpoints"},
+			route{m, apps + "/namespaces/:ns/replicasets", s.refuseReplicaSetWrite, writes[m] + " replicasets"},
+			route{m, apps + "/namespaces/:ns/replicasets/:name", s.refuseReplicaSetWrite, writes[m] + " replicasets"})
 	}
 	rs = append(rs, s.discoveryRoutes("v1", model.APIVersionApps, model.APIVersionBatch, model.APIVersionSnapshot, "authorization.k8s.io/v1")...)
 	return append(rs, s.openAPIRoutes(rs)...)

@@ -107,6 +107,9 @@ func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from 
 				c.Writer.Flush()
 				return
 			}
+			if obj == nil {
+				continue // a change the client's selector leaves out
+			}
 			writeEvent(c, ev.Type, obj, ev.ResourceVersion)
 			c.Writer.Flush()
 		}
@@ -197,7 +200,7 @@ type watchable interface {
 	snapshot(c *gin.Context, o store.ListOptions) ([]initialObject, int64, error)
 	watch(c *gin.Context, o store.WatchOptions) (*store.Watch, error)
 	// present turns a change's object, as the feed carries it, into what
-	// this caller is sent.
+	// this caller is sent; nil for nothing.
 	present(c *gin.Context, object json.RawMessage) (json.RawMessage, error)
 }
 

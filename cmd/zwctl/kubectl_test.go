@@ -77,7 +77,7 @@ func TestKubectlDiscoversTheResources(t *testing.T) {
 		t.Errorf("api-resources shows zonewright's own endpoints:\n%s", out)
 	}
 	out, errOut, err = kubectl(t, "api-resources", "--categories", "all", "-o", "name")
-	if err != nil || out != "pods\nservices\ndeployments.apps\njobs.batch\n" {
+	if err != nil || out != "pods\nservices\ndeployments.apps\nreplicasets.apps\njobs.batch\n" {
 		t.Errorf("kubectl api-resources --categories all: %q %v\n%s", out, err, errOut)
 	}
 	out, errOut, err = kubectl(t, "get", "--raw", "/api/v1/nodes/node-1")

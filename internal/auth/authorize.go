@@ -66,7 +66,7 @@ type Authorizer struct {
 }
 
 // namespacedResources are what namespace roles reach, in their namespace.
-var namespacedResources = []string{"pods", "services", "endpoints", "deployments", "controllerrevisions", "jobs",
+var namespacedResources = []string{"pods", "services", "endpoints", "deployments", "controllerrevisions", "replicasets", "jobs",
 	"persistentvolumeclaims", "volumesnapshots", "events", "secrets"}
 
 // Allowed decides a request; an error is a failed lookup, not a denial.

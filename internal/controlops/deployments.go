@@ -119,6 +119,9 @@ func (s *deploymentSync) run(ctx context.Context) (DeploymentSyncResult, error) 
 	if err := s.ensureCurrentRevision(ctx); err != nil {
 		return DeploymentSyncResult{}, err
 	}
+	if err := s.keepRevisionAnnotations(ctx); err != nil {
+		return DeploymentSyncResult{}, err
+	}
 	pods, err := ownedPods(ctx, s.Store, d.Metadata.Namespace, d.Metadata.Name, d.Metadata.UID)
 	if err != nil {
 		return DeploymentSyncResult{}, err
@@ -248,7 +251,7 @@ func (s *deploymentSync) ensureCurrentRevision(ctx context.Context) error {
 	labels[model.LabelPodTemplateHash] = hash
 	r := &model.ControllerRevision{
 		Metadata: model.ObjectMeta{Name: d.Metadata.Name + "-" + hash, Namespace: d.Metadata.Namespace, Labels: labels,
-			OwnerReferences: []model.OwnerReference{ownerRef(d)}},
+			Annotations: model.RevisionAnnotations(d), OwnerReferences: []model.OwnerReference{ownerRef(d)}},
 		ControllerRevisionData: model.ControllerRevisionData{Data: d.Spec.Template, Revision: s.maxRevision() + 1},
 	}
 	if err := s.Store.ControllerRevisions().Create(ctx, r); err != nil {
@@ -263,6 +266,20 @@ func (s *deploymentSync) ensureCurrentRevision(ctx context.Context) error {
 	s.created = true
 	s.event(ctx, "Normal", "NewRevision", fmt.Sprintf("revision %d (%s) of the pod template", r.Revision, hash))
 	return nil
+}
+
+// keepRevisionAnnotations keeps the current revision's annotations those
+// of its deployment, as Kubernetes keeps its new ReplicaSet's: an
+// annotation added after the rollout (a change-cause) goes with the
+// revision, and kubectl rollout undo brings it back with its template.
+// A paused deployment's annotations wait, as its template does.
+func (s *deploymentSync) keepRevisionAnnotations(ctx context.Context) error {
+	want := model.RevisionAnnotations(s.d)
+	if s.d.Spec.Paused || maps.Equal(want, s.current.Metadata.Annotations) {
+		return nil
+	}
+	s.current.Metadata.Annotations = want
+	return s.Store.ControllerRevisions().Update(ctx, s.current)
 }
 
 func sameTemplate(a, b model.PodTemplate) bool {

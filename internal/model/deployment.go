@@ -118,6 +118,10 @@ type PodTemplate struct {
 type TemplateMeta struct {
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// CreationTimestamp is accepted because Kubernetes' clients write one
+	// (null) into every template they send, as kubectl rollout undo's
+	// patch does; the defaults drop it: a template is not an object.
+	CreationTimestamp *time.Time `json:"creationTimestamp,omitempty"`
 }
 
 // Strategy says how pods of an old revision are replaced.

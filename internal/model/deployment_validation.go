@@ -11,6 +11,7 @@ import (
 func DefaultDeployment(d *Deployment) {
 	d.APIVersion, d.Kind = APIVersionApps, KindDeployment
 	sp := &d.Spec
+	sp.Template.Metadata.CreationTimestamp = nil
 	if sp.Replicas == nil {
 		one := int32(1)
 		sp.Replicas = &one

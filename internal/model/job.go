@@ -122,6 +122,7 @@ func (j *Job) Parts() (spec, status any) { return &j.Spec, &j.Status }
 func DefaultJob(j *Job) {
 	j.APIVersion, j.Kind = APIVersionBatch, KindJob
 	sp := &j.Spec
+	sp.Template.Metadata.CreationTimestamp = nil
 	if sp.Parallelism == nil {
 		one := int32(1)
 		sp.Parallelism = &one

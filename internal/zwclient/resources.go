@@ -34,6 +34,7 @@ var Resources = []Resource{
 	{Name: "tokens", Singular: "token", Kind: "Token", ShortNames: []string{"tok"}, Prefix: "/api/v1"},
 	{Name: "deployments", Singular: "deployment", Kind: "Deployment", ShortNames: []string{"deploy"}, Prefix: "/apis/apps/v1", Namespaced: true, Updatable: true, Watchable: true},
 	{Name: "controllerrevisions", Singular: "controllerrevision", Kind: "ControllerRevision", Prefix: "/apis/apps/v1", Namespaced: true, Watchable: true},
+	{Name: "replicasets", Singular: "replicaset", ShortNames: []string{"rs"}, Kind: "ReplicaSet", Prefix: "/apis/apps/v1", Namespaced: true, Watchable: true},
 	{Name: "jobs", Singular: "job", Kind: "Job", Prefix: "/apis/batch/v1", Namespaced: true, Watchable: true},
 	{Name: "events", Singular: "event", Kind: "Event", ShortNames: []string{"ev"}, Prefix: "/api/v1", Namespaced: true, Watchable: true},
 	{Name: "volumesnapshots", Singular: "volumesnapshot", Kind: "VolumeSnapshot", ShortNames: []string{"vs"}, Prefix: "/apis/snapshot.storage.k8s.io/v1", Namespaced: true, Watchable: true},

@@ -320,6 +320,16 @@ var columns = map[string]Columns{
 			}
 			return r
 		}},
+	"replicasets": {Header: []string{"NAME", "DESIRED", "CURRENT", "READY", "AGE"}, Wide: []string{"CONTAINERS", "IMAGES", "SELECTOR"},
+		Row: func(o zw.Object, now time.Time, wide bool) []string {
+			r := []string{name(o), fmt.Sprint(zw.NestedInt(o, "spec", "replicas")), fmt.Sprint(zw.NestedInt(o, "status", "replicas")),
+				fmt.Sprint(zw.NestedInt(o, "status", "readyReplicas")), age(o, now)}
+			if wide {
+				names, images := containers(zw.NestedSlice(o, "spec", "template", "spec", "containers"))
+				r = append(r, names, images, labelsString(zw.NestedMap(o, "spec", "selector", "matchLabels")))
+			}
+			return r
+		}},
 	"controllerrevisions": {Header: []string{"NAME", "CONTROLLER", "REVISION", "AGE"}, Row: func(o zw.Object, now time.Time, _ bool) []string {
 		owner := "<none>"
 		for _, ref := range zw.NestedSlice(o, "metadata", "ownerReferences") {
