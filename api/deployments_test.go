@@ -240,3 +240,35 @@ func TestDeploymentPatches(t *testing.T) {
 		t.Fatalf("the refused dry run made the pod: %d %s", r.code, r.body)
 	}
 }
+
+// Patches that name no resourceVersion apply to the newest object, as
+// Kubernetes applies them: concurrent ones all land (kubectl set env met
+// a 409 when the deployment controller wrote the status in between). One
+// that names a stale version is still a 409. (Make patchWith try once to
+// see the concurrent patches refused.)
+func TestConcurrentPatchesAllLand(t *testing.T) {
+	c := newAPI(t)
+	base := "/apis/apps/v1/namespaces/default/deployments"
+	if r := c.json("POST", base, fmt.Sprintf(deploymentJSON, "web")); r.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	const n = 4
+	codes := make(chan int, n)
+	for i := range n {
+		go func() {
+			r := c.do("PATCH", base+"/web", "application/merge-patch+json", fmt.Appendf(nil, `{"metadata":{"labels":{"k%d":"v"}}}`, i))
+			codes <- r.code
+		}()
+	}
+	for range n {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("a concurrent patch: %d", code)
+		}
+	}
+	if d := decodeDeployment(t, c.json("GET", base+"/web", nil)); len(d.Metadata.Labels) != n {
+		t.Errorf("labels after %d concurrent patches: %v", n, d.Metadata.Labels)
+	}
+	if r := c.do("PATCH", base+"/web", "application/merge-patch+json", []byte(`{"metadata":{"resourceVersion":"1","labels":{"late":"v"}}}`)); r.code != http.StatusConflict {
+		t.Errorf("a patch naming a stale version: %d %s", r.code, r.body)
+	}
+}

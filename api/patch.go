@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -66,38 +67,106 @@ func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, erro
 		s.fail(c, err)
 		return
 	}
-	cur, err := current(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	stored, err := json.Marshal(cur)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	var patched []byte
-	switch {
-	case mt == mediaJSONPatch:
-		if patched, err = ops.Apply(stored); err != nil {
-			s.fail(c, &apiError{code: http.StatusUnprocessableEntity, reason: "Invalid", msg: "the JSON patch does not apply: " + err.Error()})
+	// A patch that names no resourceVersion applies to the newest object,
+	// as Kubernetes applies it: a write in between (a controller's status)
+	// makes it read again, not fail with 409. One that names a version is
+	// held to it.
+	pinned := namesResourceVersion(body, mt == mediaJSONPatch)
+	for attempt := 1; ; attempt++ {
+		cur, err := current(c)
+		if err != nil {
+			s.fail(c, err)
 			return
 		}
-	case mt == mediaStrategicMergePatch:
-		if patched, err = strategicpatch.StrategicMergePatch(stored, body, kubeType); err != nil {
-			s.fail(c, badRequestf("the strategic merge patch does not apply: %v", err))
+		stored, err := json.Marshal(cur)
+		if err != nil {
+			s.fail(c, err)
 			return
 		}
-	default:
-		if patched, err = jsonpatch.MergePatch(stored, body); err != nil {
-			s.fail(c, badRequestf("the merge patch does not apply: %v", err))
+		var patched []byte
+		switch mt {
+		case mediaJSONPatch:
+			if patched, err = ops.Apply(stored); err != nil {
+				s.fail(c, &apiError{code: http.StatusUnprocessableEntity, reason: "Invalid", msg: "the JSON patch does not apply: " + err.Error()})
+				return
+			}
+		case mediaStrategicMergePatch:
+			if patched, err = strategicpatch.StrategicMergePatch(stored, body, kubeType); err != nil {
+				s.fail(c, badRequestf("the strategic merge patch does not apply: %v", err))
+				return
+			}
+		default:
+			if patched, err = jsonpatch.MergePatch(stored, body); err != nil {
+				s.fail(c, badRequestf("the merge patch does not apply: %v", err))
+				return
+			}
+		}
+		c.Request.Body = io.NopCloser(bytes.NewReader(patched))
+		c.Request.ContentLength = int64(len(patched))
+		c.Request.Header.Set("Content-Type", mediaJSON)
+		if pinned || attempt == patchAttempts {
+			put(c)
+			return
+		}
+		held := &heldResponse{ResponseWriter: c.Writer}
+		c.Writer = held
+		put(c)
+		c.Writer = held.ResponseWriter
+		if held.status != http.StatusConflict {
+			held.release()
 			return
 		}
 	}
-	c.Request.Body = io.NopCloser(bytes.NewReader(patched))
-	c.Request.ContentLength = int64(len(patched))
-	c.Request.Header.Set("Content-Type", mediaJSON)
-	put(c)
+}
+
+// namesResourceVersion reports whether a patch sets or tests
+// metadata.resourceVersion: a merge patch's key, a JSON patch's path.
+func namesResourceVersion(body []byte, jsonPatch bool) bool {
+	if jsonPatch {
+		var ops []struct{ Path string }
+		_ = json.Unmarshal(body, &ops)
+		return slices.ContainsFunc(ops, func(op struct{ Path string }) bool { return op.Path == "/metadata/resourceVersion" })
+	}
+	var patch struct {
+		Metadata map[string]json.RawMessage `json:"metadata"`
+	}
+	_ = json.Unmarshal(body, &patch)
+	_, ok := patch.Metadata["resourceVersion"]
+	return ok
+}
+
+// patchAttempts bounds a patch's reads when writes keep coming in between.
+const patchAttempts = 5
+
+// heldResponse keeps a handler's answer until it is known not to be a
+// conflict to retry; headers go to the real writer as they are set.
+type heldResponse struct {
+	gin.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (h *heldResponse) WriteHeader(code int) {
+	if h.status == 0 {
+		h.status = code
+	}
+}
+func (h *heldResponse) WriteHeaderNow() {}
+func (h *heldResponse) Write(b []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	return h.body.Write(b)
+}
+func (h *heldResponse) WriteString(s string) (int, error) { return h.Write([]byte(s)) }
+func (h *heldResponse) Status() int                       { return h.status }
+func (h *heldResponse) Written() bool                     { return h.status != 0 }
+func (h *heldResponse) Size() int                         { return h.body.Len() }
+
+// release sends the held answer.
+func (h *heldResponse) release() {
+	if h.status != 0 {
+		h.ResponseWriter.WriteHeader(h.status)
+	}
+	_, _ = h.ResponseWriter.Write(h.body.Bytes())
 }
 
 // checkMergePatch refuses a merge patch that is not a JSON object, or

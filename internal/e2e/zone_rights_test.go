@@ -50,8 +50,13 @@ func TestExecCannotReadTheHostsFilesThroughInZoneCommands(t *testing.T) {
 		if strings.Contains(out+errOut, c.cp.AdminToken()) {
 			t.Fatalf("%q printed the admin token: stdout %q stderr %q", tc.argv, out, errOut)
 		}
-		if out != "" || errOut != tc.stderr || code != tc.code {
-			t.Errorf("%q: stdout %q stderr %q exit %d, want stderr %q exit %d", tc.argv, out, errOut, code, tc.stderr, tc.code)
+		// An exec runs after the shell that sets the container's
+		// environment, as the zone's user, for whom the simulator's
+		// commands are not executable (126); run alone, the simulator
+		// runs them, with the zone's view of files.
+		refused := code == 126 && strings.HasSuffix(errOut, "Permission denied\n")
+		if out != "" || !refused && (errOut != tc.stderr || code != tc.code) {
+			t.Errorf("%q: stdout %q stderr %q exit %d, want stderr %q exit %d, or not executable", tc.argv, out, errOut, code, tc.stderr, tc.code)
 		}
 	}
 }
