@@ -13,7 +13,6 @@ import (
 
 	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/kubeforward"
-	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/internal/portforward"
 )
@@ -29,13 +28,8 @@ func (s *Server) podKubePortForward(c *gin.Context) {
 		s.fail(c, badRequestf("a port-forward by POST is an upgrade to SPDY/3.1 (header Upgrade: SPDY/3.1, X-Stream-Protocol-Version: %s)", kubeforward.Protocol))
 		return
 	}
-	pod, err := s.store.Pods().Get(c.Request.Context(), c.Param("ns"), c.Param("name"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if pod.Status.Phase != model.PodRunning || pod.Spec.NodeName == "" || pod.Status.PodIP == "" {
-		s.fail(c, badRequestf("cannot forward to pod %q: it is %s, not Running with an address", pod.Metadata.Name, orPending(pod.Status.Phase)))
+	pod, ok := s.forwardablePod(c)
+	if !ok {
 		return
 	}
 	node := pod.Spec.NodeName
@@ -60,6 +54,7 @@ func (s *Server) podKubePortForward(c *gin.Context) {
 		}
 		return conn, nil
 	}
+	var err error
 	if tunnel {
 		err = kubeforward.ServeTunnel(c.Writer, c.Request, dial)
 	} else {

@@ -84,17 +84,27 @@ func (s *Server) podPortForward(c *gin.Context) {
 		s.fail(c, badRequestf("query parameter port: %s", err))
 		return
 	}
-	pod, err := s.store.Pods().Get(c.Request.Context(), c.Param("ns"), c.Param("name"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if pod.Status.Phase != model.PodRunning || pod.Spec.NodeName == "" || pod.Status.PodIP == "" {
-		s.fail(c, badRequestf("cannot forward to pod %q: it is %s, not Running with an address", pod.Metadata.Name, orPending(pod.Status.Phase)))
+	pod, ok := s.forwardablePod(c)
+	if !ok {
 		return
 	}
 	s.relay(c, pod, nodeclient.PortForwardPath(pod.Metadata.Namespace, pod.Metadata.Name, pod.Metadata.UID),
 		url.Values{"ip": {pod.Status.PodIP}, "port": {strconv.Itoa(port)}})
+}
+
+// forwardablePod is the pod a port-forward names, if it is Running with
+// an address on a node; otherwise the request is answered.
+func (s *Server) forwardablePod(c *gin.Context) (*model.Pod, bool) {
+	pod, err := s.store.Pods().Get(c.Request.Context(), c.Param("ns"), c.Param("name"))
+	if err != nil {
+		s.fail(c, err)
+		return nil, false
+	}
+	if pod.Status.Phase != model.PodRunning || pod.Spec.NodeName == "" || pod.Status.PodIP == "" {
+		s.fail(c, badRequestf("cannot forward to pod %q: it is %s, not Running with an address", pod.Metadata.Name, orPending(pod.Status.Phase)))
+		return nil, false
+	}
+	return pod, true
 }
 
 // nodeEndpoint is the base URL of node's endpoint; without one it has
