@@ -61,23 +61,35 @@ func applyFieldValidation(c *gin.Context, body []byte, t reflect.Type, mode stri
 	if len(unknown) == 0 {
 		return body, nil
 	}
+	// A body of a thousand unknown keys names the first maxNamedFields,
+	// then counts the rest: an error or a header block stays small.
+	named, more := unknown[:min(len(unknown), maxNamedFields)], len(unknown)-maxNamedFields
 	switch mode {
 	case fieldValidationStrict:
-		msgs := make([]string, len(unknown))
-		for i, f := range unknown {
+		msgs := make([]string, len(named))
+		for i, f := range named {
 			msgs[i] = "unknown field " + strconv.Quote(f.path)
 			if f.near != "" {
 				msgs[i] += fmt.Sprintf(" (field names are case-sensitive: did you mean %q?)", f.near)
 			}
 		}
+		if more > 0 {
+			msgs = append(msgs, fmt.Sprintf("and %d more unknown fields", more))
+		}
 		return nil, badRequestf("strict decoding error: %s", strings.Join(msgs, ", "))
 	case fieldValidationWarn:
-		for _, f := range unknown {
+		for _, f := range named {
 			c.Writer.Header().Add("Warning", `299 - `+strconv.Quote("unknown field "+strconv.Quote(f.path)))
+		}
+		if more > 0 {
+			c.Writer.Header().Add("Warning", `299 - `+strconv.Quote(fmt.Sprintf("and %d more unknown fields", more)))
 		}
 	}
 	return json.Marshal(doc)
 }
+
+// maxNamedFields is how many unknown fields an answer names.
+const maxNamedFields = 20
 
 // unknownField is a key of a body its type has no field for: its path,
 // and the field it matches without regard to case, if one does.

@@ -125,3 +125,23 @@ func statusOf(body []byte) model.Status {
 	_ = json.Unmarshal(body, &s)
 	return s
 }
+
+// A body of many unknown fields gets an answer of bounded size: the
+// first few named, the rest counted, in the error and in the warnings.
+// (Name every field in applyFieldValidation to see 500 warnings.)
+func TestManyUnknownFieldsGetABoundedAnswer(t *testing.T) {
+	c := newAPI(t)
+	var extra strings.Builder
+	for i := range 500 {
+		fmt.Fprintf(&extra, `,"x%d":1`, i)
+	}
+	body := `{"metadata":{"name":"many"` + extra.String() + `},"spec":{"containers":[{"name":"a","image":"omnios","command":["c"]}]}}`
+	code, _, b := c.send("POST", "/api/v1/namespaces/default/pods", "application/json", body)
+	if code != http.StatusBadRequest || !strings.Contains(string(b), "and 480 more unknown fields") || len(b) > 4096 {
+		t.Errorf("strict: %d (%d bytes) %.300s", code, len(b), b)
+	}
+	code, h, b := c.send("POST", "/api/v1/namespaces/default/pods?fieldValidation=Warn", "application/json", body)
+	if w := h.Values("Warning"); code != http.StatusCreated || len(w) != 21 || !strings.Contains(w[20], "and 480 more unknown fields") {
+		t.Errorf("warn: %d, %d warnings %.200s", code, len(w), b)
+	}
+}
