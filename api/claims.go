@@ -8,6 +8,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/store"
 )
 
 func (s *Server) listClaims(c *gin.Context) { listOrWatch(s, c, s.store.Claims(), c.Param("ns")) }
@@ -42,6 +43,10 @@ func (s *Server) createClaim(c *gin.Context) {
 	pvc.Status = model.PersistentVolumeClaimStatus{Phase: model.ClaimPending}
 	if errs := model.ValidatePersistentVolumeClaim(pvc); len(errs) > 0 {
 		s.fail(c, invalid(model.KindPersistentVolumeClaim, pvc.Metadata.Name, errs))
+		return
+	}
+	if err := s.recordCreate(c, pvc); err != nil {
+		s.fail(c, err)
 		return
 	}
 	if err := s.store.CreateClaim(c.Request.Context(), pvc); err != nil {
@@ -82,7 +87,10 @@ func (s *Server) updateClaim(c *gin.Context) {
 		return
 	}
 	grew := model.ClaimBytes(pvc) != model.ClaimBytes(cur)
-	cur.Metadata.Labels, cur.Metadata.Annotations = pvc.Metadata.Labels, pvc.Metadata.Annotations
+	if err := s.takeUserMeta(c, cur, pvc); err != nil {
+		s.fail(c, err)
+		return
+	}
 	cur.Spec = pvc.Spec
 	if grew && cur.Status.NodeName != "" {
 		model.SetCondition(&cur.Status.Conditions, model.PersistentVolumeClaimCondition{Type: model.ClaimResizing, Status: model.ConditionTrue,
@@ -93,7 +101,7 @@ func (s *Server) updateClaim(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if grew && cur.Status.NodeName != "" && s.volumes != nil {
+	if grew && cur.Status.NodeName != "" && s.volumes != nil && !store.IsDryRun(c.Request.Context()) {
 		if err := s.volumes.SyncClaim(c.Request.Context(), ns, name); err != nil {
 			s.fail(c, err)
 			return

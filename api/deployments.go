@@ -66,7 +66,7 @@ func (s *Server) checkDeployment(ctx context.Context, d, old *model.Deployment) 
 	}
 	p := &model.Pod{Metadata: model.ObjectMeta{Name: d.Metadata.Name, Namespace: d.Metadata.Namespace, Labels: t.Metadata.Labels, Annotations: t.Metadata.Annotations},
 		Spec: t.Spec}
-	errs, err := s.resolvePodImages(ctx, p)
+	errs, _, err := s.resolvePodImages(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +93,10 @@ func (s *Server) createDeployment(c *gin.Context) {
 	}
 	if len(errs) > 0 {
 		s.fail(c, invalid(model.KindDeployment, d.Metadata.Name, errs))
+		return
+	}
+	if err := s.recordCreate(c, d); err != nil {
+		s.fail(c, err)
 		return
 	}
 	if err := s.store.CreateDeployment(c.Request.Context(), d); err != nil {
@@ -141,7 +145,10 @@ func (s *Server) updateDeployment(c *gin.Context) {
 		s.fail(c, &apiError{code: http.StatusConflict, reason: "Conflict", msg: fmt.Sprintf("deployment %q is being deleted", name)})
 		return
 	}
-	cur.Metadata.Labels, cur.Metadata.Annotations = d.Metadata.Labels, d.Metadata.Annotations
+	if err := s.takeUserMeta(c, cur, d); err != nil {
+		s.fail(c, err)
+		return
+	}
 	cur.Spec = d.Spec
 	cur.Metadata.ResourceVersion = d.Metadata.ResourceVersion
 	if err := s.store.Deployments().Update(ctx, cur); err != nil {
@@ -231,9 +238,12 @@ func (s *Server) putDeploymentScale(c *gin.Context) {
 		if rv := sc.Metadata.ResourceVersion; rv != "" && rv != d.Metadata.ResourceVersion {
 			return fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", store.ErrConflict, rv, d.Metadata.ResourceVersion)
 		}
+		live := *d
 		r := sc.Spec.Replicas
 		d.Spec.Replicas = &r
-		return nil
+		managed, err := s.writeManagers(c, &live, d)
+		d.Metadata.ManagedFields = managed
+		return err
 	})
 	if ok {
 		respond(c, http.StatusOK, scaleOf(scaled))

@@ -210,8 +210,9 @@ func TestDeploymentPatches(t *testing.T) {
 
 	// A dry run (kubectl diff, --dry-run=server) is the write checked,
 	// answered and rolled back: nothing is created or changed, and what
-	// would fail fails. A pod's writes start workflows, so there a dry run
-	// is refused and nothing done. (Make store.write ignore WithDryRun to
+	// would fail fails. A node's writes assign networks and start
+	// workflows outside the store, so there a dry run is refused and
+	// nothing done. (Make store.write ignore WithDryRun to
 	// see the dry-run create make the deployment.)
 	r = c.json("POST", base+"?dryRun=All", fmt.Sprintf(deploymentJSON, "shown"))
 	if shown := decodeDeployment(t, r); r.code != http.StatusCreated || shown.Metadata.Name != "shown" || shown.Spec.Strategy.Type != model.StrategyRollingUpdate {
@@ -233,11 +234,11 @@ func TestDeploymentPatches(t *testing.T) {
 	if r := c.json("POST", base+"?dryRun=Some", fmt.Sprintf(deploymentJSON, "other")); r.code != http.StatusBadRequest {
 		t.Fatalf("dryRun=Some: %d %s", r.code, r.body)
 	}
-	if r := c.json("POST", "/api/v1/namespaces/default/pods?dryRun=All", fmt.Sprintf(podJSON, "dry")); r.code != http.StatusBadRequest {
-		t.Fatalf("a dry-run pod create: %d %s", r.code, r.body)
+	if r := c.json("POST", "/api/v1/nodes?dryRun=All", `{"metadata":{"name":"dry"}}`); r.code != http.StatusBadRequest {
+		t.Fatalf("a dry-run node create: %d %s", r.code, r.body)
 	}
-	if r := c.json("GET", "/api/v1/namespaces/default/pods/dry", nil); r.code != http.StatusNotFound {
-		t.Fatalf("the refused dry run made the pod: %d %s", r.code, r.body)
+	if r := c.json("GET", "/api/v1/nodes/dry", nil); r.code != http.StatusNotFound {
+		t.Fatalf("the refused dry run made the node: %d %s", r.code, r.body)
 	}
 }
 

@@ -73,12 +73,13 @@ func (s *Server) checkContentType(c *gin.Context) {
 	c.Next()
 }
 
-// dryRunResources are those whose writes are store writes alone, so a dry
-// run (?dryRun=All: kubectl diff, --dry-run=server) is the write checked
-// and rolled back (store.WithDryRun). Elsewhere a write also starts or
-// signals workflows (a pod's lifecycle), which a dry run must not, so it
-// is refused, and nothing is done.
-var dryRunResources = []string{"deployments", "deployments/scale", "services", "secrets"}
+// dryRunResources are those whose writes are store writes, so a dry run
+// (?dryRun=All: kubectl diff, --dry-run=server) is the write checked and
+// rolled back (store.WithDryRun); what a write would start besides (a
+// new pod's lifecycle, a grown claim's resize) is skipped in a dry run.
+// A node's writes assign pod networks and start its health workflow
+// outside the store, so a dry run there is refused, and nothing is done.
+var dryRunResources = []string{"deployments", "deployments/scale", "services", "secrets", "pods", "jobs", "namespaces", "persistentvolumeclaims"}
 
 // dryRun serves the dryRun parameter of rt's requests.
 func (s *Server) dryRun(rt route) gin.HandlerFunc {

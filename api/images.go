@@ -91,12 +91,13 @@ func (s *Server) checkReference(source string) model.FieldErrors {
 // however many pods ask for it. A pod with imagePullSecrets gets an image
 // of its own namespace and secrets, pulled with them: a private image one
 // namespace pulled is not another's for the asking. It returns the
-// catalog name, or field errors for a reference that does not parse or
-// whose registry the source policy refuses.
-func (s *Server) registryImage(ctx context.Context, field, asked string, p *model.Pod) (string, model.FieldErrors, error) {
-	ref, err := oci.ParseReference(asked)
-	if err != nil {
-		return "", model.FieldErrors{{Field: field, Type: model.FieldInvalid, Detail: fmt.Sprintf("Invalid value: %q: %v", asked, err)}}, nil
+// catalog image, or field errors for a reference that does not parse or
+// whose registry the source policy refuses. A dry run makes none and
+// imports nothing: it answers with the image that would be made.
+func (s *Server) registryImage(ctx context.Context, field, asked string, p *model.Pod) (img *model.Image, made bool, errs model.FieldErrors, err error) {
+	ref, perr := oci.ParseReference(asked)
+	if perr != nil {
+		return nil, false, model.FieldErrors{{Field: field, Type: model.FieldInvalid, Detail: fmt.Sprintf("Invalid value: %q: %v", asked, perr)}}, nil
 	}
 	var secrets []model.SecretReference
 	for _, ps := range p.Spec.ImagePullSecrets {
@@ -104,23 +105,30 @@ func (s *Server) registryImage(ctx context.Context, field, asked string, p *mode
 	}
 	name := ociImageName(ref, secrets)
 	if img, err := s.ImageCatalog().Get(ctx, name); err != nil || img != nil {
-		return name, nil, err
+		return img, true, nil, err
 	}
 	if errs := s.checkReference(asked); len(errs) > 0 {
 		errs[0].Field = field
-		return "", errs, nil
+		return nil, false, errs, nil
 	}
-	img := &model.Image{Metadata: model.ObjectMeta{Name: name}, Spec: model.ImageSpec{Kind: model.ImageOCI, Source: ref.String(), PullSecrets: secrets}}
+	img = &model.Image{Metadata: model.ObjectMeta{Name: name}, Spec: model.ImageSpec{Kind: model.ImageOCI, Source: ref.String(), PullSecrets: secrets}}
 	systemMeta(&img.Metadata)
 	model.DefaultImage(img)
 	if errs := model.ValidateImage(img); len(errs) > 0 {
-		return "", nil, fmt.Errorf("the catalog image of %q does not validate: %v", asked, errs)
+		return nil, false, nil, fmt.Errorf("the catalog image of %q does not validate: %v", asked, errs)
+	}
+	if store.IsDryRun(ctx) {
+		return img, false, nil, nil
 	}
 	err = s.ImageCatalog().Create(ctx, img)
 	if errors.Is(err, store.ErrAlreadyExists) {
 		err = nil // another pod asked at the same time
 	}
-	return name, nil, err
+	if err != nil {
+		return nil, false, nil, err
+	}
+	img, err = s.store.Images().Get(ctx, "", name)
+	return img, true, nil, err
 }
 
 // ociImageName is the catalog name of a registry reference pulled with
@@ -247,9 +255,9 @@ func (s *Server) imageArtefact(c *gin.Context) {
 // image (what was asked is kept in an annotation), every image must be in
 // the catalog and install as the pod's brand, and a pod that sets no
 // resources gets the size preset it names (zonewright.io/size) or else its
-// image's default resources.
-func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (model.FieldErrors, error) {
-	var errs model.FieldErrors
+// image's default resources. In a dry run, the registry images the pod
+// would have added to the catalog are unmade: they exist nowhere.
+func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (errs model.FieldErrors, unmade []*model.Image, err error) {
 	var first *model.Image
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
@@ -257,14 +265,15 @@ func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (model.Fiel
 		asked := c.Image
 		name := s.imageMap.Resolve(asked)
 		img, err := s.store.Images().Get(ctx, "", name)
+		made := true
 		if errors.Is(err, store.ErrNotFound) && model.IsRegistryReference(name) {
 			var ferrs model.FieldErrors
-			if name, ferrs, err = s.registryImage(ctx, f, name, p); len(ferrs) > 0 {
+			if img, made, ferrs, err = s.registryImage(ctx, f, name, p); len(ferrs) > 0 {
 				errs = append(errs, ferrs...)
 				continue
 			}
 			if err == nil {
-				img, err = s.store.Images().Get(ctx, "", name)
+				name = img.Metadata.Name
 			}
 		}
 		if errors.Is(err, store.ErrNotFound) {
@@ -276,7 +285,10 @@ func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (model.Fiel
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if !made {
+			unmade = append(unmade, img)
 		}
 		if img.Metadata.DeletionTimestamp != nil {
 			errs = append(errs, model.FieldError{Field: f, Type: model.FieldInvalid, Detail: fmt.Sprintf("Invalid value: %q: the image is being deleted", asked)})
@@ -298,25 +310,25 @@ func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (model.Fiel
 		}
 	}
 	if len(errs) > 0 || first == nil || len(p.Spec.Containers) == 0 {
-		return errs, nil
+		return errs, unmade, nil
 	}
 	for _, c := range p.Spec.Containers {
 		if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 {
-			return nil, nil // the pod says what it needs
+			return nil, unmade, nil // the pod says what it needs
 		}
 	}
 	preset := first.Spec.Resources
 	if size, ok := p.Metadata.Annotations[model.AnnotationSize]; ok {
 		if preset, ok = s.imageMap.Size(size); !ok {
 			return model.FieldErrors{{Field: "metadata.annotations[" + model.AnnotationSize + "]", Type: model.FieldNotSupported,
-				Detail: fmt.Sprintf("Unsupported value: %q: supported values: %q", size, s.imageMap.SizeNames())}}, nil
+				Detail: fmt.Sprintf("Unsupported value: %q: supported values: %q", size, s.imageMap.SizeNames())}}, nil, nil
 		}
 	}
 	if len(preset) > 0 {
 		c := &p.Spec.Containers[0]
 		c.Resources.Requests, c.Resources.Limits = copyList(preset), copyList(preset)
 	}
-	return nil, nil
+	return nil, unmade, nil
 }
 
 func copyList(l model.ResourceList) model.ResourceList {

@@ -46,7 +46,7 @@ func (s *Server) createJob(c *gin.Context) {
 	errs := model.ValidateJob(&j)
 	if len(errs) == 0 {
 		p := &model.Pod{Metadata: model.ObjectMeta{Name: j.Metadata.Name, Namespace: ns, Labels: t.Metadata.Labels, Annotations: t.Metadata.Annotations}, Spec: t.Spec}
-		more, err := s.resolvePodImages(ctx, p)
+		more, _, err := s.resolvePodImages(ctx, p)
 		if err != nil {
 			s.fail(c, err)
 			return

@@ -44,6 +44,10 @@ func (s *Server) createNode(c *gin.Context) {
 		s.fail(c, fmt.Errorf("%w: node %s", store.ErrAlreadyExists, n.Metadata.Name))
 		return
 	}
+	if err := s.recordCreate(c, &n); err != nil {
+		s.fail(c, err)
+		return
+	}
 	cidr, err := s.podCIDRs.Assign(ctx, n.Metadata.Name, n.Spec.PodCIDR)
 	if err != nil {
 		s.fail(c, cidrError(err))
@@ -303,7 +307,10 @@ func (s *Server) updateNode(c *gin.Context) {
 		s.fail(c, invalid(model.KindNode, name, errs))
 		return
 	}
-	cur.Metadata.Labels, cur.Metadata.Annotations = n.Metadata.Labels, n.Metadata.Annotations
+	if err := s.takeUserMeta(c, cur, &n); err != nil {
+		s.fail(c, err)
+		return
+	}
 	cur.Spec.Unschedulable, cur.Spec.Taints, cur.Spec.PodCIDR = n.Spec.Unschedulable, n.Spec.Taints, n.Spec.PodCIDR
 	cur.Metadata.ResourceVersion = n.Metadata.ResourceVersion
 	if err := s.store.Nodes().Update(ctx, cur); err != nil {

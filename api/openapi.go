@@ -323,7 +323,7 @@ func (b *docBuilder) requestBody(op operation) (*openapi3.RequestBodyRef, error)
 	switch op.body.(type) {
 	case binaryStream:
 		rb.WithContent(openapi3.Content{"application/octet-stream": openapi3.NewMediaType().WithSchema(openapi3.NewStringSchema().WithFormat("binary"))})
-	case mergePatchBody:
+	case mergePatchBody, applyPatchBody:
 		merge := openapi3.NewObjectSchema()
 		merge.Description = "the fields to change; null removes one, lists are replaced whole"
 		strategic := openapi3.NewObjectSchema()
@@ -333,6 +333,11 @@ func (b *docBuilder) requestBody(op operation) (*openapi3.RequestBodyRef, error)
 		rb.WithContent(openapi3.Content{mediaMergePatch: openapi3.NewMediaType().WithSchema(merge),
 			mediaStrategicMergePatch: openapi3.NewMediaType().WithSchema(strategic),
 			mediaJSONPatch:           openapi3.NewMediaType().WithSchema(ops)})
+		if _, ok := op.body.(applyPatchBody); ok {
+			apply := openapi3.NewStringSchema()
+			apply.Description = "server-side apply: the object as its manager wants it (YAML or JSON), with apiVersion, kind and metadata.name"
+			rb.Content[mediaApplyPatch] = openapi3.NewMediaType().WithSchema(apply)
+		}
 	default:
 		ref, err := b.schema(op.body)
 		if err != nil {
@@ -445,6 +450,19 @@ func (b *docBuilder) schema(v any) (*openapi3.SchemaRef, error) {
 	return openapi3.NewSchemaRef(ref.Ref, nil), nil
 }
 
+// listMapKeys are the keys of the lists whose items Kubernetes merges by
+// a field (x-kubernetes-list-type map), by the type of their items.
+var listMapKeys = map[reflect.Type]string{
+	reflect.TypeFor[model.Container]():            "name",
+	reflect.TypeFor[model.EnvVar]():               "name",
+	reflect.TypeFor[model.ContainerPort]():        "containerPort",
+	reflect.TypeFor[model.ServicePort]():          "port",
+	reflect.TypeFor[model.Volume]():               "name",
+	reflect.TypeFor[model.VolumeMount]():          "mountPath",
+	reflect.TypeFor[model.LocalObjectReference](): "name",
+	reflect.TypeFor[model.OwnerReference]():       "uid",
+}
+
 var (
 	intOrStringType  = reflect.TypeFor[model.IntOrString]()
 	resourceListType = reflect.TypeFor[model.ResourceList]()
@@ -485,6 +503,12 @@ func newSchemaGenerator(structs map[string]*openapi3.Schema, types map[string]re
 				s.WithoutAdditionalProperties()
 			case t.Kind() == reflect.Struct && s.Properties != nil:
 				s.WithoutAdditionalProperties()
+			}
+			if t.Kind() == reflect.Slice {
+				if key, ok := listMapKeys[t.Elem()]; ok {
+					// Server-side apply merges these lists by key, as Kubernetes' do.
+					s.Extensions = map[string]any{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": []string{key}}
+				}
 			}
 			if t.Kind() == reflect.Struct && t.Name() != "" && t != timeType {
 				structs[schemaName(t)], types[schemaName(t)] = s, t

@@ -98,8 +98,8 @@ func plainOperation(verb string, obj any) (op operation, ok bool) {
 	case "update":
 		return operation{body: obj, returns: map[int]any{http.StatusOK: obj}}, true
 	case "patch":
-		return operation{summary: "apply a JSON merge patch; it is validated and conflict-checked as the equivalent PUT",
-			body: mergePatchBody{}, returns: map[int]any{http.StatusOK: obj}}, true
+		return operation{summary: "apply a patch (merge, JSON, strategic merge) or a server-side apply configuration; it is validated and conflict-checked as the equivalent PUT, and an apply of an object that does not exist creates it",
+			query: []string{"fieldManager", "force"}, body: applyPatchBody{}, returns: map[int]any{http.StatusOK: obj, http.StatusCreated: obj}}, true
 	case "delete":
 		return operation{query: []string{"resourceVersion"}, returns: map[int]any{http.StatusOK: obj}}, true
 	}
@@ -108,6 +108,9 @@ func plainOperation(verb string, obj any) (op operation, ok bool) {
 
 // mergePatchBody is a JSON merge patch (RFC 7386) of an object.
 type mergePatchBody struct{}
+
+// applyPatchBody is a merge patch, or a server-side apply configuration.
+type applyPatchBody struct{}
 
 // operations are the routes whose shape their verb does not say.
 func operations() map[string]operation {
@@ -244,7 +247,8 @@ func queryParams() map[string]queryParam {
 		"resourceVersionMatch": {"string", "NotOlderThan, with sendInitialEvents"},
 		"allowWatchBookmarks":  {"boolean", "the client takes BOOKMARK events (only a streaming list's end is sent)"},
 		"gracePeriodSeconds":   {"integer", "seconds the pod has to stop; 0 forces it off now"},
-		"force":                {"boolean", "evict the node's pods (as lost) before removing it"},
+		"force":                {"boolean", "deleting a node: evict its pods (as lost) before removing it; server-side apply: take the fields other managers set instead of refusing with 409"},
+		"fieldManager":         {"string", "who makes the write, recorded in metadata.managedFields (the User-Agent's program when absent); required with server-side apply"},
 		"uid":                  {"string", "the pod's uid, a precondition (409 if the pod was recreated)"},
 		"after":                {"integer", "a generation: answer with the first snapshot above it, waiting for it"},
 		"timeoutSeconds":       {"integer", "wait at most this long (1 to 30 seconds) for a newer snapshot"},

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -15,8 +16,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
+	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -26,22 +30,29 @@ import (
 // equivalent PUT. Its precondition is the resourceVersion read here, or
 // the one the patch itself sets: a write in between is a 409, as for PUT.
 //
-// Three patch types, as Kubernetes takes them: a JSON merge patch (RFC
-// 7386), a JSON patch (RFC 6902), and a strategic merge patch, which
-// merges lists by their keys (containers by name, ports by port) as the
-// Kubernetes type of the kind (kubeType) says; kubectl apply, label,
-// set image and rollout send it.
+// Four patch types, as Kubernetes takes them: a JSON merge patch (RFC
+// 7386), a JSON patch (RFC 6902), a strategic merge patch, which merges
+// lists by their keys (containers by name, ports by port) as the
+// Kubernetes type of the kind (kubeType) says (kubectl apply, label, set
+// image and rollout send it), and a server-side apply configuration
+// (apply.go), which creates the object through create when it does not
+// exist; create is nil where apply is not served (a subresource).
 //
 // Authorisation: verb "patch" on the kind's resource, granted to whoever
 // may "update" it (the PUT handler runs).
-func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, error), kubeType any, put gin.HandlerFunc) {
+func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, error), kubeType any, put, create gin.HandlerFunc) {
 	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
-	if mt == mediaApplyPatch {
-		s.fail(c, unsupportedMedia("server-side apply is not supported; use kubectl apply without --server-side (client-side apply sends a strategic merge patch)"))
+	if mt == mediaApplyPatch && create == nil {
+		s.fail(c, unsupportedMedia("server-side apply is not supported on "+c.FullPath()+"; apply to the object itself"))
 		return
 	}
-	if !contains(patchTypes, mt) {
-		s.fail(c, unsupportedMedia("PATCH takes "+strings.Join(patchTypes, ", ")+"; Content-Type "+quoteOrMissing(c.GetHeader("Content-Type"))+" is not supported"))
+	if !contains(patchTypes, mt) && mt != mediaApplyPatch {
+		s.fail(c, unsupportedMedia("PATCH takes "+strings.Join(append(slices.Clip(patchTypes), mediaApplyPatch), ", ")+"; Content-Type "+quoteOrMissing(c.GetHeader("Content-Type"))+" is not supported"))
+		return
+	}
+	if mt != mediaApplyPatch && c.Query("force") != "" {
+		s.fail(c, &apiError{code: http.StatusUnprocessableEntity, reason: "Invalid", msg: "force: Forbidden: may not be specified for non-apply patch",
+			details: &model.StatusDetails{Causes: []model.StatusCause{{Type: model.FieldForbidden, Field: "force", Message: "may not be specified for non-apply patch"}}}})
 		return
 	}
 	body, err := requestBody(c)
@@ -53,17 +64,24 @@ func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, erro
 		s.fail(c, err)
 		return
 	}
-	var ops jsonpatch.Patch
-	if mt == mediaJSONPatch {
+	var (
+		ops    jsonpatch.Patch
+		config *unstructured.Unstructured
+	)
+	switch mt {
+	case mediaJSONPatch:
 		if ops, err = jsonpatch.DecodePatch(body); err != nil {
 			s.fail(c, badRequestf("malformed JSON patch: %v", err))
 			return
 		}
-		if err := checkBody(body, nil); err != nil {
-			s.fail(c, err)
-			return
-		}
-	} else if err := checkMergePatch(body, kubeType); err != nil {
+		err = checkBody(body, nil)
+	case mediaApplyPatch:
+		config, err = readApplyConfig(c, body, kindOfType(kubeType))
+		c.Set(appliedKey, true)
+	default:
+		err = checkMergePatch(body, kubeType)
+	}
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -71,17 +89,22 @@ func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, erro
 	// as Kubernetes applies it: a write in between (a controller's status)
 	// makes it read again, not fail with 409. One that names a version is
 	// held to it.
-	pinned := namesResourceVersion(body, mt == mediaJSONPatch)
+	pinned := config != nil && config.GetResourceVersion() != "" || config == nil && namesResourceVersion(body, mt == mediaJSONPatch)
 	for attempt := 1; ; attempt++ {
+		write := put
+		var stored []byte
 		cur, err := current(c)
-		if err != nil {
+		switch {
+		case err != nil && config != nil && errors.Is(err, store.ErrNotFound):
+			write = create // an apply creates what is not there
+		case err != nil:
 			s.fail(c, err)
 			return
-		}
-		stored, err := json.Marshal(cur)
-		if err != nil {
-			s.fail(c, err)
-			return
+		default:
+			if stored, err = json.Marshal(cur); err != nil {
+				s.fail(c, err)
+				return
+			}
 		}
 		var patched []byte
 		switch mt {
@@ -95,23 +118,31 @@ func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, erro
 				s.fail(c, badRequestf("the strategic merge patch does not apply: %v", err))
 				return
 			}
+		case mediaApplyPatch:
+			patched, err = s.appliedObject(c, config.GroupVersionKind(), stored, config)
 		default:
 			if patched, err = jsonpatch.MergePatch(stored, body); err != nil {
 				s.fail(c, badRequestf("the merge patch does not apply: %v", err))
 				return
 			}
 		}
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
 		c.Request.Body = io.NopCloser(bytes.NewReader(patched))
 		c.Request.ContentLength = int64(len(patched))
 		c.Request.Header.Set("Content-Type", mediaJSON)
 		if pinned || attempt == patchAttempts {
-			put(c)
+			write(c)
 			return
 		}
 		held := &heldResponse{ResponseWriter: c.Writer}
 		c.Writer = held
-		put(c)
+		write(c)
 		c.Writer = held.ResponseWriter
+		// A conflict is a write in between; AlreadyExists, a create by
+		// apply that another got in first with.
 		if held.status != http.StatusConflict {
 			held.release()
 			return
@@ -191,15 +222,15 @@ func stored[T any, PT store.ObjectPtr[T]](res store.Resource[T, PT]) func(*gin.C
 }
 
 func (s *Server) patchPod(c *gin.Context) {
-	s.patchWith(c, stored(s.store.Pods()), corev1.Pod{}, s.updatePod)
+	s.patchWith(c, stored(s.store.Pods()), corev1.Pod{}, s.updatePod, s.createPod)
 }
 
 func (s *Server) patchService(c *gin.Context) {
-	s.patchWith(c, stored(s.store.Services()), corev1.Service{}, s.updateService)
+	s.patchWith(c, stored(s.store.Services()), corev1.Service{}, s.updateService, s.createService)
 }
 
 func (s *Server) patchNode(c *gin.Context) {
-	s.patchWith(c, stored(s.store.Nodes()), corev1.Node{}, s.updateNode)
+	s.patchWith(c, stored(s.store.Nodes()), corev1.Node{}, s.updateNode, s.createNode)
 }
 
 // patchSecret patches the secret as the caller sees it: redacted values
@@ -212,15 +243,15 @@ func (s *Server) patchSecret(c *gin.Context) {
 		}
 		return s.redactSecret(c, sec), nil
 	}
-	s.patchWith(c, current, corev1.Secret{}, s.updateSecret)
+	s.patchWith(c, current, corev1.Secret{}, s.updateSecret, s.createSecret)
 }
 
 func (s *Server) patchClaim(c *gin.Context) {
-	s.patchWith(c, stored(s.store.Claims()), corev1.PersistentVolumeClaim{}, s.updateClaim)
+	s.patchWith(c, stored(s.store.Claims()), corev1.PersistentVolumeClaim{}, s.updateClaim, s.createClaim)
 }
 
 func (s *Server) patchDeployment(c *gin.Context) {
-	s.patchWith(c, stored(s.store.Deployments()), appsv1.Deployment{}, s.updateDeployment)
+	s.patchWith(c, stored(s.store.Deployments()), appsv1.Deployment{}, s.updateDeployment, s.createDeployment)
 }
 
 // patchDeploymentScale patches the deployment's Scale (kubectl scale
@@ -233,5 +264,24 @@ func (s *Server) patchDeploymentScale(c *gin.Context) {
 		}
 		return scaleOf(d), nil
 	}
-	s.patchWith(c, current, autoscalingv1.Scale{}, s.putDeploymentScale)
+	s.patchWith(c, current, autoscalingv1.Scale{}, s.putDeploymentScale, nil)
+}
+
+// kindOfType is the group, version and kind of a Kubernetes type.
+func kindOfType(kubeType any) schema.GroupVersionKind {
+	switch kubeType.(type) {
+	case appsv1.Deployment:
+		return appsv1.SchemeGroupVersion.WithKind("Deployment")
+	case corev1.Pod:
+		return corev1.SchemeGroupVersion.WithKind("Pod")
+	case corev1.Service:
+		return corev1.SchemeGroupVersion.WithKind("Service")
+	case corev1.Node:
+		return corev1.SchemeGroupVersion.WithKind("Node")
+	case corev1.Secret:
+		return corev1.SchemeGroupVersion.WithKind("Secret")
+	case corev1.PersistentVolumeClaim:
+		return corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim")
+	}
+	return schema.GroupVersionKind{}
 }

@@ -55,9 +55,10 @@ func (s *Server) createPod(c *gin.Context) {
 		}
 	}
 	errs := model.ValidatePod(p)
+	var unmade []*model.Image
 	if len(errs) == 0 {
 		var err error
-		if errs, err = s.resolvePodImages(ctx, p); err != nil {
+		if errs, unmade, err = s.resolvePodImages(ctx, p); err != nil {
 			s.fail(c, err)
 			return
 		}
@@ -75,7 +76,11 @@ func (s *Server) createPod(c *gin.Context) {
 	}
 	// Observed state is the system's to write; a new pod waits for a node.
 	p.Status = model.PodStatus{Phase: model.PodPending}
-	if err := s.store.CreatePodWithCatalogImages(ctx, p); err != nil {
+	if err := s.recordCreate(c, p); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := s.store.CreatePodWithCatalogImages(ctx, p, unmade...); err != nil {
 		// An image deleted since it was resolved above.
 		var fieldErrs model.FieldErrors
 		if errors.As(err, &fieldErrs) {
@@ -90,7 +95,7 @@ func (s *Server) createPod(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if s.pods != nil {
+	if s.pods != nil && !store.IsDryRun(ctx) {
 		ref := controlops.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 		if err := s.pods.Start(ctx, ref); err != nil {
 			// Nothing half-written: without its workflow the pod must not
@@ -155,7 +160,10 @@ func (s *Server) updatePod(c *gin.Context) {
 			Detail: "Forbidden: pod updates may not change fields other than metadata.labels, metadata.annotations and spec.tolerations"}}))
 		return
 	}
-	cur.Metadata.Labels, cur.Metadata.Annotations = p.Metadata.Labels, p.Metadata.Annotations
+	if err := s.takeUserMeta(c, cur, p); err != nil {
+		s.fail(c, err)
+		return
+	}
 	cur.Spec.Tolerations = p.Spec.Tolerations
 	cur.Metadata.ResourceVersion = p.Metadata.ResourceVersion
 	if err := s.store.Pods().Update(c.Request.Context(), cur); err != nil {

@@ -130,7 +130,8 @@ func checkTypeMeta(tm *model.TypeMeta, kind string) error {
 	return checkGroupTypeMeta(tm, kind, model.APIVersion)
 }
 
-// checkGroupTypeMeta refuses a body that names another kind or version.
+// checkGroupTypeMeta refuses a body that names another kind or version,
+// and fills in what it left out.
 func checkGroupTypeMeta(tm *model.TypeMeta, kind, version string) error {
 	if tm.Kind != "" && tm.Kind != kind {
 		return badRequestf("body has kind %q; this endpoint takes %q", tm.Kind, kind)
@@ -138,6 +139,7 @@ func checkGroupTypeMeta(tm *model.TypeMeta, kind, version string) error {
 	if tm.APIVersion != "" && tm.APIVersion != version {
 		return badRequestf("body has apiVersion %q; this endpoint serves %q", tm.APIVersion, version)
 	}
+	tm.Kind, tm.APIVersion = kind, version
 	return nil
 }
 

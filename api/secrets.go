@@ -93,6 +93,10 @@ func (s *Server) createSecret(c *gin.Context) {
 		s.fail(c, invalid(model.KindSecret, sec.Metadata.Name, errs))
 		return
 	}
+	if err := s.recordCreate(c, sec); err != nil {
+		s.fail(c, err)
+		return
+	}
 	if err := s.secrets.Create(c.Request.Context(), sec); err != nil {
 		s.fail(c, s.secretError(c, err))
 		return
@@ -133,7 +137,10 @@ func (s *Server) updateSecret(c *gin.Context) {
 		s.fail(c, invalid(model.KindSecret, name, errs))
 		return
 	}
-	cur.Metadata.Labels, cur.Metadata.Annotations = sec.Metadata.Labels, sec.Metadata.Annotations
+	if err := s.takeUserMeta(c, cur, sec); err != nil {
+		s.fail(c, err)
+		return
+	}
 	cur.Data, cur.Immutable = sec.Data, sec.Immutable
 	cur.Metadata.ResourceVersion = sec.Metadata.ResourceVersion
 	if err := s.secrets.Update(c.Request.Context(), cur); err != nil {

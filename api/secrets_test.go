@@ -279,8 +279,8 @@ func TestMergePatchGoesThroughPutsRules(t *testing.T) {
 	if r := patch("/api/v1/nodes/n1", "application/json-patch+json", `{"op":"add"}`); r.code != 400 {
 		t.Errorf("a JSON patch that is not a list: %d %s", r.code, r.body)
 	}
-	if r := patch("/api/v1/nodes/n1", "application/apply-patch+yaml", `{}`); r.code != 415 || !strings.Contains(string(r.body), "server-side apply") {
-		t.Errorf("a server-side apply: %d %s", r.code, r.body)
+	if r := patch("/api/v1/nodes/n1?fieldManager=ops", "application/apply-patch+yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {applied: \"yes\"}}\n"); r.code != 200 || !strings.Contains(string(r.body), `"applied":"yes"`) || !strings.Contains(string(r.body), `"e":"5"`) {
+		t.Errorf("a server-side apply of a node's label: %d %s", r.code, r.body)
 	}
 	if r := patch("/api/v1/nodes/n1", "application/json", `{"spec":{"unschedulable":false}}`); r.code != 415 {
 		t.Errorf("a PATCH with application/json: %d %s", r.code, r.body)

@@ -179,6 +179,8 @@ type Server struct {
 
 	metrics        *metrics.Serve
 	metricsHandler http.Handler
+
+	fieldManagers fieldManagers
 }
 
 // New builds the API server.

@@ -47,6 +47,10 @@ func (s *Server) createService(c *gin.Context) {
 		s.fail(c, invalid(model.KindService, svc.Metadata.Name, errs))
 		return
 	}
+	if err := s.recordCreate(c, svc); err != nil {
+		s.fail(c, err)
+		return
+	}
 	if err := s.store.CreateService(c.Request.Context(), svc, s.serviceCIDR); err != nil {
 		s.fail(c, serviceError(svc.Metadata.Name, err))
 		return
@@ -98,7 +102,10 @@ func (s *Server) updateService(c *gin.Context) {
 		s.fail(c, invalid(model.KindService, name, errs))
 		return
 	}
-	cur.Metadata.Labels, cur.Metadata.Annotations = svc.Metadata.Labels, svc.Metadata.Annotations
+	if err := s.takeUserMeta(c, cur, svc); err != nil {
+		s.fail(c, err)
+		return
+	}
 	cur.Spec = svc.Spec
 	cur.Metadata.ResourceVersion = svc.Metadata.ResourceVersion
 	if err := s.store.Services().Update(c.Request.Context(), cur); err != nil {

@@ -3,7 +3,10 @@
 // validation. Every other package imports them from here.
 package model
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // APIVersion is the version of the core kinds (pods, nodes, services…);
 // the workload kinds have their groups' versions.
@@ -44,6 +47,21 @@ type ObjectMeta struct {
 	// OwnerReferences name the objects this one belongs to (a
 	// deployment's pods name it); deleting the owner deletes them.
 	OwnerReferences []OwnerReference `json:"ownerReferences,omitempty"`
+	// ManagedFields says which manager set which fields, as server-side
+	// apply records it; the API maintains it, clients read it.
+	ManagedFields []ManagedFieldsEntry `json:"managedFields,omitempty"`
+}
+
+// ManagedFieldsEntry is one manager's set of fields, in Kubernetes' shape
+// (FieldsV1 is the structured-merge-diff field set).
+type ManagedFieldsEntry struct {
+	Manager     string          `json:"manager,omitempty"`
+	Operation   string          `json:"operation,omitempty"`
+	APIVersion  string          `json:"apiVersion,omitempty"`
+	Time        *time.Time      `json:"time,omitempty"`
+	FieldsType  string          `json:"fieldsType,omitempty"`
+	FieldsV1    json.RawMessage `json:"fieldsV1,omitempty"`
+	Subresource string          `json:"subresource,omitempty"`
 }
 
 // OwnerReference names the owner of an object.

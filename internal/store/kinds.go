@@ -219,11 +219,24 @@ func (s *Store) MarkImageDeleting(ctx context.Context, name, resourceVersion str
 // every image it names is in the catalog and not being deleted, checked in
 // the creation's transaction with those image rows locked FOR SHARE (see
 // MarkImageDeleting). An image missing or deleting is a model.FieldErrors
-// on the container's image.
-func (s *Store) CreatePodWithCatalogImages(ctx context.Context, p *model.Pod) error {
+// on the container's image. A dry run may name unmade images, those the
+// pod would have added to the catalog: they exist in its transaction
+// alone.
+func (s *Store) CreatePodWithCatalogImages(ctx context.Context, p *model.Pod, unmade ...*model.Image) error {
+	if len(unmade) > 0 && !IsDryRun(ctx) {
+		return fmt.Errorf("images %s are not in the catalog: only a dry run names unmade images", unmade[0].Metadata.Name)
+	}
 	return s.Pods().CreateWith(ctx, p, func(tx pgx.Tx) error {
 		if err := namespaceExists(ctx, p.Metadata.Namespace)(tx); err != nil {
 			return err
+		}
+		for _, img := range unmade {
+			if img.Metadata.UID == "" {
+				img.Metadata.UID = newUID()
+			}
+			if _, err := s.Images().createRows(ctx, tx, img, nil); err != nil {
+				return err
+			}
 		}
 		var errs model.FieldErrors
 		for i, c := range p.Spec.Containers {

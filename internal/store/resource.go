@@ -172,7 +172,7 @@ func (s *Store) Events() Resource[model.Event, *model.Event] {
 // FieldSelectors lists the field selectors this kind supports.
 func (r Resource[T, PT]) FieldSelectors() map[string]string { return r.info.fields }
 
-const selectColumns = "uid, %s, name, resource_version, labels, annotations, spec, %s, created_at, deleted_at, deletion_grace_seconds, generation, owner_references"
+const selectColumns = "uid, %s, name, resource_version, labels, annotations, spec, %s, created_at, deleted_at, deletion_grace_seconds, generation, owner_references, managed_fields"
 
 func (r Resource[T, PT]) columns() string {
 	return fmt.Sprintf(selectColumns, r.info.nsExpr(), r.info.statusColumn())
@@ -184,18 +184,18 @@ func (r Resource[T, PT]) scan(row pgx.Row) (PT, error) {
 	var (
 		rv                         int64
 		labels, annots, spec, stat []byte
-		owners                     []byte
+		owners, managed            []byte
 		created                    time.Time
 		deleted                    *time.Time
 	)
-	if err := row.Scan(&m.UID, &m.Namespace, &m.Name, &rv, &labels, &annots, &spec, &stat, &created, &deleted, &m.DeletionGracePeriodSeconds, &m.Generation, &owners); err != nil {
+	if err := row.Scan(&m.UID, &m.Namespace, &m.Name, &rv, &labels, &annots, &spec, &stat, &created, &deleted, &m.DeletionGracePeriodSeconds, &m.Generation, &owners, &managed); err != nil {
 		return nil, err
 	}
 	sp, st := obj.Parts()
 	for _, part := range []struct {
 		raw []byte
 		dst any
-	}{{labels, &m.Labels}, {annots, &m.Annotations}, {spec, sp}, {stat, st}, {owners, &m.OwnerReferences}} {
+	}{{labels, &m.Labels}, {annots, &m.Annotations}, {spec, sp}, {stat, st}, {owners, &m.OwnerReferences}, {managed, &m.ManagedFields}} {
 		if err := json.Unmarshal(part.raw, part.dst); err != nil {
 			return nil, fmt.Errorf("decode stored %s %s: %w", r.info.kind, m.Name, err)
 		}
@@ -559,8 +559,15 @@ func (s *Store) writeMany(ctx context.Context, fn func(tx pgx.Tx, versions func(
 	})
 }
 
-func (r Resource[T, PT]) docs(obj PT) (labels, annots, spec, status, owners []byte, err error) {
+func (r Resource[T, PT]) docs(obj PT) (labels, annots, spec, status, owners, managed []byte, err error) {
 	m := obj.GetMeta()
+	fields := m.ManagedFields
+	if fields == nil {
+		fields = []model.ManagedFieldsEntry{}
+	}
+	if managed, err = json.Marshal(fields); err != nil {
+		return
+	}
 	sp, st := obj.Parts()
 	refs := m.OwnerReferences
 	if refs == nil {
@@ -632,15 +639,15 @@ func (r Resource[T, PT]) createRows(ctx context.Context, tx pgx.Tx, obj PT, chec
 			return pending{}, err
 		}
 	}
-	labels, annots, spec, status, owners, err := r.docs(obj)
+	labels, annots, spec, status, owners, managed, err := r.docs(obj)
 	if err != nil {
 		return pending{}, err
 	}
 	// The row's version is 0 until write stamps it, in this transaction.
-	cols, vals := "uid, name, resource_version, labels, annotations, spec, status, owner_references, generation", "$1, $2, 0, $3, $4, $5, "+r.info.storedStatus("$6")+", $7, 1"
-	args := []any{m.UID, m.Name, labels, annots, spec, status, owners}
+	cols, vals := "uid, name, resource_version, labels, annotations, spec, status, owner_references, managed_fields, generation", "$1, $2, 0, $3, $4, $5, "+r.info.storedStatus("$6")+", $7, $8, 1"
+	args := []any{m.UID, m.Name, labels, annots, spec, status, owners, managed}
 	if r.info.namespaced {
-		cols, vals = cols+", namespace", vals+", $8"
+		cols, vals = cols+", namespace", vals+", $9"
 		args = append(args, m.Namespace)
 	}
 	var (
@@ -681,13 +688,13 @@ func (r Resource[T, PT]) updateTx(ctx context.Context, tx pgx.Tx, obj PT) (pendi
 	if err != nil {
 		return pending{}, fmt.Errorf("%w: metadata.resourceVersion %q is not a resource version", ErrConflict, m.ResourceVersion)
 	}
-	labels, annots, spec, status, owners, err := r.docs(obj)
+	labels, annots, spec, status, owners, managed, err := r.docs(obj)
 	if err != nil {
 		return pending{}, err
 	}
-	args := []any{labels, annots, spec, status, m.DeletionTimestamp, m.DeletionGracePeriodSeconds, expected, owners}
+	args := []any{labels, annots, spec, status, m.DeletionTimestamp, m.DeletionGracePeriodSeconds, expected, owners, managed}
 	q := fmt.Sprintf(`UPDATE %s SET labels = $1, annotations = $2, spec = $3, status = %s,
-		deleted_at = $5, deletion_grace_seconds = $6, owner_references = $8,
+		deleted_at = $5, deletion_grace_seconds = $6, owner_references = $8, managed_fields = $9,
 		generation = CASE WHEN spec IS DISTINCT FROM $3::jsonb THEN generation + 1 ELSE generation END
 		WHERE %s AND resource_version = $7 RETURNING uid, created_at, generation%s`,
 		r.info.table, r.info.storedStatus("$4"), r.where(m.Namespace, m.Name, &args), r.info.returnDerived())
