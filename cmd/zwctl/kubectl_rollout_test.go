@@ -74,17 +74,25 @@ func TestKubectlFollowsRolloutsThroughReplicaSets(t *testing.T) {
 		t.Fatalf("kubectl get rs -o jsonpath: %v %q\n%s", err, out, errOut)
 	}
 	current := names["3"]
-	out, errOut, err = kubectl(t, "get", "rs", "-n", ns)
-	if err != nil || !regexp.MustCompile(`^NAME +DESIRED +CURRENT +READY +AGE\n`).MatchString(out) ||
-		!regexp.MustCompile(`(?m)^`+current+` +2 +2 +2 +\S+$`).MatchString(out) ||
-		len(regexp.MustCompile(`(?m)^web-\w+ +0 +0 +0 +\S+$`).FindAllString(out, -1)) != 2 {
-		t.Errorf("kubectl get rs: %v %q\n%s", err, out, errOut)
-	}
+	// The counts are the pods' as they are now: a pod replaced after the
+	// rollout completed (a failure under load) is counted again once its
+	// replacement is Ready.
 	hash := strings.TrimPrefix(current, "web-")
-	out, errOut, err = kubectl(t, "get", "rs", current, "-n", ns, "-o", "wide")
-	if err != nil || !regexp.MustCompile(`^NAME +DESIRED +CURRENT +READY +AGE +CONTAINERS +IMAGES +SELECTOR\n`+current+` +2 +2 +2 +\S+ +main +\S+ +app=web,pod-template-hash=`+hash+`\n$`).MatchString(out) {
-		t.Errorf("kubectl get rs -o wide: %v %q\n%s", err, out, errOut)
-	}
+	eventually(t, "kubectl get rs shows the newest ReplicaSet 2/2/2 and the old ones empty", func() bool {
+		out, errOut, err := kubectl(t, "get", "rs", "-n", ns)
+		if err != nil || !regexp.MustCompile(`^NAME +DESIRED +CURRENT +READY +AGE\n`).MatchString(out) ||
+			!regexp.MustCompile(`(?m)^`+current+` +2 +2 +2 +\S+$`).MatchString(out) ||
+			len(regexp.MustCompile(`(?m)^web-\w+ +0 +0 +0 +\S+$`).FindAllString(out, -1)) != 2 {
+			t.Logf("kubectl get rs: %v %q\n%s", err, out, errOut)
+			return false
+		}
+		out, errOut, err = kubectl(t, "get", "rs", current, "-n", ns, "-o", "wide")
+		if err != nil || !regexp.MustCompile(`^NAME +DESIRED +CURRENT +READY +AGE +CONTAINERS +IMAGES +SELECTOR\n`+current+` +2 +2 +2 +\S+ +main +\S+ +app=web,pod-template-hash=`+hash+`\n$`).MatchString(out) {
+			t.Logf("kubectl get rs -o wide: %v %q\n%s", err, out, errOut)
+			return false
+		}
+		return true
+	})
 	// The ReplicaSet's name is its pods' hash.
 	eventually(t, "only the newest revision's pods are left", func() bool {
 		out, _, err := kubectl(t, "get", "pods", "-n", ns, "-l", "app=web", "-o", "name")

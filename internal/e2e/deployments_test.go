@@ -716,7 +716,7 @@ func TestDeploymentScaleDownRemovesNotReadyPodsFirst(t *testing.T) {
 	if code, b := c.do("PUT", deploymentsPath+"/half/scale", fmt.Sprintf(`{"spec":{"replicas":%d}}`, len(ready))); code != http.StatusOK {
 		t.Fatalf("scale: %d %s", code, b)
 	}
-	c.eventually(time.Minute, "the deployment scaled down", func() bool {
+	c.eventually(3*time.Minute, "the deployment scaled down", func() bool {
 		n := 0
 		for _, ps := range c.podsOf("half") {
 			n += len(ps)
