@@ -575,12 +575,21 @@ func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (Resolv
 	case !img.Spec.NeedsPull():
 		r.Present = true
 	case img.Status.Phase != model.ImageReady:
-		// An import that failed needs an operator (a new source or digest):
-		// the pod backs off until the image is replaced.
+		// An operator's import that failed needs the operator (a new
+		// source or digest): the pod backs off until the image is
+		// replaced. A registry image is its pods': each of their looks
+		// after a back-off imports it again, as the kubelet retries a
+		// pull (a push that came later, a registry that was down).
 		r.Failed = img.Status.Phase == model.ImageFailed
 		r.Message = fmt.Sprintf("image %s is %s, not Ready", img.Metadata.Name, img.Status.Phase)
 		if img.Status.Message != "" {
 			r.Message += ": " + img.Status.Message
+		}
+		if r.Failed && img.Spec.Kind == model.ImageOCI && img.Metadata.DeletionTimestamp == nil && a.Pulls != nil {
+			if err := a.Pulls.EnsureImport(ctx, ImageRef{Name: img.Metadata.Name, UID: img.Metadata.UID}); err != nil {
+				return ResolvedImage{}, err
+			}
+			r.Message += "; importing it again"
 		}
 	case !onNode:
 		r.Pull, r.Message = true, fmt.Sprintf("pulling image %s to node %s", img.Metadata.Name, in.Node)

@@ -3,6 +3,8 @@ package controlops_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -134,5 +136,42 @@ func TestResolveNeverPull(t *testing.T) {
 	}
 	if has, err := ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "base", Node: "has", NeverPull: true}); err != nil || !has.Present {
 		t.Fatalf("node with the image: %+v %v", has, err)
+	}
+}
+
+// importsAsked records the imports ResolvePodImage starts again.
+type importsAsked struct{ names []string }
+
+func (p *importsAsked) EnsurePull(context.Context, string, string) error { return nil }
+func (p *importsAsked) EnsureImport(_ context.Context, ref controlops.ImageRef) error {
+	p.names = append(p.names, ref.Name)
+	return nil
+}
+
+// A registry image whose import failed is imported again when a pod
+// looks at it (the kubelet retries pulls); an operator's image that
+// failed is left for the operator.
+func TestAFailedRegistryImageIsImportedAgainWhenAPodLooks(t *testing.T) {
+	ctx := t.Context()
+	st := openStore(t)
+	for _, img := range []*model.Image{
+		{Metadata: model.ObjectMeta{Name: "oci-later"}, Spec: model.ImageSpec{Kind: model.ImageOCI, Source: "registry.example/later:1"},
+			Status: model.ImageStatus{Phase: model.ImageFailed, Message: "the registry has no such image"}},
+		{Metadata: model.ObjectMeta{Name: "tarball"}, Spec: model.ImageSpec{Kind: model.ImageZFSStream, Source: "https://example.com/t.zfs"},
+			Status: model.ImageStatus{Phase: model.ImageFailed, Message: "DigestMismatch"}},
+	} {
+		if err := st.Images().Create(ctx, img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pulls := &importsAsked{}
+	ops := &controlops.Images{Store: st, Pulls: pulls}
+	r, err := ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "oci-later", Node: "n1"})
+	if err != nil || !r.Failed || !strings.Contains(r.Message, "importing it again") || !slices.Equal(pulls.names, []string{"oci-later"}) {
+		t.Fatalf("a failed registry image: %+v %v; imports asked %v", r, err, pulls.names)
+	}
+	r, err = ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "tarball", Node: "n1"})
+	if err != nil || !r.Failed || strings.Contains(r.Message, "again") || len(pulls.names) != 1 {
+		t.Fatalf("a failed operator's image: %+v %v; imports asked %v", r, err, pulls.names)
 	}
 }

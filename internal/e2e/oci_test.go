@@ -349,9 +349,10 @@ func (f *faultyRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// A layer blob that does not match its digest fails the image for good,
-// and its pods say so; one that stalls halfway is given up after the stall
-// timeout and resumed from where it stopped.
+// A layer blob that does not match its digest fails the image, and its
+// pods say so; one that stalls halfway is given up after the stall
+// timeout and resumed from where it stopped; an image pushed after its
+// pod asked is imported again at the pod's next look.
 func TestRegistryImageFaults(t *testing.T) {
 	t.Parallel()
 	reg := &faultyRegistry{sizes: map[string]int64{}}
@@ -377,6 +378,20 @@ func TestRegistryImageFaults(t *testing.T) {
 		return ok && p.Status.Reason == "ImagePullBackOff" && strings.Contains(p.Status.Message, "does not match")
 	})
 	c.waitPhase("stall", model.PodRunning, true, 2*time.Minute)
+
+	// An image pushed after its pod asked for it: the import fails, and
+	// the pod's looks after its back-offs import it again until it is
+	// there, as the kubelet retries a pull. (Drop the EnsureImport of a
+	// Failed oci image in ResolvePodImage to see the pod wait for ever.)
+	c.createPod(fmt.Sprintf(`{"metadata":{"name":"later"},"spec":{"runtimeClassName":"lx",
+	  "containers":[{"name":"app","image":%q,"resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}]}}`, host+"/demo/later:1"))
+	c.eventually(2*time.Minute, "the image not pushed yet refused", func() bool {
+		p, ok := c.pod("later")
+		return ok && p.Status.Reason == "ImagePullBackOff"
+	})
+	push(t, host, "demo/later:1", ociImage(t, cfg, amd64, layer(t, "later", "pushed after the pod\n")))
+	c.waitPhase("later", model.PodRunning, true, 2*time.Minute)
+
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	if len(reg.ranges) != 1 || reg.ranges[0] == "bytes=0-" {
