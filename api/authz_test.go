@@ -340,6 +340,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"create namespace", "POST", "/api/v1/namespaces", `{"metadata":{"name":"new"}}`, "UUUU FFF Y F"},
 		{"delete another namespace", "DELETE", "/api/v1/namespaces/c", "", "UUUU FFF Y F"},
 
+		// resource quotas: read in the namespace, set by a cluster-admin only
+		{"list quotas of a", "GET", "/api/v1/namespaces/a/resourcequotas", "", "UUUU YYY Y F"},
+		{"list quotas of b", "GET", "/api/v1/namespaces/b/resourcequotas", "", "UUUU FFF Y F"},
+		{"create quota in a", "POST", "/api/v1/namespaces/a/resourcequotas", `{"metadata":{"name":"q"},"spec":{"hard":{"pods":"5"}}}`, "UUUU FFF Y F"},
+		{"delete quota in a", "DELETE", "/api/v1/namespaces/a/resourcequotas/q", "", "UUUU FFF Y F"},
+
 		// tokens
 		{"list tokens of a", "GET", "/api/v1/namespaces/a/tokens", "", "UUUU FFY Y F"},
 		{"list tokens of b", "GET", "/api/v1/namespaces/b/tokens", "", "UUUU FFF Y F"},

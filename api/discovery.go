@@ -88,6 +88,7 @@ var discoverable = map[string]struct {
 	"secrets":                  {model.KindSecret, "secret", nil, false},
 	"events":                   {model.KindEvent, "event", []string{"ev"}, false},
 	"persistentvolumeclaims":   {model.KindPersistentVolumeClaim, "persistentvolumeclaim", []string{"pvc"}, false},
+	"resourcequotas":           {model.KindResourceQuota, "resourcequota", []string{"quota"}, false},
 	"deployments":              {model.KindDeployment, "deployment", []string{"deploy"}, true},
 	"controllerrevisions":      {model.KindControllerRevision, "controllerrevision", nil, false},
 	"replicasets":              {model.KindReplicaSet, "replicaset", []string{"rs"}, true},

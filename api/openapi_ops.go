@@ -32,6 +32,7 @@ func resourceTypes() map[string]any {
 		"services":               model.Service{},
 		"secrets":                model.Secret{},
 		"persistentvolumeclaims": model.PersistentVolumeClaim{},
+		"resourcequotas":         model.ResourceQuota{},
 		"endpoints":              model.Endpoints{},
 		"deployments":            model.Deployment{},
 		"controllerrevisions":    model.ControllerRevision{},

@@ -282,6 +282,8 @@ func kindOfType(kubeType any) schema.GroupVersionKind {
 		return corev1.SchemeGroupVersion.WithKind("Secret")
 	case corev1.PersistentVolumeClaim:
 		return corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim")
+	case corev1.ResourceQuota:
+		return corev1.SchemeGroupVersion.WithKind("ResourceQuota")
 	}
 	return schema.GroupVersionKind{}
 }

@@ -45,6 +45,7 @@ var protobufTypes = map[string]func() protoObject{
 	"namespaces":               func() protoObject { return new(corev1.Namespace) },
 	"nodes":                    func() protoObject { return new(corev1.Node) },
 	"persistentvolumeclaims":   func() protoObject { return new(corev1.PersistentVolumeClaim) },
+	"resourcequotas":           func() protoObject { return new(corev1.ResourceQuota) },
 	"deployments":              func() protoObject { return new(appsv1.Deployment) },
 	"deployments/scale":        func() protoObject { return new(autoscalingv1.Scale) },
 	"jobs":                     func() protoObject { return new(batchv1.Job) },

@@ -124,6 +124,14 @@ func (s *Server) routes() []route {
 		{del, v1 + "/namespaces/:ns/persistentvolumeclaims/:name", s.deleteClaim, "delete persistentvolumeclaims"},
 		{post, v1 + "/namespaces/:ns/persistentvolumeclaims/:name/move", s.moveClaim, "create persistentvolumeclaims/move"},
 
+		{get, v1 + "/resourcequotas", s.listQuotas, "list resourcequotas"},
+		{get, v1 + "/namespaces/:ns/resourcequotas", s.listQuotas, "list resourcequotas"},
+		{post, v1 + "/namespaces/:ns/resourcequotas", s.createQuota, "create resourcequotas"},
+		{get, v1 + "/namespaces/:ns/resourcequotas/:name", s.getQuota, "get resourcequotas"},
+		{put, v1 + "/namespaces/:ns/resourcequotas/:name", s.updateQuota, "update resourcequotas"},
+		{patch, v1 + "/namespaces/:ns/resourcequotas/:name", s.patchQuota, "patch resourcequotas"},
+		{del, v1 + "/namespaces/:ns/resourcequotas/:name", s.deleteQuota, "delete resourcequotas"},
+
 		{get, v1 + "/endpoints", s.listEndpoints, "list endpoints"},
 		{get, v1 + "/namespaces/:ns/endpoints", s.listEndpoints, "list endpoints"},
 		{get, v1 + "/namespaces/:ns/endpoints/:name", s.getEndpoints, "get endpoints"},

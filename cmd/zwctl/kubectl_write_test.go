@@ -157,9 +157,13 @@ func TestKubectlWrites(t *testing.T) {
 		if out := kubectlOK(t, "get", "svc", "plain", "-n", ns, "-o", "jsonpath={.spec.ports[0].targetPort}"); out != "8080" {
 			t.Errorf("kubectl diff changed the service: targetPort %s", out)
 		}
-		// A pod's dry run is refused: its writes start workflows.
-		if out, err := diff(podYAML("dry", nil, "")); exitCode(err) < 2 || !strings.Contains(out, "dryRun is not supported on create pods") {
+		// A pod's dry run shows the pod the create would make, and starts
+		// nothing: no pod, no lifecycle.
+		if out, err := diff(podYAML("dry", nil, "")); exitCode(err) != 1 || !strings.Contains(out, "+  name: dry") {
 			t.Errorf("kubectl diff of a pod: %v\n%s", err, out)
+		}
+		if _, _, err := kubectl(t, "get", "pod", "dry", "-n", ns); err == nil {
+			t.Errorf("kubectl diff created the pod it only meant to show")
 		}
 	})
 	t.Run("drain", func(t *testing.T) {

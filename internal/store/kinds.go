@@ -48,7 +48,10 @@ func (s *Store) CreateJob(ctx context.Context, j *model.Job) error {
 // model.FieldErrors.
 func (s *Store) CreateService(ctx context.Context, svc *model.Service, ips *clusterip.Range) error {
 	return s.Services().CreateWith(ctx, svc, func(tx pgx.Tx) error {
-		if err := namespaceExists(ctx, svc.Metadata.Namespace)(tx); err != nil || svc.Headless() {
+		if err := namespaceExists(ctx, svc.Metadata.Namespace)(tx); err != nil {
+			return err
+		}
+		if err := admitQuota(ctx, tx, svc.Metadata.Namespace, fmt.Sprintf("services %q", svc.Metadata.Name), model.Usage{model.QuotaServices: 1000}, nil); err != nil || svc.Headless() {
 			return err
 		}
 		// A duplicate name must say so, not that its address is taken.
@@ -257,7 +260,7 @@ func (s *Store) CreatePodWithCatalogImages(ctx context.Context, p *model.Pod, un
 		if len(errs) > 0 {
 			return errs
 		}
-		return nil
+		return admitQuota(ctx, tx, p.Metadata.Namespace, fmt.Sprintf("pods %q", p.Metadata.Name), model.PodUsage(p), p)
 	})
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -136,7 +138,10 @@ func (s Secrets) Create(ctx context.Context, sec *model.Secret) error {
 	if err != nil {
 		return err
 	}
-	if err := s.res.Create(ctx, st); err != nil {
+	err = s.res.CreateWith(ctx, st, func(tx pgx.Tx) error {
+		return admitQuota(ctx, tx, sec.Metadata.Namespace, fmt.Sprintf("secrets %q", sec.Metadata.Name), model.Usage{model.QuotaSecrets: 1000}, nil)
+	})
+	if err != nil {
 		return err
 	}
 	sec.Metadata = st.Metadata

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,7 +13,12 @@ import (
 
 // CreateClaim stores a new claim in an existing namespace.
 func (s *Store) CreateClaim(ctx context.Context, c *model.PersistentVolumeClaim) error {
-	return s.Claims().CreateWith(ctx, c, namespaceExists(ctx, c.Metadata.Namespace))
+	return s.Claims().CreateWith(ctx, c, func(tx pgx.Tx) error {
+		if err := namespaceExists(ctx, c.Metadata.Namespace)(tx); err != nil {
+			return err
+		}
+		return admitQuota(ctx, tx, c.Metadata.Namespace, fmt.Sprintf("persistentvolumeclaims %q", c.Metadata.Name), model.ClaimUsage(c), nil)
+	})
 }
 
 // DeleteClaim deletes a claim that no node holds; a bound claim is

@@ -5,6 +5,8 @@ package zwprint
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -262,6 +264,21 @@ var columns = map[string]Columns{
 		}
 		return []string{name(o), typ, fmt.Sprint(n), age(o, now)}
 	}},
+	// As kubectl prints a quota: used/hard of each bound, limits apart.
+	"resourcequotas": {Header: []string{"NAME", "AGE", "REQUEST", "LIMIT"},
+		Row: func(o zw.Object, now time.Time, _ bool) []string {
+			hard := zw.NestedMap(o, "status", "hard")
+			var request, limit []string
+			for _, k := range slices.Sorted(maps.Keys(hard)) {
+				cell := fmt.Sprintf("%s: %s/%v", k, zw.NestedString(o, "status", "used", k), hard[k])
+				if strings.HasPrefix(k, "limits.") {
+					limit = append(limit, cell)
+				} else {
+					request = append(request, cell)
+				}
+			}
+			return []string{name(o), age(o, now), strings.Join(request, ", "), strings.Join(limit, ", ")}
+		}},
 	"persistentvolumeclaims": {Header: []string{"NAME", "STATUS", "CAPACITY", "ACCESS MODES", "NODE", "AGE"},
 		Row: func(o zw.Object, now time.Time, _ bool) []string {
 			var modes []string
