@@ -137,7 +137,7 @@ func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, erro
 			write(c)
 			return
 		}
-		held := &heldResponse{ResponseWriter: c.Writer}
+		held := &heldResponse{ResponseWriter: c.Writer, header: c.Writer.Header().Clone()}
 		c.Writer = held
 		write(c)
 		c.Writer = held.ResponseWriter
@@ -169,14 +169,17 @@ func namesResourceVersion(body []byte, jsonPatch bool) bool {
 // patchAttempts bounds a patch's reads when writes keep coming in between.
 const patchAttempts = 5
 
-// heldResponse keeps a handler's answer until it is known not to be a
-// conflict to retry; headers go to the real writer as they are set.
+// heldResponse keeps a handler's answer, headers included, until it is
+// known not to be a conflict to retry: a retried attempt's headers (its
+// Warnings) are dropped with its body.
 type heldResponse struct {
 	gin.ResponseWriter
+	header http.Header
 	status int
 	body   bytes.Buffer
 }
 
+func (h *heldResponse) Header() http.Header { return h.header }
 func (h *heldResponse) WriteHeader(code int) {
 	if h.status == 0 {
 		h.status = code
@@ -194,6 +197,11 @@ func (h *heldResponse) Size() int                         { return h.body.Len() 
 
 // release sends the held answer.
 func (h *heldResponse) release() {
+	out := h.ResponseWriter.Header()
+	clear(out)
+	for k, v := range h.header {
+		out[k] = v
+	}
 	if h.status != 0 {
 		h.ResponseWriter.WriteHeader(h.status)
 	}
