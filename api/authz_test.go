@@ -345,6 +345,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"list quotas of b", "GET", "/api/v1/namespaces/b/resourcequotas", "", "UUUU FFF Y F"},
 		{"create quota in a", "POST", "/api/v1/namespaces/a/resourcequotas", `{"metadata":{"name":"q"},"spec":{"hard":{"pods":"5"}}}`, "UUUU FFF Y F"},
 		{"delete quota in a", "DELETE", "/api/v1/namespaces/a/resourcequotas/q", "", "UUUU FFF Y F"},
+		{"list limit ranges of a", "GET", "/api/v1/namespaces/a/limitranges", "", "UUUU YYY Y F"},
+		{"create limit range in a", "POST", "/api/v1/namespaces/a/limitranges", `{"metadata":{"name":"l"},"spec":{"limits":[]}}`, "UUUU FFF Y F"},
 
 		// tokens
 		{"list tokens of a", "GET", "/api/v1/namespaces/a/tokens", "", "UUUU FFY Y F"},

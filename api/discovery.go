@@ -89,6 +89,7 @@ var discoverable = map[string]struct {
 	"events":                   {model.KindEvent, "event", []string{"ev"}, false},
 	"persistentvolumeclaims":   {model.KindPersistentVolumeClaim, "persistentvolumeclaim", []string{"pvc"}, false},
 	"resourcequotas":           {model.KindResourceQuota, "resourcequota", []string{"quota"}, false},
+	"limitranges":              {model.KindLimitRange, "limitrange", []string{"limits"}, false},
 	"deployments":              {model.KindDeployment, "deployment", []string{"deploy"}, true},
 	"controllerrevisions":      {model.KindControllerRevision, "controllerrevision", nil, false},
 	"replicasets":              {model.KindReplicaSet, "replicaset", []string{"rs"}, true},

@@ -63,7 +63,7 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 		return &apiError{code: http.StatusRequestEntityTooLarge, reason: "RequestEntityTooLarge", msg: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
 	case errors.Is(err, store.ErrNotFound):
 		return &apiError{code: http.StatusNotFound, reason: "NotFound", msg: err.Error()}
-	case errors.As(err, new(*model.QuotaError)):
+	case errors.As(err, new(*model.QuotaError)), errors.As(err, new(*model.LimitError)):
 		return &apiError{code: http.StatusForbidden, reason: "Forbidden", msg: err.Error()}
 	case errors.Is(err, store.ErrAlreadyExists) && fromDatabase(err):
 		return &apiError{code: http.StatusConflict, reason: "AlreadyExists", msg: "the object already exists", cause: err}

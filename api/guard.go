@@ -79,7 +79,7 @@ func (s *Server) checkContentType(c *gin.Context) {
 // new pod's lifecycle, a grown claim's resize) is skipped in a dry run.
 // A node's writes assign pod networks and start its health workflow
 // outside the store, so a dry run there is refused, and nothing is done.
-var dryRunResources = []string{"deployments", "deployments/scale", "services", "secrets", "pods", "jobs", "namespaces", "persistentvolumeclaims", "resourcequotas"}
+var dryRunResources = []string{"deployments", "deployments/scale", "services", "secrets", "pods", "jobs", "namespaces", "persistentvolumeclaims", "resourcequotas", "limitranges"}
 
 // dryRun serves the dryRun parameter of rt's requests.
 func (s *Server) dryRun(rt route) gin.HandlerFunc {

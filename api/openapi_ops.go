@@ -33,6 +33,7 @@ func resourceTypes() map[string]any {
 		"secrets":                model.Secret{},
 		"persistentvolumeclaims": model.PersistentVolumeClaim{},
 		"resourcequotas":         model.ResourceQuota{},
+		"limitranges":            model.LimitRange{},
 		"endpoints":              model.Endpoints{},
 		"deployments":            model.Deployment{},
 		"controllerrevisions":    model.ControllerRevision{},

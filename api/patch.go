@@ -292,6 +292,8 @@ func kindOfType(kubeType any) schema.GroupVersionKind {
 		return corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim")
 	case corev1.ResourceQuota:
 		return corev1.SchemeGroupVersion.WithKind("ResourceQuota")
+	case corev1.LimitRange:
+		return corev1.SchemeGroupVersion.WithKind("LimitRange")
 	}
 	return schema.GroupVersionKind{}
 }

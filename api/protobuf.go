@@ -46,6 +46,7 @@ var protobufTypes = map[string]func() protoObject{
 	"nodes":                    func() protoObject { return new(corev1.Node) },
 	"persistentvolumeclaims":   func() protoObject { return new(corev1.PersistentVolumeClaim) },
 	"resourcequotas":           func() protoObject { return new(corev1.ResourceQuota) },
+	"limitranges":              func() protoObject { return new(corev1.LimitRange) },
 	"deployments":              func() protoObject { return new(appsv1.Deployment) },
 	"deployments/scale":        func() protoObject { return new(autoscalingv1.Scale) },
 	"jobs":                     func() protoObject { return new(batchv1.Job) },

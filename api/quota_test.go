@@ -113,3 +113,52 @@ func TestResourceQuotaHoldsUnderConcurrentCreates(t *testing.T) {
 		t.Fatalf("%d pods made, %d refused; want 3 and 9", made.Load(), refused.Load())
 	}
 }
+
+// A LimitRange gives a pod's containers the requests and limits they
+// leave out, before its quota counts them, and refuses, in Kubernetes'
+// words, a container above its max and a claim above its storage max.
+// (Make admitLimits return nil to see the defaults missing and the big
+// pod made.)
+func TestLimitRangeDefaultsAndBounds(t *testing.T) {
+	c := newAPI(t)
+	const base = "/api/v1/namespaces/default"
+	r := c.json("POST", base+"/limitranges", `{"metadata":{"name":"l"},"spec":{"limits":[
+	  {"type":"Container","default":{"cpu":"200m","memory":"128Mi"},"defaultRequest":{"cpu":"100m","memory":"64Mi"},"max":{"cpu":"1"}},
+	  {"type":"PersistentVolumeClaim","max":{"storage":"2Gi"}}]}}`)
+	if r.code != http.StatusCreated {
+		t.Fatalf("create limit range: %d %s", r.code, r.body)
+	}
+	if r := c.json("POST", base+"/resourcequotas", `{"metadata":{"name":"q"},"spec":{"hard":{"requests.cpu":"1","limits.memory":"1Gi"}}}`); r.code != http.StatusCreated {
+		t.Fatalf("create quota: %d %s", r.code, r.body)
+	}
+	var p model.Pod
+	r = c.json("POST", base+"/pods", quotaPod("plain", ""))
+	if err := json.Unmarshal(r.body, &p); r.code != http.StatusCreated || err != nil {
+		t.Fatalf("a pod without resources: %d %s", r.code, r.body)
+	}
+	if res := p.Spec.Containers[0].Resources; res.Requests["cpu"] != "100m" || res.Limits["cpu"] != "200m" || res.Requests["memory"] != "64Mi" || res.Limits["memory"] != "128Mi" {
+		t.Fatalf("the defaults given: %+v", res)
+	}
+	var q model.ResourceQuota
+	if r := c.json("GET", base+"/resourcequotas/q", nil); json.Unmarshal(r.body, &q) != nil || q.Status.Used["requests.cpu"] != "100m" || q.Status.Used["limits.memory"] != "128Mi" {
+		t.Fatalf("the quota counts the defaults: %s", r.body)
+	}
+	r = c.json("POST", base+"/pods", quotaPod("big", "2"))
+	if st := r.status(); r.code != http.StatusForbidden || st.Message != `pods "big" is forbidden: maximum cpu usage per Container is 1, but limit is 2` {
+		t.Fatalf("a pod above the max: %d %s", r.code, r.body)
+	}
+	claim := `{"metadata":{"name":"c"},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"5Gi"}}}}`
+	if r := c.json("POST", base+"/persistentvolumeclaims", claim); r.code != http.StatusForbidden ||
+		r.status().Message != `persistentvolumeclaims "c" is forbidden: maximum storage usage per PersistentVolumeClaim is 2Gi, but request is 5Gi` {
+		t.Fatalf("a claim above the max: %d %s", r.code, r.body)
+	}
+	for _, bad := range []string{
+		`{"metadata":{"name":"x"},"spec":{"limits":[{"type":"Pod","max":{"cpu":"1"}}]}}`,
+		`{"metadata":{"name":"x"},"spec":{"limits":[{"type":"Container","min":{"cpu":"2"},"max":{"cpu":"1"}}]}}`,
+		`{"metadata":{"name":"x"},"spec":{"limits":[{"type":"Container","max":{"storage":"1Gi"}}]}}`,
+	} {
+		if r := c.json("POST", base+"/limitranges", bad); r.code != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "spec.limits[0]") {
+			t.Errorf("limit range %s: %d %s", bad, r.code, r.body)
+		}
+	}
+}

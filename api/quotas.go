@@ -144,10 +144,7 @@ func (s *Server) updateQuota(c *gin.Context) {
 }
 
 func (s *Server) patchQuota(c *gin.Context) {
-	current := func(c *gin.Context) (any, error) {
-		return s.store.Quotas().Get(c.Request.Context(), c.Param("ns"), c.Param("name"))
-	}
-	s.patchWith(c, current, corev1.ResourceQuota{}, s.updateQuota, s.createQuota)
+	s.patchWith(c, stored(s.store.Quotas()), corev1.ResourceQuota{}, s.updateQuota, s.createQuota)
 }
 
 func (s *Server) deleteQuota(c *gin.Context) {

@@ -132,6 +132,14 @@ func (s *Server) routes() []route {
 		{patch, v1 + "/namespaces/:ns/resourcequotas/:name", s.patchQuota, "patch resourcequotas"},
 		{del, v1 + "/namespaces/:ns/resourcequotas/:name", s.deleteQuota, "delete resourcequotas"},
 
+		{get, v1 + "/limitranges", s.listLimitRanges, "list limitranges"},
+		{get, v1 + "/namespaces/:ns/limitranges", s.listLimitRanges, "list limitranges"},
+		{post, v1 + "/namespaces/:ns/limitranges", s.createLimitRange, "create limitranges"},
+		{get, v1 + "/namespaces/:ns/limitranges/:name", s.getLimitRange, "get limitranges"},
+		{put, v1 + "/namespaces/:ns/limitranges/:name", s.updateLimitRange, "update limitranges"},
+		{patch, v1 + "/namespaces/:ns/limitranges/:name", s.patchLimitRange, "patch limitranges"},
+		{del, v1 + "/namespaces/:ns/limitranges/:name", s.deleteLimitRange, "delete limitranges"},
+
 		{get, v1 + "/endpoints", s.listEndpoints, "list endpoints"},
 		{get, v1 + "/namespaces/:ns/endpoints", s.listEndpoints, "list endpoints"},
 		{get, v1 + "/namespaces/:ns/endpoints/:name", s.getEndpoints, "get endpoints"},

@@ -110,9 +110,9 @@ func namespaceAllowed(id Identity, a Attributes) bool {
 		return id.Role.rank() >= RoleAdmin.rank()
 	case a.Resource == "secrets" && a.Subresource == "values":
 		return id.Role.rank() >= RoleAdmin.rank()
-	case a.Resource == "resourcequotas":
-		// A namespace's bounds are the cluster's to set, as in
-		// Kubernetes (admin may read them, not raise them).
+	case a.Resource == "resourcequotas" || a.Resource == "limitranges":
+		// A namespace's bounds are the cluster's to set (admin may read
+		// them, not raise them).
 		return ReadOnly(a.Verb)
 	case !slices.Contains(namespacedResources, a.Resource):
 		return false

@@ -44,12 +44,15 @@ func (a *Control) createOwnedPod(ctx context.Context, newPod func() *model.Pod) 
 // failedCreate says why a pod of a template was refused when the
 // template itself is at fault (an image missing from the catalog or being
 // deleted), naming the template's fields, or when the namespace's quota
-// refused it (in Kubernetes' words); ok is false for any other error,
+// or limit range refused it (in Kubernetes' words); ok is false for any other error,
 // which the sync returns to be retried.
 func failedCreate(err error) (msg string, ok bool) {
-	var qe *model.QuotaError
-	if errors.As(err, &qe) {
-		return "Error creating: " + qe.Error(), true
+	var (
+		qe *model.QuotaError
+		le *model.LimitError
+	)
+	if errors.As(err, &qe) || errors.As(err, &le) {
+		return "Error creating: " + err.Error(), true
 	}
 	var fe model.FieldErrors
 	if !errors.As(err, &fe) {

@@ -260,7 +260,11 @@ func (s *Store) CreatePodWithCatalogImages(ctx context.Context, p *model.Pod, un
 		if len(errs) > 0 {
 			return errs
 		}
-		return admitQuota(ctx, tx, p.Metadata.Namespace, fmt.Sprintf("pods %q", p.Metadata.Name), model.PodUsage(p), p)
+		object := fmt.Sprintf("pods %q", p.Metadata.Name)
+		if err := admitLimits(ctx, tx, p.Metadata.Namespace, object, p, nil); err != nil {
+			return err
+		}
+		return admitQuota(ctx, tx, p.Metadata.Namespace, object, model.PodUsage(p), p)
 	})
 }
 

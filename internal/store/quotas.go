@@ -119,3 +119,50 @@ func namespaceUsage(ctx context.Context, tx pgx.Tx, ns string) (model.Usage, err
 func (s *Store) CreateQuota(ctx context.Context, q *model.ResourceQuota) error {
 	return s.Quotas().CreateWith(ctx, q, namespaceExists(ctx, q.Metadata.Namespace))
 }
+
+var limitRangeKind = &kindInfo{kind: model.KindLimitRange, table: "limitranges", namespaced: true,
+	fields: map[string]string{"metadata.name": "name", "metadata.namespace": "namespace"}}
+
+// LimitRanges is typed access to limit ranges.
+func (s *Store) LimitRanges() Resource[model.LimitRange, *model.LimitRange] {
+	return Resource[model.LimitRange, *model.LimitRange]{s, limitRangeKind}
+}
+
+// CreateLimitRange stores a new limit range in an existing namespace.
+func (s *Store) CreateLimitRange(ctx context.Context, l *model.LimitRange) error {
+	return s.LimitRanges().CreateWith(ctx, l, namespaceExists(ctx, l.Metadata.Namespace))
+}
+
+// admitLimits gives a new pod the defaults of its namespace's limit
+// ranges and refuses, inside its create's transaction, a pod or a claim
+// outside them (a *model.LimitError naming object). It runs before
+// admitQuota, which counts the defaults, as Kubernetes' admission does.
+func admitLimits(ctx context.Context, tx pgx.Tx, ns, object string, p *model.Pod, c *model.PersistentVolumeClaim) error {
+	rows, err := tx.Query(ctx, "SELECT name, spec FROM limitranges WHERE namespace = $1 AND deleted_at IS NULL ORDER BY name", ns)
+	if err != nil {
+		return err
+	}
+	ranges, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (model.LimitRange, error) {
+		var l model.LimitRange
+		var spec []byte
+		if err := row.Scan(&l.Metadata.Name, &spec); err != nil {
+			return l, err
+		}
+		return l, json.Unmarshal(spec, &l.Spec)
+	})
+	if err != nil {
+		return err
+	}
+	for i := range ranges {
+		msg := ""
+		if p != nil {
+			msg = model.ApplyContainerLimits(&ranges[i], p)
+		} else if c != nil {
+			msg = model.ClaimLimits(&ranges[i], c)
+		}
+		if msg != "" {
+			return &model.LimitError{Object: object, Message: msg}
+		}
+	}
+	return nil
+}

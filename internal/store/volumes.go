@@ -17,7 +17,11 @@ func (s *Store) CreateClaim(ctx context.Context, c *model.PersistentVolumeClaim)
 		if err := namespaceExists(ctx, c.Metadata.Namespace)(tx); err != nil {
 			return err
 		}
-		return admitQuota(ctx, tx, c.Metadata.Namespace, fmt.Sprintf("persistentvolumeclaims %q", c.Metadata.Name), model.ClaimUsage(c), nil)
+		object := fmt.Sprintf("persistentvolumeclaims %q", c.Metadata.Name)
+		if err := admitLimits(ctx, tx, c.Metadata.Namespace, object, nil, c); err != nil {
+			return err
+		}
+		return admitQuota(ctx, tx, c.Metadata.Namespace, object, model.ClaimUsage(c), nil)
 	})
 }
 

@@ -31,6 +31,7 @@ var Resources = []Resource{
 	{Name: "secrets", Singular: "secret", Kind: "Secret", Prefix: "/api/v1", Namespaced: true, Updatable: true, Watchable: true},
 	{Name: "persistentvolumeclaims", Singular: "persistentvolumeclaim", Kind: "PersistentVolumeClaim", ShortNames: []string{"pvc"}, Prefix: "/api/v1", Namespaced: true, Updatable: true, Watchable: true},
 	{Name: "resourcequotas", Singular: "resourcequota", Kind: "ResourceQuota", ShortNames: []string{"quota"}, Prefix: "/api/v1", Namespaced: true, Updatable: true, Watchable: true},
+	{Name: "limitranges", Singular: "limitrange", Kind: "LimitRange", ShortNames: []string{"limits"}, Prefix: "/api/v1", Namespaced: true, Updatable: true, Watchable: true},
 	{Name: "endpoints", Singular: "endpoints", Kind: "Endpoints", ShortNames: []string{"ep"}, Prefix: "/api/v1", Namespaced: true, Watchable: true},
 	{Name: "tokens", Singular: "token", Kind: "Token", ShortNames: []string{"tok"}, Prefix: "/api/v1"},
 	{Name: "deployments", Singular: "deployment", Kind: "Deployment", ShortNames: []string{"deploy"}, Prefix: "/apis/apps/v1", Namespaced: true, Updatable: true, Watchable: true},
