@@ -550,7 +550,13 @@ func startStack(bin string) (*target, func(), error) {
 	case <-up:
 	case <-time.After(3 * time.Minute):
 		stop()
-		return nil, nil, errors.New("the dev stack did not come up within 3 minutes")
+		mu.Lock()
+		defer mu.Unlock()
+		said := log.String()
+		if len(said) > 4000 {
+			said = "…" + said[len(said)-4000:]
+		}
+		return nil, nil, fmt.Errorf("the dev stack did not come up within 3 minutes; it said:\n%s", said)
 	}
 	t, err := fromEnv(filepath.Join(dir, "data", "env"))
 	if err != nil {
