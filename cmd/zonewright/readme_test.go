@@ -261,7 +261,8 @@ func (b readmeBlock) uses(command string) bool {
 		for _, line := range strings.Split(l.text, "\n") {
 			line = strings.TrimSpace(line)
 			if strings.HasPrefix(line, command+" ") || strings.HasPrefix(line, "./bin/"+command+" ") ||
-				strings.Contains(line, "$("+command+" ") || strings.Contains(line, "=./bin/"+command) {
+				strings.Contains(line, "$("+command+" ") || strings.Contains(line, " -- "+command+" ") ||
+				strings.Contains(line, "=./bin/"+command) {
 				return true
 			}
 		}
@@ -347,6 +348,10 @@ func shBlocks(t *testing.T, path, name string) []readmeBlock {
 			last := len(cur.lines) - 1
 			switch {
 			case last >= 0 && commandGoesOn(cur.lines[last].text):
+				cur.lines[last].text += "\n" + line
+			case last >= 0 && strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "# prints: "):
+				// A comment (an answer shown, say): what the command
+				// above prints is still that command's.
 				cur.lines[last].text += "\n" + line
 			case strings.HasPrefix(line, "# prints: "):
 				if last < 0 {
