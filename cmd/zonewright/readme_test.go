@@ -428,6 +428,8 @@ func runReadmeBlocks(t *testing.T, dir string, cred *syscall.Credential, blocks 
 	runBlocksWithin(t, dir, cred, blocks, 2*time.Minute)
 }
 
+// runBlocksWithin is runReadmeBlocks with a longer or shorter bound on
+// the whole script (a page's walkthrough may wait out a rollout).
 func runBlocksWithin(t *testing.T, dir string, cred *syscall.Credential, blocks []readmeBlock, timeout time.Duration) {
 	t.Helper()
 	script := walkthroughScript(blocks)
