@@ -232,15 +232,22 @@ func buildZwctl(dir string) error {
 	return nil
 }
 
-// readmeBlock is one ```sh block of the quick start: its lines, each with
-// the output the README says it prints (its "# prints: …" lines).
+// readmeBlock is one ```sh block of a Markdown file: its commands, each
+// with the output the file says it prints (its "# prints: …" lines).
 type readmeBlock struct {
-	heading string
-	lines   []readmeLine
+	file    string // as failures name it: README.md, docs/pods.md
+	section string // the "## " heading it is under
+	heading string // the nearest heading above it
+	// notRun is why the file says the block is not run, from a line
+	// `<!-- not run: why -->` just before it; "" for a block that runs.
+	notRun string
+	lines  []readmeLine
 }
 
+// readmeLine is one command: a line, or several when quotes, a trailing
+// backslash or a here-document carry it on.
 type readmeLine struct {
-	number int // in README.md
+	number int // of its first line in the file
 	text   string
 	prints []string
 }
@@ -251,8 +258,13 @@ func (b readmeBlock) usesKubectl() bool { return b.uses("kubectl") }
 
 func (b readmeBlock) uses(command string) bool {
 	for _, l := range b.lines {
-		if strings.HasPrefix(strings.TrimSpace(l.text), command+" ") || strings.Contains(l.text, "$("+command+" ") {
-			return true
+		for _, line := range strings.Split(l.text, "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, command+" ") || strings.HasPrefix(line, "./bin/"+command+" ") ||
+				strings.Contains(line, "$("+command+" ") || strings.Contains(line, " -- "+command+" ") ||
+				strings.Contains(line, "=./bin/"+command) {
+				return true
+			}
 		}
 	}
 	return false
@@ -263,83 +275,167 @@ func (b readmeBlock) uses(command string) bool {
 // stack itself.
 func readmeQuickStart(t *testing.T, path string) []readmeBlock {
 	t.Helper()
+	var blocks []readmeBlock
+	sawMakeDev := false
+	for _, b := range shBlocks(t, path, "README.md") {
+		if b.section != "Quick start" {
+			continue
+		}
+		var lines []readmeLine
+		for _, l := range b.lines {
+			if l.text == "make dev" || strings.HasPrefix(l.text, "make dev ") {
+				sawMakeDev = true
+				continue
+			}
+			lines = append(lines, l)
+		}
+		if len(lines) > 0 {
+			b.lines = lines
+			blocks = append(blocks, b)
+		}
+	}
+	if !sawMakeDev || len(blocks) == 0 {
+		t.Fatalf("README.md has no quick start that starts with make dev and runs ```sh blocks (make dev %v, %d blocks)", sawMakeDev, len(blocks))
+	}
+	return blocks
+}
+
+// shBlocks reads every ```sh block of the Markdown file at path, those
+// indented in a list too, naming it name in failures.
+func shBlocks(t *testing.T, path, name string) []readmeBlock {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	var (
-		blocks            []readmeBlock
-		in, inBlock       bool
-		heading           string
-		cur               readmeBlock
-		n                 int
-		sawMakeDev, found bool
+		blocks           []readmeBlock
+		inBlock          bool
+		section, heading string
+		indent, lastText string
+		cur              readmeBlock
+		n                int
 	)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		n++
 		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
 		switch {
-		case !inBlock && strings.HasPrefix(line, "## "):
-			in = line == "## Quick start"
-			found = found || in
-		case !in:
-		case !inBlock && strings.HasPrefix(line, "### "):
-			heading = strings.TrimPrefix(line, "### ")
-		case !inBlock && line == "```sh":
-			inBlock, cur = true, readmeBlock{heading: heading}
-		case inBlock && line == "```":
+		case !inBlock && trimmed == "```sh":
+			inBlock, indent = true, line[:len(line)-len(strings.TrimLeft(line, " "))]
+			cur = readmeBlock{file: name, section: section, heading: heading}
+			if why, ok := strings.CutPrefix(lastText, "<!-- not run:"); ok {
+				cur.notRun = strings.TrimSpace(strings.TrimSuffix(why, "-->"))
+				if cur.notRun == "" {
+					t.Fatalf("%s:%d: a block not run without a reason", name, n)
+				}
+			}
+		case !inBlock && strings.HasPrefix(line, "#"):
+			heading = strings.TrimSpace(strings.TrimLeft(line, "#"))
+			if strings.HasPrefix(line, "## ") {
+				section = heading
+			}
+		case !inBlock:
+		case trimmed == "```":
 			inBlock = false
 			if len(cur.lines) > 0 {
 				blocks = append(blocks, cur)
 			}
-		case inBlock && (line == "make dev" || strings.HasPrefix(line, "make dev ")):
-			sawMakeDev = true
-		case inBlock && strings.HasPrefix(line, "# prints: "):
-			if len(cur.lines) == 0 {
-				t.Fatalf("README.md:%d: an expected output before any command", n)
+		default:
+			line = strings.TrimPrefix(line, indent)
+			last := len(cur.lines) - 1
+			switch {
+			case last >= 0 && commandGoesOn(cur.lines[last].text):
+				cur.lines[last].text += "\n" + line
+			case last >= 0 && strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "# prints: "):
+				// A comment (an answer shown, say): what the command
+				// above prints is still that command's.
+				cur.lines[last].text += "\n" + line
+			case strings.HasPrefix(line, "# prints: "):
+				if last < 0 {
+					t.Fatalf("%s:%d: an expected output before any command", name, n)
+				}
+				cur.lines[last].prints = append(cur.lines[last].prints, strings.TrimPrefix(line, "# prints: "))
+			default:
+				cur.lines = append(cur.lines, readmeLine{number: n, text: line})
 			}
-			last := &cur.lines[len(cur.lines)-1]
-			last.prints = append(last.prints, strings.TrimPrefix(line, "# prints: "))
-		case inBlock:
-			cur.lines = append(cur.lines, readmeLine{number: n, text: line})
+		}
+		if trimmed != "" {
+			lastText = trimmed
 		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if !found || !sawMakeDev || len(blocks) == 0 {
-		t.Fatalf("README.md has no quick start that starts with make dev and runs ```sh blocks (section %v, make dev %v, %d blocks)", found, sawMakeDev, len(blocks))
+	if inBlock {
+		t.Fatalf("%s: a ```sh block that does not end", name)
 	}
 	return blocks
 }
 
-// runReadmeBlocks runs the blocks as one bash script in dir (so a
-// variable one line sets is there for the next), stopping at the first
-// command that fails or does not print what the README says it prints.
-func runReadmeBlocks(t *testing.T, dir string, cred *syscall.Credential, blocks []readmeBlock) {
-	t.Helper()
-	var script strings.Builder
-	script.WriteString("set -eEo pipefail\nPS4='+ README: '\nset -x\ntrap 'echo \"README: this failed: $BASH_COMMAND\" >&2' ERR\n")
-	for _, b := range blocks {
-		for _, l := range b.lines {
-			if len(l.prints) == 0 {
-				script.WriteString(l.text + "\n")
-				continue
+// commandGoesOn says whether a command, as far as it has been read, goes
+// on to the next line: it ends in an open quote, after a backslash or in
+// a here-document.
+func commandGoesOn(command string) bool {
+	var single, double bool
+	var hereDoc string
+	lines := strings.Split(command, "\n")
+	for _, line := range lines {
+		if hereDoc != "" {
+			if strings.TrimLeft(line, "\t") == hereDoc {
+				hereDoc = ""
 			}
-			// The command's output is shown, then searched for each
-			// expected piece.
-			fmt.Fprintf(&script, "readme_out=$(%s)\nprintf '%%s\\n' \"$readme_out\"\n", l.text)
-			for _, want := range l.prints {
-				fmt.Fprintf(&script, "grep -qF -- %s <<<\"$readme_out\" || { echo %s >&2; exit 1; }\n",
-					shellQuote(want), shellQuote(fmt.Sprintf("README.md:%d (%s): %s did not print %q", l.number, b.heading, l.text, want)))
+			continue
+		}
+	scan:
+		for i := 0; i < len(line); i++ {
+			c := line[i]
+			switch {
+			case single:
+				single = c != '\''
+			case c == '\\':
+				i++
+			case double:
+				double = c != '"'
+			case c == '\'':
+				single = true
+			case c == '"':
+				double = true
+			case c == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t'):
+				break scan
+			case strings.HasPrefix(line[i:], "<<") && !strings.HasPrefix(line[i:], "<<<"):
+				rest := strings.TrimLeft(strings.TrimPrefix(line[i+2:], "-"), " ")
+				word := rest
+				if end := strings.IndexAny(word, " ;|&)"); end >= 0 {
+					word = word[:end]
+				}
+				hereDoc = strings.Trim(word, `'"`)
+				i = len(line) - len(rest) + len(word) - 1
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	last := lines[len(lines)-1]
+	return single || double || hereDoc != "" || (strings.HasSuffix(last, "\\") && !strings.HasPrefix(strings.TrimSpace(last), "#"))
+}
+
+// runReadmeBlocks runs the blocks as one bash script in dir (so a
+// variable one line sets is there for the next), stopping at the first
+// command that fails or does not print what its file says it prints.
+func runReadmeBlocks(t *testing.T, dir string, cred *syscall.Credential, blocks []readmeBlock) {
+	t.Helper()
+	runBlocksWithin(t, dir, cred, blocks, 2*time.Minute)
+}
+
+// runBlocksWithin is runReadmeBlocks with a longer or shorter bound on
+// the whole script (a page's walkthrough may wait out a rollout).
+func runBlocksWithin(t *testing.T, dir string, cred *syscall.Credential, blocks []readmeBlock, timeout time.Duration) {
+	t.Helper()
+	script := walkthroughScript(blocks)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = dir
 	cmd.Env = newcomerEnv()
 	if cred != nil {
@@ -353,9 +449,32 @@ func runReadmeBlocks(t *testing.T, dir string, cred *syscall.Credential, blocks 
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the README's quick start failed (%v):\n%s", err, out)
+		t.Fatalf("the walkthrough failed (%v):\n%s", err, out)
 	}
 	t.Logf("ran:\n%s", out)
+}
+
+// walkthroughScript is the blocks as one bash script that stops at the
+// first command that fails or does not print what its file says.
+func walkthroughScript(blocks []readmeBlock) string {
+	var script strings.Builder
+	script.WriteString("set -eEo pipefail\nPS4='+ walkthrough: '\nset -x\ntrap 'echo \"walkthrough: this failed: $BASH_COMMAND\" >&2' ERR\n")
+	for _, b := range blocks {
+		for _, l := range b.lines {
+			if len(l.prints) == 0 {
+				script.WriteString(l.text + "\n")
+				continue
+			}
+			// The command's output is shown, then searched for each
+			// expected piece. The newline ends a comment on its line.
+			fmt.Fprintf(&script, "readme_out=$(%s\n)\nprintf '%%s\\n' \"$readme_out\"\n", l.text)
+			for _, want := range l.prints {
+				fmt.Fprintf(&script, "grep -qF -- %s <<<\"$readme_out\" || { echo %s >&2; exit 1; }\n",
+					shellQuote(want), shellQuote(fmt.Sprintf("%s:%d (%s): %s did not print %q", b.file, l.number, b.heading, l.text, want)))
+			}
+		}
+	}
+	return script.String()
 }
 
 // newcomerEnv is this process's environment without anything the
