@@ -56,8 +56,12 @@ func TestDocsWalkthroughsRun(t *testing.T) {
 	if err := buildZwctl(binDir); err != nil {
 		t.Fatal(err)
 	}
-	// Where `make tools` would have put it.
-	temporalCLI, temporalErr := exec.LookPath("temporal")
+	// The Temporal CLI of `make tools` (bin/temporal), else one on PATH,
+	// where a reader's page finds it.
+	temporalCLI, temporalErr := filepath.Abs("../../bin/temporal")
+	if _, err := os.Stat(temporalCLI); err != nil {
+		temporalCLI, temporalErr = exec.LookPath("temporal")
+	}
 	if temporalErr == nil {
 		if err := os.Symlink(temporalCLI, filepath.Join(binDir, "temporal")); err != nil {
 			t.Fatal(err)
