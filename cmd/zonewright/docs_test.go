@@ -78,8 +78,10 @@ func TestDocsWalkthroughsRun(t *testing.T) {
 					if !b.uses(tool) {
 						continue
 					}
-					if tool == "temporal" && temporalErr != nil {
-						t.Skipf("%s runs the Temporal CLI (make tools), which is not installed here: %v", p.name, temporalErr)
+					if tool == "temporal" {
+						if temporalErr != nil {
+							t.Skipf("%s runs the Temporal CLI (make tools), which is not installed here: %v", p.name, temporalErr)
+						}
 					} else if _, err := exec.LookPath(tool); err != nil {
 						t.Skipf("%s runs %s, which is not installed here: %v", p.name, tool, err)
 					}
