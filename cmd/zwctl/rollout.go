@@ -86,10 +86,29 @@ func (a *app) rolloutCommand() *cobra.Command {
 			ctx, cancel := withTimeout(cmd.Context(), timeout)
 			defer cancel()
 			last := ""
+			// The revision whose rollout is watched: when another takes
+			// its place, it was either a new template (followed, as
+			// kubectl follows it) or autoRevert undoing it (a failure,
+			// though the Progressing condition may already say the
+			// reverted revision is available).
+			watched, since := int64(-1), time.Now().Add(-2*time.Second)
 			err = zw.WaitUntil(ctx, 250*time.Millisecond, func() (bool, error) {
 				d, err := c.Get(ctx, deployments, a.namespace(), name)
 				if err != nil {
 					return false, err
+				}
+				if rev := zw.NestedInt(d, "status", "revision"); zw.NestedInt(d, "metadata", "generation") <= zw.NestedInt(d, "status", "observedGeneration") && rev != watched {
+					if watched >= 0 {
+						if why, err := revertedSince(ctx, c, d, since); err != nil || why != "" {
+							if err == nil {
+								msg := fmt.Sprintf("deployment %q rolled back: %s", name, why)
+								fmt.Fprintln(a.out, msg)
+								err = &exitError{code: 1, msg: "error: " + msg}
+							}
+							return false, err
+						}
+					}
+					watched = rev
 				}
 				msg, done, err := rolloutStatus(d)
 				if msg != last {
@@ -201,6 +220,25 @@ func (a *app) revisionsOf(ctx context.Context, c *zw.Client, name string) ([]zw.
 	}
 	sort.Slice(out, func(i, j int) bool { return zw.NestedInt(out[i], "revision") < zw.NestedInt(out[j], "revision") })
 	return out, nil
+}
+
+// revertedSince is the message of the newest autoRevert of d since the
+// time given ("" if none), from its events: the condition that says so
+// lasts only until the reverted revision is available again.
+func revertedSince(ctx context.Context, c *zw.Client, d zw.Object, since time.Time) (string, error) {
+	events, _ := zw.LookupResource("events")
+	evs, _, err := c.List(ctx, events, zw.NestedString(d, "metadata", "namespace"), zw.ListOptions{
+		FieldSelector: "involvedObject.uid=" + zw.NestedString(d, "metadata", "uid") + ",reason=DeploymentRolledBack"})
+	if err != nil {
+		return "", err
+	}
+	why, newest := "", since
+	for _, e := range evs {
+		if t, err := time.Parse(time.RFC3339, zw.NestedString(e, "lastTimestamp")); err == nil && t.After(newest) {
+			why, newest = zw.NestedString(e, "message"), t
+		}
+	}
+	return why, nil
 }
 
 // rolloutStatus is kubectl's reading of a deployment: what to say, whether
