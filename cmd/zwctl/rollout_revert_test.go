@@ -15,6 +15,9 @@ spec:
   replicas: 2
   autoRevert: true
   progressDeadlineSeconds: 10
+  # A pod that exits is Ready for a moment before its exit is seen; 5 s
+  # of readiness are asked before a pod counts as available.
+  minReadySeconds: 5
   selector:
     matchLabels: {app: flaky}
   template:

@@ -43,7 +43,7 @@ func Dial(ctx context.Context, client *http.Client, url string) (net.Conn, error
 	}
 	conn.SetReadLimit(maxMessage)
 	// The connection lives past ctx, which bounds only the opening.
-	return websocket.NetConn(context.Background(), conn, websocket.MessageBinary), nil
+	return &wsConn{websocket.NetConn(context.Background(), conn, websocket.MessageBinary), conn}, nil
 }
 
 // Accept upgrades the request to a forwarded connection. On failure it
@@ -58,7 +58,23 @@ func Accept(w http.ResponseWriter, r *http.Request) (net.Conn, error) {
 		return nil, fmt.Errorf("port-forward: subprotocol %s required", Subprotocol)
 	}
 	conn.SetReadLimit(maxMessage)
-	return websocket.NetConn(r.Context(), conn, websocket.MessageBinary), nil
+	return &wsConn{websocket.NetConn(r.Context(), conn, websocket.MessageBinary), conn}, nil
+}
+
+// wsConn is a forwarded connection whose Close ends the WebSocket with
+// its close handshake. The NetConn's own Close cancels a read under way
+// first (Join always has one), and a cancelled read drops the connection
+// at once: the other end then read an error after the last bytes, not
+// the end of the stream.
+type wsConn struct {
+	net.Conn
+	ws *websocket.Conn
+}
+
+func (c *wsConn) Close() error {
+	err := c.ws.Close(websocket.StatusNormalClosure, "")
+	_ = c.Conn.Close()
+	return err
 }
 
 // Join carries the bytes between a and b both ways until either end
