@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // KindLimitRange bounds and defaults each container's and claim's
 // resources in a namespace.
@@ -69,7 +72,7 @@ func ValidateLimitRange(l *LimitRange) FieldErrors {
 			parsed[l.name] = map[string]int64{}
 			for _, r := range sortedKeys(l.list) {
 				lf := fmt.Sprintf("%s.%s[%s]", f, l.name, r)
-				if !contains(resources, r) {
+				if !slices.Contains(resources, r) {
 					errs.add(lf, FieldNotSupported, "Unsupported value: %q: supported values: %q", r, resources)
 					continue
 				}
@@ -92,15 +95,6 @@ func ValidateLimitRange(l *LimitRange) FieldErrors {
 		}
 	}
 	return errs
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // LimitError is a create refused by a LimitRange, in Kubernetes' words.

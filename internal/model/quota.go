@@ -57,9 +57,12 @@ var quotaAliases = map[string]string{
 	"count/services": QuotaServices, "count/secrets": QuotaSecrets,
 }
 
+// quotaBounds are the resources a quota bounds, by their own names.
+var quotaBounds = []string{QuotaPods, QuotaRequestsCPU, QuotaRequestsMemory, QuotaLimitsCPU, QuotaLimitsMemory, QuotaClaims, QuotaStorage, QuotaServices, QuotaSecrets}
+
 // QuotaResources are the names a quota's hard may use.
 func QuotaResources() []string {
-	names := []string{QuotaPods, QuotaRequestsCPU, QuotaRequestsMemory, QuotaLimitsCPU, QuotaLimitsMemory, QuotaClaims, QuotaStorage, QuotaServices, QuotaSecrets}
+	names := slices.Clone(quotaBounds)
 	for a := range quotaAliases {
 		names = append(names, a)
 	}
@@ -72,7 +75,7 @@ func QuotaResource(name string) string {
 	if a, ok := quotaAliases[name]; ok {
 		return a
 	}
-	if slices.Contains([]string{QuotaPods, QuotaRequestsCPU, QuotaRequestsMemory, QuotaLimitsCPU, QuotaLimitsMemory, QuotaClaims, QuotaStorage, QuotaServices, QuotaSecrets}, name) {
+	if slices.Contains(quotaBounds, name) {
 		return name
 	}
 	return ""

@@ -24,18 +24,7 @@ func (s *Store) Quotas() Resource[model.ResourceQuota, *model.ResourceQuota] {
 // FOR UPDATE first, so creates under a quota take turns and two cannot
 // both pass its last unit. A namespace without quotas costs one query.
 func admitQuota(ctx context.Context, tx pgx.Tx, ns, object string, add model.Usage, p *model.Pod) error {
-	rows, err := tx.Query(ctx, "SELECT name, spec FROM resourcequotas WHERE namespace = $1 AND deleted_at IS NULL ORDER BY name FOR UPDATE", ns)
-	if err != nil {
-		return err
-	}
-	quotas, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (model.ResourceQuota, error) {
-		var q model.ResourceQuota
-		var spec []byte
-		if err := row.Scan(&q.Metadata.Name, &spec); err != nil {
-			return q, err
-		}
-		return q, json.Unmarshal(spec, &q.Spec)
-	})
+	quotas, err := namespaceSpecs[model.ResourceQuota](ctx, tx, "resourcequotas", ns, "FOR UPDATE")
 	if err != nil || len(quotas) == 0 {
 		return err
 	}
@@ -138,18 +127,7 @@ func (s *Store) CreateLimitRange(ctx context.Context, l *model.LimitRange) error
 // outside them (a *model.LimitError naming object). It runs before
 // admitQuota, which counts the defaults, as Kubernetes' admission does.
 func admitLimits(ctx context.Context, tx pgx.Tx, ns, object string, p *model.Pod, c *model.PersistentVolumeClaim) error {
-	rows, err := tx.Query(ctx, "SELECT name, spec FROM limitranges WHERE namespace = $1 AND deleted_at IS NULL ORDER BY name", ns)
-	if err != nil {
-		return err
-	}
-	ranges, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (model.LimitRange, error) {
-		var l model.LimitRange
-		var spec []byte
-		if err := row.Scan(&l.Metadata.Name, &spec); err != nil {
-			return l, err
-		}
-		return l, json.Unmarshal(spec, &l.Spec)
-	})
+	ranges, err := namespaceSpecs[model.LimitRange](ctx, tx, "limitranges", ns, "")
 	if err != nil {
 		return err
 	}
@@ -165,4 +143,22 @@ func admitLimits(ctx context.Context, tx pgx.Tx, ns, object string, p *model.Pod
 		}
 	}
 	return nil
+}
+
+// namespaceSpecs reads the name and spec of every object of table in
+// namespace ns, in name order, with lock ("FOR UPDATE" or "") appended.
+func namespaceSpecs[T any, PT ObjectPtr[T]](ctx context.Context, tx pgx.Tx, table, ns, lock string) ([]T, error) {
+	rows, err := tx.Query(ctx, "SELECT name, spec FROM "+table+" WHERE namespace = $1 AND deleted_at IS NULL ORDER BY name "+lock, ns)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) {
+		var obj T
+		var spec []byte
+		if err := row.Scan(&PT(&obj).GetMeta().Name, &spec); err != nil {
+			return obj, err
+		}
+		sp, _ := PT(&obj).Parts()
+		return obj, json.Unmarshal(spec, sp)
+	})
 }
