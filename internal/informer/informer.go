@@ -58,7 +58,6 @@ type Handlers[T any] struct {
 
 // Source is one kind an informer follows; Kind makes one.
 type Source interface {
-	name() string
 	list(ctx context.Context) (after int64, deliver func(context.Context) error, err error)
 	watch(ctx context.Context, after int64) (*store.Watch, error)
 	forward(w *store.Watch, out chan<- change, done <-chan struct{}, log *slog.Logger)
@@ -78,8 +77,6 @@ type kind[T any] struct {
 	r Resource[T]
 	h Handlers[T]
 }
-
-func (k *kind[T]) name() string { return k.r.Kind() }
 
 func (k *kind[T]) list(ctx context.Context) (int64, func(context.Context) error, error) {
 	l, err := k.r.List(ctx, store.ListOptions{})
