@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"strconv"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/clusterip"
+	"github.com/zonewright/zonewright/internal/informer"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pglock"
 	"github.com/zonewright/zonewright/internal/store"
@@ -43,16 +43,7 @@ func (c *Controller) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := leader.While(ctx, func(lctx context.Context) error {
 			log.Info("endpoints controller leading")
-			for lctx.Err() == nil {
-				err := c.reconcile(lctx, log)
-				if errors.Is(err, errResync) {
-					continue
-				}
-				if err != nil && lctx.Err() == nil {
-					log.Warn("endpoints controller: starting over", "err", err)
-					sleep(lctx, time.Second)
-				}
-			}
+			c.newInformer(log).Run(lctx)
 			return nil
 		})
 		if err != nil && ctx.Err() == nil {
@@ -62,8 +53,6 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-var errResync = errors.New("resync")
-
 func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
@@ -71,143 +60,94 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// state is what the controller knows, from the lists and the watches.
+// state is what the controller knows, from the lists and the watches,
+// and the services whose Endpoints may need a write.
 type state struct {
 	services  map[string]*model.Service
 	endpoints map[string]*model.Endpoints
 	pods      map[string]map[string]*model.Pod // namespace → name → pod
+	dirty     map[string]bool
 }
 
 func key(ns, name string) string { return ns + "/" + name }
 
-// reconcile lists services, pods and endpoints, brings every Endpoints
-// object up to date, then follows the change feed, recomputing the
-// services a change touches, until a watch ends or the resync is due.
-func (c *Controller) reconcile(ctx context.Context, log *slog.Logger) error {
-	st := &state{services: map[string]*model.Service{}, endpoints: map[string]*model.Endpoints{}, pods: map[string]map[string]*model.Pod{}}
-	svcs, err := c.Store.Services().List(ctx, store.ListOptions{})
-	if err != nil {
-		return err
+// newInformer follows services, pods and endpoints, brings every Endpoints
+// object up to date after each list, then recomputes the services each
+// burst of changes touches. Its resync lists everything again and sweeps
+// the cluster IPs of services that are gone.
+func (c *Controller) newInformer(log *slog.Logger) *informer.Informer {
+	st := &state{services: map[string]*model.Service{}, endpoints: map[string]*model.Endpoints{},
+		pods: map[string]map[string]*model.Pod{}, dirty: map[string]bool{}}
+	resync := c.Resync
+	if resync <= 0 {
+		resync = DefaultResync
 	}
-	pods, err := c.Store.Pods().List(ctx, store.ListOptions{})
-	if err != nil {
-		return err
+	return &informer.Informer{Name: "endpoints controller", Log: log,
+		Sources: []informer.Source{
+			informer.Kind(c.Store.Services(), informer.Handlers[model.Service]{
+				Listed: func(ctx context.Context, svcs []model.Service) error {
+					st.listServices(svcs)
+					c.sweep(ctx, log)
+					return nil
+				},
+				Changed: st.applyService}),
+			informer.Kind(c.Store.Pods(), informer.Handlers[model.Pod]{Listed: st.listPods, Changed: st.applyPod}),
+			informer.Kind(c.Store.Endpoints(), informer.Handlers[model.Endpoints]{Listed: st.listEndpoints, Changed: st.applyEndpoints}),
+		},
+		Flush: func(ctx context.Context) (bool, error) {
+			for k := range st.dirty {
+				if err := c.sync(ctx, st, k); err != nil {
+					log.Warn("endpoints: write failed; will retry", "service", k, "err", err)
+					continue
+				}
+				delete(st.dirty, k)
+			}
+			return len(st.dirty) > 0, nil
+		},
+		Resync: resync,
 	}
-	eps, err := c.Store.Endpoints().List(ctx, store.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for i := range svcs.Items {
-		s := &svcs.Items[i]
-		st.services[key(s.Metadata.Namespace, s.Metadata.Name)] = s
-	}
-	for i := range pods.Items {
-		st.putPod(&pods.Items[i])
-	}
-	for i := range eps.Items {
-		e := &eps.Items[i]
-		st.endpoints[key(e.Metadata.Namespace, e.Metadata.Name)] = e
-	}
-	watch := func(w *store.Watch, err error) (*store.Watch, error) { return w, err }
-	svcW, err := watch(c.Store.Services().Watch(ctx, store.WatchOptions{ResourceVersion: rv(svcs.Metadata.ResourceVersion)}))
-	if err != nil {
-		return err
-	}
-	defer svcW.Stop()
-	podW, err := watch(c.Store.Pods().Watch(ctx, store.WatchOptions{ResourceVersion: rv(pods.Metadata.ResourceVersion)}))
-	if err != nil {
-		return err
-	}
-	defer podW.Stop()
-	epW, err := watch(c.Store.Endpoints().Watch(ctx, store.WatchOptions{ResourceVersion: rv(eps.Metadata.ResourceVersion)}))
-	if err != nil {
-		return err
-	}
-	defer epW.Stop()
+}
 
-	dirty := map[string]bool{}
-	for k := range st.services {
-		dirty[k] = true
-	}
-	for k := range st.endpoints {
-		dirty[k] = true
-	}
+// sweep frees the cluster IPs of services that are gone; it runs with
+// every list of services, as a safety net under their deletes.
+func (c *Controller) sweep(ctx context.Context, log *slog.Logger) {
 	if n, err := clusterip.Sweep(ctx, c.Store.Pool()); err != nil {
 		log.Warn("cluster IP sweep", "err", err)
 	} else if n > 0 {
 		log.Info("freed cluster IPs of services that are gone", "count", n)
 	}
-	resync := c.Resync
-	if resync <= 0 {
-		resync = DefaultResync
-	}
-	timer := time.NewTimer(resync)
-	defer timer.Stop()
-	now := make(chan time.Time)
-	close(now)
-	// take applies one change from the watches; it reports false when
-	// retry or idle came first (idle: now, to take only what is queued).
-	take := func(retry, idle <-chan time.Time) (bool, error) {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-timer.C:
-			return false, errResync
-		case <-retry:
-			return false, nil
-		case <-idle:
-			return false, nil
-		case ev, ok := <-svcW.Events:
-			if !ok {
-				return false, watchEnded("services", svcW)
-			}
-			st.applyService(ev, dirty)
-		case ev, ok := <-podW.Events:
-			if !ok {
-				return false, watchEnded("pods", podW)
-			}
-			st.applyPod(ev, dirty)
-		case ev, ok := <-epW.Events:
-			if !ok {
-				return false, watchEnded("endpoints", epW)
-			}
-			st.applyEndpoints(ev, dirty)
-		}
-		return true, nil
-	}
-	for {
-		// Write what is dirty, then wait for the next change; the changes
-		// that came meanwhile are taken together.
-		for k := range dirty {
-			if err := c.sync(ctx, st, k); err != nil {
-				log.Warn("endpoints: write failed; will retry", "service", k, "err", err)
-				continue
-			}
-			delete(dirty, k)
-		}
-		var retry <-chan time.Time
-		if len(dirty) > 0 {
-			retry = time.After(time.Second)
-		}
-		// Wait for a change, then take those already queued with it, so
-		// the writes above cover them together.
-		got, err := take(retry, nil)
-		for err == nil && got {
-			got, err = take(nil, now)
-		}
-		if err != nil {
-			return err
-		}
+}
+
+// listServices, listPods and listEndpoints replace what the controller
+// knew of a kind; every service and every Endpoints object is computed
+// again.
+func (st *state) listServices(svcs []model.Service) {
+	clear(st.services)
+	for i := range svcs {
+		s := &svcs[i]
+		k := key(s.Metadata.Namespace, s.Metadata.Name)
+		st.services[k] = s
+		st.dirty[k] = true
 	}
 }
 
-func rv(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
-
-func watchEnded(what string, w *store.Watch) error {
-	if err := w.Err(); err != nil {
-		return fmt.Errorf("%s watch: %w", what, err)
+func (st *state) listPods(_ context.Context, pods []model.Pod) error {
+	clear(st.pods)
+	for i := range pods {
+		st.putPod(&pods[i])
 	}
-	return fmt.Errorf("%s watch ended", what)
+	return nil
+}
+
+func (st *state) listEndpoints(_ context.Context, eps []model.Endpoints) error {
+	clear(st.endpoints)
+	for i := range eps {
+		e := &eps[i]
+		k := key(e.Metadata.Namespace, e.Metadata.Name)
+		st.endpoints[k] = e
+		st.dirty[k] = true
+	}
+	return nil
 }
 
 func (st *state) putPod(p *model.Pod) {
@@ -219,61 +159,57 @@ func (st *state) putPod(p *model.Pod) {
 	ns[p.Metadata.Name] = p
 }
 
-func (st *state) applyService(ev store.WatchEvent, dirty map[string]bool) {
-	var s model.Service
-	if json.Unmarshal(ev.Object, &s) != nil {
-		return
-	}
+func (st *state) applyService(_ context.Context, ev informer.Event[model.Service]) error {
+	s := ev.Object
 	k := key(s.Metadata.Namespace, s.Metadata.Name)
-	if ev.Type == "DELETED" {
+	if ev.Type == informer.Deleted {
 		delete(st.services, k)
 	} else {
-		st.services[k] = &s
+		st.services[k] = s
 	}
-	dirty[k] = true
+	st.dirty[k] = true
+	return nil
 }
 
 // applyPod marks the services that select the pod before or after the
 // change: both may need it added or removed.
-func (st *state) applyPod(ev store.WatchEvent, dirty map[string]bool) {
-	var p model.Pod
-	if json.Unmarshal(ev.Object, &p) != nil {
-		return
-	}
+func (st *state) applyPod(_ context.Context, ev informer.Event[model.Pod]) error {
+	p := ev.Object
 	ns := p.Metadata.Namespace
 	old := st.pods[ns][p.Metadata.Name]
-	if ev.Type == "DELETED" {
+	if ev.Type == informer.Deleted {
 		delete(st.pods[ns], p.Metadata.Name)
 	} else {
-		st.putPod(&p)
+		st.putPod(p)
 	}
 	for k, s := range st.services {
 		if s.Metadata.Namespace != ns || len(s.Spec.Selector) == 0 {
 			continue
 		}
 		if selects(s.Spec.Selector, p.Metadata.Labels) || (old != nil && selects(s.Spec.Selector, old.Metadata.Labels)) {
-			dirty[k] = true
+			st.dirty[k] = true
 		}
 	}
+	return nil
 }
 
 // applyEndpoints keeps the controller's copy current (its own writes come
 // back here); any other change to an object is undone by recomputing it.
-func (st *state) applyEndpoints(ev store.WatchEvent, dirty map[string]bool) {
-	var e model.Endpoints
-	if json.Unmarshal(ev.Object, &e) != nil {
-		return
-	}
+func (st *state) applyEndpoints(_ context.Context, ev informer.Event[model.Endpoints]) error {
+	e := ev.Object
 	k := key(e.Metadata.Namespace, e.Metadata.Name)
-	if cur := st.endpoints[k]; cur != nil && rv(cur.Metadata.ResourceVersion) > ev.ResourceVersion {
-		return // an older event than what the controller wrote itself
+	if cur := st.endpoints[k]; cur != nil {
+		if v, _ := strconv.ParseInt(cur.Metadata.ResourceVersion, 10, 64); v > ev.ResourceVersion {
+			return nil // an older event than what the controller wrote itself
+		}
 	}
-	if ev.Type == "DELETED" {
+	if ev.Type == informer.Deleted {
 		delete(st.endpoints, k)
 	} else {
-		st.endpoints[k] = &e
+		st.endpoints[k] = e
 	}
-	dirty[k] = true
+	st.dirty[k] = true
+	return nil
 }
 
 // sync makes the Endpoints object of service k what it should be: gone

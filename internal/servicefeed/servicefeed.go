@@ -14,8 +14,8 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"time"
 
+	"github.com/zonewright/zonewright/internal/informer"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
@@ -31,61 +31,39 @@ type Follower struct {
 // Run keeps Holder current until ctx ends, starting over (with a fresh
 // read) whenever a watch ends.
 func (f *Follower) Run(ctx context.Context) {
-	log := f.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	for ctx.Err() == nil {
-		if err := f.follow(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("service network snapshot: starting over", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
+	// gen is the version the held snapshot was read at; newest, that of
+	// the newest change seen. A read covers every change up to its
+	// version, so only a change above it asks for another.
+	var gen, newest int64
+	(&informer.Informer{Name: "service network snapshot", Log: f.Log,
+		Sources: []informer.Source{
+			informer.Kind(f.Store.Services(), newestVersion[model.Service](&newest)),
+			informer.Kind(f.Store.Endpoints(), newestVersion[model.Endpoints](&newest)),
+		},
+		// Services and Endpoints are read together, in one snapshot, so
+		// that a generation names one state of the service network.
+		Start: func(ctx context.Context) (int64, error) {
+			var err error
+			gen, err = f.rebuild(ctx)
+			return gen, err
+		},
+		Flush: func(ctx context.Context) (bool, error) {
+			if newest <= gen {
+				return false, nil
 			}
-		}
-	}
+			var err error
+			gen, err = f.rebuild(ctx)
+			return false, err
+		},
+	}).Run(ctx)
 }
 
-func (f *Follower) follow(ctx context.Context) error {
-	gen, err := f.rebuild(ctx)
-	if err != nil {
-		return err
-	}
-	svcW, err := f.Store.Services().Watch(ctx, store.WatchOptions{ResourceVersion: gen})
-	if err != nil {
-		return err
-	}
-	defer svcW.Stop()
-	epW, err := f.Store.Endpoints().Watch(ctx, store.WatchOptions{ResourceVersion: gen})
-	if err != nil {
-		return err
-	}
-	defer epW.Stop()
-	for {
-		var newest int64
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-svcW.Events:
-			if !ok {
-				return svcW.Err()
-			}
-			newest = ev.ResourceVersion
-		case ev, ok := <-epW.Events:
-			if !ok {
-				return epW.Err()
-			}
-			newest = ev.ResourceVersion
-		}
-		// The read covers this change and any that came with it; events
-		// at or below what it covered are skipped.
-		if newest <= gen {
-			continue
-		}
-		if gen, err = f.rebuild(ctx); err != nil {
-			return err
-		}
-	}
+// newestVersion keeps in newest the version of the newest change to T.
+func newestVersion[T any](newest *int64) informer.Handlers[T] {
+	return informer.Handlers[T]{Changed: func(_ context.Context, ev informer.Event[T]) error {
+		*newest = max(*newest, ev.ResourceVersion)
+		return nil
+	}}
 }
 
 // rebuild reads the service network and makes it the held snapshot.

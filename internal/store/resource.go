@@ -172,6 +172,9 @@ func (s *Store) Events() Resource[model.Event, *model.Event] {
 // FieldSelectors lists the field selectors this kind supports.
 func (r Resource[T, PT]) FieldSelectors() map[string]string { return r.info.fields }
 
+// Kind is the kind's name ("Pod").
+func (r Resource[T, PT]) Kind() string { return r.info.kind }
+
 const selectColumns = "uid, %s, name, resource_version, labels, annotations, spec, %s, created_at, deleted_at, deletion_grace_seconds, generation, owner_references, managed_fields"
 
 func (r Resource[T, PT]) columns() string {

@@ -10,14 +10,12 @@ package workloadfeed
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
-	"strconv"
+	"maps"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/endpoints"
+	"github.com/zonewright/zonewright/internal/informer"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pglock"
 	"github.com/zonewright/zonewright/internal/store"
@@ -67,12 +65,7 @@ func (f *Follower) Run(ctx context.Context) {
 	leader := &endpoints.Leader{Pool: f.Store.Pool(), Key: pglock.WorkloadFeedLeader}
 	for ctx.Err() == nil {
 		err := leader.While(ctx, func(lctx context.Context) error {
-			for lctx.Err() == nil {
-				if err := f.follow(lctx); err != nil && lctx.Err() == nil {
-					f.Log.Warn("workload feed: starting over", "err", err)
-					sleep(lctx, time.Second)
-				}
-			}
+			f.newInformer().Run(lctx)
 			return nil
 		})
 		if err != nil && ctx.Err() == nil {
@@ -141,185 +134,141 @@ type ref struct{ kind, ns, name string }
 
 func key(ns, name string) string { return ns + "/" + name }
 
-// follow lists, wakes every deployment and job (changes may have been
-// missed while nobody followed), then wakes those a change concerns,
-// until a watch ends; every resync it checks that each has its workflow,
-// which costs the running ones nothing.
-func (f *Follower) follow(ctx context.Context) error {
-	deps, err := f.Store.Deployments().List(ctx, store.ListOptions{})
-	if err != nil {
-		return err
-	}
-	jobs, err := f.Store.Jobs().List(ctx, store.ListOptions{})
-	if err != nil {
-		return err
-	}
-	pods, err := f.Store.Pods().List(ctx, store.ListOptions{})
-	if err != nil {
-		return err
-	}
-	images, err := f.Store.Images().List(ctx, store.ListOptions{})
-	if err != nil {
-		return err
-	}
-	seen := map[ref]ownerState{}
-	seenPods := map[string]podState{}
-	dirty := map[ref]bool{}
+// feed is what the follower knows, from the lists and the watches, and
+// the workflows it has yet to wake.
+type feed struct {
+	seen     map[ref]ownerState
+	seenPods map[string]podState
+	dirty    map[ref]bool
 	// failing: the owners that could not create their pods (a
 	// ReplicaFailure condition); a new image may be the one they lack.
-	failing := map[ref]bool{}
-	for _, d := range deps.Items {
-		r := ref{model.KindDeployment, d.Metadata.Namespace, d.Metadata.Name}
-		seen[r] = ownerState{d.Metadata.Generation, d.Metadata.DeletionTimestamp != nil}
-		dirty[r] = true
-		failing[r] = deploymentFailing(&d)
-	}
-	for _, j := range jobs.Items {
-		r := ref{model.KindJob, j.Metadata.Namespace, j.Metadata.Name}
-		seen[r] = ownerState{j.Metadata.Generation, j.Metadata.DeletionTimestamp != nil}
-		dirty[r] = true
-		failing[r] = jobFailing(&j)
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if st, ok := stateOf(p); ok {
-			seenPods[key(p.Metadata.Namespace, p.Metadata.Name)] = st
-		}
-	}
-	depW, err := f.Store.Deployments().Watch(ctx, store.WatchOptions{ResourceVersion: rv(deps.Metadata.ResourceVersion)})
-	if err != nil {
-		return err
-	}
-	defer depW.Stop()
-	jobW, err := f.Store.Jobs().Watch(ctx, store.WatchOptions{ResourceVersion: rv(jobs.Metadata.ResourceVersion)})
-	if err != nil {
-		return err
-	}
-	defer jobW.Stop()
-	podW, err := f.Store.Pods().Watch(ctx, store.WatchOptions{ResourceVersion: rv(pods.Metadata.ResourceVersion)})
-	if err != nil {
-		return err
-	}
-	defer podW.Stop()
-	imgW, err := f.Store.Images().Watch(ctx, store.WatchOptions{ResourceVersion: rv(images.Metadata.ResourceVersion)})
-	if err != nil {
-		return err
-	}
-	defer imgW.Stop()
+	failing map[ref]bool
+}
+
+// newInformer lists, wakes every deployment and job (changes may have been
+// missed while nobody followed), then wakes those a change concerns; every
+// resync it checks that each has its workflow, which costs the running
+// ones nothing.
+func (f *Follower) newInformer() *informer.Informer {
+	fd := &feed{seen: map[ref]ownerState{}, seenPods: map[string]podState{}, dirty: map[ref]bool{}, failing: map[ref]bool{}}
 	resync := f.Resync
 	if resync <= 0 {
 		resync = DefaultResync
 	}
-	timer := time.NewTimer(resync)
-	defer timer.Stop()
-	owner := func(typ string, r ref, m *model.ObjectMeta, failed bool) {
-		now := ownerState{m.Generation, m.DeletionTimestamp != nil}
-		if old, ok := seen[r]; typ == "DELETED" || !ok || old != now {
-			dirty[r] = true
-		}
-		if typ == "DELETED" {
-			delete(seen, r)
-			delete(failing, r)
-		} else {
-			seen[r] = now
-			failing[r] = failed
-		}
-	}
-	// take applies one change from the watches; it reports false when
-	// retry, quiet or window fired first.
-	take := func(retry, quiet, window <-chan time.Time) (bool, error) {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-retry:
-			return false, nil
-		case <-quiet:
-			return false, nil
-		case <-window:
-			return false, nil
-		case <-timer.C:
-			f.ensureAll(ctx)
-			timer.Reset(resync)
-		case ev, ok := <-depW.Events:
-			if !ok {
-				return false, ended("deployments", depW)
-			}
-			var d model.Deployment
-			if json.Unmarshal(ev.Object, &d) == nil {
-				owner(ev.Type, ref{model.KindDeployment, d.Metadata.Namespace, d.Metadata.Name}, &d.Metadata, deploymentFailing(&d))
-			}
-		case ev, ok := <-jobW.Events:
-			if !ok {
-				return false, ended("jobs", jobW)
-			}
-			var j model.Job
-			if json.Unmarshal(ev.Object, &j) == nil {
-				owner(ev.Type, ref{model.KindJob, j.Metadata.Namespace, j.Metadata.Name}, &j.Metadata, jobFailing(&j))
-			}
-		case ev, ok := <-imgW.Events:
-			if !ok {
-				return false, ended("images", imgW)
-			}
-			// Only a new image can end a failure to create pods: one
-			// being deleted stays so until it is gone.
-			if ev.Type == "ADDED" {
-				for r, failed := range failing {
-					if failed {
-						dirty[r] = true
-					}
+	// Changes that follow closely (pods of a rollout step turn Ready
+	// within moments of each other) are woken for together: each wake
+	// costs the workflow a sync.
+	quiet, window := f.gather()
+	return &informer.Informer{Name: "workload feed", Log: f.Log,
+		Sources: []informer.Source{
+			informer.Kind(f.Store.Deployments(), owners(fd, model.KindDeployment, deploymentFailing)),
+			informer.Kind(f.Store.Jobs(), owners(fd, model.KindJob, jobFailing)),
+			informer.Kind(f.Store.Pods(), informer.Handlers[model.Pod]{Listed: fd.listPods, Changed: fd.changePod}),
+			informer.Kind(f.Store.Images(), informer.Handlers[model.Image]{Changed: fd.changeImage}),
+		},
+		Flush: func(ctx context.Context) (bool, error) {
+			for r := range fd.dirty {
+				if err := f.workflows(r.kind).Wake(ctx, r.ns, r.name); err != nil {
+					f.Log.Warn("workload feed: could not wake a workflow; will retry", "kind", r.kind, "name", key(r.ns, r.name), "err", err)
+					continue
 				}
+				delete(fd.dirty, r)
 			}
-		case ev, ok := <-podW.Events:
-			if !ok {
-				return false, ended("pods", podW)
-			}
-			var p model.Pod
-			if json.Unmarshal(ev.Object, &p) != nil {
-				return true, nil
-			}
-			st, owned := stateOf(&p)
-			if !owned {
-				return true, nil
-			}
-			k := key(p.Metadata.Namespace, p.Metadata.Name)
-			// A pod's creation is the workflow's own doing: it knows.
-			if old, ok := seenPods[k]; ev.Type == "DELETED" || (ok && old != st) || (!ok && st != podState{kind: st.kind, owner: st.owner}) {
-				dirty[ref{st.kind, p.Metadata.Namespace, st.owner}] = true
-			}
-			if ev.Type == "DELETED" {
-				delete(seenPods, k)
-			} else {
-				seenPods[k] = st
-			}
-		}
-		return true, nil
+			return len(fd.dirty) > 0, nil
+		},
+		Quiet: quiet, Window: window,
+		Resync: resync, Resynced: f.ensureAll,
 	}
-	gather, window := f.gather()
-	for {
-		for r := range dirty {
-			if err := f.workflows(r.kind).Wake(ctx, r.ns, r.name); err != nil {
-				f.Log.Warn("workload feed: could not wake a workflow; will retry", "kind", r.kind, "name", key(r.ns, r.name), "err", err)
-				continue
+}
+
+// owners follows one kind of owner, deployments or jobs: a list replaces
+// what the feed knew of the kind and wakes each; a change wakes the one
+// changed if its workflow acts on it.
+func owners[T any, PT store.ObjectPtr[T]](fd *feed, kind string, failing func(PT) bool) informer.Handlers[T] {
+	return informer.Handlers[T]{
+		Listed: func(_ context.Context, items []T) error {
+			ofKind := func(r ref) bool { return r.kind == kind }
+			maps.DeleteFunc(fd.seen, func(r ref, _ ownerState) bool { return ofKind(r) })
+			maps.DeleteFunc(fd.failing, func(r ref, _ bool) bool { return ofKind(r) })
+			maps.DeleteFunc(fd.dirty, func(r ref, _ bool) bool { return ofKind(r) })
+			for i := range items {
+				o := PT(&items[i])
+				m := o.GetMeta()
+				r := ref{kind, m.Namespace, m.Name}
+				fd.seen[r] = ownerState{m.Generation, m.DeletionTimestamp != nil}
+				fd.dirty[r] = true
+				fd.failing[r] = failing(o)
 			}
-			delete(dirty, r)
-		}
-		var retry <-chan time.Time
-		if len(dirty) > 0 {
-			retry = time.After(time.Second)
-		}
-		// Wait for a change, then take those that follow it closely
-		// (pods of a rollout step turn Ready within moments of each
-		// other), so one signal covers them: each costs the workflow a
-		// sync.
-		got, err := take(retry, nil, nil)
-		end := time.After(window)
-		for err == nil && got {
-			got, err = take(nil, time.After(gather), end)
-		}
-		if err != nil {
-			return err
+			return nil
+		},
+		Changed: func(_ context.Context, ev informer.Event[T]) error {
+			o := PT(ev.Object)
+			m := o.GetMeta()
+			fd.owner(ev.Type, ref{kind, m.Namespace, m.Name}, m, failing(o))
+			return nil
+		},
+	}
+}
+
+// owner notes a change to a deployment or a job: a new generation, a
+// deletion begun or done.
+func (fd *feed) owner(typ string, r ref, m *model.ObjectMeta, failed bool) {
+	now := ownerState{m.Generation, m.DeletionTimestamp != nil}
+	if old, ok := fd.seen[r]; typ == informer.Deleted || !ok || old != now {
+		fd.dirty[r] = true
+	}
+	if typ == informer.Deleted {
+		delete(fd.seen, r)
+		delete(fd.failing, r)
+	} else {
+		fd.seen[r] = now
+		fd.failing[r] = failed
+	}
+}
+
+func (fd *feed) listPods(_ context.Context, pods []model.Pod) error {
+	clear(fd.seenPods)
+	for i := range pods {
+		p := &pods[i]
+		if st, ok := stateOf(p); ok {
+			fd.seenPods[key(p.Metadata.Namespace, p.Metadata.Name)] = st
 		}
 	}
+	return nil
+}
+
+func (fd *feed) changePod(_ context.Context, ev informer.Event[model.Pod]) error {
+	p := ev.Object
+	st, owned := stateOf(p)
+	if !owned {
+		return nil
+	}
+	k := key(p.Metadata.Namespace, p.Metadata.Name)
+	// A pod's creation is the workflow's own doing: it knows.
+	if old, ok := fd.seenPods[k]; ev.Type == informer.Deleted || (ok && old != st) || (!ok && st != podState{kind: st.kind, owner: st.owner}) {
+		fd.dirty[ref{st.kind, p.Metadata.Namespace, st.owner}] = true
+	}
+	if ev.Type == informer.Deleted {
+		delete(fd.seenPods, k)
+	} else {
+		fd.seenPods[k] = st
+	}
+	return nil
+}
+
+// changeImage wakes the owners that failed to create their pods when an
+// image arrives. Only a new image can end such a failure: one being
+// deleted stays so until it is gone.
+func (fd *feed) changeImage(_ context.Context, ev informer.Event[model.Image]) error {
+	if ev.Type != informer.Added {
+		return nil
+	}
+	for r, failed := range fd.failing {
+		if failed {
+			fd.dirty[r] = true
+		}
+	}
+	return nil
 }
 
 // gather is how long a quiet spell ends a batch of changes, and how long a
@@ -364,13 +313,4 @@ func (f *Follower) ensureAll(ctx context.Context) {
 			f.Log.Warn("workload feed: could not start a job's workflow", "job", key(j.Metadata.Namespace, j.Metadata.Name), "err", err)
 		}
 	}
-}
-
-func rv(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
-
-func ended(what string, w *store.Watch) error {
-	if err := w.Err(); err != nil {
-		return fmt.Errorf("%s watch: %w", what, err)
-	}
-	return errors.New(what + " watch ended")
 }
