@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	hostacts "github.com/zonewright/zonewright/activities/host"
@@ -42,6 +43,8 @@ func NewNode(c client.Client, h *hostops.Host, o NodeOptions) worker.Worker {
 		WorkerStopTimeout:                  o.StopTimeout,
 		// The node's task queue carries host activities only.
 		DisableWorkflowWorker: true,
+		// Every host step is heartbeaten while it runs (see hostacts.Keepalive).
+		Interceptors: []interceptor.WorkerInterceptor{hostacts.Keepalive(hostacts.KeepaliveEvery)},
 	})
 	w.RegisterActivity(&hostacts.Activities{Ops: h})
 	return w

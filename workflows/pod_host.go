@@ -46,9 +46,19 @@ const provisionHeartbeat = 15 * time.Second
 // hostScheduleToStart bounds how long a host task may wait for its node.
 const hostScheduleToStart = 2 * time.Minute
 
+// hostHeartbeat is the heartbeat timeout of a host step that asks for no
+// other: its node's worker heartbeats every step it runs (the keepalive
+// of activities/host), so an attempt whose worker died or never got the
+// task is retried after this, not after the step's StartToClose.
+const hostHeartbeat = 30 * time.Second
+
 // hostOptions are sized per step; transient failures retry a few times,
-// after which the saga rolls back. Invalid input is never retried.
+// after which the saga rolls back. Invalid input is never retried. A zero
+// heartbeat is hostHeartbeat.
 func hostOptions(node string, timeout time.Duration, heartbeat time.Duration, attempts int32) workflow.ActivityOptions {
+	if heartbeat == 0 {
+		heartbeat = hostHeartbeat
+	}
 	return workflow.ActivityOptions{
 		TaskQueue: NodeTaskQueue(node),
 		// A node that does not pick a task up in time is down: the step
