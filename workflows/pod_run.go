@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
@@ -319,6 +320,14 @@ func (w *podWorkflow) restart(ctx workflow.Context, i int) {
 // its node did not take up is tried again instead of failing the pod.
 const versionZoneBootWaitsForNode = "zone-boot-waits-for-node"
 
+// versionZoneBootStartsOver: a step of booting a stopped zone again that
+// fails because the zone stopped again meanwhile starts the boot over.
+const versionZoneBootStartsOver = "zone-boot-starts-over"
+
+// zoneBootsAgain bounds the boots a zone that keeps stopping is given
+// before the pod fails.
+const zoneBootsAgain = 3
+
 // zoneDown handles a zone found not running: booted again (every container
 // restarts), unless restartPolicy is Never or the zone is gone, which fail
 // the pod.
@@ -332,30 +341,23 @@ func (w *podWorkflow) zoneDown(ctx workflow.Context, state string) bool {
 		w.teardownFailed(ctx, "ZoneGone", fmt.Sprintf("zone vanished from node %s (state %q)", w.st.Node, state))
 		return true
 	}
-	for _, step := range []any{host.BootZone, host.ConfigureNetwork, host.StartContainers} {
-		err := w.execHost(ctx, hostOptions(w.st.Node, 5*time.Minute, 0, 5), step, sb, nil)
-		// A node that did not take the step up (ScheduleToStart, never
-		// retried by Temporal) has not refused it: try again after a
-		// back-off until it does, the node is lost, or the pod is stopped.
-		for failures := 1; notTakenUp(err) && workflow.GetVersion(ctx, versionZoneBootWaitsForNode, workflow.DefaultVersion, 1) >= 1; failures++ {
-			w.lastError = fmt.Sprintf("booting the zone again on node %s, try %d: %s; trying again", w.st.Node, failures, errString(err))
-			if _, werr := workflow.AwaitWithTimeout(ctx, hostRetryBackoff(failures), func() bool { return w.lost() || w.interrupted() }); werr != nil {
-				err = werr
-				break
-			}
-			if w.interrupted() && !w.lost() {
-				return false // the stop that was asked for takes the zone down
-			}
-			if w.lost() {
-				err = errNodeLost
-				break
-			}
-			err = w.execHost(ctx, hostOptions(w.st.Node, 5*time.Minute, 0, 5), step, sb, nil)
+	for boots := 0; ; boots++ {
+		stopping, err := w.bootAgain(ctx, sb)
+		if stopping {
+			return false // the stop that was asked for takes the zone down
+		}
+		// The zone stopped again before its containers started (the node's
+		// whole stack restarted, halting its zones): boot it once more.
+		if isType(err, hostacts.ErrTypeWrongState) && boots < zoneBootsAgain &&
+			workflow.GetVersion(ctx, versionZoneBootStartsOver, workflow.DefaultVersion, 1) >= 1 {
+			w.lastError = fmt.Sprintf("the zone stopped again while it was booted: %s; booting it again", errString(err))
+			continue
 		}
 		if err != nil {
 			w.teardownFailed(ctx, "ZoneStopped", fmt.Sprintf("zone was %q and could not be booted again: %s", state, errString(err)))
 			return true
 		}
+		break
 	}
 	var seq uint64
 	_ = w.execHost(ctx, hostOptions(w.st.Node, time.Minute, 0, 5), host.SupervisePod, supervised(sb, w.spec), &seq)
@@ -372,6 +374,37 @@ func (w *podWorkflow) zoneDown(ctx workflow.Context, state string) bool {
 	}
 	w.writeStatus(ctx, "ZoneRebooted", fmt.Sprintf("Zone was %s; booted it again", state))
 	return false
+}
+
+// bootAgain boots the pod's stopped zone and starts its containers; it
+// stops early, stopping true, when a stop was asked for while its node
+// did not take a step up.
+func (w *podWorkflow) bootAgain(ctx workflow.Context, sb hostops.PodSandbox) (stopping bool, err error) {
+	for _, step := range []any{host.BootZone, host.ConfigureNetwork, host.StartContainers} {
+		err := w.execHost(ctx, hostOptions(w.st.Node, 5*time.Minute, 0, 5), step, sb, nil)
+		// A node that did not take the step up (ScheduleToStart, never
+		// retried by Temporal) has not refused it: try again after a
+		// back-off until it does, the node is lost, or the pod is stopped.
+		for failures := 1; notTakenUp(err) && workflow.GetVersion(ctx, versionZoneBootWaitsForNode, workflow.DefaultVersion, 1) >= 1; failures++ {
+			w.lastError = fmt.Sprintf("booting the zone again on node %s, try %d: %s; trying again", w.st.Node, failures, errString(err))
+			if _, werr := workflow.AwaitWithTimeout(ctx, hostRetryBackoff(failures), func() bool { return w.lost() || w.interrupted() }); werr != nil {
+				err = werr
+				break
+			}
+			if w.interrupted() && !w.lost() {
+				return true, nil
+			}
+			if w.lost() {
+				err = errNodeLost
+				break
+			}
+			err = w.execHost(ctx, hostOptions(w.st.Node, 5*time.Minute, 0, 5), step, sb, nil)
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 func (w *podWorkflow) container(name string) int {

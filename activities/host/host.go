@@ -61,6 +61,9 @@ const (
 	// (retryable). The SDK ends it when a heartbeat does not get through
 	// to an overloaded server: no fault of the pod's or of the node's.
 	ErrTypeInterrupted = "Interrupted"
+	// ErrTypeWrongState: the zone (or another object) is not in the state
+	// the step needs, e.g. a zone that stopped under a step run in it.
+	ErrTypeWrongState = "WrongState"
 )
 
 // kindErrType is the ApplicationError type of a retryable illumos failure.
@@ -68,7 +71,7 @@ var kindErrType = map[illumos.Kind]string{
 	illumos.KindUnknown:       "Unknown",
 	illumos.KindNotFound:      "NotFound",
 	illumos.KindAlreadyExists: "AlreadyExists",
-	illumos.KindWrongState:    "WrongState",
+	illumos.KindWrongState:    ErrTypeWrongState,
 	illumos.KindBusy:          "Busy",
 	illumos.KindTransient:     "Transient",
 }
