@@ -85,41 +85,20 @@ func (c *zoneadmCall) zerror(format string, a ...any) {
 func runZoneadm(inv *invocation) int {
 	c := &zoneadmCall{invocation: inv}
 	var uuid string
-	i := 0
-	for ; i < len(inv.args); i++ {
-		a := inv.args[i]
-		if a == "--" {
-			i++
-			break
-		}
-		if !strings.HasPrefix(a, "-") || len(a) < 2 {
-			break
-		}
-		opt, val := a[1], a[2:]
-		if opt != 'z' && opt != 'u' && opt != 'R' {
-			fmt.Fprint(inv.stderr, zoneadmUsage)
-			return 2
-		}
-		if val == "" {
-			if i+1 >= len(inv.args) {
-				fmt.Fprint(inv.stderr, zoneadmUsage)
-				return 2
-			}
-			i++
-			val = inv.args[i]
-		}
-		switch opt {
-		case 'z':
-			c.zone = val
-		case 'u':
-			uuid = val
-		}
-	}
-	if i >= len(inv.args) {
+	opts, rest, _, ok := getopt(inv.args, "z:u:R:")
+	if !ok || len(rest) == 0 {
 		fmt.Fprint(inv.stderr, zoneadmUsage)
 		return 2
 	}
-	c.sub, c.args = inv.args[i], inv.args[i+1:]
+	for _, o := range opts {
+		switch o.c {
+		case 'z':
+			c.zone = o.val
+		case 'u':
+			uuid = o.val
+		}
+	}
+	c.sub, c.args = rest[0], rest[1:]
 	if c.sub == "help" {
 		fmt.Fprint(inv.stdout, zoneadmUsage)
 		return 0

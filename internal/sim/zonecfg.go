@@ -70,60 +70,40 @@ func runZonecfg(inv *invocation) int {
 		return 0
 	}
 	var zone, file string
-	haveFile := false
-	i := 0
-	for ; i < len(inv.args); i++ {
-		a := inv.args[i]
-		if a == "--" {
-			i++
-			break
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			break
-		}
-		opt := a[1]
-		val := a[2:]
-		switch opt {
-		case 'z', 'f', 'R':
-			if val == "" {
-				if i+1 >= len(inv.args) {
-					fmt.Fprint(inv.stderr, zcUsage)
-					return 2
-				}
-				i++
-				val = inv.args[i]
-			}
-		default:
-			fmt.Fprint(inv.stderr, zcUsage)
-			return 2
-		}
-		switch opt {
+	haveFile, bogus := false, false
+	operands, _, ok := eachOpt(inv.args, "z:f:R:", func(o opt) bool {
+		switch o.c {
 		case 'z':
-			if val != "global" && !validZoneName(val) {
-				inv.errf("%s: Bogus zone name", val)
+			if o.val != "global" && !validZoneName(o.val) {
+				inv.errf("%s: Bogus zone name", o.val)
 				inv.errf("Zone names must begin with an alphanumeric character and may contain\n" +
 					"alphanumeric characters plus '-', '_', and '.'; \"global\" and names\n" +
 					"beginning with \"SUNW\" are reserved.")
-				return 2
+				bogus = true
+				return false
 			}
-			zone = val
+			zone = o.val
 		case 'f':
-			file, haveFile = val, true
+			file, haveFile = o.val, true
 		case 'R':
 			// An alternate root is accepted and ignored: the host root is the
 			// simulator's state directory.
 		}
+		return true
+	})
+	if bogus {
+		return 2
 	}
-	if zone == "" {
+	if !ok || zone == "" {
 		fmt.Fprint(inv.stderr, zcUsage)
 		return 2
 	}
 	s := &zcSession{inv: inv, zone: zone}
 	var input string
 	switch {
-	case i < len(inv.args):
+	case len(operands) > 0:
 		s.mode = zcOneShot
-		input = strings.Join(inv.args[i:], " ") + "\n"
+		input = strings.Join(operands, " ") + "\n"
 	case haveFile && file == "-":
 		s.mode = zcStdinFile
 		b, err := io.ReadAll(inv.stdin)
