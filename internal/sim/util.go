@@ -49,6 +49,21 @@ type opt struct {
 // (missing value or unknown letter).
 func getopt(args []string, spec string) ([]opt, []string, byte, bool) {
 	var out []opt
+	rest, bad, ok := eachOpt(args, spec, func(o opt) bool {
+		out = append(out, o)
+		return true
+	})
+	if !ok {
+		return nil, nil, bad, false
+	}
+	return out, rest, 0, true
+}
+
+// eachOpt is getopt handing each option to fn as soon as it is parsed, as
+// a C getopt loop does, so that a command's complaint about one option
+// comes before any about a later one. When fn returns false, eachOpt stops
+// and fails with bad 0.
+func eachOpt(args []string, spec string, fn func(opt) bool) (rest []string, bad byte, ok bool) {
 	i := 0
 	for ; i < len(args); i++ {
 		a := args[i]
@@ -63,22 +78,26 @@ func getopt(args []string, spec string) ([]opt, []string, byte, bool) {
 			c := a[j]
 			k := strings.IndexByte(spec, c)
 			if k < 0 || c == ':' {
-				return nil, nil, c, false
+				return nil, c, false
 			}
 			if k+1 < len(spec) && spec[k+1] == ':' {
 				val := a[j+1:]
 				if val == "" {
 					if i+1 >= len(args) {
-						return nil, nil, c, false
+						return nil, c, false
 					}
 					i++
 					val = args[i]
 				}
-				out = append(out, opt{c, val})
+				if !fn(opt{c, val}) {
+					return nil, 0, false
+				}
 				break
 			}
-			out = append(out, opt{c, ""})
+			if !fn(opt{c, ""}) {
+				return nil, 0, false
+			}
 		}
 	}
-	return out, args[i:], 0, true
+	return args[i:], 0, true
 }

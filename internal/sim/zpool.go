@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// zpool: just enough to report capacity (list, get, status).
+// zpool: just enough to report capacity (list), which is all the host
+// layer asks of it.
 
 var zpoolFields = []string{"name", "size", "allocated", "free", "checkpoint", "expandsize", "fragmentation", "capacity", "dedupratio", "health", "altroot"}
 
@@ -29,10 +30,6 @@ func runZpool(inv *invocation) int {
 	switch inv.args[0] {
 	case "list":
 		return zpoolList(inv, inv.args[1:])
-	case "get":
-		return zpoolGet(inv, inv.args[1:])
-	case "status":
-		return zpoolStatus(inv, inv.args[1:])
 	}
 	inv.errf("unrecognized command '%s'", inv.args[0])
 	inv.errf("usage: zpool command args ...")
@@ -161,96 +158,5 @@ func zpoolList(inv *invocation, args []string) int {
 		right[i] = f != "name" && f != "health" && f != "altroot"
 	}
 	printTable(inv, header, right, rows, scripted)
-	return code
-}
-
-// zpool get [-Hp] [-o field,...] all|prop,... [pool...]
-func zpoolGet(inv *invocation, args []string) int {
-	opts, rest, bad, ok := getopt(args, "Hpo:")
-	if !ok || len(rest) == 0 {
-		if !ok {
-			inv.errf("invalid option '%c'", bad)
-		} else {
-			inv.errf("missing property argument")
-		}
-		inv.errf("usage:\n\tget [-Hp] [-o \"all\" | field[,...]] <\"all\" | property[,...]> <pool> ...")
-		return 2
-	}
-	scripted, exact := false, false
-	cols := []string{"name", "property", "value", "source"}
-	for _, o := range opts {
-		switch o.c {
-		case 'H':
-			scripted = true
-		case 'p':
-			exact = true
-		case 'o':
-			cols = strings.Split(o.val, ",")
-		}
-	}
-	var props []string
-	if rest[0] == "all" {
-		props = zpoolFields[1:]
-	} else {
-		for _, p := range strings.Split(rest[0], ",") {
-			full, ok := resolvePoolField(p)
-			if !ok {
-				inv.errf("bad property list: invalid property '%s'", p)
-				return 2
-			}
-			props = append(props, full)
-		}
-	}
-	pools, code := poolNames(inv, rest[1:])
-	var rows [][]string
-	if err := inv.h.view(func(st *State) {
-		for _, p := range pools {
-			for _, prop := range props {
-				row := make([]string, len(cols))
-				for i, c := range cols {
-					switch c {
-					case "name":
-						row[i] = p
-					case "property":
-						row[i] = prop
-					case "value":
-						row[i] = poolValue(inv, st, p, prop, exact)
-					case "source":
-						row[i] = "-"
-					}
-				}
-				rows = append(rows, row)
-			}
-		}
-	}); err != nil {
-		return inv.stateErr(err)
-	}
-	header := make([]string, len(cols))
-	for i, c := range cols {
-		header[i] = strings.ToUpper(c)
-	}
-	printTable(inv, header, make([]bool, len(cols)), rows, scripted)
-	return code
-}
-
-// zpool status [pool...]
-func zpoolStatus(inv *invocation, args []string) int {
-	_, rest, _, _ := getopt(args, "xvP")
-	pools, code := poolNames(inv, rest)
-	for i, p := range pools {
-		if i > 0 {
-			inv.outf("")
-		}
-		inv.outf("  pool: %s", p)
-		inv.outf(" state: ONLINE")
-		inv.outf("  scan: none requested")
-		inv.outf("config:")
-		inv.outf("")
-		inv.outf("\tNAME        STATE     READ WRITE CKSUM")
-		inv.outf("\t%-10s  ONLINE       0     0     0", p)
-		inv.outf("\t  c1t0d0    ONLINE       0     0     0")
-		inv.outf("")
-		inv.outf("errors: No known data errors")
-	}
 	return code
 }
