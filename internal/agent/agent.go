@@ -12,7 +12,7 @@
 // logs and exec sessions to the control plane only, on its own endpoint (endpoint.go,
 // over internal/nodeserver). It reads the secret values its pods'
 // containers take from their environment when it starts them
-// (secretenv.go). Settings are in config.go. Every call to the control
+// (internal/hostops/secretenv.go). Settings are in config.go. Every call to the control
 // plane's API goes through one client trusting Config.APICAFile
 // (apiclient.go).
 //

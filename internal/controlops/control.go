@@ -7,8 +7,9 @@
 // scheduler, IPAM and the image store.
 //
 // It knows nothing of Temporal: the control-plane activities
-// (activities/control) are thin wrappers over it, and the API and the
-// agent call it directly (EvictPods, ReconcileHost, BoundPods, …).
+// (activities/control) are thin wrappers over it, and the API calls it
+// directly (EvictPods, ReconcileHost, BoundPods, …), the agent's calls
+// among them: the agent reaches it only through the API.
 // Starting and signalling workflows goes through small interfaces the
 // workflows package implements (Lifecycles, NodeHealthStarter,
 // ImagePulls); long work reports progress through the caller's callback
