@@ -711,4 +711,14 @@ func TestVolumeTransfersAreTheirNodesOnly(t *testing.T) {
 			t.Errorf("a cluster-admin uploads under an invented ID %s: %d %s, want 404", invented, code, b)
 		}
 	}
+	// A stream is bounded by what its claim (1Gi) can hold: 2 GiB and
+	// 64 MiB. (Pass no bound from uploadTransfer to see it taken.)
+	req := httptest.NewRequest("PUT", xfer, strings.NewReader("stream"))
+	req.ContentLength = 2<<30 + 64<<20 + 1
+	req.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{n1.cert}, VerifiedChains: [][]*x509.Certificate{{n1.cert, a.ca.Cert}}}
+	w := httptest.NewRecorder()
+	a.h.ServeHTTP(w, req)
+	if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "more than its claim can hold") {
+		t.Errorf("the old node uploads a stream longer than its claim's bound: %d %s, want 413", w.Code, w.Body)
+	}
 }

@@ -32,7 +32,7 @@ func relayTransfers(t *testing.T) func(claim hostops.ClaimVolume, snap, from str
 	t.Helper()
 	relay := &transfer.Relay{Dir: t.TempDir()}
 	mux := http.NewServeMux()
-	mux.HandleFunc("PUT /api/v1/volumetransfers/{id}", func(w http.ResponseWriter, r *http.Request) { relay.ServeUpload(w, r, r.PathValue("id")) })
+	mux.HandleFunc("PUT /api/v1/volumetransfers/{id}", func(w http.ResponseWriter, r *http.Request) { relay.ServeUpload(w, r, r.PathValue("id"), 1<<40) })
 	mux.HandleFunc("GET /api/v1/volumetransfers/{id}", func(w http.ResponseWriter, r *http.Request) { relay.ServeDownload(w, r, r.PathValue("id")) })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)

@@ -43,9 +43,9 @@ func TestOperationsBuildTheDocumentedArgv(t *testing.T) {
 		{func() error {
 			return h.ZFS().Receive(ctx, "tank/zw/images/u", nil, illumos.ReceiveOptions{Force: true, NoMount: true, Props: map[string]string{"zonewright:sha256": "ab"}})
 		}, "/usr/sbin/zfs receive -F -u -o zonewright:sha256=ab tank/zw/images/u"},
-		{func() error { return h.ZFS().Send(ctx, "tank/zw/images/u@base", nil) }, "/usr/sbin/zfs send -p tank/zw/images/u@base"},
+		{func() error { return h.ZFS().Send(ctx, "tank/zw/images/u@base", nil) }, "/usr/sbin/zfs send -c -p tank/zw/images/u@base"},
 		{func() error { return h.ZFS().SendIncremental(ctx, "@move-1", "tank/zw/volumes/u@move-2", nil) },
-			"/usr/sbin/zfs send -i @move-1 tank/zw/volumes/u@move-2"},
+			"/usr/sbin/zfs send -c -i @move-1 tank/zw/volumes/u@move-2"},
 		{func() error { return h.ZFS().SetQuota(ctx, "tank/zw/web01", 0) }, "/usr/sbin/zfs set quota=none tank/zw/web01"},
 		{func() error { return z.CreateStaticAddr(ctx, "web0/v4", "10.0.0.5/24") },
 			"/usr/sbin/zlogin web01 ipadm create-addr -T static -a 10.0.0.5/24 web0/v4"},

@@ -375,21 +375,24 @@ func (z ZFS) Receive(ctx context.Context, target string, r io.Reader, o ReceiveO
 }
 
 // Send writes the full send stream of snapshot (DATASET@SNAP) to w as zfs
-// send produces it, with the dataset's properties (-p).
+// send produces it, with the dataset's properties (-p), its blocks as
+// they are stored (-c: compressed ones stay compressed, so the stream is
+// bounded by the space the dataset takes, which its quota bounds).
 func (z ZFS) Send(ctx context.Context, snapshot string, w io.Writer) error {
 	const op = "zfs send"
 	if !ValidSnapshotName(snapshot) {
 		return invalidf(op, snapshot, "invalid snapshot name %q", snapshot)
 	}
-	_, err := run(ctx, z.Runner, op, snapshot, Cmd{Path: zfsPath, Args: []string{"send", "-p", snapshot}, Stdout: w})
+	_, err := run(ctx, z.Runner, op, snapshot, Cmd{Path: zfsPath, Args: []string{"send", "-c", "-p", snapshot}, Stdout: w})
 	return err
 }
 
 // SendIncremental writes the incremental stream from snapshot from (its
 // full name, or @SNAP) to snapshot to, of one dataset, to w: only what
-// changed in between. Receive applies it to a dataset whose most recent
-// snapshot is from; ErrWrongState when that is not so, or (without Force)
-// when the dataset changed since.
+// changed in between, its blocks as they are stored (-c, as Send).
+// Receive applies it to a dataset whose most recent snapshot is from;
+// ErrWrongState when that is not so, or (without Force) when the dataset
+// changed since.
 func (z ZFS) SendIncremental(ctx context.Context, from, to string, w io.Writer) error {
 	const op = "zfs send"
 	if !ValidSnapshotName(to) {
@@ -398,7 +401,7 @@ func (z ZFS) SendIncremental(ctx context.Context, from, to string, w io.Writer) 
 	if full := strings.HasPrefix(from, "@"); (full && !ValidSnapshotName(strings.SplitN(to, "@", 2)[0]+from)) || (!full && !ValidSnapshotName(from)) {
 		return invalidf(op, to, "invalid incremental source %q", from)
 	}
-	_, err := run(ctx, z.Runner, op, to, Cmd{Path: zfsPath, Args: []string{"send", "-i", from, to}, Stdout: w})
+	_, err := run(ctx, z.Runner, op, to, Cmd{Path: zfsPath, Args: []string{"send", "-c", "-i", from, to}, Stdout: w})
 	return err
 }
 

@@ -15,9 +15,10 @@ import (
 // zfs send and receive: full and incremental streams (the format is in
 // zfs_stream.go), with receive's checks and its commit into the state.
 
-// zfs send [-v] [-p] [-i SNAP] SNAP
+// zfs send [-v] [-c] [-p] [-i SNAP] SNAP; -c (blocks as stored on disk)
+// changes nothing here: the simulator stores no block compressed.
 func zfsSend(inv *invocation, args []string) int {
-	opts, rest, bad, ok := getopt(args, "vpi:")
+	opts, rest, bad, ok := getopt(args, "vcpi:")
 	if !ok {
 		return badOption(inv, "send", bad)
 	}

@@ -57,9 +57,19 @@ func (r *Relay) known(w http.ResponseWriter, id string) bool {
 // body goes to a file of its own and replaces the stream only once it
 // was read to its end (and to its Content-Length, when given), so an
 // upload cut short (the source node died) leaves the last complete one,
-// or none; a retry simply uploads again.
-func (r *Relay) ServeUpload(w http.ResponseWriter, req *http.Request, id string) {
+// or none; a retry simply uploads again. A stream longer than limit
+// bytes is refused (413) and nothing of it kept: the relay's disk holds
+// what moves, not what a caller sends.
+func (r *Relay) ServeUpload(w http.ResponseWriter, req *http.Request, id string, limit int64) {
 	if !r.known(w, id) {
+		return
+	}
+	tooLarge := func() {
+		model.WriteFailure(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
+			fmt.Sprintf("volume transfer %s: a stream of more than %d bytes is more than its claim can hold", id, limit))
+	}
+	if req.ContentLength > limit {
+		tooLarge()
 		return
 	}
 	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
@@ -72,7 +82,13 @@ func (r *Relay) ServeUpload(w http.ResponseWriter, req *http.Request, id string)
 		return
 	}
 	tmp := f.Name()
-	n, err := io.Copy(f, req.Body)
+	n, err := io.Copy(f, io.LimitReader(req.Body, limit+1))
+	if err == nil && n > limit {
+		f.Close()
+		os.Remove(tmp)
+		tooLarge()
+		return
+	}
 	if err == nil && req.ContentLength >= 0 && n != req.ContentLength {
 		err = fmt.Errorf("%d of %d bytes", n, req.ContentLength)
 	}

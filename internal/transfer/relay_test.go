@@ -17,11 +17,14 @@ import (
 	"github.com/zonewright/zonewright/internal/transfer"
 )
 
+// relayLimit bounds the test relay's streams.
+const relayLimit = 4 << 20
+
 func newRelay(t *testing.T) (*transfer.Relay, *httptest.Server) {
 	t.Helper()
 	r := &transfer.Relay{Dir: filepath.Join(t.TempDir(), "transfers")}
 	mux := http.NewServeMux()
-	mux.HandleFunc("PUT /api/v1/volumetransfers/{id}", func(w http.ResponseWriter, req *http.Request) { r.ServeUpload(w, req, req.PathValue("id")) })
+	mux.HandleFunc("PUT /api/v1/volumetransfers/{id}", func(w http.ResponseWriter, req *http.Request) { r.ServeUpload(w, req, req.PathValue("id"), relayLimit) })
 	mux.HandleFunc("GET /api/v1/volumetransfers/{id}", func(w http.ResponseWriter, req *http.Request) { r.ServeDownload(w, req, req.PathValue("id")) })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -107,3 +110,33 @@ func TestAnUploadCutShortLeavesNoStream(t *testing.T) {
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("the source node died") }
+
+// A stream longer than its bound is refused, whether its length is
+// declared or only found while it arrives, and nothing of it is kept; a
+// stream of the bound's length is kept. (Delete ServeUpload's n > limit
+// check to see the streamed one kept.)
+func TestAStreamLongerThanItsBoundIsRefused(t *testing.T) {
+	r, srv := newRelay(t)
+	ctx := context.Background()
+	id := "b0und-move-1"
+	up := transfer.Ticket{ID: id, URL: transfer.URL(srv.URL, id)}
+	over := bytes.Repeat([]byte("x"), relayLimit+1)
+	for _, tc := range []struct {
+		what string
+		body io.Reader
+	}{
+		{"declared", bytes.NewReader(over)},
+		{"streamed", struct{ io.Reader }{bytes.NewReader(over)}}, // no length known to the client
+	} {
+		err := transfer.Put(ctx, nil, up, tc.body)
+		if err == nil || !strings.Contains(err.Error(), "413") {
+			t.Errorf("a %s stream of %d bytes under a bound of %d: %v; want 413", tc.what, len(over), relayLimit, err)
+		}
+		if left, _ := os.ReadDir(r.Dir); len(left) != 0 {
+			t.Errorf("after the %s stream was refused, the relay keeps %v", tc.what, left)
+		}
+	}
+	if err := transfer.Put(ctx, nil, up, struct{ io.Reader }{bytes.NewReader(over[:relayLimit])}); err != nil {
+		t.Fatalf("a stream of the bound's length: %v", err)
+	}
+}
