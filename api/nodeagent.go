@@ -15,7 +15,7 @@ import (
 	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/store"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // The node-facing routes: what a node's agent uses instead of the
@@ -421,9 +421,9 @@ func (s *Server) reportPod(c *gin.Context) {
 		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: "pods have no lifecycles on this control plane"})
 		return
 	}
-	err := s.pods.Signal(ctx, ns, name, workflows.SignalReport, rep)
+	err := s.pods.Signal(ctx, ns, name, podcontract.SignalReport, rep)
 	switch {
-	case errors.Is(err, workflows.ErrNoLifecycle):
+	case errors.Is(err, podcontract.ErrNoLifecycle):
 		s.fail(c, notFoundf("the lifecycle of pod %s/%s is not running", ns, name))
 		return
 	case err != nil:

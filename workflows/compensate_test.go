@@ -20,6 +20,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // notTakenUpError is what a host activity's future gives when its node did
@@ -95,9 +96,9 @@ func TestUndoAndTeardownStepsNotTakenUpAreTriedUntilDone(t *testing.T) {
 				h = newHarness(t, podSpec(), append(sc.base(), override{fn: st.do, ret: []any{hostStepNotTakenUp(&h, name, times)}})...)
 				zero := int64(0)
 				if sc.name == "compensation" {
-					h.run(time.Hour, SignalTerminate, TerminateSignal{})
+					h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 				} else {
-					h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+					h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 				}
 				if err := h.env.GetWorkflowError(); err != nil {
 					t.Fatal(err)
@@ -131,10 +132,10 @@ func TestNodeLostEndsTheTriesOfATeardown(t *testing.T) {
 	var h *harness
 	h = newHarness(t, podSpec(), override{fn: host.HaltZone, ret: []any{hostStepNotTakenUp(&h, "HaltZone", 1<<30)}})
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: "NodeLost"})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Lost: true, Reason: "NodeLost"})
 	}, 30*time.Minute)
 	zero := int64(0)
-	h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func provisionFailing(t *testing.T, spec model.PodSpec, times int, err error) *h
 		h.calls.add("ProvisionPod")
 		return hostops.ProvisionResult{Seq: supervisedSeq}, nil
 	}}})
-	h.run(10*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(10*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +329,7 @@ func TestAFailedProvisionAfterAWaitUndoesEveryStep(t *testing.T) {
 		return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions("create the VNIC: exit 1", "Invalid",
 			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 2, Step: "CreateVNIC"}}})
 	}}})
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -349,20 +350,20 @@ func TestALaterShorterGracePeriodShortensTheStopUnderWay(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		overrides []override
-		second    TerminateSignal
+		second    podcontract.TerminateSignal
 		halt      time.Duration // after the second terminate, at most
 		noHalt    time.Duration // after the second terminate, at least
 	}{
 		{"shutdown shortened", []override{{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}}},
-			TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
+			podcontract.TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
 		{"shutdown forced", []override{{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}}},
-			TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
+			podcontract.TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
 		{"endpoints wait forced", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}}},
-			TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
+			podcontract.TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
 		{"endpoints wait shortened", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}}},
-			TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
+			podcontract.TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
 		{"longer changes nothing", []override{{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}}},
-			TerminateSignal{GracePeriodSeconds: &hour}, 21 * time.Second, 19 * time.Second},
+			podcontract.TerminateSignal{GracePeriodSeconds: &hour}, 21 * time.Second, 19 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h *harness
@@ -374,10 +375,10 @@ func TestALaterShorterGracePeriodShortensTheStopUnderWay(t *testing.T) {
 				h.calls.add("HaltZone")
 				return nil
 			}}})...)
-			h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, time.Minute)
+			h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalTerminate, podcontract.TerminateSignal{}) }, time.Minute)
 			h.env.RegisterDelayedCallback(func() {
 				secondAt = h.env.Now()
-				h.env.SignalWorkflow(SignalTerminate, tc.second)
+				h.env.SignalWorkflow(podcontract.SignalTerminate, tc.second)
 			}, time.Minute+5*time.Second)
 			h.run(0, "", nil)
 			if err := h.env.GetWorkflowError(); err != nil {

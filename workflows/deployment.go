@@ -8,6 +8,7 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // The Deployment workflow's public contract: its name, ID and the signal
@@ -36,7 +37,7 @@ type DeploymentInput struct {
 // control-plane worker is retried within seconds, not at its timeout; it
 // retries until the database and Temporal answer.
 var syncOptions = workflow.ActivityOptions{
-	TaskQueue:           ControlTaskQueue,
+	TaskQueue:           taskqueue.Control,
 	StartToCloseTimeout: 2 * time.Minute,
 	HeartbeatTimeout:    5 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2,

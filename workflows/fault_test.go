@@ -22,6 +22,8 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // Failure at every step: a clean run of each workflow records the
@@ -255,7 +257,7 @@ func newFakeNodes(plan *faultPlan) *fakeNodes {
 }
 
 func nodeOf(ctx context.Context) string {
-	return strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, NodeTaskQueue(""))
+	return strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, taskqueue.Node(""))
 }
 
 // hostSteps are the node's effects by activity name; each is idempotent.
@@ -595,7 +597,7 @@ var podScenarios = []podScenario{
 		f.mu.Lock()
 		f.evicted[n] = true
 		f.mu.Unlock()
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: n, Reason: "NodeDrained"})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: n, Reason: "NodeDrained"})
 	}},
 	{name: "evicted by a drain under OnFailure", policy: model.RestartOnFailure, want: model.PodFailed + "/NodeDrained",
 		happen: func(f *fakeNodes, h *harness) {
@@ -603,7 +605,7 @@ var podScenarios = []podScenario{
 			f.mu.Lock()
 			f.evicted[n] = true
 			f.mu.Unlock()
-			h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: n, Reason: "NodeDrained"})
+			h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: n, Reason: "NodeDrained"})
 		}},
 }
 
@@ -703,7 +705,7 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 						f.mu.Lock()
 						pulled = true
 						f.mu.Unlock()
-						h.env.SignalWorkflow(SignalWake, nil)
+						h.env.SignalWorkflow(podcontract.SignalWake, nil)
 					}, 3*time.Second)
 					return nil
 				})
@@ -723,7 +725,7 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 		h.env.RegisterDelayedCallback(func() {
 			for _, n := range podNodes {
 				if rep := f.report(n); rep != nil {
-					h.env.SignalWorkflow(SignalReport, *rep)
+					h.env.SignalWorkflow(podcontract.SignalReport, *rep)
 				}
 			}
 		}, d)
@@ -741,7 +743,7 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 		}
 	}
 	h.env.RegisterDelayedCallback(func() { r.settled, r.checked = r.checkSettled(allowed), true }, faultSettledBy)
-	h.run(faultDeleteAt, SignalTerminate, TerminateSignal{})
+	h.run(faultDeleteAt, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	return r
 }
 

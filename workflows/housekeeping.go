@@ -9,10 +9,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// ControlTaskQueue is polled by the control plane: workflows and
-// control-plane activities.
-const ControlTaskQueue = "zonewright-control"
-
 // HousekeepingScheduleID is the Temporal Schedule that runs Housekeeping,
 // registered as HousekeepingWorkflowName.
 const (

@@ -13,6 +13,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // The image workflows' public contract: names and IDs. Operators cancel an
@@ -53,7 +54,7 @@ var img *controlacts.Images // method values name the image activities
 // report) notice a dead worker within a minute. A digest mismatch or a
 // source that says no for good is not retried.
 var fetchOptions = workflow.ActivityOptions{
-	TaskQueue:           ControlTaskQueue,
+	TaskQueue:           taskqueue.Control,
 	StartToCloseTimeout: 12 * time.Hour,
 	HeartbeatTimeout:    time.Minute,
 	WaitForCancellation: true,
@@ -70,7 +71,7 @@ const pullScheduleToStart = 5 * time.Minute
 // image there asks for it again with back-off.
 func pullOptions(node string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		TaskQueue:              NodeTaskQueue(node),
+		TaskQueue:              taskqueue.Node(node),
 		ScheduleToStartTimeout: pullScheduleToStart,
 		StartToCloseTimeout:    2 * time.Hour,
 		HeartbeatTimeout:       5 * time.Minute,

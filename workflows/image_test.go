@@ -19,6 +19,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // Unit tests of the image workflows' paths with mocked activities; the
@@ -270,7 +271,7 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 		{"the pull ends before the pod writes that it waits", func(h *harness, _ *bool, end func()) {
 			ended := false
 			h.onStatus = func(u controlops.StatusUpdate) {
-				if u.Reason == ReasonImagePulling && !ended {
+				if u.Reason == podcontract.ReasonImagePulling && !ended {
 					ended = true
 					end()
 				}
@@ -291,7 +292,7 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 				mu.Lock()
 				present, pulledAt = true, h.env.Now()
 				mu.Unlock()
-				h.env.SignalWorkflow(SignalWake, struct{}{})
+				h.env.SignalWorkflow(podcontract.SignalWake, struct{}{})
 			}
 			install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
 				mu.Lock()
@@ -320,12 +321,14 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 			})
 			tc.pullEnds(h, &endInFirstLook, end)
 			zero := int64(0)
-			h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero}) }, 2*time.Minute)
+			h.env.RegisterDelayedCallback(func() {
+				h.env.SignalWorkflow(podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
+			}, 2*time.Minute)
 			h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: slowLooks()})
 			if err := h.env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
-			if !h.sawReason(ReasonImagePulling) {
+			if !h.sawReason(podcontract.ReasonImagePulling) {
 				t.Fatalf("the pod must wait with reason ImagePulling: %+v", h.statuses)
 			}
 			if len(pulls) != 1 || pulls[0] != (controlops.ImageNodeInput{Image: "base", Node: "n1"}) {
@@ -365,14 +368,14 @@ func TestIPExhaustedPodStartsWhenAnAddressIsFreed(t *testing.T) {
 		mu.Lock()
 		free, freedAt = true, h.env.Now()
 		mu.Unlock()
-		h.env.SignalWorkflow(SignalWake, struct{}{})
+		h.env.SignalWorkflow(podcontract.SignalWake, struct{}{})
 	}, 30*time.Second)
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, 2*time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalTerminate, podcontract.TerminateSignal{}) }, 2*time.Minute)
 	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: slowLooks()})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if !h.sawReason(ReasonIPExhausted) {
+	if !h.sawReason(podcontract.ReasonIPExhausted) {
 		t.Fatalf("the pod must wait with reason IPExhausted: %+v", h.statuses)
 	}
 	if allocatedAt.IsZero() || allocatedAt.Sub(freedAt) > time.Second || !h.calls.has("ProvisionPod") {
@@ -401,7 +404,7 @@ func failedLooksThenPresent(t *testing.T, spec model.PodSpec, failed controlops.
 		return nil
 	})
 	zero := int64(0)
-	h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -412,14 +415,14 @@ func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 	h, _, pulls := failedLooksThenPresent(t, podSpec(),
 		controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Pull: true, Failed: true, Message: "pull failed: disk full"})
 	if i := slices.IndexFunc(h.statuses, func(u controlops.StatusUpdate) bool {
-		return u.Reason == ReasonErrImagePull || u.Reason == ReasonImagePullBackOff
-	}); i < 0 || h.statuses[i].Reason != ReasonErrImagePull {
+		return u.Reason == podcontract.ReasonErrImagePull || u.Reason == podcontract.ReasonImagePullBackOff
+	}); i < 0 || h.statuses[i].Reason != podcontract.ReasonErrImagePull {
 		t.Fatalf("the first failed look says ErrImagePull, as the kubelet does: %+v", h.statuses)
 	}
 	if !slices.ContainsFunc(h.statuses, func(u controlops.StatusUpdate) bool { return u.EventOnly && u.EventReason == "Pulled" }) {
 		t.Fatalf("the image's arrival is a Pulled event: %+v", h.statuses)
 	}
-	if !h.sawReason(ReasonImagePullBackOff) || pulls != 2 || !h.calls.has("ProvisionPod") {
+	if !h.sawReason(podcontract.ReasonImagePullBackOff) || pulls != 2 || !h.calls.has("ProvisionPod") {
 		t.Fatalf("a failed pull keeps the pod Pending (ImagePullBackOff) and is retried: pulls=%d calls=%s", pulls, h.calls)
 	}
 	if slices.ContainsFunc(h.statuses, func(u controlops.StatusUpdate) bool { return u.Phase == model.PodFailed }) {
@@ -433,8 +436,8 @@ func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 func TestNeverPullWaitsWithoutPulling(t *testing.T) {
 	spec := podSpec(func(s *model.PodSpec) { s.Containers[0].ImagePullPolicy = model.PullNever })
 	h, asked, pulls := failedLooksThenPresent(t, spec,
-		controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Failed: true, Reason: controlops.ReasonErrImageNeverPull, Message: "not present"})
-	if !asked.NeverPull || !h.sawReason(controlops.ReasonErrImageNeverPull) || pulls != 0 || !h.calls.has("ProvisionPod") {
+		controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Failed: true, Reason: podcontract.ReasonErrImageNeverPull, Message: "not present"})
+	if !asked.NeverPull || !h.sawReason(podcontract.ReasonErrImageNeverPull) || pulls != 0 || !h.calls.has("ProvisionPod") {
 		t.Fatalf("asked %+v, pulls %d, calls %s, statuses %+v", asked, pulls, h.calls, h.statuses)
 	}
 }

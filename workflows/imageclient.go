@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // ImageClient starts the image workflows: what the API, the image map and
@@ -20,7 +21,7 @@ type ImageClient struct{ Temporal client.Client }
 var ErrImageBusy = errors.New("an earlier image of this name is still being removed")
 
 func (c ImageClient) start(ctx context.Context, id, workflow string, conflict enumspb.WorkflowIdConflictPolicy, arg any) error {
-	_, err := c.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: ControlTaskQueue,
+	_, err := c.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskqueue.Control,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE, WorkflowIDConflictPolicy: conflict}, workflow, arg)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {

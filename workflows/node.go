@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // NodeHealth's public contract: its name, ID and the signal that makes it
@@ -198,7 +199,7 @@ func (w *nodeHealth) notReady(ctx workflow.Context) (bool, error) {
 	}
 	// Its pods stop looking Ready at once, as Kubernetes' MarkPodsNotReady.
 	if workflow.GetVersion(ctx, versionSignalPods, workflow.DefaultVersion, 1) >= 1 {
-		return true, w.signalPods(ctx, SignalNode, func(controlops.PodRef) any { return NodeSignal{Node: w.in.Node, Ready: false} })
+		return true, w.signalPods(ctx, podcontract.SignalNode, func(controlops.PodRef) any { return podcontract.NodeSignal{Node: w.in.Node, Ready: false} })
 	}
 	return true, nil
 }
@@ -223,7 +224,7 @@ func (w *nodeHealth) signalPods(ctx workflow.Context, name string, arg func(cont
 		}
 		futs := make([]workflow.Future, len(pods))
 		for i, p := range pods {
-			futs[i] = workflow.SignalExternalWorkflow(ctx, PodWorkflowID(p.Namespace, p.Name), "", name, arg(p))
+			futs[i] = workflow.SignalExternalWorkflow(ctx, podcontract.WorkflowID(p.Namespace, p.Name), "", name, arg(p))
 		}
 		var failed []controlops.PodRef
 		for i, f := range futs {
@@ -251,7 +252,7 @@ func (w *nodeHealth) ready(ctx workflow.Context) error {
 		return err
 	}
 	if wasNotReady && workflow.GetVersion(ctx, versionSignalPods, workflow.DefaultVersion, 1) >= 1 {
-		return w.signalPods(ctx, SignalNode, func(controlops.PodRef) any { return NodeSignal{Node: w.in.Node, Ready: true} })
+		return w.signalPods(ctx, podcontract.SignalNode, func(controlops.PodRef) any { return podcontract.NodeSignal{Node: w.in.Node, Ready: true} })
 	}
 	return nil
 }
@@ -259,9 +260,9 @@ func (w *nodeHealth) ready(ctx workflow.Context) error {
 func (w *nodeHealth) evict(ctx workflow.Context) error {
 	if workflow.GetVersion(ctx, versionSignalPods, workflow.DefaultVersion, 1) >= 1 {
 		n := 0
-		err := w.signalPods(ctx, SignalEvict, func(controlops.PodRef) any {
+		err := w.signalPods(ctx, podcontract.SignalEvict, func(controlops.PodRef) any {
 			n++
-			return controlops.EvictSignal{Node: w.in.Node, Lost: true, Reason: controlops.ReasonNodeLost}
+			return podcontract.EvictSignal{Node: w.in.Node, Lost: true, Reason: podcontract.ReasonNodeLost}
 		})
 		if err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // fakeNode plays the node's row: an agent heartbeating every 10 s while
@@ -118,8 +119,8 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 				f.failSignals--
 				return errors.New("transient: frontend unavailable")
 			}
-			if signal == SignalEvict {
-				if ev, ok := arg.(controlops.EvictSignal); !ok || !ev.Lost || ev.Node != "n1" {
+			if signal == podcontract.SignalEvict {
+				if ev, ok := arg.(podcontract.EvictSignal); !ok || !ev.Lost || ev.Node != "n1" {
 					t.Errorf("NodeHealth evicted with %+v", arg)
 				}
 				f.evictedAt = append(f.evictedAt, f.now().Sub(f.start))
@@ -228,10 +229,10 @@ func TestNodeHealthContinuesAsNew(t *testing.T) {
 func TestPodOnLostNodeMovesToAnotherNode(t *testing.T) {
 	h, schedules := evictHarness(t, podSpec())
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Lost: true, Reason: podcontract.ReasonNodeLost})
 	}, time.Minute)
 	zero := int64(0)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -263,10 +264,10 @@ func TestPodOnLostNodeMovesToAnotherNode(t *testing.T) {
 func TestDrainedPodStopsGracefullyThenMoves(t *testing.T) {
 	h, _ := evictHarness(t, podSpec())
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Reason: controlops.ReasonEvicted})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Reason: podcontract.ReasonEvicted})
 	}, time.Minute)
 	zero := int64(0)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -285,9 +286,9 @@ func TestDrainedPodStopsGracefullyThenMoves(t *testing.T) {
 func TestPodOnLostNodeNeverStaysFailed(t *testing.T) {
 	h, schedules := evictHarness(t, podSpec(func(s *model.PodSpec) { s.RestartPolicy = model.RestartNever }))
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Lost: true, Reason: podcontract.ReasonNodeLost})
 	}, time.Minute)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -307,10 +308,10 @@ func TestPodOnLostNodeNeverStaysFailed(t *testing.T) {
 func TestPodDeletedOnUnreachableNodeGoesOnceEvicted(t *testing.T) {
 	h, _ := evictHarness(t, podSpec(), override{fn: host.StopContainers, after: 24 * time.Hour, ret: []any{nil}})
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Lost: true, Reason: podcontract.ReasonNodeLost})
 	}, 10*time.Minute)
 	start := h.env.Now()
-	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -359,13 +360,13 @@ func (h *harness) sawEvent(reason, contains string) bool {
 func TestEvictionFromANodeLeftBeforeIsIgnored(t *testing.T) {
 	h, schedules := evictHarness(t, podSpec())
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Reason: controlops.ReasonEvicted})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Reason: podcontract.ReasonEvicted})
 	}, time.Minute)
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Lost: true, Reason: podcontract.ReasonNodeLost})
 	}, 10*time.Minute)
 	zero := int64(0)
-	h.run(20*time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(20*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +400,7 @@ func TestNodeHealthEvictionRetriesFailedSignals(t *testing.T) {
 	}
 	notReady := 0
 	for _, s := range f.signals {
-		if strings.HasPrefix(s, SignalNode+" ") {
+		if strings.HasPrefix(s, podcontract.SignalNode+" ") {
 			notReady++
 		}
 	}

@@ -3,7 +3,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -14,70 +13,8 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
-
-// PodLifecycle's public contract: its name, ID, signals, updates and query.
-// The API, the agents and operators (temporal workflow signal --name
-// finalize) use these.
-const (
-	PodWorkflowName = "PodLifecycle"
-	// SignalTerminate asks for a graceful termination (TerminateSignal).
-	SignalTerminate = controlops.SignalTerminate
-	// SignalFinalize ends a grace period that has begun; on a pod that is
-	// not terminating it changes nothing (an event says so).
-	SignalFinalize = "finalize"
-	// SignalCancel aborts a provision and rolls it back (CancelSignal).
-	SignalCancel = "cancel"
-	// SignalEvict tells the pod to leave its node (NodeHealth on a lost
-	// node, the API's drain); its argument is a controlops.EvictSignal.
-	SignalEvict = controlops.SignalEvict
-	// SignalReport carries a node's model.PodReport: what the supervisor
-	// on the pod's node saw change.
-	SignalReport = "report"
-	// SignalNode tells the pod its node's readiness (NodeSignal).
-	SignalNode = "node"
-	// SignalWake makes a waiting pod look again now (an image pull ended,
-	// an address was released on its node, room was made).
-	SignalWake  = controlops.SignalWake
-	QueryStatus = "status"
-	// The updates answer instead of "sent": they validate first, so a
-	// finalize on a pod that is not terminating is refused.
-	UpdateTerminate = "terminate"
-	UpdateFinalize  = "finalize"
-	UpdateCancel    = "cancel"
-)
-
-// PodWorkflowID is the stable, readable ID of a pod's lifecycle.
-func PodWorkflowID(namespace, name string) string { return "pod/" + namespace + "/" + name }
-
-// parsePodWorkflowID is PodWorkflowID backwards; ok is false for another
-// workflow's ID.
-func parsePodWorkflowID(id string) (namespace, name string, ok bool) {
-	rest, ok := strings.CutPrefix(id, "pod/")
-	if !ok {
-		return "", "", false
-	}
-	namespace, name, ok = strings.Cut(rest, "/")
-	return namespace, name, ok && namespace != "" && name != "" && !strings.Contains(name, "/")
-}
-
-// TerminateSignal asks for a graceful termination (sent by DELETE).
-type TerminateSignal struct {
-	// GracePeriodSeconds overrides the pod's terminationGracePeriodSeconds;
-	// 0 is a forced delete.
-	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
-}
-
-// CancelSignal aborts an in-flight provision and rolls it back.
-type CancelSignal struct {
-	Reason string `json:"reason,omitempty"`
-}
-
-// NodeSignal tells a pod whether its node is Ready.
-type NodeSignal struct {
-	Node  string
-	Ready bool
-}
 
 // Phase is where a lifecycle is. Every phase keeps all it needs in
 // PodState, so every phase can continue-as-new.
@@ -125,11 +62,11 @@ type PodState struct {
 	// Why the pod failed or succeeded, once it did.
 	Reason, Message string `json:",omitempty"`
 	// What was asked of it.
-	Terminate    *TerminateSignal        `json:",omitempty"`
-	Finalize     bool                    `json:",omitempty"`
-	Cancel       *CancelSignal           `json:",omitempty"`
-	Evict        *controlops.EvictSignal `json:",omitempty"`
-	NodeNotReady bool                    `json:",omitempty"`
+	Terminate    *podcontract.TerminateSignal `json:",omitempty"`
+	Finalize     bool                         `json:",omitempty"`
+	Cancel       *podcontract.CancelSignal    `json:",omitempty"`
+	Evict        *podcontract.EvictSignal     `json:",omitempty"`
+	NodeNotReady bool                         `json:",omitempty"`
 	// Report is the newest node report not applied yet.
 	Report *model.PodReport `json:",omitempty"`
 	Steps  []StepRecord     `json:",omitempty"`
@@ -261,7 +198,7 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 	w.spec, w.limits = snap.Spec, snap.ProcessLimits
 	if snap.Deleting && w.st.Terminate == nil {
 		g := snap.GracePeriodSeconds
-		w.st.Terminate = &TerminateSignal{GracePeriodSeconds: &g}
+		w.st.Terminate = &podcontract.TerminateSignal{GracePeriodSeconds: &g}
 	}
 	if w.in.State == nil {
 		w.st.Phase = PhasePending
@@ -275,7 +212,7 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 			// A Temporal cancel request is a cancel like the signal's; what
 			// follows (rolling back, waiting to be deleted) must still run.
 			if w.st.Cancel == nil {
-				w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+				w.st.Cancel = &podcontract.CancelSignal{Reason: "workflow cancel requested"}
 			}
 			ctx, _ = workflow.NewDisconnectedContext(ctx)
 			ctx = workflow.WithActivityOptions(ctx, controlOptions)

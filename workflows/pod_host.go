@@ -16,11 +16,13 @@ import (
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/scheduler"
+	"github.com/zonewright/zonewright/workflows/podcontract"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // controlOptions: control-plane activities retry until the database answers.
 var controlOptions = workflow.ActivityOptions{
-	TaskQueue:           ControlTaskQueue,
+	TaskQueue:           taskqueue.Control,
 	StartToCloseTimeout: 30 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2,
 		MaximumInterval: 30 * time.Second},
@@ -60,7 +62,7 @@ func hostOptions(node string, timeout time.Duration, heartbeat time.Duration, at
 		heartbeat = hostHeartbeat
 	}
 	return workflow.ActivityOptions{
-		TaskQueue: NodeTaskQueue(node),
+		TaskQueue: taskqueue.Node(node),
 		// A node that does not pick a task up in time is down: the step
 		// fails (and is retried or rolled back) instead of waiting forever.
 		ScheduleToStartTimeout: hostScheduleToStart,
@@ -393,7 +395,7 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(sctx, o), host.ProvisionPod, in)
 	err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })
 	if temporal.IsCanceledError(err) {
-		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+		w.st.Cancel = &podcontract.CancelSignal{Reason: "workflow cancel requested"}
 	}
 	if !fut.IsReady() {
 		cancel()
@@ -438,7 +440,7 @@ func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq ui
 		fut := workflow.ExecuteActivity(sctx, st.do, sb)
 		err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })
 		if temporal.IsCanceledError(err) {
-			w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+			w.st.Cancel = &podcontract.CancelSignal{Reason: "workflow cancel requested"}
 		}
 		if !fut.IsReady() {
 			cancel()
@@ -607,7 +609,7 @@ const versionShorterGrace = "shorter-grace"
 // arrival, ends sooner brings the end forward; a longer one changes
 // nothing.
 type graceClock struct {
-	seen *TerminateSignal // the terminate last taken into account
+	seen *podcontract.TerminateSignal // the terminate last taken into account
 	end  time.Time
 	// shortened: a later terminate brought end forward, so the waits
 	// are bounded by it (else the activities waited for are).

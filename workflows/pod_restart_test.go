@@ -10,6 +10,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // A restart that fails (every attempt of RestartContainer) starts nothing:
@@ -32,7 +33,7 @@ func TestAFailedRestartBacksOffAndIsTriedAgain(t *testing.T) {
 	start := h.env.Now()
 	h.report(time.Minute, "running", exited(1))
 	h.report(10*time.Minute, "running", running(true))
-	h.run(11*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(11*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestAContainerThatEndsLeavesItsSiblingsRunning(t *testing.T) {
 			start := h.env.Now()
 			h.report(time.Minute, "running", named("app", exited(tc.first)), named("side", running(true)))
 			h.report(3*time.Minute, "running", named("app", exited(tc.first)), named("side", exited(0)))
-			h.run(5*time.Minute, SignalTerminate, TerminateSignal{})
+			h.run(5*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 			if err := h.env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +169,7 @@ func TestALivenessFailureStopsTheContainerBeforeItsBackOff(t *testing.T) {
 	unhealthy := model.ContainerReport{Name: "app", State: model.ContainerRunning, Started: true, Unhealthy: "liveness probe failed 3 times"}
 	h.report(time.Minute, "running", unhealthy)
 	h.report(2*time.Minute, "running", unhealthy) // the second back-off is 10 s
-	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(3*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestALivenessFailureStopsTheContainerBeforeItsBackOff(t *testing.T) {
 func TestALivenessFailureUnderNeverStopsTheContainer(t *testing.T) {
 	h := newHarness(t, podSpec(func(s *model.PodSpec) { s.RestartPolicy = model.RestartNever }))
 	h.report(time.Minute, "running", model.ContainerReport{Name: "app", State: model.ContainerRunning, Started: true, Unhealthy: "liveness probe failed 3 times"})
-	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(3*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.calls.has("StopContainer") || h.calls.has("RestartContainer") || !h.calls.has("HaltZone") {
 		t.Fatalf("activities: %s", h.calls)
 	}
@@ -202,7 +203,7 @@ func TestTheBackOffResetsAfterTenMinutesRunning(t *testing.T) {
 		h.report(at, "running", exited(1))
 	}
 	h.env.SetTestTimeout(5 * time.Minute)
-	h.run(17*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(17*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -224,8 +225,10 @@ func TestTheBackOffResetsAfterTenMinutesRunning(t *testing.T) {
 func TestACancelledPodShowsItsContainersTerminated(t *testing.T) {
 	h := newHarness(t, podSpec())
 	h.report(time.Minute, "running", running(true))
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalCancel, CancelSignal{Reason: "wrong image"}) }, 2*time.Minute)
-	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(podcontract.SignalCancel, podcontract.CancelSignal{Reason: "wrong image"})
+	}, 2*time.Minute)
+	h.run(3*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}

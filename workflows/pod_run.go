@@ -11,6 +11,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // RunState is a running pod's state.
@@ -148,7 +149,7 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 		_, err = workflow.AwaitWithTimeout(ctx, max(next.Sub(now), 0), wake)
 	}
 	if temporal.IsCanceledError(err) {
-		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+		w.st.Cancel = &podcontract.CancelSignal{Reason: "workflow cancel requested"}
 		return nil
 	}
 	return err

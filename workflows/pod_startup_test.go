@@ -7,6 +7,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // provisionTimes are the step times the tests' node answers a timed
@@ -39,7 +40,7 @@ func TestTheFirstReadyCarriesThePodsStartOnce(t *testing.T) {
 	h.report(time.Minute, "running", running(true))
 	h.report(2*time.Minute, "running", running(false))
 	h.report(3*time.Minute, "running", running(true)) // Ready again: not a start
-	h.run(4*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(4*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	got := h.startups()
 	if len(got) != 1 {
 		t.Fatalf("%d status writes carry the start; want exactly the first Ready's", len(got))

@@ -28,6 +28,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // Unit tests of the lifecycle's logic (timers, signals, saga order) with
@@ -177,7 +178,7 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 // any restart before it).
 func (h *harness) report(after time.Duration, zone string, containers ...model.ContainerReport) {
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalReport, model.PodReport{UID: testRef.UID, Node: "n1", Seq: uint64(h.env.Now().UnixNano()) + 1,
+		h.env.SignalWorkflow(podcontract.SignalReport, model.PodReport{UID: testRef.UID, Node: "n1", Seq: uint64(h.env.Now().UnixNano()) + 1,
 			Zone: zone, Containers: containers})
 	}, after)
 }
@@ -231,7 +232,7 @@ func (h *harness) sawReason(reason string) bool {
 func TestHappyPathProvisionsRunsAndRemoves(t *testing.T) {
 	h := newHarness(t, podSpec())
 	zero := int64(0)
-	h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestUnschedulableWaitsAndRetries(t *testing.T) {
 		}
 		return controlops.ScheduleResult{Node: "n1"}, nil
 	}}})
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if tries != 4 {
 		t.Fatalf("scheduled %d times, want 4", tries)
 	}
@@ -279,7 +280,7 @@ func TestPermanentFailureCompensatesInReverse(t *testing.T) {
 	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
 		temporal.NewApplicationErrorWithOptions("install the zone: zoneadm -z web install: exit 1: brand install failed", "Invalid",
 			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	// The steps begun, the failed one included, are undone in reverse.
 	want := []string{"UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP"}
 	if !h.calls.has(want...) {
@@ -311,7 +312,7 @@ func TestMissingSecretKeepsThePodWaitingUntilItStarts(t *testing.T) {
 		}
 		return hostops.ProvisionResult{Seq: supervisedSeq}, nil
 	}}})
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.calls.has("ProvisionPod", "ProvisionPod", "ProvisionPod") {
 		t.Fatalf("provisioning did not run again after the missing secret, or the zone was undone in between: %s", h.calls)
 	}
@@ -343,7 +344,7 @@ func TestMissingSecretWhileDeletedUndoesTheZone(t *testing.T) {
 		temporal.NewApplicationErrorWithOptions(`CreateContainerConfigError: container "app": secret "db" not found`,
 			hostacts.ErrTypeCreateContainerConfig,
 			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})}})
-	h.run(30*time.Second, SignalTerminate, TerminateSignal{})
+	h.run(30*time.Second, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.calls.has("StopContainers", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") || !h.calls.has("RemovePod") {
 		t.Fatalf("a pod deleted while waiting for its secret is not undone and removed: %s", h.calls)
 	}
@@ -355,9 +356,9 @@ func TestMissingSecretWhileDeletedUndoesTheZone(t *testing.T) {
 func TestCancelMidInstallRollsBack(t *testing.T) {
 	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalCancel, CancelSignal{Reason: "wrong image"})
+		h.env.SignalWorkflow(podcontract.SignalCancel, podcontract.CancelSignal{Reason: "wrong image"})
 	}, time.Minute)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	// How far the node got is unknown: everything is undone (idempotently).
 	if !h.calls.has("StopContainers", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") {
 		t.Fatalf("cancel did not roll back: %s", h.calls)
@@ -373,7 +374,7 @@ func TestCancelMidInstallRollsBack(t *testing.T) {
 func TestTemporalCancelBehavesLikeTheCancelSignal(t *testing.T) {
 	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.calls.has("UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") || !h.sawReason("Cancelled") {
 		t.Fatalf("a Temporal cancel request did not roll back: %s", h.calls)
 	}
@@ -390,10 +391,10 @@ func TestFinalizeEndsTheGracePeriod(t *testing.T) {
 			return nil
 		}}})
 	start = h.env.Now()
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalTerminate, podcontract.TerminateSignal{}) }, time.Minute)
 	h.env.RegisterDelayedCallback(func() {
 		finalizedAt = h.env.Now().Sub(start)
-		h.env.SignalWorkflow(SignalFinalize, nil)
+		h.env.SignalWorkflow(podcontract.SignalFinalize, nil)
 	}, time.Minute+5*time.Second)
 	h.run(0, "", nil)
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -415,7 +416,7 @@ func TestTerminationLeavesTheEndpointsBeforeStopping(t *testing.T) {
 		grace = in.GraceSeconds
 		return true, nil
 	}}}, override{fn: ctl.WaitEndpointsLeft, after: 10 * time.Second, ret: []any{controlops.EndpointsLeftResult{Left: true}, nil}})
-	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -424,8 +425,8 @@ func TestTerminationLeavesTheEndpointsBeforeStopping(t *testing.T) {
 	}
 
 	h = newHarness(t, podSpec(), override{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}})
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalFinalize, nil) }, time.Minute+5*time.Second)
-	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalFinalize, nil) }, time.Minute+5*time.Second)
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +441,7 @@ func TestLivenessFailureRestartsWithBackoff(t *testing.T) {
 	for _, at := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute} {
 		h.report(at, "running", unhealthy)
 	}
-	h.run(4*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(4*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if got := strings.Count(h.calls.String(), "RestartContainer"); got != 3 {
 		t.Fatalf("%d restarts for 3 liveness failures: %s", got, h.calls)
 	}
@@ -493,7 +494,7 @@ func TestReportsDriveTheReadyCondition(t *testing.T) {
 	h.report(time.Minute, "running", running(true))
 	h.report(2*time.Minute, "running", running(true)) // the same state again: nothing to write
 	h.report(3*time.Minute, "running", running(false))
-	h.run(4*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(4*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	got := strings.Join(h.readyConditions(), ",")
 	if !strings.HasPrefix(got, "False/,True/,False/,False/Terminating") {
 		t.Fatalf("Ready went %s; want False until ready, True, then False, written once each", got)
@@ -506,12 +507,12 @@ func TestStaleAndForeignReportsAreIgnored(t *testing.T) {
 		code := int32(1)
 		stale := model.PodReport{UID: testRef.UID, Node: "n1", Seq: supervisedSeq, Zone: "running",
 			Containers: []model.ContainerReport{{Name: "app", State: model.ContainerExited, ExitCode: &code}}}
-		h.env.SignalWorkflow(SignalReport, stale)
+		h.env.SignalWorkflow(podcontract.SignalReport, stale)
 		other := stale
 		other.Seq, other.UID = supervisedSeq+1000, "another-incarnation"
-		h.env.SignalWorkflow(SignalReport, other)
+		h.env.SignalWorkflow(podcontract.SignalReport, other)
 	}, time.Minute)
-	h.run(2*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(2*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if h.calls.has("RestartContainer") || h.sawReason("BackOff") {
 		t.Fatalf("a stale or foreign report was acted on: %s", h.calls)
 	}
@@ -527,13 +528,13 @@ func TestALateOlderReportDoesNotTurnReadyBack(t *testing.T) {
 	h := newHarness(t, spec)
 	send := func(after time.Duration, seq uint64, ready bool) {
 		h.env.RegisterDelayedCallback(func() {
-			h.env.SignalWorkflow(SignalReport, model.PodReport{UID: testRef.UID, Node: "n1", Seq: seq, Zone: "running",
+			h.env.SignalWorkflow(podcontract.SignalReport, model.PodReport{UID: testRef.UID, Node: "n1", Seq: seq, Zone: "running",
 				Containers: []model.ContainerReport{running(ready)}})
 		}, after)
 	}
 	send(time.Minute, supervisedSeq+5, true)
 	send(2*time.Minute, supervisedSeq+4, false) // numbered before the one applied
-	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(3*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if got := strings.Join(h.readyConditions(), ","); !strings.HasPrefix(got, "False/,True/,False/Terminating") {
 		t.Fatalf("Ready went %s; want False until ready, True, then False only when terminating", got)
 	}
@@ -556,7 +557,7 @@ func TestExitCodesFollowRestartPolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, podSpec(func(s *model.PodSpec) { s.RestartPolicy = tc.policy }))
 			h.report(time.Minute, "running", exited(tc.code))
-			h.run(5*time.Minute, SignalTerminate, TerminateSignal{})
+			h.run(5*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 			if h.calls.has("RestartContainer") != tc.restart {
 				t.Fatalf("restarted=%t, want %t: %s", !tc.restart, tc.restart, h.calls)
 			}
@@ -586,9 +587,9 @@ func TestExitCodesFollowRestartPolicy(t *testing.T) {
 func TestNodeNotReadyMakesThePodNotReadyAndBack(t *testing.T) {
 	h := newHarness(t, podSpec())
 	h.report(time.Minute, "running", running(true))
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalNode, NodeSignal{Node: "n1", Ready: false}) }, 2*time.Minute)
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalNode, NodeSignal{Node: "n1", Ready: true}) }, 3*time.Minute)
-	h.run(4*time.Minute, SignalTerminate, TerminateSignal{})
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalNode, podcontract.NodeSignal{Node: "n1", Ready: false}) }, 2*time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalNode, podcontract.NodeSignal{Node: "n1", Ready: true}) }, 3*time.Minute)
+	h.run(4*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	got := strings.Join(h.readyConditions(), ",")
 	if !strings.Contains(got, "True/,False/NodeNotReady,True/") {
 		t.Fatalf("Ready went %s; want False/NodeNotReady while the node is, then True", got)
@@ -597,9 +598,9 @@ func TestNodeNotReadyMakesThePodNotReadyAndBack(t *testing.T) {
 
 func TestFinalizeOnARunningPodChangesNothing(t *testing.T) {
 	h := newHarness(t, podSpec())
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalFinalize, nil) }, time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalFinalize, nil) }, time.Minute)
 	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdateFinalize, "u1", &testsuite.TestUpdateCallback{
+		h.env.UpdateWorkflow(podcontract.UpdateFinalize, "u1", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) {
 				if !strings.Contains(err.Error(), "not terminating") {
 					t.Errorf("finalize refused with %v", err)
@@ -610,7 +611,7 @@ func TestFinalizeOnARunningPodChangesNothing(t *testing.T) {
 			OnComplete: func(any, error) {},
 		})
 	}, 90*time.Second)
-	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(3*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.sawReason("FinalizeIgnored") || !h.calls.has("FinalizeRefused") {
 		t.Fatalf("finalize on a running pod: event %t, update refused %t", h.sawReason("FinalizeIgnored"), h.calls.has("FinalizeRefused"))
 	}
@@ -744,7 +745,7 @@ func TestRunningPodCostsNothingWhileHealthy(t *testing.T) {
 		h.report(time.Duration(i+1)*10*time.Minute, "running", running(true))
 	}
 	h.env.RegisterDelayedCallback(func() { after = cost.snapshot() }, 61*time.Minute)
-	h.run(62*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(62*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !strings.Contains(strings.Join(h.readyConditions(), ","), "True/") {
 		t.Fatal("the pod never became Ready")
 	}
@@ -809,7 +810,7 @@ func TestContinuedRunningPodProvisionsNothing(t *testing.T) {
 	sb := hostops.PodSandbox{Namespace: testRef.Namespace, Name: testRef.Name, UID: testRef.UID, IP: "10.88.1.2"}
 	st := &PodState{Phase: PhaseRunning, Node: "n1", Sandbox: &sb, Run: &RunState{StartedAt: h.env.Now(), Seq: 500,
 		Containers: []ContainerRunState{{Name: "app", State: containerRunning, Ready: true, Started: true, Restarts: 2, Since: 500}}}}
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalTerminate, podcontract.TerminateSignal{}) }, time.Minute)
 	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: &fastTuning, State: st})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -845,7 +846,7 @@ func TestAnUnboundedGracePeriodSaturates(t *testing.T) {
 			grace = in.GraceSeconds
 			return true, nil
 		}}})
-	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -858,9 +859,9 @@ func TestAnUnboundedGracePeriodSaturates(t *testing.T) {
 func TestACancelSignalsLongReasonIsCut(t *testing.T) {
 	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalCancel, CancelSignal{Reason: strings.Repeat("r", 1<<20)})
+		h.env.SignalWorkflow(podcontract.SignalCancel, podcontract.CancelSignal{Reason: strings.Repeat("r", 1<<20)})
 	}, time.Minute)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cut := false
@@ -899,7 +900,7 @@ func TestUninstallHeartbeatsSoADeadAgentIsNoticed(t *testing.T) {
 			}
 			h := newHarness(t, podSpec(), overrides...)
 			zero := int64(0)
-			h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+			h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 			if heartbeat <= 0 || heartbeat > time.Minute {
 				t.Fatalf("UninstallZone ran with heartbeat timeout %s; want one of seconds", heartbeat)
 			}
@@ -921,7 +922,7 @@ func TestSignalAtContinueAsNewIsKept(t *testing.T) {
 	// which the wait ends, and the run may continue as new, delivers it.
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SetCurrentHistoryLength(5000)
-		h.env.SignalWorkflowSkippingWorkflowTask(SignalCancel, CancelSignal{Reason: "not needed any more"})
+		h.env.SignalWorkflowSkippingWorkflowTask(podcontract.SignalCancel, podcontract.CancelSignal{Reason: "not needed any more"})
 	}, 30*time.Second)
 	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: &tuning})
 	var can *workflow.ContinueAsNewError

@@ -10,15 +10,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
-)
-
-// Pod reasons while the pod waits.
-const (
-	ReasonUnschedulable    = controlops.ReasonUnschedulable
-	ReasonIPExhausted      = "IPExhausted"
-	ReasonImagePulling     = controlops.ReasonImagePulling
-	ReasonImagePullBackOff = controlops.ReasonImagePullBackOff
-	ReasonErrImagePull     = controlops.ReasonErrImagePull
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // versionErrImagePull marks lifecycles that say ErrImagePull before
@@ -42,7 +34,7 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 	}
 	if res.Node == "" {
 		now := workflow.Now(ctx)
-		reason := ReasonUnschedulable
+		reason := podcontract.ReasonUnschedulable
 		if res.Reason != "" {
 			reason = res.Reason // the capacity map, not the nodes
 		}
@@ -83,7 +75,7 @@ func (w *podWorkflow) scheduled(ctx workflow.Context) error {
 		return err
 	}
 	if res.Exhausted != "" {
-		w.waiting(ctx, ReasonIPExhausted, "FailedAllocateIP", model.EventWarning, res.Exhausted)
+		w.waiting(ctx, podcontract.ReasonIPExhausted, "FailedAllocateIP", model.EventWarning, res.Exhausted)
 		return w.waitRetry(ctx, w.st.Attempt)
 	}
 	w.endStep(ctx, "")
@@ -95,7 +87,7 @@ func (w *podWorkflow) scheduled(ctx workflow.Context) error {
 
 // imagePulling waits, Pending with reason ImagePulling, until the node
 // holds the pod's image, starting the pull when nobody has. The pull's end
-// wakes the pod (SignalWake), even one that arrives while it looks; a look
+// wakes the pod (podcontract.SignalWake), even one that arrives while it looks; a look
 // every RetryMax covers a wake that could not be sent. A failed pull is
 // retried with back-off (ImagePullBackOff), as Kubernetes does.
 func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
@@ -134,24 +126,24 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 	if r.Failed {
 		// As the kubelet: ErrImagePull when a pull is first seen failing,
 		// ImagePullBackOff while the pod backs off before the next look.
-		reason := ReasonImagePullBackOff
+		reason := podcontract.ReasonImagePullBackOff
 		switch {
 		case r.Reason != "":
 			reason = r.Reason
-		case (!w.waitedForImage() || strings.HasPrefix(w.st.Waiting, ReasonImagePulling+": ")) &&
+		case (!w.waitedForImage() || strings.HasPrefix(w.st.Waiting, podcontract.ReasonImagePulling+": ")) &&
 			workflow.GetVersion(ctx, versionErrImagePull, workflow.DefaultVersion, 1) >= 1:
-			reason = ReasonErrImagePull
+			reason = podcontract.ReasonErrImagePull
 		}
 		w.waiting(ctx, reason, reason, model.EventWarning, r.Message)
 		return w.waitRetry(ctx, w.st.Attempt)
 	}
-	w.waiting(ctx, ReasonImagePulling, ReasonImagePulling, model.EventNormal, r.Message)
+	w.waiting(ctx, podcontract.ReasonImagePulling, podcontract.ReasonImagePulling, model.EventNormal, r.Message)
 	return w.waitFor(ctx, w.t.RetryMax)
 }
 
 // waitedForImage: the pod's last wait was for its image's pull.
 func (w *podWorkflow) waitedForImage() bool {
-	for _, r := range []string{ReasonImagePulling, ReasonErrImagePull, ReasonImagePullBackOff} {
+	for _, r := range []string{podcontract.ReasonImagePulling, podcontract.ReasonErrImagePull, podcontract.ReasonImagePullBackOff} {
 		if strings.HasPrefix(w.st.Waiting, r+": ") {
 			return true
 		}
@@ -203,7 +195,7 @@ func (w *podWorkflow) waitFor(ctx workflow.Context, d time.Duration) error {
 	_, err := workflow.AwaitWithTimeout(ctx, d, func() bool { return w.stopRequested() || w.evicting() || w.woken })
 	w.woken = false
 	if temporal.IsCanceledError(err) {
-		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+		w.st.Cancel = &podcontract.CancelSignal{Reason: "workflow cancel requested"}
 		return nil
 	}
 	return err

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // VolumeClient starts or wakes the workflows of claims and snapshots:
@@ -32,7 +33,7 @@ func (c VolumeClient) SyncSnapshot(ctx context.Context, namespace, name string) 
 func (c VolumeClient) signalWithStart(ctx context.Context, id, workflow string, input any) error {
 	opts := client.StartWorkflowOptions{
 		ID:                    id,
-		TaskQueue:             ControlTaskQueue,
+		TaskQueue:             taskqueue.Control,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}
 	if _, err := c.Temporal.SignalWithStartWorkflow(ctx, id, SignalVolumeSync, nil, opts, workflow, input); err != nil {

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // DeploymentClient starts and wakes deployments' workflows: what the
@@ -20,7 +21,7 @@ type DeploymentClient struct {
 func (c DeploymentClient) options(ns, name string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       DeploymentWorkflowID(ns, name),
-		TaskQueue:                ControlTaskQueue,
+		TaskQueue:                taskqueue.Control,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 	}
@@ -56,7 +57,7 @@ type JobClient struct {
 func (c JobClient) options(ns, name string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                    JobWorkflowID(ns, name),
-		TaskQueue:             ControlTaskQueue,
+		TaskQueue:             taskqueue.Control,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}
 }

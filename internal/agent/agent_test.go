@@ -34,7 +34,7 @@ import (
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/internal/store"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 func TestMain(m *testing.M) {
@@ -167,7 +167,7 @@ func waitNode(t *testing.T, st *store.Store, what string, ok func(*model.Node) b
 // lifecycle does.
 func createDatasets(ctx workflow.Context, node string, s hostops.PodSandbox) error {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           workflows.NodeTaskQueue(node),
+		TaskQueue:           taskqueue.Node(node),
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})

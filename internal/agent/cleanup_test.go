@@ -9,6 +9,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
@@ -128,7 +129,7 @@ func TestStartupCleanupRemovesUnboundPodsAndAdoptsBoundOnes(t *testing.T) {
 	for _, e := range events.Items {
 		for range e.Count { // a repeated event is one row that counts it
 			switch e.Reason {
-			case agent.ReasonOrphanRemoved:
+			case hostapi.ReasonOrphanRemoved:
 				removed = append(removed, e.Message)
 			case agent.ReasonZoneAdopted:
 				adopted = append(adopted, e.InvolvedObject.Name)

@@ -19,6 +19,7 @@ import (
 	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/rollout"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // DeploymentRef names a deployment; its workflow is keyed by it.
@@ -408,14 +409,6 @@ func podSuffix() string {
 	return string(b)
 }
 
-// TerminateRequest is the pod lifecycle's terminate signal.
-type TerminateRequest struct {
-	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
-}
-
-// SignalTerminate asks a pod lifecycle for a graceful termination.
-const SignalTerminate = "terminate"
-
 // DeletePodGracefully starts a pod's graceful deletion, as DELETE on the
 // pod does: it stamps the deletion on the row and tells the lifecycle,
 // which stops the pod within grace (nil: the pod's own) and removes the
@@ -444,8 +437,8 @@ func DeletePodGracefully(ctx context.Context, st *store.Store, lc Lifecycles, ns
 		_, err = st.Pods().Delete(ctx, ns, name, "")
 		return err
 	}
-	err = lc.Signal(ctx, ns, name, SignalTerminate, TerminateRequest{GracePeriodSeconds: g})
-	if errors.Is(err, ErrNoLifecycle) {
+	err = lc.Signal(ctx, ns, name, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: g})
+	if errors.Is(err, podcontract.ErrNoLifecycle) {
 		_, err = st.Pods().Delete(ctx, ns, name, p.Metadata.ResourceVersion)
 		if errors.Is(err, store.ErrConflict) {
 			return nil // its lifecycle took it meanwhile, or will on the next sync

@@ -17,6 +17,7 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // ImagePulls starts the pull of one image to one node; the workflows
@@ -602,7 +603,7 @@ func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (Resolv
 		r.Message = fmt.Sprintf("pulling image %s to node %s", img.Metadata.Name, in.Node)
 	}
 	if in.NeverPull && !r.Present {
-		r.Pull, r.Failed, r.Reason = false, true, ReasonErrImageNeverPull
+		r.Pull, r.Failed, r.Reason = false, true, podcontract.ReasonErrImageNeverPull
 		r.Message = fmt.Sprintf("container image %q is not present on node %s with pull policy of Never", img.Metadata.Name, in.Node)
 	}
 	return r, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // imageChanges counts the Image's rows in the change feed and their bytes.
@@ -128,7 +129,7 @@ func TestResolveNeverPull(t *testing.T) {
 	}
 	ops := &controlops.Images{Store: st}
 	lacks, err := ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "base", Node: "lacks", NeverPull: true})
-	if err != nil || lacks.Pull || !lacks.Failed || lacks.Reason != controlops.ReasonErrImageNeverPull {
+	if err != nil || lacks.Pull || !lacks.Failed || lacks.Reason != podcontract.ReasonErrImageNeverPull {
 		t.Fatalf("node without the image: %+v %v", lacks, err)
 	}
 	if pulls, _ := ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "base", Node: "lacks"}); !pulls.Pull || pulls.Failed {

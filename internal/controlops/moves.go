@@ -10,6 +10,7 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/transfer"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // TransferRelay removes the streams of volume transfers (transfer.Relay).
@@ -246,10 +247,10 @@ func (a *Control) MoveClaimPods(ctx context.Context, in ClaimMoveInput) (int, er
 		if !slices.Contains(p.Spec.ClaimNames(), in.Target.Claim.Name) || p.Metadata.Namespace != in.Target.Claim.Namespace {
 			continue
 		}
-		sig := EvictSignal{Node: m.From, Reason: ReasonEvicted,
+		sig := podcontract.EvictSignal{Node: m.From, Reason: podcontract.ReasonEvicted,
 			Message: fmt.Sprintf("node %s is drained: persistentvolumeclaim %q moves to node %s with its pods", m.From, in.Target.Claim.Name, m.To)}
 		if a.Lifecycles != nil {
-			if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalEvict, sig); err != nil && !errors.Is(err, ErrNoLifecycle) {
+			if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, podcontract.SignalEvict, sig); err != nil && !errors.Is(err, podcontract.ErrNoLifecycle) {
 				return n, fmt.Errorf("tell pod %s/%s to leave node %s: %w", p.Metadata.Namespace, p.Metadata.Name, m.From, err)
 			}
 		}

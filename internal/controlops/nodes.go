@@ -10,6 +10,7 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // Node health's names: the taint that keeps new pods off a node whose
@@ -17,8 +18,6 @@ import (
 const (
 	TaintUnreachable        = "node.zonewright.io/unreachable"
 	ReasonNodeStatusUnknown = "NodeStatusUnknown"
-	ReasonNodeLost          = "NodeLost"
-	ReasonEvicted           = "Evicted"
 	nodeHealthSource        = "zonewright-node-health"
 )
 
@@ -237,14 +236,14 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInpu
 			continue
 		}
 		ref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
-		sig := EvictSignal{Node: in.Node, Lost: in.Lost, Reason: ReasonEvicted, Message: in.Message}
+		sig := podcontract.EvictSignal{Node: in.Node, Lost: in.Lost, Reason: podcontract.ReasonEvicted, Message: in.Message}
 		if in.Lost {
-			sig.Reason = ReasonNodeLost
+			sig.Reason = podcontract.ReasonNodeLost
 		}
 		if lc != nil {
 			// A pod without a running lifecycle has nothing to tell; the
 			// reconciler starts one, which finds the pod's node gone.
-			if err := lc.Signal(ctx, ref.Namespace, ref.Name, SignalEvict, sig); err != nil && !errors.Is(err, ErrNoLifecycle) {
+			if err := lc.Signal(ctx, ref.Namespace, ref.Name, podcontract.SignalEvict, sig); err != nil && !errors.Is(err, podcontract.ErrNoLifecycle) {
 				return n, fmt.Errorf("tell pod %s to leave node %s: %w", ref, in.Node, err)
 			}
 		}
@@ -277,24 +276,6 @@ func PodsOnNode(ctx context.Context, st *store.Store, node string) ([]model.Pod,
 	}), nil
 }
 
-// SignalEvict is the pod lifecycle's signal to leave its node; its
-// argument is an EvictSignal.
-const SignalEvict = "evict"
-
-// SignalWake makes a waiting pod lifecycle look again now.
-const SignalWake = "wake"
-
-// Pod reasons while the pod waits for its image on its node.
-const (
-	ReasonImagePulling     = "ImagePulling"
-	ReasonImagePullBackOff = "ImagePullBackOff"
-	// ReasonErrImagePull: a pull of the pod's image was first seen failing.
-	ReasonErrImagePull = "ErrImagePull"
-	// ReasonErrImageNeverPull: the node lacks the image and the pod's
-	// imagePullPolicy is Never.
-	ReasonErrImageNeverPull = "ErrImageNeverPull"
-)
-
 // WakeImageWaiters wakes the pods bound to the node that wait for the
 // image (a pull there just ended): those not running yet whose zone is
 // made from it. They are chosen by what they wait for, not by the reason
@@ -311,7 +292,7 @@ func (a *Control) WakeImageWaiters(ctx context.Context, in ImageNodeInput) (int,
 		if p.Status.Phase == model.PodRunning || len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != in.Image {
 			continue
 		}
-		if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalWake, struct{}{}); err != nil && !errors.Is(err, ErrNoLifecycle) {
+		if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, podcontract.SignalWake, struct{}{}); err != nil && !errors.Is(err, podcontract.ErrNoLifecycle) {
 			return n, fmt.Errorf("wake pod %s/%s: %w", p.Metadata.Namespace, p.Metadata.Name, err)
 		}
 		n++
@@ -319,13 +300,9 @@ func (a *Control) WakeImageWaiters(ctx context.Context, in ImageNodeInput) (int,
 	return n, nil
 }
 
-// ReasonUnschedulable is the reason of a pending pod no node fits;
-// ReasonCapacityExceeded of one the capacity map holds back (the oldest
-// are woken first, so slots go in FIFO order).
-const (
-	ReasonUnschedulable    = "Unschedulable"
-	ReasonCapacityExceeded = scheduler.ReasonCapacityExceeded
-)
+// ReasonCapacityExceeded is the reason of a pending pod the capacity map
+// holds back (the oldest are woken first, so slots go in FIFO order).
+const ReasonCapacityExceeded = scheduler.ReasonCapacityExceeded
 
 // WakeUnschedulable wakes the pods waiting because no node fitted them,
 // as room was just made (a pod ended or went, a node became Ready or
@@ -341,14 +318,14 @@ func WakeUnschedulable(ctx context.Context, st *store.Store, lc Lifecycles) int 
 		return 0
 	}
 	waiting := slices.DeleteFunc(pending.Items, func(p model.Pod) bool {
-		return p.Status.Reason != ReasonUnschedulable && p.Status.Reason != ReasonCapacityExceeded
+		return p.Status.Reason != podcontract.ReasonUnschedulable && p.Status.Reason != ReasonCapacityExceeded
 	})
 	// The oldest first, and a bounded number: one freed pod's room fits
 	// few, and a burst of deletions must not signal every waiter each time.
 	oldestFirst(waiting)
 	n := 0
 	for _, p := range waiting[:min(len(waiting), maxWoken)] {
-		if lc.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalWake, struct{}{}) == nil {
+		if lc.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, podcontract.SignalWake, struct{}{}) == nil {
 			n++
 		}
 	}
@@ -358,21 +335,6 @@ func WakeUnschedulable(ctx context.Context, st *store.Store, lc Lifecycles) int 
 // maxWoken bounds the pods WakeUnschedulable wakes at once; the others
 // look again after their back-off or at the next room made.
 const maxWoken = 20
-
-// EvictSignal tells a pod lifecycle to leave Node: Lost nodes get no more
-// work (their leftovers are the agent's to clean when it returns); live
-// ones (drain) stop the pod gracefully first. Reason is what a pod that
-// does not restart ends Failed with.
-type EvictSignal struct {
-	Node   string
-	Lost   bool
-	Reason string
-	// Message says why, when there is more to say than the reason.
-	Message string `json:",omitempty"`
-}
-
-// ErrNoLifecycle: the pod has no running workflow to signal.
-var ErrNoLifecycle = errors.New("the pod's lifecycle workflow is not running")
 
 // EnsureNodeWorkflows repairs the invariant "every node has its NodeHealth
 // workflow". It returns how many nodes it checked.

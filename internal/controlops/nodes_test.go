@@ -13,6 +13,7 @@ import (
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/storetest"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -160,7 +161,7 @@ func TestAControlPlaneJustStartedGivesNodesAFreshGracePeriod(t *testing.T) {
 
 type signals struct {
 	mu   sync.Mutex
-	sent map[string]controlops.EvictSignal
+	sent map[string]podcontract.EvictSignal
 }
 
 func (s *signals) Start(context.Context, controlops.PodRef) error { return nil }
@@ -173,13 +174,13 @@ func (s *signals) RunningPods(context.Context) (map[controlops.PodName]bool, err
 func (s *signals) Signal(_ context.Context, _, name, signal string, arg any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if signal != controlops.SignalEvict {
+	if signal != podcontract.SignalEvict {
 		return errors.New("unexpected signal " + signal)
 	}
 	if name == "orphan" {
-		return controlops.ErrNoLifecycle
+		return podcontract.ErrNoLifecycle
 	}
-	s.sent[name] = arg.(controlops.EvictSignal)
+	s.sent[name] = arg.(podcontract.EvictSignal)
 	return nil
 }
 
@@ -189,7 +190,7 @@ func (s *signals) Signal(_ context.Context, _, name, signal string, arg any) err
 func TestEvictLostNodeAndUnbind(t *testing.T) {
 	st := openStore(t)
 	ctx := context.Background()
-	sig := &signals{sent: map[string]controlops.EvictSignal{}}
+	sig := &signals{sent: map[string]podcontract.EvictSignal{}}
 	ctl := controlops.NewControl(st, sig)
 	mk := func(name, node, phase string) *model.Pod {
 		p := &model.Pod{Metadata: model.ObjectMeta{Name: name, Namespace: model.DefaultNamespace},
@@ -212,7 +213,7 @@ func TestEvictLostNodeAndUnbind(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("evicted %d, %v; want the 2 unfinished pods of n1", n, err)
 	}
-	if s, ok := sig.sent["run"]; !ok || !s.Lost || s.Node != "n1" || s.Reason != controlops.ReasonNodeLost || len(sig.sent) != 1 {
+	if s, ok := sig.sent["run"]; !ok || !s.Lost || s.Node != "n1" || s.Reason != podcontract.ReasonNodeLost || len(sig.sent) != 1 {
 		t.Fatalf("signals sent: %+v", sig.sent)
 	}
 	// Only a pod's lifecycle writes its status: eviction only tells it.

@@ -6,15 +6,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// Event reasons and source of the host reconciler.
+// Event source of the host reconciler (its reasons are hostapi's).
 const (
-	ReasonOrphanFound    = "OrphanFound"
-	ReasonOrphanRemoved  = "OrphanRemoved"
 	EventSourceReconcile = "zonewright-reconciler"
 )
 
@@ -74,7 +73,7 @@ func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (Rec
 		s := seen[o.Key]
 		if s.New {
 			res.NewOrphans++
-			a.event(ctx, node, model.EventWarning, ReasonOrphanFound, fmt.Sprintf(
+			a.event(ctx, node, model.EventWarning, hostapi.ReasonOrphanFound, fmt.Sprintf(
 				"Found %s on node %s with no pod bound there to own it; it is removed unless a pod claims it within %s", o, in.Node, in.OrphanGrace))
 		}
 		if s.Age >= in.OrphanGrace {
@@ -128,7 +127,7 @@ func (a *Control) OrphanRemoved(ctx context.Context, in OrphanRemovedInput) erro
 	if err := a.Store.ForgetOrphan(ctx, in.Node, in.Orphan.Key); err != nil {
 		return err
 	}
-	a.event(ctx, model.ObjectReference{Kind: model.KindNode, Name: in.Node}, model.EventNormal, ReasonOrphanRemoved,
+	a.event(ctx, model.ObjectReference{Kind: model.KindNode, Name: in.Node}, model.EventNormal, hostapi.ReasonOrphanRemoved,
 		fmt.Sprintf("Removed %s from node %s: no pod owned it for the whole grace period", in.Orphan, in.Node))
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/storetest"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // wakes records the pods woken.
@@ -25,7 +26,7 @@ func (w *wakes) RunningPods(context.Context) (map[controlops.PodName]bool, error
 func (w *wakes) Signal(_ context.Context, _, name, signal string, _ any) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if signal == controlops.SignalWake {
+	if signal == podcontract.SignalWake {
 		w.names = append(w.names, name)
 	}
 	return nil
@@ -49,7 +50,7 @@ func TestWakeUnschedulableWakesTheOldestFew(t *testing.T) {
 	var want []string
 	for i := range 30 {
 		name := fmt.Sprintf("w%02d", 29-i) // created in reverse name order
-		mk(name, controlops.ReasonUnschedulable)
+		mk(name, podcontract.ReasonUnschedulable)
 		if len(want) < 20 {
 			want = append(want, name)
 		}
@@ -80,13 +81,13 @@ func waiter(t *testing.T, st *store.Store, name, node, image, phase, reason stri
 func TestWakeImageWaitersChoosesThePodsThatNeedTheImage(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
-	waiter(t, st, "pulling", "n1", "base", model.PodPending, controlops.ReasonImagePulling)
-	waiter(t, st, "backing-off", "n1", "base", model.PodPending, controlops.ReasonImagePullBackOff)
+	waiter(t, st, "pulling", "n1", "base", model.PodPending, podcontract.ReasonImagePulling)
+	waiter(t, st, "backing-off", "n1", "base", model.PodPending, podcontract.ReasonImagePullBackOff)
 	waiter(t, st, "not-yet-waiting", "n1", "base", model.PodPending, "") // bound; its ImagePulling status not written yet
 	waiter(t, st, "running", "n1", "base", model.PodRunning, "")
 	waiter(t, st, "finished", "n1", "base", model.PodFailed, "Error")
-	waiter(t, st, "other-image", "n1", "other", model.PodPending, controlops.ReasonImagePulling)
-	waiter(t, st, "other-node", "n2", "base", model.PodPending, controlops.ReasonImagePulling)
+	waiter(t, st, "other-image", "n1", "other", model.PodPending, podcontract.ReasonImagePulling)
+	waiter(t, st, "other-node", "n2", "base", model.PodPending, podcontract.ReasonImagePulling)
 	w := &wakes{}
 	ctl := controlops.NewControl(st, w)
 	n, err := ctl.WakeImageWaiters(ctx, controlops.ImageNodeInput{Image: "base", Node: "n1"})

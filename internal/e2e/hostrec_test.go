@@ -13,12 +13,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/simtest"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // hostState is node i's whole `illumos-sim state`: zone ids, supervisors
@@ -124,7 +124,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	made := time.Now()
 
 	c.eventually(30*time.Second, "an OrphanFound event for the ghost zone", func() bool {
-		for _, e := range c.nodeEvents("node-1", controlops.ReasonOrphanFound) {
+		for _, e := range c.nodeEvents("node-1", hostapi.ReasonOrphanFound) {
 			if strings.Contains(e.Message, ghost.ZoneName()) {
 				return true
 			}
@@ -143,7 +143,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 		t.Errorf("the orphan was removed %s after it appeared, before its grace period of %s", took, grace)
 	}
 	c.eventually(10*time.Second, "an OrphanRemoved event", func() bool {
-		for _, e := range c.nodeEvents("node-1", controlops.ReasonOrphanRemoved) {
+		for _, e := range c.nodeEvents("node-1", hostapi.ReasonOrphanRemoved) {
 			if strings.Contains(e.Message, ghost.ZoneName()) {
 				return true
 			}
@@ -160,7 +160,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	// Reported once, not at every pass. (A pass that ran while the ghost
 	// was being made by hand may have reported its dataset alone before.)
 	var zoneReports []model.Event
-	for _, e := range c.nodeEvents("node-1", controlops.ReasonOrphanFound) {
+	for _, e := range c.nodeEvents("node-1", hostapi.ReasonOrphanFound) {
 		if strings.Contains(e.Message, "zone "+ghost.ZoneName()) {
 			zoneReports = append(zoneReports, e)
 		}
@@ -173,7 +173,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	// and the pod's lifecycle boots it again (restartPolicy Always). The
 	// lifecycle is stopped first (a crashed worker), so that the reconciler
 	// alone can notice the halt, and restarts it.
-	if err := c.temporal.TerminateWorkflow(ctx, workflows.PodWorkflowID("default", "app"), "", "simulated crash"); err != nil {
+	if err := c.temporal.TerminateWorkflow(ctx, podcontract.WorkflowID("default", "app"), "", "simulated crash"); err != nil {
 		t.Fatal(err)
 	}
 	if err := za.Halt(ctx, appSandbox.ZoneName()); err != nil {
@@ -218,7 +218,7 @@ func TestAgentRestartAdoptsItsPodsAndRemovesUnboundOnes(t *testing.T) {
 	// While the agent is away: one pod is deleted outright, another is
 	// bound to another node (as an eviction would), keeping name and UID.
 	for _, name := range []string{"gone", "moved"} {
-		if err := c.temporal.TerminateWorkflow(ctx, workflows.PodWorkflowID("default", name), "", "test: the pod leaves node-1"); err != nil {
+		if err := c.temporal.TerminateWorkflow(ctx, podcontract.WorkflowID("default", name), "", "test: the pod leaves node-1"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/internal/pki"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // startupPhases are the phases a pod's start divides into.
@@ -164,7 +164,7 @@ func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
 	}
 	c.waitGone("m0", 30*time.Second)
 	c.waitClosed("m0")
-	c.recordHistory(workflows.PodWorkflowID("default", "m0"), "pod-startup-measured.json")
+	c.recordHistory(podcontract.WorkflowID("default", "m0"), "pod-startup-measured.json")
 }
 
 // metrics scrapes /metrics as the cluster-admin and lints the exposition.

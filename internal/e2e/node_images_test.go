@@ -20,7 +20,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // imageJob is the input of the test's own workflow: pull (or remove)
@@ -35,7 +35,7 @@ type imageJob struct {
 // the control plane's image distribution does.
 func nodeImages(ctx workflow.Context, job imageJob) ([]hostops.NodeImageResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           workflows.NodeTaskQueue(job.Node),
+		TaskQueue:           taskqueue.Node(job.Node),
 		StartToCloseTimeout: 2 * time.Minute,
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, InitialInterval: time.Second},
