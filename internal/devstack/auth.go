@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/server/common/tasktoken"
 
 	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
@@ -25,14 +26,14 @@ import (
 const (
 	// NodeOrg is the organisation of node certificates, whose common name
 	// is NodePrefix + the node's name.
-	NodeOrg    = auth.NodesOrg
-	NodePrefix = auth.NodeCNPrefix
+	NodeOrg    = pki.NodesOrg
+	NodePrefix = pki.NodeCNPrefix
 	// ControlPlaneName is the common name of the control plane's own
 	// client certificate.
-	ControlPlaneName = auth.ControlPlaneCN
+	ControlPlaneName = pki.ControlPlaneCN
 	// AdminOrg is the organisation of operators' certificates (the
 	// Temporal CLI, the Web UI) and of the server's own system worker.
-	AdminOrg = auth.ClusterAdminsOrg
+	AdminOrg = pki.ClusterAdminsOrg
 )
 
 // NodeSubject is the certificate subject of node name.

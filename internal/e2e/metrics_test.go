@@ -111,7 +111,7 @@ func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node %s reports no endpoint: %+v", node.Metadata.Name, node.Status)
 	}
-	certPEM, keyPEM, err := c.cp.CA().ClientCert("prometheus", []string{auth.ClusterAdminsOrg})
+	certPEM, keyPEM, err := c.cp.CA().ClientCert("prometheus", []string{pki.ClusterAdminsOrg})
 	if err != nil {
 		t.Fatal(err)
 	}
