@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -80,7 +80,7 @@ func moveClaim(ctx workflow.Context, wake workflow.ReceiveChannel, in ClaimInput
 			// A clone's copy: its received snapshot goes; there is no source
 			// copy of the claim to remove.
 			dctx := workflow.WithActivityOptions(ctx, undoOptions(m.To, 2*time.Minute))
-			snap := hostops.ClaimSnapshot{UID: m.Snapshot, ClaimUID: st.Volume.UID}
+			snap := hostapi.ClaimSnapshot{UID: m.Snapshot, ClaimUID: st.Volume.UID}
 			if err := workflow.ExecuteActivity(dctx, host.DestroyClaimSnapshot, snap).Get(ctx, nil); err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ func moveClaim(ctx workflow.Context, wake workflow.ReceiveChannel, in ClaimInput
 		}
 		dctx := workflow.WithActivityOptions(ctx, undoOptions(m.To, 2*time.Minute))
 		for step := 1; step <= 2; step++ {
-			snap := hostops.ClaimSnapshot{UID: model.MoveSnapshot(m.ID, step), ClaimUID: st.Volume.UID}
+			snap := hostapi.ClaimSnapshot{UID: model.MoveSnapshot(m.ID, step), ClaimUID: st.Volume.UID}
 			if err := workflow.ExecuteActivity(dctx, host.DestroyClaimSnapshot, snap).Get(ctx, nil); err != nil {
 				return err
 			}
@@ -115,14 +115,14 @@ func copyClaim(ctx workflow.Context, st controlops.ClaimState, mv controlops.Cla
 	vol := st.Volume
 	vol.FromSnapshot = nil
 	sctx := workflow.WithActivityOptions(ctx, undoOptions(m.From, 2*time.Minute))
-	if err := workflow.ExecuteActivity(sctx, host.SnapshotClaimVolume, hostops.ClaimSnapshot{UID: snap, ClaimUID: vol.UID}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(sctx, host.SnapshotClaimVolume, hostapi.ClaimSnapshot{UID: snap, ClaimUID: vol.UID}).Get(ctx, nil); err != nil {
 		return err
 	}
 	var tickets controlops.ClaimTransferTickets
 	if err := workflow.ExecuteActivity(ctx, ctl.ClaimTransfer, controlops.ClaimTransferInput{Move: mv, Step: step}).Get(ctx, &tickets); err != nil {
 		return err
 	}
-	xfer := hostops.ClaimTransfer{Claim: vol, Snapshot: snap}
+	xfer := hostapi.ClaimTransfer{Claim: vol, Snapshot: snap}
 	if step > 1 {
 		xfer.From = model.MoveSnapshot(m.ID, step-1)
 	}
@@ -152,10 +152,10 @@ func copyClone(ctx workflow.Context, in ClaimInput, st controlops.ClaimState, mv
 	if err := workflow.ExecuteActivity(ctx, ctl.ClaimTransfer, controlops.ClaimTransferInput{Move: mv, Step: 1}).Get(ctx, &tickets); err != nil {
 		return err
 	}
-	source := hostops.ClaimVolume{Name: vol.Name, UID: src.ClaimUID, Block: vol.Block}
-	send := hostops.ClaimTransfer{Claim: source, Snapshot: src.UID, Ticket: tickets.Upload}
-	recv := hostops.ClaimTransfer{Claim: vol, Snapshot: src.UID, Ticket: tickets.Download,
-		Props: hostops.ClaimDatasetProps(in.Claim.Namespace, vol)}
+	source := hostapi.ClaimVolume{Name: vol.Name, UID: src.ClaimUID, Block: vol.Block}
+	send := hostapi.ClaimTransfer{Claim: source, Snapshot: src.UID, Ticket: tickets.Upload}
+	recv := hostapi.ClaimTransfer{Claim: vol, Snapshot: src.UID, Ticket: tickets.Download,
+		Props: hostapi.ClaimDatasetProps(in.Claim.Namespace, vol)}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, transferOptions(m.From)), host.SendClaimVolume, send).Get(ctx, nil); err != nil {
 		return err
 	}

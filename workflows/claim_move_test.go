@@ -19,7 +19,7 @@ import (
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/transfer"
 )
@@ -95,7 +95,7 @@ func runClaimMove(t *testing.T, missed string) {
 	env.RegisterActivity(&hostacts.Activities{})
 
 	f := &fakeMove{st: controlops.ClaimState{Found: true, Node: "a", OnSource: 1,
-		Volume: hostops.ClaimVolume{Name: "db", UID: "u1", Bytes: 1 << 30}, CapacityBytes: 1 << 30,
+		Volume: hostapi.ClaimVolume{Name: "db", UID: "u1", Bytes: 1 << 30}, CapacityBytes: 1 << 30,
 		Move: &model.ClaimMove{Phase: model.MovePlanning, From: "a"}}, missed: missed}
 	env.OnActivity(ctl.LoadClaim, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ClaimRef) (controlops.ClaimState, error) {
 		return f.state(), nil
@@ -106,7 +106,7 @@ func runClaimMove(t *testing.T, missed string) {
 		f.phase(func(st *controlops.ClaimState) { st.Move = m })
 		return controlops.ClaimMovePlan{Move: m}, nil
 	})
-	env.OnActivity(host.SnapshotClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, s hostops.ClaimSnapshot) error {
+	env.OnActivity(host.SnapshotClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, s hostapi.ClaimSnapshot) error {
 		if f.notTakenUp("snapshot") {
 			return notTakenUpError()
 		}
@@ -118,23 +118,23 @@ func runClaimMove(t *testing.T, missed string) {
 		return controlops.ClaimTransferTickets{Upload: transferTicket(id), Download: transferTicket(id)}, nil
 	})
 	died := false
-	env.OnActivity(host.SendClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
+	env.OnActivity(host.SendClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
 		if f.notTakenUp("send") {
-			return hostops.ClaimTransferResult{}, notTakenUpError()
+			return hostapi.ClaimTransferResult{}, notTakenUpError()
 		}
 		if !died {
 			died = true // the agent dies mid-send: the attempt fails
-			return hostops.ClaimTransferResult{}, errors.New("activity heartbeat timeout")
+			return hostapi.ClaimTransferResult{}, errors.New("activity heartbeat timeout")
 		}
 		f.record(ctx, "send %s from %q through %s", x.Snapshot, x.From, x.Ticket.ID)
-		return hostops.ClaimTransferResult{Bytes: 1}, nil
+		return hostapi.ClaimTransferResult{Bytes: 1}, nil
 	})
-	env.OnActivity(host.ReceiveClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
+	env.OnActivity(host.ReceiveClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
 		if f.notTakenUp("receive") {
-			return hostops.ClaimTransferResult{}, notTakenUpError()
+			return hostapi.ClaimTransferResult{}, notTakenUpError()
 		}
 		f.record(ctx, "receive %s from %q through %s", x.Snapshot, x.From, x.Ticket.ID)
-		return hostops.ClaimTransferResult{Bytes: 1}, nil
+		return hostapi.ClaimTransferResult{Bytes: 1}, nil
 	})
 	env.OnActivity(ctl.MoveClaimPods, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlops.ClaimMoveInput) (int, error) {
 		f.record(ctx, "pods told to leave")
@@ -151,14 +151,14 @@ func runClaimMove(t *testing.T, missed string) {
 		f.phase(func(st *controlops.ClaimState) { st.Node, st.Move.Phase = "b", model.MoveCleaning })
 		return nil
 	})
-	env.OnActivity(host.DestroyClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, c hostops.ClaimVolume) error {
+	env.OnActivity(host.DestroyClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, c hostapi.ClaimVolume) error {
 		if f.notTakenUp("destroy") {
 			return notTakenUpError()
 		}
 		f.record(ctx, "destroy %s", c.UID)
 		return nil
 	})
-	env.OnActivity(host.DestroyClaimSnapshot, mock.Anything, mock.Anything).Return(func(ctx context.Context, s hostops.ClaimSnapshot) error {
+	env.OnActivity(host.DestroyClaimSnapshot, mock.Anything, mock.Anything).Return(func(ctx context.Context, s hostapi.ClaimSnapshot) error {
 		if f.notTakenUp("destroy @") {
 			return notTakenUpError()
 		}

@@ -18,7 +18,7 @@ import (
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
@@ -35,9 +35,9 @@ func notTakenUpError() error {
 // hostStepNotTakenUp is a host step whose node does not take it up the
 // first times tries, then does it. Each try is recorded in h.calls,
 // "name!" for the ones not taken up.
-func hostStepNotTakenUp(h **harness, name string, times int) func(context.Context, hostops.PodSandbox) error {
+func hostStepNotTakenUp(h **harness, name string, times int) func(context.Context, hostapi.PodSandbox) error {
 	tries := 0
-	return func(context.Context, hostops.PodSandbox) error {
+	return func(context.Context, hostapi.PodSandbox) error {
 		if tries++; tries <= times {
 			(*h).calls.add(name + "!")
 			return notTakenUpError()
@@ -73,9 +73,9 @@ func (c *calls) count(name string) int {
 func TestUndoAndTeardownStepsNotTakenUpAreTriedUntilDone(t *testing.T) {
 	const times = 3
 	failed := func() []override {
-		return []override{{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
+		return []override{{fn: host.ProvisionPod, ret: []any{hostapi.ProvisionResult{},
 			temporal.NewApplicationErrorWithOptions("start the containers: exit 1", "Invalid",
-				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: len(provisionSteps), Step: "WaitContainersOnline"}}})}}}
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: len(provisionSteps), Step: "WaitContainersOnline"}}})}}}
 	}
 	type scenario struct {
 		name  string
@@ -155,13 +155,13 @@ func provisionFailing(t *testing.T, spec model.PodSpec, times int, err error) *h
 	t.Helper()
 	var h *harness
 	tries := 0
-	h = newHarness(t, spec, override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+	h = newHarness(t, spec, override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 		if tries++; tries <= times {
 			h.calls.add("ProvisionPod!")
-			return hostops.ProvisionResult{}, err
+			return hostapi.ProvisionResult{}, err
 		}
 		h.calls.add("ProvisionPod")
-		return hostops.ProvisionResult{Seq: supervisedSeq}, nil
+		return hostapi.ProvisionResult{Seq: supervisedSeq}, nil
 	}}})
 	h.run(10*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -242,9 +242,9 @@ func TestClaimSyncTriesNodeStepsNotTakenUpAgain(t *testing.T) {
 		step any
 		then any // the control step that follows
 	}{
-		{"delete", controlops.ClaimState{Found: true, Deleting: true, Node: "a", Volume: hostops.ClaimVolume{Name: "db", UID: "u1"}},
+		{"delete", controlops.ClaimState{Found: true, Deleting: true, Node: "a", Volume: hostapi.ClaimVolume{Name: "db", UID: "u1"}},
 			host.DestroyClaimVolume, ctl.RemoveClaim},
-		{"grow", controlops.ClaimState{Found: true, Node: "a", Volume: hostops.ClaimVolume{Name: "db", UID: "u1", Bytes: 2 << 30}, CapacityBytes: 1 << 30},
+		{"grow", controlops.ClaimState{Found: true, Node: "a", Volume: hostapi.ClaimVolume{Name: "db", UID: "u1", Bytes: 2 << 30}, CapacityBytes: 1 << 30},
 			host.ResizeClaimVolume, ctl.ClaimResized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -260,7 +260,7 @@ func TestClaimSyncTriesNodeStepsNotTakenUpAgain(t *testing.T) {
 			env.OnActivity(ctl.LoadClaim, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ClaimRef) (controlops.ClaimState, error) {
 				return st, nil
 			})
-			env.OnActivity(tc.step, mock.Anything, mock.Anything).Return(func(context.Context, hostops.ClaimVolume) error {
+			env.OnActivity(tc.step, mock.Anything, mock.Anything).Return(func(context.Context, hostapi.ClaimVolume) error {
 				if tries++; tries <= 3 {
 					log = append(log, "not taken up")
 					return notTakenUpError()
@@ -320,14 +320,14 @@ func TestNotTakenUpRecognisesTheServersTimeout(t *testing.T) {
 func TestAFailedProvisionAfterAWaitUndoesEveryStep(t *testing.T) {
 	var h *harness
 	tries := 0
-	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 		if tries++; tries == 1 {
 			h.calls.add("ProvisionPod!")
-			return hostops.ProvisionResult{}, notTakenUpError()
+			return hostapi.ProvisionResult{}, notTakenUpError()
 		}
 		h.calls.add("ProvisionPod")
-		return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions("create the VNIC: exit 1", "Invalid",
-			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 2, Step: "CreateVNIC"}}})
+		return hostapi.ProvisionResult{}, temporal.NewApplicationErrorWithOptions("create the VNIC: exit 1", "Invalid",
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: 2, Step: "CreateVNIC"}}})
 	}}})
 	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -368,7 +368,7 @@ func TestALaterShorterGracePeriodShortensTheStopUnderWay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var h *harness
 			var secondAt, haltedAt time.Time
-			h = newHarness(t, podSpec(), append(tc.overrides, override{fn: host.HaltZone, ret: []any{func(context.Context, hostops.PodSandbox) error {
+			h = newHarness(t, podSpec(), append(tc.overrides, override{fn: host.HaltZone, ret: []any{func(context.Context, hostapi.PodSandbox) error {
 				if haltedAt.IsZero() {
 					haltedAt = h.env.Now()
 				}
@@ -401,8 +401,8 @@ func TestALaterShorterGracePeriodShortensTheStopUnderWay(t *testing.T) {
 func TestAPullNotTakenUpSaysSo(t *testing.T) {
 	h := newImageHarness(t)
 	h.env.OnActivity(img.ImagePullPlan, mock.Anything, mock.Anything).Return(
-		controlops.NodePull{Image: hostops.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil)
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostops.NodeImageResult{}, notTakenUpError())
+		controlops.NodePull{Image: hostapi.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostapi.NodeImageResult{}, notTakenUpError())
 	h.env.OnActivity(ctl.WakeImageWaiters, mock.Anything, mock.Anything).Return(nil)
 	h.env.RegisterActivity(&controlacts.Control{})
 	h.env.ExecuteWorkflow(ImagePull, ImagePullInput{Image: "ubuntu", Node: "n1"})

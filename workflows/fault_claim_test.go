@@ -19,7 +19,7 @@ import (
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -101,7 +101,7 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 	}
 	f := &fakeClaimNodes{plan: plan, datasets: map[string]bool{"a:" + claimUID: true}, relay: map[string]bool{},
 		st: controlops.ClaimState{Found: true, Node: "a", OnSource: 1,
-			Volume: hostops.ClaimVolume{Name: "db", UID: claimUID, Bytes: 1 << 30}, CapacityBytes: 1 << 30,
+			Volume: hostapi.ClaimVolume{Name: "db", UID: claimUID, Bytes: 1 << 30}, CapacityBytes: 1 << 30,
 			Move: &model.ClaimMove{Phase: model.MovePlanning, From: "a"}}}
 	on := func(fn, ret any) { env.OnActivity(fn, mock.Anything, mock.Anything).Return(ret) }
 	on(ctl.LoadClaim, func(ctx context.Context, _ controlops.ClaimRef) (controlops.ClaimState, error) {
@@ -118,7 +118,7 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 		})
 		return controlops.ClaimMovePlan{Move: &m}, err
 	})
-	on(host.SnapshotClaimVolume, func(ctx context.Context, s hostops.ClaimSnapshot) error {
+	on(host.SnapshotClaimVolume, func(ctx context.Context, s hostapi.ClaimSnapshot) error {
 		return f.host(ctx, "SnapshotClaimVolume", func(node string) error {
 			if !f.datasets[node+":"+s.ClaimUID] {
 				return temporal.NewNonRetryableApplicationError("no dataset to snapshot on "+node, "Invalid", nil)
@@ -132,8 +132,8 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 		err := f.ctl(ctx, "ClaimTransfer", func() {})
 		return controlops.ClaimTransferTickets{Upload: transferTicket(id), Download: transferTicket(id)}, err
 	})
-	on(host.SendClaimVolume, func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
-		return hostops.ClaimTransferResult{Bytes: 1}, f.host(ctx, "SendClaimVolume", func(node string) error {
+	on(host.SendClaimVolume, func(ctx context.Context, x hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
+		return hostapi.ClaimTransferResult{Bytes: 1}, f.host(ctx, "SendClaimVolume", func(node string) error {
 			if !f.datasets[node+":"+x.Claim.UID+"@"+x.Snapshot] {
 				return temporal.NewNonRetryableApplicationError("no snapshot "+x.Snapshot+" to send on "+node, "Invalid", nil)
 			}
@@ -141,8 +141,8 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 			return nil
 		})
 	})
-	on(host.ReceiveClaimVolume, func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
-		return hostops.ClaimTransferResult{Bytes: 1}, f.host(ctx, "ReceiveClaimVolume", func(node string) error {
+	on(host.ReceiveClaimVolume, func(ctx context.Context, x hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
+		return hostapi.ClaimTransferResult{Bytes: 1}, f.host(ctx, "ReceiveClaimVolume", func(node string) error {
 			ds := node + ":" + x.Claim.UID
 			if f.datasets[ds+"@"+x.Snapshot] {
 				return nil // received already
@@ -183,7 +183,7 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 			}
 		})
 	})
-	on(host.DestroyClaimVolume, func(ctx context.Context, c hostops.ClaimVolume) error {
+	on(host.DestroyClaimVolume, func(ctx context.Context, c hostapi.ClaimVolume) error {
 		return f.host(ctx, "DestroyClaimVolume", func(node string) error {
 			if node == f.st.Node {
 				f.problems = append(f.problems, "destroyed the claim's dataset on its own node "+node)
@@ -196,7 +196,7 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 			return nil
 		})
 	})
-	on(host.DestroyClaimSnapshot, func(ctx context.Context, s hostops.ClaimSnapshot) error {
+	on(host.DestroyClaimSnapshot, func(ctx context.Context, s hostapi.ClaimSnapshot) error {
 		return f.host(ctx, "DestroyClaimSnapshot", func(node string) error {
 			delete(f.datasets, node+":"+s.ClaimUID+"@"+s.UID)
 			return nil

@@ -19,7 +19,7 @@ import (
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -47,7 +47,7 @@ func runImagePull(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, []stri
 		plan.inject(*at, kind)
 	}
 	n := &fakeImageNode{images: map[string]string{}}
-	ni := hostops.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}
+	ni := hostapi.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}
 	on := func(fn, ret any) { env.OnActivity(fn, mock.Anything, mock.Anything).Return(ret) }
 	on(img.ImagePullPlan, func(ctx context.Context, _ controlops.ImageNodeInput) (controlops.NodePull, error) {
 		return controlops.NodePull{Image: ni}, plan.do(ctx, "ImagePullPlan", func() error { return nil })
@@ -68,8 +68,8 @@ func runImagePull(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, []stri
 			return nil
 		})
 	})
-	on(host.PullImage, func(ctx context.Context, in hostops.NodeImage) (hostops.NodeImageResult, error) {
-		res := hostops.NodeImageResult{Artefact: "/var/zonewright/images/" + in.Name + ".tar"}
+	on(host.PullImage, func(ctx context.Context, in hostapi.NodeImage) (hostapi.NodeImageResult, error) {
+		res := hostapi.NodeImageResult{Artefact: "/var/zonewright/images/" + in.Name + ".tar"}
 		hit, _ := plan.call(ctx, "PullImage")
 		n.mu.Lock()
 		defer n.mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
@@ -261,7 +262,7 @@ func nodeOf(ctx context.Context) string {
 }
 
 // hostSteps are the node's effects by activity name; each is idempotent.
-func (f *fakeNodes) hostSteps(sb hostops.PodSandbox) map[string]func(p *podTraces) {
+func (f *fakeNodes) hostSteps(sb hostapi.PodSandbox) map[string]func(p *podTraces) {
 	return map[string]func(p *podTraces){
 		"CreateDatasets":   func(p *podTraces) { p.Datasets = true },
 		"DestroyDatasets":  func(p *podTraces) { p.Datasets = false },
@@ -287,8 +288,8 @@ func (f *fakeNodes) hostSteps(sb hostops.PodSandbox) map[string]func(p *podTrace
 }
 
 // step is a host activity of the fake node.
-func (f *fakeNodes) step(name string) func(context.Context, hostops.PodSandbox) error {
-	return func(ctx context.Context, sb hostops.PodSandbox) error {
+func (f *fakeNodes) step(name string) func(context.Context, hostapi.PodSandbox) error {
+	return func(ctx context.Context, sb hostapi.PodSandbox) error {
 		return f.plan.do(ctx, name, func() error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -306,7 +307,7 @@ func (f *fakeNodes) supervise(p *podTraces) uint64 {
 	return f.seq
 }
 
-func (f *fakeNodes) provisionPod(ctx context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+func (f *fakeNodes) provisionPod(ctx context.Context, in hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 	var subs []string
 	for _, st := range hostops.ProvisionSteps {
 		subs = append(subs, st.Name)
@@ -316,7 +317,7 @@ func (f *fakeNodes) provisionPod(ctx context.Context, in hostops.ProvisionInput)
 	if hit != nil && sub == "" {
 		var happens bool
 		if happens, answer = hit.injected(ctx, f.plan.now()); !happens {
-			return hostops.ProvisionResult{}, answer
+			return hostapi.ProvisionResult{}, answer
 		}
 	}
 	f.mu.Lock()
@@ -325,29 +326,29 @@ func (f *fakeNodes) provisionPod(ctx context.Context, in hostops.ProvisionInput)
 	for i, st := range hostops.ProvisionSteps {
 		if f.failsAt == st.Name && !f.failed {
 			f.failed = true
-			return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(st.Name+" failed: the brand's install script exited 1", "Failed",
-				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: i + 1, Step: st.Name}}})
+			return hostapi.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(st.Name+" failed: the brand's install script exited 1", "Failed",
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: i + 1, Step: st.Name}}})
 		}
 		if hit != nil && sub == st.Name && hit.attempt == 1 {
 			switch hit.kind {
 			case faultForGood:
-				return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions("injected: "+st.Name+" failed for good", "Failed",
-					temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: i + 1, Step: st.Name}}})
+				return hostapi.ProvisionResult{}, temporal.NewApplicationErrorWithOptions("injected: "+st.Name+" failed for good", "Failed",
+					temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: i + 1, Step: st.Name}}})
 			case faultAgentKilled:
 				steps[st.Name](p) // killed once the step's command ran
-				return hostops.ProvisionResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+				return hostapi.ProvisionResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
 			}
 		}
 		steps[st.Name](p)
 	}
 	seq := f.supervise(p)
 	if answer != nil {
-		return hostops.ProvisionResult{}, answer
+		return hostapi.ProvisionResult{}, answer
 	}
-	return hostops.ProvisionResult{Seq: seq}, nil
+	return hostapi.ProvisionResult{Seq: seq}, nil
 }
 
-func (f *fakeNodes) supervisePod(ctx context.Context, in hostops.SuperviseInput) (uint64, error) {
+func (f *fakeNodes) supervisePod(ctx context.Context, in hostapi.SuperviseInput) (uint64, error) {
 	var seq uint64
 	err := f.plan.do(ctx, "SupervisePod", func() error {
 		f.mu.Lock()
@@ -358,7 +359,7 @@ func (f *fakeNodes) supervisePod(ctx context.Context, in hostops.SuperviseInput)
 	return seq, err
 }
 
-func (f *fakeNodes) restartContainer(ctx context.Context, in hostops.RestartInput) (uint64, error) {
+func (f *fakeNodes) restartContainer(ctx context.Context, in hostapi.RestartInput) (uint64, error) {
 	var seq uint64
 	err := f.plan.do(ctx, "RestartContainer", func() error {
 		f.mu.Lock()
@@ -376,7 +377,7 @@ func (f *fakeNodes) restartContainer(ctx context.Context, in hostops.RestartInpu
 	return seq, err
 }
 
-func (f *fakeNodes) shutdownZone(ctx context.Context, in hostops.ShutdownInput) (bool, error) {
+func (f *fakeNodes) shutdownZone(ctx context.Context, in hostapi.ShutdownInput) (bool, error) {
 	err := f.plan.do(ctx, "ShutdownZone", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -711,7 +712,7 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 				})
 			}}})
 	}
-	for name := range f.hostSteps(hostops.PodSandbox{}) {
+	for name := range f.hostSteps(hostapi.PodSandbox{}) {
 		overrides = append(overrides, override{fn: hostActivity(name), ret: []any{f.step(name)}})
 	}
 	h = newHarness(t, spec, overrides...)

@@ -11,7 +11,7 @@ import (
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
@@ -154,7 +154,7 @@ func distribute(ctx workflow.Context, t controlops.ImageTargets) {
 }
 
 // pullToNode runs PullImage on the node and records the outcome.
-func pullToNode(ctx workflow.Context, ni hostops.NodeImage, node string) {
+func pullToNode(ctx workflow.Context, ni hostapi.NodeImage, node string) {
 	cctx := workflow.WithActivityOptions(ctx, controlOptions)
 	set := func(c workflow.Context, phase, reason, msg string) {
 		c = workflow.WithActivityOptions(c, controlOptions)
@@ -163,7 +163,7 @@ func pullToNode(ctx workflow.Context, ni hostops.NodeImage, node string) {
 	}
 	set(cctx, model.ImagePulling, "", "")
 	pctx := workflow.WithActivityOptions(ctx, pullOptions(node))
-	var res hostops.NodeImageResult
+	var res hostapi.NodeImageResult
 	err := workflow.ExecuteActivity(pctx, host.PullImage, ni).Get(pctx, &res)
 	if ctx.Err() != nil {
 		return // cancelled: the caller removes what was pulled
@@ -206,7 +206,7 @@ func removeEverywhere(ctx workflow.Context, ref controlops.ImageRef, nodes []str
 			o := pullOptions(node)
 			o.StartToCloseTimeout, o.HeartbeatTimeout = 10*time.Minute, 0
 			rctx := workflow.WithActivityOptions(gctx, o)
-			if err := workflow.ExecuteActivity(rctx, host.RemoveImage, hostops.NodeImage{Name: ref.Name}).Get(rctx, nil); err != nil {
+			if err := workflow.ExecuteActivity(rctx, host.RemoveImage, hostapi.NodeImage{Name: ref.Name}).Get(rctx, nil); err != nil {
 				workflow.GetLogger(ctx).Warn("could not remove the image from a node", "image", ref.Name, "node", node, "error", err)
 			}
 		})

@@ -17,7 +17,7 @@ import (
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
@@ -55,7 +55,7 @@ func newImageHarnessOf(t *testing.T, kind string) *imageHarness {
 		h.mu.Lock()
 		h.ready = true
 		h.mu.Unlock()
-		return controlops.ImageTargets{Nodes: []string{"n1", "n2", "n3"}, Image: hostops.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil
+		return controlops.ImageTargets{Nodes: []string{"n1", "n2", "n3"}, Image: hostapi.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil
 	})
 	h.env.OnActivity(img.SetImageNodeStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u controlops.ImageNodeUpdate) error {
 		h.mu.Lock()
@@ -75,7 +75,7 @@ func newImageHarnessOf(t *testing.T, kind string) *imageHarness {
 		h.storeRm++
 		return nil
 	})
-	h.env.OnActivity(host.RemoveImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostops.NodeImage) error {
+	h.env.OnActivity(host.RemoveImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostapi.NodeImage) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.removed = append(h.removed, "removed")
@@ -91,11 +91,11 @@ func (h *imageHarness) fetchReturns(ret ...any) {
 func TestImportDistributesAndOneFailingNodeFailsOnlyItself(t *testing.T) {
 	h := newImageHarness(t)
 	h.fetchReturns(controlops.ImageFetched{Bytes: 10}, nil)
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, ni hostops.NodeImage) (hostops.NodeImageResult, error) {
-		return hostops.NodeImageResult{Artefact: "/images/ubuntu.tar"}, nil
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, ni hostapi.NodeImage) (hostapi.NodeImageResult, error) {
+		return hostapi.NodeImageResult{Artefact: "/images/ubuntu.tar"}, nil
 	}).Times(2)
 	// The third pull fails every attempt, as a node whose zfs is broken.
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostops.NodeImageResult{},
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostapi.NodeImageResult{},
 		temporal.NewApplicationError("zfs receive failed: pool is faulted", "Transient"))
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -153,7 +153,7 @@ func TestStalledFetchIsRetried(t *testing.T) {
 		}
 		return controlops.ImageFetched{Bytes: 10, Resumed: true}, nil
 	})
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostops.NodeImageResult{}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostapi.NodeImageResult{}, nil)
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -184,9 +184,9 @@ func TestCancelMidDownloadRemovesPartialFiles(t *testing.T) {
 func TestCancelDuringDistributionRemovesFromPullingNodes(t *testing.T) {
 	h := newImageHarness(t)
 	h.fetchReturns(controlops.ImageFetched{Bytes: 10}, nil)
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostops.NodeImage) (hostops.NodeImageResult, error) {
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostapi.NodeImage) (hostapi.NodeImageResult, error) {
 		<-ctx.Done()
-		return hostops.NodeImageResult{}, ctx.Err()
+		return hostapi.NodeImageResult{}, ctx.Err()
 	})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
@@ -215,9 +215,9 @@ func TestImagePullSkipsWhatNeedsNoPull(t *testing.T) {
 	h := newImageHarness(t)
 	h.env.OnActivity(img.ImagePullPlan, mock.Anything, mock.Anything).Return(controlops.NodePull{Skip: true, Why: "not Ready"}, nil)
 	pulled := false
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(context.Context, hostops.NodeImage) (hostops.NodeImageResult, error) {
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(context.Context, hostapi.NodeImage) (hostapi.NodeImageResult, error) {
 		pulled = true
-		return hostops.NodeImageResult{}, nil
+		return hostapi.NodeImageResult{}, nil
 	})
 	h.env.ExecuteWorkflow(ImagePull, ImagePullInput{Image: "ubuntu", Node: "n4"})
 	if err := h.env.GetWorkflowError(); err != nil || pulled {
@@ -294,11 +294,11 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 				mu.Unlock()
 				h.env.SignalWorkflow(podcontract.SignalWake, struct{}{})
 			}
-			install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+			install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				kind, provisionedAt = in.Sandbox.ImageKind, h.env.Now()
-				return hostops.ProvisionResult{Seq: supervisedSeq}, nil
+				return hostapi.ProvisionResult{Seq: supervisedSeq}, nil
 			}}}
 			h = newHarness(t, podSpec(), install, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
 				mu.Lock()

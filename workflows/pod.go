@@ -11,7 +11,7 @@ import (
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
@@ -53,11 +53,11 @@ type PodState struct {
 	Node    string `json:",omitempty"`
 	HostIP  string `json:",omitempty"`
 	// Sandbox exists once the pod holds an address.
-	Sandbox *hostops.PodSandbox `json:",omitempty"`
+	Sandbox *hostapi.PodSandbox `json:",omitempty"`
 	// MovedFrom is the node an evicted pod left, until it is placed again.
 	MovedFrom string `json:",omitempty"`
 	// Claims are the pod's claims as placed: their datasets are on Node.
-	Claims []hostops.ClaimVolume `json:",omitempty"`
+	Claims []hostapi.ClaimVolume `json:",omitempty"`
 	Run    *RunState             `json:",omitempty"`
 	// Why the pod failed or succeeded, once it did.
 	Reason, Message string `json:",omitempty"`

@@ -13,7 +13,7 @@ import (
 
 	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/workflows/podcontract"
@@ -169,8 +169,8 @@ func (w *podWorkflow) execUntilDone(ctx workflow.Context, name string, o workflo
 // sandbox is the node's view of the pod: caps summed over containers
 // (limits, else requests), the process limits its annotations ask for and
 // the address it was given.
-func sandbox(ref controlops.PodRef, spec model.PodSpec, limits model.ZoneProcessLimits, alloc *controlops.AllocateResult, imageKind string, claims []hostops.ClaimVolume) hostops.PodSandbox {
-	s := hostops.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
+func sandbox(ref controlops.PodRef, spec model.PodSpec, limits model.ZoneProcessLimits, alloc *controlops.AllocateResult, imageKind string, claims []hostapi.ClaimVolume) hostapi.PodSandbox {
+	s := hostapi.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
 		Hostname: spec.Hostname, ImageKind: imageKind, IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
 	caps := scheduler.PodLimits(&model.Pod{Spec: spec})
 	s.MilliCPU, s.MemoryBytes = caps.MilliCPU, caps.Memory
@@ -181,19 +181,19 @@ func sandbox(ref controlops.PodRef, spec model.PodSpec, limits model.ZoneProcess
 			s.Image = c.Image
 		}
 		argv := append(append([]string{}, c.Command...), c.Args...)
-		s.Containers = append(s.Containers, hostops.ContainerSpec{Name: c.Name, Argv: argv, Env: c.Env,
+		s.Containers = append(s.Containers, hostapi.ContainerSpec{Name: c.Name, Argv: argv, Env: c.Env,
 			KillGraceSeconds: c.KillGraceSeconds(&spec)})
 		for _, m := range c.VolumeMounts {
-			s.Mounts = append(s.Mounts, hostops.PodMount{Volume: m.Name, Path: m.MountPath, ReadOnly: m.ReadOnly})
+			s.Mounts = append(s.Mounts, hostapi.PodMount{Volume: m.Name, Path: m.MountPath, ReadOnly: m.ReadOnly})
 		}
 	}
 	for _, v := range spec.Volumes {
-		pv := hostops.PodVolume{Name: v.Name}
+		pv := hostapi.PodVolume{Name: v.Name}
 		switch {
 		case v.PersistentVolumeClaim != nil:
 			// Never an empty scratch volume in a claim's place: a claim
 			// not placed with the pod has no UID, and the node refuses it.
-			pv.Claim = &hostops.ClaimVolume{Name: v.PersistentVolumeClaim.ClaimName}
+			pv.Claim = &hostapi.ClaimVolume{Name: v.PersistentVolumeClaim.ClaimName}
 			for i := range claims {
 				if claims[i].Name == v.PersistentVolumeClaim.ClaimName {
 					pv.Claim = &claims[i]
@@ -235,12 +235,12 @@ var provisionSteps = []sagaStep{
 // supervised is what the node's supervisor needs of the pod: the sandbox
 // without the containers' environment (it may hold secrets), and each
 // container's probes.
-func supervised(sb hostops.PodSandbox, spec model.PodSpec) hostops.SuperviseInput {
-	in := hostops.SuperviseInput{Sandbox: sb}
+func supervised(sb hostapi.PodSandbox, spec model.PodSpec) hostapi.SuperviseInput {
+	in := hostapi.SuperviseInput{Sandbox: sb}
 	in.Sandbox.Containers = nil
 	for _, c := range spec.Containers {
-		in.Sandbox.Containers = append(in.Sandbox.Containers, hostops.ContainerSpec{Name: c.Name})
-		in.Probes = append(in.Probes, hostops.ContainerProbes{Name: c.Name, Ports: c.Ports,
+		in.Sandbox.Containers = append(in.Sandbox.Containers, hostapi.ContainerSpec{Name: c.Name})
+		in.Probes = append(in.Probes, hostapi.ContainerProbes{Name: c.Name, Ports: c.Ports,
 			Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
 	}
 	return in
@@ -390,8 +390,8 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 	sctx, cancel := workflow.WithCancel(ctx)
 	// The node tries each step again itself; Temporal retries only a
 	// provision whose node stopped heartbeating.
-	o := hostOptions(w.st.Node, hostops.ProvisionTimeout(), provisionHeartbeat, 3)
-	in := hostops.ProvisionInput{Sandbox: *w.st.Sandbox, Probes: supervised(*w.st.Sandbox, w.spec).Probes, Timed: true}
+	o := hostOptions(w.st.Node, hostapi.ProvisionTimeout, provisionHeartbeat, 3)
+	in := hostapi.ProvisionInput{Sandbox: *w.st.Sandbox, Probes: supervised(*w.st.Sandbox, w.spec).Probes, Timed: true}
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(sctx, o), host.ProvisionPod, in)
 	err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })
 	if temporal.IsCanceledError(err) {
@@ -405,7 +405,7 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 		w.endStep(ctx, "interrupted")
 		return len(provisionSteps), 0, nil
 	}
-	var res hostops.ProvisionResult
+	var res hostapi.ProvisionResult
 	err = fut.Get(ctx, &res)
 	if err == nil {
 		w.endStep(ctx, "")
@@ -414,7 +414,7 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 	}
 	begun, step := len(provisionSteps), "ProvisionPod"
 	var appErr *temporal.ApplicationError
-	var p hostops.ProvisionProgress
+	var p hostapi.ProvisionProgress
 	if errors.As(err, &appErr) && appErr.Details(&p) == nil && p.Begun > 0 {
 		begun, step = min(p.Begun, begun), p.Step
 	}
@@ -428,7 +428,7 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 // versionFastStart.
 func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq uint64, failure error) {
 	sb := *w.st.Sandbox
-	var times []hostops.StepTime // each step's, on the workflow's clock
+	var times []hostapi.StepTime // each step's, on the workflow's clock
 	for _, st := range provisionSteps {
 		if w.interrupted() {
 			break
@@ -455,7 +455,7 @@ func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq ui
 			break
 		}
 		w.endStep(ctx, "")
-		times = append(times, hostops.StepTime{Step: st.name, Duration: w.lastStepTime()})
+		times = append(times, hostapi.StepTime{Step: st.name, Duration: w.lastStepTime()})
 	}
 	if failure != nil || w.interrupted() {
 		return begun, 0, failure
@@ -463,7 +463,7 @@ func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq ui
 	w.step(ctx, "Supervise", 1)
 	err := w.execHost(ctx, hostOptions(w.st.Node, time.Minute, 0, 5), host.SupervisePod, supervised(*w.st.Sandbox, w.spec), &seq)
 	w.endStep(ctx, errString(err))
-	w.startupProvisioned(ctx, append(times, hostops.StepTime{Step: "Supervise", Duration: w.lastStepTime()}))
+	w.startupProvisioned(ctx, append(times, hostapi.StepTime{Step: "Supervise", Duration: w.lastStepTime()}))
 	return begun, seq, nil
 }
 
@@ -579,7 +579,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	// waiting for the activity to notice its cancellation would only wait
 	// for its next heartbeat.
 	o.WaitForCancellation = false
-	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, hostops.ShutdownInput{Sandbox: sb, GraceSeconds: g})
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, hostapi.ShutdownInput{Sandbox: sb, GraceSeconds: g})
 	over := w.awaitGrace(ctx, gc, func() bool { return fut.IsReady() || w.st.Finalize || w.lost() })
 	if !fut.IsReady() {
 		cancel()
@@ -740,7 +740,7 @@ func (w *podWorkflow) teardown(ctx workflow.Context) {
 // its own args, or else the image's Cmd; one with a command runs it as
 // given. The image's environment comes first, and the pod's variables
 // replace it by name; the command starts in the image's working directory.
-func withImageConfig(sb *hostops.PodSandbox, spec model.PodSpec, cfg *model.OCIConfig) {
+func withImageConfig(sb *hostapi.PodSandbox, spec model.PodSpec, cfg *model.OCIConfig) {
 	for i := range sb.Containers {
 		if i >= len(spec.Containers) || spec.Containers[i].Image != sb.Image {
 			continue

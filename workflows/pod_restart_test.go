@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
@@ -22,7 +22,7 @@ func TestAFailedRestartBacksOffAndIsTriedAgain(t *testing.T) {
 	var h *harness
 	calls := 0
 	var restartedAt time.Time
-	h = newHarness(t, podSpec(), override{fn: host.RestartContainer, ret: []any{func(context.Context, hostops.RestartInput) (uint64, error) {
+	h = newHarness(t, podSpec(), override{fn: host.RestartContainer, ret: []any{func(context.Context, hostapi.RestartInput) (uint64, error) {
 		h.calls.add("RestartContainer")
 		if calls++; calls <= failedCalls {
 			return 0, errors.New("svcadm clear: exit status 1")
@@ -111,7 +111,7 @@ func TestAContainerThatEndsLeavesItsSiblingsRunning(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var h *harness
 			var haltedAt time.Time
-			h = newHarness(t, twoContainers(tc.policy), override{fn: host.HaltZone, ret: []any{func(context.Context, hostops.PodSandbox) error {
+			h = newHarness(t, twoContainers(tc.policy), override{fn: host.HaltZone, ret: []any{func(context.Context, hostapi.PodSandbox) error {
 				h.calls.add("HaltZone")
 				haltedAt = h.env.Now()
 				return nil
@@ -155,12 +155,12 @@ func TestALivenessFailureStopsTheContainerBeforeItsBackOff(t *testing.T) {
 	var stoppedAt, restartedAt []time.Duration
 	var start time.Time
 	h = newHarness(t, podSpec(),
-		override{fn: host.StopContainer, ret: []any{func(context.Context, hostops.RestartInput) error {
+		override{fn: host.StopContainer, ret: []any{func(context.Context, hostapi.RestartInput) error {
 			h.calls.add("StopContainer")
 			stoppedAt = append(stoppedAt, h.env.Now().Sub(start))
 			return nil
 		}}},
-		override{fn: host.RestartContainer, ret: []any{func(context.Context, hostops.RestartInput) (uint64, error) {
+		override{fn: host.RestartContainer, ret: []any{func(context.Context, hostapi.RestartInput) (uint64, error) {
 			h.calls.add("RestartContainer")
 			restartedAt = append(restartedAt, h.env.Now().Sub(start))
 			return uint64(h.env.Now().UnixNano()), nil

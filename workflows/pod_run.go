@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
@@ -281,7 +281,7 @@ func (w *podWorkflow) containerStartedAt(c ContainerRunState, now time.Time) tim
 func (w *podWorkflow) stopContainer(ctx workflow.Context, i int) {
 	c := w.st.Run.Containers[i]
 	err := w.execHost(ctx, hostOptions(w.st.Node, graceDuration(w.podGrace())+time.Minute, 0, 5), host.StopContainer,
-		hostops.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, nil)
+		hostapi.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, nil)
 	if err != nil {
 		w.update(ctx, controlops.StatusUpdate{EventOnly: true, EventType: model.EventWarning, EventReason: "StopFailed",
 			EventMessage: fmt.Sprintf("Could not stop container %s: %s", c.Name, errString(err))})
@@ -294,7 +294,7 @@ func (w *podWorkflow) restart(ctx workflow.Context, i int) {
 	c := &w.st.Run.Containers[i]
 	var seq uint64
 	err := w.execHost(ctx, hostOptions(w.st.Node, 2*time.Minute, 0, 5), host.RestartContainer,
-		hostops.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, &seq)
+		hostapi.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, &seq)
 	now := workflow.Now(ctx)
 	if err != nil && workflow.GetVersion(ctx, versionRestartFailureBackOff, workflow.DefaultVersion, 1) >= 1 {
 		c.FailedRestarts++

@@ -6,7 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 )
 
 // A pod's first start is recorded as it goes, from times the lifecycle
@@ -33,7 +33,7 @@ func (w *podWorkflow) startupImageReady(ctx workflow.Context) {
 
 // startupProvisioned: the zone is built and supervised; steps are the
 // provision's step times, which divide it into its phases.
-func (w *podWorkflow) startupProvisioned(ctx workflow.Context, steps []hostops.StepTime) {
+func (w *podWorkflow) startupProvisioned(ctx workflow.Context, steps []hostapi.StepTime) {
 	s := w.st.Startup
 	if s == nil {
 		return

@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // provisionTimes are the step times the tests' node answers a timed
 // provision with.
-var provisionTimes = []hostops.StepTime{
+var provisionTimes = []hostapi.StepTime{
 	{Step: "CreateDatasets", Duration: time.Second}, {Step: "InstallZone", Duration: 5 * time.Second},
 	{Step: "BootZone", Duration: 3 * time.Second}, {Step: "ConfigureNetwork", Duration: 2 * time.Second},
 	{Step: "StartContainers", Duration: time.Second}, {Step: "WaitContainersOnline", Duration: 4 * time.Second},

@@ -26,6 +26,7 @@ import (
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
@@ -145,27 +146,27 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		"StopContainers": host.StopContainers} {
 		ret(on(fn), h.recordSandbox(name))
 	}
-	ret(on(host.ProvisionPod), func(ctx context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+	ret(on(host.ProvisionPod), func(ctx context.Context, in hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 		h.calls.add("ProvisionPod")
 		h.queues.add("ProvisionPod@" + activity.GetInfo(ctx).TaskQueue)
 		if !in.Timed {
-			return hostops.ProvisionResult{Seq: supervisedSeq}, nil
+			return hostapi.ProvisionResult{Seq: supervisedSeq}, nil
 		}
-		return hostops.ProvisionResult{Seq: supervisedSeq, Steps: provisionTimes}, nil
+		return hostapi.ProvisionResult{Seq: supervisedSeq, Steps: provisionTimes}, nil
 	})
 	ret(on(ctl.WaitEndpointsLeft), func(context.Context, controlops.EndpointsLeftInput) (controlops.EndpointsLeftResult, error) {
 		h.calls.add("WaitEndpointsLeft")
 		return controlops.EndpointsLeftResult{Left: true, Generation: 7}, nil
 	})
-	ret(on(host.ShutdownZone), func(_ context.Context, _ hostops.ShutdownInput) (bool, error) {
+	ret(on(host.ShutdownZone), func(_ context.Context, _ hostapi.ShutdownInput) (bool, error) {
 		h.calls.add("ShutdownZone")
 		return true, nil
 	})
-	ret(on(host.StopContainer), func(context.Context, hostops.RestartInput) error {
+	ret(on(host.StopContainer), func(context.Context, hostapi.RestartInput) error {
 		h.calls.add("StopContainer")
 		return nil
 	})
-	ret(on(host.RestartContainer), func(context.Context, hostops.RestartInput) (uint64, error) {
+	ret(on(host.RestartContainer), func(context.Context, hostapi.RestartInput) (uint64, error) {
 		h.calls.add("RestartContainer")
 		return uint64(h.env.Now().UnixNano()), nil
 	})
@@ -197,8 +198,8 @@ func (h *harness) record(name string) func(context.Context, controlops.PodRef) e
 	return func(context.Context, controlops.PodRef) error { h.calls.add(name); return nil }
 }
 
-func (h *harness) recordSandbox(name string) func(context.Context, hostops.PodSandbox) error {
-	return func(ctx context.Context, _ hostops.PodSandbox) error {
+func (h *harness) recordSandbox(name string) func(context.Context, hostapi.PodSandbox) error {
+	return func(ctx context.Context, _ hostapi.PodSandbox) error {
 		h.calls.add(name)
 		h.queues.add(name + "@" + activity.GetInfo(ctx).TaskQueue)
 		return nil
@@ -277,9 +278,9 @@ func TestUnschedulableWaitsAndRetries(t *testing.T) {
 }
 
 func TestPermanentFailureCompensatesInReverse(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{hostapi.ProvisionResult{},
 		temporal.NewApplicationErrorWithOptions("install the zone: zoneadm -z web install: exit 1: brand install failed", "Invalid",
-			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
 	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	// The steps begun, the failed one included, are undone in reverse.
 	want := []string{"UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP"}
@@ -303,14 +304,14 @@ func TestPermanentFailureCompensatesInReverse(t *testing.T) {
 func TestMissingSecretKeepsThePodWaitingUntilItStarts(t *testing.T) {
 	var h *harness
 	tries := 0
-	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 		h.calls.add("ProvisionPod")
 		if tries++; tries <= 2 {
-			return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(`start the containers, attempt 7: CreateContainerConfigError: container "app": secret "db" not found`,
+			return hostapi.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(`start the containers, attempt 7: CreateContainerConfigError: container "app": secret "db" not found`,
 				hostacts.ErrTypeCreateContainerConfig,
-				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})
 		}
-		return hostops.ProvisionResult{Seq: supervisedSeq}, nil
+		return hostapi.ProvisionResult{Seq: supervisedSeq}, nil
 	}}})
 	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.calls.has("ProvisionPod", "ProvisionPod", "ProvisionPod") {
@@ -340,10 +341,10 @@ func TestMissingSecretKeepsThePodWaitingUntilItStarts(t *testing.T) {
 }
 
 func TestMissingSecretWhileDeletedUndoesTheZone(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{hostapi.ProvisionResult{},
 		temporal.NewApplicationErrorWithOptions(`CreateContainerConfigError: container "app": secret "db" not found`,
 			hostacts.ErrTypeCreateContainerConfig,
-			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})}})
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})}})
 	h.run(30*time.Second, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.calls.has("StopContainers", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") || !h.calls.has("RemovePod") {
 		t.Fatalf("a pod deleted while waiting for its secret is not undone and removed: %s", h.calls)
@@ -354,7 +355,7 @@ func TestMissingSecretWhileDeletedUndoesTheZone(t *testing.T) {
 }
 
 func TestCancelMidInstallRollsBack(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostapi.ProvisionResult{Seq: supervisedSeq}, nil}})
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SignalWorkflow(podcontract.SignalCancel, podcontract.CancelSignal{Reason: "wrong image"})
 	}, time.Minute)
@@ -372,7 +373,7 @@ func TestCancelMidInstallRollsBack(t *testing.T) {
 }
 
 func TestTemporalCancelBehavesLikeTheCancelSignal(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostapi.ProvisionResult{Seq: supervisedSeq}, nil}})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
 	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.calls.has("UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") || !h.sawReason("Cancelled") {
@@ -386,7 +387,7 @@ func TestFinalizeEndsTheGracePeriod(t *testing.T) {
 	var start time.Time
 	h = newHarness(t, podSpec(),
 		override{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}},
-		override{fn: host.HaltZone, ret: []any{func(context.Context, hostops.PodSandbox) error {
+		override{fn: host.HaltZone, ret: []any{func(context.Context, hostapi.PodSandbox) error {
 			haltedAt = h.env.Now().Sub(start)
 			return nil
 		}}})
@@ -412,7 +413,7 @@ func TestFinalizeEndsTheGracePeriod(t *testing.T) {
 // traffic; the wait comes out of the grace period, and finalize ends it.
 func TestTerminationLeavesTheEndpointsBeforeStopping(t *testing.T) {
 	var grace int64
-	h := newHarness(t, podSpec(), override{fn: host.ShutdownZone, ret: []any{func(_ context.Context, in hostops.ShutdownInput) (bool, error) {
+	h := newHarness(t, podSpec(), override{fn: host.ShutdownZone, ret: []any{func(_ context.Context, in hostapi.ShutdownInput) (bool, error) {
 		grace = in.GraceSeconds
 		return true, nil
 	}}}, override{fn: ctl.WaitEndpointsLeft, after: 10 * time.Second, ret: []any{controlops.EndpointsLeftResult{Left: true}, nil}})
@@ -807,7 +808,7 @@ func TestWaitingPodContinuesAsNewWithinItsBudget(t *testing.T) {
 
 func TestContinuedRunningPodProvisionsNothing(t *testing.T) {
 	h := newHarness(t, podSpec())
-	sb := hostops.PodSandbox{Namespace: testRef.Namespace, Name: testRef.Name, UID: testRef.UID, IP: "10.88.1.2"}
+	sb := hostapi.PodSandbox{Namespace: testRef.Namespace, Name: testRef.Name, UID: testRef.UID, IP: "10.88.1.2"}
 	st := &PodState{Phase: PhaseRunning, Node: "n1", Sandbox: &sb, Run: &RunState{StartedAt: h.env.Now(), Seq: 500,
 		Containers: []ContainerRunState{{Name: "app", State: containerRunning, Ready: true, Started: true, Restarts: 2, Since: 500}}}}
 	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalTerminate, podcontract.TerminateSignal{}) }, time.Minute)
@@ -842,7 +843,7 @@ func TestProvisionStepsMatchTheNodes(t *testing.T) {
 func TestAnUnboundedGracePeriodSaturates(t *testing.T) {
 	var grace int64
 	h := newHarness(t, podSpec(func(s *model.PodSpec) { g := int64(9223372036); s.TerminationGracePeriodSeconds = &g }),
-		override{fn: host.ShutdownZone, ret: []any{func(_ context.Context, in hostops.ShutdownInput) (bool, error) {
+		override{fn: host.ShutdownZone, ret: []any{func(_ context.Context, in hostapi.ShutdownInput) (bool, error) {
 			grace = in.GraceSeconds
 			return true, nil
 		}}})
@@ -857,7 +858,7 @@ func TestAnUnboundedGracePeriodSaturates(t *testing.T) {
 
 // A cancel signal has no validator: a reason too long for a status is cut.
 func TestACancelSignalsLongReasonIsCut(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostapi.ProvisionResult{Seq: supervisedSeq}, nil}})
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SignalWorkflow(podcontract.SignalCancel, podcontract.CancelSignal{Reason: strings.Repeat("r", 1<<20)})
 	}, time.Minute)
@@ -888,15 +889,15 @@ func TestUninstallHeartbeatsSoADeadAgentIsNoticed(t *testing.T) {
 	}{{"teardown", false}, {"compensation", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var heartbeat time.Duration
-			uninstall := override{fn: host.UninstallZone, ret: []any{func(ctx context.Context, _ hostops.PodSandbox) error {
+			uninstall := override{fn: host.UninstallZone, ret: []any{func(ctx context.Context, _ hostapi.PodSandbox) error {
 				heartbeat = activity.GetInfo(ctx).HeartbeatTimeout
 				return nil
 			}}}
 			overrides := []override{uninstall}
 			if tc.fail {
-				overrides = append(overrides, override{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
+				overrides = append(overrides, override{fn: host.ProvisionPod, ret: []any{hostapi.ProvisionResult{},
 					temporal.NewApplicationErrorWithOptions("install the zone: exit 1", "Invalid",
-						temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
+						temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
 			}
 			h := newHarness(t, podSpec(), overrides...)
 			zero := int64(0)

@@ -42,7 +42,7 @@ type CleanupResult struct {
 // when says which ("at agent start", "on the node's return"), for events.
 func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (CleanupResult, error) {
 	var res CleanupResult
-	inv, err := retry(ctx, a.log, "list the host's zonewright resources", func() (hostops.HostInventory, error) {
+	inv, err := retry(ctx, a.log, "list the host's zonewright resources", func() (hostapi.HostInventory, error) {
 		return h.Inventory(ctx)
 	})
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -35,7 +35,7 @@ type ClaimState struct {
 	Retain   bool
 	// Node holds the claim's dataset; empty while it is unbound.
 	Node   string
-	Volume hostops.ClaimVolume // the requested size in Bytes
+	Volume hostapi.ClaimVolume // the requested size in Bytes
 	// CapacityBytes is the size the node has applied (status.capacity).
 	CapacityBytes int64
 	// UsedBy are the pods whose volumes name the claim, and the
@@ -63,7 +63,7 @@ func (a *Control) LoadClaim(ctx context.Context, ref ClaimRef) (ClaimState, erro
 	}
 	st := ClaimState{Found: true, Deleting: c.Metadata.DeletionTimestamp != nil,
 		Retain: c.Spec.PersistentVolumeReclaimPolicy == model.ReclaimRetain, Node: c.Status.NodeName,
-		Volume: hostops.ClaimVolume{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c), Block: c.Mode() == model.VolumeBlock}}
+		Volume: hostapi.ClaimVolume{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c), Block: c.Mode() == model.VolumeBlock}}
 	st.CapacityBytes, _ = model.Bytes(c.Status.Capacity[model.ResourceStorage])
 	if st.UsedBy, err = a.Store.PodsUsingClaim(ctx, ref.Namespace, ref.Name); err != nil {
 		return ClaimState{}, err
@@ -184,9 +184,9 @@ func (a *Control) setClaimsPhase(ctx context.Context, node, phase string) error 
 
 // claimOrigin is the snapshot a claim was restored from, as its node
 // names it; nil for a claim made empty.
-func claimOrigin(c *model.PersistentVolumeClaim) *hostops.ClaimSnapshot {
+func claimOrigin(c *model.PersistentVolumeClaim) *hostapi.ClaimSnapshot {
 	if c.Status.SourceSnapshotUID == "" {
 		return nil
 	}
-	return &hostops.ClaimSnapshot{UID: c.Status.SourceSnapshotUID, ClaimUID: c.Status.SourceClaimUID}
+	return &hostapi.ClaimSnapshot{UID: c.Status.SourceSnapshotUID, ClaimUID: c.Status.SourceClaimUID}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/encryption"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
@@ -115,7 +115,7 @@ type ImageFailure struct {
 // ImageTargets are the nodes an image goes to, and how they fetch it.
 type ImageTargets struct {
 	Nodes []string
-	Image hostops.NodeImage
+	Image hostapi.NodeImage
 }
 
 // ImageNodeInput names an image on a node.
@@ -134,7 +134,7 @@ type ImageNodeInput struct {
 type NodePull struct {
 	Skip  bool
 	Why   string
-	Image hostops.NodeImage
+	Image hostapi.NodeImage
 }
 
 // ImageNodeUpdate is one node's image status.
@@ -417,8 +417,8 @@ func (a *Images) RemoveImageArtefact(ctx context.Context, name string) error {
 
 // nodeImage is how nodes fetch the image's artefact: with their own
 // certificates, so no credential travels in the workflow's history.
-func (a *Images) nodeImage(img *model.Image) hostops.NodeImage {
-	ni := hostops.NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
+func (a *Images) nodeImage(img *model.Image) hostapi.NodeImage {
+	ni := hostapi.NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
 		URL: ArtefactURL(a.AdvertiseURL, img.Metadata.Name), SHA256: img.Status.ArtefactSHA256, Size: img.Status.ArtefactSize}
 	if img.Spec.Kind == model.ImageOCI {
 		ni.URL, ni.Layers = "", a.ociLayers(img)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/oci"
@@ -164,14 +164,14 @@ func ociArtefact(img *model.Image) (ImageArtefact, error) {
 
 // ociLayers are the layers of an oci image as its nodes fetch them: each
 // blob from the control plane's store, in order.
-func (a *Images) ociLayers(img *model.Image) []hostops.NodeLayer {
+func (a *Images) ociLayers(img *model.Image) []hostapi.NodeLayer {
 	if img.Status.OCI == nil {
 		return nil
 	}
-	var out []hostops.NodeLayer
+	var out []hostapi.NodeLayer
 	for _, l := range img.Status.OCI.Layers {
 		hex := strings.TrimPrefix(l.Digest, "sha256:")
-		out = append(out, hostops.NodeLayer{Digest: l.Digest, DiffID: l.DiffID, Size: l.Size, MediaType: l.MediaType,
+		out = append(out, hostapi.NodeLayer{Digest: l.Digest, DiffID: l.DiffID, Size: l.Size, MediaType: l.MediaType,
 			URL: ArtefactURL(a.AdvertiseURL, imagestore.BlobName(hex))})
 	}
 	return out

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/ipam"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
@@ -44,7 +44,7 @@ type ScheduleResult struct {
 	// (CapacityExceeded); empty: Unschedulable.
 	Reason string `json:",omitempty"`
 	// Claims are the pod's claims, bound to Node.
-	Claims []hostops.ClaimVolume `json:",omitempty"`
+	Claims []hostapi.ClaimVolume `json:",omitempty"`
 }
 
 // AllocateInput asks for the pod's address on its node.
@@ -129,9 +129,9 @@ func (a *Control) SchedulePod(ctx context.Context, ref PodRef) (ScheduleResult, 
 		}
 	}
 	for _, c := range d.Claims {
-		v := hostops.ClaimVolume{Name: c.Name, UID: c.UID, Bytes: c.Bytes, Block: c.Block}
+		v := hostapi.ClaimVolume{Name: c.Name, UID: c.UID, Bytes: c.Bytes, Block: c.Block}
 		if c.SourceSnapshotUID != "" {
-			v.FromSnapshot = &hostops.ClaimSnapshot{UID: c.SourceSnapshotUID, ClaimUID: c.SourceClaimUID}
+			v.FromSnapshot = &hostapi.ClaimSnapshot{UID: c.SourceSnapshotUID, ClaimUID: c.SourceClaimUID}
 		}
 		res.Claims = append(res.Claims, v)
 	}

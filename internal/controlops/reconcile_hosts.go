@@ -20,7 +20,7 @@ const (
 // ReconcileHostInput is one node's inventory to compare with PostgreSQL.
 type ReconcileHostInput struct {
 	Node      string
-	Inventory hostops.HostInventory
+	Inventory hostapi.HostInventory
 	// OrphanGrace is how long an orphan must have been seen before it is
 	// removed.
 	OrphanGrace time.Duration
@@ -37,7 +37,7 @@ type ReconcileHostResult struct {
 	// LifecyclesStarted counts drifted pods that had no lifecycle running.
 	LifecyclesStarted int
 	// Remove are the orphans past their grace period.
-	Remove []hostops.Orphan
+	Remove []hostapi.Orphan
 }
 
 // ReconcileHost compares a node's inventory with the pods bound to it:
@@ -118,7 +118,7 @@ func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (Rec
 // OrphanRemovedInput reports one orphan removed from a node.
 type OrphanRemovedInput struct {
 	Node   string
-	Orphan hostops.Orphan
+	Orphan hostapi.Orphan
 }
 
 // OrphanRemoved forgets a removed orphan and records an OrphanRemoved

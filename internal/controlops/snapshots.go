@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -28,7 +28,7 @@ type SnapshotState struct {
 	// Node holds the snapshot (its claim's node); empty before it is
 	// taken, when its claim is not bound.
 	Node     string
-	Snapshot hostops.ClaimSnapshot
+	Snapshot hostapi.ClaimSnapshot
 	// Clones are the claims restored from it that exist: ZFS keeps a
 	// snapshot while clones of it do.
 	Clones []string
@@ -57,7 +57,7 @@ func (a *Control) LoadSnapshot(ctx context.Context, ref SnapshotRef) (SnapshotSt
 		return SnapshotState{}, err
 	}
 	st := SnapshotState{Found: true, Deleting: s.Metadata.DeletionTimestamp != nil, Ready: s.Ready(), Node: s.Status.NodeName,
-		Snapshot: hostops.ClaimSnapshot{UID: s.Metadata.UID, ClaimUID: s.Status.SourceClaimUID}}
+		Snapshot: hostapi.ClaimSnapshot{UID: s.Metadata.UID, ClaimUID: s.Status.SourceClaimUID}}
 	if st.Clones, err = a.Store.ClaimsFromSnapshot(ctx, ref.Namespace, ref.Name); err != nil {
 		return SnapshotState{}, err
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/encryption"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
@@ -52,7 +52,7 @@ func TestLifecyclesOfTheReplayCorpus(t *testing.T) {
 	c.waitPhase("succeeds", model.PodSucceeded, false, 2*time.Minute)
 	// The zone halted behind the lifecycle's back is booted again.
 	p := c.waitPhase("rebooted", model.PodRunning, true, 2*time.Minute)
-	zone := hostops.PodSandbox{Namespace: "default", Name: "rebooted", UID: p.Metadata.UID}.ZoneName()
+	zone := hostapi.PodSandbox{Namespace: "default", Name: "rebooted", UID: p.Metadata.UID}.ZoneName()
 	if err := c.nodeHost(0).Host.Zoneadm().Halt(context.Background(), zone); err != nil {
 		t.Fatal(err)
 	}

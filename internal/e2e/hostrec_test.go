@@ -99,14 +99,14 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	ctx := context.Background()
 	c.createPod(sleepPod("app", "sparse", ""))
 	app := c.waitPhase("app", model.PodRunning, false, 90*time.Second)
-	appSandbox := hostops.PodSandbox{Namespace: "default", Name: "app", UID: app.Metadata.UID}
+	appSandbox := hostapi.PodSandbox{Namespace: "default", Name: "app", UID: app.Metadata.UID}
 
 	// By hand on the host: a zone with zonewright's names and attributes
 	// for a pod that does not exist, and an operator's own zone.
 	h := c.nodeHost(0)
-	ghost := hostops.PodSandbox{Namespace: "default", Name: "ghost", UID: "4f0c2a8e-0000-4000-8000-00000000beef",
+	ghost := hostapi.PodSandbox{Namespace: "default", Name: "ghost", UID: "4f0c2a8e-0000-4000-8000-00000000beef",
 		IP: "127.10.1.200", PrefixLen: 24}
-	for _, step := range []func(context.Context, hostops.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone, h.InstallZone, h.BootZone} {
+	for _, step := range []func(context.Context, hostapi.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone, h.InstallZone, h.BootZone} {
 		if err := step(ctx, ghost); err != nil {
 			t.Fatal(err)
 		}
@@ -201,10 +201,10 @@ func TestAgentRestartAdoptsItsPodsAndRemovesUnboundOnes(t *testing.T) {
 	for _, name := range []string{"keep", "gone", "moved"} {
 		c.createPod(sleepPod(name, "sparse", ""))
 	}
-	sandboxes := map[string]hostops.PodSandbox{}
+	sandboxes := map[string]hostapi.PodSandbox{}
 	for _, name := range []string{"keep", "gone", "moved"} {
 		p := c.waitPhase(name, model.PodRunning, true, 90*time.Second)
-		sandboxes[name] = hostops.PodSandbox{Namespace: "default", Name: name, UID: p.Metadata.UID}
+		sandboxes[name] = hostapi.PodSandbox{Namespace: "default", Name: name, UID: p.Metadata.UID}
 	}
 	before := c.hostState(0)
 	keepZone, ok := findZone(before, sandboxes["keep"].ZoneName())
@@ -288,12 +288,12 @@ func TestAgentSIGTERMLetsARunningInstallFinish(t *testing.T) {
 	c := newCluster(t, 1, "--shutdown-timeout", "40s")
 	c.createPod(sleepPod("first", "sparse", ""))
 	first := c.waitPhase("first", model.PodRunning, false, 90*time.Second)
-	firstZone := hostops.PodSandbox{Namespace: "default", Name: "first", UID: first.Metadata.UID}.ZoneName()
+	firstZone := hostapi.PodSandbox{Namespace: "default", Name: "first", UID: first.Metadata.UID}.ZoneName()
 	runningBefore, _ := findZone(c.hostState(0), firstZone)
 
 	c.sim(0, "fault", "latency", "zoneadm install", "8s")
 	second := c.createPod(sleepPod("second", "sparse", ""))
-	secondZone := hostops.PodSandbox{Namespace: "default", Name: "second", UID: second.Metadata.UID}.ZoneName()
+	secondZone := hostapi.PodSandbox{Namespace: "default", Name: "second", UID: second.Metadata.UID}.ZoneName()
 	c.eventually(60*time.Second, "the second pod's install to be running", func() bool {
 		z, ok := findZone(c.hostState(0), secondZone)
 		return ok && z.State == "incomplete"

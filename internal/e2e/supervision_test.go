@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/controlplane"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
@@ -19,7 +19,7 @@ import (
 func (c *cluster) zoneRun(p model.Pod, argv ...string) {
 	c.t.Helper()
 	n := c.nodes.Nodes[c.nodeIndex(p.Spec.NodeName)]
-	zone := hostops.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}.ZoneName()
+	zone := hostapi.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}.ZoneName()
 	if out, err := exec.Command(filepath.Join(n.BinDir, "zlogin"), append([]string{zone}, argv...)...).CombinedOutput(); err != nil {
 		c.t.Fatalf("zlogin %s %v: %v\n%s", zone, argv, err, out)
 	}
