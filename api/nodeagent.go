@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
@@ -352,7 +353,7 @@ func (s *Server) reconcileNode(c *gin.Context) {
 		return
 	}
 	ctl := &controlops.Control{Store: s.store, Lifecycles: s.lifecycles()}
-	res, err := ctl.ReconcileHost(ctx, controlops.ReconcileHostInput{Node: name, Inventory: in.Inventory,
+	res, err := ctl.ReconcileHost(ctx, controlapi.ReconcileHostInput{Node: name, Inventory: in.Inventory,
 		OrphanGrace: time.Duration(in.OrphanGraceSeconds) * time.Second})
 	if err != nil {
 		s.fail(c, dependencyError(err))
@@ -376,7 +377,7 @@ func (s *Server) createOrphanRemoval(c *gin.Context) {
 		return
 	}
 	ctl := &controlops.Control{Store: s.store}
-	if err := ctl.OrphanRemoved(c.Request.Context(), controlops.OrphanRemovedInput{Node: name, Orphan: in.Orphan}); err != nil {
+	if err := ctl.OrphanRemoved(c.Request.Context(), controlapi.OrphanRemovedInput{Node: name, Orphan: in.Orphan}); err != nil {
 		s.fail(c, err)
 		return
 	}

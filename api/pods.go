@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
@@ -97,7 +98,7 @@ func (s *Server) createPod(c *gin.Context) {
 		return
 	}
 	if s.pods != nil && !store.IsDryRun(ctx) {
-		ref := controlops.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+		ref := controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 		if err := s.pods.Start(ctx, ref); err != nil {
 			// Nothing half-written: without its workflow the pod must not
 			// stay. Should this delete fail too, the reconciler starts the
@@ -292,7 +293,7 @@ func (s *Server) removeWithoutLifecycle(c *gin.Context, p *model.Pod) {
 		return
 	}
 	ops := controlops.NewControl(s.store, s.pods)
-	ref := controlops.PodRef{Namespace: ns, Name: name, UID: p.Metadata.UID}
+	ref := controlapi.PodRef{Namespace: ns, Name: name, UID: p.Metadata.UID}
 	err := ops.RemovePod(ctx, ref)
 	for tries := 1; errors.Is(err, controlops.ErrPodChanged) && tries < 3; tries++ {
 		err = ops.RemovePod(ctx, ref) // a write raced ours: read it again

@@ -17,7 +17,7 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
@@ -238,13 +238,13 @@ func TestProvisionWhoseAnswerIsLostRunsAgain(t *testing.T) {
 func TestClaimSyncTriesNodeStepsNotTakenUpAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		st   controlops.ClaimState
+		st   controlapi.ClaimState
 		step any
 		then any // the control step that follows
 	}{
-		{"delete", controlops.ClaimState{Found: true, Deleting: true, Node: "a", Volume: hostapi.ClaimVolume{Name: "db", UID: "u1"}},
+		{"delete", controlapi.ClaimState{Found: true, Deleting: true, Node: "a", Volume: hostapi.ClaimVolume{Name: "db", UID: "u1"}},
 			host.DestroyClaimVolume, ctl.RemoveClaim},
-		{"grow", controlops.ClaimState{Found: true, Node: "a", Volume: hostapi.ClaimVolume{Name: "db", UID: "u1", Bytes: 2 << 30}, CapacityBytes: 1 << 30},
+		{"grow", controlapi.ClaimState{Found: true, Node: "a", Volume: hostapi.ClaimVolume{Name: "db", UID: "u1", Bytes: 2 << 30}, CapacityBytes: 1 << 30},
 			host.ResizeClaimVolume, ctl.ClaimResized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,7 +257,7 @@ func TestClaimSyncTriesNodeStepsNotTakenUpAgain(t *testing.T) {
 			st := tc.st
 			var log []string
 			tries := 0
-			env.OnActivity(ctl.LoadClaim, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ClaimRef) (controlops.ClaimState, error) {
+			env.OnActivity(ctl.LoadClaim, mock.Anything, mock.Anything).Return(func(context.Context, controlapi.ClaimRef) (controlapi.ClaimState, error) {
 				return st, nil
 			})
 			env.OnActivity(tc.step, mock.Anything, mock.Anything).Return(func(context.Context, hostapi.ClaimVolume) error {
@@ -268,12 +268,12 @@ func TestClaimSyncTriesNodeStepsNotTakenUpAgain(t *testing.T) {
 				log = append(log, "done")
 				return nil
 			})
-			env.OnActivity(tc.then, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ClaimTarget) error {
+			env.OnActivity(tc.then, mock.Anything, mock.Anything).Return(func(context.Context, controlapi.ClaimTarget) error {
 				log = append(log, "recorded")
-				st = controlops.ClaimState{} // gone, or as the node has it
+				st = controlapi.ClaimState{} // gone, or as the node has it
 				return nil
 			})
-			env.ExecuteWorkflow(ClaimSync, ClaimInput{Claim: controlops.ClaimRef{Namespace: "default", Name: "db"}})
+			env.ExecuteWorkflow(ClaimSync, ClaimInput{Claim: controlapi.ClaimRef{Namespace: "default", Name: "db"}})
 			if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 				t.Fatalf("workflow: completed %v, error %v (%v)", env.IsWorkflowCompleted(), env.GetWorkflowError(), log)
 			}
@@ -358,9 +358,9 @@ func TestALaterShorterGracePeriodShortensTheStopUnderWay(t *testing.T) {
 			podcontract.TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
 		{"shutdown forced", []override{{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}}},
 			podcontract.TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
-		{"endpoints wait forced", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}}},
+		{"endpoints wait forced", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlapi.EndpointsLeftResult{}, nil}}},
 			podcontract.TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
-		{"endpoints wait shortened", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}}},
+		{"endpoints wait shortened", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlapi.EndpointsLeftResult{}, nil}}},
 			podcontract.TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
 		{"longer changes nothing", []override{{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}}},
 			podcontract.TerminateSignal{GracePeriodSeconds: &hour}, 21 * time.Second, 19 * time.Second},
@@ -401,7 +401,7 @@ func TestALaterShorterGracePeriodShortensTheStopUnderWay(t *testing.T) {
 func TestAPullNotTakenUpSaysSo(t *testing.T) {
 	h := newImageHarness(t)
 	h.env.OnActivity(img.ImagePullPlan, mock.Anything, mock.Anything).Return(
-		controlops.NodePull{Image: hostapi.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil)
+		controlapi.NodePull{Image: hostapi.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil)
 	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostapi.NodeImageResult{}, notTakenUpError())
 	h.env.OnActivity(ctl.WakeImageWaiters, mock.Anything, mock.Anything).Return(nil)
 	h.env.RegisterActivity(&controlacts.Control{})

@@ -6,8 +6,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	controlacts "github.com/zonewright/zonewright/activities/control"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
@@ -27,7 +26,7 @@ func DeploymentWorkflowID(namespace, name string) string {
 // DeploymentInput starts a deployment's workflow, and carries it across
 // continue-as-new: all the rest lives in PostgreSQL.
 type DeploymentInput struct {
-	Deployment controlops.DeploymentRef
+	Deployment controlapi.DeploymentRef
 	// HistoryLimit overrides when to continue-as-new (tests); 0: 2000 events.
 	HistoryLimit int `json:",omitempty"`
 }
@@ -52,9 +51,9 @@ var syncOptions = workflow.ActivityOptions{
 // separate workflows that outlive it.
 func Deployment(ctx workflow.Context, in DeploymentInput) error {
 	ctx = workflow.WithActivityOptions(ctx, syncOptions)
-	var ops *controlacts.Control
+	var ops *controlapi.Activities
 	return syncUntilGone(ctx, SignalDeploymentChanged, in.HistoryLimit, func(ctx workflow.Context) (syncOutcome, error) {
-		var res controlops.DeploymentSyncResult
+		var res controlapi.DeploymentSyncResult
 		err := workflow.ExecuteActivity(ctx, ops.SyncDeployment, in.Deployment).Get(ctx, &res)
 		return syncOutcome{Gone: res.Gone, WakeAfter: res.WakeAfter}, err
 	}, func() error { return workflow.NewContinueAsNewError(ctx, Deployment, in) })

@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
@@ -389,8 +389,8 @@ func (f *fakeNodes) shutdownZone(ctx context.Context, in hostapi.ShutdownInput) 
 
 // The control plane's side: scheduling, the address pool.
 
-func (f *fakeNodes) schedulePod(ctx context.Context, _ controlops.PodRef) (controlops.ScheduleResult, error) {
-	var res controlops.ScheduleResult
+func (f *fakeNodes) schedulePod(ctx context.Context, _ controlapi.PodRef) (controlapi.ScheduleResult, error) {
+	var res controlapi.ScheduleResult
 	err := f.plan.do(ctx, "SchedulePod", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -406,14 +406,14 @@ func (f *fakeNodes) schedulePod(ctx context.Context, _ controlops.PodRef) (contr
 	return res, err
 }
 
-func (f *fakeNodes) allocatePodIP(ctx context.Context, in controlops.AllocateInput) (controlops.AllocateResult, error) {
-	var res controlops.AllocateResult
+func (f *fakeNodes) allocatePodIP(ctx context.Context, in controlapi.AllocateInput) (controlapi.AllocateResult, error) {
+	var res controlapi.AllocateResult
 	err := f.plan.do(ctx, "AllocatePodIP", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for a, uid := range f.ipam {
 			if uid == in.Pod.UID {
-				res = controlops.AllocateResult{IP: a, PrefixLen: 24, Gateway: "10.88.1.1"}
+				res = controlapi.AllocateResult{IP: a, PrefixLen: 24, Gateway: "10.88.1.1"}
 				return nil
 			}
 		}
@@ -423,7 +423,7 @@ func (f *fakeNodes) allocatePodIP(ctx context.Context, in controlops.AllocateInp
 				continue
 			}
 			f.ipam[a] = in.Pod.UID
-			res = controlops.AllocateResult{IP: a, PrefixLen: 24, Gateway: "10.88.1.1"}
+			res = controlapi.AllocateResult{IP: a, PrefixLen: 24, Gateway: "10.88.1.1"}
 			return nil
 		}
 		res.Exhausted = "no address left"
@@ -434,7 +434,7 @@ func (f *fakeNodes) allocatePodIP(ctx context.Context, in controlops.AllocateInp
 
 // releasePodIP frees the pod's address; freeing it while a zone may still
 // hold it would give it to the next pod too.
-func (f *fakeNodes) releasePodIP(ctx context.Context, ref controlops.PodRef) error {
+func (f *fakeNodes) releasePodIP(ctx context.Context, ref controlapi.PodRef) error {
 	return f.plan.do(ctx, "ReleasePodIP", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -453,8 +453,8 @@ func (f *fakeNodes) releasePodIP(ctx context.Context, ref controlops.PodRef) err
 	})
 }
 
-func (f *fakeNodes) control(name string) func(context.Context, controlops.PodRef) error {
-	return func(ctx context.Context, _ controlops.PodRef) error {
+func (f *fakeNodes) control(name string) func(context.Context, controlapi.PodRef) error {
+	return func(ctx context.Context, _ controlapi.PodRef) error {
 		return f.plan.do(ctx, name, func() error { return nil })
 	}
 }
@@ -671,11 +671,11 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 		{fn: ctl.SchedulePod, ret: []any{f.schedulePod}},
 		{fn: ctl.AllocatePodIP, ret: []any{f.allocatePodIP}},
 		{fn: ctl.ReleasePodIP, ret: []any{f.releasePodIP}},
-		{fn: ctl.RemovePod, ret: []any{func(ctx context.Context, ref controlops.PodRef) error {
+		{fn: ctl.RemovePod, ret: []any{func(ctx context.Context, ref controlapi.PodRef) error {
 			h.calls.add("RemovePod")
 			return f.control("RemovePod")(ctx, ref)
 		}}},
-		{fn: ctl.UnbindPod, ret: []any{func(ctx context.Context, _ controlops.UnbindInput) error {
+		{fn: ctl.UnbindPod, ret: []any{func(ctx context.Context, _ controlapi.UnbindInput) error {
 			return f.plan.do(ctx, "UnbindPod", func() error { return nil })
 		}}},
 		{fn: host.ProvisionPod, ret: []any{f.provisionPod}},
@@ -686,17 +686,17 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 	if sc.imagePull {
 		pulled, requested := false, false
 		overrides = append(overrides,
-			override{fn: img.ResolvePodImage, ret: []any{func(ctx context.Context, _ controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
-				var r controlops.ResolvedImage
+			override{fn: img.ResolvePodImage, ret: []any{func(ctx context.Context, _ controlapi.ImageNodeInput) (controlapi.ResolvedImage, error) {
+				var r controlapi.ResolvedImage
 				err := f.plan.do(ctx, "ResolvePodImage", func() error {
 					f.mu.Lock()
 					defer f.mu.Unlock()
-					r = controlops.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: pulled, Pull: !pulled && !requested}
+					r = controlapi.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: pulled, Pull: !pulled && !requested}
 					return nil
 				})
 				return r, err
 			}}},
-			override{fn: img.RequestImagePull, ret: []any{func(ctx context.Context, _ controlops.ImageNodeInput) error {
+			override{fn: img.RequestImagePull, ret: []any{func(ctx context.Context, _ controlapi.ImageNodeInput) error {
 				return f.plan.do(ctx, "RequestImagePull", func() error {
 					f.mu.Lock()
 					requested = true

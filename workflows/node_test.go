@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
@@ -82,24 +82,24 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 	f := &fakeNode{env: env, alive: true}
 	f.start = env.Now()
 	f.lastHB = f.start
-	env.OnActivity(ctl.ObserveNode, mock.Anything, mock.Anything).Return(func(context.Context, string) (controlops.NodeObservation, error) {
+	env.OnActivity(ctl.ObserveNode, mock.Anything, mock.Anything).Return(func(context.Context, string) (controlapi.NodeObservation, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.observed++
 		if f.deleted {
-			return controlops.NodeObservation{}, nil
+			return controlapi.NodeObservation{}, nil
 		}
-		return controlops.NodeObservation{Found: true, HeartbeatAge: f.now().Sub(f.heartbeat()), Tainted: f.tainted, GracePeriod: f.grace}, nil
+		return controlapi.NodeObservation{Found: true, HeartbeatAge: f.now().Sub(f.heartbeat()), Tainted: f.tainted, GracePeriod: f.grace}, nil
 	})
-	env.OnActivity(ctl.MarkNodeNotReady, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlops.MarkNotReadyInput) (controlops.MarkNotReadyResult, error) {
+	env.OnActivity(ctl.MarkNodeNotReady, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlapi.MarkNotReadyInput) (controlapi.MarkNotReadyResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.now().Sub(f.heartbeat()) < in.GracePeriod {
-			return controlops.MarkNotReadyResult{}, nil
+			return controlapi.MarkNotReadyResult{}, nil
 		}
 		f.tainted = true
 		f.notReadyAt = append(f.notReadyAt, f.now().Sub(f.start))
-		return controlops.MarkNotReadyResult{Marked: true, Changed: true}, nil
+		return controlapi.MarkNotReadyResult{Marked: true, Changed: true}, nil
 	})
 	env.OnActivity(ctl.MarkNodeReady, mock.Anything, mock.Anything).Return(func(context.Context, string) (bool, error) {
 		f.mu.Lock()
@@ -109,7 +109,7 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 		return true, nil
 	})
 	env.OnActivity(ctl.ListNodePods, mock.Anything, mock.Anything).Return(
-		[]controlops.PodRef{{Namespace: "default", Name: "a", UID: "1"}, {Namespace: "default", Name: "b", UID: "2"}}, nil)
+		[]controlapi.PodRef{{Namespace: "default", Name: "a", UID: "1"}, {Namespace: "default", Name: "b", UID: "2"}}, nil)
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
 		func(_, id, _, signal string, arg any) error {
 			f.mu.Lock()
@@ -330,15 +330,15 @@ func TestPodDeletedOnUnreachableNodeGoesOnceEvicted(t *testing.T) {
 // to n1, later ones to n2.
 func evictHarness(t *testing.T, spec model.PodSpec, overrides ...override) (*harness, *int) {
 	schedules := 0
-	overrides = append(overrides, override{fn: ctl.SchedulePod, ret: []any{func(context.Context, controlops.PodRef) (controlops.ScheduleResult, error) {
+	overrides = append(overrides, override{fn: ctl.SchedulePod, ret: []any{func(context.Context, controlapi.PodRef) (controlapi.ScheduleResult, error) {
 		schedules++
 		if schedules == 1 {
-			return controlops.ScheduleResult{Node: "n1"}, nil
+			return controlapi.ScheduleResult{Node: "n1"}, nil
 		}
-		return controlops.ScheduleResult{Node: "n2"}, nil
+		return controlapi.ScheduleResult{Node: "n2"}, nil
 	}}})
 	h := newHarness(t, spec, overrides...)
-	h.env.OnActivity(ctl.UnbindPod, mock.Anything, mock.Anything).Return(func(context.Context, controlops.UnbindInput) error {
+	h.env.OnActivity(ctl.UnbindPod, mock.Anything, mock.Anything).Return(func(context.Context, controlapi.UnbindInput) error {
 		h.calls.add("UnbindPod")
 		return nil
 	})

@@ -8,9 +8,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
@@ -35,7 +34,7 @@ const (
 
 // PodInput starts a lifecycle; State carries it across continue-as-new.
 type PodInput struct {
-	Pod controlops.PodRef
+	Pod controlapi.PodRef
 	// Tuning is written by whoever starts the lifecycle, so changing a
 	// default never changes running workflows; nil takes DefaultTuning
 	// once, and it is carried from then on.
@@ -73,7 +72,7 @@ type PodState struct {
 	// Startup records the pod's first start as it goes (pod_startup.go);
 	// StartMeasured: it was Ready once and the start was measured, so a
 	// later start (after an eviction) is not.
-	Startup       *controlops.PodStartup `json:",omitempty"`
+	Startup       *controlapi.PodStartup `json:",omitempty"`
 	StartMeasured bool                   `json:",omitempty"`
 }
 
@@ -126,8 +125,8 @@ var DefaultTuning = Tuning{
 // without a problem has its restart back-off reset.
 const defaultBackOffReset = 10 * time.Minute
 
-var host *hostacts.Activities // method values name the host activities
-var ctl *controlacts.Control  // and the control-plane ones
+var host *hostacts.Activities  // method values name the host activities
+var ctl *controlapi.Activities // and the control-plane ones
 
 // errNodeLost: a host activity was given up because its node is lost.
 var errNodeLost = errors.New("node lost")
@@ -178,7 +177,7 @@ type podWorkflow struct {
 // on the step-by-step path.
 const versionFastStart = "fast-start"
 
-func (w *podWorkflow) ref() controlops.PodRef { return w.in.Pod }
+func (w *podWorkflow) ref() controlapi.PodRef { return w.in.Pod }
 
 func (w *podWorkflow) run(ctx workflow.Context) error {
 	w.fastStart = workflow.GetVersion(ctx, versionFastStart, workflow.DefaultVersion, 1) >= 1
@@ -188,7 +187,7 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 			return err
 		}
 	}
-	var snap controlops.PodSnapshot
+	var snap controlapi.PodSnapshot
 	if err := w.control(ctx, ctl.LoadPod, w.ref()).Get(ctx, &snap); err != nil {
 		return err
 	}
@@ -360,7 +359,7 @@ func (w *podWorkflow) finish(ctx workflow.Context, phase Phase, reason, msg stri
 		w.lastError = msg
 	}
 	now := workflow.Now(ctx)
-	w.update(ctx, controlops.StatusUpdate{Phase: string(phase), Reason: reason, Message: msg, ContainerStatuses: statuses,
+	w.update(ctx, controlapi.StatusUpdate{Phase: string(phase), Reason: reason, Message: msg, ContainerStatuses: statuses,
 		Conditions: []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: reason, LastTransitionTime: &now}},
 		EventType:  typ, EventReason: reason, EventMessage: msg})
 }
@@ -380,7 +379,7 @@ func (w *podWorkflow) finished(ctx workflow.Context) error {
 
 // update writes a status change. Control activities retry until the
 // database answers, so an error here is the workflow being cancelled.
-func (w *podWorkflow) update(ctx workflow.Context, u controlops.StatusUpdate) {
+func (w *podWorkflow) update(ctx workflow.Context, u controlapi.StatusUpdate) {
 	u.Pod = w.ref()
 	if err := w.control(ctx, ctl.UpdatePodStatus, u).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("could not record pod status", "error", err)

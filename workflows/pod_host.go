@@ -12,10 +12,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
@@ -169,11 +168,10 @@ func (w *podWorkflow) execUntilDone(ctx workflow.Context, name string, o workflo
 // sandbox is the node's view of the pod: caps summed over containers
 // (limits, else requests), the process limits its annotations ask for and
 // the address it was given.
-func sandbox(ref controlops.PodRef, spec model.PodSpec, limits model.ZoneProcessLimits, alloc *controlops.AllocateResult, imageKind string, claims []hostapi.ClaimVolume) hostapi.PodSandbox {
+func sandbox(ref controlapi.PodRef, spec model.PodSpec, limits model.ZoneProcessLimits, alloc *controlapi.AllocateResult, imageKind string, claims []hostapi.ClaimVolume) hostapi.PodSandbox {
 	s := hostapi.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
 		Hostname: spec.Hostname, ImageKind: imageKind, IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
-	caps := scheduler.PodLimits(&model.Pod{Spec: spec})
-	s.MilliCPU, s.MemoryBytes = caps.MilliCPU, caps.Memory
+	s.MilliCPU, s.MemoryBytes = model.PodCaps(&spec)
 	s.EphemeralStorageBytes = model.PodEphemeralStorage(&spec)
 	s.MaxProcesses, s.MaxLWPs = limits.MaxProcesses, limits.MaxLWPs
 	for _, c := range spec.Containers {
@@ -254,7 +252,7 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 	sb := *w.st.Sandbox
 	if w.st.Attempt == 0 { // not again when waiting for a container's configuration
 		w.setPodPhase(ctx, model.PodPending)
-		w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
+		w.update(ctx, controlapi.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
 			EventReason: "Provisioning", EventMessage: fmt.Sprintf("Provisioning zone on %s with address %s", w.st.Node, sb.IP)})
 	}
 	provision := w.provisionStepwise
@@ -553,7 +551,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	g = boundGrace(g)
 	now := workflow.Now(ctx)
 	gc := &graceClock{seen: w.st.Terminate, end: now.Add(graceDuration(g))}
-	w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
+	w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
 		Conditions:  []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Terminating", LastTransitionTime: &now}},
 		EventReason: eventReason, EventMessage: fmt.Sprintf("Stopping containers with a grace period of %ds", g)})
 	if g <= 0 || w.lost() {
@@ -588,10 +586,10 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 			return
 		}
 		if over && !w.st.Finalize {
-			w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: "grace period ended, shortened by a later delete",
+			w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: "grace period ended, shortened by a later delete",
 				EventReason: "Killing", EventMessage: "The grace period, shortened by a later delete, ended; halting the zone"})
 		} else {
-			w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
+			w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
 				EventReason: "Finalized", EventMessage: "Grace period ended by the finalize signal"})
 		}
 	}
@@ -650,7 +648,7 @@ func (w *podWorkflow) takeTerminate(ctx workflow.Context, gc *graceClock) {
 	g := boundGrace(grace(t.GracePeriodSeconds, w.podGrace()))
 	if end := workflow.Now(ctx).Add(graceDuration(g)); end.Before(gc.end) {
 		gc.end, gc.shortened = end, true
-		w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("grace period shortened to %ds by a later delete", g),
+		w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("grace period shortened to %ds by a later delete", g),
 			EventReason: "Killing", EventMessage: fmt.Sprintf("Grace period shortened to %ds by a later delete", g)})
 	}
 }
@@ -679,13 +677,13 @@ func (w *podWorkflow) leaveEndpoints(ctx workflow.Context, grace int64, gc *grac
 	}
 	w.step(ctx, "LeaveEndpoints", 1)
 	start := workflow.Now(ctx)
-	in := controlops.EndpointsLeftInput{Pod: w.ref(), IP: w.st.Sandbox.IP, Until: start.Add(graceDuration(grace))}
+	in := controlapi.EndpointsLeftInput{Pod: w.ref(), IP: w.st.Sandbox.IP, Until: start.Add(graceDuration(grace))}
 	o := controlOptions
 	o.StartToCloseTimeout, o.HeartbeatTimeout = graceDuration(grace)+30*time.Second, 30*time.Second
 	lctx, cancel := workflow.WithCancel(ctx)
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(lctx, o), ctl.WaitEndpointsLeft, in)
 	over := w.awaitGrace(ctx, gc, func() bool { return fut.IsReady() || w.st.Finalize })
-	var res controlops.EndpointsLeftResult
+	var res controlapi.EndpointsLeftResult
 	switch {
 	case !fut.IsReady():
 		cancel()

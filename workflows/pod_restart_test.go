@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
@@ -129,7 +129,7 @@ func TestAContainerThatEndsLeavesItsSiblingsRunning(t *testing.T) {
 			if h.calls.has("RestartContainer") {
 				t.Fatalf("a container was restarted: %s", h.calls)
 			}
-			var end *controlops.StatusUpdate
+			var end *controlapi.StatusUpdate
 			for i := range h.statuses {
 				if p := h.statuses[i].Phase; p == model.PodFailed || p == model.PodSucceeded {
 					end = &h.statuses[i]
@@ -232,7 +232,7 @@ func TestACancelledPodShowsItsContainersTerminated(t *testing.T) {
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var end *controlops.StatusUpdate
+	var end *controlapi.StatusUpdate
 	for i := range h.statuses {
 		if h.statuses[i].Phase == model.PodFailed {
 			end = &h.statuses[i]

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
@@ -283,7 +283,7 @@ func (w *podWorkflow) stopContainer(ctx workflow.Context, i int) {
 	err := w.execHost(ctx, hostOptions(w.st.Node, graceDuration(w.podGrace())+time.Minute, 0, 5), host.StopContainer,
 		hostapi.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, nil)
 	if err != nil {
-		w.update(ctx, controlops.StatusUpdate{EventOnly: true, EventType: model.EventWarning, EventReason: "StopFailed",
+		w.update(ctx, controlapi.StatusUpdate{EventOnly: true, EventType: model.EventWarning, EventReason: "StopFailed",
 			EventMessage: fmt.Sprintf("Could not stop container %s: %s", c.Name, errString(err))})
 	}
 }
@@ -448,7 +448,7 @@ func (w *podWorkflow) writeStatusEvent(ctx workflow.Context, typ, reason, msg st
 	}
 	r.Written = summary
 	start := r.StartedAt
-	u := controlops.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
+	u := controlapi.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
 		ContainerStatuses: statuses,
 		Conditions:        []model.PodCondition{{Type: model.PodReady, Status: ready, Reason: condReason, LastTransitionTime: &now}},
 		EventType:         typ, EventReason: reason, EventMessage: msg}

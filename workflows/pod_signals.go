@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
@@ -25,7 +25,7 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 	receive(ctx, podcontract.SignalCancel, w.onCancel)
 	receive(ctx, podcontract.SignalFinalize, func(ctx workflow.Context, _ struct{}) {
 		if w.st.Terminate == nil {
-			w.update(workflow.WithActivityOptions(ctx, controlOptions), controlops.StatusUpdate{EventOnly: true,
+			w.update(workflow.WithActivityOptions(ctx, controlOptions), controlapi.StatusUpdate{EventOnly: true,
 				EventType: model.EventWarning, EventReason: "FinalizeIgnored", EventMessage: "Finalize ignored: " + errNotTerminating.Error()})
 			return
 		}

@@ -25,7 +25,7 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
@@ -36,7 +36,7 @@ import (
 // the SDK's test suite and mocked activities; the end-to-end tests run the
 // real activities on the dev stack's parts.
 
-var testRef = controlops.PodRef{Namespace: "default", Name: "web", UID: "00000000-0000-4000-8000-000000000001"}
+var testRef = controlapi.PodRef{Namespace: "default", Name: "web", UID: "00000000-0000-4000-8000-000000000001"}
 
 var fastTuning = Tuning{RetryMin: time.Second, RetryMax: 4 * time.Second,
 	RestartBackoff: 10 * time.Second, RestartMax: time.Minute, HistoryLimit: 100000}
@@ -81,12 +81,12 @@ type harness struct {
 	env      *testsuite.TestWorkflowEnvironment
 	calls    *calls
 	queues   *calls // host activities as name@taskqueue
-	statuses []controlops.StatusUpdate
+	statuses []controlapi.StatusUpdate
 	// statusAt is when each status was written, on the test clock.
 	statusAt []time.Time
 	mu       sync.Mutex
 	// onStatus, when set, sees every status write as it is made.
-	onStatus func(controlops.StatusUpdate)
+	onStatus func(controlapi.StatusUpdate)
 }
 
 // override replaces the default mock of one activity.
@@ -124,11 +124,11 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 			m.Return(v...)
 		}
 	}
-	ret(on(ctl.LoadPod), controlops.PodSnapshot{Found: true, Spec: spec, Phase: model.PodPending}, nil)
-	ret(on(ctl.SchedulePod), controlops.ScheduleResult{Node: "n1"}, nil)
-	ret(on(ctl.AllocatePodIP), controlops.AllocateResult{IP: "10.88.1.2", PrefixLen: 24, Gateway: "10.88.1.1"}, nil)
-	ret(on(img.ResolvePodImage), controlops.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: true}, nil)
-	h.env.OnActivity(ctl.UpdatePodStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u controlops.StatusUpdate) error {
+	ret(on(ctl.LoadPod), controlapi.PodSnapshot{Found: true, Spec: spec, Phase: model.PodPending}, nil)
+	ret(on(ctl.SchedulePod), controlapi.ScheduleResult{Node: "n1"}, nil)
+	ret(on(ctl.AllocatePodIP), controlapi.AllocateResult{IP: "10.88.1.2", PrefixLen: 24, Gateway: "10.88.1.1"}, nil)
+	ret(on(img.ResolvePodImage), controlapi.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: true}, nil)
+	h.env.OnActivity(ctl.UpdatePodStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u controlapi.StatusUpdate) error {
 		h.mu.Lock()
 		h.statuses = append(h.statuses, u)
 		h.statusAt = append(h.statusAt, h.env.Now())
@@ -154,9 +154,9 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		}
 		return hostapi.ProvisionResult{Seq: supervisedSeq, Steps: provisionTimes}, nil
 	})
-	ret(on(ctl.WaitEndpointsLeft), func(context.Context, controlops.EndpointsLeftInput) (controlops.EndpointsLeftResult, error) {
+	ret(on(ctl.WaitEndpointsLeft), func(context.Context, controlapi.EndpointsLeftInput) (controlapi.EndpointsLeftResult, error) {
 		h.calls.add("WaitEndpointsLeft")
-		return controlops.EndpointsLeftResult{Left: true, Generation: 7}, nil
+		return controlapi.EndpointsLeftResult{Left: true, Generation: 7}, nil
 	})
 	ret(on(host.ShutdownZone), func(_ context.Context, _ hostapi.ShutdownInput) (bool, error) {
 		h.calls.add("ShutdownZone")
@@ -170,7 +170,7 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		h.calls.add("RestartContainer")
 		return uint64(h.env.Now().UnixNano()), nil
 	})
-	h.env.OnActivity(ctl.ListNodePods, mock.Anything, mock.Anything).Return([]controlops.PodRef{testRef}, nil).Maybe()
+	h.env.OnActivity(ctl.ListNodePods, mock.Anything, mock.Anything).Return([]controlapi.PodRef{testRef}, nil).Maybe()
 	return h
 }
 
@@ -194,8 +194,8 @@ func exited(code int32) model.ContainerReport {
 
 func fnName(fn any) string { return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name() }
 
-func (h *harness) record(name string) func(context.Context, controlops.PodRef) error {
-	return func(context.Context, controlops.PodRef) error { h.calls.add(name); return nil }
+func (h *harness) record(name string) func(context.Context, controlapi.PodRef) error {
+	return func(context.Context, controlapi.PodRef) error { h.calls.add(name); return nil }
 }
 
 func (h *harness) recordSandbox(name string) func(context.Context, hostapi.PodSandbox) error {
@@ -213,7 +213,7 @@ func (h *harness) run(after time.Duration, signal string, arg any) {
 	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: &fastTuning})
 }
 
-func (h *harness) lastStatus() controlops.StatusUpdate {
+func (h *harness) lastStatus() controlapi.StatusUpdate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.statuses[len(h.statuses)-1]
@@ -252,12 +252,12 @@ func TestHappyPathProvisionsRunsAndRemoves(t *testing.T) {
 
 func TestUnschedulableWaitsAndRetries(t *testing.T) {
 	tries := 0
-	h := newHarness(t, podSpec(), override{fn: ctl.SchedulePod, ret: []any{func(context.Context, controlops.PodRef) (controlops.ScheduleResult, error) {
+	h := newHarness(t, podSpec(), override{fn: ctl.SchedulePod, ret: []any{func(context.Context, controlapi.PodRef) (controlapi.ScheduleResult, error) {
 		tries++
 		if tries < 4 {
-			return controlops.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil
+			return controlapi.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil
 		}
-		return controlops.ScheduleResult{Node: "n1"}, nil
+		return controlapi.ScheduleResult{Node: "n1"}, nil
 	}}})
 	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if tries != 4 {
@@ -287,7 +287,7 @@ func TestPermanentFailureCompensatesInReverse(t *testing.T) {
 	if !h.calls.has(want...) {
 		t.Fatalf("saga ran as %s\nwant %s", h.calls, strings.Join(want, " "))
 	}
-	var failed *controlops.StatusUpdate
+	var failed *controlapi.StatusUpdate
 	for i := range h.statuses {
 		if h.statuses[i].Phase == model.PodFailed {
 			failed = &h.statuses[i]
@@ -416,7 +416,7 @@ func TestTerminationLeavesTheEndpointsBeforeStopping(t *testing.T) {
 	h := newHarness(t, podSpec(), override{fn: host.ShutdownZone, ret: []any{func(_ context.Context, in hostapi.ShutdownInput) (bool, error) {
 		grace = in.GraceSeconds
 		return true, nil
-	}}}, override{fn: ctl.WaitEndpointsLeft, after: 10 * time.Second, ret: []any{controlops.EndpointsLeftResult{Left: true}, nil}})
+	}}}, override{fn: ctl.WaitEndpointsLeft, after: 10 * time.Second, ret: []any{controlapi.EndpointsLeftResult{Left: true}, nil}})
 	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -425,7 +425,7 @@ func TestTerminationLeavesTheEndpointsBeforeStopping(t *testing.T) {
 		t.Fatalf("after a 10s wait to leave the endpoints the shutdown got %ds of the 30s grace period: %s", grace, h.calls)
 	}
 
-	h = newHarness(t, podSpec(), override{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}})
+	h = newHarness(t, podSpec(), override{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlapi.EndpointsLeftResult{}, nil}})
 	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalFinalize, nil) }, time.Minute+5*time.Second)
 	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -461,7 +461,7 @@ func TestLivenessFailureRestartsWithBackoff(t *testing.T) {
 	}
 }
 
-func (h *harness) lastStatusWithContainers() controlops.StatusUpdate {
+func (h *harness) lastStatusWithContainers() controlapi.StatusUpdate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := len(h.statuses) - 1; i >= 0; i-- {
@@ -469,7 +469,7 @@ func (h *harness) lastStatusWithContainers() controlops.StatusUpdate {
 			return h.statuses[i]
 		}
 	}
-	return controlops.StatusUpdate{}
+	return controlapi.StatusUpdate{}
 }
 
 // readyConditions lists the Ready condition's statuses as written.
@@ -565,7 +565,7 @@ func TestExitCodesFollowRestartPolicy(t *testing.T) {
 			if tc.phase == "" {
 				return
 			}
-			var end *controlops.StatusUpdate
+			var end *controlapi.StatusUpdate
 			for i := range h.statuses {
 				if h.statuses[i].Phase == tc.phase {
 					end = &h.statuses[i]
@@ -762,7 +762,7 @@ func TestRunningPodCostsNothingWhileHealthy(t *testing.T) {
 // 75 events an hour: a look every RetryMax (5 minutes) is a timer and a
 // local activity, 6 events, 72 an hour, and nothing else.
 func TestWaitingPodContinuesAsNewWithinItsBudget(t *testing.T) {
-	unschedulable := override{fn: ctl.SchedulePod, ret: []any{controlops.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
+	unschedulable := override{fn: ctl.SchedulePod, ret: []any{controlapi.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
 	tuning := DefaultTuning
 	tuning.HistoryLimit = 500 // continue as new a few times in ten hours
 	in := PodInput{Pod: testRef, Tuning: &tuning}
@@ -914,7 +914,7 @@ func TestUninstallHeartbeatsSoADeadAgentIsNoticed(t *testing.T) {
 // signal here because nothing else brings it back: a delete would be read
 // again from the pod's row by the next run.
 func TestSignalAtContinueAsNewIsKept(t *testing.T) {
-	unschedulable := override{fn: ctl.SchedulePod, ret: []any{controlops.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
+	unschedulable := override{fn: ctl.SchedulePod, ret: []any{controlapi.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
 	h := newHarness(t, podSpec(), unschedulable)
 	tuning := fastTuning
 	tuning.RetryMin, tuning.RetryMax, tuning.HistoryLimit = time.Minute, time.Minute, 1000

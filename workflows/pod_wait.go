@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
@@ -28,7 +28,7 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 		return w.stopUnprovisioned(ctx)
 	}
 	w.look(ctx, "Schedule")
-	var res controlops.ScheduleResult
+	var res controlapi.ScheduleResult
 	if err := w.control(ctx, ctl.SchedulePod, w.ref()).Get(ctx, &res); err != nil {
 		return err
 	}
@@ -51,10 +51,10 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 	if err := upsert(ctx, SearchAttrNode, res.Node); err != nil {
 		return err
 	}
-	w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, EventReason: "Scheduled",
+	w.update(ctx, controlapi.StatusUpdate{Phase: model.PodPending, EventReason: "Scheduled",
 		EventMessage: fmt.Sprintf("Successfully assigned %s to %s", w.ref(), res.Node)})
 	if w.st.MovedFrom != "" {
-		w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, EventReason: "Rescheduled",
+		w.update(ctx, controlapi.StatusUpdate{Phase: model.PodPending, EventReason: "Rescheduled",
 			EventMessage: fmt.Sprintf("Rescheduled %s from %s to %s", w.ref(), w.st.MovedFrom, res.Node)})
 		w.st.MovedFrom = ""
 	}
@@ -69,8 +69,8 @@ func (w *podWorkflow) scheduled(ctx workflow.Context) error {
 		return w.stopUnprovisioned(ctx)
 	}
 	w.look(ctx, "AllocateIP")
-	var res controlops.AllocateResult
-	in := controlops.AllocateInput{Pod: w.ref(), Node: w.st.Node}
+	var res controlapi.AllocateResult
+	in := controlapi.AllocateInput{Pod: w.ref(), Node: w.st.Node}
 	if err := w.control(ctx, ctl.AllocatePodIP, in).Get(ctx, &res); err != nil {
 		return err
 	}
@@ -95,19 +95,19 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 		return w.stopUnprovisioned(ctx)
 	}
 	w.look(ctx, "ResolveImage")
-	in := controlops.ImageNodeInput{Image: w.sandboxImage(), Node: w.st.Node}
+	in := controlapi.ImageNodeInput{Image: w.sandboxImage(), Node: w.st.Node}
 	if len(w.spec.Containers) > 0 {
 		in.NeverPull = w.spec.Containers[0].ImagePullPolicy == model.PullNever
 		in.Refresh = w.spec.Containers[0].ImagePullPolicy == model.PullAlways
 	}
-	var r controlops.ResolvedImage
+	var r controlapi.ResolvedImage
 	if err := w.control(ctx, img.ResolvePodImage, in).Get(ctx, &r); err != nil {
 		return err
 	}
 	if !r.Found || r.Present {
 		w.endStep(ctx, "")
 		if w.waitedForImage() && workflow.GetVersion(ctx, versionPulledEvent, workflow.DefaultVersion, 1) >= 1 {
-			w.update(ctx, controlops.StatusUpdate{EventOnly: true, EventType: model.EventNormal, EventReason: "Pulled",
+			w.update(ctx, controlapi.StatusUpdate{EventOnly: true, EventType: model.EventNormal, EventReason: "Pulled",
 				EventMessage: fmt.Sprintf("Successfully pulled image %q to node %s", w.sandboxImage(), w.st.Node)})
 		}
 		w.startupImageReady(ctx)
@@ -165,7 +165,7 @@ func (w *podWorkflow) waiting(ctx workflow.Context, reason, eventReason, eventTy
 		return
 	}
 	w.st.Waiting = reason + ": " + msg
-	w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, Reason: reason, Message: msg, Conditions: conds,
+	w.update(ctx, controlapi.StatusUpdate{Phase: model.PodPending, Reason: reason, Message: msg, Conditions: conds,
 		EventType: eventType, EventReason: eventReason, EventMessage: msg})
 }
 

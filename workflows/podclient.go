@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
@@ -35,7 +35,7 @@ type PodClient struct {
 }
 
 // Start starts the lifecycle of a newly created pod.
-func (c PodClient) Start(ctx context.Context, ref controlops.PodRef) error {
+func (c PodClient) Start(ctx context.Context, ref controlapi.PodRef) error {
 	opts := client.StartWorkflowOptions{
 		ID:                       podcontract.WorkflowID(ref.Namespace, ref.Name),
 		TaskQueue:                taskqueue.Control,
@@ -77,8 +77,8 @@ const runningLifecyclesQuery = "WorkflowType = '" + podcontract.WorkflowName + "
 // RunningPods lists the pods whose lifecycle runs, in pages of a
 // thousand, as the visibility store sees them: it lags the histories by
 // a moment, so a lifecycle just started may be missing.
-func (c PodClient) RunningPods(ctx context.Context) (map[controlops.PodName]bool, error) {
-	out := map[controlops.PodName]bool{}
+func (c PodClient) RunningPods(ctx context.Context) (map[controlapi.PodName]bool, error) {
+	out := map[controlapi.PodName]bool{}
 	req := &workflowservice.ListWorkflowExecutionsRequest{Query: runningLifecyclesQuery, PageSize: 1000}
 	for {
 		resp, err := c.Temporal.ListWorkflow(ctx, req)
@@ -87,7 +87,7 @@ func (c PodClient) RunningPods(ctx context.Context) (map[controlops.PodName]bool
 		}
 		for _, e := range resp.GetExecutions() {
 			if ns, name, ok := podcontract.ParseWorkflowID(e.GetExecution().GetWorkflowId()); ok {
-				out[controlops.PodName{Namespace: ns, Name: name}] = true
+				out[controlapi.PodName{Namespace: ns, Name: name}] = true
 			}
 		}
 		if len(resp.GetNextPageToken()) == 0 {

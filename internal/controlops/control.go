@@ -7,8 +7,9 @@
 // scheduler, IPAM and the image store.
 //
 // It knows nothing of Temporal: the control-plane activities
-// (activities/control) are thin wrappers over it, and the API and the
-// agent call it directly (EvictPods, ReconcileHost, BoundPods, …).
+// (activities/control) are thin wrappers over it, and the API calls it
+// directly (EvictPods, ReconcileHost for the agents, BoundPods, …). What
+// the activities take and return are internal/controlapi's types.
 // Starting and signalling workflows goes through small interfaces the
 // workflows package implements (Lifecycles, NodeHealthStarter,
 // ImagePulls); long work reports progress through the caller's callback

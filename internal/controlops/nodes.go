@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/store"
@@ -27,33 +28,18 @@ type NodeHealthStarter interface {
 	Ensure(ctx context.Context, node string) error
 }
 
-// NodeObservation is what NodeHealth needs to know of the node's row.
-type NodeObservation struct {
-	Found bool
-	// HeartbeatAge is how long ago the agent last renewed its lease (by
-	// the database's clock), or wrote its Ready condition (an agent of an
-	// older release, by this process's clock), whichever is newer; -1
-	// when it never did either.
-	HeartbeatAge time.Duration
-	// Tainted: the node carries the unreachable taint.
-	Tainted bool
-	// GracePeriod and EvictionTimeout are the timings configured now;
-	// zero keeps the workflow's own.
-	GracePeriod, EvictionTimeout time.Duration
-}
-
 // ObserveNode reads the node's last heartbeat: its lease.
-func (a *Control) ObserveNode(ctx context.Context, node string) (NodeObservation, error) {
+func (a *Control) ObserveNode(ctx context.Context, node string) (controlapi.NodeObservation, error) {
 	n, err := a.Store.Nodes().Get(ctx, "", node)
 	if errors.Is(err, store.ErrNotFound) {
-		return NodeObservation{}, nil
+		return controlapi.NodeObservation{}, nil
 	}
 	if err != nil {
-		return NodeObservation{}, err
+		return controlapi.NodeObservation{}, err
 	}
 	leaseAge, err := a.leaseAge(ctx, node)
 	if err != nil {
-		return NodeObservation{}, err
+		return controlapi.NodeObservation{}, err
 	}
 	obs := observe(n, leaseAge, time.Now(), a.HearingSince)
 	obs.GracePeriod, obs.EvictionTimeout = a.NodeGracePeriod, a.NodeEvictionTimeout
@@ -72,8 +58,8 @@ func (a *Control) leaseAge(ctx context.Context, node string) (time.Duration, err
 // observe is the node's silence as the control plane can judge it: since
 // its last heartbeat, but no longer than the control plane has been
 // hearing (hearingSince; zero: always).
-func observe(n *model.Node, leaseAge time.Duration, now, hearingSince time.Time) NodeObservation {
-	obs := NodeObservation{Found: true, HeartbeatAge: leaseAge, Tainted: hasTaint(n, TaintUnreachable)}
+func observe(n *model.Node, leaseAge time.Duration, now, hearingSince time.Time) controlapi.NodeObservation {
+	obs := controlapi.NodeObservation{Found: true, HeartbeatAge: leaseAge, Tainted: hasTaint(n, TaintUnreachable)}
 	if c := n.Condition(model.NodeReady); c != nil && c.LastHeartbeatTime != nil {
 		if age := max(now.Sub(*c.LastHeartbeatTime), 0); obs.HeartbeatAge < 0 || age < obs.HeartbeatAge {
 			obs.HeartbeatAge = age
@@ -89,25 +75,12 @@ func hasTaint(n *model.Node, key string) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t model.Taint) bool { return t.Key == key })
 }
 
-// MarkNotReadyInput says how stale a heartbeat must be to mark the node.
-type MarkNotReadyInput struct {
-	Node        string
-	GracePeriod time.Duration
-}
-
-// MarkNotReadyResult tells whether the node was marked (a heartbeat may
-// have arrived since it was observed) and whether anything changed.
-type MarkNotReadyResult struct {
-	Marked  bool
-	Changed bool
-}
-
 // MarkNodeNotReady sets the Ready condition to Unknown and adds the
 // unreachable taint, if the lease is still older than the grace period.
 // The agent writes the same row when its status changes: a conflicting
 // write is read again.
-func (a *Control) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (MarkNotReadyResult, error) {
-	var res MarkNotReadyResult
+func (a *Control) MarkNodeNotReady(ctx context.Context, in controlapi.MarkNotReadyInput) (controlapi.MarkNotReadyResult, error) {
+	var res controlapi.MarkNotReadyResult
 	var uid string
 	var leaseErr error
 	err := a.updateNode(ctx, in.Node, func(n *model.Node, now time.Time) bool {
@@ -119,7 +92,7 @@ func (a *Control) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (M
 			return false
 		}
 		obs := observe(n, leaseAge, now, a.HearingSince)
-		res = MarkNotReadyResult{}
+		res = controlapi.MarkNotReadyResult{}
 		if obs.HeartbeatAge >= 0 && obs.HeartbeatAge < in.GracePeriod {
 			return false
 		}
@@ -202,30 +175,16 @@ func (a *Control) nodeEvent(ctx context.Context, node, uid, typ, reason, msg str
 	return a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindNode, Name: node, UID: uid}, typ, reason, msg, nodeHealthSource)
 }
 
-// EvictInput names the node whose pods are evicted.
-type EvictInput struct {
-	Node string
-	// Lost: the node is unreachable; its pods are marked Failed/NodeLost
-	// at once and their lifecycles do no more work on it.
-	Lost bool
-	// Message tells the pods why; empty: the node stopped heartbeating.
-	Message string
-	// KeepClaims (namespace/name) move with their pods: those pods stay
-	// until the claims' workflows have pre-copied the data elsewhere and
-	// tell them to leave.
-	KeepClaims []string `json:",omitempty"`
-}
-
 // EvictNodePods tells every unfinished pod bound to the node to leave it
 // (lost nodes: their pods are Failed/NodeLost first). It returns how many.
-func (a *Control) EvictNodePods(ctx context.Context, in EvictInput) (int, error) {
+func (a *Control) EvictNodePods(ctx context.Context, in controlapi.EvictInput) (int, error) {
 	return EvictPods(ctx, a.Store, a.Lifecycles, in)
 }
 
 // EvictPods is EvictNodePods for callers without a Control (the API's
 // drain and forced node delete): it tells each pod's lifecycle to leave;
 // the lifecycle alone writes the pod's status.
-func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInput) (int, error) {
+func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in controlapi.EvictInput) (int, error) {
 	pods, err := PodsOnNode(ctx, st, in.Node)
 	if err != nil {
 		return 0, err
@@ -235,7 +194,7 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInpu
 		if keptForMove(&p, in.KeepClaims) {
 			continue
 		}
-		ref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+		ref := controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 		sig := podcontract.EvictSignal{Node: in.Node, Lost: in.Lost, Reason: podcontract.ReasonEvicted, Message: in.Message}
 		if in.Lost {
 			sig.Reason = podcontract.ReasonNodeLost
@@ -253,14 +212,14 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInpu
 }
 
 // ListNodePods names the unfinished pods bound to a node.
-func (a *Control) ListNodePods(ctx context.Context, node string) ([]PodRef, error) {
+func (a *Control) ListNodePods(ctx context.Context, node string) ([]controlapi.PodRef, error) {
 	pods, err := PodsOnNode(ctx, a.Store, node)
 	if err != nil {
 		return nil, err
 	}
-	refs := make([]PodRef, len(pods))
+	refs := make([]controlapi.PodRef, len(pods))
 	for i, p := range pods {
-		refs[i] = PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+		refs[i] = controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 	}
 	return refs, nil
 }
@@ -282,7 +241,7 @@ func PodsOnNode(ctx context.Context, st *store.Store, node string) ([]model.Pod,
 // their status shows: a pod that found the image missing may not have
 // written ImagePulling yet when the pull ends, and its lifecycle keeps a
 // wake that arrives before it waits. It returns how many it woke.
-func (a *Control) WakeImageWaiters(ctx context.Context, in ImageNodeInput) (int, error) {
+func (a *Control) WakeImageWaiters(ctx context.Context, in controlapi.ImageNodeInput) (int, error) {
 	pods, err := PodsOnNode(ctx, a.Store, in.Node)
 	if err != nil || a.Lifecycles == nil {
 		return 0, err
@@ -356,7 +315,7 @@ func (a *Control) EnsureNodeWorkflows(ctx context.Context) (int, error) {
 
 // UnbindPod readies a pod that left its node for scheduling again: unbound,
 // Pending, its address and container statuses cleared. Same name, same UID.
-func (a *Control) UnbindPod(ctx context.Context, in UnbindInput) error {
+func (a *Control) UnbindPod(ctx context.Context, in controlapi.UnbindInput) error {
 	var claims []string
 	found, err := a.modifyPod(ctx, in.Pod, func(p *model.Pod) {
 		now := time.Now().UTC()
@@ -374,10 +333,4 @@ func (a *Control) UnbindPod(ctx context.Context, in UnbindInput) error {
 	a.wakeMovingClaims(ctx, in.Pod.Namespace, claims)
 	ref := model.ObjectReference{Kind: model.KindPod, Namespace: in.Pod.Namespace, Name: in.Pod.Name, UID: in.Pod.UID}
 	return a.Store.RecordEvent(ctx, ref, model.EventWarning, "Rescheduling", in.Message, "zonewright-lifecycle")
-}
-
-// UnbindInput names the pod to unbind and why.
-type UnbindInput struct {
-	Pod     PodRef
-	Message string
 }

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/model"
@@ -85,7 +86,7 @@ func TestEnsurePodWorkflowsListsInsteadOfDescribingEveryPod(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i < withLifecycle {
-			if err := lc.Start(ctx, controlops.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}); err != nil {
+			if err := lc.Start(ctx, controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}); err != nil {
 				t.Fatal(err)
 			}
 		}

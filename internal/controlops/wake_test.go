@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
@@ -20,9 +21,9 @@ type wakes struct {
 	names []string
 }
 
-func (w *wakes) Start(context.Context, controlops.PodRef) error                   { return nil }
+func (w *wakes) Start(context.Context, controlapi.PodRef) error                   { return nil }
 func (w *wakes) Running(context.Context, string, string) (bool, error)            { return true, nil }
-func (w *wakes) RunningPods(context.Context) (map[controlops.PodName]bool, error) { return nil, nil }
+func (w *wakes) RunningPods(context.Context) (map[controlapi.PodName]bool, error) { return nil, nil }
 func (w *wakes) Signal(_ context.Context, _, name, signal string, _ any) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -90,7 +91,7 @@ func TestWakeImageWaitersChoosesThePodsThatNeedTheImage(t *testing.T) {
 	waiter(t, st, "other-node", "n2", "base", model.PodPending, podcontract.ReasonImagePulling)
 	w := &wakes{}
 	ctl := controlops.NewControl(st, w)
-	n, err := ctl.WakeImageWaiters(ctx, controlops.ImageNodeInput{Image: "base", Node: "n1"})
+	n, err := ctl.WakeImageWaiters(ctx, controlapi.ImageNodeInput{Image: "base", Node: "n1"})
 	slices.Sort(w.names)
 	if want := []string{"backing-off", "not-yet-waiting", "pulling"}; err != nil || n != 3 || !slices.Equal(w.names, want) {
 		t.Fatalf("woke %d %v (%v); want %v", n, w.names, err, want)
@@ -112,12 +113,12 @@ func TestReleasePodIPWakesThePodsWaitingForAnAddress(t *testing.T) {
 	}
 	w := &wakes{}
 	ctl := controlops.NewControl(st, w)
-	ref := func(p *model.Pod) controlops.PodRef {
-		return controlops.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+	ref := func(p *model.Pod) controlapi.PodRef {
+		return controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 	}
-	allocate := func(p *model.Pod) controlops.AllocateResult {
+	allocate := func(p *model.Pod) controlapi.AllocateResult {
 		t.Helper()
-		res, err := ctl.AllocatePodIP(ctx, controlops.AllocateInput{Pod: ref(p), Node: p.Spec.NodeName})
+		res, err := ctl.AllocatePodIP(ctx, controlapi.AllocateInput{Pod: ref(p), Node: p.Spec.NodeName})
 		if err != nil {
 			t.Fatal(err)
 		}
