@@ -112,7 +112,7 @@ func (a *authzAPI) asAdmin(method, path, body string, want int) string {
 // nodeCert is a client certificate as the cluster CA issues to node name.
 func (a *authzAPI) nodeCert(name string) *x509.Certificate {
 	a.t.Helper()
-	certPEM, _, err := a.ca.ClientCert(auth.NodeCNPrefix+name, []string{auth.NodesOrg})
+	certPEM, _, err := a.ca.ClientCert(pki.NodeCNPrefix+name, []string{pki.NodesOrg})
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -559,7 +559,7 @@ func TestNodeJoinsWithAJoinToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cert.Subject.CommonName != "node:n7" || len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != auth.NodesOrg ||
+	if cert.Subject.CommonName != "node:n7" || len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != pki.NodesOrg ||
 		resp.CACertificate != string(a.ca.CertPEM) || cert.CheckSignatureFrom(a.ca.Cert) != nil {
 		t.Fatalf("node certificate: %v %v", cert.Subject, cert.CheckSignatureFrom(a.ca.Cert))
 	}

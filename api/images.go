@@ -11,7 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/oci"
@@ -196,7 +196,7 @@ func (ic imageCatalog) Create(ctx context.Context, img *model.Image) error {
 	if s.images == nil || !img.Spec.NeedsPull() {
 		return nil
 	}
-	ref := controlops.ImageRef{Name: img.Metadata.Name, UID: img.Metadata.UID}
+	ref := controlapi.ImageRef{Name: img.Metadata.Name, UID: img.Metadata.UID}
 	if err := s.images.StartImport(ctx, ref); err != nil {
 		// Without its import the image would stay Pending for ever.
 		_, _ = s.store.Images().Delete(context.WithoutCancel(ctx), "", ref.Name, img.Metadata.ResourceVersion)
@@ -234,7 +234,7 @@ func (s *Server) deleteImage(c *gin.Context) {
 		respond(c, http.StatusOK, gone)
 		return
 	}
-	if err := s.images.StartDelete(ctx, controlops.ImageRef{Name: name, UID: img.Metadata.UID}); err != nil {
+	if err := s.images.StartDelete(ctx, controlapi.ImageRef{Name: name, UID: img.Metadata.UID}); err != nil {
 		s.fail(c, imageWorkflowError(err))
 		return
 	}

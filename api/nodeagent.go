@@ -10,12 +10,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/store"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // The node-facing routes: what a node's agent uses instead of the
@@ -352,7 +353,7 @@ func (s *Server) reconcileNode(c *gin.Context) {
 		return
 	}
 	ctl := &controlops.Control{Store: s.store, Lifecycles: s.lifecycles()}
-	res, err := ctl.ReconcileHost(ctx, controlops.ReconcileHostInput{Node: name, Inventory: in.Inventory,
+	res, err := ctl.ReconcileHost(ctx, controlapi.ReconcileHostInput{Node: name, Inventory: in.Inventory,
 		OrphanGrace: time.Duration(in.OrphanGraceSeconds) * time.Second})
 	if err != nil {
 		s.fail(c, dependencyError(err))
@@ -376,7 +377,7 @@ func (s *Server) createOrphanRemoval(c *gin.Context) {
 		return
 	}
 	ctl := &controlops.Control{Store: s.store}
-	if err := ctl.OrphanRemoved(c.Request.Context(), controlops.OrphanRemovedInput{Node: name, Orphan: in.Orphan}); err != nil {
+	if err := ctl.OrphanRemoved(c.Request.Context(), controlapi.OrphanRemovedInput{Node: name, Orphan: in.Orphan}); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -421,9 +422,9 @@ func (s *Server) reportPod(c *gin.Context) {
 		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", msg: "pods have no lifecycles on this control plane"})
 		return
 	}
-	err := s.pods.Signal(ctx, ns, name, workflows.SignalReport, rep)
+	err := s.pods.Signal(ctx, ns, name, podcontract.SignalReport, rep)
 	switch {
-	case errors.Is(err, workflows.ErrNoLifecycle):
+	case errors.Is(err, podcontract.ErrNoLifecycle):
 		s.fail(c, notFoundf("the lifecycle of pod %s/%s is not running", ns, name))
 		return
 	case err != nil:

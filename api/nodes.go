@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
@@ -104,7 +105,7 @@ func (s *Server) deleteNode(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	evicted, err := controlops.EvictPods(ctx, s.store, s.lifecycles(), controlops.EvictInput{Node: name, Lost: true,
+	evicted, err := controlops.EvictPods(ctx, s.store, s.lifecycles(), controlapi.EvictInput{Node: name, Lost: true,
 		Message: fmt.Sprintf("node %s was deleted by force; the pod is treated as lost with it", name)})
 	if err != nil {
 		s.fail(c, dependencyError(err))
@@ -210,7 +211,7 @@ func (s *Server) drainNode(c *gin.Context) {
 			}
 		}
 	}
-	evicted, err := controlops.EvictPods(ctx, s.store, s.lifecycles(), controlops.EvictInput{Node: n.Metadata.Name, KeepClaims: moving})
+	evicted, err := controlops.EvictPods(ctx, s.store, s.lifecycles(), controlapi.EvictInput{Node: n.Metadata.Name, KeepClaims: moving})
 	if err != nil {
 		s.fail(c, dependencyError(err))
 		return

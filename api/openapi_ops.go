@@ -11,7 +11,7 @@ import (
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/transfer"
 	"github.com/zonewright/zonewright/internal/version"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // This file is what the OpenAPI document says of each route beyond what
@@ -149,7 +149,7 @@ func operations() map[string]operation {
 			query: []string{"uid"}, returns: map[int]any{ok: model.PodSecretEnv{}}},
 		"create pods/finalize": {summary: "end the grace period of a terminating pod now", returns: status202},
 		"create pods/cancel": {summary: "abort the pod's provision and roll it back (a reason of at most 1024 bytes)",
-			body: workflows.CancelSignal{}, optionalBody: true, returns: status202},
+			body: podcontract.CancelSignal{}, optionalBody: true, returns: status202},
 		"get pods/log": {summary: "the container's output: its SMF service log in the zone, without svc.startd's lines unless smfLines",
 			query:   []string{"container", "follow", "previous", "tailLines", "sinceSeconds", "sinceTime", "timestamps", "smfLines"},
 			returns: map[int]any{ok: text}, errors: []int{http.StatusTooManyRequests}},

@@ -12,10 +12,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 func (s *Server) listPods(c *gin.Context) { listOrWatch(s, c, s.store.Pods(), c.Param("ns")) }
@@ -96,7 +98,7 @@ func (s *Server) createPod(c *gin.Context) {
 		return
 	}
 	if s.pods != nil && !store.IsDryRun(ctx) {
-		ref := controlops.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+		ref := controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 		if err := s.pods.Start(ctx, ref); err != nil {
 			// Nothing half-written: without its workflow the pod must not
 			// stay. Should this delete fail too, the reconciler starts the
@@ -114,7 +116,7 @@ func lifecycleError(err error) error {
 	switch {
 	case errors.Is(err, workflows.ErrStillRunning):
 		return &apiError{code: http.StatusConflict, reason: "AlreadyExists", msg: err.Error()}
-	case errors.Is(err, workflows.ErrNoLifecycle):
+	case errors.Is(err, podcontract.ErrNoLifecycle):
 		return &apiError{code: http.StatusConflict, reason: "Conflict", msg: err.Error()}
 	case errors.Is(err, workflows.ErrRefused):
 		return &apiError{code: http.StatusConflict, reason: "Conflict", msg: strings.TrimPrefix(err.Error(), workflows.ErrRefused.Error()+": ")}
@@ -245,8 +247,8 @@ func (s *Server) deletePod(c *gin.Context) {
 				return
 			}
 		}
-		err = s.pods.Signal(ctx, ns, name, workflows.SignalTerminate, workflows.TerminateSignal{GracePeriodSeconds: g})
-		if errors.Is(err, workflows.ErrNoLifecycle) {
+		err = s.pods.Signal(ctx, ns, name, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: g})
+		if errors.Is(err, podcontract.ErrNoLifecycle) {
 			s.deleteNow(c, ns, name)
 			return
 		}
@@ -291,7 +293,7 @@ func (s *Server) removeWithoutLifecycle(c *gin.Context, p *model.Pod) {
 		return
 	}
 	ops := controlops.NewControl(s.store, s.pods)
-	ref := controlops.PodRef{Namespace: ns, Name: name, UID: p.Metadata.UID}
+	ref := controlapi.PodRef{Namespace: ns, Name: name, UID: p.Metadata.UID}
 	err := ops.RemovePod(ctx, ref)
 	for tries := 1; errors.Is(err, controlops.ErrPodChanged) && tries < 3; tries++ {
 		err = ops.RemovePod(ctx, ref) // a write raced ours: read it again
@@ -320,13 +322,13 @@ func (s *Server) deleteNow(c *gin.Context, ns, name string) {
 
 // finalizePod ends a terminating pod's grace period now.
 func (s *Server) finalizePod(c *gin.Context) {
-	s.updatePodLifecycle(c, workflows.UpdateFinalize, nil)
+	s.updatePodLifecycle(c, podcontract.UpdateFinalize, nil)
 }
 
 // cancelPod aborts an in-flight provision and rolls it back; the pod ends
 // Failed with reason Cancelled. The body may carry {"reason": "…"}.
 func (s *Server) cancelPod(c *gin.Context) {
-	var sig workflows.CancelSignal
+	var sig podcontract.CancelSignal
 	if c.Request.ContentLength != 0 {
 		if err := decode(c, &sig); err != nil {
 			s.fail(c, err)
@@ -337,7 +339,7 @@ func (s *Server) cancelPod(c *gin.Context) {
 		s.fail(c, invalid(model.KindPod, c.Param("name"), errs))
 		return
 	}
-	s.updatePodLifecycle(c, workflows.UpdateCancel, sig)
+	s.updatePodLifecycle(c, podcontract.UpdateCancel, sig)
 }
 
 // updatePodLifecycle runs one of the lifecycle's updates, so the caller
@@ -361,7 +363,7 @@ func (s *Server) updatePodLifecycle(c *gin.Context, update string, arg any) {
 	// A pod whose deletion the API accepted is terminating, though its
 	// lifecycle may not have taken the terminate signal yet when a
 	// finalize right behind it arrives: give the signal a moment.
-	for wait := 50 * time.Millisecond; update == workflows.UpdateFinalize && p.Metadata.DeletionTimestamp != nil &&
+	for wait := 50 * time.Millisecond; update == podcontract.UpdateFinalize && p.Metadata.DeletionTimestamp != nil &&
 		errors.Is(err, workflows.ErrRefused) && wait <= 1600*time.Millisecond; wait *= 2 {
 		select {
 		case <-ctx.Done():
@@ -374,7 +376,7 @@ func (s *Server) updatePodLifecycle(c *gin.Context, update string, arg any) {
 		return
 	}
 	st := success(http.StatusAccepted)
-	st.Message = fmt.Sprintf("%s accepted by %s", update, workflows.PodWorkflowID(p.Metadata.Namespace, p.Metadata.Name))
+	st.Message = fmt.Sprintf("%s accepted by %s", update, podcontract.WorkflowID(p.Metadata.Namespace, p.Metadata.Name))
 	respond(c, http.StatusAccepted, st)
 }
 

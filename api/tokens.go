@@ -293,12 +293,12 @@ func (s *Server) nodeCSR(c *gin.Context) (string, []byte, bool) {
 // signNode answers the node's client and serving certificates for csr's
 // key, recorded so that deleting the node revokes them.
 func (s *Server) signNode(c *gin.Context, name string, csr []byte) {
-	cert, err := s.ca.SignCSR(csr, auth.NodeCNPrefix+name, []string{auth.NodesOrg})
+	cert, err := s.ca.SignCSR(csr, pki.NodeCNPrefix+name, []string{pki.NodesOrg})
 	if err != nil {
 		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "csr", Type: "FieldValueInvalid", Detail: "csr: Invalid value: " + err.Error()}}))
 		return
 	}
-	serving, err := s.ca.SignServingCSR(csr, auth.NodeCNPrefix+name, pki.NodeServingName(name))
+	serving, err := s.ca.SignServingCSR(csr, pki.NodeCNPrefix+name, pki.NodeServingName(name))
 	if err != nil {
 		s.fail(c, err)
 		return

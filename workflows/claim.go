@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 )
 
 // ClaimWorkflowName is the claim workflow's registered name.
@@ -37,7 +37,7 @@ func ClaimWorkflowID(namespace, name string) string { return "claim/" + namespac
 
 // ClaimInput names the claim.
 type ClaimInput struct {
-	Claim controlops.ClaimRef
+	Claim controlapi.ClaimRef
 }
 
 // ClaimSync does the node's part of a claim's changes, then ends: a claim
@@ -60,11 +60,11 @@ func ClaimSync(ctx workflow.Context, in ClaimInput) error {
 func claimTurn(ctx workflow.Context, wake workflow.ReceiveChannel, in ClaimInput) (done bool, err error) {
 	for wake.ReceiveAsync(nil) {
 	}
-	var st controlops.ClaimState
+	var st controlapi.ClaimState
 	if err := workflow.ExecuteActivity(ctx, ctl.LoadClaim, in.Claim).Get(ctx, &st); err != nil {
 		return false, err
 	}
-	target := controlops.ClaimTarget{Claim: in.Claim, UID: st.Volume.UID, Bytes: st.Volume.Bytes}
+	target := controlapi.ClaimTarget{Claim: in.Claim, UID: st.Volume.UID, Bytes: st.Volume.Bytes}
 	switch {
 	case !st.Found:
 		return true, nil

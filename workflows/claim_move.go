@@ -6,8 +6,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -43,13 +43,13 @@ func transferOptions(node string) workflow.ActivityOptions {
 //
 // It returns to be called again with the claim read anew; it waits (for
 // a wake or moveLookEvery) when the move cannot go on yet.
-func moveClaim(ctx workflow.Context, wake workflow.ReceiveChannel, in ClaimInput, st controlops.ClaimState) error {
+func moveClaim(ctx workflow.Context, wake workflow.ReceiveChannel, in ClaimInput, st controlapi.ClaimState) error {
 	m := st.Move
-	target := controlops.ClaimTarget{Claim: in.Claim, UID: st.Volume.UID}
-	mv := controlops.ClaimMoveInput{Target: target, MoveID: m.ID}
+	target := controlapi.ClaimTarget{Claim: in.Claim, UID: st.Volume.UID}
+	mv := controlapi.ClaimMoveInput{Target: target, MoveID: m.ID}
 	switch m.Phase {
 	case model.MovePlanning:
-		var plan controlops.ClaimMovePlan
+		var plan controlapi.ClaimMovePlan
 		if err := workflow.ExecuteActivity(ctx, ctl.PlanClaimMove, target).Get(ctx, &plan); err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func moveClaim(ctx workflow.Context, wake workflow.ReceiveChannel, in ClaimInput
 			// A clone's copy: its received snapshot goes; there is no source
 			// copy of the claim to remove.
 			dctx := workflow.WithActivityOptions(ctx, undoOptions(m.To, 2*time.Minute))
-			snap := hostops.ClaimSnapshot{UID: m.Snapshot, ClaimUID: st.Volume.UID}
+			snap := hostapi.ClaimSnapshot{UID: m.Snapshot, ClaimUID: st.Volume.UID}
 			if err := workflow.ExecuteActivity(dctx, host.DestroyClaimSnapshot, snap).Get(ctx, nil); err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ func moveClaim(ctx workflow.Context, wake workflow.ReceiveChannel, in ClaimInput
 		}
 		dctx := workflow.WithActivityOptions(ctx, undoOptions(m.To, 2*time.Minute))
 		for step := 1; step <= 2; step++ {
-			snap := hostops.ClaimSnapshot{UID: model.MoveSnapshot(m.ID, step), ClaimUID: st.Volume.UID}
+			snap := hostapi.ClaimSnapshot{UID: model.MoveSnapshot(m.ID, step), ClaimUID: st.Volume.UID}
 			if err := workflow.ExecuteActivity(dctx, host.DestroyClaimSnapshot, snap).Get(ctx, nil); err != nil {
 				return err
 			}
@@ -109,20 +109,20 @@ func moveClaim(ctx workflow.Context, wake workflow.ReceiveChannel, in ClaimInput
 // copyClaim takes snapshot step of the move on the old node and copies
 // it to the destination through the relay: whole (step 1) or what
 // changed since step 1.
-func copyClaim(ctx workflow.Context, st controlops.ClaimState, mv controlops.ClaimMoveInput, step int) error {
+func copyClaim(ctx workflow.Context, st controlapi.ClaimState, mv controlapi.ClaimMoveInput, step int) error {
 	m := st.Move
 	snap := model.MoveSnapshot(m.ID, step)
 	vol := st.Volume
 	vol.FromSnapshot = nil
 	sctx := workflow.WithActivityOptions(ctx, undoOptions(m.From, 2*time.Minute))
-	if err := workflow.ExecuteActivity(sctx, host.SnapshotClaimVolume, hostops.ClaimSnapshot{UID: snap, ClaimUID: vol.UID}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(sctx, host.SnapshotClaimVolume, hostapi.ClaimSnapshot{UID: snap, ClaimUID: vol.UID}).Get(ctx, nil); err != nil {
 		return err
 	}
-	var tickets controlops.ClaimTransferTickets
-	if err := workflow.ExecuteActivity(ctx, ctl.ClaimTransfer, controlops.ClaimTransferInput{Move: mv, Step: step}).Get(ctx, &tickets); err != nil {
+	var tickets controlapi.ClaimTransferTickets
+	if err := workflow.ExecuteActivity(ctx, ctl.ClaimTransfer, controlapi.ClaimTransferInput{Move: mv, Step: step}).Get(ctx, &tickets); err != nil {
 		return err
 	}
-	xfer := hostops.ClaimTransfer{Claim: vol, Snapshot: snap}
+	xfer := hostapi.ClaimTransfer{Claim: vol, Snapshot: snap}
 	if step > 1 {
 		xfer.From = model.MoveSnapshot(m.ID, step-1)
 	}
@@ -140,7 +140,7 @@ func copyClaim(ctx workflow.Context, st controlops.ClaimState, mv controlops.Cla
 // (the move's From) to the claim's node through the relay: a clone made
 // on another node than its snapshot's. The copy is the claim's own
 // dataset, with its names and size; a receive already done is skipped.
-func copyClone(ctx workflow.Context, in ClaimInput, st controlops.ClaimState, mv controlops.ClaimMoveInput) error {
+func copyClone(ctx workflow.Context, in ClaimInput, st controlapi.ClaimState, mv controlapi.ClaimMoveInput) error {
 	m := st.Move
 	src := st.Volume.FromSnapshot
 	if src == nil {
@@ -148,14 +148,14 @@ func copyClone(ctx workflow.Context, in ClaimInput, st controlops.ClaimState, mv
 	}
 	vol := st.Volume
 	vol.FromSnapshot = nil
-	var tickets controlops.ClaimTransferTickets
-	if err := workflow.ExecuteActivity(ctx, ctl.ClaimTransfer, controlops.ClaimTransferInput{Move: mv, Step: 1}).Get(ctx, &tickets); err != nil {
+	var tickets controlapi.ClaimTransferTickets
+	if err := workflow.ExecuteActivity(ctx, ctl.ClaimTransfer, controlapi.ClaimTransferInput{Move: mv, Step: 1}).Get(ctx, &tickets); err != nil {
 		return err
 	}
-	source := hostops.ClaimVolume{Name: vol.Name, UID: src.ClaimUID, Block: vol.Block}
-	send := hostops.ClaimTransfer{Claim: source, Snapshot: src.UID, Ticket: tickets.Upload}
-	recv := hostops.ClaimTransfer{Claim: vol, Snapshot: src.UID, Ticket: tickets.Download,
-		Props: hostops.ClaimDatasetProps(in.Claim.Namespace, vol)}
+	source := hostapi.ClaimVolume{Name: vol.Name, UID: src.ClaimUID, Block: vol.Block}
+	send := hostapi.ClaimTransfer{Claim: source, Snapshot: src.UID, Ticket: tickets.Upload}
+	recv := hostapi.ClaimTransfer{Claim: vol, Snapshot: src.UID, Ticket: tickets.Download,
+		Props: hostapi.ClaimDatasetProps(in.Claim.Namespace, vol)}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, transferOptions(m.From)), host.SendClaimVolume, send).Get(ctx, nil); err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func waitForMove(ctx workflow.Context, wake workflow.ReceiveChannel, in ClaimInp
 // endMove drops what a move of a claim being deleted left: the copy on
 // the node that was not the claim's (the destination before the switch,
 // the old node after), and the move's streams.
-func endMove(ctx workflow.Context, in ClaimInput, st controlops.ClaimState) error {
+func endMove(ctx workflow.Context, in ClaimInput, st controlapi.ClaimState) error {
 	m := st.Move
 	other := m.To
 	if st.Node == m.To {
@@ -195,6 +195,6 @@ func endMove(ctx workflow.Context, in ClaimInput, st controlops.ClaimState) erro
 	if m.ID == "" {
 		return nil
 	}
-	mv := controlops.ClaimMoveInput{Target: controlops.ClaimTarget{Claim: in.Claim, UID: st.Volume.UID}, MoveID: m.ID}
+	mv := controlapi.ClaimMoveInput{Target: controlapi.ClaimTarget{Claim: in.Claim, UID: st.Volume.UID}, MoveID: m.ID}
 	return workflow.ExecuteActivity(ctx, ctl.EndClaimMove, mv).Get(ctx, nil)
 }

@@ -18,8 +18,9 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/transfer"
 )
@@ -27,7 +28,7 @@ import (
 // fakeMove plays a claim's row through a move, recording what ran where.
 type fakeMove struct {
 	mu    sync.Mutex
-	st    controlops.ClaimState
+	st    controlapi.ClaimState
 	calls []string
 	// missed names the host step whose node does not take it up the
 	// first time (ScheduleToStart); missedOnce: that happened.
@@ -53,7 +54,7 @@ func (f *fakeMove) record(ctx context.Context, format string, args ...any) {
 	f.calls = append(f.calls, where+": "+fmt.Sprintf(format, args...))
 }
 
-func (f *fakeMove) state() controlops.ClaimState {
+func (f *fakeMove) state() controlapi.ClaimState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.st
@@ -64,7 +65,7 @@ func (f *fakeMove) state() controlops.ClaimState {
 	return st
 }
 
-func (f *fakeMove) phase(change func(st *controlops.ClaimState)) {
+func (f *fakeMove) phase(change func(st *controlapi.ClaimState)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	change(&f.st)
@@ -94,84 +95,84 @@ func runClaimMove(t *testing.T, missed string) {
 	env.RegisterActivity(&controlacts.Control{})
 	env.RegisterActivity(&hostacts.Activities{})
 
-	f := &fakeMove{st: controlops.ClaimState{Found: true, Node: "a", OnSource: 1,
-		Volume: hostops.ClaimVolume{Name: "db", UID: "u1", Bytes: 1 << 30}, CapacityBytes: 1 << 30,
+	f := &fakeMove{st: controlapi.ClaimState{Found: true, Node: "a", OnSource: 1,
+		Volume: hostapi.ClaimVolume{Name: "db", UID: "u1", Bytes: 1 << 30}, CapacityBytes: 1 << 30,
 		Move: &model.ClaimMove{Phase: model.MovePlanning, From: "a"}}, missed: missed}
-	env.OnActivity(ctl.LoadClaim, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ClaimRef) (controlops.ClaimState, error) {
+	env.OnActivity(ctl.LoadClaim, mock.Anything, mock.Anything).Return(func(context.Context, controlapi.ClaimRef) (controlapi.ClaimState, error) {
 		return f.state(), nil
 	})
-	env.OnActivity(ctl.PlanClaimMove, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlops.ClaimTarget) (controlops.ClaimMovePlan, error) {
+	env.OnActivity(ctl.PlanClaimMove, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlapi.ClaimTarget) (controlapi.ClaimMovePlan, error) {
 		f.record(ctx, "plan")
 		m := &model.ClaimMove{Phase: model.MoveCopying, From: "a", To: "b", ID: "x"}
-		f.phase(func(st *controlops.ClaimState) { st.Move = m })
-		return controlops.ClaimMovePlan{Move: m}, nil
+		f.phase(func(st *controlapi.ClaimState) { st.Move = m })
+		return controlapi.ClaimMovePlan{Move: m}, nil
 	})
-	env.OnActivity(host.SnapshotClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, s hostops.ClaimSnapshot) error {
+	env.OnActivity(host.SnapshotClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, s hostapi.ClaimSnapshot) error {
 		if f.notTakenUp("snapshot") {
 			return notTakenUpError()
 		}
 		f.record(ctx, "snapshot %s", s.UID)
 		return nil
 	})
-	env.OnActivity(ctl.ClaimTransfer, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlops.ClaimTransferInput) (controlops.ClaimTransferTickets, error) {
+	env.OnActivity(ctl.ClaimTransfer, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlapi.ClaimTransferInput) (controlapi.ClaimTransferTickets, error) {
 		id := controlops.TransferID("u1", in.Move.MoveID, in.Step)
-		return controlops.ClaimTransferTickets{Upload: transferTicket(id), Download: transferTicket(id)}, nil
+		return controlapi.ClaimTransferTickets{Upload: transferTicket(id), Download: transferTicket(id)}, nil
 	})
 	died := false
-	env.OnActivity(host.SendClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
+	env.OnActivity(host.SendClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
 		if f.notTakenUp("send") {
-			return hostops.ClaimTransferResult{}, notTakenUpError()
+			return hostapi.ClaimTransferResult{}, notTakenUpError()
 		}
 		if !died {
 			died = true // the agent dies mid-send: the attempt fails
-			return hostops.ClaimTransferResult{}, errors.New("activity heartbeat timeout")
+			return hostapi.ClaimTransferResult{}, errors.New("activity heartbeat timeout")
 		}
 		f.record(ctx, "send %s from %q through %s", x.Snapshot, x.From, x.Ticket.ID)
-		return hostops.ClaimTransferResult{Bytes: 1}, nil
+		return hostapi.ClaimTransferResult{Bytes: 1}, nil
 	})
-	env.OnActivity(host.ReceiveClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
+	env.OnActivity(host.ReceiveClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, x hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
 		if f.notTakenUp("receive") {
-			return hostops.ClaimTransferResult{}, notTakenUpError()
+			return hostapi.ClaimTransferResult{}, notTakenUpError()
 		}
 		f.record(ctx, "receive %s from %q through %s", x.Snapshot, x.From, x.Ticket.ID)
-		return hostops.ClaimTransferResult{Bytes: 1}, nil
+		return hostapi.ClaimTransferResult{Bytes: 1}, nil
 	})
-	env.OnActivity(ctl.MoveClaimPods, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlops.ClaimMoveInput) (int, error) {
+	env.OnActivity(ctl.MoveClaimPods, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlapi.ClaimMoveInput) (int, error) {
 		f.record(ctx, "pods told to leave")
-		f.phase(func(st *controlops.ClaimState) { st.Move.Phase = model.MoveSwitching })
+		f.phase(func(st *controlapi.ClaimState) { st.Move.Phase = model.MoveSwitching })
 		// The pod is unbound a while later, which wakes the claim.
 		env.RegisterDelayedCallback(func() {
-			f.phase(func(st *controlops.ClaimState) { st.OnSource = 0 })
+			f.phase(func(st *controlapi.ClaimState) { st.OnSource = 0 })
 			env.SignalWorkflow(SignalVolumeSync, nil)
 		}, 5*time.Second)
 		return 1, nil
 	})
-	env.OnActivity(ctl.SwitchClaimNode, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlops.ClaimMoveInput) error {
+	env.OnActivity(ctl.SwitchClaimNode, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlapi.ClaimMoveInput) error {
 		f.record(ctx, "switch")
-		f.phase(func(st *controlops.ClaimState) { st.Node, st.Move.Phase = "b", model.MoveCleaning })
+		f.phase(func(st *controlapi.ClaimState) { st.Node, st.Move.Phase = "b", model.MoveCleaning })
 		return nil
 	})
-	env.OnActivity(host.DestroyClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, c hostops.ClaimVolume) error {
+	env.OnActivity(host.DestroyClaimVolume, mock.Anything, mock.Anything).Return(func(ctx context.Context, c hostapi.ClaimVolume) error {
 		if f.notTakenUp("destroy") {
 			return notTakenUpError()
 		}
 		f.record(ctx, "destroy %s", c.UID)
 		return nil
 	})
-	env.OnActivity(host.DestroyClaimSnapshot, mock.Anything, mock.Anything).Return(func(ctx context.Context, s hostops.ClaimSnapshot) error {
+	env.OnActivity(host.DestroyClaimSnapshot, mock.Anything, mock.Anything).Return(func(ctx context.Context, s hostapi.ClaimSnapshot) error {
 		if f.notTakenUp("destroy @") {
 			return notTakenUpError()
 		}
 		f.record(ctx, "destroy @%s", s.UID)
 		return nil
 	})
-	env.OnActivity(ctl.EndClaimMove, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlops.ClaimMoveInput) error {
+	env.OnActivity(ctl.EndClaimMove, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ controlapi.ClaimMoveInput) error {
 		f.record(ctx, "end")
-		f.phase(func(st *controlops.ClaimState) { st.Move = nil })
+		f.phase(func(st *controlapi.ClaimState) { st.Move = nil })
 		return nil
 	})
 
-	env.ExecuteWorkflow(ClaimSync, ClaimInput{Claim: controlops.ClaimRef{Namespace: "default", Name: "db"}})
+	env.ExecuteWorkflow(ClaimSync, ClaimInput{Claim: controlapi.ClaimRef{Namespace: "default", Name: "db"}})
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow: completed %v, error %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
 	}

@@ -17,9 +17,10 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // notTakenUpError is what a host activity's future gives when its node did
@@ -34,9 +35,9 @@ func notTakenUpError() error {
 // hostStepNotTakenUp is a host step whose node does not take it up the
 // first times tries, then does it. Each try is recorded in h.calls,
 // "name!" for the ones not taken up.
-func hostStepNotTakenUp(h **harness, name string, times int) func(context.Context, hostops.PodSandbox) error {
+func hostStepNotTakenUp(h **harness, name string, times int) func(context.Context, hostapi.PodSandbox) error {
 	tries := 0
-	return func(context.Context, hostops.PodSandbox) error {
+	return func(context.Context, hostapi.PodSandbox) error {
 		if tries++; tries <= times {
 			(*h).calls.add(name + "!")
 			return notTakenUpError()
@@ -72,9 +73,9 @@ func (c *calls) count(name string) int {
 func TestUndoAndTeardownStepsNotTakenUpAreTriedUntilDone(t *testing.T) {
 	const times = 3
 	failed := func() []override {
-		return []override{{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
+		return []override{{fn: host.ProvisionPod, ret: []any{hostapi.ProvisionResult{},
 			temporal.NewApplicationErrorWithOptions("start the containers: exit 1", "Invalid",
-				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: len(provisionSteps), Step: "WaitContainersOnline"}}})}}}
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: len(provisionSteps), Step: "WaitContainersOnline"}}})}}}
 	}
 	type scenario struct {
 		name  string
@@ -95,9 +96,9 @@ func TestUndoAndTeardownStepsNotTakenUpAreTriedUntilDone(t *testing.T) {
 				h = newHarness(t, podSpec(), append(sc.base(), override{fn: st.do, ret: []any{hostStepNotTakenUp(&h, name, times)}})...)
 				zero := int64(0)
 				if sc.name == "compensation" {
-					h.run(time.Hour, SignalTerminate, TerminateSignal{})
+					h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 				} else {
-					h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+					h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 				}
 				if err := h.env.GetWorkflowError(); err != nil {
 					t.Fatal(err)
@@ -131,10 +132,10 @@ func TestNodeLostEndsTheTriesOfATeardown(t *testing.T) {
 	var h *harness
 	h = newHarness(t, podSpec(), override{fn: host.HaltZone, ret: []any{hostStepNotTakenUp(&h, "HaltZone", 1<<30)}})
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: "NodeLost"})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Lost: true, Reason: "NodeLost"})
 	}, 30*time.Minute)
 	zero := int64(0)
-	h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -154,15 +155,15 @@ func provisionFailing(t *testing.T, spec model.PodSpec, times int, err error) *h
 	t.Helper()
 	var h *harness
 	tries := 0
-	h = newHarness(t, spec, override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+	h = newHarness(t, spec, override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 		if tries++; tries <= times {
 			h.calls.add("ProvisionPod!")
-			return hostops.ProvisionResult{}, err
+			return hostapi.ProvisionResult{}, err
 		}
 		h.calls.add("ProvisionPod")
-		return hostops.ProvisionResult{Seq: supervisedSeq}, nil
+		return hostapi.ProvisionResult{Seq: supervisedSeq}, nil
 	}}})
-	h.run(10*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(10*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -237,13 +238,13 @@ func TestProvisionWhoseAnswerIsLostRunsAgain(t *testing.T) {
 func TestClaimSyncTriesNodeStepsNotTakenUpAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		st   controlops.ClaimState
+		st   controlapi.ClaimState
 		step any
 		then any // the control step that follows
 	}{
-		{"delete", controlops.ClaimState{Found: true, Deleting: true, Node: "a", Volume: hostops.ClaimVolume{Name: "db", UID: "u1"}},
+		{"delete", controlapi.ClaimState{Found: true, Deleting: true, Node: "a", Volume: hostapi.ClaimVolume{Name: "db", UID: "u1"}},
 			host.DestroyClaimVolume, ctl.RemoveClaim},
-		{"grow", controlops.ClaimState{Found: true, Node: "a", Volume: hostops.ClaimVolume{Name: "db", UID: "u1", Bytes: 2 << 30}, CapacityBytes: 1 << 30},
+		{"grow", controlapi.ClaimState{Found: true, Node: "a", Volume: hostapi.ClaimVolume{Name: "db", UID: "u1", Bytes: 2 << 30}, CapacityBytes: 1 << 30},
 			host.ResizeClaimVolume, ctl.ClaimResized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -256,10 +257,10 @@ func TestClaimSyncTriesNodeStepsNotTakenUpAgain(t *testing.T) {
 			st := tc.st
 			var log []string
 			tries := 0
-			env.OnActivity(ctl.LoadClaim, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ClaimRef) (controlops.ClaimState, error) {
+			env.OnActivity(ctl.LoadClaim, mock.Anything, mock.Anything).Return(func(context.Context, controlapi.ClaimRef) (controlapi.ClaimState, error) {
 				return st, nil
 			})
-			env.OnActivity(tc.step, mock.Anything, mock.Anything).Return(func(context.Context, hostops.ClaimVolume) error {
+			env.OnActivity(tc.step, mock.Anything, mock.Anything).Return(func(context.Context, hostapi.ClaimVolume) error {
 				if tries++; tries <= 3 {
 					log = append(log, "not taken up")
 					return notTakenUpError()
@@ -267,12 +268,12 @@ func TestClaimSyncTriesNodeStepsNotTakenUpAgain(t *testing.T) {
 				log = append(log, "done")
 				return nil
 			})
-			env.OnActivity(tc.then, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ClaimTarget) error {
+			env.OnActivity(tc.then, mock.Anything, mock.Anything).Return(func(context.Context, controlapi.ClaimTarget) error {
 				log = append(log, "recorded")
-				st = controlops.ClaimState{} // gone, or as the node has it
+				st = controlapi.ClaimState{} // gone, or as the node has it
 				return nil
 			})
-			env.ExecuteWorkflow(ClaimSync, ClaimInput{Claim: controlops.ClaimRef{Namespace: "default", Name: "db"}})
+			env.ExecuteWorkflow(ClaimSync, ClaimInput{Claim: controlapi.ClaimRef{Namespace: "default", Name: "db"}})
 			if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 				t.Fatalf("workflow: completed %v, error %v (%v)", env.IsWorkflowCompleted(), env.GetWorkflowError(), log)
 			}
@@ -319,16 +320,16 @@ func TestNotTakenUpRecognisesTheServersTimeout(t *testing.T) {
 func TestAFailedProvisionAfterAWaitUndoesEveryStep(t *testing.T) {
 	var h *harness
 	tries := 0
-	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 		if tries++; tries == 1 {
 			h.calls.add("ProvisionPod!")
-			return hostops.ProvisionResult{}, notTakenUpError()
+			return hostapi.ProvisionResult{}, notTakenUpError()
 		}
 		h.calls.add("ProvisionPod")
-		return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions("create the VNIC: exit 1", "Invalid",
-			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 2, Step: "CreateVNIC"}}})
+		return hostapi.ProvisionResult{}, temporal.NewApplicationErrorWithOptions("create the VNIC: exit 1", "Invalid",
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: 2, Step: "CreateVNIC"}}})
 	}}})
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -349,35 +350,35 @@ func TestALaterShorterGracePeriodShortensTheStopUnderWay(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		overrides []override
-		second    TerminateSignal
+		second    podcontract.TerminateSignal
 		halt      time.Duration // after the second terminate, at most
 		noHalt    time.Duration // after the second terminate, at least
 	}{
 		{"shutdown shortened", []override{{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}}},
-			TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
+			podcontract.TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
 		{"shutdown forced", []override{{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}}},
-			TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
-		{"endpoints wait forced", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}}},
-			TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
-		{"endpoints wait shortened", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}}},
-			TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
+			podcontract.TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
+		{"endpoints wait forced", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlapi.EndpointsLeftResult{}, nil}}},
+			podcontract.TerminateSignal{GracePeriodSeconds: &zero}, time.Second, 0},
+		{"endpoints wait shortened", []override{{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlapi.EndpointsLeftResult{}, nil}}},
+			podcontract.TerminateSignal{GracePeriodSeconds: &two}, 3 * time.Second, 2 * time.Second},
 		{"longer changes nothing", []override{{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}}},
-			TerminateSignal{GracePeriodSeconds: &hour}, 21 * time.Second, 19 * time.Second},
+			podcontract.TerminateSignal{GracePeriodSeconds: &hour}, 21 * time.Second, 19 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h *harness
 			var secondAt, haltedAt time.Time
-			h = newHarness(t, podSpec(), append(tc.overrides, override{fn: host.HaltZone, ret: []any{func(context.Context, hostops.PodSandbox) error {
+			h = newHarness(t, podSpec(), append(tc.overrides, override{fn: host.HaltZone, ret: []any{func(context.Context, hostapi.PodSandbox) error {
 				if haltedAt.IsZero() {
 					haltedAt = h.env.Now()
 				}
 				h.calls.add("HaltZone")
 				return nil
 			}}})...)
-			h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, time.Minute)
+			h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalTerminate, podcontract.TerminateSignal{}) }, time.Minute)
 			h.env.RegisterDelayedCallback(func() {
 				secondAt = h.env.Now()
-				h.env.SignalWorkflow(SignalTerminate, tc.second)
+				h.env.SignalWorkflow(podcontract.SignalTerminate, tc.second)
 			}, time.Minute+5*time.Second)
 			h.run(0, "", nil)
 			if err := h.env.GetWorkflowError(); err != nil {
@@ -400,8 +401,8 @@ func TestALaterShorterGracePeriodShortensTheStopUnderWay(t *testing.T) {
 func TestAPullNotTakenUpSaysSo(t *testing.T) {
 	h := newImageHarness(t)
 	h.env.OnActivity(img.ImagePullPlan, mock.Anything, mock.Anything).Return(
-		controlops.NodePull{Image: hostops.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil)
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostops.NodeImageResult{}, notTakenUpError())
+		controlapi.NodePull{Image: hostapi.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostapi.NodeImageResult{}, notTakenUpError())
 	h.env.OnActivity(ctl.WakeImageWaiters, mock.Anything, mock.Anything).Return(nil)
 	h.env.RegisterActivity(&controlacts.Control{})
 	h.env.ExecuteWorkflow(ImagePull, ImagePullInput{Image: "ubuntu", Node: "n1"})

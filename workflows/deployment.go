@@ -6,8 +6,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	controlacts "github.com/zonewright/zonewright/activities/control"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // The Deployment workflow's public contract: its name, ID and the signal
@@ -26,7 +26,7 @@ func DeploymentWorkflowID(namespace, name string) string {
 // DeploymentInput starts a deployment's workflow, and carries it across
 // continue-as-new: all the rest lives in PostgreSQL.
 type DeploymentInput struct {
-	Deployment controlops.DeploymentRef
+	Deployment controlapi.DeploymentRef
 	// HistoryLimit overrides when to continue-as-new (tests); 0: 2000 events.
 	HistoryLimit int `json:",omitempty"`
 }
@@ -36,7 +36,7 @@ type DeploymentInput struct {
 // control-plane worker is retried within seconds, not at its timeout; it
 // retries until the database and Temporal answer.
 var syncOptions = workflow.ActivityOptions{
-	TaskQueue:           ControlTaskQueue,
+	TaskQueue:           taskqueue.Control,
 	StartToCloseTimeout: 2 * time.Minute,
 	HeartbeatTimeout:    5 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2,
@@ -51,9 +51,9 @@ var syncOptions = workflow.ActivityOptions{
 // separate workflows that outlive it.
 func Deployment(ctx workflow.Context, in DeploymentInput) error {
 	ctx = workflow.WithActivityOptions(ctx, syncOptions)
-	var ops *controlacts.Control
+	var ops *controlapi.Activities
 	return syncUntilGone(ctx, SignalDeploymentChanged, in.HistoryLimit, func(ctx workflow.Context) (syncOutcome, error) {
-		var res controlops.DeploymentSyncResult
+		var res controlapi.DeploymentSyncResult
 		err := workflow.ExecuteActivity(ctx, ops.SyncDeployment, in.Deployment).Get(ctx, &res)
 		return syncOutcome{Gone: res.Gone, WakeAfter: res.WakeAfter}, err
 	}, func() error { return workflow.NewContinueAsNewError(ctx, Deployment, in) })

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 )
 
 // syncs plays SyncDeployment: each call answers the next result and
@@ -22,38 +22,38 @@ import (
 type syncs struct {
 	env     *testsuite.TestWorkflowEnvironment
 	start   time.Time
-	results []controlops.DeploymentSyncResult
+	results []controlapi.DeploymentSyncResult
 	ran     []time.Duration
 }
 
-func newDeploymentEnv(t *testing.T, results ...controlops.DeploymentSyncResult) (*testsuite.TestWorkflowEnvironment, *syncs) {
+func newDeploymentEnv(t *testing.T, results ...controlapi.DeploymentSyncResult) (*testsuite.TestWorkflowEnvironment, *syncs) {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(time.Minute)
 	env.RegisterActivity(&controlacts.Control{})
 	s := &syncs{env: env, start: env.Now(), results: results}
-	env.OnActivity(ctl.SyncDeployment, mock.Anything, mock.Anything).Return(func(context.Context, controlops.DeploymentRef) (controlops.DeploymentSyncResult, error) {
+	env.OnActivity(ctl.SyncDeployment, mock.Anything, mock.Anything).Return(func(context.Context, controlapi.DeploymentRef) (controlapi.DeploymentSyncResult, error) {
 		s.ran = append(s.ran, env.Now().Sub(s.start))
 		if len(s.ran) > len(s.results) {
-			return controlops.DeploymentSyncResult{}, nil
+			return controlapi.DeploymentSyncResult{}, nil
 		}
 		return s.results[len(s.ran)-1], nil
 	})
 	return env, s
 }
 
-var webRef = controlops.DeploymentRef{Namespace: "default", Name: "web"}
+var webRef = controlapi.DeploymentRef{Namespace: "default", Name: "web"}
 
 // Between changes the workflow only waits: it syncs once at its start and
 // once per change signal, and again when a sync asked for a timer; it ends
 // when a sync finds the deployment gone.
 func TestDeploymentSyncsOnSignalsAndTimersOnly(t *testing.T) {
 	env, s := newDeploymentEnv(t,
-		controlops.DeploymentSyncResult{},                            // at start
-		controlops.DeploymentSyncResult{WakeAfter: 30 * time.Second}, // the signal at 1 h: a pod becomes available in 30 s
-		controlops.DeploymentSyncResult{},                            // the timer
-		controlops.DeploymentSyncResult{Gone: true},                  // the signal at 3 h
+		controlapi.DeploymentSyncResult{},                            // at start
+		controlapi.DeploymentSyncResult{WakeAfter: 30 * time.Second}, // the signal at 1 h: a pod becomes available in 30 s
+		controlapi.DeploymentSyncResult{},                            // the timer
+		controlapi.DeploymentSyncResult{Gone: true},                  // the signal at 3 h
 	)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalDeploymentChanged, nil) }, time.Hour)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalDeploymentChanged, nil) }, 3*time.Hour)
@@ -95,9 +95,9 @@ func TestDeploymentTakesABurstOfChangesTogether(t *testing.T) {
 // Past its history limit the workflow continues as new with its input.
 func TestDeploymentContinuesAsNew(t *testing.T) {
 	// Every sync asks to look again in a minute.
-	var results []controlops.DeploymentSyncResult
+	var results []controlapi.DeploymentSyncResult
 	for range 40 {
-		results = append(results, controlops.DeploymentSyncResult{WakeAfter: time.Minute})
+		results = append(results, controlapi.DeploymentSyncResult{WakeAfter: time.Minute})
 	}
 	env, s := newDeploymentEnv(t, results...)
 	env.ExecuteWorkflow(Deployment, DeploymentInput{Deployment: webRef, HistoryLimit: 50})

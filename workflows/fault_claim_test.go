@@ -18,8 +18,9 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -29,7 +30,7 @@ import (
 type fakeClaimNodes struct {
 	mu       sync.Mutex
 	plan     *faultPlan
-	st       controlops.ClaimState
+	st       controlapi.ClaimState
 	datasets map[string]bool // node:dataset[@snapshot]
 	relay    map[string]bool // transfer streams held
 	problems []string
@@ -37,7 +38,7 @@ type fakeClaimNodes struct {
 
 const claimUID = "u1"
 
-func (f *fakeClaimNodes) state() controlops.ClaimState {
+func (f *fakeClaimNodes) state() controlapi.ClaimState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.st
@@ -100,15 +101,15 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 		plan.inject(*at, kind)
 	}
 	f := &fakeClaimNodes{plan: plan, datasets: map[string]bool{"a:" + claimUID: true}, relay: map[string]bool{},
-		st: controlops.ClaimState{Found: true, Node: "a", OnSource: 1,
-			Volume: hostops.ClaimVolume{Name: "db", UID: claimUID, Bytes: 1 << 30}, CapacityBytes: 1 << 30,
+		st: controlapi.ClaimState{Found: true, Node: "a", OnSource: 1,
+			Volume: hostapi.ClaimVolume{Name: "db", UID: claimUID, Bytes: 1 << 30}, CapacityBytes: 1 << 30,
 			Move: &model.ClaimMove{Phase: model.MovePlanning, From: "a"}}}
 	on := func(fn, ret any) { env.OnActivity(fn, mock.Anything, mock.Anything).Return(ret) }
-	on(ctl.LoadClaim, func(ctx context.Context, _ controlops.ClaimRef) (controlops.ClaimState, error) {
+	on(ctl.LoadClaim, func(ctx context.Context, _ controlapi.ClaimRef) (controlapi.ClaimState, error) {
 		err := plan.do(ctx, "LoadClaim", func() error { return nil })
 		return f.state(), err
 	})
-	on(ctl.PlanClaimMove, func(ctx context.Context, _ controlops.ClaimTarget) (controlops.ClaimMovePlan, error) {
+	on(ctl.PlanClaimMove, func(ctx context.Context, _ controlapi.ClaimTarget) (controlapi.ClaimMovePlan, error) {
 		var m model.ClaimMove
 		err := f.ctl(ctx, "PlanClaimMove", func() {
 			if f.st.Move.Phase == model.MovePlanning {
@@ -116,9 +117,9 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 			}
 			m = *f.st.Move
 		})
-		return controlops.ClaimMovePlan{Move: &m}, err
+		return controlapi.ClaimMovePlan{Move: &m}, err
 	})
-	on(host.SnapshotClaimVolume, func(ctx context.Context, s hostops.ClaimSnapshot) error {
+	on(host.SnapshotClaimVolume, func(ctx context.Context, s hostapi.ClaimSnapshot) error {
 		return f.host(ctx, "SnapshotClaimVolume", func(node string) error {
 			if !f.datasets[node+":"+s.ClaimUID] {
 				return temporal.NewNonRetryableApplicationError("no dataset to snapshot on "+node, "Invalid", nil)
@@ -127,13 +128,13 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 			return nil
 		})
 	})
-	on(ctl.ClaimTransfer, func(ctx context.Context, in controlops.ClaimTransferInput) (controlops.ClaimTransferTickets, error) {
+	on(ctl.ClaimTransfer, func(ctx context.Context, in controlapi.ClaimTransferInput) (controlapi.ClaimTransferTickets, error) {
 		id := controlops.TransferID(claimUID, in.Move.MoveID, in.Step)
 		err := f.ctl(ctx, "ClaimTransfer", func() {})
-		return controlops.ClaimTransferTickets{Upload: transferTicket(id), Download: transferTicket(id)}, err
+		return controlapi.ClaimTransferTickets{Upload: transferTicket(id), Download: transferTicket(id)}, err
 	})
-	on(host.SendClaimVolume, func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
-		return hostops.ClaimTransferResult{Bytes: 1}, f.host(ctx, "SendClaimVolume", func(node string) error {
+	on(host.SendClaimVolume, func(ctx context.Context, x hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
+		return hostapi.ClaimTransferResult{Bytes: 1}, f.host(ctx, "SendClaimVolume", func(node string) error {
 			if !f.datasets[node+":"+x.Claim.UID+"@"+x.Snapshot] {
 				return temporal.NewNonRetryableApplicationError("no snapshot "+x.Snapshot+" to send on "+node, "Invalid", nil)
 			}
@@ -141,8 +142,8 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 			return nil
 		})
 	})
-	on(host.ReceiveClaimVolume, func(ctx context.Context, x hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
-		return hostops.ClaimTransferResult{Bytes: 1}, f.host(ctx, "ReceiveClaimVolume", func(node string) error {
+	on(host.ReceiveClaimVolume, func(ctx context.Context, x hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
+		return hostapi.ClaimTransferResult{Bytes: 1}, f.host(ctx, "ReceiveClaimVolume", func(node string) error {
 			ds := node + ":" + x.Claim.UID
 			if f.datasets[ds+"@"+x.Snapshot] {
 				return nil // received already
@@ -157,7 +158,7 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 			return nil
 		})
 	})
-	on(ctl.MoveClaimPods, func(ctx context.Context, _ controlops.ClaimMoveInput) (int, error) {
+	on(ctl.MoveClaimPods, func(ctx context.Context, _ controlapi.ClaimMoveInput) (int, error) {
 		err := f.ctl(ctx, "MoveClaimPods", func() {
 			if f.st.Move.Phase == model.MoveCopying {
 				f.st.Move.Phase = model.MoveSwitching
@@ -172,7 +173,7 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 		})
 		return 1, err
 	})
-	on(ctl.SwitchClaimNode, func(ctx context.Context, _ controlops.ClaimMoveInput) error {
+	on(ctl.SwitchClaimNode, func(ctx context.Context, _ controlapi.ClaimMoveInput) error {
 		return f.ctl(ctx, "SwitchClaimNode", func() {
 			if !f.datasets["b:"+claimUID+"@"+model.MoveSnapshot("x", 2)] {
 				f.problems = append(f.problems, "switched to b before it received the last increment")
@@ -183,7 +184,7 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 			}
 		})
 	})
-	on(host.DestroyClaimVolume, func(ctx context.Context, c hostops.ClaimVolume) error {
+	on(host.DestroyClaimVolume, func(ctx context.Context, c hostapi.ClaimVolume) error {
 		return f.host(ctx, "DestroyClaimVolume", func(node string) error {
 			if node == f.st.Node {
 				f.problems = append(f.problems, "destroyed the claim's dataset on its own node "+node)
@@ -196,16 +197,16 @@ func runFaultyClaimMove(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, 
 			return nil
 		})
 	})
-	on(host.DestroyClaimSnapshot, func(ctx context.Context, s hostops.ClaimSnapshot) error {
+	on(host.DestroyClaimSnapshot, func(ctx context.Context, s hostapi.ClaimSnapshot) error {
 		return f.host(ctx, "DestroyClaimSnapshot", func(node string) error {
 			delete(f.datasets, node+":"+s.ClaimUID+"@"+s.UID)
 			return nil
 		})
 	})
-	on(ctl.EndClaimMove, func(ctx context.Context, _ controlops.ClaimMoveInput) error {
+	on(ctl.EndClaimMove, func(ctx context.Context, _ controlapi.ClaimMoveInput) error {
 		return f.ctl(ctx, "EndClaimMove", func() { f.st.Move = nil })
 	})
-	env.ExecuteWorkflow(ClaimSync, ClaimInput{Claim: controlops.ClaimRef{Namespace: "default", Name: "db"}})
+	env.ExecuteWorkflow(ClaimSync, ClaimInput{Claim: controlapi.ClaimRef{Namespace: "default", Name: "db"}})
 	var problems []string
 	if !env.IsWorkflowCompleted() {
 		problems = append(problems, "the move did not end")

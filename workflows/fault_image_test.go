@@ -18,8 +18,8 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -29,7 +29,7 @@ import (
 type fakeImageNode struct {
 	mu     sync.Mutex
 	images map[string]string // name → partial | ready
-	status []controlops.ImageNodeUpdate
+	status []controlapi.ImageNodeUpdate
 	woken  int
 }
 
@@ -47,12 +47,12 @@ func runImagePull(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, []stri
 		plan.inject(*at, kind)
 	}
 	n := &fakeImageNode{images: map[string]string{}}
-	ni := hostops.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}
+	ni := hostapi.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}
 	on := func(fn, ret any) { env.OnActivity(fn, mock.Anything, mock.Anything).Return(ret) }
-	on(img.ImagePullPlan, func(ctx context.Context, _ controlops.ImageNodeInput) (controlops.NodePull, error) {
-		return controlops.NodePull{Image: ni}, plan.do(ctx, "ImagePullPlan", func() error { return nil })
+	on(img.ImagePullPlan, func(ctx context.Context, _ controlapi.ImageNodeInput) (controlapi.NodePull, error) {
+		return controlapi.NodePull{Image: ni}, plan.do(ctx, "ImagePullPlan", func() error { return nil })
 	})
-	on(img.SetImageNodeStatus, func(ctx context.Context, u controlops.ImageNodeUpdate) error {
+	on(img.SetImageNodeStatus, func(ctx context.Context, u controlapi.ImageNodeUpdate) error {
 		return plan.do(ctx, "SetImageNodeStatus", func() error {
 			n.mu.Lock()
 			defer n.mu.Unlock()
@@ -60,7 +60,7 @@ func runImagePull(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, []stri
 			return nil
 		})
 	})
-	on(ctl.WakeImageWaiters, func(ctx context.Context, _ controlops.ImageNodeInput) (int, error) {
+	on(ctl.WakeImageWaiters, func(ctx context.Context, _ controlapi.ImageNodeInput) (int, error) {
 		return 1, plan.do(ctx, "WakeImageWaiters", func() error {
 			n.mu.Lock()
 			defer n.mu.Unlock()
@@ -68,8 +68,8 @@ func runImagePull(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, []stri
 			return nil
 		})
 	})
-	on(host.PullImage, func(ctx context.Context, in hostops.NodeImage) (hostops.NodeImageResult, error) {
-		res := hostops.NodeImageResult{Artefact: "/var/zonewright/images/" + in.Name + ".tar"}
+	on(host.PullImage, func(ctx context.Context, in hostapi.NodeImage) (hostapi.NodeImageResult, error) {
+		res := hostapi.NodeImageResult{Artefact: "/var/zonewright/images/" + in.Name + ".tar"}
 		hit, _ := plan.call(ctx, "PullImage")
 		n.mu.Lock()
 		defer n.mu.Unlock()
@@ -100,7 +100,7 @@ func runImagePull(t *testing.T, at *stepRef, kind faultKind) (*faultPlan, []stri
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var last controlops.ImageNodeUpdate
+	var last controlapi.ImageNodeUpdate
 	if len(n.status) > 0 {
 		last = n.status[len(n.status)-1]
 	}

@@ -19,9 +19,12 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // Failure at every step: a clean run of each workflow records the
@@ -255,11 +258,11 @@ func newFakeNodes(plan *faultPlan) *fakeNodes {
 }
 
 func nodeOf(ctx context.Context) string {
-	return strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, NodeTaskQueue(""))
+	return strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, taskqueue.Node(""))
 }
 
 // hostSteps are the node's effects by activity name; each is idempotent.
-func (f *fakeNodes) hostSteps(sb hostops.PodSandbox) map[string]func(p *podTraces) {
+func (f *fakeNodes) hostSteps(sb hostapi.PodSandbox) map[string]func(p *podTraces) {
 	return map[string]func(p *podTraces){
 		"CreateDatasets":   func(p *podTraces) { p.Datasets = true },
 		"DestroyDatasets":  func(p *podTraces) { p.Datasets = false },
@@ -285,8 +288,8 @@ func (f *fakeNodes) hostSteps(sb hostops.PodSandbox) map[string]func(p *podTrace
 }
 
 // step is a host activity of the fake node.
-func (f *fakeNodes) step(name string) func(context.Context, hostops.PodSandbox) error {
-	return func(ctx context.Context, sb hostops.PodSandbox) error {
+func (f *fakeNodes) step(name string) func(context.Context, hostapi.PodSandbox) error {
+	return func(ctx context.Context, sb hostapi.PodSandbox) error {
 		return f.plan.do(ctx, name, func() error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -304,7 +307,7 @@ func (f *fakeNodes) supervise(p *podTraces) uint64 {
 	return f.seq
 }
 
-func (f *fakeNodes) provisionPod(ctx context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+func (f *fakeNodes) provisionPod(ctx context.Context, in hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 	var subs []string
 	for _, st := range hostops.ProvisionSteps {
 		subs = append(subs, st.Name)
@@ -314,7 +317,7 @@ func (f *fakeNodes) provisionPod(ctx context.Context, in hostops.ProvisionInput)
 	if hit != nil && sub == "" {
 		var happens bool
 		if happens, answer = hit.injected(ctx, f.plan.now()); !happens {
-			return hostops.ProvisionResult{}, answer
+			return hostapi.ProvisionResult{}, answer
 		}
 	}
 	f.mu.Lock()
@@ -323,29 +326,29 @@ func (f *fakeNodes) provisionPod(ctx context.Context, in hostops.ProvisionInput)
 	for i, st := range hostops.ProvisionSteps {
 		if f.failsAt == st.Name && !f.failed {
 			f.failed = true
-			return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(st.Name+" failed: the brand's install script exited 1", "Failed",
-				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: i + 1, Step: st.Name}}})
+			return hostapi.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(st.Name+" failed: the brand's install script exited 1", "Failed",
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: i + 1, Step: st.Name}}})
 		}
 		if hit != nil && sub == st.Name && hit.attempt == 1 {
 			switch hit.kind {
 			case faultForGood:
-				return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions("injected: "+st.Name+" failed for good", "Failed",
-					temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: i + 1, Step: st.Name}}})
+				return hostapi.ProvisionResult{}, temporal.NewApplicationErrorWithOptions("injected: "+st.Name+" failed for good", "Failed",
+					temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: i + 1, Step: st.Name}}})
 			case faultAgentKilled:
 				steps[st.Name](p) // killed once the step's command ran
-				return hostops.ProvisionResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+				return hostapi.ProvisionResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
 			}
 		}
 		steps[st.Name](p)
 	}
 	seq := f.supervise(p)
 	if answer != nil {
-		return hostops.ProvisionResult{}, answer
+		return hostapi.ProvisionResult{}, answer
 	}
-	return hostops.ProvisionResult{Seq: seq}, nil
+	return hostapi.ProvisionResult{Seq: seq}, nil
 }
 
-func (f *fakeNodes) supervisePod(ctx context.Context, in hostops.SuperviseInput) (uint64, error) {
+func (f *fakeNodes) supervisePod(ctx context.Context, in hostapi.SuperviseInput) (uint64, error) {
 	var seq uint64
 	err := f.plan.do(ctx, "SupervisePod", func() error {
 		f.mu.Lock()
@@ -356,7 +359,7 @@ func (f *fakeNodes) supervisePod(ctx context.Context, in hostops.SuperviseInput)
 	return seq, err
 }
 
-func (f *fakeNodes) restartContainer(ctx context.Context, in hostops.RestartInput) (uint64, error) {
+func (f *fakeNodes) restartContainer(ctx context.Context, in hostapi.RestartInput) (uint64, error) {
 	var seq uint64
 	err := f.plan.do(ctx, "RestartContainer", func() error {
 		f.mu.Lock()
@@ -374,7 +377,7 @@ func (f *fakeNodes) restartContainer(ctx context.Context, in hostops.RestartInpu
 	return seq, err
 }
 
-func (f *fakeNodes) shutdownZone(ctx context.Context, in hostops.ShutdownInput) (bool, error) {
+func (f *fakeNodes) shutdownZone(ctx context.Context, in hostapi.ShutdownInput) (bool, error) {
 	err := f.plan.do(ctx, "ShutdownZone", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -386,8 +389,8 @@ func (f *fakeNodes) shutdownZone(ctx context.Context, in hostops.ShutdownInput) 
 
 // The control plane's side: scheduling, the address pool.
 
-func (f *fakeNodes) schedulePod(ctx context.Context, _ controlops.PodRef) (controlops.ScheduleResult, error) {
-	var res controlops.ScheduleResult
+func (f *fakeNodes) schedulePod(ctx context.Context, _ controlapi.PodRef) (controlapi.ScheduleResult, error) {
+	var res controlapi.ScheduleResult
 	err := f.plan.do(ctx, "SchedulePod", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -403,14 +406,14 @@ func (f *fakeNodes) schedulePod(ctx context.Context, _ controlops.PodRef) (contr
 	return res, err
 }
 
-func (f *fakeNodes) allocatePodIP(ctx context.Context, in controlops.AllocateInput) (controlops.AllocateResult, error) {
-	var res controlops.AllocateResult
+func (f *fakeNodes) allocatePodIP(ctx context.Context, in controlapi.AllocateInput) (controlapi.AllocateResult, error) {
+	var res controlapi.AllocateResult
 	err := f.plan.do(ctx, "AllocatePodIP", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for a, uid := range f.ipam {
 			if uid == in.Pod.UID {
-				res = controlops.AllocateResult{IP: a, PrefixLen: 24, Gateway: "10.88.1.1"}
+				res = controlapi.AllocateResult{IP: a, PrefixLen: 24, Gateway: "10.88.1.1"}
 				return nil
 			}
 		}
@@ -420,7 +423,7 @@ func (f *fakeNodes) allocatePodIP(ctx context.Context, in controlops.AllocateInp
 				continue
 			}
 			f.ipam[a] = in.Pod.UID
-			res = controlops.AllocateResult{IP: a, PrefixLen: 24, Gateway: "10.88.1.1"}
+			res = controlapi.AllocateResult{IP: a, PrefixLen: 24, Gateway: "10.88.1.1"}
 			return nil
 		}
 		res.Exhausted = "no address left"
@@ -431,7 +434,7 @@ func (f *fakeNodes) allocatePodIP(ctx context.Context, in controlops.AllocateInp
 
 // releasePodIP frees the pod's address; freeing it while a zone may still
 // hold it would give it to the next pod too.
-func (f *fakeNodes) releasePodIP(ctx context.Context, ref controlops.PodRef) error {
+func (f *fakeNodes) releasePodIP(ctx context.Context, ref controlapi.PodRef) error {
 	return f.plan.do(ctx, "ReleasePodIP", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -450,8 +453,8 @@ func (f *fakeNodes) releasePodIP(ctx context.Context, ref controlops.PodRef) err
 	})
 }
 
-func (f *fakeNodes) control(name string) func(context.Context, controlops.PodRef) error {
-	return func(ctx context.Context, _ controlops.PodRef) error {
+func (f *fakeNodes) control(name string) func(context.Context, controlapi.PodRef) error {
+	return func(ctx context.Context, _ controlapi.PodRef) error {
 		return f.plan.do(ctx, name, func() error { return nil })
 	}
 }
@@ -595,7 +598,7 @@ var podScenarios = []podScenario{
 		f.mu.Lock()
 		f.evicted[n] = true
 		f.mu.Unlock()
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: n, Reason: "NodeDrained"})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: n, Reason: "NodeDrained"})
 	}},
 	{name: "evicted by a drain under OnFailure", policy: model.RestartOnFailure, want: model.PodFailed + "/NodeDrained",
 		happen: func(f *fakeNodes, h *harness) {
@@ -603,7 +606,7 @@ var podScenarios = []podScenario{
 			f.mu.Lock()
 			f.evicted[n] = true
 			f.mu.Unlock()
-			h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: n, Reason: "NodeDrained"})
+			h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: n, Reason: "NodeDrained"})
 		}},
 }
 
@@ -668,11 +671,11 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 		{fn: ctl.SchedulePod, ret: []any{f.schedulePod}},
 		{fn: ctl.AllocatePodIP, ret: []any{f.allocatePodIP}},
 		{fn: ctl.ReleasePodIP, ret: []any{f.releasePodIP}},
-		{fn: ctl.RemovePod, ret: []any{func(ctx context.Context, ref controlops.PodRef) error {
+		{fn: ctl.RemovePod, ret: []any{func(ctx context.Context, ref controlapi.PodRef) error {
 			h.calls.add("RemovePod")
 			return f.control("RemovePod")(ctx, ref)
 		}}},
-		{fn: ctl.UnbindPod, ret: []any{func(ctx context.Context, _ controlops.UnbindInput) error {
+		{fn: ctl.UnbindPod, ret: []any{func(ctx context.Context, _ controlapi.UnbindInput) error {
 			return f.plan.do(ctx, "UnbindPod", func() error { return nil })
 		}}},
 		{fn: host.ProvisionPod, ret: []any{f.provisionPod}},
@@ -683,17 +686,17 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 	if sc.imagePull {
 		pulled, requested := false, false
 		overrides = append(overrides,
-			override{fn: img.ResolvePodImage, ret: []any{func(ctx context.Context, _ controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
-				var r controlops.ResolvedImage
+			override{fn: img.ResolvePodImage, ret: []any{func(ctx context.Context, _ controlapi.ImageNodeInput) (controlapi.ResolvedImage, error) {
+				var r controlapi.ResolvedImage
 				err := f.plan.do(ctx, "ResolvePodImage", func() error {
 					f.mu.Lock()
 					defer f.mu.Unlock()
-					r = controlops.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: pulled, Pull: !pulled && !requested}
+					r = controlapi.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: pulled, Pull: !pulled && !requested}
 					return nil
 				})
 				return r, err
 			}}},
-			override{fn: img.RequestImagePull, ret: []any{func(ctx context.Context, _ controlops.ImageNodeInput) error {
+			override{fn: img.RequestImagePull, ret: []any{func(ctx context.Context, _ controlapi.ImageNodeInput) error {
 				return f.plan.do(ctx, "RequestImagePull", func() error {
 					f.mu.Lock()
 					requested = true
@@ -703,13 +706,13 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 						f.mu.Lock()
 						pulled = true
 						f.mu.Unlock()
-						h.env.SignalWorkflow(SignalWake, nil)
+						h.env.SignalWorkflow(podcontract.SignalWake, nil)
 					}, 3*time.Second)
 					return nil
 				})
 			}}})
 	}
-	for name := range f.hostSteps(hostops.PodSandbox{}) {
+	for name := range f.hostSteps(hostapi.PodSandbox{}) {
 		overrides = append(overrides, override{fn: hostActivity(name), ret: []any{f.step(name)}})
 	}
 	h = newHarness(t, spec, overrides...)
@@ -723,7 +726,7 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 		h.env.RegisterDelayedCallback(func() {
 			for _, n := range podNodes {
 				if rep := f.report(n); rep != nil {
-					h.env.SignalWorkflow(SignalReport, *rep)
+					h.env.SignalWorkflow(podcontract.SignalReport, *rep)
 				}
 			}
 		}, d)
@@ -741,7 +744,7 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 		}
 	}
 	h.env.RegisterDelayedCallback(func() { r.settled, r.checked = r.checkSettled(allowed), true }, faultSettledBy)
-	h.run(faultDeleteAt, SignalTerminate, TerminateSignal{})
+	h.run(faultDeleteAt, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	return r
 }
 

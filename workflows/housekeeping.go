@@ -1,5 +1,9 @@
 // Package workflows holds zonewright's Temporal workflows: deterministic
-// orchestration with no I/O of its own; activities do the work.
+// orchestration with no I/O of its own; activities do the work. Callers
+// share the pod lifecycle's contract (podcontract) and the task queues'
+// names (taskqueue), not this package; the workflows name the
+// control-plane activities by internal/controlapi's stand-ins, so they
+// compile none of the control plane.
 package workflows
 
 import (
@@ -8,10 +12,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
-
-// ControlTaskQueue is polled by the control plane: workflows and
-// control-plane activities.
-const ControlTaskQueue = "zonewright-control"
 
 // HousekeepingScheduleID is the Temporal Schedule that runs Housekeeping,
 // registered as HousekeepingWorkflowName.

@@ -8,11 +8,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // The image workflows' public contract: names and IDs. Operators cancel an
@@ -38,7 +38,7 @@ func ImageDeleteWorkflowID(name string) string { return "image/" + name + "/dele
 
 // ImageInput starts an import or a deletion.
 type ImageInput struct {
-	Image controlops.ImageRef
+	Image controlapi.ImageRef
 }
 
 // ImagePullInput starts a pull of one image to one node.
@@ -47,18 +47,18 @@ type ImagePullInput struct {
 	Node  string
 }
 
-var img *controlacts.Images // method values name the image activities
+var img *controlapi.ImageActivities // method values name the image activities
 
 // fetchOptions: a download may take hours; heartbeats (every progress
 // report) notice a dead worker within a minute. A digest mismatch or a
 // source that says no for good is not retried.
 var fetchOptions = workflow.ActivityOptions{
-	TaskQueue:           ControlTaskQueue,
+	TaskQueue:           taskqueue.Control,
 	StartToCloseTimeout: 12 * time.Hour,
 	HeartbeatTimeout:    time.Minute,
 	WaitForCancellation: true,
 	RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-		MaximumAttempts: 8, NonRetryableErrorTypes: []string{controlacts.ErrTypeDigestMismatch, controlacts.ErrTypeSourceFailed, controlacts.ErrTypeImageGone}},
+		MaximumAttempts: 8, NonRetryableErrorTypes: []string{controlapi.ErrTypeDigestMismatch, controlapi.ErrTypeSourceFailed, controlapi.ErrTypeImageGone}},
 }
 
 // pullScheduleToStart bounds how long a pull or removal waits for its
@@ -70,7 +70,7 @@ const pullScheduleToStart = 5 * time.Minute
 // image there asks for it again with back-off.
 func pullOptions(node string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		TaskQueue:              NodeTaskQueue(node),
+		TaskQueue:              taskqueue.Node(node),
 		ScheduleToStartTimeout: pullScheduleToStart,
 		StartToCloseTimeout:    2 * time.Hour,
 		HeartbeatTimeout:       5 * time.Minute,
@@ -86,7 +86,7 @@ func pullOptions(node string) workflow.ActivityOptions {
 func ImageImport(ctx workflow.Context, in ImageInput) error {
 	ref := in.Image
 	cctx := workflow.WithActivityOptions(ctx, controlOptions)
-	var plan controlops.ImagePlan
+	var plan controlapi.ImagePlan
 	if err := workflow.ExecuteActivity(cctx, img.BeginImageImport, ref).Get(cctx, &plan); err != nil {
 		return err
 	}
@@ -98,17 +98,17 @@ func ImageImport(ctx workflow.Context, in ImageInput) error {
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
 		removeEverywhere(dctx, ref, pulling)
 		dctx = workflow.WithActivityOptions(dctx, controlOptions)
-		_ = workflow.ExecuteActivity(dctx, img.MarkImageFailed, controlops.ImageFailure{Image: ref, Reason: reason, Message: msg}).Get(dctx, nil)
+		_ = workflow.ExecuteActivity(dctx, img.MarkImageFailed, controlapi.ImageFailure{Image: ref, Reason: reason, Message: msg}).Get(dctx, nil)
 	}
 	fctx := workflow.WithActivityOptions(ctx, fetchOptions)
-	var fetched controlops.ImageFetched
+	var fetched controlapi.ImageFetched
 	err := workflow.ExecuteActivity(fctx, img.FetchImage, ref).Get(fctx, &fetched)
 	if err == nil {
-		var art controlops.ImageArtefact
+		var art controlapi.ImageArtefact
 		err = workflow.ExecuteActivity(fctx, img.DecompressImage, ref).Get(fctx, &art)
 		if err == nil {
-			var targets controlops.ImageTargets
-			if err := workflow.ExecuteActivity(cctx, img.MarkImageReady, controlops.ImageReadyInput{Image: ref, Artefact: art}).Get(cctx, &targets); err != nil {
+			var targets controlapi.ImageTargets
+			if err := workflow.ExecuteActivity(cctx, img.MarkImageReady, controlapi.ImageReadyInput{Image: ref, Artefact: art}).Get(cctx, &targets); err != nil {
 				return err
 			}
 			pulling = targets.Nodes
@@ -123,9 +123,9 @@ func ImageImport(ctx workflow.Context, in ImageInput) error {
 	case temporal.IsCanceledError(err) || ctx.Err() != nil:
 		cleanup(model.ImageReasonCancelled, "import cancelled; partial files removed")
 		return temporal.NewCanceledError("import of " + ref.Name + " cancelled")
-	case isType(err, controlacts.ErrTypeImageGone):
+	case isType(err, controlapi.ErrTypeImageGone):
 		return nil
-	case isType(err, controlacts.ErrTypeDigestMismatch):
+	case isType(err, controlapi.ErrTypeDigestMismatch):
 		cleanup(model.ImageReasonDigestMismatch, unwrapActivity(err).Error())
 	default:
 		cleanup(model.ImageReasonFetchFailed, unwrapActivity(err).Error())
@@ -140,7 +140,7 @@ func isType(err error, typ string) bool {
 
 // distribute pulls the image to every target node in parallel; each node's
 // outcome goes into the image status, and one failing fails no other.
-func distribute(ctx workflow.Context, t controlops.ImageTargets) {
+func distribute(ctx workflow.Context, t controlapi.ImageTargets) {
 	wg := workflow.NewWaitGroup(ctx)
 	for _, node := range t.Nodes {
 		wg.Add(1)
@@ -153,16 +153,16 @@ func distribute(ctx workflow.Context, t controlops.ImageTargets) {
 }
 
 // pullToNode runs PullImage on the node and records the outcome.
-func pullToNode(ctx workflow.Context, ni hostops.NodeImage, node string) {
+func pullToNode(ctx workflow.Context, ni hostapi.NodeImage, node string) {
 	cctx := workflow.WithActivityOptions(ctx, controlOptions)
 	set := func(c workflow.Context, phase, reason, msg string) {
 		c = workflow.WithActivityOptions(c, controlOptions)
-		_ = workflow.ExecuteActivity(c, img.SetImageNodeStatus, controlops.ImageNodeUpdate{Image: ni.Name, Node: node,
+		_ = workflow.ExecuteActivity(c, img.SetImageNodeStatus, controlapi.ImageNodeUpdate{Image: ni.Name, Node: node,
 			Phase: phase, Reason: reason, Message: msg}).Get(c, nil)
 	}
 	set(cctx, model.ImagePulling, "", "")
 	pctx := workflow.WithActivityOptions(ctx, pullOptions(node))
-	var res hostops.NodeImageResult
+	var res hostapi.NodeImageResult
 	err := workflow.ExecuteActivity(pctx, host.PullImage, ni).Get(pctx, &res)
 	if ctx.Err() != nil {
 		return // cancelled: the caller removes what was pulled
@@ -184,7 +184,7 @@ func pullToNode(ctx workflow.Context, ni hostops.NodeImage, node string) {
 	// Pods waiting for the image on this node look again now, instead
 	// of at their next periodic look.
 	if workflow.GetVersion(ctx, versionWakeImageWaiters, workflow.DefaultVersion, 1) >= 1 {
-		in := controlops.ImageNodeInput{Image: ni.Name, Node: node}
+		in := controlapi.ImageNodeInput{Image: ni.Name, Node: node}
 		if err := workflow.ExecuteActivity(cctx, ctl.WakeImageWaiters, in).Get(cctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("could not wake the pods waiting for the image", "image", ni.Name, "node", node, "error", err)
 		}
@@ -196,7 +196,7 @@ const versionWakeImageWaiters = "wake-image-waiters"
 
 // removeEverywhere removes the image from the named nodes and the store,
 // best effort on nodes (one that is down must not block the rest).
-func removeEverywhere(ctx workflow.Context, ref controlops.ImageRef, nodes []string) {
+func removeEverywhere(ctx workflow.Context, ref controlapi.ImageRef, nodes []string) {
 	wg := workflow.NewWaitGroup(ctx)
 	for _, node := range nodes {
 		wg.Add(1)
@@ -205,7 +205,7 @@ func removeEverywhere(ctx workflow.Context, ref controlops.ImageRef, nodes []str
 			o := pullOptions(node)
 			o.StartToCloseTimeout, o.HeartbeatTimeout = 10*time.Minute, 0
 			rctx := workflow.WithActivityOptions(gctx, o)
-			if err := workflow.ExecuteActivity(rctx, host.RemoveImage, hostops.NodeImage{Name: ref.Name}).Get(rctx, nil); err != nil {
+			if err := workflow.ExecuteActivity(rctx, host.RemoveImage, hostapi.NodeImage{Name: ref.Name}).Get(rctx, nil); err != nil {
 				workflow.GetLogger(ctx).Warn("could not remove the image from a node", "image", ref.Name, "node", node, "error", err)
 			}
 		})
@@ -219,8 +219,8 @@ func removeEverywhere(ctx workflow.Context, ref controlops.ImageRef, nodes []str
 // or one a pod waits on).
 func ImagePull(ctx workflow.Context, in ImagePullInput) error {
 	cctx := workflow.WithActivityOptions(ctx, controlOptions)
-	var plan controlops.NodePull
-	if err := workflow.ExecuteActivity(cctx, img.ImagePullPlan, controlops.ImageNodeInput{Image: in.Image, Node: in.Node}).Get(cctx, &plan); err != nil {
+	var plan controlapi.NodePull
+	if err := workflow.ExecuteActivity(cctx, img.ImagePullPlan, controlapi.ImageNodeInput{Image: in.Image, Node: in.Node}).Get(cctx, &plan); err != nil {
 		return err
 	}
 	if plan.Skip {

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -33,7 +33,7 @@ func TestImageConfigFillsWhatThePodLeavesOut(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := model.PodSpec{Containers: []model.Container{{Name: "first", Image: "img", Command: []string{"/first"}}, tc.container}}
 			spec.Containers[1].Name = "app"
-			sb := hostops.PodSandbox{Image: "img", Containers: []hostops.ContainerSpec{
+			sb := hostapi.PodSandbox{Image: "img", Containers: []hostapi.ContainerSpec{
 				{Name: "first", Argv: []string{"/first"}},
 				{Name: "app", Argv: append(append([]string{}, tc.container.Command...), tc.container.Args...), Env: tc.container.Env}}}
 			withImageConfig(&sb, spec, cfg)

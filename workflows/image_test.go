@@ -16,23 +16,24 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // Unit tests of the image workflows' paths with mocked activities; the
 // end-to-end tests in internal/e2e run them for real.
 
-var testImage = controlops.ImageRef{Name: "ubuntu", UID: "00000000-0000-4000-8000-0000000000aa"}
+var testImage = controlapi.ImageRef{Name: "ubuntu", UID: "00000000-0000-4000-8000-0000000000aa"}
 
 type imageHarness struct {
 	testsuite.WorkflowTestSuite
 	env *testsuite.TestWorkflowEnvironment
 
 	mu      sync.Mutex
-	nodes   map[string]controlops.ImageNodeUpdate // last status per node
-	failure *controlops.ImageFailure
+	nodes   map[string]controlapi.ImageNodeUpdate // last status per node
+	failure *controlapi.ImageFailure
 	removed []string // nodes RemoveImage ran on
 	storeRm int
 	ready   bool
@@ -41,28 +42,28 @@ type imageHarness struct {
 func newImageHarness(t *testing.T) *imageHarness { return newImageHarnessOf(t, model.ImageLXTarball) }
 
 func newImageHarnessOf(t *testing.T, kind string) *imageHarness {
-	h := &imageHarness{nodes: map[string]controlops.ImageNodeUpdate{}}
+	h := &imageHarness{nodes: map[string]controlapi.ImageNodeUpdate{}}
 	h.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	h.env = h.NewTestWorkflowEnvironment()
 	h.env.SetTestTimeout(time.Minute)
 	h.env.RegisterActivity(&controlacts.Images{})
 	h.env.RegisterActivity(&hostacts.Activities{})
 	h.env.OnActivity(img.BeginImageImport, mock.Anything, mock.Anything).Return(
-		controlops.ImagePlan{Found: true, Spec: model.ImageSpec{Kind: kind, Source: "http://x/u.tar.gz"}}, nil)
-	h.env.OnActivity(img.DecompressImage, mock.Anything, mock.Anything).Return(controlops.ImageArtefact{SHA256: "ab", Size: 10}, nil)
-	h.env.OnActivity(img.MarkImageReady, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ImageReadyInput) (controlops.ImageTargets, error) {
+		controlapi.ImagePlan{Found: true, Spec: model.ImageSpec{Kind: kind, Source: "http://x/u.tar.gz"}}, nil)
+	h.env.OnActivity(img.DecompressImage, mock.Anything, mock.Anything).Return(controlapi.ImageArtefact{SHA256: "ab", Size: 10}, nil)
+	h.env.OnActivity(img.MarkImageReady, mock.Anything, mock.Anything).Return(func(context.Context, controlapi.ImageReadyInput) (controlapi.ImageTargets, error) {
 		h.mu.Lock()
 		h.ready = true
 		h.mu.Unlock()
-		return controlops.ImageTargets{Nodes: []string{"n1", "n2", "n3"}, Image: hostops.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil
+		return controlapi.ImageTargets{Nodes: []string{"n1", "n2", "n3"}, Image: hostapi.NodeImage{Name: "ubuntu", Kind: model.ImageLXTarball}}, nil
 	})
-	h.env.OnActivity(img.SetImageNodeStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u controlops.ImageNodeUpdate) error {
+	h.env.OnActivity(img.SetImageNodeStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u controlapi.ImageNodeUpdate) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.nodes[u.Node] = u
 		return nil
 	})
-	h.env.OnActivity(img.MarkImageFailed, mock.Anything, mock.Anything).Return(func(_ context.Context, f controlops.ImageFailure) error {
+	h.env.OnActivity(img.MarkImageFailed, mock.Anything, mock.Anything).Return(func(_ context.Context, f controlapi.ImageFailure) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.failure = &f
@@ -74,7 +75,7 @@ func newImageHarnessOf(t *testing.T, kind string) *imageHarness {
 		h.storeRm++
 		return nil
 	})
-	h.env.OnActivity(host.RemoveImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostops.NodeImage) error {
+	h.env.OnActivity(host.RemoveImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostapi.NodeImage) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.removed = append(h.removed, "removed")
@@ -89,12 +90,12 @@ func (h *imageHarness) fetchReturns(ret ...any) {
 
 func TestImportDistributesAndOneFailingNodeFailsOnlyItself(t *testing.T) {
 	h := newImageHarness(t)
-	h.fetchReturns(controlops.ImageFetched{Bytes: 10}, nil)
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, ni hostops.NodeImage) (hostops.NodeImageResult, error) {
-		return hostops.NodeImageResult{Artefact: "/images/ubuntu.tar"}, nil
+	h.fetchReturns(controlapi.ImageFetched{Bytes: 10}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, ni hostapi.NodeImage) (hostapi.NodeImageResult, error) {
+		return hostapi.NodeImageResult{Artefact: "/images/ubuntu.tar"}, nil
 	}).Times(2)
 	// The third pull fails every attempt, as a node whose zfs is broken.
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostops.NodeImageResult{},
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostapi.NodeImageResult{},
 		temporal.NewApplicationError("zfs receive failed: pool is faulted", "Transient"))
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -123,9 +124,9 @@ func TestImportDistributesAndOneFailingNodeFailsOnlyItself(t *testing.T) {
 func TestDigestMismatchFailsTheImageWithoutRetry(t *testing.T) {
 	h := newImageHarness(t)
 	calls := 0
-	h.fetchReturns(func(context.Context, controlops.ImageRef) (controlops.ImageFetched, error) {
+	h.fetchReturns(func(context.Context, controlapi.ImageRef) (controlapi.ImageFetched, error) {
 		calls++
-		return controlops.ImageFetched{}, temporal.NewNonRetryableApplicationError("sha256 of x is 00, the catalog expects ff", controlacts.ErrTypeDigestMismatch, nil)
+		return controlapi.ImageFetched{}, temporal.NewNonRetryableApplicationError("sha256 of x is 00, the catalog expects ff", controlapi.ErrTypeDigestMismatch, nil)
 	})
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -145,14 +146,14 @@ func TestDigestMismatchFailsTheImageWithoutRetry(t *testing.T) {
 func TestStalledFetchIsRetried(t *testing.T) {
 	h := newImageHarness(t)
 	calls := 0
-	h.fetchReturns(func(context.Context, controlops.ImageRef) (controlops.ImageFetched, error) {
+	h.fetchReturns(func(context.Context, controlapi.ImageRef) (controlapi.ImageFetched, error) {
 		calls++
 		if calls < 3 {
-			return controlops.ImageFetched{}, temporal.NewApplicationError("stalled", controlacts.ErrTypeStalled)
+			return controlapi.ImageFetched{}, temporal.NewApplicationError("stalled", controlapi.ErrTypeStalled)
 		}
-		return controlops.ImageFetched{Bytes: 10, Resumed: true}, nil
+		return controlapi.ImageFetched{Bytes: 10, Resumed: true}, nil
 	})
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostops.NodeImageResult{}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(hostapi.NodeImageResult{}, nil)
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -164,9 +165,9 @@ func TestStalledFetchIsRetried(t *testing.T) {
 
 func TestCancelMidDownloadRemovesPartialFiles(t *testing.T) {
 	h := newImageHarness(t)
-	h.fetchReturns(func(ctx context.Context, _ controlops.ImageRef) (controlops.ImageFetched, error) {
+	h.fetchReturns(func(ctx context.Context, _ controlapi.ImageRef) (controlapi.ImageFetched, error) {
 		<-ctx.Done()
-		return controlops.ImageFetched{}, ctx.Err()
+		return controlapi.ImageFetched{}, ctx.Err()
 	})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
@@ -182,10 +183,10 @@ func TestCancelMidDownloadRemovesPartialFiles(t *testing.T) {
 
 func TestCancelDuringDistributionRemovesFromPullingNodes(t *testing.T) {
 	h := newImageHarness(t)
-	h.fetchReturns(controlops.ImageFetched{Bytes: 10}, nil)
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostops.NodeImage) (hostops.NodeImageResult, error) {
+	h.fetchReturns(controlapi.ImageFetched{Bytes: 10}, nil)
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ hostapi.NodeImage) (hostapi.NodeImageResult, error) {
 		<-ctx.Done()
-		return hostops.NodeImageResult{}, ctx.Err()
+		return hostapi.NodeImageResult{}, ctx.Err()
 	})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
@@ -200,9 +201,9 @@ func TestCancelDuringDistributionRemovesFromPullingNodes(t *testing.T) {
 func TestZoneTemplateImportFetchesNothing(t *testing.T) {
 	h := newImageHarnessOf(t, model.ImageZoneTemplate)
 	fetched := false
-	h.fetchReturns(func(context.Context, controlops.ImageRef) (controlops.ImageFetched, error) {
+	h.fetchReturns(func(context.Context, controlapi.ImageRef) (controlapi.ImageFetched, error) {
 		fetched = true
-		return controlops.ImageFetched{}, nil
+		return controlapi.ImageFetched{}, nil
 	})
 	h.env.ExecuteWorkflow(ImageImport, ImageInput{Image: testImage})
 	if err := h.env.GetWorkflowError(); err != nil || fetched {
@@ -212,11 +213,11 @@ func TestZoneTemplateImportFetchesNothing(t *testing.T) {
 
 func TestImagePullSkipsWhatNeedsNoPull(t *testing.T) {
 	h := newImageHarness(t)
-	h.env.OnActivity(img.ImagePullPlan, mock.Anything, mock.Anything).Return(controlops.NodePull{Skip: true, Why: "not Ready"}, nil)
+	h.env.OnActivity(img.ImagePullPlan, mock.Anything, mock.Anything).Return(controlapi.NodePull{Skip: true, Why: "not Ready"}, nil)
 	pulled := false
-	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(context.Context, hostops.NodeImage) (hostops.NodeImageResult, error) {
+	h.env.OnActivity(host.PullImage, mock.Anything, mock.Anything).Return(func(context.Context, hostapi.NodeImage) (hostapi.NodeImageResult, error) {
 		pulled = true
-		return hostops.NodeImageResult{}, nil
+		return hostapi.NodeImageResult{}, nil
 	})
 	h.env.ExecuteWorkflow(ImagePull, ImagePullInput{Image: "ubuntu", Node: "n4"})
 	if err := h.env.GetWorkflowError(); err != nil || pulled {
@@ -228,7 +229,7 @@ func TestImageDeleteRemovesFromNodesThenTheRow(t *testing.T) {
 	h := newImageHarness(t)
 	h.env.OnActivity(img.ImageNodeNames, mock.Anything, mock.Anything).Return([]string{"n1", "n2"}, nil)
 	deleted := false
-	h.env.OnActivity(img.DeleteImageRow, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ImageRef) error {
+	h.env.OnActivity(img.DeleteImageRow, mock.Anything, mock.Anything).Return(func(context.Context, controlapi.ImageRef) error {
 		deleted = len(h.removed) == 2 && h.storeRm == 1
 		return nil
 	})
@@ -269,8 +270,8 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 		}},
 		{"the pull ends before the pod writes that it waits", func(h *harness, _ *bool, end func()) {
 			ended := false
-			h.onStatus = func(u controlops.StatusUpdate) {
-				if u.Reason == ReasonImagePulling && !ended {
+			h.onStatus = func(u controlapi.StatusUpdate) {
+				if u.Reason == podcontract.ReasonImagePulling && !ended {
 					ended = true
 					end()
 				}
@@ -282,7 +283,7 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 				mu                      sync.Mutex
 				present, endInFirstLook bool
 				resolves                int
-				pulls                   []controlops.ImageNodeInput
+				pulls                   []controlapi.ImageNodeInput
 				kind                    string
 				pulledAt, provisionedAt time.Time
 			)
@@ -291,28 +292,28 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 				mu.Lock()
 				present, pulledAt = true, h.env.Now()
 				mu.Unlock()
-				h.env.SignalWorkflow(SignalWake, struct{}{})
+				h.env.SignalWorkflow(podcontract.SignalWake, struct{}{})
 			}
-			install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+			install := override{fn: host.ProvisionPod, ret: []any{func(_ context.Context, in hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				kind, provisionedAt = in.Sandbox.ImageKind, h.env.Now()
-				return hostops.ProvisionResult{Seq: supervisedSeq}, nil
+				return hostapi.ProvisionResult{Seq: supervisedSeq}, nil
 			}}}
-			h = newHarness(t, podSpec(), install, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
+			h = newHarness(t, podSpec(), install, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlapi.ImageNodeInput) (controlapi.ResolvedImage, error) {
 				mu.Lock()
 				resolves++
 				first, there := resolves == 1, present
 				mu.Unlock()
 				switch {
 				case there:
-					return controlops.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Present: true}, nil
+					return controlapi.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Present: true}, nil
 				case first && endInFirstLook:
 					defer end() // the answer below is already stale when the pod reads it
 				}
-				return controlops.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Pull: first, Message: "pulling image base to node n1"}, nil
+				return controlapi.ResolvedImage{Found: true, Kind: model.ImageZFSStream, Pull: first, Message: "pulling image base to node n1"}, nil
 			}}})
-			h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlops.ImageNodeInput) error {
+			h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlapi.ImageNodeInput) error {
 				mu.Lock()
 				defer mu.Unlock()
 				pulls = append(pulls, in)
@@ -320,15 +321,17 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 			})
 			tc.pullEnds(h, &endInFirstLook, end)
 			zero := int64(0)
-			h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero}) }, 2*time.Minute)
+			h.env.RegisterDelayedCallback(func() {
+				h.env.SignalWorkflow(podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
+			}, 2*time.Minute)
 			h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: slowLooks()})
 			if err := h.env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
-			if !h.sawReason(ReasonImagePulling) {
+			if !h.sawReason(podcontract.ReasonImagePulling) {
 				t.Fatalf("the pod must wait with reason ImagePulling: %+v", h.statuses)
 			}
-			if len(pulls) != 1 || pulls[0] != (controlops.ImageNodeInput{Image: "base", Node: "n1"}) {
+			if len(pulls) != 1 || pulls[0] != (controlapi.ImageNodeInput{Image: "base", Node: "n1"}) {
 				t.Fatalf("want one pull of base to n1, got %+v", pulls)
 			}
 			if provisionedAt.IsZero() || provisionedAt.Sub(pulledAt) > time.Second {
@@ -352,27 +355,27 @@ func TestIPExhaustedPodStartsWhenAnAddressIsFreed(t *testing.T) {
 		freedAt, allocatedAt time.Time
 	)
 	var h *harness
-	h = newHarness(t, podSpec(), override{fn: ctl.AllocatePodIP, ret: []any{func(context.Context, controlops.AllocateInput) (controlops.AllocateResult, error) {
+	h = newHarness(t, podSpec(), override{fn: ctl.AllocatePodIP, ret: []any{func(context.Context, controlapi.AllocateInput) (controlapi.AllocateResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !free {
-			return controlops.AllocateResult{Exhausted: "pod CIDR exhausted: node n1 has no free address in 10.88.1.0/29 (5 in use)"}, nil
+			return controlapi.AllocateResult{Exhausted: "pod CIDR exhausted: node n1 has no free address in 10.88.1.0/29 (5 in use)"}, nil
 		}
 		allocatedAt = h.env.Now()
-		return controlops.AllocateResult{IP: "10.88.1.4", PrefixLen: 29, Gateway: "10.88.1.1"}, nil
+		return controlapi.AllocateResult{IP: "10.88.1.4", PrefixLen: 29, Gateway: "10.88.1.1"}, nil
 	}}})
 	h.env.RegisterDelayedCallback(func() {
 		mu.Lock()
 		free, freedAt = true, h.env.Now()
 		mu.Unlock()
-		h.env.SignalWorkflow(SignalWake, struct{}{})
+		h.env.SignalWorkflow(podcontract.SignalWake, struct{}{})
 	}, 30*time.Second)
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, 2*time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalTerminate, podcontract.TerminateSignal{}) }, 2*time.Minute)
 	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: slowLooks()})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if !h.sawReason(ReasonIPExhausted) {
+	if !h.sawReason(podcontract.ReasonIPExhausted) {
 		t.Fatalf("the pod must wait with reason IPExhausted: %+v", h.statuses)
 	}
 	if allocatedAt.IsZero() || allocatedAt.Sub(freedAt) > time.Second || !h.calls.has("ProvisionPod") {
@@ -384,24 +387,24 @@ func TestIPExhaustedPodStartsWhenAnAddressIsFreed(t *testing.T) {
 // failedLooksThenPresent runs a pod whose first two looks at its image
 // get failed and whose third finds it on the node; it returns the
 // harness, what the last look asked and how many pulls the pod started.
-func failedLooksThenPresent(t *testing.T, spec model.PodSpec, failed controlops.ResolvedImage) (*harness, controlops.ImageNodeInput, int) {
+func failedLooksThenPresent(t *testing.T, spec model.PodSpec, failed controlapi.ResolvedImage) (*harness, controlapi.ImageNodeInput, int) {
 	t.Helper()
 	resolves, pulls := 0, 0
-	var asked controlops.ImageNodeInput
-	h := newHarness(t, spec, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlops.ImageNodeInput) (controlops.ResolvedImage, error) {
+	var asked controlapi.ImageNodeInput
+	h := newHarness(t, spec, override{fn: img.ResolvePodImage, ret: []any{func(_ context.Context, in controlapi.ImageNodeInput) (controlapi.ResolvedImage, error) {
 		resolves++
 		asked = in
 		if resolves < 3 {
 			return failed, nil
 		}
-		return controlops.ResolvedImage{Found: true, Kind: failed.Kind, Present: true}, nil
+		return controlapi.ResolvedImage{Found: true, Kind: failed.Kind, Present: true}, nil
 	}}})
-	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(context.Context, controlops.ImageNodeInput) error {
+	h.env.OnActivity(img.RequestImagePull, mock.Anything, mock.Anything).Return(func(context.Context, controlapi.ImageNodeInput) error {
 		pulls++
 		return nil
 	})
 	zero := int64(0)
-	h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -410,19 +413,19 @@ func failedLooksThenPresent(t *testing.T, spec model.PodSpec, failed controlops.
 
 func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 	h, _, pulls := failedLooksThenPresent(t, podSpec(),
-		controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Pull: true, Failed: true, Message: "pull failed: disk full"})
-	if i := slices.IndexFunc(h.statuses, func(u controlops.StatusUpdate) bool {
-		return u.Reason == ReasonErrImagePull || u.Reason == ReasonImagePullBackOff
-	}); i < 0 || h.statuses[i].Reason != ReasonErrImagePull {
+		controlapi.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Pull: true, Failed: true, Message: "pull failed: disk full"})
+	if i := slices.IndexFunc(h.statuses, func(u controlapi.StatusUpdate) bool {
+		return u.Reason == podcontract.ReasonErrImagePull || u.Reason == podcontract.ReasonImagePullBackOff
+	}); i < 0 || h.statuses[i].Reason != podcontract.ReasonErrImagePull {
 		t.Fatalf("the first failed look says ErrImagePull, as the kubelet does: %+v", h.statuses)
 	}
-	if !slices.ContainsFunc(h.statuses, func(u controlops.StatusUpdate) bool { return u.EventOnly && u.EventReason == "Pulled" }) {
+	if !slices.ContainsFunc(h.statuses, func(u controlapi.StatusUpdate) bool { return u.EventOnly && u.EventReason == "Pulled" }) {
 		t.Fatalf("the image's arrival is a Pulled event: %+v", h.statuses)
 	}
-	if !h.sawReason(ReasonImagePullBackOff) || pulls != 2 || !h.calls.has("ProvisionPod") {
+	if !h.sawReason(podcontract.ReasonImagePullBackOff) || pulls != 2 || !h.calls.has("ProvisionPod") {
 		t.Fatalf("a failed pull keeps the pod Pending (ImagePullBackOff) and is retried: pulls=%d calls=%s", pulls, h.calls)
 	}
-	if slices.ContainsFunc(h.statuses, func(u controlops.StatusUpdate) bool { return u.Phase == model.PodFailed }) {
+	if slices.ContainsFunc(h.statuses, func(u controlapi.StatusUpdate) bool { return u.Phase == model.PodFailed }) {
 		t.Fatal("a failed pull must not fail the pod")
 	}
 }
@@ -433,8 +436,8 @@ func TestPodRetriesAFailedPullWithBackOff(t *testing.T) {
 func TestNeverPullWaitsWithoutPulling(t *testing.T) {
 	spec := podSpec(func(s *model.PodSpec) { s.Containers[0].ImagePullPolicy = model.PullNever })
 	h, asked, pulls := failedLooksThenPresent(t, spec,
-		controlops.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Failed: true, Reason: controlops.ReasonErrImageNeverPull, Message: "not present"})
-	if !asked.NeverPull || !h.sawReason(controlops.ReasonErrImageNeverPull) || pulls != 0 || !h.calls.has("ProvisionPod") {
+		controlapi.ResolvedImage{Found: true, Kind: model.ImageLXTarball, Failed: true, Reason: podcontract.ReasonErrImageNeverPull, Message: "not present"})
+	if !asked.NeverPull || !h.sawReason(podcontract.ReasonErrImageNeverPull) || pulls != 0 || !h.calls.has("ProvisionPod") {
 		t.Fatalf("asked %+v, pulls %d, calls %s, statuses %+v", asked, pulls, h.calls, h.statuses)
 	}
 }

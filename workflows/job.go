@@ -3,8 +3,7 @@ package workflows
 import (
 	"go.temporal.io/sdk/workflow"
 
-	controlacts "github.com/zonewright/zonewright/activities/control"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 )
 
 // The Job workflow's public contract: its name, ID and the signal that
@@ -20,7 +19,7 @@ func JobWorkflowID(namespace, name string) string { return "job/" + namespace + 
 
 // JobInput starts a job's workflow and carries it across continue-as-new.
 type JobInput struct {
-	Job controlops.JobRef
+	Job controlapi.JobRef
 	// HistoryLimit overrides when to continue-as-new (tests); 0: 2000 events.
 	HistoryLimit int `json:",omitempty"`
 }
@@ -30,9 +29,9 @@ type JobInput struct {
 // asked for), over SyncJob.
 func Job(ctx workflow.Context, in JobInput) error {
 	ctx = workflow.WithActivityOptions(ctx, syncOptions)
-	var ops *controlacts.Control
+	var ops *controlapi.Activities
 	return syncUntilGone(ctx, SignalJobChanged, in.HistoryLimit, func(ctx workflow.Context) (syncOutcome, error) {
-		var res controlops.JobSyncResult
+		var res controlapi.JobSyncResult
 		err := workflow.ExecuteActivity(ctx, ops.SyncJob, in.Job).Get(ctx, &res)
 		return syncOutcome{Gone: res.Gone, WakeAfter: res.WakeAfter}, err
 	}, func() error { return workflow.NewContinueAsNewError(ctx, Job, in) })

@@ -7,7 +7,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // NodeHealth's public contract: its name, ID and the signal that makes it
@@ -121,7 +122,7 @@ func (w *nodeHealth) run(ctx workflow.Context) error {
 				EvictionTimeout: w.in.EvictionTimeout, State: &st, HistoryLimit: w.in.HistoryLimit})
 		}
 		w.check = false // this look answers any check asked so far
-		var obs controlops.NodeObservation
+		var obs controlapi.NodeObservation
 		if err := workflow.ExecuteActivity(ctx, ctl.ObserveNode, w.in.Node).Get(ctx, &obs); err != nil {
 			return err
 		}
@@ -183,8 +184,8 @@ func (w *nodeHealth) run(ctx workflow.Context) error {
 }
 
 func (w *nodeHealth) notReady(ctx workflow.Context) (bool, error) {
-	var res controlops.MarkNotReadyResult
-	in := controlops.MarkNotReadyInput{Node: w.in.Node, GracePeriod: w.in.GracePeriod}
+	var res controlapi.MarkNotReadyResult
+	in := controlapi.MarkNotReadyInput{Node: w.in.Node, GracePeriod: w.in.GracePeriod}
 	if err := workflow.ExecuteActivity(ctx, ctl.MarkNodeNotReady, in).Get(ctx, &res); err != nil {
 		return false, err
 	}
@@ -198,7 +199,7 @@ func (w *nodeHealth) notReady(ctx workflow.Context) (bool, error) {
 	}
 	// Its pods stop looking Ready at once, as Kubernetes' MarkPodsNotReady.
 	if workflow.GetVersion(ctx, versionSignalPods, workflow.DefaultVersion, 1) >= 1 {
-		return true, w.signalPods(ctx, SignalNode, func(controlops.PodRef) any { return NodeSignal{Node: w.in.Node, Ready: false} })
+		return true, w.signalPods(ctx, podcontract.SignalNode, func(controlapi.PodRef) any { return podcontract.NodeSignal{Node: w.in.Node, Ready: false} })
 	}
 	return true, nil
 }
@@ -210,8 +211,8 @@ const versionSignalPods = "signal-pods"
 // signalPods sends a signal to the lifecycle of every unfinished pod bound
 // to the node, each until it is delivered (a lifecycle that has ended
 // needs none): visible in this history, retried, never half done.
-func (w *nodeHealth) signalPods(ctx workflow.Context, name string, arg func(controlops.PodRef) any) error {
-	var pods []controlops.PodRef
+func (w *nodeHealth) signalPods(ctx workflow.Context, name string, arg func(controlapi.PodRef) any) error {
+	var pods []controlapi.PodRef
 	if err := workflow.ExecuteActivity(ctx, ctl.ListNodePods, w.in.Node).Get(ctx, &pods); err != nil {
 		return err
 	}
@@ -223,9 +224,9 @@ func (w *nodeHealth) signalPods(ctx workflow.Context, name string, arg func(cont
 		}
 		futs := make([]workflow.Future, len(pods))
 		for i, p := range pods {
-			futs[i] = workflow.SignalExternalWorkflow(ctx, PodWorkflowID(p.Namespace, p.Name), "", name, arg(p))
+			futs[i] = workflow.SignalExternalWorkflow(ctx, podcontract.WorkflowID(p.Namespace, p.Name), "", name, arg(p))
 		}
-		var failed []controlops.PodRef
+		var failed []controlapi.PodRef
 		for i, f := range futs {
 			var gone *temporal.UnknownExternalWorkflowExecutionError
 			if err := f.Get(ctx, nil); err != nil && !errors.As(err, &gone) {
@@ -251,7 +252,7 @@ func (w *nodeHealth) ready(ctx workflow.Context) error {
 		return err
 	}
 	if wasNotReady && workflow.GetVersion(ctx, versionSignalPods, workflow.DefaultVersion, 1) >= 1 {
-		return w.signalPods(ctx, SignalNode, func(controlops.PodRef) any { return NodeSignal{Node: w.in.Node, Ready: true} })
+		return w.signalPods(ctx, podcontract.SignalNode, func(controlapi.PodRef) any { return podcontract.NodeSignal{Node: w.in.Node, Ready: true} })
 	}
 	return nil
 }
@@ -259,9 +260,9 @@ func (w *nodeHealth) ready(ctx workflow.Context) error {
 func (w *nodeHealth) evict(ctx workflow.Context) error {
 	if workflow.GetVersion(ctx, versionSignalPods, workflow.DefaultVersion, 1) >= 1 {
 		n := 0
-		err := w.signalPods(ctx, SignalEvict, func(controlops.PodRef) any {
+		err := w.signalPods(ctx, podcontract.SignalEvict, func(controlapi.PodRef) any {
 			n++
-			return controlops.EvictSignal{Node: w.in.Node, Lost: true, Reason: controlops.ReasonNodeLost}
+			return podcontract.EvictSignal{Node: w.in.Node, Lost: true, Reason: podcontract.ReasonNodeLost}
 		})
 		if err != nil {
 			return err
@@ -271,7 +272,7 @@ func (w *nodeHealth) evict(ctx workflow.Context) error {
 		return nil
 	}
 	var n int
-	if err := workflow.ExecuteActivity(ctx, ctl.EvictNodePods, controlops.EvictInput{Node: w.in.Node, Lost: true}).Get(ctx, &n); err != nil {
+	if err := workflow.ExecuteActivity(ctx, ctl.EvictNodePods, controlapi.EvictInput{Node: w.in.Node, Lost: true}).Get(ctx, &n); err != nil {
 		return err
 	}
 	w.st.Evicted = true

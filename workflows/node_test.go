@@ -16,8 +16,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // fakeNode plays the node's row: an agent heartbeating every 10 s while
@@ -81,24 +82,24 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 	f := &fakeNode{env: env, alive: true}
 	f.start = env.Now()
 	f.lastHB = f.start
-	env.OnActivity(ctl.ObserveNode, mock.Anything, mock.Anything).Return(func(context.Context, string) (controlops.NodeObservation, error) {
+	env.OnActivity(ctl.ObserveNode, mock.Anything, mock.Anything).Return(func(context.Context, string) (controlapi.NodeObservation, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.observed++
 		if f.deleted {
-			return controlops.NodeObservation{}, nil
+			return controlapi.NodeObservation{}, nil
 		}
-		return controlops.NodeObservation{Found: true, HeartbeatAge: f.now().Sub(f.heartbeat()), Tainted: f.tainted, GracePeriod: f.grace}, nil
+		return controlapi.NodeObservation{Found: true, HeartbeatAge: f.now().Sub(f.heartbeat()), Tainted: f.tainted, GracePeriod: f.grace}, nil
 	})
-	env.OnActivity(ctl.MarkNodeNotReady, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlops.MarkNotReadyInput) (controlops.MarkNotReadyResult, error) {
+	env.OnActivity(ctl.MarkNodeNotReady, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlapi.MarkNotReadyInput) (controlapi.MarkNotReadyResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.now().Sub(f.heartbeat()) < in.GracePeriod {
-			return controlops.MarkNotReadyResult{}, nil
+			return controlapi.MarkNotReadyResult{}, nil
 		}
 		f.tainted = true
 		f.notReadyAt = append(f.notReadyAt, f.now().Sub(f.start))
-		return controlops.MarkNotReadyResult{Marked: true, Changed: true}, nil
+		return controlapi.MarkNotReadyResult{Marked: true, Changed: true}, nil
 	})
 	env.OnActivity(ctl.MarkNodeReady, mock.Anything, mock.Anything).Return(func(context.Context, string) (bool, error) {
 		f.mu.Lock()
@@ -108,7 +109,7 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 		return true, nil
 	})
 	env.OnActivity(ctl.ListNodePods, mock.Anything, mock.Anything).Return(
-		[]controlops.PodRef{{Namespace: "default", Name: "a", UID: "1"}, {Namespace: "default", Name: "b", UID: "2"}}, nil)
+		[]controlapi.PodRef{{Namespace: "default", Name: "a", UID: "1"}, {Namespace: "default", Name: "b", UID: "2"}}, nil)
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
 		func(_, id, _, signal string, arg any) error {
 			f.mu.Lock()
@@ -118,8 +119,8 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 				f.failSignals--
 				return errors.New("transient: frontend unavailable")
 			}
-			if signal == SignalEvict {
-				if ev, ok := arg.(controlops.EvictSignal); !ok || !ev.Lost || ev.Node != "n1" {
+			if signal == podcontract.SignalEvict {
+				if ev, ok := arg.(podcontract.EvictSignal); !ok || !ev.Lost || ev.Node != "n1" {
 					t.Errorf("NodeHealth evicted with %+v", arg)
 				}
 				f.evictedAt = append(f.evictedAt, f.now().Sub(f.start))
@@ -228,10 +229,10 @@ func TestNodeHealthContinuesAsNew(t *testing.T) {
 func TestPodOnLostNodeMovesToAnotherNode(t *testing.T) {
 	h, schedules := evictHarness(t, podSpec())
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Lost: true, Reason: podcontract.ReasonNodeLost})
 	}, time.Minute)
 	zero := int64(0)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -263,10 +264,10 @@ func TestPodOnLostNodeMovesToAnotherNode(t *testing.T) {
 func TestDrainedPodStopsGracefullyThenMoves(t *testing.T) {
 	h, _ := evictHarness(t, podSpec())
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Reason: controlops.ReasonEvicted})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Reason: podcontract.ReasonEvicted})
 	}, time.Minute)
 	zero := int64(0)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -285,9 +286,9 @@ func TestDrainedPodStopsGracefullyThenMoves(t *testing.T) {
 func TestPodOnLostNodeNeverStaysFailed(t *testing.T) {
 	h, schedules := evictHarness(t, podSpec(func(s *model.PodSpec) { s.RestartPolicy = model.RestartNever }))
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Lost: true, Reason: podcontract.ReasonNodeLost})
 	}, time.Minute)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -307,10 +308,10 @@ func TestPodOnLostNodeNeverStaysFailed(t *testing.T) {
 func TestPodDeletedOnUnreachableNodeGoesOnceEvicted(t *testing.T) {
 	h, _ := evictHarness(t, podSpec(), override{fn: host.StopContainers, after: 24 * time.Hour, ret: []any{nil}})
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Lost: true, Reason: podcontract.ReasonNodeLost})
 	}, 10*time.Minute)
 	start := h.env.Now()
-	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -329,15 +330,15 @@ func TestPodDeletedOnUnreachableNodeGoesOnceEvicted(t *testing.T) {
 // to n1, later ones to n2.
 func evictHarness(t *testing.T, spec model.PodSpec, overrides ...override) (*harness, *int) {
 	schedules := 0
-	overrides = append(overrides, override{fn: ctl.SchedulePod, ret: []any{func(context.Context, controlops.PodRef) (controlops.ScheduleResult, error) {
+	overrides = append(overrides, override{fn: ctl.SchedulePod, ret: []any{func(context.Context, controlapi.PodRef) (controlapi.ScheduleResult, error) {
 		schedules++
 		if schedules == 1 {
-			return controlops.ScheduleResult{Node: "n1"}, nil
+			return controlapi.ScheduleResult{Node: "n1"}, nil
 		}
-		return controlops.ScheduleResult{Node: "n2"}, nil
+		return controlapi.ScheduleResult{Node: "n2"}, nil
 	}}})
 	h := newHarness(t, spec, overrides...)
-	h.env.OnActivity(ctl.UnbindPod, mock.Anything, mock.Anything).Return(func(context.Context, controlops.UnbindInput) error {
+	h.env.OnActivity(ctl.UnbindPod, mock.Anything, mock.Anything).Return(func(context.Context, controlapi.UnbindInput) error {
 		h.calls.add("UnbindPod")
 		return nil
 	})
@@ -359,13 +360,13 @@ func (h *harness) sawEvent(reason, contains string) bool {
 func TestEvictionFromANodeLeftBeforeIsIgnored(t *testing.T) {
 	h, schedules := evictHarness(t, podSpec())
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Reason: controlops.ReasonEvicted})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Reason: podcontract.ReasonEvicted})
 	}, time.Minute)
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalEvict, controlops.EvictSignal{Node: "n1", Lost: true, Reason: controlops.ReasonNodeLost})
+		h.env.SignalWorkflow(podcontract.SignalEvict, podcontract.EvictSignal{Node: "n1", Lost: true, Reason: podcontract.ReasonNodeLost})
 	}, 10*time.Minute)
 	zero := int64(0)
-	h.run(20*time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(20*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +400,7 @@ func TestNodeHealthEvictionRetriesFailedSignals(t *testing.T) {
 	}
 	notReady := 0
 	for _, s := range f.signals {
-		if strings.HasPrefix(s, SignalNode+" ") {
+		if strings.HasPrefix(s, podcontract.SignalNode+" ") {
 			notReady++
 		}
 	}

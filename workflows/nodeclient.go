@@ -9,6 +9,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // NodeClient starts and wakes nodes' health workflows: what the API and
@@ -24,7 +26,7 @@ type NodeClient struct {
 func (c NodeClient) Ensure(ctx context.Context, node string) error {
 	opts := client.StartWorkflowOptions{
 		ID:                       NodeWorkflowID(node),
-		TaskQueue:                ControlTaskQueue,
+		TaskQueue:                taskqueue.Control,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}

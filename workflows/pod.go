@@ -3,81 +3,17 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
-
-// PodLifecycle's public contract: its name, ID, signals, updates and query.
-// The API, the agents and operators (temporal workflow signal --name
-// finalize) use these.
-const (
-	PodWorkflowName = "PodLifecycle"
-	// SignalTerminate asks for a graceful termination (TerminateSignal).
-	SignalTerminate = controlops.SignalTerminate
-	// SignalFinalize ends a grace period that has begun; on a pod that is
-	// not terminating it changes nothing (an event says so).
-	SignalFinalize = "finalize"
-	// SignalCancel aborts a provision and rolls it back (CancelSignal).
-	SignalCancel = "cancel"
-	// SignalEvict tells the pod to leave its node (NodeHealth on a lost
-	// node, the API's drain); its argument is a controlops.EvictSignal.
-	SignalEvict = controlops.SignalEvict
-	// SignalReport carries a node's model.PodReport: what the supervisor
-	// on the pod's node saw change.
-	SignalReport = "report"
-	// SignalNode tells the pod its node's readiness (NodeSignal).
-	SignalNode = "node"
-	// SignalWake makes a waiting pod look again now (an image pull ended,
-	// an address was released on its node, room was made).
-	SignalWake  = controlops.SignalWake
-	QueryStatus = "status"
-	// The updates answer instead of "sent": they validate first, so a
-	// finalize on a pod that is not terminating is refused.
-	UpdateTerminate = "terminate"
-	UpdateFinalize  = "finalize"
-	UpdateCancel    = "cancel"
-)
-
-// PodWorkflowID is the stable, readable ID of a pod's lifecycle.
-func PodWorkflowID(namespace, name string) string { return "pod/" + namespace + "/" + name }
-
-// parsePodWorkflowID is PodWorkflowID backwards; ok is false for another
-// workflow's ID.
-func parsePodWorkflowID(id string) (namespace, name string, ok bool) {
-	rest, ok := strings.CutPrefix(id, "pod/")
-	if !ok {
-		return "", "", false
-	}
-	namespace, name, ok = strings.Cut(rest, "/")
-	return namespace, name, ok && namespace != "" && name != "" && !strings.Contains(name, "/")
-}
-
-// TerminateSignal asks for a graceful termination (sent by DELETE).
-type TerminateSignal struct {
-	// GracePeriodSeconds overrides the pod's terminationGracePeriodSeconds;
-	// 0 is a forced delete.
-	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
-}
-
-// CancelSignal aborts an in-flight provision and rolls it back.
-type CancelSignal struct {
-	Reason string `json:"reason,omitempty"`
-}
-
-// NodeSignal tells a pod whether its node is Ready.
-type NodeSignal struct {
-	Node  string
-	Ready bool
-}
 
 // Phase is where a lifecycle is. Every phase keeps all it needs in
 // PodState, so every phase can continue-as-new.
@@ -98,7 +34,7 @@ const (
 
 // PodInput starts a lifecycle; State carries it across continue-as-new.
 type PodInput struct {
-	Pod controlops.PodRef
+	Pod controlapi.PodRef
 	// Tuning is written by whoever starts the lifecycle, so changing a
 	// default never changes running workflows; nil takes DefaultTuning
 	// once, and it is carried from then on.
@@ -116,27 +52,27 @@ type PodState struct {
 	Node    string `json:",omitempty"`
 	HostIP  string `json:",omitempty"`
 	// Sandbox exists once the pod holds an address.
-	Sandbox *hostops.PodSandbox `json:",omitempty"`
+	Sandbox *hostapi.PodSandbox `json:",omitempty"`
 	// MovedFrom is the node an evicted pod left, until it is placed again.
 	MovedFrom string `json:",omitempty"`
 	// Claims are the pod's claims as placed: their datasets are on Node.
-	Claims []hostops.ClaimVolume `json:",omitempty"`
+	Claims []hostapi.ClaimVolume `json:",omitempty"`
 	Run    *RunState             `json:",omitempty"`
 	// Why the pod failed or succeeded, once it did.
 	Reason, Message string `json:",omitempty"`
 	// What was asked of it.
-	Terminate    *TerminateSignal        `json:",omitempty"`
-	Finalize     bool                    `json:",omitempty"`
-	Cancel       *CancelSignal           `json:",omitempty"`
-	Evict        *controlops.EvictSignal `json:",omitempty"`
-	NodeNotReady bool                    `json:",omitempty"`
+	Terminate    *podcontract.TerminateSignal `json:",omitempty"`
+	Finalize     bool                         `json:",omitempty"`
+	Cancel       *podcontract.CancelSignal    `json:",omitempty"`
+	Evict        *podcontract.EvictSignal     `json:",omitempty"`
+	NodeNotReady bool                         `json:",omitempty"`
 	// Report is the newest node report not applied yet.
 	Report *model.PodReport `json:",omitempty"`
 	Steps  []StepRecord     `json:",omitempty"`
 	// Startup records the pod's first start as it goes (pod_startup.go);
 	// StartMeasured: it was Ready once and the start was measured, so a
 	// later start (after an eviction) is not.
-	Startup       *controlops.PodStartup `json:",omitempty"`
+	Startup       *controlapi.PodStartup `json:",omitempty"`
 	StartMeasured bool                   `json:",omitempty"`
 }
 
@@ -189,8 +125,8 @@ var DefaultTuning = Tuning{
 // without a problem has its restart back-off reset.
 const defaultBackOffReset = 10 * time.Minute
 
-var host *hostacts.Activities // method values name the host activities
-var ctl *controlacts.Control  // and the control-plane ones
+var host *hostacts.Activities  // method values name the host activities
+var ctl *controlapi.Activities // and the control-plane ones
 
 // errNodeLost: a host activity was given up because its node is lost.
 var errNodeLost = errors.New("node lost")
@@ -241,7 +177,7 @@ type podWorkflow struct {
 // on the step-by-step path.
 const versionFastStart = "fast-start"
 
-func (w *podWorkflow) ref() controlops.PodRef { return w.in.Pod }
+func (w *podWorkflow) ref() controlapi.PodRef { return w.in.Pod }
 
 func (w *podWorkflow) run(ctx workflow.Context) error {
 	w.fastStart = workflow.GetVersion(ctx, versionFastStart, workflow.DefaultVersion, 1) >= 1
@@ -251,7 +187,7 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 			return err
 		}
 	}
-	var snap controlops.PodSnapshot
+	var snap controlapi.PodSnapshot
 	if err := w.control(ctx, ctl.LoadPod, w.ref()).Get(ctx, &snap); err != nil {
 		return err
 	}
@@ -261,7 +197,7 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 	w.spec, w.limits = snap.Spec, snap.ProcessLimits
 	if snap.Deleting && w.st.Terminate == nil {
 		g := snap.GracePeriodSeconds
-		w.st.Terminate = &TerminateSignal{GracePeriodSeconds: &g}
+		w.st.Terminate = &podcontract.TerminateSignal{GracePeriodSeconds: &g}
 	}
 	if w.in.State == nil {
 		w.st.Phase = PhasePending
@@ -275,7 +211,7 @@ func (w *podWorkflow) run(ctx workflow.Context) error {
 			// A Temporal cancel request is a cancel like the signal's; what
 			// follows (rolling back, waiting to be deleted) must still run.
 			if w.st.Cancel == nil {
-				w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+				w.st.Cancel = &podcontract.CancelSignal{Reason: "workflow cancel requested"}
 			}
 			ctx, _ = workflow.NewDisconnectedContext(ctx)
 			ctx = workflow.WithActivityOptions(ctx, controlOptions)
@@ -423,7 +359,7 @@ func (w *podWorkflow) finish(ctx workflow.Context, phase Phase, reason, msg stri
 		w.lastError = msg
 	}
 	now := workflow.Now(ctx)
-	w.update(ctx, controlops.StatusUpdate{Phase: string(phase), Reason: reason, Message: msg, ContainerStatuses: statuses,
+	w.update(ctx, controlapi.StatusUpdate{Phase: string(phase), Reason: reason, Message: msg, ContainerStatuses: statuses,
 		Conditions: []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: reason, LastTransitionTime: &now}},
 		EventType:  typ, EventReason: reason, EventMessage: msg})
 }
@@ -443,7 +379,7 @@ func (w *podWorkflow) finished(ctx workflow.Context) error {
 
 // update writes a status change. Control activities retry until the
 // database answers, so an error here is the workflow being cancelled.
-func (w *podWorkflow) update(ctx workflow.Context, u controlops.StatusUpdate) {
+func (w *podWorkflow) update(ctx workflow.Context, u controlapi.StatusUpdate) {
 	u.Pod = w.ref()
 	if err := w.control(ctx, ctl.UpdatePodStatus, u).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("could not record pod status", "error", err)

@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -39,10 +39,10 @@ func (w *podWorkflow) leftNode(ctx workflow.Context) error {
 		w.finish(ctx, PhaseFailed, ev.Reason, fmt.Sprintf("node %s %s and restartPolicy is %s", from, why, w.spec.RestartPolicy))
 		return nil
 	}
-	w.update(ctx, controlops.StatusUpdate{EventOnly: true, EventType: model.EventWarning, EventReason: ev.Reason,
+	w.update(ctx, controlapi.StatusUpdate{EventOnly: true, EventType: model.EventWarning, EventReason: ev.Reason,
 		EventMessage: fmt.Sprintf("Node %s %s; the pod leaves it", from, why)})
 	w.step(ctx, "Unbind", 1)
-	in := controlops.UnbindInput{Pod: w.ref(), Message: fmt.Sprintf("Node %s %s; scheduling %s on another node", from, why, w.ref())}
+	in := controlapi.UnbindInput{Pod: w.ref(), Message: fmt.Sprintf("Node %s %s; scheduling %s on another node", from, why, w.ref())}
 	if err := w.control(ctx, ctl.UnbindPod, in).Get(ctx, nil); err != nil {
 		return err
 	}

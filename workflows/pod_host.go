@@ -12,15 +12,16 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/scheduler"
+	"github.com/zonewright/zonewright/workflows/podcontract"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // controlOptions: control-plane activities retry until the database answers.
 var controlOptions = workflow.ActivityOptions{
-	TaskQueue:           ControlTaskQueue,
+	TaskQueue:           taskqueue.Control,
 	StartToCloseTimeout: 30 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2,
 		MaximumInterval: 30 * time.Second},
@@ -60,7 +61,7 @@ func hostOptions(node string, timeout time.Duration, heartbeat time.Duration, at
 		heartbeat = hostHeartbeat
 	}
 	return workflow.ActivityOptions{
-		TaskQueue: NodeTaskQueue(node),
+		TaskQueue: taskqueue.Node(node),
 		// A node that does not pick a task up in time is down: the step
 		// fails (and is retried or rolled back) instead of waiting forever.
 		ScheduleToStartTimeout: hostScheduleToStart,
@@ -167,11 +168,10 @@ func (w *podWorkflow) execUntilDone(ctx workflow.Context, name string, o workflo
 // sandbox is the node's view of the pod: caps summed over containers
 // (limits, else requests), the process limits its annotations ask for and
 // the address it was given.
-func sandbox(ref controlops.PodRef, spec model.PodSpec, limits model.ZoneProcessLimits, alloc *controlops.AllocateResult, imageKind string, claims []hostops.ClaimVolume) hostops.PodSandbox {
-	s := hostops.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
+func sandbox(ref controlapi.PodRef, spec model.PodSpec, limits model.ZoneProcessLimits, alloc *controlapi.AllocateResult, imageKind string, claims []hostapi.ClaimVolume) hostapi.PodSandbox {
+	s := hostapi.PodSandbox{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Brand: spec.RuntimeClassName,
 		Hostname: spec.Hostname, ImageKind: imageKind, IP: alloc.IP, PrefixLen: alloc.PrefixLen, Gateway: alloc.Gateway}
-	caps := scheduler.PodLimits(&model.Pod{Spec: spec})
-	s.MilliCPU, s.MemoryBytes = caps.MilliCPU, caps.Memory
+	s.MilliCPU, s.MemoryBytes = model.PodCaps(&spec)
 	s.EphemeralStorageBytes = model.PodEphemeralStorage(&spec)
 	s.MaxProcesses, s.MaxLWPs = limits.MaxProcesses, limits.MaxLWPs
 	for _, c := range spec.Containers {
@@ -179,19 +179,19 @@ func sandbox(ref controlops.PodRef, spec model.PodSpec, limits model.ZoneProcess
 			s.Image = c.Image
 		}
 		argv := append(append([]string{}, c.Command...), c.Args...)
-		s.Containers = append(s.Containers, hostops.ContainerSpec{Name: c.Name, Argv: argv, Env: c.Env,
+		s.Containers = append(s.Containers, hostapi.ContainerSpec{Name: c.Name, Argv: argv, Env: c.Env,
 			KillGraceSeconds: c.KillGraceSeconds(&spec)})
 		for _, m := range c.VolumeMounts {
-			s.Mounts = append(s.Mounts, hostops.PodMount{Volume: m.Name, Path: m.MountPath, ReadOnly: m.ReadOnly})
+			s.Mounts = append(s.Mounts, hostapi.PodMount{Volume: m.Name, Path: m.MountPath, ReadOnly: m.ReadOnly})
 		}
 	}
 	for _, v := range spec.Volumes {
-		pv := hostops.PodVolume{Name: v.Name}
+		pv := hostapi.PodVolume{Name: v.Name}
 		switch {
 		case v.PersistentVolumeClaim != nil:
 			// Never an empty scratch volume in a claim's place: a claim
 			// not placed with the pod has no UID, and the node refuses it.
-			pv.Claim = &hostops.ClaimVolume{Name: v.PersistentVolumeClaim.ClaimName}
+			pv.Claim = &hostapi.ClaimVolume{Name: v.PersistentVolumeClaim.ClaimName}
 			for i := range claims {
 				if claims[i].Name == v.PersistentVolumeClaim.ClaimName {
 					pv.Claim = &claims[i]
@@ -233,12 +233,12 @@ var provisionSteps = []sagaStep{
 // supervised is what the node's supervisor needs of the pod: the sandbox
 // without the containers' environment (it may hold secrets), and each
 // container's probes.
-func supervised(sb hostops.PodSandbox, spec model.PodSpec) hostops.SuperviseInput {
-	in := hostops.SuperviseInput{Sandbox: sb}
+func supervised(sb hostapi.PodSandbox, spec model.PodSpec) hostapi.SuperviseInput {
+	in := hostapi.SuperviseInput{Sandbox: sb}
 	in.Sandbox.Containers = nil
 	for _, c := range spec.Containers {
-		in.Sandbox.Containers = append(in.Sandbox.Containers, hostops.ContainerSpec{Name: c.Name})
-		in.Probes = append(in.Probes, hostops.ContainerProbes{Name: c.Name, Ports: c.Ports,
+		in.Sandbox.Containers = append(in.Sandbox.Containers, hostapi.ContainerSpec{Name: c.Name})
+		in.Probes = append(in.Probes, hostapi.ContainerProbes{Name: c.Name, Ports: c.Ports,
 			Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
 	}
 	return in
@@ -252,7 +252,7 @@ func (w *podWorkflow) provisioning(ctx workflow.Context) error {
 	sb := *w.st.Sandbox
 	if w.st.Attempt == 0 { // not again when waiting for a container's configuration
 		w.setPodPhase(ctx, model.PodPending)
-		w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
+		w.update(ctx, controlapi.StatusUpdate{Phase: model.PodPending, Reason: "Provisioning", PodIP: sb.IP, HostIP: w.st.HostIP,
 			EventReason: "Provisioning", EventMessage: fmt.Sprintf("Provisioning zone on %s with address %s", w.st.Node, sb.IP)})
 	}
 	provision := w.provisionStepwise
@@ -388,12 +388,12 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 	sctx, cancel := workflow.WithCancel(ctx)
 	// The node tries each step again itself; Temporal retries only a
 	// provision whose node stopped heartbeating.
-	o := hostOptions(w.st.Node, hostops.ProvisionTimeout(), provisionHeartbeat, 3)
-	in := hostops.ProvisionInput{Sandbox: *w.st.Sandbox, Probes: supervised(*w.st.Sandbox, w.spec).Probes, Timed: true}
+	o := hostOptions(w.st.Node, hostapi.ProvisionTimeout, provisionHeartbeat, 3)
+	in := hostapi.ProvisionInput{Sandbox: *w.st.Sandbox, Probes: supervised(*w.st.Sandbox, w.spec).Probes, Timed: true}
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(sctx, o), host.ProvisionPod, in)
 	err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })
 	if temporal.IsCanceledError(err) {
-		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+		w.st.Cancel = &podcontract.CancelSignal{Reason: "workflow cancel requested"}
 	}
 	if !fut.IsReady() {
 		cancel()
@@ -403,7 +403,7 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 		w.endStep(ctx, "interrupted")
 		return len(provisionSteps), 0, nil
 	}
-	var res hostops.ProvisionResult
+	var res hostapi.ProvisionResult
 	err = fut.Get(ctx, &res)
 	if err == nil {
 		w.endStep(ctx, "")
@@ -412,7 +412,7 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 	}
 	begun, step := len(provisionSteps), "ProvisionPod"
 	var appErr *temporal.ApplicationError
-	var p hostops.ProvisionProgress
+	var p hostapi.ProvisionProgress
 	if errors.As(err, &appErr) && appErr.Details(&p) == nil && p.Begun > 0 {
 		begun, step = min(p.Begun, begun), p.Step
 	}
@@ -426,7 +426,7 @@ func (w *podWorkflow) provisionAtOnce(ctx workflow.Context) (begun int, seq uint
 // versionFastStart.
 func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq uint64, failure error) {
 	sb := *w.st.Sandbox
-	var times []hostops.StepTime // each step's, on the workflow's clock
+	var times []hostapi.StepTime // each step's, on the workflow's clock
 	for _, st := range provisionSteps {
 		if w.interrupted() {
 			break
@@ -438,7 +438,7 @@ func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq ui
 		fut := workflow.ExecuteActivity(sctx, st.do, sb)
 		err := workflow.Await(ctx, func() bool { return fut.IsReady() || w.interrupted() })
 		if temporal.IsCanceledError(err) {
-			w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+			w.st.Cancel = &podcontract.CancelSignal{Reason: "workflow cancel requested"}
 		}
 		if !fut.IsReady() {
 			cancel()
@@ -453,7 +453,7 @@ func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq ui
 			break
 		}
 		w.endStep(ctx, "")
-		times = append(times, hostops.StepTime{Step: st.name, Duration: w.lastStepTime()})
+		times = append(times, hostapi.StepTime{Step: st.name, Duration: w.lastStepTime()})
 	}
 	if failure != nil || w.interrupted() {
 		return begun, 0, failure
@@ -461,7 +461,7 @@ func (w *podWorkflow) provisionStepwise(ctx workflow.Context) (begun int, seq ui
 	w.step(ctx, "Supervise", 1)
 	err := w.execHost(ctx, hostOptions(w.st.Node, time.Minute, 0, 5), host.SupervisePod, supervised(*w.st.Sandbox, w.spec), &seq)
 	w.endStep(ctx, errString(err))
-	w.startupProvisioned(ctx, append(times, hostops.StepTime{Step: "Supervise", Duration: w.lastStepTime()}))
+	w.startupProvisioned(ctx, append(times, hostapi.StepTime{Step: "Supervise", Duration: w.lastStepTime()}))
 	return begun, seq, nil
 }
 
@@ -551,7 +551,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	g = boundGrace(g)
 	now := workflow.Now(ctx)
 	gc := &graceClock{seen: w.st.Terminate, end: now.Add(graceDuration(g))}
-	w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
+	w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
 		Conditions:  []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Terminating", LastTransitionTime: &now}},
 		EventReason: eventReason, EventMessage: fmt.Sprintf("Stopping containers with a grace period of %ds", g)})
 	if g <= 0 || w.lost() {
@@ -577,7 +577,7 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	// waiting for the activity to notice its cancellation would only wait
 	// for its next heartbeat.
 	o.WaitForCancellation = false
-	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, hostops.ShutdownInput{Sandbox: sb, GraceSeconds: g})
+	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(gctx, o), host.ShutdownZone, hostapi.ShutdownInput{Sandbox: sb, GraceSeconds: g})
 	over := w.awaitGrace(ctx, gc, func() bool { return fut.IsReady() || w.st.Finalize || w.lost() })
 	if !fut.IsReady() {
 		cancel()
@@ -586,10 +586,10 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 			return
 		}
 		if over && !w.st.Finalize {
-			w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: "grace period ended, shortened by a later delete",
+			w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: "grace period ended, shortened by a later delete",
 				EventReason: "Killing", EventMessage: "The grace period, shortened by a later delete, ended; halting the zone"})
 		} else {
-			w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
+			w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
 				EventReason: "Finalized", EventMessage: "Grace period ended by the finalize signal"})
 		}
 	}
@@ -607,7 +607,7 @@ const versionShorterGrace = "shorter-grace"
 // arrival, ends sooner brings the end forward; a longer one changes
 // nothing.
 type graceClock struct {
-	seen *TerminateSignal // the terminate last taken into account
+	seen *podcontract.TerminateSignal // the terminate last taken into account
 	end  time.Time
 	// shortened: a later terminate brought end forward, so the waits
 	// are bounded by it (else the activities waited for are).
@@ -648,7 +648,7 @@ func (w *podWorkflow) takeTerminate(ctx workflow.Context, gc *graceClock) {
 	g := boundGrace(grace(t.GracePeriodSeconds, w.podGrace()))
 	if end := workflow.Now(ctx).Add(graceDuration(g)); end.Before(gc.end) {
 		gc.end, gc.shortened = end, true
-		w.update(ctx, controlops.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("grace period shortened to %ds by a later delete", g),
+		w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("grace period shortened to %ds by a later delete", g),
 			EventReason: "Killing", EventMessage: fmt.Sprintf("Grace period shortened to %ds by a later delete", g)})
 	}
 }
@@ -677,13 +677,13 @@ func (w *podWorkflow) leaveEndpoints(ctx workflow.Context, grace int64, gc *grac
 	}
 	w.step(ctx, "LeaveEndpoints", 1)
 	start := workflow.Now(ctx)
-	in := controlops.EndpointsLeftInput{Pod: w.ref(), IP: w.st.Sandbox.IP, Until: start.Add(graceDuration(grace))}
+	in := controlapi.EndpointsLeftInput{Pod: w.ref(), IP: w.st.Sandbox.IP, Until: start.Add(graceDuration(grace))}
 	o := controlOptions
 	o.StartToCloseTimeout, o.HeartbeatTimeout = graceDuration(grace)+30*time.Second, 30*time.Second
 	lctx, cancel := workflow.WithCancel(ctx)
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(lctx, o), ctl.WaitEndpointsLeft, in)
 	over := w.awaitGrace(ctx, gc, func() bool { return fut.IsReady() || w.st.Finalize })
-	var res controlops.EndpointsLeftResult
+	var res controlapi.EndpointsLeftResult
 	switch {
 	case !fut.IsReady():
 		cancel()
@@ -738,7 +738,7 @@ func (w *podWorkflow) teardown(ctx workflow.Context) {
 // its own args, or else the image's Cmd; one with a command runs it as
 // given. The image's environment comes first, and the pod's variables
 // replace it by name; the command starts in the image's working directory.
-func withImageConfig(sb *hostops.PodSandbox, spec model.PodSpec, cfg *model.OCIConfig) {
+func withImageConfig(sb *hostapi.PodSandbox, spec model.PodSpec, cfg *model.OCIConfig) {
 	for i := range sb.Containers {
 		if i >= len(spec.Containers) || spec.Containers[i].Image != sb.Image {
 			continue

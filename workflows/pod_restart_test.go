@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // A restart that fails (every attempt of RestartContainer) starts nothing:
@@ -21,7 +22,7 @@ func TestAFailedRestartBacksOffAndIsTriedAgain(t *testing.T) {
 	var h *harness
 	calls := 0
 	var restartedAt time.Time
-	h = newHarness(t, podSpec(), override{fn: host.RestartContainer, ret: []any{func(context.Context, hostops.RestartInput) (uint64, error) {
+	h = newHarness(t, podSpec(), override{fn: host.RestartContainer, ret: []any{func(context.Context, hostapi.RestartInput) (uint64, error) {
 		h.calls.add("RestartContainer")
 		if calls++; calls <= failedCalls {
 			return 0, errors.New("svcadm clear: exit status 1")
@@ -32,7 +33,7 @@ func TestAFailedRestartBacksOffAndIsTriedAgain(t *testing.T) {
 	start := h.env.Now()
 	h.report(time.Minute, "running", exited(1))
 	h.report(10*time.Minute, "running", running(true))
-	h.run(11*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(11*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestAContainerThatEndsLeavesItsSiblingsRunning(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var h *harness
 			var haltedAt time.Time
-			h = newHarness(t, twoContainers(tc.policy), override{fn: host.HaltZone, ret: []any{func(context.Context, hostops.PodSandbox) error {
+			h = newHarness(t, twoContainers(tc.policy), override{fn: host.HaltZone, ret: []any{func(context.Context, hostapi.PodSandbox) error {
 				h.calls.add("HaltZone")
 				haltedAt = h.env.Now()
 				return nil
@@ -118,7 +119,7 @@ func TestAContainerThatEndsLeavesItsSiblingsRunning(t *testing.T) {
 			start := h.env.Now()
 			h.report(time.Minute, "running", named("app", exited(tc.first)), named("side", running(true)))
 			h.report(3*time.Minute, "running", named("app", exited(tc.first)), named("side", exited(0)))
-			h.run(5*time.Minute, SignalTerminate, TerminateSignal{})
+			h.run(5*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 			if err := h.env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +129,7 @@ func TestAContainerThatEndsLeavesItsSiblingsRunning(t *testing.T) {
 			if h.calls.has("RestartContainer") {
 				t.Fatalf("a container was restarted: %s", h.calls)
 			}
-			var end *controlops.StatusUpdate
+			var end *controlapi.StatusUpdate
 			for i := range h.statuses {
 				if p := h.statuses[i].Phase; p == model.PodFailed || p == model.PodSucceeded {
 					end = &h.statuses[i]
@@ -154,12 +155,12 @@ func TestALivenessFailureStopsTheContainerBeforeItsBackOff(t *testing.T) {
 	var stoppedAt, restartedAt []time.Duration
 	var start time.Time
 	h = newHarness(t, podSpec(),
-		override{fn: host.StopContainer, ret: []any{func(context.Context, hostops.RestartInput) error {
+		override{fn: host.StopContainer, ret: []any{func(context.Context, hostapi.RestartInput) error {
 			h.calls.add("StopContainer")
 			stoppedAt = append(stoppedAt, h.env.Now().Sub(start))
 			return nil
 		}}},
-		override{fn: host.RestartContainer, ret: []any{func(context.Context, hostops.RestartInput) (uint64, error) {
+		override{fn: host.RestartContainer, ret: []any{func(context.Context, hostapi.RestartInput) (uint64, error) {
 			h.calls.add("RestartContainer")
 			restartedAt = append(restartedAt, h.env.Now().Sub(start))
 			return uint64(h.env.Now().UnixNano()), nil
@@ -168,7 +169,7 @@ func TestALivenessFailureStopsTheContainerBeforeItsBackOff(t *testing.T) {
 	unhealthy := model.ContainerReport{Name: "app", State: model.ContainerRunning, Started: true, Unhealthy: "liveness probe failed 3 times"}
 	h.report(time.Minute, "running", unhealthy)
 	h.report(2*time.Minute, "running", unhealthy) // the second back-off is 10 s
-	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(3*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestALivenessFailureStopsTheContainerBeforeItsBackOff(t *testing.T) {
 func TestALivenessFailureUnderNeverStopsTheContainer(t *testing.T) {
 	h := newHarness(t, podSpec(func(s *model.PodSpec) { s.RestartPolicy = model.RestartNever }))
 	h.report(time.Minute, "running", model.ContainerReport{Name: "app", State: model.ContainerRunning, Started: true, Unhealthy: "liveness probe failed 3 times"})
-	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(3*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.calls.has("StopContainer") || h.calls.has("RestartContainer") || !h.calls.has("HaltZone") {
 		t.Fatalf("activities: %s", h.calls)
 	}
@@ -202,7 +203,7 @@ func TestTheBackOffResetsAfterTenMinutesRunning(t *testing.T) {
 		h.report(at, "running", exited(1))
 	}
 	h.env.SetTestTimeout(5 * time.Minute)
-	h.run(17*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(17*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -224,12 +225,14 @@ func TestTheBackOffResetsAfterTenMinutesRunning(t *testing.T) {
 func TestACancelledPodShowsItsContainersTerminated(t *testing.T) {
 	h := newHarness(t, podSpec())
 	h.report(time.Minute, "running", running(true))
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalCancel, CancelSignal{Reason: "wrong image"}) }, 2*time.Minute)
-	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(podcontract.SignalCancel, podcontract.CancelSignal{Reason: "wrong image"})
+	}, 2*time.Minute)
+	h.run(3*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var end *controlops.StatusUpdate
+	var end *controlapi.StatusUpdate
 	for i := range h.statuses {
 		if h.statuses[i].Phase == model.PodFailed {
 			end = &h.statuses[i]

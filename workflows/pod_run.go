@@ -9,9 +9,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // RunState is a running pod's state.
@@ -149,7 +150,7 @@ func (w *podWorkflow) running(ctx workflow.Context) error {
 		_, err = workflow.AwaitWithTimeout(ctx, max(next.Sub(now), 0), wake)
 	}
 	if temporal.IsCanceledError(err) {
-		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+		w.st.Cancel = &podcontract.CancelSignal{Reason: "workflow cancel requested"}
 		return nil
 	}
 	return err
@@ -281,9 +282,9 @@ func (w *podWorkflow) containerStartedAt(c ContainerRunState, now time.Time) tim
 func (w *podWorkflow) stopContainer(ctx workflow.Context, i int) {
 	c := w.st.Run.Containers[i]
 	err := w.execHost(ctx, hostOptions(w.st.Node, graceDuration(w.podGrace())+time.Minute, 0, 5), host.StopContainer,
-		hostops.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, nil)
+		hostapi.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, nil)
 	if err != nil {
-		w.update(ctx, controlops.StatusUpdate{EventOnly: true, EventType: model.EventWarning, EventReason: "StopFailed",
+		w.update(ctx, controlapi.StatusUpdate{EventOnly: true, EventType: model.EventWarning, EventReason: "StopFailed",
 			EventMessage: fmt.Sprintf("Could not stop container %s: %s", c.Name, errString(err))})
 	}
 }
@@ -294,7 +295,7 @@ func (w *podWorkflow) restart(ctx workflow.Context, i int) {
 	c := &w.st.Run.Containers[i]
 	var seq uint64
 	err := w.execHost(ctx, hostOptions(w.st.Node, 2*time.Minute, 0, 5), host.RestartContainer,
-		hostops.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, &seq)
+		hostapi.RestartInput{Sandbox: *w.st.Sandbox, Container: c.Name}, &seq)
 	now := workflow.Now(ctx)
 	if err != nil && workflow.GetVersion(ctx, versionRestartFailureBackOff, workflow.DefaultVersion, 1) >= 1 {
 		c.FailedRestarts++
@@ -379,7 +380,7 @@ func (w *podWorkflow) zoneDown(ctx workflow.Context, state string) bool {
 // bootAgain boots the pod's stopped zone and starts its containers; it
 // stops early, stopping true, when a stop was asked for while its node
 // did not take a step up.
-func (w *podWorkflow) bootAgain(ctx workflow.Context, sb hostops.PodSandbox) (stopping bool, err error) {
+func (w *podWorkflow) bootAgain(ctx workflow.Context, sb hostapi.PodSandbox) (stopping bool, err error) {
 	for _, step := range []any{host.BootZone, host.ConfigureNetwork, host.StartContainers} {
 		err := w.execHost(ctx, hostOptions(w.st.Node, 5*time.Minute, 0, 5), step, sb, nil)
 		// A node that did not take the step up (ScheduleToStart, never
@@ -480,7 +481,7 @@ func (w *podWorkflow) writeStatusEvent(ctx workflow.Context, typ, reason, msg st
 	}
 	r.Written = summary
 	start := r.StartedAt
-	u := controlops.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
+	u := controlapi.StatusUpdate{Phase: model.PodRunning, PodIP: w.st.Sandbox.IP, HostIP: w.st.HostIP, StartTime: &start,
 		ContainerStatuses: statuses,
 		Conditions:        []model.PodCondition{{Type: model.PodReady, Status: ready, Reason: condReason, LastTransitionTime: &now}},
 		EventType:         typ, EventReason: reason, EventMessage: msg}

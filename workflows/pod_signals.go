@@ -6,8 +6,9 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // errNotTerminating refuses a finalize update on a pod with no grace
@@ -17,20 +18,20 @@ var errNotTerminating = errors.New("the pod is not terminating: finalize ends a 
 // setup registers the query, the signals and their update twins. Every
 // handler only records what was asked; the phase loop acts on it.
 func (w *podWorkflow) setup(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, w.status); err != nil {
+	if err := workflow.SetQueryHandler(ctx, podcontract.QueryStatus, w.status); err != nil {
 		return err
 	}
-	receive(ctx, SignalTerminate, w.onTerminate)
-	receive(ctx, SignalCancel, w.onCancel)
-	receive(ctx, SignalFinalize, func(ctx workflow.Context, _ struct{}) {
+	receive(ctx, podcontract.SignalTerminate, w.onTerminate)
+	receive(ctx, podcontract.SignalCancel, w.onCancel)
+	receive(ctx, podcontract.SignalFinalize, func(ctx workflow.Context, _ struct{}) {
 		if w.st.Terminate == nil {
-			w.update(workflow.WithActivityOptions(ctx, controlOptions), controlops.StatusUpdate{EventOnly: true,
+			w.update(workflow.WithActivityOptions(ctx, controlOptions), controlapi.StatusUpdate{EventOnly: true,
 				EventType: model.EventWarning, EventReason: "FinalizeIgnored", EventMessage: "Finalize ignored: " + errNotTerminating.Error()})
 			return
 		}
 		w.st.Finalize = true
 	})
-	receive(ctx, SignalEvict, func(_ workflow.Context, s controlops.EvictSignal) {
+	receive(ctx, podcontract.SignalEvict, func(_ workflow.Context, s podcontract.EvictSignal) {
 		if w.st.Node != s.Node {
 			return // the pod has left that node already
 		}
@@ -39,12 +40,12 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 			w.st.Evict = &s
 		}
 	})
-	receive(ctx, SignalNode, func(_ workflow.Context, s NodeSignal) {
+	receive(ctx, podcontract.SignalNode, func(_ workflow.Context, s podcontract.NodeSignal) {
 		if s.Node == w.st.Node {
 			w.st.NodeNotReady = !s.Ready
 		}
 	})
-	receive(ctx, SignalReport, func(ctx workflow.Context, r model.PodReport) {
+	receive(ctx, podcontract.SignalReport, func(ctx workflow.Context, r model.PodReport) {
 		if r.UID != w.in.Pod.UID || r.Node != w.st.Node || (w.st.Report != nil && r.Seq <= w.st.Report.Seq) {
 			return // another incarnation, another node, or older than one kept
 		}
@@ -57,13 +58,13 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 		}
 		w.st.Report = &r
 	})
-	receive(ctx, SignalWake, func(workflow.Context, struct{}) { w.woken = true })
+	receive(ctx, podcontract.SignalWake, func(workflow.Context, struct{}) { w.woken = true })
 
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateTerminate,
-		func(ctx workflow.Context, s TerminateSignal) (int64, error) {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, podcontract.UpdateTerminate,
+		func(ctx workflow.Context, s podcontract.TerminateSignal) (int64, error) {
 			w.onTerminate(ctx, s)
 			return grace(w.st.Terminate.GracePeriodSeconds, w.podGrace()), nil
-		}, workflow.UpdateHandlerOptions{Validator: func(s TerminateSignal) error {
+		}, workflow.UpdateHandlerOptions{Validator: func(s podcontract.TerminateSignal) error {
 			if s.GracePeriodSeconds != nil && (*s.GracePeriodSeconds < 0 || *s.GracePeriodSeconds > model.MaxGracePeriodSeconds) {
 				return fmt.Errorf("gracePeriodSeconds must be between 0 and %d", model.MaxGracePeriodSeconds)
 			}
@@ -71,7 +72,7 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 		}}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateFinalize,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, podcontract.UpdateFinalize,
 		func(workflow.Context) error { w.st.Finalize = true; return nil },
 		workflow.UpdateHandlerOptions{Validator: func() error {
 			if w.st.Terminate == nil {
@@ -81,9 +82,9 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 		}}); err != nil {
 		return err
 	}
-	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel,
-		func(ctx workflow.Context, s CancelSignal) error { w.onCancel(ctx, s); return nil },
-		workflow.UpdateHandlerOptions{Validator: func(s CancelSignal) error {
+	return workflow.SetUpdateHandlerWithOptions(ctx, podcontract.UpdateCancel,
+		func(ctx workflow.Context, s podcontract.CancelSignal) error { w.onCancel(ctx, s); return nil },
+		workflow.UpdateHandlerOptions{Validator: func(s podcontract.CancelSignal) error {
 			if len(s.Reason) > model.MaxReasonBytes {
 				return fmt.Errorf("the reason has %d bytes: at most %d are kept", len(s.Reason), model.MaxReasonBytes)
 			}
@@ -122,7 +123,7 @@ func receive[T any](ctx workflow.Context, name string, handle func(workflow.Cont
 	})
 }
 
-func (w *podWorkflow) onTerminate(_ workflow.Context, s TerminateSignal) {
+func (w *podWorkflow) onTerminate(_ workflow.Context, s podcontract.TerminateSignal) {
 	// A second, shorter grace period wins, as a second DELETE does; one
 	// that arrives while the pod stops shortens the stop under way
 	// (stopGracefully's graceClock).
@@ -131,7 +132,7 @@ func (w *podWorkflow) onTerminate(_ workflow.Context, s TerminateSignal) {
 	}
 }
 
-func (w *podWorkflow) onCancel(_ workflow.Context, s CancelSignal) {
+func (w *podWorkflow) onCancel(_ workflow.Context, s podcontract.CancelSignal) {
 	if s.Reason == "" {
 		s.Reason = "cancelled by an operator"
 	}

@@ -5,8 +5,8 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 )
 
 // A pod's first start is recorded as it goes, from times the lifecycle
@@ -20,7 +20,7 @@ import (
 // measured again.
 func (w *podWorkflow) startupScheduled(ctx workflow.Context) {
 	if !w.st.StartMeasured {
-		w.st.Startup = &controlops.PodStartup{Scheduled: workflow.Now(ctx)}
+		w.st.Startup = &controlapi.PodStartup{Scheduled: workflow.Now(ctx)}
 	}
 }
 
@@ -33,7 +33,7 @@ func (w *podWorkflow) startupImageReady(ctx workflow.Context) {
 
 // startupProvisioned: the zone is built and supervised; steps are the
 // provision's step times, which divide it into its phases.
-func (w *podWorkflow) startupProvisioned(ctx workflow.Context, steps []hostops.StepTime) {
+func (w *podWorkflow) startupProvisioned(ctx workflow.Context, steps []hostapi.StepTime) {
 	s := w.st.Startup
 	if s == nil {
 		return
@@ -57,7 +57,7 @@ func (w *podWorkflow) startupProvisioned(ctx workflow.Context, steps []hostops.S
 // startupMeasured hands the record over to the status write that makes
 // the pod Ready (nil when there is none to hand, or it was handed); from
 // then on the pod's start counts as measured.
-func (w *podWorkflow) startupMeasured() *controlops.PodStartup {
+func (w *podWorkflow) startupMeasured() *controlapi.PodStartup {
 	s := w.st.Startup
 	if s == nil || w.st.StartMeasured || s.Provisioned.IsZero() {
 		return nil

@@ -4,14 +4,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/controlops"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // provisionTimes are the step times the tests' node answers a timed
 // provision with.
-var provisionTimes = []hostops.StepTime{
+var provisionTimes = []hostapi.StepTime{
 	{Step: "CreateDatasets", Duration: time.Second}, {Step: "InstallZone", Duration: 5 * time.Second},
 	{Step: "BootZone", Duration: 3 * time.Second}, {Step: "ConfigureNetwork", Duration: 2 * time.Second},
 	{Step: "StartContainers", Duration: time.Second}, {Step: "WaitContainersOnline", Duration: 4 * time.Second},
@@ -19,10 +20,10 @@ var provisionTimes = []hostops.StepTime{
 }
 
 // startups are the status updates that carry a start to measure.
-func (h *harness) startups() []controlops.StatusUpdate {
+func (h *harness) startups() []controlapi.StatusUpdate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []controlops.StatusUpdate
+	var out []controlapi.StatusUpdate
 	for _, s := range h.statuses {
 		if s.Startup != nil {
 			out = append(out, s)
@@ -39,7 +40,7 @@ func TestTheFirstReadyCarriesThePodsStartOnce(t *testing.T) {
 	h.report(time.Minute, "running", running(true))
 	h.report(2*time.Minute, "running", running(false))
 	h.report(3*time.Minute, "running", running(true)) // Ready again: not a start
-	h.run(4*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(4*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	got := h.startups()
 	if len(got) != 1 {
 		t.Fatalf("%d status writes carry the start; want exactly the first Ready's", len(got))
@@ -63,12 +64,12 @@ func TestTheFirstReadyCarriesThePodsStartOnce(t *testing.T) {
 
 func TestStartupPhasesAddUpToTheStart(t *testing.T) {
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := controlops.PodStartup{Scheduled: created.Add(time.Second), ImageReady: created.Add(3 * time.Second),
+	s := controlapi.PodStartup{Scheduled: created.Add(time.Second), ImageReady: created.Add(3 * time.Second),
 		Provisioned: created.Add(20 * time.Second), Boot: 4 * time.Second, Network: time.Second, Containers: 2 * time.Second}
 	total, phases := s.Phases(created, created.Add(25*time.Second))
-	want := map[string]time.Duration{controlops.StartupScheduling: time.Second, controlops.StartupImage: 2 * time.Second,
-		controlops.StartupInstall: 10 * time.Second, controlops.StartupBoot: 4 * time.Second, controlops.StartupNetwork: time.Second,
-		controlops.StartupContainers: 2 * time.Second, controlops.StartupReady: 5 * time.Second}
+	want := map[string]time.Duration{controlapi.StartupScheduling: time.Second, controlapi.StartupImage: 2 * time.Second,
+		controlapi.StartupInstall: 10 * time.Second, controlapi.StartupBoot: 4 * time.Second, controlapi.StartupNetwork: time.Second,
+		controlapi.StartupContainers: 2 * time.Second, controlapi.StartupReady: 5 * time.Second}
 	var sum time.Duration
 	for p, d := range phases {
 		sum += d

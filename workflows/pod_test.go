@@ -25,16 +25,18 @@ import (
 
 	controlacts "github.com/zonewright/zonewright/activities/control"
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // Unit tests of the lifecycle's logic (timers, signals, saga order) with
 // the SDK's test suite and mocked activities; the end-to-end tests run the
 // real activities on the dev stack's parts.
 
-var testRef = controlops.PodRef{Namespace: "default", Name: "web", UID: "00000000-0000-4000-8000-000000000001"}
+var testRef = controlapi.PodRef{Namespace: "default", Name: "web", UID: "00000000-0000-4000-8000-000000000001"}
 
 var fastTuning = Tuning{RetryMin: time.Second, RetryMax: 4 * time.Second,
 	RestartBackoff: 10 * time.Second, RestartMax: time.Minute, HistoryLimit: 100000}
@@ -79,12 +81,12 @@ type harness struct {
 	env      *testsuite.TestWorkflowEnvironment
 	calls    *calls
 	queues   *calls // host activities as name@taskqueue
-	statuses []controlops.StatusUpdate
+	statuses []controlapi.StatusUpdate
 	// statusAt is when each status was written, on the test clock.
 	statusAt []time.Time
 	mu       sync.Mutex
 	// onStatus, when set, sees every status write as it is made.
-	onStatus func(controlops.StatusUpdate)
+	onStatus func(controlapi.StatusUpdate)
 }
 
 // override replaces the default mock of one activity.
@@ -122,11 +124,11 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 			m.Return(v...)
 		}
 	}
-	ret(on(ctl.LoadPod), controlops.PodSnapshot{Found: true, Spec: spec, Phase: model.PodPending}, nil)
-	ret(on(ctl.SchedulePod), controlops.ScheduleResult{Node: "n1"}, nil)
-	ret(on(ctl.AllocatePodIP), controlops.AllocateResult{IP: "10.88.1.2", PrefixLen: 24, Gateway: "10.88.1.1"}, nil)
-	ret(on(img.ResolvePodImage), controlops.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: true}, nil)
-	h.env.OnActivity(ctl.UpdatePodStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u controlops.StatusUpdate) error {
+	ret(on(ctl.LoadPod), controlapi.PodSnapshot{Found: true, Spec: spec, Phase: model.PodPending}, nil)
+	ret(on(ctl.SchedulePod), controlapi.ScheduleResult{Node: "n1"}, nil)
+	ret(on(ctl.AllocatePodIP), controlapi.AllocateResult{IP: "10.88.1.2", PrefixLen: 24, Gateway: "10.88.1.1"}, nil)
+	ret(on(img.ResolvePodImage), controlapi.ResolvedImage{Found: true, Kind: model.ImageZoneTemplate, Present: true}, nil)
+	h.env.OnActivity(ctl.UpdatePodStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, u controlapi.StatusUpdate) error {
 		h.mu.Lock()
 		h.statuses = append(h.statuses, u)
 		h.statusAt = append(h.statusAt, h.env.Now())
@@ -144,31 +146,31 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 		"StopContainers": host.StopContainers} {
 		ret(on(fn), h.recordSandbox(name))
 	}
-	ret(on(host.ProvisionPod), func(ctx context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+	ret(on(host.ProvisionPod), func(ctx context.Context, in hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 		h.calls.add("ProvisionPod")
 		h.queues.add("ProvisionPod@" + activity.GetInfo(ctx).TaskQueue)
 		if !in.Timed {
-			return hostops.ProvisionResult{Seq: supervisedSeq}, nil
+			return hostapi.ProvisionResult{Seq: supervisedSeq}, nil
 		}
-		return hostops.ProvisionResult{Seq: supervisedSeq, Steps: provisionTimes}, nil
+		return hostapi.ProvisionResult{Seq: supervisedSeq, Steps: provisionTimes}, nil
 	})
-	ret(on(ctl.WaitEndpointsLeft), func(context.Context, controlops.EndpointsLeftInput) (controlops.EndpointsLeftResult, error) {
+	ret(on(ctl.WaitEndpointsLeft), func(context.Context, controlapi.EndpointsLeftInput) (controlapi.EndpointsLeftResult, error) {
 		h.calls.add("WaitEndpointsLeft")
-		return controlops.EndpointsLeftResult{Left: true, Generation: 7}, nil
+		return controlapi.EndpointsLeftResult{Left: true, Generation: 7}, nil
 	})
-	ret(on(host.ShutdownZone), func(_ context.Context, _ hostops.ShutdownInput) (bool, error) {
+	ret(on(host.ShutdownZone), func(_ context.Context, _ hostapi.ShutdownInput) (bool, error) {
 		h.calls.add("ShutdownZone")
 		return true, nil
 	})
-	ret(on(host.StopContainer), func(context.Context, hostops.RestartInput) error {
+	ret(on(host.StopContainer), func(context.Context, hostapi.RestartInput) error {
 		h.calls.add("StopContainer")
 		return nil
 	})
-	ret(on(host.RestartContainer), func(context.Context, hostops.RestartInput) (uint64, error) {
+	ret(on(host.RestartContainer), func(context.Context, hostapi.RestartInput) (uint64, error) {
 		h.calls.add("RestartContainer")
 		return uint64(h.env.Now().UnixNano()), nil
 	})
-	h.env.OnActivity(ctl.ListNodePods, mock.Anything, mock.Anything).Return([]controlops.PodRef{testRef}, nil).Maybe()
+	h.env.OnActivity(ctl.ListNodePods, mock.Anything, mock.Anything).Return([]controlapi.PodRef{testRef}, nil).Maybe()
 	return h
 }
 
@@ -177,7 +179,7 @@ func newHarness(t *testing.T, spec model.PodSpec, overrides ...override) *harnes
 // any restart before it).
 func (h *harness) report(after time.Duration, zone string, containers ...model.ContainerReport) {
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalReport, model.PodReport{UID: testRef.UID, Node: "n1", Seq: uint64(h.env.Now().UnixNano()) + 1,
+		h.env.SignalWorkflow(podcontract.SignalReport, model.PodReport{UID: testRef.UID, Node: "n1", Seq: uint64(h.env.Now().UnixNano()) + 1,
 			Zone: zone, Containers: containers})
 	}, after)
 }
@@ -192,12 +194,12 @@ func exited(code int32) model.ContainerReport {
 
 func fnName(fn any) string { return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name() }
 
-func (h *harness) record(name string) func(context.Context, controlops.PodRef) error {
-	return func(context.Context, controlops.PodRef) error { h.calls.add(name); return nil }
+func (h *harness) record(name string) func(context.Context, controlapi.PodRef) error {
+	return func(context.Context, controlapi.PodRef) error { h.calls.add(name); return nil }
 }
 
-func (h *harness) recordSandbox(name string) func(context.Context, hostops.PodSandbox) error {
-	return func(ctx context.Context, _ hostops.PodSandbox) error {
+func (h *harness) recordSandbox(name string) func(context.Context, hostapi.PodSandbox) error {
+	return func(ctx context.Context, _ hostapi.PodSandbox) error {
 		h.calls.add(name)
 		h.queues.add(name + "@" + activity.GetInfo(ctx).TaskQueue)
 		return nil
@@ -211,7 +213,7 @@ func (h *harness) run(after time.Duration, signal string, arg any) {
 	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: &fastTuning})
 }
 
-func (h *harness) lastStatus() controlops.StatusUpdate {
+func (h *harness) lastStatus() controlapi.StatusUpdate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.statuses[len(h.statuses)-1]
@@ -231,7 +233,7 @@ func (h *harness) sawReason(reason string) bool {
 func TestHappyPathProvisionsRunsAndRemoves(t *testing.T) {
 	h := newHarness(t, podSpec())
 	zero := int64(0)
-	h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -250,14 +252,14 @@ func TestHappyPathProvisionsRunsAndRemoves(t *testing.T) {
 
 func TestUnschedulableWaitsAndRetries(t *testing.T) {
 	tries := 0
-	h := newHarness(t, podSpec(), override{fn: ctl.SchedulePod, ret: []any{func(context.Context, controlops.PodRef) (controlops.ScheduleResult, error) {
+	h := newHarness(t, podSpec(), override{fn: ctl.SchedulePod, ret: []any{func(context.Context, controlapi.PodRef) (controlapi.ScheduleResult, error) {
 		tries++
 		if tries < 4 {
-			return controlops.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil
+			return controlapi.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil
 		}
-		return controlops.ScheduleResult{Node: "n1"}, nil
+		return controlapi.ScheduleResult{Node: "n1"}, nil
 	}}})
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if tries != 4 {
 		t.Fatalf("scheduled %d times, want 4", tries)
 	}
@@ -276,16 +278,16 @@ func TestUnschedulableWaitsAndRetries(t *testing.T) {
 }
 
 func TestPermanentFailureCompensatesInReverse(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{hostapi.ProvisionResult{},
 		temporal.NewApplicationErrorWithOptions("install the zone: zoneadm -z web install: exit 1: brand install failed", "Invalid",
-			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	// The steps begun, the failed one included, are undone in reverse.
 	want := []string{"UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP"}
 	if !h.calls.has(want...) {
 		t.Fatalf("saga ran as %s\nwant %s", h.calls, strings.Join(want, " "))
 	}
-	var failed *controlops.StatusUpdate
+	var failed *controlapi.StatusUpdate
 	for i := range h.statuses {
 		if h.statuses[i].Phase == model.PodFailed {
 			failed = &h.statuses[i]
@@ -302,16 +304,16 @@ func TestPermanentFailureCompensatesInReverse(t *testing.T) {
 func TestMissingSecretKeepsThePodWaitingUntilItStarts(t *testing.T) {
 	var h *harness
 	tries := 0
-	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+	h = newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{func(context.Context, hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 		h.calls.add("ProvisionPod")
 		if tries++; tries <= 2 {
-			return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(`start the containers, attempt 7: CreateContainerConfigError: container "app": secret "db" not found`,
+			return hostapi.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(`start the containers, attempt 7: CreateContainerConfigError: container "app": secret "db" not found`,
 				hostacts.ErrTypeCreateContainerConfig,
-				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})
 		}
-		return hostops.ProvisionResult{Seq: supervisedSeq}, nil
+		return hostapi.ProvisionResult{Seq: supervisedSeq}, nil
 	}}})
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.calls.has("ProvisionPod", "ProvisionPod", "ProvisionPod") {
 		t.Fatalf("provisioning did not run again after the missing secret, or the zone was undone in between: %s", h.calls)
 	}
@@ -339,11 +341,11 @@ func TestMissingSecretKeepsThePodWaitingUntilItStarts(t *testing.T) {
 }
 
 func TestMissingSecretWhileDeletedUndoesTheZone(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, ret: []any{hostapi.ProvisionResult{},
 		temporal.NewApplicationErrorWithOptions(`CreateContainerConfigError: container "app": secret "db" not found`,
 			hostacts.ErrTypeCreateContainerConfig,
-			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})}})
-	h.run(30*time.Second, SignalTerminate, TerminateSignal{})
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: 7, Step: "StartContainers"}}})}})
+	h.run(30*time.Second, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.calls.has("StopContainers", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") || !h.calls.has("RemovePod") {
 		t.Fatalf("a pod deleted while waiting for its secret is not undone and removed: %s", h.calls)
 	}
@@ -353,11 +355,11 @@ func TestMissingSecretWhileDeletedUndoesTheZone(t *testing.T) {
 }
 
 func TestCancelMidInstallRollsBack(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostapi.ProvisionResult{Seq: supervisedSeq}, nil}})
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalCancel, CancelSignal{Reason: "wrong image"})
+		h.env.SignalWorkflow(podcontract.SignalCancel, podcontract.CancelSignal{Reason: "wrong image"})
 	}, time.Minute)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	// How far the node got is unknown: everything is undone (idempotently).
 	if !h.calls.has("StopContainers", "HaltZone", "UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") {
 		t.Fatalf("cancel did not roll back: %s", h.calls)
@@ -371,9 +373,9 @@ func TestCancelMidInstallRollsBack(t *testing.T) {
 }
 
 func TestTemporalCancelBehavesLikeTheCancelSignal(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostapi.ProvisionResult{Seq: supervisedSeq}, nil}})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.calls.has("UninstallZone", "DeleteZoneConfig", "DeleteVNIC", "DestroyDatasets", "ReleasePodIP") || !h.sawReason("Cancelled") {
 		t.Fatalf("a Temporal cancel request did not roll back: %s", h.calls)
 	}
@@ -385,15 +387,15 @@ func TestFinalizeEndsTheGracePeriod(t *testing.T) {
 	var start time.Time
 	h = newHarness(t, podSpec(),
 		override{fn: host.ShutdownZone, after: 25 * time.Second, ret: []any{true, nil}},
-		override{fn: host.HaltZone, ret: []any{func(context.Context, hostops.PodSandbox) error {
+		override{fn: host.HaltZone, ret: []any{func(context.Context, hostapi.PodSandbox) error {
 			haltedAt = h.env.Now().Sub(start)
 			return nil
 		}}})
 	start = h.env.Now()
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalTerminate, podcontract.TerminateSignal{}) }, time.Minute)
 	h.env.RegisterDelayedCallback(func() {
 		finalizedAt = h.env.Now().Sub(start)
-		h.env.SignalWorkflow(SignalFinalize, nil)
+		h.env.SignalWorkflow(podcontract.SignalFinalize, nil)
 	}, time.Minute+5*time.Second)
 	h.run(0, "", nil)
 	if err := h.env.GetWorkflowError(); err != nil {
@@ -411,11 +413,11 @@ func TestFinalizeEndsTheGracePeriod(t *testing.T) {
 // traffic; the wait comes out of the grace period, and finalize ends it.
 func TestTerminationLeavesTheEndpointsBeforeStopping(t *testing.T) {
 	var grace int64
-	h := newHarness(t, podSpec(), override{fn: host.ShutdownZone, ret: []any{func(_ context.Context, in hostops.ShutdownInput) (bool, error) {
+	h := newHarness(t, podSpec(), override{fn: host.ShutdownZone, ret: []any{func(_ context.Context, in hostapi.ShutdownInput) (bool, error) {
 		grace = in.GraceSeconds
 		return true, nil
-	}}}, override{fn: ctl.WaitEndpointsLeft, after: 10 * time.Second, ret: []any{controlops.EndpointsLeftResult{Left: true}, nil}})
-	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	}}}, override{fn: ctl.WaitEndpointsLeft, after: 10 * time.Second, ret: []any{controlapi.EndpointsLeftResult{Left: true}, nil}})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -423,9 +425,9 @@ func TestTerminationLeavesTheEndpointsBeforeStopping(t *testing.T) {
 		t.Fatalf("after a 10s wait to leave the endpoints the shutdown got %ds of the 30s grace period: %s", grace, h.calls)
 	}
 
-	h = newHarness(t, podSpec(), override{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlops.EndpointsLeftResult{}, nil}})
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalFinalize, nil) }, time.Minute+5*time.Second)
-	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	h = newHarness(t, podSpec(), override{fn: ctl.WaitEndpointsLeft, after: time.Hour, ret: []any{controlapi.EndpointsLeftResult{}, nil}})
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalFinalize, nil) }, time.Minute+5*time.Second)
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +442,7 @@ func TestLivenessFailureRestartsWithBackoff(t *testing.T) {
 	for _, at := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute} {
 		h.report(at, "running", unhealthy)
 	}
-	h.run(4*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(4*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if got := strings.Count(h.calls.String(), "RestartContainer"); got != 3 {
 		t.Fatalf("%d restarts for 3 liveness failures: %s", got, h.calls)
 	}
@@ -459,7 +461,7 @@ func TestLivenessFailureRestartsWithBackoff(t *testing.T) {
 	}
 }
 
-func (h *harness) lastStatusWithContainers() controlops.StatusUpdate {
+func (h *harness) lastStatusWithContainers() controlapi.StatusUpdate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := len(h.statuses) - 1; i >= 0; i-- {
@@ -467,7 +469,7 @@ func (h *harness) lastStatusWithContainers() controlops.StatusUpdate {
 			return h.statuses[i]
 		}
 	}
-	return controlops.StatusUpdate{}
+	return controlapi.StatusUpdate{}
 }
 
 // readyConditions lists the Ready condition's statuses as written.
@@ -493,7 +495,7 @@ func TestReportsDriveTheReadyCondition(t *testing.T) {
 	h.report(time.Minute, "running", running(true))
 	h.report(2*time.Minute, "running", running(true)) // the same state again: nothing to write
 	h.report(3*time.Minute, "running", running(false))
-	h.run(4*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(4*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	got := strings.Join(h.readyConditions(), ",")
 	if !strings.HasPrefix(got, "False/,True/,False/,False/Terminating") {
 		t.Fatalf("Ready went %s; want False until ready, True, then False, written once each", got)
@@ -506,12 +508,12 @@ func TestStaleAndForeignReportsAreIgnored(t *testing.T) {
 		code := int32(1)
 		stale := model.PodReport{UID: testRef.UID, Node: "n1", Seq: supervisedSeq, Zone: "running",
 			Containers: []model.ContainerReport{{Name: "app", State: model.ContainerExited, ExitCode: &code}}}
-		h.env.SignalWorkflow(SignalReport, stale)
+		h.env.SignalWorkflow(podcontract.SignalReport, stale)
 		other := stale
 		other.Seq, other.UID = supervisedSeq+1000, "another-incarnation"
-		h.env.SignalWorkflow(SignalReport, other)
+		h.env.SignalWorkflow(podcontract.SignalReport, other)
 	}, time.Minute)
-	h.run(2*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(2*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if h.calls.has("RestartContainer") || h.sawReason("BackOff") {
 		t.Fatalf("a stale or foreign report was acted on: %s", h.calls)
 	}
@@ -527,13 +529,13 @@ func TestALateOlderReportDoesNotTurnReadyBack(t *testing.T) {
 	h := newHarness(t, spec)
 	send := func(after time.Duration, seq uint64, ready bool) {
 		h.env.RegisterDelayedCallback(func() {
-			h.env.SignalWorkflow(SignalReport, model.PodReport{UID: testRef.UID, Node: "n1", Seq: seq, Zone: "running",
+			h.env.SignalWorkflow(podcontract.SignalReport, model.PodReport{UID: testRef.UID, Node: "n1", Seq: seq, Zone: "running",
 				Containers: []model.ContainerReport{running(ready)}})
 		}, after)
 	}
 	send(time.Minute, supervisedSeq+5, true)
 	send(2*time.Minute, supervisedSeq+4, false) // numbered before the one applied
-	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(3*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if got := strings.Join(h.readyConditions(), ","); !strings.HasPrefix(got, "False/,True/,False/Terminating") {
 		t.Fatalf("Ready went %s; want False until ready, True, then False only when terminating", got)
 	}
@@ -556,14 +558,14 @@ func TestExitCodesFollowRestartPolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, podSpec(func(s *model.PodSpec) { s.RestartPolicy = tc.policy }))
 			h.report(time.Minute, "running", exited(tc.code))
-			h.run(5*time.Minute, SignalTerminate, TerminateSignal{})
+			h.run(5*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 			if h.calls.has("RestartContainer") != tc.restart {
 				t.Fatalf("restarted=%t, want %t: %s", !tc.restart, tc.restart, h.calls)
 			}
 			if tc.phase == "" {
 				return
 			}
-			var end *controlops.StatusUpdate
+			var end *controlapi.StatusUpdate
 			for i := range h.statuses {
 				if h.statuses[i].Phase == tc.phase {
 					end = &h.statuses[i]
@@ -586,9 +588,9 @@ func TestExitCodesFollowRestartPolicy(t *testing.T) {
 func TestNodeNotReadyMakesThePodNotReadyAndBack(t *testing.T) {
 	h := newHarness(t, podSpec())
 	h.report(time.Minute, "running", running(true))
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalNode, NodeSignal{Node: "n1", Ready: false}) }, 2*time.Minute)
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalNode, NodeSignal{Node: "n1", Ready: true}) }, 3*time.Minute)
-	h.run(4*time.Minute, SignalTerminate, TerminateSignal{})
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalNode, podcontract.NodeSignal{Node: "n1", Ready: false}) }, 2*time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalNode, podcontract.NodeSignal{Node: "n1", Ready: true}) }, 3*time.Minute)
+	h.run(4*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	got := strings.Join(h.readyConditions(), ",")
 	if !strings.Contains(got, "True/,False/NodeNotReady,True/") {
 		t.Fatalf("Ready went %s; want False/NodeNotReady while the node is, then True", got)
@@ -597,9 +599,9 @@ func TestNodeNotReadyMakesThePodNotReadyAndBack(t *testing.T) {
 
 func TestFinalizeOnARunningPodChangesNothing(t *testing.T) {
 	h := newHarness(t, podSpec())
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalFinalize, nil) }, time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalFinalize, nil) }, time.Minute)
 	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdateFinalize, "u1", &testsuite.TestUpdateCallback{
+		h.env.UpdateWorkflow(podcontract.UpdateFinalize, "u1", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) {
 				if !strings.Contains(err.Error(), "not terminating") {
 					t.Errorf("finalize refused with %v", err)
@@ -610,7 +612,7 @@ func TestFinalizeOnARunningPodChangesNothing(t *testing.T) {
 			OnComplete: func(any, error) {},
 		})
 	}, 90*time.Second)
-	h.run(3*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(3*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !h.sawReason("FinalizeIgnored") || !h.calls.has("FinalizeRefused") {
 		t.Fatalf("finalize on a running pod: event %t, update refused %t", h.sawReason("FinalizeIgnored"), h.calls.has("FinalizeRefused"))
 	}
@@ -744,7 +746,7 @@ func TestRunningPodCostsNothingWhileHealthy(t *testing.T) {
 		h.report(time.Duration(i+1)*10*time.Minute, "running", running(true))
 	}
 	h.env.RegisterDelayedCallback(func() { after = cost.snapshot() }, 61*time.Minute)
-	h.run(62*time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(62*time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if !strings.Contains(strings.Join(h.readyConditions(), ","), "True/") {
 		t.Fatal("the pod never became Ready")
 	}
@@ -760,7 +762,7 @@ func TestRunningPodCostsNothingWhileHealthy(t *testing.T) {
 // 75 events an hour: a look every RetryMax (5 minutes) is a timer and a
 // local activity, 6 events, 72 an hour, and nothing else.
 func TestWaitingPodContinuesAsNewWithinItsBudget(t *testing.T) {
-	unschedulable := override{fn: ctl.SchedulePod, ret: []any{controlops.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
+	unschedulable := override{fn: ctl.SchedulePod, ret: []any{controlapi.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
 	tuning := DefaultTuning
 	tuning.HistoryLimit = 500 // continue as new a few times in ten hours
 	in := PodInput{Pod: testRef, Tuning: &tuning}
@@ -806,10 +808,10 @@ func TestWaitingPodContinuesAsNewWithinItsBudget(t *testing.T) {
 
 func TestContinuedRunningPodProvisionsNothing(t *testing.T) {
 	h := newHarness(t, podSpec())
-	sb := hostops.PodSandbox{Namespace: testRef.Namespace, Name: testRef.Name, UID: testRef.UID, IP: "10.88.1.2"}
+	sb := hostapi.PodSandbox{Namespace: testRef.Namespace, Name: testRef.Name, UID: testRef.UID, IP: "10.88.1.2"}
 	st := &PodState{Phase: PhaseRunning, Node: "n1", Sandbox: &sb, Run: &RunState{StartedAt: h.env.Now(), Seq: 500,
 		Containers: []ContainerRunState{{Name: "app", State: containerRunning, Ready: true, Started: true, Restarts: 2, Since: 500}}}}
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(SignalTerminate, TerminateSignal{}) }, time.Minute)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(podcontract.SignalTerminate, podcontract.TerminateSignal{}) }, time.Minute)
 	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: &fastTuning, State: st})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -841,11 +843,11 @@ func TestProvisionStepsMatchTheNodes(t *testing.T) {
 func TestAnUnboundedGracePeriodSaturates(t *testing.T) {
 	var grace int64
 	h := newHarness(t, podSpec(func(s *model.PodSpec) { g := int64(9223372036); s.TerminationGracePeriodSeconds = &g }),
-		override{fn: host.ShutdownZone, ret: []any{func(_ context.Context, in hostops.ShutdownInput) (bool, error) {
+		override{fn: host.ShutdownZone, ret: []any{func(_ context.Context, in hostapi.ShutdownInput) (bool, error) {
 			grace = in.GraceSeconds
 			return true, nil
 		}}})
-	h.run(time.Minute, SignalTerminate, TerminateSignal{})
+	h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	if err := h.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -856,11 +858,11 @@ func TestAnUnboundedGracePeriodSaturates(t *testing.T) {
 
 // A cancel signal has no validator: a reason too long for a status is cut.
 func TestACancelSignalsLongReasonIsCut(t *testing.T) {
-	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostops.ProvisionResult{Seq: supervisedSeq}, nil}})
+	h := newHarness(t, podSpec(), override{fn: host.ProvisionPod, after: 10 * time.Minute, ret: []any{hostapi.ProvisionResult{Seq: supervisedSeq}, nil}})
 	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(SignalCancel, CancelSignal{Reason: strings.Repeat("r", 1<<20)})
+		h.env.SignalWorkflow(podcontract.SignalCancel, podcontract.CancelSignal{Reason: strings.Repeat("r", 1<<20)})
 	}, time.Minute)
-	h.run(time.Hour, SignalTerminate, TerminateSignal{})
+	h.run(time.Hour, podcontract.SignalTerminate, podcontract.TerminateSignal{})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cut := false
@@ -887,19 +889,19 @@ func TestUninstallHeartbeatsSoADeadAgentIsNoticed(t *testing.T) {
 	}{{"teardown", false}, {"compensation", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var heartbeat time.Duration
-			uninstall := override{fn: host.UninstallZone, ret: []any{func(ctx context.Context, _ hostops.PodSandbox) error {
+			uninstall := override{fn: host.UninstallZone, ret: []any{func(ctx context.Context, _ hostapi.PodSandbox) error {
 				heartbeat = activity.GetInfo(ctx).HeartbeatTimeout
 				return nil
 			}}}
 			overrides := []override{uninstall}
 			if tc.fail {
-				overrides = append(overrides, override{fn: host.ProvisionPod, ret: []any{hostops.ProvisionResult{},
+				overrides = append(overrides, override{fn: host.ProvisionPod, ret: []any{hostapi.ProvisionResult{},
 					temporal.NewApplicationErrorWithOptions("install the zone: exit 1", "Invalid",
-						temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostops.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
+						temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{hostapi.ProvisionProgress{Begun: 4, Step: "InstallZone"}}})}})
 			}
 			h := newHarness(t, podSpec(), overrides...)
 			zero := int64(0)
-			h.run(time.Minute, SignalTerminate, TerminateSignal{GracePeriodSeconds: &zero})
+			h.run(time.Minute, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: &zero})
 			if heartbeat <= 0 || heartbeat > time.Minute {
 				t.Fatalf("UninstallZone ran with heartbeat timeout %s; want one of seconds", heartbeat)
 			}
@@ -912,7 +914,7 @@ func TestUninstallHeartbeatsSoADeadAgentIsNoticed(t *testing.T) {
 // signal here because nothing else brings it back: a delete would be read
 // again from the pod's row by the next run.
 func TestSignalAtContinueAsNewIsKept(t *testing.T) {
-	unschedulable := override{fn: ctl.SchedulePod, ret: []any{controlops.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
+	unschedulable := override{fn: ctl.SchedulePod, ret: []any{controlapi.ScheduleResult{Message: "0/3 nodes are available: 3 Insufficient cpu."}, nil}}
 	h := newHarness(t, podSpec(), unschedulable)
 	tuning := fastTuning
 	tuning.RetryMin, tuning.RetryMax, tuning.HistoryLimit = time.Minute, time.Minute, 1000
@@ -921,7 +923,7 @@ func TestSignalAtContinueAsNewIsKept(t *testing.T) {
 	// which the wait ends, and the run may continue as new, delivers it.
 	h.env.RegisterDelayedCallback(func() {
 		h.env.SetCurrentHistoryLength(5000)
-		h.env.SignalWorkflowSkippingWorkflowTask(SignalCancel, CancelSignal{Reason: "not needed any more"})
+		h.env.SignalWorkflowSkippingWorkflowTask(podcontract.SignalCancel, podcontract.CancelSignal{Reason: "not needed any more"})
 	}, 30*time.Second)
 	h.env.ExecuteWorkflow(PodLifecycle, PodInput{Pod: testRef, Tuning: &tuning})
 	var can *workflow.ContinueAsNewError

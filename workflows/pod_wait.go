@@ -8,17 +8,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
-)
-
-// Pod reasons while the pod waits.
-const (
-	ReasonUnschedulable    = controlops.ReasonUnschedulable
-	ReasonIPExhausted      = "IPExhausted"
-	ReasonImagePulling     = controlops.ReasonImagePulling
-	ReasonImagePullBackOff = controlops.ReasonImagePullBackOff
-	ReasonErrImagePull     = controlops.ReasonErrImagePull
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // versionErrImagePull marks lifecycles that say ErrImagePull before
@@ -36,13 +28,13 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 		return w.stopUnprovisioned(ctx)
 	}
 	w.look(ctx, "Schedule")
-	var res controlops.ScheduleResult
+	var res controlapi.ScheduleResult
 	if err := w.control(ctx, ctl.SchedulePod, w.ref()).Get(ctx, &res); err != nil {
 		return err
 	}
 	if res.Node == "" {
 		now := workflow.Now(ctx)
-		reason := ReasonUnschedulable
+		reason := podcontract.ReasonUnschedulable
 		if res.Reason != "" {
 			reason = res.Reason // the capacity map, not the nodes
 		}
@@ -59,10 +51,10 @@ func (w *podWorkflow) pending(ctx workflow.Context) error {
 	if err := upsert(ctx, SearchAttrNode, res.Node); err != nil {
 		return err
 	}
-	w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, EventReason: "Scheduled",
+	w.update(ctx, controlapi.StatusUpdate{Phase: model.PodPending, EventReason: "Scheduled",
 		EventMessage: fmt.Sprintf("Successfully assigned %s to %s", w.ref(), res.Node)})
 	if w.st.MovedFrom != "" {
-		w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, EventReason: "Rescheduled",
+		w.update(ctx, controlapi.StatusUpdate{Phase: model.PodPending, EventReason: "Rescheduled",
 			EventMessage: fmt.Sprintf("Rescheduled %s from %s to %s", w.ref(), w.st.MovedFrom, res.Node)})
 		w.st.MovedFrom = ""
 	}
@@ -77,13 +69,13 @@ func (w *podWorkflow) scheduled(ctx workflow.Context) error {
 		return w.stopUnprovisioned(ctx)
 	}
 	w.look(ctx, "AllocateIP")
-	var res controlops.AllocateResult
-	in := controlops.AllocateInput{Pod: w.ref(), Node: w.st.Node}
+	var res controlapi.AllocateResult
+	in := controlapi.AllocateInput{Pod: w.ref(), Node: w.st.Node}
 	if err := w.control(ctx, ctl.AllocatePodIP, in).Get(ctx, &res); err != nil {
 		return err
 	}
 	if res.Exhausted != "" {
-		w.waiting(ctx, ReasonIPExhausted, "FailedAllocateIP", model.EventWarning, res.Exhausted)
+		w.waiting(ctx, podcontract.ReasonIPExhausted, "FailedAllocateIP", model.EventWarning, res.Exhausted)
 		return w.waitRetry(ctx, w.st.Attempt)
 	}
 	w.endStep(ctx, "")
@@ -95,7 +87,7 @@ func (w *podWorkflow) scheduled(ctx workflow.Context) error {
 
 // imagePulling waits, Pending with reason ImagePulling, until the node
 // holds the pod's image, starting the pull when nobody has. The pull's end
-// wakes the pod (SignalWake), even one that arrives while it looks; a look
+// wakes the pod (podcontract.SignalWake), even one that arrives while it looks; a look
 // every RetryMax covers a wake that could not be sent. A failed pull is
 // retried with back-off (ImagePullBackOff), as Kubernetes does.
 func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
@@ -103,19 +95,19 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 		return w.stopUnprovisioned(ctx)
 	}
 	w.look(ctx, "ResolveImage")
-	in := controlops.ImageNodeInput{Image: w.sandboxImage(), Node: w.st.Node}
+	in := controlapi.ImageNodeInput{Image: w.sandboxImage(), Node: w.st.Node}
 	if len(w.spec.Containers) > 0 {
 		in.NeverPull = w.spec.Containers[0].ImagePullPolicy == model.PullNever
 		in.Refresh = w.spec.Containers[0].ImagePullPolicy == model.PullAlways
 	}
-	var r controlops.ResolvedImage
+	var r controlapi.ResolvedImage
 	if err := w.control(ctx, img.ResolvePodImage, in).Get(ctx, &r); err != nil {
 		return err
 	}
 	if !r.Found || r.Present {
 		w.endStep(ctx, "")
 		if w.waitedForImage() && workflow.GetVersion(ctx, versionPulledEvent, workflow.DefaultVersion, 1) >= 1 {
-			w.update(ctx, controlops.StatusUpdate{EventOnly: true, EventType: model.EventNormal, EventReason: "Pulled",
+			w.update(ctx, controlapi.StatusUpdate{EventOnly: true, EventType: model.EventNormal, EventReason: "Pulled",
 				EventMessage: fmt.Sprintf("Successfully pulled image %q to node %s", w.sandboxImage(), w.st.Node)})
 		}
 		w.startupImageReady(ctx)
@@ -134,24 +126,24 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 	if r.Failed {
 		// As the kubelet: ErrImagePull when a pull is first seen failing,
 		// ImagePullBackOff while the pod backs off before the next look.
-		reason := ReasonImagePullBackOff
+		reason := podcontract.ReasonImagePullBackOff
 		switch {
 		case r.Reason != "":
 			reason = r.Reason
-		case (!w.waitedForImage() || strings.HasPrefix(w.st.Waiting, ReasonImagePulling+": ")) &&
+		case (!w.waitedForImage() || strings.HasPrefix(w.st.Waiting, podcontract.ReasonImagePulling+": ")) &&
 			workflow.GetVersion(ctx, versionErrImagePull, workflow.DefaultVersion, 1) >= 1:
-			reason = ReasonErrImagePull
+			reason = podcontract.ReasonErrImagePull
 		}
 		w.waiting(ctx, reason, reason, model.EventWarning, r.Message)
 		return w.waitRetry(ctx, w.st.Attempt)
 	}
-	w.waiting(ctx, ReasonImagePulling, ReasonImagePulling, model.EventNormal, r.Message)
+	w.waiting(ctx, podcontract.ReasonImagePulling, podcontract.ReasonImagePulling, model.EventNormal, r.Message)
 	return w.waitFor(ctx, w.t.RetryMax)
 }
 
 // waitedForImage: the pod's last wait was for its image's pull.
 func (w *podWorkflow) waitedForImage() bool {
-	for _, r := range []string{ReasonImagePulling, ReasonErrImagePull, ReasonImagePullBackOff} {
+	for _, r := range []string{podcontract.ReasonImagePulling, podcontract.ReasonErrImagePull, podcontract.ReasonImagePullBackOff} {
 		if strings.HasPrefix(w.st.Waiting, r+": ") {
 			return true
 		}
@@ -173,7 +165,7 @@ func (w *podWorkflow) waiting(ctx workflow.Context, reason, eventReason, eventTy
 		return
 	}
 	w.st.Waiting = reason + ": " + msg
-	w.update(ctx, controlops.StatusUpdate{Phase: model.PodPending, Reason: reason, Message: msg, Conditions: conds,
+	w.update(ctx, controlapi.StatusUpdate{Phase: model.PodPending, Reason: reason, Message: msg, Conditions: conds,
 		EventType: eventType, EventReason: eventReason, EventMessage: msg})
 }
 
@@ -203,7 +195,7 @@ func (w *podWorkflow) waitFor(ctx workflow.Context, d time.Duration) error {
 	_, err := workflow.AwaitWithTimeout(ctx, d, func() bool { return w.stopRequested() || w.evicting() || w.woken })
 	w.woken = false
 	if temporal.IsCanceledError(err) {
-		w.st.Cancel = &CancelSignal{Reason: "workflow cancel requested"}
+		w.st.Cancel = &podcontract.CancelSignal{Reason: "workflow cancel requested"}
 		return nil
 	}
 	return err

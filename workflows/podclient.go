@@ -12,7 +12,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/workflows/podcontract"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // Errors of PodClient that callers map to API statuses.
@@ -20,8 +22,6 @@ var (
 	// ErrRefused: the lifecycle's validator refused an update (finalize
 	// on a pod that is not terminating); the error says why.
 	ErrRefused = errors.New("refused")
-	// ErrNoLifecycle: the pod has no running workflow.
-	ErrNoLifecycle = controlops.ErrNoLifecycle
 	// ErrStillRunning: a workflow of an earlier pod of the same name has not finished.
 	ErrStillRunning = errors.New("a pod of this name is still being removed")
 )
@@ -35,10 +35,10 @@ type PodClient struct {
 }
 
 // Start starts the lifecycle of a newly created pod.
-func (c PodClient) Start(ctx context.Context, ref controlops.PodRef) error {
+func (c PodClient) Start(ctx context.Context, ref controlapi.PodRef) error {
 	opts := client.StartWorkflowOptions{
-		ID:                       PodWorkflowID(ref.Namespace, ref.Name),
-		TaskQueue:                ControlTaskQueue,
+		ID:                       podcontract.WorkflowID(ref.Namespace, ref.Name),
+		TaskQueue:                taskqueue.Control,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 	}
@@ -48,7 +48,7 @@ func (c PodClient) Start(ctx context.Context, ref controlops.PodRef) error {
 		if c.Tuning != nil {
 			t = *c.Tuning
 		}
-		_, err := c.Temporal.ExecuteWorkflow(ctx, opts, PodWorkflowName, PodInput{Pod: ref, Tuning: &t})
+		_, err := c.Temporal.ExecuteWorkflow(ctx, opts, podcontract.WorkflowName, PodInput{Pod: ref, Tuning: &t})
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if !errors.As(err, &started) {
 			return err
@@ -72,13 +72,13 @@ func (c PodClient) Running(ctx context.Context, namespace, name string) (bool, e
 
 // runningLifecyclesQuery finds the running lifecycles in Temporal's
 // visibility store (its SQL and Elasticsearch stores both answer it).
-const runningLifecyclesQuery = "WorkflowType = '" + PodWorkflowName + "' AND ExecutionStatus = 'Running'"
+const runningLifecyclesQuery = "WorkflowType = '" + podcontract.WorkflowName + "' AND ExecutionStatus = 'Running'"
 
 // RunningPods lists the pods whose lifecycle runs, in pages of a
 // thousand, as the visibility store sees them: it lags the histories by
 // a moment, so a lifecycle just started may be missing.
-func (c PodClient) RunningPods(ctx context.Context) (map[controlops.PodName]bool, error) {
-	out := map[controlops.PodName]bool{}
+func (c PodClient) RunningPods(ctx context.Context) (map[controlapi.PodName]bool, error) {
+	out := map[controlapi.PodName]bool{}
 	req := &workflowservice.ListWorkflowExecutionsRequest{Query: runningLifecyclesQuery, PageSize: 1000}
 	for {
 		resp, err := c.Temporal.ListWorkflow(ctx, req)
@@ -86,8 +86,8 @@ func (c PodClient) RunningPods(ctx context.Context) (map[controlops.PodName]bool
 			return nil, err
 		}
 		for _, e := range resp.GetExecutions() {
-			if ns, name, ok := parsePodWorkflowID(e.GetExecution().GetWorkflowId()); ok {
-				out[controlops.PodName{Namespace: ns, Name: name}] = true
+			if ns, name, ok := podcontract.ParseWorkflowID(e.GetExecution().GetWorkflowId()); ok {
+				out[controlapi.PodName{Namespace: ns, Name: name}] = true
 			}
 		}
 		if len(resp.GetNextPageToken()) == 0 {
@@ -100,7 +100,7 @@ func (c PodClient) RunningPods(ctx context.Context) (map[controlops.PodName]bool
 // describeRunning describes the pod's lifecycle; nil when it is not
 // running (or there is none).
 func (c PodClient) describeRunning(ctx context.Context, namespace, name string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	d, err := c.Temporal.DescribeWorkflowExecution(ctx, PodWorkflowID(namespace, name), "")
+	d, err := c.Temporal.DescribeWorkflowExecution(ctx, podcontract.WorkflowID(namespace, name), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil, nil
@@ -131,7 +131,7 @@ func (c PodClient) FailingTasks(ctx context.Context, namespace, name string) (bo
 
 // Terminate ends the pod's lifecycle without running any more of it.
 func (c PodClient) Terminate(ctx context.Context, namespace, name, reason string) error {
-	err := c.Temporal.TerminateWorkflow(ctx, PodWorkflowID(namespace, name), "", reason)
+	err := c.Temporal.TerminateWorkflow(ctx, podcontract.WorkflowID(namespace, name), "", reason)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil
@@ -141,10 +141,10 @@ func (c PodClient) Terminate(ctx context.Context, namespace, name, reason string
 
 // Signal sends one of the lifecycle's signals.
 func (c PodClient) Signal(ctx context.Context, namespace, name, signal string, arg any) error {
-	err := c.Temporal.SignalWorkflow(ctx, PodWorkflowID(namespace, name), "", signal, arg)
+	err := c.Temporal.SignalWorkflow(ctx, podcontract.WorkflowID(namespace, name), "", signal, arg)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return fmt.Errorf("%w: %s", ErrNoLifecycle, PodWorkflowID(namespace, name))
+		return fmt.Errorf("%w: %s", podcontract.ErrNoLifecycle, podcontract.WorkflowID(namespace, name))
 	}
 	return err
 }
@@ -153,12 +153,12 @@ func (c PodClient) Signal(ctx context.Context, namespace, name, signal string, a
 // refusal by its validator is ErrRefused with the lifecycle's reason.
 func (c PodClient) Update(ctx context.Context, namespace, name, update string, args ...any) error {
 	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: PodWorkflowID(namespace, name), UpdateName: update, Args: args,
+		WorkflowID: podcontract.WorkflowID(namespace, name), UpdateName: update, Args: args,
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return fmt.Errorf("%w: %s", ErrNoLifecycle, PodWorkflowID(namespace, name))
+		return fmt.Errorf("%w: %s", podcontract.ErrNoLifecycle, podcontract.WorkflowID(namespace, name))
 	}
 	if err == nil {
 		err = h.Get(ctx, nil)

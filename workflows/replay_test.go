@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // Histories of real runs (recorded by the end-to-end tests with
@@ -31,7 +32,7 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(PodLifecycle, workflow.RegisterOptions{Name: PodWorkflowName})
+			r.RegisterWorkflowWithOptions(PodLifecycle, workflow.RegisterOptions{Name: podcontract.WorkflowName})
 			r.RegisterWorkflowWithOptions(ImageImport, workflow.RegisterOptions{Name: ImageImportWorkflowName})
 			r.RegisterWorkflowWithOptions(ImagePull, workflow.RegisterOptions{Name: ImagePullWorkflowName})
 			r.RegisterWorkflowWithOptions(ImageDelete, workflow.RegisterOptions{Name: ImageDeleteWorkflowName})
@@ -65,7 +66,7 @@ func TestALateReportAppliedBeforeTheHighWaterVersionStillReplays(t *testing.T) {
 	var reports []*model.PodReport
 	var data []*[]byte
 	for _, e := range hist.Events {
-		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.SignalName == SignalReport {
+		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.SignalName == podcontract.SignalReport {
 			p := a.Input.Payloads[0]
 			r := &model.PodReport{}
 			if err := json.Unmarshal(p.Data, r); err != nil {
@@ -82,7 +83,7 @@ func TestALateReportAppliedBeforeTheHighWaterVersionStillReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(PodLifecycle, workflow.RegisterOptions{Name: PodWorkflowName})
+	r.RegisterWorkflowWithOptions(PodLifecycle, workflow.RegisterOptions{Name: podcontract.WorkflowName})
 	if err := r.ReplayWorkflowHistory(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)), hist); err != nil {
 		t.Fatalf("replay with a late report: %v", err)
 	}

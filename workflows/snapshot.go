@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 )
 
 // SnapshotWorkflowName is the snapshot workflow's registered name.
@@ -16,7 +16,7 @@ func SnapshotWorkflowID(namespace, name string) string { return "snapshot/" + na
 
 // SnapshotInput names the snapshot.
 type SnapshotInput struct {
-	Snapshot controlops.SnapshotRef
+	Snapshot controlapi.SnapshotRef
 }
 
 // SnapshotSync does the node's part of a VolumeSnapshot, then ends: a new
@@ -35,11 +35,11 @@ func SnapshotSync(ctx workflow.Context, in SnapshotInput) error {
 func snapshotTurn(ctx workflow.Context, wake workflow.ReceiveChannel, in SnapshotInput) (done bool, err error) {
 	for wake.ReceiveAsync(nil) {
 	}
-	var st controlops.SnapshotState
+	var st controlapi.SnapshotState
 	if err := workflow.ExecuteActivity(ctx, ctl.LoadSnapshot, in.Snapshot).Get(ctx, &st); err != nil {
 		return false, err
 	}
-	target := controlops.SnapshotTarget{Snapshot: in.Snapshot, UID: st.Snapshot.UID, State: st}
+	target := controlapi.SnapshotTarget{Snapshot: in.Snapshot, UID: st.Snapshot.UID, State: st}
 	switch {
 	case !st.Found:
 		return true, nil

@@ -8,7 +8,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // DeploymentClient starts and wakes deployments' workflows: what the
@@ -20,7 +21,7 @@ type DeploymentClient struct {
 func (c DeploymentClient) options(ns, name string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       DeploymentWorkflowID(ns, name),
-		TaskQueue:                ControlTaskQueue,
+		TaskQueue:                taskqueue.Control,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 	}
@@ -32,7 +33,7 @@ func (c DeploymentClient) Wake(ctx context.Context, ns, name string) error {
 	opts := c.options(ns, name)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_UNSPECIFIED // signal-with-start uses the running one
 	_, err := c.Temporal.SignalWithStartWorkflow(ctx, opts.ID, SignalDeploymentChanged, nil, opts, DeploymentWorkflowName,
-		DeploymentInput{Deployment: controlops.DeploymentRef{Namespace: ns, Name: name}})
+		DeploymentInput{Deployment: controlapi.DeploymentRef{Namespace: ns, Name: name}})
 	return err
 }
 
@@ -40,7 +41,7 @@ func (c DeploymentClient) Wake(ctx context.Context, ns, name string) error {
 // a running one alone (it costs that one no history event).
 func (c DeploymentClient) Ensure(ctx context.Context, ns, name string) error {
 	_, err := c.Temporal.ExecuteWorkflow(ctx, c.options(ns, name), DeploymentWorkflowName,
-		DeploymentInput{Deployment: controlops.DeploymentRef{Namespace: ns, Name: name}})
+		DeploymentInput{Deployment: controlapi.DeploymentRef{Namespace: ns, Name: name}})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return nil
@@ -56,7 +57,7 @@ type JobClient struct {
 func (c JobClient) options(ns, name string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                    JobWorkflowID(ns, name),
-		TaskQueue:             ControlTaskQueue,
+		TaskQueue:             taskqueue.Control,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}
 }
@@ -66,7 +67,7 @@ func (c JobClient) options(ns, name string) client.StartWorkflowOptions {
 func (c JobClient) Wake(ctx context.Context, ns, name string) error {
 	opts := c.options(ns, name)
 	_, err := c.Temporal.SignalWithStartWorkflow(ctx, opts.ID, SignalJobChanged, nil, opts, JobWorkflowName,
-		JobInput{Job: controlops.JobRef{Namespace: ns, Name: name}})
+		JobInput{Job: controlapi.JobRef{Namespace: ns, Name: name}})
 	return err
 }
 
@@ -74,7 +75,7 @@ func (c JobClient) Wake(ctx context.Context, ns, name string) error {
 func (c JobClient) Ensure(ctx context.Context, ns, name string) error {
 	opts := c.options(ns, name)
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
-	_, err := c.Temporal.ExecuteWorkflow(ctx, opts, JobWorkflowName, JobInput{Job: controlops.JobRef{Namespace: ns, Name: name}})
+	_, err := c.Temporal.ExecuteWorkflow(ctx, opts, JobWorkflowName, JobInput{Job: controlapi.JobRef{Namespace: ns, Name: name}})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return nil

@@ -10,6 +10,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/imagestore"
 )
@@ -30,17 +31,17 @@ func TestImportErrorsKeepTheirTypes(t *testing.T) {
 		says         string
 	}{
 		{"a digest mismatch is not retried and names neither digest",
-			imp(&imagestore.DigestMismatchError{Name: "ubuntu", Want: "ff", Got: "00", WantSize: 10, GotSize: 12345}), ErrTypeDigestMismatch, true,
+			imp(&imagestore.DigestMismatchError{Name: "ubuntu", Want: "ff", Got: "00", WantSize: 10, GotSize: 12345}), controlapi.ErrTypeDigestMismatch, true,
 			"image ubuntu: the download does not match the catalog's sha256 digest"},
 		{"a source that says no for good is not retried",
-			imp(fmt.Errorf("fetch: %w", imagestore.ErrCorrupt)), ErrTypeSourceFailed, true, "image ubuntu: not an image"},
+			imp(fmt.Errorf("fetch: %w", imagestore.ErrCorrupt)), controlapi.ErrTypeSourceFailed, true, "image ubuntu: not an image"},
 		{"a refused source is not retried",
-			imp(&imagestore.RefusedSourceError{Reason: "credentials in the URL are not accepted"}), ErrTypeSourceFailed, true, "image ubuntu: source refused: credentials"},
-		{"a stall is retried", imp(imagestore.ErrStalled), ErrTypeStalled, false, "image ubuntu: the source could not be fetched"},
-		{"an image deleted meanwhile is not retried", &controlops.ImageGoneError{Image: "ubuntu"}, ErrTypeImageGone, true,
+			imp(&imagestore.RefusedSourceError{Reason: "credentials in the URL are not accepted"}), controlapi.ErrTypeSourceFailed, true, "image ubuntu: source refused: credentials"},
+		{"a stall is retried", imp(imagestore.ErrStalled), controlapi.ErrTypeStalled, false, "image ubuntu: the source could not be fetched"},
+		{"an image deleted meanwhile is not retried", &controlops.ImageGoneError{Image: "ubuntu"}, controlapi.ErrTypeImageGone, true,
 			"image ubuntu is gone"},
 		{"anything else is retried, as a class without the detail",
-			imp(errors.New("malformed HTTP response \"\\x00\\x00\\x12\\x04\"")), ErrTypeFetchFailed, false,
+			imp(errors.New("malformed HTTP response \"\\x00\\x00\\x12\\x04\"")), controlapi.ErrTypeFetchFailed, false,
 			"image ubuntu: the source could not be fetched: connection failed"},
 		{"an error of the store itself is retried", errors.New("database unavailable"), "", false, "database unavailable"},
 	}

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/progress"
@@ -135,160 +136,160 @@ func classify(err error, attempt int32) error {
 
 // CreateDatasets creates the pod's zone dataset (and a bhyve pod's boot
 // volume).
-func (a *Activities) CreateDatasets(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) CreateDatasets(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.CreateDatasets(heartbeats(ctx), s))
 }
 
 // DestroyDatasets destroys the pod's datasets; missing ones are fine.
-func (a *Activities) DestroyDatasets(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) DestroyDatasets(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.DestroyDatasets(heartbeats(ctx), s))
 }
 
 // CreateVNIC creates the pod's VNIC over the node's etherstub.
-func (a *Activities) CreateVNIC(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) CreateVNIC(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.CreateVNIC(heartbeats(ctx), s))
 }
 
 // DeleteVNIC deletes the pod's VNIC; a missing one is fine.
-func (a *Activities) DeleteVNIC(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) DeleteVNIC(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.DeleteVNIC(heartbeats(ctx), s))
 }
 
 // ConfigureZone writes the zone configuration.
-func (a *Activities) ConfigureZone(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) ConfigureZone(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.ConfigureZone(heartbeats(ctx), s))
 }
 
 // DeleteZoneConfig deletes the zone configuration; a missing one is fine.
-func (a *Activities) DeleteZoneConfig(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) DeleteZoneConfig(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.DeleteZoneConfig(heartbeats(ctx), s))
 }
 
 // InstallZone installs the zone, heartbeating while it runs (and while it
 // waits for an install slot).
-func (a *Activities) InstallZone(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) InstallZone(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.InstallZone(heartbeats(ctx), s))
 }
 
 // UninstallZone uninstalls the zone (halting it first if it runs),
 // heartbeating while it runs.
-func (a *Activities) UninstallZone(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) UninstallZone(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.UninstallZone(heartbeats(ctx), s))
 }
 
 // BootZone boots the zone; a running zone is success.
-func (a *Activities) BootZone(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) BootZone(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.BootZone(heartbeats(ctx), s))
 }
 
 // HaltZone halts the zone at once; a zone not running is fine.
-func (a *Activities) HaltZone(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) HaltZone(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.HaltZone(heartbeats(ctx), s))
 }
 
 // ShutdownZone shuts the zone down gracefully within the grace period,
 // heartbeating while it waits; it reports whether the zone stopped.
-func (a *Activities) ShutdownZone(ctx context.Context, in hostops.ShutdownInput) (bool, error) {
+func (a *Activities) ShutdownZone(ctx context.Context, in hostapi.ShutdownInput) (bool, error) {
 	stopped, err := a.Ops.ShutdownZone(heartbeats(ctx), in)
 	return stopped, fail(ctx, err)
 }
 
 // ConfigureNetwork gives the zone its address and default route.
-func (a *Activities) ConfigureNetwork(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) ConfigureNetwork(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.ConfigureNetwork(heartbeats(ctx), s))
 }
 
 // StartContainers imports and enables one SMF service per container.
-func (a *Activities) StartContainers(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) StartContainers(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.StartContainers(heartbeats(ctx), s))
 }
 
 // WaitContainersOnline waits until every container's service is online,
 // heartbeating at each look; a container in maintenance is a
 // ContainerMaintenance error naming it.
-func (a *Activities) WaitContainersOnline(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) WaitContainersOnline(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.WaitContainersOnline(heartbeats(ctx), s))
 }
 
 // RestartContainer restarts one container's service and returns the
 // supervisor's Seq from which reports describe the new incarnation.
-func (a *Activities) RestartContainer(ctx context.Context, in hostops.RestartInput) (uint64, error) {
+func (a *Activities) RestartContainer(ctx context.Context, in hostapi.RestartInput) (uint64, error) {
 	seq, err := a.Ops.RestartContainer(heartbeats(ctx), in)
 	return seq, fail(ctx, err)
 }
 
 // StopContainer stops one container and waits until it has stopped.
-func (a *Activities) StopContainer(ctx context.Context, in hostops.RestartInput) error {
+func (a *Activities) StopContainer(ctx context.Context, in hostapi.RestartInput) error {
 	return fail(ctx, a.Ops.StopContainer(heartbeats(ctx), in))
 }
 
 // StopContainers disables every container's service.
-func (a *Activities) StopContainers(ctx context.Context, s hostops.PodSandbox) error {
+func (a *Activities) StopContainers(ctx context.Context, s hostapi.PodSandbox) error {
 	return fail(ctx, a.Ops.StopContainers(heartbeats(ctx), s))
 }
 
 // SupervisePod hands a running pod to the node's supervisor and returns
 // the Seq from which reports describe the pod as it is now.
-func (a *Activities) SupervisePod(ctx context.Context, in hostops.SuperviseInput) (uint64, error) {
+func (a *Activities) SupervisePod(ctx context.Context, in hostapi.SuperviseInput) (uint64, error) {
 	seq, err := a.Ops.SupervisePod(heartbeats(ctx), in)
 	return seq, fail(ctx, err)
 }
 
 // PullImage downloads the image from the control plane and installs it
 // where its kind needs it, heartbeating its progress
-// (hostops.ImagePullProgress).
-func (a *Activities) PullImage(ctx context.Context, in hostops.NodeImage) (hostops.NodeImageResult, error) {
+// (hostapi.ImagePullProgress).
+func (a *Activities) PullImage(ctx context.Context, in hostapi.NodeImage) (hostapi.NodeImageResult, error) {
 	res, err := a.Ops.PullImage(heartbeats(ctx), in)
 	return res, fail(ctx, err)
 }
 
 // RemoveImage removes the image from the node; a Busy error while zones
 // still use it.
-func (a *Activities) RemoveImage(ctx context.Context, in hostops.NodeImage) error {
+func (a *Activities) RemoveImage(ctx context.Context, in hostapi.NodeImage) error {
 	return fail(ctx, a.Ops.RemoveImage(heartbeats(ctx), in))
 }
 
 // Inventory lists what zonewright owns on the node.
-func (a *Activities) Inventory(ctx context.Context) (hostops.HostInventory, error) {
+func (a *Activities) Inventory(ctx context.Context) (hostapi.HostInventory, error) {
 	inv, err := a.Ops.Inventory(heartbeats(ctx))
 	return inv, fail(ctx, err)
 }
 
 // RemoveOrphan tears an orphan down completely.
-func (a *Activities) RemoveOrphan(ctx context.Context, o hostops.Orphan) error {
+func (a *Activities) RemoveOrphan(ctx context.Context, o hostapi.Orphan) error {
 	return fail(ctx, a.Ops.RemoveOrphan(heartbeats(ctx), o))
 }
 
 // ResizeClaimVolume grows a claim's dataset's quota, online.
-func (a *Activities) ResizeClaimVolume(ctx context.Context, c hostops.ClaimVolume) error {
+func (a *Activities) ResizeClaimVolume(ctx context.Context, c hostapi.ClaimVolume) error {
 	return fail(ctx, a.Ops.ResizeClaimVolume(heartbeats(ctx), c))
 }
 
 // DestroyClaimVolume destroys a released claim's dataset.
-func (a *Activities) DestroyClaimVolume(ctx context.Context, c hostops.ClaimVolume) error {
+func (a *Activities) DestroyClaimVolume(ctx context.Context, c hostapi.ClaimVolume) error {
 	return fail(ctx, a.Ops.DestroyClaimVolume(heartbeats(ctx), c))
 }
 
 // SnapshotClaimVolume takes a VolumeSnapshot of a claim's dataset.
-func (a *Activities) SnapshotClaimVolume(ctx context.Context, s hostops.ClaimSnapshot) error {
+func (a *Activities) SnapshotClaimVolume(ctx context.Context, s hostapi.ClaimSnapshot) error {
 	return fail(ctx, a.Ops.SnapshotClaimVolume(heartbeats(ctx), s))
 }
 
 // DestroyClaimSnapshot destroys a VolumeSnapshot's ZFS snapshot.
-func (a *Activities) DestroyClaimSnapshot(ctx context.Context, s hostops.ClaimSnapshot) error {
+func (a *Activities) DestroyClaimSnapshot(ctx context.Context, s hostapi.ClaimSnapshot) error {
 	return fail(ctx, a.Ops.DestroyClaimSnapshot(heartbeats(ctx), s))
 }
 
 // SendClaimVolume streams a snapshot of a moving claim's dataset to the
 // control plane's relay, heartbeating the bytes sent.
-func (a *Activities) SendClaimVolume(ctx context.Context, in hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
+func (a *Activities) SendClaimVolume(ctx context.Context, in hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
 	res, err := a.Ops.SendClaimVolume(heartbeats(ctx), in)
 	return res, fail(ctx, err)
 }
 
 // ReceiveClaimVolume receives a moving claim's stream from the relay
 // into its dataset on the destination, heartbeating the bytes received.
-func (a *Activities) ReceiveClaimVolume(ctx context.Context, in hostops.ClaimTransfer) (hostops.ClaimTransferResult, error) {
+func (a *Activities) ReceiveClaimVolume(ctx context.Context, in hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
 	res, err := a.Ops.ReceiveClaimVolume(heartbeats(ctx), in)
 	return res, fail(ctx, err)
 }

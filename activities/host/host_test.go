@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/supervisor"
@@ -30,8 +30,8 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	const ip = "127.10.1.2"
 	port := freePort(t, ip)
 	s := sandbox("web", ip,
-		hostops.ContainerSpec{Name: "sleeper", Argv: []string{"sleep", "1000"}},
-		hostops.ContainerSpec{Name: "http", Argv: []string{python, "-m", "http.server", "--bind", ip, strconv.Itoa(port)},
+		hostapi.ContainerSpec{Name: "sleeper", Argv: []string{"sleep", "1000"}},
+		hostapi.ContainerSpec{Name: "http", Argv: []string{python, "-m", "http.server", "--bind", ip, strconv.Itoa(port)},
 			Env: []model.EnvVar{{Name: "GREETING", Value: "hi"}}},
 	)
 	zone := s.ZoneName()
@@ -127,7 +127,7 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 	}
 
 	// Restart and stop.
-	n.must(t, "RestartContainer", n.host.RestartContainer, hostops.RestartInput{Sandbox: s, Container: "sleeper"})
+	n.must(t, "RestartContainer", n.host.RestartContainer, hostapi.RestartInput{Sandbox: s, Container: "sleeper"})
 	n.must(t, "WaitContainersOnline after a restart", n.host.WaitContainersOnline, s)
 	n.twice(t, "StopContainers", n.host.StopContainers, s)
 	// svcadm disable returns before svc.startd has stopped the instance;
@@ -150,10 +150,10 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 
 	// A graceful shutdown: the services stop on SIGTERM.
 	var stopped bool
-	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, hostops.ShutdownInput{Sandbox: s, GraceSeconds: 30}).Get(&stopped); err != nil || !stopped {
+	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, hostapi.ShutdownInput{Sandbox: s, GraceSeconds: 30}).Get(&stopped); err != nil || !stopped {
 		t.Errorf("ShutdownZone = %v, %v; want true", stopped, err)
 	}
-	if err := n.must(t, "ShutdownZone of a stopped zone", n.host.ShutdownZone, hostops.ShutdownInput{Sandbox: s, GraceSeconds: 30}).Get(&stopped); err != nil || !stopped {
+	if err := n.must(t, "ShutdownZone of a stopped zone", n.host.ShutdownZone, hostapi.ShutdownInput{Sandbox: s, GraceSeconds: 30}).Get(&stopped); err != nil || !stopped {
 		t.Errorf("ShutdownZone again = %v, %v; want true", stopped, err)
 	}
 	obs = n.observe(t, s)
@@ -193,12 +193,12 @@ func wantNothingLeft(t *testing.T, n *node) {
 func TestShutdownPastTheGracePeriodThenHalt(t *testing.T) {
 	n := newNode(t)
 	s := sandbox("stubborn", "127.10.2.2",
-		hostops.ContainerSpec{Name: "stubborn", Argv: []string{"sh", "-c", "trap '' TERM; while :; do sleep 1; done"}})
+		hostapi.ContainerSpec{Name: "stubborn", Argv: []string{"sh", "-c", "trap '' TERM; while :; do sleep 1; done"}})
 	n.provision(t, s)
 
 	start := time.Now()
 	var stopped bool
-	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, hostops.ShutdownInput{Sandbox: s, GraceSeconds: 2}).Get(&stopped); err != nil || stopped {
+	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, hostapi.ShutdownInput{Sandbox: s, GraceSeconds: 2}).Get(&stopped); err != nil || stopped {
 		t.Errorf("ShutdownZone of a zone whose service ignores SIGTERM = %v, %v; want false", stopped, err)
 	}
 	if took := time.Since(start); took < 2*time.Second || took > 10*time.Second {
@@ -210,7 +210,7 @@ func TestShutdownPastTheGracePeriodThenHalt(t *testing.T) {
 	}
 	// A grace period of zero asks for no shutdown at all.
 	n.must(t, "BootZone", n.host.BootZone, s)
-	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, hostops.ShutdownInput{Sandbox: s, GraceSeconds: 0}).Get(&stopped); err != nil || stopped {
+	if err := n.must(t, "ShutdownZone", n.host.ShutdownZone, hostapi.ShutdownInput{Sandbox: s, GraceSeconds: 0}).Get(&stopped); err != nil || stopped {
 		t.Errorf("ShutdownZone with no grace = %v, %v; want false", stopped, err)
 	}
 	// UninstallZone halts a running zone first.
@@ -222,8 +222,8 @@ func TestShutdownPastTheGracePeriodThenHalt(t *testing.T) {
 func TestContainerInMaintenance(t *testing.T) {
 	n := newNode(t)
 	s := sandbox("crashy", "127.10.3.2",
-		hostops.ContainerSpec{Name: "ok", Argv: []string{"sleep", "1000"}},
-		hostops.ContainerSpec{Name: "crashy", Argv: []string{"sh", "-c", "exit 1"}})
+		hostapi.ContainerSpec{Name: "ok", Argv: []string{"sleep", "1000"}},
+		hostapi.ContainerSpec{Name: "crashy", Argv: []string{"sh", "-c", "exit 1"}})
 	h := n.host
 	for _, step := range []any{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone, h.InstallZone, h.BootZone, h.ConfigureNetwork, h.StartContainers} {
 		n.must(t, "provision", step, s)
@@ -264,8 +264,8 @@ func TestContainerInMaintenance(t *testing.T) {
 	}
 	// Restart clears maintenance: SMF tries again (and the command fails
 	// again).
-	n.must(t, "RestartContainer", h.RestartContainer, hostops.RestartInput{Sandbox: s, Container: "crashy"})
-	_, err = n.run(t, h.RestartContainer, hostops.RestartInput{Sandbox: s, Container: "nosuch"})
+	n.must(t, "RestartContainer", h.RestartContainer, hostapi.RestartInput{Sandbox: s, Container: "crashy"})
+	_, err = n.run(t, h.RestartContainer, hostapi.RestartInput{Sandbox: s, Container: "nosuch"})
 	if ae := appError(t, err); ae.Type() != "NotFound" || ae.NonRetryable() {
 		t.Errorf("restart of a missing container: %v (type %s)", err, ae.Type())
 	}
@@ -326,7 +326,7 @@ func TestInvalidRequestsAreNotRetryable(t *testing.T) {
 
 func TestInstallLeftIncompleteIsRecovered(t *testing.T) {
 	n := newNode(t)
-	s := sandbox("web", "127.10.5.2", hostops.ContainerSpec{Name: "sleeper", Argv: []string{"sleep", "1000"}})
+	s := sandbox("web", "127.10.5.2", hostapi.ContainerSpec{Name: "sleeper", Argv: []string{"sleep", "1000"}})
 	for _, step := range []any{n.host.CreateDatasets, n.host.CreateVNIC, n.host.ConfigureZone} {
 		n.must(t, "provision", step, s)
 	}
@@ -413,7 +413,7 @@ func TestBhyveAndLxConfigurations(t *testing.T) {
 	n.must(t, "CreateDatasets lx", n.host.CreateDatasets, lx)
 	n.must(t, "ConfigureZone lx", n.host.ConfigureZone, lx)
 	n.must(t, "InstallZone lx without a catalog image", n.host.InstallZone, lx)
-	for _, s := range []hostops.PodSandbox{vm, lx} {
+	for _, s := range []hostapi.PodSandbox{vm, lx} {
 		n.deprovision(t, s)
 	}
 	wantNothingLeft(t, n)

@@ -23,7 +23,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	hostacts "github.com/zonewright/zonewright/activities/host"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -94,12 +94,12 @@ func newImageServer(t *testing.T) *imageServer {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // add serves body under name and returns the NodeImage of it.
-func (s *imageServer) add(name, kind string, body []byte) hostops.NodeImage {
+func (s *imageServer) add(name, kind string, body []byte) hostapi.NodeImage {
 	s.mu.Lock()
 	s.files[name] = body
 	s.mu.Unlock()
 	sum := sha256.Sum256(body)
-	return hostops.NodeImage{Name: name, Kind: kind, URL: s.URL + "/images/" + name,
+	return hostapi.NodeImage{Name: name, Kind: kind, URL: s.URL + "/images/" + name,
 		SHA256: hex.EncodeToString(sum[:]), Size: int64(len(body))}
 }
 
@@ -156,9 +156,9 @@ func diskFixture(t *testing.T) []byte {
 	return b
 }
 
-func (n *node) pull(t *testing.T, img hostops.NodeImage) hostops.NodeImageResult {
+func (n *node) pull(t *testing.T, img hostapi.NodeImage) hostapi.NodeImageResult {
 	t.Helper()
-	var res hostops.NodeImageResult
+	var res hostapi.NodeImageResult
 	if err := n.must(t, "PullImage "+img.Name, n.host.PullImage, img).Get(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -198,10 +198,10 @@ func TestPullImageOfEachKind(t *testing.T) {
 	zfs := n.ops.Host.ZFS()
 
 	var mu sync.Mutex
-	var beats []hostops.ImagePullProgress
+	var beats []hostapi.ImagePullProgress
 	n.ops.HeartbeatInterval = 20 * time.Millisecond
 	n.env.SetOnActivityHeartbeatListener(func(info *activity.Info, details converter.EncodedValues) {
-		var p hostops.ImagePullProgress
+		var p hostapi.ImagePullProgress
 		if details.Get(&p) == nil {
 			mu.Lock()
 			beats = append(beats, p)
@@ -264,12 +264,12 @@ func TestPullImageOfEachKind(t *testing.T) {
 
 	// A zone template has nothing to fetch.
 	before := srv.requests.Load()
-	res = n.pull(t, hostops.NodeImage{Name: "omnios", Kind: model.ImageZoneTemplate})
+	res = n.pull(t, hostapi.NodeImage{Name: "omnios", Kind: model.ImageZoneTemplate})
 	if res.Artefact != "" {
 		t.Errorf("zone template artefact %q", res.Artefact)
 	}
 	// Pulling complete images again downloads nothing.
-	for _, img := range []hostops.NodeImage{stream, tarball, disk} {
+	for _, img := range []hostapi.NodeImage{stream, tarball, disk} {
 		n.pull(t, img)
 	}
 	if got := srv.requests.Load(); got != before {
@@ -280,7 +280,7 @@ func TestPullImageOfEachKind(t *testing.T) {
 func TestPullImageDigestMismatchLeavesNothing(t *testing.T) {
 	n := newNode(t)
 	srv := newImageServer(t)
-	for _, img := range []hostops.NodeImage{
+	for _, img := range []hostapi.NodeImage{
 		srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n)),
 		srv.add("alpine", model.ImageLXTarball, tarFixture(t)),
 		srv.add("freebsd", model.ImageBhyveDisk, diskFixture(t)),
@@ -308,7 +308,7 @@ func TestPullImageDigestMismatchLeavesNothing(t *testing.T) {
 func TestPullImageDroppedDownloadIsRetriedCleanly(t *testing.T) {
 	n := newNode(t)
 	srv := newImageServer(t)
-	for _, img := range []hostops.NodeImage{
+	for _, img := range []hostapi.NodeImage{
 		srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n)),
 		srv.add("alpine", model.ImageLXTarball, tarFixture(t)),
 		srv.add("freebsd", model.ImageBhyveDisk, diskFixture(t)),
@@ -336,7 +336,7 @@ func TestPullImageStalledDownloadIsEnded(t *testing.T) {
 	n := newNode(t)
 	srv := newImageServer(t)
 	n.ops.DownloadStallTimeout = 300 * time.Millisecond
-	for _, img := range []hostops.NodeImage{
+	for _, img := range []hostapi.NodeImage{
 		srv.add("ubuntu", model.ImageZFSStream, streamFixture(t, n)),
 		srv.add("alpine", model.ImageLXTarball, tarFixture(t)),
 	} {
@@ -398,7 +398,7 @@ func TestInstallsFromImages(t *testing.T) {
 	vm.Brand, vm.Image, vm.ImageKind = "bhyve", "freebsd", model.ImageBhyveDisk
 
 	// Without the image on the node the install stops for good.
-	for _, s := range []hostops.PodSandbox{lxStream, lxTar} {
+	for _, s := range []hostapi.PodSandbox{lxStream, lxTar} {
 		n.must(t, "CreateDatasets", n.host.CreateDatasets, s)
 		n.must(t, "CreateVNIC", n.host.CreateVNIC, s)
 		n.must(t, "ConfigureZone", n.host.ConfigureZone, s)
@@ -413,17 +413,17 @@ func TestInstallsFromImages(t *testing.T) {
 		t.Errorf("bhyve boot disk without its image: %v", err)
 	}
 
-	for _, img := range []hostops.NodeImage{stream, tarball, disk} {
+	for _, img := range []hostapi.NodeImage{stream, tarball, disk} {
 		n.pull(t, img)
 	}
 	ctx := t.Context()
-	for _, s := range []hostops.PodSandbox{lxStream, lxTar, vm} {
+	for _, s := range []hostapi.PodSandbox{lxStream, lxTar, vm} {
 		n.provision(t, s)
 		if z, err := n.ops.Host.Zoneadm().Get(ctx, s.ZoneName()); err != nil || z.State != illumos.ZoneRunning {
 			t.Errorf("%s: zone %+v, %v", s.Name, z, err)
 		}
 	}
-	motd := func(s hostops.PodSandbox) string {
+	motd := func(s hostapi.PodSandbox) string {
 		b, _ := os.ReadFile(filepath.Join(n.sim.Root, "fs", zonesPath, s.ZoneName(), "root/etc/motd"))
 		return string(b)
 	}
@@ -455,21 +455,21 @@ func TestInstallsFromImages(t *testing.T) {
 	}
 
 	// Images in use are not removed.
-	for _, img := range []hostops.NodeImage{stream, disk} {
+	for _, img := range []hostapi.NodeImage{stream, disk} {
 		_, err := n.run(t, n.host.RemoveImage, img)
 		if ae := appError(t, err); ae.Type() != hostacts.ErrTypeBusy || ae.NonRetryable() {
 			t.Errorf("RemoveImage %s while in use: %v", img.Name, err)
 		}
 	}
 
-	for _, s := range []hostops.PodSandbox{lxStream, lxTar, vm} {
+	for _, s := range []hostapi.PodSandbox{lxStream, lxTar, vm} {
 		n.deprovision(t, s)
 	}
 	wantNothingLeft(t, n)
 	if _, err := os.Stat(illumos.ZvolDevice(n.ops.ZvolDir, vol)); !os.IsNotExist(err) {
 		t.Errorf("the boot disk's device outlived the pod: %v", err)
 	}
-	for _, img := range []hostops.NodeImage{stream, tarball, disk} {
+	for _, img := range []hostapi.NodeImage{stream, tarball, disk} {
 		n.twice(t, "RemoveImage "+img.Name, n.host.RemoveImage, img)
 		n.wantNoImage(t, img.Name)
 	}
@@ -477,7 +477,7 @@ func TestInstallsFromImages(t *testing.T) {
 
 // ociLayer is a gzip layer of files (name, content pairs), served by srv:
 // the node's view of it and its uncompressed tar's size.
-func ociLayer(t *testing.T, srv *imageServer, files ...string) hostops.NodeLayer {
+func ociLayer(t *testing.T, srv *imageServer, files ...string) hostapi.NodeLayer {
 	t.Helper()
 	var tb bytes.Buffer
 	tw := tar.NewWriter(&tb)
@@ -494,13 +494,13 @@ func ociLayer(t *testing.T, srv *imageServer, files ...string) hostops.NodeLayer
 	zw.Close()
 	diff := sha256.Sum256(tb.Bytes())
 	blob := srv.add("blob-"+strconv.Itoa(len(srv.files)), "", gz.Bytes())
-	return hostops.NodeLayer{Digest: "sha256:" + blob.SHA256, DiffID: "sha256:" + hex.EncodeToString(diff[:]), Size: blob.Size,
+	return hostapi.NodeLayer{Digest: "sha256:" + blob.SHA256, DiffID: "sha256:" + hex.EncodeToString(diff[:]), Size: blob.Size,
 		MediaType: "application/vnd.oci.image.layer.v1.tar+gzip", URL: blob.URL}
 }
 
-func ociNodeImage(name string, layers ...hostops.NodeLayer) hostops.NodeImage {
+func ociNodeImage(name string, layers ...hostapi.NodeLayer) hostapi.NodeImage {
 	sum := sha256.Sum256([]byte(name))
-	return hostops.NodeImage{Name: name, Kind: model.ImageOCI, SHA256: hex.EncodeToString(sum[:]), Layers: layers}
+	return hostapi.NodeImage{Name: name, Kind: model.ImageOCI, SHA256: hex.EncodeToString(sum[:]), Layers: layers}
 }
 
 // An oci image is kept as one dataset per layer chain: a second image on
@@ -585,7 +585,7 @@ func TestPullOCIImageSharesLayers(t *testing.T) {
 		image string
 		left  int
 	}{{"other", 2}, {"app", 0}} { // (the moved app is base+other: other's layers stay until app goes)
-		if _, err := n.run(t, n.host.RemoveImage, hostops.NodeImage{Name: step.image}); err != nil {
+		if _, err := n.run(t, n.host.RemoveImage, hostapi.NodeImage{Name: step.image}); err != nil {
 			t.Fatal(err)
 		}
 		if got := layerSnaps(); len(got) != step.left {

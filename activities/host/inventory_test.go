@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	hostacts "github.com/zonewright/zonewright/activities/host"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/simtest"
@@ -22,7 +23,7 @@ func TestInventoryListsOnlyZonewrightResourcesAndRemoveOrphanTearsDown(t *testin
 	// name but no zonewright dataset, a VNIC with another name over the
 	// etherstub, a zonewright-looking VNIC over another link, a dataset
 	// with another name.
-	lookalike := hostops.PodSandbox{Namespace: "x", Name: "y", UID: "z"}.ZoneName()
+	lookalike := hostapi.PodSandbox{Namespace: "x", Name: "y", UID: "z"}.ZoneName()
 	for _, name := range []string{"operator-db", lookalike} {
 		if err := h.Zonecfg().Create(ctx, illumos.ZoneConfig{Name: name, Zonepath: zonesPath + "/" + name}); err != nil {
 			t.Fatal(err)
@@ -44,7 +45,7 @@ func TestInventoryListsOnlyZonewrightResourcesAndRemoveOrphanTearsDown(t *testin
 	lone := sandbox("lone", "127.10.8.3")
 	n.must(t, "CreateVNIC", n.host.CreateVNIC, lone)
 
-	var inv hostops.HostInventory
+	var inv hostapi.HostInventory
 	if err := n.must(t, "Inventory", n.host.Inventory).Get(&inv); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestInventoryListsOnlyZonewrightResourcesAndRemoveOrphanTearsDown(t *testin
 		t.Fatalf("orphans %+v", plan.Orphans)
 	}
 	// A stale decision: the zone now belongs to another uid. Left alone.
-	i := slices.IndexFunc(plan.Orphans, func(o hostops.Orphan) bool { return o.Zone == web.ZoneName() })
+	i := slices.IndexFunc(plan.Orphans, func(o hostapi.Orphan) bool { return o.Zone == web.ZoneName() })
 	if i < 0 {
 		t.Fatalf("the zone is no orphan: %+v", plan.Orphans)
 	}
@@ -117,9 +118,9 @@ func TestInventoryReadsAnInstalledZonesConfigurationOnce(t *testing.T) {
 	for _, step := range []any{n.host.CreateDatasets, n.host.CreateVNIC, n.host.ConfigureZone, n.host.InstallZone} {
 		n.must(t, "provision", step, web)
 	}
-	inventory := func(what string) hostops.HostInventory {
+	inventory := func(what string) hostapi.HostInventory {
 		t.Helper()
-		var inv hostops.HostInventory
+		var inv hostapi.HostInventory
 		if err := n.must(t, what, n.host.Inventory).Get(&inv); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -27,7 +28,7 @@ func alive(pid int) bool {
 // a child, both of which must be gone once the probe has returned.
 func TestAnExecProbesTimeoutKillsItsCommandInTheZone(t *testing.T) {
 	n := newNode(t)
-	s := sandbox("prober", "127.10.3.2", hostops.ContainerSpec{Name: "app", Argv: []string{"sleep", "1000"}})
+	s := sandbox("prober", "127.10.3.2", hostapi.ContainerSpec{Name: "app", Argv: []string{"sleep", "1000"}})
 	n.provision(t, s)
 	z := n.ops.Host.Zone(s.ZoneName())
 
@@ -74,7 +75,7 @@ func TestAContainersStopIsBoundedByItsKillGrace(t *testing.T) {
 	spec := model.PodSpec{Containers: []model.Container{{Name: "app",
 		LivenessProbe: &model.Probe{Exec: &model.ExecAction{Command: []string{"true"}}, TerminationGracePeriodSeconds: &probeGrace}}}}
 	grace := spec.Containers[0].KillGraceSeconds(&spec)
-	s := sandbox("stubborn", "127.10.4.2", hostops.ContainerSpec{Name: "app", KillGraceSeconds: grace,
+	s := sandbox("stubborn", "127.10.4.2", hostapi.ContainerSpec{Name: "app", KillGraceSeconds: grace,
 		Argv: []string{"sh", "-c", "trap '' TERM; while :; do sleep 1; done"}})
 	n.provision(t, s)
 	fmri := hostops.ContainerFMRI("app")
@@ -93,7 +94,7 @@ func TestAContainersStopIsBoundedByItsKillGrace(t *testing.T) {
 		t.Fatal("the container is not online")
 	}
 	start := time.Now()
-	n.must(t, "RestartContainer", n.host.RestartContainer, hostops.RestartInput{Sandbox: s, Container: "app"})
+	n.must(t, "RestartContainer", n.host.RestartContainer, hostapi.RestartInput{Sandbox: s, Container: "app"})
 	for now := pid(); now == 0 || now == before; now = pid() {
 		if time.Since(start) > 20*time.Second {
 			t.Fatalf("the container that ignores SIGTERM still runs %s after a restart with a grace of %ds", time.Since(start), grace)

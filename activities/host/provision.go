@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 )
 
@@ -13,11 +14,11 @@ import (
 // the supervisor, returning the Seq from which its reports describe it
 // (and the steps' times, when asked for).
 // A failed step had its tries on the node: the error counts them, is not
-// retried, and carries the hostops.ProvisionProgress as its details.
-func (a *Activities) ProvisionPod(ctx context.Context, in hostops.ProvisionInput) (hostops.ProvisionResult, error) {
+// retried, and carries the hostapi.ProvisionProgress as its details.
+func (a *Activities) ProvisionPod(ctx context.Context, in hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 	res, err := a.Ops.ProvisionPod(heartbeats(ctx), in)
 	if err != nil && ctx.Err() != nil {
-		return hostops.ProvisionResult{}, temporal.NewApplicationError("the provision was interrupted: "+ctx.Err().Error(), ErrTypeInterrupted)
+		return hostapi.ProvisionResult{}, temporal.NewApplicationError("the provision was interrupted: "+ctx.Err().Error(), ErrTypeInterrupted)
 	}
 	var pe *hostops.ProvisionError
 	if !errors.As(err, &pe) {
@@ -25,8 +26,8 @@ func (a *Activities) ProvisionPod(ctx context.Context, in hostops.ProvisionInput
 	}
 	var ae *temporal.ApplicationError
 	if !errors.As(classify(pe.Err, pe.Tries), &ae) {
-		return hostops.ProvisionResult{}, err
+		return hostapi.ProvisionResult{}, err
 	}
-	return hostops.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(ae.Message(), ae.Type(),
+	return hostapi.ProvisionResult{}, temporal.NewApplicationErrorWithOptions(ae.Message(), ae.Type(),
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{pe.Progress}})
 }

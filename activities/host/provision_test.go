@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
@@ -30,8 +30,8 @@ func TestProvisionPodBuildsTheZoneAndHandsItOver(t *testing.T) {
 	n := newNode(t)
 	sup := &watches{}
 	n.ops.Supervisor = sup
-	s := sandbox("web", "127.10.6.2", hostops.ContainerSpec{Name: "app", Argv: []string{"sleep", "1000"}})
-	in := hostops.ProvisionInput{Sandbox: s, Probes: []hostops.ContainerProbes{{Name: "app"}}}
+	s := sandbox("web", "127.10.6.2", hostapi.ContainerSpec{Name: "app", Argv: []string{"sleep", "1000"}})
+	in := hostapi.ProvisionInput{Sandbox: s, Probes: []hostapi.ContainerProbes{{Name: "app"}}}
 	// Not asked for the steps' times, the result is the bare Seq, as a
 	// lifecycle from before reads it.
 	var seq uint64
@@ -43,7 +43,7 @@ func TestProvisionPodBuildsTheZoneAndHandsItOver(t *testing.T) {
 	}
 	// A retry finds the work done; asked, it times each step.
 	in.Timed = true
-	var res hostops.ProvisionResult
+	var res hostapi.ProvisionResult
 	if err := n.must(t, "ProvisionPod", n.host.ProvisionPod, in).Get(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestProvisionPodRetriesATransientStep(t *testing.T) {
 	n.ops.StepRetry = 10 * time.Millisecond
 	s := sandbox("web", "127.10.6.4")
 	n.sim.Run(t, "fault", "fail-next", "zoneadm boot", "2")
-	n.must(t, "ProvisionPod past two failed boots", n.host.ProvisionPod, hostops.ProvisionInput{Sandbox: s})
+	n.must(t, "ProvisionPod past two failed boots", n.host.ProvisionPod, hostapi.ProvisionInput{Sandbox: s})
 	if obs := n.observe(t, s); obs.ZoneState != "running" {
 		t.Fatalf("zone is %q after ProvisionPod; want running", obs.ZoneState)
 	}
@@ -96,13 +96,13 @@ func TestProvisionPodFailureCarriesItsProgress(t *testing.T) {
 	if err := n.ops.Host.Dladm().CreateVNIC(t.Context(), illumos.VNICSpec{Name: s.VNICName(), Over: "net0"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := n.run(t, n.host.ProvisionPod, hostops.ProvisionInput{Sandbox: s})
+	_, err := n.run(t, n.host.ProvisionPod, hostapi.ProvisionInput{Sandbox: s})
 	ae := appError(t, err)
-	var p hostops.ProvisionProgress
+	var p hostapi.ProvisionProgress
 	if derr := ae.Details(&p); derr != nil {
 		t.Fatalf("no progress in the failure's details: %v", derr)
 	}
-	if ae.Type() != "Conflict" || !ae.NonRetryable() || p != (hostops.ProvisionProgress{Begun: 2, Step: "CreateVNIC"}) {
+	if ae.Type() != "Conflict" || !ae.NonRetryable() || p != (hostapi.ProvisionProgress{Begun: 2, Step: "CreateVNIC"}) {
 		t.Fatalf("failure %v (type %s, non-retryable %v, progress %+v); want a Conflict at step 2, CreateVNIC", err, ae.Type(), ae.NonRetryable(), p)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/internal/supervisor"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/syncbuf"
 )
 
@@ -126,8 +127,8 @@ func freePort(t *testing.T, ip string) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func sandbox(name, ip string, containers ...hostops.ContainerSpec) hostops.PodSandbox {
-	return hostops.PodSandbox{
+func sandbox(name, ip string, containers ...hostapi.ContainerSpec) hostapi.PodSandbox {
+	return hostapi.PodSandbox{
 		Namespace: "default", Name: name, UID: "uid-" + name, Brand: "sparse", Image: "omnios-r151054",
 		MilliCPU: 500, MemoryBytes: 256<<20 + 1,
 		IP: ip, PrefixLen: 24, Gateway: strings.TrimSuffix(ip, ip[strings.LastIndexByte(ip, '.'):]) + ".1",
@@ -136,7 +137,7 @@ func sandbox(name, ip string, containers ...hostops.ContainerSpec) hostops.PodSa
 }
 
 // provision runs every provisioning step in order, each twice.
-func (n *node) provision(t *testing.T, s hostops.PodSandbox) {
+func (n *node) provision(t *testing.T, s hostapi.PodSandbox) {
 	t.Helper()
 	h := n.host
 	n.twice(t, "CreateDatasets", h.CreateDatasets, s)
@@ -150,7 +151,7 @@ func (n *node) provision(t *testing.T, s hostops.PodSandbox) {
 }
 
 // deprovision undoes provision in reverse, each step twice.
-func (n *node) deprovision(t *testing.T, s hostops.PodSandbox) {
+func (n *node) deprovision(t *testing.T, s hostapi.PodSandbox) {
 	t.Helper()
 	h := n.host
 	n.twice(t, "StopContainers", h.StopContainers, s)
@@ -168,7 +169,7 @@ type observation struct {
 }
 
 // observe lists the node as its supervisor does (zoneadm list, svcs -Z).
-func (n *node) observe(t *testing.T, s hostops.PodSandbox) observation {
+func (n *node) observe(t *testing.T, s hostapi.PodSandbox) observation {
 	t.Helper()
 	h := supervisor.IllumosHost{Host: n.ops.Host}
 	zones, err := h.Zones(context.Background())
@@ -189,7 +190,7 @@ func (n *node) observe(t *testing.T, s hostops.PodSandbox) observation {
 }
 
 // probe runs a probe as the node's supervisor does.
-func (n *node) probe(t *testing.T, s hostops.PodSandbox, p model.Probe) supervisor.Result {
+func (n *node) probe(t *testing.T, s hostapi.PodSandbox, p model.Probe) supervisor.Result {
 	t.Helper()
 	res, err := supervisor.RunProbe(context.Background(), supervisor.IllumosHost{Host: n.ops.Host}, s.ZoneName(), s.IP, nil, &p)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
@@ -114,7 +114,7 @@ func TestProbeFloorCountsTheProcessThatRunsTheProbes(t *testing.T) {
 	}
 	bin := filepath.Join(root, "bin")
 	pod := hostFloorPod(0, 0)
-	if _, err := h.ProvisionPod(t.Context(), hostops.ProvisionInput{Sandbox: pod}); err != nil {
+	if _, err := h.ProvisionPod(t.Context(), hostapi.ProvisionInput{Sandbox: pod}); err != nil {
 		t.Fatal(err)
 	}
 	target := ProbeTarget{BinDir: bin, Zone: pod.ZoneName(), IP: pod.IP}

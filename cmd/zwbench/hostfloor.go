@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
@@ -49,11 +50,11 @@ type HostFloor struct {
 
 // hostFloorPod is the sandbox the workflow makes of the burst's pod
 // (podBody) on node n: the default brand and image, one container.
-func hostFloorPod(i, n int) hostops.PodSandbox {
-	return hostops.PodSandbox{Namespace: "default", Name: fmt.Sprintf("floor-%d", i), UID: fmt.Sprintf("floor-uid-%d", i),
+func hostFloorPod(i, n int) hostapi.PodSandbox {
+	return hostapi.PodSandbox{Namespace: "default", Name: fmt.Sprintf("floor-%d", i), UID: fmt.Sprintf("floor-uid-%d", i),
 		Brand: model.BrandSparse, Image: "base", ImageKind: model.ImageZoneTemplate, MilliCPU: 10, MemoryBytes: 16 << 20,
 		IP: fmt.Sprintf("127.%d.%d.%d", 90+n, 1+i/250, 2+i%250), PrefixLen: 16, Gateway: fmt.Sprintf("127.%d.0.1", 90+n),
-		Containers: []hostops.ContainerSpec{{Name: "app", Argv: []string{"sleep", "3600"}}}}
+		Containers: []hostapi.ContainerSpec{{Name: "app", Argv: []string{"sleep", "3600"}}}}
 }
 
 // hostFloorMain provisions the pods with hostops, as an agent's host
@@ -93,7 +94,7 @@ func hostFloorMain(ctx context.Context, in io.Reader, out io.Writer) error {
 		n := i % req.Nodes
 		slots[n] <- struct{}{}
 		defer func() { <-slots[n] }()
-		if _, err := hosts[n].ProvisionPod(ctx, hostops.ProvisionInput{Sandbox: hostFloorPod(i, n)}); err != nil {
+		if _, err := hosts[n].ProvisionPod(ctx, hostapi.ProvisionInput{Sandbox: hostFloorPod(i, n)}); err != nil {
 			return fmt.Errorf("provision pod %d on node %d: %w", i, n, err)
 		}
 		return nil

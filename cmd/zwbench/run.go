@@ -24,7 +24,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/model"
-	zwworker "github.com/zonewright/zonewright/worker"
+	"github.com/zonewright/zonewright/worker/nodeworker"
 )
 
 // podShape is what takes a pod from created to Running: local activities
@@ -226,7 +226,7 @@ func hostFloor(ctx context.Context, o options) (*HostFloor, error) {
 	defer os.RemoveAll(dir)
 	var f HostFloor
 	err = runFloor(ctx, hostFloorMode, hostFloorRequest{Sim: filepath.Join(bin, "illumos-sim"), Dir: dir, Nodes: o.nodes, Pods: o.burst,
-		PerNode: zwworker.DefaultMaxConcurrentActivities, Installs: agent.DefaultMaxConcurrentInstalls}, &f)
+		PerNode: nodeworker.DefaultMaxConcurrentActivities, Installs: agent.DefaultMaxConcurrentInstalls}, &f)
 	return &f, err
 }
 

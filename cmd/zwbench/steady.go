@@ -16,7 +16,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 const (
@@ -254,7 +254,7 @@ type historyMark struct {
 func markHistories(ctx context.Context, c tclient.Client, names []string) ([]historyMark, error) {
 	marks := make([]historyMark, len(names))
 	err := parallel(len(names), 8, func(i int) error {
-		id := workflows.PodWorkflowID("default", names[i])
+		id := podcontract.WorkflowID("default", names[i])
 		d, err := c.DescribeWorkflowExecution(ctx, id, "")
 		if err != nil {
 			return fmt.Errorf("describe %s: %w", id, err)
@@ -273,7 +273,7 @@ func historyRates(ctx context.Context, c tclient.Client, names []string, marks [
 	counts := make([]int64, len(names))
 	runs := make([]int, len(names))
 	err = parallel(len(names), 8, func(i int) error {
-		n, r, at, err := eventsSince(ctx, c, workflows.PodWorkflowID("default", names[i]), marks[i])
+		n, r, at, err := eventsSince(ctx, c, podcontract.WorkflowID("default", names[i]), marks[i])
 		if err != nil {
 			return err
 		}

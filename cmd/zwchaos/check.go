@@ -20,7 +20,7 @@ import (
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/sim"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // observation is the whole system as seen at one moment: the API's
@@ -90,7 +90,7 @@ func observe(ctx context.Context, s *stack, a *api) (*observation, error) {
 	var page []byte
 	for {
 		resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: devstack.DefaultNamespace,
-			Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.PodWorkflowName), NextPageToken: page})
+			Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", podcontract.WorkflowName), NextPageToken: page})
 		if err != nil {
 			return nil, fmt.Errorf("list pod workflows: %w", err)
 		}
@@ -111,7 +111,7 @@ func (o *observation) lifecycleFaults() []string {
 	var out []string
 	rows := map[string]bool{}
 	for _, p := range o.pods {
-		id := workflows.PodWorkflowID(p.Metadata.Namespace, p.Metadata.Name)
+		id := podcontract.WorkflowID(p.Metadata.Namespace, p.Metadata.Name)
 		rows[id] = true
 		if !o.podWorkflows[id] && !terminal(p) {
 			out = append(out, fmt.Sprintf("pod %s (%s) has no running lifecycle", p.Metadata.Name, p.Status.Phase))

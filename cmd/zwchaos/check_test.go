@@ -8,7 +8,7 @@ import (
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/sim"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // The checks find what a crash could leave behind, and nothing on a host
@@ -33,7 +33,7 @@ func TestChecksFindWhatIsLeftBehind(t *testing.T) {
 					{Text: "map zwgw0 127.200.1.0/24 -> 127.200.1.1/32 portmap tcp/udp auto"}}}},
 			}},
 			ipAllocs:     map[string]string{uid: "127.200.1.5"},
-			podWorkflows: map[string]bool{workflows.PodWorkflowID("default", "web"): true},
+			podWorkflows: map[string]bool{podcontract.WorkflowID("default", "web"): true},
 		}
 	}
 	o := clean()
@@ -56,7 +56,7 @@ func TestChecksFindWhatIsLeftBehind(t *testing.T) {
 	st.NAT["global"].Rules = append(st.NAT["global"].Rules, &sim.NATRuleEntry{Text: "rdr zwgw0 127.93.0.21/32 port 80 -> 127.200.1.5 port 8080 tcp"},
 		&sim.NATRuleEntry{Text: "rdr zwgw0 127.93.0.20/32 port 80 -> 127.200.1.9 port 8080 tcp"})
 	o.ipAllocs[goneUID] = "127.200.1.9"
-	o.podWorkflows[workflows.PodWorkflowID("default", "gone")] = true
+	o.podWorkflows[podcontract.WorkflowID("default", "gone")] = true
 	if z, v, d, what := o.leaks(); z != 1 || v != 1 || d != 1 {
 		t.Errorf("leaks: %d zones, %d VNICs, %d datasets, want one each: %v", z, v, d, what)
 	}

@@ -57,7 +57,7 @@ import (
 	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/supervisor"
-	"github.com/zonewright/zonewright/worker"
+	"github.com/zonewright/zonewright/worker/nodeworker"
 )
 
 // Agent is one running node agent.
@@ -309,7 +309,7 @@ func (a *Agent) MetricsHandler() http.Handler { return metrics.Handler(a.registr
 // It returns the running worker, or nil when ctx ends first.
 func (a *Agent) startWorker(ctx context.Context, tc client.Client, h *hostops.Host) tworker.Worker {
 	for attempt := 0; ; attempt++ {
-		w := worker.NewNode(tc, h, worker.NodeOptions{
+		w := nodeworker.New(tc, h, nodeworker.Options{
 			MaxConcurrentActivities: a.cfg.MaxConcurrentActivities,
 			StopTimeout:             a.cfg.WorkerStopTimeout,
 		})

@@ -26,7 +26,7 @@ import (
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/devstack"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
@@ -34,7 +34,7 @@ import (
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/internal/store"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 func TestMain(m *testing.M) {
@@ -165,9 +165,9 @@ func waitNode(t *testing.T, st *store.Store, what string, ok func(*model.Node) b
 // createDatasets is a workflow on a test task queue that runs the host
 // activity CreateDatasets on a node's task queue, the way the pod
 // lifecycle does.
-func createDatasets(ctx workflow.Context, node string, s hostops.PodSandbox) error {
+func createDatasets(ctx workflow.Context, node string, s hostapi.PodSandbox) error {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           workflows.NodeTaskQueue(node),
+		TaskQueue:           taskqueue.Node(node),
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
@@ -315,7 +315,7 @@ func TestAgentRegistersHeartbeatsAndRunsHostActivities(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	s := hostops.PodSandbox{Namespace: "default", Name: "web", UID: "uid-web", IP: "127.10.9.2", PrefixLen: 24}
+	s := hostapi.PodSandbox{Namespace: "default", Name: "web", UID: "uid-web", IP: "127.10.9.2", PrefixLen: 24}
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "agent-test-create-datasets", TaskQueue: "agent-test"},
 		createDatasets, "node1", s)
 	if err != nil {

@@ -5,17 +5,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
 )
 
-// Event reasons and source of the startup cleanup.
+// Event reasons of the startup cleanup (a removed orphan's is
+// hostapi.ReasonOrphanRemoved, as the control plane's reconciler writes).
 const (
-	ReasonZoneAdopted   = "ZoneAdopted"
-	ReasonOrphanRemoved = controlops.ReasonOrphanRemoved
-	ReasonOrphanFailed  = "OrphanRemovalFailed"
+	ReasonZoneAdopted  = "ZoneAdopted"
+	ReasonOrphanFailed = "OrphanRemovalFailed"
 )
 
 // CleanupResult is what the startup cleanup did.
@@ -42,7 +42,7 @@ type CleanupResult struct {
 // when says which ("at agent start", "on the node's return"), for events.
 func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (CleanupResult, error) {
 	var res CleanupResult
-	inv, err := retry(ctx, a.log, "list the host's zonewright resources", func() (hostops.HostInventory, error) {
+	inv, err := retry(ctx, a.log, "list the host's zonewright resources", func() (hostapi.HostInventory, error) {
 		return h.Inventory(ctx)
 	})
 	if err != nil {
@@ -83,7 +83,7 @@ func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (Cl
 		}
 		res.Removed = append(res.Removed, o.String())
 		a.log.Info("removed the resources of a pod no longer bound to this node", "orphan", o.String())
-		a.event(ctx, node, model.EventNormal, ReasonOrphanRemoved,
+		a.event(ctx, node, model.EventNormal, hostapi.ReasonOrphanRemoved,
 			fmt.Sprintf("Removed %s %s: no pod bound to node %s owns it", o, when, a.cfg.Node))
 	}
 	a.log.Info("host cleanup done", "when", when, "adopted", len(res.Adopted), "removed", len(res.Removed), "failed", len(res.Failed))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/devstack"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
@@ -18,10 +19,10 @@ import (
 
 // provision builds a pod's zone on the node the way the lifecycle does,
 // through the host activities, and boots it.
-func provision(t *testing.T, h *hostops.Host, s hostops.PodSandbox) {
+func provision(t *testing.T, h *hostops.Host, s hostapi.PodSandbox) {
 	t.Helper()
 	ctx := t.Context()
-	steps := []func(context.Context, hostops.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone, h.InstallZone, h.BootZone}
+	steps := []func(context.Context, hostapi.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone, h.InstallZone, h.BootZone}
 	for _, step := range steps {
 		if err := step(ctx, s); err != nil {
 			t.Fatalf("provision %s/%s: %v", s.Namespace, s.Name, err)
@@ -62,19 +63,19 @@ func TestStartupCleanupRemovesUnboundPodsAndAdoptsBoundOnes(t *testing.T) {
 
 	// Pod rows: kept is bound here; moved was evicted to node2 and keeps
 	// its name and UID; gone has no row at all.
-	pod := func(name, nodeName string) hostops.PodSandbox {
+	pod := func(name, nodeName string) hostapi.PodSandbox {
 		p := &model.Pod{Metadata: model.ObjectMeta{Name: name, Namespace: "default"}}
 		p.Spec.NodeName = nodeName
 		p.Status.Phase = model.PodRunning
 		if err := st.Pods().Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		return hostops.PodSandbox{Namespace: "default", Name: name, UID: p.Metadata.UID, IP: "127.10.9.5", PrefixLen: 24}
+		return hostapi.PodSandbox{Namespace: "default", Name: name, UID: p.Metadata.UID, IP: "127.10.9.5", PrefixLen: 24}
 	}
 	kept := pod("kept", "node1")
 	moved := pod("moved", "node2")
-	gone := hostops.PodSandbox{Namespace: "default", Name: "gone", UID: "0d9c7c26-5d71-4e4c-9c1e-0b4a2f1e7d10", IP: "127.10.9.6", PrefixLen: 24}
-	for _, s := range []hostops.PodSandbox{kept, moved, gone} {
+	gone := hostapi.PodSandbox{Namespace: "default", Name: "gone", UID: "0d9c7c26-5d71-4e4c-9c1e-0b4a2f1e7d10", IP: "127.10.9.6", PrefixLen: 24}
+	for _, s := range []hostapi.PodSandbox{kept, moved, gone} {
 		provision(t, h, s)
 	}
 	// Foreign things: an operator's zone, a VNIC over the etherstub and a
@@ -108,7 +109,7 @@ func TestStartupCleanupRemovesUnboundPodsAndAdoptsBoundOnes(t *testing.T) {
 	if !hasLink(after, kept.VNICName()) || !hasDataset(after, "tank/zonewright/zones/"+kept.ZoneName()) {
 		t.Errorf("the bound pod lost its VNIC or dataset: %+v %+v", after.Links, after.Datasets)
 	}
-	for _, s := range []hostops.PodSandbox{moved, gone} {
+	for _, s := range []hostapi.PodSandbox{moved, gone} {
 		if _, ok := zoneOf(after, s.ZoneName()); ok {
 			t.Errorf("zone %s of unbound pod %s is still there", s.ZoneName(), s.Name)
 		}
@@ -128,7 +129,7 @@ func TestStartupCleanupRemovesUnboundPodsAndAdoptsBoundOnes(t *testing.T) {
 	for _, e := range events.Items {
 		for range e.Count { // a repeated event is one row that counts it
 			switch e.Reason {
-			case agent.ReasonOrphanRemoved:
+			case hostapi.ReasonOrphanRemoved:
 				removed = append(removed, e.Message)
 			case agent.ReasonZoneAdopted:
 				adopted = append(adopted, e.InvolvedObject.Name)

@@ -114,7 +114,7 @@ type Config struct {
 	ZoneMaxProcesses, ZoneMaxLWPs int64
 
 	MaxConcurrentInstalls   int
-	MaxConcurrentActivities int // see worker.NodeOptions
+	MaxConcurrentActivities int // see nodeworker.Options
 	HeartbeatInterval       time.Duration
 	WorkerStopTimeout       time.Duration
 	// ObserveEvery is how often the supervisor lists the zones and their

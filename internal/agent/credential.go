@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/pki"
 )
 
@@ -126,7 +125,7 @@ func (a *Agent) renew(ctx context.Context, cred *credential) error {
 	if !ok {
 		return errors.New("the node's key cannot sign")
 	}
-	csr, err := pki.CSRFor(key, auth.NodeCNPrefix+a.cfg.Node)
+	csr, err := pki.CSRFor(key, pki.NodeCNPrefix+a.cfg.Node)
 	if err != nil {
 		return err
 	}

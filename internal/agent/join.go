@@ -18,7 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/pki"
 )
 
@@ -72,7 +71,7 @@ func NodeCredential(ctx context.Context, c JoinConfig) (tls.Certificate, error) 
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("read the join token: %w", err)
 	}
-	keyPEM, csr, err := pki.NewCSR(auth.NodeCNPrefix + c.Node)
+	keyPEM, csr, err := pki.NewCSR(pki.NodeCNPrefix + c.Node)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -148,7 +147,7 @@ func fits(cert tls.Certificate, node string) bool {
 		return false
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	return err == nil && leaf.Subject.CommonName == auth.NodeCNPrefix+node && time.Now().Add(time.Hour).Before(leaf.NotAfter)
+	return err == nil && leaf.Subject.CommonName == pki.NodeCNPrefix+node && time.Now().Add(time.Hour).Before(leaf.NotAfter)
 }
 
 // joinAnswer is the join's answer (api.JoinResponse).

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/zonewright/zonewright/internal/clusterdns"
-	"github.com/zonewright/zonewright/internal/ipam"
+	"github.com/zonewright/zonewright/internal/model"
 )
 
 // PodDNSPort is where the pods' resolver asks: resolv.conf names no port.
@@ -37,5 +37,5 @@ func (a *Agent) servePodDNS() *clusterdns.Server {
 // podGateway is the pods' default router on this node: the assigned pod
 // CIDR's first address, held by GatewayLink.
 func (a *Agent) podGateway() netip.Addr {
-	return ipam.Gateway(a.podCIDR)
+	return model.PodGateway(a.podCIDR)
 }

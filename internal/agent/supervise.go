@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
@@ -59,10 +60,10 @@ func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor, 
 		if slices.Contains(watched, p.Metadata.UID) {
 			continue
 		}
-		sb := hostops.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID, IP: p.Status.PodIP}
-		var probes []hostops.ContainerProbes
+		sb := hostapi.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID, IP: p.Status.PodIP}
+		var probes []hostapi.ContainerProbes
 		for _, c := range p.Spec.Containers {
-			probes = append(probes, hostops.ContainerProbes{Name: c.Name, Ports: c.Ports, Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
+			probes = append(probes, hostapi.ContainerProbes{Name: c.Name, Ports: c.Ports, Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
 		}
 		initial := map[string]supervisor.Initial{}
 		for _, cs := range p.Status.ContainerStatuses {

@@ -7,6 +7,8 @@ import (
 	"crypto/tls"
 	"slices"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/pki"
 )
 
 // Role is what a token or certificate grants.
@@ -31,14 +33,9 @@ func (r Role) clusterWide() bool { return r == RoleClusterAdmin || r == RoleNode
 // rank orders the namespace roles: each includes the ones before it.
 func (r Role) rank() int { return slices.Index(NamespaceRoles, r) + 1 }
 
-// Certificate subjects the cluster CA issues.
-const (
-	NodeCNPrefix       = "node:"
-	NodesOrg           = "zonewright:nodes"
-	ClusterAdminsOrg   = "zonewright:cluster-admins"
-	ControlPlaneCN     = "zonewright:control-plane"
-	clusterAdminPrefix = "user:"
-)
+// clusterAdminPrefix starts the common name of a cluster admin's client
+// certificate (the other subjects are pki's).
+const clusterAdminPrefix = "user:"
 
 // Identity is who a request comes from.
 type Identity struct {
@@ -73,10 +70,10 @@ func FromCertificate(state *tls.ConnectionState) (Identity, bool) {
 	leaf := state.VerifiedChains[0][0]
 	cn := leaf.Subject.CommonName
 	orgs := leaf.Subject.Organization
-	if node, ok := strings.CutPrefix(cn, NodeCNPrefix); ok && node != "" && slices.Contains(orgs, NodesOrg) {
+	if node, ok := strings.CutPrefix(cn, pki.NodeCNPrefix); ok && node != "" && slices.Contains(orgs, pki.NodesOrg) {
 		return Identity{Name: cn, Role: RoleNode, Node: node, CertSerial: CertSerial(leaf)}, true
 	}
-	if cn != "" && slices.Contains(orgs, ClusterAdminsOrg) {
+	if cn != "" && slices.Contains(orgs, pki.ClusterAdminsOrg) {
 		return ClusterAdmin(cn), true
 	}
 	return Identity{}, false

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/ipam"
 	"github.com/zonewright/zonewright/internal/model"
@@ -24,18 +25,18 @@ func TestAnAddressIsNeverKeptForAPodThatIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctl := controlops.NewControl(st, nil)
-	live := controlops.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
-	res, err := ctl.AllocatePodIP(ctx, controlops.AllocateInput{Pod: live, Node: "n1"})
+	live := controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+	res, err := ctl.AllocatePodIP(ctx, controlapi.AllocateInput{Pod: live, Node: "n1"})
 	if err != nil || res.IP == "" {
 		t.Fatalf("the pod's allocation: %+v, %v", res, err)
 	}
 
 	// The same name, an incarnation that was removed; and a name with no row.
-	for _, gone := range []controlops.PodRef{
+	for _, gone := range []controlapi.PodRef{
 		{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: "0b6f6d9e-5c1a-4c41-9d0e-6a1e2f3b4c5d"},
 		{Namespace: p.Metadata.Namespace, Name: "removed", UID: "7f1c2d3e-4b5a-4e6f-8a9b-0c1d2e3f4a5b"},
 	} {
-		_, err := ctl.AllocatePodIP(ctx, controlops.AllocateInput{Pod: gone, Node: "n1"})
+		_, err := ctl.AllocatePodIP(ctx, controlapi.AllocateInput{Pod: gone, Node: "n1"})
 		if !errors.Is(err, controlops.ErrPodGone) {
 			t.Errorf("allocation for %s: %v, want ErrPodGone", gone.UID, err)
 		}

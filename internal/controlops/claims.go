@@ -8,7 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -20,58 +21,26 @@ type VolumeSyncer interface {
 	SyncSnapshot(ctx context.Context, namespace, name string) error
 }
 
-// ClaimRef names a claim.
-type ClaimRef struct {
-	Namespace string
-	Name      string
-}
-
-func (r ClaimRef) String() string { return r.Namespace + "/" + r.Name }
-
-// ClaimState is what a claim's workflow acts on.
-type ClaimState struct {
-	Found    bool
-	Deleting bool
-	Retain   bool
-	// Node holds the claim's dataset; empty while it is unbound.
-	Node   string
-	Volume hostops.ClaimVolume // the requested size in Bytes
-	// CapacityBytes is the size the node has applied (status.capacity).
-	CapacityBytes int64
-	// UsedBy are the pods whose volumes name the claim, and the
-	// snapshots of it: ZFS destroys a dataset's snapshots with it.
-	UsedBy []string
-	// NodeGone: Node was deleted; the claim's data went with it.
-	NodeGone bool `json:",omitempty"`
-	// Move is the claim's move to another node, if it moves.
-	Move *model.ClaimMove `json:",omitempty"`
-	// OnSource counts the unfinished pods using the claim still bound to
-	// the node it moves from.
-	OnSource int `json:",omitempty"`
-	// SourceGone: the node the claim moves from was deleted.
-	SourceGone bool `json:",omitempty"`
-}
-
 // LoadClaim reads the claim and the pods using it.
-func (a *Control) LoadClaim(ctx context.Context, ref ClaimRef) (ClaimState, error) {
+func (a *Control) LoadClaim(ctx context.Context, ref controlapi.ClaimRef) (controlapi.ClaimState, error) {
 	c, err := a.Store.Claims().Get(ctx, ref.Namespace, ref.Name)
 	if errors.Is(err, store.ErrNotFound) {
-		return ClaimState{}, nil
+		return controlapi.ClaimState{}, nil
 	}
 	if err != nil {
-		return ClaimState{}, err
+		return controlapi.ClaimState{}, err
 	}
-	st := ClaimState{Found: true, Deleting: c.Metadata.DeletionTimestamp != nil,
+	st := controlapi.ClaimState{Found: true, Deleting: c.Metadata.DeletionTimestamp != nil,
 		Retain: c.Spec.PersistentVolumeReclaimPolicy == model.ReclaimRetain, Node: c.Status.NodeName,
-		Volume: hostops.ClaimVolume{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c), Block: c.Mode() == model.VolumeBlock}}
+		Volume: hostapi.ClaimVolume{Name: c.Metadata.Name, UID: c.Metadata.UID, Bytes: model.ClaimBytes(c), Block: c.Mode() == model.VolumeBlock}}
 	st.CapacityBytes, _ = model.Bytes(c.Status.Capacity[model.ResourceStorage])
 	if st.UsedBy, err = a.Store.PodsUsingClaim(ctx, ref.Namespace, ref.Name); err != nil {
-		return ClaimState{}, err
+		return controlapi.ClaimState{}, err
 	}
 	snaps, err := a.Store.Snapshots().ListAll(ctx, store.ListOptions{Namespace: ref.Namespace,
 		FieldSelector: "spec.source.persistentVolumeClaimName=" + ref.Name})
 	if err != nil {
-		return ClaimState{}, err
+		return controlapi.ClaimState{}, err
 	}
 	for _, s := range snaps {
 		st.UsedBy = append(st.UsedBy, "volumesnapshot/"+s.Metadata.Name)
@@ -80,7 +49,7 @@ func (a *Control) LoadClaim(ctx context.Context, ref ClaimRef) (ClaimState, erro
 	if st.Move = c.Status.Move; st.Move != nil {
 		pods, err := PodsOnNode(ctx, a.Store, st.Move.From)
 		if err != nil {
-			return ClaimState{}, err
+			return controlapi.ClaimState{}, err
 		}
 		for _, p := range pods {
 			if p.Metadata.Namespace == ref.Namespace && slices.Contains(p.Spec.ClaimNames(), ref.Name) {
@@ -90,7 +59,7 @@ func (a *Control) LoadClaim(ctx context.Context, ref ClaimRef) (ClaimState, erro
 		if _, err := a.Store.Nodes().Get(ctx, "", st.Move.From); errors.Is(err, store.ErrNotFound) {
 			st.SourceGone = true
 		} else if err != nil {
-			return ClaimState{}, err
+			return controlapi.ClaimState{}, err
 		}
 	}
 	if st.Node != "" {
@@ -98,14 +67,14 @@ func (a *Control) LoadClaim(ctx context.Context, ref ClaimRef) (ClaimState, erro
 		if errors.Is(err, store.ErrNotFound) {
 			st.NodeGone = true
 		} else if err != nil {
-			return ClaimState{}, err
+			return controlapi.ClaimState{}, err
 		}
 	}
 	return st, nil
 }
 
 // ClaimResized records that the claim's node applied a size of bytes.
-func (a *Control) ClaimResized(ctx context.Context, ref ClaimRef, uid string, bytes int64) error {
+func (a *Control) ClaimResized(ctx context.Context, ref controlapi.ClaimRef, uid string, bytes int64) error {
 	_, err := a.Store.Claims().Modify(ctx, ref.Namespace, ref.Name, func(c *model.PersistentVolumeClaim) bool {
 		if c.Metadata.UID != uid || model.ClaimBytes(c) != bytes {
 			return false // another claim of that name, or grown again since
@@ -123,7 +92,7 @@ func (a *Control) ClaimResized(ctx context.Context, ref ClaimRef, uid string, by
 }
 
 // RemoveClaim deletes the claim's row once its node released it.
-func (a *Control) RemoveClaim(ctx context.Context, ref ClaimRef, uid string) error {
+func (a *Control) RemoveClaim(ctx context.Context, ref controlapi.ClaimRef, uid string) error {
 	c, err := a.Store.Claims().Get(ctx, ref.Namespace, ref.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
@@ -159,14 +128,6 @@ func (a *Control) wakeClaims(ctx context.Context, p *model.Pod) {
 	}
 }
 
-// ClaimTarget names one incarnation of a claim (and, for ClaimResized,
-// the size applied): the activities' input.
-type ClaimTarget struct {
-	Claim ClaimRef
-	UID   string
-	Bytes int64 `json:",omitempty"`
-}
-
 // setClaimsPhase marks the claims bound to node Lost (its node is
 // unreachable or gone) or Bound again, with an event on each.
 func (a *Control) setClaimsPhase(ctx context.Context, node, phase string) error {
@@ -184,9 +145,9 @@ func (a *Control) setClaimsPhase(ctx context.Context, node, phase string) error 
 
 // claimOrigin is the snapshot a claim was restored from, as its node
 // names it; nil for a claim made empty.
-func claimOrigin(c *model.PersistentVolumeClaim) *hostops.ClaimSnapshot {
+func claimOrigin(c *model.PersistentVolumeClaim) *hostapi.ClaimSnapshot {
 	if c.Status.SourceSnapshotUID == "" {
 		return nil
 	}
-	return &hostops.ClaimSnapshot{UID: c.Status.SourceSnapshotUID, ClaimUID: c.Status.SourceClaimUID}
+	return &hostapi.ClaimSnapshot{UID: c.Status.SourceSnapshotUID, ClaimUID: c.Status.SourceClaimUID}
 }

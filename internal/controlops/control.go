@@ -8,8 +8,8 @@
 //
 // It knows nothing of Temporal: the control-plane activities
 // (activities/control) are thin wrappers over it, and the API calls it
-// directly (EvictPods, ReconcileHost, BoundPods, …), the agent's calls
-// among them: the agent reaches it only through the API.
+// directly (EvictPods, ReconcileHost for the agents, BoundPods, …). What
+// the activities take and return are internal/controlapi's types.
 // Starting and signalling workflows goes through small interfaces the
 // workflows package implements (Lifecycles, NodeHealthStarter,
 // ImagePulls); long work reports progress through the caller's callback

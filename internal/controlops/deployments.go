@@ -14,30 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pglock"
 	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/rollout"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
-
-// DeploymentRef names a deployment; its workflow is keyed by it.
-type DeploymentRef struct {
-	Namespace string
-	Name      string
-}
-
-func (r DeploymentRef) String() string { return r.Namespace + "/" + r.Name }
-
-// DeploymentSyncResult is what a deployment's workflow needs to know
-// after one sync.
-type DeploymentSyncResult struct {
-	// Gone: the deployment and every pod of it are gone; the workflow ends.
-	Gone bool `json:",omitempty"`
-	// WakeAfter: sync again this long from now even if nothing changes (a
-	// pod becomes available, a deadline passes); zero: only on a change.
-	WakeAfter time.Duration `json:",omitempty"`
-}
 
 // EventSourceDeployment signs the events a deployment's sync records.
 const EventSourceDeployment = "deployment-controller"
@@ -48,7 +32,7 @@ const EventSourceDeployment = "deployment-controller"
 // level-triggered and idempotent: run again after a crash, it starts from
 // what is there, so it never creates a pod twice. Two syncs of one
 // deployment never overlap (oneSyncAtATime).
-func (a *Control) SyncDeployment(ctx context.Context, ref DeploymentRef) (res DeploymentSyncResult, err error) {
+func (a *Control) SyncDeployment(ctx context.Context, ref controlapi.DeploymentRef) (res controlapi.DeploymentSyncResult, err error) {
 	err = a.oneSyncAtATime(ctx, model.KindDeployment, ref.Namespace, ref.Name, func() error {
 		res, err = a.syncDeployment(ctx, ref)
 		return err
@@ -83,14 +67,14 @@ func (a *Control) oneSyncAtATime(ctx context.Context, kind, namespace, name stri
 	})
 }
 
-func (a *Control) syncDeployment(ctx context.Context, ref DeploymentRef) (DeploymentSyncResult, error) {
+func (a *Control) syncDeployment(ctx context.Context, ref controlapi.DeploymentRef) (controlapi.DeploymentSyncResult, error) {
 	d, err := a.Store.Deployments().Get(ctx, ref.Namespace, ref.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		left, err := a.deleteOwnedPods(ctx, ref, "")
-		return DeploymentSyncResult{Gone: err == nil && left == 0}, err
+		return controlapi.DeploymentSyncResult{Gone: err == nil && left == 0}, err
 	}
 	if err != nil {
-		return DeploymentSyncResult{}, err
+		return controlapi.DeploymentSyncResult{}, err
 	}
 	if d.Metadata.DeletionTimestamp != nil {
 		return a.finishDeploymentDeletion(ctx, d)
@@ -111,31 +95,31 @@ type deploymentSync struct {
 	failedCreate string
 }
 
-func (s *deploymentSync) run(ctx context.Context) (DeploymentSyncResult, error) {
+func (s *deploymentSync) run(ctx context.Context) (controlapi.DeploymentSyncResult, error) {
 	d := s.d
 	if err := s.loadRevisions(ctx); err != nil {
-		return DeploymentSyncResult{}, err
+		return controlapi.DeploymentSyncResult{}, err
 	}
 	if err := s.ensureCurrentRevision(ctx); err != nil {
-		return DeploymentSyncResult{}, err
+		return controlapi.DeploymentSyncResult{}, err
 	}
 	if err := s.keepRevisionAnnotations(ctx); err != nil {
-		return DeploymentSyncResult{}, err
+		return controlapi.DeploymentSyncResult{}, err
 	}
 	pods, err := ownedPods(ctx, s.Store, d.Metadata.Namespace, d.Metadata.Name, d.Metadata.UID)
 	if err != nil {
-		return DeploymentSyncResult{}, err
+		return controlapi.DeploymentSyncResult{}, err
 	}
 	spec := s.planSpec()
 	rpods := rolloutPods(pods, s.now)
 	if err := s.markHealthy(ctx, spec, pods, rpods); err != nil {
-		return DeploymentSyncResult{}, err
+		return controlapi.DeploymentSyncResult{}, err
 	}
 	plan := rollout.Compute(spec, rpods, s.now)
 	// Deletions first: a finished pod's replacement must not run beside it.
 	for _, name := range plan.Delete {
 		if err := DeletePodGracefully(ctx, s.Store, s.Lifecycles, d.Metadata.Namespace, name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return DeploymentSyncResult{}, err
+			return controlapi.DeploymentSyncResult{}, err
 		}
 		progress.Report(ctx, "deleted "+name)
 	}
@@ -146,7 +130,7 @@ func (s *deploymentSync) run(ctx context.Context) (DeploymentSyncResult, error) 
 			break
 		}
 		if err != nil {
-			return DeploymentSyncResult{}, err
+			return controlapi.DeploymentSyncResult{}, err
 		}
 		progress.Report(ctx, fmt.Sprintf("created %d of %d", i+1, plan.Create))
 	}
@@ -155,12 +139,12 @@ func (s *deploymentSync) run(ctx context.Context) (DeploymentSyncResult, error) 
 	}
 	wake, err := s.writeStatus(ctx, spec, plan)
 	if err != nil {
-		return DeploymentSyncResult{}, err
+		return controlapi.DeploymentSyncResult{}, err
 	}
 	if err := s.pruneRevisions(ctx, pods); err != nil {
-		return DeploymentSyncResult{}, err
+		return controlapi.DeploymentSyncResult{}, err
 	}
-	res := DeploymentSyncResult{}
+	res := controlapi.DeploymentSyncResult{}
 	if !wake.IsZero() {
 		res.WakeAfter = max(wake.Sub(s.now), time.Second)
 	}
@@ -408,14 +392,6 @@ func podSuffix() string {
 	return string(b)
 }
 
-// TerminateRequest is the pod lifecycle's terminate signal.
-type TerminateRequest struct {
-	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
-}
-
-// SignalTerminate asks a pod lifecycle for a graceful termination.
-const SignalTerminate = "terminate"
-
 // DeletePodGracefully starts a pod's graceful deletion, as DELETE on the
 // pod does: it stamps the deletion on the row and tells the lifecycle,
 // which stops the pod within grace (nil: the pod's own) and removes the
@@ -444,8 +420,8 @@ func DeletePodGracefully(ctx context.Context, st *store.Store, lc Lifecycles, ns
 		_, err = st.Pods().Delete(ctx, ns, name, "")
 		return err
 	}
-	err = lc.Signal(ctx, ns, name, SignalTerminate, TerminateRequest{GracePeriodSeconds: g})
-	if errors.Is(err, ErrNoLifecycle) {
+	err = lc.Signal(ctx, ns, name, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: g})
+	if errors.Is(err, podcontract.ErrNoLifecycle) {
 		_, err = st.Pods().Delete(ctx, ns, name, p.Metadata.ResourceVersion)
 		if errors.Is(err, store.ErrConflict) {
 			return nil // its lifecycle took it meanwhile, or will on the next sync
@@ -456,7 +432,7 @@ func DeletePodGracefully(ctx context.Context, st *store.Store, lc Lifecycles, ns
 
 // deleteOwnedPods starts the deletion of every pod of a deployment and
 // says how many are left (terminating ones included).
-func (a *Control) deleteOwnedPods(ctx context.Context, ref DeploymentRef, uid string) (int, error) {
+func (a *Control) deleteOwnedPods(ctx context.Context, ref controlapi.DeploymentRef, uid string) (int, error) {
 	pods, err := ownedPods(ctx, a.Store, ref.Namespace, ref.Name, uid)
 	if err != nil {
 		return 0, err
@@ -474,27 +450,27 @@ func (a *Control) deleteOwnedPods(ctx context.Context, ref DeploymentRef, uid st
 
 // finishDeploymentDeletion deletes a deleting deployment's pods
 // gracefully, and once the last is gone its revisions and its row.
-func (a *Control) finishDeploymentDeletion(ctx context.Context, d *model.Deployment) (DeploymentSyncResult, error) {
-	ref := DeploymentRef{Namespace: d.Metadata.Namespace, Name: d.Metadata.Name}
+func (a *Control) finishDeploymentDeletion(ctx context.Context, d *model.Deployment) (controlapi.DeploymentSyncResult, error) {
+	ref := controlapi.DeploymentRef{Namespace: d.Metadata.Namespace, Name: d.Metadata.Name}
 	left, err := a.deleteOwnedPods(ctx, ref, d.Metadata.UID)
 	if err != nil || left > 0 {
-		return DeploymentSyncResult{}, err // the pods' removals wake the workflow
+		return controlapi.DeploymentSyncResult{}, err // the pods' removals wake the workflow
 	}
 	revs, err := a.Store.ControllerRevisions().ListAll(ctx, store.ListOptions{Namespace: d.Metadata.Namespace, LabelSelector: SelectorString(d.Spec.Selector)})
 	if err != nil {
-		return DeploymentSyncResult{}, err
+		return controlapi.DeploymentSyncResult{}, err
 	}
 	for _, r := range revs {
 		if o := model.ControllerOf(&r.Metadata); o != nil && o.UID == d.Metadata.UID {
 			if _, err := a.Store.ControllerRevisions().Delete(ctx, r.Metadata.Namespace, r.Metadata.Name, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return DeploymentSyncResult{}, err
+				return controlapi.DeploymentSyncResult{}, err
 			}
 		}
 	}
 	if _, err := a.Store.Deployments().Delete(ctx, d.Metadata.Namespace, d.Metadata.Name, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return DeploymentSyncResult{}, err
+		return controlapi.DeploymentSyncResult{}, err
 	}
-	return DeploymentSyncResult{Gone: true}, nil
+	return controlapi.DeploymentSyncResult{Gone: true}, nil
 }
 
 // writeStatus writes the counts, conditions and revision the sync saw,

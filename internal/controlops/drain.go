@@ -4,26 +4,11 @@ import (
 	"context"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 )
-
-// EndpointsLeftInput is a terminating pod whose traffic must stop
-// arriving before its containers are stopped.
-type EndpointsLeftInput struct {
-	Pod PodRef
-	IP  string
-	// Until bounds the wait (the pod's grace period).
-	Until time.Time
-}
-
-// EndpointsLeftResult says whether the pod left every node's rules in
-// time, and at which service network generation.
-type EndpointsLeftResult struct {
-	Left       bool
-	Generation int64
-}
 
 // nodesLookEvery is how soon the nodes' applied generations are read
 // again while a pod waits to leave them, doubling up to a second.
@@ -34,9 +19,9 @@ const nodesLookEvery = 100 * time.Millisecond
 // programs service rules has applied a generation at least that new. Only
 // then may its containers stop without dropping a request (Kubernetes'
 // rolling-update loss comes from stopping first). It gives up at Until.
-func (a *Control) WaitEndpointsLeft(ctx context.Context, in EndpointsLeftInput) (EndpointsLeftResult, error) {
+func (a *Control) WaitEndpointsLeft(ctx context.Context, in controlapi.EndpointsLeftInput) (controlapi.EndpointsLeftResult, error) {
 	if a.ServiceNet == nil || in.IP == "" {
-		return EndpointsLeftResult{Left: true}, nil
+		return controlapi.EndpointsLeftResult{Left: true}, nil
 	}
 	ctx, cancel := context.WithDeadline(ctx, in.Until)
 	defer cancel()
@@ -48,10 +33,10 @@ func (a *Control) WaitEndpointsLeft(ctx context.Context, in EndpointsLeftInput) 
 			gen = snap.Generation
 			caughtUp, err := a.nodesApplied(ctx, gen)
 			if err != nil && ctx.Err() == nil {
-				return EndpointsLeftResult{}, err
+				return controlapi.EndpointsLeftResult{}, err
 			}
 			if caughtUp {
-				return EndpointsLeftResult{Left: true, Generation: gen}, nil
+				return controlapi.EndpointsLeftResult{Left: true, Generation: gen}, nil
 			}
 		}
 		progress.Report(ctx, gen)
@@ -60,7 +45,7 @@ func (a *Control) WaitEndpointsLeft(ctx context.Context, in EndpointsLeftInput) 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return EndpointsLeftResult{Generation: gen}, nil // the grace period is up: stop anyway
+			return controlapi.EndpointsLeftResult{Generation: gen}, nil // the grace period is up: stop anyway
 		case <-t.C:
 		}
 	}

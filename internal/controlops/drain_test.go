@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/servicenet"
@@ -36,12 +37,12 @@ func TestWaitEndpointsLeftFollowsTheNodes(t *testing.T) {
 		ClusterIP: "10.96.0.20", Endpoints: []servicenet.Endpoint{{IP: "10.88.1.2"}, {IP: "10.88.1.3"}}}}})
 	c := controlops.NewControl(st, nil)
 	c.ServiceNet = holder
-	in := controlops.EndpointsLeftInput{IP: "10.88.1.2", Until: time.Now().Add(300 * time.Millisecond)}
+	in := controlapi.EndpointsLeftInput{IP: "10.88.1.2", Until: time.Now().Add(300 * time.Millisecond)}
 	if res, err := c.WaitEndpointsLeft(ctx, in); err != nil || res.Left {
 		t.Fatalf("left while a service still lists the pod: %+v %v", res, err)
 	}
 
-	done := make(chan controlops.EndpointsLeftResult, 1)
+	done := make(chan controlapi.EndpointsLeftResult, 1)
 	in.Until = time.Now().Add(10 * time.Second)
 	go func() {
 		res, err := c.WaitEndpointsLeft(ctx, in)

@@ -10,13 +10,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/encryption"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // ImagePulls starts the pull of one image to one node; the workflows
@@ -25,7 +27,7 @@ import (
 type ImagePulls interface {
 	EnsurePull(ctx context.Context, image, node string) error
 	// EnsureImport imports the image again unless an import runs.
-	EnsureImport(ctx context.Context, ref ImageRef) error
+	EnsureImport(ctx context.Context, ref controlapi.ImageRef) error
 }
 
 // Images is the control plane's work on the image catalog: imports into
@@ -71,109 +73,10 @@ func (e *ImportError) Unwrap() error { return e.Err }
 // ErrNoPulls: this control plane was given no way to start image pulls.
 var ErrNoPulls = errors.New("this control plane starts no image pulls")
 
-// ImageRef names one image incarnation: an image deleted and created again
-// has another UID, and work for the old one leaves it alone.
-type ImageRef struct {
-	Name string
-	UID  string
-}
-
-// ImagePlan is what the import needs to know of the image.
-type ImagePlan struct {
-	Found bool
-	Spec  model.ImageSpec
-}
-
-// ImageFetched reports the fetch.
-type ImageFetched struct {
-	Bytes      int64
-	Downloaded int64
-	Resumed    bool
-}
-
-// ImageArtefact is the decompressed file nodes pull.
-type ImageArtefact struct {
-	SHA256      string
-	Size        int64
-	Compression string
-}
-
-// ImageReadyInput registers an imported image.
-type ImageReadyInput struct {
-	Image    ImageRef
-	Artefact ImageArtefact
-}
-
-// ImageFailure fails an image with a reason.
-type ImageFailure struct {
-	Image   ImageRef
-	Reason  string
-	Message string
-}
-
-// ImageTargets are the nodes an image goes to, and how they fetch it.
-type ImageTargets struct {
-	Nodes []string
-	Image hostops.NodeImage
-}
-
-// ImageNodeInput names an image on a node.
-type ImageNodeInput struct {
-	Image string
-	Node  string
-	// NeverPull: the pod's imagePullPolicy is Never.
-	NeverPull bool `json:",omitempty"`
-	// Refresh: the pod's imagePullPolicy is Always; an oci image's tag is
-	// resolved again, and imported again if it moved.
-	Refresh bool `json:",omitempty"`
-}
-
-// NodePull is what a pull of one image to one node needs; Skip when the
-// image needs no pull there (gone, not Ready, a zone template, no brand fits).
-type NodePull struct {
-	Skip  bool
-	Why   string
-	Image hostops.NodeImage
-}
-
-// ImageNodeUpdate is one node's image status.
-type ImageNodeUpdate struct {
-	Image   string
-	Node    string
-	Phase   string
-	Reason  string
-	Message string
-}
-
-// ResolvedImage is a pod's image as its node sees it.
-type ResolvedImage struct {
-	// Found is false for an image not in the catalog (a pod created
-	// before the catalog); the pod then installs as it always did.
-	Found bool
-	Kind  string
-	// Present: the node holds the image (or needs none).
-	Present bool
-	// Pull: nobody is bringing the image to the node (it lacks it, or its
-	// last pull failed); the pod should start a pull.
-	Pull bool
-	// Failed: the last pull to this node failed, or the image's import
-	// did; Message says why.
-	Failed  bool
-	Message string
-	// Reason replaces ImagePullBackOff as the reason of a Failed wait.
-	Reason string `json:",omitempty"`
-	// Digest is an oci image's manifest digest (hex): the one its zone
-	// clones.
-	Digest string `json:",omitempty"`
-	// Config is an oci image's configuration: what its containers run
-	// when the pod does not say.
-	Config *model.OCIConfig `json:",omitempty"`
-}
-
 func (a *Images) now() time.Time { return time.Now().UTC() }
 
 // get reads the image; nil when it is gone or another incarnation.
-func (a *Images) get(ctx context.Context, ref ImageRef) (*model.Image, error) {
+func (a *Images) get(ctx context.Context, ref controlapi.ImageRef) (*model.Image, error) {
 	img, err := a.Store.Images().Get(ctx, "", ref.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -190,7 +93,7 @@ func (a *Images) get(ctx context.Context, ref ImageRef) (*model.Image, error) {
 // mutate applies fn to the image and writes it, retrying on a conflict
 // (imports and pulls write the same row concurrently). It reports false
 // when the image is gone.
-func (a *Images) mutate(ctx context.Context, ref ImageRef, fn func(*model.Image)) (bool, error) {
+func (a *Images) mutate(ctx context.Context, ref controlapi.ImageRef, fn func(*model.Image)) (bool, error) {
 	gone := false
 	_, err := a.Store.Images().Modify(ctx, "", ref.Name, func(img *model.Image) bool {
 		if gone = ref.UID != "" && img.Metadata.UID != ref.UID; gone {
@@ -215,7 +118,7 @@ func (a *Images) setPhase(s *model.ImageStatus, phase, reason, msg string) {
 
 // BeginImageImport marks the image Importing (a zone template, which has
 // nothing to fetch, Ready) and returns its spec.
-func (a *Images) BeginImageImport(ctx context.Context, ref ImageRef) (ImagePlan, error) {
+func (a *Images) BeginImageImport(ctx context.Context, ref controlapi.ImageRef) (controlapi.ImagePlan, error) {
 	var spec model.ImageSpec
 	found, err := a.mutate(ctx, ref, func(img *model.Image) {
 		spec = img.Spec
@@ -226,7 +129,7 @@ func (a *Images) BeginImageImport(ctx context.Context, ref ImageRef) (ImagePlan,
 		a.setPhase(&img.Status, model.ImageImporting, "", "fetching "+img.Spec.Source)
 		img.Status.BytesDone, img.Status.BytesTotal = 0, img.Spec.Size
 	})
-	return ImagePlan{Found: found, Spec: spec}, err
+	return controlapi.ImagePlan{Found: found, Spec: spec}, err
 }
 
 // FetchImage downloads the image's source into the image store, verifying
@@ -234,13 +137,13 @@ func (a *Images) BeginImageImport(ctx context.Context, ref ImageRef) (ImagePlan,
 // callback (bytes done and total, [2]int64, so a retry resumes and the UI
 // shows it) and, throttled, into the image's status. A failed fetch is an
 // *ImportError; an image gone meanwhile an *ImageGoneError.
-func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, error) {
+func (a *Images) FetchImage(ctx context.Context, ref controlapi.ImageRef) (controlapi.ImageFetched, error) {
 	img, err := a.get(ctx, ref)
 	if err != nil {
-		return ImageFetched{}, err
+		return controlapi.ImageFetched{}, err
 	}
 	if img == nil {
-		return ImageFetched{}, &ImageGoneError{Image: ref.Name}
+		return controlapi.ImageFetched{}, &ImageGoneError{Image: ref.Name}
 	}
 	if img.Spec.Kind == model.ImageOCI {
 		return a.fetchOCI(ctx, ref, img)
@@ -255,14 +158,14 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 		if ctx.Err() == nil { // not a fetch cut short by a cancel or a retry
 			a.Metrics.ImageImported(false, 0, time.Since(start))
 		}
-		return ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: err}
+		return controlapi.ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: err}
 	}
 	a.Metrics.ImageImported(true, res.Downloaded, time.Since(start))
 	_, err = a.mutate(ctx, ref, func(img *model.Image) {
 		img.Status.BytesDone, img.Status.BytesTotal = res.Bytes, res.Bytes
 		img.Status.Message = "verified; decompressing"
 	})
-	return ImageFetched{Bytes: res.Bytes, Downloaded: res.Downloaded, Resumed: res.Resumed}, err
+	return controlapi.ImageFetched{Bytes: res.Bytes, Downloaded: res.Downloaded, Resumed: res.Resumed}, err
 }
 
 // startProgress reports a fetch's bytes done and total: to the context's
@@ -273,7 +176,7 @@ func (a *Images) FetchImage(ctx context.Context, ref ImageRef) (ImageFetched, er
 // (StallTimeout), telling a dead worker from a live one is the report's
 // (a heartbeat), and a cancel comes back in a heartbeat's reply. stop
 // ends the beats and waits for the status writes.
-func (a *Images) startProgress(ctx context.Context, ref ImageRef) (onProgress func(done, total int64), stop func()) {
+func (a *Images) startProgress(ctx context.Context, ref controlapi.ImageRef) (onProgress func(done, total int64), stop func()) {
 	var (
 		mu       sync.Mutex
 		lastSave time.Time
@@ -336,13 +239,13 @@ func (a *Images) startProgress(ctx context.Context, ref ImageRef) (onProgress fu
 // DecompressImage turns the download into the artefact nodes pull,
 // reporting its progress (bytes read and total, [2]int64). Errors are as
 // FetchImage's.
-func (a *Images) DecompressImage(ctx context.Context, ref ImageRef) (ImageArtefact, error) {
+func (a *Images) DecompressImage(ctx context.Context, ref controlapi.ImageRef) (controlapi.ImageArtefact, error) {
 	img, err := a.get(ctx, ref)
 	if err != nil {
-		return ImageArtefact{}, err
+		return controlapi.ImageArtefact{}, err
 	}
 	if img == nil {
-		return ImageArtefact{}, &ImageGoneError{Image: ref.Name}
+		return controlapi.ImageArtefact{}, &ImageGoneError{Image: ref.Name}
 	}
 	if img.Spec.Kind == model.ImageOCI {
 		return ociArtefact(img)
@@ -351,29 +254,29 @@ func (a *Images) DecompressImage(ctx context.Context, ref ImageRef) (ImageArtefa
 		progress.Report(ctx, [2]int64{read, total})
 	})
 	if err != nil {
-		return ImageArtefact{}, &ImportError{Image: ref.Name, Source: img.Spec.Source, Err: err}
+		return controlapi.ImageArtefact{}, &ImportError{Image: ref.Name, Source: img.Spec.Source, Err: err}
 	}
-	return ImageArtefact{SHA256: art.SHA256, Size: art.Size, Compression: art.Compression}, nil
+	return controlapi.ImageArtefact{SHA256: art.SHA256, Size: art.Size, Compression: art.Compression}, nil
 }
 
 // MarkImageReady registers the imported image: Ready, with its artefact,
 // and every Ready node whose brands fit marked Pulling in the same
 // transaction, so the node sync does not start pulls the import is about
 // to run. It returns those nodes and how they fetch the image.
-func (a *Images) MarkImageReady(ctx context.Context, in ImageReadyInput) (ImageTargets, error) {
+func (a *Images) MarkImageReady(ctx context.Context, in controlapi.ImageReadyInput) (controlapi.ImageTargets, error) {
 	nodes, err := a.allNodes(ctx)
 	if err != nil {
-		return ImageTargets{}, err
+		return controlapi.ImageTargets{}, err
 	}
 	for {
 		img, err := a.get(ctx, in.Image)
 		if err != nil || img == nil {
-			return ImageTargets{}, err
+			return controlapi.ImageTargets{}, err
 		}
 		a.setPhase(&img.Status, model.ImageReady, "", "imported; distributing to nodes")
 		img.Status.ArtefactSHA256, img.Status.ArtefactSize = in.Artefact.SHA256, in.Artefact.Size
 		now := a.now()
-		t := ImageTargets{Image: a.nodeImage(img)}
+		t := controlapi.ImageTargets{Image: a.nodeImage(img)}
 		var pulling []model.ImageNodeStatus
 		for i := range nodes {
 			if fits(img, &nodes[i]) {
@@ -383,13 +286,13 @@ func (a *Images) MarkImageReady(ctx context.Context, in ImageReadyInput) (ImageT
 		}
 		err = a.Store.UpdateImageWithNodes(ctx, img, pulling)
 		if errors.Is(err, store.ErrNotFound) {
-			return ImageTargets{}, nil
+			return controlapi.ImageTargets{}, nil
 		}
 		if !errors.Is(err, store.ErrConflict) {
 			return t, err
 		}
 		if err := ctx.Err(); err != nil {
-			return ImageTargets{}, err
+			return controlapi.ImageTargets{}, err
 		}
 	}
 }
@@ -397,7 +300,7 @@ func (a *Images) MarkImageReady(ctx context.Context, in ImageReadyInput) (ImageT
 // MarkImageFailed fails the image with a reason. The progress goes back
 // to what the spec says: how much a failed source sent is not for clients
 // (it would tell the size of a file or page the import was refused).
-func (a *Images) MarkImageFailed(ctx context.Context, in ImageFailure) error {
+func (a *Images) MarkImageFailed(ctx context.Context, in controlapi.ImageFailure) error {
 	_, err := a.mutate(ctx, in.Image, func(img *model.Image) {
 		a.setPhase(&img.Status, model.ImageFailed, in.Reason, in.Message)
 		img.Status.BytesDone, img.Status.BytesTotal = 0, img.Spec.Size
@@ -416,8 +319,8 @@ func (a *Images) RemoveImageArtefact(ctx context.Context, name string) error {
 
 // nodeImage is how nodes fetch the image's artefact: with their own
 // certificates, so no credential travels in the workflow's history.
-func (a *Images) nodeImage(img *model.Image) hostops.NodeImage {
-	ni := hostops.NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
+func (a *Images) nodeImage(img *model.Image) hostapi.NodeImage {
+	ni := hostapi.NodeImage{Name: img.Metadata.Name, Kind: img.Spec.Kind,
 		URL: ArtefactURL(a.AdvertiseURL, img.Metadata.Name), SHA256: img.Status.ArtefactSHA256, Size: img.Status.ArtefactSize}
 	if img.Spec.Kind == model.ImageOCI {
 		ni.URL, ni.Layers = "", a.ociLayers(img)
@@ -446,20 +349,20 @@ func (a *Images) allNodes(ctx context.Context) ([]model.Node, error) {
 }
 
 // ImagePullPlan says whether and how to pull an image to a node.
-func (a *Images) ImagePullPlan(ctx context.Context, in ImageNodeInput) (NodePull, error) {
-	img, err := a.get(ctx, ImageRef{Name: in.Image})
+func (a *Images) ImagePullPlan(ctx context.Context, in controlapi.ImageNodeInput) (controlapi.NodePull, error) {
+	img, err := a.get(ctx, controlapi.ImageRef{Name: in.Image})
 	if err != nil {
-		return NodePull{}, err
+		return controlapi.NodePull{}, err
 	}
 	switch {
 	case img == nil || img.Metadata.DeletionTimestamp != nil:
-		return NodePull{Skip: true, Why: "the image is gone or being deleted"}, nil
+		return controlapi.NodePull{Skip: true, Why: "the image is gone or being deleted"}, nil
 	case !img.Spec.NeedsPull():
-		return NodePull{Skip: true, Why: "a zone template needs no pull"}, nil
+		return controlapi.NodePull{Skip: true, Why: "a zone template needs no pull"}, nil
 	case img.Status.Phase != model.ImageReady:
-		return NodePull{Skip: true, Why: "the image is " + img.Status.Phase + ", not Ready"}, nil
+		return controlapi.NodePull{Skip: true, Why: "the image is " + img.Status.Phase + ", not Ready"}, nil
 	}
-	return NodePull{Image: a.nodeImage(img)}, nil
+	return controlapi.NodePull{Image: a.nodeImage(img)}, nil
 }
 
 // SetImageNodeStatus records the image's state on one node: one row of
@@ -470,7 +373,7 @@ func (a *Images) ImagePullPlan(ctx context.Context, in ImageNodeInput) (NodePull
 //
 // The update that ends a node's pull (Pulling to Ready or Failed)
 // measures it; a retried update finds it ended and measures nothing.
-func (a *Images) SetImageNodeStatus(ctx context.Context, u ImageNodeUpdate) error {
+func (a *Images) SetImageNodeStatus(ctx context.Context, u controlapi.ImageNodeUpdate) error {
 	now := a.now()
 	prev, had, err := a.Store.SetImageNode(ctx, u.Image, model.ImageNodeStatus{Node: u.Node, Phase: u.Phase, Reason: u.Reason, Message: u.Message, Updated: &now})
 	if errors.Is(err, store.ErrNotFound) {
@@ -527,7 +430,7 @@ func nodeSummary(nodes []model.ImageNodeStatus) string {
 
 // ImageNodeNames lists the nodes the image's status mentions, Pulling,
 // Ready or Failed: where files of it may be.
-func (a *Images) ImageNodeNames(ctx context.Context, ref ImageRef) ([]string, error) {
+func (a *Images) ImageNodeNames(ctx context.Context, ref controlapi.ImageRef) ([]string, error) {
 	img, err := a.get(ctx, ref)
 	if err != nil || img == nil {
 		return nil, err
@@ -540,7 +443,7 @@ func (a *Images) ImageNodeNames(ctx context.Context, ref ImageRef) ([]string, er
 }
 
 // DeleteImageRow removes the image from the catalog.
-func (a *Images) DeleteImageRow(ctx context.Context, ref ImageRef) error {
+func (a *Images) DeleteImageRow(ctx context.Context, ref controlapi.ImageRef) error {
 	img, err := a.get(ctx, ref)
 	if err != nil || img == nil {
 		return err
@@ -553,21 +456,21 @@ func (a *Images) DeleteImageRow(ctx context.Context, ref ImageRef) error {
 }
 
 // ResolvePodImage tells the pod lifecycle what its image is on its node.
-func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (ResolvedImage, error) {
-	img, err := a.get(ctx, ImageRef{Name: in.Image})
+func (a *Images) ResolvePodImage(ctx context.Context, in controlapi.ImageNodeInput) (controlapi.ResolvedImage, error) {
+	img, err := a.get(ctx, controlapi.ImageRef{Name: in.Image})
 	if err != nil || img == nil {
-		return ResolvedImage{}, err
+		return controlapi.ResolvedImage{}, err
 	}
-	r := ResolvedImage{Found: true, Kind: img.Spec.Kind}
+	r := controlapi.ResolvedImage{Found: true, Kind: img.Spec.Kind}
 	if img.Status.OCI != nil {
 		r.Config, r.Digest = &img.Status.OCI.Config, strings.TrimPrefix(img.Status.OCI.Digest, "sha256:")
 	}
 	if in.Refresh && img.Spec.Kind == model.ImageOCI && img.Status.Phase == model.ImageReady {
 		if moved, err := a.refreshTag(ctx, img); err != nil {
-			return ResolvedImage{Found: true, Kind: img.Spec.Kind, Failed: true,
+			return controlapi.ResolvedImage{Found: true, Kind: img.Spec.Kind, Failed: true,
 				Message: fmt.Sprintf("image %s: checking its tag in the registry (imagePullPolicy Always): %s", img.Metadata.Name, err)}, nil
 		} else if moved != "" {
-			return ResolvedImage{Found: true, Kind: img.Spec.Kind,
+			return controlapi.ResolvedImage{Found: true, Kind: img.Spec.Kind,
 				Message: fmt.Sprintf("image %s: its tag moved to %s; importing it", img.Metadata.Name, moved)}, nil
 		}
 	}
@@ -586,8 +489,8 @@ func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (Resolv
 			r.Message += ": " + img.Status.Message
 		}
 		if r.Failed && img.Spec.Kind == model.ImageOCI && img.Metadata.DeletionTimestamp == nil && a.Pulls != nil {
-			if err := a.Pulls.EnsureImport(ctx, ImageRef{Name: img.Metadata.Name, UID: img.Metadata.UID}); err != nil {
-				return ResolvedImage{}, err
+			if err := a.Pulls.EnsureImport(ctx, controlapi.ImageRef{Name: img.Metadata.Name, UID: img.Metadata.UID}); err != nil {
+				return controlapi.ResolvedImage{}, err
 			}
 			r.Message += "; importing it again"
 		}
@@ -602,7 +505,7 @@ func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (Resolv
 		r.Message = fmt.Sprintf("pulling image %s to node %s", img.Metadata.Name, in.Node)
 	}
 	if in.NeverPull && !r.Present {
-		r.Pull, r.Failed, r.Reason = false, true, ReasonErrImageNeverPull
+		r.Pull, r.Failed, r.Reason = false, true, podcontract.ReasonErrImageNeverPull
 		r.Message = fmt.Sprintf("container image %q is not present on node %s with pull policy of Never", img.Metadata.Name, in.Node)
 	}
 	return r, nil
@@ -610,7 +513,7 @@ func (a *Images) ResolvePodImage(ctx context.Context, in ImageNodeInput) (Resolv
 
 // RequestImagePull starts the pull of an image to a node (a no-op while
 // one runs); ErrNoPulls without Pulls.
-func (a *Images) RequestImagePull(ctx context.Context, in ImageNodeInput) error {
+func (a *Images) RequestImagePull(ctx context.Context, in controlapi.ImageNodeInput) error {
 	if a.Pulls == nil {
 		return ErrNoPulls
 	}

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // imageChanges counts the Image's rows in the change feed and their bytes.
@@ -47,8 +49,8 @@ func TestDistributionToManyNodesWritesTheImageOnceAtTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := &controlops.Images{Store: st}
-	targets, err := ops.MarkImageReady(ctx, controlops.ImageReadyInput{Image: controlops.ImageRef{Name: "base", UID: img.Metadata.UID},
-		Artefact: controlops.ImageArtefact{SHA256: "ab", Size: 1 << 20}})
+	targets, err := ops.MarkImageReady(ctx, controlapi.ImageReadyInput{Image: controlapi.ImageRef{Name: "base", UID: img.Metadata.UID},
+		Artefact: controlapi.ImageArtefact{SHA256: "ab", Size: 1 << 20}})
 	if err != nil || len(targets.Nodes) != nodes {
 		t.Fatalf("the import goes to %d nodes (%v); want %d", len(targets.Nodes), err, nodes)
 	}
@@ -68,7 +70,7 @@ func TestDistributionToManyNodesWritesTheImageOnceAtTheEnd(t *testing.T) {
 				end = model.ImageFailed
 			}
 			for _, phase := range []string{model.ImagePulling, end} {
-				errs <- ops.SetImageNodeStatus(ctx, controlops.ImageNodeUpdate{Image: "base", Node: node, Phase: phase, Message: phase + " on " + node})
+				errs <- ops.SetImageNodeStatus(ctx, controlapi.ImageNodeUpdate{Image: "base", Node: node, Phase: phase, Message: phase + " on " + node})
 			}
 		}()
 	}
@@ -127,14 +129,14 @@ func TestResolveNeverPull(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := &controlops.Images{Store: st}
-	lacks, err := ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "base", Node: "lacks", NeverPull: true})
-	if err != nil || lacks.Pull || !lacks.Failed || lacks.Reason != controlops.ReasonErrImageNeverPull {
+	lacks, err := ops.ResolvePodImage(ctx, controlapi.ImageNodeInput{Image: "base", Node: "lacks", NeverPull: true})
+	if err != nil || lacks.Pull || !lacks.Failed || lacks.Reason != podcontract.ReasonErrImageNeverPull {
 		t.Fatalf("node without the image: %+v %v", lacks, err)
 	}
-	if pulls, _ := ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "base", Node: "lacks"}); !pulls.Pull || pulls.Failed {
+	if pulls, _ := ops.ResolvePodImage(ctx, controlapi.ImageNodeInput{Image: "base", Node: "lacks"}); !pulls.Pull || pulls.Failed {
 		t.Fatalf("without Never the same node pulls: %+v", pulls)
 	}
-	if has, err := ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "base", Node: "has", NeverPull: true}); err != nil || !has.Present {
+	if has, err := ops.ResolvePodImage(ctx, controlapi.ImageNodeInput{Image: "base", Node: "has", NeverPull: true}); err != nil || !has.Present {
 		t.Fatalf("node with the image: %+v %v", has, err)
 	}
 }
@@ -143,7 +145,7 @@ func TestResolveNeverPull(t *testing.T) {
 type importsAsked struct{ names []string }
 
 func (p *importsAsked) EnsurePull(context.Context, string, string) error { return nil }
-func (p *importsAsked) EnsureImport(_ context.Context, ref controlops.ImageRef) error {
+func (p *importsAsked) EnsureImport(_ context.Context, ref controlapi.ImageRef) error {
 	p.names = append(p.names, ref.Name)
 	return nil
 }
@@ -166,11 +168,11 @@ func TestAFailedRegistryImageIsImportedAgainWhenAPodLooks(t *testing.T) {
 	}
 	pulls := &importsAsked{}
 	ops := &controlops.Images{Store: st, Pulls: pulls}
-	r, err := ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "oci-later", Node: "n1"})
+	r, err := ops.ResolvePodImage(ctx, controlapi.ImageNodeInput{Image: "oci-later", Node: "n1"})
 	if err != nil || !r.Failed || !strings.Contains(r.Message, "importing it again") || !slices.Equal(pulls.names, []string{"oci-later"}) {
 		t.Fatalf("a failed registry image: %+v %v; imports asked %v", r, err, pulls.names)
 	}
-	r, err = ops.ResolvePodImage(ctx, controlops.ImageNodeInput{Image: "tarball", Node: "n1"})
+	r, err = ops.ResolvePodImage(ctx, controlapi.ImageNodeInput{Image: "tarball", Node: "n1"})
 	if err != nil || !r.Failed || strings.Contains(r.Message, "again") || len(pulls.names) != 1 {
 		t.Fatalf("a failed operator's image: %+v %v; imports asked %v", r, err, pulls.names)
 	}

@@ -9,25 +9,11 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/batch"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/store"
 )
-
-// JobRef names a job; its workflow is keyed by it.
-type JobRef struct {
-	Namespace string
-	Name      string
-}
-
-// JobSyncResult is what a job's workflow needs to know after one sync.
-type JobSyncResult struct {
-	// Gone: the job and its pods are gone; the workflow ends.
-	Gone bool `json:",omitempty"`
-	// WakeAfter: sync again this long from now even if nothing changes
-	// (the active deadline, the TTL after finishing); zero: on a change.
-	WakeAfter time.Duration `json:",omitempty"`
-}
 
 // EventSourceJob signs the events a job's sync records.
 const EventSourceJob = "job-controller"
@@ -38,7 +24,7 @@ const EventSourceJob = "job-controller"
 // deadline, stopping what runs), and once its TTL after finishing has
 // passed deletes its pods and then the job. Level-triggered, like
 // SyncDeployment, and like it never beside another sync of the job.
-func (a *Control) SyncJob(ctx context.Context, ref JobRef) (res JobSyncResult, err error) {
+func (a *Control) SyncJob(ctx context.Context, ref controlapi.JobRef) (res controlapi.JobSyncResult, err error) {
 	err = a.oneSyncAtATime(ctx, model.KindJob, ref.Namespace, ref.Name, func() error {
 		res, err = a.syncJob(ctx, ref)
 		return err
@@ -46,14 +32,14 @@ func (a *Control) SyncJob(ctx context.Context, ref JobRef) (res JobSyncResult, e
 	return res, err
 }
 
-func (a *Control) syncJob(ctx context.Context, ref JobRef) (JobSyncResult, error) {
+func (a *Control) syncJob(ctx context.Context, ref controlapi.JobRef) (controlapi.JobSyncResult, error) {
 	j, err := a.Store.Jobs().Get(ctx, ref.Namespace, ref.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		left, err := a.deleteJobPods(ctx, ref, "", nil)
-		return JobSyncResult{Gone: err == nil && left == 0}, err
+		return controlapi.JobSyncResult{Gone: err == nil && left == 0}, err
 	}
 	if err != nil {
-		return JobSyncResult{}, err
+		return controlapi.JobSyncResult{}, err
 	}
 	now := time.Now().UTC()
 	if j.Metadata.DeletionTimestamp != nil {
@@ -61,21 +47,21 @@ func (a *Control) syncJob(ctx context.Context, ref JobRef) (JobSyncResult, error
 	}
 	pods, err := ownedPodsOf(ctx, a.Store, model.KindJob, ref.Namespace, ref.Name, j.Metadata.UID)
 	if err != nil {
-		return JobSyncResult{}, err
+		return controlapi.JobSyncResult{}, err
 	}
 	st := j.Status
 	if done := st.Finished(); done != nil {
 		// Finished: nothing runs; the TTL removes it all.
 		if _, err := a.deleteJobPods(ctx, ref, j.Metadata.UID, func(p *model.Pod) bool { return !podFinished(p) }); err != nil {
-			return JobSyncResult{}, err
+			return controlapi.JobSyncResult{}, err
 		}
 		ttl := j.Spec.TTLSecondsAfterFinished
 		if ttl == nil || st.CompletionTime == nil {
-			return JobSyncResult{}, nil
+			return controlapi.JobSyncResult{}, nil
 		}
 		due := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)
 		if now.Before(due) {
-			return JobSyncResult{WakeAfter: max(due.Sub(now), time.Second)}, nil
+			return controlapi.JobSyncResult{WakeAfter: max(due.Sub(now), time.Second)}, nil
 		}
 		if _, err := a.Store.Jobs().Modify(ctx, ref.Namespace, ref.Name, func(j *model.Job) bool {
 			if j.Metadata.DeletionTimestamp != nil {
@@ -84,9 +70,9 @@ func (a *Control) syncJob(ctx context.Context, ref JobRef) (JobSyncResult, error
 			j.Metadata.DeletionTimestamp = &now
 			return true
 		}); err != nil {
-			return JobSyncResult{}, err
+			return controlapi.JobSyncResult{}, err
 		}
-		return JobSyncResult{WakeAfter: time.Second}, nil
+		return controlapi.JobSyncResult{WakeAfter: time.Second}, nil
 	}
 	if st.StartTime == nil {
 		st.StartTime = &now
@@ -98,7 +84,7 @@ func (a *Control) syncJob(ctx context.Context, ref JobRef) (JobSyncResult, error
 	plan := batch.Compute(spec, batchPods(pods), now)
 	for _, name := range plan.Stop {
 		if err := DeletePodGracefully(ctx, a.Store, a.Lifecycles, ref.Namespace, name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return JobSyncResult{}, err
+			return controlapi.JobSyncResult{}, err
 		}
 		progress.Report(ctx, "stopped "+name)
 	}
@@ -110,7 +96,7 @@ func (a *Control) syncJob(ctx context.Context, ref JobRef) (JobSyncResult, error
 			break
 		}
 		if err != nil {
-			return JobSyncResult{}, err
+			return controlapi.JobSyncResult{}, err
 		}
 		progress.Report(ctx, fmt.Sprintf("created %d of %d", created+1, plan.Create))
 	}
@@ -137,7 +123,7 @@ func (a *Control) syncJob(ctx context.Context, ref JobRef) (JobSyncResult, error
 		}
 		_ = a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindJob, Namespace: ref.Namespace, Name: ref.Name, UID: j.Metadata.UID}, typ, reason, msg, EventSourceJob)
 	}
-	res := JobSyncResult{}
+	res := controlapi.JobSyncResult{}
 	if wake := earliest(plan.WakeAt, retryAt); !wake.IsZero() {
 		res.WakeAfter = max(wake.Sub(now), time.Second)
 	}
@@ -214,7 +200,7 @@ func (a *Control) createJobPod(ctx context.Context, j *model.Job) error {
 
 // deleteJobPods starts the deletion of the job's pods that pick selects
 // (nil: all) and says how many pods of the job are left.
-func (a *Control) deleteJobPods(ctx context.Context, ref JobRef, uid string, pick func(*model.Pod) bool) (int, error) {
+func (a *Control) deleteJobPods(ctx context.Context, ref controlapi.JobRef, uid string, pick func(*model.Pod) bool) (int, error) {
 	pods, err := ownedPodsOf(ctx, a.Store, model.KindJob, ref.Namespace, ref.Name, uid)
 	if err != nil {
 		return 0, err
@@ -233,14 +219,14 @@ func (a *Control) deleteJobPods(ctx context.Context, ref JobRef, uid string, pic
 
 // finishJobDeletion deletes a deleting job's pods, and once the last is
 // gone the job.
-func (a *Control) finishJobDeletion(ctx context.Context, j *model.Job) (JobSyncResult, error) {
-	ref := JobRef{Namespace: j.Metadata.Namespace, Name: j.Metadata.Name}
+func (a *Control) finishJobDeletion(ctx context.Context, j *model.Job) (controlapi.JobSyncResult, error) {
+	ref := controlapi.JobRef{Namespace: j.Metadata.Namespace, Name: j.Metadata.Name}
 	left, err := a.deleteJobPods(ctx, ref, j.Metadata.UID, nil)
 	if err != nil || left > 0 {
-		return JobSyncResult{}, err
+		return controlapi.JobSyncResult{}, err
 	}
 	if _, err := a.Store.Jobs().Delete(ctx, ref.Namespace, ref.Name, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return JobSyncResult{}, err
+		return controlapi.JobSyncResult{}, err
 	}
-	return JobSyncResult{Gone: true}, nil
+	return controlapi.JobSyncResult{Gone: true}, nil
 }

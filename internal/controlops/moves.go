@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/transfer"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // TransferRelay removes the streams of volume transfers (transfer.Relay).
@@ -138,51 +140,26 @@ func keptForMove(p *model.Pod, claims []string) bool {
 	return false
 }
 
-// ClaimMoveInput names one move of a claim.
-type ClaimMoveInput struct {
-	Target ClaimTarget
-	MoveID string
-}
-
 // PlanClaimMove picks the destination of a claim being moved (see
 // scheduler.PlanMove). Move is nil, with a Message, while no node fits.
-func (a *Control) PlanClaimMove(ctx context.Context, t ClaimTarget) (ClaimMovePlan, error) {
+func (a *Control) PlanClaimMove(ctx context.Context, t controlapi.ClaimTarget) (controlapi.ClaimMovePlan, error) {
 	for {
 		plan, err := a.Scheduler.PlanMove(ctx, t.Claim.Namespace, t.Claim.Name, t.UID)
 		if errors.Is(err, store.ErrConflict) {
 			continue
 		}
 		if errors.Is(err, store.ErrNotFound) {
-			return ClaimMovePlan{Message: "the claim is gone"}, nil
+			return controlapi.ClaimMovePlan{Message: "the claim is gone"}, nil
 		}
 		if err != nil {
-			return ClaimMovePlan{}, err
+			return controlapi.ClaimMovePlan{}, err
 		}
 		if plan.Move != nil {
 			a.event(ctx, model.ObjectReference{Kind: model.KindPersistentVolumeClaim, Namespace: t.Claim.Namespace, Name: t.Claim.Name, UID: t.UID},
 				model.EventNormal, "ClaimMoving", fmt.Sprintf("Moving the claim's data from node %s to node %s with its pods", plan.Move.From, plan.Move.To))
 		}
-		return ClaimMovePlan{Move: plan.Move, Message: plan.Message}, nil
+		return controlapi.ClaimMovePlan{Move: plan.Move, Message: plan.Message}, nil
 	}
-}
-
-// ClaimMovePlan is PlanClaimMove's answer.
-type ClaimMovePlan struct {
-	Move    *model.ClaimMove `json:",omitempty"`
-	Message string           `json:",omitempty"`
-}
-
-// ClaimTransferInput names one stream of a move: step 1 the pre-copy,
-// step 2 the final increment.
-type ClaimTransferInput struct {
-	Move ClaimMoveInput
-	Step int
-}
-
-// ClaimTransferTickets are the source's upload and the destination's
-// download of one stream.
-type ClaimTransferTickets struct {
-	Upload, Download transfer.Ticket
 }
 
 // TransferID names one stream of a claim's move.
@@ -191,23 +168,23 @@ func TransferID(claimUID, moveID string, step int) string {
 }
 
 // ClaimTransfer mints the tickets of one stream of the move.
-func (a *Control) ClaimTransfer(ctx context.Context, in ClaimTransferInput) (ClaimTransferTickets, error) {
+func (a *Control) ClaimTransfer(ctx context.Context, in controlapi.ClaimTransferInput) (controlapi.ClaimTransferTickets, error) {
 	if a.Transfers == nil {
-		return ClaimTransferTickets{}, errors.New("this control plane relays no volume transfers")
+		return controlapi.ClaimTransferTickets{}, errors.New("this control plane relays no volume transfers")
 	}
 	id := TransferID(in.Move.Target.UID, in.Move.MoveID, in.Step)
 	if err := transfer.ValidID(id); err != nil {
-		return ClaimTransferTickets{}, err
+		return controlapi.ClaimTransferTickets{}, err
 	}
 	u := transfer.URL(a.AdvertiseURL, id)
-	return ClaimTransferTickets{
+	return controlapi.ClaimTransferTickets{
 		Upload:   transfer.Ticket{ID: id, URL: u},
 		Download: transfer.Ticket{ID: id, URL: u},
 	}, nil
 }
 
 // moveClaim changes the claim's move if it is still move in.MoveID.
-func (a *Control) moveClaim(ctx context.Context, in ClaimMoveInput, change func(c *model.PersistentVolumeClaim) bool) (*model.PersistentVolumeClaim, bool, error) {
+func (a *Control) moveClaim(ctx context.Context, in controlapi.ClaimMoveInput, change func(c *model.PersistentVolumeClaim) bool) (*model.PersistentVolumeClaim, bool, error) {
 	changed := false
 	c, err := a.Store.Claims().Modify(ctx, in.Target.Claim.Namespace, in.Target.Claim.Name, func(c *model.PersistentVolumeClaim) bool {
 		if c.Metadata.UID != in.Target.UID || c.Status.Move == nil || c.Status.Move.ID != in.MoveID {
@@ -225,7 +202,7 @@ func (a *Control) moveClaim(ctx context.Context, in ClaimMoveInput, change func(
 // MoveClaimPods ends the pre-copy: the claim is Switching, and its pods
 // on the node it leaves are told to leave it (they wait Pending for the
 // claim on its new node). It returns how many were told.
-func (a *Control) MoveClaimPods(ctx context.Context, in ClaimMoveInput) (int, error) {
+func (a *Control) MoveClaimPods(ctx context.Context, in controlapi.ClaimMoveInput) (int, error) {
 	c, _, err := a.moveClaim(ctx, in, func(c *model.PersistentVolumeClaim) bool {
 		if c.Status.Move.Phase != model.MoveCopying {
 			return false
@@ -246,10 +223,10 @@ func (a *Control) MoveClaimPods(ctx context.Context, in ClaimMoveInput) (int, er
 		if !slices.Contains(p.Spec.ClaimNames(), in.Target.Claim.Name) || p.Metadata.Namespace != in.Target.Claim.Namespace {
 			continue
 		}
-		sig := EvictSignal{Node: m.From, Reason: ReasonEvicted,
+		sig := podcontract.EvictSignal{Node: m.From, Reason: podcontract.ReasonEvicted,
 			Message: fmt.Sprintf("node %s is drained: persistentvolumeclaim %q moves to node %s with its pods", m.From, in.Target.Claim.Name, m.To)}
 		if a.Lifecycles != nil {
-			if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalEvict, sig); err != nil && !errors.Is(err, ErrNoLifecycle) {
+			if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, podcontract.SignalEvict, sig); err != nil && !errors.Is(err, podcontract.ErrNoLifecycle) {
 				return n, fmt.Errorf("tell pod %s/%s to leave node %s: %w", p.Metadata.Namespace, p.Metadata.Name, m.From, err)
 			}
 		}
@@ -262,7 +239,7 @@ func (a *Control) MoveClaimPods(ctx context.Context, in ClaimMoveInput) (int, er
 // is complete and no pod uses the source's (or, for a clone copied from
 // another node's snapshot, once the copy is there): the claim's pods wait
 // no more and are woken.
-func (a *Control) SwitchClaimNode(ctx context.Context, in ClaimMoveInput) error {
+func (a *Control) SwitchClaimNode(ctx context.Context, in controlapi.ClaimMoveInput) error {
 	cloned := false
 	c, changed, err := a.moveClaim(ctx, in, func(c *model.PersistentVolumeClaim) bool {
 		if c.Status.Move.Phase == model.MoveCleaning {
@@ -288,7 +265,7 @@ func (a *Control) SwitchClaimNode(ctx context.Context, in ClaimMoveInput) error 
 
 // EndClaimMove removes the move's streams from the relay and its mark
 // from the claim: the source's copy is gone.
-func (a *Control) EndClaimMove(ctx context.Context, in ClaimMoveInput) error {
+func (a *Control) EndClaimMove(ctx context.Context, in controlapi.ClaimMoveInput) error {
 	if a.Transfers != nil {
 		for step := 1; step <= 2; step++ {
 			if err := a.Transfers.Remove(TransferID(in.Target.UID, in.MoveID, step)); err != nil {

@@ -7,9 +7,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // Node health's names: the taint that keeps new pods off a node whose
@@ -17,8 +19,6 @@ import (
 const (
 	TaintUnreachable        = "node.zonewright.io/unreachable"
 	ReasonNodeStatusUnknown = "NodeStatusUnknown"
-	ReasonNodeLost          = "NodeLost"
-	ReasonEvicted           = "Evicted"
 	nodeHealthSource        = "zonewright-node-health"
 )
 
@@ -28,33 +28,18 @@ type NodeHealthStarter interface {
 	Ensure(ctx context.Context, node string) error
 }
 
-// NodeObservation is what NodeHealth needs to know of the node's row.
-type NodeObservation struct {
-	Found bool
-	// HeartbeatAge is how long ago the agent last renewed its lease (by
-	// the database's clock), or wrote its Ready condition (an agent of an
-	// older release, by this process's clock), whichever is newer; -1
-	// when it never did either.
-	HeartbeatAge time.Duration
-	// Tainted: the node carries the unreachable taint.
-	Tainted bool
-	// GracePeriod and EvictionTimeout are the timings configured now;
-	// zero keeps the workflow's own.
-	GracePeriod, EvictionTimeout time.Duration
-}
-
 // ObserveNode reads the node's last heartbeat: its lease.
-func (a *Control) ObserveNode(ctx context.Context, node string) (NodeObservation, error) {
+func (a *Control) ObserveNode(ctx context.Context, node string) (controlapi.NodeObservation, error) {
 	n, err := a.Store.Nodes().Get(ctx, "", node)
 	if errors.Is(err, store.ErrNotFound) {
-		return NodeObservation{}, nil
+		return controlapi.NodeObservation{}, nil
 	}
 	if err != nil {
-		return NodeObservation{}, err
+		return controlapi.NodeObservation{}, err
 	}
 	leaseAge, err := a.leaseAge(ctx, node)
 	if err != nil {
-		return NodeObservation{}, err
+		return controlapi.NodeObservation{}, err
 	}
 	obs := observe(n, leaseAge, time.Now(), a.HearingSince)
 	obs.GracePeriod, obs.EvictionTimeout = a.NodeGracePeriod, a.NodeEvictionTimeout
@@ -73,8 +58,8 @@ func (a *Control) leaseAge(ctx context.Context, node string) (time.Duration, err
 // observe is the node's silence as the control plane can judge it: since
 // its last heartbeat, but no longer than the control plane has been
 // hearing (hearingSince; zero: always).
-func observe(n *model.Node, leaseAge time.Duration, now, hearingSince time.Time) NodeObservation {
-	obs := NodeObservation{Found: true, HeartbeatAge: leaseAge, Tainted: hasTaint(n, TaintUnreachable)}
+func observe(n *model.Node, leaseAge time.Duration, now, hearingSince time.Time) controlapi.NodeObservation {
+	obs := controlapi.NodeObservation{Found: true, HeartbeatAge: leaseAge, Tainted: hasTaint(n, TaintUnreachable)}
 	if c := n.Condition(model.NodeReady); c != nil && c.LastHeartbeatTime != nil {
 		if age := max(now.Sub(*c.LastHeartbeatTime), 0); obs.HeartbeatAge < 0 || age < obs.HeartbeatAge {
 			obs.HeartbeatAge = age
@@ -90,25 +75,12 @@ func hasTaint(n *model.Node, key string) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t model.Taint) bool { return t.Key == key })
 }
 
-// MarkNotReadyInput says how stale a heartbeat must be to mark the node.
-type MarkNotReadyInput struct {
-	Node        string
-	GracePeriod time.Duration
-}
-
-// MarkNotReadyResult tells whether the node was marked (a heartbeat may
-// have arrived since it was observed) and whether anything changed.
-type MarkNotReadyResult struct {
-	Marked  bool
-	Changed bool
-}
-
 // MarkNodeNotReady sets the Ready condition to Unknown and adds the
 // unreachable taint, if the lease is still older than the grace period.
 // The agent writes the same row when its status changes: a conflicting
 // write is read again.
-func (a *Control) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (MarkNotReadyResult, error) {
-	var res MarkNotReadyResult
+func (a *Control) MarkNodeNotReady(ctx context.Context, in controlapi.MarkNotReadyInput) (controlapi.MarkNotReadyResult, error) {
+	var res controlapi.MarkNotReadyResult
 	var uid string
 	var leaseErr error
 	err := a.updateNode(ctx, in.Node, func(n *model.Node, now time.Time) bool {
@@ -120,7 +92,7 @@ func (a *Control) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (M
 			return false
 		}
 		obs := observe(n, leaseAge, now, a.HearingSince)
-		res = MarkNotReadyResult{}
+		res = controlapi.MarkNotReadyResult{}
 		if obs.HeartbeatAge >= 0 && obs.HeartbeatAge < in.GracePeriod {
 			return false
 		}
@@ -203,30 +175,16 @@ func (a *Control) nodeEvent(ctx context.Context, node, uid, typ, reason, msg str
 	return a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindNode, Name: node, UID: uid}, typ, reason, msg, nodeHealthSource)
 }
 
-// EvictInput names the node whose pods are evicted.
-type EvictInput struct {
-	Node string
-	// Lost: the node is unreachable; its pods are marked Failed/NodeLost
-	// at once and their lifecycles do no more work on it.
-	Lost bool
-	// Message tells the pods why; empty: the node stopped heartbeating.
-	Message string
-	// KeepClaims (namespace/name) move with their pods: those pods stay
-	// until the claims' workflows have pre-copied the data elsewhere and
-	// tell them to leave.
-	KeepClaims []string `json:",omitempty"`
-}
-
 // EvictNodePods tells every unfinished pod bound to the node to leave it
 // (lost nodes: their pods are Failed/NodeLost first). It returns how many.
-func (a *Control) EvictNodePods(ctx context.Context, in EvictInput) (int, error) {
+func (a *Control) EvictNodePods(ctx context.Context, in controlapi.EvictInput) (int, error) {
 	return EvictPods(ctx, a.Store, a.Lifecycles, in)
 }
 
 // EvictPods is EvictNodePods for callers without a Control (the API's
 // drain and forced node delete): it tells each pod's lifecycle to leave;
 // the lifecycle alone writes the pod's status.
-func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInput) (int, error) {
+func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in controlapi.EvictInput) (int, error) {
 	pods, err := PodsOnNode(ctx, st, in.Node)
 	if err != nil {
 		return 0, err
@@ -236,15 +194,15 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInpu
 		if keptForMove(&p, in.KeepClaims) {
 			continue
 		}
-		ref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
-		sig := EvictSignal{Node: in.Node, Lost: in.Lost, Reason: ReasonEvicted, Message: in.Message}
+		ref := controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+		sig := podcontract.EvictSignal{Node: in.Node, Lost: in.Lost, Reason: podcontract.ReasonEvicted, Message: in.Message}
 		if in.Lost {
-			sig.Reason = ReasonNodeLost
+			sig.Reason = podcontract.ReasonNodeLost
 		}
 		if lc != nil {
 			// A pod without a running lifecycle has nothing to tell; the
 			// reconciler starts one, which finds the pod's node gone.
-			if err := lc.Signal(ctx, ref.Namespace, ref.Name, SignalEvict, sig); err != nil && !errors.Is(err, ErrNoLifecycle) {
+			if err := lc.Signal(ctx, ref.Namespace, ref.Name, podcontract.SignalEvict, sig); err != nil && !errors.Is(err, podcontract.ErrNoLifecycle) {
 				return n, fmt.Errorf("tell pod %s to leave node %s: %w", ref, in.Node, err)
 			}
 		}
@@ -254,14 +212,14 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in EvictInpu
 }
 
 // ListNodePods names the unfinished pods bound to a node.
-func (a *Control) ListNodePods(ctx context.Context, node string) ([]PodRef, error) {
+func (a *Control) ListNodePods(ctx context.Context, node string) ([]controlapi.PodRef, error) {
 	pods, err := PodsOnNode(ctx, a.Store, node)
 	if err != nil {
 		return nil, err
 	}
-	refs := make([]PodRef, len(pods))
+	refs := make([]controlapi.PodRef, len(pods))
 	for i, p := range pods {
-		refs[i] = PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+		refs[i] = controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 	}
 	return refs, nil
 }
@@ -277,31 +235,13 @@ func PodsOnNode(ctx context.Context, st *store.Store, node string) ([]model.Pod,
 	}), nil
 }
 
-// SignalEvict is the pod lifecycle's signal to leave its node; its
-// argument is an EvictSignal.
-const SignalEvict = "evict"
-
-// SignalWake makes a waiting pod lifecycle look again now.
-const SignalWake = "wake"
-
-// Pod reasons while the pod waits for its image on its node.
-const (
-	ReasonImagePulling     = "ImagePulling"
-	ReasonImagePullBackOff = "ImagePullBackOff"
-	// ReasonErrImagePull: a pull of the pod's image was first seen failing.
-	ReasonErrImagePull = "ErrImagePull"
-	// ReasonErrImageNeverPull: the node lacks the image and the pod's
-	// imagePullPolicy is Never.
-	ReasonErrImageNeverPull = "ErrImageNeverPull"
-)
-
 // WakeImageWaiters wakes the pods bound to the node that wait for the
 // image (a pull there just ended): those not running yet whose zone is
 // made from it. They are chosen by what they wait for, not by the reason
 // their status shows: a pod that found the image missing may not have
 // written ImagePulling yet when the pull ends, and its lifecycle keeps a
 // wake that arrives before it waits. It returns how many it woke.
-func (a *Control) WakeImageWaiters(ctx context.Context, in ImageNodeInput) (int, error) {
+func (a *Control) WakeImageWaiters(ctx context.Context, in controlapi.ImageNodeInput) (int, error) {
 	pods, err := PodsOnNode(ctx, a.Store, in.Node)
 	if err != nil || a.Lifecycles == nil {
 		return 0, err
@@ -311,7 +251,7 @@ func (a *Control) WakeImageWaiters(ctx context.Context, in ImageNodeInput) (int,
 		if p.Status.Phase == model.PodRunning || len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != in.Image {
 			continue
 		}
-		if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalWake, struct{}{}); err != nil && !errors.Is(err, ErrNoLifecycle) {
+		if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, podcontract.SignalWake, struct{}{}); err != nil && !errors.Is(err, podcontract.ErrNoLifecycle) {
 			return n, fmt.Errorf("wake pod %s/%s: %w", p.Metadata.Namespace, p.Metadata.Name, err)
 		}
 		n++
@@ -319,13 +259,9 @@ func (a *Control) WakeImageWaiters(ctx context.Context, in ImageNodeInput) (int,
 	return n, nil
 }
 
-// ReasonUnschedulable is the reason of a pending pod no node fits;
-// ReasonCapacityExceeded of one the capacity map holds back (the oldest
-// are woken first, so slots go in FIFO order).
-const (
-	ReasonUnschedulable    = "Unschedulable"
-	ReasonCapacityExceeded = scheduler.ReasonCapacityExceeded
-)
+// ReasonCapacityExceeded is the reason of a pending pod the capacity map
+// holds back (the oldest are woken first, so slots go in FIFO order).
+const ReasonCapacityExceeded = scheduler.ReasonCapacityExceeded
 
 // WakeUnschedulable wakes the pods waiting because no node fitted them,
 // as room was just made (a pod ended or went, a node became Ready or
@@ -341,14 +277,14 @@ func WakeUnschedulable(ctx context.Context, st *store.Store, lc Lifecycles) int 
 		return 0
 	}
 	waiting := slices.DeleteFunc(pending.Items, func(p model.Pod) bool {
-		return p.Status.Reason != ReasonUnschedulable && p.Status.Reason != ReasonCapacityExceeded
+		return p.Status.Reason != podcontract.ReasonUnschedulable && p.Status.Reason != ReasonCapacityExceeded
 	})
 	// The oldest first, and a bounded number: one freed pod's room fits
 	// few, and a burst of deletions must not signal every waiter each time.
 	oldestFirst(waiting)
 	n := 0
 	for _, p := range waiting[:min(len(waiting), maxWoken)] {
-		if lc.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalWake, struct{}{}) == nil {
+		if lc.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, podcontract.SignalWake, struct{}{}) == nil {
 			n++
 		}
 	}
@@ -358,21 +294,6 @@ func WakeUnschedulable(ctx context.Context, st *store.Store, lc Lifecycles) int 
 // maxWoken bounds the pods WakeUnschedulable wakes at once; the others
 // look again after their back-off or at the next room made.
 const maxWoken = 20
-
-// EvictSignal tells a pod lifecycle to leave Node: Lost nodes get no more
-// work (their leftovers are the agent's to clean when it returns); live
-// ones (drain) stop the pod gracefully first. Reason is what a pod that
-// does not restart ends Failed with.
-type EvictSignal struct {
-	Node   string
-	Lost   bool
-	Reason string
-	// Message says why, when there is more to say than the reason.
-	Message string `json:",omitempty"`
-}
-
-// ErrNoLifecycle: the pod has no running workflow to signal.
-var ErrNoLifecycle = errors.New("the pod's lifecycle workflow is not running")
 
 // EnsureNodeWorkflows repairs the invariant "every node has its NodeHealth
 // workflow". It returns how many nodes it checked.
@@ -394,7 +315,7 @@ func (a *Control) EnsureNodeWorkflows(ctx context.Context) (int, error) {
 
 // UnbindPod readies a pod that left its node for scheduling again: unbound,
 // Pending, its address and container statuses cleared. Same name, same UID.
-func (a *Control) UnbindPod(ctx context.Context, in UnbindInput) error {
+func (a *Control) UnbindPod(ctx context.Context, in controlapi.UnbindInput) error {
 	var claims []string
 	found, err := a.modifyPod(ctx, in.Pod, func(p *model.Pod) {
 		now := time.Now().UTC()
@@ -412,10 +333,4 @@ func (a *Control) UnbindPod(ctx context.Context, in UnbindInput) error {
 	a.wakeMovingClaims(ctx, in.Pod.Namespace, claims)
 	ref := model.ObjectReference{Kind: model.KindPod, Namespace: in.Pod.Namespace, Name: in.Pod.Name, UID: in.Pod.UID}
 	return a.Store.RecordEvent(ctx, ref, model.EventWarning, "Rescheduling", in.Message, "zonewright-lifecycle")
-}
-
-// UnbindInput names the pod to unbind and why.
-type UnbindInput struct {
-	Pod     PodRef
-	Message string
 }

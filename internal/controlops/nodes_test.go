@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/storetest"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -88,7 +90,7 @@ func TestMarkNodeNotReadyAndReady(t *testing.T) {
 			})
 		}
 	}()
-	res, err := ctl.MarkNodeNotReady(ctx, controlops.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second})
+	res, err := ctl.MarkNodeNotReady(ctx, controlapi.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second})
 	close(stop)
 	wg.Wait()
 	if err != nil || !res.Marked || !res.Changed {
@@ -104,7 +106,7 @@ func TestMarkNodeNotReadyAndReady(t *testing.T) {
 	}
 	first := *cond.LastTransitionTime
 
-	res, err = ctl.MarkNodeNotReady(ctx, controlops.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second})
+	res, err = ctl.MarkNodeNotReady(ctx, controlapi.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second})
 	if err != nil || !res.Marked || res.Changed {
 		t.Fatalf("second mark: %+v %v; want marked, nothing changed", res, err)
 	}
@@ -119,7 +121,7 @@ func TestMarkNodeNotReadyAndReady(t *testing.T) {
 		n.Status.Conditions = []model.NodeCondition{{Type: model.NodeReady, Status: model.ConditionTrue, LastHeartbeatTime: &now, LastTransitionTime: &now}}
 		return true
 	})
-	if res, err = ctl.MarkNodeNotReady(ctx, controlops.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second}); err != nil || res.Marked {
+	if res, err = ctl.MarkNodeNotReady(ctx, controlapi.MarkNotReadyInput{Node: "n1", GracePeriod: 40 * time.Second}); err != nil || res.Marked {
 		t.Fatalf("a fresh heartbeat was marked NotReady: %+v %v", res, err)
 	}
 	if removed, err := ctl.MarkNodeReady(ctx, "n1"); err != nil || !removed {
@@ -149,37 +151,37 @@ func TestAControlPlaneJustStartedGivesNodesAFreshGracePeriod(t *testing.T) {
 	if obs, err := ctl.ObserveNode(ctx, "n1"); err != nil || obs.HeartbeatAge >= grace {
 		t.Fatalf("observed %+v %v; want a heartbeat age within the grace period", obs, err)
 	}
-	if res, err := ctl.MarkNodeNotReady(ctx, controlops.MarkNotReadyInput{Node: "n1", GracePeriod: grace}); err != nil || res.Marked {
+	if res, err := ctl.MarkNodeNotReady(ctx, controlapi.MarkNotReadyInput{Node: "n1", GracePeriod: grace}); err != nil || res.Marked {
 		t.Fatalf("marked %+v %v; want the node left Ready", res, err)
 	}
 	ctl.HearingSince = time.Now().Add(-time.Hour)
-	if res, err := ctl.MarkNodeNotReady(ctx, controlops.MarkNotReadyInput{Node: "n1", GracePeriod: grace}); err != nil || !res.Marked {
+	if res, err := ctl.MarkNodeNotReady(ctx, controlapi.MarkNotReadyInput{Node: "n1", GracePeriod: grace}); err != nil || !res.Marked {
 		t.Fatalf("a control plane hearing for an hour: %+v %v; want the node marked", res, err)
 	}
 }
 
 type signals struct {
 	mu   sync.Mutex
-	sent map[string]controlops.EvictSignal
+	sent map[string]podcontract.EvictSignal
 }
 
-func (s *signals) Start(context.Context, controlops.PodRef) error { return nil }
+func (s *signals) Start(context.Context, controlapi.PodRef) error { return nil }
 func (s *signals) Running(context.Context, string, string) (bool, error) {
 	return true, nil
 }
-func (s *signals) RunningPods(context.Context) (map[controlops.PodName]bool, error) {
+func (s *signals) RunningPods(context.Context) (map[controlapi.PodName]bool, error) {
 	return nil, nil
 }
 func (s *signals) Signal(_ context.Context, _, name, signal string, arg any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if signal != controlops.SignalEvict {
+	if signal != podcontract.SignalEvict {
 		return errors.New("unexpected signal " + signal)
 	}
 	if name == "orphan" {
-		return controlops.ErrNoLifecycle
+		return podcontract.ErrNoLifecycle
 	}
-	s.sent[name] = arg.(controlops.EvictSignal)
+	s.sent[name] = arg.(podcontract.EvictSignal)
 	return nil
 }
 
@@ -189,7 +191,7 @@ func (s *signals) Signal(_ context.Context, _, name, signal string, arg any) err
 func TestEvictLostNodeAndUnbind(t *testing.T) {
 	st := openStore(t)
 	ctx := context.Background()
-	sig := &signals{sent: map[string]controlops.EvictSignal{}}
+	sig := &signals{sent: map[string]podcontract.EvictSignal{}}
 	ctl := controlops.NewControl(st, sig)
 	mk := func(name, node, phase string) *model.Pod {
 		p := &model.Pod{Metadata: model.ObjectMeta{Name: name, Namespace: model.DefaultNamespace},
@@ -208,11 +210,11 @@ func TestEvictLostNodeAndUnbind(t *testing.T) {
 	mk("done", "n1", model.PodFailed)
 	mk("elsewhere", "n2", model.PodRunning)
 
-	n, err := ctl.EvictNodePods(ctx, controlops.EvictInput{Node: "n1", Lost: true})
+	n, err := ctl.EvictNodePods(ctx, controlapi.EvictInput{Node: "n1", Lost: true})
 	if err != nil || n != 2 {
 		t.Fatalf("evicted %d, %v; want the 2 unfinished pods of n1", n, err)
 	}
-	if s, ok := sig.sent["run"]; !ok || !s.Lost || s.Node != "n1" || s.Reason != controlops.ReasonNodeLost || len(sig.sent) != 1 {
+	if s, ok := sig.sent["run"]; !ok || !s.Lost || s.Node != "n1" || s.Reason != podcontract.ReasonNodeLost || len(sig.sent) != 1 {
 		t.Fatalf("signals sent: %+v", sig.sent)
 	}
 	// Only a pod's lifecycle writes its status: eviction only tells it.
@@ -227,7 +229,7 @@ func TestEvictLostNodeAndUnbind(t *testing.T) {
 		t.Fatalf("ListNodePods(n1) = %+v, %v; want the 2 unfinished pods", refs, err)
 	}
 
-	if err := ctl.UnbindPod(ctx, controlops.UnbindInput{Pod: controlops.PodRef{Namespace: "default", Name: "run", UID: run.Metadata.UID}, Message: "moving"}); err != nil {
+	if err := ctl.UnbindPod(ctx, controlapi.UnbindInput{Pod: controlapi.PodRef{Namespace: "default", Name: "run", UID: run.Metadata.UID}, Message: "moving"}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := st.Pods().Get(ctx, model.DefaultNamespace, "run")
@@ -241,7 +243,7 @@ func TestEvictLostNodeAndUnbind(t *testing.T) {
 		t.Fatalf("after unbinding: node %q phase %s scheduled %s uid %s", p.Spec.NodeName, p.Status.Phase, scheduled, p.Metadata.UID)
 	}
 	// Another incarnation of the name is left alone.
-	if err := ctl.UnbindPod(ctx, controlops.UnbindInput{Pod: controlops.PodRef{Namespace: "default", Name: "elsewhere", UID: "other"}}); err != nil {
+	if err := ctl.UnbindPod(ctx, controlapi.UnbindInput{Pod: controlapi.PodRef{Namespace: "default", Name: "elsewhere", UID: "other"}}); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := st.Pods().Get(ctx, model.DefaultNamespace, "elsewhere"); p.Spec.NodeName != "n2" {

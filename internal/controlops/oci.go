@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/oci"
@@ -75,27 +76,27 @@ func (a *Images) registry() *oci.Client {
 }
 
 // fetchOCI is FetchImage of an oci image.
-func (a *Images) fetchOCI(ctx context.Context, ref ImageRef, img *model.Image) (ImageFetched, error) {
+func (a *Images) fetchOCI(ctx context.Context, ref controlapi.ImageRef, img *model.Image) (controlapi.ImageFetched, error) {
 	src := img.Spec.Source
-	fail := func(err error) (ImageFetched, error) {
-		return ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: registryError(src, err)}
+	fail := func(err error) (controlapi.ImageFetched, error) {
+		return controlapi.ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: registryError(src, err)}
 	}
 	start := time.Now()
 	r, err := oci.ParseReference(src)
 	if err != nil {
-		return ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: &RegistryError{Reference: src, Reason: "the reference does not parse: " + err.Error(), Err: err}}
+		return controlapi.ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: &RegistryError{Reference: src, Reason: "the reference does not parse: " + err.Error(), Err: err}}
 	}
 	client := a.registry()
 	keys, err := a.pullKeyring(ctx, img.Spec.PullSecrets)
 	if err != nil {
-		return ImageFetched{}, err
+		return controlapi.ImageFetched{}, err
 	}
 	resolved, err := client.Resolve(ctx, r, keys)
 	if err != nil {
 		return fail(err)
 	}
 	if resolved.Size > a.Artefacts.SizeLimit() {
-		return ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: imagestore.ErrTooLarge}
+		return controlapi.ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: imagestore.ErrTooLarge}
 	}
 	status := ociStatus(resolved)
 	if _, err := a.mutate(ctx, ref, func(img *model.Image) {
@@ -103,7 +104,7 @@ func (a *Images) fetchOCI(ctx context.Context, ref ImageRef, img *model.Image) (
 		img.Status.BytesDone, img.Status.BytesTotal = 0, resolved.Size
 		img.Status.Message = fmt.Sprintf("fetching %d layers of %s", len(status.Layers), status.Digest)
 	}); err != nil {
-		return ImageFetched{}, err
+		return controlapi.ImageFetched{}, err
 	}
 	auth, err := client.RepositoryTransport(ctx, r, keys)
 	if err != nil {
@@ -120,11 +121,11 @@ func (a *Images) fetchOCI(ctx context.Context, ref ImageRef, img *model.Image) (
 		res, err := a.Artefacts.Fetch(ctx, imagestore.FetchRequest{Name: name, URL: oci.BlobURL(r, l.Digest), SHA256: hex,
 			Size: l.Size, StallTimeout: a.StallTimeout, Transport: auth, Progress: func(d, _ int64) { onProgress(before+d, resolved.Size) }})
 		if err != nil {
-			return ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: err}
+			return controlapi.ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: err}
 		}
 		// Nodes download the blob as it is: its artefact is the download.
 		if _, err := a.Artefacts.Publish(ctx, name); err != nil {
-			return ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: err}
+			return controlapi.ImageFetched{}, &ImportError{Image: ref.Name, Source: src, Err: err}
 		}
 		done += res.Bytes
 		downloaded += res.Downloaded
@@ -135,7 +136,7 @@ func (a *Images) fetchOCI(ctx context.Context, ref ImageRef, img *model.Image) (
 		img.Status.BytesDone, img.Status.BytesTotal = done, done
 		img.Status.Message = "verified every layer"
 	})
-	return ImageFetched{Bytes: done, Downloaded: downloaded, Resumed: resumed}, err
+	return controlapi.ImageFetched{Bytes: done, Downloaded: downloaded, Resumed: resumed}, err
 }
 
 // ociStatus is what the image's status keeps of a resolved image.
@@ -150,28 +151,28 @@ func ociStatus(im oci.Image) *model.OCIImage {
 
 // ociArtefact is DecompressImage of an oci image: nothing to decompress;
 // the image is its manifest's digest and its layers' total size.
-func ociArtefact(img *model.Image) (ImageArtefact, error) {
+func ociArtefact(img *model.Image) (controlapi.ImageArtefact, error) {
 	o := img.Status.OCI
 	if o == nil {
-		return ImageArtefact{}, &ImportError{Image: img.Metadata.Name, Source: img.Spec.Source, Err: fmt.Errorf("%w: not resolved yet", imagestore.ErrInvalid)}
+		return controlapi.ImageArtefact{}, &ImportError{Image: img.Metadata.Name, Source: img.Spec.Source, Err: fmt.Errorf("%w: not resolved yet", imagestore.ErrInvalid)}
 	}
 	var size int64
 	for _, l := range o.Layers {
 		size += l.Size
 	}
-	return ImageArtefact{SHA256: strings.TrimPrefix(o.Digest, "sha256:"), Size: size, Compression: model.CompressionNone}, nil
+	return controlapi.ImageArtefact{SHA256: strings.TrimPrefix(o.Digest, "sha256:"), Size: size, Compression: model.CompressionNone}, nil
 }
 
 // ociLayers are the layers of an oci image as its nodes fetch them: each
 // blob from the control plane's store, in order.
-func (a *Images) ociLayers(img *model.Image) []hostops.NodeLayer {
+func (a *Images) ociLayers(img *model.Image) []hostapi.NodeLayer {
 	if img.Status.OCI == nil {
 		return nil
 	}
-	var out []hostops.NodeLayer
+	var out []hostapi.NodeLayer
 	for _, l := range img.Status.OCI.Layers {
 		hex := strings.TrimPrefix(l.Digest, "sha256:")
-		out = append(out, hostops.NodeLayer{Digest: l.Digest, DiffID: l.DiffID, Size: l.Size, MediaType: l.MediaType,
+		out = append(out, hostapi.NodeLayer{Digest: l.Digest, DiffID: l.DiffID, Size: l.Size, MediaType: l.MediaType,
 			URL: ArtefactURL(a.AdvertiseURL, imagestore.BlobName(hex))})
 	}
 	return out
@@ -273,7 +274,7 @@ func (a *Images) refreshTag(ctx context.Context, img *model.Image) (string, erro
 	if a.Pulls == nil {
 		return "", ErrNoPulls
 	}
-	if err := a.Pulls.EnsureImport(ctx, ImageRef{Name: img.Metadata.Name, UID: img.Metadata.UID}); err != nil {
+	if err := a.Pulls.EnsureImport(ctx, controlapi.ImageRef{Name: img.Metadata.Name, UID: img.Metadata.UID}); err != nil {
 		return "", err
 	}
 	return resolved.Digest, nil

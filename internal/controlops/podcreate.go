@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -33,7 +34,7 @@ func (a *Control) createOwnedPod(ctx context.Context, newPod func() *model.Pod) 
 		if a.Lifecycles == nil {
 			return nil
 		}
-		pref := PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+		pref := controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 		if err := a.Lifecycles.Start(ctx, pref); err != nil {
 			return fmt.Errorf("start the lifecycle of pod %s (the reconciler will): %w", pref, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
@@ -94,7 +95,7 @@ func TestControllersCreateNoPodOfAMissingImage(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	ctl := controlops.NewControl(st, nil)
-	ref := controlops.DeploymentRef{Namespace: model.DefaultNamespace, Name: "web"}
+	ref := controlapi.DeploymentRef{Namespace: model.DefaultNamespace, Name: "web"}
 	newDeployment(t, st, "web", "base", 2)
 
 	for range 2 {
@@ -138,7 +139,7 @@ func TestControllersCreateNoPodOfAMissingImage(t *testing.T) {
 	if _, err := st.MarkImageDeleting(ctx, "batch", ""); err != nil {
 		t.Fatal(err)
 	}
-	jref := controlops.JobRef{Namespace: model.DefaultNamespace, Name: "sum"}
+	jref := controlapi.JobRef{Namespace: model.DefaultNamespace, Name: "sum"}
 	newJob(t, st, "sum", "batch", 3)
 	res, err := ctl.SyncJob(ctx, jref)
 	if err != nil || res.WakeAfter <= 0 {
@@ -188,11 +189,11 @@ func TestControllerPodCreatesDoNotRaceImageDeletion(t *testing.T) {
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
-			_, depErr = ctl.SyncDeployment(ctx, controlops.DeploymentRef{Namespace: model.DefaultNamespace, Name: dep})
+			_, depErr = ctl.SyncDeployment(ctx, controlapi.DeploymentRef{Namespace: model.DefaultNamespace, Name: dep})
 		}()
 		go func() {
 			defer wg.Done()
-			_, jobErr = ctl.SyncJob(ctx, controlops.JobRef{Namespace: model.DefaultNamespace, Name: job})
+			_, jobErr = ctl.SyncJob(ctx, controlapi.JobRef{Namespace: model.DefaultNamespace, Name: job})
 		}()
 		go func() {
 			defer wg.Done()
@@ -251,12 +252,12 @@ func TestOverlappingSyncsCreateEachPodOnce(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			_, err := ctl.SyncDeployment(ctx, controlops.DeploymentRef{Namespace: model.DefaultNamespace, Name: "web"})
+			_, err := ctl.SyncDeployment(ctx, controlapi.DeploymentRef{Namespace: model.DefaultNamespace, Name: "web"})
 			errs <- err
 		}()
 		go func() {
 			defer wg.Done()
-			_, err := ctl.SyncJob(ctx, controlops.JobRef{Namespace: model.DefaultNamespace, Name: "batch"})
+			_, err := ctl.SyncJob(ctx, controlapi.JobRef{Namespace: model.DefaultNamespace, Name: "batch"})
 			errs <- err
 		}()
 	}
@@ -282,7 +283,7 @@ type lifecycles struct {
 	failed  string
 }
 
-func (l *lifecycles) Start(_ context.Context, ref controlops.PodRef) error {
+func (l *lifecycles) Start(_ context.Context, ref controlapi.PodRef) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.failed == "" {
@@ -295,7 +296,7 @@ func (l *lifecycles) Start(_ context.Context, ref controlops.PodRef) error {
 
 func (l *lifecycles) Running(context.Context, string, string) (bool, error) { return false, nil }
 
-func (l *lifecycles) RunningPods(context.Context) (map[controlops.PodName]bool, error) {
+func (l *lifecycles) RunningPods(context.Context) (map[controlapi.PodName]bool, error) {
 	return nil, nil
 }
 
@@ -314,7 +315,7 @@ func TestAPodWhoseLifecycleDidNotStartIsNotMadeAgain(t *testing.T) {
 	ctl := controlops.NewControl(st, lc)
 	const replicas = 3
 	newDeployment(t, st, "web", "base", replicas)
-	ref := controlops.DeploymentRef{Namespace: model.DefaultNamespace, Name: "web"}
+	ref := controlapi.DeploymentRef{Namespace: model.DefaultNamespace, Name: "web"}
 	if _, err := ctl.SyncDeployment(ctx, ref); err == nil {
 		t.Fatal("a sync whose lifecycle start failed reported no error (it must be retried)")
 	}

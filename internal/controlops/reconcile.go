@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -14,17 +15,14 @@ import (
 // Lifecycles starts pod workflows, tells whether one runs and signals
 // them; the workflows package provides it (PodClient).
 type Lifecycles interface {
-	Start(ctx context.Context, ref PodRef) error
+	Start(ctx context.Context, ref controlapi.PodRef) error
 	Running(ctx context.Context, namespace, name string) (bool, error)
 	// RunningPods lists the pods whose lifecycle runs, as Temporal's
 	// visibility store sees them: it lags, so a lifecycle started a moment
 	// ago may be missing (Running answers for one pod from its history).
-	RunningPods(ctx context.Context) (map[PodName]bool, error)
+	RunningPods(ctx context.Context) (map[controlapi.PodName]bool, error)
 	Signal(ctx context.Context, namespace, name, signal string, arg any) error
 }
-
-// PodName names a pod (any incarnation).
-type PodName struct{ Namespace, Name string }
 
 // EnsurePodWorkflows repairs the invariant "every pod row has its
 // workflow": a crash between the API's two writes leaves a row without
@@ -54,11 +52,11 @@ func (a *Control) EnsurePodWorkflows(ctx context.Context, settle time.Duration) 
 			return started, errors.Join(append(errs, err)...)
 		}
 		for _, p := range page.Items {
-			if running[PodName{p.Metadata.Namespace, p.Metadata.Name}] ||
+			if running[controlapi.PodName{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name}] ||
 				p.Metadata.CreationTimestamp != nil && time.Since(*p.Metadata.CreationTimestamp) < settle {
 				continue
 			}
-			ok, err := a.ensurePodWorkflow(ctx, PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID})
+			ok, err := a.ensurePodWorkflow(ctx, controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID})
 			if ok {
 				started++
 			}
@@ -78,7 +76,7 @@ func (a *Control) EnsurePodWorkflows(ctx context.Context, settle time.Duration) 
 
 // ensurePodWorkflow starts the pod's lifecycle unless it runs; started
 // says whether it did.
-func (a *Control) ensurePodWorkflow(ctx context.Context, ref PodRef) (started bool, err error) {
+func (a *Control) ensurePodWorkflow(ctx context.Context, ref controlapi.PodRef) (started bool, err error) {
 	running, err := a.Lifecycles.Running(ctx, ref.Namespace, ref.Name)
 	if err != nil || running {
 		if err != nil {

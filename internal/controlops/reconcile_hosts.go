@@ -4,42 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// Event reasons and source of the host reconciler.
+// Event source of the host reconciler (its reasons are hostapi's).
 const (
-	ReasonOrphanFound    = "OrphanFound"
-	ReasonOrphanRemoved  = "OrphanRemoved"
 	EventSourceReconcile = "zonewright-reconciler"
 )
-
-// ReconcileHostInput is one node's inventory to compare with PostgreSQL.
-type ReconcileHostInput struct {
-	Node      string
-	Inventory hostops.HostInventory
-	// OrphanGrace is how long an orphan must have been seen before it is
-	// removed.
-	OrphanGrace time.Duration
-}
-
-// ReconcileHostResult is the drift found on one node.
-type ReconcileHostResult struct {
-	Node           string
-	Adopted        int // zones of pods bound to the node
-	Orphans        int // orphans seen, removable or not
-	NewOrphans     int // orphans seen for the first time
-	ZoneMissing    int
-	ZoneNotRunning int
-	// LifecyclesStarted counts drifted pods that had no lifecycle running.
-	LifecyclesStarted int
-	// Remove are the orphans past their grace period.
-	Remove []hostops.Orphan
-}
 
 // ReconcileHost compares a node's inventory with the pods bound to it:
 // orphans are recorded (an OrphanFound event on the Node the first time)
@@ -52,8 +28,8 @@ type ReconcileHostResult struct {
 // The inventory was read before ReconcileHost reads the pods, and zones
 // are made only for pods already bound, so a zone in the inventory whose
 // pod is bound here is never taken for an orphan.
-func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (ReconcileHostResult, error) {
-	res := ReconcileHostResult{Node: in.Node}
+func (a *Control) ReconcileHost(ctx context.Context, in controlapi.ReconcileHostInput) (controlapi.ReconcileHostResult, error) {
+	res := controlapi.ReconcileHostResult{Node: in.Node}
 	pods, err := BoundPods(ctx, a.Store, in.Node)
 	if err != nil {
 		return res, fmt.Errorf("list the pods bound to node %s: %w", in.Node, err)
@@ -74,7 +50,7 @@ func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (Rec
 		s := seen[o.Key]
 		if s.New {
 			res.NewOrphans++
-			a.event(ctx, node, model.EventWarning, ReasonOrphanFound, fmt.Sprintf(
+			a.event(ctx, node, model.EventWarning, hostapi.ReasonOrphanFound, fmt.Sprintf(
 				"Found %s on node %s with no pod bound there to own it; it is removed unless a pod claims it within %s", o, in.Node, in.OrphanGrace))
 		}
 		if s.Age >= in.OrphanGrace {
@@ -101,7 +77,7 @@ func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (Rec
 				return res, fmt.Errorf("is the lifecycle of %s/%s running: %w", d.Pod.Namespace, d.Pod.Name, err)
 			}
 			if !running {
-				if err := a.Lifecycles.Start(ctx, PodRef{Namespace: d.Pod.Namespace, Name: d.Pod.Name, UID: d.Pod.UID}); err != nil {
+				if err := a.Lifecycles.Start(ctx, controlapi.PodRef{Namespace: d.Pod.Namespace, Name: d.Pod.Name, UID: d.Pod.UID}); err != nil {
 					a.event(ctx, ref, model.EventWarning, d.Reason, msg)
 					return res, fmt.Errorf("start the lifecycle of %s/%s: %w", d.Pod.Namespace, d.Pod.Name, err)
 				}
@@ -116,19 +92,13 @@ func (a *Control) ReconcileHost(ctx context.Context, in ReconcileHostInput) (Rec
 	return res, nil
 }
 
-// OrphanRemovedInput reports one orphan removed from a node.
-type OrphanRemovedInput struct {
-	Node   string
-	Orphan hostops.Orphan
-}
-
 // OrphanRemoved forgets a removed orphan and records an OrphanRemoved
 // event on its Node.
-func (a *Control) OrphanRemoved(ctx context.Context, in OrphanRemovedInput) error {
+func (a *Control) OrphanRemoved(ctx context.Context, in controlapi.OrphanRemovedInput) error {
 	if err := a.Store.ForgetOrphan(ctx, in.Node, in.Orphan.Key); err != nil {
 		return err
 	}
-	a.event(ctx, model.ObjectReference{Kind: model.KindNode, Name: in.Node}, model.EventNormal, ReasonOrphanRemoved,
+	a.event(ctx, model.ObjectReference{Kind: model.KindNode, Name: in.Node}, model.EventNormal, hostapi.ReasonOrphanRemoved,
 		fmt.Sprintf("Removed %s from node %s: no pod owned it for the whole grace period", in.Orphan, in.Node))
 	return nil
 }

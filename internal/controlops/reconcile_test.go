@@ -14,10 +14,12 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // temporalCalls counts the reconciler's look at each lifecycle, refuses
@@ -84,7 +86,7 @@ func TestEnsurePodWorkflowsListsInsteadOfDescribingEveryPod(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i < withLifecycle {
-			if err := lc.Start(ctx, controlops.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}); err != nil {
+			if err := lc.Start(ctx, controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -109,7 +111,7 @@ func TestEnsurePodWorkflowsListsInsteadOfDescribingEveryPod(t *testing.T) {
 	listed(withLifecycle)
 	ctl := controlops.NewControl(st, lc)
 	calls.takeDescribes()
-	calls.refuse = workflows.PodWorkflowID("default", "p160")
+	calls.refuse = podcontract.WorkflowID("default", "p160")
 	started, err := ctl.EnsurePodWorkflows(ctx, 0)
 	if started != pods-withLifecycle-1 || err == nil || !strings.Contains(err.Error(), "default/p160") {
 		t.Fatalf("first run started %d (want %d) and returned %v (want the refused start of default/p160)", started, pods-withLifecycle-1, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
@@ -22,7 +23,7 @@ func TestRevisionsKeepTheirDeploymentsAnnotations(t *testing.T) {
 	ctx := context.Background()
 	ctl := controlops.NewControl(st, nil)
 	newImage(t, st, "base")
-	ref := controlops.DeploymentRef{Namespace: model.DefaultNamespace, Name: "web"}
+	ref := controlapi.DeploymentRef{Namespace: model.DefaultNamespace, Name: "web"}
 	newDeployment(t, st, "web", "base", 0)
 	change := func(fn func(d *model.Deployment)) {
 		t.Helper()

@@ -7,59 +7,26 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/controlapi"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// SnapshotRef names a VolumeSnapshot.
-type SnapshotRef struct {
-	Namespace string
-	Name      string
-}
-
-func (r SnapshotRef) String() string { return r.Namespace + "/" + r.Name }
-
-// SnapshotState is what a snapshot's workflow acts on.
-type SnapshotState struct {
-	Found    bool
-	Deleting bool
-	Ready    bool
-	// Node holds the snapshot (its claim's node); empty before it is
-	// taken, when its claim is not bound.
-	Node     string
-	Snapshot hostops.ClaimSnapshot
-	// Clones are the claims restored from it that exist: ZFS keeps a
-	// snapshot while clones of it do.
-	Clones []string
-	// Problem says why the snapshot cannot be taken (its claim missing,
-	// unbound or Lost).
-	Problem string `json:",omitempty"`
-	// RestoreSize is its claim's size.
-	RestoreSize string `json:",omitempty"`
-}
-
-// SnapshotTarget names one incarnation of a snapshot.
-type SnapshotTarget struct {
-	Snapshot SnapshotRef
-	UID      string
-	State    SnapshotState `json:",omitempty"`
-}
-
 // LoadSnapshot reads the snapshot, where its claim's data is, and the
 // claims cloned from it.
-func (a *Control) LoadSnapshot(ctx context.Context, ref SnapshotRef) (SnapshotState, error) {
+func (a *Control) LoadSnapshot(ctx context.Context, ref controlapi.SnapshotRef) (controlapi.SnapshotState, error) {
 	s, err := a.Store.Snapshots().Get(ctx, ref.Namespace, ref.Name)
 	if errors.Is(err, store.ErrNotFound) {
-		return SnapshotState{}, nil
+		return controlapi.SnapshotState{}, nil
 	}
 	if err != nil {
-		return SnapshotState{}, err
+		return controlapi.SnapshotState{}, err
 	}
-	st := SnapshotState{Found: true, Deleting: s.Metadata.DeletionTimestamp != nil, Ready: s.Ready(), Node: s.Status.NodeName,
-		Snapshot: hostops.ClaimSnapshot{UID: s.Metadata.UID, ClaimUID: s.Status.SourceClaimUID}}
+	st := controlapi.SnapshotState{Found: true, Deleting: s.Metadata.DeletionTimestamp != nil, Ready: s.Ready(), Node: s.Status.NodeName,
+		Snapshot: hostapi.ClaimSnapshot{UID: s.Metadata.UID, ClaimUID: s.Status.SourceClaimUID}}
 	if st.Clones, err = a.Store.ClaimsFromSnapshot(ctx, ref.Namespace, ref.Name); err != nil {
-		return SnapshotState{}, err
+		return controlapi.SnapshotState{}, err
 	}
 	if st.Node != "" {
 		return st, nil // taken, or being taken, on its claim's node
@@ -73,7 +40,7 @@ func (a *Control) LoadSnapshot(ctx context.Context, ref SnapshotRef) (SnapshotSt
 	case errors.Is(err, store.ErrNotFound):
 		st.Problem = fmt.Sprintf("persistentvolumeclaim %q not found", claim)
 	case err != nil:
-		return SnapshotState{}, err
+		return controlapi.SnapshotState{}, err
 	case c.Status.NodeName == "":
 		st.Problem = fmt.Sprintf("persistentvolumeclaim %q holds no data yet: no pod has used it", claim)
 	case c.Status.Phase == model.ClaimLost:
@@ -87,7 +54,7 @@ func (a *Control) LoadSnapshot(ctx context.Context, ref SnapshotRef) (SnapshotSt
 // PlaceSnapshot records where the snapshot is being taken (its claim's
 // node and dataset), or why it cannot be; it reports false when the
 // snapshot is gone: then nothing may be taken.
-func (a *Control) PlaceSnapshot(ctx context.Context, t SnapshotTarget) (bool, error) {
+func (a *Control) PlaceSnapshot(ctx context.Context, t controlapi.SnapshotTarget) (bool, error) {
 	placed := false
 	_, err := a.Store.Snapshots().Modify(ctx, t.Snapshot.Namespace, t.Snapshot.Name, func(s *model.VolumeSnapshot) bool {
 		if s.Metadata.UID != t.UID || s.Metadata.DeletionTimestamp != nil {
@@ -114,7 +81,7 @@ func (a *Control) PlaceSnapshot(ctx context.Context, t SnapshotTarget) (bool, er
 }
 
 // SnapshotTaken records the snapshot taken on its node: ready to restore.
-func (a *Control) SnapshotTaken(ctx context.Context, t SnapshotTarget) error {
+func (a *Control) SnapshotTaken(ctx context.Context, t controlapi.SnapshotTarget) error {
 	_, err := a.Store.Snapshots().Modify(ctx, t.Snapshot.Namespace, t.Snapshot.Name, func(s *model.VolumeSnapshot) bool {
 		if s.Metadata.UID != t.UID || s.Ready() {
 			return false
@@ -131,7 +98,7 @@ func (a *Control) SnapshotTaken(ctx context.Context, t SnapshotTarget) error {
 
 // RemoveSnapshot deletes the snapshot's row once its node destroyed it,
 // and wakes its claim's workflow if that claim is waiting to go.
-func (a *Control) RemoveSnapshot(ctx context.Context, t SnapshotTarget) error {
+func (a *Control) RemoveSnapshot(ctx context.Context, t controlapi.SnapshotTarget) error {
 	s, err := a.Store.Snapshots().Get(ctx, t.Snapshot.Namespace, t.Snapshot.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil

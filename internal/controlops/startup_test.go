@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
@@ -29,11 +30,11 @@ func TestTheFirstReadyWriteMeasuresTheStartOnce(t *testing.T) {
 	reg := metrics.NewRegistry()
 	ctl := controlops.NewControl(st, nil)
 	ctl.Metrics = metrics.NewServe(reg)
-	ref := controlops.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+	ref := controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 	ready := created.Add(10 * time.Second)
-	startup := &controlops.PodStartup{Scheduled: created.Add(time.Second), ImageReady: created.Add(2 * time.Second),
+	startup := &controlapi.PodStartup{Scheduled: created.Add(time.Second), ImageReady: created.Add(2 * time.Second),
 		Provisioned: created.Add(9 * time.Second), Boot: 2 * time.Second, Network: time.Second, Containers: time.Second}
-	u := controlops.StatusUpdate{Pod: ref, Phase: model.PodRunning, Startup: startup,
+	u := controlapi.StatusUpdate{Pod: ref, Phase: model.PodRunning, Startup: startup,
 		Conditions: []model.PodCondition{{Type: model.PodReady, Status: model.ConditionTrue, LastTransitionTime: &ready}}}
 	for range 2 {
 		if err := ctl.UpdatePodStatus(ctx, u); err != nil {
@@ -56,7 +57,7 @@ func TestTheFirstReadyWriteMeasuresTheStartOnce(t *testing.T) {
 	notReady, again := ready.Add(time.Minute), ready.Add(2*time.Minute)
 	for _, c := range []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, LastTransitionTime: &notReady},
 		{Type: model.PodReady, Status: model.ConditionTrue, LastTransitionTime: &again}} {
-		if err := ctl.UpdatePodStatus(ctx, controlops.StatusUpdate{Pod: ref, Conditions: []model.PodCondition{c}}); err != nil {
+		if err := ctl.UpdatePodStatus(ctx, controlapi.StatusUpdate{Pod: ref, Conditions: []model.PodCondition{c}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,7 +87,7 @@ func TestTheEndOfANodesPullIsMeasuredOnce(t *testing.T) {
 	reg := metrics.NewRegistry()
 	ops := &controlops.Images{Store: st, Metrics: metrics.NewServe(reg)}
 	for _, phase := range []string{model.ImagePulling, model.ImageReady, model.ImageReady} {
-		if err := ops.SetImageNodeStatus(ctx, controlops.ImageNodeUpdate{Image: "base", Node: "n1", Phase: phase}); err != nil {
+		if err := ops.SetImageNodeStatus(ctx, controlapi.ImageNodeUpdate{Image: "base", Node: "n1", Phase: phase}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,10 +7,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/storetest"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // wakes records the pods woken.
@@ -19,13 +21,13 @@ type wakes struct {
 	names []string
 }
 
-func (w *wakes) Start(context.Context, controlops.PodRef) error                   { return nil }
+func (w *wakes) Start(context.Context, controlapi.PodRef) error                   { return nil }
 func (w *wakes) Running(context.Context, string, string) (bool, error)            { return true, nil }
-func (w *wakes) RunningPods(context.Context) (map[controlops.PodName]bool, error) { return nil, nil }
+func (w *wakes) RunningPods(context.Context) (map[controlapi.PodName]bool, error) { return nil, nil }
 func (w *wakes) Signal(_ context.Context, _, name, signal string, _ any) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if signal == controlops.SignalWake {
+	if signal == podcontract.SignalWake {
 		w.names = append(w.names, name)
 	}
 	return nil
@@ -49,7 +51,7 @@ func TestWakeUnschedulableWakesTheOldestFew(t *testing.T) {
 	var want []string
 	for i := range 30 {
 		name := fmt.Sprintf("w%02d", 29-i) // created in reverse name order
-		mk(name, controlops.ReasonUnschedulable)
+		mk(name, podcontract.ReasonUnschedulable)
 		if len(want) < 20 {
 			want = append(want, name)
 		}
@@ -80,16 +82,16 @@ func waiter(t *testing.T, st *store.Store, name, node, image, phase, reason stri
 func TestWakeImageWaitersChoosesThePodsThatNeedTheImage(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
-	waiter(t, st, "pulling", "n1", "base", model.PodPending, controlops.ReasonImagePulling)
-	waiter(t, st, "backing-off", "n1", "base", model.PodPending, controlops.ReasonImagePullBackOff)
+	waiter(t, st, "pulling", "n1", "base", model.PodPending, podcontract.ReasonImagePulling)
+	waiter(t, st, "backing-off", "n1", "base", model.PodPending, podcontract.ReasonImagePullBackOff)
 	waiter(t, st, "not-yet-waiting", "n1", "base", model.PodPending, "") // bound; its ImagePulling status not written yet
 	waiter(t, st, "running", "n1", "base", model.PodRunning, "")
 	waiter(t, st, "finished", "n1", "base", model.PodFailed, "Error")
-	waiter(t, st, "other-image", "n1", "other", model.PodPending, controlops.ReasonImagePulling)
-	waiter(t, st, "other-node", "n2", "base", model.PodPending, controlops.ReasonImagePulling)
+	waiter(t, st, "other-image", "n1", "other", model.PodPending, podcontract.ReasonImagePulling)
+	waiter(t, st, "other-node", "n2", "base", model.PodPending, podcontract.ReasonImagePulling)
 	w := &wakes{}
 	ctl := controlops.NewControl(st, w)
-	n, err := ctl.WakeImageWaiters(ctx, controlops.ImageNodeInput{Image: "base", Node: "n1"})
+	n, err := ctl.WakeImageWaiters(ctx, controlapi.ImageNodeInput{Image: "base", Node: "n1"})
 	slices.Sort(w.names)
 	if want := []string{"backing-off", "not-yet-waiting", "pulling"}; err != nil || n != 3 || !slices.Equal(w.names, want) {
 		t.Fatalf("woke %d %v (%v); want %v", n, w.names, err, want)
@@ -111,12 +113,12 @@ func TestReleasePodIPWakesThePodsWaitingForAnAddress(t *testing.T) {
 	}
 	w := &wakes{}
 	ctl := controlops.NewControl(st, w)
-	ref := func(p *model.Pod) controlops.PodRef {
-		return controlops.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+	ref := func(p *model.Pod) controlapi.PodRef {
+		return controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 	}
-	allocate := func(p *model.Pod) controlops.AllocateResult {
+	allocate := func(p *model.Pod) controlapi.AllocateResult {
 		t.Helper()
-		res, err := ctl.AllocatePodIP(ctx, controlops.AllocateInput{Pod: ref(p), Node: p.Spec.NodeName})
+		res, err := ctl.AllocatePodIP(ctx, controlapi.AllocateInput{Pod: ref(p), Node: p.Spec.NodeName})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // WakeAddressWaiters wakes the pods bound to node that wait for an address
@@ -32,7 +33,7 @@ func (a *Control) WakeAddressWaiters(ctx context.Context, node string) int {
 	oldestFirst(waiting)
 	n := 0
 	for _, p := range waiting[:min(len(waiting), maxWoken)] {
-		if a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, SignalWake, struct{}{}) == nil {
+		if a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, podcontract.SignalWake, struct{}{}) == nil {
 			n++
 		}
 	}

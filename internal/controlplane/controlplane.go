@@ -45,7 +45,7 @@ import (
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/transfer"
 	"github.com/zonewright/zonewright/internal/workloadfeed"
-	"github.com/zonewright/zonewright/worker"
+	"github.com/zonewright/zonewright/worker/controlworker"
 	"github.com/zonewright/zonewright/workflows"
 )
 
@@ -96,10 +96,10 @@ type Config struct {
 	// retries); nil: workflows.DefaultTuning.
 	PodTuning *workflows.Tuning
 	// PodReconcileInterval is how often pod rows are checked for their
-	// lifecycles; zero: worker.ReconcileEvery.
+	// lifecycles; zero: controlworker.ReconcileEvery.
 	PodReconcileInterval time.Duration
 	// PodSettle is how long a pod row is given to get its lifecycle before
-	// the reconciler starts one; zero: worker.PodSettle.
+	// the reconciler starts one; zero: controlworker.PodSettle.
 	PodSettle time.Duration
 	// ServiceCIDR is the range services' cluster IPs come from; empty:
 	// clusterip.DefaultCIDR.
@@ -216,7 +216,7 @@ type ControlPlane struct {
 	podTuning    *workflows.Tuning
 	podReconcile time.Duration
 	podSettle    time.Duration
-	moves        worker.Moves
+	moves        controlworker.Moves
 	addr         string
 	url          string
 	ca           *pki.CA
@@ -443,7 +443,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			}},
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: stopTemporalMetrics, adminToken: adminToken, moves: worker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, podSettle: cfg.PodSettle, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
+	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: stopTemporalMetrics, adminToken: adminToken, moves: controlworker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, podSettle: cfg.PodSettle, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
 		// ReadTimeout bounds reading every request, headers and body,
 		// whoever sends it; the API lifts it for a streaming route once
 		// its caller is authenticated (api/timeouts.go). No WriteTimeout:
@@ -517,14 +517,14 @@ func (cp *ControlPlane) reconcileAfterStart(ctx context.Context) {
 	defer cp.bg.Done()
 	settle := cp.podSettle
 	if settle <= 0 {
-		settle = worker.PodSettle
+		settle = controlworker.PodSettle
 	}
 	select {
 	case <-ctx.Done():
 		return
 	case <-time.After(settle + time.Second):
 	}
-	if err := worker.ReconcilePodsOnce(ctx, cp.Temporal); err != nil && ctx.Err() == nil {
+	if err := controlworker.ReconcilePodsOnce(ctx, cp.Temporal); err != nil && ctx.Err() == nil {
 		cp.log.Warn("the pod reconciler could not be run after start; the schedule will run it", "err", err)
 	}
 }
@@ -534,10 +534,10 @@ func (cp *ControlPlane) reconcileAfterStart(ctx context.Context) {
 func (cp *ControlPlane) runWorker(ctx context.Context) {
 	defer cp.bg.Done()
 	for attempt := 0; ; attempt++ {
-		err := worker.EnsureSchedules(ctx, cp.Temporal, cp.podReconcile, cp.podSettle)
+		err := controlworker.EnsureSchedules(ctx, cp.Temporal, cp.podReconcile, cp.podSettle)
 		if err == nil {
-			w := worker.NewControl(cp.Temporal, cp.Store, cp.nodes, cp.podTuning, cp.serviceNet, cp.capacity, cp.moves, cp.metrics)
-			worker.RegisterImages(w, cp.imageOps)
+			w := controlworker.New(cp.Temporal, cp.Store, cp.nodes, cp.podTuning, cp.serviceNet, cp.capacity, cp.moves, cp.metrics)
+			controlworker.RegisterImages(w, cp.imageOps)
 			if err = w.Start(); err == nil {
 				cp.workerMu.Lock()
 				cp.worker = w

@@ -297,9 +297,9 @@ func TestAnotherClientCAsCertificatesNameOnlyMappedAdmins(t *testing.T) {
 		want int
 	}{
 		{"a mapped name of the --client-ca", other, "alice", nil, http.StatusOK},
-		{"an admin subject of the --client-ca", other, "mallory", []string{auth.ClusterAdminsOrg}, http.StatusUnauthorized},
-		{"a node subject of the --client-ca", other, auth.NodeCNPrefix + "n1", []string{auth.NodesOrg}, http.StatusUnauthorized},
-		{"an admin of the cluster CA", cp.CA(), "bob", []string{auth.ClusterAdminsOrg}, http.StatusOK},
+		{"an admin subject of the --client-ca", other, "mallory", []string{pki.ClusterAdminsOrg}, http.StatusUnauthorized},
+		{"a node subject of the --client-ca", other, pki.NodeCNPrefix + "n1", []string{pki.NodesOrg}, http.StatusUnauthorized},
+		{"an admin of the cluster CA", cp.CA(), "bob", []string{pki.ClusterAdminsOrg}, http.StatusOK},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			certPEM, keyPEM, err := c.ca.ClientCert(c.cn, c.orgs)
@@ -313,7 +313,7 @@ func TestAnotherClientCAsCertificatesNameOnlyMappedAdmins(t *testing.T) {
 			client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cp.CA().Pool(),
 				GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }}}}
 			path := "/api/v1/namespaces"
-			if c.orgs != nil && c.orgs[0] == auth.NodesOrg {
+			if c.orgs != nil && c.orgs[0] == pki.NodesOrg {
 				path = "/api/v1/nodes/n1"
 			}
 			resp, err := client.Get(cp.URL() + path)

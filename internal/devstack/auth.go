@@ -17,7 +17,8 @@ import (
 	"go.temporal.io/server/common/tasktoken"
 
 	"github.com/zonewright/zonewright/internal/auth"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/internal/pki"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // Identities in client certificates of the cluster CA: the API's own
@@ -25,14 +26,14 @@ import (
 const (
 	// NodeOrg is the organisation of node certificates, whose common name
 	// is NodePrefix + the node's name.
-	NodeOrg    = auth.NodesOrg
-	NodePrefix = auth.NodeCNPrefix
+	NodeOrg    = pki.NodesOrg
+	NodePrefix = pki.NodeCNPrefix
 	// ControlPlaneName is the common name of the control plane's own
 	// client certificate.
-	ControlPlaneName = auth.ControlPlaneCN
+	ControlPlaneName = pki.ControlPlaneCN
 	// AdminOrg is the organisation of operators' certificates (the
 	// Temporal CLI, the Web UI) and of the server's own system worker.
-	AdminOrg = auth.ClusterAdminsOrg
+	AdminOrg = pki.ClusterAdminsOrg
 )
 
 // NodeSubject is the certificate subject of node name.
@@ -163,7 +164,7 @@ func (a *nodeAuthorizer) nodeMay(ctx context.Context, node string, target *autho
 	case *workflowservice.DescribeNamespaceRequest:
 		return req.GetNamespace() == a.namespace
 	case *workflowservice.PollActivityTaskQueueRequest:
-		return req.GetNamespace() == a.namespace && req.GetTaskQueue().GetName() == workflows.NodeTaskQueue(node)
+		return req.GetNamespace() == a.namespace && req.GetTaskQueue().GetName() == taskqueue.Node(node)
 	case *workflowservice.RespondActivityTaskCompletedRequest:
 		return req.GetNamespace() == a.namespace && a.activityToken(ctx, node, req.GetTaskToken())
 	case *workflowservice.RespondActivityTaskFailedRequest:
@@ -178,7 +179,7 @@ func (a *nodeAuthorizer) nodeMay(ctx context.Context, node string, target *autho
 			return false
 		}
 		for _, h := range req.GetWorkerHeartbeat() {
-			if h.GetTaskQueue() != workflows.NodeTaskQueue(node) {
+			if h.GetTaskQueue() != taskqueue.Node(node) {
 				return false
 			}
 		}
@@ -187,7 +188,7 @@ func (a *nodeAuthorizer) nodeMay(ctx context.Context, node string, target *autho
 		// A worker says goodbye on stop; an activity worker has no sticky
 		// queue to hand back, and another worker's is not its to drop.
 		return req.GetNamespace() == a.namespace && req.GetStickyTaskQueue() == "" &&
-			(req.GetWorkerHeartbeat() == nil || req.GetWorkerHeartbeat().GetTaskQueue() == workflows.NodeTaskQueue(node))
+			(req.GetWorkerHeartbeat() == nil || req.GetWorkerHeartbeat().GetTaskQueue() == taskqueue.Node(node))
 	}
 	return false
 }
@@ -208,7 +209,7 @@ func (a *nodeAuthorizer) activityToken(ctx context.Context, node string, token [
 			"workflow", t.GetWorkflowId(), "activity", t.GetActivityId(), "error", err)
 		return false
 	}
-	return queue == workflows.NodeTaskQueue(node)
+	return queue == taskqueue.Node(node)
 }
 
 // activityQueues finds the task queue of a pending activity by asking the

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/tasktoken"
 
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 func TestClaimsFollowTheCertificateSubject(t *testing.T) {
@@ -83,11 +83,11 @@ func TestANodeMayOnlyWorkItsOwnQueue(t *testing.T) {
 		{"ShutdownWorker", &workflowservice.ShutdownWorkerRequest{Namespace: "default"}, true},
 		{"ShutdownWorker", &workflowservice.ShutdownWorkerRequest{Namespace: "default", StickyTaskQueue: "someone's sticky queue"}, false},
 		{"SignalWorkflowExecution", &workflowservice.SignalWorkflowExecutionRequest{Namespace: "default",
-			WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: "pod/default/web"}, SignalName: workflows.SignalReport}, false},
+			WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: "pod/default/web"}, SignalName: podcontract.SignalReport}, false},
 		{"SignalWorkflowExecution", &workflowservice.SignalWorkflowExecutionRequest{Namespace: "default",
 			WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: "pod/default/web"}, SignalName: "cancel"}, false},
 		{"SignalWorkflowExecution", &workflowservice.SignalWorkflowExecutionRequest{Namespace: "default",
-			WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: "image/base"}, SignalName: workflows.SignalReport}, false},
+			WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: "image/base"}, SignalName: podcontract.SignalReport}, false},
 		{"StartWorkflowExecution", &workflowservice.StartWorkflowExecutionRequest{Namespace: "default", WorkflowId: "pod/default/web"}, false},
 		{"DescribeWorkflowExecution", &workflowservice.DescribeWorkflowExecutionRequest{Namespace: "default"}, false},
 		{"ListWorkflowExecutions", &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default"}, false},

@@ -11,6 +11,8 @@ import (
 
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // A pod with the longest grace period the API takes (a day) goes at once
@@ -66,11 +68,11 @@ func TestAForcedDeleteEndsAPodWhoseLifecycleFailsItsTasks(t *testing.T) {
 	c.createPod(sleepPod("stuck", "sparse", ""))
 	c.waitPhase("stuck", model.PodRunning, true, 90*time.Second)
 	ctx := context.Background()
-	id := workflows.PodWorkflowID("default", "stuck")
+	id := podcontract.WorkflowID("default", "stuck")
 	if err := c.temporal.TerminateWorkflow(ctx, id, "", "replaced by a lifecycle that fails its tasks"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue}, "NoSuchLifecycle"); err != nil {
+	if _, err := c.temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: id, TaskQueue: taskqueue.Control}, "NoSuchLifecycle"); err != nil {
 		t.Fatal(err)
 	}
 	pods := workflows.PodClient{Temporal: c.temporal}

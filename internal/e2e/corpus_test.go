@@ -13,9 +13,9 @@ import (
 
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/encryption"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // corpusTuning continues a lifecycle as new past 20 history events, so a
@@ -52,7 +52,7 @@ func TestLifecyclesOfTheReplayCorpus(t *testing.T) {
 	c.waitPhase("succeeds", model.PodSucceeded, false, 2*time.Minute)
 	// The zone halted behind the lifecycle's back is booted again.
 	p := c.waitPhase("rebooted", model.PodRunning, true, 2*time.Minute)
-	zone := hostops.PodSandbox{Namespace: "default", Name: "rebooted", UID: p.Metadata.UID}.ZoneName()
+	zone := hostapi.PodSandbox{Namespace: "default", Name: "rebooted", UID: p.Metadata.UID}.ZoneName()
 	if err := c.nodeHost(0).Host.Zoneadm().Halt(context.Background(), zone); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestIPExhaustedPodRunsWhenAnAddressIsFreed(t *testing.T) {
 	c.createPod(sleepPod("second", "sparse", ""))
 	c.eventually(time.Minute, "the second pod to wait for an address, continuing as new", func() bool {
 		p, _ := c.pod("second")
-		return p.Status.Reason == workflows.ReasonIPExhausted && c.continuedRuns("second") >= 2
+		return p.Status.Reason == podcontract.ReasonIPExhausted && c.continuedRuns("second") >= 2
 	})
 	if !strings.Contains(c.events("second"), "FailedAllocateIP") {
 		t.Errorf("no FailedAllocateIP event: %s", c.events("second"))
@@ -125,7 +125,7 @@ func TestIPExhaustedPodRunsWhenAnAddressIsFreed(t *testing.T) {
 
 // continuedRuns counts the runs of a pod's lifecycle that continued as new.
 func (c *cluster) continuedRuns(pod string) int {
-	q := fmt.Sprintf(`WorkflowId = %q AND ExecutionStatus = "ContinuedAsNew"`, workflows.PodWorkflowID("default", pod))
+	q := fmt.Sprintf(`WorkflowId = %q AND ExecutionStatus = "ContinuedAsNew"`, podcontract.WorkflowID("default", pod))
 	list, err := c.temporal.ListWorkflow(context.Background(), listRequest(q))
 	if err != nil {
 		return 0
@@ -137,7 +137,7 @@ func (c *cluster) continuedRuns(pod string) int {
 // <prefix>-<n>.json: each run that continued as new is a history of its own.
 func (c *cluster) recordRuns(pod, prefix string) {
 	c.t.Helper()
-	id := workflows.PodWorkflowID("default", pod)
+	id := podcontract.WorkflowID("default", pod)
 	list, err := c.temporal.ListWorkflow(context.Background(), listRequest(fmt.Sprintf(`WorkflowId = %q`, id)))
 	if err != nil {
 		c.t.Fatal(err)

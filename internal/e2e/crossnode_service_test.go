@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/ipam"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -130,7 +129,7 @@ func TestServiceClusterIPAcrossNodesInIsolation(t *testing.T) {
 	var n1, n2 model.Node
 	c.get("/api/v1/nodes/node-1", &n1)
 	c.get("/api/v1/nodes/node-2", &n2)
-	gateway := ipam.Gateway(netip.MustParsePrefix(n1.Spec.PodCIDR)).String()
+	gateway := model.PodGateway(netip.MustParsePrefix(n1.Spec.PodCIDR)).String()
 	out, errOut, code := c.podExec(t, "/api/v1/namespaces/default/pods/client", nil, "python3", "-c", dnsQueryPy, "web.default.svc.cluster.local", gateway)
 	if code != 0 || strings.TrimSpace(out) != web {
 		t.Fatalf("the node's DNS at %s for web.default.svc.cluster.local: exit %d, %q %s; want %s", gateway, code, out, lastLine(errOut), web)

@@ -13,12 +13,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/simtest"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // hostState is node i's whole `illumos-sim state`: zone ids, supervisors
@@ -99,14 +99,14 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	ctx := context.Background()
 	c.createPod(sleepPod("app", "sparse", ""))
 	app := c.waitPhase("app", model.PodRunning, false, 90*time.Second)
-	appSandbox := hostops.PodSandbox{Namespace: "default", Name: "app", UID: app.Metadata.UID}
+	appSandbox := hostapi.PodSandbox{Namespace: "default", Name: "app", UID: app.Metadata.UID}
 
 	// By hand on the host: a zone with zonewright's names and attributes
 	// for a pod that does not exist, and an operator's own zone.
 	h := c.nodeHost(0)
-	ghost := hostops.PodSandbox{Namespace: "default", Name: "ghost", UID: "4f0c2a8e-0000-4000-8000-00000000beef",
+	ghost := hostapi.PodSandbox{Namespace: "default", Name: "ghost", UID: "4f0c2a8e-0000-4000-8000-00000000beef",
 		IP: "127.10.1.200", PrefixLen: 24}
-	for _, step := range []func(context.Context, hostops.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone, h.InstallZone, h.BootZone} {
+	for _, step := range []func(context.Context, hostapi.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone, h.InstallZone, h.BootZone} {
 		if err := step(ctx, ghost); err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	made := time.Now()
 
 	c.eventually(30*time.Second, "an OrphanFound event for the ghost zone", func() bool {
-		for _, e := range c.nodeEvents("node-1", controlops.ReasonOrphanFound) {
+		for _, e := range c.nodeEvents("node-1", hostapi.ReasonOrphanFound) {
 			if strings.Contains(e.Message, ghost.ZoneName()) {
 				return true
 			}
@@ -143,7 +143,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 		t.Errorf("the orphan was removed %s after it appeared, before its grace period of %s", took, grace)
 	}
 	c.eventually(10*time.Second, "an OrphanRemoved event", func() bool {
-		for _, e := range c.nodeEvents("node-1", controlops.ReasonOrphanRemoved) {
+		for _, e := range c.nodeEvents("node-1", hostapi.ReasonOrphanRemoved) {
 			if strings.Contains(e.Message, ghost.ZoneName()) {
 				return true
 			}
@@ -160,7 +160,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	// Reported once, not at every pass. (A pass that ran while the ghost
 	// was being made by hand may have reported its dataset alone before.)
 	var zoneReports []model.Event
-	for _, e := range c.nodeEvents("node-1", controlops.ReasonOrphanFound) {
+	for _, e := range c.nodeEvents("node-1", hostapi.ReasonOrphanFound) {
 		if strings.Contains(e.Message, "zone "+ghost.ZoneName()) {
 			zoneReports = append(zoneReports, e)
 		}
@@ -173,7 +173,7 @@ func TestReconcilerRemovesOrphansAfterTheGracePeriod(t *testing.T) {
 	// and the pod's lifecycle boots it again (restartPolicy Always). The
 	// lifecycle is stopped first (a crashed worker), so that the reconciler
 	// alone can notice the halt, and restarts it.
-	if err := c.temporal.TerminateWorkflow(ctx, workflows.PodWorkflowID("default", "app"), "", "simulated crash"); err != nil {
+	if err := c.temporal.TerminateWorkflow(ctx, podcontract.WorkflowID("default", "app"), "", "simulated crash"); err != nil {
 		t.Fatal(err)
 	}
 	if err := za.Halt(ctx, appSandbox.ZoneName()); err != nil {
@@ -201,10 +201,10 @@ func TestAgentRestartAdoptsItsPodsAndRemovesUnboundOnes(t *testing.T) {
 	for _, name := range []string{"keep", "gone", "moved"} {
 		c.createPod(sleepPod(name, "sparse", ""))
 	}
-	sandboxes := map[string]hostops.PodSandbox{}
+	sandboxes := map[string]hostapi.PodSandbox{}
 	for _, name := range []string{"keep", "gone", "moved"} {
 		p := c.waitPhase(name, model.PodRunning, true, 90*time.Second)
-		sandboxes[name] = hostops.PodSandbox{Namespace: "default", Name: name, UID: p.Metadata.UID}
+		sandboxes[name] = hostapi.PodSandbox{Namespace: "default", Name: name, UID: p.Metadata.UID}
 	}
 	before := c.hostState(0)
 	keepZone, ok := findZone(before, sandboxes["keep"].ZoneName())
@@ -218,7 +218,7 @@ func TestAgentRestartAdoptsItsPodsAndRemovesUnboundOnes(t *testing.T) {
 	// While the agent is away: one pod is deleted outright, another is
 	// bound to another node (as an eviction would), keeping name and UID.
 	for _, name := range []string{"gone", "moved"} {
-		if err := c.temporal.TerminateWorkflow(ctx, workflows.PodWorkflowID("default", name), "", "test: the pod leaves node-1"); err != nil {
+		if err := c.temporal.TerminateWorkflow(ctx, podcontract.WorkflowID("default", name), "", "test: the pod leaves node-1"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -288,12 +288,12 @@ func TestAgentSIGTERMLetsARunningInstallFinish(t *testing.T) {
 	c := newCluster(t, 1, "--shutdown-timeout", "40s")
 	c.createPod(sleepPod("first", "sparse", ""))
 	first := c.waitPhase("first", model.PodRunning, false, 90*time.Second)
-	firstZone := hostops.PodSandbox{Namespace: "default", Name: "first", UID: first.Metadata.UID}.ZoneName()
+	firstZone := hostapi.PodSandbox{Namespace: "default", Name: "first", UID: first.Metadata.UID}.ZoneName()
 	runningBefore, _ := findZone(c.hostState(0), firstZone)
 
 	c.sim(0, "fault", "latency", "zoneadm install", "8s")
 	second := c.createPod(sleepPod("second", "sparse", ""))
-	secondZone := hostops.PodSandbox{Namespace: "default", Name: "second", UID: second.Metadata.UID}.ZoneName()
+	secondZone := hostapi.PodSandbox{Namespace: "default", Name: "second", UID: second.Metadata.UID}.ZoneName()
 	c.eventually(60*time.Second, "the second pod's install to be running", func() bool {
 		z, ok := findZone(c.hostState(0), secondZone)
 		return ok && z.State == "incomplete"

@@ -27,6 +27,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // imageFiles is the local HTTP server the tests import images from. A file
@@ -533,10 +534,10 @@ func TestLateNodeGetsImagesAndPodsWaitForThem(t *testing.T) {
 	  "containers":[{"name":"app","image":"lx-late","command":["sleep","3600"]}]}}`, n.Name))
 	c.waitPhase("waits", model.PodRunning, true, 4*time.Minute)
 	ev := c.events("waits")
-	if !strings.Contains(ev, workflows.ReasonImagePulling) || !strings.Contains(ev, workflows.ReasonImagePullBackOff) {
+	if !strings.Contains(ev, podcontract.ReasonImagePulling) || !strings.Contains(ev, podcontract.ReasonImagePullBackOff) {
 		t.Errorf("the pod must have waited with reasons ImagePulling and ImagePullBackOff: %s", ev)
 	}
-	c.recordHistory(workflows.PodWorkflowID("default", "waits"), "pod-image-pull-backoff.json")
+	c.recordHistory(podcontract.WorkflowID("default", "waits"), "pod-image-pull-backoff.json")
 	c.waitImage("lx-late", model.ImageReady, c.allNodes(model.ImageReady), time.Minute)
 	if got := c.imageOnNode(idx, "lx-late"); len(got) == 0 {
 		t.Errorf("the late node lacks the image")

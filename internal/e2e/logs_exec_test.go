@@ -17,6 +17,7 @@ import (
 	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeclient"
+	"github.com/zonewright/zonewright/internal/pki"
 )
 
 // talker counts its runs in a file of its zone, prints two lines per run,
@@ -143,7 +144,7 @@ func TestPodLogsAndExecEndToEnd(t *testing.T) {
 		t.Fatalf("a view token reading the log: %v %v", resp, err)
 	}
 	c.refusedExec(t, viewer, base, 403)
-	certPEM, keyPEM, err := c.cp.CA().ClientCert(auth.NodeCNPrefix+"another-node", []string{auth.NodesOrg})
+	certPEM, keyPEM, err := c.cp.CA().ClientCert(pki.NodeCNPrefix+"another-node", []string{pki.NodesOrg})
 	if err != nil {
 		t.Fatal(err)
 	}

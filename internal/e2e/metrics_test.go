@@ -17,16 +17,16 @@ import (
 	prommodel "github.com/prometheus/common/model"
 
 	"github.com/zonewright/zonewright/internal/auth"
-	"github.com/zonewright/zonewright/internal/controlops"
+	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/internal/pki"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // startupPhases are the phases a pod's start divides into.
-var startupPhases = []string{controlops.StartupScheduling, controlops.StartupImage, controlops.StartupInstall,
-	controlops.StartupBoot, controlops.StartupNetwork, controlops.StartupContainers, controlops.StartupReady}
+var startupPhases = []string{controlapi.StartupScheduling, controlapi.StartupImage, controlapi.StartupInstall,
+	controlapi.StartupBoot, controlapi.StartupNetwork, controlapi.StartupContainers, controlapi.StartupReady}
 
 // TestMetricsMeasureEveryPodsStartOnce reads /metrics through the API as a
 // cluster-admin while pods start: each start is observed exactly once, its
@@ -77,8 +77,8 @@ func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
 	if total <= 0 || phases < total*0.95 || phases > total*1.05 {
 		t.Fatalf("the phases add up to %.3fs, the starts to %.3fs: more than 5%% apart", phases, total)
 	}
-	if ready := histogramSum(after, "zonewright_pod_startup_phase_duration_seconds", "phase", controlops.StartupReady) -
-		histogramSum(before, "zonewright_pod_startup_phase_duration_seconds", "phase", controlops.StartupReady); ready <= 0 {
+	if ready := histogramSum(after, "zonewright_pod_startup_phase_duration_seconds", "phase", controlapi.StartupReady) -
+		histogramSum(before, "zonewright_pod_startup_phase_duration_seconds", "phase", controlapi.StartupReady); ready <= 0 {
 		t.Errorf("the probed pod's wait for Ready is not in the ready phase")
 	}
 	t.Logf("%d starts took %.3fs in all; phases %.3fs: %s", pods, total, phases, strings.Join(each, ", "))
@@ -111,7 +111,7 @@ func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node %s reports no endpoint: %+v", node.Metadata.Name, node.Status)
 	}
-	certPEM, keyPEM, err := c.cp.CA().ClientCert("prometheus", []string{auth.ClusterAdminsOrg})
+	certPEM, keyPEM, err := c.cp.CA().ClientCert("prometheus", []string{pki.ClusterAdminsOrg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestMetricsMeasureEveryPodsStartOnce(t *testing.T) {
 	}
 	c.waitGone("m0", 30*time.Second)
 	c.waitClosed("m0")
-	c.recordHistory(workflows.PodWorkflowID("default", "m0"), "pod-startup-measured.json")
+	c.recordHistory(podcontract.WorkflowID("default", "m0"), "pod-startup-measured.json")
 }
 
 // metrics scrapes /metrics as the cluster-admin and lints the exposition.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/agent"
-	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/pki"
 )
 
@@ -34,7 +33,7 @@ func TestAgentsNodeIdentityReachesOnlyItsOwn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cert.Subject.CommonName != "node:"+n.Name || len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != auth.NodesOrg || cert.CheckSignatureFrom(ca.Cert) != nil {
+		if cert.Subject.CommonName != "node:"+n.Name || len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != pki.NodesOrg || cert.CheckSignatureFrom(ca.Cert) != nil {
 			t.Fatalf("node %s certificate: %v, signed by the cluster CA: %v", n.Name, cert.Subject, cert.CheckSignatureFrom(ca.Cert))
 		}
 		if fi, err := os.Stat(filepath.Join(n.StateDir, agent.NodeKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
@@ -81,7 +80,7 @@ func TestAgentsNodeIdentityReachesOnlyItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	strayPEM, strayKey, err := other.ClientCert("node:node-1", []string{auth.NodesOrg})
+	strayPEM, strayKey, err := other.ClientCert("node:node-1", []string{pki.NodesOrg})
 	if err != nil {
 		t.Fatal(err)
 	}

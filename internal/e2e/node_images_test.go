@@ -18,29 +18,29 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // imageJob is the input of the test's own workflow: pull (or remove)
 // images on one node through its agent.
 type imageJob struct {
 	Node   string
-	Images []hostops.NodeImage
+	Images []hostapi.NodeImage
 	Remove bool
 }
 
 // nodeImages runs PullImage or RemoveImage on the node's task queue, as
 // the control plane's image distribution does.
-func nodeImages(ctx workflow.Context, job imageJob) ([]hostops.NodeImageResult, error) {
+func nodeImages(ctx workflow.Context, job imageJob) ([]hostapi.NodeImageResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           workflows.NodeTaskQueue(job.Node),
+		TaskQueue:           taskqueue.Node(job.Node),
 		StartToCloseTimeout: 2 * time.Minute,
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, InitialInterval: time.Second},
 	})
-	var out []hostops.NodeImageResult
+	var out []hostapi.NodeImageResult
 	for _, img := range job.Images {
 		if job.Remove {
 			if err := workflow.ExecuteActivity(ctx, "RemoveImage", img).Get(ctx, nil); err != nil {
@@ -48,7 +48,7 @@ func nodeImages(ctx workflow.Context, job imageJob) ([]hostops.NodeImageResult, 
 			}
 			continue
 		}
-		var res hostops.NodeImageResult
+		var res hostapi.NodeImageResult
 		if err := workflow.ExecuteActivity(ctx, "PullImage", img).Get(ctx, &res); err != nil {
 			return nil, err
 		}
@@ -87,12 +87,12 @@ func TestAgentPullsAndRemovesImages(t *testing.T) {
 		w.Write(files[strings.TrimPrefix(r.URL.Path, "/")])
 	}))
 	t.Cleanup(srv.Close)
-	image := func(name, kind string) hostops.NodeImage {
+	image := func(name, kind string) hostapi.NodeImage {
 		sum := sha256.Sum256(files[name])
-		return hostops.NodeImage{Name: name, Kind: kind, URL: srv.URL + "/" + name,
+		return hostapi.NodeImage{Name: name, Kind: kind, URL: srv.URL + "/" + name,
 			SHA256: hex.EncodeToString(sum[:]), Size: int64(len(files[name]))}
 	}
-	imgs := []hostops.NodeImage{
+	imgs := []hostapi.NodeImage{
 		image("ubuntu", model.ImageZFSStream), image("alpine", model.ImageLXTarball), image("freebsd", model.ImageBhyveDisk),
 	}
 
@@ -102,14 +102,14 @@ func TestAgentPullsAndRemovesImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	run := func(job imageJob) []hostops.NodeImageResult {
+	run := func(job imageJob) []hostapi.NodeImageResult {
 		t.Helper()
 		ctx := t.Context()
 		wr, err := c.temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{TaskQueue: "e2e-images", WorkflowExecutionTimeout: 3 * time.Minute}, "E2ENodeImages", job)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []hostops.NodeImageResult
+		var out []hostapi.NodeImageResult
 		if err := wr.Get(ctx, &out); err != nil {
 			t.Fatalf("images on %s: %v", job.Node, err)
 		}

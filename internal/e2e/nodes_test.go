@@ -15,8 +15,10 @@ import (
 
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // nodeHealthCluster runs with a short grace period and eviction timeout.
@@ -193,13 +195,13 @@ func TestLostNodeEvictsMovesAndRecovers(t *testing.T) {
 		if !c.hasEvent(model.KindPod, name, "Rescheduled", "from "+victim+" to "+p.Spec.NodeName) {
 			t.Fatalf("no event says where %s moved:\n%s", name, c.events(name))
 		}
-		if !c.hasEvent(model.KindPod, name, controlops.ReasonNodeLost, victim) {
+		if !c.hasEvent(model.KindPod, name, podcontract.ReasonNodeLost, victim) {
 			t.Fatalf("no NodeLost event for %s:\n%s", name, c.events(name))
 		}
 	}
 	stayer := c.waitPhase("stayer", model.PodFailed, false, 30*time.Second)
-	if stayer.Status.Reason != controlops.ReasonNodeLost {
-		t.Fatalf("stayer is Failed with reason %q; want %s", stayer.Status.Reason, controlops.ReasonNodeLost)
+	if stayer.Status.Reason != podcontract.ReasonNodeLost {
+		t.Fatalf("stayer is Failed with reason %q; want %s", stayer.Status.Reason, podcontract.ReasonNodeLost)
 	}
 	// A pod on the lost node is deleted without its node.
 	c.do("DELETE", "/api/v1/namespaces/default/pods/stayer", nil)
@@ -235,7 +237,7 @@ func TestLostNodeEvictsMovesAndRecovers(t *testing.T) {
 	c.do("DELETE", "/api/v1/namespaces/default/pods/mover-a?gracePeriodSeconds=0", nil)
 	c.waitGone("mover-a", time.Minute)
 	c.waitClosed("mover-a")
-	c.recordHistory(workflows.PodWorkflowID("default", "mover-a"), "pod-moved-node-lost.json")
+	c.recordHistory(podcontract.WorkflowID("default", "mover-a"), "pod-moved-node-lost.json")
 }
 
 // Drain cordons the node; a restartPolicy Always pod that ignores SIGTERM
@@ -273,8 +275,8 @@ func TestDrainMovesPodsAndHonoursGracePeriod(t *testing.T) {
 		t.Fatalf("no event says where mover moved:\n%s", c.events("mover"))
 	}
 	once := c.waitPhase("once", model.PodFailed, false, time.Minute)
-	if once.Status.Reason != controlops.ReasonEvicted {
-		t.Fatalf("once is Failed with %q; want %s", once.Status.Reason, controlops.ReasonEvicted)
+	if once.Status.Reason != podcontract.ReasonEvicted {
+		t.Fatalf("once is Failed with %q; want %s", once.Status.Reason, podcontract.ReasonEvicted)
 	}
 	c.eventually(30*time.Second, from+" holds no pod resources", func() bool {
 		z, v, d := c.podResources(0)
@@ -286,7 +288,7 @@ func TestDrainMovesPodsAndHonoursGracePeriod(t *testing.T) {
 	c.do("DELETE", "/api/v1/namespaces/default/pods/mover?gracePeriodSeconds=0", nil)
 	c.waitGone("mover", time.Minute)
 	c.waitClosed("mover")
-	c.recordHistory(workflows.PodWorkflowID("default", "mover"), "pod-drained.json")
+	c.recordHistory(podcontract.WorkflowID("default", "mover"), "pod-drained.json")
 }
 
 // Cordon keeps new pods off a node, uncordon lets them back; a node with
@@ -351,7 +353,7 @@ func TestCordonUncordonAndNodeDelete(t *testing.T) {
 		return p.Status.Phase == model.PodRunning && p.Spec.NodeName == b && isReady(p)
 	})
 	moved, _ := c.pod("back")
-	if !c.hasEvent(model.KindPod, "back", controlops.ReasonNodeLost, "deleted by force") {
+	if !c.hasEvent(model.KindPod, "back", podcontract.ReasonNodeLost, "deleted by force") {
 		t.Fatalf("no event tells why back left %s:\n%s", a, c.events("back"))
 	}
 	if moved.Spec.NodeName != b || moved.Metadata.UID != p.Metadata.UID {
@@ -383,8 +385,8 @@ func TestFrozenAgentCleansItsHostBeforeReportingReady(t *testing.T) {
 		p, ok := c.pod("mover")
 		return ok && p.Status.Phase == model.PodRunning && p.Spec.NodeName != victim && p.Spec.NodeName != ""
 	})
-	if p := c.waitPhase("stayer", model.PodFailed, false, 30*time.Second); p.Status.Reason != controlops.ReasonNodeLost {
-		t.Fatalf("stayer is Failed with reason %q; want %s", p.Status.Reason, controlops.ReasonNodeLost)
+	if p := c.waitPhase("stayer", model.PodFailed, false, 30*time.Second); p.Status.Reason != podcontract.ReasonNodeLost {
+		t.Fatalf("stayer is Failed with reason %q; want %s", p.Status.Reason, podcontract.ReasonNodeLost)
 	}
 	if z, _, _ := c.podResources(0); z != 2 {
 		t.Fatalf("%s holds %d pod zones while its agent is frozen; want both still there", victim, z)
@@ -400,7 +402,7 @@ func TestFrozenAgentCleansItsHostBeforeReportingReady(t *testing.T) {
 		_, state := c.state(0)
 		t.Fatalf("%s reports Ready holding %d zones, %d VNICs, %d datasets of evicted pods:\n%s", victim, z, v, d, state)
 	}
-	if !c.hasEvent(model.KindNode, victim, controlops.ReasonOrphanRemoved, "on the node's return") {
+	if !c.hasEvent(model.KindNode, victim, hostapi.ReasonOrphanRemoved, "on the node's return") {
 		t.Fatalf("no OrphanRemoved event on the node's return: %+v", c.eventsOf(model.KindNode, victim))
 	}
 }

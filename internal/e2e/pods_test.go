@@ -15,6 +15,7 @@ import (
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 func sleepPod(name, brand string, extra string) string {
@@ -92,7 +93,7 @@ func TestPodRunsAndIsRemoved(t *testing.T) {
 
 	// Operators: the status query and the search attributes.
 	ctx := context.Background()
-	q, err := c.temporal.QueryWorkflow(ctx, workflows.PodWorkflowID("default", "web"), "", workflows.QueryStatus)
+	q, err := c.temporal.QueryWorkflow(ctx, podcontract.WorkflowID("default", "web"), "", podcontract.QueryStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestPodRunsAndIsRemoved(t *testing.T) {
 	t.Logf("graceful delete took %s", time.Since(start))
 	c.assertClean()
 	c.waitClosed("web")
-	c.recordHistory(workflows.PodWorkflowID("default", "web"), "pod-web-http.json")
+	c.recordHistory(podcontract.WorkflowID("default", "web"), "pod-web-http.json")
 }
 
 func TestEveryBrandRuns(t *testing.T) {
@@ -177,7 +178,7 @@ func TestCancelMidInstallRollsBack(t *testing.T) {
 	c.do("DELETE", "/api/v1/namespaces/default/pods/slow", nil)
 	c.waitGone("slow", 30*time.Second)
 	c.waitClosed("slow")
-	c.recordHistory(workflows.PodWorkflowID("default", "slow"), "pod-cancelled.json")
+	c.recordHistory(podcontract.WorkflowID("default", "slow"), "pod-cancelled.json")
 }
 
 // The container ignores SIGTERM: removal waits out the grace period, and
@@ -232,7 +233,7 @@ func TestLivenessFailureRestartsWithBackoff(t *testing.T) {
 	c.do("DELETE", "/api/v1/namespaces/default/pods/flaky?gracePeriodSeconds=0", nil)
 	c.waitGone("flaky", 60*time.Second)
 	c.waitClosed("flaky")
-	c.recordHistory(workflows.PodWorkflowID("default", "flaky"), "pod-liveness-restarts.json")
+	c.recordHistory(podcontract.WorkflowID("default", "flaky"), "pod-liveness-restarts.json")
 }
 
 // The agent dies mid-install and comes back: the pod ends Running with
@@ -311,7 +312,7 @@ func TestPermanentFailureFailsThePodAndLeavesNothing(t *testing.T) {
 	c.do("DELETE", "/api/v1/namespaces/default/pods/doomed", nil)
 	c.waitGone("doomed", 30*time.Second)
 	c.waitClosed("doomed")
-	c.recordHistory(workflows.PodWorkflowID("default", "doomed"), "pod-provision-failed.json")
+	c.recordHistory(podcontract.WorkflowID("default", "doomed"), "pod-provision-failed.json")
 }
 
 // A control plane killed between a pod's row and its lifecycle leaves a
@@ -375,7 +376,7 @@ func TestPodWithoutWorkflowIsRepaired(t *testing.T) {
 	c.createPod(sleepPod("orphan", "sparse", ""))
 	before := c.waitPhase("orphan", model.PodRunning, true, 90*time.Second)
 	ctx := context.Background()
-	if err := c.temporal.TerminateWorkflow(ctx, workflows.PodWorkflowID("default", "orphan"), "", "simulated crash"); err != nil {
+	if err := c.temporal.TerminateWorkflow(ctx, podcontract.WorkflowID("default", "orphan"), "", "simulated crash"); err != nil {
 		t.Fatal(err)
 	}
 	c.eventually(90*time.Second, "the reconciler to start the pod's workflow again", func() bool {
@@ -389,7 +390,7 @@ func TestPodWithoutWorkflowIsRepaired(t *testing.T) {
 	// The new lifecycle takes the pod over where it is: same node, same
 	// address, one zone, Running and Ready again.
 	c.eventually(90*time.Second, "the new lifecycle to reach its Running phase", func() bool {
-		q, err := c.temporal.QueryWorkflow(ctx, workflows.PodWorkflowID("default", "orphan"), "", workflows.QueryStatus)
+		q, err := c.temporal.QueryWorkflow(ctx, podcontract.WorkflowID("default", "orphan"), "", podcontract.QueryStatus)
 		var st workflows.PodLifecycleStatus
 		return err == nil && q.Get(&st) == nil && st.Step == string(workflows.PhaseRunning)
 	})

@@ -10,16 +10,16 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/controlplane"
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // zoneRun runs a command in a pod's zone through the node's zlogin.
 func (c *cluster) zoneRun(p model.Pod, argv ...string) {
 	c.t.Helper()
 	n := c.nodes.Nodes[c.nodeIndex(p.Spec.NodeName)]
-	zone := hostops.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}.ZoneName()
+	zone := hostapi.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}.ZoneName()
 	if out, err := exec.Command(filepath.Join(n.BinDir, "zlogin"), append([]string{zone}, argv...)...).CombinedOutput(); err != nil {
 		c.t.Fatalf("zlogin %s %v: %v\n%s", zone, argv, err, out)
 	}
@@ -72,7 +72,7 @@ func TestReadinessFlipsReachReadyBothWays(t *testing.T) {
 	c.waitReady("flip", true, 30*time.Second)
 
 	// Healthy now: its history must not grow.
-	id := workflows.PodWorkflowID("default", "flip")
+	id := podcontract.WorkflowID("default", "flip")
 	before := c.historyLength(id)
 	time.Sleep(10 * time.Second)
 	if after := c.historyLength(id); after != before {
@@ -145,11 +145,11 @@ func TestExitCodesUnderEachRestartPolicy(t *testing.T) {
 	}
 	c.assertClean()
 	c.waitClosed("never-fails")
-	c.recordHistory(workflows.PodWorkflowID("default", "never-fails"), "pod-exit-never.json")
+	c.recordHistory(podcontract.WorkflowID("default", "never-fails"), "pod-exit-never.json")
 	c.waitClosed("always")
-	c.recordHistory(workflows.PodWorkflowID("default", "always"), "pod-restarts-always.json")
+	c.recordHistory(podcontract.WorkflowID("default", "always"), "pod-restarts-always.json")
 	c.waitClosed("onfailure-fails")
-	c.recordHistory(workflows.PodWorkflowID("default", "onfailure-fails"), "pod-restarts-onfailure.json")
+	c.recordHistory(podcontract.WorkflowID("default", "onfailure-fails"), "pod-restarts-onfailure.json")
 }
 
 // Under restartPolicy Never a container that fails leaves its sibling
@@ -256,8 +256,8 @@ func TestSignalDuringContinueAsNewIsHonoured(t *testing.T) {
 	})
 	c.recordRun("pod/default/huge", continued, "pod-pending-continued.json")
 	// As `temporal workflow signal --name cancel` does: to the current run.
-	if err := c.temporal.SignalWorkflow(context.Background(), workflows.PodWorkflowID("default", "huge"), "", workflows.SignalCancel,
-		workflows.CancelSignal{Reason: "sent while continuing as new"}); err != nil {
+	if err := c.temporal.SignalWorkflow(context.Background(), podcontract.WorkflowID("default", "huge"), "", podcontract.SignalCancel,
+		podcontract.CancelSignal{Reason: "sent while continuing as new"}); err != nil {
 		t.Fatalf("signal cancel: %v", err)
 	}
 	if p := c.waitPhase("huge", model.PodFailed, false, 30*time.Second); p.Status.Reason != "Cancelled" {

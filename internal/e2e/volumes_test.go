@@ -13,6 +13,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 func (c *cluster) claim(name string) (model.PersistentVolumeClaim, int) {
@@ -132,7 +133,7 @@ func TestClaimDataOutlivesItsPods(t *testing.T) {
 		return code == http.StatusNotFound && !c.hasDataset(node, dataset)
 	})
 	c.recordHistory(workflows.ClaimWorkflowID("default", "data"), "claim-deleted-after-last-pod.json")
-	c.recordHistory(workflows.PodWorkflowID("default", "reader"), "pod-claim-reader.json")
+	c.recordHistory(podcontract.WorkflowID("default", "reader"), "pod-claim-reader.json")
 }
 
 // A claim bound to a node grows online: the node raises the dataset's

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -23,7 +23,7 @@ func TestAZoneHaltedAgainWhileItIsBootedIsBootedOnceMore(t *testing.T) {
 	c := newCluster(t, 1)
 	c.createPod(sleepPod("twice", "sparse", ""))
 	p := c.waitPhase("twice", model.PodRunning, true, 2*time.Minute)
-	zone := hostops.PodSandbox{Namespace: "default", Name: "twice", UID: p.Metadata.UID}.ZoneName()
+	zone := hostapi.PodSandbox{Namespace: "default", Name: "twice", UID: p.Metadata.UID}.ZoneName()
 	running := func() bool {
 		z, ok := findZone(c.hostState(0), zone)
 		return ok && z.State == "running"

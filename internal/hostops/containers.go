@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/containerlog"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/supervisor"
@@ -46,7 +47,7 @@ func containerLog(container string) string {
 // root is unmounted, an uninstalled one is gone, and a finished pod's
 // output must stay readable until the pod is deleted. A log that cannot
 // be kept is reported and left: the zone's removal does not wait on it.
-func (h *Host) keepLogs(s PodSandbox) {
+func (h *Host) keepLogs(s hostapi.PodSandbox) {
 	if h.KeptLogs == nil || s.Brand == "bhyve" {
 		return // a bhyve zone's root holds no guest's services
 	}
@@ -77,7 +78,7 @@ func (h *Host) keepLogs(s PodSandbox) {
 // and is left out; one read from a field of the pod takes the field's),
 // then POD_IP, POD_NAME and POD_NAMESPACE unless the container sets them
 // itself.
-func (s PodSandbox) service(c ContainerSpec, secretEnv map[string]string, node string) (illumos.Service, error) {
+func sandboxService(s hostapi.PodSandbox, c hostapi.ContainerSpec, secretEnv map[string]string, node string) (illumos.Service, error) {
 	if c.Name == "" {
 		return illumos.Service{}, errors.New("a container has no name")
 	}
@@ -104,7 +105,7 @@ func (s PodSandbox) service(c ContainerSpec, secretEnv map[string]string, node s
 		value := e.Value
 		switch {
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
-			value = s.field(e.ValueFrom.FieldRef.FieldPath, node)
+			value = sandboxField(s, e.ValueFrom.FieldRef.FieldPath, node)
 		case e.ValueFrom != nil:
 			v, ok := secretEnv[e.Name]
 			if !ok {
@@ -131,7 +132,7 @@ func (s PodSandbox) service(c ContainerSpec, secretEnv map[string]string, node s
 
 // field is the value of a fieldRef's path (model.FieldPaths) for the
 // sandbox on node; validation refuses any other path.
-func (s PodSandbox) field(path, node string) string {
+func sandboxField(s hostapi.PodSandbox, path, node string) string {
 	switch path {
 	case model.FieldPodName:
 		return s.Name
@@ -157,12 +158,12 @@ func zoneGone(err error) bool {
 // address lives on the VNIC as address object <vnic>/v4 (v6 for IPv6);
 // a zone whose allowed-address already put it there at boot (from-gz) is
 // done. The route is added persistently; one already there is success.
-func (h *Host) ConfigureNetwork(ctx context.Context, s PodSandbox) error {
+func (h *Host) ConfigureNetwork(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "configure the zone's network"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
-	prefix, err := s.checkNet(h.PodCIDR)
+	prefix, err := checkSandboxNet(s, h.PodCIDR)
 	if err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
@@ -206,7 +207,7 @@ func (h *Host) ConfigureNetwork(ctx context.Context, s PodSandbox) error {
 }
 
 // checkContainers refuses containers without names or with one name twice.
-func (s PodSandbox) checkContainers() error {
+func checkContainers(s hostapi.PodSandbox) error {
 	seen := map[string]bool{}
 	for _, c := range s.Containers {
 		if c.Name == "" {
@@ -224,12 +225,12 @@ func (s PodSandbox) checkContainers() error {
 // (svc:/zonewright/container/<name>:default, startd duration child: the
 // command runs in the foreground, and SMF restarts it when it exits).
 // Importing again updates the service in place.
-func (h *Host) StartContainers(ctx context.Context, s PodSandbox) error {
+func (h *Host) StartContainers(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "start the containers"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
-	if err := s.checkContainers(); err != nil {
+	if err := checkContainers(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	secretEnv, err := h.secretEnv(ctx, s)
@@ -238,7 +239,7 @@ func (h *Host) StartContainers(ctx context.Context, s PodSandbox) error {
 	}
 	z := h.Host.Zone(s.ZoneName())
 	for _, c := range s.Containers {
-		svc, err := s.service(c, secretEnv[c.Name], h.Node)
+		svc, err := sandboxService(s, c, secretEnv[c.Name], h.Node)
 		if err != nil {
 			return h.invalid(ctx, step, s, err)
 		}
@@ -259,7 +260,7 @@ func (h *Host) StartContainers(ctx context.Context, s PodSandbox) error {
 // containerStates reads the SMF state of every container of the sandbox
 // ("" for a container without a service). The services are named: svcs
 // leaves disabled ones out of a plain listing.
-func (h *Host) containerStates(ctx context.Context, s PodSandbox) (map[string]illumos.ServiceStatus, error) {
+func (h *Host) containerStates(ctx context.Context, s hostapi.PodSandbox) (map[string]illumos.ServiceStatus, error) {
 	z := h.Host.Zone(s.ZoneName())
 	out := make(map[string]illumos.ServiceStatus, len(s.Containers))
 	if len(s.Containers) == 0 {
@@ -305,7 +306,7 @@ func zoneMissing(err error) bool {
 
 // maintenance is the error of a container SMF gave up on (a retry may
 // find it restarted).
-func (h *Host) maintenance(ctx context.Context, s PodSandbox, container string) error {
+func (h *Host) maintenance(ctx context.Context, s hostapi.PodSandbox, container string) error {
 	h.log().Warn("container in maintenance", "zone", s.ZoneName(), "container", container)
 	return &Error{What: h.podStep("wait for the containers to come online", s), Err: &MaintenanceError{Container: container,
 		Zone: s.ZoneName(), FMRI: ContainerFMRI(container), Log: containerLog(container)}}
@@ -314,7 +315,7 @@ func (h *Host) maintenance(ctx context.Context, s PodSandbox, container string) 
 // exited tells whether the container's command ran and ended: its
 // wrapper recorded an exit status (removed when it starts again, so the
 // record is this incarnation's).
-func (h *Host) exited(ctx context.Context, s PodSandbox, container string) bool {
+func (h *Host) exited(ctx context.Context, s hostapi.PodSandbox, container string) bool {
 	_, ok, err := supervisor.IllumosHost{Host: h.Host}.ExitCode(ctx, s.ZoneName(), container)
 	return err == nil && ok
 }
@@ -329,9 +330,9 @@ const enableGrace = 2 * time.Second
 // or has run and ended, reporting progress at each look. A container in
 // maintenance that never ran its command ends the wait with a
 // *MaintenanceError that names it.
-func (h *Host) WaitContainersOnline(ctx context.Context, s PodSandbox) error {
+func (h *Host) WaitContainersOnline(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "wait for the containers to come online"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	// Services usually come online within moments of their start: look
@@ -389,10 +390,10 @@ func (h *Host) WaitContainersOnline(ctx context.Context, s PodSandbox) error {
 // maintenance (its command ended) is cleared, so SMF starts it again; a
 // disabled one is enabled; a running one restarted. It returns the
 // supervisor's Seq from which reports describe the new incarnation.
-func (h *Host) RestartContainer(ctx context.Context, in RestartInput) (uint64, error) {
+func (h *Host) RestartContainer(ctx context.Context, in hostapi.RestartInput) (uint64, error) {
 	const step = "restart the container"
 	s := in.Sandbox
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return 0, h.invalid(ctx, step, s, err)
 	}
 	if in.Container == "" {
@@ -436,10 +437,10 @@ func (h *Host) RestartContainer(ctx context.Context, in RestartInput) (uint64, e
 // that follows finds it disabled and enables it. The pod stays supervised.
 // A zone that is not running, or a service that is not there, has nothing
 // to stop.
-func (h *Host) StopContainer(ctx context.Context, in RestartInput) error {
+func (h *Host) StopContainer(ctx context.Context, in hostapi.RestartInput) error {
 	const step = "stop the container"
 	s := in.Sandbox
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	if in.Container == "" {
@@ -476,9 +477,9 @@ func (h *Host) StopContainer(ctx context.Context, in RestartInput) error {
 // StopContainers disables every container's service: SMF sends SIGTERM to
 // its processes. Services that do not exist, and a zone that is not
 // running, are fine.
-func (h *Host) StopContainers(ctx context.Context, s PodSandbox) error {
+func (h *Host) StopContainers(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "stop the containers"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	if h.Supervisor != nil {
@@ -503,10 +504,10 @@ func (h *Host) StopContainers(ctx context.Context, s PodSandbox) error {
 // SupervisePod hands a running pod to the node's supervisor, which probes
 // it and reports what changes to its lifecycle. It returns the Seq from
 // which reports describe the pod as it is now.
-func (h *Host) SupervisePod(ctx context.Context, in SuperviseInput) (uint64, error) {
+func (h *Host) SupervisePod(ctx context.Context, in hostapi.SuperviseInput) (uint64, error) {
 	const step = "supervise the pod"
 	s := in.Sandbox
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return 0, h.invalid(ctx, step, s, err)
 	}
 	if h.Supervisor == nil {
@@ -516,7 +517,7 @@ func (h *Host) SupervisePod(ctx context.Context, in SuperviseInput) (uint64, err
 }
 
 // SupervisedPod is what the supervisor watches of a pod.
-func SupervisedPod(s PodSandbox, probes []ContainerProbes) supervisor.Pod {
+func SupervisedPod(s hostapi.PodSandbox, probes []hostapi.ContainerProbes) supervisor.Pod {
 	p := supervisor.Pod{Namespace: s.Namespace, Name: s.Name, UID: s.UID, Zone: s.ZoneName(), IP: s.IP}
 	for _, c := range probes {
 		p.Containers = append(p.Containers, supervisor.Container{Name: c.Name, FMRI: ContainerFMRI(c.Name),

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 )
@@ -16,9 +17,9 @@ import (
 func TestWaitContainersOnlineWaitsForAContainerJustEnabled(t *testing.T) {
 	h := newHost(t)
 	ctx := t.Context()
-	s := hostops.PodSandbox{Namespace: "default", Name: "late", UID: "uid-late", IP: "127.10.9.2", PrefixLen: 24,
-		Containers: []hostops.ContainerSpec{{Name: "app", Argv: []string{"sleep", "3600"}}}}
-	for _, step := range []func(context.Context, hostops.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone,
+	s := hostapi.PodSandbox{Namespace: "default", Name: "late", UID: "uid-late", IP: "127.10.9.2", PrefixLen: 24,
+		Containers: []hostapi.ContainerSpec{{Name: "app", Argv: []string{"sleep", "3600"}}}}
+	for _, step := range []func(context.Context, hostapi.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone,
 		h.InstallZone, h.BootZone, h.ConfigureNetwork, h.StartContainers, h.WaitContainersOnline} {
 		if err := step(ctx, s); err != nil {
 			t.Fatal(err)
@@ -48,7 +49,7 @@ func TestWaitContainersOnlineWaitsForAContainerJustEnabled(t *testing.T) {
 
 // stopped stops the pod's containers and waits until their service reads
 // disabled (svcadm disable returns before it is).
-func stopped(t *testing.T, h *hostops.Host, s hostops.PodSandbox) {
+func stopped(t *testing.T, h *hostops.Host, s hostapi.PodSandbox) {
 	t.Helper()
 	if err := h.StopContainers(t.Context(), s); err != nil {
 		t.Fatal(err)
@@ -72,12 +73,12 @@ func stopped(t *testing.T, h *hostops.Host, s hostops.PodSandbox) {
 func TestStopContainerReturnsOnceItHasStopped(t *testing.T) {
 	h := newHost(t)
 	ctx := t.Context()
-	s := hostops.PodSandbox{Namespace: "default", Name: "kill", UID: "uid-kill", IP: "127.10.9.3", PrefixLen: 24,
-		Containers: []hostops.ContainerSpec{
+	s := hostapi.PodSandbox{Namespace: "default", Name: "kill", UID: "uid-kill", IP: "127.10.9.3", PrefixLen: 24,
+		Containers: []hostapi.ContainerSpec{
 			// It takes a second to stop, as a server finishing its requests does.
 			{Name: "app", Argv: []string{"sh", "-c", "trap 'sleep 1; exit 0' TERM; while :; do sleep 0.1; done"}},
 			{Name: "side", Argv: []string{"sleep", "3600"}}}}
-	for _, step := range []func(context.Context, hostops.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone,
+	for _, step := range []func(context.Context, hostapi.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone,
 		h.InstallZone, h.BootZone, h.ConfigureNetwork, h.StartContainers, h.WaitContainersOnline} {
 		if err := step(ctx, s); err != nil {
 			t.Fatal(err)
@@ -91,7 +92,7 @@ func TestStopContainerReturnsOnceItHasStopped(t *testing.T) {
 		}
 		return sts[0]
 	}
-	if err := h.StopContainer(ctx, hostops.RestartInput{Sandbox: s, Container: "app"}); err != nil {
+	if err := h.StopContainer(ctx, hostapi.RestartInput{Sandbox: s, Container: "app"}); err != nil {
 		t.Fatal(err)
 	}
 	if st := state("app"); st.State != "disabled" || st.Transitioning {
@@ -100,7 +101,7 @@ func TestStopContainerReturnsOnceItHasStopped(t *testing.T) {
 	if st := state("side"); st.State != "online" {
 		t.Fatalf("stopping app stopped side too: %+v", st)
 	}
-	if _, err := h.RestartContainer(ctx, hostops.RestartInput{Sandbox: s, Container: "app"}); err != nil {
+	if _, err := h.RestartContainer(ctx, hostapi.RestartInput{Sandbox: s, Container: "app"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.WaitContainersOnline(ctx, s); err != nil {
@@ -108,7 +109,7 @@ func TestStopContainerReturnsOnceItHasStopped(t *testing.T) {
 	}
 	gone := s
 	gone.Name, gone.UID = "never-made", "uid-never-made"
-	if err := h.StopContainer(ctx, hostops.RestartInput{Sandbox: gone, Container: "app"}); err != nil {
+	if err := h.StopContainer(ctx, hostapi.RestartInput{Sandbox: gone, Container: "app"}); err != nil {
 		t.Fatalf("stopping a container whose zone is not there: %v; want nothing to do", err)
 	}
 }

@@ -3,6 +3,7 @@ package hostops
 import (
 	"testing"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -12,7 +13,7 @@ func TestFieldRefsTakeThePodsFields(t *testing.T) {
 	ref := func(path string) *model.EnvVarSource {
 		return &model.EnvVarSource{FieldRef: &model.ObjectFieldSelector{FieldPath: path}}
 	}
-	sb := PodSandbox{Namespace: "shop", Name: "web", UID: "u1", IP: "10.0.0.5", Containers: []ContainerSpec{{
+	sb := hostapi.PodSandbox{Namespace: "shop", Name: "web", UID: "u1", IP: "10.0.0.5", Containers: []hostapi.ContainerSpec{{
 		Name: "app", Argv: []string{"run"},
 		Env: []model.EnvVar{
 			{Name: "MY_NAME", ValueFrom: ref(model.FieldPodName)},
@@ -24,10 +25,10 @@ func TestFieldRefsTakeThePodsFields(t *testing.T) {
 			{Name: "POD_IP", ValueFrom: ref(model.FieldPodName)}, // the container's own wins
 		},
 	}}}
-	if sb.readsSecrets() {
+	if readsSecrets(sb) {
 		t.Error("a pod with fieldRefs alone reads secrets")
 	}
-	svc, err := sb.service(sb.Containers[0], nil, "node-1")
+	svc, err := sandboxService(sb, sb.Containers[0], nil, "node-1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,9 @@
 // (internal/illumos).
 //
 // It knows nothing of Temporal: the host activities (activities/host) are
-// thin wrappers over it, and the agent calls it directly. Errors are plain
+// thin wrappers over it, and the agent calls it directly. What it is asked
+// and answers (the sandbox, images, claims, the inventory) are
+// internal/hostapi's types, shared with its callers. Errors are plain
 // Go errors (see errors.go); long operations report that they are alive
 // through the caller's progress callback (internal/progress).
 package hostops
@@ -23,93 +25,13 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/containerlog"
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
-
-// PodSandbox is everything a node needs to build and run one pod's zone.
-// Host names (zone, VNIC, dataset) derive from it deterministically, so
-// every host operation can be retried, or re-run after a crash, and find
-// its earlier work.
-type PodSandbox struct {
-	Namespace string
-	Name      string
-	UID       string
-	Brand     string // sparse, ipkg, lx, bhyve
-	Image     string
-	// ImageKind is the catalog kind of Image (model.ImageLXTarball, …);
-	// empty when the pod names no catalog image.
-	ImageKind string
-	// ImageDigest is an oci image's manifest digest (hex): which of the
-	// image's datasets on the node the zone clones.
-	ImageDigest string `json:",omitempty"`
-	// MilliCPU and MemoryBytes cap the zone (capped-cpu, capped-memory);
-	// zero means no cap.
-	MilliCPU    int64
-	MemoryBytes int64
-	// EphemeralStorageBytes is the zone dataset's quota (its root and
-	// emptyDirs); zero takes the node's default (Host.ZoneQuota).
-	EphemeralStorageBytes int64 `json:",omitempty"`
-	// MaxProcesses and MaxLWPs are the pod's own process limits; the
-	// node's (Host.MaxProcesses, Host.MaxLWPs) bound them, zero takes
-	// the node's.
-	MaxProcesses int64 `json:",omitempty"`
-	MaxLWPs      int64 `json:",omitempty"`
-	// Hostname is the zone's node name; empty means the pod's name.
-	Hostname   string `json:",omitempty"`
-	IP         string // the pod's address on the node's pod network
-	PrefixLen  int
-	Gateway    string // the default route inside the zone
-	Containers []ContainerSpec
-	// Volumes are mounted into the zone at Mounts (volumes.go).
-	Volumes []PodVolume `json:",omitempty"`
-	Mounts  []PodMount  `json:",omitempty"`
-}
-
-// ContainerSpec is one container, run as an SMF service in the zone.
-type ContainerSpec struct {
-	Name string
-	Argv []string // command then args
-	Env  []model.EnvVar
-	// WorkingDir is where the command starts (absolute); empty: "/".
-	WorkingDir string `json:",omitempty"`
-	// KillGraceSeconds bounds how long SMF waits for the command to end
-	// once it is told to stop, before it kills it (the service's stop
-	// method timeout): the grace of a failed liveness or startup probe
-	// (model.Container.KillGraceSeconds). Zero leaves SMF's 60 s.
-	KillGraceSeconds int64 `json:",omitempty"`
-}
-
-// RestartInput names one container of a pod.
-type RestartInput struct {
-	Sandbox   PodSandbox
-	Container string
-}
-
-// ShutdownInput asks for a graceful zone shutdown within a grace period.
-type ShutdownInput struct {
-	Sandbox      PodSandbox
-	GraceSeconds int64
-}
-
-// SuperviseInput hands a running pod to its node's supervisor: the
-// sandbox (without the containers' environment) and each container's
-// probes.
-type SuperviseInput struct {
-	Sandbox PodSandbox
-	Probes  []ContainerProbes
-}
-
-// ContainerProbes are one container's probes (nil: none of that kind)
-// and its ports, which the probes may name.
-type ContainerProbes struct {
-	Name                         string
-	Startup, Liveness, Readiness *model.Probe
-	Ports                        []model.ContainerPort `json:",omitempty"`
-}
 
 // Supervisor is the node's pod supervisor, as the host operations see it
 // (internal/supervisor).
@@ -267,14 +189,8 @@ func (h *Host) lockZone(ctx context.Context, zone string) (unlock func(), err er
 	return func() { l.Unlock(); release() }, nil
 }
 
-// ZoneName is the pod's zone name on its node.
-func (s PodSandbox) ZoneName() string { return illumos.ZoneName(s.Namespace, s.Name, s.UID) }
-
-// VNICName is the pod's VNIC (it ends in a digit, as dladm wants).
-func (s PodSandbox) VNICName() string { return illumos.LinkName("zw", s.UID) }
-
 // check refuses a sandbox that cannot name a zone or address it.
-func (s PodSandbox) check() error {
+func checkSandbox(s hostapi.PodSandbox) error {
 	if s.Namespace == "" || s.Name == "" || s.UID == "" {
 		return fmt.Errorf("sandbox needs a namespace, a name and a uid (got %q, %q, %q)", s.Namespace, s.Name, s.UID)
 	}
@@ -284,21 +200,12 @@ func (s PodSandbox) check() error {
 	return nil
 }
 
-// NodeName is the zone's node name: the pod's hostname, else its name (a
-// DNS label, as a host name must be).
-func (s PodSandbox) NodeName() string {
-	if s.Hostname != "" {
-		return s.Hostname
-	}
-	return s.Name
-}
-
 // checkNet refuses an address the zone cannot be given: with the node's
 // pod CIDR known (valid), one outside it, of another prefix length, or
 // with a gateway outside it. The node's routes and gateway serve only the
 // pod CIDR the control plane assigned it; another address would be
 // unreachable, or another node's.
-func (s PodSandbox) checkNet(podCIDR netip.Prefix) (netip.Prefix, error) {
+func checkSandboxNet(s hostapi.PodSandbox, podCIDR netip.Prefix) (netip.Prefix, error) {
 	ip, err := netip.ParseAddr(s.IP)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("pod IP %q is not an address", s.IP)
@@ -324,10 +231,10 @@ func (s PodSandbox) checkNet(podCIDR netip.Prefix) (netip.Prefix, error) {
 }
 
 // zonepath is the zone's zonepath: the mountpoint of its dataset.
-func (h *Host) zonepath(s PodSandbox) string { return path.Join(h.ZonesPath, s.ZoneName()) }
+func (h *Host) zonepath(s hostapi.PodSandbox) string { return path.Join(h.ZonesPath, s.ZoneName()) }
 
 // dataset is the zone's dataset.
-func (h *Host) dataset(s PodSandbox) (string, error) {
+func (h *Host) dataset(s hostapi.PodSandbox) (string, error) {
 	return illumos.DatasetName(h.ZonesDataset, s.ZoneName())
 }
 
@@ -363,7 +270,7 @@ func (h *Host) heartbeatInterval() time.Duration {
 // operation returns: an *Error saying what a person needs to act on. An
 // error already shaped (an *Error, an *ImageMissingError) is returned as
 // it is.
-func (h *Host) fail(ctx context.Context, step string, s PodSandbox, err error) error {
+func (h *Host) fail(ctx context.Context, step string, s hostapi.PodSandbox, err error) error {
 	if err == nil || shaped(err) {
 		return err
 	}
@@ -372,17 +279,17 @@ func (h *Host) fail(ctx context.Context, step string, s PodSandbox, err error) e
 }
 
 // podStep says which step on which pod, zone and node.
-func (h *Host) podStep(step string, s PodSandbox) string {
+func (h *Host) podStep(step string, s hostapi.PodSandbox) string {
 	return fmt.Sprintf("%s for pod %s/%s (zone %s) on node %s", step, s.Namespace, s.Name, s.ZoneName(), h.Node)
 }
 
 // invalid is a request the host refuses before running anything.
-func (h *Host) invalid(ctx context.Context, step string, s PodSandbox, err error) error {
+func (h *Host) invalid(ctx context.Context, step string, s hostapi.PodSandbox, err error) error {
 	return h.fail(ctx, step, s, &InvalidError{Err: err})
 }
 
 // conflict is something on the host in the pod's way that is not the pod's.
-func (h *Host) conflict(ctx context.Context, step string, s PodSandbox, format string, args ...any) error {
+func (h *Host) conflict(ctx context.Context, step string, s hostapi.PodSandbox, format string, args ...any) error {
 	err := &Error{What: h.podStep(step, s), Err: &ConflictError{Reason: fmt.Sprintf(format, args...)}}
 	h.log().Error("host operation conflict", "step", step, "zone", s.ZoneName(), "msg", err.Error())
 	return err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/progress"
@@ -47,7 +48,7 @@ func newHostOn(t *testing.T) (*hostops.Host, *simtest.Node) {
 func TestErrorsSayWhatFailedAndAreTyped(t *testing.T) {
 	h := newHost(t)
 	ctx := t.Context()
-	s := hostops.PodSandbox{Namespace: "default", Name: "web", UID: "uid-web", IP: "not-an-ip", PrefixLen: 24}
+	s := hostapi.PodSandbox{Namespace: "default", Name: "web", UID: "uid-web", IP: "not-an-ip", PrefixLen: 24}
 
 	err := h.ConfigureZone(ctx, s)
 	var he *hostops.Error
@@ -79,9 +80,9 @@ func TestErrorsSayWhatFailedAndAreTyped(t *testing.T) {
 func TestProgressGoesToTheCallersCallback(t *testing.T) {
 	h := newHost(t)
 	h.Installs = make(chan struct{}, 1)
-	s := hostops.PodSandbox{Namespace: "default", Name: "slow", UID: "uid-slow", IP: "127.10.8.2", PrefixLen: 24}
+	s := hostapi.PodSandbox{Namespace: "default", Name: "slow", UID: "uid-slow", IP: "127.10.8.2", PrefixLen: 24}
 	ctx := t.Context()
-	for _, step := range []func(context.Context, hostops.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone} {
+	for _, step := range []func(context.Context, hostapi.PodSandbox) error{h.CreateDatasets, h.CreateVNIC, h.ConfigureZone} {
 		if err := step(ctx, s); err != nil {
 			t.Fatal(err)
 		}

@@ -7,30 +7,31 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
 
-type hostStep func(*hostops.Host) func(context.Context, hostops.PodSandbox) error
+type hostStep func(*hostops.Host) func(context.Context, hostapi.PodSandbox) error
 
 // provisionStep is each of hostops.ProvisionSteps by name, with its undo
 // as the pod's lifecycle compensates (workflows.provisionSteps); a nil
 // undo: nothing to undo.
 var provisionStep = map[string]struct{ do, undo hostStep }{
-	"CreateDatasets": {func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.CreateDatasets },
-		func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.DestroyDatasets }},
-	"CreateVNIC": {func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.CreateVNIC },
-		func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.DeleteVNIC }},
-	"ConfigureZone": {func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.ConfigureZone },
-		func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.DeleteZoneConfig }},
-	"InstallZone": {func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.InstallZone },
-		func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.UninstallZone }},
-	"BootZone": {func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.BootZone },
-		func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.HaltZone }},
-	"ConfigureNetwork": {func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.ConfigureNetwork }, nil},
-	"StartContainers": {func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.StartContainers },
-		func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.StopContainers }},
-	"WaitContainersOnline": {func(h *hostops.Host) func(context.Context, hostops.PodSandbox) error { return h.WaitContainersOnline }, nil},
+	"CreateDatasets": {func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.CreateDatasets },
+		func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.DestroyDatasets }},
+	"CreateVNIC": {func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.CreateVNIC },
+		func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.DeleteVNIC }},
+	"ConfigureZone": {func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.ConfigureZone },
+		func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.DeleteZoneConfig }},
+	"InstallZone": {func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.InstallZone },
+		func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.UninstallZone }},
+	"BootZone": {func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.BootZone },
+		func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.HaltZone }},
+	"ConfigureNetwork": {func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.ConfigureNetwork }, nil},
+	"StartContainers": {func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.StartContainers },
+		func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.StopContainers }},
+	"WaitContainersOnline": {func(h *hostops.Host) func(context.Context, hostapi.PodSandbox) error { return h.WaitContainersOnline }, nil},
 }
 
 // stepMakes is how what a step makes shows in traces.
@@ -39,7 +40,7 @@ var stepMakes = map[string]string{"CreateDatasets": "dataset ", "CreateVNIC": "v
 
 // traces lists what of the pod the node holds, each thing once per time
 // it appears, so a duplicate shows.
-func traces(st simtest.State, s hostops.PodSandbox) []string {
+func traces(st simtest.State, s hostapi.PodSandbox) []string {
 	var out []string
 	for _, z := range st.Zones {
 		if z.Name != s.ZoneName() {
@@ -103,9 +104,9 @@ func TestProvisionStepsAndTheirUndoRunTwice(t *testing.T) {
 		begun := hostops.ProvisionSteps[:k]
 		t.Run("begun up to "+begun[k-1].Name, func(t *testing.T) {
 			h, node := newHostOn(t)
-			s := hostops.PodSandbox{Namespace: "default", Name: "twice", UID: "uid-twice", Brand: "sparse",
+			s := hostapi.PodSandbox{Namespace: "default", Name: "twice", UID: "uid-twice", Brand: "sparse",
 				IP: "127.10.9.2", PrefixLen: 24, Gateway: "127.10.9.1",
-				Containers: []hostops.ContainerSpec{{Name: "app", Argv: []string{"sleep", "1000"}}}}
+				Containers: []hostapi.ContainerSpec{{Name: "app", Argv: []string{"sleep", "1000"}}}}
 			ctx := t.Context()
 			for _, st := range begun {
 				for try := 1; try <= 2; try++ {

@@ -16,37 +16,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 )
-
-// NodeImage is one catalog image as a node pulls it: the decompressed
-// artefact, served by the control plane over HTTP.
-type NodeImage struct {
-	Name   string // catalog name (a DNS-1123 label)
-	Kind   string // model.ImageLXTarball, ImageZFSStream, ImageBhyveDisk, ImageZoneTemplate
-	URL    string // control-plane download URL of the decompressed artefact
-	SHA256 string // hex sha256 of the decompressed artefact
-	Size   int64  // bytes of the decompressed artefact
-	// Layers of an oci image (whose SHA256 is its manifest's digest and
-	// URL empty), bottom first.
-	Layers []NodeLayer `json:",omitempty"`
-}
-
-// NodeImageResult says where the image now is on the node.
-type NodeImageResult struct {
-	// Artefact is what installs use: a snapshot (pool/…/images/<name>@base)
-	// or a file path (<image-dir>/<name>.tar); "" for a zone template.
-	Artefact string
-	Bytes    int64
-}
-
-// ImagePullProgress is what PullImage reports as its progress.
-type ImagePullProgress struct {
-	Image string
-	Bytes int64 // received so far
-	Total int64 // the artefact's size
-}
 
 const (
 	// baseSnapshot is the golden snapshot clones are made from.
@@ -76,7 +49,7 @@ func (h *Host) imageSnapshot(name string) (string, error) {
 // tarballPath + ".sha256", written once the tarball is complete.
 func (h *Host) tarballPath(name string) string { return filepath.Join(h.ImageDir, name+".tar") }
 
-func (in NodeImage) check() error {
+func checkImage(in hostapi.NodeImage) error {
 	if errs := model.ValidateName("name", in.Name); len(errs) > 0 {
 		return fmt.Errorf("image name %q: %v", in.Name, errs)
 	}
@@ -87,7 +60,7 @@ func (in NodeImage) check() error {
 		if b, err := hex.DecodeString(in.SHA256); err != nil || len(b) != sha256.Size {
 			return fmt.Errorf("image %s: manifest digest %q is not 64 hex digits", in.Name, in.SHA256)
 		}
-		return in.checkLayers()
+		return checkLayers(in)
 	case model.ImageZFSStream, model.ImageLXTarball, model.ImageBhyveDisk:
 	default:
 		return fmt.Errorf("image %s: unknown kind %q", in.Name, in.Kind)
@@ -117,20 +90,20 @@ func (in NodeImage) check() error {
 // again. A digest or size mismatch is a *DigestMismatchError and leaves
 // nothing behind; a failed download is a *DownloadError that leaves
 // nothing half-installed.
-func (h *Host) PullImage(ctx context.Context, in NodeImage) (NodeImageResult, error) {
-	if err := in.check(); err != nil {
-		return NodeImageResult{}, h.imageInvalid(ctx, in, err)
+func (h *Host) PullImage(ctx context.Context, in hostapi.NodeImage) (hostapi.NodeImageResult, error) {
+	if err := checkImage(in); err != nil {
+		return hostapi.NodeImageResult{}, h.imageInvalid(ctx, in, err)
 	}
 	if in.Kind == model.ImageZoneTemplate {
-		return NodeImageResult{}, nil
+		return hostapi.NodeImageResult{}, nil
 	}
 	unlock, err := h.lockZone(ctx, "image/"+in.Name)
 	if err != nil {
-		return NodeImageResult{}, h.imageFail(ctx, "pull", in, err)
+		return hostapi.NodeImageResult{}, h.imageFail(ctx, "pull", in, err)
 	}
 	defer unlock()
 	start := time.Now()
-	var res NodeImageResult
+	var res hostapi.NodeImageResult
 	switch in.Kind {
 	case model.ImageLXTarball:
 		res, err = h.pullTarball(ctx, in)
@@ -150,7 +123,7 @@ func (h *Host) PullImage(ctx context.Context, in NodeImage) (NodeImageResult, er
 		h.Metrics.ImagePulled(err == nil, time.Since(start))
 	}
 	if err != nil {
-		return NodeImageResult{}, h.imageFail(ctx, "pull", in, err)
+		return hostapi.NodeImageResult{}, h.imageFail(ctx, "pull", in, err)
 	}
 	h.log().Info("image pulled", "image", in.Name, "kind", in.Kind, "artefact", res.Artefact, "bytes", res.Bytes,
 		"took", time.Since(start).Round(time.Millisecond))
@@ -158,21 +131,21 @@ func (h *Host) PullImage(ctx context.Context, in NodeImage) (NodeImageResult, er
 }
 
 // pullDataset pulls a zfs-stream or bhyve-disk image into its dataset.
-func (h *Host) pullDataset(ctx context.Context, in NodeImage) (NodeImageResult, error) {
+func (h *Host) pullDataset(ctx context.Context, in hostapi.NodeImage) (hostapi.NodeImageResult, error) {
 	zfs := h.Host.ZFS()
 	ds, err := h.imageDataset(in.Name)
 	if err != nil {
-		return NodeImageResult{}, err
+		return hostapi.NodeImageResult{}, err
 	}
 	snap := ds + "@" + baseSnapshot
-	done := NodeImageResult{Artefact: snap, Bytes: in.Size}
+	done := hostapi.NodeImageResult{Artefact: snap, Bytes: in.Size}
 	if ok, err := h.complete(ctx, ds, digestProp, in.SHA256, snap); err != nil || ok {
 		return done, err
 	}
 
 	body, err := h.download(ctx, in)
 	if err != nil {
-		return NodeImageResult{}, err
+		return hostapi.NodeImageResult{}, err
 	}
 	defer body.Close()
 	stop := h.progressBeats(ctx, body)
@@ -201,14 +174,14 @@ func (h *Host) pullDataset(ctx context.Context, in NodeImage) (NodeImageResult, 
 			}
 			return nil
 		})
-		return NodeImageResult{}, err
+		return hostapi.NodeImageResult{}, err
 	}
 	return done, nil
 }
 
 // writeVolume creates the image's volume, sized to the artefact rounded up
 // to the block size, and writes the artefact through its device.
-func (h *Host) writeVolume(ctx context.Context, vol string, in NodeImage, r io.Reader) error {
+func (h *Host) writeVolume(ctx context.Context, vol string, in hostapi.NodeImage, r io.Reader) error {
 	size := (uint64(in.Size) + volBlockSize - 1) / volBlockSize * volBlockSize
 	if err := h.Host.ZFS().CreateVolume(ctx, vol, size, nil); err != nil {
 		return err
@@ -252,30 +225,30 @@ func (h *Host) ensureBase(ctx context.Context, ds string) error {
 
 // pullTarball pulls an lx tarball into ImageDir: a temp file renamed into
 // place once verified, then the digest sidecar.
-func (h *Host) pullTarball(ctx context.Context, in NodeImage) (NodeImageResult, error) {
+func (h *Host) pullTarball(ctx context.Context, in hostapi.NodeImage) (hostapi.NodeImageResult, error) {
 	final := h.tarballPath(in.Name)
-	done := NodeImageResult{Artefact: final, Bytes: in.Size}
+	done := hostapi.NodeImageResult{Artefact: final, Bytes: in.Size}
 	if b, err := os.ReadFile(final + ".sha256"); err == nil && strings.TrimSpace(string(b)) == in.SHA256 {
 		if fi, err := os.Stat(final); err == nil && fi.Size() == in.Size {
 			return done, nil
 		}
 	}
 	if err := h.removeTarball(in.Name); err != nil {
-		return NodeImageResult{}, err
+		return hostapi.NodeImageResult{}, err
 	}
 	if err := os.MkdirAll(h.ImageDir, 0o755); err != nil {
-		return NodeImageResult{}, err
+		return hostapi.NodeImageResult{}, err
 	}
 	body, err := h.download(ctx, in)
 	if err != nil {
-		return NodeImageResult{}, err
+		return hostapi.NodeImageResult{}, err
 	}
 	defer body.Close()
 	stop := h.progressBeats(ctx, body)
 	defer stop()
 	tmp, err := os.CreateTemp(h.ImageDir, "."+in.Name+".tar.partial-*")
 	if err != nil {
-		return NodeImageResult{}, err
+		return hostapi.NodeImageResult{}, err
 	}
 	_, err = io.Copy(tmp, body)
 	if cerr := tmp.Close(); err == nil {
@@ -296,7 +269,7 @@ func (h *Host) pullTarball(ctx context.Context, in NodeImage) (NodeImageResult, 
 		if derr := body.failure(); derr != nil {
 			err = derr
 		}
-		return NodeImageResult{}, err
+		return hostapi.NodeImageResult{}, err
 	}
 	return done, nil
 }
@@ -317,7 +290,7 @@ func (h *Host) removeTarball(name string) error {
 // (its dataset with snapshots, its volume, its tarball and partial files);
 // removing an absent image succeeds. While zones (or pod volumes) are
 // clones of the image it is refused with an *ImageInUseError.
-func (h *Host) RemoveImage(ctx context.Context, in NodeImage) error {
+func (h *Host) RemoveImage(ctx context.Context, in hostapi.NodeImage) error {
 	if errs := model.ValidateName("name", in.Name); len(errs) > 0 {
 		return h.imageInvalid(ctx, in, fmt.Errorf("image name %q: %v", in.Name, errs))
 	}
@@ -444,13 +417,13 @@ func (b *imageBody) failure() error {
 	return nil
 }
 
-func (b *imageBody) progress() ImagePullProgress {
-	return ImagePullProgress{Image: b.name, Bytes: b.n.Load(), Total: b.total}
+func (b *imageBody) progress() hostapi.ImagePullProgress {
+	return hostapi.ImagePullProgress{Image: b.name, Bytes: b.n.Load(), Total: b.total}
 }
 
 // finish reads what the consumer left (zfs receive stops at the stream's
 // end record) and checks size and digest.
-func (b *imageBody) finish(in NodeImage) error {
+func (b *imageBody) finish(in hostapi.NodeImage) error {
 	if _, err := io.Copy(io.Discard, b); err != nil {
 		return b.failure()
 	}
@@ -464,7 +437,7 @@ func (b *imageBody) finish(in NodeImage) error {
 
 // download starts the GET of the artefact, authorised by the node's
 // certificate on its API client. Closing the body ends the request.
-func (h *Host) download(ctx context.Context, in NodeImage) (*imageBody, error) {
+func (h *Host) download(ctx context.Context, in hostapi.NodeImage) (*imageBody, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.URL, nil)
 	if err != nil {
@@ -487,7 +460,7 @@ func (h *Host) download(ctx context.Context, in NodeImage) (*imageBody, error) {
 }
 
 // cleanup removes a failed pull's remains, even when ctx has ended.
-func (h *Host) cleanup(ctx context.Context, in NodeImage, fn func(context.Context) error) {
+func (h *Host) cleanup(ctx context.Context, in hostapi.NodeImage, fn func(context.Context) error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if err := fn(cctx); err != nil {
@@ -496,17 +469,17 @@ func (h *Host) cleanup(ctx context.Context, in NodeImage, fn func(context.Contex
 }
 
 // imageFail says which image operation failed on which node.
-func (h *Host) imageFail(ctx context.Context, verb string, in NodeImage, err error) error {
+func (h *Host) imageFail(ctx context.Context, verb string, in hostapi.NodeImage, err error) error {
 	h.log().Warn("image operation failed", "verb", verb, "image", in.Name, "err", err)
 	return &Error{What: fmt.Sprintf("%s image %s (%s) on node %s", verb, in.Name, in.Kind, h.Node), Err: err}
 }
 
-func (h *Host) imageInvalid(ctx context.Context, in NodeImage, err error) error {
+func (h *Host) imageInvalid(ctx context.Context, in hostapi.NodeImage, err error) error {
 	return &InvalidError{Err: fmt.Errorf("image %s on node %s: %w", in.Name, h.Node, err)}
 }
 
 // imageMissing is an install that needs an image the node lacks.
-func (h *Host) imageMissing(s PodSandbox, artefact string) error {
+func (h *Host) imageMissing(s hostapi.PodSandbox, artefact string) error {
 	return &ImageMissingError{Image: s.Image, Kind: s.ImageKind, Namespace: s.Namespace, Pod: s.Name, Node: h.Node, Artefact: artefact}
 }
 

@@ -8,45 +8,9 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 )
-
-// HostInventory is what zonewright owns on one node: its zones, the VNICs
-// over the node's etherstub and the datasets under its zones dataset, as
-// the host reports them. Anything zonewright did not create is left out,
-// so nothing listed here is ever someone else's.
-type HostInventory struct {
-	Node         string
-	ZonesDataset string
-	Zones        []InventoryZone
-	VNICs        []string // zonewright VNICs over the node's etherstub
-	Datasets     []string // zonewright zone datasets under ZonesDataset
-	// VolumesDataset holds the bhyve pods' boot volumes, one per zone.
-	VolumesDataset string
-	Volumes        []string // zonewright boot volumes under VolumesDataset
-}
-
-// InventoryZone is one zonewright zone.
-type InventoryZone struct {
-	Name  string
-	State string // zoneadm state
-	Brand string
-	// ID is the kernel zone id, -1 when the zone is not in the kernel.
-	ID int
-	// Pod ("namespace/name") and UID come from the zone's zonewright
-	// attributes; both are empty for a zone recognised only by its
-	// derived name and dataset (its configuration lost its attributes).
-	Pod string
-	UID string
-	// VNICs are the zone's configured net resources.
-	VNICs []string
-}
-
-// Namespace and Name split Pod.
-func (z InventoryZone) Namespace() string { ns, _, _ := strings.Cut(z.Pod, "/"); return ns }
-
-// PodName is the pod's name part of Pod.
-func (z InventoryZone) PodName() string { _, n, _ := strings.Cut(z.Pod, "/"); return n }
 
 // zoneNameRE matches the names illumos.ZoneName derives: a readable part
 // and a 12-hex-digit hash, or "z" and the hash alone.
@@ -70,10 +34,10 @@ func IsZonewrightVNICName(name string) bool { return vnicNameRE.MatchString(name
 // ZonesDataset. A VNIC is zonewright's when it has a derived name and sits
 // over the node's etherstub; a dataset when it is a child of ZonesDataset
 // with a derived zone name. It changes nothing.
-func (h *Host) Inventory(ctx context.Context) (HostInventory, error) {
-	inv := HostInventory{Node: h.Node, ZonesDataset: h.ZonesDataset, VolumesDataset: h.VolumesDataset}
-	fail := func(what string, err error) (HostInventory, error) {
-		return HostInventory{}, fmt.Errorf("inventory of node %s: %s: %w", h.Node, what, err)
+func (h *Host) Inventory(ctx context.Context) (hostapi.HostInventory, error) {
+	inv := hostapi.HostInventory{Node: h.Node, ZonesDataset: h.ZonesDataset, VolumesDataset: h.VolumesDataset}
+	fail := func(what string, err error) (hostapi.HostInventory, error) {
+		return hostapi.HostInventory{}, fmt.Errorf("inventory of node %s: %s: %w", h.Node, what, err)
 	}
 
 	ds, err := h.Host.ZFS().List(ctx, illumos.ListOptions{Names: []string{h.ZonesDataset}, Depth: 1, Types: []string{"filesystem"}})
@@ -128,7 +92,7 @@ func (h *Host) Inventory(ctx context.Context) (HostInventory, error) {
 		if err != nil {
 			return fail("read the configuration of zone "+z.Name, err)
 		}
-		iz := InventoryZone{Name: z.Name, State: string(z.State), Brand: z.Brand, ID: z.ID,
+		iz := hostapi.InventoryZone{Name: z.Name, State: string(z.State), Brand: z.Brand, ID: z.ID,
 			Pod: attrValue(info.Config, AttrPod), UID: attrValue(info.Config, AttrUID)}
 		tagged := iz.UID != "" && strings.Count(iz.Pod, "/") == 1
 		named := IsZonewrightZoneName(z.Name) && ownDatasets[z.Name] &&
@@ -195,49 +159,13 @@ func (h *Host) forgetConfigs(listed []illumos.Zone) {
 	}
 }
 
-// Orphan is one pod's leftovers on a node with no pod bound there to own
-// them: a zone (with the VNICs and dataset it uses), or a lone VNIC or
-// dataset. Key names it stably across reconciliations.
-type Orphan struct {
-	Key       string
-	Zone      string   `json:",omitempty"`
-	Namespace string   `json:",omitempty"`
-	Name      string   `json:",omitempty"`
-	UID       string   `json:",omitempty"`
-	VNICs     []string `json:",omitempty"`
-	Dataset   string   `json:",omitempty"`
-	Volume    string   `json:",omitempty"` // a bhyve pod's boot volume
-}
-
-// String says what the orphan is, for events and logs.
-func (o Orphan) String() string {
-	var parts []string
-	if o.Zone != "" {
-		z := "zone " + o.Zone
-		if o.Namespace != "" {
-			z += fmt.Sprintf(" (pod %s/%s uid %s)", o.Namespace, o.Name, o.UID)
-		}
-		parts = append(parts, z)
-	}
-	for _, v := range o.VNICs {
-		parts = append(parts, "VNIC "+v)
-	}
-	if o.Dataset != "" {
-		parts = append(parts, "dataset "+o.Dataset)
-	}
-	if o.Volume != "" {
-		parts = append(parts, "volume "+o.Volume)
-	}
-	return strings.Join(parts, ", ")
-}
-
 // RemoveOrphan tears an orphan down completely: the zone is halted,
 // uninstalled and unconfigured, then its VNICs and dataset go. It checks
 // again, on the host, that what it removes is zonewright's (a zone with
 // other attributes than the orphan's, a VNIC over another link or a
 // dataset outside the zones dataset is left alone), and it is idempotent:
 // what is already gone is fine.
-func (h *Host) RemoveOrphan(ctx context.Context, o Orphan) error {
+func (h *Host) RemoveOrphan(ctx context.Context, o hostapi.Orphan) error {
 	const step = "remove an orphan"
 	if o.Zone != "" {
 		if err := h.removeOrphanZone(ctx, o); err != nil {
@@ -286,7 +214,7 @@ func (h *Host) RemoveOrphan(ctx context.Context, o Orphan) error {
 
 // removeOrphanZone halts, uninstalls and unconfigures the orphan's zone,
 // through the pod teardown steps when its pod is known.
-func (h *Host) removeOrphanZone(ctx context.Context, o Orphan) error {
+func (h *Host) removeOrphanZone(ctx context.Context, o hostapi.Orphan) error {
 	const step = "remove an orphan zone"
 	info, err := h.Host.Zonecfg().Info(ctx, o.Zone)
 	if errors.Is(err, illumos.ErrNotFound) {
@@ -299,8 +227,8 @@ func (h *Host) removeOrphanZone(ctx context.Context, o Orphan) error {
 		return &ConflictError{Reason: fmt.Sprintf("%s on node %s: zone %s now belongs to uid %q, not %q; left alone",
 			step, h.Node, o.Zone, uid, o.UID)}
 	}
-	s := PodSandbox{Namespace: o.Namespace, Name: o.Name, UID: o.UID}
-	if s.check() == nil && s.ZoneName() == o.Zone {
+	s := hostapi.PodSandbox{Namespace: o.Namespace, Name: o.Name, UID: o.UID}
+	if checkSandbox(s) == nil && s.ZoneName() == o.Zone {
 		if err := h.HaltZone(ctx, s); err != nil {
 			return err
 		}
@@ -332,7 +260,7 @@ func (h *Host) removeOrphanZone(ctx context.Context, o Orphan) error {
 	return nil
 }
 
-func (h *Host) orphanFail(ctx context.Context, step string, o Orphan, err error) error {
+func (h *Host) orphanFail(ctx context.Context, step string, o hostapi.Orphan, err error) error {
 	h.log().Warn("orphan removal failed", "orphan", o.String(), "kind", illumos.KindOf(err).String(), "err", err)
 	return &Error{What: fmt.Sprintf("%s (%s) on node %s", step, o, h.Node), Err: err}
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/ocilayer"
 )
@@ -25,15 +26,6 @@ import (
 // beside the zones, under <ZonesPath>/.layers, where the agent unpacks
 // into them.
 
-// NodeLayer is one layer of an oci image as a node fetches it.
-type NodeLayer struct {
-	Digest    string // "sha256:…" of the blob as stored (compressed)
-	DiffID    string // "sha256:…" of the uncompressed tar
-	Size      int64
-	MediaType string
-	URL       string // control-plane download URL of the blob
-}
-
 const (
 	// layerSnapshot is the snapshot upper layers and images clone.
 	layerSnapshot = "layer"
@@ -48,7 +40,7 @@ const (
 
 var ociDigest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
-func (in NodeImage) checkLayers() error {
+func checkLayers(in hostapi.NodeImage) error {
 	for i, l := range in.Layers {
 		switch {
 		case !ociDigest.MatchString(l.Digest):
@@ -69,18 +61,18 @@ func (h *Host) layersDataset() string { return h.ImagesDataset + "/layers" }
 
 // pullLayers pulls an oci image: the layers the node lacks, then the
 // image's own clone of the top one. res.Bytes is what was downloaded.
-func (h *Host) pullLayers(ctx context.Context, in NodeImage) (NodeImageResult, error) {
+func (h *Host) pullLayers(ctx context.Context, in hostapi.NodeImage) (hostapi.NodeImageResult, error) {
 	zfs := h.Host.ZFS()
 	ds, err := h.ociDataset(in.Name, in.SHA256)
 	if err != nil {
-		return NodeImageResult{}, err
+		return hostapi.NodeImageResult{}, err
 	}
 	snap := ds + "@" + baseSnapshot
 	if ok, err := h.complete(ctx, ds, digestProp, in.SHA256, snap); err != nil || ok {
-		return NodeImageResult{Artefact: snap}, err
+		return hostapi.NodeImageResult{Artefact: snap}, err
 	}
 	if err := h.ensureLayersDataset(ctx); err != nil {
-		return NodeImageResult{}, err
+		return hostapi.NodeImageResult{}, err
 	}
 	diffIDs := make([]string, len(in.Layers))
 	for i, l := range in.Layers {
@@ -90,7 +82,7 @@ func (h *Host) pullLayers(ctx context.Context, in NodeImage) (NodeImageResult, e
 	for i, chain := range ocilayer.ChainIDs(diffIDs) {
 		n, err := h.pullLayer(ctx, in, in.Layers[i], chain, below)
 		if err != nil {
-			return NodeImageResult{}, err
+			return hostapi.NodeImageResult{}, err
 		}
 		if n > 0 {
 			fetched, applied = fetched+n, applied+1
@@ -103,14 +95,14 @@ func (h *Host) pullLayers(ctx context.Context, in NodeImage) (NodeImageResult, e
 	}
 	if err != nil {
 		h.cleanup(ctx, in, func(ctx context.Context) error { return destroyIfThere(ctx, zfs, ds) })
-		return NodeImageResult{}, err
+		return hostapi.NodeImageResult{}, err
 	}
 	h.log().Info("oci image layers", "image", in.Name, "layers", len(in.Layers), "applied", applied,
 		"shared", len(in.Layers)-applied, "bytes", fetched)
 	if err := h.pruneDigests(ctx, in.Name, ds); err != nil {
 		h.log().Warn("could not remove the image's earlier digests", "image", in.Name, "err", err)
 	}
-	return NodeImageResult{Artefact: snap, Bytes: fetched}, nil
+	return hostapi.NodeImageResult{Artefact: snap, Bytes: fetched}, nil
 }
 
 // ociDataset is the dataset of one digest of an oci image.
@@ -191,7 +183,7 @@ func (h *Host) ensureLayersDataset(ctx context.Context) error {
 // already: a clone of the layer below (or a new dataset at the bottom)
 // with the blob applied, checked against its digest and diffID. It
 // returns the bytes downloaded, 0 for a layer the node had.
-func (h *Host) pullLayer(ctx context.Context, in NodeImage, l NodeLayer, chain, below string) (int64, error) {
+func (h *Host) pullLayer(ctx context.Context, in hostapi.NodeImage, l hostapi.NodeLayer, chain, below string) (int64, error) {
 	zfs := h.Host.ZFS()
 	id := strings.TrimPrefix(chain, "sha256:")
 	ds := h.layersDataset() + "/" + id
@@ -211,7 +203,7 @@ func (h *Host) pullLayer(ctx context.Context, in NodeImage, l NodeLayer, chain, 
 	if err != nil {
 		return 0, err
 	}
-	blob := NodeImage{Name: in.Name, URL: l.URL, SHA256: strings.TrimPrefix(l.Digest, "sha256:"), Size: l.Size}
+	blob := hostapi.NodeImage{Name: in.Name, URL: l.URL, SHA256: strings.TrimPrefix(l.Digest, "sha256:"), Size: l.Size}
 	n, err := h.applyBlob(ctx, blob, l, filepath.Join(h.zonesDir(), layersDirName, id))
 	if err == nil {
 		err = zfs.Snapshot(ctx, ds, layerSnapshot)
@@ -228,7 +220,7 @@ func (h *Host) pullLayer(ctx context.Context, in NodeImage, l NodeLayer, chain, 
 
 // applyBlob downloads one layer blob and unpacks it into dir as it
 // streams, then checks the blob's digest and size and the tar's diffID.
-func (h *Host) applyBlob(ctx context.Context, blob NodeImage, l NodeLayer, dir string) (int64, error) {
+func (h *Host) applyBlob(ctx context.Context, blob hostapi.NodeImage, l hostapi.NodeLayer, dir string) (int64, error) {
 	body, err := h.download(ctx, blob)
 	if err != nil {
 		return 0, err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
@@ -34,8 +35,8 @@ func hostOn(ih illumos.Host, sim *simtest.Node) *Host {
 		VolumesDataset: "tank/zonewright/volumes", ZonesDir: filepath.Join(sim.Root, "fs", "zonewright", "zones")}
 }
 
-func limitedPod(name string) PodSandbox {
-	return PodSandbox{Namespace: "default", Name: name, UID: "uid-" + name, IP: "10.0.0.5", PrefixLen: 24, Gateway: "10.0.0.1"}
+func limitedPod(name string) hostapi.PodSandbox {
+	return hostapi.PodSandbox{Namespace: "default", Name: name, UID: "uid-" + name, IP: "10.0.0.5", PrefixLen: 24, Gateway: "10.0.0.1"}
 }
 
 // zonecfgInfo is `zonecfg -z zone info` as the node prints it.
@@ -120,13 +121,13 @@ func TestVolumeFilesystemsRefuseSetuidAndDevices(t *testing.T) {
 	h, _ := limitedHost(t)
 	ctx := t.Context()
 	zfs := h.Host.ZFS()
-	old := ClaimVolume{Name: "old", UID: "u-old", Bytes: 64 << 20}
+	old := hostapi.ClaimVolume{Name: "old", UID: "u-old", Bytes: 64 << 20}
 	// A claim's dataset as an agent before mount options made it.
 	if err := zfs.Create(ctx, "tank/zonewright/volumes/u-old", map[string]string{"mountpoint": "/tank/zonewright/volumes/u-old", "quota": "67108864"}); err != nil {
 		t.Fatal(err)
 	}
 	s := limitedPod("vols")
-	s.Volumes = []PodVolume{{Name: "new", Claim: &ClaimVolume{Name: "new", UID: "u-new", Bytes: 64 << 20}}, {Name: "old", Claim: &old}, {Name: "scratch"}}
+	s.Volumes = []hostapi.PodVolume{{Name: "new", Claim: &hostapi.ClaimVolume{Name: "new", UID: "u-new", Bytes: 64 << 20}}, {Name: "old", Claim: &old}, {Name: "scratch"}}
 	if err := h.CreateDatasets(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestAZoneWithOtherLimitsIsKept(t *testing.T) {
 	s := limitedPod("kept")
 	s.MemoryBytes = 64 << 20
 	before := hostOn(h.Host, sim)
-	for _, step := range []func(context.Context, PodSandbox) error{before.CreateDatasets, before.ConfigureZone, h.ConfigureZone} {
+	for _, step := range []func(context.Context, hostapi.PodSandbox) error{before.CreateDatasets, before.ConfigureZone, h.ConfigureZone} {
 		if err := step(ctx, s); err != nil {
 			t.Fatal(err)
 		}

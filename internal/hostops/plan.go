@@ -3,6 +3,7 @@ package hostops
 import (
 	"sort"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -31,9 +32,9 @@ func BoundPodsOf(pods []model.Pod) []BoundPod {
 // it calls for.
 type HostPlan struct {
 	// Adopted are the zones of pods bound to the node: kept as they are.
-	Adopted []InventoryZone
+	Adopted []hostapi.InventoryZone
 	// Orphans are zonewright resources no pod bound to the node owns.
-	Orphans []Orphan
+	Orphans []hostapi.Orphan
 	// Drift are running pods whose zone vanished or stopped.
 	Drift []PodDrift
 }
@@ -61,7 +62,7 @@ const (
 // and what it left there is to go). Everything else in the inventory is an
 // orphan. Pods that are Running and not being
 // deleted, and whose zone is missing or not running, are drift.
-func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
+func PlanHost(inv hostapi.HostInventory, pods []BoundPod) HostPlan {
 	var plan HostPlan
 	bound := map[string]BoundPod{}
 	claimed := map[string]bool{} // VNIC and dataset names owned by bound pods
@@ -70,7 +71,7 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 			continue // a finished pod holds nothing on a host (one left on a lost node did)
 		}
 		bound[p.UID] = p
-		s := PodSandbox{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+		s := hostapi.PodSandbox{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 		claimed[s.VNICName()] = true
 		if ds, err := illumos.DatasetName(inv.ZonesDataset, s.ZoneName()); err == nil {
 			claimed[ds] = true
@@ -88,7 +89,7 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 	for _, v := range inv.Volumes {
 		datasets[v] = true
 	}
-	zoneOf := map[string]InventoryZone{} // pod UID -> its zone
+	zoneOf := map[string]hostapi.InventoryZone{} // pod UID -> its zone
 
 	for _, z := range inv.Zones {
 		ds := inv.ZonesDataset + "/" + z.Name
@@ -103,7 +104,7 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 			claimed[vol] = true
 			continue
 		}
-		o := Orphan{Key: "zone/" + z.Name, Zone: z.Name, Namespace: z.Namespace(), Name: z.PodName(), UID: z.UID}
+		o := hostapi.Orphan{Key: "zone/" + z.Name, Zone: z.Name, Namespace: z.Namespace(), Name: z.PodName(), UID: z.UID}
 		for _, v := range z.VNICs {
 			if vnics[v] && !claimed[v] {
 				o.VNICs = append(o.VNICs, v)
@@ -122,17 +123,17 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 	}
 	for _, v := range inv.VNICs {
 		if !claimed[v] {
-			plan.Orphans = append(plan.Orphans, Orphan{Key: "vnic/" + v, VNICs: []string{v}})
+			plan.Orphans = append(plan.Orphans, hostapi.Orphan{Key: "vnic/" + v, VNICs: []string{v}})
 		}
 	}
 	for _, d := range inv.Datasets {
 		if !claimed[d] {
-			plan.Orphans = append(plan.Orphans, Orphan{Key: "dataset/" + d, Dataset: d})
+			plan.Orphans = append(plan.Orphans, hostapi.Orphan{Key: "dataset/" + d, Dataset: d})
 		}
 	}
 	for _, v := range inv.Volumes {
 		if !claimed[v] {
-			plan.Orphans = append(plan.Orphans, Orphan{Key: "volume/" + v, Volume: v})
+			plan.Orphans = append(plan.Orphans, hostapi.Orphan{Key: "volume/" + v, Volume: v})
 		}
 	}
 	sort.Slice(plan.Orphans, func(i, j int) bool { return plan.Orphans[i].Key < plan.Orphans[j].Key })
@@ -141,7 +142,7 @@ func PlanHost(inv HostInventory, pods []BoundPod) HostPlan {
 		if p.Phase != model.PodRunning || p.Deleting {
 			continue
 		}
-		s := PodSandbox{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+		s := hostapi.PodSandbox{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 		z, ok := zoneOf[p.UID]
 		switch {
 		case !ok:

@@ -4,35 +4,36 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 )
 
 func TestPlanHost(t *testing.T) {
 	const ds = "tank/zonewright/zones"
-	web := hostops.PodSandbox{Namespace: "default", Name: "web", UID: "u-web"}
-	db := hostops.PodSandbox{Namespace: "default", Name: "db", UID: "u-db"}
-	gone := hostops.PodSandbox{Namespace: "default", Name: "gone", UID: "u-gone"}
+	web := hostapi.PodSandbox{Namespace: "default", Name: "web", UID: "u-web"}
+	db := hostapi.PodSandbox{Namespace: "default", Name: "db", UID: "u-db"}
+	gone := hostapi.PodSandbox{Namespace: "default", Name: "gone", UID: "u-gone"}
 	const vols = "tank/zonewright/volumes"
-	zone := func(s hostops.PodSandbox, state string) hostops.InventoryZone {
-		return hostops.InventoryZone{Name: s.ZoneName(), State: state, Pod: s.Namespace + "/" + s.Name, UID: s.UID, VNICs: []string{s.VNICName()}}
+	zone := func(s hostapi.PodSandbox, state string) hostapi.InventoryZone {
+		return hostapi.InventoryZone{Name: s.ZoneName(), State: state, Pod: s.Namespace + "/" + s.Name, UID: s.UID, VNICs: []string{s.VNICName()}}
 	}
-	all := func(zones ...hostops.InventoryZone) hostops.HostInventory {
-		inv := hostops.HostInventory{Node: "n1", ZonesDataset: ds, Zones: zones}
+	all := func(zones ...hostapi.InventoryZone) hostapi.HostInventory {
+		inv := hostapi.HostInventory{Node: "n1", ZonesDataset: ds, Zones: zones}
 		for _, z := range zones {
 			inv.VNICs = append(inv.VNICs, z.VNICs...)
 			inv.Datasets = append(inv.Datasets, ds+"/"+z.Name)
 		}
 		return inv
 	}
-	bound := func(s hostops.PodSandbox, phase string) hostops.BoundPod {
+	bound := func(s hostapi.PodSandbox, phase string) hostops.BoundPod {
 		return hostops.BoundPod{Namespace: s.Namespace, Name: s.Name, UID: s.UID, Phase: phase}
 	}
-	webOrphan := hostops.Orphan{Key: "zone/" + web.ZoneName(), Zone: web.ZoneName(), Namespace: "default", Name: "web", UID: "u-web",
+	webOrphan := hostapi.Orphan{Key: "zone/" + web.ZoneName(), Zone: web.ZoneName(), Namespace: "default", Name: "web", UID: "u-web",
 		VNICs: []string{web.VNICName()}, Dataset: ds + "/" + web.ZoneName()}
 
 	tests := []struct {
 		name string
-		inv  hostops.HostInventory
+		inv  hostapi.HostInventory
 		pods []hostops.BoundPod
 		want hostops.HostPlan
 	}{
@@ -40,31 +41,31 @@ func TestPlanHost(t *testing.T) {
 			name: "a zone of a pod bound here is adopted with its VNIC and dataset",
 			inv:  all(zone(web, "running")),
 			pods: []hostops.BoundPod{bound(web, "Running")},
-			want: hostops.HostPlan{Adopted: []hostops.InventoryZone{zone(web, "running")}},
+			want: hostops.HostPlan{Adopted: []hostapi.InventoryZone{zone(web, "running")}},
 		},
 		{
 			name: "a zone whose pod is gone is an orphan with its VNIC and dataset",
 			inv:  all(zone(web, "running")),
-			want: hostops.HostPlan{Orphans: []hostops.Orphan{webOrphan}},
+			want: hostops.HostPlan{Orphans: []hostapi.Orphan{webOrphan}},
 		},
 		{
 			name: "a pod bound elsewhere under the same name but another uid does not own the zone",
 			inv:  all(zone(web, "running")),
 			pods: []hostops.BoundPod{{Namespace: "default", Name: "web", UID: "u-web-2", Phase: "Running"}},
-			want: hostops.HostPlan{Orphans: []hostops.Orphan{webOrphan}, Drift: []hostops.PodDrift{{
+			want: hostops.HostPlan{Orphans: []hostapi.Orphan{webOrphan}, Drift: []hostops.PodDrift{{
 				Pod:  hostops.BoundPod{Namespace: "default", Name: "web", UID: "u-web-2", Phase: "Running"},
-				Zone: hostops.PodSandbox{Namespace: "default", Name: "web", UID: "u-web-2"}.ZoneName(), Reason: hostops.DriftZoneMissing}}},
+				Zone: hostapi.PodSandbox{Namespace: "default", Name: "web", UID: "u-web-2"}.ZoneName(), Reason: hostops.DriftZoneMissing}}},
 		},
 		{
 			name: "a pending pod bound here keeps its half-made VNIC and dataset",
-			inv:  hostops.HostInventory{ZonesDataset: ds, VNICs: []string{web.VNICName()}, Datasets: []string{ds + "/" + web.ZoneName()}},
+			inv:  hostapi.HostInventory{ZonesDataset: ds, VNICs: []string{web.VNICName()}, Datasets: []string{ds + "/" + web.ZoneName()}},
 			pods: []hostops.BoundPod{bound(web, "Pending")},
 			want: hostops.HostPlan{},
 		},
 		{
 			name: "lone VNICs and datasets of no pod are orphans of their own",
-			inv:  hostops.HostInventory{ZonesDataset: ds, VNICs: []string{db.VNICName()}, Datasets: []string{ds + "/" + db.ZoneName()}},
-			want: hostops.HostPlan{Orphans: []hostops.Orphan{
+			inv:  hostapi.HostInventory{ZonesDataset: ds, VNICs: []string{db.VNICName()}, Datasets: []string{ds + "/" + db.ZoneName()}},
+			want: hostops.HostPlan{Orphans: []hostapi.Orphan{
 				{Key: "dataset/" + ds + "/" + db.ZoneName(), Dataset: ds + "/" + db.ZoneName()},
 				{Key: "vnic/" + db.VNICName(), VNICs: []string{db.VNICName()}},
 			}},
@@ -73,7 +74,7 @@ func TestPlanHost(t *testing.T) {
 			name: "a running pod whose zone is installed but not running drifted",
 			inv:  all(zone(web, "installed"), zone(db, "running")),
 			pods: []hostops.BoundPod{bound(web, "Running"), bound(db, "Running")},
-			want: hostops.HostPlan{Adopted: []hostops.InventoryZone{zone(web, "installed"), zone(db, "running")},
+			want: hostops.HostPlan{Adopted: []hostapi.InventoryZone{zone(web, "installed"), zone(db, "running")},
 				Drift: []hostops.PodDrift{{Pod: bound(web, "Running"), Zone: web.ZoneName(), State: "installed", Reason: hostops.DriftZoneNotRunning}}},
 		},
 		{
@@ -85,11 +86,11 @@ func TestPlanHost(t *testing.T) {
 		},
 		{
 			name: "a bhyve pod's boot volume goes with its orphan zone, stays with a bound pod, and is an orphan alone",
-			inv: hostops.HostInventory{ZonesDataset: ds, VolumesDataset: vols,
-				Zones:   []hostops.InventoryZone{zone(web, "running"), zone(db, "installed")},
+			inv: hostapi.HostInventory{ZonesDataset: ds, VolumesDataset: vols,
+				Zones:   []hostapi.InventoryZone{zone(web, "running"), zone(db, "installed")},
 				Volumes: []string{vols + "/" + web.ZoneName(), vols + "/" + db.ZoneName(), vols + "/" + gone.ZoneName()}},
 			pods: []hostops.BoundPod{bound(web, "Running")},
-			want: hostops.HostPlan{Adopted: []hostops.InventoryZone{zone(web, "running")}, Orphans: []hostops.Orphan{
+			want: hostops.HostPlan{Adopted: []hostapi.InventoryZone{zone(web, "running")}, Orphans: []hostapi.Orphan{
 				{Key: "volume/" + vols + "/" + gone.ZoneName(), Volume: vols + "/" + gone.ZoneName()},
 				{Key: "zone/" + db.ZoneName(), Zone: db.ZoneName(), Namespace: "default", Name: "db", UID: "u-db", Volume: vols + "/" + db.ZoneName()},
 			}},
@@ -98,14 +99,14 @@ func TestPlanHost(t *testing.T) {
 			name: "a zone left on a lost node by a pod that stayed Failed there is an orphan",
 			inv:  all(zone(web, "running")),
 			pods: []hostops.BoundPod{bound(web, "Failed")},
-			want: hostops.HostPlan{Orphans: []hostops.Orphan{webOrphan}},
+			want: hostops.HostPlan{Orphans: []hostapi.Orphan{webOrphan}},
 		},
 		{
 			name: "a zone known by name only (no attrs) is an orphan",
-			inv: hostops.HostInventory{ZonesDataset: ds, Datasets: []string{ds + "/" + db.ZoneName()},
-				Zones: []hostops.InventoryZone{{Name: db.ZoneName(), State: "installed"}}},
+			inv: hostapi.HostInventory{ZonesDataset: ds, Datasets: []string{ds + "/" + db.ZoneName()},
+				Zones: []hostapi.InventoryZone{{Name: db.ZoneName(), State: "installed"}}},
 			pods: []hostops.BoundPod{bound(web, "Pending")},
-			want: hostops.HostPlan{Orphans: []hostops.Orphan{{Key: "zone/" + db.ZoneName(), Zone: db.ZoneName(), Dataset: ds + "/" + db.ZoneName()}}},
+			want: hostops.HostPlan{Orphans: []hostapi.Orphan{{Key: "zone/" + db.ZoneName(), Zone: db.ZoneName(), Dataset: ds + "/" + db.ZoneName()}}},
 		},
 	}
 	for _, tt := range tests {

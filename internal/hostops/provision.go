@@ -2,75 +2,20 @@ package hostops
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/progress"
 )
-
-// ProvisionInput is a pod to build on its node and then hand to the
-// node's supervisor.
-type ProvisionInput struct {
-	Sandbox PodSandbox
-	Probes  []ContainerProbes
-	// Timed asks for the steps' times in the result (ProvisionResult.Steps).
-	Timed bool `json:",omitempty"`
-}
-
-// ProvisionResult is a provision's outcome: the Seq from which the
-// supervisor's reports describe the pod and, when asked for
-// (ProvisionInput.Timed), how long each step took on the node (retries
-// included, the hand-over to the supervisor as step "Supervise").
-type ProvisionResult struct {
-	Seq   uint64
-	Steps []StepTime `json:",omitempty"`
-}
-
-// StepTime is how long one step of a provision took on the node.
-type StepTime struct {
-	Step     string
-	Duration time.Duration
-}
-
-// MarshalJSON writes a result without step times as the bare Seq, the
-// result's form before the times existed: a lifecycle that did not ask
-// for them reads it.
-func (r ProvisionResult) MarshalJSON() ([]byte, error) {
-	if r.Steps == nil {
-		return json.Marshal(r.Seq)
-	}
-	type plain ProvisionResult
-	return json.Marshal(plain(r))
-}
-
-// UnmarshalJSON reads either form: the bare Seq (an agent from before, a
-// recorded history) or the object.
-func (r *ProvisionResult) UnmarshalJSON(b []byte) error {
-	var seq uint64
-	if json.Unmarshal(b, &seq) == nil {
-		*r = ProvisionResult{Seq: seq}
-		return nil
-	}
-	type plain ProvisionResult
-	return json.Unmarshal(b, (*plain)(r))
-}
-
-// ProvisionProgress is how far a provision got: what it reports while it
-// runs and what its failure carries, so that the steps begun (the failed
-// one included) are undone and no others.
-type ProvisionProgress struct {
-	Begun int
-	Step  string
-}
 
 // ProvisionStep is one step of building a pod's zone.
 type ProvisionStep struct {
 	Name    string
 	Timeout time.Duration
-	run     func(*Host, context.Context, PodSandbox) error
+	run     func(*Host, context.Context, hostapi.PodSandbox) error
 }
 
 // ProvisionSteps are the steps ProvisionPod runs, in order; undoing runs
@@ -86,18 +31,9 @@ var ProvisionSteps = []ProvisionStep{
 	{"WaitContainersOnline", 5 * time.Minute, (*Host).WaitContainersOnline},
 }
 
-// ProvisionTimeout bounds a whole provision: every step's own bound.
-func ProvisionTimeout() time.Duration {
-	var d time.Duration
-	for _, st := range ProvisionSteps {
-		d += st.Timeout
-	}
-	return d
-}
-
 // ProvisionError is a provision that failed at a step after Tries tries.
 type ProvisionError struct {
-	Progress ProvisionProgress
+	Progress hostapi.ProvisionProgress
 	Tries    int32
 	Err      error
 }
@@ -112,22 +48,22 @@ func (e *ProvisionError) Unwrap() error { return e.Err }
 // fails transiently is tried again with back-off, on its own; every step
 // is idempotent, so a provision run again finds the work done. It reports
 // its ProvisionProgress, and fails with a *ProvisionError.
-func (h *Host) ProvisionPod(ctx context.Context, in ProvisionInput) (ProvisionResult, error) {
+func (h *Host) ProvisionPod(ctx context.Context, in hostapi.ProvisionInput) (hostapi.ProvisionResult, error) {
 	s := in.Sandbox
-	if err := s.check(); err != nil {
-		return ProvisionResult{}, h.invalid(ctx, "provision the pod", s, err)
+	if err := checkSandbox(s); err != nil {
+		return hostapi.ProvisionResult{}, h.invalid(ctx, "provision the pod", s, err)
 	}
 	if h.Supervisor == nil {
-		return ProvisionResult{}, h.invalid(ctx, "provision the pod", s, errors.New("this node runs no supervisor"))
+		return hostapi.ProvisionResult{}, h.invalid(ctx, "provision the pod", s, errors.New("this node runs no supervisor"))
 	}
-	var res ProvisionResult
+	var res hostapi.ProvisionResult
 	timed := func(step string, start time.Time) {
 		if in.Timed {
-			res.Steps = append(res.Steps, StepTime{Step: step, Duration: time.Since(start)})
+			res.Steps = append(res.Steps, hostapi.StepTime{Step: step, Duration: time.Since(start)})
 		}
 	}
 	var mu sync.Mutex
-	var at ProvisionProgress
+	var at hostapi.ProvisionProgress
 	stop := h.heartbeat(ctx, func() any {
 		mu.Lock()
 		defer mu.Unlock()
@@ -136,23 +72,23 @@ func (h *Host) ProvisionPod(ctx context.Context, in ProvisionInput) (ProvisionRe
 	defer stop()
 	for i, st := range ProvisionSteps {
 		mu.Lock()
-		at = ProvisionProgress{Begun: i + 1, Step: st.Name}
+		at = hostapi.ProvisionProgress{Begun: i + 1, Step: st.Name}
 		mu.Unlock()
 		progress.Report(ctx, at)
 		start := time.Now()
 		tries, err := h.runStep(ctx, st, s)
 		if err != nil && ctx.Err() != nil {
-			return ProvisionResult{}, ctx.Err() // cancelled: the caller undoes everything
+			return hostapi.ProvisionResult{}, ctx.Err() // cancelled: the caller undoes everything
 		}
 		if err != nil {
-			return ProvisionResult{}, &ProvisionError{Progress: at, Tries: tries, Err: err}
+			return hostapi.ProvisionResult{}, &ProvisionError{Progress: at, Tries: tries, Err: err}
 		}
 		timed(st.Name, start)
 	}
 	start := time.Now()
-	seq, err := h.SupervisePod(ctx, SuperviseInput{Sandbox: s, Probes: in.Probes})
+	seq, err := h.SupervisePod(ctx, hostapi.SuperviseInput{Sandbox: s, Probes: in.Probes})
 	if err != nil {
-		return ProvisionResult{}, err
+		return hostapi.ProvisionResult{}, err
 	}
 	timed("Supervise", start)
 	res.Seq = seq
@@ -164,7 +100,7 @@ func (h *Host) ProvisionPod(ctx context.Context, in ProvisionInput) (ProvisionRe
 // the provision over would need every step to succeed in the same run).
 // A count of tries would give up on a host that fails often but never for
 // long. It returns the tries made.
-func (h *Host) runStep(ctx context.Context, st ProvisionStep, s PodSandbox) (int32, error) {
+func (h *Host) runStep(ctx context.Context, st ProvisionStep, s hostapi.PodSandbox) (int32, error) {
 	wait := h.stepRetry()
 	deadline := time.Now().Add(st.Timeout)
 	for try := int32(1); ; try++ {

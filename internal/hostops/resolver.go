@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/hostapi"
 )
 
 // ZoneDNS is the resolver configuration each zone gets before it boots:
@@ -38,7 +40,7 @@ func (d ZoneDNS) ResolvConf(ns string) []byte {
 // Paths resolve inside the zone root (os.Root), so a link the zone
 // planted on an earlier boot cannot point the write elsewhere. A bhyve
 // zone's root holds no guest filesystem: its guest configures itself.
-func (h *Host) writeZoneFiles(s PodSandbox) error {
+func (h *Host) writeZoneFiles(s hostapi.PodSandbox) error {
 	if s.Brand == "bhyve" {
 		return nil
 	}

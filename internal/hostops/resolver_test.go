@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/zonewright/zonewright/internal/hostapi"
 )
 
 func TestResolvConf(t *testing.T) {
@@ -32,7 +34,7 @@ func TestHostsFromDNS(t *testing.T) {
 func TestWriteZoneFiles(t *testing.T) {
 	zones := t.TempDir()
 	h := &Host{ZonesPath: "/zonewright/zones", ZonesDir: zones, ZoneDNS: &ZoneDNS{Nameserver: "10.88.1.1", Domain: "cluster.local"}}
-	s := PodSandbox{Namespace: "shop", Name: "web", UID: "0b6f4e0e-1c5a-4d8e-9f10-3a2b4c5d6e7f", Brand: "sparse"}
+	s := hostapi.PodSandbox{Namespace: "shop", Name: "web", UID: "0b6f4e0e-1c5a-4d8e-9f10-3a2b4c5d6e7f", Brand: "sparse"}
 	root := filepath.Join(zones, s.ZoneName(), "root")
 	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
 		t.Fatal(err)

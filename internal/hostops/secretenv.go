@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -18,7 +19,7 @@ type SecretEnvSource interface {
 
 // readsSecrets reports whether any container of the sandbox takes a
 // variable from a secret.
-func (s PodSandbox) readsSecrets() bool {
+func readsSecrets(s hostapi.PodSandbox) bool {
 	for _, c := range s.Containers {
 		for _, e := range c.Env {
 			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
@@ -32,8 +33,8 @@ func (s PodSandbox) readsSecrets() bool {
 // secretEnv reads the secret values of the sandbox's containers: by
 // container, by variable name. A reference that names no secret or key
 // (and is not optional) is a *ConfigError.
-func (h *Host) secretEnv(ctx context.Context, s PodSandbox) (map[string]map[string]string, error) {
-	if !s.readsSecrets() {
+func (h *Host) secretEnv(ctx context.Context, s hostapi.PodSandbox) (map[string]map[string]string, error) {
+	if !readsSecrets(s) {
 		return nil, nil
 	}
 	if h.Secrets == nil {

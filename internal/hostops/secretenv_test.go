@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -25,7 +26,7 @@ func secretRef(name, key string) *model.EnvVarSource {
 }
 
 func TestSecretValuesGoIntoTheServiceEnvironmentInOrder(t *testing.T) {
-	sb := PodSandbox{Namespace: "default", Name: "web", UID: "u1", IP: "10.0.0.5", Containers: []ContainerSpec{{
+	sb := hostapi.PodSandbox{Namespace: "default", Name: "web", UID: "u1", IP: "10.0.0.5", Containers: []hostapi.ContainerSpec{{
 		Name: "app", Argv: []string{"run"},
 		Env: []model.EnvVar{
 			{Name: "A", Value: "plain"},
@@ -45,7 +46,7 @@ func TestSecretValuesGoIntoTheServiceEnvironmentInOrder(t *testing.T) {
 	if len(src.asked) != 1 || src.asked[0] != "default/web/u1" {
 		t.Fatalf("asked for %v", src.asked)
 	}
-	svc, err := sb.service(sb.Containers[0], env["app"], "node-1")
+	svc, err := sandboxService(sb, sb.Containers[0], env["app"], "node-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestSecretValuesGoIntoTheServiceEnvironmentInOrder(t *testing.T) {
 }
 
 func TestAMissingSecretIsAConfigErrorWithoutValues(t *testing.T) {
-	sb := PodSandbox{Namespace: "default", Name: "web", Containers: []ContainerSpec{{Name: "app", Argv: []string{"run"},
+	sb := hostapi.PodSandbox{Namespace: "default", Name: "web", Containers: []hostapi.ContainerSpec{{Name: "app", Argv: []string{"run"},
 		Env: []model.EnvVar{{Name: "P", ValueFrom: secretRef("db", "p")}}}}}
 	h := &Host{Secrets: &fakeSecretEnv{env: &model.PodSecretEnv{
 		Containers: []model.ContainerSecretEnv{{Name: "app", Env: []model.SecretValue{{Name: "Q", Value: "hunter2"}}}},
@@ -78,7 +79,7 @@ func TestAMissingSecretIsAConfigErrorWithoutValues(t *testing.T) {
 	if _, err := (&Host{}).secretEnv(t.Context(), sb); !Permanent(err) {
 		t.Errorf("a node without an API: %v, want a permanent refusal", err)
 	}
-	if env, err := (&Host{}).secretEnv(t.Context(), PodSandbox{Containers: []ContainerSpec{{Name: "app"}}}); env != nil || err != nil {
+	if env, err := (&Host{}).secretEnv(t.Context(), hostapi.PodSandbox{Containers: []hostapi.ContainerSpec{{Name: "app"}}}); env != nil || err != nil {
 		t.Errorf("a pod that reads no secrets: %v, %v", env, err)
 	}
 }
@@ -89,12 +90,12 @@ func TestAMissingSecretIsAConfigErrorWithoutValues(t *testing.T) {
 // minutes before anyone is told.
 func TestAMissingSecretFailsTheStepAtOnce(t *testing.T) {
 	calls := 0
-	st := ProvisionStep{Name: "StartContainers", Timeout: time.Minute, run: func(*Host, context.Context, PodSandbox) error {
+	st := ProvisionStep{Name: "StartContainers", Timeout: time.Minute, run: func(*Host, context.Context, hostapi.PodSandbox) error {
 		calls++
 		return &ConfigError{Container: "app", Message: `secret "db" not found`}
 	}}
 	h := &Host{StepRetry: time.Millisecond}
-	tries, err := h.runStep(t.Context(), st, PodSandbox{Namespace: "default", Name: "web", UID: "u1"})
+	tries, err := h.runStep(t.Context(), st, hostapi.PodSandbox{Namespace: "default", Name: "web", UID: "u1"})
 	var ce *ConfigError
 	if !errors.As(err, &ce) || tries != 1 || calls != 1 {
 		t.Fatalf("runStep = %d tries, %d calls, %v; want one try and the ConfigError", tries, calls, err)

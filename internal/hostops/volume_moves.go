@@ -9,36 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/transfer"
 )
 
-// ClaimTransfer is one stream of a claim's move: snapshot Snapshot of the
-// claim's dataset, whole or (From set) what changed since snapshot From,
-// through the control plane's relay.
-type ClaimTransfer struct {
-	Claim    ClaimVolume
-	Snapshot string
-	From     string `json:",omitempty"`
-	Ticket   transfer.Ticket
-	// Props are set on what a full stream makes (ClaimDatasetProps, for a
-	// clone copied from another node's snapshot).
-	Props map[string]string `json:",omitempty"`
-}
-
-// ClaimTransferResult says how much moved; Skipped: it was there already.
-type ClaimTransferResult struct {
-	Bytes   int64
-	Skipped bool `json:",omitempty"`
-}
-
-// ClaimTransferProgress is what the transfers report as progress.
-type ClaimTransferProgress struct {
-	Transfer string
-	Bytes    int64
-}
-
-func (t *ClaimTransfer) check() error {
+func checkTransfer(t *hostapi.ClaimTransfer) error {
 	if t.Snapshot == "" || t.Ticket.URL == "" || t.Ticket.ID == "" {
 		return errors.New("a claim transfer needs a snapshot and a ticket")
 	}
@@ -48,9 +24,9 @@ func (t *ClaimTransfer) check() error {
 // transferSnapshot is the claim's dataset and the full name of the
 // snapshot a transfer moves, or an InvalidError for a transfer no claim of
 // this node's can make.
-func (h *Host) transferSnapshot(in *ClaimTransfer) (ds, snap string, err error) {
+func (h *Host) transferSnapshot(in *hostapi.ClaimTransfer) (ds, snap string, err error) {
 	if ds, err = h.claimDataset(&in.Claim); err == nil {
-		err = in.check()
+		err = checkTransfer(in)
 	}
 	if err != nil {
 		return "", "", &InvalidError{Err: err}
@@ -62,10 +38,10 @@ func (h *Host) transferSnapshot(in *ClaimTransfer) (ds, snap string, err error) 
 // send -i From) to the relay as zfs writes it, reporting the bytes sent.
 // It can be run again from the start at any time: the relay keeps the
 // last complete upload only.
-func (h *Host) SendClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimTransferResult, error) {
+func (h *Host) SendClaimVolume(ctx context.Context, in hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
 	_, snap, err := h.transferSnapshot(&in)
 	if err != nil {
-		return ClaimTransferResult{}, err
+		return hostapi.ClaimTransferResult{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -96,12 +72,12 @@ func (h *Host) SendClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimTran
 		err = serr // the send, not the upload it starved, is the cause
 	}
 	if err != nil {
-		return ClaimTransferResult{}, &Error{What: fmt.Sprintf("send %s of claim %s from node %s", snap, in.Claim.Name, h.Node), Err: err}
+		return hostapi.ClaimTransferResult{}, &Error{What: fmt.Sprintf("send %s of claim %s from node %s", snap, in.Claim.Name, h.Node), Err: err}
 	}
 	n := body.n.Load()
 	h.log().Info("claim volume sent", "claim", in.Claim.Name, "snapshot", snap, "incremental", in.From != "", "bytes", n,
 		"took", time.Since(start).Round(time.Millisecond))
-	return ClaimTransferResult{Bytes: n}, nil
+	return hostapi.ClaimTransferResult{Bytes: n}, nil
 }
 
 // ReceiveClaimVolume downloads the stream from the relay into the claim's
@@ -110,19 +86,19 @@ func (h *Host) SendClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimTran
 // stream replaces a dataset left by an earlier attempt: the claim is not
 // on this node yet, so no pod uses it. An incremental one rolls the
 // dataset back to From first (-F).
-func (h *Host) ReceiveClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimTransferResult, error) {
+func (h *Host) ReceiveClaimVolume(ctx context.Context, in hostapi.ClaimTransfer) (hostapi.ClaimTransferResult, error) {
 	ds, snap, err := h.transferSnapshot(&in)
 	if err != nil {
-		return ClaimTransferResult{}, err
+		return hostapi.ClaimTransferResult{}, err
 	}
-	fail := func(err error) (ClaimTransferResult, error) {
-		return ClaimTransferResult{}, &Error{What: fmt.Sprintf("receive %s of claim %s on node %s", snap, in.Claim.Name, h.Node), Err: err}
+	fail := func(err error) (hostapi.ClaimTransferResult, error) {
+		return hostapi.ClaimTransferResult{}, &Error{What: fmt.Sprintf("receive %s of claim %s on node %s", snap, in.Claim.Name, h.Node), Err: err}
 	}
 	zfs := h.Host.ZFS()
 	if ok, err := zfs.Exists(ctx, snap); err != nil {
 		return fail(err)
 	} else if ok {
-		return ClaimTransferResult{Skipped: true}, nil
+		return hostapi.ClaimTransferResult{Skipped: true}, nil
 	}
 	opts := illumos.ReceiveOptions{Force: true}
 	if in.From == "" {
@@ -161,7 +137,7 @@ func (h *Host) ReceiveClaimVolume(ctx context.Context, in ClaimTransfer) (ClaimT
 	n := body.n.Load()
 	h.log().Info("claim volume received", "claim", in.Claim.Name, "snapshot", snap, "incremental", in.From != "", "bytes", n,
 		"took", time.Since(start).Round(time.Millisecond))
-	return ClaimTransferResult{Bytes: n}, nil
+	return hostapi.ClaimTransferResult{Bytes: n}, nil
 }
 
 type countingReader struct {
@@ -192,7 +168,7 @@ func (h *Host) transferBeats(ctx context.Context, id string, c *countingReader) 
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				beat(ctx, ClaimTransferProgress{Transfer: id, Bytes: c.n.Load()})
+				beat(ctx, hostapi.ClaimTransferProgress{Transfer: id, Bytes: c.n.Load()})
 			}
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/simtest"
@@ -28,7 +29,7 @@ func volumeNode(t *testing.T, name string) (*hostops.Host, string) {
 
 // relayTransfers serves a relay and returns a maker of the two ends of
 // one stream of claim's snapshot snap (from: an increment since it).
-func relayTransfers(t *testing.T) func(claim hostops.ClaimVolume, snap, from string) (send, recv hostops.ClaimTransfer) {
+func relayTransfers(t *testing.T) func(claim hostapi.ClaimVolume, snap, from string) (send, recv hostapi.ClaimTransfer) {
 	t.Helper()
 	relay := &transfer.Relay{Dir: t.TempDir()}
 	mux := http.NewServeMux()
@@ -36,10 +37,10 @@ func relayTransfers(t *testing.T) func(claim hostops.ClaimVolume, snap, from str
 	mux.HandleFunc("GET /api/v1/volumetransfers/{id}", func(w http.ResponseWriter, r *http.Request) { relay.ServeDownload(w, r, r.PathValue("id")) })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return func(claim hostops.ClaimVolume, snap, from string) (send, recv hostops.ClaimTransfer) {
+	return func(claim hostapi.ClaimVolume, snap, from string) (send, recv hostapi.ClaimTransfer) {
 		id := claim.UID + "-" + snap
 		u := transfer.URL(srv.URL, id)
-		send = hostops.ClaimTransfer{Claim: claim, Snapshot: snap, From: from, Ticket: transfer.Ticket{ID: id, URL: u}}
+		send = hostapi.ClaimTransfer{Claim: claim, Snapshot: snap, From: from, Ticket: transfer.Ticket{ID: id, URL: u}}
 		return send, send
 	}
 }
@@ -52,13 +53,13 @@ func TestClaimVolumesMoveThroughTheRelay(t *testing.T) {
 
 	a, rootA := volumeNode(t, "a")
 	b, rootB := volumeNode(t, "b")
-	claim := hostops.ClaimVolume{Name: "db", UID: "u1", Bytes: 64 << 20}
+	claim := hostapi.ClaimVolume{Name: "db", UID: "u1", Bytes: 64 << 20}
 	file := func(root, name string) string { return filepath.Join(root, "fs/tank/zonewright/volumes/u1", name) }
 	if err := a.ResizeClaimVolume(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(file(rootA, "rows"), []byte("1\n"), 0o644)
-	if err := a.SnapshotClaimVolume(ctx, hostops.ClaimSnapshot{UID: "move-x-1", ClaimUID: "u1"}); err != nil {
+	if err := a.SnapshotClaimVolume(ctx, hostapi.ClaimSnapshot{UID: "move-x-1", ClaimUID: "u1"}); err != nil {
 		t.Fatal(err)
 	}
 	send, recv := xfer(claim, "move-x-1", "")
@@ -91,7 +92,7 @@ func TestClaimVolumesMoveThroughTheRelay(t *testing.T) {
 	// What changed since follows as an increment.
 	os.WriteFile(file(rootA, "rows"), []byte("1\n2\n"), 0o644)
 	os.WriteFile(file(rootA, "new"), []byte("x"), 0o644)
-	if err := a.SnapshotClaimVolume(ctx, hostops.ClaimSnapshot{UID: "move-x-2", ClaimUID: "u1"}); err != nil {
+	if err := a.SnapshotClaimVolume(ctx, hostapi.ClaimSnapshot{UID: "move-x-2", ClaimUID: "u1"}); err != nil {
 		t.Fatal(err)
 	}
 	send, recv = xfer(claim, "move-x-2", "move-x-1")
@@ -138,7 +139,7 @@ func TestBlockClaimsAreVolumes(t *testing.T) {
 	dev := func(root, uid string) string {
 		return illumos.ZvolDevice(filepath.Join(root, "fs/dev/zvol/rdsk"), "tank/zonewright/volumes/"+uid)
 	}
-	claim := hostops.ClaimVolume{Name: "disk", UID: "v1", Bytes: 10<<20 + 1, Block: true}
+	claim := hostapi.ClaimVolume{Name: "disk", UID: "v1", Bytes: 10<<20 + 1, Block: true}
 	za := a.Host.ZFS()
 	props := func(z illumos.ZFS, uid string) map[string]string {
 		t.Helper()
@@ -169,14 +170,14 @@ func TestBlockClaimsAreVolumes(t *testing.T) {
 	if got, _ := os.ReadFile(dev(rootA, "v1")); string(got[:10]) != "guest data" || len(got) != 20<<20 {
 		t.Fatalf("after growing the device holds %q… (%d bytes)", got[:10], len(got))
 	}
-	snap := hostops.ClaimSnapshot{UID: "s1", ClaimUID: "v1"}
+	snap := hostapi.ClaimSnapshot{UID: "s1", ClaimUID: "v1"}
 	if err := a.SnapshotClaimVolume(ctx, snap); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(dev(rootA, "v1"), []byte("later data"), 0o600)
 
 	// A clone on the snapshot's node.
-	clone := hostops.ClaimVolume{Name: "copy", UID: "v2", Bytes: 32 << 20, Block: true, FromSnapshot: &snap}
+	clone := hostapi.ClaimVolume{Name: "copy", UID: "v2", Bytes: 32 << 20, Block: true, FromSnapshot: &snap}
 	if err := a.ResizeClaimVolume(ctx, clone); err != nil {
 		t.Fatal(err)
 	}
@@ -189,9 +190,9 @@ func TestBlockClaimsAreVolumes(t *testing.T) {
 
 	// A clone on another node: the snapshot is sent, received as the new
 	// claim's, and named as it.
-	far := hostops.ClaimVolume{Name: "far", UID: "v3", Bytes: 32 << 20, Block: true}
-	send, recv := xfer(hostops.ClaimVolume{Name: "far", UID: "v1", Block: true}, "s1", "")
-	recv.Claim, recv.Props = far, hostops.ClaimDatasetProps("default", far)
+	far := hostapi.ClaimVolume{Name: "far", UID: "v3", Bytes: 32 << 20, Block: true}
+	send, recv := xfer(hostapi.ClaimVolume{Name: "far", UID: "v1", Block: true}, "s1", "")
+	recv.Claim, recv.Props = far, hostapi.ClaimDatasetProps("default", far)
 	if _, err := a.SendClaimVolume(ctx, send); err != nil {
 		t.Fatal(err)
 	}
@@ -225,11 +226,11 @@ func TestMoveSnapshotsOfARunningGuestsVolumeGo(t *testing.T) {
 			t.Fatalf("%s %v: %v\n%s", cmd, args, err, out)
 		}
 	}
-	claim := hostops.ClaimVolume{Name: "disk", UID: "v1", Bytes: 16 << 20, Block: true}
+	claim := hostapi.ClaimVolume{Name: "disk", UID: "v1", Bytes: 16 << 20, Block: true}
 	if err := h.ResizeClaimVolume(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
-	snaps := []hostops.ClaimSnapshot{{UID: "move-m1-1", ClaimUID: "v1"}, {UID: "move-m1-2", ClaimUID: "v1"}}
+	snaps := []hostapi.ClaimSnapshot{{UID: "move-m1-1", ClaimUID: "v1"}, {UID: "move-m1-2", ClaimUID: "v1"}}
 	for _, s := range snaps {
 		if err := h.SnapshotClaimVolume(ctx, s); err != nil {
 			t.Fatal(err)
@@ -268,11 +269,11 @@ func TestAReceivedClaimRefusesSetuidAndDevices(t *testing.T) {
 	xfer := relayTransfers(t)
 	a, _ := volumeNode(t, "a")
 	b, _ := volumeNode(t, "b")
-	claim := hostops.ClaimVolume{Name: "db", UID: "u1", Bytes: 64 << 20}
+	claim := hostapi.ClaimVolume{Name: "db", UID: "u1", Bytes: 64 << 20}
 	if err := a.Host.ZFS().Create(ctx, "tank/zonewright/volumes/u1", map[string]string{"mountpoint": "/tank/zonewright/volumes/u1", "quota": "67108864"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.SnapshotClaimVolume(ctx, hostops.ClaimSnapshot{UID: "move-x-1", ClaimUID: "u1"}); err != nil {
+	if err := a.SnapshotClaimVolume(ctx, hostapi.ClaimSnapshot{UID: "move-x-1", ClaimUID: "u1"}); err != nil {
 		t.Fatal(err)
 	}
 	send, recv := xfer(claim, "move-x-1", "")

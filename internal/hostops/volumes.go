@@ -8,33 +8,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 )
 
-// ClaimVolume is a PersistentVolumeClaim's dataset on this node,
-// <VolumesDataset>/<UID>, with Bytes as its quota. It outlives the pods
-// that mount it.
-type ClaimVolume struct {
-	Name  string // the claim's name, in the pod's namespace
-	UID   string
-	Bytes int64
-	// FromSnapshot, when set, makes a new dataset a clone of it.
-	FromSnapshot *ClaimSnapshot `json:",omitempty"`
-	// Block makes the claim a volume (zvol) of Bytes, rounded up to whole
-	// blocks, attached to bhyve pods as a disk, rather than a filesystem.
-	Block bool `json:",omitempty"`
-}
-
 // volSize is the size of the claim's volume: a whole number of blocks
 // (volBlockSize, as image volumes).
-func (c *ClaimVolume) volSize() uint64 {
+func volSize(c *hostapi.ClaimVolume) uint64 {
 	return (uint64(c.Bytes) + volBlockSize - 1) / volBlockSize * volBlockSize
-}
-
-// claimProps are the user properties naming claim c of namespace ns on
-// its dataset.
-func claimProps(ns string, c *ClaimVolume) map[string]string {
-	return map[string]string{PropClaim: ns + "/" + c.Name, PropClaimUID: c.UID}
 }
 
 // volumeMountProps are the mount options of every filesystem a pod's
@@ -56,48 +37,8 @@ func withVolumeMountProps(props map[string]string) map[string]string {
 	return all
 }
 
-// ClaimDatasetProps are the properties a copy of a claim's data gets as
-// it is received as claim c of namespace ns (a clone copied from another
-// node): its own names and size, not those of the claim sent.
-func ClaimDatasetProps(ns string, c ClaimVolume) map[string]string {
-	props := claimProps(ns, &c)
-	if !c.Block {
-		props["quota"] = strconv.FormatInt(c.Bytes, 10)
-	}
-	return props
-}
-
-// ClaimSnapshot is a VolumeSnapshot on its claim's node:
-// <VolumesDataset>/<ClaimUID>@<UID>.
-type ClaimSnapshot struct {
-	UID      string
-	ClaimUID string
-}
-
-// PodVolume is one volume of a pod: a claim's dataset, or (Claim nil) an
-// emptyDir, a child dataset of the zone's own that goes with it.
-type PodVolume struct {
-	Name      string
-	Claim     *ClaimVolume `json:",omitempty"`
-	SizeLimit int64        `json:",omitempty"` // an emptyDir's quota; 0: none
-}
-
-// PodMount puts a volume at Path inside the zone (zonecfg fs, type lofs).
-type PodMount struct {
-	Volume   string
-	Path     string
-	ReadOnly bool `json:",omitempty"`
-}
-
-// User properties naming a claim's dataset: what inventories and
-// operators read to know whose data it is.
-const (
-	PropClaim    = "zonewright:claim" // namespace/name
-	PropClaimUID = "zonewright:claim-uid"
-)
-
 // claimDataset is the claim's dataset.
-func (h *Host) claimDataset(c *ClaimVolume) (string, error) {
+func (h *Host) claimDataset(c *hostapi.ClaimVolume) (string, error) {
 	if c.UID == "" {
 		return "", fmt.Errorf("claim %q was not bound to this node when the pod was placed", c.Name)
 	}
@@ -107,7 +48,7 @@ func (h *Host) claimDataset(c *ClaimVolume) (string, error) {
 // volumeDir is where a volume's dataset is mounted in the global zone,
 // the special of the zone's lofs mount: set explicitly on each dataset,
 // so the zone's configuration can name it before the dataset exists.
-func (h *Host) volumeDir(s PodSandbox, v PodVolume) (string, error) {
+func (h *Host) volumeDir(s hostapi.PodSandbox, v hostapi.PodVolume) (string, error) {
 	if v.Claim != nil {
 		ds, err := h.claimDataset(v.Claim)
 		return "/" + ds, err
@@ -116,8 +57,8 @@ func (h *Host) volumeDir(s PodSandbox, v PodVolume) (string, error) {
 }
 
 // volumeFS is the zone's lofs mounts, in the order of the pod's mounts.
-func (h *Host) volumeFS(s PodSandbox) ([]illumos.FS, error) {
-	byName := map[string]PodVolume{}
+func (h *Host) volumeFS(s hostapi.PodSandbox) ([]illumos.FS, error) {
+	byName := map[string]hostapi.PodVolume{}
 	for _, v := range s.Volumes {
 		byName[v.Name] = v
 	}
@@ -143,12 +84,12 @@ func (h *Host) volumeFS(s PodSandbox) ([]illumos.FS, error) {
 // createClaimVolumes makes the pod's claims' datasets exist, each with
 // its quota and the user properties naming its claim. A dataset that
 // exists is kept with its data; its quota only ever grows.
-func (h *Host) createClaimVolumes(ctx context.Context, s PodSandbox) error {
+func (h *Host) createClaimVolumes(ctx context.Context, s hostapi.PodSandbox) error {
 	for _, v := range s.Volumes {
 		if v.Claim == nil {
 			continue
 		}
-		if err := h.ensureVolume(ctx, v.Claim, claimProps(s.Namespace, v.Claim)); err != nil {
+		if err := h.ensureVolume(ctx, v.Claim, hostapi.ClaimProps(s.Namespace, *v.Claim)); err != nil {
 			return err
 		}
 	}
@@ -157,7 +98,7 @@ func (h *Host) createClaimVolumes(ctx context.Context, s PodSandbox) error {
 
 // ensureVolume creates the claim's dataset with props, or grows the
 // quota of the one there.
-func (h *Host) ensureVolume(ctx context.Context, c *ClaimVolume, props map[string]string) error {
+func (h *Host) ensureVolume(ctx context.Context, c *hostapi.ClaimVolume, props map[string]string) error {
 	ds, err := h.claimDataset(c)
 	if err != nil {
 		return &InvalidError{Err: err}
@@ -201,9 +142,9 @@ func (h *Host) ensureVolume(ctx context.Context, c *ClaimVolume, props map[strin
 
 // ensureBlockVolume creates the claim's volume with props, or grows the
 // one there (volsize, online).
-func (h *Host) ensureBlockVolume(ctx context.Context, ds string, c *ClaimVolume, props map[string]string) error {
+func (h *Host) ensureBlockVolume(ctx context.Context, ds string, c *hostapi.ClaimVolume, props map[string]string) error {
 	zfs := h.Host.ZFS()
-	size := c.volSize()
+	size := volSize(c)
 	have, err := zfs.Get(ctx, ds, "volsize")
 	switch {
 	case errors.Is(err, illumos.ErrNotFound):
@@ -237,7 +178,7 @@ func (h *Host) ensureBlockVolume(ctx context.Context, ds string, c *ClaimVolume,
 
 // claimDevices are the devices of the pod's claims' volumes (bhyve):
 // the zone is delegated each, and the guest sees each as a disk.
-func (h *Host) claimDevices(s PodSandbox) ([]string, error) {
+func (h *Host) claimDevices(s hostapi.PodSandbox) ([]string, error) {
 	var devs []string
 	for _, v := range s.Volumes {
 		if v.Claim == nil || !v.Claim.Block {
@@ -255,7 +196,7 @@ func (h *Host) claimDevices(s PodSandbox) ([]string, error) {
 // createEmptyDirs makes the pod's emptyDir datasets, children of the
 // zone's dataset (destroyed with it), once the zone is installed: the
 // install wants the zonepath to itself.
-func (h *Host) createEmptyDirs(ctx context.Context, s PodSandbox) error {
+func (h *Host) createEmptyDirs(ctx context.Context, s hostapi.PodSandbox) error {
 	zoneDS, err := h.dataset(s)
 	if err != nil {
 		return err
@@ -283,7 +224,7 @@ func (h *Host) createEmptyDirs(ctx context.Context, s PodSandbox) error {
 
 // ResizeClaimVolume grows the claim's dataset's quota (a volume's
 // volsize) to Bytes, online.
-func (h *Host) ResizeClaimVolume(ctx context.Context, c ClaimVolume) error {
+func (h *Host) ResizeClaimVolume(ctx context.Context, c hostapi.ClaimVolume) error {
 	ds, err := h.claimDataset(&c)
 	if err != nil {
 		return &InvalidError{Err: err}
@@ -296,7 +237,7 @@ func (h *Host) ResizeClaimVolume(ctx context.Context, c ClaimVolume) error {
 
 // DestroyClaimVolume destroys the claim's dataset with its data; one
 // already gone is fine.
-func (h *Host) DestroyClaimVolume(ctx context.Context, c ClaimVolume) error {
+func (h *Host) DestroyClaimVolume(ctx context.Context, c hostapi.ClaimVolume) error {
 	ds, err := h.claimDataset(&c)
 	if err != nil {
 		return &InvalidError{Err: err}
@@ -308,7 +249,7 @@ func (h *Host) DestroyClaimVolume(ctx context.Context, c ClaimVolume) error {
 }
 
 // snapshotName is the snapshot's full ZFS name.
-func (h *Host) snapshotName(s *ClaimSnapshot) (string, error) {
+func (h *Host) snapshotName(s *hostapi.ClaimSnapshot) (string, error) {
 	if s.UID == "" || s.ClaimUID == "" {
 		return "", fmt.Errorf("snapshot %q of claim %q is not a snapshot of a claim on this node", s.UID, s.ClaimUID)
 	}
@@ -318,7 +259,7 @@ func (h *Host) snapshotName(s *ClaimSnapshot) (string, error) {
 
 // SnapshotClaimVolume takes the snapshot of its claim's dataset; one
 // already taken is fine.
-func (h *Host) SnapshotClaimVolume(ctx context.Context, s ClaimSnapshot) error {
+func (h *Host) SnapshotClaimVolume(ctx context.Context, s hostapi.ClaimSnapshot) error {
 	name, err := h.snapshotName(&s)
 	if err != nil {
 		return &InvalidError{Err: err}
@@ -336,7 +277,7 @@ func (h *Host) SnapshotClaimVolume(ctx context.Context, s ClaimSnapshot) error {
 
 // DestroyClaimSnapshot destroys the snapshot; one already gone is fine.
 // ZFS refuses while a clone of it exists.
-func (h *Host) DestroyClaimSnapshot(ctx context.Context, s ClaimSnapshot) error {
+func (h *Host) DestroyClaimSnapshot(ctx context.Context, s hostapi.ClaimSnapshot) error {
 	name, err := h.snapshotName(&s)
 	if err != nil {
 		return &InvalidError{Err: err}

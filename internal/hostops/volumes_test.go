@@ -4,14 +4,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 )
 
 func TestVolumesBecomeLofsMounts(t *testing.T) {
 	h := &Host{ZonesPath: "/zonewright/zones", VolumesDataset: "tank/zonewright/volumes"}
-	s := PodSandbox{Namespace: "shop", Name: "db", UID: "0b6f4e0e-1c5a-4d8e-9f10-3a2b4c5d6e7f",
-		Volumes: []PodVolume{{Name: "data", Claim: &ClaimVolume{Name: "db", UID: "5f0c1d7a-8b1e-4f3a-9c2d-7e6f5a4b3c2d", Bytes: 1 << 30}}, {Name: "tmp"}},
-		Mounts:  []PodMount{{Volume: "data", Path: "/var/db"}, {Volume: "tmp", Path: "/tmp/x", ReadOnly: true}}}
+	s := hostapi.PodSandbox{Namespace: "shop", Name: "db", UID: "0b6f4e0e-1c5a-4d8e-9f10-3a2b4c5d6e7f",
+		Volumes: []hostapi.PodVolume{{Name: "data", Claim: &hostapi.ClaimVolume{Name: "db", UID: "5f0c1d7a-8b1e-4f3a-9c2d-7e6f5a4b3c2d", Bytes: 1 << 30}}, {Name: "tmp"}},
+		Mounts:  []hostapi.PodMount{{Volume: "data", Path: "/var/db"}, {Volume: "tmp", Path: "/tmp/x", ReadOnly: true}}}
 	fs, err := h.volumeFS(s)
 	if err != nil {
 		t.Fatal(err)
@@ -30,11 +31,11 @@ func TestVolumesBecomeLofsMounts(t *testing.T) {
 
 	// A claim the pod was placed without is refused, never replaced by
 	// an empty directory.
-	s.Volumes[0].Claim = &ClaimVolume{Name: "db"}
+	s.Volumes[0].Claim = &hostapi.ClaimVolume{Name: "db"}
 	if _, err := h.volumeFS(s); err == nil || !strings.Contains(err.Error(), `claim "db" was not bound`) {
 		t.Fatalf("a claim without its UID: %v", err)
 	}
-	s.Mounts = append(s.Mounts, PodMount{Volume: "nope", Path: "/x"})
+	s.Mounts = append(s.Mounts, hostapi.PodMount{Volume: "nope", Path: "/x"})
 	s.Volumes[0].Claim.UID = "5f0c1d7a-8b1e-4f3a-9c2d-7e6f5a4b3c2d"
 	if _, err := h.volumeFS(s); err == nil {
 		t.Fatal("a mount of no volume was accepted")
@@ -45,9 +46,9 @@ func TestVolumesBecomeLofsMounts(t *testing.T) {
 // and none of them is a mount.
 func TestBlockClaimsBecomeDevices(t *testing.T) {
 	h := &Host{ZonesPath: "/zonewright/zones", VolumesDataset: "tank/zonewright/volumes"}
-	s := PodSandbox{Namespace: "shop", Name: "vm", UID: "0b6f4e0e-1c5a-4d8e-9f10-3a2b4c5d6e7f", Brand: "bhyve",
+	s := hostapi.PodSandbox{Namespace: "shop", Name: "vm", UID: "0b6f4e0e-1c5a-4d8e-9f10-3a2b4c5d6e7f", Brand: "bhyve",
 		IP: "10.0.0.5", PrefixLen: 24, Gateway: "10.0.0.1",
-		Volumes: []PodVolume{{Name: "data", Claim: &ClaimVolume{Name: "disk", UID: "5f0c1d7a-8b1e-4f3a-9c2d-7e6f5a4b3c2d", Bytes: 1 << 30, Block: true}}}}
+		Volumes: []hostapi.PodVolume{{Name: "data", Claim: &hostapi.ClaimVolume{Name: "disk", UID: "5f0c1d7a-8b1e-4f3a-9c2d-7e6f5a4b3c2d", Bytes: 1 << 30, Block: true}}}}
 	cfg, err := h.zoneConfig(s)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -26,9 +27,9 @@ const (
 const DefaultBrand = "sparse"
 
 // CreateDatasets creates the pod's zone dataset, mounted at the zonepath.
-func (h *Host) CreateDatasets(ctx context.Context, s PodSandbox) error {
+func (h *Host) CreateDatasets(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "create the zone dataset"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	ds, err := h.dataset(s)
@@ -83,7 +84,7 @@ func (h *Host) CreateDatasets(ctx context.Context, s PodSandbox) error {
 
 // zoneQuota is the quota of the pod's zone dataset: what its containers
 // ask for as ephemeral storage, else the node's default; 0: none.
-func (h *Host) zoneQuota(s PodSandbox) int64 {
+func (h *Host) zoneQuota(s hostapi.PodSandbox) int64 {
 	if s.EphemeralStorageBytes > 0 {
 		return s.EphemeralStorageBytes
 	}
@@ -91,12 +92,12 @@ func (h *Host) zoneQuota(s PodSandbox) int64 {
 }
 
 // bootDisk is the volume a bhyve pod boots from: a clone of its image.
-func (h *Host) bootDisk(s PodSandbox) (string, error) {
+func (h *Host) bootDisk(s hostapi.PodSandbox) (string, error) {
 	return illumos.DatasetName(h.VolumesDataset, s.ZoneName())
 }
 
 // createBootDisk clones the pod's disk image to its boot volume.
-func (h *Host) createBootDisk(ctx context.Context, s PodSandbox) error {
+func (h *Host) createBootDisk(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "clone the boot disk"
 	vol, err := h.bootDisk(s)
 	if err != nil {
@@ -128,9 +129,9 @@ func (h *Host) createBootDisk(ctx context.Context, s PodSandbox) error {
 }
 
 // DestroyDatasets destroys the pod's datasets; missing ones are fine.
-func (h *Host) DestroyDatasets(ctx context.Context, s PodSandbox) error {
+func (h *Host) DestroyDatasets(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "destroy the zone dataset"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	ds, err := h.dataset(s)
@@ -155,9 +156,9 @@ func (h *Host) DestroyDatasets(ctx context.Context, s PodSandbox) error {
 }
 
 // CreateVNIC creates the pod's VNIC over the node's etherstub.
-func (h *Host) CreateVNIC(ctx context.Context, s PodSandbox) error {
+func (h *Host) CreateVNIC(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "create the VNIC"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	dl := h.Host.Dladm()
@@ -185,9 +186,9 @@ func (h *Host) CreateVNIC(ctx context.Context, s PodSandbox) error {
 }
 
 // DeleteVNIC deletes the pod's VNIC; a missing one is fine.
-func (h *Host) DeleteVNIC(ctx context.Context, s PodSandbox) error {
+func (h *Host) DeleteVNIC(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "delete the VNIC"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	if err := h.Host.Dladm().DeleteVNIC(ctx, s.VNICName()); err != nil && !errors.Is(err, illumos.ErrNotFound) {
@@ -197,11 +198,11 @@ func (h *Host) DeleteVNIC(ctx context.Context, s PodSandbox) error {
 }
 
 // zoneConfig is the configuration the sandbox's zone gets.
-func (h *Host) zoneConfig(s PodSandbox) (illumos.ZoneConfig, error) {
-	if err := s.check(); err != nil {
+func (h *Host) zoneConfig(s hostapi.PodSandbox) (illumos.ZoneConfig, error) {
+	if err := checkSandbox(s); err != nil {
 		return illumos.ZoneConfig{}, err
 	}
-	prefix, err := s.checkNet(h.PodCIDR)
+	prefix, err := checkSandboxNet(s, h.PodCIDR)
 	if err != nil {
 		return illumos.ZoneConfig{}, err
 	}
@@ -384,7 +385,7 @@ func attrValue(cfg illumos.ZoneConfig, name string) string {
 // one of a zone not yet installed is replaced, and a zone of the pod's
 // name that belongs to another pod, or that is installed with another
 // configuration, is a Conflict.
-func (h *Host) ConfigureZone(ctx context.Context, s PodSandbox) error {
+func (h *Host) ConfigureZone(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "configure the zone"
 	cfg, err := h.zoneConfig(s)
 	if err != nil {
@@ -431,9 +432,9 @@ func (h *Host) ConfigureZone(ctx context.Context, s PodSandbox) error {
 }
 
 // DeleteZoneConfig deletes the zone configuration; a missing one is fine.
-func (h *Host) DeleteZoneConfig(ctx context.Context, s PodSandbox) error {
+func (h *Host) DeleteZoneConfig(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "delete the zone configuration"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	h.forgetConfig(s.ZoneName())
@@ -448,7 +449,7 @@ func (h *Host) DeleteZoneConfig(ctx context.Context, s PodSandbox) error {
 // path) or unpacks its tarball; a bhyve zone boots from the volume
 // CreateDatasets cloned; a zone template, or no catalog image, installs
 // plainly. An image the node lacks is an *ImageMissingError.
-func (h *Host) installOptions(ctx context.Context, s PodSandbox) (illumos.InstallOptions, error) {
+func (h *Host) installOptions(ctx context.Context, s hostapi.PodSandbox) (illumos.InstallOptions, error) {
 	brand := s.Brand
 	if brand == "" {
 		brand = DefaultBrand
@@ -482,7 +483,7 @@ func (h *Host) installOptions(ctx context.Context, s PodSandbox) (illumos.Instal
 
 // installSnapshot is the golden snapshot an lx zone of a dataset image
 // clones: an oci image's is that of the digest its pod resolved.
-func (h *Host) installSnapshot(s PodSandbox) (string, error) {
+func (h *Host) installSnapshot(s hostapi.PodSandbox) (string, error) {
 	if s.ImageKind != model.ImageOCI {
 		return h.imageSnapshot(s.Image)
 	}
@@ -500,9 +501,9 @@ func (h *Host) installSnapshot(s PodSandbox) (string, error) {
 //
 // The zone installs from its catalog image (see installOptions), which
 // the control plane pulls to the node beforehand.
-func (h *Host) InstallZone(ctx context.Context, s PodSandbox) error {
+func (h *Host) InstallZone(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "install the zone"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	name := s.ZoneName()
@@ -537,7 +538,7 @@ func (h *Host) InstallZone(ctx context.Context, s PodSandbox) error {
 	return h.fail(ctx, step, s, errors.New("the zone's state keeps changing under the install"))
 }
 
-func (h *Host) install(ctx context.Context, step string, s PodSandbox) error {
+func (h *Host) install(ctx context.Context, step string, s hostapi.PodSandbox) error {
 	name := s.ZoneName()
 	start := time.Now()
 	if h.Installs != nil {
@@ -570,9 +571,9 @@ func (h *Host) install(ctx context.Context, step string, s PodSandbox) error {
 }
 
 // UninstallZone uninstalls the zone (halting it first if it runs).
-func (h *Host) UninstallZone(ctx context.Context, s PodSandbox) error {
+func (h *Host) UninstallZone(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "uninstall the zone"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	name := s.ZoneName()
@@ -615,9 +616,9 @@ func (h *Host) UninstallZone(ctx context.Context, s PodSandbox) error {
 }
 
 // BootZone boots the zone; a running zone is success.
-func (h *Host) BootZone(ctx context.Context, s PodSandbox) error {
+func (h *Host) BootZone(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "boot the zone"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	name := s.ZoneName()
@@ -657,9 +658,9 @@ func (h *Host) BootZone(ctx context.Context, s PodSandbox) error {
 
 // HaltZone halts the zone at once; a zone not running (or not there) is
 // fine.
-func (h *Host) HaltZone(ctx context.Context, s PodSandbox) error {
+func (h *Host) HaltZone(ctx context.Context, s hostapi.PodSandbox) error {
 	const step = "halt the zone"
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return h.invalid(ctx, step, s, err)
 	}
 	if h.Supervisor != nil {
@@ -685,10 +686,10 @@ func (h *Host) HaltZone(ctx context.Context, s PodSandbox) error {
 // period; it reports whether the zone stopped in time. A zone that is not
 // running is stopped (true); a zone in the ready state, or a grace period
 // of zero, is not shut down at all (false): halt it.
-func (h *Host) ShutdownZone(ctx context.Context, in ShutdownInput) (bool, error) {
+func (h *Host) ShutdownZone(ctx context.Context, in hostapi.ShutdownInput) (bool, error) {
 	const step = "shut the zone down"
 	s := in.Sandbox
-	if err := s.check(); err != nil {
+	if err := checkSandbox(s); err != nil {
 		return false, h.invalid(ctx, step, s, err)
 	}
 	name := s.ZoneName()

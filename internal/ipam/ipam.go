@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/zonewright/zonewright/internal/model"
 )
 
 // ErrExhausted means the node's pod CIDR has no free address.
@@ -32,10 +34,6 @@ type Allocation struct {
 	GaveUp string
 }
 
-// Gateway is the address the node keeps for itself in a pod CIDR: the first
-// host address.
-func Gateway(cidr netip.Prefix) netip.Addr { return cidr.Masked().Addr().Next() }
-
 // Allocate returns podUID's address on node, allocating the lowest free one
 // from cidr. It is idempotent per pod: a pod that already holds an address
 // on this node gets it back; one holding an address on another node (it
@@ -46,7 +44,7 @@ func (a *IPAM) Allocate(ctx context.Context, node, cidr, podUID string) (Allocat
 		return Allocation{}, fmt.Errorf("node %s pod CIDR %q: %w", node, cidr, err)
 	}
 	prefix = prefix.Masked()
-	alloc := Allocation{Prefix: prefix.Bits(), Gateway: Gateway(prefix)}
+	alloc := Allocation{Prefix: prefix.Bits(), Gateway: model.PodGateway(prefix)}
 	err = pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		// One allocator per node at a time; nodes do not wait on each other.
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('ipam/' || $1))", node); err != nil {

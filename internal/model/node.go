@@ -1,6 +1,7 @@
 package model
 
 import (
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -20,6 +21,11 @@ type NodeSpec struct {
 	Unschedulable bool    `json:"unschedulable,omitempty"`
 	Taints        []Taint `json:"taints,omitempty"`
 }
+
+// PodGateway is the address a node keeps for itself in its pod CIDR, the
+// pods' default router: the first host address. IPAM never gives it to a
+// pod; the node's agent holds it.
+func PodGateway(cidr netip.Prefix) netip.Addr { return cidr.Masked().Addr().Next() }
 
 // Taint repels pods that do not tolerate it.
 type Taint struct {

@@ -61,6 +61,28 @@ func validateZoneLimitAnnotations(m *ObjectMeta) FieldErrors {
 	return errs
 }
 
+// PodCaps sums what a pod may use over its containers, a container's
+// limit, else its request: its zone's CPU (millicores) and memory (bytes)
+// caps; 0 sets none.
+func PodCaps(spec *PodSpec) (milliCPU, memoryBytes int64) {
+	limitElseRequest := func(c Container, name string, parse func(string) (int64, error)) int64 {
+		v, ok := c.Resources.Limits[name]
+		if !ok {
+			v, ok = c.Resources.Requests[name]
+		}
+		if !ok {
+			return 0
+		}
+		n, _ := parse(v) // validated at admission
+		return n
+	}
+	for _, c := range spec.Containers {
+		milliCPU += limitElseRequest(c, ResourceCPU, MilliCPU)
+		memoryBytes += limitElseRequest(c, ResourceMemory, Bytes)
+	}
+	return milliCPU, memoryBytes
+}
+
 // PodEphemeralStorage sums the pod's ephemeral storage over its
 // containers (a container's limit, else its request, as the zone's
 // other caps): the bytes its zone dataset may hold; 0 sets none.

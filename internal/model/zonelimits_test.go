@@ -61,3 +61,17 @@ func TestZoneLimitsAreValidatedWithTheirFieldPaths(t *testing.T) {
 		t.Errorf("a deployment's template with max-processes 10: %v", ValidateDeployment(d))
 	}
 }
+
+// A zone's CPU and memory caps are its containers' limits, else their
+// requests, summed; a container that sets neither adds nothing.
+func TestPodCapsSumLimitsElseRequests(t *testing.T) {
+	spec := PodSpec{Containers: []Container{
+		{Name: "a", Resources: ResourceRequirements{Limits: ResourceList{"cpu": "500m", "memory": "1Gi"}, Requests: ResourceList{"cpu": "100m"}}},
+		{Name: "b", Resources: ResourceRequirements{Requests: ResourceList{"cpu": "1", "memory": "256Mi"}}},
+		{Name: "c"},
+	}}
+	cpu, mem := PodCaps(&spec)
+	if cpu != 1500 || mem != (1<<30)+(256<<20) {
+		t.Fatalf("caps %dm CPU, %d bytes; want 1500m and %d", cpu, mem, (1<<30)+(256<<20))
+	}
+}

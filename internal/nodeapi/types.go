@@ -6,12 +6,14 @@
 // through it, never through the database.
 package nodeapi
 
-import "github.com/zonewright/zonewright/internal/hostops"
+import (
+	"github.com/zonewright/zonewright/internal/hostapi"
+)
 
 // ReconcileRequest is a node's host inventory, to compare with the pods
 // bound to it (POST /api/v1/nodes/{name}/reconcile).
 type ReconcileRequest struct {
-	Inventory hostops.HostInventory `json:"inventory"`
+	Inventory hostapi.HostInventory `json:"inventory"`
 	// OrphanGraceSeconds is how long an orphan must have been seen before
 	// it is to be removed; at most MaxOrphanGraceSeconds.
 	OrphanGraceSeconds int64 `json:"orphanGraceSeconds"`
@@ -29,11 +31,11 @@ type ReconcileResponse struct {
 	ZoneMissing       int              `json:"zoneMissing"`
 	ZoneNotRunning    int              `json:"zoneNotRunning"`
 	LifecyclesStarted int              `json:"lifecyclesStarted"`
-	Remove            []hostops.Orphan `json:"remove"`
+	Remove            []hostapi.Orphan `json:"remove"`
 }
 
 // OrphanRemoval reports one orphan the node removed
 // (POST /api/v1/nodes/{name}/orphanremovals).
 type OrphanRemoval struct {
-	Orphan hostops.Orphan `json:"orphan"`
+	Orphan hostapi.Orphan `json:"orphan"`
 }

@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pki"
 )
@@ -36,7 +35,7 @@ type Dialer struct {
 // New issues the control plane's client certificate from ca, kept in
 // memory for the life of the Dialer.
 func New(ca *pki.CA) (*Dialer, error) {
-	certPEM, keyPEM, err := ca.ClientCert(auth.ControlPlaneCN, nil)
+	certPEM, keyPEM, err := ca.ClientCert(pki.ControlPlaneCN, nil)
 	if err != nil {
 		return nil, fmt.Errorf("issue the control plane's certificate for nodes' endpoints: %w", err)
 	}
@@ -72,7 +71,7 @@ func VerifyNode(certs []*x509.Certificate, roots *x509.CertPool, node string) er
 	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
 		return fmt.Errorf("node %s's certificate: %w", node, err)
 	}
-	if cn := certs[0].Subject.CommonName; cn != auth.NodeCNPrefix+node {
+	if cn := certs[0].Subject.CommonName; cn != pki.NodeCNPrefix+node {
 		return fmt.Errorf("the endpoint of node %s presented the certificate of %q", node, cn)
 	}
 	return nil

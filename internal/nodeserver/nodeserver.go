@@ -5,7 +5,7 @@
 // plane may call; and the node's metrics, which cluster-admins may scrape
 // too. It serves with the node's certificate and takes only client
 // certificates of the cluster CA naming the control plane
-// (auth.ControlPlaneCN) or a cluster-admin (auth.ClusterAdminsOrg); the
+// (pki.ControlPlaneCN) or a cluster-admin (pki.ClusterAdminsOrg); the
 // control plane relays users' requests after authorising them
 // (internal/nodeclient).
 package nodeserver
@@ -27,11 +27,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/pki"
 )
 
 // DefaultMaxExecs bounds the exec sessions a node runs at once;
@@ -143,10 +143,10 @@ func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
 // Close stops the endpoint and ends its streams.
 func (s *Server) Close() error { return s.http.Close() }
 
-func isControlPlane(c *x509.Certificate) bool { return c.Subject.CommonName == auth.ControlPlaneCN }
+func isControlPlane(c *x509.Certificate) bool { return c.Subject.CommonName == pki.ControlPlaneCN }
 
 func isClusterAdmin(c *x509.Certificate) bool {
-	return slices.Contains(c.Subject.Organization, auth.ClusterAdminsOrg)
+	return slices.Contains(c.Subject.Organization, pki.ClusterAdminsOrg)
 }
 
 // controlPlaneOnly lets only the control plane through: it authorised the

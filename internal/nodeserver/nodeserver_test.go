@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/illumos"
@@ -74,7 +73,7 @@ func newEndpointWith(t *testing.T, maxExecs int, kept *containerlog.Kept) *endpo
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, err := ca.SignServingCSR(csr, auth.NodeCNPrefix+"n1", pki.NodeServingName("n1"))
+	certPEM, err := ca.SignServingCSR(csr, pki.NodeCNPrefix+"n1", pki.NodeServingName("n1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,12 +187,12 @@ func TestLogsAndExecInTheZone(t *testing.T) {
 // the handshake.
 func TestOnlyTheControlPlaneIsServed(t *testing.T) {
 	e := newEndpoint(t, 0)
-	nodeCertPEM, nodeKeyPEM, err := e.ca.ClientCert(auth.NodeCNPrefix+"n2", []string{auth.NodesOrg})
+	nodeCertPEM, nodeKeyPEM, err := e.ca.ClientCert(pki.NodeCNPrefix+"n2", []string{pki.NodesOrg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodeCert, _ := tls.X509KeyPair(nodeCertPEM, nodeKeyPEM)
-	opCertPEM, opKeyPEM, _ := e.ca.ClientCert("alice", []string{auth.ClusterAdminsOrg})
+	opCertPEM, opKeyPEM, _ := e.ca.ClientCert("alice", []string{pki.ClusterAdminsOrg})
 	opCert, _ := tls.X509KeyPair(opCertPEM, opKeyPEM)
 	dial := func(certs []tls.Certificate) *http.Client {
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: certs}}}

@@ -42,6 +42,15 @@ const (
 	pemCert, pemEC   = "CERTIFICATE", "EC PRIVATE KEY"
 )
 
+// Certificate subjects the cluster CA issues: the control plane's
+// authorizer and the nodes both read them.
+const (
+	NodeCNPrefix     = "node:"
+	NodesOrg         = "zonewright:nodes"
+	ClusterAdminsOrg = "zonewright:cluster-admins"
+	ControlPlaneCN   = "zonewright:control-plane"
+)
+
 // CA is a certificate authority this package can issue from.
 type CA struct {
 	Cert    *x509.Certificate

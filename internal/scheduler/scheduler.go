@@ -247,14 +247,3 @@ func unschedulable(total int, rejected map[string]int) string {
 	}
 	return fmt.Sprintf("0/%d nodes are available: %s.", total, strings.Join(reasons, ", "))
 }
-
-// PodLimits sums what a pod may use over its containers: a container's
-// limit, else its request. Zones are capped at this.
-func PodLimits(p *model.Pod) Resources {
-	r := Resources{Pods: 1}
-	for _, c := range p.Spec.Containers {
-		r.MilliCPU += quantity(c.Resources.Limits, c.Resources.Requests, model.ResourceCPU, model.MilliCPU)
-		r.Memory += quantity(c.Resources.Limits, c.Resources.Requests, model.ResourceMemory, model.Bytes)
-	}
-	return r
-}

@@ -34,7 +34,7 @@ type Network struct {
 	// applies to packets arriving inbound on it (spec 10.9).
 	Interface string
 	// PodCIDR is the node's pod network; its first address is the pods'
-	// gateway (as ipam.Gateway). Invalid: no hairpin rule.
+	// gateway (as model.PodGateway). Invalid: no hairpin rule.
 	PodCIDR netip.Prefix
 }
 

@@ -1,4 +1,4 @@
-package worker_test
+package controlworker_test
 
 import (
 	"errors"
@@ -11,8 +11,9 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/zonewright/zonewright/internal/devstack"
-	"github.com/zonewright/zonewright/worker"
+	"github.com/zonewright/zonewright/worker/controlworker"
 	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // The control plane's schedules fire every few minutes (the nodes
@@ -30,11 +31,11 @@ func TestEnsureSchedulesKeepsTheWorkflowListQuiet(t *testing.T) {
 	const obsolete = "zonewright-reconcile-hosts"
 	if _, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{ID: obsolete,
 		Spec:   client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: 30 * time.Second}}},
-		Action: &client.ScheduleWorkflowAction{ID: obsolete, Workflow: "ReconcileHosts", TaskQueue: workflows.ControlTaskQueue}}); err != nil {
+		Action: &client.ScheduleWorkflowAction{ID: obsolete, Workflow: "ReconcileHosts", TaskQueue: taskqueue.Control}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := worker.EnsureSchedules(ctx, c, 0, 0); err != nil {
+		if err := controlworker.EnsureSchedules(ctx, c, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,6 @@
-package worker
+// Package nodeworker wires the Temporal worker an agent runs for its node:
+// it polls the node's task queue and runs the host activities there.
+package nodeworker
 
 import (
 	"time"
@@ -9,15 +11,15 @@ import (
 
 	hostacts "github.com/zonewright/zonewright/activities/host"
 	"github.com/zonewright/zonewright/internal/hostops"
-	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // DefaultMaxConcurrentActivities bounds the host activities a node runs
-// at once unless NodeOptions says otherwise.
+// at once unless Options says otherwise.
 const DefaultMaxConcurrentActivities = 64
 
-// NodeOptions size a node worker.
-type NodeOptions struct {
+// Options size a node worker.
+type Options struct {
 	// MaxConcurrentActivities bounds the host activities running at once
 	// (probes included); zero means DefaultMaxConcurrentActivities. Zone installs are bounded further
 	// by the Host's own semaphore.
@@ -27,17 +29,17 @@ type NodeOptions struct {
 	StopTimeout time.Duration
 }
 
-// NewNode builds the worker of one node: it polls node/<name> and runs the
+// New builds the worker of one node: it polls node/<name> and runs the
 // host activities over h (every exported method of hostacts.Activities,
 // registered by name).
-func NewNode(c client.Client, h *hostops.Host, o NodeOptions) worker.Worker {
+func New(c client.Client, h *hostops.Host, o Options) worker.Worker {
 	if o.MaxConcurrentActivities <= 0 {
 		o.MaxConcurrentActivities = DefaultMaxConcurrentActivities
 	}
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = 30 * time.Second
 	}
-	w := worker.New(c, workflows.NodeTaskQueue(h.Node), worker.Options{
+	w := worker.New(c, taskqueue.Node(h.Node), worker.Options{
 		MaxConcurrentActivityExecutionSize: o.MaxConcurrentActivities,
 		MaxConcurrentActivityTaskPollers:   4,
 		WorkerStopTimeout:                  o.StopTimeout,

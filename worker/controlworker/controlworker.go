@@ -1,6 +1,7 @@
-// Package worker wires Temporal workers: the control-plane worker on
-// zonewright-control, and (on each host) the node worker.
-package worker
+// Package controlworker wires the control plane's Temporal worker on
+// zonewright-control (every workflow and control-plane activity) and the
+// control plane's Schedules.
+package controlworker
 
 import (
 	"context"
@@ -22,17 +23,19 @@ import (
 	"github.com/zonewright/zonewright/internal/servicenet"
 	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/podcontract"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
-// NewControl builds the control-plane worker with every control-plane
+// New builds the control-plane worker with every control-plane
 // workflow and activity registered; nodes starts nodes' health workflows,
 // podTuning goes into the pod lifecycles it starts (nil: the defaults),
 // serviceNet is the service network terminating pods wait to leave,
 // moves how claims move with their pods, m what the control-plane
 // activities measure (nil: nothing).
-func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder, capacity scheduler.Capacity, moves Moves, m *metrics.Serve) worker.Worker {
+func New(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder, capacity scheduler.Capacity, moves Moves, m *metrics.Serve) worker.Worker {
 	pods := workflows.PodClient{Temporal: c, Tuning: podTuning}
-	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{
+	w := worker.New(c, taskqueue.Control, worker.Options{
 		// Autoscaling pollers keep polling the normal queue while running
 		// pods keep the sticky queue busy; the fixed-poller balancer always
 		// prefers a sticky backlog, and new pods then wait for minutes.
@@ -46,7 +49,7 @@ func NewControl(c client.Client, st *store.Store, nodes workflows.NodeClient, po
 		MaxHeartbeatThrottleInterval: controlHeartbeatThrottle,
 	})
 	w.RegisterWorkflowWithOptions(workflows.Housekeeping, workflow.RegisterOptions{Name: workflows.HousekeepingWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.PodLifecycle, workflow.RegisterOptions{Name: workflows.PodWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.PodLifecycle, workflow.RegisterOptions{Name: podcontract.WorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.ReconcilePods, workflow.RegisterOptions{Name: workflows.ReconcilePodsWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.NodeHealth, workflow.RegisterOptions{Name: workflows.NodeHealthWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.Deployment, workflow.RegisterOptions{Name: workflows.DeploymentWorkflowName})
@@ -142,7 +145,7 @@ func EnsureSchedules(ctx context.Context, c client.Client, reconcilePods, podSet
 		}
 		spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: s.every}}}
 		action := &client.ScheduleWorkflowAction{ID: s.id, Workflow: s.workflow,
-			TaskQueue: workflows.ControlTaskQueue, Args: args}
+			TaskQueue: taskqueue.Control, Args: args}
 		_, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
 			ID:      s.id,
 			Spec:    spec,
