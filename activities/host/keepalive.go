@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/interceptor"
+
+	"github.com/zonewright/zonewright/internal/progress"
 )
 
 // KeepaliveEvery is how often a node's worker heartbeats the activities
@@ -53,32 +55,16 @@ func (i *keepaliveInbound) Init(outbound interceptor.ActivityOutboundInterceptor
 }
 
 func (i *keepaliveInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(i.every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				i.mu.Lock()
-				details := i.details
-				i.mu.Unlock()
-				// The SDK throttles what is sent (at most every 0.8 of the
-				// heartbeat timeout) and keeps the newest details.
-				i.out.RecordHeartbeat(ctx, details...)
-			}
-		}
-	}()
+	stop := progress.Every(ctx, i.every, func() {
+		i.mu.Lock()
+		details := i.details
+		i.mu.Unlock()
+		// The SDK throttles what is sent (at most every 0.8 of the
+		// heartbeat timeout) and keeps the newest details.
+		i.out.RecordHeartbeat(ctx, details...)
+	})
 	// No beat after the activity's answer: it would find the task gone.
-	defer wg.Wait()
-	defer close(done)
+	defer stop()
 	return i.Next.ExecuteActivity(ctx, in)
 }
 

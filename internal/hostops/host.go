@@ -303,25 +303,8 @@ func (h *Host) heartbeat(ctx context.Context, details func() any) (stop func()) 
 	if report == nil {
 		return func() {}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(h.heartbeatInterval())
-		defer t.Stop()
-		for {
-			report(details())
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+	report(details())
+	return progress.Every(ctx, h.heartbeatInterval(), func() { report(details()) })
 }
 
 // beat reports progress once (in polling loops).

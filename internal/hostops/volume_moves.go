@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/transfer"
 )
 
@@ -154,23 +154,7 @@ func (c *countingReader) Read(b []byte) (int, error) {
 // transferBeats reports a transfer's bytes every heartbeat interval
 // until stop is called.
 func (h *Host) transferBeats(ctx context.Context, id string, c *countingReader) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(h.heartbeatInterval())
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				beat(ctx, hostapi.ClaimTransferProgress{Transfer: id, Bytes: c.n.Load()})
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+	return progress.Every(ctx, h.heartbeatInterval(), func() {
+		beat(ctx, hostapi.ClaimTransferProgress{Transfer: id, Bytes: c.n.Load()})
+	})
 }

@@ -5,7 +5,11 @@
 // and nothing is reported.
 package progress
 
-import "context"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
 // Func receives progress reports; details is whatever the work reports
 // (a sentence, a struct of bytes done and total).
@@ -29,4 +33,29 @@ func Report(ctx context.Context, details any) {
 	if fn := From(ctx); fn != nil {
 		fn(details)
 	}
+}
+
+// Every calls fn every interval, until ctx ends or stop is called; stop
+// returns once fn has returned for the last time, so nothing is reported
+// after it.
+func Every(ctx context.Context, interval time.Duration, fn func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
