@@ -169,7 +169,9 @@ func TestKubectlWrites(t *testing.T) {
 	t.Run("drain", func(t *testing.T) {
 		node := kubectlOK(t, "get", "pods", "-n", ns, "-l", "app=web", "-o", "jsonpath={.items[0].spec.nodeName}")
 		defer kubectl(t, "uncordon", node)
-		out := kubectlOK(t, "drain", node, "--pod-selector=app=web", "--timeout=90s")
+		// Only the deployment's pods (a bare pod of another test may carry
+		// app=web on the same node, and drain refuses pods with no controller).
+		out := kubectlOK(t, "drain", node, "--pod-selector=app=web,pod-template-hash", "--timeout=90s")
 		if !strings.Contains(out, "node/"+node+" cordoned\n") || !regexp.MustCompile(`evicting pod `+ns+`/web-`).MatchString(out) || !strings.HasSuffix(out, "node/"+node+" drained\n") {
 			t.Errorf("kubectl drain said:\n%s", out)
 		}
