@@ -40,7 +40,7 @@ func quietStepWorkflow(ctx workflow.Context, in quietStepInput) (int32, error) {
 	return attempt, err
 }
 
-// quietStep records one heartbeat of its own and then works 4 s without
+// quietStep records one heartbeat of its own and then works 8 s without
 // another, as a zone boot does; an attempt in the crashing worker
 // (quietStepBlocks) never ends by itself.
 func quietStep(ctx context.Context) (int32, error) {
@@ -50,7 +50,7 @@ func quietStep(ctx context.Context) (int32, error) {
 		return 0, ctx.Err()
 	}
 	select {
-	case <-time.After(4 * time.Second):
+	case <-time.After(8 * time.Second):
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
@@ -108,12 +108,12 @@ func TestKeepaliveHoldsAQuietStepAndAKilledOneIsRetried(t *testing.T) {
 	startQuietWorker(t, c, "kept", true)
 	startQuietWorker(t, c, "unkept", false)
 
-	// Kept alive: 4 s of work under a 1 s heartbeat timeout, one attempt.
+	// Kept alive: 8 s of work under a 1 s heartbeat timeout, one attempt.
 	wr, err := run("kept", quietStepInput{Queue: "kept", Heartbeat: time.Second, Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2500 * time.Millisecond) // several beats after the step's own
+	time.Sleep(2500 * time.Millisecond) // several beats after the step's own, well before its end
 	d, err := c.DescribeWorkflowExecution(ctx, wr.GetID(), "")
 	if err != nil {
 		t.Fatal(err)
