@@ -541,20 +541,17 @@ func (s *deploymentSync) writeStatus(ctx context.Context, spec rollout.Spec, pla
 			}
 		}
 	}
-	if failed != "" {
-		s.event(ctx, "Warning", "RolloutFailed", failed)
-	}
 	wake = earliest(wake, s.replicaFailure(ctx, &st))
 	if revertTo == nil && sameJSON(old, st) {
 		return wake, nil
 	}
 	d.Status = st
+	reverted := ""
 	if revertTo != nil {
-		msg := fmt.Sprintf("%s; reverted to revision %d (%s), the last fully available", failed, revertTo.Revision, revertTo.Metadata.Name)
+		reverted = fmt.Sprintf("%s; reverted to revision %d (%s), the last fully available", failed, revertTo.Revision, revertTo.Metadata.Name)
 		d.Spec.Template = revertTo.Data
-		d.Status.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionFalse, Reason: model.ReasonRolledBack, Message: msg}, now)
+		d.Status.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionFalse, Reason: model.ReasonRolledBack, Message: reverted}, now)
 		d.Status.FailedPods = 0
-		s.event(ctx, "Warning", model.ReasonRolledBack, msg)
 	}
 	if d.Metadata.Annotations == nil {
 		d.Metadata.Annotations = map[string]string{}
@@ -563,7 +560,14 @@ func (s *deploymentSync) writeStatus(ctx context.Context, spec rollout.Spec, pla
 	if err := s.Store.Deployments().Update(ctx, d); err != nil {
 		return wake, err
 	}
+	// The events follow the write: one that said "reverted" before the
+	// deployment did would send a reader (zwctl rollout status) to a
+	// revert not yet there, or to one a failed write never made.
+	if failed != "" {
+		s.event(ctx, "Warning", "RolloutFailed", failed)
+	}
 	if revertTo != nil {
+		s.event(ctx, "Warning", model.ReasonRolledBack, reverted)
 		wake = now // sync the reverted template at once
 	}
 	return wake, nil

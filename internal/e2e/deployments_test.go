@@ -65,9 +65,10 @@ func progressing(d model.Deployment) (string, string) {
 	return "", ""
 }
 
-// waitRolledOut waits for kubectl rollout status's success: the
-// generation observed, every replica updated and available, nothing old
-// left, Progressing True/NewReplicaSetAvailable.
+// waitRolledOut waits for kubectl rollout status's success (the
+// generation observed, every replica updated and available, Progressing
+// True/NewReplicaSetAvailable), then for nothing old left: the old pods
+// still terminating then do not count, as in Kubernetes.
 func (c *cluster) waitRolledOut(name string, timeout time.Duration) model.Deployment {
 	c.t.Helper()
 	var d model.Deployment
@@ -76,7 +77,8 @@ func (c *cluster) waitRolledOut(name string, timeout time.Duration) model.Deploy
 		st, reason := progressing(d)
 		r := d.DesiredReplicas()
 		return d.Status.ObservedGeneration == d.Metadata.Generation && d.Status.UpdatedReplicas == r &&
-			d.Status.AvailableReplicas == r && d.Status.Replicas == r && st == model.ConditionTrue && reason == model.ReasonNewReplicaSetAvailable
+			d.Status.AvailableReplicas == r && d.Status.Replicas == r && st == model.ConditionTrue && reason == model.ReasonNewReplicaSetAvailable &&
+			len(c.podsOf(name)) <= 1
 	})
 	return d
 }

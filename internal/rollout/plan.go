@@ -88,10 +88,13 @@ type Counts struct {
 	Unavailable int32
 }
 
-// Complete: every replica runs the new revision and is available, and
-// nothing of an old revision is left.
+// Complete: every replica runs the new revision and is available, and no
+// pod of an old revision is active. Old pods still terminating do not
+// count, as in Kubernetes: the rollout is what `rollout status` reports
+// done (updated == replicas == available), and a revision said done
+// there is the one a failed rollout after it reverts to.
 func (c Counts) Complete(replicas int32) bool {
-	return c.Updated == replicas && c.Replicas == replicas && c.Available >= replicas && c.Old == 0
+	return c.Updated == replicas && c.Replicas == replicas && c.Available >= replicas
 }
 
 // Fenceposts resolves maxSurge and maxUnavailable (already resolved

@@ -286,3 +286,16 @@ func TestTemplateHashFollowsTheTemplateOnly(t *testing.T) {
 		t.Fatalf("hashes %q and %q: want stable, distinct, 1-10 characters", ha, hb)
 	}
 }
+
+// A rollout whose old pods are still terminating is complete, as
+// Kubernetes and `rollout status` count it. (Ask Complete for Old == 0
+// again to see it wait for the old pod's end.)
+func TestARolloutIsCompleteWhileOldPodsTerminate(t *testing.T) {
+	ps := append(pods("b", 4, 4), pods("a", 1, 1)...)
+	ps[4].Terminating = true
+	spec := Spec{Replicas: 4, Strategy: RollingUpdate, MaxSurge: 1, MaxUnavailable: 1, NewHash: "b"}
+	plan := Compute(spec, ps, t0.Add(time.Hour))
+	if !plan.Counts.Complete(spec.Replicas) || plan.Create != 0 || len(plan.Delete) != 0 || plan.Counts.Old != 1 {
+		t.Fatalf("4 new pods available and an old one terminating: counts %+v, create %d, delete %v; want complete, nothing to do, 1 old", plan.Counts, plan.Create, plan.Delete)
+	}
+}
