@@ -449,16 +449,30 @@ func runBlocksWithin(t *testing.T, dir string, cred *syscall.Credential, blocks 
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the walkthrough failed (%v):\n%s", err, out)
+		// What failed first, then everything: a log cut in the middle
+		// still says what failed.
+		t.Fatalf("the walkthrough failed (%v): %s\n%s", err, walkthroughFailure(out), out)
 	}
 	t.Logf("ran:\n%s", out)
+}
+
+// walkthroughFailure is what a failed walkthrough said of its failure:
+// the command that failed, or the output it lacked.
+func walkthroughFailure(out []byte) string {
+	var why []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "walkthrough: this failed: ") || !strings.HasPrefix(l, "+") && strings.Contains(l, " did not print ") {
+			why = append(why, l)
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // walkthroughScript is the blocks as one bash script that stops at the
 // first command that fails or does not print what its file says.
 func walkthroughScript(blocks []readmeBlock) string {
 	var script strings.Builder
-	script.WriteString("set -eEo pipefail\nPS4='+ walkthrough: '\nset -x\ntrap 'echo \"walkthrough: this failed: $BASH_COMMAND\" >&2' ERR\n")
+	script.WriteString("set -eEo pipefail\nPS4='+ walkthrough ${SECONDS}s: '\nset -x\ntrap 'echo \"walkthrough: this failed: $BASH_COMMAND\" >&2' ERR\n")
 	for _, b := range blocks {
 		for _, l := range b.lines {
 			if len(l.prints) == 0 {
@@ -489,4 +503,24 @@ func newcomerEnv() []string {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// A failed walkthrough's message begins with what failed: the command,
+// or the output a command lacked, whatever follows it in the log.
+func TestAWalkthroughFailureSaysWhatFailed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		lines []readmeLine
+		want  string
+	}{
+		{[]readmeLine{{number: 3, text: "echo one", prints: []string{"two"}}, {number: 4, text: "echo after"}},
+			`docs/x.md:3 (X): echo one did not print "two"`},
+		{[]readmeLine{{number: 3, text: "false"}, {number: 4, text: "echo after"}},
+			"walkthrough: this failed: false"},
+	} {
+		out, err := exec.Command("bash", "-c", walkthroughScript([]readmeBlock{{file: "docs/x.md", heading: "X", lines: c.lines}})).CombinedOutput()
+		if got := walkthroughFailure(out); err == nil || got != c.want {
+			t.Errorf("a walkthrough of %+v: %v, says %q; want a failure saying %q\n%s", c.lines, err, got, c.want, out)
+		}
+	}
 }
