@@ -47,13 +47,23 @@ func temporalServer(ctx context.Context, args []string) error {
 	if o.shards < 0 || o.shards > maxHistoryShards {
 		return fmt.Errorf("--history-shards %d: want 1 to %d", o.shards, maxHistoryShards)
 	}
+	if services := splitList(o.services); len(services) < 4 && o.temporalDB == "" {
+		return fmt.Errorf("--services %s: a server split over processes keeps its state in PostgreSQL: give it --temporal-database-url", o.services)
+	}
 	revoked, closeDB, err := nodeCertRevocations(ctx, o.zonewrightDB, log)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
+	ports := map[string]int{}
+	for name, p := range map[string]int{devstack.History: o.historyPort, devstack.Matching: o.matchingPort, devstack.WorkerService: o.workerPort} {
+		if p != 0 {
+			ports[name] = p
+		}
+	}
 	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{Address: o.addr, DataDir: o.dataDir, DatabaseURL: o.temporalDB,
 		HistoryShards: o.shards, Namespace: o.namespace, CA: ca, ServerNames: splitList(o.sans), NodeCertRevoked: revoked,
+		Services: splitList(o.services), BroadcastAddress: o.broadcast, ServicePorts: ports,
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log.With("component", "temporal-server")})
 	if err != nil {
 		return fmt.Errorf("Temporal server: %w", err)
@@ -79,7 +89,7 @@ func temporalServer(ctx context.Context, args []string) error {
 	if o.temporalDB != "" {
 		database = redact(o.temporalDB)
 	}
-	attrs := []any{"address", tmp.Address(), "namespace", o.namespace, "database", database, "client-certificates", tlsDir}
+	attrs := []any{"address", tmp.Address(), "services", o.services, "namespace", o.namespace, "database", database, "client-certificates", tlsDir}
 	if o.uiAddr != "" {
 		ui, err := devstack.StartAdminUI(ctx, devstack.AdminUIConfig{Address: o.uiAddr, CA: ca, ServerNames: splitList(o.sans),
 			CertDir: filepath.Join(o.dataDir, "ui"), TemporalAddress: tmp.Address(), Namespace: o.namespace, TLS: opCert})
@@ -97,7 +107,8 @@ func temporalServer(ctx context.Context, args []string) error {
 // temporalServerOptions are the flags of `zonewright temporal`.
 type temporalServerOptions struct {
 	dataDir, temporalDB, zonewrightDB, sans, stateDir, addr, uiAddr, namespace, logLevel string
-	shards                                                                               int
+	services, broadcast                                                                  string
+	shards, historyPort, matchingPort, workerPort                                        int
 }
 
 func temporalServerFlags() (*flag.FlagSet, *temporalServerOptions) {
@@ -113,6 +124,11 @@ func temporalServerFlags() (*flag.FlagSet, *temporalServerOptions) {
 	fs.StringVar(&o.uiAddr, "ui-address", env("ZW_TEMPORAL_UI_ADDRESS", ""), "serve the Temporal Web UI here over HTTPS, to cluster admins' client certificates only (tls/temporal-operator.crt); empty: no UI (env ZW_TEMPORAL_UI_ADDRESS)")
 	fs.StringVar(&o.namespace, "namespace", env("ZW_TEMPORAL_NAMESPACE", devstack.DefaultNamespace), "namespace made if missing (env ZW_TEMPORAL_NAMESPACE)")
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	fs.StringVar(&o.services, "services", env("ZW_TEMPORAL_SERVICES", "frontend,history,matching,worker"), "the server's services this process runs; fewer than all four make it one process of a server split over several (each service may run as several processes, on several hosts), which needs --temporal-database-url: the processes find each other through that database and gossip over mutual TLS (env ZW_TEMPORAL_SERVICES)")
+	fs.StringVar(&o.broadcast, "broadcast-address", env("ZW_TEMPORAL_BROADCAST_ADDRESS", "127.0.0.1"), "with --services: the IP address this process's history, matching and worker services listen on and the other processes reach them at (env ZW_TEMPORAL_BROADCAST_ADDRESS)")
+	fs.IntVar(&o.historyPort, "history-port", envInt("ZW_TEMPORAL_HISTORY_PORT", 0), "with --services: the history service's gRPC port; 0: a free one, which the other processes learn through membership (env ZW_TEMPORAL_HISTORY_PORT)")
+	fs.IntVar(&o.matchingPort, "matching-port", envInt("ZW_TEMPORAL_MATCHING_PORT", 0), "with --services: the matching service's gRPC port; 0: a free one (env ZW_TEMPORAL_MATCHING_PORT)")
+	fs.IntVar(&o.workerPort, "worker-port", envInt("ZW_TEMPORAL_WORKER_PORT", 0), "with --services: the worker service's gRPC port; 0: a free one (env ZW_TEMPORAL_WORKER_PORT)")
 	return fs, o
 }
 

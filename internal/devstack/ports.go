@@ -3,6 +3,7 @@ package devstack
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"syscall"
@@ -86,4 +87,29 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("parse address %q: bad port %q", addr, portStr)
 	}
 	return host, port, nil
+}
+
+// membershipPorts are where a split server's gossip listens: its
+// membership table keeps a port as a PostgreSQL smallint, so the kernel's
+// ephemeral ports (from 32768) do not fit.
+const membershipPortLow, membershipPortHigh = 20000, 32767
+
+// freeMembershipPort is a free TCP port on host in the membership range.
+func freeMembershipPort(host string, avoid map[int]bool) (int, error) {
+	for range 100 {
+		port := membershipPortLow + rand.IntN(membershipPortHigh-membershipPortLow+1)
+		if avoid[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		if err := ln.Close(); err != nil {
+			return 0, fmt.Errorf("release probe port %d: %w", port, err)
+		}
+		avoid[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("find a free port on %s from %d to %d: none of 100 tried", host, membershipPortLow, membershipPortHigh)
 }

@@ -1,7 +1,8 @@
-// Package devstack runs the pieces of the development stack that come from
-// Temporal: an embedded Temporal server (all services in this process, state
-// in a SQLite file) and the Temporal Web UI. `zonewright dev` and the
-// integration tests of other packages use it.
+// Package devstack runs the pieces of the stack that come from Temporal:
+// an embedded Temporal server (all services in this process, or some of
+// them as one process of a server split over several; state in a SQLite
+// file or PostgreSQL) and the Temporal Web UI. `zonewright dev`,
+// `zonewright temporal` and the integration tests of other packages use it.
 //
 // It is the only package that imports go.temporal.io/server and the UI server:
 // they are large, slow to link, and have no place in the production binary.
@@ -118,6 +119,84 @@ type TemporalConfig struct {
 	// carries besides its address and the loopback names: those clients
 	// on other hosts dial it by. Only with CA.
 	ServerNames []string
+	// Services are the server's services this process runs (Frontend,
+	// History, Matching, WorkerService); empty is all four, a whole
+	// server whose services know each other in this process. A part is
+	// one process of a Temporal cluster on DatabaseURL (required), which
+	// may run each service as several processes on several hosts, as
+	// Temporal clusters are scaled: the processes find each other
+	// through the database's membership table and gossip (ringpop,
+	// mutual TLS with the internode CA when CA is set). Address is then
+	// the frontend's, served here only when Services has Frontend.
+	Services []string
+	// BroadcastAddress is the IP this process's services listen on and
+	// the other processes of a split server reach them at; default
+	// loopback. Not used by a whole server.
+	BroadcastAddress string
+	// ServicePorts are the gRPC ports of this process's history,
+	// matching and worker services in a split server, by service name;
+	// a missing one is a free port, which the others learn through
+	// membership.
+	ServicePorts map[string]int
+}
+
+// The server's services, as Services names them.
+const (
+	Frontend      = string(primitives.FrontendService)
+	History       = string(primitives.HistoryService)
+	Matching      = string(primitives.MatchingService)
+	WorkerService = string(primitives.WorkerService)
+)
+
+// allServices are a whole server's.
+var allServices = []string{Frontend, History, Matching, WorkerService}
+
+// layout is which of the server's services this process runs, and how
+// they find the others.
+type layout struct {
+	services  []string
+	split     bool   // some services run elsewhere: membership by gossip
+	broadcast string // the IP this process's services listen on
+	ports     map[string]int
+}
+
+func (l layout) runs(service string) bool { return slices.Contains(l.services, service) }
+
+// newLayout checks cfg's Services, BroadcastAddress and ServicePorts.
+func newLayout(cfg TemporalConfig) (layout, error) {
+	l := layout{services: allServices, broadcast: loopback, ports: cfg.ServicePorts}
+	if len(cfg.Services) == 0 {
+		return l, nil
+	}
+	l.services = nil
+	for _, s := range cfg.Services {
+		if !slices.Contains(allServices, s) {
+			return l, fmt.Errorf("service %q: want %s, %s, %s or %s", s, Frontend, History, Matching, WorkerService)
+		}
+		if !slices.Contains(l.services, s) {
+			l.services = append(l.services, s)
+		}
+	}
+	l.split = len(l.services) < len(allServices)
+	if !l.split {
+		return l, nil
+	}
+	if cfg.DatabaseURL == "" {
+		return l, errors.New("a server split over processes keeps its state in PostgreSQL: give it a database URL")
+	}
+	if cfg.BroadcastAddress != "" {
+		ip := net.ParseIP(cfg.BroadcastAddress)
+		if ip == nil || ip.IsUnspecified() {
+			return l, fmt.Errorf("broadcast address %q: want the IP address the other processes reach this one at", cfg.BroadcastAddress)
+		}
+		l.broadcast = cfg.BroadcastAddress
+	}
+	for name, port := range cfg.ServicePorts {
+		if name == Frontend || !slices.Contains(allServices, name) || port < 0 || port > 65535 {
+			return l, fmt.Errorf("port %d of service %q: want a port of %s, %s or %s", port, name, History, Matching, WorkerService)
+		}
+	}
+	return l, nil
 }
 
 // Temporal is a running embedded Temporal server.
@@ -163,10 +242,16 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start temporal: %w", err)
 	}
+	lay, err := newLayout(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start temporal: %w", err)
+	}
 	// Before anything else: a second dev stack must fail here, not after it
 	// has opened the database of the first one.
-	if err := CheckPortFree(cfg.Address); err != nil {
-		return nil, err
+	if lay.runs(Frontend) {
+		if err := CheckPortFree(cfg.Address); err != nil {
+			return nil, err
+		}
 	}
 
 	if cfg.HistoryShards == 0 {
@@ -191,7 +276,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		}
 	}
 	stores.shards = cfg.HistoryShards
-	conf, err := serverConfig(host, port, stores)
+	conf, err := serverConfig(host, port, stores, lay)
 	if err != nil {
 		return nil, fmt.Errorf("start temporal: %w", err)
 	}
@@ -222,7 +307,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		requests = newRequestCounter()
 		extra = append(extra, temporal.WithChainedFrontendGrpcInterceptors(requests.intercept))
 	}
-	srv, err := newServer(conf, logger, extra...)
+	srv, err := newServer(conf, lay, cfg.CA != nil, logger, extra...)
 	if err != nil {
 		return nil, fmt.Errorf("start temporal: %w", err)
 	}
@@ -236,7 +321,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		server:      srv,
 		level:       level,
 		address:     net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
-		httpAddress: net.JoinHostPort(dialHost(host), strconv.Itoa(conf.Services[string(primitives.FrontendService)].RPC.HTTPPort)),
+		httpAddress: net.JoinHostPort(dialHost(host), strconv.Itoa(conf.Services[Frontend].RPC.HTTPPort)),
 		internal:    internalAddresses(conf),
 		namespace:   cfg.Namespace,
 		dbPath:      dbPath,
@@ -246,11 +331,15 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		systemTLS:   systemTLS,
 		queues:      queues,
 	}
-	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	if err := t.waitReady(readyCtx, cfg.SearchAttributes, cfg.Logger); err != nil {
-		_ = t.Stop()
-		return nil, fmt.Errorf("start temporal on %s: %w", cfg.Address, err)
+	// A process without the frontend is ready once its services have
+	// joined; the frontend's process waits for the whole cluster to serve.
+	if lay.runs(Frontend) {
+		readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
+		defer cancel()
+		if err := t.waitReady(readyCtx, cfg.SearchAttributes, cfg.Logger); err != nil {
+			_ = t.Stop()
+			return nil, fmt.Errorf("start temporal on %s: %w", cfg.Address, err)
+		}
 	}
 	level.started()
 	return t, nil
@@ -316,11 +405,12 @@ func frontendHostPort(addr string) (string, int, error) {
 	return host, port, nil
 }
 
-// internalAddresses are where the services other than the frontend listen.
+// internalAddresses are where this process's services other than the
+// frontend listen.
 func internalAddresses(conf *config.Config) []string {
 	var out []string
 	for name, svc := range conf.Services {
-		if name != string(primitives.FrontendService) {
+		if name != Frontend && svc.RPC.GRPCPort != 0 {
 			out = append(out, net.JoinHostPort(dialHost(svc.RPC.BindOnIP), strconv.Itoa(svc.RPC.GRPCPort)))
 		}
 	}
@@ -411,36 +501,60 @@ func ensureSchema(conf *config.SQL) error {
 	}
 }
 
-// serverConfig is the static configuration of a single-process server: all
-// four services, static membership (no gossip ports), no metrics or pprof
-// listeners, archival off.
-func serverConfig(host string, port int, stores persistence) (*config.Config, error) {
+// serverConfig is the static configuration of the services lay runs: a
+// whole server's four on loopback ports, with static membership (no
+// gossip ports), or a split server's part on its broadcast address, with
+// gossip on free membership ports; no metrics or pprof listeners,
+// archival off.
+func serverConfig(host string, port int, stores persistence, lay layout) (*config.Config, error) {
 	avoid := reservedPortSet()
 	avoid[port] = true
-	service := func(grpcPort int, bindIP string) config.Service {
-		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, BindOnIP: bindIP}}
-	}
-	httpPort, err := freePort(loopback, avoid)
-	if err != nil {
-		return nil, err
-	}
-	frontend := service(port, host)
-	frontend.RPC.HTTPPort = httpPort
-	services := map[string]config.Service{
-		string(primitives.FrontendService): frontend,
-	}
-	for _, name := range []primitives.ServiceName{primitives.HistoryService, primitives.MatchingService, primitives.WorkerService} {
+	services := map[string]config.Service{}
+	httpPort := 0
+	if lay.runs(Frontend) {
 		p, err := freePort(loopback, avoid)
 		if err != nil {
 			return nil, err
 		}
-		services[string(name)] = service(p, loopback)
+		httpPort = p
+		services[Frontend] = config.Service{RPC: config.RPC{GRPCPort: port, HTTPPort: httpPort, BindOnIP: host}}
+	}
+	for _, name := range lay.services {
+		if name == Frontend {
+			continue
+		}
+		p := lay.ports[name]
+		if p == 0 {
+			var err error
+			if p, err = freePort(lay.broadcast, avoid); err != nil {
+				return nil, err
+			}
+		}
+		services[name] = config.Service{RPC: config.RPC{GRPCPort: p, BindOnIP: lay.broadcast}}
+	}
+	if lay.split {
+		// Each service gossips on a port of its own.
+		for name, svc := range services {
+			p, err := freeMembershipPort(svc.RPC.BindOnIP, avoid)
+			if err != nil {
+				return nil, err
+			}
+			svc.RPC.MembershipPort = p
+			services[name] = svc
+		}
+		// Membership keeps a ring per service of the configuration; each
+		// member tells its own port, so those of other processes need none.
+		for _, name := range allServices {
+			if _, ok := services[name]; !ok {
+				services[name] = config.Service{}
+			}
+		}
 	}
 
 	frontendAddr := net.JoinHostPort(dialHost(host), strconv.Itoa(port))
 	conf := &config.Config{}
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
-	conf.Global.Membership.BroadcastAddress = loopback
+	conf.Global.Membership.BroadcastAddress = lay.broadcast
 	conf.Persistence.DefaultStore = stores.plugin
 	conf.Persistence.VisibilityStore = stores.plugin
 	conf.Persistence.NumHistoryShards = int32(stores.shards)
@@ -510,7 +624,7 @@ func dynamicConfig() dynamicconfig.StaticClient {
 
 // newServer and startServer turn a panic of the server's startup (our logger
 // panics on Fatal, e.g. when a port cannot be bound) into an error.
-func newServer(conf *config.Config, logger serverLogger, extra ...temporal.ServerOption) (srv temporal.Server, err error) {
+func newServer(conf *config.Config, lay layout, internodeTLS bool, logger serverLogger, extra ...temporal.ServerOption) (srv temporal.Server, err error) {
 	defer recoverServerPanic(&err)
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
@@ -520,20 +634,27 @@ func newServer(conf *config.Config, logger serverLogger, extra ...temporal.Serve
 	if err != nil {
 		return nil, fmt.Errorf("claim mapper: %w", err)
 	}
-	hosts := make(map[primitives.ServiceName]static.Hosts, len(conf.Services))
-	for name, svc := range conf.Services {
-		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(
-			net.JoinHostPort(dialHost(svc.RPC.BindOnIP), strconv.Itoa(svc.RPC.GRPCPort)))
-	}
-	opts := append([]temporal.ServerOption{
+	dc := dynamicConfig()
+	opts := []temporal.ServerOption{
 		temporal.WithConfig(conf),
-		temporal.ForServices(temporal.DefaultServices),
-		temporal.WithStaticHosts(hosts),
+		temporal.ForServices(lay.services),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
-		temporal.WithDynamicConfigClient(dynamicConfig()),
-	}, extra...)
+	}
+	if lay.split {
+		// Gossip between the processes is internode traffic: mutual TLS
+		// with the internode CA, as their gRPC calls.
+		dc[dynamicconfig.EnableRingpopTLS.Key()] = internodeTLS
+	} else {
+		hosts := make(map[primitives.ServiceName]static.Hosts, len(conf.Services))
+		for name, svc := range conf.Services {
+			hosts[primitives.ServiceName(name)] = static.SingleLocalHost(
+				net.JoinHostPort(dialHost(svc.RPC.BindOnIP), strconv.Itoa(svc.RPC.GRPCPort)))
+		}
+		opts = append(opts, temporal.WithStaticHosts(hosts))
+	}
+	opts = append(append(opts, temporal.WithDynamicConfigClient(dc)), extra...)
 	return temporal.NewServer(opts...)
 }
 

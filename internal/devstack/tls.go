@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -29,8 +30,9 @@ type serverTLSFiles struct {
 // ensureServerTLS writes into dir the CA, a server certificate for
 // names (and the loopback names), the system worker's client certificate, and
 // the internal services' certificate from the server's own internode CA
-// (dir/internode). The server certificate is reused while it fits; the
-// others are issued anew on every start.
+// (dir/internode). Each is reused while it fits. The processes of a split
+// server share dir: one at a time issues, so none reads a key beside
+// another's certificate.
 //
 // The internal services (history, matching, worker) trust only the
 // internode CA, never the cluster CA: they have no authorizer, so a
@@ -47,12 +49,19 @@ func ensureServerTLS(ca *pki.CA, dir string, names []string) (serverTLSFiles, er
 	if err != nil {
 		return f, fmt.Errorf("internode CA: %w", err)
 	}
-	certPEM, keyPEM, err := internodeCA.PeerCert([]string{loopback, "localhost"})
+	unlock, err := pki.LockDir(dir)
 	if err != nil {
-		return f, fmt.Errorf("internode certificate: %w", err)
-	}
-	if err := errors.Join(pki.WriteFile(f.internodeKey, keyPEM, 0o600), pki.WriteFile(f.internodeCert, certPEM, 0o644)); err != nil {
 		return f, err
+	}
+	defer unlock()
+	if !keptPair(f.internodeCert, f.internodeKey, internodeCA, func(c *x509.Certificate) bool { return c.VerifyHostname(loopback) == nil }) {
+		certPEM, keyPEM, err := internodeCA.PeerCert([]string{loopback, "localhost"})
+		if err != nil {
+			return f, fmt.Errorf("internode certificate: %w", err)
+		}
+		if err := errors.Join(pki.WriteFile(f.internodeKey, keyPEM, 0o600), pki.WriteFile(f.internodeCert, certPEM, 0o644)); err != nil {
+			return f, err
+		}
 	}
 	if err := pki.WriteFile(f.ca, ca.CertPEM, 0o644); err != nil {
 		return f, fmt.Errorf("write the CA: %w", err)
@@ -66,14 +75,29 @@ func ensureServerTLS(ca *pki.CA, dir string, names []string) (serverTLSFiles, er
 	if err := ca.EnsureServerCert(f.serverCert, f.serverKey, hosts); err != nil {
 		return f, fmt.Errorf("server certificate: %w", err)
 	}
-	certPEM, keyPEM, err = ca.ClientCert(systemName, []string{AdminOrg})
-	if err != nil {
-		return f, fmt.Errorf("system worker certificate: %w", err)
-	}
-	if err := errors.Join(pki.WriteFile(f.systemKey, keyPEM, 0o600), pki.WriteFile(f.systemCert, certPEM, 0o644)); err != nil {
-		return f, err
+	if !keptPair(f.systemCert, f.systemKey, ca, func(c *x509.Certificate) bool {
+		return c.Subject.CommonName == systemName && slices.Equal(c.Subject.Organization, []string{AdminOrg})
+	}) {
+		certPEM, keyPEM, err := ca.ClientCert(systemName, []string{AdminOrg})
+		if err != nil {
+			return f, fmt.Errorf("system worker certificate: %w", err)
+		}
+		if err := errors.Join(pki.WriteFile(f.systemKey, keyPEM, 0o600), pki.WriteFile(f.systemCert, certPEM, 0o644)); err != nil {
+			return f, err
+		}
 	}
 	return f, nil
+}
+
+// keptPair reports whether the certificate and key at certFile and
+// keyFile are a pair from ca that fits and is not due for reissue.
+func keptPair(certFile, keyFile string, ca *pki.CA, fits func(*x509.Certificate) bool) bool {
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return false
+	}
+	c := pair.Leaf
+	return c.CheckSignatureFrom(ca.Cert) == nil && time.Until(c.NotAfter) > pki.ReissueBefore && fits(c)
 }
 
 // rootTLS is the server's TLS configuration: the frontend serves TLS and
@@ -128,15 +152,18 @@ const TemporalServerName = "localhost"
 func EnsureClientTLS(ca *pki.CA, dir, name, commonName string, orgs ...string) (ClientTLSFiles, error) {
 	f := ClientTLSFiles{CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key"),
 		CAFile: filepath.Join(dir, "ca.crt"), ServerName: TemporalServerName}
+	unlock, err := pki.LockDir(dir)
+	if err != nil {
+		return f, err
+	}
+	defer unlock()
 	if err := pki.WriteFile(f.CAFile, ca.CertPEM, 0o644); err != nil {
 		return f, err
 	}
-	if pair, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile); err == nil {
-		c := pair.Leaf
-		if c.CheckSignatureFrom(ca.Cert) == nil && c.Subject.CommonName == commonName &&
-			slices.Equal(c.Subject.Organization, orgs) && time.Until(c.NotAfter) > pki.ReissueBefore {
-			return f, nil
-		}
+	if keptPair(f.CertFile, f.KeyFile, ca, func(c *x509.Certificate) bool {
+		return c.Subject.CommonName == commonName && slices.Equal(c.Subject.Organization, orgs)
+	}) {
+		return f, nil
 	}
 	certPEM, keyPEM, err := ca.ClientCert(commonName, orgs)
 	if err != nil {

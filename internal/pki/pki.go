@@ -70,18 +70,38 @@ func LoadOrCreateCA(dir, commonName string) (*CA, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".ca.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err := lockFile(filepath.Join(dir, ".ca.lock"))
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Close() // releases the lock
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
-	}
+	defer unlock()
 	if ca, err := loadCA(dir); !errors.Is(err, os.ErrNotExist) {
 		return ca, err // made while this waited for the lock
 	}
 	return createCA(dir, commonName)
+}
+
+// LockDir holds dir's certificate lock until unlock: processes that
+// share a directory of certificates (a split Temporal server's) issue one
+// at a time, so none writes a key beside another's certificate.
+func LockDir(dir string) (unlock func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return lockFile(filepath.Join(dir, ".certs.lock"))
+}
+
+// lockFile takes an exclusive flock on path, made if missing.
+func lockFile(path string) (unlock func(), err error) {
+	lock, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { lock.Close() }, nil // closing releases the lock
 }
 
 // loadCA reads the CA in dir; os.ErrNotExist when there is none.
