@@ -8,6 +8,7 @@ import (
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
 
@@ -32,7 +33,7 @@ func TestInventoryListsOnlyZonewrightResourcesAndRemoveOrphanTearsDown(t *testin
 	if err := h.Dladm().CreateEtherstub(ctx, "other0"); err != nil {
 		t.Fatal(err)
 	}
-	strayOther := illumos.LinkName("zw", "elsewhere")
+	strayOther := names.LinkName("zw", "elsewhere")
 	for _, v := range []illumos.VNICSpec{{Name: "ops0", Over: etherstub}, {Name: strayOther, Over: "other0"}} {
 		if err := h.Dladm().CreateVNIC(ctx, v); err != nil {
 			t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 
-	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
@@ -331,7 +331,7 @@ func eventsSince(ctx context.Context, c tclient.Client, id string, mark historyM
 // steadyProbePeriod) in a process of its own, the way their nodes run
 // them and at the rate they do, for about window (see floorProbeCount),
 // and returns what they cost that process.
-func probeFloor(ctx context.Context, s *stack, api string, names []string, window time.Duration) (ProbeFloor, error) {
+func probeFloor(ctx context.Context, s *stack, api string, podNames []string, window time.Duration) (ProbeFloor, error) {
 	var pods model.List[model.Pod]
 	if err := getJSON(api+"/api/v1/namespaces/default/pods", &pods); err != nil {
 		return ProbeFloor{}, fmt.Errorf("list pods: %w", err)
@@ -341,10 +341,10 @@ func probeFloor(ctx context.Context, s *stack, api string, names []string, windo
 		binDirs[n.Name] = n.BinDir
 	}
 	want := map[string]bool{}
-	for _, n := range names {
+	for _, n := range podNames {
 		want[n] = true
 	}
-	interval := steadyProbePeriod / time.Duration(len(names))
+	interval := steadyProbePeriod / time.Duration(len(podNames))
 	req := probeFloorRequest{Command: []string{"true"}, Probes: floorProbeCount(interval, window), Interval: interval}
 	for _, p := range pods.Items {
 		if !want[p.Metadata.Name] {
@@ -354,10 +354,10 @@ func probeFloor(ctx context.Context, s *stack, api string, names []string, windo
 		if !ok {
 			return ProbeFloor{}, fmt.Errorf("pod %s is on unknown node %q", p.Metadata.Name, p.Spec.NodeName)
 		}
-		req.Targets = append(req.Targets, ProbeTarget{BinDir: bin, Zone: illumos.ZoneName("default", p.Metadata.Name, p.Metadata.UID), IP: p.Status.PodIP})
+		req.Targets = append(req.Targets, ProbeTarget{BinDir: bin, Zone: names.ZoneName("default", p.Metadata.Name, p.Metadata.UID), IP: p.Status.PodIP})
 	}
-	if len(req.Targets) != len(names) {
-		return ProbeFloor{}, fmt.Errorf("%d of %d pods found to probe", len(req.Targets), len(names))
+	if len(req.Targets) != len(podNames) {
+		return ProbeFloor{}, fmt.Errorf("%d of %d pods found to probe", len(req.Targets), len(podNames))
 	}
 	var f ProbeFloor
 	if err := runFloor(ctx, probeFloorMode, req, &f); err != nil {

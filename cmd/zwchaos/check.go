@@ -17,7 +17,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/devstack"
-	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/sim"
 	"github.com/zonewright/zonewright/workflows/podcontract"
@@ -153,7 +153,7 @@ func (o *observation) hostPods() map[string]model.Pod {
 	out := map[string]model.Pod{}
 	for _, p := range o.pods {
 		if p.Spec.NodeName != "" && !terminal(p) {
-			out[illumos.ZoneName(p.Metadata.Namespace, p.Metadata.Name, p.Metadata.UID)] = p
+			out[names.ZoneName(p.Metadata.Namespace, p.Metadata.Name, p.Metadata.UID)] = p
 		}
 	}
 	return out
@@ -166,8 +166,8 @@ func (o *observation) leaks() (zones, vnics, datasets int, what []string) {
 	known := map[string]bool{}
 	links := map[string]bool{}
 	for _, p := range o.pods {
-		known[illumos.ZoneName(p.Metadata.Namespace, p.Metadata.Name, p.Metadata.UID)] = true
-		links[illumos.LinkName("zw", p.Metadata.UID)] = true
+		known[names.ZoneName(p.Metadata.Namespace, p.Metadata.Name, p.Metadata.UID)] = true
+		links[names.LinkName("zw", p.Metadata.UID)] = true
 	}
 	for node, st := range o.hosts {
 		for _, z := range st.Zones {
@@ -220,7 +220,7 @@ func (o *observation) podHostFaults() []string {
 				}
 			}
 		}
-		vnic := illumos.LinkName("zw", p.Metadata.UID)
+		vnic := names.LinkName("zw", p.Metadata.UID)
 		for _, l := range st.Links {
 			if l.Name == vnic {
 				vnics++

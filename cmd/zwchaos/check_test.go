@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/sim"
 	"github.com/zonewright/zonewright/workflows/podcontract"
@@ -18,15 +18,15 @@ func TestChecksFindWhatIsLeftBehind(t *testing.T) {
 	const clusterCIDR = "127.200.0.0/16"
 	pod := model.Pod{Metadata: model.ObjectMeta{Name: "web", Namespace: "default", UID: uid}, Spec: model.PodSpec{NodeName: "node-1"},
 		Status: model.PodStatus{Phase: model.PodRunning, PodIP: "127.200.1.5", Conditions: []model.PodCondition{{Type: model.PodReady, Status: model.ConditionTrue}}}}
-	zone := illumos.ZoneName("default", "web", uid)
-	goneZone := illumos.ZoneName("default", "gone", goneUID)
+	zone := names.ZoneName("default", "web", uid)
+	goneZone := names.ZoneName("default", "gone", goneUID)
 	clean := func() *observation {
 		return &observation{
 			pods:     []model.Pod{pod},
 			services: []model.Service{{Metadata: model.ObjectMeta{Name: "svc"}, Spec: model.ServiceSpec{ClusterIP: "127.93.0.20"}}},
 			hosts: map[string]*sim.State{"node-1": {
 				Zones:    []*sim.Zone{{Name: "global"}, {Name: zone, State: "running", Addresses: []*sim.IPAddress{{Addr: "127.200.1.5/24"}}}},
-				Links:    []*sim.Link{{Name: "zwgw0", Class: "vnic"}, {Name: illumos.LinkName("zw", uid), Class: "vnic"}},
+				Links:    []*sim.Link{{Name: "zwgw0", Class: "vnic"}, {Name: names.LinkName("zw", uid), Class: "vnic"}},
 				Datasets: []*sim.Dataset{{Name: "tank/zonewright/zones"}, {Name: "tank/zonewright/zones/" + zone}},
 				NAT: map[string]*sim.NATTable{"global": {Rules: []*sim.NATRuleEntry{
 					{Text: "rdr zwgw0 127.93.0.20/32 port 80 -> 127.200.1.5 port 8080 tcp"},
@@ -51,7 +51,7 @@ func TestChecksFindWhatIsLeftBehind(t *testing.T) {
 	o = clean()
 	st := o.hosts["node-1"]
 	st.Zones = append(st.Zones, &sim.Zone{Name: goneZone, State: "installed"})
-	st.Links = append(st.Links, &sim.Link{Name: illumos.LinkName("zw", goneUID), Class: "vnic"})
+	st.Links = append(st.Links, &sim.Link{Name: names.LinkName("zw", goneUID), Class: "vnic"})
 	st.Datasets = append(st.Datasets, &sim.Dataset{Name: "tank/zonewright/zones/" + goneZone})
 	st.NAT["global"].Rules = append(st.NAT["global"].Rules, &sim.NATRuleEntry{Text: "rdr zwgw0 127.93.0.21/32 port 80 -> 127.200.1.5 port 8080 tcp"},
 		&sim.NATRuleEntry{Text: "rdr zwgw0 127.93.0.20/32 port 80 -> 127.200.1.9 port 8080 tcp"})

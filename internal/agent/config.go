@@ -16,6 +16,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/version"
 )
@@ -268,11 +269,11 @@ func (c *Config) validate() error {
 	if p, err := netip.ParsePrefix(c.PodCIDR); c.PodCIDR != "" && (err != nil || p.Masked() != p) {
 		errs = append(errs, fmt.Errorf("pod CIDR %q is not a network such as 10.88.1.0/24", c.PodCIDR))
 	}
-	if !illumos.ValidLinkName(c.Etherstub) {
+	if !names.ValidLinkName(c.Etherstub) {
 		errs = append(errs, fmt.Errorf("etherstub %q is not a valid link name (letters, digits, '_', ending in a digit)", c.Etherstub))
 	}
 	for what, ds := range map[string]string{"zones": c.ZonesDataset, "images": c.ImagesDataset, "volumes": c.VolumesDataset} {
-		if !illumos.ValidDatasetName(ds) {
+		if !names.ValidDatasetName(ds) {
 			errs = append(errs, fmt.Errorf("%s dataset %q is not a dataset name", what, ds))
 		}
 	}

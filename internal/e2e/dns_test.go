@@ -16,7 +16,7 @@ import (
 	"github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/controlplane"
-	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -87,7 +87,7 @@ func TestClusterDNSFollowsServicesAndPods(t *testing.T) {
 	if rcode, ips := c.lookup("db-0.db.default.svc.cluster.local"); rcode != dns.RcodeSuccess || len(ips) != 1 || ips[0] != p.Status.PodIP {
 		t.Fatalf("db-0.db.default.svc.cluster.local: %s %v, want %s", dns.RcodeToString[rcode], ips, p.Status.PodIP)
 	}
-	zone := illumos.ZoneName(p.Metadata.Namespace, p.Metadata.Name, p.Metadata.UID)
+	zone := names.ZoneName(p.Metadata.Namespace, p.Metadata.Name, p.Metadata.UID)
 	bin := c.nodes.Nodes[c.nodeIndex(p.Spec.NodeName)].BinDir
 	if out, err := exec.Command(filepath.Join(bin, "zlogin"), zone, "hostname").CombinedOutput(); err != nil || string(out) != "db-0\n" {
 		t.Fatalf("the zone's node name: %q %v, want the pod's hostname db-0", out, err)
@@ -131,7 +131,7 @@ func TestClusterDNSFollowsServicesAndPods(t *testing.T) {
 func zoneResolver(t *testing.T, c *cluster, p model.Pod) (string, []string) {
 	t.Helper()
 	n := c.nodes.Nodes[c.nodeIndex(p.Spec.NodeName)]
-	zone := illumos.ZoneName(p.Metadata.Namespace, p.Metadata.Name, p.Metadata.UID)
+	zone := names.ZoneName(p.Metadata.Namespace, p.Metadata.Name, p.Metadata.UID)
 	b, err := os.ReadFile(filepath.Join(n.Root, "fs", agent.DefaultZonesPath, zone, "root/etc/resolv.conf"))
 	if err != nil {
 		t.Fatalf("the zone's resolv.conf: %v", err)

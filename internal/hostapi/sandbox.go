@@ -1,7 +1,7 @@
 package hostapi
 
 import (
-	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -87,10 +87,10 @@ type ContainerProbes struct {
 }
 
 // ZoneName is the pod's zone name on its node.
-func (s PodSandbox) ZoneName() string { return illumos.ZoneName(s.Namespace, s.Name, s.UID) }
+func (s PodSandbox) ZoneName() string { return names.ZoneName(s.Namespace, s.Name, s.UID) }
 
 // VNICName is the pod's VNIC (it ends in a digit, as dladm wants).
-func (s PodSandbox) VNICName() string { return illumos.LinkName("zw", s.UID) }
+func (s PodSandbox) VNICName() string { return names.LinkName("zw", s.UID) }
 
 // NodeName is the zone's node name: the pod's hostname, else its name (a
 // DNS label, as a host name must be).

@@ -27,6 +27,7 @@ import (
 	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/progress"
@@ -235,7 +236,7 @@ func (h *Host) zonepath(s hostapi.PodSandbox) string { return path.Join(h.ZonesP
 
 // dataset is the zone's dataset.
 func (h *Host) dataset(s hostapi.PodSandbox) (string, error) {
-	return illumos.DatasetName(h.ZonesDataset, s.ZoneName())
+	return names.DatasetName(h.ZonesDataset, s.ZoneName())
 }
 
 func (h *Host) api() *http.Client {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -33,7 +34,7 @@ const (
 
 // imageDataset is the dataset of a stream or disk image.
 func (h *Host) imageDataset(name string) (string, error) {
-	return illumos.DatasetName(h.ImagesDataset, name)
+	return names.DatasetName(h.ImagesDataset, name)
 }
 
 // imageSnapshot is the golden snapshot of a stream or disk image.

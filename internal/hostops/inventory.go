@@ -12,12 +12,12 @@ import (
 	"github.com/zonewright/zonewright/internal/illumos"
 )
 
-// zoneNameRE matches the names illumos.ZoneName derives: a readable part
+// zoneNameRE matches the names names.ZoneName derives: a readable part
 // and a 12-hex-digit hash, or "z" and the hash alone.
 var zoneNameRE = regexp.MustCompile(`^(z[0-9a-f]{12}|[a-z0-9][a-z0-9_.-]*-[0-9a-f]{12})$`)
 
 // vnicNameRE matches the VNIC names PodSandbox.VNICName derives:
-// illumos.LinkName("zw", uid) is "zw…_" and ten decimal digits.
+// names.LinkName("zw", uid) is "zw…_" and ten decimal digits.
 var vnicNameRE = regexp.MustCompile(`^zw[a-z0-9_]*_[1-9][0-9]{9}$`)
 
 // IsZonewrightZoneName reports whether name has the shape of a derived

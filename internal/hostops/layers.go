@@ -10,6 +10,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/ocilayer"
 )
 
@@ -111,7 +112,7 @@ func (h *Host) ociDataset(name, digest string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return illumos.DatasetName(ds, digest)
+	return names.DatasetName(ds, digest)
 }
 
 // pruneDigests destroys the image's other digests that no zone clones

@@ -5,6 +5,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -73,7 +74,7 @@ func PlanHost(inv hostapi.HostInventory, pods []BoundPod) HostPlan {
 		bound[p.UID] = p
 		s := hostapi.PodSandbox{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
 		claimed[s.VNICName()] = true
-		if ds, err := illumos.DatasetName(inv.ZonesDataset, s.ZoneName()); err == nil {
+		if ds, err := names.DatasetName(inv.ZonesDataset, s.ZoneName()); err == nil {
 			claimed[ds] = true
 		}
 		claimed[inv.VolumesDataset+"/"+s.ZoneName()] = true

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 )
 
 // volSize is the size of the claim's volume: a whole number of blocks
@@ -42,7 +43,7 @@ func (h *Host) claimDataset(c *hostapi.ClaimVolume) (string, error) {
 	if c.UID == "" {
 		return "", fmt.Errorf("claim %q was not bound to this node when the pod was placed", c.Name)
 	}
-	return illumos.DatasetName(h.VolumesDataset, c.UID)
+	return names.DatasetName(h.VolumesDataset, c.UID)
 }
 
 // volumeDir is where a volume's dataset is mounted in the global zone,
@@ -205,7 +206,7 @@ func (h *Host) createEmptyDirs(ctx context.Context, s hostapi.PodSandbox) error 
 		if v.Claim != nil {
 			continue
 		}
-		ds, err := illumos.DatasetName(zoneDS, "vol-"+v.Name)
+		ds, err := names.DatasetName(zoneDS, "vol-"+v.Name)
 		if err != nil {
 			return err
 		}
@@ -253,7 +254,7 @@ func (h *Host) snapshotName(s *hostapi.ClaimSnapshot) (string, error) {
 	if s.UID == "" || s.ClaimUID == "" {
 		return "", fmt.Errorf("snapshot %q of claim %q is not a snapshot of a claim on this node", s.UID, s.ClaimUID)
 	}
-	ds, err := illumos.DatasetName(h.VolumesDataset, s.ClaimUID)
+	ds, err := names.DatasetName(h.VolumesDataset, s.ClaimUID)
 	return ds + "@" + s.UID, err
 }
 

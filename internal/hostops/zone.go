@@ -13,6 +13,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -93,7 +94,7 @@ func (h *Host) zoneQuota(s hostapi.PodSandbox) int64 {
 
 // bootDisk is the volume a bhyve pod boots from: a clone of its image.
 func (h *Host) bootDisk(s hostapi.PodSandbox) (string, error) {
-	return illumos.DatasetName(h.VolumesDataset, s.ZoneName())
+	return names.DatasetName(h.VolumesDataset, s.ZoneName())
 }
 
 // createBootDisk clones the pod's disk image to its boot volume.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/illumos/names"
 )
 
 // Classify says what kind of failure an *ExecError is, from how the command
@@ -217,7 +219,7 @@ func classifyMessage(msg string) Kind {
 	// link name (delete-vnic of a missing VNIC, create-vnic over a missing
 	// link) and "bad name" otherwise.
 	if m := dladmInvalidLinkRe.FindStringSubmatch(msg); m != nil {
-		if ValidLinkName(m[1]) {
+		if names.ValidLinkName(m[1]) {
 			return KindNotFound
 		}
 		return KindInvalid

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/illumos/names"
 )
 
 const dladmPath = "/usr/sbin/dladm"
@@ -20,7 +22,7 @@ type Dladm struct{ Runner Executor }
 
 // VNICSpec describes a VNIC to create.
 type VNICSpec struct {
-	Name string // must pass ValidLinkName (see LinkName)
+	Name string // must pass names.ValidLinkName (see names.LinkName)
 	Over string // the link it sits on: a physical link or an etherstub
 	// MAC is a fixed MAC address ("2:8:20:a:1b:c3" or "02:08:20:0a:1b:c3");
 	// empty lets dladm choose.
@@ -44,10 +46,10 @@ type VNIC struct {
 // ErrNotFound when Over does not exist.
 func (d Dladm) CreateVNIC(ctx context.Context, s VNICSpec) error {
 	const op = "dladm create-vnic"
-	if !ValidLinkName(s.Name) {
+	if !names.ValidLinkName(s.Name) {
 		return invalidf(op, s.Name, "invalid link name %q", s.Name)
 	}
-	if !ValidLinkName(s.Over) {
+	if !names.ValidLinkName(s.Over) {
 		return invalidf(op, s.Name, "invalid link name %q to create over", s.Over)
 	}
 	args := []string{"create-vnic"}
@@ -82,7 +84,7 @@ func (d Dladm) DeleteVNIC(ctx context.Context, name string) error {
 // VNIC returns one VNIC; ErrNotFound when there is none by that name.
 func (d Dladm) VNIC(ctx context.Context, name string) (VNIC, error) {
 	const op = "dladm show-vnic"
-	if !ValidLinkName(name) {
+	if !names.ValidLinkName(name) {
 		return VNIC{}, invalidf(op, name, "invalid link name %q", name)
 	}
 	vnics, err := d.showVNIC(ctx, op, name, name)
@@ -119,7 +121,7 @@ func (d Dladm) showVNIC(ctx context.Context, op, subject string, names ...string
 // need no physical link). ErrAlreadyExists when the name is taken.
 func (d Dladm) CreateEtherstub(ctx context.Context, name string) error {
 	const op = "dladm create-etherstub"
-	if !ValidLinkName(name) {
+	if !names.ValidLinkName(name) {
 		return invalidf(op, name, "invalid link name %q", name)
 	}
 	_, err := run(ctx, d.Runner, op, name, Cmd{Path: dladmPath, Args: []string{"create-etherstub", name}})
@@ -144,7 +146,7 @@ func (d Dladm) Etherstubs(ctx context.Context) ([]string, error) {
 // EtherstubExists reports whether an etherstub of that name exists.
 func (d Dladm) EtherstubExists(ctx context.Context, name string) (bool, error) {
 	const op = "dladm show-etherstub"
-	if !ValidLinkName(name) {
+	if !names.ValidLinkName(name) {
 		return false, invalidf(op, name, "invalid link name %q", name)
 	}
 	res, err := run(ctx, d.Runner, op, name, Cmd{Path: dladmPath, Args: []string{"show-etherstub", name}})
@@ -164,7 +166,7 @@ func (d Dladm) EtherstubExists(ctx context.Context, name string) (bool, error) {
 }
 
 func (d Dladm) deleteLink(ctx context.Context, op, name string) error {
-	if !ValidLinkName(name) {
+	if !names.ValidLinkName(name) {
 		return invalidf(op, name, "invalid link name %q", name)
 	}
 	sub := strings.TrimPrefix(op, "dladm ")

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
 
@@ -15,7 +16,7 @@ func TestDladm(t *testing.T) {
 	n := newNode(t, "node1")
 	dl := n.host.Dladm()
 
-	stub := illumos.LinkName("zw", "stub")
+	stub := names.LinkName("zw", "stub")
 	must(t, "create etherstub", dl.CreateEtherstub(ctx, stub))
 	wantKind(t, "create etherstub again", dl.CreateEtherstub(ctx, stub), illumos.ErrAlreadyExists)
 	if ok, err := dl.EtherstubExists(ctx, stub); err != nil || !ok {
@@ -33,7 +34,7 @@ func TestDladm(t *testing.T) {
 		t.Errorf("etherstubs = %q", stubs)
 	}
 
-	vnic := illumos.LinkName("zw", "default/web/0")
+	vnic := names.LinkName("zw", "default/web/0")
 	spec := illumos.VNICSpec{Name: vnic, Over: stub, MAC: "2:8:20:a:1b:c3", VID: 12}
 	must(t, "create vnic", dl.CreateVNIC(ctx, spec))
 	wantKind(t, "create vnic again", dl.CreateVNIC(ctx, spec), illumos.ErrAlreadyExists)

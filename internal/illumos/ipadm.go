@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/illumos/names"
 )
 
 // ipadmPath is ipadm inside the zone; it runs through zlogin.
@@ -131,7 +133,7 @@ func ParseShowAddr(out string) ([]Addr, error) {
 }
 
 // validIfName accepts link names and the loopback interface.
-func validIfName(s string) bool { return ValidLinkName(s) }
+func validIfName(s string) bool { return names.ValidLinkName(s) }
 
 // checkAddrObj checks IF/NAME: a link name, then an alphanumeric name
 // starting with a letter, at most 32 characters.

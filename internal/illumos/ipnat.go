@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/illumos/names"
 )
 
 const ipnatPath = "/usr/sbin/ipnat"
@@ -74,7 +76,7 @@ func (r RawRule) Rule() (string, error) {
 
 // Rule implements NATRule.
 func (r *RdrRule) Rule() (string, error) {
-	if !ValidLinkName(r.Interface) {
+	if !names.ValidLinkName(r.Interface) {
 		return "", fmt.Errorf("rdr: invalid interface %q", r.Interface)
 	}
 	if !r.ExtAddr.IsValid() {
@@ -130,7 +132,7 @@ func (r *RdrRule) Rule() (string, error) {
 
 // Rule implements NATRule.
 func (r *MapRule) Rule() (string, error) {
-	if !ValidLinkName(r.Interface) {
+	if !names.ValidLinkName(r.Interface) {
 		return "", fmt.Errorf("map: invalid interface %q", r.Interface)
 	}
 	if !r.Src.IsValid() || !r.Dst.IsValid() || r.Src.Addr().Is4() != r.Dst.Addr().Is4() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/illumos/names"
 )
 
 // The SMF commands. They run inside a zone through zlogin, except svcs -Z,
@@ -141,7 +143,7 @@ func ParseAllZoneServices(out string) ([]ZoneServiceStatus, error) {
 		if len(f) != 3 {
 			return nil, fmt.Errorf("%d fields, want 3: %q", len(f), line)
 		}
-		if f[0] != "global" && !ValidZoneName(f[0]) {
+		if f[0] != "global" && !names.ValidZoneName(f[0]) {
 			return nil, fmt.Errorf("bad zone name: %q", line)
 		}
 		st, err := serviceStatus(f[1], f[2], line)

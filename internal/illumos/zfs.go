@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/illumos/names"
 )
 
 const zfsPath = "/usr/sbin/zfs"
@@ -44,7 +46,7 @@ type ListOptions struct {
 // and leaves its properties alone: follow with Set to make them so.
 func (z ZFS) Create(ctx context.Context, name string, props map[string]string) error {
 	const op = "zfs create"
-	if !ValidDatasetName(name) {
+	if !names.ValidDatasetName(name) {
 		return invalidf(op, name, "invalid dataset name %q", name)
 	}
 	args, err := propArgs(op, name, "-o", props)
@@ -60,7 +62,7 @@ func (z ZFS) Create(ctx context.Context, name string, props map[string]string) e
 // missing parents.
 func (z ZFS) CreateVolume(ctx context.Context, name string, size uint64, props map[string]string) error {
 	const op = "zfs create"
-	if !ValidDatasetName(name) {
+	if !names.ValidDatasetName(name) {
 		return invalidf(op, name, "invalid dataset name %q", name)
 	}
 	if size == 0 {
@@ -80,7 +82,7 @@ func (z ZFS) CreateVolume(ctx context.Context, name string, size uint64, props m
 // snapshots have clones elsewhere.
 func (z ZFS) Destroy(ctx context.Context, name string) error {
 	const op = "zfs destroy"
-	if !ValidDatasetName(name) && !ValidSnapshotName(name) {
+	if !names.ValidDatasetName(name) && !names.ValidSnapshotName(name) {
 		return invalidf(op, name, "invalid dataset name %q", name)
 	}
 	_, err := run(ctx, z.Runner, op, name, Cmd{Path: zfsPath, Args: []string{"destroy", "-r", name}})
@@ -91,7 +93,7 @@ func (z ZFS) Destroy(ctx context.Context, name string) error {
 func (z ZFS) Snapshot(ctx context.Context, dataset, snap string) error {
 	const op = "zfs snapshot"
 	full := dataset + "@" + snap
-	if !ValidSnapshotName(full) {
+	if !names.ValidSnapshotName(full) {
 		return invalidf(op, full, "invalid snapshot name %q", full)
 	}
 	_, err := run(ctx, z.Runner, op, full, Cmd{Path: zfsPath, Args: []string{"snapshot", full}})
@@ -102,10 +104,10 @@ func (z ZFS) Snapshot(ctx context.Context, dataset, snap string) error {
 // missing parents and the given properties.
 func (z ZFS) Clone(ctx context.Context, snapshot, target string, props map[string]string) error {
 	const op = "zfs clone"
-	if !ValidSnapshotName(snapshot) {
+	if !names.ValidSnapshotName(snapshot) {
 		return invalidf(op, target, "invalid snapshot name %q", snapshot)
 	}
-	if !ValidDatasetName(target) {
+	if !names.ValidDatasetName(target) {
 		return invalidf(op, target, "invalid dataset name %q", target)
 	}
 	args, err := propArgs(op, target, "-o", props)
@@ -133,7 +135,7 @@ func (z ZFS) List(ctx context.Context, o ListOptions) ([]Dataset, error) {
 		args = append(args, "-t", strings.Join(o.Types, ","))
 	}
 	for _, n := range o.Names {
-		if !ValidDatasetName(n) && !ValidSnapshotName(n) {
+		if !names.ValidDatasetName(n) && !names.ValidSnapshotName(n) {
 			return nil, invalidf(op, n, "invalid dataset name %q", n)
 		}
 	}
@@ -152,7 +154,7 @@ func (z ZFS) List(ctx context.Context, o ListOptions) ([]Dataset, error) {
 // Exists reports whether a dataset (or snapshot) exists.
 func (z ZFS) Exists(ctx context.Context, name string) (bool, error) {
 	const op = "zfs list"
-	if !ValidDatasetName(name) && !ValidSnapshotName(name) {
+	if !names.ValidDatasetName(name) && !names.ValidSnapshotName(name) {
 		return false, invalidf(op, name, "invalid dataset name %q", name)
 	}
 	_, err := run(ctx, z.Runner, op, name, Cmd{Path: zfsPath, Args: []string{"list", "-H", "-o", "name", "-t", "all", name}})
@@ -179,7 +181,7 @@ func (z ZFS) Get(ctx context.Context, name, prop string) (string, error) {
 // (`zfs get -H -p -o value p1,p2 D`, one value per line in request order).
 func (z ZFS) GetProps(ctx context.Context, name string, props ...string) (map[string]string, error) {
 	const op = "zfs get"
-	if !ValidDatasetName(name) && !ValidSnapshotName(name) {
+	if !names.ValidDatasetName(name) && !names.ValidSnapshotName(name) {
 		return nil, invalidf(op, name, "invalid dataset name %q", name)
 	}
 	if len(props) == 0 {
@@ -208,7 +210,7 @@ func (z ZFS) GetProps(ctx context.Context, name string, props ...string) (map[st
 // Set sets properties of a dataset.
 func (z ZFS) Set(ctx context.Context, name string, props map[string]string) error {
 	const op = "zfs set"
-	if !ValidDatasetName(name) {
+	if !names.ValidDatasetName(name) {
 		return invalidf(op, name, "invalid dataset name %q", name)
 	}
 	if len(props) == 0 {
@@ -355,7 +357,7 @@ type ReceiveOptions struct {
 // send stream.
 func (z ZFS) Receive(ctx context.Context, target string, r io.Reader, o ReceiveOptions) error {
 	const op = "zfs receive"
-	if !ValidDatasetName(target) && !ValidSnapshotName(target) {
+	if !names.ValidDatasetName(target) && !names.ValidSnapshotName(target) {
 		return invalidf(op, target, "invalid dataset name %q", target)
 	}
 	args := []string{"receive"}
@@ -380,7 +382,7 @@ func (z ZFS) Receive(ctx context.Context, target string, r io.Reader, o ReceiveO
 // bounded by the space the dataset takes, which its quota bounds).
 func (z ZFS) Send(ctx context.Context, snapshot string, w io.Writer) error {
 	const op = "zfs send"
-	if !ValidSnapshotName(snapshot) {
+	if !names.ValidSnapshotName(snapshot) {
 		return invalidf(op, snapshot, "invalid snapshot name %q", snapshot)
 	}
 	_, err := run(ctx, z.Runner, op, snapshot, Cmd{Path: zfsPath, Args: []string{"send", "-c", "-p", snapshot}, Stdout: w})
@@ -395,10 +397,10 @@ func (z ZFS) Send(ctx context.Context, snapshot string, w io.Writer) error {
 // changed since.
 func (z ZFS) SendIncremental(ctx context.Context, from, to string, w io.Writer) error {
 	const op = "zfs send"
-	if !ValidSnapshotName(to) {
+	if !names.ValidSnapshotName(to) {
 		return invalidf(op, to, "invalid snapshot name %q", to)
 	}
-	if full := strings.HasPrefix(from, "@"); (full && !ValidSnapshotName(strings.SplitN(to, "@", 2)[0]+from)) || (!full && !ValidSnapshotName(from)) {
+	if full := strings.HasPrefix(from, "@"); (full && !names.ValidSnapshotName(strings.SplitN(to, "@", 2)[0]+from)) || (!full && !names.ValidSnapshotName(from)) {
 		return invalidf(op, to, "invalid incremental source %q", from)
 	}
 	_, err := run(ctx, z.Runner, op, to, Cmd{Path: zfsPath, Args: []string{"send", "-c", "-i", from, to}, Stdout: w})

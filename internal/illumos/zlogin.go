@@ -5,6 +5,8 @@ import (
 	"errors"
 	"path"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/illumos/names"
 )
 
 const zloginPath = "/usr/sbin/zlogin"
@@ -79,7 +81,7 @@ func (z InZone) cmd(op string, argv []string, stdin []byte) (Cmd, error) {
 		// are the host's, where the IP commands live in /usr/sbin.
 		return Cmd{Path: path.Join("/usr/sbin", argv[0]), Args: argv[1:], Stdin: stdin}, nil
 	}
-	if !ValidZoneName(z.Zone) {
+	if !names.ValidZoneName(z.Zone) {
 		return Cmd{}, invalidf(op, z.Zone, "invalid zone name %q", z.Zone)
 	}
 	if len(argv) == 0 || argv[0] == "" {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/illumos/names"
 )
 
 const zoneadmPath = "/usr/sbin/zoneadm"
@@ -191,7 +193,7 @@ func (z Zoneadm) do(ctx context.Context, op, name string, timeout time.Duration,
 }
 
 func checkZoneName(op, name string) error {
-	if !ValidZoneName(name) {
+	if !names.ValidZoneName(name) {
 		return invalidf(op, name, "invalid zone name %q", name)
 	}
 	return nil

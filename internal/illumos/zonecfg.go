@@ -7,6 +7,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/illumos/names"
 )
 
 const zonecfgPath = "/usr/sbin/zonecfg"
@@ -14,7 +16,7 @@ const zonecfgPath = "/usr/sbin/zonecfg"
 // ZoneConfig is the configuration zonewright gives a zone. RenderZoneConfig
 // turns it into a zonecfg command file; ParseZonecfgInfo reads it back.
 type ZoneConfig struct {
-	Name     string // given to zonecfg -z; must pass ValidZoneName
+	Name     string // given to zonecfg -z; must pass names.ValidZoneName
 	Brand    string // sparse, lx, bhyve, ipkg...; empty leaves the template's
 	Zonepath string // absolute, not "/"
 	Autoboot bool   // zonewright boots zones itself: normally false
@@ -40,7 +42,7 @@ type ZoneConfig struct {
 
 // Net is an exclusive-IP network resource.
 type Net struct {
-	Physical       string // the VNIC; must pass ValidLinkName
+	Physical       string // the VNIC; must pass names.ValidLinkName
 	AllowedAddress string // "10.0.0.5/24": the only address the zone may use
 	Defrouter      string // "10.0.0.1": needs AllowedAddress
 }
@@ -364,7 +366,7 @@ func (cfg ZoneConfig) allAttrs() []Attr {
 // validate checks what zonecfg would refuse (or misread) before running it,
 // so that a bad request fails as KindInvalid with a clear message.
 func (cfg ZoneConfig) validate() error {
-	if !ValidZoneName(cfg.Name) {
+	if !names.ValidZoneName(cfg.Name) {
 		return fmt.Errorf("invalid zone name %q", cfg.Name)
 	}
 	if !path.IsAbs(cfg.Zonepath) || path.Clean(cfg.Zonepath) == "/" {
@@ -395,7 +397,7 @@ func (cfg ZoneConfig) validate() error {
 		}
 	}
 	for _, n := range cfg.Nets {
-		if !ValidLinkName(n.Physical) {
+		if !names.ValidLinkName(n.Physical) {
 			return fmt.Errorf("net physical %q is not a valid link name", n.Physical)
 		}
 		if n.AllowedAddress != "" {
@@ -441,7 +443,7 @@ func (cfg ZoneConfig) validate() error {
 		}
 	}
 	for _, d := range cfg.Datasets {
-		if !ValidDatasetName(d) {
+		if !names.ValidDatasetName(d) {
 			return fmt.Errorf("invalid dataset name %q", d)
 		}
 	}
@@ -454,7 +456,7 @@ func (cfg ZoneConfig) validate() error {
 		}
 	}
 	if b := cfg.Bhyve; b != nil {
-		if b.BootDisk != "" && !ValidDatasetName(b.BootDisk) {
+		if b.BootDisk != "" && !names.ValidDatasetName(b.BootDisk) {
 			return fmt.Errorf("bhyve bootdisk %q is not a dataset name", b.BootDisk)
 		}
 		if b.RAM%(1<<20) != 0 || b.VCPUs < 0 {

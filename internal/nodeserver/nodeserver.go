@@ -30,6 +30,7 @@ import (
 	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pki"
 )
@@ -173,7 +174,7 @@ func podTarget(w http.ResponseWriter, r *http.Request) (target, bool) {
 		fail(w, http.StatusBadRequest, "BadRequest", "the path does not name a pod (namespace, name, uid)")
 		return target{}, false
 	}
-	return target{ns: ns, pod: pod, uid: uid, zone: illumos.ZoneName(ns, pod, uid)}, true
+	return target{ns: ns, pod: pod, uid: uid, zone: names.ZoneName(ns, pod, uid)}, true
 }
 
 // target reads and checks the pod and the container the request's path

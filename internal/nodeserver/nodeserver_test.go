@@ -21,6 +21,7 @@ import (
 	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/illumos/names"
 	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/internal/nodeserver"
 	"github.com/zonewright/zonewright/internal/pki"
@@ -55,7 +56,7 @@ func newEndpoint(t *testing.T, maxExecs int) *endpoint {
 func newEndpointWith(t *testing.T, maxExecs int, kept *containerlog.Kept) *endpoint {
 	t.Helper()
 	n := simtest.NewNode(t, "n1")
-	zone := illumos.ZoneName(ns, pod, uid)
+	zone := names.ZoneName(ns, pod, uid)
 	for _, args := range [][]string{
 		{"zonecfg", "-z", zone, "create -b; set zonepath=/zones/" + zone + "; set ip-type=exclusive"},
 		{"zoneadm", "-z", zone, "install"},

@@ -1,4 +1,4 @@
-package illumos
+package names
 
 import (
 	"strings"

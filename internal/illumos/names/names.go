@@ -1,4 +1,8 @@
-package illumos
+// Package names derives and checks the names of illumos objects — zones,
+// datalinks, ZFS datasets — by the rules of the illumos libraries that
+// enforce them. It is apart from the command wrappers so that contracts
+// naming a pod's zone or VNIC need not compile them.
+package names
 
 import (
 	"crypto/sha256"
