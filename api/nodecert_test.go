@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/pki"
@@ -298,4 +299,18 @@ func atOnce(t *testing.T, n int, join func(i int) int, refused int) (ok int) {
 		}
 	}
 	return ok
+}
+
+// A join token lives a day at most: until it is spent, whoever holds it
+// joins in the operator's host's place. (Give createJoinToken
+// MaxTokenTTL again to see a 25-hour one issued.)
+func TestAJoinTokenLivesADayAtMost(t *testing.T) {
+	a := newAuthzAPI(t, 0)
+	a.seed()
+	if code, b := a.do(caller{bearer: a.admin}, "POST", "/api/v1/nodejointokens", `{"ttlSeconds":90000}`); code != 422 || !strings.Contains(b, `"field":"ttlSeconds"`) {
+		t.Errorf("a join token for 25 hours: %d %s, want 422 naming ttlSeconds", code, b)
+	}
+	if tok := a.issueJoin(`{"ttlSeconds":86400}`); time.Until(tok.ExpiresAt) > api.MaxJoinTokenTTL {
+		t.Errorf("a join token for a day expires %v", tok.ExpiresAt)
+	}
 }

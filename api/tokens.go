@@ -17,11 +17,15 @@ import (
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// Token lifetimes: what a request gets when it names none, and the most it may ask.
+// Token lifetimes: what a request gets when it names none, and the most it
+// may ask. A join token is for joining a host now, and whoever holds it
+// until it is spent may join in its place: a day at most, as kubeadm's
+// bootstrap tokens by default.
 const (
 	DefaultTokenTTL     = 24 * time.Hour
 	DefaultJoinTokenTTL = time.Hour
 	MaxTokenTTL         = 365 * 24 * time.Hour
+	MaxJoinTokenTTL     = 24 * time.Hour
 )
 
 // TokenRequest asks for a token; Role is for namespace tokens only,
@@ -49,14 +53,14 @@ type TokenList struct {
 	Items []auth.Token `json:"items"`
 }
 
-// ttl reads ttlSeconds: def when absent, refused beyond MaxTokenTTL.
-func ttl(req TokenRequest, def time.Duration, errs *model.FieldErrors) time.Duration {
+// ttl reads ttlSeconds: def when absent, refused beyond limit.
+func ttl(req TokenRequest, def, limit time.Duration, errs *model.FieldErrors) time.Duration {
 	switch {
 	case req.TTLSeconds == 0:
 		return def
-	case req.TTLSeconds < 0 || req.TTLSeconds > int64(MaxTokenTTL/time.Second): // in seconds: a duration would overflow
+	case req.TTLSeconds < 0 || req.TTLSeconds > int64(limit/time.Second): // in seconds: a duration would overflow
 		*errs = append(*errs, model.FieldError{Field: "ttlSeconds", Type: "FieldValueInvalid",
-			Detail: fmt.Sprintf("ttlSeconds: Invalid value: %d: want 1 to %d seconds", req.TTLSeconds, int64(MaxTokenTTL/time.Second))})
+			Detail: fmt.Sprintf("ttlSeconds: Invalid value: %d: want 1 to %d seconds", req.TTLSeconds, int64(limit/time.Second))})
 	}
 	return time.Duration(req.TTLSeconds) * time.Second
 }
@@ -71,7 +75,7 @@ func (s *Server) createToken(c *gin.Context) {
 	}
 	ns := c.Param("ns")
 	var errs model.FieldErrors
-	life := ttl(req, DefaultTokenTTL, &errs)
+	life := ttl(req, DefaultTokenTTL, MaxTokenTTL, &errs)
 	role := req.Role
 	if ns == "" {
 		if role == "" {
@@ -162,7 +166,7 @@ func (s *Server) createJoinToken(c *gin.Context) {
 		return
 	}
 	var errs model.FieldErrors
-	life := ttl(req, DefaultJoinTokenTTL, &errs)
+	life := ttl(req, DefaultJoinTokenTTL, MaxJoinTokenTTL, &errs)
 	if req.Role != "" && req.Role != auth.RoleNodeJoin {
 		errs = append(errs, model.FieldError{Field: "role", Type: "FieldValueNotSupported", Detail: fmt.Sprintf("role: Unsupported value: %q: a join token's role is node-join", req.Role)})
 	}

@@ -75,6 +75,9 @@ func node(ctx context.Context, args []string) error {
 			return errs
 		}
 	}
+	if *ttl > api.MaxJoinTokenTTL {
+		return fmt.Errorf("--ttl %s: a join token lives at most %s", *ttl, api.MaxJoinTokenTTL)
+	}
 	return issue(ctx, *dbURL, *ttl, func(t *auth.Tokens) (string, auth.Token, error) {
 		return t.IssueJoin(ctx, auth.Identity{}, *name, *ttl)
 	})

@@ -89,6 +89,9 @@ func TestOperatorTokenCommands(t *testing.T) {
 	if err := node(ctx, []string{"join-token", "create", "--database-url", url, "--node", "N_4"}); err == nil {
 		t.Error("a join token for an invalid node name: no error")
 	}
+	if err := node(ctx, []string{"join-token", "create", "--database-url", url, "--ttl", "25h"}); err == nil || !strings.Contains(err.Error(), "at most 24h") {
+		t.Errorf("a join token for 25 hours: %v, want a refusal", err)
+	}
 	stdoutOf(t, func() error { return token(ctx, []string{"revoke", "--database-url", url, id.TokenID}) })
 	if _, err := tokens.Authenticate(ctx, edit); err == nil {
 		t.Fatal("a revoked token still authenticates")
