@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -22,20 +23,37 @@ const timeoutBody = `{"apiVersion":"v1","kind":"Status","status":"Failure","mess
 // bound, ServiceNetWait), volume transfers and image artefact downloads
 // (bounded by their stall detection on the other end), pods' logs and
 // exec sessions and port-forwards (relayed from their node for as long as
-// they last). Only
-// the methods those routes serve: a POST with ?watch=true is bounded as
-// any other. The server's read deadline still holds a streaming request
-// until the guard has authenticated and authorised it (liftReadDeadline).
+// they last). A request is told by its route's shape and method, as the
+// router will match it, never by a suffix: a pod named "exec" is not an
+// exec session, and a PUT of it is bounded as any other. The server's read
+// deadline still holds a streaming request until the guard has
+// authenticated and authorised it (liftReadDeadline).
 func streams(r *http.Request) bool {
-	p, get := r.URL.Path, r.Method == http.MethodGet
+	get, post := r.Method == http.MethodGet, r.Method == http.MethodPost
 	if w := r.URL.Query().Get("watch"); get && (w == "true" || w == "1") {
 		return true
 	}
-	if strings.HasPrefix(p, "/api/v1/namespaces/") && ((get && strings.HasSuffix(p, "/log")) || strings.HasSuffix(p, "/portforward") || strings.HasSuffix(p, "/exec")) {
-		return true
+	seg := strings.Split(strings.TrimPrefix(r.URL.Path, "/api/v1/"), "/")
+	if !strings.HasPrefix(r.URL.Path, "/api/v1/") || slices.Contains(seg, "") {
+		return false
 	}
-	return (get && p == "/api/v1/servicenet") || strings.HasPrefix(p, transfersPath) ||
-		(get && strings.HasPrefix(p, "/api/v1/images/") && strings.HasSuffix(p, "/artefact"))
+	switch {
+	case len(seg) == 5 && seg[0] == "namespaces" && seg[2] == "pods":
+		// namespaces/{ns}/pods/{name}/{subresource}
+		switch seg[4] {
+		case "log":
+			return get
+		case "exec", "portforward":
+			return get || post
+		}
+	case len(seg) == 2 && seg[0] == "volumetransfers":
+		return get || r.Method == http.MethodPut
+	case len(seg) == 3 && seg[0] == "images" && seg[2] == "artefact":
+		return get
+	case len(seg) == 1 && seg[0] == "servicenet":
+		return get
+	}
+	return false
 }
 
 // bringsNoCredentials: a request with neither a bearer token nor a client
