@@ -1,16 +1,25 @@
 package e2e_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	tclient "go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
 	"github.com/zonewright/zonewright/internal/agent"
+	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/pki"
 )
 
@@ -96,5 +105,56 @@ func TestAgentsNodeIdentityReachesOnlyItsOwn(t *testing.T) {
 		if resp.StatusCode != 401 && resp.StatusCode != 403 {
 			t.Errorf("a certificate from another CA: %d", resp.StatusCode)
 		}
+	}
+}
+
+// Deleting a Node revokes its certificate with the API and with Temporal
+// alike, through the whole path: the delete records the revocation in
+// PostgreSQL, and the Temporal authorizer, asking the same database,
+// denies the node's calls from then on. (Start the cluster's Temporal
+// without NodeCertRevoked to see the deleted node keep calling Temporal.)
+func TestADeletedNodesCertificateIsRefusedByTemporal(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2)
+	n := c.nodes.Nodes[0]
+	pair, err := tls.LoadX509KeyPair(filepath.Join(n.StateDir, agent.NodeCertFile), filepath.Join(n.StateDir, agent.NodeKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asNode, err := tclient.NewLazyClient(tclient.Options{HostPort: c.cpConfig.TemporalAddress, Namespace: "default",
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: tclient.ConnectionOptions{TLS: &tls.Config{Certificates: []tls.Certificate{pair},
+			RootCAs: c.cp.CA().Pool(), ServerName: devstack.TemporalServerName}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer asNode.Close()
+	describe := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := asNode.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
+		return err
+	}
+	if err := describe(); err != nil {
+		t.Fatalf("node %s describes its namespace before its Node is deleted: %v", n.Name, err)
+	}
+	// An operator retiring a host stops its agent, then deletes the Node.
+	c.nodes.Kill(0)
+	if code, body := c.do("DELETE", "/api/v1/nodes/"+n.Name+"?force=true", nil); code != http.StatusOK {
+		t.Fatalf("delete node %s: %d %s", n.Name, code, body)
+	}
+	var denied *serviceerror.PermissionDenied
+	if err := describe(); !errors.As(err, &denied) {
+		t.Fatalf("node %s's certificate after its Node was deleted: %v; want PermissionDenied", n.Name, err)
+	}
+	api := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		Certificates: []tls.Certificate{pair}, RootCAs: c.cp.CA().Pool()}}}
+	resp, err := api.Get(c.api + "/api/v1/nodes/" + n.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("node %s's certificate with the API after its Node was deleted: %d; want 401", n.Name, resp.StatusCode)
 	}
 }
