@@ -161,7 +161,7 @@ func (a *Agent) run(ctx context.Context, cred *credential) error {
 	if endpoint != nil {
 		defer endpoint.Close()
 	}
-	facts, err := retry(ctx, a.log, "read host facts", func() (illumos.HostFacts, error) {
+	facts, err := retryHost(ctx, a.log, "read host facts", func() (illumos.HostFacts, error) {
 		return a.host.Facts(ctx, cfg.ZonesDataset)
 	})
 	if err != nil {

@@ -3,12 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/nodeapi"
+	"github.com/zonewright/zonewright/internal/retry"
 )
 
 // Event reasons of the startup cleanup (a removed orphan's is
@@ -42,7 +41,7 @@ type CleanupResult struct {
 // when says which ("at agent start", "on the node's return"), for events.
 func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (CleanupResult, error) {
 	var res CleanupResult
-	inv, err := retry(ctx, a.log, "list the host's zonewright resources", func() (hostapi.HostInventory, error) {
+	inv, err := retryHost(ctx, a.log, "list the host's zonewright resources", func() (hostapi.HostInventory, error) {
 		return h.Inventory(ctx)
 	})
 	if err != nil {
@@ -50,7 +49,7 @@ func (a *Agent) cleanHost(ctx context.Context, h *hostops.Host, when string) (Cl
 	}
 	kept := a.keptLogPods()
 	var list []model.Pod
-	err = nodeapi.Retry(ctx, 5*time.Second, func() error {
+	err = retry.Do(ctx, apiRetry, func(context.Context) error {
 		var err error
 		list, err = a.api.BoundPods(ctx)
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
+	"github.com/zonewright/zonewright/internal/retry"
 	"github.com/zonewright/zonewright/internal/supervisor"
 )
 
@@ -112,7 +113,7 @@ func ZoneSummary(zones []illumos.Zone) string {
 // answer; a refusal (another node holds the pod CIDR asked for) is final.
 func (a *Agent) register(ctx context.Context) (*model.Node, error) {
 	var node *model.Node
-	err := nodeapi.Retry(ctx, 5*time.Second, func() error {
+	err := retry.Do(ctx, apiRetry, func(context.Context) error {
 		cur, err := a.api.GetNode(ctx)
 		if nodeapi.IsNotFound(err) {
 			cur, err = &model.Node{Metadata: model.ObjectMeta{Name: a.cfg.Node}}, nil

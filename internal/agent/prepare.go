@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
+	"github.com/zonewright/zonewright/internal/nodeapi"
+	"github.com/zonewright/zonewright/internal/retry"
 )
 
 // prepareHost makes the zones' parent dataset and the etherstub exist
@@ -17,7 +19,7 @@ import (
 func (a *Agent) prepareHost(ctx context.Context) error {
 	cfg := a.cfg
 	zfs, dl := a.host.ZFS(), a.host.Dladm()
-	if _, err := retry(ctx, a.log, "create the zones dataset", func() (struct{}, error) {
+	if _, err := retryHost(ctx, a.log, "create the zones dataset", func() (struct{}, error) {
 		return struct{}{}, zfs.Create(ctx, cfg.ZonesDataset, map[string]string{"mountpoint": cfg.ZonesPath})
 	}); err != nil {
 		return fmt.Errorf("create the zones dataset %s: %w", cfg.ZonesDataset, err)
@@ -31,7 +33,7 @@ func (a *Agent) prepareHost(ctx context.Context) error {
 	// The parents of images (received streams, disk volumes) and of the
 	// pods' volumes; the directory of lx tarballs.
 	for _, ds := range []string{cfg.ImagesDataset, cfg.VolumesDataset} {
-		if _, err := retry(ctx, a.log, "create dataset "+ds, func() (struct{}, error) {
+		if _, err := retryHost(ctx, a.log, "create dataset "+ds, func() (struct{}, error) {
 			return struct{}{}, zfs.Create(ctx, ds, nil)
 		}); err != nil {
 			return fmt.Errorf("create the dataset %s: %w", ds, err)
@@ -40,7 +42,7 @@ func (a *Agent) prepareHost(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.ImageDir, 0o755); err != nil {
 		return fmt.Errorf("create the image directory: %w", err)
 	}
-	if _, err := retry(ctx, a.log, "create the etherstub", func() (struct{}, error) {
+	if _, err := retryHost(ctx, a.log, "create the etherstub", func() (struct{}, error) {
 		ok, err := dl.EtherstubExists(ctx, cfg.Etherstub)
 		if err != nil || ok {
 			return struct{}{}, err
@@ -83,7 +85,7 @@ func (a *Agent) prepareGateway(ctx context.Context) error {
 		{"turn IPv4 forwarding on for " + GatewayLink, func() error { return ip.SetIfProp(ctx, GatewayLink, "ipv4", "forwarding", "on") }},
 	}
 	for _, st := range steps {
-		if _, err := retry(ctx, a.log, st.what, func() (struct{}, error) {
+		if _, err := retryHost(ctx, a.log, st.what, func() (struct{}, error) {
 			if err := st.do(); err != nil && !errors.Is(err, illumos.ErrAlreadyExists) {
 				return struct{}{}, err
 			}
@@ -109,20 +111,20 @@ func (a *Agent) gatewayCIDR(ctx context.Context) netip.Prefix {
 	return p.Masked()
 }
 
-// retry runs fn until it succeeds, fails for good (not retryable) or has
-// failed five times.
-func retry[T any](ctx context.Context, log *slog.Logger, what string, fn func() (T, error)) (T, error) {
+// apiRetry is how the agent asks the API again while it does not answer
+// (or answers 429 or 5xx): a refusal is final.
+var apiRetry = retry.Policy{Pause: 250 * time.Millisecond, MaxPause: 5 * time.Second, Retryable: nodeapi.Retryable}
+
+// retryHost runs a host command's fn until it succeeds, fails for good
+// (not retryable) or has failed five times, pausing a second, then two,
+// four, eight.
+func retryHost[T any](ctx context.Context, log *slog.Logger, what string, fn func() (T, error)) (T, error) {
 	var v T
-	var err error
-	for attempt := 1; ; attempt++ {
-		if v, err = fn(); err == nil || !illumos.IsRetryable(err) || attempt == 5 || ctx.Err() != nil {
-			return v, err
-		}
-		log.Warn("retrying", "what", what, "attempt", attempt, "err", err)
-		select {
-		case <-ctx.Done():
-			return v, ctx.Err()
-		case <-time.After(time.Duration(attempt) * time.Second):
-		}
-	}
+	err := retry.Do(ctx, retry.Policy{Pause: time.Second, MaxPause: 8 * time.Second, Attempts: 5, Retryable: illumos.IsRetryable,
+		OnRetry: func(attempt int, err error) { log.Warn("retrying", "what", what, "attempt", attempt, "err", err) },
+	}, func(context.Context) (err error) {
+		v, err = fn()
+		return err
+	})
+	return v, err
 }

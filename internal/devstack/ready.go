@@ -17,7 +17,13 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/zonewright/zonewright/internal/retry"
 )
+
+// startRetry asks again until the start's context ends, each call bounded
+// to a few seconds so a hung call does not eat the whole start budget.
+var startRetry = retry.Policy{Pause: retryInterval, CallTimeout: 5 * time.Second}
 
 // retryInterval paces the readiness polls; the server is usually ready at the
 // first or second try.
@@ -43,7 +49,7 @@ func (t *Temporal) waitReady(ctx context.Context, attrs map[string]enumspb.Index
 	defer c.Close()
 
 	if t.register {
-		err = retry(ctx, func(ctx context.Context) error {
+		err = retry.Do(ctx, startRetry, func(ctx context.Context) error {
 			_, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
 				Namespace: t.namespace, WorkflowExecutionRetentionPeriod: durationpb.New(NamespaceRetention)})
 			if _, exists := err.(*serviceerror.NamespaceAlreadyExists); exists {
@@ -55,7 +61,7 @@ func (t *Temporal) waitReady(ctx context.Context, attrs map[string]enumspb.Index
 			return fmt.Errorf("register namespace %s: %w", t.namespace, err)
 		}
 	}
-	err = retry(ctx, func(ctx context.Context) error {
+	err = retry.Do(ctx, startRetry, func(ctx context.Context) error {
 		_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: t.namespace})
 		return err
 	})
@@ -73,7 +79,7 @@ func (t *Temporal) waitReady(ctx context.Context, attrs map[string]enumspb.Index
 	// Queries are checked against the frontend's namespace cache; once it
 	// accepts all attributes the database has them.
 	query := probeQuery(attrs)
-	err = retry(ctx, func(ctx context.Context) error {
+	err = retry.Do(ctx, startRetry, func(ctx context.Context) error {
 		_, err := c.WorkflowService().CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{
 			Namespace: t.namespace,
 			Query:     query,
@@ -97,7 +103,7 @@ func (t *Temporal) waitReady(ctx context.Context, attrs map[string]enumspb.Index
 
 func (t *Temporal) dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
 	var c client.Client
-	err := retry(ctx, func(ctx context.Context) error {
+	err := retry.Do(ctx, startRetry, func(ctx context.Context) error {
 		var err error
 		c, err = client.DialContext(ctx, systemClientOptions(t.address, t.namespace, t.systemTLS, logger))
 		return err
@@ -124,7 +130,7 @@ func systemClientOptions(address, namespace string, tlsConf *tls.Config, logger 
 // of another type; that case is an error here.
 func ensureSearchAttributes(ctx context.Context, op operatorservice.OperatorServiceClient, namespace string, attrs map[string]enumspb.IndexedValueType) (bool, error) {
 	var existing map[string]enumspb.IndexedValueType
-	err := retry(ctx, func(ctx context.Context) error {
+	err := retry.Do(ctx, startRetry, func(ctx context.Context) error {
 		resp, err := op.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 		if err != nil {
 			return err
@@ -179,23 +185,4 @@ func probeQuery(attrs map[string]enumspb.IndexedValueType) string {
 		terms = append(terms, fmt.Sprintf("%s = %s", name, literal))
 	}
 	return strings.Join(terms, " AND ")
-}
-
-// retry calls f until it succeeds or ctx ends, each call bounded to a few
-// seconds so a hung call does not eat the whole start budget.
-func retry(ctx context.Context, f func(context.Context) error) error {
-	var last error
-	for {
-		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		last = f(callCtx)
-		cancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
-		case <-time.After(retryInterval):
-		}
-	}
 }

@@ -13,6 +13,8 @@ import (
 	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
+
+	"github.com/zonewright/zonewright/internal/retry"
 )
 
 // UIConfig configures the Temporal Web UI server.
@@ -171,7 +173,7 @@ func newUIServer(cfg *uiconfig.Config) (srv *uiserver.Server, err error) {
 
 func (u *UI) waitReady(ctx context.Context) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
-	return retry(ctx, func(ctx context.Context) error {
+	return retry.Do(ctx, startRetry, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.url+"/healthz", nil)
 		if err != nil {
 			return err

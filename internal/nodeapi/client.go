@@ -119,25 +119,6 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return nil
 }
 
-// Retry calls fn until it succeeds, fails for good (not Retryable), or
-// ctx ends, pausing between attempts with a back-off from 250 ms growing
-// to max.
-func Retry(ctx context.Context, max time.Duration, fn func() error) error {
-	pause := 250 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil || !Retryable(err) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, max)
-	}
-}
-
 func (c *Client) nodePath(sub string) string {
 	return "/api/v1/nodes/" + url.PathEscape(c.node) + sub
 }
