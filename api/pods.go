@@ -23,14 +23,8 @@ import (
 // listPods and getPod show a pod waiting for its image's pull with the
 // pull's progress (withPullProgress); a watch shows the pod as stored.
 func (s *Server) listPods(c *gin.Context) {
-	res := s.store.Pods()
-	opts, ok := s.listRequest(c, typedWatch[model.Pod, *model.Pod]{res}, c.Param("ns"))
+	list, ok := listPage(s, c, s.store.Pods(), c.Param("ns"))
 	if !ok {
-		return
-	}
-	list, err := res.List(c.Request.Context(), opts)
-	if err != nil {
-		s.fail(c, err)
 		return
 	}
 	pods := make([]*model.Pod, len(list.Items))
