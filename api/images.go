@@ -241,13 +241,22 @@ func (s *Server) deleteImage(c *gin.Context) {
 	respond(c, http.StatusAccepted, img)
 }
 
-// imageArtefact is the nodes' download endpoint (token-checked by the store).
+// imageArtefact is the nodes' download endpoint: an image's artefact, or
+// a layer blob of the oci image its ?image= names. A node's GET is
+// measured into the image's status on that node (startPullProgress).
 func (s *Server) imageArtefact(c *gin.Context) {
 	if s.artefacts == nil {
 		s.fail(c, notFoundf("this server keeps no image store"))
 		return
 	}
-	s.artefacts.ServeArtefact(c.Writer, c.Request, c.Param("name"))
+	var w http.ResponseWriter = c.Writer
+	if node, ok := s.requestingNode(c); ok && c.Request.Method == http.MethodGet {
+		if d := s.startPullProgress(c.Request.Context(), node, c.Param("name"), c.Query("image")); d != nil {
+			defer d.end()
+			w = &progressWriter{ResponseWriter: c.Writer, d: d}
+		}
+	}
+	s.artefacts.ServeArtefact(w, c.Request, c.Param("name"))
 }
 
 // resolvePodImages checks and rewrites the images of a new pod: a

@@ -20,9 +20,29 @@ import (
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
-func (s *Server) listPods(c *gin.Context) { listOrWatch(s, c, s.store.Pods(), c.Param("ns")) }
+// listPods and getPod show a pod waiting for its image's pull with the
+// pull's progress (withPullProgress); a watch shows the pod as stored.
+func (s *Server) listPods(c *gin.Context) {
+	list, ok := listPage(s, c, s.store.Pods(), c.Param("ns"))
+	if !ok {
+		return
+	}
+	pods := make([]*model.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	s.withPullProgress(c.Request.Context(), pods...)
+	respond(c, http.StatusOK, list)
+}
+
 func (s *Server) getPod(c *gin.Context) {
-	getOne(s, c, s.store.Pods(), c.Param("ns"), c.Param("name"))
+	p, err := s.store.Pods().Get(c.Request.Context(), c.Param("ns"), c.Param("name"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.withPullProgress(c.Request.Context(), p)
+	respond(c, http.StatusOK, p)
 }
 
 // decodePod reads a pod body addressed to namespace ns.

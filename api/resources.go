@@ -14,16 +14,24 @@ import (
 // listOrWatch serves GET on a collection: a page of objects, or with
 // ?watch=true a stream of changes.
 func listOrWatch[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res store.Resource[T, PT], ns string) {
+	if list, ok := listPage(s, c, res, ns); ok {
+		respond(c, http.StatusOK, list)
+	}
+}
+
+// listPage is listOrWatch's page of objects, for a caller that adds to
+// them before it answers; ok false: answered already (a watch, an error).
+func listPage[T any, PT store.ObjectPtr[T]](s *Server, c *gin.Context, res store.Resource[T, PT], ns string) (*model.List[T], bool) {
 	opts, ok := s.listRequest(c, typedWatch[T, PT]{res}, ns)
 	if !ok {
-		return
+		return nil, false
 	}
 	list, err := res.List(c.Request.Context(), opts)
 	if err != nil {
 		s.fail(c, err)
-		return
+		return nil, false
 	}
-	respond(c, http.StatusOK, list)
+	return list, true
 }
 
 // listRequest reads a GET on a collection in ns: a watch it serves itself

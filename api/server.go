@@ -120,6 +120,9 @@ type Config struct {
 	// NodeEndpoints reaches nodes' endpoints for pods' logs and exec;
 	// nil: those answer 503.
 	NodeEndpoints *nodeclient.Dialer
+	// PullProgressEvery is how often a node's download of an image is
+	// recorded in the image's status; zero: DefaultPullProgressEvery.
+	PullProgressEvery time.Duration
 	// Metrics counts requests and open watches; nil: none.
 	Metrics *metrics.Serve
 	// MetricsHandler serves GET /metrics (to whoever may "get metrics");
@@ -181,6 +184,9 @@ type Server struct {
 	metricsHandler http.Handler
 
 	fieldManagers fieldManagers
+
+	pullProgressEvery time.Duration
+	pullWrites        pullWrites
 }
 
 // New builds the API server.
@@ -216,6 +222,9 @@ func New(cfg Config) *Server {
 	if cfg.MaxWatches <= 0 {
 		cfg.MaxWatches = DefaultMaxWatches
 	}
+	if cfg.PullProgressEvery <= 0 {
+		cfg.PullProgressEvery = DefaultPullProgressEvery
+	}
 	var origins []string
 	if u, err := url.Parse(cfg.AdvertiseURL); err == nil && u.Scheme != "" && u.Host != "" {
 		origins = append(origins, strings.ToLower(u.Scheme+"://"+u.Host))
@@ -231,7 +240,8 @@ func New(cfg Config) *Server {
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
 		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, nodeCerts: &auth.NodeCertificates{Pool: cfg.Store.Pool()}, ca: cfg.CA, clientCAAdmins: cfg.ClientCAAdmins, audit: &auditLog{w: cfg.AuditLog}, nodeEndpoints: cfg.NodeEndpoints,
-		watches: &watchSlots{max: cfg.MaxWatches, open: map[string]int{}}, metrics: cfg.Metrics, metricsHandler: cfg.MetricsHandler}
+		watches: &watchSlots{max: cfg.MaxWatches, open: map[string]int{}}, metrics: cfg.Metrics, metricsHandler: cfg.MetricsHandler,
+		pullProgressEvery: cfg.PullProgressEvery}
 	srv.authz = &auth.Authorizer{PodNode: srv.podNode, TransferNodes: srv.transferNodes}
 	return srv
 }

@@ -333,6 +333,12 @@ func ArtefactURL(base, name string) string {
 	return base + "/api/v1/images/" + url.PathEscape(name) + "/artefact"
 }
 
+// LayerURL is where nodes download a layer blob of an oci image from;
+// the image named tells the control plane whose pull it is.
+func LayerURL(base, blob, image string) string {
+	return ArtefactURL(base, blob) + "?image=" + url.QueryEscape(image)
+}
+
 // fits reports whether the node is Ready and can install one of the
 // image's brands.
 func fits(img *model.Image, n *model.Node) bool {

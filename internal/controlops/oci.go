@@ -173,7 +173,7 @@ func (a *Images) ociLayers(img *model.Image) []hostapi.NodeLayer {
 	for _, l := range img.Status.OCI.Layers {
 		hex := strings.TrimPrefix(l.Digest, "sha256:")
 		out = append(out, hostapi.NodeLayer{Digest: l.Digest, DiffID: l.DiffID, Size: l.Size, MediaType: l.MediaType,
-			URL: ArtefactURL(a.AdvertiseURL, imagestore.BlobName(hex))})
+			URL: LayerURL(a.AdvertiseURL, imagestore.BlobName(hex), img.Metadata.Name)})
 	}
 	return out
 }

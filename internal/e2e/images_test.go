@@ -184,6 +184,12 @@ func errorsJoin(a, b error) error {
 // zfsStream makes a zfs send stream with node 0's simulator.
 func (c *cluster) zfsStream(motd string) []byte {
 	c.t.Helper()
+	return c.zfsStreamWith(motd, nil)
+}
+
+// zfsStreamWith is zfsStream with more files under etc.
+func (c *cluster) zfsStreamWith(motd string, files map[string][]byte) []byte {
+	c.t.Helper()
 	n := c.nodes.Nodes[0]
 	run := func(args ...string) {
 		if out, err := exec.Command(filepath.Join(n.BinDir, "zfs"), args...).CombinedOutput(); err != nil {
@@ -197,6 +203,11 @@ func (c *cluster) zfsStream(motd string) []byte {
 	}
 	if err := os.WriteFile(filepath.Join(etc, "motd"), []byte(motd), 0o644); err != nil {
 		c.t.Fatal(err)
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(etc, name), b, 0o644); err != nil {
+			c.t.Fatal(err)
+		}
 	}
 	run("snapshot", "tank/fixture@v1")
 	var out bytes.Buffer

@@ -208,11 +208,16 @@ const (
 
 // ImageNodeStatus is the image on one node.
 type ImageNodeStatus struct {
-	Node    string     `json:"node"`
-	Phase   string     `json:"phase"` // Pulling, Ready, Failed
-	Reason  string     `json:"reason,omitempty"`
-	Message string     `json:"message,omitempty"`
-	Updated *time.Time `json:"updated,omitempty"`
+	Node    string `json:"node"`
+	Phase   string `json:"phase"` // Pulling, Ready, Failed
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Progress of the node's download: bytes the control plane has sent
+	// it and the total, recorded about once a second while it pulls;
+	// complete (equal) once Ready, 0 when it downloaded nothing.
+	BytesDone  int64      `json:"bytesDone,omitempty"`
+	BytesTotal int64      `json:"bytesTotal,omitempty"`
+	Updated    *time.Time `json:"updated,omitempty"`
 }
 
 func (i *Image) GetTypeMeta() *TypeMeta    { return &i.TypeMeta }

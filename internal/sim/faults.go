@@ -34,7 +34,8 @@ type FaultConfig struct {
 	Seed    int64               `json:"seed,omitempty"`
 	Latency map[string]Duration `json:"latency,omitempty"`
 	// StreamRate caps the bytes per second a command writes to stdout (a
-	// zfs send's stream), as a slow disk or link would.
+	// zfs send's stream) or reads from stdin (a zfs receive's), as a slow
+	// disk or link would.
 	StreamRate map[string]string        `json:"stream_rate,omitempty"`
 	FailRate   map[string]float64       `json:"fail_rate,omitempty"`
 	FailNext   map[string]*FailNextRule `json:"fail_next,omitempty"`
@@ -227,6 +228,31 @@ func (fc *faultCall) throttle(w io.Writer) io.Writer {
 		return w
 	}
 	return &throttledWriter{w: w, rate: fc.rateCap, start: time.Now()}
+}
+
+// throttleReader caps what is read through r at the call's stream_rate.
+func (fc *faultCall) throttleReader(r io.Reader) io.Reader {
+	if fc == nil || fc.rateCap == 0 {
+		return r
+	}
+	return &throttledReader{r: r, rate: fc.rateCap, start: time.Now()}
+}
+
+// throttledReader reads at most a tenth of a second's worth at a time,
+// each once the time for the bytes before it has passed.
+type throttledReader struct {
+	r     io.Reader
+	rate  uint64
+	start time.Time
+	n     uint64
+}
+
+func (t *throttledReader) Read(b []byte) (int, error) {
+	due := t.start.Add(time.Duration(float64(t.n) / float64(t.rate) * float64(time.Second)))
+	time.Sleep(time.Until(due))
+	n, err := t.r.Read(b[:min(len(b), max(int(t.rate/10), 1))])
+	t.n += uint64(n)
+	return n, err
 }
 
 // throttledWriter writes in pieces of a tenth of a second's worth, each

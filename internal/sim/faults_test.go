@@ -187,4 +187,14 @@ func TestFaultStreamRate(t *testing.T) {
 	if _, stderr, code := h.runBytes(stream, "zfs", "receive", "tank/copy"); code != 0 {
 		t.Errorf("the throttled stream does not receive: %s", stderr)
 	}
+	// A receive reads at the rate: a slow disk holds its writer back.
+	// (Drop throttleReader in zfs receive to see it fail.)
+	h.fault("stream-rate", "zfs receive", "2M")
+	start = time.Now()
+	if _, stderr, code := h.runBytes(stream, "zfs", "receive", "tank/slow"); code != 0 {
+		t.Errorf("a throttled receive fails: %s", stderr)
+	}
+	if d := time.Since(start); d < 1800*time.Millisecond {
+		t.Errorf("a 4 MiB receive at 2M/s took %v", d)
+	}
 }

@@ -190,7 +190,7 @@ func zfsReceive(inv *invocation, args []string) int {
 		return 1
 	}
 	start := time.Now()
-	sr := newStreamReader(inv.stdin)
+	sr := newStreamReader(inv.faults.throttleReader(inv.stdin))
 	hdr, err := sr.header()
 	if err != nil {
 		inv.errf("cannot receive: %s", streamErrText(err))

@@ -20,8 +20,18 @@ import (
 // when no node has a state), in model.ImageNodeStatus's JSON.
 const imageNodesJSON = `coalesce((SELECT jsonb_build_object('nodes', jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
 		'node', n.node, 'phase', n.phase, 'reason', nullif(n.reason, ''), 'message', nullif(n.message, ''),
+		'bytesDone', nullif(n.bytes_done, 0), 'bytesTotal', nullif(n.bytes_total, 0),
 		'updated', to_char(n.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))) ORDER BY n.node))
 	FROM image_node_status n WHERE n.image = images.name HAVING count(*) > 0), '{}'::jsonb)`
+
+// setNodeState is the upsert's SET of a node's new state: a pull that
+// begins starts its progress afresh, one that ends Ready is complete, and
+// a failed one keeps how far it got.
+const setNodeState = `phase = excluded.phase, reason = excluded.reason,
+			message = excluded.message, updated_at = excluded.updated_at,
+			bytes_done = CASE WHEN excluded.phase = 'Pulling' AND n.phase <> 'Pulling' THEN 0
+				WHEN excluded.phase = 'Ready' THEN n.bytes_total ELSE n.bytes_done END,
+			bytes_total = CASE WHEN excluded.phase = 'Pulling' AND n.phase <> 'Pulling' THEN 0 ELSE n.bytes_total END`
 
 // SetImageNode records the image's state on one node and returns the
 // state it replaced (had is false when there was none). An image or node
@@ -43,8 +53,7 @@ func (s *Store) SetImageNode(ctx context.Context, image string, ns model.ImageNo
 	err = s.pool.QueryRow(ctx, `WITH prev AS (
 			SELECT phase, reason, message, updated_at FROM image_node_status WHERE image = $1 AND node = $2)
 		INSERT INTO image_node_status AS n (image, node, phase, reason, message, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (image, node) DO UPDATE SET phase = excluded.phase, reason = excluded.reason,
-			message = excluded.message, updated_at = excluded.updated_at
+		ON CONFLICT (image, node) DO UPDATE SET `+setNodeState+`
 		RETURNING (SELECT phase FROM prev), (SELECT reason FROM prev), (SELECT message FROM prev), (SELECT updated_at FROM prev)`,
 		image, ns.Node, ns.Phase, ns.Reason, ns.Message, updated).Scan(&prevPhase, &prevReason, &prevMessage, &prevUpdated)
 	var pgErr *pgconn.PgError
@@ -80,12 +89,11 @@ func setImageNodes(ctx context.Context, tx pgx.Tx, image string, nodes []model.I
 			updated[i] = n.Updated.UTC()
 		}
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO image_node_status (image, node, phase, reason, message, updated_at)
+	_, err := tx.Exec(ctx, `INSERT INTO image_node_status AS n (image, node, phase, reason, message, updated_at)
 		SELECT $1, u.node, u.phase, u.reason, u.message, u.updated_at
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) AS u (node, phase, reason, message, updated_at)
 		JOIN nodes ON nodes.name = u.node
-		ON CONFLICT (image, node) DO UPDATE SET phase = excluded.phase, reason = excluded.reason,
-			message = excluded.message, updated_at = excluded.updated_at`, image, names, phases, reasons, messages, updated)
+		ON CONFLICT (image, node) DO UPDATE SET `+setNodeState, image, names, phases, reasons, messages, updated)
 	return err
 }
 
@@ -117,4 +125,50 @@ func (s *Store) ImagePulling(ctx context.Context, image string) (bool, error) {
 	err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM image_node_status WHERE image = $1 AND phase = $2)",
 		image, model.ImagePulling).Scan(&pulling)
 	return pulling, classify(err)
+}
+
+// SetImageNodeProgress records how far a node's pull of the image has got
+// (bytes sent and the total), on the node's row only while it is Pulling:
+// a download's last report arriving after its pull ended changes nothing.
+// It reports whether a row took it.
+func (s *Store) SetImageNodeProgress(ctx context.Context, image, node string, done, total int64) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE image_node_status SET bytes_done = $3, bytes_total = $4
+		WHERE image = $1 AND node = $2 AND phase = $5`, image, node, done, total, model.ImagePulling)
+	if err != nil {
+		return false, classify(err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// ImageOnNode names an image on a node.
+type ImageOnNode struct{ Image, Node string }
+
+// ImageNodeStates reads the states of images on nodes, one query for all;
+// a pair with no state is left out of the map.
+func (s *Store) ImageNodeStates(ctx context.Context, pairs []ImageOnNode) (map[ImageOnNode]model.ImageNodeStatus, error) {
+	out := map[ImageOnNode]model.ImageNodeStatus{}
+	if len(pairs) == 0 {
+		return out, nil
+	}
+	images, nodes := make([]string, len(pairs)), make([]string, len(pairs))
+	for i, p := range pairs {
+		images[i], nodes[i] = p.Image, p.Node
+	}
+	rows, err := s.pool.Query(ctx, `SELECT n.image, n.node, n.phase, n.reason, n.message, n.bytes_done, n.bytes_total
+		FROM image_node_status n JOIN unnest($1::text[], $2::text[]) AS u (image, node) ON n.image = u.image AND n.node = u.node`,
+		images, nodes)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k ImageOnNode
+		var ns model.ImageNodeStatus
+		if err := rows.Scan(&k.Image, &k.Node, &ns.Phase, &ns.Reason, &ns.Message, &ns.BytesDone, &ns.BytesTotal); err != nil {
+			return nil, classify(err)
+		}
+		ns.Node = k.Node
+		out[k] = ns
+	}
+	return out, classify(rows.Err())
 }

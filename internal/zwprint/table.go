@@ -225,7 +225,11 @@ var columns = map[string]Columns{
 				}
 				var nodes []string
 				for _, n := range zw.NestedSlice(o, "status", "nodes") {
-					nodes = append(nodes, zw.NestedString(n, "node")+":"+zw.NestedString(n, "phase"))
+					node := zw.NestedString(n, "node") + ":" + zw.NestedString(n, "phase")
+					if total := zw.NestedInt(n, "bytesTotal"); total > 0 && zw.NestedString(n, "phase") == "Pulling" {
+						node += fmt.Sprintf("(%d%%)", zw.NestedInt(n, "bytesDone")*100/total)
+					}
+					nodes = append(nodes, node)
 				}
 				r = append(r, Bytes(size), orNone(strings.Join(nodes, ",")), orNone(zw.NestedString(o, "spec", "source")))
 			}
