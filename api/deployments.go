@@ -47,7 +47,7 @@ func decodeDeployment(c *gin.Context, ns string) (*model.Deployment, error) {
 // checkDeployment validates d and resolves its template's images to the
 // catalog's names, as a pod's are at creation, so the pods made from it
 // need no resolution and the template's hash follows what runs.
-func (s *Server) checkDeployment(ctx context.Context, d, old *model.Deployment) (model.FieldErrors, error) {
+func (s *Server) checkDeployment(ctx context.Context, d, old *model.Deployment) (model.FieldErrors, store.PodImages, error) {
 	t := &d.Spec.Template
 	for i := range t.Spec.Containers {
 		if ct := &t.Spec.Containers[i]; ct.Image == "" && s.imageMap.Resolve("") != "" {
@@ -62,19 +62,9 @@ func (s *Server) checkDeployment(ctx context.Context, d, old *model.Deployment) 
 		errs = model.ValidateDeployment(d)
 	}
 	if len(errs) > 0 {
-		return errs, nil
+		return errs, store.PodImages{}, nil
 	}
-	p := &model.Pod{Metadata: model.ObjectMeta{Name: d.Metadata.Name, Namespace: d.Metadata.Namespace, Labels: t.Metadata.Labels, Annotations: t.Metadata.Annotations},
-		Spec: t.Spec}
-	errs, _, err := s.resolvePodImages(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	for i := range errs {
-		errs[i].Field = "spec.template." + errs[i].Field
-	}
-	t.Spec, t.Metadata.Annotations = p.Spec, p.Metadata.Annotations
-	return errs, nil
+	return s.resolveTemplateImages(ctx, d.Metadata.Name, d.Metadata.Namespace, t)
 }
 
 func (s *Server) createDeployment(c *gin.Context) {
@@ -86,7 +76,7 @@ func (s *Server) createDeployment(c *gin.Context) {
 	systemMeta(&d.Metadata)
 	d.Metadata.Generation = 0
 	d.Status = model.DeploymentStatus{}
-	errs, err := s.checkDeployment(c.Request.Context(), d, nil)
+	errs, add, err := s.checkDeployment(c.Request.Context(), d, nil)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -99,10 +89,12 @@ func (s *Server) createDeployment(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if err := s.store.CreateDeployment(c.Request.Context(), d); err != nil {
+	made, err := s.store.CreateDeployment(c.Request.Context(), d, add)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	s.startImports(c.Request.Context(), made)
 	respond(c, http.StatusCreated, d)
 }
 
@@ -132,7 +124,7 @@ func (s *Server) updateDeployment(c *gin.Context) {
 		errs = append(errs, model.FieldError{Field: "metadata.resourceVersion", Type: model.FieldRequired,
 			Detail: "Required value: an update must say which version it replaces; GET the deployment first"})
 	}
-	more, err := s.checkDeployment(ctx, d, cur)
+	more, add, err := s.checkDeployment(ctx, d, cur)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -151,10 +143,12 @@ func (s *Server) updateDeployment(c *gin.Context) {
 	}
 	cur.Spec = d.Spec
 	cur.Metadata.ResourceVersion = d.Metadata.ResourceVersion
-	if err := s.store.Deployments().Update(ctx, cur); err != nil {
+	made, err := s.store.UpdateDeployment(ctx, cur, add)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	s.startImports(ctx, made)
 	respond(c, http.StatusOK, cur)
 }
 

@@ -33,8 +33,9 @@ func (s *startCounter) ExecuteWorkflow(context.Context, tclient.StartWorkflowOpt
 // --dry-run=server) is the create checked and answered, and then nothing:
 // no object, no lifecycle, no image import, even for a registry image
 // nobody pulled yet. A node's is refused. (Drop the !store.IsDryRun guard
-// in createPod to see the pod's lifecycle started, or the one in
-// registryImage to see the import started.)
+// in createPod to see the pod's lifecycle started, or make
+// store.writeWithPodImages return a dry run's images (return made, not
+// nil, after errDryRun) to see the import started.)
 func TestDryRunsCreateAndStartNothing(t *testing.T) {
 	temporal := &startCounter{}
 	c := serveConfig(t, pgtest.NewDatabase(t), api.Config{

@@ -57,7 +57,10 @@ func (s *Server) fail(c *gin.Context, err error) {
 }
 
 func (s *Server) classify(c *gin.Context, err error) *apiError {
-	var tooBig *http.MaxBytesError
+	var (
+		tooBig *http.MaxBytesError
+		capped *model.PodImageLimitError
+	)
 	switch {
 	case errors.As(err, &tooBig):
 		return &apiError{code: http.StatusRequestEntityTooLarge, reason: "RequestEntityTooLarge", msg: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
@@ -65,6 +68,9 @@ func (s *Server) classify(c *gin.Context, err error) *apiError {
 		return &apiError{code: http.StatusNotFound, reason: "NotFound", msg: err.Error()}
 	case errors.As(err, new(*model.QuotaError)), errors.As(err, new(*model.LimitError)):
 		return &apiError{code: http.StatusForbidden, reason: "Forbidden", msg: err.Error()}
+	case errors.As(err, &capped):
+		return &apiError{code: http.StatusForbidden, reason: "Forbidden", msg: err.Error(),
+			details: &model.StatusDetails{Causes: []model.StatusCause{{Type: model.FieldForbidden, Field: capped.Field, Message: "Forbidden: " + capped.Detail()}}}}
 	case errors.Is(err, store.ErrAlreadyExists) && fromDatabase(err):
 		return &apiError{code: http.StatusConflict, reason: "AlreadyExists", msg: "the object already exists", cause: err}
 	case errors.Is(err, store.ErrAlreadyExists):

@@ -47,6 +47,12 @@ func (s *Server) createImage(c *gin.Context) {
 	systemMeta(&img.Metadata)
 	model.DefaultImage(&img)
 	errs := model.ValidateImage(&img)
+	if _, ok := img.Metadata.Labels[model.LabelMadeForPods]; ok {
+		// The mark would put an operator's image under the cap and the
+		// sweep of unused images.
+		errs = append(errs, model.FieldError{Field: "metadata.labels[" + model.LabelMadeForPods + "]", Type: model.FieldForbidden,
+			Detail: "Forbidden: only the control plane marks the registry images it adds for pods"})
+	}
 	if len(errs) == 0 && img.Spec.Kind == model.ImageOCI {
 		errs = s.checkReference(img.Spec.Source)
 	} else if err := s.checkSource(img.Spec.Source); len(errs) == 0 && err != nil {
@@ -85,16 +91,24 @@ func (s *Server) checkReference(source string) model.FieldErrors {
 	return nil
 }
 
-// registryImage finds or creates the catalog image of a registry
-// reference a container names: one oci image per normalised reference,
-// named after its repository and tag (ociImageName), imported once
-// however many pods ask for it. A pod with imagePullSecrets gets an image
-// of its own namespace and secrets, pulled with them: a private image one
-// namespace pulled is not another's for the asking. It returns the
-// catalog image, or field errors for a reference that does not parse or
-// whose registry the source policy refuses. A dry run makes none and
-// imports nothing: it answers with the image that would be made.
-func (s *Server) registryImage(ctx context.Context, field, asked string, p *model.Pod) (img *model.Image, made bool, errs model.FieldErrors, err error) {
+// DefaultMaxPodRegistryImages bounds the registry images pods may add to
+// the catalog: each is imported and kept until no pod has used it for a
+// while, so one user could otherwise fill the control plane's image
+// store and every node's pool.
+const DefaultMaxPodRegistryImages = 500
+
+// registryImage finds the catalog image of a registry reference a
+// container names, or builds the one to add for it (inCatalog false): one
+// oci image per normalised reference, named after its repository and tag
+// (ociImageName), imported once however many pods ask for it. A pod with
+// imagePullSecrets gets an image of its own namespace and secrets, pulled
+// with them: a private image one namespace pulled is not another's for
+// the asking. A new image is added in the transaction of the object that
+// names it (store.PodImages), so a create that fails adds none; its
+// import starts after the commit (startImports). Field errors are for a
+// reference that does not parse or whose registry the source policy
+// refuses.
+func (s *Server) registryImage(ctx context.Context, field, asked string, p *model.Pod) (img *model.Image, inCatalog bool, errs model.FieldErrors, err error) {
 	ref, perr := oci.ParseReference(asked)
 	if perr != nil {
 		return nil, false, model.FieldErrors{{Field: field, Type: model.FieldInvalid, Detail: fmt.Sprintf("Invalid value: %q: %v", asked, perr)}}, nil
@@ -117,18 +131,24 @@ func (s *Server) registryImage(ctx context.Context, field, asked string, p *mode
 	if errs := model.ValidateImage(img); len(errs) > 0 {
 		return nil, false, nil, fmt.Errorf("the catalog image of %q does not validate: %v", asked, errs)
 	}
-	if store.IsDryRun(ctx) {
-		return img, false, nil, nil
+	img.Status = model.ImageStatus{Phase: model.ImagePending}
+	return img, false, nil, nil
+}
+
+// startImports starts the imports of the images a write added for pods,
+// once it committed (a dry run added none). One that does not start now
+// is started by the first look of a pod of it (ResolvePodImage), so the
+// write stands.
+func (s *Server) startImports(ctx context.Context, made []*model.Image) {
+	if s.images == nil {
+		return
 	}
-	err = s.ImageCatalog().Create(ctx, img)
-	if errors.Is(err, store.ErrAlreadyExists) {
-		err = nil // another pod asked at the same time
+	for _, img := range made {
+		ref := controlapi.ImageRef{Name: img.Metadata.Name, UID: img.Metadata.UID}
+		if err := s.images.StartImport(ctx, ref); err != nil && !errors.Is(err, workflows.ErrImageBusy) {
+			s.log.Warn("the import of an image added for pods did not start; its pods' first look starts it", "image", ref.Name, "err", err)
+		}
 	}
-	if err != nil {
-		return nil, false, nil, err
-	}
-	img, err = s.store.Images().Get(ctx, "", name)
-	return img, true, nil, err
 }
 
 // ociImageName is the catalog name of a registry reference pulled with
@@ -264,9 +284,10 @@ func (s *Server) imageArtefact(c *gin.Context) {
 // image (what was asked is kept in an annotation), every image must be in
 // the catalog and install as the pod's brand, and a pod that sets no
 // resources gets the size preset it names (zonewright.io/size) or else its
-// image's default resources. In a dry run, the registry images the pod
-// would have added to the catalog are unmade: they exist nowhere.
-func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (errs model.FieldErrors, unmade []*model.Image, err error) {
+// image's default resources. A registry reference the catalog has no
+// image of yet gets one, returned in add for the write that stores the
+// pod to add (store.PodImages).
+func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (errs model.FieldErrors, add []store.PodImage, err error) {
 	var first *model.Image
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
@@ -274,10 +295,10 @@ func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (errs model
 		asked := c.Image
 		name := s.imageMap.Resolve(asked)
 		img, err := s.store.Images().Get(ctx, "", name)
-		made := true
+		inCatalog := true
 		if errors.Is(err, store.ErrNotFound) && model.IsRegistryReference(name) {
 			var ferrs model.FieldErrors
-			if img, made, ferrs, err = s.registryImage(ctx, f, name, p); len(ferrs) > 0 {
+			if img, inCatalog, ferrs, err = s.registryImage(ctx, f, name, p); len(ferrs) > 0 {
 				errs = append(errs, ferrs...)
 				continue
 			}
@@ -296,8 +317,8 @@ func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (errs model
 		if err != nil {
 			return nil, nil, err
 		}
-		if !made {
-			unmade = append(unmade, img)
+		if !inCatalog {
+			add = append(add, store.PodImage{Image: img, Field: f})
 		}
 		if img.Metadata.DeletionTimestamp != nil {
 			errs = append(errs, model.FieldError{Field: f, Type: model.FieldInvalid, Detail: fmt.Sprintf("Invalid value: %q: the image is being deleted", asked)})
@@ -319,11 +340,11 @@ func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (errs model
 		}
 	}
 	if len(errs) > 0 || first == nil || len(p.Spec.Containers) == 0 {
-		return errs, unmade, nil
+		return errs, add, nil
 	}
 	for _, c := range p.Spec.Containers {
 		if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 {
-			return nil, unmade, nil // the pod says what it needs
+			return nil, add, nil // the pod says what it needs
 		}
 	}
 	preset := first.Spec.Resources
@@ -337,7 +358,26 @@ func (s *Server) resolvePodImages(ctx context.Context, p *model.Pod) (errs model
 		c := &p.Spec.Containers[0]
 		c.Resources.Requests, c.Resources.Limits = copyList(preset), copyList(preset)
 	}
-	return nil, unmade, nil
+	return nil, add, nil
+}
+
+// resolveTemplateImages is resolvePodImages for a controller's pod
+// template (of the object name in ns): the template is rewritten in
+// place, and the fields said are the template's.
+func (s *Server) resolveTemplateImages(ctx context.Context, name, ns string, t *model.PodTemplate) (model.FieldErrors, store.PodImages, error) {
+	p := &model.Pod{Metadata: model.ObjectMeta{Name: name, Namespace: ns, Labels: t.Metadata.Labels, Annotations: t.Metadata.Annotations}, Spec: t.Spec}
+	errs, add, err := s.resolvePodImages(ctx, p)
+	if err != nil {
+		return nil, store.PodImages{}, err
+	}
+	for i := range errs {
+		errs[i].Field = "spec.template." + errs[i].Field
+	}
+	for i := range add {
+		add[i].Field = "spec.template." + add[i].Field
+	}
+	t.Spec, t.Metadata.Annotations = p.Spec, p.Metadata.Annotations
+	return errs, store.PodImages{Add: add, Max: s.maxPodImages}, nil
 }
 
 func copyList(l model.ResourceList) model.ResourceList {

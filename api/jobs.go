@@ -44,27 +44,24 @@ func (s *Server) createJob(c *gin.Context) {
 		}
 	}
 	errs := model.ValidateJob(&j)
+	var add store.PodImages
 	if len(errs) == 0 {
-		p := &model.Pod{Metadata: model.ObjectMeta{Name: j.Metadata.Name, Namespace: ns, Labels: t.Metadata.Labels, Annotations: t.Metadata.Annotations}, Spec: t.Spec}
-		more, _, err := s.resolvePodImages(ctx, p)
-		if err != nil {
+		var err error
+		if errs, add, err = s.resolveTemplateImages(ctx, j.Metadata.Name, ns, t); err != nil {
 			s.fail(c, err)
 			return
 		}
-		for i := range more {
-			more[i].Field = "spec.template." + more[i].Field
-		}
-		errs = more
-		t.Spec, t.Metadata.Annotations = p.Spec, p.Metadata.Annotations
 	}
 	if len(errs) > 0 {
 		s.fail(c, invalid(model.KindJob, j.Metadata.Name, errs))
 		return
 	}
-	if err := s.store.CreateJob(ctx, &j); err != nil {
+	made, err := s.store.CreateJob(ctx, &j, add)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	s.startImports(ctx, made)
 	respond(c, http.StatusCreated, &j)
 }
 

@@ -77,10 +77,10 @@ func (s *Server) createPod(c *gin.Context) {
 		}
 	}
 	errs := model.ValidatePod(p)
-	var unmade []*model.Image
+	var add []store.PodImage
 	if len(errs) == 0 {
 		var err error
-		if errs, unmade, err = s.resolvePodImages(ctx, p); err != nil {
+		if errs, add, err = s.resolvePodImages(ctx, p); err != nil {
 			s.fail(c, err)
 			return
 		}
@@ -102,7 +102,8 @@ func (s *Server) createPod(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if err := s.store.CreatePodWithCatalogImages(ctx, p, unmade...); err != nil {
+	made, err := s.store.CreatePodWithCatalogImages(ctx, p, store.PodImages{Add: add, Max: s.maxPodImages})
+	if err != nil {
 		// An image deleted since it was resolved above.
 		var fieldErrs model.FieldErrors
 		if errors.As(err, &fieldErrs) {
@@ -117,6 +118,7 @@ func (s *Server) createPod(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.startImports(ctx, made)
 	if s.pods != nil && !store.IsDryRun(ctx) {
 		ref := controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
 		if err := s.pods.Start(ctx, ref); err != nil {

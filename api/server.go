@@ -117,6 +117,9 @@ type Config struct {
 	// MaxWatches bounds the watches one identity holds open; zero:
 	// DefaultMaxWatches.
 	MaxWatches int
+	// MaxPodRegistryImages bounds the registry images pods may add to the
+	// catalog (model.LabelMadeForPods); zero: DefaultMaxPodRegistryImages.
+	MaxPodRegistryImages int
 	// NodeEndpoints reaches nodes' endpoints for pods' logs and exec;
 	// nil: those answer 503.
 	NodeEndpoints *nodeclient.Dialer
@@ -152,6 +155,8 @@ type Server struct {
 	ready          []ReadyCheck
 	log            *slog.Logger
 	keepalive      time.Duration
+	// maxPodImages: Config.MaxPodRegistryImages.
+	maxPodImages int
 
 	podCIDRs                    *podcidr.Allocator
 	requestTimeout, bodyTimeout time.Duration
@@ -225,6 +230,9 @@ func New(cfg Config) *Server {
 	if cfg.PullProgressEvery <= 0 {
 		cfg.PullProgressEvery = DefaultPullProgressEvery
 	}
+	if cfg.MaxPodRegistryImages <= 0 {
+		cfg.MaxPodRegistryImages = DefaultMaxPodRegistryImages
+	}
 	var origins []string
 	if u, err := url.Parse(cfg.AdvertiseURL); err == nil && u.Scheme != "" && u.Host != "" {
 		origins = append(origins, strings.ToLower(u.Scheme+"://"+u.Host))
@@ -236,7 +244,7 @@ func New(cfg Config) *Server {
 	srv := &Server{secrets: secrets, maySeeSecretValues: cfg.MaySeeSecretValues, requestingNode: cfg.RequestingNode,
 		origins: origins, allowedHosts: cfg.AllowedHosts, sources: cfg.ImageSources,
 		requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyTimeout,
-		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap,
+		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap, maxPodImages: cfg.MaxPodRegistryImages,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
 		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, nodeCerts: &auth.NodeCertificates{Pool: cfg.Store.Pool()}, ca: cfg.CA, clientCAAdmins: cfg.ClientCAAdmins, audit: &auditLog{w: cfg.AuditLog}, nodeEndpoints: cfg.NodeEndpoints,

@@ -21,6 +21,7 @@ import (
 	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/imagemap"
@@ -203,6 +204,10 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore, defaultS
 		"comma-separated CIDRs of loopback, private or link-local addresses http(s) image sources may reach anyway, e.g. 127.0.0.0/8,::1 or 10.20.0.0/16; empty: public addresses only (env ZW_IMAGE_ALLOW_PRIVATE_SOURCES)")
 	insecure := fs.String("insecure-registries", env("ZW_INSECURE_REGISTRIES", ""),
 		"comma-separated registries (host[:port]) spoken to over plain http; loopback ones always are (env ZW_INSECURE_REGISTRIES)")
+	fs.DurationVar(&c.PodRegistryImageTTL, "pod-registry-image-ttl", envDuration("ZW_POD_REGISTRY_IMAGE_TTL", controlops.DefaultUnusedPodImageTTL),
+		"a registry image pods added to the catalog is removed once no pod has used it this long (env ZW_POD_REGISTRY_IMAGE_TTL)")
+	fs.IntVar(&c.MaxPodRegistryImages, "max-pod-registry-images", envInt("ZW_MAX_POD_REGISTRY_IMAGES", api.DefaultMaxPodRegistryImages),
+		"registry images pods may add to the catalog; a pod that would add one more is refused (403) (env ZW_MAX_POD_REGISTRY_IMAGES)")
 	maxBytes := fs.String("image-max-bytes", env("ZW_IMAGE_MAX_BYTES", "20Gi"), "largest image download and decompressed image accepted, a quantity such as 20Gi (env ZW_IMAGE_MAX_BYTES)")
 	return func() error {
 		var err error
@@ -219,6 +224,9 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore, defaultS
 			return fmt.Errorf("--image-max-bytes: %q is not a positive size such as 20Gi", *maxBytes)
 		}
 		c.ImageMaxBytes = milli / 1000
+		if c.PodRegistryImageTTL <= 0 || c.MaxPodRegistryImages <= 0 {
+			return fmt.Errorf("--pod-registry-image-ttl and --max-pod-registry-images must be positive")
+		}
 		if c.ImageSourceDir != "" && !filepath.IsAbs(c.ImageSourceDir) {
 			if c.ImageSourceDir, err = filepath.Abs(c.ImageSourceDir); err != nil {
 				return fmt.Errorf("--image-source-dir: %w", err)

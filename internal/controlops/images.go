@@ -28,6 +28,9 @@ type ImagePulls interface {
 	EnsurePull(ctx context.Context, image, node string) error
 	// EnsureImport imports the image again unless an import runs.
 	EnsureImport(ctx context.Context, ref controlapi.ImageRef) error
+	// StartDelete starts the removal of an image marked deleting, or
+	// joins the one that runs.
+	StartDelete(ctx context.Context, ref controlapi.ImageRef) error
 }
 
 // Images is the control plane's work on the image catalog: imports into
@@ -49,7 +52,15 @@ type Images struct {
 	SecretKey *encryption.Key
 	// Metrics measures imports; nil measures nothing.
 	Metrics *metrics.Serve
+	// UnusedPodImageTTL is how long an image made for pods is kept once
+	// no pod uses it; zero: DefaultUnusedPodImageTTL.
+	UnusedPodImageTTL time.Duration
 }
+
+// DefaultUnusedPodImageTTL keeps a registry image added for pods a day
+// after its last pod went (the kubelet's --image-maximum-gc-age is the
+// closest analogue).
+const DefaultUnusedPodImageTTL = 24 * time.Hour
 
 // ImageGoneError: the image was deleted (or is another incarnation) while
 // it was being imported.
@@ -494,11 +505,16 @@ func (a *Images) ResolvePodImage(ctx context.Context, in controlapi.ImageNodeInp
 		if img.Status.Message != "" {
 			r.Message += ": " + img.Status.Message
 		}
-		if r.Failed && img.Spec.Kind == model.ImageOCI && img.Metadata.DeletionTimestamp == nil && a.Pulls != nil {
+		// An image added for pods whose import did not start with its
+		// first pod (Temporal did not answer) is started here too.
+		pending := img.Status.Phase == model.ImagePending && img.Metadata.Labels[model.LabelMadeForPods] == "true"
+		if (r.Failed || pending) && img.Spec.Kind == model.ImageOCI && img.Metadata.DeletionTimestamp == nil && a.Pulls != nil {
 			if err := a.Pulls.EnsureImport(ctx, controlapi.ImageRef{Name: img.Metadata.Name, UID: img.Metadata.UID}); err != nil {
 				return controlapi.ResolvedImage{}, err
 			}
-			r.Message += "; importing it again"
+			if r.Failed {
+				r.Message += "; importing it again"
+			}
 		}
 	case !onNode:
 		r.Pull, r.Message = true, fmt.Sprintf("pulling image %s to node %s", img.Metadata.Name, in.Node)
@@ -526,14 +542,25 @@ func (a *Images) RequestImagePull(ctx context.Context, in controlapi.ImageNodeIn
 	return a.Pulls.EnsurePull(ctx, in.Image, in.Node)
 }
 
-// SyncNodeImages starts a pull for every Ready image a fitting Ready node
-// lacks: how a node that registers later gets the images. Nodes where a
-// pull failed are left for pods (or an operator) to retry. It returns how
-// many pulls it started.
+// SyncNodeImages is the catalog's periodic upkeep (the image-sync
+// schedule): it removes the images made for pods that no pod has used
+// for UnusedPodImageTTL (ExpirePodImages), and starts a pull for every
+// Ready image a fitting Ready node lacks: how a node that registers
+// later gets the images. Nodes where a pull failed are left for pods (or
+// an operator) to retry. It returns how many pulls it started; one part
+// failing does not keep the other from running.
 func (a *Images) SyncNodeImages(ctx context.Context) (int, error) {
 	if a.Pulls == nil {
 		return 0, nil
 	}
+	_, expireErr := a.ExpirePodImages(ctx)
+	started, err := a.pullMissing(ctx)
+	return started, errors.Join(expireErr, err)
+}
+
+// pullMissing starts a pull for every Ready image a fitting Ready node
+// lacks.
+func (a *Images) pullMissing(ctx context.Context) (int, error) {
 	nodes, err := a.allNodes(ctx)
 	if err != nil {
 		return 0, err
@@ -565,4 +592,37 @@ func (a *Images) SyncNodeImages(ctx context.Context) (int, error) {
 		}
 		opts.Continue = page.Metadata.Continue
 	}
+}
+
+// ExpirePodImages removes, with the image deletion every DELETE starts
+// (nodes, store, row), the images made for pods that no pod, deployment,
+// job or revision has named for UnusedPodImageTTL, as the sweep records
+// it (store.SweepPodImages: at most one sweep late, never early). An
+// operator's images are never touched. It returns the images whose
+// removal it started or joined.
+func (a *Images) ExpirePodImages(ctx context.Context) ([]string, error) {
+	ttl := a.UnusedPodImageTTL
+	if ttl <= 0 {
+		ttl = DefaultUnusedPodImageTTL
+	}
+	names, err := a.Store.SweepPodImages(ctx, ttl)
+	if err != nil {
+		return nil, fmt.Errorf("sweep the images made for pods: %w", err)
+	}
+	if a.Pulls == nil {
+		return names, nil
+	}
+	for _, name := range names {
+		img, err := a.get(ctx, controlapi.ImageRef{Name: name})
+		if err != nil {
+			return names, err
+		}
+		if img == nil {
+			continue // its removal ended meanwhile
+		}
+		if err := a.Pulls.StartDelete(ctx, controlapi.ImageRef{Name: name, UID: img.Metadata.UID}); err != nil {
+			return names, fmt.Errorf("start the removal of unused image %s: %w", name, err)
+		}
+	}
+	return names, nil
 }

@@ -2,6 +2,7 @@ package controlops_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -145,6 +146,9 @@ func TestResolveNeverPull(t *testing.T) {
 type importsAsked struct{ names []string }
 
 func (p *importsAsked) EnsurePull(context.Context, string, string) error { return nil }
+func (p *importsAsked) StartDelete(context.Context, controlapi.ImageRef) error {
+	return errors.New("no deletions in this test")
+}
 func (p *importsAsked) EnsureImport(_ context.Context, ref controlapi.ImageRef) error {
 	p.names = append(p.names, ref.Name)
 	return nil
@@ -175,5 +179,35 @@ func TestAFailedRegistryImageIsImportedAgainWhenAPodLooks(t *testing.T) {
 	r, err = ops.ResolvePodImage(ctx, controlapi.ImageNodeInput{Image: "tarball", Node: "n1"})
 	if err != nil || !r.Failed || strings.Contains(r.Message, "again") || len(pulls.names) != 1 {
 		t.Fatalf("a failed operator's image: %+v %v; imports asked %v", r, err, pulls.names)
+	}
+}
+
+// An image added for pods whose import did not start with its first pod
+// (Temporal did not answer after the pod was stored) is imported when a
+// pod of it looks; an operator's image waiting for its own import is
+// not. (Drop `|| pending` in ResolvePodImage to see the pod wait for
+// ever.)
+func TestAPendingImageAddedForPodsIsImportedWhenAPodLooks(t *testing.T) {
+	ctx := t.Context()
+	st := openStore(t)
+	for _, img := range []*model.Image{
+		{Metadata: model.ObjectMeta{Name: "oci-new", Labels: map[string]string{model.LabelMadeForPods: "true"}},
+			Spec: model.ImageSpec{Kind: model.ImageOCI, Source: "registry.example/new:1"}, Status: model.ImageStatus{Phase: model.ImagePending}},
+		{Metadata: model.ObjectMeta{Name: "ops-new"}, Spec: model.ImageSpec{Kind: model.ImageOCI, Source: "registry.example/new:1"},
+			Status: model.ImageStatus{Phase: model.ImagePending}},
+	} {
+		if err := st.Images().Create(ctx, img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pulls := &importsAsked{}
+	ops := &controlops.Images{Store: st, Pulls: pulls}
+	for _, name := range []string{"oci-new", "ops-new"} {
+		if r, err := ops.ResolvePodImage(ctx, controlapi.ImageNodeInput{Image: name, Node: "n1"}); err != nil || r.Failed || r.Present {
+			t.Fatalf("a pending image %s: %+v %v", name, r, err)
+		}
+	}
+	if !slices.Equal(pulls.names, []string{"oci-new"}) {
+		t.Errorf("imports asked: %v", pulls.names)
 	}
 }

@@ -24,7 +24,7 @@ func (a *Control) createOwnedPod(ctx context.Context, newPod func() *model.Pod) 
 	for attempt := 0; ; attempt++ {
 		p := newPod()
 		model.DefaultPod(p)
-		err := a.Store.CreatePodWithCatalogImages(ctx, p)
+		_, err := a.Store.CreatePodWithCatalogImages(ctx, p, store.PodImages{}) // a template's images are in the catalog
 		if errors.Is(err, store.ErrAlreadyExists) && attempt < 5 {
 			continue // the random suffix was taken
 		}

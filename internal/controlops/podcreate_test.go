@@ -27,7 +27,7 @@ func newDeployment(t *testing.T, st *store.Store, name, image string, replicas i
 	if errs := model.ValidateDeployment(d); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if err := st.CreateDeployment(context.Background(), d); err != nil {
+	if _, err := st.CreateDeployment(context.Background(), d, store.PodImages{}); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -42,7 +42,7 @@ func newJob(t *testing.T, st *store.Store, name, image string, parallelism int32
 	if errs := model.ValidateJob(j); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if err := st.CreateJob(context.Background(), j); err != nil {
+	if _, err := st.CreateJob(context.Background(), j, store.PodImages{}); err != nil {
 		t.Fatal(err)
 	}
 	return j

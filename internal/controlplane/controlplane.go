@@ -84,6 +84,13 @@ type Config struct {
 	// ImageAllowPrivateSources are the non-public ranges http(s) image
 	// sources may reach anyway; nil: public addresses only.
 	ImageAllowPrivateSources []netip.Prefix
+	// PodRegistryImageTTL is how long a registry image pods added to the
+	// catalog is kept once no pod uses it; zero:
+	// controlops.DefaultUnusedPodImageTTL.
+	PodRegistryImageTTL time.Duration
+	// MaxPodRegistryImages bounds the registry images pods may add to the
+	// catalog; zero: api.DefaultMaxPodRegistryImages.
+	MaxPodRegistryImages int
 	// ImageMaxBytes bounds an image's download and its decompressed
 	// artefact; zero: imagestore.DefaultMaxBytes.
 	ImageMaxBytes int64
@@ -435,7 +442,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
 	srv := api.New(api.Config{BodyTimeout: cfg.BodyTimeout, ClientCAAdmins: cfg.APITLS.ClientCAAdmins, EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
 		Store: st, Logger: log, CA: ca, NodeEndpoints: nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, Metrics: serveMetrics, MetricsHandler: metrics.Handler(registry), ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
-		Images: images, ImageMap: imgMap, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
+		Images: images, ImageMap: imgMap, MaxPodRegistryImages: cfg.MaxPodRegistryImages, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
 				_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
@@ -457,7 +464,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
 			StallTimeout: cfg.ImageStallTimeout, Pulls: images, Metrics: serveMetrics, InsecureRegistries: cfg.InsecureRegistries,
-			SecretKey: cfg.EncryptionKey},
+			SecretKey: cfg.EncryptionKey, UnusedPodImageTTL: cfg.PodRegistryImageTTL},
 		serviceCIDR: serviceCIDR, serviceNet: serviceNet, dns: dnsServer, capacity: cfg.Capacity}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	// The map's images exist before the first pod names them, unless

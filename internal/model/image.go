@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -82,6 +83,11 @@ const (
 	AnnotationRequestedImagePrefix = "images.zonewright.io/"
 	// LabelNodeBrandPrefix + brand marks a node that can install the brand.
 	LabelNodeBrandPrefix = "zonewright.io/brand-"
+	// LabelMadeForPods ("true") marks a registry image the control plane
+	// added to the catalog because a pod named its reference: it counts
+	// against the cap on such images and goes when no pod has used it
+	// for a while. Only the control plane sets it.
+	LabelMadeForPods = "zonewright.io/made-for-pods"
 )
 
 // IsRegistryReference reports whether a container's image names an image
@@ -223,3 +229,26 @@ type ImageNodeStatus struct {
 func (i *Image) GetTypeMeta() *TypeMeta    { return &i.TypeMeta }
 func (i *Image) GetMeta() *ObjectMeta      { return &i.Metadata }
 func (i *Image) Parts() (spec, status any) { return &i.Spec, &i.Status }
+
+// PodImageLimitError is a write refused because it would add one more
+// image made for pods (LabelMadeForPods) to a catalog that holds as many
+// as the control plane allows; Kubernetes refuses a create over a quota
+// the same way (403).
+type PodImageLimitError struct {
+	Object string // `pods "web"`
+	Field  string // spec.containers[0].image
+	Image  string // the catalog name it would have had
+	Source string // the registry reference
+	Limit  int
+}
+
+func (e *PodImageLimitError) Error() string {
+	return fmt.Sprintf("%s is forbidden: %s: %s", e.Object, e.Field, e.Detail())
+}
+
+// Detail is the refusal without the object and the field.
+func (e *PodImageLimitError) Detail() string {
+	return fmt.Sprintf("%q would add a registry image to the catalog, which holds the most images added for pods it may (limit %d); "+
+		"delete the pods of images no longer needed (an image no pod uses leaves the catalog after a while, or at once with DELETE /api/v1/images/<name>), "+
+		"or ask an operator to create image %q (POST /api/v1/images, kind oci, source %q)", e.Source, e.Limit, e.Image, e.Source)
+}

@@ -26,6 +26,10 @@ const (
 	// WorkloadFeedLeader elects the one workload feed that wakes
 	// deployments' and jobs' workflows (a session lock).
 	WorkloadFeedLeader int64 = 0x7a77_0006
+	// PodImages serialises adding images made for pods to the catalog (a
+	// transaction lock, taken inside a write's checks: before Change), so
+	// that two creates cannot both pass the cap's last place.
+	PodImages int64 = 0x7a77_0008
 )
 
 // Sync is the class of the locks that let one sync of a workload run at
@@ -36,4 +40,4 @@ const (
 const Sync int32 = 0x7a77_0007
 
 // All is every key, for the test that keeps them distinct.
-var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP, WorkloadFeedLeader}
+var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP, WorkloadFeedLeader, PodImages}

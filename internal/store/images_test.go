@@ -74,7 +74,7 @@ func TestImageDeletionAndPodCreationDoNotRace(t *testing.T) {
 				defer wg.Done()
 				p := pod(fmt.Sprintf("r%d-p%d", round, i), nil)
 				p.Spec.Containers[0].Image = name
-				created[i] = s.CreatePodWithCatalogImages(ctx, p)
+				_, created[i] = s.CreatePodWithCatalogImages(ctx, p, store.PodImages{})
 			}()
 		}
 		var markErr error
@@ -107,12 +107,12 @@ func TestImageDeletionAndPodCreationDoNotRace(t *testing.T) {
 	p.Spec.Containers[0].Image = "img-0"
 	var fieldErrs model.FieldErrors
 	if img, _ := s.Images().Get(ctx, "", "img-0"); img.Metadata.DeletionTimestamp != nil {
-		if err := s.CreatePodWithCatalogImages(ctx, p); !errors.As(err, &fieldErrs) || fieldErrs[0].Field != "spec.containers[0].image" {
+		if _, err := s.CreatePodWithCatalogImages(ctx, p, store.PodImages{}); !errors.As(err, &fieldErrs) || fieldErrs[0].Field != "spec.containers[0].image" {
 			t.Fatalf("a pod naming a deleting image: got %v, want a field error on spec.containers[0].image", err)
 		}
 	}
 	p.Spec.Containers[0].Image = "absent"
-	if err := s.CreatePodWithCatalogImages(ctx, p); !errors.As(err, &fieldErrs) || fieldErrs[0].Type != model.FieldNotFound {
+	if _, err := s.CreatePodWithCatalogImages(ctx, p, store.PodImages{}); !errors.As(err, &fieldErrs) || fieldErrs[0].Type != model.FieldNotFound {
 		t.Fatalf("a pod naming an absent image: got %v, want a not-found field error", err)
 	}
 }

@@ -32,14 +32,40 @@ func (s *Store) CreatePod(ctx context.Context, p *model.Pod) error {
 	return s.Pods().CreateWith(ctx, p, namespaceExists(ctx, p.Metadata.Namespace))
 }
 
-// CreateDeployment stores a new deployment in an existing namespace.
-func (s *Store) CreateDeployment(ctx context.Context, d *model.Deployment) error {
-	return s.Deployments().CreateWith(ctx, d, namespaceExists(ctx, d.Metadata.Namespace))
+// CreateDeployment stores a new deployment in an existing namespace,
+// adding the images made for its template's pods (see
+// writeWithPodImages); it returns those it added.
+func (s *Store) CreateDeployment(ctx context.Context, d *model.Deployment, add PodImages) ([]*model.Image, error) {
+	return createWithPodImages(ctx, s, s.Deployments(), d, add)
 }
 
-// CreateJob stores a new job in an existing namespace.
-func (s *Store) CreateJob(ctx context.Context, j *model.Job) error {
-	return s.Jobs().CreateWith(ctx, j, namespaceExists(ctx, j.Metadata.Namespace))
+// UpdateDeployment is Deployments().Update adding the images made for its
+// template's pods (see writeWithPodImages); it returns those it added.
+func (s *Store) UpdateDeployment(ctx context.Context, d *model.Deployment, add PodImages) ([]*model.Image, error) {
+	r := s.Deployments()
+	return s.writeWithPodImages(ctx, objectName(r.info.kind, d.Metadata.Name), add, func(tx pgx.Tx) (pending, error) {
+		return r.updateTx(ctx, tx, d)
+	})
+}
+
+// CreateJob stores a new job in an existing namespace, adding the images
+// made for its template's pods (see writeWithPodImages); it returns those
+// it added.
+func (s *Store) CreateJob(ctx context.Context, j *model.Job, add PodImages) ([]*model.Image, error) {
+	return createWithPodImages(ctx, s, s.Jobs(), j, add)
+}
+
+// createWithPodImages stores a new object in an existing namespace,
+// adding the images made for its pods (see writeWithPodImages); it
+// returns those it added.
+func createWithPodImages[T any, PT ObjectPtr[T]](ctx context.Context, s *Store, r Resource[T, PT], obj PT, add PodImages) ([]*model.Image, error) {
+	m := obj.GetMeta()
+	if m.UID == "" {
+		m.UID = newUID()
+	}
+	return s.writeWithPodImages(ctx, objectName(r.info.kind, m.Name), add, func(tx pgx.Tx) (pending, error) {
+		return r.createRows(ctx, tx, obj, namespaceExists(ctx, m.Namespace))
+	})
 }
 
 // CreateService stores a new service in an existing namespace, with its
@@ -185,6 +211,12 @@ func podsUsingImage(ctx context.Context, q interface {
 // the rows of its images FOR SHARE, so a pod is either refused because
 // the image is deleting or counted here.
 func (s *Store) MarkImageDeleting(ctx context.Context, name, resourceVersion string) (*model.Image, error) {
+	return s.markImageDeleting(ctx, name, resourceVersion, nil)
+}
+
+// markImageDeleting is MarkImageDeleting with a further check, run in
+// its transaction once the row is locked.
+func (s *Store) markImageDeleting(ctx context.Context, name, resourceVersion string, check func(pgx.Tx, *model.Image) error) (*model.Image, error) {
 	r := s.Images()
 	var marked *model.Image
 	err := s.write(ctx, func(tx pgx.Tx) (pending, error) {
@@ -196,6 +228,11 @@ func (s *Store) MarkImageDeleting(ctx context.Context, name, resourceVersion str
 		}
 		if resourceVersion != "" && resourceVersion != img.Metadata.ResourceVersion {
 			return pending{}, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", ErrConflict, resourceVersion, img.Metadata.ResourceVersion)
+		}
+		if check != nil {
+			if err := check(tx, img); err != nil {
+				return pending{}, err
+			}
 		}
 		users, err := podsUsingImage(ctx, tx, name)
 		if err != nil {
@@ -218,53 +255,52 @@ func (s *Store) MarkImageDeleting(ctx context.Context, name, resourceVersion str
 	return marked, nil
 }
 
-// CreatePodWithCatalogImages stores a new pod in an existing namespace if
-// every image it names is in the catalog and not being deleted, checked in
+// CreatePodWithCatalogImages stores a new pod in an existing namespace,
+// adding the images made for it (add; see writeWithPodImages), if every
+// image it names is then in the catalog and not being deleted, checked in
 // the creation's transaction with those image rows locked FOR SHARE (see
 // MarkImageDeleting). An image missing or deleting is a model.FieldErrors
-// on the container's image. A dry run may name unmade images, those the
-// pod would have added to the catalog: they exist in its transaction
-// alone.
-func (s *Store) CreatePodWithCatalogImages(ctx context.Context, p *model.Pod, unmade ...*model.Image) error {
-	if len(unmade) > 0 && !IsDryRun(ctx) {
-		return fmt.Errorf("images %s are not in the catalog: only a dry run names unmade images", unmade[0].Metadata.Name)
+// on the container's image. It returns the images it added.
+func (s *Store) CreatePodWithCatalogImages(ctx context.Context, p *model.Pod, add PodImages) ([]*model.Image, error) {
+	r := s.Pods()
+	if p.Metadata.UID == "" {
+		p.Metadata.UID = newUID()
 	}
-	return s.Pods().CreateWith(ctx, p, func(tx pgx.Tx) error {
-		if err := namespaceExists(ctx, p.Metadata.Namespace)(tx); err != nil {
-			return err
-		}
-		for _, img := range unmade {
-			if img.Metadata.UID == "" {
-				img.Metadata.UID = newUID()
-			}
-			if _, err := s.Images().createRows(ctx, tx, img, nil); err != nil {
+	object := fmt.Sprintf("pods %q", p.Metadata.Name)
+	return s.writeWithPodImages(ctx, object, add, func(tx pgx.Tx) (pending, error) {
+		return r.createRows(ctx, tx, p, func(tx pgx.Tx) error {
+			if err := namespaceExists(ctx, p.Metadata.Namespace)(tx); err != nil {
 				return err
 			}
-		}
-		var errs model.FieldErrors
-		for i, c := range p.Spec.Containers {
-			var deleting bool
-			err := tx.QueryRow(ctx, "SELECT deleted_at IS NOT NULL FROM images WHERE name = $1 FOR SHARE", c.Image).Scan(&deleting)
-			field := fmt.Sprintf("spec.containers[%d].image", i)
-			switch {
-			case classify(err) == ErrNotFound:
-				errs = append(errs, model.FieldError{Field: field, Type: model.FieldNotFound,
-					Detail: fmt.Sprintf("Not found: %q: no such image in the catalog (GET /api/v1/images)", c.Image)})
-			case err != nil:
-				return err
-			case deleting:
-				errs = append(errs, model.FieldError{Field: field, Type: model.FieldInvalid,
-					Detail: fmt.Sprintf("Invalid value: %q: the image is being deleted", c.Image)})
+			var errs model.FieldErrors
+			for i, c := range p.Spec.Containers {
+				// Before the row is locked FOR SHARE: two pods upgrading
+				// their shared locks would deadlock.
+				if err := imageUsedAgain(ctx, tx, c.Image); err != nil {
+					return err
+				}
+				var deleting bool
+				err := tx.QueryRow(ctx, "SELECT deleted_at IS NOT NULL FROM images WHERE name = $1 FOR SHARE", c.Image).Scan(&deleting)
+				field := fmt.Sprintf("spec.containers[%d].image", i)
+				switch {
+				case classify(err) == ErrNotFound:
+					errs = append(errs, model.FieldError{Field: field, Type: model.FieldNotFound,
+						Detail: fmt.Sprintf("Not found: %q: no such image in the catalog (GET /api/v1/images)", c.Image)})
+				case err != nil:
+					return err
+				case deleting:
+					errs = append(errs, model.FieldError{Field: field, Type: model.FieldInvalid,
+						Detail: fmt.Sprintf("Invalid value: %q: the image is being deleted", c.Image)})
+				}
 			}
-		}
-		if len(errs) > 0 {
-			return errs
-		}
-		object := fmt.Sprintf("pods %q", p.Metadata.Name)
-		if err := admitLimits(ctx, tx, p.Metadata.Namespace, object, p, nil); err != nil {
-			return err
-		}
-		return admitQuota(ctx, tx, p.Metadata.Namespace, object, model.PodUsage(p), p)
+			if len(errs) > 0 {
+				return errs
+			}
+			if err := admitLimits(ctx, tx, p.Metadata.Namespace, object, p, nil); err != nil {
+				return err
+			}
+			return admitQuota(ctx, tx, p.Metadata.Namespace, object, model.PodUsage(p), p)
+		})
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
+	"github.com/zonewright/zonewright/internal/store"
 	"github.com/zonewright/zonewright/internal/storetest"
 	"github.com/zonewright/zonewright/internal/workloadfeed"
 )
@@ -53,7 +54,7 @@ func TestWakesOnlyForChangesTheWorkflowActsOn(t *testing.T) {
 
 	d := &model.Deployment{Metadata: model.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec: model.DeploymentSpec{Selector: &model.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
-	if err := st.CreateDeployment(ctx, d); err != nil {
+	if _, err := st.CreateDeployment(ctx, d, store.PodImages{}); err != nil {
 		t.Fatal(err)
 	}
 	expect := func(w *wakes, want int, what string) {
@@ -111,7 +112,7 @@ func TestWakesOnlyForChangesTheWorkflowActsOn(t *testing.T) {
 
 	// A job wakes the jobs' workflows, not the deployments'.
 	j := &model.Job{Metadata: model.ObjectMeta{Name: "pi", Namespace: "default"}}
-	if err := st.CreateJob(ctx, j); err != nil {
+	if _, err := st.CreateJob(ctx, j, store.PodImages{}); err != nil {
 		t.Fatal(err)
 	}
 	expect(jobs, 1, "a job's creation")
@@ -146,11 +147,11 @@ func TestWakesThoseThatCannotCreatePodsWhenAnImageArrives(t *testing.T) {
 	for _, name := range []string{"web", "ok"} {
 		d := &model.Deployment{Metadata: model.ObjectMeta{Name: name, Namespace: "default"},
 			Spec: model.DeploymentSpec{Selector: &model.LabelSelector{MatchLabels: map[string]string{"app": name}}}}
-		if err := st.CreateDeployment(ctx, d); err != nil {
+		if _, err := st.CreateDeployment(ctx, d, store.PodImages{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := st.CreateJob(ctx, &model.Job{Metadata: model.ObjectMeta{Name: "pi", Namespace: "default"}}); err != nil {
+	if _, err := st.CreateJob(ctx, &model.Job{Metadata: model.ObjectMeta{Name: "pi", Namespace: "default"}}, store.PodImages{}); err != nil {
 		t.Fatal(err)
 	}
 	expect(deps, 2, "the deployments' creation")
