@@ -14,8 +14,10 @@ import (
 // A node's pull of an image shows how far it has got while the bytes go:
 // in the image's status on that node and in the message of the pod that
 // waits for it, which runs once the pull ends; the image's node status is
-// then complete. The node's zfs receive reads at 1 MiB/s (the simulator's
-// stream_rate), so the pull of a 24 MiB stream takes a while. (Serve the
+// then complete. The node's zfs receive reads at 512 KiB/s (the simulator's
+// stream_rate), so the pull of a 24 MiB stream takes about 50 s, the
+// server's send some 30 s of them past socket buffers: room for the
+// pod's looks on a loaded machine. (Serve the
 // artefact through c.Writer instead of the progressWriter in
 // api.imageArtefact to see it fail: no bytesDone while Pulling.)
 func TestImagePullShowsProgressPerNode(t *testing.T) {
@@ -27,7 +29,7 @@ func TestImagePullShowsProgressPerNode(t *testing.T) {
 	stream := c.zfsStreamWith("pulled slowly\n", map[string][]byte{"big": big})
 	files := newImageFiles(t)
 	url, digest := files.add("slow", &served{body: stream})
-	c.sim(0, "fault", "stream-rate", "zfs receive", "1M")
+	c.sim(0, "fault", "stream-rate", "zfs receive", "512K")
 	c.createImage("lx-slow", model.ImageZFSStream, url, digest, "")
 	c.createPod(`{"metadata":{"name":"slow-pull"},"spec":{"runtimeClassName":"lx",
 	  "containers":[{"name":"app","image":"lx-slow","command":["sleep","3600"]}]}}`)
