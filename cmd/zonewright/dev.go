@@ -257,8 +257,8 @@ func dev(ctx context.Context, args []string) error {
 		ImageStore: img.ImageStore, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		ImageSourceDir: img.ImageSourceDir, ImageAllowPrivateSources: img.ImageAllowPrivateSources, ImageMaxBytes: img.ImageMaxBytes,
-		InsecureRegistries: img.InsecureRegistries,
-		NodeGracePeriod:    health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
+		InsecureRegistries: img.InsecureRegistries, ImageGC: img.ImageGC,
+		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
 		ServiceCIDR: health.ServiceCIDR, ClusterCIDR: health.ClusterCIDR, NodeCIDRMaskSize: health.NodeCIDRMaskSize,
 		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key, MaxConnections: health.MaxConnections})
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/encryption"
+	"github.com/zonewright/zonewright/internal/imagegc"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
@@ -203,6 +204,10 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore, defaultS
 		"comma-separated CIDRs of loopback, private or link-local addresses http(s) image sources may reach anyway, e.g. 127.0.0.0/8,::1 or 10.20.0.0/16; empty: public addresses only (env ZW_IMAGE_ALLOW_PRIVATE_SOURCES)")
 	insecure := fs.String("insecure-registries", env("ZW_INSECURE_REGISTRIES", ""),
 		"comma-separated registries (host[:port]) spoken to over plain http; loopback ones always are (env ZW_INSECURE_REGISTRIES)")
+	fs.IntVar(&c.ImageGC.High, "image-gc-high-threshold", envInt("ZW_IMAGE_GC_HIGH_THRESHOLD", imagegc.DefaultHighThreshold),
+		"percent of a node's pool in use at which its unused images are removed, least recently used first; 100 turns image GC off (env ZW_IMAGE_GC_HIGH_THRESHOLD)")
+	fs.IntVar(&c.ImageGC.Low, "image-gc-low-threshold", envInt("ZW_IMAGE_GC_LOW_THRESHOLD", imagegc.DefaultLowThreshold),
+		"percent of a node's pool image GC brings the usage below; above 0 and below --image-gc-high-threshold (env ZW_IMAGE_GC_LOW_THRESHOLD)")
 	maxBytes := fs.String("image-max-bytes", env("ZW_IMAGE_MAX_BYTES", "20Gi"), "largest image download and decompressed image accepted, a quantity such as 20Gi (env ZW_IMAGE_MAX_BYTES)")
 	return func() error {
 		var err error
@@ -219,6 +224,9 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore, defaultS
 			return fmt.Errorf("--image-max-bytes: %q is not a positive size such as 20Gi", *maxBytes)
 		}
 		c.ImageMaxBytes = milli / 1000
+		if err := c.ImageGC.Check(); err != nil {
+			return fmt.Errorf("--image-gc-high-threshold, --image-gc-low-threshold: %w", err)
+		}
 		if c.ImageSourceDir != "" && !filepath.IsAbs(c.ImageSourceDir) {
 			if c.ImageSourceDir, err = filepath.Abs(c.ImageSourceDir); err != nil {
 				return fmt.Errorf("--image-source-dir: %w", err)

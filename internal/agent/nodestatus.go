@@ -31,6 +31,9 @@ type hostSummary struct {
 	// storage is what the claims' datasets may hold in all (the volumes
 	// dataset's used and available bytes); 0 when unknown.
 	storage int64
+	// poolUsed and poolSize are the images' pool's bytes used and its
+	// size (used plus available), for image GC; "" when unknown.
+	poolUsed, poolSize string
 }
 
 // summary counts the host's zones by state and reads the zones' free space.
@@ -47,6 +50,16 @@ func (a *Agent) summary(ctx context.Context) hostSummary {
 		a.log.Warn("read the zones dataset's free space", "err", err)
 	} else {
 		s.available = v
+	}
+	pool, _, _ := strings.Cut(a.cfg.ImagesDataset, "/")
+	if p, err := a.host.ZFS().GetProps(ctx, pool, "available", "used"); err != nil {
+		a.log.Warn("read the images' pool's space", "err", err)
+	} else {
+		avail, err1 := strconv.ParseInt(p["available"], 10, 64)
+		used, err2 := strconv.ParseInt(p["used"], 10, 64)
+		if err1 == nil && err2 == nil {
+			s.poolUsed, s.poolSize = strconv.FormatInt(used, 10), strconv.FormatInt(used+avail, 10)
+		}
 	}
 	if p, err := a.host.ZFS().GetProps(ctx, a.cfg.VolumesDataset, "available", "used"); err != nil {
 		a.log.Warn("read the volumes dataset's space", "err", err)
@@ -304,6 +317,10 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.
 	}
 	if sum.available != "" {
 		n.Metadata.Annotations[model.AnnotationNodeZonesAvailable] = sum.available
+	}
+	if sum.poolSize != "" {
+		n.Metadata.Annotations[model.AnnotationNodeImagePoolUsed] = sum.poolUsed
+		n.Metadata.Annotations[model.AnnotationNodeImagePoolSize] = sum.poolSize
 	}
 
 	// nil until this agent has applied a snapshot: a status left by an

@@ -13,6 +13,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/hostapi"
+	"github.com/zonewright/zonewright/internal/imagegc"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
@@ -49,6 +50,9 @@ type Images struct {
 	SecretKey *encryption.Key
 	// Metrics measures imports; nil measures nothing.
 	Metrics *metrics.Serve
+	// GC are the image garbage collection's thresholds; zero collects
+	// nothing.
+	GC imagegc.Thresholds
 }
 
 // ImageGoneError: the image was deleted (or is another incarnation) while
@@ -498,6 +502,8 @@ func (a *Images) ResolvePodImage(ctx context.Context, in controlapi.ImageNodeInp
 		r.Pull, r.Message = true, fmt.Sprintf("pulling image %s to node %s", img.Metadata.Name, in.Node)
 	case ns.Phase == model.ImageReady:
 		r.Present = true
+		// The pod starts with it: a use, for the image's garbage collection.
+		_ = a.Store.TouchImageNodes(ctx, in.Node, []string{img.Metadata.Name})
 	case ns.Phase == model.ImageFailed:
 		r.Pull, r.Failed = true, true
 		r.Message = fmt.Sprintf("pulling image %s to node %s failed (%s: %s); retrying", img.Metadata.Name, in.Node, ns.Reason, ns.Message)

@@ -213,6 +213,10 @@ type ImageNodeStatus struct {
 	Reason  string     `json:"reason,omitempty"`
 	Message string     `json:"message,omitempty"`
 	Updated *time.Time `json:"updated,omitempty"`
+	// LastUsed is when a pod on the node last started or ended with the
+	// image, or the node pulled it: image garbage collection removes the
+	// least recently used first.
+	LastUsed *time.Time `json:"lastUsed,omitempty"`
 }
 
 func (i *Image) GetTypeMeta() *TypeMeta    { return &i.TypeMeta }
