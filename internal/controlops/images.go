@@ -528,13 +528,19 @@ func (a *Images) RequestImagePull(ctx context.Context, in controlapi.ImageNodeIn
 
 // SyncNodeImages starts a pull for every Ready image a fitting Ready node
 // lacks: how a node that registers later gets the images. Nodes where a
-// pull failed are left for pods (or an operator) to retry. It returns how
+// pull failed are left for pods (or an operator) to retry, and images
+// garbage collection removed from a node for its pods. It returns how
 // many pulls it started.
 func (a *Images) SyncNodeImages(ctx context.Context) (int, error) {
 	if a.Pulls == nil {
 		return 0, nil
 	}
 	nodes, err := a.allNodes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	// What image GC removed from a node comes back with a pod, not here.
+	collected, err := a.Store.CollectedImageNodes(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -551,7 +557,7 @@ func (a *Images) SyncNodeImages(ctx context.Context) (int, error) {
 				continue
 			}
 			for j := range nodes {
-				if _, seen := img.Status.Node(nodes[j].Metadata.Name); seen || !fits(img, &nodes[j]) {
+				if _, seen := img.Status.Node(nodes[j].Metadata.Name); seen || collected[img.Metadata.Name][nodes[j].Metadata.Name] || !fits(img, &nodes[j]) {
 					continue
 				}
 				if err := a.Pulls.EnsurePull(ctx, img.Metadata.Name, nodes[j].Metadata.Name); err != nil {

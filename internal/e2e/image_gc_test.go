@@ -18,6 +18,7 @@ import (
 	"github.com/zonewright/zonewright/internal/imagegc"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/workflows"
+	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
 // setPoolSize gives node i's simulated pool tank the size a pool of
@@ -140,7 +141,19 @@ func TestImageGCRemovesUnusedImagesLeastRecentlyUsedFirst(t *testing.T) {
 		t.Errorf("a Normal event on node-1 for each image removed: %+v", evs)
 	}
 
-	// A pod of a removed image pulls it again and runs.
+	// The node sync does not bring them back (without the collected
+	// pairs in controlops.SyncNodeImages it starts 2 pulls here)...
+	run, err := c.temporal.ExecuteWorkflow(context.Background(), tclient.StartWorkflowOptions{ID: "test-image-sync", TaskQueue: taskqueue.Control},
+		workflows.ImageSyncWorkflowName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started int
+	if err := run.Get(context.Background(), &started); err != nil || started != 0 {
+		t.Errorf("the node sync started %d pulls (%v); what image GC removed comes back with a pod only", started, err)
+	}
+
+	// ...a pod of a removed image pulls it again and runs.
 	pod("pod-b2", "disk-b")
 	if img, _ := c.image("disk-b"); !onNode1("disk-b") || len(c.imageOnNode(0, "disk-b")) == 0 {
 		t.Errorf("disk-b must be on node-1 again: %+v", img.Status.Nodes)

@@ -9,7 +9,8 @@ import (
 
 // A node's hold of an image is released for its garbage collection only
 // while its state there is Ready and no pod assigned to the node names
-// it: a pod scheduled there, in any phase, keeps it. It fails with the
+// it: a pod scheduled there, in any phase, keeps it; the node sync then
+// leaves the pair alone until a pull brings it back. It fails with the
 // pod check dropped from ReleaseImageNode's switch (`case inUse`).
 func TestReleaseImageNodeKeepsWhatAPodOnTheNodeUses(t *testing.T) {
 	s := newStore(t)
@@ -46,8 +47,14 @@ func TestReleaseImageNodeKeepsWhatAPodOnTheNodeUses(t *testing.T) {
 	if got, _ := s.Images().Get(ctx, "", "base"); len(got.Status.Nodes) != 1 || got.Status.Nodes[0].Node != "n1" {
 		t.Fatalf("a released node leaves status.nodes: %+v", got.Status.Nodes)
 	}
+	if c, err := s.CollectedImageNodes(ctx); err != nil || !c["base"]["n2"] || len(c["base"]) != 1 {
+		t.Fatalf("collected %v (%v); want base on n2: the node sync must not bring it back", c, err)
+	}
 	if _, _, err := s.SetImageNode(ctx, "base", model.ImageNodeStatus{Node: "n2", Phase: model.ImagePulling}); err != nil {
 		t.Fatal(err)
+	}
+	if c, err := s.CollectedImageNodes(ctx); err != nil || len(c) != 0 {
+		t.Fatalf("a pull brings base back to n2: collected %v (%v)", c, err)
 	}
 	if ok, _, err := s.ReleaseImageNode(ctx, "base", "n2"); err != nil || ok {
 		t.Fatalf("released an image being pulled: %v %v", ok, err)

@@ -22,7 +22,12 @@ const imageNodesJSON = `coalesce((SELECT jsonb_build_object('nodes', jsonb_agg(j
 		'node', n.node, 'phase', n.phase, 'reason', nullif(n.reason, ''), 'message', nullif(n.message, ''),
 		'updated', to_char(n.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
 		'lastUsed', to_char(n.last_used AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))) ORDER BY n.node))
-	FROM image_node_status n WHERE n.image = images.name HAVING count(*) > 0), '{}'::jsonb)`
+	FROM image_node_status n WHERE n.image = images.name AND n.phase <> '`+collectedPhase+`' HAVING count(*) > 0), '{}'::jsonb)`
+
+// collectedPhase marks an image garbage collection removed from a node:
+// no state of the node in status.nodes (a pod there pulls the image
+// again), but the node sync does not bring it back unasked.
+const collectedPhase = "Collected"
 
 // SetImageNode records the image's state on one node and returns the
 // state it replaced (had is false when there was none). An image or node
@@ -169,7 +174,8 @@ func (s *Store) ImagesOnNode(ctx context.Context, node string) ([]ImageOnNode, e
 }
 
 // ReleaseImageNode forgets that the node holds the image, so that its
-// removal can begin: a pod scheduled there from now on pulls it again.
+// removal can begin: a pod scheduled there from now on pulls it again,
+// while the node sync leaves it alone (CollectedImageNodes).
 // It refuses (released false, and why) while the node's state of it is
 // not Ready (a pull runs) or a pod assigned to the node names the image;
 // the check and the delete share one transaction, with the row locked.
@@ -192,9 +198,29 @@ func (s *Store) ReleaseImageNode(ctx context.Context, image, node string) (relea
 			why = "a pod assigned to the node uses it"
 			return nil
 		}
-		_, err = tx.Exec(ctx, "DELETE FROM image_node_status WHERE image = $1 AND node = $2", image, node)
+		_, err = tx.Exec(ctx, "UPDATE image_node_status SET phase = $3, reason = '', message = '', updated_at = now() WHERE image = $1 AND node = $2",
+			image, node, collectedPhase)
 		released = err == nil
 		return err
 	})
 	return released, why, classify(err)
+}
+
+// CollectedImageNodes lists the images garbage collection removed from
+// nodes and no pull brought back, as image -> node -> true.
+func (s *Store) CollectedImageNodes(ctx context.Context) (map[string]map[string]bool, error) {
+	rows, err := s.pool.Query(ctx, "SELECT image, node FROM image_node_status WHERE phase = $1", collectedPhase)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := map[string]map[string]bool{}
+	var image, node string
+	_, err = pgx.ForEachRow(rows, []any{&image, &node}, func() error {
+		if out[image] == nil {
+			out[image] = map[string]bool{}
+		}
+		out[image][node] = true
+		return nil
+	})
+	return out, classify(err)
 }
