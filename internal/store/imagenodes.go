@@ -22,7 +22,7 @@ const imageNodesJSON = `coalesce((SELECT jsonb_build_object('nodes', jsonb_agg(j
 		'node', n.node, 'phase', n.phase, 'reason', nullif(n.reason, ''), 'message', nullif(n.message, ''),
 		'updated', to_char(n.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
 		'lastUsed', to_char(n.last_used AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))) ORDER BY n.node))
-	FROM image_node_status n WHERE n.image = images.name AND n.phase <> '`+collectedPhase+`' HAVING count(*) > 0), '{}'::jsonb)`
+	FROM image_node_status n WHERE n.image = images.name AND n.phase <> '` + collectedPhase + `' HAVING count(*) > 0), '{}'::jsonb)`
 
 // collectedPhase marks an image garbage collection removed from a node:
 // no state of the node in status.nodes (a pod there pulls the image
