@@ -52,25 +52,26 @@ func (a *Agent) summary(ctx context.Context) hostSummary {
 		s.available = v
 	}
 	pool, _, _ := strings.Cut(a.cfg.ImagesDataset, "/")
-	if p, err := a.host.ZFS().GetProps(ctx, pool, "available", "used"); err != nil {
-		a.log.Warn("read the images' pool's space", "err", err)
-	} else {
-		avail, err1 := strconv.ParseInt(p["available"], 10, 64)
-		used, err2 := strconv.ParseInt(p["used"], 10, 64)
-		if err1 == nil && err2 == nil {
-			s.poolUsed, s.poolSize = strconv.FormatInt(used, 10), strconv.FormatInt(used+avail, 10)
-		}
+	if used, avail, ok := a.space(ctx, pool, "the images' pool"); ok {
+		s.poolUsed, s.poolSize = strconv.FormatInt(used, 10), strconv.FormatInt(used+avail, 10)
 	}
-	if p, err := a.host.ZFS().GetProps(ctx, a.cfg.VolumesDataset, "available", "used"); err != nil {
-		a.log.Warn("read the volumes dataset's space", "err", err)
-	} else {
-		avail, err1 := strconv.ParseInt(p["available"], 10, 64)
-		used, err2 := strconv.ParseInt(p["used"], 10, 64)
-		if err1 == nil && err2 == nil {
-			s.storage = avail + used
-		}
+	if used, avail, ok := a.space(ctx, a.cfg.VolumesDataset, "the volumes dataset"); ok {
+		s.storage = avail + used
 	}
 	return s
+}
+
+// space reads the dataset's used and available bytes; ok is false (and
+// the log says why) when it cannot.
+func (a *Agent) space(ctx context.Context, ds, what string) (used, avail int64, ok bool) {
+	p, err := a.host.ZFS().GetProps(ctx, ds, "available", "used")
+	if err != nil {
+		a.log.Warn("read the space of "+what, "dataset", ds, "err", err)
+		return 0, 0, false
+	}
+	avail, err1 := strconv.ParseInt(p["available"], 10, 64)
+	used, err2 := strconv.ParseInt(p["used"], 10, 64)
+	return used, avail, err1 == nil && err2 == nil
 }
 
 // recentlyObservedZones are the zones as the supervisor last listed them,
