@@ -128,3 +128,19 @@ func (a *Images) RequestImagePull(ctx context.Context, in controlapi.ImageNodeIn
 func (a *Images) SyncNodeImages(ctx context.Context) (int, error) {
 	return a.Ops.SyncNodeImages(ctx)
 }
+
+// PlanImageGC says which unused images to remove from which node.
+func (a *Images) PlanImageGC(ctx context.Context) (controlapi.ImageGCPlan, error) {
+	return a.Ops.PlanImageGC(ctx)
+}
+
+// ReleaseImageNode forgets that the node holds the image before its
+// removal, unless it is in use there.
+func (a *Images) ReleaseImageNode(ctx context.Context, in controlapi.ImageNodeInput) (controlapi.ImageRelease, error) {
+	return a.Ops.ReleaseImageNode(ctx, in)
+}
+
+// RecordImageGC records a node's collection in events on the Node.
+func (a *Images) RecordImageGC(ctx context.Context, r controlapi.ImageGCReport) error {
+	return a.Ops.RecordImageGC(ctx, r)
+}

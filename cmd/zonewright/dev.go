@@ -258,7 +258,7 @@ func dev(ctx context.Context, args []string) error {
 		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
 		ImageSourceDir: img.ImageSourceDir, ImageAllowPrivateSources: img.ImageAllowPrivateSources, ImageMaxBytes: img.ImageMaxBytes,
 		InsecureRegistries: img.InsecureRegistries, PodRegistryImageTTL: img.PodRegistryImageTTL, MaxPodRegistryImages: img.MaxPodRegistryImages,
-		NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
+		ImageGC: img.ImageGC, NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
 		ServiceCIDR: health.ServiceCIDR, ClusterCIDR: health.ClusterCIDR, NodeCIDRMaskSize: health.NodeCIDRMaskSize,
 		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key, MaxConnections: health.MaxConnections})
 	if err != nil {

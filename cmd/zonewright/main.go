@@ -24,6 +24,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/encryption"
+	"github.com/zonewright/zonewright/internal/imagegc"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/model"
@@ -208,6 +209,10 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore, defaultS
 		"a registry image pods added to the catalog is removed once no pod has used it this long (env ZW_POD_REGISTRY_IMAGE_TTL)")
 	fs.IntVar(&c.MaxPodRegistryImages, "max-pod-registry-images", envInt("ZW_MAX_POD_REGISTRY_IMAGES", api.DefaultMaxPodRegistryImages),
 		"registry images pods may add to the catalog; a pod that would add one more is refused (403) (env ZW_MAX_POD_REGISTRY_IMAGES)")
+	fs.IntVar(&c.ImageGC.High, "image-gc-high-threshold", envInt("ZW_IMAGE_GC_HIGH_THRESHOLD", imagegc.DefaultHighThreshold),
+		"percent of a node's pool in use at which its unused images are removed, least recently used first; 100 turns image GC off (env ZW_IMAGE_GC_HIGH_THRESHOLD)")
+	fs.IntVar(&c.ImageGC.Low, "image-gc-low-threshold", envInt("ZW_IMAGE_GC_LOW_THRESHOLD", imagegc.DefaultLowThreshold),
+		"percent of a node's pool image GC brings the usage below; above 0 and below --image-gc-high-threshold (env ZW_IMAGE_GC_LOW_THRESHOLD)")
 	maxBytes := fs.String("image-max-bytes", env("ZW_IMAGE_MAX_BYTES", "20Gi"), "largest image download and decompressed image accepted, a quantity such as 20Gi (env ZW_IMAGE_MAX_BYTES)")
 	return func() error {
 		var err error
@@ -226,6 +231,9 @@ func imageFlags(fs *flag.FlagSet, c *controlplane.Config, defaultStore, defaultS
 		c.ImageMaxBytes = milli / 1000
 		if c.PodRegistryImageTTL <= 0 || c.MaxPodRegistryImages <= 0 {
 			return fmt.Errorf("--pod-registry-image-ttl and --max-pod-registry-images must be positive")
+		}
+		if err := c.ImageGC.Check(); err != nil {
+			return fmt.Errorf("--image-gc-high-threshold, --image-gc-low-threshold: %w", err)
 		}
 		if c.ImageSourceDir != "" && !filepath.IsAbs(c.ImageSourceDir) {
 			if c.ImageSourceDir, err = filepath.Abs(c.ImageSourceDir); err != nil {

@@ -32,6 +32,9 @@ type hostSummary struct {
 	// storage is what the claims' datasets may hold in all (the volumes
 	// dataset's used and available bytes); 0 when unknown.
 	storage int64
+	// poolUsed and poolSize are the images' pool's bytes used and its
+	// size (used plus available), for image GC; "" when unknown.
+	poolUsed, poolSize string
 }
 
 // summary counts the host's zones by state and reads the zones' free space.
@@ -49,16 +52,27 @@ func (a *Agent) summary(ctx context.Context) hostSummary {
 	} else {
 		s.available = v
 	}
-	if p, err := a.host.ZFS().GetProps(ctx, a.cfg.VolumesDataset, "available", "used"); err != nil {
-		a.log.Warn("read the volumes dataset's space", "err", err)
-	} else {
-		avail, err1 := strconv.ParseInt(p["available"], 10, 64)
-		used, err2 := strconv.ParseInt(p["used"], 10, 64)
-		if err1 == nil && err2 == nil {
-			s.storage = avail + used
-		}
+	pool, _, _ := strings.Cut(a.cfg.ImagesDataset, "/")
+	if used, avail, ok := a.space(ctx, pool, "the images' pool"); ok {
+		s.poolUsed, s.poolSize = strconv.FormatInt(used, 10), strconv.FormatInt(used+avail, 10)
+	}
+	if used, avail, ok := a.space(ctx, a.cfg.VolumesDataset, "the volumes dataset"); ok {
+		s.storage = avail + used
 	}
 	return s
+}
+
+// space reads the dataset's used and available bytes; ok is false (and
+// the log says why) when it cannot.
+func (a *Agent) space(ctx context.Context, ds, what string) (used, avail int64, ok bool) {
+	p, err := a.host.ZFS().GetProps(ctx, ds, "available", "used")
+	if err != nil {
+		a.log.Warn("read the space of "+what, "dataset", ds, "err", err)
+		return 0, 0, false
+	}
+	avail, err1 := strconv.ParseInt(p["available"], 10, 64)
+	used, err2 := strconv.ParseInt(p["used"], 10, 64)
+	return used, avail, err1 == nil && err2 == nil
 }
 
 // recentlyObservedZones are the zones as the supervisor last listed them,
@@ -305,6 +319,10 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.
 	}
 	if sum.available != "" {
 		n.Metadata.Annotations[model.AnnotationNodeZonesAvailable] = sum.available
+	}
+	if sum.poolSize != "" {
+		n.Metadata.Annotations[model.AnnotationNodeImagePoolUsed] = sum.poolUsed
+		n.Metadata.Annotations[model.AnnotationNodeImagePoolSize] = sum.poolSize
 	}
 
 	// nil until this agent has applied a snapshot: a status left by an

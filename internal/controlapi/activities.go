@@ -211,3 +211,16 @@ func (*ImageActivities) RequestImagePull(ctx context.Context, in ImageNodeInput)
 // SyncNodeImages starts a pull for every Ready image a fitting Ready node
 // lacks.
 func (*ImageActivities) SyncNodeImages(ctx context.Context) (int, error) { panic(stub) }
+
+// PlanImageGC says, for each node whose pool is at or above the image GC
+// high threshold, which unused images to remove.
+func (*ImageActivities) PlanImageGC(ctx context.Context) (ImageGCPlan, error) { panic(stub) }
+
+// ReleaseImageNode forgets that the node holds the image, unless a pod
+// assigned there uses it or a pull of it runs, before its removal.
+func (*ImageActivities) ReleaseImageNode(ctx context.Context, in ImageNodeInput) (ImageRelease, error) {
+	panic(stub)
+}
+
+// RecordImageGC records a node's collection in events on the Node.
+func (*ImageActivities) RecordImageGC(ctx context.Context, r ImageGCReport) error { panic(stub) }

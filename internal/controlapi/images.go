@@ -1,6 +1,8 @@
 package controlapi
 
 import (
+	"time"
+
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -114,4 +116,44 @@ type ResolvedImage struct {
 	// Config is an oci image's configuration: what its containers run
 	// when the pod does not say.
 	Config *model.OCIConfig `json:",omitempty"`
+}
+
+// ImageGCPlan lists the nodes whose pool is at or above the high
+// threshold and what to remove from each.
+type ImageGCPlan struct {
+	Nodes []NodeImageGC
+}
+
+// NodeImageGC is one node's collection: the images to remove, least
+// recently used first, and the pool's usage in bytes.
+type NodeImageGC struct {
+	Node   string
+	Remove []ImageGCCandidate
+	// Used and Size are the pool's; Left the usage estimated after the
+	// removals; LowThreshold the percent it must fall below.
+	Used, Size, Left int64
+	LowThreshold     int
+	// Short: the unused images are not enough to get below LowThreshold.
+	Short bool
+}
+
+// ImageGCCandidate is one image chosen for removal from a node.
+type ImageGCCandidate struct {
+	Image    string
+	Bytes    int64
+	LastUsed time.Time
+}
+
+// ImageGCReport is what a node's collection did: Removed names the
+// images removed, in Plan's order.
+type ImageGCReport struct {
+	Plan    NodeImageGC
+	Removed []string
+}
+
+// ImageRelease says whether the node's hold of the image was released
+// for its removal, and if not, why.
+type ImageRelease struct {
+	Released bool
+	Why      string `json:",omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/hostapi"
+	"github.com/zonewright/zonewright/internal/imagegc"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
@@ -55,6 +56,9 @@ type Images struct {
 	// UnusedPodImageTTL is how long an image made for pods is kept once
 	// no pod uses it; zero: DefaultUnusedPodImageTTL.
 	UnusedPodImageTTL time.Duration
+	// GC are the image garbage collection's thresholds; zero collects
+	// nothing.
+	GC imagegc.Thresholds
 }
 
 // DefaultUnusedPodImageTTL keeps a registry image added for pods a day
@@ -520,6 +524,8 @@ func (a *Images) ResolvePodImage(ctx context.Context, in controlapi.ImageNodeInp
 		r.Pull, r.Message = true, fmt.Sprintf("pulling image %s to node %s", img.Metadata.Name, in.Node)
 	case ns.Phase == model.ImageReady:
 		r.Present = true
+		// The pod starts with it: a use, for the image's garbage collection.
+		_ = a.Store.TouchImageNodes(ctx, in.Node, []string{img.Metadata.Name})
 	case ns.Phase == model.ImageFailed:
 		r.Pull, r.Failed = true, true
 		r.Message = fmt.Sprintf("pulling image %s to node %s failed (%s: %s); retrying", img.Metadata.Name, in.Node, ns.Reason, ns.Message)
@@ -547,7 +553,8 @@ func (a *Images) RequestImagePull(ctx context.Context, in controlapi.ImageNodeIn
 // for UnusedPodImageTTL (ExpirePodImages), and starts a pull for every
 // Ready image a fitting Ready node lacks: how a node that registers
 // later gets the images. Nodes where a pull failed are left for pods (or
-// an operator) to retry. It returns how many pulls it started; one part
+// an operator) to retry, and images garbage collection removed from a
+// node for its pods. It returns how many pulls it started; one part
 // failing does not keep the other from running.
 func (a *Images) SyncNodeImages(ctx context.Context) (int, error) {
 	if a.Pulls == nil {
@@ -565,6 +572,11 @@ func (a *Images) pullMissing(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// What image GC removed from a node comes back with a pod, not here.
+	collected, err := a.Store.CollectedImageNodes(ctx)
+	if err != nil {
+		return 0, err
+	}
 	started := 0
 	opts := store.ListOptions{Limit: 500, FieldSelector: "status.phase=" + model.ImageReady}
 	for {
@@ -578,7 +590,7 @@ func (a *Images) pullMissing(ctx context.Context) (int, error) {
 				continue
 			}
 			for j := range nodes {
-				if _, seen := img.Status.Node(nodes[j].Metadata.Name); seen || !fits(img, &nodes[j]) {
+				if _, seen := img.Status.Node(nodes[j].Metadata.Name); seen || collected[img.Metadata.Name][nodes[j].Metadata.Name] || !fits(img, &nodes[j]) {
 					continue
 				}
 				if err := a.Pulls.EnsurePull(ctx, img.Metadata.Name, nodes[j].Metadata.Name); err != nil {

@@ -251,6 +251,7 @@ func (a *Control) RemovePod(ctx context.Context, ref controlapi.PodRef) error {
 	}
 	if err == nil {
 		a.wakeClaims(ctx, p)
+		touchImages(ctx, a.Store, p) // the pod's last use of its images
 	}
 	return err
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/endpoints"
+	"github.com/zonewright/zonewright/internal/imagegc"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/imagestore"
 	"github.com/zonewright/zonewright/internal/metrics"
@@ -94,6 +95,9 @@ type Config struct {
 	// ImageMaxBytes bounds an image's download and its decompressed
 	// artefact; zero: imagestore.DefaultMaxBytes.
 	ImageMaxBytes int64
+	// ImageGC are the thresholds of nodes' image garbage collection;
+	// zero: the kubelet's (85 and 80).
+	ImageGC imagegc.Thresholds
 	// NodeGracePeriod without a heartbeat makes a node NotReady;
 	// NodeEvictionTimeout later its pods are evicted. Zero: the defaults
 	// (workflows.DefaultNodeGracePeriod, DefaultNodeEvictionTimeout).
@@ -301,6 +305,12 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
 	}
+	if cfg.ImageGC == (imagegc.Thresholds{}) {
+		cfg.ImageGC = imagegc.Thresholds{High: imagegc.DefaultHighThreshold, Low: imagegc.DefaultLowThreshold}
+	}
+	if err := cfg.ImageGC.Check(); err != nil {
+		return nil, fmt.Errorf("--image-gc-high-threshold, --image-gc-low-threshold: %w", err)
+	}
 	if cfg.StateDir == "" {
 		return nil, fmt.Errorf("a state directory (--state-dir) is required: it keeps the cluster CA and the admin token")
 	}
@@ -464,7 +474,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
 			StallTimeout: cfg.ImageStallTimeout, Pulls: images, Metrics: serveMetrics, InsecureRegistries: cfg.InsecureRegistries,
-			SecretKey: cfg.EncryptionKey, UnusedPodImageTTL: cfg.PodRegistryImageTTL},
+			SecretKey: cfg.EncryptionKey, UnusedPodImageTTL: cfg.PodRegistryImageTTL, GC: cfg.ImageGC},
 		serviceCIDR: serviceCIDR, serviceNet: serviceNet, dns: dnsServer, capacity: cfg.Capacity}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
 	// The map's images exist before the first pod names them, unless

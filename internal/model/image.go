@@ -224,6 +224,10 @@ type ImageNodeStatus struct {
 	BytesDone  int64      `json:"bytesDone,omitempty"`
 	BytesTotal int64      `json:"bytesTotal,omitempty"`
 	Updated    *time.Time `json:"updated,omitempty"`
+	// LastUsed is when a pod on the node last started or ended with the
+	// image, or the node pulled it: image garbage collection removes the
+	// least recently used first.
+	LastUsed *time.Time `json:"lastUsed,omitempty"`
 }
 
 func (i *Image) GetTypeMeta() *TypeMeta    { return &i.TypeMeta }

@@ -155,6 +155,10 @@ const (
 	LabelNodeHostname            = "zonewright.io/hostname"
 	AnnotationNodeZones          = "zonewright.io/zones"                 // "running=3,installed=1"
 	AnnotationNodeZonesAvailable = "zonewright.io/zones-available-bytes" // free space for zones
+	// The pool holding the node's images: bytes used, and its size (used
+	// plus available), as zfs reports them; image GC compares the two.
+	AnnotationNodeImagePoolUsed = "zonewright.io/image-pool-used-bytes"
+	AnnotationNodeImagePoolSize = "zonewright.io/image-pool-size-bytes"
 )
 
 // AgentOwnedLabel tells whether a label is the node agent's to set.
@@ -164,5 +168,9 @@ func AgentOwnedLabel(key string) bool {
 
 // AgentOwnedAnnotation tells whether an annotation is the node agent's.
 func AgentOwnedAnnotation(key string) bool {
-	return key == AnnotationNodeZones || key == AnnotationNodeZonesAvailable
+	switch key {
+	case AnnotationNodeZones, AnnotationNodeZonesAvailable, AnnotationNodeImagePoolUsed, AnnotationNodeImagePoolSize:
+		return true
+	}
+	return false
 }

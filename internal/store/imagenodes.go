@@ -21,8 +21,14 @@ import (
 const imageNodesJSON = `coalesce((SELECT jsonb_build_object('nodes', jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
 		'node', n.node, 'phase', n.phase, 'reason', nullif(n.reason, ''), 'message', nullif(n.message, ''),
 		'bytesDone', nullif(n.bytes_done, 0), 'bytesTotal', nullif(n.bytes_total, 0),
-		'updated', to_char(n.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))) ORDER BY n.node))
-	FROM image_node_status n WHERE n.image = images.name HAVING count(*) > 0), '{}'::jsonb)`
+		'updated', to_char(n.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+		'lastUsed', to_char(n.last_used AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))) ORDER BY n.node))
+	FROM image_node_status n WHERE n.image = images.name AND n.phase <> '` + collectedPhase + `' HAVING count(*) > 0), '{}'::jsonb)`
+
+// collectedPhase marks an image garbage collection removed from a node:
+// no state of the node in status.nodes (a pod there pulls the image
+// again), but the node sync does not bring it back unasked.
+const collectedPhase = "Collected"
 
 // setNodeState is the upsert's SET of a node's new state: a pull that
 // begins starts its progress afresh, one that ends Ready is complete, and
@@ -35,7 +41,8 @@ const setNodeState = `phase = excluded.phase, reason = excluded.reason,
 
 // SetImageNode records the image's state on one node and returns the
 // state it replaced (had is false when there was none). An image or node
-// that does not exist is ErrNotFound.
+// that does not exist is ErrNotFound. A Ready state counts as a use of
+// the image on the node (its pull's end).
 func (s *Store) SetImageNode(ctx context.Context, image string, ns model.ImageNodeStatus) (prev model.ImageNodeStatus, had bool, err error) {
 	updated := time.Now().UTC()
 	if ns.Updated != nil {
@@ -52,8 +59,9 @@ func (s *Store) SetImageNode(ctx context.Context, image string, ns model.ImageNo
 	// previous state; callers only measure with it.
 	err = s.pool.QueryRow(ctx, `WITH prev AS (
 			SELECT phase, reason, message, updated_at FROM image_node_status WHERE image = $1 AND node = $2)
-		INSERT INTO image_node_status AS n (image, node, phase, reason, message, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (image, node) DO UPDATE SET `+setNodeState+`
+		INSERT INTO image_node_status AS n (image, node, phase, reason, message, updated_at, last_used)
+			VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $3 = 'Ready' THEN $6::timestamptz END)
+		ON CONFLICT (image, node) DO UPDATE SET `+setNodeState+`, last_used = coalesce(excluded.last_used, n.last_used)
 		RETURNING (SELECT phase FROM prev), (SELECT reason FROM prev), (SELECT message FROM prev), (SELECT updated_at FROM prev)`,
 		image, ns.Node, ns.Phase, ns.Reason, ns.Message, updated).Scan(&prevPhase, &prevReason, &prevMessage, &prevUpdated)
 	var pgErr *pgconn.PgError
@@ -171,4 +179,102 @@ func (s *Store) ImageNodeStates(ctx context.Context, pairs []ImageOnNode) (map[I
 		out[k] = ns
 	}
 	return out, classify(rows.Err())
+}
+
+// TouchImageNodes records that a pod on the node used the images now
+// (it started, or it ended); images the node does not hold are passed
+// over.
+func (s *Store) TouchImageNodes(ctx context.Context, node string, images []string) error {
+	_, err := s.pool.Exec(ctx, "UPDATE image_node_status SET last_used = now() WHERE node = $1 AND image = ANY($2)", node, images)
+	return classify(err)
+}
+
+// HeldImage is an image a node holds (Ready there), as its garbage
+// collection sees it.
+type HeldImage struct {
+	Image string
+	// Bytes is the image's size: its artefact's, or its oci layers'.
+	Bytes    int64
+	LastUsed time.Time
+	// InUse: a pod assigned to the node (in any phase, until its row
+	// goes) names the image.
+	InUse bool
+}
+
+// podOnNodeUsesImageSQL is true when a pod bound to node $node names the
+// image images.name; it uses the pods_containers and pods_node_name
+// indexes.
+const podOnNodeUsesImageSQL = `EXISTS (SELECT 1 FROM pods p WHERE p.node_name = n.node
+	AND p.spec -> 'containers' @> jsonb_build_array(jsonb_build_object('image', n.image)))`
+
+// ImagesOnNode lists the images Ready on the node.
+func (s *Store) ImagesOnNode(ctx context.Context, node string) ([]HeldImage, error) {
+	rows, err := s.pool.Query(ctx, `SELECT n.image,
+			greatest(coalesce((i.status ->> 'artefactSize')::bigint, 0),
+				coalesce((SELECT sum((l ->> 'size')::bigint) FROM jsonb_array_elements(
+					CASE WHEN jsonb_typeof(i.status -> 'oci' -> 'layers') = 'array' THEN i.status -> 'oci' -> 'layers' ELSE '[]' END) l), 0))::bigint,
+			coalesce(n.last_used, n.updated_at), `+podOnNodeUsesImageSQL+`
+		FROM image_node_status n JOIN images i ON i.name = n.image
+		WHERE n.node = $1 AND n.phase = $2 ORDER BY n.image`, node, model.ImageReady)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (HeldImage, error) {
+		var i HeldImage
+		err := r.Scan(&i.Image, &i.Bytes, &i.LastUsed, &i.InUse)
+		return i, err
+	})
+	return out, classify(err)
+}
+
+// ReleaseImageNode forgets that the node holds the image, so that its
+// removal can begin: a pod scheduled there from now on pulls it again,
+// while the node sync leaves it alone (CollectedImageNodes).
+// It refuses (released false, and why) while the node's state of it is
+// not Ready (a pull runs) or a pod assigned to the node names the image;
+// the check and the delete share one transaction, with the row locked.
+func (s *Store) ReleaseImageNode(ctx context.Context, image, node string) (released bool, why string, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var phase string
+		var inUse bool
+		err := tx.QueryRow(ctx, "SELECT n.phase, "+podOnNodeUsesImageSQL+
+			" FROM image_node_status n WHERE n.image = $1 AND n.node = $2 FOR UPDATE", image, node).Scan(&phase, &inUse)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			why = "the node does not hold it"
+			return nil
+		case err != nil:
+			return err
+		case phase != model.ImageReady:
+			why = "its state on the node is " + phase
+			return nil
+		case inUse:
+			why = "a pod assigned to the node uses it"
+			return nil
+		}
+		_, err = tx.Exec(ctx, "UPDATE image_node_status SET phase = $3, reason = '', message = '', updated_at = now() WHERE image = $1 AND node = $2",
+			image, node, collectedPhase)
+		released = err == nil
+		return err
+	})
+	return released, why, classify(err)
+}
+
+// CollectedImageNodes lists the images garbage collection removed from
+// nodes and no pull brought back, as image -> node -> true.
+func (s *Store) CollectedImageNodes(ctx context.Context) (map[string]map[string]bool, error) {
+	rows, err := s.pool.Query(ctx, "SELECT image, node FROM image_node_status WHERE phase = $1", collectedPhase)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := map[string]map[string]bool{}
+	var image, node string
+	_, err = pgx.ForEachRow(rows, []any{&image, &node}, func() error {
+		if out[image] == nil {
+			out[image] = map[string]bool{}
+		}
+		out[image][node] = true
+		return nil
+	})
+	return out, classify(err)
 }

@@ -87,6 +87,8 @@ func RegisterImages(w worker.Worker, a *controlops.Images) {
 	w.RegisterWorkflowWithOptions(workflows.ImagePull, workflow.RegisterOptions{Name: workflows.ImagePullWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.ImageDelete, workflow.RegisterOptions{Name: workflows.ImageDeleteWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.ImageSync, workflow.RegisterOptions{Name: workflows.ImageSyncWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.ImageGC, workflow.RegisterOptions{Name: workflows.ImageGCWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.ImageNodeRemove, workflow.RegisterOptions{Name: workflows.ImageNodeRemoveWorkflowName})
 	w.RegisterActivity(&controlacts.Images{Ops: a})
 }
 
@@ -97,6 +99,9 @@ const (
 	// ImageSyncEvery is how often nodes are checked for images they lack
 	// (pods pull what they need at once; this catches late nodes).
 	ImageSyncEvery = 5 * time.Minute
+	// ImageGCEvery is how often nodes' pools are checked against the
+	// image GC thresholds (the kubelet's image GC period).
+	ImageGCEvery = 5 * time.Minute
 	// HousekeepingEvery is how often the housekeeping schedule fires.
 	HousekeepingEvery = 5 * time.Minute
 	// ReconcileEvery is how often pod rows are checked for their workflows.
@@ -138,6 +143,7 @@ func EnsureSchedules(ctx context.Context, c client.Client, reconcilePods, podSet
 			workflows.HousekeepingInput{ChangeRetention: 15 * time.Minute, EventRetention: time.Hour}},
 		{workflows.ReconcilePodsScheduleID, workflows.ReconcilePodsWorkflowName, reconcilePods, podSettle},
 		{workflows.ImageSyncScheduleID, workflows.ImageSyncWorkflowName, ImageSyncEvery, nil},
+		{workflows.ImageGCScheduleID, workflows.ImageGCWorkflowName, ImageGCEvery, nil},
 	} {
 		var args []any
 		if s.arg != nil {

@@ -39,7 +39,7 @@ func TestEnsureSchedulesKeepsTheWorkflowListQuiet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, id := range []string{workflows.HousekeepingScheduleID, workflows.ReconcilePodsScheduleID, workflows.ImageSyncScheduleID} {
+	for _, id := range []string{workflows.HousekeepingScheduleID, workflows.ReconcilePodsScheduleID, workflows.ImageSyncScheduleID, workflows.ImageGCScheduleID} {
 		d, err := c.ScheduleClient().GetHandle(ctx, id).Describe(ctx)
 		if err != nil {
 			t.Fatal(err)
