@@ -41,6 +41,8 @@ image_source_dir
 image_allow_private_sources
 image_max_bytes
 insecure_registries
+pod_registry_image_ttl
+max_pod_registry_images
 image_gc_high_threshold
 image_gc_low_threshold
 node_grace_period

@@ -277,7 +277,18 @@ func (ns *Nodes) run(n *Node) error {
 	n.mu.Lock()
 	n.cmd, n.done = cmd, done
 	n.mu.Unlock()
-	return os.WriteFile(n.PidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+	return writeRenamed(n.PidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"))
+}
+
+// writeRenamed writes file whole under another name and renames it into
+// place: a reader (the simulator, an operator's kill $(cat agent.pid))
+// never finds it empty or half written.
+func writeRenamed(file string, b []byte) error {
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
 }
 
 // Restart back-off of Supervise: the first wait, and its bound while an
@@ -429,12 +440,7 @@ func setSimFact(root, name string, value any) error {
 	if err != nil {
 		return err
 	}
-	// Renamed into place: the simulator never reads half a file.
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, file)
+	return writeRenamed(file, append(b, '\n'))
 }
 
 // simFactsFile, in a simulator root, holds the host's facts (the

@@ -3,6 +3,9 @@ package devnodes
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -32,5 +35,36 @@ func TestEachDataDirHasAPodRangeOfItsOwn(t *testing.T) {
 	taken := netip.MustParsePrefix(ClusterCIDROf(dir))
 	if got := ClusterCIDROf(dir, taken); netip.MustParsePrefix(got).Overlaps(taken) {
 		t.Fatalf("with %s taken, %s got %s", taken, dir, got)
+	}
+}
+
+// A file rewritten while it is read (an agent's pid file at its restart)
+// is never read empty or half written. (Write with os.WriteFile in
+// writeRenamed to see empty reads.)
+func TestARewrittenFileIsNeverReadEmpty(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "agent.pid")
+	if err := writeRenamed(file, []byte("100000\n")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			if err := writeRenamed(file, []byte(strconv.Itoa(100000+i)+"\n")); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for reads := 0; ; reads++ {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		b, err := os.ReadFile(file)
+		if err != nil || len(b) != len("100000\n") {
+			t.Fatalf("read %d: %q, %v", reads, b, err)
+		}
 	}
 }

@@ -136,7 +136,13 @@ func TestImageGCRemovesUnusedImagesLeastRecentlyUsedFirst(t *testing.T) {
 	if p, _ := c.pod("pod-a"); p.Status.Phase != model.PodRunning || !isReady(p) {
 		t.Errorf("pod-a, whose image stays, must keep running: %s", p.Status.Phase)
 	}
-	evs := c.nodeEvents("node-1", controlops.ReasonImageGarbageCollected)
+	// The events follow the node's removals: the images leave node-1's
+	// status when their removal begins.
+	var evs []model.Event
+	c.eventually(time.Minute, "a Normal event on node-1 for each image removed", func() bool {
+		evs = c.nodeEvents("node-1", controlops.ReasonImageGarbageCollected)
+		return len(evs) >= 2
+	})
 	if len(evs) != 2 || !strings.Contains(evs[0].Message+evs[1].Message, "disk-d") || !strings.Contains(evs[0].Message+evs[1].Message, "disk-b") {
 		t.Errorf("a Normal event on node-1 for each image removed: %+v", evs)
 	}
