@@ -175,8 +175,9 @@ func TestIpnatForwardsRoundRobin(t *testing.T) {
 			t.Fatalf("after removing B: got %q", g)
 		}
 	}
-	// The last request's session may not have ended yet.
-	if r := h.run("ipnat", "-CF"); r.code != 0 || !regexp.MustCompile(`^[01] entries flushed from NAT table\n4 entries flushed from NAT list\n$`).MatchString(r.stdout) {
+	// The requests' sessions may not all have ended yet (a loaded
+	// machine closes them late): any number of them is flushed.
+	if r := h.run("ipnat", "-CF"); r.code != 0 || !regexp.MustCompile(`^\d+ entries flushed from NAT table\n4 entries flushed from NAT list\n$`).MatchString(r.stdout) {
 		t.Errorf("ipnat -CF: %v", r)
 	}
 	if _, err := net.DialTimeout("tcp4", vip+":80", time.Second); err == nil {
