@@ -43,12 +43,12 @@ func IsolatedUnderlay(network int) netip.Prefix {
 }
 
 // IsolationSupported says why isolation mode cannot run here, or nil:
-// it needs iproute2's ip, util-linux's nsenter and setpriv, nftables' nft
+// it needs iproute2's ip, util-linux's nsenter, nftables' nft
 // and conntrack-tools' conntrack (kernel NAT), network namespaces, and
 // root or, without it, a user namespace with subordinate ids
 // (userNamespaceSupported).
 func IsolationSupported() error {
-	for _, tool := range []string{"ip", "nsenter", "setpriv", "nft", "conntrack"} {
+	for _, tool := range []string{"ip", "nsenter", "nft", "conntrack"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("isolation mode needs %s: %w", tool, err)
 		}

@@ -119,7 +119,7 @@ func (h *simHost) must(cmd string, args ...string) string {
 }
 
 // expect checks exit status, stdout and stderr exactly.
-func expect(t *testing.T, r result, code int, stdout, stderr string) {
+func expect(t testing.TB, r result, code int, stdout, stderr string) {
 	t.Helper()
 	if r.code != code || r.stdout != stdout || r.stderr != stderr {
 		t.Errorf("got %v\nwant exit %d\nstdout:\n%s\nstderr:\n%s", r, code, stdout, stderr)

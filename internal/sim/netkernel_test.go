@@ -20,7 +20,7 @@ import (
 // fab, with its underlay address on net0, an etherstub whose gateway
 // VNIC holds 10.<net>.<i>.1/24 forwarding, and a running zone on a VNIC
 // over it at 10.<net>.<i>.2 whose service is start.
-func isolatedNode(t *testing.T, fab *fabric.Fabric, network, i int, start string) (*simHost, string) {
+func isolatedNode(t testing.TB, fab *fabric.Fabric, network, i int, start string) (*simHost, string) {
 	t.Helper()
 	h := newNamedHost(t, t.TempDir(), fmt.Sprintf("node%d", i))
 	nsPath, underlay, err := fab.AddNode(i)

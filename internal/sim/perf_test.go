@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/fabric"
 )
 
 // Cost of the simulator on a crowded node. Run with
@@ -188,4 +190,56 @@ func BenchmarkIdleSupervisor(b *testing.B) {
 		b.ReportMetric(float64(mem[1])/zones, "pss-KiB/zone")
 		b.ReportMetric(float64(mem[2])/zones, "private-KiB/zone")
 	}
+}
+
+// BenchmarkIsolatedZlogin is what a probe costs in isolation mode:
+// `zlogin pod true` on an isolated node, CPU per call of zlogin, of what
+// it ran and of the zone's init (where the command may be reaped).
+func BenchmarkIsolatedZlogin(b *testing.B) {
+	if err := fabric.DirectIsolationSupported(); err != nil {
+		b.Skip(err)
+	}
+	const network = 209
+	fab, err := fabric.New(b.TempDir(), fabric.IsolatedUnderlay(network), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(fab.Remove)
+	h, _ := isolatedNode(b, fab, network, 1, "exec sleep 100000")
+	init := 0
+	for _, z := range h.state().Zones {
+		if z.Name == "pod" {
+			init = z.InitPID
+		}
+	}
+	if init <= 0 {
+		b.Fatal("the zone has no init")
+	}
+	cpu, initCPU := childCPU(), procTreeCPU(init)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r := h.run("zlogin", "pod", "true"); r.code != 0 {
+			b.Fatalf("zlogin: %v", r)
+		}
+	}
+	b.StopTimer()
+	used := childCPU() - cpu + procTreeCPU(init) - initCPU
+	b.ReportMetric(float64(used)/float64(b.N)/1e3, "cpu-µs/op")
+}
+
+// procTreeCPU is a process's user+sys time with that of the children it
+// has reaped.
+func procTreeCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -129,30 +130,28 @@ func (inv *invocation) zoneCmd(z *Zone, u zoneUser, argv []string) *exec.Cmd {
 // own whose controlling terminal it is, relaying it to zlogin's terminal
 // (stdin, in raw mode meanwhile) and its size changes.
 func (inv *invocation) runOnTerminal(z *Zone, u zoneUser, argv []string, tty *os.File, asZone bool) int {
-	cmd := inv.zoneCmd(z, u, argv)
-	runtime.LockOSThread() // Pdeathsig follows the forking thread
-	defer runtime.UnlockOSThread()
-	cred, err := inv.enterZone(z, u, cmd, asZone)
-	if err != nil {
-		inv.errf("zlogin: could not enter zone %s: %v", z.Name, err)
-		return 1
-	}
-	attrs := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true, Setctty: true, Credential: cred}
 	// Listen for size changes before reading the size: a change between
 	// the two would otherwise be lost (SIGWINCH is ignored until then).
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
-	size, err := pty.GetsizeFull(tty)
+	ptmx, pts, err := pty.Open()
 	if err != nil {
-		size = nil
-	}
-	ptmx, err := pty.StartWithAttrs(cmd, size, attrs)
-	if err != nil {
-		inv.errf("zlogin: could not execute in zone %s: %v", z.Name, err)
+		inv.errf("zlogin: could not allocate a terminal: %v", err)
 		return 1
 	}
 	defer ptmx.Close()
+	if size, err := pty.GetsizeFull(tty); err == nil {
+		_ = pty.Setsize(ptmx, size)
+	}
+	runtime.LockOSThread() // Pdeathsig follows the forking thread
+	defer runtime.UnlockOSThread()
+	proc, err := inv.startInZone(z, u, argv, [3]*os.File{pts, pts, pts}, onTerminal, asZone)
+	pts.Close()
+	if err != nil {
+		inv.errf("zlogin: %v", err)
+		return 1
+	}
 	if old, err := term.MakeRaw(int(tty.Fd())); err == nil {
 		defer term.Restore(int(tty.Fd()), old)
 	}
@@ -174,29 +173,25 @@ func (inv *invocation) runOnTerminal(z *Zone, u zoneUser, argv []string, tty *os
 		_, _ = io.Copy(inv.stdout, ptmx) // EIO once the terminal has no user left
 		close(copied)
 	}()
-	err = cmd.Wait()
+	ws, err := proc.wait()
 	select {
 	case <-copied:
 	case <-time.After(time.Second):
 	}
-	return commandStatus(inv, err)
+	return commandStatus(inv, ws, err)
 }
 
 // commandStatus is zlogin's exit status for the command's end: its own
 // status, 128+n when a signal killed it.
-func commandStatus(inv *invocation, err error) int {
-	var ee *exec.ExitError
+func commandStatus(inv *invocation, ws syscall.WaitStatus, err error) int {
 	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
+	case err != nil:
+		inv.errf("zlogin: %v", err)
+		return 1
+	case ws.Signaled():
+		return 128 + int(ws.Signal())
 	}
-	inv.errf("zlogin: %v", err)
-	return 1
+	return ws.ExitStatus()
 }
 
 // runInZone runs argv with the zone's root as cwd, relaying stdio,
@@ -204,30 +199,27 @@ func commandStatus(inv *invocation, err error) int {
 // the zone's PATH, TERM, and the login variables of the zone's user, whom
 // a command runs as (asZone) when the simulator runs as root.
 func (inv *invocation) runInZone(z *Zone, u zoneUser, argv []string, noStdin, asZone bool) int {
-	cmd := inv.zoneCmd(z, u, argv)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inv.stdin, inv.stdout, inv.stderr
-	if noStdin {
-		cmd.Stdin = nil
+	stdio, finish, err := inv.stdioFiles(noStdin)
+	if err != nil {
+		inv.errf("zlogin: %v", err)
+		return 1
 	}
-	interactive := false
-	if f, ok := inv.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		interactive = true
-	}
+	interactive := term.IsTerminal(int(stdio[0].Fd()))
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
 	// Pdeathsig is tied to the forking thread: keep this goroutine on it
 	// for as long as the child runs.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cred, err := inv.enterZone(z, u, cmd, asZone)
-	if err != nil {
-		inv.errf("zlogin: could not enter zone %s: %v", z.Name, err)
-		return 1
+	how := inGroup
+	if interactive {
+		how = inForeground
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: !interactive, Credential: cred}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
-		inv.errf("zlogin: could not execute in zone %s: %v", z.Name, err)
+	proc, err := inv.startInZone(z, u, argv, stdio, how, asZone)
+	finish()
+	if err != nil {
+		inv.errf("zlogin: %v", err)
 		return 1
 	}
 	done := make(chan struct{})
@@ -235,19 +227,145 @@ func (inv *invocation) runInZone(z *Zone, u zoneUser, argv []string, noStdin, as
 		for {
 			select {
 			case s := <-sigs:
-				target := cmd.Process.Pid
-				if !interactive {
-					target = -target
-				}
-				syscall.Kill(target, s.(syscall.Signal))
+				proc.signal(s.(syscall.Signal))
 			case <-done:
 				return
 			}
 		}
 	}()
-	err = cmd.Wait()
+	ws, err := proc.wait()
 	close(done)
-	return commandStatus(inv, err)
+	inv.waitCopies()
+	return commandStatus(inv, ws, err)
+}
+
+// zoneProcess is a command started in a zone.
+type zoneProcess interface {
+	signal(syscall.Signal)
+	wait() (syscall.WaitStatus, error)
+}
+
+// How a command stands to zlogin's job control: in a process group of its
+// own, in zlogin's (it reads zlogin's terminal), or in a session whose
+// controlling terminal is its stdin.
+type startMode int
+
+const (
+	inGroup startMode = iota
+	inForeground
+	onTerminal
+)
+
+// startInZone starts argv as a process of zone z with stdio as its stdin,
+// stdout and stderr, as how says. A command of
+// an isolated zone (asZone) is born of the zone's init, in every namespace
+// of the zone, as its user; the simulator's own in-zone commands join its
+// network and UTS namespaces only (enterZone).
+func (inv *invocation) startInZone(z *Zone, u zoneUser, argv []string, stdio [3]*os.File, how startMode, asZone bool) (zoneProcess, error) {
+	cmd := inv.zoneCmd(z, u, argv)
+	group, terminal := how == inGroup, how == onTerminal
+	if asZone && inv.h.zoneNetnsOf(z) != "" {
+		if cmd.Err != nil {
+			return nil, fmt.Errorf("could not execute in zone %s: %w", z.Name, cmd.Err)
+		}
+		s, err := inv.h.spawnThroughInit(z.Name, spawnRequest{Path: cmd.Path, Argv: cmd.Args, Env: cmd.Env, Dir: cmd.Dir,
+			Cred: u.credential(), Group: group, Terminal: terminal}, stdio)
+		if err != nil {
+			return nil, fmt.Errorf("could not enter zone %s: %w", z.Name, err)
+		}
+		return s, nil
+	}
+	cred, err := inv.enterZone(z, u, cmd, asZone)
+	if err != nil {
+		return nil, fmt.Errorf("could not enter zone %s: %w", z.Name, err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio[0], stdio[1], stdio[2]
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred,
+		Setpgid: group && !terminal, Setsid: terminal, Setctty: terminal}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("could not execute in zone %s: %w", z.Name, err)
+	}
+	return &childProcess{cmd: cmd, group: group || terminal}, nil
+}
+
+// childProcess is a command zlogin started itself.
+type childProcess struct {
+	cmd   *exec.Cmd
+	group bool
+}
+
+func (p *childProcess) signal(sig syscall.Signal) {
+	target := p.cmd.Process.Pid
+	if p.group {
+		target = -target
+	}
+	syscall.Kill(target, sig)
+}
+
+func (p *childProcess) wait() (syscall.WaitStatus, error) {
+	err := p.cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return 0, err
+	}
+	return p.cmd.ProcessState.Sys().(syscall.WaitStatus), nil
+}
+
+// stdioFiles are zlogin's stdin, stdout and stderr as files a command can
+// be given (/dev/null for stdin with -n), through pipes copied by
+// zlogin where a stream is not a file; finish closes zlogin's copies of
+// what it gave once the command has them.
+func (inv *invocation) stdioFiles(noStdin bool) ([3]*os.File, func(), error) {
+	var files [3]*os.File
+	var given []*os.File
+	finish := func() {
+		for _, f := range given {
+			f.Close()
+		}
+	}
+	var in io.Reader = inv.stdin
+	if noStdin {
+		devnull, err := os.Open(os.DevNull)
+		if err != nil {
+			return files, finish, err
+		}
+		in, files[0] = nil, devnull
+		given = append(given, devnull)
+	}
+	if f, ok := in.(*os.File); ok {
+		files[0] = f
+	} else if in != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return files, finish, err
+		}
+		go func() { _, _ = io.Copy(w, in); w.Close() }()
+		files[0] = r
+		given = append(given, r)
+	}
+	for i, out := range []io.Writer{inv.stdout, inv.stderr} {
+		if f, ok := out.(*os.File); ok {
+			files[i+1] = f
+			continue
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			return files, finish, err
+		}
+		copied := make(chan struct{})
+		go func() { _, _ = io.Copy(out, r); r.Close(); close(copied) }()
+		inv.copies = append(inv.copies, copied)
+		files[i+1] = w
+		given = append(given, w)
+	}
+	return files, finish, nil
+}
+
+// waitCopies waits until the pipes stdioFiles made have been copied out.
+func (inv *invocation) waitCopies() {
+	for _, c := range inv.copies {
+		<-c
+	}
 }
 
 // illumosPathRE finds absolute illumos paths of the inside-zone commands
@@ -329,19 +447,18 @@ func plainShellByte(c byte) bool {
 		strings.IndexByte("_@%+=:,./-", c) >= 0
 }
 
-// enterZone makes cmd start in the zone's namespaces in isolation mode
-// (through nsenter, which then runs argv as the zone's user when asZone)
-// and returns the credential the process itself must start with: the
-// zone's user's when asZone outside isolation mode, none in it (nsenter
-// must join the namespaces as root).
+// enterZone makes the simulator's own in-zone command cmd start in the
+// zone's network and UTS namespaces in isolation mode (through nsenter)
+// and returns the credential the process must start with: the zone
+// user's for a command of the zone outside isolation mode.
 func (inv *invocation) enterZone(z *Zone, u zoneUser, cmd *exec.Cmd, asZone bool) (*syscall.Credential, error) {
-	if !asZone {
-		u = zoneUser{}
-	}
 	if inv.h.zoneNetnsOf(z) == "" {
+		if !asZone {
+			return nil, nil
+		}
 		return u.credential(), nil
 	}
-	argv, err := nsenterArgv(z, u, cmd.Args, asZone)
+	argv, err := nsenterArgv(z, cmd.Args)
 	if err != nil {
 		return nil, err
 	}

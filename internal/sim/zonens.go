@@ -86,35 +86,18 @@ func bindZoneFile(dir int, name string) error {
 	return nil
 }
 
-// nsenterArgv is argv run in the namespaces of zone z, in its working
-// directory (the zone root). A command of the zone (asZone) joins all of
-// them, its PID namespace too (through the zone's init): nsenter joins
-// them as root and forks, and setpriv then sets the parent death signal
-// (the fork cleared it) and drops to the zone's user when u has a
-// credential. The simulator's own commands join only the network and UTS
-// namespaces: they stand for illumos's, which see the host's pids (a
-// zone's processes have host pids there) and signal the zone's supervisor.
-func nsenterArgv(z *Zone, u zoneUser, argv []string, asZone bool) ([]string, error) {
+// nsenterArgv is the simulator's own in-zone command argv run in zone
+// z's network and UTS namespaces, in its working directory (the zone
+// root). Those commands stand for illumos's, which see the host's pids
+// (a zone's processes have host pids there) and signal the zone's
+// supervisor, so they stay in the host's PID namespace; the zone's own
+// commands are born of its init (zoneinit_spawn.go).
+func nsenterArgv(z *Zone, argv []string) ([]string, error) {
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
 		return nil, fmt.Errorf("isolation mode needs nsenter: %w", err)
 	}
-	if !asZone {
-		return append([]string{nsenter, "--target", strconv.Itoa(z.SupervisorPID), "--uts", "--net", "--wd", "--"}, argv...), nil
-	}
-	if z.InitPID <= 0 {
-		return nil, fmt.Errorf("zone %s has no init", z.Name)
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		return nil, fmt.Errorf("isolation mode needs setpriv: %w", err)
-	}
-	out := []string{nsenter, "--target", strconv.Itoa(z.InitPID), "--mount", "--uts", "--net", "--pid", "--wd", "--",
-		setpriv, "--pdeathsig", "KILL"}
-	if c := u.credential(); c != nil {
-		out = append(out, "--reuid", strconv.Itoa(int(c.Uid)), "--regid", strconv.Itoa(int(c.Gid)), "--clear-groups")
-	}
-	return append(append(out, "--"), argv...), nil
+	return append([]string{nsenter, "--target", strconv.Itoa(z.SupervisorPID), "--uts", "--net", "--wd", "--"}, argv...), nil
 }
 
 // setupView gives the booting zone its resolver files and hostname

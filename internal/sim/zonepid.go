@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -33,7 +34,8 @@ import (
 var hostProc fs.FS = os.DirFS("/proc")
 
 // runZoneInit is `illumos-sim zoneinit`, PID 1 of a zone's PID namespace:
-// it mounts the namespace's /proc, tells the supervisor (fd 3), and reaps
+// it mounts the namespace's /proc, tells the supervisor (fd 3), starts
+// zlogin's commands (asked on fd 4, zoneinit_spawn.go) and reaps them and
 // the orphans of the zone for as long as the zone runs.
 func runZoneInit() int {
 	ready := os.NewFile(3, "ready")
@@ -43,14 +45,16 @@ func runZoneInit() int {
 		notifyReady(ready, fmt.Errorf("mount the zone's /proc: %w", err))
 		return 1
 	}
+	l, err := net.FileListener(os.NewFile(4, "zlogin"))
+	if err != nil {
+		notifyReady(ready, fmt.Errorf("the zlogin socket: %w", err))
+		return 1
+	}
+	spawner := &initSpawner{waiting: map[int]chan syscall.WaitStatus{}}
+	go spawner.serve(l)
 	notifyReady(ready, nil)
 	for {
-		for {
-			pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
-			if pid <= 0 || err != nil {
-				break
-			}
-		}
+		spawner.reap()
 		<-sigs
 	}
 }
@@ -79,6 +83,12 @@ func (sv *supervisor) startZoneInit() error {
 		return err
 	}
 	defer devnull.Close()
+	zlogin, err := sv.h.listenForZlogin(sv.zone)
+	if err != nil {
+		w.Close()
+		return err
+	}
+	defer zlogin.Close()
 	// Go's check, after setting Pdeathsig, that the parent still lives
 	// sees getppid 0 (the parent is outside the namespace) and the init
 	// SIGKILLs itself, which PID 1 of a namespace ignores: the parent
@@ -86,7 +96,7 @@ func (sv *supervisor) startZoneInit() error {
 	pidfd := -1
 	pid, err := syscall.ForkExec(exe, []string{exe, "zoneinit"}, &syscall.ProcAttr{
 		Dir: sv.root, Env: []string{"GOMAXPROCS=1"},
-		Files: []uintptr{devnull.Fd(), os.Stderr.Fd(), os.Stderr.Fd(), w.Fd()},
+		Files: []uintptr{devnull.Fd(), os.Stderr.Fd(), os.Stderr.Fd(), w.Fd(), zlogin.Fd()},
 		Sys:   &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd},
 	})
 	w.Close()

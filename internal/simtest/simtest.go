@@ -174,6 +174,7 @@ type Zone struct {
 	ID            int       `json:"id"`  // -1 when not in the kernel
 	UID           uint32    `json:"uid"` // its processes' uid under root; 0: none yet
 	SupervisorPID int       `json:"supervisor_pid"`
+	InitPID       int       `json:"init_pid"` // in isolation mode, PID 1 of its PID namespace
 	Services      []Service `json:"services"`
 	Addresses     []Address `json:"addresses"`
 	Routes        []Route   `json:"routes"`
