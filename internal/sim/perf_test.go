@@ -194,7 +194,8 @@ func BenchmarkIdleSupervisor(b *testing.B) {
 
 // BenchmarkIsolatedZlogin is what a probe costs in isolation mode:
 // `zlogin pod true` on an isolated node, CPU per call of zlogin, of what
-// it ran and of the zone's init (where the command may be reaped).
+// it ran and of the zone's init (where the command may be reaped), and
+// the init's memory after the calls.
 func BenchmarkIsolatedZlogin(b *testing.B) {
 	if err := fabric.DirectIsolationSupported(); err != nil {
 		b.Skip(err)
@@ -225,6 +226,10 @@ func BenchmarkIsolatedZlogin(b *testing.B) {
 	b.StopTimer()
 	used := childCPU() - cpu + procTreeCPU(init) - initCPU
 	b.ReportMetric(float64(used)/float64(b.N)/1e3, "cpu-µs/op")
+	mem := procMem(init, "Rss", "Pss", "Private_Dirty")
+	b.ReportMetric(float64(mem[0]), "init-rss-KiB")
+	b.ReportMetric(float64(mem[1]), "init-pss-KiB")
+	b.ReportMetric(float64(mem[2]), "init-private-KiB")
 }
 
 // procTreeCPU is a process's user+sys time with that of the children it

@@ -131,11 +131,42 @@ func (s *initSpawner) reap() {
 	}
 }
 
+// maxSpawnRequest bounds a request: a command line and environment as
+// long as Linux's execve takes (ARG_MAX, 2 MiB), with room for JSON.
+const maxSpawnRequest = 4 << 20
+
+// packetSize is the length of the packet waiting on c, left unread, so
+// that an init, which lives as long as its zone, holds no buffer sized
+// for the longest request between requests.
+func packetSize(c *net.UnixConn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	err = raw.Read(func(fd uintptr) bool {
+		n, _, rerr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+		return rerr != unix.EAGAIN
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err == nil && n == 0 {
+		err = io.EOF
+	}
+	return n, err
+}
+
 // session serves one zlogin: one command, its signals, its status.
 func (s *initSpawner) session(c *net.UnixConn) {
 	defer c.Close()
-	buf, oob := make([]byte, 1<<20), make([]byte, unix.CmsgSpace(3*4))
-	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	size, err := packetSize(c)
+	if err != nil {
+		return
+	}
+	buf, oob := make([]byte, min(size, maxSpawnRequest)), make([]byte, unix.CmsgSpace(3*4))
+	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return
 	}
@@ -148,6 +179,9 @@ func (s *initSpawner) session(c *net.UnixConn) {
 	var req spawnRequest
 	if err == nil && len(files) != 3 {
 		err = errors.New("want stdin, stdout and stderr")
+	}
+	if err == nil && flags&unix.MSG_TRUNC != 0 {
+		err = fmt.Errorf("the command and its environment are longer than %d bytes", maxSpawnRequest)
 	}
 	if err == nil {
 		err = json.Unmarshal(buf[:n], &req)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,7 @@ var hostProc fs.FS = os.DirFS("/proc")
 // zlogin's commands (asked on fd 4, zoneinit_spawn.go) and reaps them and
 // the orphans of the zone for as long as the zone runs.
 func runZoneInit() int {
+	debug.SetGCPercent(25) // as the supervisor: an idle init holds little
 	ready := os.NewFile(3, "ready")
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGCHLD)
