@@ -4,11 +4,9 @@ package main
 
 import (
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -43,34 +41,13 @@ func TestDevStackWithoutIsolationWarnsAUserThatPodsReadItsData(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: cannot start the stack as another user")
 	}
-	name := os.Getenv("ZONEWRIGHT_TEST_USER")
-	if name == "" {
-		name = "zonewright-test"
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Skipf("no user %s to run the stack as (ZONEWRIGHT_TEST_USER): %v", name, err)
-	}
-	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	work, err := os.MkdirTemp("", "zw-dev-nonroot-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(work) })
-	if err := os.Chown(work, int(uid), int(gid)); err != nil {
-		t.Fatal(err)
-	}
-	bin := buildBinary(t)
-	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cred, _, work := testUser(t)
 	dataDir := filepath.Join(work, ".data")
-	d := startDevAs(t, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, bin, dataDir,
+	d := startDevAs(t, cred, buildBinary(t), dataDir,
 		freeAddr(t), freeAddr(t), freeAddr(t), "--isolation=false", "--nodes", "1")
 	t.Cleanup(func() { d.stop(t) })
 	out := d.output.String()
-	for _, want := range []string{"WARNING: pods run as your user (uid " + u.Uid + ") and can read " + dataDir, "  WARNING      pods run as your user"} {
+	for _, want := range []string{"WARNING: pods run as your user (uid " + strconv.Itoa(int(cred.Uid)) + ") and can read " + dataDir, "  WARNING      pods run as your user"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the stack does not say %q:\n%s", want, out)
 		}
