@@ -130,6 +130,11 @@ func dev(ctx context.Context, args []string) error {
 		return err
 	}
 	start := time.Now()
+	exposed := podsShareUserWarning(isolated, os.Geteuid(), *nodes, *dataDir, isolationOff)
+	if exposed != "" {
+		fmt.Fprintln(os.Stderr, "WARNING: "+exposed)
+		exposed = "  WARNING      " + exposed + "\n"
+	}
 
 	// Refuse early and clearly when something already holds our ports.
 	for _, p := range []struct{ addr, flag string }{{*listen, "--listen"}, {*temporalAddr, "--temporal-address"}, {*uiAddr, "--ui-address"}, {health.DNS.Addr, "--dns-listen"}} {
@@ -360,7 +365,7 @@ zonewright dev stack is up (started in %s)
   registry     %s
 
   admin token  %s (audit log %s)
-
+%s
 Try: source %s
      zwctl get nodes
      curl --cacert "$ZW_CACERT" -H "Authorization: Bearer $ZW_TOKEN" "$ZW_API_URL/api/v1/namespaces/default/pods"
@@ -368,7 +373,7 @@ Try: source %s
      temporal workflow list
 Ctrl-C stops everything; the next start resumes the same data.
 `, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, tlsDir, redact(url), dbShown, *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
-		dnsShown(cp.DNSAddr()), health.DNS.Domain, img.ImageSourceDir, registryShown, controlplane.AdminTokenFile(stateDir), filepath.Join(stateDir, "audit.log"), envFile)
+		dnsShown(cp.DNSAddr()), health.DNS.Domain, img.ImageSourceDir, registryShown, controlplane.AdminTokenFile(stateDir), filepath.Join(stateDir, "audit.log"), exposed, envFile)
 
 	select {
 	case <-ctx.Done():
@@ -493,6 +498,20 @@ func devClusterCIDR(dataDir, serviceCIDR string) (string, error) {
 		avoid = append(avoid, p)
 	}
 	return devnodes.ClusterCIDROf(abs, avoid...), nil
+}
+
+// podsShareUserWarning is what the stack says, on stderr at start and in
+// its banner, when its pods' processes run as the user running it: not
+// root, so zones cannot drop to uids of their own, and no isolation mode
+// (no user namespace of the stack's) to give them some. Then any pod
+// reads the data directory: the CA's key, the admin token, the
+// encryption key. Empty otherwise.
+func podsShareUserWarning(isolated bool, euid, nodes int, dataDir, whyNotIsolated string) string {
+	if isolated || euid == 0 || nodes == 0 {
+		return ""
+	}
+	return fmt.Sprintf("pods run as your user (uid %d) and can read %s: the CA's key, the admin token, the encryption key. "+
+		"Run only pods you trust, or give this stack isolation mode (%s) or root.", euid, dataDir, whyNotIsolated)
 }
 
 // isolationFlag is --isolation: on, off, or (unset) on where this machine

@@ -1,6 +1,6 @@
 // Command zonewright runs zonewright: `serve` (the control plane), `agent`
 // (on each illumos host), `dev` (the whole stack on one machine, embedded
-// defaults) and `migrate`.
+// defaults), `init` (a deployment's CA and encryption key) and `migrate`.
 package main
 
 import (
@@ -38,7 +38,7 @@ type command func(ctx context.Context, args []string) error
 // commands maps each subcommand to its entry point; dev comes only on
 // platforms that embed the Temporal server (not the illumos build).
 func commands() map[string]command {
-	cmds := map[string]command{"serve": serve, "migrate": migrate, "agent": agent, "token": token, "node": node}
+	cmds := map[string]command{"serve": serve, "migrate": migrate, "agent": agent, "token": token, "node": node, "init": initState}
 	for name, c := range platformCommands() {
 		cmds[name] = c
 	}

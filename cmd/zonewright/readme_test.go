@@ -45,29 +45,7 @@ func TestReadmeQuickStartRunsWithoutRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: TestReadmeQuickStartRuns ran as this user")
 	}
-	name := os.Getenv("ZONEWRIGHT_TEST_USER")
-	if name == "" {
-		name = "zonewright-test"
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Skipf("no user %s to run the quick start as (ZONEWRIGHT_TEST_USER; .ci/run makes one with subordinate ids): %v", name, err)
-	}
-	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
-	// Its own directory, open to the user, and the tests' binaries too.
-	work, err := os.MkdirTemp("", "zw-readme-nonroot-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(work) })
-	if err := os.Chown(work, int(uid), int(gid)); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Dir(buildBinary(t)), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cred, name, work := testUser(t)
 	d := runReadmeQuickStart(t, work, cred)
 	if !strings.Contains(d.output.String(), "in a user namespace of this stack's") {
 		t.Errorf("the stack of a user who is not root is not isolated in a user namespace of its own:\n%s", d.output)
@@ -86,7 +64,7 @@ func TestReadmeQuickStartRunsWithoutRoot(t *testing.T) {
 	}}})
 	// Stopped, it leaves no process of the user's or of its zones'.
 	d.stop(t)
-	if left := processesOf(t, uid, name); len(left) > 0 {
+	if left := processesOf(t, uint64(cred.Uid), name); len(left) > 0 {
 		t.Errorf("after the stack stopped, processes of %s or of its subordinate ids are left: %v", name, left)
 	}
 }
@@ -489,6 +467,35 @@ func walkthroughScript(blocks []readmeBlock) string {
 		}
 	}
 	return script.String()
+}
+
+// testUser is ZONEWRIGHT_TEST_USER (default zonewright-test, a user with
+// subordinate ids .ci/run makes) and a directory of its own, with the
+// tests' binaries open to it; the test is skipped without such a user.
+func testUser(t *testing.T) (cred *syscall.Credential, name, work string) {
+	t.Helper()
+	name = os.Getenv("ZONEWRIGHT_TEST_USER")
+	if name == "" {
+		name = "zonewright-test"
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Skipf("no user %s to run the stack as (ZONEWRIGHT_TEST_USER; .ci/run makes one with subordinate ids): %v", name, err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	work, err = os.MkdirTemp("", "zw-nonroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	if err := os.Chown(work, int(uid), int(gid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(buildBinary(t)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, name, work
 }
 
 // newcomerEnv is this process's environment without anything the

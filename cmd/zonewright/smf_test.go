@@ -608,3 +608,45 @@ func TestAgentTakesNoDatabaseURL(t *testing.T) {
 		t.Error("zonewright agent has no --api-url")
 	}
 }
+
+// Every property the docs tell an operator to set exists in the
+// service's manifest with the type they give, so a walk through
+// docs/running.md never sets a property the method script ignores.
+// (Write config/api_address for config/api_url in docs/running.md to see
+// it fail.)
+func TestSMFPropertiesTheDocsSetExist(t *testing.T) {
+	setprop := regexp.MustCompile(`svccfg\s+-s\s+site/zonewright/(\w+)\s+setprop\s+(\w+)/(\w+)\s+=\s+(\w+):`)
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, doc := range append(docs, "../../README.md") {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range setprop.FindAllStringSubmatch(string(text), -1) {
+			seen++
+			service, group, name, typ := m[1], m[2], m[3], m[4]
+			b := readManifest(t, smfPath("zonewright-"+service+".xml"))
+			found := false
+			for _, s := range b.Service {
+				for _, g := range s.PropertyGroup {
+					for _, p := range g.Propval {
+						found = found || g.Name == group && p.Name == name && p.Type == typ
+					}
+				}
+				for _, e := range s.ExecMethod { // stop/timeout_seconds
+					found = found || e.Name == group && name == "timeout_seconds" && typ == "count"
+				}
+			}
+			if !found {
+				t.Errorf("%s sets %s/%s (%s) of site/zonewright/%s, which its manifest has not", filepath.Base(doc), group, name, typ, service)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no svccfg setprop in the docs: the pattern no longer matches them")
+	}
+}
