@@ -68,13 +68,13 @@ type pullDownload struct {
 func (s *Server) startPullProgress(ctx context.Context, node, name, image string) *pullDownload {
 	d := &pullDownload{s: s, key: store.ImageOnNode{Image: name, Node: node}}
 	if strings.HasPrefix(name, model.ReservedImagePrefix) {
-		img, err := s.store.Images().Get(ctx, "", image)
-		if err != nil || img.Status.OCI == nil {
+		layers, err := s.store.ImageLayers(ctx, image)
+		if err != nil {
 			return nil
 		}
 		d.key.Image = image
 		found := false
-		for _, l := range img.Status.OCI.Layers {
+		for _, l := range layers {
 			if !found && imagestore.BlobName(strings.TrimPrefix(l.Digest, "sha256:")) == name {
 				found, d.before = true, d.total
 			}

@@ -321,6 +321,50 @@ func TestLayerDownloadsAddUpToTheImagesProgress(t *testing.T) {
 	}
 }
 
+// A layer's download reads the image's layers alone, not the whole
+// image with its state on every node: while another transaction holds
+// image_node_status locked, a layer still downloads, and its progress is
+// written once the lock goes. (Read the image with Images().Get in
+// startPullProgress to see it fail: the download then waits for the lock.)
+func TestLayerDownloadReadsOnlyTheImagesLayers(t *testing.T) {
+	const size = 8 << 20
+	c, st, writes := pullProgressAPI(t, size)
+	ctx := context.Background()
+	layers, err := st.ImageLayers(ctx, "layered")
+	if err != nil || len(layers) != 2 {
+		t.Fatalf("layers: %+v, %v", layers, err)
+	}
+	blob := imagestore.BlobName(strings.TrimPrefix(layers[1].Digest, "sha256:"))
+	tx, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, "LOCK TABLE image_node_status IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	got := make(chan int64, 1)
+	go func() { got <- c.download("n1", "/api/v1/images/"+blob+"/artefact?image=layered", 0, false) }()
+	select {
+	case n := <-got:
+		if n != size/2 {
+			t.Errorf("downloaded %d bytes, want %d", n, size/2)
+		}
+	case <-time.After(60 * time.Second):
+		t.Error("the layer's download did not finish in a minute while the images' node states were locked")
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if t.Failed() {
+		<-got // it ends once the lock has gone
+	}
+	if ws := writes("n1"); !writesFrom(ws, "n1", size/2, size) {
+		t.Errorf("after the lock: writes %+v, want n1's from %d to %d", ws, size/2, size)
+	}
+}
+
 // A pod waiting for its image's pull shows the pull's progress to its
 // node in its message, read when the pod is read; once Ready the image's
 // node status is complete. (Drop withPullProgress in getPod and listPods
