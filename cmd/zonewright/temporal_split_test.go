@@ -3,12 +3,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -39,27 +36,8 @@ func TestTemporalServicesRunAsSeparateProcesses(t *testing.T) {
 	stateDir, dataDir := t.TempDir(), t.TempDir()
 	addr := freeAddr(t)
 	start := func(services string) *exec.Cmd {
-		cmd := exec.Command(bin, "temporal", "--services", services, "--address", addr, "--state-dir", stateDir, "--data-dir", dataDir,
-			"--history-shards", "4", "--log-level", "warn")
-		cmd.Env = append(os.Environ(), "ZW_TEMPORAL_DATABASE_URL="+dbURL, "ZW_DATABASE_URL="+dbURL)
-		out, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-		})
-		go func() {
-			for lines := bufio.NewScanner(out); lines.Scan(); {
-				t.Logf("%s: %s", services, lines.Text())
-			}
-			io.Copy(io.Discard, out)
-		}()
-		return cmd
+		return startTemporalCommand(t, bin, services, dbURL, "--services", services, "--address", addr, "--state-dir", stateDir,
+			"--data-dir", dataDir, "--history-shards", "4", "--log-level", "warn").cmd
 	}
 	start("frontend")
 	history := []*exec.Cmd{start("history"), start("history")}
