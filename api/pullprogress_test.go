@@ -256,6 +256,36 @@ func writesFrom(ws []progressWrite, node string, from, total int64) bool {
 	return len(ws) > 0 && ws[len(ws)-1].done == total
 }
 
+// downloadWhileLocked downloads path as n1 while another transaction
+// holds what the statement lock locks, and says whether the download
+// finished within a minute of it; the lock is gone when it returns.
+func downloadWhileLocked(t *testing.T, c *client, st *store.Store, lock, path string) (n int64, finished bool) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, lock); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int64, 1)
+	go func() { got <- c.download("n1", path, 0, false) }()
+	select {
+	case n = <-got:
+		finished = true
+	case <-time.After(time.Minute):
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !finished {
+		n = <-got // it ends once the lock has gone
+	}
+	return n, finished
+}
+
 // A database that holds up the progress writes does not hold up the
 // download: with n1's row locked by another transaction the whole image
 // still arrives, and its last value is written once the lock goes. (Call
@@ -265,31 +295,9 @@ func writesFrom(ws []progressWrite, node string, from, total int64) bool {
 func TestPullDownloadFlowsWhileItsProgressWriteWaits(t *testing.T) {
 	const size = 24 << 20
 	c, st, writes := pullProgressAPI(t, size)
-	ctx := context.Background()
-	tx, err := st.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback(ctx) })
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM image_node_status WHERE image = 'big' AND node = 'n1' FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
-
-	got := make(chan int64, 1)
-	go func() { got <- c.download("n1", "/api/v1/images/big/artefact", 0, false) }()
-	select {
-	case n := <-got:
-		if n != size {
-			t.Errorf("downloaded %d bytes, want %d", n, size)
-		}
-	case <-time.After(60 * time.Second):
-		t.Error("the download did not finish in a minute while its progress write waited for a lock")
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if t.Failed() {
-		<-got // it ends once the lock has gone
+	if n, ok := downloadWhileLocked(t, c, st, "SELECT 1 FROM image_node_status WHERE image = 'big' AND node = 'n1' FOR UPDATE",
+		"/api/v1/images/big/artefact"); !ok || n != size {
+		t.Errorf("while its progress write waited for a lock: downloaded %d bytes (finished %v), want %d", n, ok, size)
 	}
 	if ws := writes("n1"); !writesFrom(ws, "n1", 0, size) {
 		t.Errorf("after the lock: writes %+v, want n1's ending at %d", ws, size)
@@ -335,30 +343,9 @@ func TestLayerDownloadReadsOnlyTheImagesLayers(t *testing.T) {
 		t.Fatalf("layers: %+v, %v", layers, err)
 	}
 	blob := imagestore.BlobName(strings.TrimPrefix(layers[1].Digest, "sha256:"))
-	tx, err := st.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback(ctx) })
-	if _, err := tx.Exec(ctx, "LOCK TABLE image_node_status IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
-
-	got := make(chan int64, 1)
-	go func() { got <- c.download("n1", "/api/v1/images/"+blob+"/artefact?image=layered", 0, false) }()
-	select {
-	case n := <-got:
-		if n != size/2 {
-			t.Errorf("downloaded %d bytes, want %d", n, size/2)
-		}
-	case <-time.After(60 * time.Second):
-		t.Error("the layer's download did not finish in a minute while the images' node states were locked")
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if t.Failed() {
-		<-got // it ends once the lock has gone
+	if n, ok := downloadWhileLocked(t, c, st, "LOCK TABLE image_node_status IN ACCESS EXCLUSIVE MODE",
+		"/api/v1/images/"+blob+"/artefact?image=layered"); !ok || n != size/2 {
+		t.Errorf("while the images' node states were locked: downloaded %d bytes (finished %v), want %d", n, ok, size/2)
 	}
 	if ws := writes("n1"); !writesFrom(ws, "n1", size/2, size) {
 		t.Errorf("after the lock: writes %+v, want n1's from %d to %d", ws, size/2, size)
