@@ -26,26 +26,32 @@ const DefaultPullProgressEvery = time.Second
 // pullProgressEvery for each image and node whatever the downloads, and
 // once more when a download ends; nothing goes through Temporal. Any
 // replica serving a download writes its progress, and a restart loses at
-// most the last interval.
+// most the last interval. The writes are made off the download's path,
+// by a goroutine for each image and node that keeps only the latest
+// value: a slow database slows the progress shown, never the bytes.
 
-// pullWrites throttles the progress writes of each image on each node:
-// an oci pull is a download per layer, and they share one budget.
+// pullWrites holds the progress writes of each image on each node: an
+// oci pull is a download per layer, and they share one writer.
 type pullWrites struct {
 	mu   sync.Mutex
 	last map[store.ImageOnNode]*pullWrite
 }
 
+// pullWrite is the progress of one image on one node waiting to be
+// written by writePullProgress, which runs while downloads of it do.
 type pullWrite struct {
-	downloads int // under way, for this image and node
-	at        time.Time
-	done      int64 // what was written last
+	downloads   int   // under way, for this image and node
+	done, total int64 // the latest progress
+	pending     bool  // done is not written yet
+	urgent      bool  // done is a download's end or the image's last byte: written without waiting
+	written     int64 // what was written last; -1: nothing yet for these downloads
+	wake        chan struct{}
 }
 
 // pullDownload is one download's progress: what it adds to the bytes
 // before it (the layers below a layer), of the image's total.
 type pullDownload struct {
 	s      *Server
-	ctx    context.Context
 	key    store.ImageOnNode
 	before int64 // bytes of the image before this download (lower layers)
 	total  int64 // the image's total; 0: this download's whole size
@@ -60,15 +66,15 @@ type pullDownload struct {
 // GET of an artefact (name) or of a layer blob of image (the layer URL's
 // ?image=), or nil when nothing is to be recorded.
 func (s *Server) startPullProgress(ctx context.Context, node, name, image string) *pullDownload {
-	d := &pullDownload{s: s, ctx: ctx, key: store.ImageOnNode{Image: name, Node: node}}
+	d := &pullDownload{s: s, key: store.ImageOnNode{Image: name, Node: node}}
 	if strings.HasPrefix(name, model.ReservedImagePrefix) {
-		img, err := s.store.Images().Get(ctx, "", image)
-		if err != nil || img.Status.OCI == nil {
+		layers, err := s.store.ImageLayers(ctx, image)
+		if err != nil {
 			return nil
 		}
 		d.key.Image = image
 		found := false
-		for _, l := range img.Status.OCI.Layers {
+		for _, l := range layers {
 			if !found && imagestore.BlobName(strings.TrimPrefix(l.Digest, "sha256:")) == name {
 				found, d.before = true, d.total
 			}
@@ -84,12 +90,54 @@ func (s *Server) startPullProgress(ctx context.Context, node, name, image string
 	if w.last == nil {
 		w.last = map[store.ImageOnNode]*pullWrite{}
 	}
-	if w.last[d.key] == nil {
-		w.last[d.key] = &pullWrite{}
+	p := w.last[d.key]
+	if p == nil {
+		p = &pullWrite{wake: make(chan struct{}, 1)}
+		w.last[d.key] = p
+		go s.writePullProgress(context.WithoutCancel(ctx), d.key, p)
 	}
-	w.last[d.key].downloads++
-	w.last[d.key].done = -1
+	p.downloads++
+	p.written = -1
 	return d
+}
+
+// writePullProgress writes p's latest progress as it changes, at most
+// once per interval but at once when urgent, until p's downloads have
+// ended and their last value is written.
+func (s *Server) writePullProgress(ctx context.Context, key store.ImageOnNode, p *pullWrite) {
+	w := &s.pullWrites
+	var at time.Time // of the last write
+	for {
+		w.mu.Lock()
+		if !p.pending {
+			if p.downloads <= 0 {
+				delete(w.last, key)
+				w.mu.Unlock()
+				return
+			}
+			w.mu.Unlock()
+			<-p.wake
+			continue
+		}
+		if wait := time.Until(at.Add(s.pullProgressEvery)); !p.urgent && wait > 0 {
+			w.mu.Unlock()
+			select {
+			case <-p.wake: // an urgent value cuts the wait short
+			case <-time.After(wait):
+			}
+			continue
+		}
+		done, total := p.done, p.total
+		p.pending, p.urgent, p.written = false, false, done
+		w.mu.Unlock()
+
+		at = time.Now()
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if _, err := s.store.SetImageNodeProgress(wctx, key.Image, key.Node, min(done, total), total); err != nil {
+			s.log.Warn("could not record an image pull's progress", "image", key.Image, "node", key.Node, "err", err)
+		}
+		cancel()
+	}
 }
 
 // begin reads the response's header: a whole body counts from 0, a single
@@ -127,22 +175,21 @@ func (d *pullDownload) add(n int) {
 }
 
 // end records what the download sent in all, even when its request has
-// ended (the node went away), and releases its throttle.
+// ended (the node went away), and lets the writer stop once it is written.
 func (d *pullDownload) end() {
-	d.ctx = context.WithoutCancel(d.ctx)
 	d.record(true)
 	w := &d.s.pullWrites
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if p := w.last[d.key]; p != nil {
-		if p.downloads--; p.downloads <= 0 {
-			delete(w.last, d.key)
-		}
+		p.downloads--
+		wake(p)
 	}
 }
 
-// record writes the progress if the throttle allows it: once per
-// interval, and always at a download's end and at the image's last byte.
+// record hands the progress to the writer, without waiting: it is
+// written within an interval, and at once at a download's end and at the
+// image's last byte.
 func (d *pullDownload) record(final bool) {
 	d.mu.Lock()
 	counted, done, total := d.counted, d.before+d.start+d.sent, d.total
@@ -151,21 +198,23 @@ func (d *pullDownload) record(final bool) {
 		return
 	}
 	w := &d.s.pullWrites
-	now := time.Now()
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	p := w.last[d.key]
-	due := p != nil && done != p.done && (final || done >= total || now.Sub(p.at) >= d.s.pullProgressEvery)
-	if due {
-		p.at, p.done = now, done
-	}
-	w.mu.Unlock()
-	if !due {
+	if p == nil || (done == p.written && !p.pending) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
-	defer cancel()
-	if _, err := d.s.store.SetImageNodeProgress(ctx, d.key.Image, d.key.Node, min(done, total), total); err != nil {
-		d.s.log.Warn("could not record an image pull's progress", "image", d.key.Image, "node", d.key.Node, "err", err)
+	p.done, p.total, p.pending = done, total, true
+	p.urgent = p.urgent || final || done >= total
+	wake(p)
+}
+
+// wake tells p's writer that p changed; a wake-up it has not taken yet
+// covers this one.
+func wake(p *pullWrite) {
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -34,7 +34,7 @@ type progressWrite struct {
 
 // pullProgressAPI serves the API with an image store holding image
 // "big"'s artefact (size bytes) and the layer blobs of oci image "layered"
-// (two layers of size/2), nodes n1 and n2 pulling both, and a trigger
+// (two layers of size/2), nodes n1, n2 and n3 pulling both, and a trigger
 // that notes every write of a pull's progress. The header testNodeHeader
 // stands in for the node's certificate.
 func pullProgressAPI(t *testing.T, size int) (*client, *store.Store, func(node string) []progressWrite) {
@@ -86,7 +86,7 @@ func pullProgressAPI(t *testing.T, size int) (*client, *store.Store, func(node s
 			t.Fatal(err)
 		}
 	}
-	for _, n := range []string{"n1", "n2"} {
+	for _, n := range []string{"n1", "n2", "n3"} {
 		if err := st.Nodes().Create(ctx, &model.Node{Metadata: model.ObjectMeta{Name: n}}); err != nil {
 			t.Fatal(err)
 		}
@@ -229,18 +229,78 @@ func TestPullProgressIsRecordedPerNodeThrottled(t *testing.T) {
 	}
 
 	// n2 resumes a download halfway: it begins there.
-	c.download("n2", "/api/v1/images/big/artefact", size/2, false)
+	c.download("n2", "/api/v1/images/big/artefact", size/2, true)
 	ws = writes("n2")
-	if len(ws) < 2 || ws[0] != (progressWrite{"n2", size / 2, size}) || ws[len(ws)-1] != (progressWrite{"n2", size, size}) {
+	if !writesFrom(ws, "n2", size/2, size) || len(ws) < 2 {
 		t.Errorf("a resumed download from %d: writes %+v, want from %d to %d of n2", size/2, ws, size/2, size)
 	}
 
 	// A caller that is no node writes nothing: the writes up to the end
 	// of the next download (n1's last byte again) are that one's alone.
 	c.download("", "/api/v1/images/big/artefact", 0, false)
-	c.download("n1", "/api/v1/images/big/artefact", size-1, false)
-	if ws := writes("n1"); len(ws) != 2 || ws[0] != (progressWrite{"n1", size - 1, size}) {
+	c.download("n3", "/api/v1/images/big/artefact", size-1, false)
+	if ws := writes("n3"); !writesFrom(ws, "n3", size-1, size) {
 		t.Errorf("a download by no node wrote progress: %+v", ws)
+	}
+}
+
+// writesFrom says whether ws are all node's, none below from, of total
+// bytes, the last complete. The writer keeps only the latest value, so
+// which values between come is not known.
+func writesFrom(ws []progressWrite, node string, from, total int64) bool {
+	for _, w := range ws {
+		if w.node != node || w.done < from || w.total != total {
+			return false
+		}
+	}
+	return len(ws) > 0 && ws[len(ws)-1].done == total
+}
+
+// downloadWhileLocked downloads path as n1 while another transaction
+// holds what the statement lock locks, and says whether the download
+// finished within a minute of it; the lock is gone when it returns.
+func downloadWhileLocked(t *testing.T, c *client, st *store.Store, lock, path string) (n int64, finished bool) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, lock); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int64, 1)
+	go func() { got <- c.download("n1", path, 0, false) }()
+	select {
+	case n = <-got:
+		finished = true
+	case <-time.After(time.Minute):
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !finished {
+		n = <-got // it ends once the lock has gone
+	}
+	return n, finished
+}
+
+// A database that holds up the progress writes does not hold up the
+// download: with n1's row locked by another transaction the whole image
+// still arrives, and its last value is written once the lock goes. (Call
+// SetImageNodeProgress in record instead of handing the value to
+// writePullProgress to see it fail: every write of the download then
+// waits out its 5 s bound.)
+func TestPullDownloadFlowsWhileItsProgressWriteWaits(t *testing.T) {
+	const size = 24 << 20
+	c, st, writes := pullProgressAPI(t, size)
+	if n, ok := downloadWhileLocked(t, c, st, "SELECT 1 FROM image_node_status WHERE image = 'big' AND node = 'n1' FOR UPDATE",
+		"/api/v1/images/big/artefact"); !ok || n != size {
+		t.Errorf("while its progress write waited for a lock: downloaded %d bytes (finished %v), want %d", n, ok, size)
+	}
+	if ws := writes("n1"); !writesFrom(ws, "n1", 0, size) {
+		t.Errorf("after the lock: writes %+v, want n1's ending at %d", ws, size)
 	}
 }
 
@@ -256,8 +316,7 @@ func TestLayerDownloadsAddUpToTheImagesProgress(t *testing.T) {
 	top := img.Status.OCI.Layers[1]
 	blob := imagestore.BlobName(strings.TrimPrefix(top.Digest, "sha256:"))
 	c.download("n1", "/api/v1/images/"+blob+"/artefact?image=layered", 0, false)
-	ws := writes("n1")
-	if len(ws) == 0 || ws[0] != (progressWrite{"n1", size / 2, size}) || ws[len(ws)-1] != (progressWrite{"n1", size, size}) {
+	if ws := writes("n1"); !writesFrom(ws, "n1", size/2, size) {
 		t.Errorf("the top layer's download: writes %+v, want from %d to %d of %d", ws, size/2, size, size)
 	}
 	// A blob the image does not list, or no image named: nothing (the
@@ -265,8 +324,31 @@ func TestLayerDownloadsAddUpToTheImagesProgress(t *testing.T) {
 	c.download("n2", "/api/v1/images/"+blob+"/artefact", 0, false)
 	c.download("n2", "/api/v1/images/"+blob+"/artefact?image=big", 0, false)
 	c.download("n1", "/api/v1/images/big/artefact", size-1, false)
-	if ws := writes("n1"); len(ws) != 2 || ws[0] != (progressWrite{"n1", size - 1, size}) {
+	if ws := writes("n1"); !writesFrom(ws, "n1", size-1, size) {
 		t.Errorf("a blob of no pull's image wrote progress: %+v", ws)
+	}
+}
+
+// A layer's download reads the image's layers alone, not the whole
+// image with its state on every node: while another transaction holds
+// image_node_status locked, a layer still downloads, and its progress is
+// written once the lock goes. (Read the image with Images().Get in
+// startPullProgress to see it fail: the download then waits for the lock.)
+func TestLayerDownloadReadsOnlyTheImagesLayers(t *testing.T) {
+	const size = 8 << 20
+	c, st, writes := pullProgressAPI(t, size)
+	ctx := context.Background()
+	layers, err := st.ImageLayers(ctx, "layered")
+	if err != nil || len(layers) != 2 {
+		t.Fatalf("layers: %+v, %v", layers, err)
+	}
+	blob := imagestore.BlobName(strings.TrimPrefix(layers[1].Digest, "sha256:"))
+	if n, ok := downloadWhileLocked(t, c, st, "LOCK TABLE image_node_status IN ACCESS EXCLUSIVE MODE",
+		"/api/v1/images/"+blob+"/artefact?image=layered"); !ok || n != size/2 {
+		t.Errorf("while the images' node states were locked: downloaded %d bytes (finished %v), want %d", n, ok, size/2)
+	}
+	if ws := writes("n1"); !writesFrom(ws, "n1", size/2, size) {
+		t.Errorf("after the lock: writes %+v, want n1's from %d to %d", ws, size/2, size)
 	}
 }
 

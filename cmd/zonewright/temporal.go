@@ -63,7 +63,7 @@ func temporalServer(ctx context.Context, args []string) error {
 	}
 	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{Address: o.addr, DataDir: o.dataDir, DatabaseURL: o.temporalDB,
 		HistoryShards: o.shards, Namespace: o.namespace, CA: ca, ServerNames: splitList(o.sans), NodeCertRevoked: revoked,
-		Services: splitList(o.services), BroadcastAddress: o.broadcast, ServicePorts: ports,
+		Services: splitList(o.services), BroadcastAddress: o.broadcast, ServicePorts: ports, MembershipPort: o.membershipPort,
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log.With("component", "temporal-server")})
 	if err != nil {
 		return fmt.Errorf("Temporal server: %w", err)
@@ -108,7 +108,7 @@ func temporalServer(ctx context.Context, args []string) error {
 type temporalServerOptions struct {
 	dataDir, temporalDB, zonewrightDB, sans, stateDir, addr, uiAddr, namespace, logLevel string
 	services, broadcast                                                                  string
-	shards, historyPort, matchingPort, workerPort                                        int
+	shards, historyPort, matchingPort, workerPort, membershipPort                        int
 }
 
 func temporalServerFlags() (*flag.FlagSet, *temporalServerOptions) {
@@ -129,6 +129,7 @@ func temporalServerFlags() (*flag.FlagSet, *temporalServerOptions) {
 	fs.IntVar(&o.historyPort, "history-port", envInt("ZW_TEMPORAL_HISTORY_PORT", 0), "with --services: the history service's gRPC port; 0: a free one, which the other processes learn through membership (env ZW_TEMPORAL_HISTORY_PORT)")
 	fs.IntVar(&o.matchingPort, "matching-port", envInt("ZW_TEMPORAL_MATCHING_PORT", 0), "with --services: the matching service's gRPC port; 0: a free one (env ZW_TEMPORAL_MATCHING_PORT)")
 	fs.IntVar(&o.workerPort, "worker-port", envInt("ZW_TEMPORAL_WORKER_PORT", 0), "with --services: the worker service's gRPC port; 0: a free one (env ZW_TEMPORAL_WORKER_PORT)")
+	fs.IntVar(&o.membershipPort, "membership-port", envInt("ZW_TEMPORAL_MEMBERSHIP_PORT", 0), "with --services: the first port this process's services gossip on, one each in the order frontend, history, matching, worker (those it runs), at most 32767; 0: a free one each from 20000 to 32767, another at every start (env ZW_TEMPORAL_MEMBERSHIP_PORT)")
 	return fs, o
 }
 

@@ -3,18 +3,20 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
-	"os"
+	"maps"
+	"math/rand/v2"
+	"net"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -39,27 +41,8 @@ func TestTemporalServicesRunAsSeparateProcesses(t *testing.T) {
 	stateDir, dataDir := t.TempDir(), t.TempDir()
 	addr := freeAddr(t)
 	start := func(services string) *exec.Cmd {
-		cmd := exec.Command(bin, "temporal", "--services", services, "--address", addr, "--state-dir", stateDir, "--data-dir", dataDir,
-			"--history-shards", "4", "--log-level", "warn")
-		cmd.Env = append(os.Environ(), "ZW_TEMPORAL_DATABASE_URL="+dbURL, "ZW_DATABASE_URL="+dbURL)
-		out, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-		})
-		go func() {
-			for lines := bufio.NewScanner(out); lines.Scan(); {
-				t.Logf("%s: %s", services, lines.Text())
-			}
-			io.Copy(io.Discard, out)
-		}()
-		return cmd
+		return startTemporalCommand(t, bin, services, dbURL, "--services", services, "--address", addr, "--state-dir", stateDir,
+			"--data-dir", dataDir, "--history-shards", "4", "--log-level", "warn").cmd
 	}
 	start("frontend")
 	history := []*exec.Cmd{start("history"), start("history")}
@@ -120,6 +103,72 @@ func TestTemporalServicesRunAsSeparateProcesses(t *testing.T) {
 	}
 }
 
+// --membership-port fixes the ports a process's services gossip on, so
+// a firewall can let them through: its history and matching services
+// take the port given and the next, as the membership table (Temporal's
+// record of who gossips where) shows. (Drop the MembershipPort
+// assignment of the operator's ports in devstack's serverConfig to see
+// ports drawn at random instead.)
+func TestTemporalMembershipPortIsTheOperators(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	dbURL := pgtest.NewDatabase(t)
+	stateDir, dataDir := t.TempDir(), t.TempDir()
+	port := freeConsecutivePorts(t)
+	startTemporalCommand(t, bin, "history,matching", dbURL, "--services", "history,matching", "--membership-port", strconv.Itoa(port),
+		"--address", freeAddr(t), "--state-dir", stateDir, "--data-dir", dataDir, "--history-shards", "4", "--log-level", "warn")
+
+	pool, err := pgxpool.New(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	// Temporal's roles: 2 history, 3 matching.
+	want := map[int]int{2: port, 3: port + 1}
+	got := map[int]int{}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+		rows, err := pool.Query(t.Context(), "SELECT role, rpc_port FROM cluster_membership")
+		if err == nil {
+			for rows.Next() {
+				var role, p int
+				if rows.Scan(&role, &p) == nil {
+					got[role] = p
+				}
+			}
+			rows.Close()
+		}
+		if len(got) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("membership ports by role: %v, want %v", got, want)
+	}
+}
+
+// freeConsecutivePorts is the first of two free loopback ports in a row
+// in the membership range (20000 to 32767).
+func freeConsecutivePorts(t *testing.T) int {
+	t.Helper()
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		free := true
+		for _, q := range []int{p, p + 1} {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(q)))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		if free {
+			return p
+		}
+	}
+	t.Fatal("no two free loopback ports in a row from 20000 to 32000 in 1000 tries")
+	return 0
+}
+
 // dialOperator connects to the Temporal frontend at addr with the operator
 // certificate `zonewright temporal` issued into tlsDir.
 func dialOperator(t *testing.T, addr, tlsDir string) client.Client {
@@ -156,7 +205,8 @@ func dialOperator(t *testing.T, addr, tlsDir string) client.Client {
 }
 
 // A split server's flags are checked before anything starts: a part
-// without PostgreSQL, or a service Temporal does not have.
+// without PostgreSQL, a service Temporal does not have, membership ports
+// past what Temporal's membership table keeps, or for a whole server.
 func TestTemporalServicesAreChecked(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
@@ -166,6 +216,9 @@ func TestTemporalServicesAreChecked(t *testing.T) {
 		{[]string{"--services", "history"}, "--temporal-database-url"},
 		{[]string{"--services", "history,histroy", "--temporal-database-url", "postgres://u@127.0.0.1:1/t"}, `service "histroy"`},
 		{[]string{"--services", "matching", "--broadcast-address", "0.0.0.0", "--temporal-database-url", "postgres://u@127.0.0.1:1/t"}, "broadcast address"},
+		{[]string{"--services", "history,matching", "--membership-port", "32767", "--temporal-database-url", "postgres://u@127.0.0.1:1/t"}, "membership port 32767"},
+		{[]string{"--services", "history", "--membership-port", "-1", "--temporal-database-url", "postgres://u@127.0.0.1:1/t"}, "membership port -1"},
+		{[]string{"--membership-port", "7000"}, "membership port is for a server split"},
 	} {
 		err := temporalServer(t.Context(), append(c.args, "--state-dir", dir, "--data-dir", dir, "--address", freeAddr(t)))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -29,42 +29,12 @@ func TestTheTemporalCommandServesAsComposeRunsIt(t *testing.T) {
 	stateDir, dataDir := t.TempDir(), t.TempDir()
 	addr, uiAddr := freeAddr(t), freeAddr(t)
 	run := func() *exec.Cmd {
-		cmd := exec.Command(bin, "temporal", "--address", addr, "--ui-address", uiAddr, "--state-dir", stateDir, "--data-dir", dataDir,
-			"--history-shards", "2", "--tls-san", "temporal")
-		cmd.Env = append(os.Environ(), "ZW_TEMPORAL_DATABASE_URL="+dbURL, "ZW_DATABASE_URL="+dbURL)
-		out, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
+		p := startTemporalCommand(t, bin, "temporal", dbURL, "--address", addr, "--ui-address", uiAddr, "--state-dir", stateDir,
+			"--data-dir", dataDir, "--history-shards", "2", "--tls-san", "temporal")
+		if line := p.waitServing(t); strings.Contains(line, "password") || !strings.Contains(line, "ui=https://") {
+			t.Errorf("banner: %s", line)
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		serving := make(chan string, 1)
-		go func() {
-			var seen strings.Builder
-			for lines := bufio.NewScanner(out); lines.Scan(); {
-				seen.WriteString(lines.Text() + "\n")
-				if strings.Contains(lines.Text(), "Temporal serving") {
-					serving <- lines.Text()
-					io.Copy(io.Discard, out)
-					return
-				}
-			}
-			serving <- "exited:\n" + seen.String()
-		}()
-		select {
-		case line := <-serving:
-			if strings.HasPrefix(line, "exited") {
-				t.Fatalf("zonewright temporal %s", line)
-			}
-			if strings.Contains(line, "password") || !strings.Contains(line, "ui=https://") {
-				t.Errorf("banner: %s", line)
-			}
-		case <-time.After(2 * time.Minute):
-			cmd.Process.Kill()
-			t.Fatal("zonewright temporal did not serve within 2 minutes")
-		}
-		return cmd
+		return p.cmd
 	}
 	stop := func(cmd *exec.Cmd) {
 		cmd.Process.Signal(os.Interrupt)
@@ -127,5 +97,66 @@ func TestHistoryShardsAreBounded(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--history-shards "+n) {
 			t.Errorf("--history-shards %s: %v, want a refusal naming the flag", n, err)
 		}
+	}
+}
+
+// temporalCommand is a `zonewright temporal` process of a test.
+type temporalCommand struct {
+	cmd     *exec.Cmd
+	serving chan string // its "Temporal serving" line, or "exited:" and all it printed
+}
+
+// startTemporalCommand starts `zonewright temporal ARGS…` on the database
+// dbURL (Temporal's and zonewright's), logs what it prints under name,
+// and kills it when t ends.
+func startTemporalCommand(t *testing.T, bin, name, dbURL string, args ...string) *temporalCommand {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"temporal"}, args...)...)
+	cmd.Env = append(os.Environ(), "ZW_TEMPORAL_DATABASE_URL="+dbURL, "ZW_DATABASE_URL="+dbURL)
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	p := &temporalCommand{cmd: cmd, serving: make(chan string, 1)}
+	go func() {
+		var seen strings.Builder
+		served := false
+		for lines := bufio.NewScanner(out); lines.Scan(); {
+			t.Logf("%s: %s", name, lines.Text())
+			seen.WriteString(lines.Text() + "\n")
+			if !served && strings.Contains(lines.Text(), "Temporal serving") {
+				served = true
+				p.serving <- lines.Text()
+			}
+		}
+		io.Copy(io.Discard, out)
+		if !served {
+			p.serving <- "exited:\n" + seen.String()
+		}
+	}()
+	return p
+}
+
+// waitServing returns the process's "Temporal serving" line; it fails t
+// if the process exits first or does not serve within 2 minutes.
+func (p *temporalCommand) waitServing(t *testing.T) string {
+	t.Helper()
+	select {
+	case line := <-p.serving:
+		if strings.HasPrefix(line, "exited") {
+			t.Fatalf("zonewright temporal %s", line)
+		}
+		return line
+	case <-time.After(2 * time.Minute):
+		p.cmd.Process.Kill()
+		t.Fatal("zonewright temporal did not serve within 2 minutes")
+		return ""
 	}
 }

@@ -47,31 +47,29 @@ func (a *Agent) summary(ctx context.Context) hostSummary {
 	} else {
 		s.zones = ZoneSummary(zones)
 	}
-	if v, err := a.host.ZFS().Get(ctx, a.cfg.ZonesDataset, "available"); err != nil {
-		a.log.Warn("read the zones dataset's free space", "err", err)
-	} else {
+	// One zfs get for the three datasets: a heartbeat runs every 10 s.
+	pool, _, _ := strings.Cut(a.cfg.ImagesDataset, "/")
+	space, err := a.host.ZFS().GetPropsOfEach(ctx, []string{a.cfg.ZonesDataset, pool, a.cfg.VolumesDataset}, "used", "available")
+	if err != nil {
+		a.log.Warn("read the datasets' space", "err", err)
+	}
+	if v, ok := space[a.cfg.ZonesDataset]["available"]; ok {
 		s.available = v
 	}
-	pool, _, _ := strings.Cut(a.cfg.ImagesDataset, "/")
-	if used, avail, ok := a.space(ctx, pool, "the images' pool"); ok {
+	if used, avail, ok := usedAndAvailable(space[pool]); ok {
 		s.poolUsed, s.poolSize = strconv.FormatInt(used, 10), strconv.FormatInt(used+avail, 10)
 	}
-	if used, avail, ok := a.space(ctx, a.cfg.VolumesDataset, "the volumes dataset"); ok {
+	if used, avail, ok := usedAndAvailable(space[a.cfg.VolumesDataset]); ok {
 		s.storage = avail + used
 	}
 	return s
 }
 
-// space reads the dataset's used and available bytes; ok is false (and
-// the log says why) when it cannot.
-func (a *Agent) space(ctx context.Context, ds, what string) (used, avail int64, ok bool) {
-	p, err := a.host.ZFS().GetProps(ctx, ds, "available", "used")
-	if err != nil {
-		a.log.Warn("read the space of "+what, "dataset", ds, "err", err)
-		return 0, 0, false
-	}
-	avail, err1 := strconv.ParseInt(p["available"], 10, 64)
-	used, err2 := strconv.ParseInt(p["used"], 10, 64)
+// usedAndAvailable parses a dataset's used and available bytes; ok is
+// false when either is missing or not a number.
+func usedAndAvailable(props map[string]string) (used, avail int64, ok bool) {
+	avail, err1 := strconv.ParseInt(props["available"], 10, 64)
+	used, err2 := strconv.ParseInt(props["used"], 10, 64)
 	return used, avail, err1 == nil && err2 == nil
 }
 

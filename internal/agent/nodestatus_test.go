@@ -1,14 +1,18 @@
 package agent
 
 import (
+	"context"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/illumos/fakes"
+	"github.com/zonewright/zonewright/internal/simtest"
 )
 
 // A heartbeat counts the zones from the supervisor's last list when it
@@ -35,5 +39,77 @@ func TestSummaryTakesTheZonesTheSupervisorListed(t *testing.T) {
 	observedAt = time.Now().Add(-time.Minute)
 	if s := a.summary(t.Context()); s.zones != "running=1" || !listed() {
 		t.Errorf("summary with an old observation: zones %q, commands %q", s.zones, host.Argvs())
+	}
+}
+
+// recordingExecutor runs commands on a real host and keeps their argv.
+type recordingExecutor struct {
+	illumos.Executor
+	mu    sync.Mutex
+	argvs []string
+}
+
+func (r *recordingExecutor) Run(ctx context.Context, c illumos.Cmd) (illumos.Result, error) {
+	r.mu.Lock()
+	r.argvs = append(r.argvs, strings.Join(c.Argv(), " "))
+	r.mu.Unlock()
+	return r.Executor.Run(ctx, c)
+}
+
+// A heartbeat reads the space of the zones dataset, the images' pool and
+// the volumes dataset with one zfs command, every 10 s: running
+// `zfs get` once per dataset in summary (as it did) fails this test
+// with 3 zfs commands.
+func TestSummaryReadsTheSpaceWithOneZFSCommand(t *testing.T) {
+	ctx := t.Context()
+	node := simtest.NewNode(t, "node1")
+	host := &recordingExecutor{Executor: &illumos.Runner{BinDir: node.Bin}}
+	zfs := illumos.Host{Runner: host}.ZFS()
+	for _, ds := range []string{"tank/zonewright", "tank/zonewright/zones", "tank/zonewright/images", "tank/zonewright/volumes"} {
+		if err := zfs.Create(ctx, ds, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := &Agent{cfg: Config{ZonesDataset: "tank/zonewright/zones", ImagesDataset: "tank/zonewright/images", VolumesDataset: "tank/zonewright/volumes"},
+		log: slog.New(slog.DiscardHandler), host: illumos.Host{Runner: host}}
+	a.observedZones = func() (map[string]string, time.Time) { return map[string]string{"global": "running"}, time.Now() }
+	host.argvs = nil
+
+	s := a.summary(ctx)
+	var zfsRuns []string
+	for _, argv := range host.argvs {
+		if strings.Contains(argv, "/zfs ") {
+			zfsRuns = append(zfsRuns, argv)
+		}
+	}
+	if len(zfsRuns) != 1 {
+		t.Errorf("a heartbeat ran %d zfs commands, want 1: %q", len(zfsRuns), zfsRuns)
+	}
+
+	// The values are each dataset's own, as zfs get of one dataset gives them.
+	want := func(ds, prop string) int64 {
+		v, err := zfs.Get(ctx, ds, prop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	poolUsed, poolAvail := want("tank", "used"), want("tank", "available")
+	if s.available != strconv.FormatInt(want("tank/zonewright/zones", "available"), 10) ||
+		s.poolUsed != strconv.FormatInt(poolUsed, 10) || s.poolSize != strconv.FormatInt(poolUsed+poolAvail, 10) ||
+		s.storage != want("tank/zonewright/volumes", "used")+want("tank/zonewright/volumes", "available") || s.storage == 0 {
+		t.Errorf("summary = %+v", s)
+	}
+
+	// A dataset that is gone costs only its own figures.
+	if err := zfs.Destroy(ctx, "tank/zonewright/volumes"); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.summary(ctx); s.storage != 0 || s.available == "" || s.poolSize == "" {
+		t.Errorf("summary without the volumes dataset = %+v", s)
 	}
 }

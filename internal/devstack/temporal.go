@@ -138,6 +138,11 @@ type TemporalConfig struct {
 	// a missing one is a free port, which the others learn through
 	// membership.
 	ServicePorts map[string]int
+	// MembershipPort is the first of the ports this process's services
+	// gossip on in a split server, one each, in the order frontend,
+	// history, matching, worker (those it runs); 0: a free port each from
+	// 20000 to 32767, which differs at every start.
+	MembershipPort int
 }
 
 // The server's services, as Services names them.
@@ -158,14 +163,18 @@ type layout struct {
 	split     bool   // some services run elsewhere: membership by gossip
 	broadcast string // the IP this process's services listen on
 	ports     map[string]int
+	gossip    int // the first membership port; 0: free ones
 }
 
 func (l layout) runs(service string) bool { return slices.Contains(l.services, service) }
 
 // newLayout checks cfg's Services, BroadcastAddress and ServicePorts.
 func newLayout(cfg TemporalConfig) (layout, error) {
-	l := layout{services: allServices, broadcast: loopback, ports: cfg.ServicePorts}
+	l := layout{services: allServices, broadcast: loopback, ports: cfg.ServicePorts, gossip: cfg.MembershipPort}
 	if len(cfg.Services) == 0 {
+		if cfg.MembershipPort != 0 {
+			return l, errors.New("a membership port is for a server split over processes: a whole server does not gossip")
+		}
 		return l, nil
 	}
 	l.services = nil
@@ -179,7 +188,14 @@ func newLayout(cfg TemporalConfig) (layout, error) {
 	}
 	l.split = len(l.services) < len(allServices)
 	if !l.split {
+		if cfg.MembershipPort != 0 {
+			return l, errors.New("a membership port is for a server split over processes: a whole server does not gossip")
+		}
 		return l, nil
+	}
+	if last := cfg.MembershipPort + len(l.services) - 1; cfg.MembershipPort < 0 || (cfg.MembershipPort > 0 && last > membershipPortHigh) {
+		return l, fmt.Errorf("membership port %d: want 1 to %d for %d services (Temporal's membership table keeps a port as a smallint)",
+			cfg.MembershipPort, membershipPortHigh-len(l.services)+1, len(l.services))
 	}
 	if cfg.DatabaseURL == "" {
 		return l, errors.New("a server split over processes keeps its state in PostgreSQL: give it a database URL")
@@ -504,7 +520,7 @@ func ensureSchema(conf *config.SQL) error {
 // serverConfig is the static configuration of the services lay runs: a
 // whole server's four on loopback ports, with static membership (no
 // gossip ports), or a split server's part on its broadcast address, with
-// gossip on free membership ports; no metrics or pprof listeners,
+// gossip on the operator's membership ports or free ones; no metrics or pprof listeners,
 // archival off.
 func serverConfig(host string, port int, stores persistence, lay layout) (*config.Config, error) {
 	avoid := reservedPortSet()
@@ -533,11 +549,22 @@ func serverConfig(host string, port int, stores persistence, lay layout) (*confi
 		services[name] = config.Service{RPC: config.RPC{GRPCPort: p, BindOnIP: lay.broadcast}}
 	}
 	if lay.split {
-		// Each service gossips on a port of its own.
-		for name, svc := range services {
-			p, err := freeMembershipPort(svc.RPC.BindOnIP, avoid)
-			if err != nil {
-				return nil, err
+		// Each service gossips on a port of its own: the operator's, in
+		// allServices' order, or a free one.
+		next := lay.gossip
+		for _, name := range allServices {
+			svc, ok := services[name]
+			if !ok {
+				continue
+			}
+			p := next
+			if next != 0 {
+				next++
+			} else {
+				var err error
+				if p, err = freeMembershipPort(svc.RPC.BindOnIP, avoid); err != nil {
+					return nil, err
+				}
 			}
 			svc.RPC.MembershipPort = p
 			services[name] = svc

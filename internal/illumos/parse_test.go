@@ -162,6 +162,17 @@ func TestParseZFSGetValues(t *testing.T) {
 	}
 }
 
+func TestParseZFSGetRows(t *testing.T) {
+	out := "tank\tused\t1024\ntank\tavailable\t2048\ntank/a\tzonewright:note\thas a\ttab\n"
+	want := map[string]map[string]string{"tank": {"used": "1024", "available": "2048"}, "tank/a": {"zonewright:note": "has a\ttab"}}
+	if v, err := ParseZFSGetRows(out); err != nil || !reflect.DeepEqual(v, want) {
+		t.Errorf("got %q, %v", v, err)
+	}
+	if _, err := ParseZFSGetRows("tank\t1024\n"); err == nil {
+		t.Error("a line of two fields accepted")
+	}
+}
+
 func FuzzParseZFSList(f *testing.F) {
 	f.Add("tank/zones/web01\tfilesystem\t24576\t1063004405760\t24576\t/zones/web01\t0\t0\n")
 	f.Add("a\tb\t-\t-\t-\t-\t-\t-")

@@ -207,6 +207,53 @@ func (z ZFS) GetProps(ctx context.Context, name string, props ...string) (map[st
 	return m, nil
 }
 
+// GetPropsOfEach reads the same properties of several datasets in one
+// `zfs get -H -p -o name,property,value p1,p2 D1 D2...`: values by
+// dataset, then property. zfs prints the datasets it can open even when
+// another does not exist, so on an error the map still holds those.
+func (z ZFS) GetPropsOfEach(ctx context.Context, datasets []string, props ...string) (map[string]map[string]string, error) {
+	const op = "zfs get"
+	subject := strings.Join(datasets, " ")
+	if len(datasets) == 0 || len(props) == 0 {
+		return map[string]map[string]string{}, nil
+	}
+	for _, ds := range datasets {
+		if !names.ValidDatasetName(ds) && !names.ValidSnapshotName(ds) {
+			return nil, invalidf(op, subject, "invalid dataset name %q", ds)
+		}
+	}
+	for _, p := range props {
+		if !validPropName(p) {
+			return nil, invalidf(op, subject, "invalid property name %q", p)
+		}
+	}
+	args := append([]string{"get", "-H", "-p", "-o", "name,property,value", strings.Join(props, ",")}, datasets...)
+	res, runErr := run(ctx, z.Runner, op, subject, Cmd{Path: zfsPath, Args: args})
+	vals, err := ParseZFSGetRows(string(res.Stdout))
+	if err != nil {
+		return nil, parseError(op, subject, err)
+	}
+	return vals, runErr
+}
+
+// ParseZFSGetRows parses `zfs get -H -o name,property,value`: one
+// property of one dataset per line, three TAB-separated fields (the
+// value last, so it may hold tabs itself).
+func ParseZFSGetRows(out string) (map[string]map[string]string, error) {
+	vals := map[string]map[string]string{}
+	for _, line := range nonEmptyLines(out) {
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) != 3 || f[0] == "" || f[1] == "" {
+			return nil, fmt.Errorf("want name, property and value: %q", line)
+		}
+		if vals[f[0]] == nil {
+			vals[f[0]] = map[string]string{}
+		}
+		vals[f[0]][f[1]] = f[2]
+	}
+	return vals, nil
+}
+
 // Set sets properties of a dataset.
 func (z ZFS) Set(ctx context.Context, name string, props map[string]string) error {
 	const op = "zfs set"

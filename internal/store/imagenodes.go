@@ -126,6 +126,15 @@ func (s *Store) ImageArtefactSize(ctx context.Context, image string) (int64, err
 	return size, classify(err)
 }
 
+// ImageLayers are the layers of an oci image, bottom first (none for an
+// image of another kind, or before its import has resolved them), read
+// without the rest of the image: each layer download asks for them.
+func (s *Store) ImageLayers(ctx context.Context, image string) ([]model.OCILayer, error) {
+	var layers []model.OCILayer
+	err := s.pool.QueryRow(ctx, "SELECT status -> 'oci' -> 'layers' FROM images WHERE name = $1", image).Scan(&layers)
+	return layers, classify(err)
+}
+
 // ImagePulling reports whether a pull of the image to some node is under
 // way (a node's state is Pulling).
 func (s *Store) ImagePulling(ctx context.Context, image string) (bool, error) {

@@ -329,3 +329,29 @@ func TestImageNodeStatesMigrateBothWays(t *testing.T) {
 		t.Fatalf("rolled back, the image's row holds node phase %q (%v); want Failed", phase, err)
 	}
 }
+
+// An oci image's layers are read alone; another image has none, and an
+// image that does not exist is not found.
+func TestImageLayersAreReadAlone(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	layers := []model.OCILayer{{Digest: "sha256:" + strings.Repeat("a", 64), Size: 10}, {Digest: "sha256:" + strings.Repeat("b", 64), Size: 20}}
+	for _, img := range []*model.Image{
+		{Metadata: model.ObjectMeta{Name: "layered"}, Spec: model.ImageSpec{Kind: model.ImageOCI, Source: "registry.example/layered:1"},
+			Status: model.ImageStatus{Phase: model.ImageReady, OCI: &model.OCIImage{Digest: "sha256:" + strings.Repeat("c", 64), Layers: layers}}},
+		{Metadata: model.ObjectMeta{Name: "base"}, Spec: model.ImageSpec{Kind: model.ImageZFSStream, Source: "https://example.com/b"}},
+	} {
+		if err := s.Images().Create(ctx, img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.ImageLayers(ctx, "layered"); err != nil || len(got) != 2 || got[0] != layers[0] || got[1] != layers[1] {
+		t.Errorf("layers of layered: %+v, %v", got, err)
+	}
+	if got, err := s.ImageLayers(ctx, "base"); err != nil || got != nil {
+		t.Errorf("layers of a zfs image: %+v, %v", got, err)
+	}
+	if _, err := s.ImageLayers(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("layers of no image: %v, want not found", err)
+	}
+}
