@@ -5,21 +5,15 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/connbounds/connboundstest"
 )
 
 // openFiles counts this process's file descriptors.
-func openFiles(t *testing.T) int {
-	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("count open files: %v", err)
-	}
-	return len(fds)
-}
+func openFiles(t *testing.T) int { return connboundstest.OpenFiles(t) }
 
 // Clients that connect and send half a request hold at most
 // MaxConnections of the server's descriptors, are closed after the

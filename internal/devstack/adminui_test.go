@@ -4,15 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/connbounds"
+	"github.com/zonewright/zonewright/internal/connbounds/connboundstest"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/pki"
 )
@@ -134,25 +133,9 @@ func TestTheProductionUIBoundsItsConnections(t *testing.T) {
 		t.Fatalf("an admin: %d", code)
 	}
 	admin.CloseIdleConnections()
-	fds := func() int {
-		f, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Fatal(err)
+	connboundstest.StalledClientsAreCapped(t, addr, limit, stalled, func() {
+		if code := get(); code != http.StatusOK {
+			t.Fatalf("an admin behind %d stalled connections: %d", stalled, code)
 		}
-		return len(f)
-	}
-	before := fds()
-	for i := range stalled {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatalf("dial %d: %v", i, err)
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	if code := get(); code != http.StatusOK {
-		t.Fatalf("an admin behind %d stalled connections: %d", stalled, code)
-	}
-	if got, bound := fds()-before, stalled+limit+16; got > bound {
-		t.Fatalf("%d stalled clients opened %d descriptors in this process; want at most %d (the UI's bounded by %d)", stalled, got, bound, limit)
-	}
+	})
 }

@@ -6,12 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/connbounds"
+	"github.com/zonewright/zonewright/internal/connbounds/connboundstest"
 	"github.com/zonewright/zonewright/internal/pki"
 )
 
@@ -91,27 +91,9 @@ func TestTheEndpointCapsConnections(t *testing.T) {
 		t.Fatalf("GET /metrics: %d", code)
 	}
 	e.client().CloseIdleConnections()
-	fds := func() int {
-		f, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Fatal(err)
+	connboundstest.StalledClientsAreCapped(t, strings.TrimPrefix(e.base, "https://"), limit, stalled, func() {
+		if code, _ := e.get(t, "/metrics"); code != http.StatusOK {
+			t.Fatalf("GET /metrics behind %d stalled connections: %d", stalled, code)
 		}
-		return len(f)
-	}
-	before := fds()
-	for i := range stalled {
-		c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "https://"))
-		if err != nil {
-			t.Fatalf("dial %d: %v", i, err)
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	if code, _ := e.get(t, "/metrics"); code != http.StatusOK {
-		t.Fatalf("GET /metrics behind %d stalled connections: %d", stalled, code)
-	}
-	// Ours are the stalled clients' descriptors; the endpoint's are at
-	// most the limit, and a few of the simulator's and the runtime's.
-	if got, bound := fds()-before, stalled+limit+16; got > bound {
-		t.Fatalf("%d stalled clients opened %d descriptors in this process; want at most %d (the endpoint's bounded by %d)", stalled, got, bound, limit)
-	}
+	})
 }
