@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/zonewright/zonewright/internal/auth"
+	"github.com/zonewright/zonewright/internal/connbounds"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -67,6 +68,7 @@ func (s *Server) guard(rt route) gin.HandlerFunc {
 			s.audit.record(anonymous, a, c.Writer.Status(), c.Request)
 			return
 		}
+		connbounds.Authenticated(c.Request)
 		ok, err := s.authz.Allowed(c.Request.Context(), id, a)
 		if err != nil {
 			s.fail(c, err)
@@ -84,7 +86,9 @@ func (s *Server) guard(rt route) gin.HandlerFunc {
 		if (a.Verb == auth.VerbGet || a.Verb == auth.VerbList || a.Verb == auth.VerbWatch) && a.Subresource == "" {
 			c.Set(tableResourceKey, a.Resource)
 		}
-		liftReadDeadline(c.Writer, c.Request)
+		if s.streams(c.Request) {
+			connbounds.Stream(c.Writer)
+		}
 		if a.Verb == auth.VerbWatch {
 			if !s.watches.acquire(id.Name) {
 				c.Header("Retry-After", "5")

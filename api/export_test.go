@@ -12,10 +12,11 @@ func UnguardedHandler(s *Server) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(s.recover, s.logRequests, s.checkRequestText, s.checkHost, s.checkOrigin, s.checkContentType, limitBody)
+	s.engine() // the list routes streams knows
 	for _, rt := range s.routes() {
 		r.Handle(rt.method, rt.path, rt.handler)
 	}
-	return withTimeouts(r, s.requestTimeout, s.bodyTimeout)
+	return withTimeouts(r, s.streams, s.requestTimeout, s.bodyTimeout)
 }
 
 // OpenAPIDocument is openapi.json, the document those GET /openapi/v3

@@ -155,6 +155,11 @@ type Server struct {
 	ready          []ReadyCheck
 	log            *slog.Logger
 	keepalive      time.Duration
+
+	// lists are the list routes' paths: a GET of one with watch=true is
+	// a watch, which streams.
+	lists routeShapes
+
 	// maxPodImages: Config.MaxPodRegistryImages.
 	maxPodImages int
 
@@ -273,10 +278,17 @@ func (s *Server) CloseWatches() { s.closeOnce.Do(func() { close(s.closing) }) }
 // BodyTimeout is how long a request body may take to arrive.
 func (s *Server) BodyTimeout() time.Duration { return s.bodyTimeout }
 
+// RequestTimeout is how long a request that does not stream may run.
+func (s *Server) RequestTimeout() time.Duration { return s.requestTimeout }
+
 // Handler returns the HTTP handler with every route.
 func (s *Server) Handler() http.Handler {
-	return withTimeouts(s.engine(), s.requestTimeout, s.bodyTimeout)
+	return withTimeouts(s.engine(), s.streams, s.requestTimeout, s.bodyTimeout)
 }
+
+// streams tells the requests that stream (streams); the same answer
+// bounds a request in withTimeouts and frees it in the guard.
+func (s *Server) streams(r *http.Request) bool { return streams(r, &s.lists) }
 
 // engine routes every entry of the route table through the guard.
 func (s *Server) engine() *gin.Engine {
@@ -294,7 +306,11 @@ func (s *Server) engine() *gin.Engine {
 	routes := s.routes()
 	s.discovery = newDiscovery(routes)
 	s.protobufRoutes = map[string]bool{}
+	s.lists = routeShapes{}
 	for _, rt := range routes {
+		if a, _ := rt.attributes(); rt.method == http.MethodGet && a.Verb == auth.VerbList {
+			s.lists.add(rt.path)
+		}
 		chain := []gin.HandlerFunc{s.measure(rt), s.guard(rt), s.dryRun(rt)}
 		if newObject := rt.protobufType(); newObject != nil {
 			s.protobufRoutes[rt.method+" "+rt.path] = true

@@ -25,12 +25,13 @@ const timeoutBody = `{"apiVersion":"v1","kind":"Status","status":"Failure","mess
 // exec sessions and port-forwards (relayed from their node for as long as
 // they last). A request is told by its route's shape and method, as the
 // router will match it, never by a suffix: a pod named "exec" is not an
-// exec session, and a PUT of it is bounded as any other. The server's read
-// deadline still holds a streaming request until the guard has
-// authenticated and authorised it (liftReadDeadline).
-func streams(r *http.Request) bool {
+// exec session, and a PUT of it is bounded as any other; a watch is a GET
+// of a list route (lists), not any request that says watch=true. The
+// server's read deadline still holds a streaming request until the guard
+// has authenticated and authorised it (connbounds.Stream).
+func streams(r *http.Request, lists *routeShapes) bool {
 	get, post := r.Method == http.MethodGet, r.Method == http.MethodPost
-	if w := r.URL.Query().Get("watch"); get && (w == "true" || w == "1") {
+	if w := r.URL.Query().Get("watch"); get && (w == "true" || w == "1") && lists.match(r.URL.Path) {
 		return true
 	}
 	seg := strings.Split(strings.TrimPrefix(r.URL.Path, "/api/v1/"), "/")
@@ -62,21 +63,11 @@ func bringsNoCredentials(r *http.Request) bool {
 	return r.Header.Get("Authorization") == "" && (r.TLS == nil || len(r.TLS.PeerCertificates) == 0)
 }
 
-// liftReadDeadline frees an authorised streaming request of the server's
-// read deadline (http.Server.ReadTimeout), which bounds every request's
-// headers and body: a watch or a transfer lasts as long as it needs, and
-// a deadline left behind would end its context.
-func liftReadDeadline(w http.ResponseWriter, r *http.Request) {
-	if streams(r) {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	}
-}
-
 // withTimeouts bounds every request that does not stream: its body must
 // arrive within bodyTimeout, so a client that sends headers and stalls
 // holds no handler, and its handler's context ends after requestTimeout,
 // the client getting a 503 Status.
-func withTimeouts(h http.Handler, requestTimeout, bodyTimeout time.Duration) http.Handler {
+func withTimeouts(h http.Handler, streams func(*http.Request) bool, requestTimeout, bodyTimeout time.Duration) http.Handler {
 	timed := http.TimeoutHandler(h, requestTimeout, timeoutBody)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if bringsNoCredentials(r) {
@@ -128,4 +119,31 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) err
 	_ = rc.SetReadDeadline(time.Time{})
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return nil
+}
+
+// routeShapes are route paths as the router matches them: a ":param"
+// segment stands for any one non-empty segment, the others for
+// themselves.
+type routeShapes struct{ paths [][]string }
+
+func (rs *routeShapes) add(path string) {
+	rs.paths = append(rs.paths, strings.Split(strings.TrimPrefix(path, "/"), "/"))
+}
+
+func (rs *routeShapes) match(path string) bool {
+	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	if slices.Contains(seg, "") {
+		return false
+	}
+	return slices.ContainsFunc(rs.paths, func(shape []string) bool {
+		if len(shape) != len(seg) {
+			return false
+		}
+		for i, s := range shape {
+			if !strings.HasPrefix(s, ":") && s != seg[i] {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -265,7 +265,7 @@ func dev(ctx context.Context, args []string) error {
 		InsecureRegistries: img.InsecureRegistries, PodRegistryImageTTL: img.PodRegistryImageTTL, MaxPodRegistryImages: img.MaxPodRegistryImages,
 		ImageGC: img.ImageGC, NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
 		ServiceCIDR: health.ServiceCIDR, ClusterCIDR: health.ClusterCIDR, NodeCIDRMaskSize: health.NodeCIDRMaskSize,
-		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key, MaxConnections: health.MaxConnections})
+		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key, MaxConnections: health.MaxConnections, MaxUnauthenticated: health.MaxUnauthenticated})
 	if err != nil {
 		return err
 	}

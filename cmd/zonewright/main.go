@@ -290,10 +290,13 @@ func serviceCIDRFlag(fs *flag.FlagSet, c *controlplane.Config, def string) {
 		"IPv4 range services' cluster IPs come from, /12 to /28; its base + 10 is the cluster DNS (env ZW_SERVICE_CIDR)")
 }
 
-// maxConnectionsFlag registers --max-connections, shared by serve and dev.
+// maxConnectionsFlag registers --max-connections and
+// --max-unauthenticated-connections, shared by serve and dev.
 func maxConnectionsFlag(fs *flag.FlagSet, c *controlplane.Config) {
 	fs.IntVar(&c.MaxConnections, "max-connections", envInt("ZW_MAX_CONNECTIONS", controlplane.DefaultMaxConnections),
 		"API connections held open at once; more wait to be accepted, so that clients that connect and stall cannot use up the process's file descriptors (env ZW_MAX_CONNECTIONS)")
+	fs.IntVar(&c.MaxUnauthenticated, "max-unauthenticated-connections", envInt("ZW_MAX_UNAUTHENTICATED_CONNECTIONS", 0),
+		"of those, the ones held before their client is authenticated; one more closes the one that has waited longest, so that clients that connect and stall cannot keep out those with credentials; 0: a quarter of --max-connections (env ZW_MAX_UNAUTHENTICATED_CONNECTIONS)")
 }
 
 // podCIDRFlags registers --cluster-cidr and --node-cidr-mask-size, shared

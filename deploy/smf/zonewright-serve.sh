@@ -56,6 +56,7 @@ dns_upstream
 capacity
 audit_log
 max_connections
+max_unauthenticated_connections
 max_watches_per_identity
 log_level
 '

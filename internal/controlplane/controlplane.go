@@ -23,12 +23,12 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	tworker "go.temporal.io/sdk/worker"
-	"golang.org/x/net/netutil"
 
 	"github.com/zonewright/zonewright/api"
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/clusterdns"
 	"github.com/zonewright/zonewright/internal/clusterip"
+	"github.com/zonewright/zonewright/internal/connbounds"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/endpoints"
@@ -141,6 +141,13 @@ type Config struct {
 	// (--max-connections); those past it wait in the kernel's accept queue,
 	// costing the process no file descriptor. Zero: DefaultMaxConnections.
 	MaxConnections int
+	// MaxUnauthenticated bounds those of them whose clients have not
+	// been authenticated yet (--max-unauthenticated-connections): one
+	// accepted past it closes the one that has waited longest, so that
+	// clients that connect and stall cannot keep out those that bring
+	// credentials, nor probes of /readyz. Zero: a quarter of
+	// MaxConnections.
+	MaxUnauthenticated int
 	// HeaderTimeout is how long a connection may take to send its request
 	// headers (and its TLS handshake); zero: DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
@@ -157,8 +164,8 @@ type Config struct {
 
 // Defaults of Config.MaxConnections and Config.HeaderTimeout.
 const (
-	DefaultMaxConnections = 4096
-	DefaultHeaderTimeout  = 10 * time.Second
+	DefaultMaxConnections = connbounds.DefaultMaxConnections
+	DefaultHeaderTimeout  = connbounds.DefaultHeader
 )
 
 // AdminTokenFile is the cluster-admin token's file in the state directory:
@@ -328,6 +335,9 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
+	if cfg.MaxUnauthenticated < 0 || cfg.MaxUnauthenticated > cfg.MaxConnections {
+		return nil, fmt.Errorf("--max-unauthenticated-connections %d: must be between 1 and --max-connections (%d)", cfg.MaxUnauthenticated, cfg.MaxConnections)
+	}
 	if cfg.HeaderTimeout <= 0 {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
@@ -337,8 +347,9 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}
 	// Clients that connect and send nothing are closed after the header
 	// timeout; the limit keeps them from using up the process's file
-	// descriptors (and the embedded Temporal's with them) meanwhile.
-	ln = netutil.LimitListener(ln, cfg.MaxConnections)
+	// descriptors (and the embedded Temporal's with them) meanwhile, and
+	// those without credentials from keeping out those with.
+	ln = connbounds.Bounds{MaxConnections: cfg.MaxConnections, MaxUnauthenticated: cfg.MaxUnauthenticated}.Listener(ln)
 	scheme := "https"
 	if serverTLSConfig == nil {
 		scheme = "http"
@@ -461,15 +472,13 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		}})
 	bgCtx, cancel := context.WithCancel(context.Background())
 	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: stopTemporalMetrics, adminToken: adminToken, moves: controlworker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, podSettle: cfg.PodSettle, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
-		// ReadTimeout bounds reading every request, headers and body,
-		// whoever sends it; the API lifts it for a streaming route once
-		// its caller is authenticated (api/timeouts.go). No WriteTimeout:
-		// watches and volume transfers stream for as long as they need,
-		// and the API bounds every other request itself.
-		http: &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: cfg.HeaderTimeout,
-			ReadTimeout: cfg.HeaderTimeout + srv.BodyTimeout(), IdleTimeout: 2 * time.Minute,
-			MaxHeaderBytes: 64 << 10, TLSConfig: serverTLSConfig,
-			ErrorLog: slog.NewLogLogger(log.With("component", "api").Handler(), slog.LevelWarn)},
+		// The API bounds a request's handler itself (api.Config.RequestTimeout);
+		// the write deadline leaves it that, its body's time and room to
+		// answer. A streaming route is freed of the deadlines once its
+		// caller is authenticated (api/timeouts.go).
+		http: connbounds.Bounds{Header: cfg.HeaderTimeout, Body: srv.BodyTimeout(), Write: srv.BodyTimeout() + srv.RequestTimeout() + 30*time.Second,
+			MaxConnections: cfg.MaxConnections, MaxUnauthenticated: cfg.MaxUnauthenticated}.Server(srv.Handler(), serverTLSConfig,
+			slog.NewLogLogger(log.With("component", "api").Handler(), slog.LevelWarn)),
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,

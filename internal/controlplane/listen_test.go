@@ -5,21 +5,15 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/connbounds/connboundstest"
 )
 
 // openFiles counts this process's file descriptors.
-func openFiles(t *testing.T) int {
-	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("count open files: %v", err)
-	}
-	return len(fds)
-}
+func openFiles(t *testing.T) int { return connboundstest.OpenFiles(t) }
 
 // Clients that connect and send half a request hold at most
 // MaxConnections of the server's descriptors, are closed after the
@@ -28,7 +22,9 @@ func TestStalledConnectionsAreBoundedAndTimedOut(t *testing.T) {
 	const limit, stalled = 8, 64
 	cfg := testConfig(t)
 	cfg.APITLS.InsecureHTTP = true
-	cfg.MaxConnections = limit
+	// Every one may wait to be authenticated: the total cap and the
+	// header timeout are what this test looks at.
+	cfg.MaxConnections, cfg.MaxUnauthenticated = limit, limit
 	cfg.HeaderTimeout = time.Second
 	cp, _ := start(t, cfg)
 	client := &http.Client{Timeout: 60 * time.Second}
@@ -87,7 +83,9 @@ func TestUnauthenticatedRequestsCannotHoldConnections(t *testing.T) {
 	const limit = 8
 	cfg := testConfig(t)
 	cfg.APITLS.InsecureHTTP = true
-	cfg.MaxConnections = limit
+	// Every one may wait to be authenticated: the timeouts, not the
+	// unauthenticated cap, are what this test looks at.
+	cfg.MaxConnections, cfg.MaxUnauthenticated = limit, limit
 	cfg.HeaderTimeout, cfg.BodyTimeout = time.Second, time.Second
 	cp, _ := start(t, cfg)
 
@@ -159,5 +157,34 @@ func TestUnauthenticatedRequestsCannotHoldConnections(t *testing.T) {
 		case <-deadline:
 			t.Fatal("the authenticated watch saw no namespace 3 s in")
 		}
+	}
+}
+
+// watch=true on a GET of one object is no watch: its connection, its body
+// stalled, is cut off by the body timeout though its caller is
+// authenticated. (Drop `&& lists.match(r.URL.Path)` in api's streams to
+// see its deadlines lifted and the connection held.)
+func TestWatchTrueOnOneObjectIsBoundedAsAnyRequest(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.APITLS.InsecureHTTP = true
+	cfg.HeaderTimeout, cfg.BodyTimeout = time.Second, time.Second
+	cp, _ := start(t, cfg)
+	conn, err := net.Dial("tcp", cp.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_, err = io.WriteString(conn, "GET /api/v1/namespaces/default?watch=true HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "+cp.AdminToken()+
+		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\":")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("GET of one namespace with watch=true, its body stalled: the connection is still open after 30 s (read %q): %v", b, err)
+	}
+	if !strings.HasPrefix(string(b), "HTTP/1.1 408") {
+		t.Fatalf("GET of one namespace with watch=true, its body stalled: %q, want a 408", b)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"go.temporal.io/server/common/authorization"
 
+	"github.com/zonewright/zonewright/internal/connbounds"
 	"github.com/zonewright/zonewright/internal/pki"
 )
 
@@ -36,6 +37,9 @@ type AdminUIConfig struct {
 	// only admins are let in).
 	TemporalAddress, Namespace string
 	TLS                        ClientTLSFiles
+	// Bounds are the UI's connections' timeouts and caps; zero fields:
+	// connbounds' defaults.
+	Bounds connbounds.Bounds
 }
 
 // AdminUI is the Temporal Web UI behind an HTTPS front that lets in only
@@ -89,13 +93,9 @@ func StartAdminUI(ctx context.Context, cfg AdminUIConfig) (*AdminUI, error) {
 	inner, _ := url.Parse(ui.URL())
 	proxy := httputil.NewSingleHostReverseProxy(inner)
 	a := &AdminUI{ui: ui, url: origins[0]}
-	a.server = &http.Server{
-		Handler:           adminsOnly(proxy),
-		ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert},
-			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: cfg.CA.Pool()},
-	}
-	go func() { _ = a.server.ServeTLS(lis, "", "") }()
+	a.server = cfg.Bounds.Server(adminsOnly(proxy), &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: cfg.CA.Pool()}, nil)
+	go func() { _ = a.server.ServeTLS(cfg.Bounds.Listener(lis), "", "") }()
 	return a, nil
 }
 
@@ -108,6 +108,7 @@ func adminsOnly(next http.Handler) http.Handler {
 			http.Error(w, "the Temporal Web UI is for cluster admins' certificates", http.StatusForbidden)
 			return
 		}
+		connbounds.Authenticated(r)
 		next.ServeHTTP(w, r)
 	})
 }

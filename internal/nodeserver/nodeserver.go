@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/connbounds"
 	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/hostops"
 	"github.com/zonewright/zonewright/internal/illumos"
@@ -70,7 +71,10 @@ type Config struct {
 	// MaxExecs and MaxLogStreams: zero means the defaults. Port-forwards
 	// count as exec sessions.
 	MaxExecs, MaxLogStreams int
-	Log                     *slog.Logger
+	// Bounds are the endpoint's connections' timeouts and caps; zero
+	// fields: connbounds' defaults.
+	Bounds connbounds.Bounds
+	Log    *slog.Logger
 }
 
 // Server is the running endpoint.
@@ -99,9 +103,9 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, execs: newSlots(cfg.MaxExecs), logs: newSlots(cfg.MaxLogStreams)}
 	mux := http.NewServeMux()
 	// The paths nodeclient.LogsPath, ExecPath and PortForwardPath build.
-	mux.Handle("GET /containerLogs/{ns}/{pod}/{uid}/{container}", controlPlaneOnly(http.HandlerFunc(s.containerLogs)))
-	mux.Handle("GET /exec/{ns}/{pod}/{uid}/{container}", controlPlaneOnly(http.HandlerFunc(s.exec)))
-	mux.Handle("GET /portforward/{ns}/{pod}/{uid}", controlPlaneOnly(http.HandlerFunc(s.portForward)))
+	mux.Handle("GET /containerLogs/{ns}/{pod}/{uid}/{container}", controlPlaneOnly(stream(s.containerLogs)))
+	mux.Handle("GET /exec/{ns}/{pod}/{uid}/{container}", controlPlaneOnly(stream(s.exec)))
+	mux.Handle("GET /portforward/{ns}/{pod}/{uid}", controlPlaneOnly(stream(s.portForward)))
 	if cfg.Metrics != nil {
 		mux.Handle("GET /metrics", cfg.Metrics) // the handshake admitted only the control plane and cluster-admins
 	}
@@ -127,11 +131,16 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent endpoint %s: %w", addr, err)
 	}
-	s.ln = ln
-	s.http = &http.Server{Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(cfg.Log.With("component", "endpoint").Handler(), slog.LevelWarn)}
+	s.ln = cfg.Bounds.Listener(ln)
+	// Whoever completed the handshake holds a certificate the endpoint
+	// takes: the connection no longer waits to be authenticated.
+	authenticated := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		connbounds.Authenticated(r)
+		mux.ServeHTTP(w, r)
+	})
+	s.http = cfg.Bounds.Server(authenticated, tlsConfig, slog.NewLogLogger(cfg.Log.With("component", "endpoint").Handler(), slog.LevelWarn))
 	go func() {
-		if err := s.http.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.ServeTLS(s.ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cfg.Log.Error("agent endpoint stopped", "err", err)
 		}
 	}()
@@ -159,6 +168,16 @@ func controlPlaneOnly(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// stream frees a request the control plane relays for as long as it lasts
+// (logs followed, an exec session, a port-forward) of the connection's
+// read and write deadlines.
+func stream(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		connbounds.Stream(w)
+		h(w, r)
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/connbounds"
 	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/illumos"
@@ -49,11 +50,12 @@ type endpoint struct {
 
 func newEndpoint(t *testing.T, maxExecs int) *endpoint {
 	t.Helper()
-	return newEndpointWith(t, maxExecs, nil)
+	return newEndpointWith(t, maxExecs, nil, connbounds.Bounds{})
 }
 
-// newEndpointWith is newEndpoint keeping logs in kept.
-func newEndpointWith(t *testing.T, maxExecs int, kept *containerlog.Kept) *endpoint {
+// newEndpointWith is newEndpoint keeping logs in kept, its connections
+// held to bounds.
+func newEndpointWith(t *testing.T, maxExecs int, kept *containerlog.Kept, bounds connbounds.Bounds) *endpoint {
 	t.Helper()
 	n := simtest.NewNode(t, "n1")
 	zone := names.ZoneName(ns, pod, uid)
@@ -86,7 +88,7 @@ func newEndpointWith(t *testing.T, maxExecs int, kept *containerlog.Kept) *endpo
 	network := new(netip.Prefix)
 	srv, err := nodeserver.Listen("127.0.0.1:0", nodeserver.Config{Certificate: cert, ClientCAs: ca.Pool(), ZonesDir: zonesDir,
 		PodNetwork: func() netip.Prefix { return *network },
-		Runner:     &illumos.Runner{BinDir: n.Bin}, MaxExecs: maxExecs, KeptLogs: kept, Log: slog.New(slog.DiscardHandler),
+		Runner:     &illumos.Runner{BinDir: n.Bin}, MaxExecs: maxExecs, KeptLogs: kept, Bounds: bounds, Log: slog.New(slog.DiscardHandler),
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "zonewright_endpoint_test 1\n") })})
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +278,7 @@ func TestExecsAreBounded(t *testing.T) {
 // previous too; with none kept, the pod has nothing here.
 func TestLogsKeptAfterTheZoneIsGone(t *testing.T) {
 	kept := &containerlog.Kept{Dir: t.TempDir()}
-	e := newEndpointWith(t, 0, kept)
+	e := newEndpointWith(t, 0, kept, connbounds.Bounds{})
 	const gone = "6f1d2c3b-0000-4000-8000-000000000001" // a UID of the pod with no zone here
 	src := filepath.Join(t.TempDir(), "svc.log")
 	log := "[ Jan  5 10:00:00 Executing start method (\"x\"). ]\nfirst\n[ Jan  5 10:00:05 Method \"start\" exited with status 1. ]\n" +
