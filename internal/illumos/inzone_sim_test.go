@@ -156,9 +156,11 @@ func TestServicesInZone(t *testing.T) {
 
 	states, err := z.Services(ctx, svc.FMRI())
 	must(t, "svcs", err)
-	if len(states) != 1 || states[0].FMRI != svc.FMRI() || states[0].State != "disabled" {
+	if len(states) != 1 || states[0].FMRI != svc.FMRI() {
 		t.Errorf("after import: %+v", states)
 	}
+	// Until the restarter has seen it, a new service is uninitialized.
+	waitState(t, ctx, z, svc.FMRI(), "disabled")
 	must(t, "enable", z.EnableService(ctx, svc.FMRI()))
 	waitState(t, ctx, z, svc.FMRI(), "online")
 	// The start method ran with its argv and environment intact (SMF says
