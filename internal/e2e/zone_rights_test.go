@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,4 +78,49 @@ func execAs(t *testing.T, c *cluster, client *http.Client, base string, argv ...
 		t.Fatalf("exec %q: %v", argv, err)
 	}
 	return out.String(), errOut.String(), code
+}
+
+// A pod cannot fork past the processes its zone is allowed: its
+// annotation zonewright.io/max-processes (100) becomes the zone's
+// max-processes, which the host enforces, while a pod beside it without
+// the annotation forks 150. A fork bomb stays inside its own zone.
+//
+// Make limitProcesses (internal/sim/runas.go) return nil at once to see
+// it fail: the limited pod forks all 150.
+func TestAPodCannotForkPastItsMaxProcesses(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 1)
+	c.createPod(`{"metadata":{"name":"bounded","annotations":{"zonewright.io/max-processes":"100"}},"spec":{"containers":[{"name":"app","image":"base","command":["sh","-c","exec sleep 1000"]}]}}`)
+	c.createPod(`{"metadata":{"name":"unbounded"},"spec":{"containers":[{"name":"app","image":"base","command":["sh","-c","exec sleep 1000"]}]}}`)
+	c.waitPhase("bounded", model.PodRunning, false, 90*time.Second)
+	c.waitPhase("unbounded", model.PodRunning, false, 90*time.Second)
+	forkMany := `import os, signal
+pids = []
+for i in range(150):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.execv('/bin/sleep', ['sleep', '100'])
+    pids.append(pid)
+print(len(pids))
+for p in pids:
+    os.kill(p, signal.SIGKILL)
+    os.waitpid(p, 0)
+`
+	forked := func(pod string) int {
+		out, errOut, code := execAs(t, c, c.http, "/api/v1/namespaces/default/pods/"+pod, "python3", "-c", forkMany)
+		n, err := strconv.Atoi(strings.TrimSpace(out))
+		if code != 0 || err != nil {
+			t.Fatalf("forking in %s: exit %d, stdout %q, stderr %q", pod, code, out, errOut)
+		}
+		return n
+	}
+	if n := forked("bounded"); n >= 100 {
+		t.Errorf("a pod with max-processes 100 forked %d processes", n)
+	}
+	if n := forked("unbounded"); n != 150 {
+		t.Errorf("a pod without a limit of its own forked %d of 150", n)
+	}
 }

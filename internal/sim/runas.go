@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // A zone's processes (SMF methods, zlogin commands) are the simulated
@@ -124,7 +126,7 @@ func zoneUIDRange(uidMap string, base uint32) (uint32, uint32) {
 		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
-		if inside == 0 && outside == 0 && count == math.MaxUint32 {
+		if inside == 0 && outside == 0 && count == math.MaxUint32 { // as machineRoot
 			return base, maxZoneUID // the machine's own ids
 		}
 		if inside > 0 && count > hi-lo {
@@ -371,4 +373,54 @@ func chownIn(dir *os.Root, uid, gid int) error {
 		}
 	}
 	return nil
+}
+
+// limitProcesses makes zone.max-processes and zone.max-lwps of z the
+// kernel's for the processes this one starts as z's user u: a zone's
+// processes run as a uid of its own, so Linux's limit on one uid's tasks
+// (RLIMIT_NPROC) is the zone's. Linux counts threads there, illumos's
+// LWPs, and has no count of processes alone: the limit is the lower of
+// the two, so a threaded process meets max-processes sooner than on
+// illumos, never later. The caller, the machine's root, sets it on
+// itself and is not held to it (the kernel exempts the initial
+// namespace's root); the processes it starts inherit it, and a fork or a
+// thread past it fails with EAGAIN, as in a zone at its limit. A user
+// namespace's root is held to it, counting every process of the stack,
+// so a stack in a user namespace of its own enforces none.
+func limitProcesses(z *Zone, u zoneUser) error {
+	if !u.drop || z.Config == nil || !machineRoot() {
+		return nil
+	}
+	limit := uint64(0)
+	for _, rctl := range []string{"zone.max-processes", "zone.max-lwps"} {
+		v, ok := z.Config.rctlLimit(rctl)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", rctl, v, err)
+		}
+		if limit == 0 || n < limit {
+			limit = n
+		}
+	}
+	if limit == 0 {
+		return nil
+	}
+	return unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: limit, Max: limit})
+}
+
+// machineRoot says whether this process is the machine's root, in the
+// initial user namespace, where every id maps to itself.
+func machineRoot() bool {
+	if os.Geteuid() != 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295"
 }

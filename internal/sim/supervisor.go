@@ -158,6 +158,10 @@ func (sv *supervisor) run(ready *os.File) int {
 		notifyReady(ready, err)
 		return 1
 	}
+	if err := sv.limitProcesses(); err != nil {
+		notifyReady(ready, err)
+		return 1
+	}
 	if sv.h.nodeNetns() != "" {
 		if err := sv.h.plumbZoneNet(sv.zone, os.Getpid()); err != nil {
 			notifyReady(ready, fmt.Errorf("plumb the zone's network: %w", err))
@@ -277,6 +281,19 @@ func (sv *supervisor) spawner(started chan<- error) {
 		})
 		r.resp <- spawnResp{pid, err}
 	}
+}
+
+// limitProcesses holds the zone's services and its init's commands to
+// its zone.max-processes and zone.max-lwps (limitProcesses in runas.go).
+func (sv *supervisor) limitProcesses() error {
+	z, err := sv.h.viewZone(sv.zone)
+	if err != nil || z == nil {
+		return fmt.Errorf("the zone's limits: %w", err)
+	}
+	if err := limitProcesses(z, sv.user); err != nil {
+		return fmt.Errorf("the zone's limits: %w", err)
+	}
+	return nil
 }
 
 // register moves the zone from ready to running under our boot id.

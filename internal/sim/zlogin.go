@@ -279,6 +279,11 @@ func (inv *invocation) startInZone(z *Zone, u zoneUser, argv []string, stdio [3]
 	if err != nil {
 		return nil, fmt.Errorf("could not enter zone %s: %w", z.Name, err)
 	}
+	if asZone {
+		if err := limitProcesses(z, u); err != nil {
+			return nil, fmt.Errorf("could not enter zone %s: %w", z.Name, err)
+		}
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio[0], stdio[1], stdio[2]
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred,
 		Setpgid: group && !terminal, Setsid: terminal, Setctty: terminal}
