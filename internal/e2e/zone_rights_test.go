@@ -14,6 +14,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlplane"
 	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/model"
+	"github.com/zonewright/zonewright/internal/simtest"
 )
 
 // An edit token's exec runs in the pod's zone with the zone's rights, the
@@ -94,23 +95,8 @@ func TestAPodCannotForkPastItsMaxProcesses(t *testing.T) {
 	c.createPod(`{"metadata":{"name":"unbounded"},"spec":{"containers":[{"name":"app","image":"base","command":["sh","-c","exec sleep 1000"]}]}}`)
 	c.waitPhase("bounded", model.PodRunning, false, 90*time.Second)
 	c.waitPhase("unbounded", model.PodRunning, false, 90*time.Second)
-	forkMany := `import os, signal
-pids = []
-for i in range(150):
-    try:
-        pid = os.fork()
-    except OSError:
-        break
-    if pid == 0:
-        os.execv('/bin/sleep', ['sleep', '100'])
-    pids.append(pid)
-print(len(pids))
-for p in pids:
-    os.kill(p, signal.SIGKILL)
-    os.waitpid(p, 0)
-`
 	forked := func(pod string) int {
-		out, errOut, code := execAs(t, c, c.http, "/api/v1/namespaces/default/pods/"+pod, "python3", "-c", forkMany)
+		out, errOut, code := execAs(t, c, c.http, "/api/v1/namespaces/default/pods/"+pod, "python3", "-c", simtest.ForkUpTo(150))
 		n, err := strconv.Atoi(strings.TrimSpace(out))
 		if code != 0 || err != nil {
 			t.Fatalf("forking in %s: exit %d, stdout %q, stderr %q", pod, code, out, errOut)

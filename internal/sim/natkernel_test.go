@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/fabric"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
 
@@ -103,15 +102,8 @@ func (h *simHost) once(t *testing.T, zone, addr string) string {
 // fail at the first connection; the flush step fails if kernelSessions'
 // flush deletes nothing.
 func TestIsolatedNodeRealisesNATInTheKernel(t *testing.T) {
-	if err := fabric.DirectIsolationSupported(); err != nil {
-		t.Skip(err)
-	}
 	const network = 204
-	fab, err := fabric.New(t.TempDir(), fabric.IsolatedUnderlay(network), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fab.Remove)
+	fab := isolatedFabric(t, network)
 	h1, ns1 := isolatedNode(t, fab, network, 1, echoServer)
 	h2, _ := isolatedNode(t, fab, network, 2, "exec sleep 1000")
 	// A second server on node 1, for round-robin.

@@ -48,6 +48,21 @@ func isolatedNode(t testing.TB, fab *fabric.Fabric, network, i int, start string
 	return h, nsPath
 }
 
+// isolatedFabric is a fabric for isolated nodes on 10.<network>, removed
+// when the test ends; the test skips where isolation mode cannot run.
+func isolatedFabric(t testing.TB, network int) *fabric.Fabric {
+	t.Helper()
+	if err := fabric.DirectIsolationSupported(); err != nil {
+		t.Skip(err)
+	}
+	fab, err := fabric.New(t.TempDir(), fabric.IsolatedUnderlay(network), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fab.Remove)
+	return fab
+}
+
 // inNS runs a command inside the namespace at path.
 func inNS(path string, args ...string) (string, error) {
 	out, err := exec.Command("nsenter", append([]string{"--net=" + path, "--"}, args...)...).CombinedOutput()

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/zonewright/zonewright/internal/fabric"
 )
 
 // Cost of the simulator on a crowded node. Run with
@@ -197,15 +195,8 @@ func BenchmarkIdleSupervisor(b *testing.B) {
 // it ran and of the zone's init (where the command may be reaped), and
 // the init's memory after the calls.
 func BenchmarkIsolatedZlogin(b *testing.B) {
-	if err := fabric.DirectIsolationSupported(); err != nil {
-		b.Skip(err)
-	}
 	const network = 209
-	fab, err := fabric.New(b.TempDir(), fabric.IsolatedUnderlay(network), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(fab.Remove)
+	fab := isolatedFabric(b, network)
 	h, _ := isolatedNode(b, fab, network, 1, "exec sleep 100000")
 	init := 0
 	for _, z := range h.state().Zones {

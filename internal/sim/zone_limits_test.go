@@ -6,27 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zonewright/zonewright/internal/fabric"
+	"github.com/zonewright/zonewright/internal/simtest"
 )
-
-// forkMany forks up to 150 sleeping children in the zone and prints how
-// many it got before a fork failed, then ends them.
-const forkMany = `python3 -c "
-import os, signal
-pids = []
-for i in range(150):
-    try:
-        pid = os.fork()
-    except OSError:
-        break
-    if pid == 0:
-        os.execv('/bin/sleep', ['sleep', '100'])
-    pids.append(pid)
-print(len(pids))
-for p in pids:
-    os.kill(p, signal.SIGKILL)
-    os.waitpid(p, 0)
-"`
 
 // A zone's max-processes and max-lwps hold its processes, as on illumos:
 // a zone set to 100 of either cannot fork 150 processes (its own command
@@ -42,7 +23,7 @@ func TestZoneProcessLimitsHoldItsProcesses(t *testing.T) {
 	}
 	forked := func(t *testing.T, h *simHost, zone string) int {
 		t.Helper()
-		r := h.run("zlogin", zone, forkMany)
+		r := h.run("zlogin", zone, `python3 -c "`+simtest.ForkUpTo(150)+`"`)
 		n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
 		if r.code != 0 || err != nil {
 			t.Fatalf("forking in %s: %v", zone, r)
@@ -63,15 +44,8 @@ func TestZoneProcessLimitsHoldItsProcesses(t *testing.T) {
 		}
 	})
 	t.Run("isolated", func(t *testing.T) {
-		if err := fabric.DirectIsolationSupported(); err != nil {
-			t.Skip(err)
-		}
 		const network = 207
-		fab, err := fabric.New(t.TempDir(), fabric.IsolatedUnderlay(network), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(fab.Remove)
+		fab := isolatedFabric(t, network)
 		h, _ := isolatedNode(t, fab, network, 1, "exec sleep 1006")
 		if n := forked(t, h, "pod"); n != 150 {
 			t.Fatalf("the zone without a limit forked %d of 150", n)

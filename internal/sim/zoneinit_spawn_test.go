@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-
-	"github.com/zonewright/zonewright/internal/fabric"
 )
 
 // In isolation mode zlogin's commands are born of the zone's init: they
@@ -29,15 +27,8 @@ import (
 // (internal/sim/zoneinit_spawn.go) to see it fail: the command outlives
 // the zlogin that was killed.
 func TestIsolatedZloginCommandsAreTheZones(t *testing.T) {
-	if err := fabric.DirectIsolationSupported(); err != nil {
-		t.Skip(err)
-	}
 	const network = 205
-	fab, err := fabric.New(t.TempDir(), fabric.IsolatedUnderlay(network), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fab.Remove)
+	fab := isolatedFabric(t, network)
 	h, _ := isolatedNode(t, fab, network, 1, "exec sleep 1004")
 	var uid uint32
 	for _, z := range h.state().Zones {

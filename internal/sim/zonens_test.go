@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/zonewright/zonewright/internal/fabric"
 )
 
 // In isolation mode a zone sees its own resolver files and nodename, as
@@ -24,15 +22,8 @@ import (
 // Remove the bindZoneFile loop of setupZoneView (internal/sim/zonens.go)
 // to see it fail: the zone reads the host's resolv.conf.
 func TestIsolatedZoneSeesItsOwnResolverFilesAndNodename(t *testing.T) {
-	if err := fabric.DirectIsolationSupported(); err != nil {
-		t.Skip(err)
-	}
 	const network = 202
-	fab, err := fabric.New(t.TempDir(), fabric.IsolatedUnderlay(network), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fab.Remove)
+	fab := isolatedFabric(t, network)
 	h, _ := isolatedNode(t, fab, network, 1, "exec sleep 1000")
 	root := filepath.Join(h.root, "fs", "zones", "pod", "root")
 	hostResolv, _ := os.ReadFile("/etc/resolv.conf")
@@ -86,15 +77,8 @@ func TestIsolatedZoneSeesItsOwnResolverFilesAndNodename(t *testing.T) {
 // (internal/sim/zonepid.go) to see it fail: the zone's /proc lists every
 // process of the machine.
 func TestIsolatedZoneSeesOnlyItsOwnProcesses(t *testing.T) {
-	if err := fabric.DirectIsolationSupported(); err != nil {
-		t.Skip(err)
-	}
 	const network = 203
-	fab, err := fabric.New(t.TempDir(), fabric.IsolatedUnderlay(network), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fab.Remove)
+	fab := isolatedFabric(t, network)
 	h, _ := isolatedNode(t, fab, network, 1, "exec sleep 1001")
 	bootWithService(t, h, "zb", "holder", "exec sleep 1002", "")
 	waitFor(t, 10*time.Second, "the pod's service online", func() bool {

@@ -236,3 +236,25 @@ type NATSession struct {
 	Remote     string `json:"remote"`
 	RemotePort int    `json:"remote_port"`
 }
+
+// ForkUpTo is a python3 program for a zone (no double quotes, no $: it
+// can be double-quoted for a shell): it forks up to n sleeping
+// children, prints how many it got before a fork failed (a zone at its
+// max-processes), then ends them.
+func ForkUpTo(n int) string {
+	return fmt.Sprintf(`import os, signal
+pids = []
+for i in range(%d):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.execv('/bin/sleep', ['sleep', '100'])
+    pids.append(pid)
+print(len(pids))
+for p in pids:
+    os.kill(p, signal.SIGKILL)
+    os.waitpid(p, 0)
+`, n)
+}
