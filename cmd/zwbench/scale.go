@@ -69,6 +69,11 @@ type ScaleResults struct {
 	MachineMemKiB int64 `json:"machineMemTotalKiB"`
 	// The whole section, from starting its stack to having stopped it.
 	ElapsedSeconds float64 `json:"elapsedSeconds"`
+	// NodesStopSeconds is how long stopping every agent and zone took
+	// with all the pods running (as Ctrl-C of make dev does), and
+	// ProcessesLeftAfterStop how many of the stack's processes outlived it.
+	NodesStopSeconds       float64 `json:"nodesStopSeconds"`
+	ProcessesLeftAfterStop int     `json:"processesLeftAfterStop"`
 }
 
 // ScaleStep is the stack measured over one window with Pods pods. The
@@ -247,7 +252,12 @@ func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, err
 	res.fit()
 	res.ProbeCPUMs = res.Steps[len(res.Steps)-1].ProbeCPUMs
 	res.FloorCPUPer100Pods = floorPer100Pods(res.ProbeCPUMs)
-	fmt.Fprintf(stderr, "scale: stopping the stack\n")
+	fmt.Fprintf(stderr, "scale: stopping the nodes\n")
+	start := time.Now()
+	s.nodes.Stop()
+	res.NodesStopSeconds = time.Since(start).Seconds()
+	res.ProcessesLeftAfterStop = processesUnder(filepath.Join(s.dir, "nodes"))
+	s.nodes = nil
 	return res, nil
 }
 
@@ -478,6 +488,21 @@ func machineCPUs() int {
 	n := 0
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(line, "cpu") && !strings.HasPrefix(line, "cpu ") {
+			n++
+		}
+	}
+	return n
+}
+
+// processesUnder counts the processes that name dir on their command
+// line (agents, supervisors) or work in it (a zone's init and containers
+// work in its root).
+func processesUnder(dir string) int {
+	n := 0
+	for _, p := range pids() {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", p))
+		if strings.Contains(string(b), dir) || strings.HasPrefix(cwd, dir+"/") {
 			n++
 		}
 	}
