@@ -220,7 +220,7 @@ func dev(ctx context.Context, args []string) error {
 		return err
 	}
 
-	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: *uiAddr, TemporalAddress: tmp.Address(), Namespace: devstack.DefaultNamespace,
+	ui, err := devstack.StartUI(devstack.UIConfig{Address: *uiAddr, TemporalAddress: tmp.Address(), Namespace: devstack.DefaultNamespace,
 		TLS: &opCert})
 	if err != nil {
 		return fmt.Errorf("Temporal Web UI: %w", err)

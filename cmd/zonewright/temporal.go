@@ -91,7 +91,7 @@ func temporalServer(ctx context.Context, args []string) error {
 	}
 	attrs := []any{"address", tmp.Address(), "services", o.services, "namespace", o.namespace, "database", database, "client-certificates", tlsDir}
 	if o.uiAddr != "" {
-		ui, err := devstack.StartAdminUI(ctx, devstack.AdminUIConfig{Address: o.uiAddr, CA: ca, ServerNames: splitList(o.sans),
+		ui, err := devstack.StartAdminUI(devstack.AdminUIConfig{Address: o.uiAddr, CA: ca, ServerNames: splitList(o.sans),
 			CertDir: filepath.Join(o.dataDir, "ui"), TemporalAddress: tmp.Address(), Namespace: o.namespace, TLS: opCert})
 		if err != nil {
 			return fmt.Errorf("Temporal Web UI: %w", err)

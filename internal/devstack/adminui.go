@@ -3,12 +3,9 @@ package devstack
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -42,20 +39,21 @@ type AdminUIConfig struct {
 	Bounds connbounds.Bounds
 }
 
-// AdminUI is the Temporal Web UI behind an HTTPS front that lets in only
-// cluster admins' client certificates of the CA.
+// AdminUI is the Temporal Web UI served over HTTPS to cluster admins'
+// client certificates of the CA only.
 type AdminUI struct {
-	ui       *UI
 	server   *http.Server
 	url      string
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// StartAdminUI serves the Temporal Web UI on a free loopback port and,
-// in front of it on cfg.Address, HTTPS that requires a client certificate
-// of cfg.CA and forwards only a cluster admin's.
-func StartAdminUI(ctx context.Context, cfg AdminUIConfig) (*AdminUI, error) {
+// StartAdminUI serves the Temporal Web UI on cfg.Address over HTTPS that
+// requires a client certificate of cfg.CA and lets in only a cluster
+// admin's. The UI is a handler of that server, not a server of its own:
+// no other port, which a local user could reach, acts with the admin
+// certificate.
+func StartAdminUI(cfg AdminUIConfig) (*AdminUI, error) {
 	host, port, err := splitHostPort(cfg.Address)
 	if err != nil || port == 0 {
 		return nil, fmt.Errorf("UI address %q: want host:port with a fixed port", cfg.Address)
@@ -70,36 +68,28 @@ func StartAdminUI(ctx context.Context, cfg AdminUIConfig) (*AdminUI, error) {
 	if err != nil {
 		return nil, err
 	}
-	lis, err := net.Listen("tcp", cfg.Address)
-	if err != nil {
-		return nil, fmt.Errorf("UI: %w", err)
-	}
 	var origins []string
 	for _, h := range append(names, "localhost") {
 		origins = append(origins, "https://"+net.JoinHostPort(h, strconv.Itoa(port)))
 	}
-	innerPort, err := freePort(loopback, reservedPortSet())
-	if err != nil {
-		lis.Close()
-		return nil, err
-	}
 	tlsFiles := cfg.TLS
-	ui, err := StartUI(ctx, UIConfig{Address: net.JoinHostPort(loopback, strconv.Itoa(innerPort)), TemporalAddress: cfg.TemporalAddress,
-		Namespace: cfg.Namespace, TLS: &tlsFiles, PublicOrigins: origins})
+	ui, err := uiHandler(UIConfig{TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace, TLS: &tlsFiles,
+		PublicOrigins: origins})
 	if err != nil {
-		lis.Close()
-		return nil, err
+		return nil, fmt.Errorf("UI: %w", err)
 	}
-	inner, _ := url.Parse(ui.URL())
-	proxy := httputil.NewSingleHostReverseProxy(inner)
-	a := &AdminUI{ui: ui, url: origins[0]}
-	a.server = cfg.Bounds.Server(adminsOnly(proxy), &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert},
+	lis, err := net.Listen("tcp", cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("UI: %w", err)
+	}
+	a := &AdminUI{url: origins[0]}
+	a.server = cfg.Bounds.Server(adminsOnly(ui), &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: cfg.CA.Pool()}, nil)
 	go func() { _ = a.server.ServeTLS(cfg.Bounds.Listener(lis), "", "") }()
 	return a, nil
 }
 
-// adminsOnly forwards the requests of cluster admins' certificates and
+// adminsOnly serves the requests of cluster admins' certificates and
 // answers anyone else's 403: the UI acts with an admin's identity.
 func adminsOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -116,12 +106,12 @@ func adminsOnly(next http.Handler) http.Handler {
 // URL is the address to open in a browser holding an admin's certificate.
 func (a *AdminUI) URL() string { return a.url }
 
-// Stop closes the front and the UI. Safe to call more than once.
+// Stop closes the UI's server. Safe to call more than once.
 func (a *AdminUI) Stop() error {
 	a.stopOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		a.stopErr = errors.Join(a.server.Shutdown(ctx), a.ui.Stop())
+		a.stopErr = a.server.Shutdown(ctx)
 	})
 	return a.stopErr
 }

@@ -1,11 +1,13 @@
 package devstack_test
 
 import (
-	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,20 +23,111 @@ import (
 func startAdminUI(t *testing.T, bounds connbounds.Bounds) (*devstack.AdminUI, *pki.CA) {
 	t.Helper()
 	srv, ca, _ := startMutualTLS(t)
+	return startAdminUIOn(t, srv, ca, bounds), ca
+}
+
+// startAdminUIOn starts the production UI over srv, whose CA is ca.
+func startAdminUIOn(t *testing.T, srv *devstack.Temporal, ca *pki.CA, bounds connbounds.Bounds) *devstack.AdminUI {
+	t.Helper()
 	dir := t.TempDir()
 	opCert, err := devstack.EnsureClientTLS(ca, dir, "operator", "alice", devstack.AdminOrg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ui, err := devstack.StartAdminUI(ctx, devstack.AdminUIConfig{Address: freeAddr(t), CA: ca, ServerNames: []string{"temporal.example"},
+	ui, err := devstack.StartAdminUI(devstack.AdminUIConfig{Address: freeAddr(t), CA: ca, ServerNames: []string{"temporal.example"},
 		CertDir: filepath.Join(dir, "ui"), TemporalAddress: srv.Address(), Namespace: srv.Namespace(), TLS: opCert, Bounds: bounds})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ui.Stop() })
-	return ui, ca
+	return ui
+}
+
+// adminGet is GET url with a cluster admin's certificate of ca.
+func adminGet(t *testing.T, ca *pki.CA, url string) (int, string) {
+	t.Helper()
+	certPEM, keyPEM, _ := ca.ClientCert("bob", []string{devstack.AdminOrg})
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := &tls.Config{RootCAs: ca.Pool(), ServerName: "temporal.example", Certificates: []tls.Certificate{cert}}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: conf}}
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatalf("an admin: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The production UI listens on nothing but its HTTPS front: a local user
+// who connects to any other port the process opened with StartAdminUI
+// gets nothing of Temporal, while an admin's certificate through the front
+// lists the namespaces. (Serve the UI with StartUI on a free loopback port
+// and proxy the front to it, as StartAdminUI did, to see that port listed
+// and answer the namespaces in plain HTTP.)
+func TestTheProductionUIListensOnlyOnItsFront(t *testing.T) {
+	srv, ca, _ := startMutualTLS(t)
+	before := listeningPorts(t)
+	ui := startAdminUIOn(t, srv, ca, connbounds.Bounds{})
+	front, err := strconv.Atoi(ui.URL()[strings.LastIndex(ui.URL(), ":")+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for port := range listeningPorts(t) {
+		if before[port] || port == front {
+			continue
+		}
+		t.Errorf("listens on port %d besides its front %d", port, front)
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/v1/namespaces", port))
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Errorf("port %d, with no certificate: %s %.300s", port, resp.Status, b)
+	}
+	if code, body := adminGet(t, ca, ui.URL()+"/api/v1/namespaces"); code != http.StatusOK || !strings.Contains(body, `"default"`) {
+		t.Errorf("an admin through the front: %d %.300s", code, body)
+	}
+}
+
+// listeningPorts are the TCP ports this process listens on: its sockets
+// (/proc/self/fd) in the LISTEN state of /proc/net/tcp and tcp6.
+func listeningPorts(t *testing.T) map[int]bool {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	ours := map[string]bool{}
+	for _, fd := range fds {
+		if link, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(link, "socket:[") {
+			ours[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
+	ports := map[int]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !ours[f[9]] {
+				continue
+			}
+			port, err := strconv.ParseInt(f[1][strings.LastIndex(f[1], ":")+1:], 16, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ports[int(port)] = true
+		}
+	}
+	return ports
 }
 
 // The production UI answers over HTTPS only to cluster admins'

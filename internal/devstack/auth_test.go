@@ -244,7 +244,7 @@ func TestMutualTLSAdmitsOnlyTheClusterCAsClients(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ui, err := devstack.StartUI(ctx, devstack.UIConfig{Address: freeAddr(t), TemporalAddress: srv.Address(), TLS: &files})
+	ui, err := devstack.StartUI(devstack.UIConfig{Address: freeAddr(t), TemporalAddress: srv.Address(), TLS: &files})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func TestTemporalServesNamespaceAttributesWorkflowsAndUI(t *testing.T) {
 
 	t.Run("the web UI serves its page and the namespaces through its API", func(t *testing.T) {
 		uiAddr := freeAddr(t)
-		ui, err := devstack.StartUI(context.Background(), devstack.UIConfig{
+		ui, err := devstack.StartUI(devstack.UIConfig{
 			Address:         uiAddr,
 			TemporalAddress: srv.Address(),
 			Namespace:       devstack.DefaultNamespace,
@@ -277,7 +277,7 @@ func TestATakenPortIsAClearErrorBeforeAnythingStarts(t *testing.T) {
 		t.Errorf("data dir was created before the port check (stat: %v)", statErr)
 	}
 
-	_, err = devstack.StartUI(context.Background(), devstack.UIConfig{Address: taken, TemporalAddress: "127.0.0.1:1"})
+	_, err = devstack.StartUI(devstack.UIConfig{Address: taken, TemporalAddress: "127.0.0.1:1"})
 	if !errors.As(err, &inUse) {
 		t.Errorf("StartUI on a taken port: err = %v, want a PortInUseError", err)
 	}

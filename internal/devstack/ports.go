@@ -28,20 +28,30 @@ func (e *PortInUseError) Unwrap() error { return e.Err }
 // address, a host that is not ours) is returned wrapped as it is.
 //
 // The check is a snapshot: another process may take the port before it is
-// used. Both servers of this package call it before they start anything, so
+// used. The embedded Temporal server calls it before it starts anything, so
 // the common case (a dev stack already running) fails fast and clearly.
 func CheckPortFree(addr string) error {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenTCP(addr)
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return &PortInUseError{Addr: addr, Err: err}
-		}
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return err
 	}
 	if err := ln.Close(); err != nil {
 		return fmt.Errorf("release %s: %w", addr, err)
 	}
 	return nil
+}
+
+// listenTCP listens on addr; a port taken by another process is a
+// *PortInUseError.
+func listenTCP(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, &PortInUseError{Addr: addr, Err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
 }
 
 // FreeAddr is a loopback host:port free at the time of the call, for the

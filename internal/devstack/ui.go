@@ -1,20 +1,26 @@
 package devstack
 
 import (
-	"context"
-	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
-	"time"
 
-	uiserver "github.com/temporalio/ui-server/v2/server"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	uiapi "github.com/temporalio/ui-server/v2/server/api"
+	uiauth "github.com/temporalio/ui-server/v2/server/auth"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
-	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
+	"github.com/temporalio/ui-server/v2/server/cors"
+	"github.com/temporalio/ui-server/v2/server/csrf"
+	"github.com/temporalio/ui-server/v2/server/headers"
+	"github.com/temporalio/ui-server/v2/server/route"
+	"github.com/temporalio/ui-server/v2/ui"
 
-	"github.com/zonewright/zonewright/internal/retry"
+	"github.com/zonewright/zonewright/internal/connbounds"
 )
 
 // UIConfig configures the Temporal Web UI server.
@@ -30,9 +36,9 @@ type UIConfig struct {
 	// frontend running mutual TLS; every browser user of the UI acts
 	// with its identity.
 	TLS *ClientTLSFiles
-	// PublicOrigins, when set, are the origins browsers load the UI from
-	// through an HTTPS front (StartAdminUI) instead of its own address;
-	// its cookies are then for HTTPS only.
+	// PublicOrigins are the origins browsers load the UI from; default
+	// its own address. Its cookies are for HTTPS only when they are
+	// https (StartAdminUI).
 	PublicOrigins []string
 }
 
@@ -51,26 +57,19 @@ func (f ClientTLSFiles) Args() []string {
 
 // UI is a running Temporal Web UI server.
 type UI struct {
-	server *uiserver.Server
+	server *http.Server
 	url    string
-	done   chan error
 
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// StartUI serves the Temporal Web UI (assets embedded in the ui-server
-// module) and its HTTP API, proxied to the Temporal frontend, and returns once
-// it answers. The UI connects to Temporal lazily: it may start first.
-func StartUI(ctx context.Context, cfg UIConfig) (*UI, error) {
+// StartUI serves the Temporal Web UI on cfg.Address in plain HTTP: whoever
+// reaches that address acts with cfg.TLS's identity. The UI connects to
+// Temporal lazily: it may start first.
+func StartUI(cfg UIConfig) (*UI, error) {
 	if cfg.Address == "" {
 		cfg.Address = DefaultUIAddress
-	}
-	if cfg.TemporalAddress == "" {
-		cfg.TemporalAddress = DefaultTemporalAddress
-	}
-	if cfg.Namespace == "" {
-		cfg.Namespace = DefaultNamespace
 	}
 	host, port, err := splitHostPort(cfg.Address)
 	if err != nil {
@@ -82,59 +81,27 @@ func StartUI(ctx context.Context, cfg UIConfig) (*UI, error) {
 	if host == "" {
 		host = loopback
 	}
-	// The UI server exits the process (echo's Logger.Fatal) when it cannot
-	// listen, so this check is the only clean way to report a taken port.
-	if err := CheckPortFree(net.JoinHostPort(host, strconv.Itoa(port))); err != nil {
-		return nil, err
-	}
-
 	urlHost := host
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		urlHost = loopback
 	}
 	url := "http://" + net.JoinHostPort(urlHost, strconv.Itoa(port))
-	origins := []string{url}
-	if ip := net.ParseIP(urlHost); ip != nil && ip.IsLoopback() {
-		origins = append(origins, "http://"+net.JoinHostPort("localhost", strconv.Itoa(port)))
+	if len(cfg.PublicOrigins) == 0 {
+		cfg.PublicOrigins = []string{url}
+		if ip := net.ParseIP(urlHost); ip != nil && ip.IsLoopback() {
+			cfg.PublicOrigins = append(cfg.PublicOrigins, "http://"+net.JoinHostPort("localhost", strconv.Itoa(port)))
+		}
 	}
-
-	cookieInsecure := true // plain HTTP on loopback: the CSRF cookie must not require HTTPS
-	if len(cfg.PublicOrigins) > 0 {
-		origins, cookieInsecure = cfg.PublicOrigins, false
-	}
-	var tlsConf uiconfig.TLS
-	if cfg.TLS != nil {
-		tlsConf = uiconfig.TLS{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, CaFile: cfg.TLS.CAFile,
-			ServerName: cfg.TLS.ServerName, EnableHostVerification: true}
-	}
-	srv, err := newUIServer(&uiconfig.Config{
-		TLS:                 tlsConf,
-		Host:                host,
-		Port:                port,
-		TemporalGRPCAddress: cfg.TemporalAddress,
-		EnableUI:            true,
-		DefaultNamespace:    cfg.Namespace,
-		CORS: uiconfig.CORS{
-			AllowOrigins:   origins,
-			CookieInsecure: cookieInsecure,
-		},
-		HideLogs: true,
-		// A dev stack makes no calls to the internet on its own.
-		DisableNewsFetch:   true,
-		NotifyOnNewVersion: false,
-	})
+	h, err := uiHandler(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start ui: %w", err)
 	}
-	u := &UI{server: srv, url: url, done: make(chan error, 1)}
-	go func() { u.done <- srv.Start() }()
-
-	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := u.waitReady(readyCtx); err != nil {
-		_ = u.Stop()
-		return nil, fmt.Errorf("start ui on %s: %w", cfg.Address, err)
+	lis, err := listenTCP(net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("start ui: %w", err)
 	}
+	u := &UI{server: &http.Server{Handler: h, ReadHeaderTimeout: connbounds.DefaultHeader}, url: url}
+	go func() { _ = u.server.Serve(lis) }()
 	return u, nil
 }
 
@@ -144,48 +111,78 @@ func (u *UI) URL() string { return u.url }
 // Stop closes the listener and all connections. Safe to call more than once.
 func (u *UI) Stop() error {
 	u.stopOnce.Do(func() {
-		u.server.Stop()
-		select {
-		case err := <-u.done:
-			if err != nil {
-				u.stopErr = fmt.Errorf("stop ui: %w", err)
-			}
-		case <-time.After(5 * time.Second):
-			u.stopErr = errors.New("stop ui: server did not return")
+		if err := u.server.Close(); err != nil {
+			u.stopErr = fmt.Errorf("stop ui: %w", err)
 		}
 	})
 	return u.stopErr
 }
 
-// newUIServer turns the panics of uiserver.NewServer (invalid config) into an
-// error.
-func newUIServer(cfg *uiconfig.Config) (srv *uiserver.Server, err error) {
-	if err := cfg.Validate(); err != nil {
+// uiHandler is the Temporal Web UI (assets embedded in the ui-server
+// module) and its HTTP API, proxied to cfg.TemporalAddress, loaded from
+// cfg.PublicOrigins, as uiserver.NewServer builds it. Only the handler:
+// the server that serves it decides who reaches it (uiserver.Server would
+// listen on a TCP port of its own, open to every local user).
+func uiHandler(cfg UIConfig) (http.Handler, error) {
+	if cfg.TemporalAddress == "" {
+		cfg.TemporalAddress = DefaultTemporalAddress
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	// Cookies are for HTTPS only unless the UI is loaded in plain HTTP
+	// (the dev stack on loopback).
+	cookieSecure := !strings.HasPrefix(cfg.PublicOrigins[0], "http://")
+	var tlsConf uiconfig.TLS
+	if cfg.TLS != nil {
+		tlsConf = uiconfig.TLS{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, CaFile: cfg.TLS.CAFile,
+			ServerName: cfg.TLS.ServerName, EnableHostVerification: true}
+	}
+	conf := &uiconfig.Config{
+		TLS:                 tlsConf,
+		TemporalGRPCAddress: cfg.TemporalAddress,
+		EnableUI:            true,
+		DefaultNamespace:    cfg.Namespace,
+		CORS:                uiconfig.CORS{AllowOrigins: cfg.PublicOrigins, CookieInsecure: !cookieSecure},
+		HideLogs:            true,
+		// A dev stack makes no calls to the internet on its own.
+		DisableNewsFetch:   true,
+		NotifyOnNewVersion: false,
+	}
+	if err := conf.Validate(); err != nil {
 		return nil, fmt.Errorf("ui config: %w", err)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("ui server: %v", r)
-		}
-	}()
-	return uiserver.NewServer(uioptions.WithConfigProvider(cfg)), nil
-}
+	provider, err := uiconfig.NewConfigProviderWithRefresh(conf)
+	if err != nil {
+		return nil, fmt.Errorf("ui config: %w", err)
+	}
+	assets, err := ui.Assets()
+	if err == nil {
+		assets, err = fs.Sub(assets, "local")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ui assets: %w", err)
+	}
 
-func (u *UI) waitReady(ctx context.Context) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	return retry.Do(ctx, startRetry, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.url+"/healthz", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET /healthz: %s", resp.Status)
-		}
-		return nil
-	})
+	e := echo.New()
+	e.Use(middleware.Recover(), middleware.Gzip())
+	e.Use(cors.CORSMiddleware(cors.CORSConfig{
+		AllowHeaders: []string{echo.HeaderOrigin, echo.HeaderContentType, echo.HeaderAccept, echo.HeaderXCSRFToken,
+			echo.HeaderAuthorization, uiauth.AuthorizationExtrasHeader, "Caller-Type"},
+		AllowCredentials: true,
+		ConfigProvider:   provider,
+	}))
+	e.Use(middleware.Secure())
+	e.Use(csrf.EnsureTokenCookie(cookieSecure))
+	e.Use(middleware.CSRFWithConfig(csrf.MiddlewareConfig(provider, cookieSecure)))
+	route.SetHealthRoute(e)
+	forward := headers.WithForwardHeaders([]string{uiauth.AuthorizationExtrasHeader, "Caller-Type"})
+	if err := route.SetAPIRoutes(e, provider, []uiapi.Middleware{forward}); err != nil {
+		return nil, fmt.Errorf("ui api: %w", err)
+	}
+	if err := route.SetUIRoutes(e, "", assets, provider); err != nil {
+		return nil, fmt.Errorf("ui routes: %w", err)
+	}
+	route.SetRenderRoute(e, "/")
+	return e, nil
 }
