@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/internal/connbounds"
 	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/kubeforward"
 	"github.com/zonewright/zonewright/internal/nodeclient"
@@ -21,7 +22,9 @@ import (
 // streams, tunnelled in a WebSocket (GET) or upgraded from a POST, the
 // ports in the streams' headers. Each forwarded connection is one
 // portforward stream to the pod's node, as zwctl's are: the node connects
-// to the pod, and its refusal is what kubectl prints.
+// to the pod, and its refusal is what kubectl prints. The session ends
+// once its connections carry nothing for streamIdleTimeout (SPDY's own
+// pings, which both ends send, do not count).
 func (s *Server) podKubePortForward(c *gin.Context) {
 	tunnel := kubeforward.IsTunnel(c.Request)
 	if !tunnel && !kubeforward.IsSPDY(c.Request) {
@@ -37,6 +40,8 @@ func (s *Server) podKubePortForward(c *gin.Context) {
 	if !ok {
 		return
 	}
+	idle, r := connbounds.NewIdle(c.Request, s.streamIdleTimeout)
+	defer idle.Stop()
 	client := &http.Client{Transport: s.nodeEndpoints.Transport(node)}
 	path := nodeclient.PortForwardPath(pod.Metadata.Namespace, pod.Metadata.Name, pod.Metadata.UID)
 	dial := func(ctx context.Context, port uint16) (net.Conn, error) {
@@ -52,13 +57,13 @@ func (s *Server) podKubePortForward(c *gin.Context) {
 			s.log.Warn("node endpoint unreachable", "node", node, "path", path, "err", err)
 			return nil, fmt.Errorf("node %s's agent endpoint cannot be reached, or did not prove to be node %s", node, node)
 		}
-		return conn, nil
+		return idle.Conn(conn), nil
 	}
 	var err error
 	if tunnel {
-		err = kubeforward.ServeTunnel(c.Writer, c.Request, dial)
+		err = kubeforward.ServeTunnel(c.Writer, r, dial)
 	} else {
-		err = kubeforward.ServeSPDY(c.Writer, c.Request, dial)
+		err = kubeforward.ServeSPDY(c.Writer, r, dial)
 	}
 	if err != nil {
 		s.log.Debug("port-forward session not opened", "pod", pod.Metadata.Namespace+"/"+pod.Metadata.Name, "err", err)

@@ -91,7 +91,7 @@ var (
 func plainOperation(verb string, obj any) (op operation, ok bool) {
 	switch verb {
 	case "list":
-		return operation{query: []string{"labelSelector", "fieldSelector", "limit", "continue", "watch", "resourceVersion", "sendInitialEvents", "resourceVersionMatch", "allowWatchBookmarks"},
+		return operation{query: []string{"labelSelector", "fieldSelector", "limit", "continue", "watch", "resourceVersion", "sendInitialEvents", "resourceVersionMatch", "allowWatchBookmarks", "timeoutSeconds"},
 			returns: map[int]any{http.StatusOK: listOf{obj}}, errors: []int{http.StatusGone, http.StatusTooManyRequests, http.StatusGatewayTimeout}}, true
 	case "get":
 		return operation{returns: map[int]any{http.StatusOK: obj}}, true
@@ -253,21 +253,22 @@ func queryParams() map[string]queryParam {
 		"fieldManager":         {"string", "who makes the write, recorded in metadata.managedFields (the User-Agent's program when absent); required with server-side apply"},
 		"uid":                  {"string", "the pod's uid, a precondition (409 if the pod was recreated)"},
 		"after":                {"integer", "a generation: answer with the first snapshot above it, waiting for it"},
-		"timeoutSeconds":       {"integer", "wait at most this long (1 to 30 seconds) for a newer snapshot"},
-		"container":            {"string", "the container (optional when the pod has one)"},
-		"follow":               {"boolean", "keep streaming what the container writes until it stops or the client leaves"},
-		"previous":             {"boolean", "the container's previous run (400 if it has none)"},
-		"tailLines":            {"integer", "only the last N lines"},
-		"sinceSeconds":         {"integer", "only lines written in the last N seconds"},
-		"sinceTime":            {"string", "only lines written after this RFC 3339 time"},
-		"timestamps":           {"boolean", "prefix each line with its RFC 3339 time"},
-		"smfLines":             {"boolean", "include svc.startd's own [ ... ] lines"},
-		"command":              {"array", "the command and its arguments, one parameter each, passed verbatim (every word shell-quoted for zlogin)"},
-		"stdin":                {"boolean", "send the client's stdin (channel 0)"},
-		"stdout":               {"boolean", "stream the command's stdout (channel 1)"},
-		"stderr":               {"boolean", "stream the command's stderr (channel 2)"},
-		"tty":                  {"boolean", "run the command on a terminal (stderr then comes on stdout)"},
-		"port":                 {"integer", "the pod's TCP port to connect to (1 to 65535)"},
+		"timeoutSeconds": {"integer", "on a watch: end it after this many seconds (0 or none: between --min-request-timeout and twice that, at random; " +
+			"at most twice --min-request-timeout); on the servicenet long poll: wait at most this long (1 to 30 seconds) for a newer snapshot"},
+		"container":    {"string", "the container (optional when the pod has one)"},
+		"follow":       {"boolean", "keep streaming what the container writes until it stops or the client leaves"},
+		"previous":     {"boolean", "the container's previous run (400 if it has none)"},
+		"tailLines":    {"integer", "only the last N lines"},
+		"sinceSeconds": {"integer", "only lines written in the last N seconds"},
+		"sinceTime":    {"string", "only lines written after this RFC 3339 time"},
+		"timestamps":   {"boolean", "prefix each line with its RFC 3339 time"},
+		"smfLines":     {"boolean", "include svc.startd's own [ ... ] lines"},
+		"command":      {"array", "the command and its arguments, one parameter each, passed verbatim (every word shell-quoted for zlogin)"},
+		"stdin":        {"boolean", "send the client's stdin (channel 0)"},
+		"stdout":       {"boolean", "stream the command's stdout (channel 1)"},
+		"stderr":       {"boolean", "stream the command's stderr (channel 2)"},
+		"tty":          {"boolean", "run the command on a terminal (stderr then comes on stdout)"},
+		"port":         {"integer", "the pod's TCP port to connect to (1 to 65535)"},
 	}
 }
 

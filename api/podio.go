@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/zonewright/zonewright/internal/connbounds"
 	"github.com/zonewright/zonewright/internal/containerlog"
 	"github.com/zonewright/zonewright/internal/execstream"
 	"github.com/zonewright/zonewright/internal/kubeforward"
@@ -178,14 +179,17 @@ func (s *Server) podContainer(c *gin.Context, container string) (*model.Pod, str
 }
 
 // relay sends the request to the pod's node's endpoint at path with
-// query, and its answer (or upgraded connection) back. The caller's
-// credentials stay here: the node sees only the control plane's.
+// query, and its answer (or upgraded connection) back, until it carries
+// nothing either way for streamIdleTimeout. The caller's credentials stay
+// here: the node sees only the control plane's.
 func (s *Server) relay(c *gin.Context, pod *model.Pod, path string, query url.Values) {
 	node := pod.Spec.NodeName
 	base, ok := s.nodeEndpoint(c, node)
 	if !ok {
 		return
 	}
+	idle, r := connbounds.NewIdle(c.Request, s.streamIdleTimeout)
+	defer idle.Stop()
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.Out.URL = base.JoinPath()
@@ -205,5 +209,5 @@ func (s *Server) relay(c *gin.Context, pod *model.Pod, path string, query url.Va
 				msg: fmt.Sprintf("node %s's agent endpoint cannot be reached, or did not prove to be node %s", node, node)})
 		},
 	}
-	proxy.ServeHTTP(c.Writer, c.Request)
+	proxy.ServeHTTP(idle.Writer(c.Writer), r)
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -76,6 +77,13 @@ func (s *Server) listRequest(c *gin.Context, w watchable, ns string) (opts store
 		s.fail(c, err)
 		return opts, false
 	}
+	var lasts time.Duration
+	if watching {
+		if lasts, err = watchTimeout(q, s.minRequestTimeout); err != nil {
+			s.fail(c, err)
+			return opts, false
+		}
+	}
 	if ns != "" {
 		if _, err := s.store.Namespaces().Get(c.Request.Context(), "", ns); err != nil {
 			s.fail(c, err)
@@ -87,7 +95,7 @@ func (s *Server) listRequest(c *gin.Context, w watchable, ns string) (opts store
 		return opts, false
 	}
 	if watching {
-		s.watch(c, w, opts, rv, initialEvents)
+		s.watch(c, w, opts, rv, initialEvents, lasts)
 		return opts, false
 	}
 	return opts, true

@@ -103,6 +103,13 @@ type Config struct {
 	// watches, the servicenet long poll, transfers and artefacts) with a
 	// 503; BodyTimeout bounds reading its body. Zero: the defaults.
 	RequestTimeout, BodyTimeout time.Duration
+	// MinRequestTimeout bounds watches (watchTimeout); zero:
+	// DefaultMinRequestTimeout.
+	MinRequestTimeout time.Duration
+	// StreamIdleTimeout ends pods' exec sessions, port-forwards and logs
+	// that carry nothing either way for this long; zero:
+	// DefaultStreamIdleTimeout.
+	StreamIdleTimeout time.Duration
 	// CA signs the client certificates of joining nodes; nil: joins
 	// answer 503. Only its certificates name nodes and, by their subject,
 	// cluster-admins.
@@ -165,6 +172,8 @@ type Server struct {
 
 	podCIDRs                    *podcidr.Allocator
 	requestTimeout, bodyTimeout time.Duration
+	minRequestTimeout           time.Duration
+	streamIdleTimeout           time.Duration
 	serviceCIDR                 *clusterip.Range
 	serviceNetH                 *servicenet.Holder
 	serviceNetWait              time.Duration
@@ -220,6 +229,12 @@ func New(cfg Config) *Server {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
+	if cfg.MinRequestTimeout <= 0 {
+		cfg.MinRequestTimeout = DefaultMinRequestTimeout
+	}
+	if cfg.StreamIdleTimeout <= 0 {
+		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
 	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
 		cfg.ServiceNetWait = MaxServiceNetWait
 	}
@@ -249,6 +264,7 @@ func New(cfg Config) *Server {
 	srv := &Server{secrets: secrets, maySeeSecretValues: cfg.MaySeeSecretValues, requestingNode: cfg.RequestingNode,
 		origins: origins, allowedHosts: cfg.AllowedHosts, sources: cfg.ImageSources,
 		requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyTimeout,
+		minRequestTimeout: cfg.MinRequestTimeout, streamIdleTimeout: cfg.StreamIdleTimeout,
 		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap, maxPodImages: cfg.MaxPodRegistryImages,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,

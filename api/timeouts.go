@@ -3,27 +3,59 @@ package api
 import (
 	"bytes"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Default bounds of a request (Config.RequestTimeout, Config.BodyTimeout).
+// Default bounds of a request (Config.RequestTimeout, Config.BodyTimeout)
+// and of streams (Config.MinRequestTimeout, Config.StreamIdleTimeout).
 const (
 	DefaultRequestTimeout = 60 * time.Second
 	DefaultBodyTimeout    = 30 * time.Second
+	// DefaultMinRequestTimeout is kube-apiserver's --min-request-timeout.
+	DefaultMinRequestTimeout = 30 * time.Minute
+	// DefaultStreamIdleTimeout is kubelet's
+	// --streaming-connection-idle-timeout.
+	DefaultStreamIdleTimeout = 4 * time.Hour
 )
+
+// watchTimeout is how long a watch lasts, as kube-apiserver bounds one:
+// the request's timeoutSeconds (at most twice minRequest), else between
+// minRequest and twice that, at random, so that watchers started
+// together do not all come back together. The client sees the stream end
+// and watches again from the last version it saw.
+func watchTimeout(q url.Values, minRequest time.Duration) (time.Duration, error) {
+	limit := 2 * minRequest
+	if t := q.Get("timeoutSeconds"); t != "" {
+		n, err := strconv.ParseInt(t, 10, 64)
+		if err != nil || n < 0 {
+			return 0, badRequestf("timeoutSeconds %q must be a non-negative integer", t)
+		}
+		switch {
+		case n > int64(limit/time.Second):
+			return limit, nil
+		case n > 0:
+			return time.Duration(n) * time.Second, nil
+		}
+	}
+	return minRequest + rand.N(minRequest+1), nil
+}
 
 // timeoutBody is the Status a request that ran out of time gets.
 const timeoutBody = `{"apiVersion":"v1","kind":"Status","status":"Failure","message":"the request took too long and was stopped; it may or may not have taken effect, check before retrying","reason":"Timeout","code":503}`
 
 // streams reports the requests that stream or wait by design and so are
-// not bounded as a whole: watches, the service network long poll (its own
-// bound, ServiceNetWait), volume transfers and image artefact downloads
-// (bounded by their stall detection on the other end), pods' logs and
-// exec sessions and port-forwards (relayed from their node for as long as
-// they last). A request is told by its route's shape and method, as the
+// not bounded by the request timeout: watches (bounded by watchTimeout),
+// the service network long poll (its own bound, ServiceNetWait), volume
+// transfers and image artefact downloads (bounded by their stall
+// detection on the other end), pods' logs and exec sessions and
+// port-forwards (relayed from their node until they fall idle for
+// StreamIdleTimeout). A request is told by its route's shape and method, as the
 // router will match it, never by a suffix: a pod named "exec" is not an
 // exec session, and a PUT of it is bounded as any other; a watch is a GET
 // of a list route (lists), not any request that says watch=true. The

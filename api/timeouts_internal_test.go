@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +69,32 @@ func TestAStreamFreedOfTheReadDeadlineOutlastsIt(t *testing.T) {
 	}
 	if code, body := slowPut("/api/v1/namespaces"); code == http.StatusOK {
 		t.Errorf("a request that does not stream read its body past the read deadline: %d %s", code, body)
+	}
+}
+
+// A watch's time: the client's, capped, or a random one between the
+// minimum and twice it, so that watches started together end apart. Make
+// watchTimeout return minRequest without timeoutSeconds to see the
+// defaults all alike.
+func TestWatchTimeout(t *testing.T) {
+	const minRequest = 30 * time.Minute
+	for query, want := range map[string]time.Duration{"timeoutSeconds=5": 5 * time.Second,
+		"timeoutSeconds=7200": time.Hour, "timeoutSeconds=99999999999999999": time.Hour} {
+		q, _ := url.ParseQuery(query)
+		if got, err := watchTimeout(q, minRequest); err != nil || got != want {
+			t.Errorf("%s: %s, %v; want %s", query, got, err, want)
+		}
+	}
+	seen := map[time.Duration]bool{}
+	for _, query := range []string{"", "timeoutSeconds=0", "", "", "", ""} {
+		q, _ := url.ParseQuery(query)
+		got, err := watchTimeout(q, minRequest)
+		if err != nil || got < minRequest || got > 2*minRequest {
+			t.Fatalf("%q: %s, %v; want between %s and %s", query, got, err, minRequest, 2*minRequest)
+		}
+		seen[got] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("six default watch times all %v: not spread", seen)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -92,5 +93,32 @@ func TestAClientThatStallsItsBodyIsCutOff(t *testing.T) {
 	}
 	if r := c.json("POST", "/api/v1/namespaces", `{"metadata":{"name":"after"}}`); r.code != http.StatusCreated {
 		t.Fatalf("a normal request after the stalled one: %d %s", r.code, r.body)
+	}
+}
+
+// A watch ends by itself, cleanly, as kube-apiserver's do: after its
+// timeoutSeconds, capped at twice --min-request-timeout, or without one
+// after between that and twice that. Drop the `case <-end.C` of watch
+// (api/watch.go) to see each read wait until the client gives up.
+func TestAWatchEndsAfterItsTime(t *testing.T) {
+	c := serveConfig(t, pgtest.NewDatabase(t), api.Config{MinRequestTimeout: time.Second})
+	for _, query := range []string{"timeoutSeconds=2", "timeoutSeconds=3600", "timeoutSeconds=0", ""} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", c.base+"/api/v1/namespaces?watch=true&"+query, nil)
+		resp, err := c.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"type":"ADDED"`) {
+			t.Fatalf("watch?%s: %d %q, %v; want its events, then its end", query, resp.StatusCode, b, err)
+		}
+	}
+	for _, bad := range []string{"-1", "x", "1.5"} {
+		if r := c.json("GET", "/api/v1/namespaces?watch=true&timeoutSeconds="+bad, nil); r.code != http.StatusBadRequest || !strings.Contains(r.status().Message, "timeoutSeconds") {
+			t.Errorf("timeoutSeconds=%s: %d %s, want 400 naming timeoutSeconds", bad, r.code, r.body)
+		}
 	}
 }

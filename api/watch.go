@@ -21,9 +21,10 @@ import (
 // resourceVersion, so a client resumes with ?resourceVersion= or the
 // standard Last-Event-ID header. Without a version, or with
 // initialEvents, it first sends the current objects as ADDED; with
-// initialEvents a bookmark then marks their end. listRequest has checked
-// o and waited for from.
-func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from int64, initialEvents bool) {
+// initialEvents a bookmark then marks their end. After lasts the stream
+// ends cleanly, as Kubernetes' watches do: the client watches again from
+// the last version it saw. listRequest has checked o and waited for from.
+func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from int64, initialEvents bool, lasts time.Duration) {
 	ctx := c.Request.Context()
 	var initial []initialObject
 	if from == 0 || initialEvents {
@@ -65,11 +66,15 @@ func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from 
 
 	keepalive := time.NewTicker(s.keepalive)
 	defer keepalive.Stop()
+	end := time.NewTimer(lasts)
+	defer end.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.closing:
+			return
+		case <-end.C:
 			return
 		case <-keepalive.C:
 			if f.sse {

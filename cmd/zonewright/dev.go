@@ -71,6 +71,7 @@ func dev(ctx context.Context, args []string) error {
 	// the data dir unless given (below).
 	podCIDRFlags(fs, &health, "")
 	maxConnectionsFlag(fs, &health)
+	streamBoundsFlags(fs, &health)
 	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
 	capacityDone := capacityFlag(fs, &health)
 	_ = fs.Parse(args)
@@ -265,7 +266,8 @@ func dev(ctx context.Context, args []string) error {
 		InsecureRegistries: img.InsecureRegistries, PodRegistryImageTTL: img.PodRegistryImageTTL, MaxPodRegistryImages: img.MaxPodRegistryImages,
 		ImageGC: img.ImageGC, NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
 		ServiceCIDR: health.ServiceCIDR, ClusterCIDR: health.ClusterCIDR, NodeCIDRMaskSize: health.NodeCIDRMaskSize,
-		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key, MaxConnections: health.MaxConnections, MaxUnauthenticated: health.MaxUnauthenticated})
+		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key, MaxConnections: health.MaxConnections, MaxUnauthenticated: health.MaxUnauthenticated,
+		MinRequestTimeout: health.MinRequestTimeout, StreamIdleTimeout: health.StreamIdleTimeout})
 	if err != nil {
 		return err
 	}

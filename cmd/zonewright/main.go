@@ -122,6 +122,7 @@ func serveFlags() (*flag.FlagSet, *serveOptions) {
 	o.capacity = capacityFlag(fs, &o.Config)
 	fs.StringVar(&o.auditLog, "audit-log", env("ZW_AUDIT_LOG", ""), "file the audit log (a JSON line per mutating or refused request) is appended to; - for stderr; empty: none (env ZW_AUDIT_LOG)")
 	maxConnectionsFlag(fs, &o.Config)
+	streamBoundsFlags(fs, &o.Config)
 	fs.IntVar(&o.MaxWatches, "max-watches-per-identity", envInt("ZW_MAX_WATCHES_PER_IDENTITY", api.DefaultMaxWatches), "watches one identity may hold open at once; beyond, 429 (env ZW_MAX_WATCHES_PER_IDENTITY)")
 	fs.StringVar(&o.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
 	return fs, o
@@ -297,6 +298,15 @@ func maxConnectionsFlag(fs *flag.FlagSet, c *controlplane.Config) {
 		"API connections held open at once; more wait to be accepted, so that clients that connect and stall cannot use up the process's file descriptors (env ZW_MAX_CONNECTIONS)")
 	fs.IntVar(&c.MaxUnauthenticated, "max-unauthenticated-connections", envInt("ZW_MAX_UNAUTHENTICATED_CONNECTIONS", 0),
 		"of those, the ones held before their client is authenticated; one more closes the one that has waited longest, so that clients that connect and stall cannot keep out those with credentials; 0: a quarter of --max-connections (env ZW_MAX_UNAUTHENTICATED_CONNECTIONS)")
+}
+
+// streamBoundsFlags registers --min-request-timeout and
+// --streaming-connection-idle-timeout, shared by serve and dev.
+func streamBoundsFlags(fs *flag.FlagSet, c *controlplane.Config) {
+	fs.DurationVar(&c.MinRequestTimeout, "min-request-timeout", envDuration("ZW_MIN_REQUEST_TIMEOUT", api.DefaultMinRequestTimeout),
+		"a watch without timeoutSeconds ends after between this and twice this, at random, and its client watches again; timeoutSeconds may ask for at most twice this (env ZW_MIN_REQUEST_TIMEOUT)")
+	fs.DurationVar(&c.StreamIdleTimeout, "streaming-connection-idle-timeout", envDuration("ZW_STREAMING_CONNECTION_IDLE_TIMEOUT", api.DefaultStreamIdleTimeout),
+		"an exec session, port-forward or pod log that carries nothing either way for this long is ended (env ZW_STREAMING_CONNECTION_IDLE_TIMEOUT)")
 }
 
 // podCIDRFlags registers --cluster-cidr and --node-cidr-mask-size, shared

@@ -57,6 +57,8 @@ capacity
 audit_log
 max_connections
 max_unauthenticated_connections
+min_request_timeout
+streaming_connection_idle_timeout
 max_watches_per_identity
 log_level
 '

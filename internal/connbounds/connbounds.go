@@ -4,7 +4,8 @@
 // stay idle; how many connections are held at once; and how many of those
 // may be held by clients not yet authenticated. A streaming route is
 // freed of the read and write deadlines only once its caller is
-// authenticated and authorised (Stream).
+// authenticated and authorised (Stream); one that may sit silent is
+// bounded by its idleness instead (Idle).
 package connbounds
 
 import (
@@ -92,7 +93,7 @@ func (b Bounds) Listener(ln net.Listener) net.Listener {
 // Stream frees a request that streams by design (a watch, logs, an exec
 // session, a transfer) of the read and write deadlines: call it once its
 // caller is authenticated and authorised. The handler bounds it itself
-// (keepalives, stall detection, the client going away).
+// (a watch's time, Idle, stall detection, the client going away).
 func Stream(w http.ResponseWriter) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})

@@ -156,6 +156,14 @@ type Config struct {
 	// transfer) is freed of it once its caller is authenticated. Zero:
 	// api.DefaultBodyTimeout.
 	BodyTimeout time.Duration
+	// MinRequestTimeout bounds watches (--min-request-timeout); zero:
+	// api.DefaultMinRequestTimeout.
+	MinRequestTimeout time.Duration
+	// StreamIdleTimeout ends pods' exec sessions, port-forwards and logs
+	// that carry nothing for this long
+	// (--streaming-connection-idle-timeout); zero:
+	// api.DefaultStreamIdleTimeout.
+	StreamIdleTimeout time.Duration
 	// EncryptionKey seals secrets at rest (--encryption-key-file); nil:
 	// the API keeps no secrets, and the control plane refuses to start
 	// over a database that holds some.
@@ -461,7 +469,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	relay := &transfer.Relay{Dir: transferDir}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
-	srv := api.New(api.Config{BodyTimeout: cfg.BodyTimeout, ClientCAAdmins: cfg.APITLS.ClientCAAdmins, EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
+	srv := api.New(api.Config{BodyTimeout: cfg.BodyTimeout, MinRequestTimeout: cfg.MinRequestTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout, ClientCAAdmins: cfg.APITLS.ClientCAAdmins, EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
 		Store: st, Logger: log, CA: ca, NodeEndpoints: nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, Metrics: serveMetrics, MetricsHandler: metrics.Handler(registry), ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
 		Images: images, ImageMap: imgMap, MaxPodRegistryImages: cfg.MaxPodRegistryImages, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
