@@ -84,7 +84,6 @@ type invocation struct {
 	zone   string // "global" or the zone an inside-zone command runs in
 	h      *host
 	faults *faultCall
-	copies []chan struct{} // zlogin's copies of pipes to stdout and stderr
 }
 
 // Main runs the simulator with the process's own argv and stdio and returns

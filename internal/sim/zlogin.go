@@ -235,7 +235,6 @@ func (inv *invocation) runInZone(z *Zone, u zoneUser, argv []string, noStdin, as
 	}()
 	ws, err := proc.wait()
 	close(done)
-	inv.waitCopies()
 	return commandStatus(inv, ws, err)
 }
 
@@ -316,61 +315,28 @@ func (p *childProcess) wait() (syscall.WaitStatus, error) {
 	return p.cmd.ProcessState.Sys().(syscall.WaitStatus), nil
 }
 
-// stdioFiles are zlogin's stdin, stdout and stderr as files a command can
-// be given (/dev/null for stdin with -n), through pipes copied by
-// zlogin where a stream is not a file; finish closes zlogin's copies of
-// what it gave once the command has them.
+// stdioFiles are zlogin's stdin, stdout and stderr, handed to the command
+// as they are (/dev/null for stdin with -n); finish closes what zlogin
+// opened for it once the command has it. zlogin runs as a process of its
+// own (Main), whose stdio are files.
 func (inv *invocation) stdioFiles(noStdin bool) ([3]*os.File, func(), error) {
 	var files [3]*os.File
-	var given []*os.File
-	finish := func() {
-		for _, f := range given {
-			f.Close()
+	finish := func() {}
+	for i, stream := range []any{inv.stdin, inv.stdout, inv.stderr} {
+		f, ok := stream.(*os.File)
+		if !ok {
+			return files, finish, fmt.Errorf("zlogin needs files for stdin, stdout and stderr, not %T", stream)
 		}
+		files[i] = f
 	}
-	var in io.Reader = inv.stdin
 	if noStdin {
 		devnull, err := os.Open(os.DevNull)
 		if err != nil {
 			return files, finish, err
 		}
-		in, files[0] = nil, devnull
-		given = append(given, devnull)
-	}
-	if f, ok := in.(*os.File); ok {
-		files[0] = f
-	} else if in != nil {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return files, finish, err
-		}
-		go func() { _, _ = io.Copy(w, in); w.Close() }()
-		files[0] = r
-		given = append(given, r)
-	}
-	for i, out := range []io.Writer{inv.stdout, inv.stderr} {
-		if f, ok := out.(*os.File); ok {
-			files[i+1] = f
-			continue
-		}
-		r, w, err := os.Pipe()
-		if err != nil {
-			return files, finish, err
-		}
-		copied := make(chan struct{})
-		go func() { _, _ = io.Copy(out, r); r.Close(); close(copied) }()
-		inv.copies = append(inv.copies, copied)
-		files[i+1] = w
-		given = append(given, w)
+		files[0], finish = devnull, func() { devnull.Close() }
 	}
 	return files, finish, nil
-}
-
-// waitCopies waits until the pipes stdioFiles made have been copied out.
-func (inv *invocation) waitCopies() {
-	for _, c := range inv.copies {
-		<-c
-	}
 }
 
 // illumosPathRE finds absolute illumos paths of the inside-zone commands
