@@ -93,8 +93,14 @@ func TestIsolatedZloginCommandsAreTheZones(t *testing.T) {
 	k.Wait()
 	waitFor(t, 10*time.Second, "the command gone with its zlogin", func() bool { return !running() })
 
-	// The zone cannot ask its init for a command (as root, say).
+	// The zone cannot ask its init for a command (as root, say): the
+	// socket's directory is root's alone, whatever the socket's own mode
+	// (a umask of 0 makes it anyone's). Make listenForZlogin's directory
+	// 0o755 to see this part fail: the zone connects.
 	dir := filepath.Join(h.root, "run", "pod", "init")
+	if err := os.Chmod(filepath.Join(dir, "zlogin.sock"), 0o777); err != nil {
+		t.Fatal(err)
+	}
 	ask := fmt.Sprintf(`python3 -c "import os, socket
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect('/proc/self/fd/%%d/zlogin.sock' %% os.open('%s', os.O_PATH))"`, dir)
