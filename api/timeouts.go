@@ -10,13 +10,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/connbounds"
 )
 
 // Default bounds of a request (Config.RequestTimeout, Config.BodyTimeout)
 // and of streams (Config.MinRequestTimeout, Config.StreamIdleTimeout).
 const (
 	DefaultRequestTimeout = 60 * time.Second
-	DefaultBodyTimeout    = 30 * time.Second
+	DefaultBodyTimeout    = connbounds.DefaultBody
 	// DefaultMinRequestTimeout is kube-apiserver's --min-request-timeout.
 	DefaultMinRequestTimeout = 30 * time.Minute
 	// DefaultStreamIdleTimeout is kubelet's
