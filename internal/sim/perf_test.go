@@ -95,16 +95,24 @@ func BenchmarkCommands(b *testing.B) {
 
 // procCPU is a process's user+sys time in clock ticks.
 func procCPU(pid int) (int64, bool) {
+	return statTicks(pid, 11, 12) // utime stime
+}
+
+// statTicks sums the fields of /proc/PID/stat at the given indexes
+// counted after the command (state is 0, utime 11).
+func statTicks(pid int, fields ...int) (int64, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, false
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	// After the command: state(0) ... utime(11) stime(12).
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + st, true
+	var ticks int64
+	for _, i := range fields {
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += n
+	}
+	return ticks, true
 }
 
 // procRunNS is the time a process's threads have run on a CPU, in
@@ -226,16 +234,6 @@ func BenchmarkIsolatedZlogin(b *testing.B) {
 // procTreeCPU is a process's user+sys time with that of the children it
 // has reaped.
 func procTreeCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	var ticks int64
-	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
-		n, _ := strconv.ParseInt(f[i], 10, 64)
-		ticks += n
-	}
+	ticks, _ := statTicks(pid, 11, 12, 13, 14)          // utime stime cutime cstime
 	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100
 }
