@@ -38,8 +38,9 @@ func main() {
 	seed := flag.Uint64("seed", 1, "seed of the mutations: the same seed sends the same requests")
 	workers := flag.Int("concurrency", 8, "requests in flight at once")
 	timeout := flag.Duration("timeout", 45*time.Second, "a request with no answer by then has hung (longer than the longest long poll the API holds, 30 s)")
+	slow := flag.Int("slow-clients", 48, "connections held at once by slow clients (stalled handshakes, headers and bodies, unread answers) while the requests run; the server must let go of each within its bound")
 	flag.Parse()
-	if err := run(*bin, *envFile, *requests, *seed, *workers, *timeout); err != nil {
+	if err := run(*bin, *envFile, *requests, *slow, *seed, *workers, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "zwfuzz:", err)
 		os.Exit(1)
 	}
@@ -53,7 +54,7 @@ type target struct {
 	log    func() string // the server's output so far ("" when not ours)
 }
 
-func run(bin, envFile string, n int, seed uint64, workers int, timeout time.Duration) error {
+func run(bin, envFile string, n, slow int, seed uint64, workers int, timeout time.Duration) error {
 	var t *target
 	var err error
 	if envFile != "" {
@@ -84,6 +85,12 @@ func run(bin, envFile string, n int, seed uint64, workers int, timeout time.Dura
 	start := time.Now()
 	results := make([]result, n)
 	var wg sync.WaitGroup
+	var slowResults []slowResult
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		slowResults = t.slowClients(slow)
+	}()
 	next := make(chan int)
 	for range workers {
 		wg.Add(1)
@@ -99,7 +106,7 @@ func run(bin, envFile string, n int, seed uint64, workers int, timeout time.Dura
 	}
 	close(next)
 	wg.Wait()
-	return report(os.Stdout, reqs, results, t, time.Since(start), seed)
+	return report(os.Stdout, reqs, results, slowResults, t, time.Since(start), seed)
 }
 
 // operation is one method on one path of the document.
@@ -412,7 +419,7 @@ func (t *target) send(method, pathAndQuery, contentType string, body []byte, hea
 	return resp.StatusCode, b, err
 }
 
-func report(w io.Writer, reqs []request, results []result, t *target, took time.Duration, seed uint64) error {
+func report(w io.Writer, reqs []request, results []result, slow []slowResult, t *target, took time.Duration, seed uint64) error {
 	byClass := map[string]int{}
 	var failures []string
 	for i, r := range results {
@@ -432,6 +439,7 @@ func report(w io.Writer, reqs []request, results []result, t *target, took time.
 			byClass[fmt.Sprintf("%dxx", r.code/100)]++
 		}
 	}
+	failures = append(failures, slowFailures(slow)...)
 	panics := 0
 	if log := t.log(); log != "" {
 		panics = strings.Count(log, "panic:") + strings.Count(log, "[Recovery]")
@@ -449,6 +457,7 @@ func report(w io.Writer, reqs []request, results []result, t *target, took time.
 		fmt.Fprintf(w, "  %-16s %d\n", c, byClass[c])
 	}
 	fmt.Fprintf(w, "  %-16s %d\n", "panics logged", panics)
+	slowSummary(w, slow)
 	for _, f := range failures {
 		fmt.Fprintln(w, "FAIL", f)
 	}
