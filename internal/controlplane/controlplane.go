@@ -326,6 +326,12 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if err := cfg.ImageGC.Check(); err != nil {
 		return nil, fmt.Errorf("--image-gc-high-threshold, --image-gc-low-threshold: %w", err)
 	}
+	if cfg.MinRequestTimeout < 0 {
+		return nil, fmt.Errorf("--min-request-timeout %s: must not be negative (0: the default, %s)", cfg.MinRequestTimeout, api.DefaultMinRequestTimeout)
+	}
+	if cfg.StreamIdleTimeout < 0 {
+		return nil, fmt.Errorf("--streaming-connection-idle-timeout %s: must not be negative (0: the default, %s)", cfg.StreamIdleTimeout, api.DefaultStreamIdleTimeout)
+	}
 	if cfg.StateDir == "" {
 		return nil, fmt.Errorf("a state directory (--state-dir) is required: it keeps the cluster CA and the admin token")
 	}

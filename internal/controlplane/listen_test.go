@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -186,5 +187,26 @@ func TestWatchTrueOnOneObjectIsBoundedAsAnyRequest(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(b), "HTTP/1.1 408") {
 		t.Fatalf("GET of one namespace with watch=true, its body stalled: %q, want a 408", b)
+	}
+}
+
+// A negative stream bound is refused by name rather than quietly taken
+// for the default (drop either check in Start to see it start).
+func TestNegativeStreamBoundsAreRefused(t *testing.T) {
+	t.Parallel()
+	for flag, cfg := range map[string]Config{
+		"--min-request-timeout":               {MinRequestTimeout: -time.Second},
+		"--streaming-connection-idle-timeout": {StreamIdleTimeout: -time.Minute},
+	} {
+		cfg.StateDir = t.TempDir()
+		cfg.Listen = "127.0.0.1:0"
+		cp, err := Start(context.Background(), cfg)
+		if err == nil {
+			_ = cp.Stop(context.Background())
+			t.Fatalf("%s negative: started", flag)
+		}
+		if !strings.Contains(err.Error(), flag) || !strings.Contains(err.Error(), "negative") {
+			t.Errorf("%s negative: %v, want a refusal naming the flag", flag, err)
+		}
 	}
 }
