@@ -11,7 +11,7 @@ import (
 // A registry image's configuration fills in what the pod leaves out, by
 // Kubernetes' rules, and only for the containers of that image.
 func TestImageConfigFillsWhatThePodLeavesOut(t *testing.T) {
-	cfg := &model.OCIConfig{Entrypoint: []string{"/entry"}, Cmd: []string{"--cmd"}, Env: []string{"A=image", "B=image", "C=x=y"}, WorkingDir: "/srv"}
+	cfg := &model.OCIConfig{Entrypoint: []string{"/entry"}, Cmd: []string{"--cmd"}, Env: []string{"A=image", "B=image", "C=x=y"}, WorkingDir: "/srv", User: "app:web"}
 	cases := []struct {
 		name      string
 		container model.Container
@@ -36,8 +36,15 @@ func TestImageConfigFillsWhatThePodLeavesOut(t *testing.T) {
 			sb := hostapi.PodSandbox{Image: "img", Containers: []hostapi.ContainerSpec{
 				{Name: "first", Argv: []string{"/first"}},
 				{Name: "app", Argv: append(append([]string{}, tc.container.Command...), tc.container.Args...), Env: tc.container.Env}}}
-			withImageConfig(&sb, spec, cfg)
+			withImageConfig(&sb, spec, cfg, true)
 			got := sb.Containers[1]
+			if wantUser := map[bool]string{true: "app:web"}[tc.container.Image == "img"]; got.User != wantUser {
+				t.Errorf("user %q, want %q", got.User, wantUser)
+			}
+			before := hostapi.PodSandbox{Image: "img", Containers: []hostapi.ContainerSpec{{Name: "first"}, {Name: "app"}}}
+			if withImageConfig(&before, spec, cfg, false); before.Containers[1].User != "" {
+				t.Errorf("a lifecycle from before image-user runs the container as %q, want the zone's root", before.Containers[1].User)
+			}
 			wantEnv := tc.env
 			if wantEnv == nil && tc.container.Image == "img" {
 				wantEnv = []model.EnvVar{{Name: "A", Value: "image"}, {Name: "B", Value: "image"}, {Name: "C", Value: "x=y"}}

@@ -737,8 +737,9 @@ func (w *podWorkflow) teardown(ctx workflow.Context) {
 // rules: a container without a command runs the image's Entrypoint with
 // its own args, or else the image's Cmd; one with a command runs it as
 // given. The image's environment comes first, and the pod's variables
-// replace it by name; the command starts in the image's working directory.
-func withImageConfig(sb *hostapi.PodSandbox, spec model.PodSpec, cfg *model.OCIConfig) {
+// replace it by name; the command starts in the image's working
+// directory, and with asUser runs as the image's user.
+func withImageConfig(sb *hostapi.PodSandbox, spec model.PodSpec, cfg *model.OCIConfig, asUser bool) {
 	for i := range sb.Containers {
 		if i >= len(spec.Containers) || spec.Containers[i].Image != sb.Image {
 			continue
@@ -761,6 +762,9 @@ func withImageConfig(sb *hostapi.PodSandbox, spec model.PodSpec, cfg *model.OCIC
 		sb.Containers[i].Env = append(env, c.Env...)
 		if strings.HasPrefix(cfg.WorkingDir, "/") {
 			sb.Containers[i].WorkingDir = cfg.WorkingDir
+		}
+		if asUser {
+			sb.Containers[i].User = cfg.User
 		}
 	}
 }

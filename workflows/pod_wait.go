@@ -15,10 +15,13 @@ import (
 
 // versionErrImagePull marks lifecycles that say ErrImagePull before
 // ImagePullBackOff; versionPulledEvent those that record a Pulled event
-// when the image they waited for is on their node.
+// when the image they waited for is on their node; versionImageUser those
+// whose containers run as their image's USER (earlier ones ran them as
+// the zone's root, and keep doing so).
 const (
 	versionErrImagePull = "err-image-pull"
 	versionPulledEvent  = "pulled-event"
+	versionImageUser    = "image-user"
 )
 
 // pending binds the pod to a node, or waits while none fits.
@@ -113,7 +116,8 @@ func (w *podWorkflow) imagePulling(ctx workflow.Context) error {
 		w.startupImageReady(ctx)
 		w.st.Sandbox.ImageKind, w.st.Sandbox.ImageDigest = r.Kind, r.Digest
 		if r.Config != nil {
-			withImageConfig(w.st.Sandbox, w.spec, r.Config)
+			asUser := r.Config.User != "" && workflow.GetVersion(ctx, versionImageUser, workflow.DefaultVersion, 1) >= 1
+			withImageConfig(w.st.Sandbox, w.spec, r.Config, asUser)
 		}
 		w.setPhase(PhaseProvisioning)
 		return nil

@@ -51,6 +51,10 @@ type ContainerSpec struct {
 	Env  []model.EnvVar
 	// WorkingDir is where the command starts (absolute); empty: "/".
 	WorkingDir string `json:",omitempty"`
+	// User is the zone's user the command runs as, an image's USER:
+	// user or user:group, each a name of the zone's passwd or group file
+	// or a number; empty: the zone's root.
+	User string `json:",omitempty"`
 	// KillGraceSeconds bounds how long SMF waits for the command to end
 	// once it is told to stop, before it kills it (the service's stop
 	// method timeout): the grace of a failed liveness or startup probe

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -85,10 +86,6 @@ func sandboxService(s hostapi.PodSandbox, c hostapi.ContainerSpec, secretEnv map
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return illumos.Service{}, fmt.Errorf("container %q has no command: neither the pod nor its image gives one", c.Name)
 	}
-	dir := c.WorkingDir
-	if dir == "" {
-		dir = "/"
-	}
 	var env []illumos.EnvVar
 	index := map[string]int{}
 	add := func(name, value string, override bool) {
@@ -120,11 +117,14 @@ func sandboxService(s hostapi.PodSandbox, c hostapi.ContainerSpec, secretEnv map
 	add("POD_NAMESPACE", s.Namespace, false)
 	// The wrapper records the command's exit status and keeps SMF from
 	// restarting it: the pod's lifecycle decides by restartPolicy.
+	user, group, _ := strings.Cut(c.User, ":")
 	return illumos.Service{
 		Name:        ContainerService(c.Name),
-		Start:       supervisor.ExitStatusWrapper(c.Name, c.Argv),
+		Start:       supervisor.ExitStatusWrapper(c.Name, c.WorkingDir, c.Argv),
 		Env:         env,
-		WorkingDir:  dir,
+		WorkingDir:  "/", // the wrapper's: it keeps the exit record there
+		User:        user,
+		Group:       group,
 		Duration:    "child",
 		StopTimeout: time.Duration(min(c.KillGraceSeconds, model.MaxGracePeriodSeconds)) * time.Second,
 	}, nil
@@ -238,6 +238,9 @@ func (h *Host) StartContainers(ctx context.Context, s hostapi.PodSandbox) error 
 		return h.fail(ctx, step, s, err)
 	}
 	z := h.Host.Zone(s.ZoneName())
+	if err := openExitRecords(ctx, z, s); err != nil {
+		return h.fail(ctx, step, s, err)
+	}
 	for _, c := range s.Containers {
 		svc, err := sandboxService(s, c, secretEnv[c.Name], h.Node)
 		if err != nil {
@@ -253,6 +256,23 @@ func (h *Host) StartContainers(ctx context.Context, s hostapi.PodSandbox) error 
 		if err := z.EnableService(ctx, svc.FMRI()); err != nil {
 			return h.fail(ctx, step+" (enable container "+c.Name+")", s, err)
 		}
+	}
+	return nil
+}
+
+// openExitRecords lets containers that run as a user other than the
+// zone's root leave their exit records: the records' directory becomes
+// writable by all, sticky as /tmp is, so none removes another's.
+func openExitRecords(ctx context.Context, z illumos.InZone, s hostapi.PodSandbox) error {
+	if !slices.ContainsFunc(s.Containers, func(c hostapi.ContainerSpec) bool { return c.User != "" }) {
+		return nil
+	}
+	res, err := z.Exec(ctx, supervisor.OpenExitRecords(), nil)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("open the containers' exit records to their users: %s", strings.TrimSpace(string(res.Stderr)))
 	}
 	return nil
 }

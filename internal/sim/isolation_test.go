@@ -127,10 +127,15 @@ func TestALofsTreeBecomesTheBootingZones(t *testing.T) {
 	h.zoneSetup("zb", "running", mount)
 	expect(t, h.run("zlogin", "zb", "echo two >> data/f && cat data/f"), 0, "one\ntwo\n", "")
 
-	var uidB uint32
+	// The top is zb's root's, entered by zb's users alone (its access
+	// group, when it owns a block of ids); what is inside is zb's root's.
+	var uidB, accessB uint32
 	for _, z := range h.state().Zones {
 		if z.Name == "zb" {
-			uidB = z.UID
+			uidB, accessB = z.UID, z.UID
+			if z.UIDs > 1 {
+				accessB = z.UID + z.UIDs - 1
+			}
 		}
 	}
 	tree := filepath.Join(h.root, "fs", "vols", "claim")
@@ -139,10 +144,14 @@ func TestALofsTreeBecomesTheBootingZones(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st := fi.Sys().(*syscall.Stat_t); st.Uid != uidB || st.Gid != uidB {
-			t.Errorf("%s is %d:%d, want zone b's %d", p, st.Uid, st.Gid, uidB)
+		wantGid := uidB
+		if p == tree {
+			wantGid = accessB
 		}
-		if p == tree && fi.Mode().Perm()&0o077 != 0 {
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != uidB || st.Gid != wantGid {
+			t.Errorf("%s is %d:%d, want zone b's %d:%d", p, st.Uid, st.Gid, uidB, wantGid)
+		}
+		if p == tree && fi.Mode().Perm()&0o007 != 0 {
 			t.Errorf("the tree's top is %v, open to others", fi.Mode().Perm())
 		}
 	}

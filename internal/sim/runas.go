@@ -51,8 +51,11 @@ type zoneUser struct {
 	home string
 	uid  uint32
 	gid  uint32
+	// access is the zone's access group (zoneIDs.access) the user holds
+	// besides gid; 0: none.
+	access uint32
 	// drop is set when the simulator runs as root: the processes switch
-	// to uid and gid, without supplementary groups.
+	// to uid and gid, with no supplementary group but access.
 	drop bool
 }
 
@@ -71,13 +74,105 @@ func (h *host) zoneUser(z *Zone) (zoneUser, error) {
 	if z.UID == 0 {
 		return zoneUser{}, fmt.Errorf("zone %s has no user of its own (booted by an older illumos-sim): reboot it", z.Name)
 	}
-	return zoneUser{name: "root", home: h.zoneRoot(z), uid: z.UID, gid: z.UID, drop: true}, nil
+	return zoneUser{name: "root", home: h.zoneRoot(z), uid: z.UID, gid: z.UID, access: z.ids().access(), drop: true}, nil
 }
 
-// giveZoneUID gives z its uid when it enters the kernel for the first
-// time as root; it keeps it for life (halts, reboots, renames). Callers
-// hold the host lock; the machine's counter lock is taken after it and
-// nothing is waited for while holding it.
+// zoneLogin is the zone's user name (a login name of the zone's
+// /etc/passwd, or a uid) in group (a group name of its /etc/group, or a
+// gid; empty: the user's own, or 0 for a uid the passwd file does not
+// name), as method_credential and zlogin -l name them; "" or root is the
+// zone's root. The user runs as the machine's id of its uid in the zone's
+// block: a zone that owns one id only (a stack in a user namespace of its
+// own) cannot run anyone but its root. Without root the simulator runs
+// every zone's processes as the caller, whoever the user.
+func (h *host) zoneLogin(z *Zone, name, group string) (zoneUser, error) {
+	root, err := h.zoneUser(z)
+	if err != nil || !root.drop || (name == "" || name == "root") && group == "" {
+		return root, err
+	}
+	fsys, err := os.OpenRoot(h.zoneRoot(z))
+	if err != nil {
+		return zoneUser{}, err
+	}
+	defer fsys.Close()
+	u := zoneUser{name: "root", home: "/", access: root.access, drop: true}
+	var uid, gid uint64
+	if name != "" && name != "root" {
+		pw, found := lookupIDFile(fsys, "etc/passwd", name)
+		switch {
+		case found:
+			var err1, err2 error
+			uid, err1 = strconv.ParseUint(pw[2], 10, 32)
+			gid, err2 = strconv.ParseUint(pw[3], 10, 32)
+			if err1 != nil || err2 != nil {
+				return zoneUser{}, fmt.Errorf("user %q: the zone's /etc/passwd gives it no numeric uid and gid", name)
+			}
+			u.name, u.home = pw[0], pw[5]
+		default:
+			n, err := strconv.ParseUint(name, 10, 32)
+			if err != nil {
+				return zoneUser{}, fmt.Errorf("user %q: no such user in the zone's /etc/passwd", name)
+			}
+			uid, u.name = n, name
+		}
+	}
+	if group != "" {
+		gr, found := lookupIDFile(fsys, "etc/group", group)
+		switch {
+		case found:
+			if gid, err = strconv.ParseUint(gr[2], 10, 32); err != nil {
+				return zoneUser{}, fmt.Errorf("group %q: the zone's /etc/group gives it no numeric gid", group)
+			}
+		default:
+			n, err := strconv.ParseUint(group, 10, 32)
+			if err != nil {
+				return zoneUser{}, fmt.Errorf("group %q: no such group in the zone's /etc/group", group)
+			}
+			gid = n
+		}
+	}
+	ids := z.ids()
+	mu, okU := ids.machine(uint32(uid))
+	mg, okG := ids.machine(uint32(gid))
+	if !okU || !okG {
+		if ids.n <= 1 {
+			return zoneUser{}, fmt.Errorf("user %q: this simulated host gives each zone one id, its root's (no room for more in its user namespace), so it runs nothing as another user", name+":"+group)
+		}
+		return zoneUser{}, fmt.Errorf("user %q: uid %d or gid %d is past the zone's %d ids", name+":"+group, uid, gid, ids.n)
+	}
+	u.uid, u.gid, u.home = mu, mg, filepath.Join(h.zoneRoot(z), filepath.Clean("/"+u.home))
+	return u, nil
+}
+
+// lookupIDFile finds the entry of an /etc/passwd- or /etc/group-shaped
+// file of the zone whose name, or else whose id, is key.
+func lookupIDFile(fsys *os.Root, file, key string) ([]string, bool) {
+	b, err := fsys.ReadFile(file)
+	if err != nil {
+		return nil, false
+	}
+	var byID []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) < 4 || (file == "etc/passwd" && len(f) < 7) {
+			continue
+		}
+		if f[0] == key {
+			return f, true
+		}
+		if f[2] == key && byID == nil {
+			byID = f
+		}
+	}
+	return byID, byID != nil
+}
+
+// giveZoneUID gives z its ids when it enters the kernel for the first
+// time as root: a block of the machine's (zoneuids.go) as the machine's
+// root, else one id from the counter. It keeps them until it is
+// uninstalled (halts, reboots, renames). Callers hold the host lock; the
+// machine's lock is taken after it and nothing is waited for while
+// holding it.
 func (h *host) giveZoneUID(z *Zone) error {
 	if os.Geteuid() != 0 || z.UID != 0 {
 		return nil
@@ -85,6 +180,14 @@ func (h *host) giveZoneUID(z *Zone) error {
 	base := h.facts.ZoneUIDBase
 	if base == 0 {
 		base = defaultZoneUIDBase
+	}
+	if machineRoot() {
+		uid, err := takeZoneUIDBlock(zoneUIDBlocks, h.root, base)
+		if err != nil {
+			return err
+		}
+		z.UID, z.UIDs = uid, zoneUIDBlock
+		return nil
 	}
 	last := uint32(maxZoneUID)
 	if b, err := os.ReadFile("/proc/self/uid_map"); err == nil {
@@ -198,12 +301,7 @@ func writeFileDurably(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return syncDir(filepath.Dir(path))
 }
 
 // credential is what a spawn of a zone's process sets: nil keeps the
@@ -212,7 +310,11 @@ func (u zoneUser) credential() *syscall.Credential {
 	if !u.drop {
 		return nil
 	}
-	return &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{}}
+	groups := []uint32{}
+	if u.access != 0 && u.access != u.gid {
+		groups = append(groups, u.access)
+	}
+	return &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: groups}
 }
 
 // loginEnv names the user to the process, as login and svc.startd do.
@@ -257,7 +359,7 @@ func (h *host) handOverZone(z *Zone) error {
 		}
 	}
 	for _, t := range trees {
-		if err := chownTree(t, u.uid, u.gid); err != nil {
+		if err := chownTree(t, z.ids()); err != nil {
 			return fmt.Errorf("hand %s to the zone: %w", t, err)
 		}
 	}
@@ -312,10 +414,13 @@ func grantSearch(dir string) error {
 }
 
 // chownTree gives every file under dir (links themselves, never their
-// targets) to uid:gid, and dir itself to them alone. The walk stays
-// inside dir (os.Root): a link the tree's previous owner planted, or a
-// directory swapped for one mid-walk, cannot take a chown elsewhere.
-func chownTree(dir string, uid, gid uint32) error {
+// targets) to the zone whose ids are ids, each to the zone's id its owner
+// stands for (zoneIDs.claim), and dir itself to the zone's root, entered
+// only by the zone's users.
+// The walk stays inside dir (os.Root): a link the tree's previous owner
+// planted, or a directory swapped for one mid-walk, cannot take a chown
+// elsewhere.
+func chownTree(dir string, ids zoneIDs) error {
 	root, err := os.OpenRoot(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -324,22 +429,45 @@ func chownTree(dir string, uid, gid uint32) error {
 		return err
 	}
 	defer root.Close()
-	if err := chownIn(root, int(uid), int(gid)); err != nil {
+	if err := chownIn(root, ids); err != nil {
 		return err
 	}
-	if err := root.Lchown(".", int(uid), int(gid)); err != nil {
+	group, closed := ids.base, fs.FileMode(0o077)
+	if a := ids.access(); a != 0 {
+		group, closed = a, 0o027 // the zone's users may enter
+	}
+	if err := root.Lchown(".", int(ids.base), int(group)); err != nil {
 		return err
 	}
 	fi, err := root.Stat(".")
 	if err != nil {
 		return err
 	}
-	return root.Chmod(".", fi.Mode().Perm()&^0o077)
+	return root.Chmod(".", fi.Mode().Perm()&^closed)
 }
 
-// chownIn gives what dir holds to uid:gid, one directory at a time, each
+// claimEntry gives one entry of dir to the zone's id its owner stands
+// for, leaving one that is the zone's already.
+func claimEntry(dir *os.Root, name string, ids zoneIDs) error {
+	uid, gid := ids.base, ids.base
+	if ids.n > 1 {
+		fi, err := dir.Lstat(name)
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			uid, gid = ids.claim(st.Uid), ids.claim(st.Gid)
+			if st.Uid == uid && st.Gid == gid {
+				return nil
+			}
+		}
+	}
+	return dir.Lchown(name, int(uid), int(gid))
+}
+
+// chownIn gives what dir holds to the zone, one directory at a time, each
 // opened as a root of its own so every chown names a single entry.
-func chownIn(dir *os.Root, uid, gid int) error {
+func chownIn(dir *os.Root, ids zoneIDs) error {
 	d, err := dir.Open(".")
 	if err != nil {
 		return err
@@ -350,7 +478,7 @@ func chownIn(dir *os.Root, uid, gid int) error {
 		return err
 	}
 	for _, e := range entries {
-		if err := dir.Lchown(e.Name(), uid, gid); err != nil {
+		if err := claimEntry(dir, e.Name(), ids); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
@@ -366,7 +494,7 @@ func chownIn(dir *os.Root, uid, gid int) error {
 		if err != nil {
 			return err
 		}
-		err = chownIn(sub, uid, gid)
+		err = chownIn(sub, ids)
 		sub.Close()
 		if err != nil {
 			return err

@@ -12,11 +12,16 @@ import (
 
 // SvcDef is what the simulator keeps of a service manifest.
 type SvcDef struct {
-	Start    SvcMethod  `json:"start"`
-	Stop     *SvcMethod `json:"stop,omitempty"`
-	Env      []string   `json:"env,omitempty"` // KEY=VALUE from method_environment
-	WorkDir  string     `json:"working_directory,omitempty"`
-	Duration string     `json:"duration"` // contract, child (wait) or transient
+	Start   SvcMethod  `json:"start"`
+	Stop    *SvcMethod `json:"stop,omitempty"`
+	Env     []string   `json:"env,omitempty"` // KEY=VALUE from method_environment
+	WorkDir string     `json:"working_directory,omitempty"`
+	// User and Group are method_credential's: the zone's user (a login
+	// name or a uid) and group (a name or a gid; empty: the user's own)
+	// the methods run as; empty: root.
+	User     string `json:"user,omitempty"`
+	Group    string `json:"group,omitempty"`
+	Duration string `json:"duration"` // contract, child (wait) or transient
 }
 
 // SvcMethod is an exec method.
@@ -60,8 +65,12 @@ type xmlMethod struct {
 }
 
 type xmlContext struct {
-	WorkDir string `xml:"working_directory,attr"`
-	Env     *struct {
+	WorkDir    string `xml:"working_directory,attr"`
+	Credential *struct {
+		User  string `xml:"user,attr"`
+		Group string `xml:"group,attr"`
+	} `xml:"method_credential"`
+	Env *struct {
 		Vars []struct {
 			Name  string `xml:"name,attr"`
 			Value string `xml:"value,attr"`
@@ -144,6 +153,9 @@ func buildSvcDef(s xmlService, in xmlInstance) (*SvcDef, error) {
 		}
 		if c.WorkDir != "" {
 			def.WorkDir = c.WorkDir
+		}
+		if c.Credential != nil {
+			def.User, def.Group = c.Credential.User, c.Credential.Group
 		}
 		if c.Env != nil {
 			for _, v := range c.Env.Vars {

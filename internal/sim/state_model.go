@@ -35,10 +35,12 @@ type Zone struct {
 	Name  string `json:"name"`
 	State string `json:"state"`
 	ID    int    `json:"id"` // -1 when the zone is not in the kernel
-	// UID is the uid and gid the zone's processes run as when the
-	// simulator runs as root, given at its first boot and kept for life;
-	// 0: none yet.
+	// UID is the uid and gid the zone's root runs as when the simulator
+	// runs as root, given at its first boot and kept until the zone is
+	// uninstalled; 0: none yet.
 	UID uint32 `json:"uid,omitempty"`
+	// UIDs is how many ids from UID the zone owns (zoneuids.go); 0: one.
+	UIDs uint32 `json:"uids,omitempty"`
 	// Index is the zone's place in the zone index: zones are listed in
 	// creation order.
 	Index  int         `json:"index"`

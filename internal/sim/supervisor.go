@@ -75,6 +75,7 @@ type spawnReq struct {
 	env   []string
 	dir   string
 	files []uintptr
+	cred  *syscall.Credential // the method's user; nil: the zone's root
 	resp  chan spawnResp
 }
 
@@ -275,9 +276,13 @@ func (sv *supervisor) spawner(started chan<- error) {
 		deathsig = 0
 	}
 	for r := range sv.spawnCh {
+		cred := r.cred
+		if cred == nil {
+			cred = sv.user.credential()
+		}
 		pid, err := syscall.ForkExec(r.argv[0], r.argv, &syscall.ProcAttr{
 			Dir: r.dir, Env: r.env, Files: r.files,
-			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathsig, Credential: sv.user.credential()},
+			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathsig, Credential: cred},
 		})
 		r.resp <- spawnResp{pid, err}
 	}

@@ -16,8 +16,8 @@ import (
 // svc.startd does: the zone's PATH and the simulator's zone variables, the
 // method user's HOME, LOGNAME and USER, the SMF variables, then the
 // manifest's method_environment. Nothing of the caller's environment.
-func (sv *supervisor) methodEnv(p *svcProc, method string) []string {
-	env := append(sv.h.zoneEnv(sv.zone), sv.user.loginEnv()...)
+func (sv *supervisor) methodEnv(p *svcProc, method string, u zoneUser) []string {
+	env := append(sv.h.zoneEnv(sv.zone), u.loginEnv()...)
 	env = append(env,
 		"SMF_FMRI="+p.fmri,
 		"SMF_METHOD="+method,
@@ -52,17 +52,41 @@ func (sv *supervisor) launch(p *svcProc, method, execLine string) (int, error) {
 		return 0, err
 	}
 	defer devnull.Close()
+	u, err := sv.methodUser(p)
+	if err != nil {
+		writeStartdLine(logf, fmt.Sprintf("%s method: %v", method, err))
+		return 0, err
+	}
 	writeStartdLine(logf, fmt.Sprintf("Executing %s method (\"%s\").", method, execLine))
 	resp := make(chan spawnResp, 1)
 	sv.spawnCh <- spawnReq{
 		argv:  []string{"/bin/sh", "-c", rewriteIllumosPaths(expandMethod(execLine, p.fmri, method), sv.h.zoneBinDir(sv.zone))},
-		env:   sv.methodEnv(p, method),
+		env:   sv.methodEnv(p, method, u),
 		dir:   dir,
 		files: []uintptr{devnull.Fd(), logf.Fd(), logf.Fd()},
+		cred:  u.credential(),
 		resp:  resp,
 	}
 	r := <-resp
 	return r.pid, r.err
+}
+
+// methodUser is the user a service's methods run as: its
+// method_credential's, read from the zone's files when the method
+// starts, or the zone's root.
+func (sv *supervisor) methodUser(p *svcProc) (zoneUser, error) {
+	if p.def.User == "" && p.def.Group == "" {
+		return sv.user, nil
+	}
+	z, err := sv.h.viewZone(sv.zone)
+	if err != nil || z == nil {
+		return zoneUser{}, fmt.Errorf("method_credential: the zone: %v", err)
+	}
+	u, err := sv.h.zoneLogin(z, p.def.User, p.def.Group)
+	if err != nil {
+		return zoneUser{}, fmt.Errorf("method_credential: %w", err)
+	}
+	return u, nil
 }
 
 func (sv *supervisor) start(p *svcProc) {

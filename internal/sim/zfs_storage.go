@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // What datasets hold on disk: a snapshot is a frozen copy of its
@@ -102,7 +104,10 @@ func mirrorTree(src, dst string, same func(target, p string, info fs.FileInfo) (
 	if _, err := os.Stat(src); err != nil {
 		return os.MkdirAll(dst, 0o755)
 	}
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	// Directories get their owners and modes once filled: a read-only
+	// one must still take its entries.
+	var dirs [][2]string
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -119,6 +124,7 @@ func mirrorTree(src, dst string, same func(target, p string, info fs.FileInfo) (
 		}
 		switch {
 		case d.IsDir():
+			dirs = append(dirs, [2]string{p, target})
 			return os.MkdirAll(target, 0o755)
 		case d.Type()&fs.ModeSymlink != 0:
 			l, err := os.Readlink(p)
@@ -126,12 +132,45 @@ func mirrorTree(src, dst string, same func(target, p string, info fs.FileInfo) (
 				return err
 			}
 			os.Remove(target)
-			return os.Symlink(l, target)
+			if err := os.Symlink(l, target); err != nil {
+				return err
+			}
 		case d.Type().IsRegular():
-			return place(p, target)
+			if err := place(p, target); err != nil {
+				return err
+			}
+		default:
+			return nil
 		}
-		return nil
+		return keepOwnerAndMode(p, target)
 	})
+	for i := len(dirs) - 1; i >= 0 && err == nil; i-- {
+		err = keepOwnerAndMode(dirs[i][0], dirs[i][1])
+	}
+	return err
+}
+
+// keepOwnerAndMode gives target src's owner and mode, as a snapshot, a
+// clone or a received stream keeps every file's: an image's file owned
+// by its user stays that user's in a zone cloned from it. Only root may
+// give files away; for others the copy stays theirs.
+func keepOwnerAndMode(src, target string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if err := os.Lchown(target, int(st.Uid), int(st.Gid)); err != nil && !errors.Is(err, syscall.EPERM) {
+		return err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil
+	}
+	// After the chown, which clears setuid and setgid bits.
+	return os.Chmod(target, fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
 }
 
 func copyFile(src, dst string) error {

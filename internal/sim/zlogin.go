@@ -84,7 +84,7 @@ func runZlogin(inv *invocation) int {
 		inv.errf("zlogin: %v", err)
 		return 1
 	}
-	u, err := inv.h.zoneUser(z)
+	u, err := inv.h.zoneLogin(z, user, "")
 	if err != nil {
 		inv.errf("zlogin: %v", err)
 		return 1

@@ -155,6 +155,15 @@ func (c *zoneadmCall) cleanZonepath(st *State, z *Zone) {
 	z.Services = nil
 	z.Interfaces, z.Addresses, z.Routes, z.PersistentRoutes = nil, nil, nil, nil
 	c.h.dropNAT(z.Name)
+	// Its files are gone: its ids go to the next zone.
+	if z.UIDs > 1 {
+		if err := releaseZoneUIDBlock(zoneUIDBlocks, c.h.root, z.UID); err != nil {
+			c.zerror("%v", err)
+		}
+	}
+	if z.UIDs > 1 || machineRoot() {
+		z.UID, z.UIDs = 0, 0
+	}
 }
 
 // brandInstall validates brand installer arguments. It returns the hook's

@@ -171,8 +171,9 @@ type State struct {
 type Zone struct {
 	Name          string    `json:"name"`
 	State         string    `json:"state"`
-	ID            int       `json:"id"`  // -1 when not in the kernel
-	UID           uint32    `json:"uid"` // its processes' uid under root; 0: none yet
+	ID            int       `json:"id"`   // -1 when not in the kernel
+	UID           uint32    `json:"uid"`  // its root's uid under root; 0: none yet
+	UIDs          uint32    `json:"uids"` // how many ids from UID it owns; 0: one
 	SupervisorPID int       `json:"supervisor_pid"`
 	InitPID       int       `json:"init_pid"` // in isolation mode, PID 1 of its PID namespace
 	Services      []Service `json:"services"`

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
@@ -20,19 +21,28 @@ const exitRecordDir = "var/zonewright/exit"
 // the command does), writes its exit status to the zone, and then exits
 // with SMF_EXIT_ERR_CONFIG (96) so SMF does not restart it: whether and
 // when it restarts is the pod's lifecycle's decision. The service's
-// working directory must be "/".
+// working directory must be "/"; the command's own, workDir, is entered
+// from there (empty: "/").
 //
 // The trap is set only once the command runs: a trap set before the fork
 // would be inherited by the child until it reaches the command, and a
 // SIGTERM landing there (SMF stopping a service that has only just
 // started) would be caught and lost, leaving the command running. Before
 // the trap, SIGTERM ends the shell and the command alike.
-func ExitStatusWrapper(container string, argv []string) []string {
+func ExitStatusWrapper(container, workDir string, argv []string) []string {
 	rec := exitRecordDir + "/" + container
+	// The command starts in its working directory, entered from the
+	// zone's root where the wrapper starts and keeps the record, as a
+	// relative path: the record must be where ExitCode reads it whatever
+	// directory the command wants.
+	run := `"$@" &`
+	if d := strings.TrimLeft(path.Clean("/"+workDir), "/"); d != "" {
+		run = `(cd ` + illumos.ShellQuote("./"+d) + ` && exec "$@") &`
+	}
 	// The record of an earlier incarnation goes first: one that ends
 	// without writing its own (SIGKILLed, say) must not be reported with
 	// the code of the one before.
-	script := `rm -f ` + rec + `; "$@" & c=$!; trap 'kill -TERM $c 2>/dev/null' TERM; ` +
+	script := `rm -f ` + rec + `; ` + run + ` c=$!; trap 'kill -TERM $c 2>/dev/null' TERM; ` +
 		`while :; do wait $c; s=$?; kill -0 $c 2>/dev/null || break; done; ` +
 		`mkdir -p ` + exitRecordDir + ` && echo "$s" > ` + rec + `.new && mv -f ` + rec + `.new ` + rec + `; exit 96`
 	// exec: the wrapper replaces the method's shell, so it is the
@@ -70,6 +80,15 @@ func (h IllumosHost) Services(ctx context.Context) (map[string]map[string]Servic
 		out[r.Zone][r.FMRI] = ServiceState{State: r.State, Transitioning: r.Transitioning}
 	}
 	return out, nil
+}
+
+// OpenExitRecords is the command (run as the zone's root) that lets
+// wrappers running as other users of the zone keep their records: the
+// directory becomes writable by all and sticky, as /tmp. The paths are
+// ExitCode's.
+func OpenExitRecords() []string {
+	open := func(dir string) string { return "mkdir -p " + dir + " && chmod 1777 " + dir }
+	return []string{"sh", "-c", open("/"+exitRecordDir) + " 2>/dev/null || { " + open(exitRecordDir) + "; }"}
 }
 
 // ExitCode reads the status the container's wrapper recorded. The record

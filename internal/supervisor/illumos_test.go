@@ -18,7 +18,7 @@ import (
 // it (the moment a trap set before the fork lost the signal: the child had
 // not yet reached its command), or later.
 func TestTheExitStatusWrapperStopsWhateverMomentSIGTERMComes(t *testing.T) {
-	argv := ExitStatusWrapper("c", []string{"sleep", "1000"})
+	argv := ExitStatusWrapper("c", "", []string{"sleep", "1000"})
 	if argv[0] != "exec" {
 		t.Fatalf("wrapper %q does not exec its shell", argv)
 	}
@@ -113,7 +113,7 @@ func procFile(pid int, name string) string {
 func TestANewIncarnationClearsThePreviousExitRecord(t *testing.T) {
 	dir := t.TempDir()
 	run := func(argv []string) *exec.Cmd {
-		w := ExitStatusWrapper("c", argv)
+		w := ExitStatusWrapper("c", "", argv)
 		cmd := exec.Command(w[1], w[2:]...)
 		cmd.Dir = dir
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -196,5 +196,27 @@ func TestAnExecProbeCommandDiesInItsGroupAtTheTimeout(t *testing.T) {
 				t.Fatalf("attempt %d: the wrapper of a command that ended in time left %v", i, groupMembers(quick.Process.Pid))
 			}
 		}
+	}
+}
+
+// A command with a working directory of its own runs there, and its
+// exit record is still kept where ExitCode reads it, under the directory
+// the wrapper started in (the zone's root). Drop the cd of the wrapper's
+// command to see the pwd check fail; start the wrapper itself there to
+// see the record go missing.
+func TestTheWrapperKeepsTheRecordWhereverTheCommandRuns(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "srv", "it's"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := ExitStatusWrapper("c", "/srv/it's", []string{"sh", "-c", "pwd > here; exit 7"})
+	cmd := exec.Command(w[1], w[2:]...)
+	cmd.Dir = dir
+	_ = cmd.Run()
+	if rec, err := os.ReadFile(filepath.Join(dir, exitRecordDir, "c")); err != nil || strings.TrimSpace(string(rec)) != "7" {
+		t.Errorf("the record: %q, %v; want 7 under the wrapper's directory", rec, err)
+	}
+	if here, err := os.ReadFile(filepath.Join(dir, "srv", "it's", "here")); err != nil || strings.TrimSpace(string(here)) != filepath.Join(dir, "srv", "it's") {
+		t.Errorf("the command ran in %q (%v), want its working directory", here, err)
 	}
 }
