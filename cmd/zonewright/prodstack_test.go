@@ -245,7 +245,9 @@ func startProductionStack(t *testing.T, bin string) *productionStack {
 	// 2. The cluster CA and the encryption key.
 	cp1 := filepath.Join(dir, "cp1")
 	out, err := exec.Command(bin, "init", "--state-dir", cp1, "--encryption-key-file", filepath.Join(cp1, "encryption.key")).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "SHA-256") {
+	_, fingerprint, _ := strings.Cut(string(out), "(SHA-256 ")
+	fingerprint, _, found := strings.Cut(fingerprint, ")")
+	if err != nil || !found || fingerprint == "" {
 		t.Fatalf("zonewright init: %v\n%s", err, out)
 	}
 
@@ -298,6 +300,10 @@ func startProductionStack(t *testing.T, bin string) *productionStack {
 			resp.Body.Close()
 			return resp.StatusCode == 200 && strings.Contains(string(b), `"temporal":"ok"`)
 		})
+		// Both serve under the CA init made (cp2's copied from cp1).
+		if b, _ := os.ReadFile(filepath.Join(logs, r.name+".log")); !strings.Contains(string(b), "caFingerprint="+fingerprint) {
+			t.Fatalf("%s does not log init's CA fingerprint %s", r.name, fingerprint)
+		}
 	}
 	token, err := os.ReadFile(filepath.Join(cp1, "admin.token"))
 	if err != nil {
