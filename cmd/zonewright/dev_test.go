@@ -38,11 +38,17 @@ import (
 // freeAddr is a free TCP port on 127.0.0.1.
 func freeAddr(t *testing.T) string {
 	t.Helper()
+	return freeAddrOn(t, "127.0.0.1")
+}
+
+// freeAddrOn is a free TCP port on the loopback address ip.
+func freeAddrOn(t *testing.T, ip string) string {
+	t.Helper()
 	// Below Linux's ephemeral range (32768 up): a port the kernel picked
 	// there may be another connection's source port by the time the stack
 	// binds it, seconds later.
 	for range 1000 {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(10000+rand.IntN(22000)))
+		addr := net.JoinHostPort(ip, strconv.Itoa(10000+rand.IntN(22000)))
 		if l, err := net.Listen("tcp", addr); err == nil {
 			l.Close()
 			return addr

@@ -111,8 +111,15 @@ type temporalCommand struct {
 // and kills it when t ends.
 func startTemporalCommand(t *testing.T, bin, name, dbURL string, args ...string) *temporalCommand {
 	t.Helper()
+	return startTemporalCommandWith(t, bin, name, []string{"ZW_TEMPORAL_DATABASE_URL=" + dbURL, "ZW_DATABASE_URL=" + dbURL}, args...)
+}
+
+// startTemporalCommandWith is startTemporalCommand with env added to
+// this process's environment: the databases as an operator sets them.
+func startTemporalCommandWith(t *testing.T, bin, name string, env []string, args ...string) *temporalCommand {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"temporal"}, args...)...)
-	cmd.Env = append(os.Environ(), "ZW_TEMPORAL_DATABASE_URL="+dbURL, "ZW_DATABASE_URL="+dbURL)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

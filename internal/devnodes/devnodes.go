@@ -6,6 +6,7 @@
 package devnodes
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,9 @@ type Config struct {
 	// joined with (CN=node:<name>), which lets it work only its own task
 	// queue.
 	TemporalMTLS bool
+	// TemporalServerName is the name the agents check the Temporal
+	// server's certificate for; empty: the embedded server's.
+	TemporalServerName string
 	// APIURL is the control plane's base URL: the agents register there,
 	// get their pod CIDRs, renew their leases and follow the service
 	// network.
@@ -56,7 +60,7 @@ type Config struct {
 	// for its node alone (a join token is spent by its join); each keeps
 	// its certificate in its StateDir, so a restarted agent does not join
 	// again. Nil: agents join with nothing and fail unless they joined.
-	Tokens *auth.Tokens
+	Tokens JoinTokens
 	// ExtraArgs are added to every agent's command line.
 	ExtraArgs []string
 	// Underlay, when set, runs the nodes in isolation mode (root only;
@@ -66,6 +70,12 @@ type Config struct {
 	// namespaces (fabric.IsolatedClusterCIDR).
 	Underlay netip.Prefix
 	Logger   *slog.Logger
+}
+
+// JoinTokens issues join tokens bound to a node: the store's
+// (*auth.Tokens), or a client of the API's POST /api/v1/nodejointokens.
+type JoinTokens interface {
+	IssueJoin(ctx context.Context, issuer auth.Identity, nodeName string, ttl time.Duration) (string, auth.Token, error)
 }
 
 // Node is one running simulated node.
@@ -250,7 +260,8 @@ func (ns *Nodes) run(n *Node) error {
 	}
 	if cfg.TemporalMTLS {
 		// The agent presents the certificate it joined with.
-		args = append(args, "--temporal-tls-ca", cfg.APICAFile, "--temporal-tls-server-name", devstack.TemporalServerName)
+		serverName := cmp.Or(cfg.TemporalServerName, devstack.TemporalServerName)
+		args = append(args, "--temporal-tls-ca", cfg.APICAFile, "--temporal-tls-server-name", serverName)
 	} else {
 		args = append(args, "--temporal-insecure")
 	}
