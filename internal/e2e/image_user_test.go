@@ -21,11 +21,12 @@ import (
 // An image's USER is who its command runs as, a user of the pod's zone:
 // its uid is the zone's 1000 (the machine's id at that place in the
 // zone's block), it writes the home the image gives it and not the zone
-// root's /etc; and a command in a working directory of its own still has
-// its exit code reported.
+// root's /etc, and an exec into it runs as that user too; and a command
+// in a working directory of its own still has its exit code reported.
 //
 // Make withImageConfig (workflows/pod_host.go) leave User out to see the
-// first pod run as the zone's root; start the wrapper in the command's
+// first pod run as the zone's root; pass no user to EnvSessionCmd
+// (internal/nodeserver) to see the exec run as root; start the wrapper in the command's
 // directory (internal/supervisor ExitStatusWrapper) to see the exit code
 // of the second go missing.
 func TestARegistryImageRunsAsItsUser(t *testing.T) {
@@ -92,6 +93,10 @@ func TestARegistryImageRunsAsItsUser(t *testing.T) {
 	}
 	if !strings.Contains(log, "wrote-home") || strings.Contains(log, "wrote-etc") {
 		t.Errorf("as the zone's app the command writes its home and not /etc; log:\n%s", log)
+	}
+	// An exec into the container is the container's user's too.
+	if out, _, code := c.podExec(t, "/api/v1/namespaces/default/pods/as-user", nil, "id", "-u"); code != 0 || strings.TrimSpace(out) != strconv.Itoa(uid) {
+		t.Errorf("exec into the container: id -u = %q (exit %d), want the container's %d", out, code, uid)
 	}
 
 	p := c.waitPhase("exits-in-its-dir", model.PodFailed, false, 3*time.Minute)

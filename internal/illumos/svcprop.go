@@ -39,6 +39,29 @@ func (z InZone) ServiceEnv(ctx context.Context, fmri string) ([]EnvVar, error) {
 	return env, nil
 }
 
+// ServiceUser is the zone's user the methods of a service instance run as
+// (`svcprop -p method_context/user FMRI`, RenderManifest's
+// method_credential); empty: the zone's root.
+func (z InZone) ServiceUser(ctx context.Context, fmri string) (string, error) {
+	const op = "svcprop"
+	if !ValidFMRI(fmri) {
+		return "", invalidf(op, z.Zone+":"+fmri, "invalid FMRI %q", fmri)
+	}
+	res, err := z.run(ctx, op, fmri, []string{inZone(svcpropPath), "-p", "method_context/user", fmri}, nil)
+	if err != nil {
+		var ee *ExecError
+		if errors.As(err, &ee) && strings.Contains(ee.Stderr, "Couldn't find property") {
+			return "", nil
+		}
+		return "", err
+	}
+	values := ParseSvcpropValues(string(res.Stdout))
+	if len(values) != 1 {
+		return "", nil
+	}
+	return values[0], nil
+}
+
 // ParseServiceEnv parses svcprop's line of environment values
 // (NAME=VALUE each) into variables, in order.
 func ParseServiceEnv(out string) ([]EnvVar, error) {

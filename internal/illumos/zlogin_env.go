@@ -28,13 +28,17 @@ type EnvSession struct {
 // envReady is the line an EnvSession's preamble prints on a terminal.
 const envReady = "zonewright-env-ready"
 
-// EnvSessionCmd is SessionCmd for a command that runs with env: with tty,
-// zlogin -i; never -n, since the environment comes on stdin (a caller
-// without stdin closes it after Block).
-func (z InZone) EnvSessionCmd(argv []string, tty bool, env []EnvVar) (EnvSession, error) {
+// EnvSessionCmd is SessionCmd for a command that runs with env, as the
+// zone's user (zlogin -l; empty: the zone's root): with tty, zlogin -i;
+// never -n, since the environment comes on stdin (a caller without stdin
+// closes it after Block).
+func (z InZone) EnvSessionCmd(argv []string, tty bool, env []EnvVar, user string) (EnvSession, error) {
 	const op = "zlogin"
 	if z.Here {
 		return EnvSession{}, invalidf(op, z.Zone, "an exec session needs a zone")
+	}
+	if user != "" && !validLoginName(user) {
+		return EnvSession{}, invalidf(op, z.Zone, "invalid user %q", user)
 	}
 	for _, e := range env {
 		if !validEnvName(e.Name) {
@@ -74,6 +78,9 @@ func (z InZone) EnvSessionCmd(argv []string, tty bool, env []EnvVar) (EnvSession
 	// preamble is shell text, the command's words stay quoted.
 	args := []string{c.Args[0], pre.String()}
 	args = append(args, c.Args[1:]...)
+	if user != "" {
+		args = append([]string{"-l", user}, args...)
+	}
 	if tty {
 		args = append([]string{"-i"}, args...)
 	}
@@ -101,4 +108,18 @@ func hasEnv(env []EnvVar, name string) bool {
 		}
 	}
 	return false
+}
+
+// validLoginName is a user zlogin -l and method_credential take: a login
+// name or a uid, never an option.
+func validLoginName(s string) bool {
+	if s == "" || len(s) > 32 || s[0] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -24,7 +24,8 @@ const envReadTimeout = 10 * time.Second
 // container: the command runs with the environment SMF gives the
 // container's own process (its service's method environment: the pod's
 // env, secret values included, and POD_IP, POD_NAME, POD_NAMESPACE), as
-// kubectl exec's process gets its container's in Kubernetes. A container
+// kubectl exec's process gets its container's in Kubernetes, and as the
+// container's user. A container
 // without a service (not started yet), or a zone that is not running,
 // gets the zone's login environment: zlogin then says why, if it must.
 // So does a zone without SMF.
@@ -38,7 +39,17 @@ func (s *Server) envSession(w http.ResponseWriter, r *http.Request, t target, op
 		fail(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the container's environment could not be read; retry shortly")
 		return illumos.EnvSession{}, false
 	}
-	es, err := z.EnvSessionCmd(opts.Command, opts.TTY, env)
+	// The session is the container's user's, as kubectl exec's process
+	// is its container's.
+	user := ""
+	if err == nil {
+		if user, err = z.ServiceUser(ctx, hostops.ContainerFMRI(t.container)); err != nil && !errors.Is(err, illumos.ErrNotFound) && !errors.Is(err, illumos.ErrWrongState) {
+			s.cfg.Log.Warn("exec: the container's user could not be read", "zone", t.zone, "container", t.container, "err", err)
+			fail(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the container's user could not be read; retry shortly")
+			return illumos.EnvSession{}, false
+		}
+	}
+	es, err := z.EnvSessionCmd(opts.Command, opts.TTY, env, user)
 	if err != nil {
 		// Not the error's text: it may quote a value.
 		s.cfg.Log.Warn("exec: the container's environment cannot be passed on", "zone", t.zone, "container", t.container)

@@ -8,8 +8,8 @@ import (
 // instance, on one line, separated by single spaces, each escaped for
 // the shell as svcprop.c does (spec §15.5). The simulator keeps only the
 // manifest's method settings, so it answers the properties those give:
-// start/exec, stop/exec, startd/duration, and method_context/environment
-// and method_context/working_directory, where svccfg puts a service's or
+// start/exec, stop/exec, startd/duration, and method_context/environment,
+// working_directory, user and group, where svccfg puts a service's or
 // an instance's method_context (the simulator keeps the context composed
 // with a method's own, which zonewright's manifests do not give); any
 // other is missing, as an unset one would be.
@@ -118,6 +118,16 @@ func svcProperty(def *SvcDef, prop string) ([]string, bool) {
 			return nil, false
 		}
 		return []string{def.WorkDir}, true
+	case "method_context/user":
+		if def.User == "" {
+			return nil, false
+		}
+		return []string{def.User}, true
+	case "method_context/group":
+		if def.Group == "" {
+			return nil, false
+		}
+		return []string{def.Group}, true
 	case "stop/exec":
 		if def.Stop == nil {
 			return nil, false
@@ -134,7 +144,7 @@ func svcHasGroup(def *SvcDef, pg string) bool {
 	case "start", "startd", "general", "restarter":
 		return def != nil
 	case "method_context":
-		return def != nil && (len(def.Env) > 0 || def.WorkDir != "")
+		return def != nil && (len(def.Env) > 0 || def.WorkDir != "" || def.User != "" || def.Group != "")
 	case "stop":
 		return def != nil && def.Stop != nil
 	}
