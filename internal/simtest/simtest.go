@@ -175,6 +175,7 @@ type Zone struct {
 	UID           uint32    `json:"uid"` // its processes' uid under root; 0: none yet
 	SupervisorPID int       `json:"supervisor_pid"`
 	InitPID       int       `json:"init_pid"` // in isolation mode, PID 1 of its PID namespace
+	Cgroups       []string  `json:"cgroups"`  // the cgroup holding it to its memory and CPU caps
 	Services      []Service `json:"services"`
 	Addresses     []Address `json:"addresses"`
 	Routes        []Route   `json:"routes"`
