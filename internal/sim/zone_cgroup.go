@@ -262,6 +262,9 @@ func makeZoneCgroup(z *Zone) (*zoneCgroup, error) {
 	if !machineRoot() {
 		return nil, fmt.Errorf("%w: only the machine's root makes cgroups", errCgroupsUnavailable)
 	}
+	if z.UUID == "" { // a zone of an older simulator: its name would be every such zone's
+		return nil, fmt.Errorf("%w: the zone has no UUID", errCgroupsUnavailable)
+	}
 	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errCgroupsUnavailable, err)
