@@ -15,11 +15,13 @@ import (
 // mode: a zone capped at 64M cannot hold 200 MiB (Linux kills the
 // allocating process; the zone and the host carry on), a busy loop in a
 // zone capped at 0.2 CPU gets about that, the zone's service is in its
-// cgroup as much as zlogin's commands, and the cgroup goes with the halt.
+// cgroup as much as zlogin's commands, and the cgroup goes with the halt;
+// a boot that finds the cgroup a crashed boot left takes it again.
 //
 // Make makeZoneCgroup (internal/sim/zone_cgroup.go) return nil, nil at
 // once to see it fail: the 200 MiB are allocated, the loop gets a whole
-// CPU, and the zone has no cgroup.
+// CPU, and the zone has no cgroup. Drop releaseCgroups from leaveKernel
+// (zoneadm_boot.go) to see the halted zone's cgroup stay.
 func TestZoneMemoryAndCPUCapsHoldItsProcesses(t *testing.T) {
 	if !machineRootHere() {
 		t.Skip("zones get cgroups only under the machine's root")
@@ -74,12 +76,16 @@ print((time.process_time() - c0) / (time.monotonic() - t0))"`)
 		t.Errorf("the zone's service (pid %d) is not in its cgroup %s: %q %v", pid, dirs[0], procs, err)
 	}
 
-	h.must("zoneadm", "-z", "pod", "halt")
-	for _, d := range dirs {
-		if _, err := os.Stat(d); !os.IsNotExist(err) {
-			t.Errorf("the halted zone's cgroup %s is still there (%v)", d, err)
+	halt := func() {
+		t.Helper()
+		h.must("zoneadm", "-z", "pod", "halt")
+		for _, d := range dirs {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				t.Errorf("the halted zone's cgroup %s is still there (%v)", d, err)
+			}
 		}
 	}
+	halt()
 
 	// A boot that died after making the cgroup left it: the next boot
 	// takes it again, and its halt removes it.
@@ -94,10 +100,5 @@ print((time.process_time() - c0) / (time.monotonic() - t0))"`)
 			t.Errorf("booted again over a crashed boot's cgroup, the zone has %q, want %q", z.Cgroups, dirs)
 		}
 	}
-	h.must("zoneadm", "-z", "pod", "halt")
-	for _, d := range dirs {
-		if _, err := os.Stat(d); !os.IsNotExist(err) {
-			t.Errorf("the halted zone's cgroup %s is still there (%v)", d, err)
-		}
-	}
+	halt()
 }
