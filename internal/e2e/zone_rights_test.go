@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,5 +110,43 @@ func TestAPodCannotForkPastItsMaxProcesses(t *testing.T) {
 	}
 	if n := forked("unbounded"); n != 150 {
 		t.Errorf("a pod without a limit of its own forked %d of 150", n)
+	}
+}
+
+// A pod cannot take memory past its limit: resources.limits.memory
+// (64Mi) becomes its zone's capped-memory, which the host enforces, so a
+// process of the pod that allocates 256 MiB dies (Linux's OOM killer in
+// the zone's cgroup; an allocation that fails on illumos), while the pod
+// itself and a pod beside it without a limit keep running.
+//
+// Make makeZoneCgroup (internal/sim/zone_cgroup.go) return nil, nil at
+// once to see it fail: the bounded pod's process gets the 256 MiB.
+func TestAPodCannotAllocatePastItsMemoryLimit(t *testing.T) {
+	c := newIsolatedCluster(t, 1)
+	c.createPod(`{"metadata":{"name":"bounded"},"spec":{"containers":[{"name":"app","image":"base","command":["sh","-c","exec sleep 1000"],"resources":{"limits":{"memory":"64Mi"}}}]}}`)
+	c.createPod(`{"metadata":{"name":"neighbour"},"spec":{"containers":[{"name":"app","image":"base","command":["sh","-c","exec sleep 1000"]}]}}`)
+	c.waitPhase("bounded", model.PodRunning, false, 90*time.Second)
+	c.waitPhase("neighbour", model.PodRunning, false, 90*time.Second)
+	logs, _ := filepath.Glob(filepath.Join(c.nodes.Nodes[0].Root, "run", "*", "zoneadmd.log"))
+	for _, l := range logs {
+		if b, _ := os.ReadFile(l); strings.Contains(string(b), "caps not enforced") {
+			t.Skip(regexp.MustCompile(`memory and CPU caps not enforced.*`).FindString(string(b)))
+		}
+	}
+	const allocate = "b = bytearray(256 << 20); print('allocated')"
+	out, errOut, code := execAs(t, c, c.http, "/api/v1/namespaces/default/pods/bounded", "python3", "-c", allocate)
+	if code == 0 || strings.Contains(out, "allocated") {
+		t.Errorf("a pod limited to 64Mi allocated 256 MiB: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, pod := range []string{"bounded", "neighbour"} {
+		if out, errOut, code := execAs(t, c, c.http, "/api/v1/namespaces/default/pods/"+pod, "echo", "alive"); code != 0 || out != "alive\n" {
+			t.Errorf("pod %s after the allocation: exit %d, stdout %q, stderr %q", pod, code, out, errOut)
+		}
+		if p, ok := c.pod(pod); !ok || p.Status.Phase != model.PodRunning {
+			t.Errorf("pod %s is %s after the allocation", pod, p.Status.Phase)
+		}
+	}
+	if out, errOut, code := execAs(t, c, c.http, "/api/v1/namespaces/default/pods/neighbour", "python3", "-c", allocate); code != 0 || out != "allocated\n" {
+		t.Errorf("a pod without a limit could not allocate 256 MiB: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

@@ -60,6 +60,9 @@ type Zone struct {
 	// InitPID is, in isolation mode, PID 1 of the zone's PID namespace:
 	// zlogin's way into it.
 	InitPID int `json:"init_pid,omitempty"`
+	// Cgroups are the directories of the zone's cgroup, which holds it
+	// to its memory and CPU caps (zone_cgroup.go).
+	Cgroups []string `json:"cgroups,omitempty"`
 	// Booted is when the zone last reached running.
 	Booted time.Time `json:"booted,omitempty"`
 	// Nodename is the zone's node name, read from its root at boot;

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -92,7 +93,8 @@ type supervisor struct {
 	user     zoneUser
 	logger   *log.Logger
 	spawnCh  chan spawnReq
-	initPID  int // in isolation mode, PID 1 of the zone's PID namespace (zonepid.go)
+	initPID  int         // in isolation mode, PID 1 of the zone's PID namespace (zonepid.go)
+	cgroup   *zoneCgroup // the zone's cgroup; nil without caps held (zone_cgroup.go)
 	procs    map[string]*svcProc
 	limit    int
 	window   time.Duration
@@ -152,6 +154,10 @@ func (sv *supervisor) run(ready *os.File) int {
 	sigs := make(chan os.Signal, 32)
 	signal.Notify(sigs, syscall.SIGCHLD, sigReconcile, sigHalt, sigShutdown, syscall.SIGHUP, syscall.SIGINT)
 	if err := ensureZoneBin(sv.h, sv.zone); err != nil {
+		notifyReady(ready, err)
+		return 1
+	}
+	if err := sv.capResources(); err != nil {
 		notifyReady(ready, err)
 		return 1
 	}
@@ -261,6 +267,12 @@ func (sv *supervisor) startSpawner() error {
 // the zone's init first and forks into its PID namespace from then on.
 func (sv *supervisor) spawner(started chan<- error) {
 	runtime.LockOSThread()
+	if sv.cgroup != nil {
+		if err := sv.cgroup.enter(); err != nil {
+			started <- err
+			return
+		}
+	}
 	if sv.h.nodeNetns() != "" {
 		if err := sv.startZoneInit(); err != nil {
 			started <- err
@@ -280,10 +292,9 @@ func (sv *supervisor) spawner(started chan<- error) {
 		if cred == nil {
 			cred = sv.user.credential()
 		}
-		pid, err := syscall.ForkExec(r.argv[0], r.argv, &syscall.ProcAttr{
-			Dir: r.dir, Env: r.env, Files: r.files,
-			Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathsig, Credential: cred},
-		})
+		attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathsig, Credential: cred}
+		sv.cgroup.intoCgroup(attr)
+		pid, err := syscall.ForkExec(r.argv[0], r.argv, &syscall.ProcAttr{Dir: r.dir, Env: r.env, Files: r.files, Sys: attr})
 		r.resp <- spawnResp{pid, err}
 	}
 }
@@ -299,6 +310,29 @@ func (sv *supervisor) limitProcesses() error {
 		return fmt.Errorf("the zone's limits: %w", err)
 	}
 	return nil
+}
+
+// capResources makes the cgroup that holds an isolated zone to its memory
+// and CPU caps (zone_cgroup.go), for the spawner to enter. Caps the
+// machine cannot hold are logged, not fatal: the zone runs as it would
+// have before.
+func (sv *supervisor) capResources() error {
+	z, err := sv.h.viewZone(sv.zone)
+	if err != nil || z == nil {
+		return fmt.Errorf("the zone's caps: %w", err)
+	}
+	if sv.h.nodeNetns() == "" {
+		if caps, _ := capsOf(z.Config); !caps.none() {
+			sv.logger.Printf("%v: only in isolation mode", errCgroupsUnavailable)
+		}
+		return nil
+	}
+	sv.cgroup, err = makeZoneCgroup(z)
+	if errors.Is(err, errCgroupsUnavailable) {
+		sv.logger.Printf("%v", err)
+		return nil
+	}
+	return err
 }
 
 // register moves the zone from ready to running under our boot id.
@@ -320,6 +354,9 @@ func (sv *supervisor) register() error {
 		}
 		z.State = stateRunning
 		z.SupervisorPID = os.Getpid()
+		if sv.cgroup != nil {
+			z.Cgroups = sv.cgroup.dirs
+		}
 		z.Booted = time.Now().UTC()
 		sv.root, sv.user = sv.h.zoneRoot(z), user
 		z.Nodename = bootNodename(sv.root, z.Config.Brand)

@@ -124,6 +124,7 @@ func leaveKernel(st *State, z *Zone) {
 	z.Addresses = addrs
 	st.tx.h.unmountLofs(z)
 	st.tx.h.dropNAT(z.Name)
+	st.tx.h.releaseCgroups(z)
 	for _, s := range z.Services {
 		s.PID = 0
 		if s.State == "online" || s.State == "offline" || s.State == "uninitialized" {

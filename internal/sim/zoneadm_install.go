@@ -275,6 +275,7 @@ func (c *zoneadmCall) uninstall() int {
 		if z == nil {
 			return false
 		}
+		c.h.releaseCgroups(z) // left by a halt that could not remove them
 		c.cleanZonepath(st, z)
 		z.State = stateConfigured
 		return true

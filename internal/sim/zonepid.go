@@ -96,10 +96,12 @@ func (sv *supervisor) startZoneInit() error {
 	// SIGKILLs itself, which PID 1 of a namespace ignores: the parent
 	// death signal stays set, with no window before it is.
 	pidfd := -1
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd}
+	sv.cgroup.intoCgroup(attr)
 	pid, err := syscall.ForkExec(exe, []string{exe, "zoneinit"}, &syscall.ProcAttr{
 		Dir: sv.root, Env: []string{"GOMAXPROCS=1"},
 		Files: []uintptr{devnull.Fd(), os.Stderr.Fd(), os.Stderr.Fd(), w.Fd(), zlogin.Fd()},
-		Sys:   &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd},
+		Sys:   attr,
 	})
 	w.Close()
 	if err != nil {

@@ -176,6 +176,7 @@ type Zone struct {
 	UIDs          uint32    `json:"uids"` // how many ids from UID it owns; 0: one
 	SupervisorPID int       `json:"supervisor_pid"`
 	InitPID       int       `json:"init_pid"` // in isolation mode, PID 1 of its PID namespace
+	Cgroups       []string  `json:"cgroups"`  // the cgroup holding it to its memory and CPU caps
 	Services      []Service `json:"services"`
 	Addresses     []Address `json:"addresses"`
 	Routes        []Route   `json:"routes"`
