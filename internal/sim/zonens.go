@@ -111,5 +111,9 @@ func (sv *supervisor) setupView() error {
 	if nodename == "" {
 		nodename = z.Name
 	}
-	return setupZoneView(sv.root, nodename)
+	if err := setupZoneView(sv.root, nodename); err != nil {
+		return err
+	}
+	sv.h.hideOtherStorage(z)
+	return nil
 }
