@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -90,15 +89,7 @@ func (h *host) unmountStorage() {
 
 // storageLog records what could not be mounted (the command's own result
 // stands).
-func (h *host) storageLog(format string, a ...any) {
-	_ = os.MkdirAll(filepath.Join(h.root, "run"), 0o755)
-	f, err := os.OpenFile(filepath.Join(h.root, "run", "storage.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, a...))
-}
+func (h *host) storageLog(format string, a ...any) { h.runLog("storage.log", format, a...) }
 
 // mountFlags are the mount options a filesystem's properties ask for.
 func (st *State) mountFlags(h *host, d *Dataset) uintptr {
@@ -127,13 +118,7 @@ func (h *host) realiseStorageTree(st *State, d *Dataset) error {
 	if err := h.realiseStorage(st, d); err != nil {
 		return err
 	}
-	for _, x := range st.Datasets {
-		if x.Type == "filesystem" && strings.HasPrefix(x.Name, d.Name+"/") {
-			if err := h.realiseStorage(st, x); err != nil {
-				h.storageLog("realise %s: %v", x.Name, err)
-			}
-		}
-	}
+	h.realiseBelow(st, d)
 	return nil
 }
 
