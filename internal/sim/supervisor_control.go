@@ -253,7 +253,7 @@ func stopAll(h *host) error {
 	// The zones are gone: nothing of the host stays mounted (the
 	// filesystems' images keep their files for the next command).
 	if h.enforcesStorage() {
-		h.unmountStorage()
+		return h.update(func(*State) bool { h.unmountStorage(); return false })
 	}
 	return nil
 }

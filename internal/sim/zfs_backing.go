@@ -226,37 +226,6 @@ func (h *host) realiseZoneStorage(st *State, z *Zone) {
 	}
 }
 
-// hideOtherStorage runs in a booting zone's own mount namespace: it
-// drops the namespace's copies of the mounts of other zones' and
-// claims' filesystems, which would otherwise keep them (and their loop
-// devices) alive after the host destroys them, until this zone halts.
-// The zone's own (its zonepath's, its lofs specials') and those above
-// them stay.
-func (h *host) hideOtherStorage(z *Zone) {
-	if !h.enforcesStorage() || z.Config == nil {
-		return
-	}
-	keep := []string{h.hostPath(z.Config.Zonepath)}
-	for _, r := range z.Config.resources("fs") {
-		if r.Props["type"] == "lofs" {
-			keep = append(keep, h.hostPath(r.Props["special"]))
-		}
-	}
-	related := func(p string) bool {
-		for _, k := range keep {
-			if p == k || strings.HasPrefix(p, k+"/") || strings.HasPrefix(k, p+"/") {
-				return true
-			}
-		}
-		return false
-	}
-	for _, p := range mountPointsBelow(h.hostPath("/")) {
-		if !related(p) {
-			_ = unix.Unmount(p, unix.MNT_DETACH)
-		}
-	}
-}
-
 // inUse says whether a zone in the kernel uses d: its processes hold
 // its directory, which a change of backing would leave behind.
 func inUse(h *host, st *State, d *Dataset) bool {

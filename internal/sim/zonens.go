@@ -111,9 +111,5 @@ func (sv *supervisor) setupView() error {
 	if nodename == "" {
 		nodename = z.Name
 	}
-	if err := setupZoneView(sv.root, nodename); err != nil {
-		return err
-	}
-	sv.h.hideOtherStorage(z)
-	return nil
+	return setupZoneView(sv.root, nodename)
 }
