@@ -186,9 +186,12 @@ func ipBatch(lines []string) error {
 
 // netLog appends a line to ROOT/run/net.log: kernel network changes that
 // failed, which the simulated commands do not report.
-func (h *host) netLog(format string, a ...any) {
+func (h *host) netLog(format string, a ...any) { h.runLog("net.log", format, a...) }
+
+// runLog appends a time-stamped line to ROOT/run/NAME.
+func (h *host) runLog(name, format string, a ...any) {
 	_ = os.MkdirAll(filepath.Join(h.root, "run"), 0o755)
-	f, err := os.OpenFile(filepath.Join(h.root, "run", "net.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(filepath.Join(h.root, "run", name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return
 	}

@@ -44,6 +44,8 @@ const (
 type host struct {
 	root  string
 	facts *Facts
+	// machineRoot caches machineRoot() (enforcesStorage).
+	machineRoot *bool
 }
 
 func openHost(root string) (*host, error) {
@@ -493,6 +495,7 @@ func (h *host) update(fn func(st *State) bool) error {
 		return err
 	}
 	defer tx.release()
+	h.mountStorage(st)
 	ok := fn(st)
 	if tx.err != nil {
 		return tx.err

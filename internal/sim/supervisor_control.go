@@ -250,5 +250,10 @@ func stopAll(h *host) error {
 	if err := h.clearNodeNet(); err != nil {
 		h.netLog("stop-all: %v", err)
 	}
+	// The zones are gone: nothing of the host stays mounted (the
+	// filesystems' images keep their files for the next command).
+	if h.enforcesStorage() {
+		return h.update(func(*State) bool { h.unmountStorage(); return false })
+	}
 	return nil
 }

@@ -110,6 +110,7 @@ func zfsCreate(inv *invocation, args []string) int {
 		for _, m := range missing {
 			st.Datasets = append(st.Datasets, newDataset(m, "filesystem"))
 			mountDir(inv.h, st, st.dataset(m))
+			inv.h.realiseStorage(st, st.dataset(m))
 		}
 		if isVol {
 			if err := inv.h.makeZvolDevice(name, d.VolSize); err != nil {
@@ -120,6 +121,12 @@ func zfsCreate(inv *invocation, args []string) int {
 		}
 		st.Datasets = append(st.Datasets, d)
 		mountDir(inv.h, st, d)
+		if err := inv.h.realiseStorage(st, d); err != nil {
+			inv.errf("cannot create '%s': %s", name, storageErrText(err))
+			inv.h.dropStorage(st, d)
+			code = 1
+			return false
+		}
 		return true
 	})
 	if err != nil {
@@ -433,6 +440,11 @@ func zfsClone(inv *invocation, args []string) int {
 			mp, _ := st.mountpoint(d)
 			copyTree(inv.h.snapshotDir(src), inv.h.hostPath(mp))
 		}
+		if err := inv.h.realiseStorage(st, d); err != nil {
+			inv.errf("cannot create '%s': %s", dst, storageErrText(err))
+			code = 1
+			return true // the clone stands, as zfs leaves it when a property fails
+		}
 		return true
 	})
 	if err != nil {
@@ -492,6 +504,7 @@ func zfsRename(inv *invocation, args []string) int {
 		}
 		oldMP, _ := st.mountpoint(d)
 		wasMounted := st.isMounted(d)
+		inv.h.releaseStorage(st, d)
 		if d.Type == "volume" {
 			inv.h.renameZvolDevice(from, to)
 		}
@@ -513,6 +526,9 @@ func zfsRename(inv *invocation, args []string) int {
 				os.MkdirAll(inv.h.hostPath(parentDir(newMP)), 0o755)
 				os.Rename(inv.h.hostPath(oldMP), inv.h.hostPath(newMP))
 			}
+		}
+		if err := inv.h.realiseStorageTree(st, d); err != nil {
+			inv.h.storageLog("rename %s to %s: %v", from, to, err)
 		}
 		return true
 	})

@@ -327,10 +327,20 @@ func (st *State) propValue(h *host, d *Dataset, name string) (string, string) {
 	case "creation":
 		return strconv.FormatInt(d.Creation, 10), "-"
 	case "used":
+		if real, ok := h.storageUsed(st, d); ok {
+			return num(st.used(d) - d.Refer + max(d.Refer, real)), "-"
+		}
 		return num(st.used(d)), "-"
 	case "available":
-		return num(st.available(h, d)), "-"
+		avail := st.available(h, d)
+		if real, ok := h.storageUsed(st, d); ok && real > d.Refer {
+			avail -= min(avail, real-d.Refer)
+		}
+		return num(avail), "-"
 	case "referenced", "logicalreferenced", "written":
+		if real, ok := h.storageUsed(st, d); ok {
+			return num(max(d.Refer, real)), "-"
+		}
 		return num(d.Refer), "-"
 	case "logicalused":
 		return num(st.used(d)), "-"

@@ -368,9 +368,11 @@ func commitReceived(h *host, st *State, d *Dataset, snap, tree, vol string) erro
 	// The simulation keeps a filesystem's files at its mountpoint whether
 	// or not it is mounted (as zfs unmount does).
 	if mp, _ := st.mountpoint(d); strings.HasPrefix(mp, "/") && mp != "/" {
-		return copyTree(h.snapshotDir(snap), h.hostPath(mp))
+		if err := copyTree(h.snapshotDir(snap), h.hostPath(mp)); err != nil {
+			return err
+		}
 	}
-	return nil
+	return h.realiseStorage(st, d)
 }
 
 func streamErrText(err error) string {

@@ -74,6 +74,9 @@ func zfsSetOne(inv *invocation, st *State, d *Dataset, assigns [][2]string) bool
 				if p.name == "refquota" {
 					cur = d.Refer
 				}
+				if real, ok := inv.h.storageUsed(st, d); ok {
+					cur = max(cur, real)
+				}
 				if n < cur || (p.name == "quota" && n < propBytes(d, "reservation")) {
 					return fail("size is less than current used or reserved space")
 				}
@@ -96,16 +99,25 @@ func zfsSetOne(inv *invocation, st *State, d *Dataset, assigns [][2]string) bool
 			}
 			continue
 		case "mountpoint":
+			inv.h.releaseStorage(st, d)
 			moveMount(inv.h, st, d, v)
 		}
 		if v == "none" && p.numeric {
 			delete(d.Props, p.name)
-			continue
+		} else {
+			d.Props[p.name] = v
 		}
-		d.Props[p.name] = v
+		if storageProps[p.name] {
+			if err := inv.h.realiseStorageTree(st, d); err != nil {
+				return fail("%s", storageErrText(err))
+			}
+		}
 	}
 	return true
 }
+
+// storageProps are the properties the kernel enforces (zfs_backing.go).
+var storageProps = map[string]bool{"quota": true, "setuid": true, "devices": true, "exec": true, "mountpoint": true}
 
 // zfs inherit [-r] prop NAME...
 func zfsInherit(inv *invocation, args []string) int {
@@ -143,10 +155,14 @@ func zfsInherit(inv *invocation, args []string) int {
 			for _, x := range st.Datasets {
 				if x == d || (recursive && isDescendant(x.Name, n)) {
 					if p.name == "mountpoint" {
-						delete(x.Props, "mountpoint")
-						continue
+						inv.h.releaseStorage(st, x)
 					}
 					delete(x.Props, p.name)
+				}
+			}
+			if storageProps[p.name] {
+				if err := inv.h.realiseStorageTree(st, d); err != nil {
+					inv.h.storageLog("inherit %s on %s: %v", p.name, n, err)
 				}
 			}
 		}

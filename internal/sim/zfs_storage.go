@@ -57,6 +57,9 @@ func removeDatasets(h *host, st *State, doomed []*Dataset) {
 	}
 	sort.Slice(doomed, func(i, j int) bool { return len(doomed[i].Name) > len(doomed[j].Name) })
 	for _, d := range doomed {
+		h.dropStorage(st, d)
+	}
+	for _, d := range doomed {
 		if d.Type == "snapshot" {
 			os.RemoveAll(h.snapshotDir(d.Name))
 			continue

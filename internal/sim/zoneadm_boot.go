@@ -192,6 +192,9 @@ func (c *zoneadmCall) bootZone(force bool) int {
 			code, done = c.zoneadmdFailed("unable to give the zone a user"), true
 			return false
 		}
+		if z.State != stateReady {
+			c.h.realiseZoneStorage(st, z)
+		}
 		if err := c.h.mountLofs(z); err != nil {
 			c.zerror("%v", err)
 			code, done = c.zoneadmdFailed("unable to mount file systems"), true
