@@ -137,7 +137,9 @@ func TestProductionShapedStack(t *testing.T) {
 			t.Fatalf("Running without an IP: web-0 %q, client %q", web.Status.PodIP, client.Status.PodIP)
 		}
 
-		if out, code := s.exec(t, "client", "sh", "-c", "echo hello from $(hostname)"); code != 0 || out != "hello from client\n" {
+		// The exec carries the container's environment (the zone's
+		// hostname is e2e's to check).
+		if out, code := s.exec(t, "client", "sh", "-c", "echo hello from $POD_NAME"); code != 0 || out != "hello from client\n" {
 			t.Fatalf("exec in client: %q, exit %d", out, code)
 		}
 		var svc model.Service
