@@ -122,7 +122,7 @@ func TestPodLifecycleOnASimulatedNode(t *testing.T) {
 		!strings.Contains(res.Message, "dial tcp "+ip) {
 		t.Errorf("tcp probe of a closed port: %+v", res)
 	}
-	if _, err := supervisor.RunProbe(ctx, supervisor.IllumosHost{Host: n.ops.Host}, s.ZoneName(), s.IP, nil, &model.Probe{}); err == nil {
+	if _, err := supervisor.RunProbe(ctx, supervisor.IllumosHost{Host: n.ops.Host}, s.ZoneName(), "", s.IP, nil, &model.Probe{}); err == nil {
 		t.Error("a probe without an action ran")
 	}
 

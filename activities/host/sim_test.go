@@ -192,7 +192,7 @@ func (n *node) observe(t *testing.T, s hostapi.PodSandbox) observation {
 // probe runs a probe as the node's supervisor does.
 func (n *node) probe(t *testing.T, s hostapi.PodSandbox, p model.Probe) supervisor.Result {
 	t.Helper()
-	res, err := supervisor.RunProbe(context.Background(), supervisor.IllumosHost{Host: n.ops.Host}, s.ZoneName(), s.IP, nil, &p)
+	res, err := supervisor.RunProbe(context.Background(), supervisor.IllumosHost{Host: n.ops.Host}, s.ZoneName(), "", s.IP, nil, &p)
 	if err != nil {
 		t.Fatal(err)
 	}

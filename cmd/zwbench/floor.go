@@ -128,7 +128,7 @@ func probeFloorMain(ctx context.Context, in io.Reader, out io.Writer) error {
 	spec := &model.Probe{Exec: &model.ExecAction{Command: req.Command}}
 	probe := func(i int) (bool, error) {
 		t := req.Targets[i%len(req.Targets)]
-		res, err := supervisor.RunProbe(ctx, hosts[i%len(hosts)], t.Zone, t.IP, nil, spec)
+		res, err := supervisor.RunProbe(ctx, hosts[i%len(hosts)], t.Zone, "", t.IP, nil, spec)
 		return res.Success, err
 	}
 	// A probe in each zone first: the binary is then in the page cache,

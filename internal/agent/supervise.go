@@ -8,6 +8,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/hostapi"
 	"github.com/zonewright/zonewright/internal/hostops"
+	"github.com/zonewright/zonewright/internal/illumos"
 	"github.com/zonewright/zonewright/internal/metrics"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
@@ -62,8 +63,16 @@ func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor, 
 		}
 		sb := hostapi.PodSandbox{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID, IP: p.Status.PodIP}
 		var probes []hostapi.ContainerProbes
+		users, err := a.execProbeUsers(ctx, sb.ZoneName(), p.Spec.Containers)
+		if err != nil {
+			// Watched at the next reconciliation rather than probed as
+			// the zone's root.
+			a.log.Warn("the pod's containers' users could not be read", "pod", p.Metadata.Namespace+"/"+p.Metadata.Name, "err", err)
+			continue
+		}
 		for _, c := range p.Spec.Containers {
 			probes = append(probes, hostapi.ContainerProbes{Name: c.Name, Ports: c.Ports, Startup: c.StartupProbe, Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe})
+			sb.Containers = append(sb.Containers, hostapi.ContainerSpec{Name: c.Name, User: users[c.Name]})
 		}
 		initial := map[string]supervisor.Initial{}
 		for _, cs := range p.Status.ContainerStatuses {
@@ -77,4 +86,34 @@ func (a *Agent) superviseBound(ctx context.Context, sup *supervisor.Supervisor, 
 		}
 	}
 	return pods, nil
+}
+
+// execProbeUsers are the users the containers with exec probes run as,
+// which the pod's API object does not say: their services in the zone do.
+func (a *Agent) execProbeUsers(ctx context.Context, zone string, cs []model.Container) (map[string]string, error) {
+	users := map[string]string{}
+	for _, c := range cs {
+		if !hasExecProbe(c) {
+			continue
+		}
+		u, err := a.host.Zone(zone).ServiceUser(ctx, hostops.ContainerFMRI(c.Name))
+		if errors.Is(err, illumos.ErrNotFound) || errors.Is(err, illumos.ErrWrongState) {
+			continue // no container to probe: the supervisor sees why
+		}
+		if err != nil {
+			return nil, err
+		}
+		users[c.Name] = u
+	}
+	return users, nil
+}
+
+// hasExecProbe says whether any probe of c runs a command in the zone.
+func hasExecProbe(c model.Container) bool {
+	for _, p := range []*model.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+		if p != nil && p.Exec != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -21,12 +21,15 @@ import (
 // An image's USER is who its command runs as, a user of the pod's zone:
 // its uid is the zone's 1000 (the machine's id at that place in the
 // zone's block), it writes the home the image gives it and not the zone
-// root's /etc, and an exec into it runs as that user too; and a command
+// root's /etc, and an exec into it and its exec probe run as that user
+// too; and a command
 // in a working directory of its own still has its exit code reported.
 //
 // Make withImageConfig (workflows/pod_host.go) leave User out to see the
 // first pod run as the zone's root; pass no user to EnvSessionCmd
-// (internal/nodeserver) to see the exec run as root; start the wrapper in the command's
+// (internal/nodeserver) to see the exec run as root, or none to the
+// supervisor's Container (hostops.SupervisedPod) to see the pod never
+// become Ready; start the wrapper in the command's
 // directory (internal/supervisor ExitStatusWrapper) to see the exit code
 // of the second go missing.
 func TestARegistryImageRunsAsItsUser(t *testing.T) {
@@ -74,8 +77,11 @@ func TestARegistryImageRunsAsItsUser(t *testing.T) {
 		Cmd: []string{`sleep 1; exit 3`}}, amd64, l))
 
 	c := newCluster(t, 1)
+	// Its readiness probe writes where only app may: the pod is Ready
+	// only if the probe runs as app.
 	c.createPod(fmt.Sprintf(`{"metadata":{"name":"as-user"},"spec":{"runtimeClassName":"lx",
-	  "containers":[{"name":"app","image":%q}]}}`, host+"/demo/user:1"))
+	  "containers":[{"name":"app","image":%q,
+	    "readinessProbe":{"exec":{"command":["sh","-c","id -u > home/app/probe-uid"]},"periodSeconds":1}}]}}`, host+"/demo/user:1"))
 	c.createPod(fmt.Sprintf(`{"metadata":{"name":"exits-in-its-dir"},"spec":{"runtimeClassName":"lx","restartPolicy":"Never",
 	  "containers":[{"name":"app","image":%q}]}}`, host+"/demo/exit:1"))
 
@@ -93,6 +99,9 @@ func TestARegistryImageRunsAsItsUser(t *testing.T) {
 	}
 	if !strings.Contains(log, "wrote-home") || strings.Contains(log, "wrote-etc") {
 		t.Errorf("as the zone's app the command writes its home and not /etc; log:\n%s", log)
+	}
+	if out, _, code := c.podExec(t, "/api/v1/namespaces/default/pods/as-user", nil, "cat", "home/app/probe-uid"); code != 0 || strings.TrimSpace(out) != strconv.Itoa(uid) {
+		t.Errorf("the exec probe ran as uid %q (exit %d), want the container's %d", out, code, uid)
 	}
 	// An exec into the container is the container's user's too.
 	if out, _, code := c.podExec(t, "/api/v1/namespaces/default/pods/as-user", nil, "id", "-u"); code != 0 || strings.TrimSpace(out) != strconv.Itoa(uid) {

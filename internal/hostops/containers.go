@@ -536,11 +536,16 @@ func (h *Host) SupervisePod(ctx context.Context, in hostapi.SuperviseInput) (uin
 	return h.Supervisor.Watch(SupervisedPod(s, in.Probes), nil), nil
 }
 
-// SupervisedPod is what the supervisor watches of a pod.
+// SupervisedPod is what the supervisor watches of a pod; exec probes run
+// as their container's user.
 func SupervisedPod(s hostapi.PodSandbox, probes []hostapi.ContainerProbes) supervisor.Pod {
 	p := supervisor.Pod{Namespace: s.Namespace, Name: s.Name, UID: s.UID, Zone: s.ZoneName(), IP: s.IP}
+	users := map[string]string{}
+	for _, c := range s.Containers {
+		users[c.Name] = c.User
+	}
 	for _, c := range probes {
-		p.Containers = append(p.Containers, supervisor.Container{Name: c.Name, FMRI: ContainerFMRI(c.Name),
+		p.Containers = append(p.Containers, supervisor.Container{Name: c.Name, FMRI: ContainerFMRI(c.Name), User: users[c.Name],
 			Ports: c.Ports, Startup: c.Startup, Liveness: c.Liveness, Readiness: c.Readiness})
 	}
 	return p

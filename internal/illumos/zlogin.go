@@ -22,6 +22,9 @@ type InZone struct {
 	// Here runs the commands in this zone (the global zone's own IP
 	// stack) instead of through zlogin; Zone only names it in errors.
 	Here bool
+	// User is the zone's user the commands run as (zlogin -l); empty:
+	// the zone's root.
+	User string
 }
 
 // GlobalZone runs the IP commands (ipadm, route) on the host's own stack.
@@ -87,7 +90,13 @@ func (z InZone) cmd(op string, argv []string, stdin []byte) (Cmd, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return Cmd{}, invalidf(op, z.Zone, "empty command")
 	}
-	args := make([]string, 0, len(argv)+1)
+	args := make([]string, 0, len(argv)+3)
+	if z.User != "" {
+		if !validLoginName(z.User) {
+			return Cmd{}, invalidf(op, z.Zone, "invalid user %q", z.User)
+		}
+		args = append(args, "-l", z.User)
+	}
 	args = append(args, z.Zone)
 	for _, a := range argv {
 		if strings.IndexByte(a, 0) >= 0 {

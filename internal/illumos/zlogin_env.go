@@ -29,16 +29,13 @@ type EnvSession struct {
 const envReady = "zonewright-env-ready"
 
 // EnvSessionCmd is SessionCmd for a command that runs with env, as the
-// zone's user (zlogin -l; empty: the zone's root): with tty, zlogin -i;
+// zone's user z.User: with tty, zlogin -i;
 // never -n, since the environment comes on stdin (a caller without stdin
 // closes it after Block).
-func (z InZone) EnvSessionCmd(argv []string, tty bool, env []EnvVar, user string) (EnvSession, error) {
+func (z InZone) EnvSessionCmd(argv []string, tty bool, env []EnvVar) (EnvSession, error) {
 	const op = "zlogin"
 	if z.Here {
 		return EnvSession{}, invalidf(op, z.Zone, "an exec session needs a zone")
-	}
-	if user != "" && !validLoginName(user) {
-		return EnvSession{}, invalidf(op, z.Zone, "invalid user %q", user)
 	}
 	for _, e := range env {
 		if !validEnvName(e.Name) {
@@ -76,11 +73,10 @@ func (z InZone) EnvSessionCmd(argv []string, tty bool, env []EnvVar, user string
 	pre.WriteString("unset " + line + " " + nl + "; exec")
 	// zlogin joins its words with spaces for the zone's shell: the
 	// preamble is shell text, the command's words stay quoted.
-	args := []string{c.Args[0], pre.String()}
-	args = append(args, c.Args[1:]...)
-	if user != "" {
-		args = append([]string{"-l", user}, args...)
-	}
+	// The zone's name follows zlogin's options (-l USER, if any).
+	zoneAt := len(c.Args) - len(argv) - 1
+	args := append(append([]string{}, c.Args[:zoneAt+1]...), pre.String())
+	args = append(args, c.Args[zoneAt+1:]...)
 	if tty {
 		args = append([]string{"-i"}, args...)
 	}

@@ -49,7 +49,7 @@ func TestServiceEnvReachesAnExecSession(t *testing.T) {
 	for _, e := range env {
 		script += `printf '%s=[%s]\n' ` + e.Name + ` "$` + e.Name + `"; `
 	}
-	es, err := z.EnvSessionCmd([]string{"sh", "-c", script + `printf 'LOGNAME=[%s]\n' "$LOGNAME"`}, false, got, "")
+	es, err := z.EnvSessionCmd([]string{"sh", "-c", script + `printf 'LOGNAME=[%s]\n' "$LOGNAME"`}, false, got)
 	must(t, "session", err)
 	for _, e := range env {
 		if len(e.Value) > 3 && slices.ContainsFunc(es.Cmd.Args, func(a string) bool { return strings.Contains(a, e.Value) }) {

@@ -49,7 +49,8 @@ func (s *Server) envSession(w http.ResponseWriter, r *http.Request, t target, op
 			return illumos.EnvSession{}, false
 		}
 	}
-	es, err := z.EnvSessionCmd(opts.Command, opts.TTY, env, user)
+	z.User = user
+	es, err := z.EnvSessionCmd(opts.Command, opts.TTY, env)
 	if err != nil {
 		// Not the error's text: it may quote a value.
 		s.cfg.Log.Warn("exec: the container's environment cannot be passed on", "zone", t.zone, "container", t.container)

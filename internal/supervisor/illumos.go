@@ -127,8 +127,10 @@ func (h IllumosHost) ForgetExit(ctx context.Context, zone, container string) err
 }
 
 // Exec runs argv in the zone through zlogin.
-func (h IllumosHost) Exec(ctx context.Context, zone string, argv []string) (int, string, error) {
-	res, err := h.Host.Zone(zone).Exec(ctx, argv, nil)
+func (h IllumosHost) Exec(ctx context.Context, zone, user string, argv []string) (int, string, error) {
+	z := h.Host.Zone(zone)
+	z.User = user
+	res, err := z.Exec(ctx, argv, nil)
 	if err != nil {
 		return 0, "", err
 	}

@@ -32,9 +32,10 @@ type Result struct {
 	Message string
 }
 
-// Execer runs a command in a zone (zlogin) and returns its exit status.
+// Execer runs a command in a zone (zlogin) as the zone's user (empty:
+// its root) and returns its exit status.
 type Execer interface {
-	Exec(ctx context.Context, zone string, argv []string) (exitCode int, output string, err error)
+	Exec(ctx context.Context, zone, user string, argv []string) (exitCode int, output string, err error)
 }
 
 // RunProbe runs one probe of a container with the given ports: exec
@@ -42,14 +43,14 @@ type Execer interface {
 // (or the probe's host) from this node. An error is a probe that can
 // never run as given (no action, a bad port, a port name the container
 // does not have).
-func RunProbe(ctx context.Context, ex Execer, zone, ip string, ports []model.ContainerPort, p *model.Probe) (Result, error) {
+func RunProbe(ctx context.Context, ex Execer, zone, user, ip string, ports []model.ContainerPort, p *model.Probe) (Result, error) {
 	timeout := time.Duration(p.TimeoutSeconds) * time.Second
 	if timeout <= 0 {
 		timeout = defaultProbeTimeout
 	}
 	switch {
 	case p.Exec != nil:
-		return probeExec(ctx, ex, zone, p.Exec.Command, timeout)
+		return probeExec(ctx, ex, zone, user, p.Exec.Command, timeout)
 	case p.HTTPGet != nil:
 		h := p.HTTPGet
 		addr, err := probeAddr(h.Host, ip, h.Port, ports)
@@ -106,14 +107,14 @@ func probeCommand(argv []string, timeout time.Duration) []string {
 // probeExec runs the command in the zone; exit 0 is success. The command
 // dies in the zone at the timeout (probeCommand); zlogin is interrupted
 // only if it has not returned execKillGrace later.
-func probeExec(ctx context.Context, ex Execer, zone string, argv []string, timeout time.Duration) (Result, error) {
+func probeExec(ctx context.Context, ex Execer, zone, user string, argv []string, timeout time.Duration) (Result, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return Result{}, errors.New("exec probe has no command")
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout+execKillGrace)
 	defer cancel()
 	start := time.Now()
-	code, out, err := ex.Exec(pctx, zone, probeCommand(argv, timeout))
+	code, out, err := ex.Exec(pctx, zone, user, probeCommand(argv, timeout))
 	timedOut := pctx.Err() != nil || (code != 0 && time.Since(start) >= timeout)
 	switch {
 	case ctx.Err() != nil:

@@ -60,7 +60,7 @@ func TestHTTPProbeSendsItsHeaders(t *testing.T) {
 	p := &model.Probe{HTTPGet: &model.HTTPGetAction{Path: "/healthz", Port: model.IntValue(port), Scheme: "HTTP",
 		HTTPHeaders: []model.HTTPHeader{{Name: "X-Probe", Value: "one"}, {Name: "x-probe", Value: "two"},
 			{Name: "Host", Value: "app.example"}, {Name: "User-Agent", Value: "mine"}}}}
-	res, err := RunProbe(t.Context(), nil, "", "127.0.0.1", nil, p)
+	res, err := RunProbe(t.Context(), nil, "", "", "127.0.0.1", nil, p)
 	if err != nil || !res.Success {
 		t.Fatalf("probe: %+v, %v", res, err)
 	}
@@ -85,19 +85,19 @@ func TestHTTPAndTCPProbesConnectToTheirHost(t *testing.T) {
 	// The pod's address has nothing listening; the probe's host has.
 	const podIP = "127.0.0.2"
 	httpProbe := &model.Probe{HTTPGet: &model.HTTPGetAction{Path: "/", Port: model.IntValue(port), Host: "127.0.0.1"}}
-	if res, err := RunProbe(t.Context(), nil, "", podIP, nil, httpProbe); err != nil || !res.Success {
+	if res, err := RunProbe(t.Context(), nil, "", "", podIP, nil, httpProbe); err != nil || !res.Success {
 		t.Errorf("httpGet with host: %+v, %v", res, err)
 	}
 	if len(got()) != 1 {
 		t.Errorf("the server at the probe's host got %d requests, want 1", len(got()))
 	}
 	tcpProbe := &model.Probe{TCPSocket: &model.TCPSocketAction{Port: model.IntValue(port), Host: "127.0.0.1"}}
-	if res, err := RunProbe(t.Context(), nil, "", podIP, nil, tcpProbe); err != nil || !res.Success || !strings.Contains(res.Message, "127.0.0.1:") {
+	if res, err := RunProbe(t.Context(), nil, "", "", podIP, nil, tcpProbe); err != nil || !res.Success || !strings.Contains(res.Message, "127.0.0.1:") {
 		t.Errorf("tcpSocket with host: %+v, %v", res, err)
 	}
 	// Without host, the pod's address is probed (and nothing is there).
 	tcpProbe.TCPSocket.Host = ""
-	if res, err := RunProbe(t.Context(), nil, "", podIP, nil, tcpProbe); err != nil || res.Success || !strings.Contains(res.Message, podIP) {
+	if res, err := RunProbe(t.Context(), nil, "", "", podIP, nil, tcpProbe); err != nil || res.Success || !strings.Contains(res.Message, podIP) {
 		t.Errorf("tcpSocket without host: %+v, %v; want a refused connection to %s", res, err, podIP)
 	}
 }
@@ -106,18 +106,18 @@ func TestNamedProbePortsAreTheContainersPorts(t *testing.T) {
 	port, got := httpServer(t)
 	ports := []model.ContainerPort{{Name: "metrics", ContainerPort: 1}, {Name: "http", ContainerPort: port}}
 	httpProbe := &model.Probe{HTTPGet: &model.HTTPGetAction{Path: "/", Port: model.StrValue("http")}}
-	if res, err := RunProbe(t.Context(), nil, "", "127.0.0.1", ports, httpProbe); err != nil || !res.Success {
+	if res, err := RunProbe(t.Context(), nil, "", "", "127.0.0.1", ports, httpProbe); err != nil || !res.Success {
 		t.Errorf("httpGet on port \"http\": %+v, %v", res, err)
 	}
 	if len(got()) != 1 {
 		t.Errorf("server got %d requests, want 1", len(got()))
 	}
 	tcpProbe := &model.Probe{TCPSocket: &model.TCPSocketAction{Port: model.StrValue("http")}}
-	if res, err := RunProbe(t.Context(), nil, "", "127.0.0.1", ports, tcpProbe); err != nil || !res.Success {
+	if res, err := RunProbe(t.Context(), nil, "", "", "127.0.0.1", ports, tcpProbe); err != nil || !res.Success {
 		t.Errorf("tcpSocket on port \"http\": %+v, %v", res, err)
 	}
 	tcpProbe.TCPSocket.Port = model.StrValue("admin")
-	if _, err := RunProbe(t.Context(), nil, "", "127.0.0.1", ports, tcpProbe); err == nil || !strings.Contains(err.Error(), `"admin"`) {
+	if _, err := RunProbe(t.Context(), nil, "", "", "127.0.0.1", ports, tcpProbe); err == nil || !strings.Contains(err.Error(), `"admin"`) {
 		t.Errorf("a port name the container lacks: %v, want an error naming it", err)
 	}
 }
@@ -138,7 +138,7 @@ func TestGRPCProbeAsksTheHealthService(t *testing.T) {
 
 	probe := func(service *string) Result {
 		t.Helper()
-		res, err := RunProbe(t.Context(), nil, "", "127.0.0.1", nil, &model.Probe{GRPC: &model.GRPCAction{Port: port, Service: service}})
+		res, err := RunProbe(t.Context(), nil, "", "", "127.0.0.1", nil, &model.Probe{GRPC: &model.GRPCAction{Port: port, Service: service}})
 		if err != nil {
 			t.Fatalf("grpc probe: %v", err)
 		}
@@ -168,7 +168,7 @@ func TestGRPCProbeAsksTheHealthService(t *testing.T) {
 	}
 	go bare.Serve(l2)
 	t.Cleanup(bare.Stop)
-	res, err := RunProbe(t.Context(), nil, "", "127.0.0.1", nil, &model.Probe{GRPC: &model.GRPCAction{Port: serverPort(t, l2.Addr().String())}})
+	res, err := RunProbe(t.Context(), nil, "", "", "127.0.0.1", nil, &model.Probe{GRPC: &model.GRPCAction{Port: serverPort(t, l2.Addr().String())}})
 	if err != nil || res.Success || !strings.Contains(res.Message, "does not implement") {
 		t.Errorf("a server without the health service: %+v, %v", res, err)
 	}
@@ -176,7 +176,7 @@ func TestGRPCProbeAsksTheHealthService(t *testing.T) {
 	bare.Stop()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	res, err = RunProbe(ctx, nil, "", "127.0.0.1", nil, &model.Probe{GRPC: &model.GRPCAction{Port: serverPort(t, l2.Addr().String())}})
+	res, err = RunProbe(ctx, nil, "", "", "127.0.0.1", nil, &model.Probe{GRPC: &model.GRPCAction{Port: serverPort(t, l2.Addr().String())}})
 	if err != nil || res.Success {
 		t.Errorf("no server: %+v, %v", res, err)
 	}

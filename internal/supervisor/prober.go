@@ -45,7 +45,7 @@ func (s *Supervisor) probeLoop(ctx context.Context, p *pod, c *container, kind s
 			return
 		}
 		if running && (kind == probeStartup || started) {
-			res, err := RunProbe(ctx, s.cfg.Host, p.spec.Zone, p.spec.IP, c.spec.Ports, spec)
+			res, err := RunProbe(ctx, s.cfg.Host, p.spec.Zone, c.spec.User, p.spec.IP, c.spec.Ports, spec)
 			if ctx.Err() != nil {
 				return
 			}

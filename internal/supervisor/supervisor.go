@@ -42,8 +42,11 @@ type Pod struct {
 // Container is one container: its SMF instance, its probes and the ports
 // their port names refer to.
 type Container struct {
-	Name      string
-	FMRI      string
+	Name string
+	FMRI string
+	// User is the zone's user the container runs as, and its exec
+	// probes with it; empty: the zone's root.
+	User      string
 	Ports     []model.ContainerPort
 	Startup   *model.Probe
 	Liveness  *model.Probe

@@ -54,7 +54,7 @@ func (f *fakeHost) ExitCode(_ context.Context, zone, container string) (int32, b
 	return c, ok, nil
 }
 
-func (f *fakeHost) Exec(context.Context, string, []string) (int, string, error) {
+func (f *fakeHost) Exec(context.Context, string, string, []string) (int, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.probes++
