@@ -159,9 +159,6 @@ func (a *Control) UpdatePodStatus(ctx context.Context, u controlapi.StatusUpdate
 		if u.Startup != nil && !becameReady.IsZero() {
 			a.Metrics.PodStarted(u.Startup.Phases(created, becameReady))
 		}
-		if u.Phase == model.PodFailed || u.Phase == model.PodSucceeded {
-			WakeUnschedulable(ctx, a.Store, a.Lifecycles) // its requests count no more
-		}
 	}
 	if u.EventReason == "" {
 		return nil
@@ -245,9 +242,6 @@ func (a *Control) RemovePod(ctx context.Context, ref controlapi.PodRef) error {
 	if errors.Is(err, store.ErrConflict) {
 		// Changed since we read it; a retry reads it again.
 		return ErrPodChanged
-	}
-	if err == nil && p.Spec.NodeName != "" {
-		WakeUnschedulable(ctx, a.Store, a.Lifecycles)
 	}
 	if err == nil {
 		a.wakeClaims(ctx, p)

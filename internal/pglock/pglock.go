@@ -30,6 +30,9 @@ const (
 	// transaction lock, taken inside a write's checks: before Change), so
 	// that two creates cannot both pass the cap's last place.
 	PodImages int64 = 0x7a77_0008
+	// RoomFeedLeader elects the one room feed that wakes pods waiting for
+	// room (a session lock).
+	RoomFeedLeader int64 = 0x7a77_0009
 )
 
 // Sync is the class of the locks that let one sync of a workload run at
@@ -40,4 +43,4 @@ const (
 const Sync int32 = 0x7a77_0007
 
 // All is every key, for the test that keeps them distinct.
-var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP, WorkloadFeedLeader, PodImages}
+var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP, WorkloadFeedLeader, PodImages, RoomFeedLeader}
