@@ -193,7 +193,7 @@ func (s *Server) drainNode(c *gin.Context) {
 	// Claims used there move with their pods: those pods stay until the
 	// claims' workflows have copied the data, and leave at their word.
 	var moving []string
-	if s.transfers != nil && s.volumes != nil && s.pods != nil {
+	if s.movesClaims && s.pods != nil {
 		if moving, err = controlops.StartClaimMoves(ctx, s.store, n.Metadata.Name); err != nil {
 			s.fail(c, err)
 			return

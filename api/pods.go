@@ -69,30 +69,9 @@ func (s *Server) createPod(c *gin.Context) {
 	}
 	systemMeta(&p.Metadata)
 	ctx := c.Request.Context()
-	for i := range p.Spec.Containers {
-		if ct := &p.Spec.Containers[i]; ct.Image == "" && s.imageMap.Resolve("") != "" {
-			ct.Image = s.imageMap.Resolve("")
-			p.Metadata.Annotations = withAnnotation(p.Metadata.Annotations, model.AnnotationRequestedImagePrefix+ct.Name, "")
-		}
-	}
-	errs := model.ValidatePod(p)
-	var add []store.PodImage
-	if len(errs) == 0 {
-		var err error
-		if errs, add, err = s.resolvePodImages(ctx, p); err != nil {
-			s.fail(c, err)
-			return
-		}
-	}
-	if len(errs) == 0 {
-		var err error
-		if errs, err = s.checkClaimModes(ctx, p); err != nil {
-			s.fail(c, err)
-			return
-		}
-	}
-	if len(errs) > 0 {
-		s.fail(c, invalid(model.KindPod, p.Metadata.Name, errs))
+	add, err := s.admitPod(ctx, p)
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
 	// Observed state is the system's to write; a new pod waits for a node.
@@ -113,6 +92,35 @@ func (s *Server) createPod(c *gin.Context) {
 		return
 	}
 	respond(c, http.StatusCreated, p)
+}
+
+// admitPod fills a new pod's default image and checks it: its spec, its
+// images (those it adds to the catalog come back), its claims' modes.
+func (s *Server) admitPod(ctx context.Context, p *model.Pod) ([]store.PodImage, error) {
+	for i := range p.Spec.Containers {
+		if ct := &p.Spec.Containers[i]; ct.Image == "" && s.imageMap.Resolve("") != "" {
+			ct.Image = s.imageMap.Resolve("")
+			p.Metadata.Annotations = withAnnotation(p.Metadata.Annotations, model.AnnotationRequestedImagePrefix+ct.Name, "")
+		}
+	}
+	errs := model.ValidatePod(p)
+	var add []store.PodImage
+	if len(errs) == 0 {
+		var err error
+		if errs, add, err = s.resolvePodImages(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	if len(errs) == 0 {
+		var err error
+		if errs, err = s.checkClaimModes(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	if len(errs) > 0 {
+		return nil, invalid(model.KindPod, p.Metadata.Name, errs)
+	}
+	return add, nil
 }
 
 // lifecycleError maps a Temporal failure to the API's statuses.

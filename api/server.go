@@ -164,10 +164,13 @@ type Server struct {
 	// bodies (protobufType).
 	protobufRoutes map[string]bool
 	nodes          nodeHealth
-	volumes        *workflows.VolumeClient
-	ready          []ReadyCheck
-	log            *slog.Logger
-	keepalive      time.Duration
+	volumes        volumeSyncer
+	// movesClaims: claims move between nodes (Config.Transfers and
+	// Config.Volumes are set).
+	movesClaims bool
+	ready       []ReadyCheck
+	log         *slog.Logger
+	keepalive   time.Duration
 
 	// lists are the list routes' paths: a GET of one with watch=true is
 	// a watch, which streams.
@@ -263,6 +266,10 @@ func New(cfg Config) *Server {
 	if cfg.Nodes != nil {
 		nodes = cfg.Nodes
 	}
+	var volumes volumeSyncer = noVolumes{}
+	if cfg.Volumes != nil {
+		volumes = cfg.Volumes
+	}
 	if cfg.Control == nil && cfg.Store != nil {
 		cfg.Control = controlops.NewControl(cfg.Store, nil)
 		if cfg.Lifecycles != nil {
@@ -281,7 +288,7 @@ func New(cfg Config) *Server {
 		origins: origins, allowedHosts: cfg.AllowedHosts, sources: cfg.ImageSources,
 		requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyTimeout,
 		minRequestTimeout: cfg.MinRequestTimeout, streamIdleTimeout: cfg.StreamIdleTimeout,
-		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, control: cfg.Control, nodes: nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap, maxPodImages: cfg.MaxPodRegistryImages,
+		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, control: cfg.Control, nodes: nodes, volumes: volumes, movesClaims: cfg.Transfers != nil && cfg.Volumes != nil, images: cfg.Images, imageMap: cfg.ImageMap, maxPodImages: cfg.MaxPodRegistryImages,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
 		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, nodeCerts: &auth.NodeCertificates{Pool: cfg.Store.Pool()}, ca: cfg.CA, clientCAAdmins: cfg.ClientCAAdmins, audit: &auditLog{w: cfg.AuditLog}, nodeEndpoints: cfg.NodeEndpoints,
@@ -304,6 +311,20 @@ type noNodeHealth struct{}
 
 func (noNodeHealth) Ensure(context.Context, string) error { return nil }
 func (noNodeHealth) Check(context.Context, string) error  { return nil }
+
+// volumeSyncer wakes (starting if need be) the workflows that do nodes'
+// work for claims and snapshots (workflows.VolumeClient).
+type volumeSyncer interface {
+	SyncClaim(ctx context.Context, namespace, name string) error
+	SyncSnapshot(ctx context.Context, namespace, name string) error
+}
+
+// noVolumes leaves claims' and snapshots' work on nodes undone
+// (Config.Volumes nil).
+type noVolumes struct{}
+
+func (noVolumes) SyncClaim(context.Context, string, string) error    { return nil }
+func (noVolumes) SyncSnapshot(context.Context, string, string) error { return nil }
 
 // podNode is the node a pod is bound to, for the node authorizer.
 func (s *Server) podNode(ctx context.Context, ns, name string) (string, error) {
