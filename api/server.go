@@ -270,6 +270,9 @@ func New(cfg Config) *Server {
 	if cfg.Volumes != nil {
 		volumes = cfg.Volumes
 	}
+	if cfg.ImageSources == nil {
+		cfg.ImageSources = anySource{}
+	}
 	if cfg.Control == nil && cfg.Store != nil {
 		cfg.Control = controlops.NewControl(cfg.Store, nil)
 		if cfg.Lifecycles != nil {
