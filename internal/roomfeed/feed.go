@@ -30,17 +30,13 @@ type Follower struct {
 	// (controlops.WakeUnschedulable); it is best effort.
 	Wake func(ctx context.Context) int
 	Log  *slog.Logger
-	// Gather and GatherWindow make one wake of a burst of changes (a
-	// node drained, a deployment scaled down): it ends after Gather
-	// without a change, or GatherWindow after it began. Zero:
-	// DefaultGather, DefaultGatherWindow.
-	Gather, GatherWindow time.Duration
 }
 
-// Batching of changes, see Follower.Gather.
+// A burst of changes (a node drained, a deployment scaled down) makes one
+// wake: it ends after quiet without a change, or window after it began.
 const (
-	DefaultGather       = 50 * time.Millisecond
-	DefaultGatherWindow = 500 * time.Millisecond
+	quiet  = 50 * time.Millisecond
+	window = 500 * time.Millisecond
 )
 
 // Run leads when it can and follows while it leads, until ctx ends: one
@@ -68,13 +64,6 @@ type room struct {
 // changes that made room.
 func (f *Follower) newInformer() *informer.Informer {
 	r := &room{nodes: map[string]nodeRoom{}, pods: map[string]podRoom{}, claims: map[string]string{}}
-	quiet, window := f.Gather, f.GatherWindow
-	if quiet <= 0 {
-		quiet = DefaultGather
-	}
-	if window <= 0 {
-		window = DefaultGatherWindow
-	}
 	return &informer.Informer{Name: "room feed", Log: f.Log,
 		Sources: []informer.Source{
 			informer.Kind(f.Store.Nodes(), informer.Handlers[model.Node]{Listed: r.listNodes, Changed: r.changeNode}),

@@ -40,8 +40,7 @@ func TestRoomMadeWakesTheWaitingPods(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&roomfeed.Follower{Store: st, Wake: func(context.Context) int { woken.Add(1); return 0 }, Log: slog.New(slog.DiscardHandler),
-			Gather: 10 * time.Millisecond, GatherWindow: 50 * time.Millisecond}).Run(runCtx)
+		(&roomfeed.Follower{Store: st, Wake: func(context.Context) int { woken.Add(1); return 0 }, Log: slog.New(slog.DiscardHandler)}).Run(runCtx)
 	}()
 	t.Cleanup(func() { stop(); <-done })
 	expect := func(want int32, after string) {
