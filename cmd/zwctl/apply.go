@@ -258,16 +258,7 @@ func (a *app) editCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			f, err := os.CreateTemp("", "zwctl-edit-*.yaml")
-			if err != nil {
-				return err
-			}
-			path := f.Name()
-			header := "# Edit the object below; save and quit to apply it, or leave it unchanged to cancel.\n"
-			_, err = f.WriteString(header + string(before))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
+			path, err := writeEditFile(before)
 			if err != nil {
 				return err
 			}
@@ -286,7 +277,7 @@ func (a *app) editCommand() *cobra.Command {
 			if err := yaml.Unmarshal(after, &edited); err != nil {
 				return keep(fmt.Errorf("the edited file is not valid YAML: %w", err))
 			}
-			if reflect.DeepEqual(edited, obj) || bytes.Equal(bytes.TrimPrefix(after, []byte(header)), before) {
+			if reflect.DeepEqual(edited, obj) || bytes.Equal(bytes.TrimPrefix(after, []byte(editHeader)), before) {
 				os.Remove(path)
 				fmt.Fprintln(a.out, "Edit cancelled, no changes made.")
 				return nil
@@ -294,23 +285,7 @@ func (a *app) editCommand() *cobra.Command {
 			if zw.NestedString(edited, "metadata", "name") != names[0] || zw.NestedString(edited, "kind") != r.Kind {
 				return keep(errors.New("the kind and metadata.name of an object cannot be edited"))
 			}
-			// The edit replaces the version it started from, or one that
-			// differs from it only in status (a pod's status changes on
-			// its own); a change of its spec or metadata meanwhile fails it.
-			want := zw.Desired(edited)
-			base := obj
-			var updated zw.Object
-			for range 5 {
-				want["metadata"].(map[string]any)["resourceVersion"] = zw.NestedString(base, "metadata", "resourceVersion")
-				if updated, err = c.Update(ctx, r, a.namespace(), names[0], want); !isConflict(err) {
-					break
-				}
-				current, getErr := c.Get(ctx, r, a.namespace(), names[0])
-				if getErr != nil || !reflect.DeepEqual(zw.Desired(current), zw.Desired(obj)) {
-					break
-				}
-				base = current
-			}
+			updated, err := a.updateEdited(ctx, c, r, names[0], obj, edited)
 			if err != nil {
 				return keep(err)
 			}
@@ -320,6 +295,46 @@ func (a *app) editCommand() *cobra.Command {
 		},
 	}
 	return cmd
+}
+
+// editHeader starts the file edit opens.
+const editHeader = "# Edit the object below; save and quit to apply it, or leave it unchanged to cancel.\n"
+
+// writeEditFile writes the object to edit, after editHeader, to a new
+// temporary file, and returns its path.
+func writeEditFile(obj []byte) (string, error) {
+	f, err := os.CreateTemp("", "zwctl-edit-*.yaml")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(editHeader + string(obj))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return f.Name(), err
+}
+
+// updateEdited writes edited, the edit of obj, which is r's name.
+func (a *app) updateEdited(ctx context.Context, c *zw.Client, r zw.Resource, name string, obj, edited zw.Object) (zw.Object, error) {
+	// The edit replaces the version it started from, or one that
+	// differs from it only in status (a pod's status changes on
+	// its own); a change of its spec or metadata meanwhile fails it.
+	want := zw.Desired(edited)
+	base := obj
+	var updated zw.Object
+	var err error
+	for range 5 {
+		want["metadata"].(map[string]any)["resourceVersion"] = zw.NestedString(base, "metadata", "resourceVersion")
+		if updated, err = c.Update(ctx, r, a.namespace(), name, want); !isConflict(err) {
+			break
+		}
+		current, getErr := c.Get(ctx, r, a.namespace(), name)
+		if getErr != nil || !reflect.DeepEqual(zw.Desired(current), zw.Desired(obj)) {
+			break
+		}
+		base = current
+	}
+	return updated, err
 }
 
 // runEditor runs the user's editor on path, through the shell so an
