@@ -265,36 +265,42 @@ func (a *app) editCommand() *cobra.Command {
 			if err := a.runEditor(ctx, path); err != nil {
 				return err
 			}
-			after, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			keep := func(err error) error {
-				fmt.Fprintln(a.errOut, errorLine(err))
-				return &exitError{code: 1, msg: "error: the edit was not applied; your changes are kept in " + path}
-			}
-			var edited zw.Object
-			if err := yaml.Unmarshal(after, &edited); err != nil {
-				return keep(fmt.Errorf("the edited file is not valid YAML: %w", err))
-			}
-			if reflect.DeepEqual(edited, obj) || bytes.Equal(bytes.TrimPrefix(after, []byte(editHeader)), before) {
-				os.Remove(path)
-				fmt.Fprintln(a.out, "Edit cancelled, no changes made.")
-				return nil
-			}
-			if zw.NestedString(edited, "metadata", "name") != names[0] || zw.NestedString(edited, "kind") != r.Kind {
-				return keep(errors.New("the kind and metadata.name of an object cannot be edited"))
-			}
-			updated, err := a.updateEdited(ctx, c, r, names[0], obj, edited)
-			if err != nil {
-				return keep(err)
-			}
-			os.Remove(path)
-			fmt.Fprintf(a.out, "%s edited\n", zwprint.NameOf(r, updated))
-			return nil
+			return a.applyEdit(ctx, c, r, names[0], obj, before, path)
 		},
 	}
 	return cmd
+}
+
+// applyEdit writes the edit of obj (before, as YAML) in the file at path,
+// unless it changed nothing; the file is kept when the edit is refused.
+func (a *app) applyEdit(ctx context.Context, c *zw.Client, r zw.Resource, name string, obj zw.Object, before []byte, path string) error {
+	after, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	keep := func(err error) error {
+		fmt.Fprintln(a.errOut, errorLine(err))
+		return &exitError{code: 1, msg: "error: the edit was not applied; your changes are kept in " + path}
+	}
+	var edited zw.Object
+	if err := yaml.Unmarshal(after, &edited); err != nil {
+		return keep(fmt.Errorf("the edited file is not valid YAML: %w", err))
+	}
+	if reflect.DeepEqual(edited, obj) || bytes.Equal(bytes.TrimPrefix(after, []byte(editHeader)), before) {
+		os.Remove(path)
+		fmt.Fprintln(a.out, "Edit cancelled, no changes made.")
+		return nil
+	}
+	if zw.NestedString(edited, "metadata", "name") != name || zw.NestedString(edited, "kind") != r.Kind {
+		return keep(errors.New("the kind and metadata.name of an object cannot be edited"))
+	}
+	updated, err := a.updateEdited(ctx, c, r, name, obj, edited)
+	if err != nil {
+		return keep(err)
+	}
+	os.Remove(path)
+	fmt.Fprintf(a.out, "%s edited\n", zwprint.NameOf(r, updated))
+	return nil
 }
 
 // editHeader starts the file edit opens.

@@ -145,6 +145,8 @@ func Run(ctx context.Context, cfg Config) error {
 	return err
 }
 
+// run prepares the host, registers the node and runs the agent's parts
+// until ctx ends.
 func (a *Agent) run(ctx context.Context, cred *credential) error {
 	cfg := a.cfg
 	if err := a.prepareHost(ctx); err != nil {
@@ -201,7 +203,14 @@ func (a *Agent) run(ctx context.Context, cred *credential) error {
 	supCtx, stopSupervising := context.WithCancel(ctx)
 	defer stopSupervising()
 	a.startNodeLoops(supCtx, h, sup, cred)
+	a.work(ctx, tc, h, sup)
+	a.log.Info("agent stopped; zones keep running")
+	return nil
+}
 
+// work runs the node's worker, started as soon as Temporal answers, and
+// the heartbeat until ctx ends, then stops the worker gracefully.
+func (a *Agent) work(ctx context.Context, tc client.Client, h *hostops.Host, sup *supervisor.Supervisor) {
 	workerCtx, stopStarting := context.WithCancel(ctx)
 	defer stopStarting()
 	started := make(chan tworker.Worker, 1)
@@ -211,11 +220,9 @@ func (a *Agent) run(ctx context.Context, cred *credential) error {
 
 	stopStarting()
 	if w := <-started; w != nil {
-		a.log.Info("stopping the worker", "timeout", cfg.WorkerStopTimeout)
+		a.log.Info("stopping the worker", "timeout", a.cfg.WorkerStopTimeout)
 		w.Stop() // waits for running activities up to WorkerStopTimeout
 	}
-	a.log.Info("agent stopped; zones keep running")
-	return nil
 }
 
 // readFacts reads the host's CPUs and memory, retrying while the host's

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -45,24 +47,9 @@ func (s *Scheduler) PlanMove(ctx context.Context, ns, name, uid string) (MovePla
 	if err != nil {
 		return MovePlan{}, err
 	}
-	nodes, used, err := s.cluster(ctx, conn.Conn(), pod.Metadata.UID)
+	candidates, err := s.moveCandidates(ctx, conn.Conn(), pod, c)
 	if err != nil {
 		return MovePlan{}, err
-	}
-	claimBytes, err := s.claimBytes(ctx, conn.Conn())
-	if err != nil {
-		return MovePlan{}, err
-	}
-	candidates := make([]Candidate, 0, len(nodes))
-	for _, n := range nodes {
-		cand := Candidate{Node: n, Used: used[n.Metadata.Name], ClaimBytes: claimBytes[n.Metadata.Name], NewClaimBytes: model.ClaimBytes(c)}
-		switch {
-		case n.Metadata.Name == m.From:
-			cand.Excluded = reasonMoveSource
-		case m.Asked != "" && n.Metadata.Name != m.Asked:
-			cand.Excluded = reasonNotAsked
-		}
-		candidates = append(candidates, cand)
 	}
 	d := Place(pod, candidates)
 	if d.Node == "" {
@@ -80,6 +67,32 @@ func (s *Scheduler) PlanMove(ctx context.Context, ns, name, uid string) (MovePla
 		return MovePlan{}, err // a conflict is retried by the caller
 	}
 	return MovePlan{Move: c.Status.Move}, nil
+}
+
+// moveCandidates are the nodes that may take claim c, moving with pod:
+// not the node it leaves, and only the one an operator asked for if any.
+func (s *Scheduler) moveCandidates(ctx context.Context, conn *pgx.Conn, pod *model.Pod, c *model.PersistentVolumeClaim) ([]Candidate, error) {
+	nodes, used, err := s.cluster(ctx, conn, pod.Metadata.UID)
+	if err != nil {
+		return nil, err
+	}
+	claimBytes, err := s.claimBytes(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	m := c.Status.Move
+	candidates := make([]Candidate, 0, len(nodes))
+	for _, n := range nodes {
+		cand := Candidate{Node: n, Used: used[n.Metadata.Name], ClaimBytes: claimBytes[n.Metadata.Name], NewClaimBytes: model.ClaimBytes(c)}
+		switch {
+		case n.Metadata.Name == m.From:
+			cand.Excluded = reasonMoveSource
+		case m.Asked != "" && n.Metadata.Name != m.Asked:
+			cand.Excluded = reasonNotAsked
+		}
+		candidates = append(candidates, cand)
+	}
+	return candidates, nil
 }
 
 // movingPod is the pod to place for the claim (name in ns) leaving node
