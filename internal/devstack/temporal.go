@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -284,6 +285,35 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 	}
 	level.started()
 	return t, nil
+}
+
+// StartTemporalOnFreePorts is StartTemporal on a free loopback port when
+// cfg.Address is empty. A port found free can be taken by another process
+// (tests run in parallel processes) before the server binds it, and the
+// internal services' ports are picked the same way: a start that meets a
+// taken port tries again on others, unless the port was the caller's.
+func StartTemporalOnFreePorts(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
+	explicitAddress := cfg.Address != ""
+	var lastErr error
+	for range 3 {
+		if !explicitAddress {
+			port, err := freePort(loopback, reservedPortSet())
+			if err != nil {
+				return nil, err
+			}
+			cfg.Address = net.JoinHostPort(loopback, strconv.Itoa(port))
+		}
+		srv, err := StartTemporal(ctx, cfg)
+		if err == nil {
+			return srv, nil
+		}
+		lastErr = err
+		var frontendTaken *PortInUseError
+		if !errors.Is(err, syscall.EADDRINUSE) || (explicitAddress && errors.As(err, &frontendTaken)) {
+			break
+		}
+	}
+	return nil, lastErr
 }
 
 // checkAndDefault fills in cfg's defaults, checks it and makes its data
