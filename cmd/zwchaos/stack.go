@@ -155,28 +155,12 @@ func (s *stack) leftovers() []string {
 	var out []string
 	_ = waitFor(context.Background(), 10*time.Second, func() bool {
 		out = fabric.Leftovers(s.NodesDir())
-		for _, pid := range pidsNaming(s.dir) {
+		for _, pid := range devcluster.ProcessesNaming(s.dir) {
 			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 			out = append(out, fmt.Sprintf("process %d: %s", pid, strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " ")))
 		}
 		return len(out) == 0
 	})
-	return out
-}
-
-// pidsNaming are the processes an argument of which contains s.
-func pidsNaming(s string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(b), s) {
-			out = append(out, pid)
-		}
-	}
 	return out
 }
 

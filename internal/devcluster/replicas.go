@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -148,4 +149,21 @@ func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// ProcessesNaming are the processes, other than this one, an argument of
+// which contains s: those of a cluster name its directory.
+func ProcessesNaming(s string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(b), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
