@@ -228,31 +228,9 @@ func (c *Cluster) controlPlane(ctx context.Context) error {
 	if c.opts.Replicas > 0 {
 		return c.replicas(ctx)
 	}
-	cfg := c.opts.ControlPlane
-	cfg.DatabaseURL, cfg.StateDir = c.DatabaseURL, c.opts.Dir
-	cfg.TemporalAddress, cfg.TemporalNamespace, cfg.TemporalTLS = c.TemporalAddress, devstack.DefaultNamespace, controlplane.TLSConfig(c.ControlPlaneCert)
-	if cfg.Logger == nil {
-		cfg.Logger = c.log
-	}
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:0"
-	}
-	if cfg.ImageStore == "" {
-		cfg.ImageStore = filepath.Join(c.opts.Dir, "images")
-	}
-	if cfg.ImageMap == nil {
-		m, err := imagemap.Parse(deploy.ImageMap)
-		if err != nil {
-			return fmt.Errorf("built-in image map: %w", err)
-		}
-		cfg.ImageMap = m
-	}
-	var nodeDial *fabric.Dialer
-	if cfg.NodeDial == nil {
-		// The nodes' endpoints, once the nodes exist: on the fabric in
-		// isolation mode.
-		nodeDial = &fabric.Dialer{}
-		cfg.NodeDial = nodeDial.DialContext
+	cfg, nodeDial, err := c.controlPlaneConfig()
+	if err != nil {
+		return err
 	}
 	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
@@ -271,6 +249,39 @@ func (c *Cluster) controlPlane(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// controlPlaneConfig is Options.ControlPlane on the cluster's database,
+// Temporal and state directory, its empty fields filled in; the dialer,
+// when not nil, is to be given the nodes' fabric.
+func (c *Cluster) controlPlaneConfig() (controlplane.Config, *fabric.Dialer, error) {
+	cfg := c.opts.ControlPlane
+	cfg.DatabaseURL, cfg.StateDir = c.DatabaseURL, c.opts.Dir
+	cfg.TemporalAddress, cfg.TemporalNamespace, cfg.TemporalTLS = c.TemporalAddress, devstack.DefaultNamespace, controlplane.TLSConfig(c.ControlPlaneCert)
+	if cfg.Logger == nil {
+		cfg.Logger = c.log
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.ImageStore == "" {
+		cfg.ImageStore = filepath.Join(c.opts.Dir, "images")
+	}
+	if cfg.ImageMap == nil {
+		m, err := imagemap.Parse(deploy.ImageMap)
+		if err != nil {
+			return cfg, nil, fmt.Errorf("built-in image map: %w", err)
+		}
+		cfg.ImageMap = m
+	}
+	var nodeDial *fabric.Dialer
+	if cfg.NodeDial == nil {
+		// The nodes' endpoints, once the nodes exist: on the fabric in
+		// isolation mode.
+		nodeDial = &fabric.Dialer{}
+		cfg.NodeDial = nodeDial.DialContext
+	}
+	return cfg, nodeDial, nil
 }
 
 // stopControlPlane stops the control plane in this process, which may
