@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -153,7 +152,7 @@ func (s *stack) stop(keep bool) {
 // processes on their way out.
 func (s *stack) leftovers() []string {
 	var out []string
-	_ = waitFor(context.Background(), 10*time.Second, func() bool {
+	_ = devcluster.WaitFor(context.Background(), 10*time.Second, func() bool {
 		out = fabric.Leftovers(s.NodesDir())
 		for _, pid := range devcluster.ProcessesNaming(s.dir) {
 			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -162,22 +161,4 @@ func (s *stack) leftovers() []string {
 		return len(out) == 0
 	})
 	return out
-}
-
-// waitFor polls cond every half second until it holds or d has passed.
-func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("timed out")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }

@@ -54,7 +54,7 @@ func (c *Cluster) replicas(ctx context.Context) error {
 		// The first replica makes the admin token and the API
 		// certificate the others then find in the state directory.
 		if i == 0 {
-			if err := waitFor(ctx, 3*time.Minute, func() bool {
+			if err := WaitFor(ctx, 3*time.Minute, func() bool {
 				_, err := os.Stat(controlplane.AdminTokenFile(c.opts.Dir))
 				return err == nil && healthy(c.APIURLs[0])
 			}); err != nil {
@@ -70,7 +70,7 @@ func (c *Cluster) replicas(ctx context.Context) error {
 	client := &http.Client{Timeout: 30 * time.Second, Transport: auth.Bearer{Token: c.AdminToken, Next: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: c.CA.Pool(), MinVersion: tls.VersionTLS12}}}}
 	for _, u := range c.APIURLs {
-		if err := waitFor(ctx, 3*time.Minute, func() bool { return Ready(client, u) }); err != nil {
+		if err := WaitFor(ctx, 3*time.Minute, func() bool { return Ready(client, u) }); err != nil {
 			return fmt.Errorf("API %s not ready: %w", u, err)
 		}
 	}
@@ -133,8 +133,8 @@ func Ready(client *http.Client, base string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// waitFor polls cond every half second until it holds or d has passed.
-func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
+// WaitFor polls cond every half second until it holds or d has passed.
+func WaitFor(ctx context.Context, d time.Duration, cond func() bool) error {
 	deadline := time.Now().Add(d)
 	for {
 		if cond() {
