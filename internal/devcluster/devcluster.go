@@ -356,6 +356,9 @@ func (c *Cluster) Postgres() *pgserver.Server {
 func (c *Cluster) RestartPostgres(ctx context.Context, hard bool) error {
 	c.pgMu.Lock()
 	defer c.pgMu.Unlock()
+	if c.postgres == nil {
+		return errors.New("restart PostgreSQL: the cluster runs on a database of the caller's")
+	}
 	port := c.postgres.Port()
 	if hard {
 		_ = syscall.Kill(-c.postgres.Pid(), syscall.SIGKILL)
