@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,13 +17,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/zonewright/zonewright/deploy"
 	nodeagent "github.com/zonewright/zonewright/internal/agent"
-	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/devcluster"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devregistry"
 	"github.com/zonewright/zonewright/internal/devstack"
@@ -33,7 +33,6 @@ import (
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/podcidr"
 	"github.com/zonewright/zonewright/internal/zwclient"
-	"github.com/zonewright/zonewright/workflows"
 )
 
 // platformCommands adds dev, and the Temporal server alone, where the
@@ -42,103 +41,170 @@ func platformCommands() map[string]command {
 	return map[string]command{"dev": dev, "temporal": temporalServer}
 }
 
-// devDatabase is the database the dev stack keeps in its private cluster.
-const devDatabase = "zonewright"
+// devConfig is what `zonewright dev` was asked for.
+type devConfig struct {
+	dataDir, listen, temporalAddr, uiAddr, dbURL string
+	pgPort, nodes                                int
+	isolation                                    isolationFlag
+	logLevel, registryAddr, mapFile              string
+	reconcile, orphanGrace                       string
+	// cp holds the control plane's settings of the flags.
+	cp controlplane.Config
+	// checks finish the flags that need a look once all are parsed.
+	checks []func() error
+	// isolated is the decision on --isolation; whyNotIsolated says why
+	// not when it is off; underlay is the nodes' network when on.
+	isolated       bool
+	whyNotIsolated string
+	underlay       netip.Prefix
+}
 
 func dev(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("dev", flag.ExitOnError)
-	dataDir := fs.String("data-dir", env("ZW_DATA_DIR", ".data"), "where PostgreSQL and Temporal keep their data (env ZW_DATA_DIR)")
-	listen := fs.String("listen", env("ZW_LISTEN", "127.0.0.1:8080"), "API address (env ZW_LISTEN)")
-	temporalAddr := fs.String("temporal-address", env("ZW_TEMPORAL_ADDRESS", devstack.DefaultTemporalAddress), "embedded Temporal frontend address (env ZW_TEMPORAL_ADDRESS)")
-	uiAddr := fs.String("ui-address", env("ZW_UI_ADDRESS", devstack.DefaultUIAddress), "Temporal Web UI address (env ZW_UI_ADDRESS)")
-	dbURL := fs.String("database-url", env("DATABASE_URL", ""), "use this PostgreSQL instead of a private one (env DATABASE_URL)")
-	pgPort := fs.Int("postgres-port", 0, "loopback port of the private PostgreSQL; 0 picks a free one")
-	nodes := fs.Int("nodes", 3, "simulated illumos nodes to run, each a real agent over illumos-sim")
-	var isolation isolationFlag
-	fs.Var(&isolation, "isolation", "run every simulated node and zone in network, mount and UTS namespaces of its own, pods on 10.<n>.0.0/17 reaching other nodes' pods only through the nodes' routes, services on 10.96.0.0/16 unless --service-cidr says otherwise (needs root); the default where this machine allows it, --isolation=false for the shared loopback")
-	logLevel := fs.String("log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
-	var img controlplane.Config
-	imagesDone := imageFlags(fs, &img, "", "", "127.0.0.0/8,::1")
-	registryAddr := fs.String("registry", env("ZW_REGISTRY", "127.0.0.1:5000"), "serve an OCI registry here, in memory, seeded with "+devregistry.DemoImage+"; pods name its images as <address>/<repository>:<tag>; empty serves none (env ZW_REGISTRY)")
-	mapFile := fs.String("image-map", env("ZW_IMAGE_MAP", ""), "image map file (env ZW_IMAGE_MAP); default: the built-in deploy/images.yaml")
-	reconcile := fs.String("reconcile-interval", nodeagent.DefaultReconcileInterval.String(), "how often each node compares its host with the control plane (passed to the agents)")
-	orphanGrace := fs.String("orphan-grace", nodeagent.DefaultOrphanGrace.String(), "how long a node reports an orphan before removing it (passed to the agents)")
-	var health controlplane.Config
-	nodeHealth := nodeHealthFlags(fs, &health)
-	// Inside 127.0.0.0/8, so service addresses are reachable on Linux.
-	serviceCIDRFlag(fs, &health, clusterip.DevCIDR)
-	// Pod networks 127.<m>.<n>.0/24: reachable on Linux too; m depends on
-	// the data dir unless given (below).
-	podCIDRFlags(fs, &health, "")
-	maxConnectionsFlag(fs, &health)
-	streamBoundsFlags(fs, &health)
-	dnsDone := dnsFlags(fs, &health.DNS, "127.0.0.1:8053")
-	capacityDone := capacityFlag(fs, &health)
-	_ = fs.Parse(args)
-	isolated, isolationOff := isolation.decide()
-	if isolation.on != nil && *isolation.on && isolationOff != "" {
-		return fmt.Errorf("--isolation: %s", isolationOff)
-	}
-	// Every path the stack shows or writes (the env file, zwctl's
-	// config, the banner) holds from any directory.
-	abs, err := filepath.Abs(*dataDir)
+	d, err := parseDevFlags(args)
 	if err != nil {
 		return err
 	}
-	*dataDir = abs
-	if err := imagesDone(); err != nil {
-		return err
-	}
-	if err := capacityDone(); err != nil {
-		return err
-	}
-	if err := nodeHealth(); err != nil {
-		return err
-	}
-	if err := dnsDone(); err != nil {
-		return err
-	}
-	if isolated {
-		if err := isolatedServiceCIDR(fs, &health.ServiceCIDR); err != nil {
-			return err
-		}
-	}
-	if _, err := clusterip.Parse(health.ServiceCIDR); err != nil {
-		return fmt.Errorf("--service-cidr: %w", err)
-	}
-	var underlay netip.Prefix
-	if health.ClusterCIDR == "" || isolated {
-		cidr, err := devClusterCIDR(*dataDir, health.ServiceCIDR)
-		if err != nil {
-			return err
-		}
-		if isolated {
-			// The network number the data dir picks, on 10/8 inside the
-			// namespaces.
-			n := int(netip.MustParsePrefix(cidr).Addr().As4()[1])
-			underlay = fabric.IsolatedUnderlay(n)
-			cidr = fabric.IsolatedClusterCIDR(n)
-		}
-		if health.ClusterCIDR == "" {
-			health.ClusterCIDR = cidr
-		}
-	}
-	if _, err := podcidr.ParseRange(health.ClusterCIDR, health.NodeCIDRMaskSize); err != nil {
-		return fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
-	}
-	log, err := newLogger(*logLevel)
+	log, err := newLogger(d.logLevel)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	exposed := podsShareUserWarning(isolated, os.Geteuid(), *nodes, *dataDir, isolationOff)
-	if exposed != "" {
+	if exposed := podsShareUserWarning(d.isolated, os.Geteuid(), d.nodes, d.dataDir, d.whyNotIsolated); exposed != "" {
 		fmt.Fprintln(os.Stderr, "WARNING: "+exposed)
-		exposed = "  WARNING      " + exposed + "\n"
 	}
+	if err := d.checkPortsFree(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(d.dataDir, 0o755); err != nil {
+		return err
+	}
+	unlock, err := lockDataDir(d.dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	audit, err := d.prepareDataDir()
+	if err != nil {
+		return err
+	}
+	defer audit.Close()
+	d.cp.AuditLog, d.cp.Logger = audit, log
+	opts, err := d.clusterOptions(log)
+	if err != nil {
+		return err
+	}
+	c, err := devcluster.Build(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	up, err := d.extras(ctx, c, log)
+	defer up.stop()
+	if err != nil {
+		return err
+	}
+	d.printBanner(c, up, time.Since(start))
+	select {
+	case <-ctx.Done():
+		log.Info("stopping the dev stack")
+	case err := <-c.ControlPlane.Served():
+		return fmt.Errorf("API server stopped: %w", err)
+	}
+	return nil
+}
 
-	// Refuse early and clearly when something already holds our ports.
-	for _, p := range []struct{ addr, flag string }{{*listen, "--listen"}, {*temporalAddr, "--temporal-address"}, {*uiAddr, "--ui-address"}, {health.DNS.Addr, "--dns-listen"}} {
+// devFlags defines dev's flags on fs.
+func devFlags(fs *flag.FlagSet) *devConfig {
+	d := &devConfig{}
+	fs.StringVar(&d.dataDir, "data-dir", env("ZW_DATA_DIR", ".data"), "where PostgreSQL and Temporal keep their data (env ZW_DATA_DIR)")
+	fs.StringVar(&d.listen, "listen", env("ZW_LISTEN", "127.0.0.1:8080"), "API address (env ZW_LISTEN)")
+	fs.StringVar(&d.temporalAddr, "temporal-address", env("ZW_TEMPORAL_ADDRESS", devstack.DefaultTemporalAddress), "embedded Temporal frontend address (env ZW_TEMPORAL_ADDRESS)")
+	fs.StringVar(&d.uiAddr, "ui-address", env("ZW_UI_ADDRESS", devstack.DefaultUIAddress), "Temporal Web UI address (env ZW_UI_ADDRESS)")
+	fs.StringVar(&d.dbURL, "database-url", env("DATABASE_URL", ""), "use this PostgreSQL instead of a private one (env DATABASE_URL)")
+	fs.IntVar(&d.pgPort, "postgres-port", 0, "loopback port of the private PostgreSQL; 0 picks a free one")
+	fs.IntVar(&d.nodes, "nodes", 3, "simulated illumos nodes to run, each a real agent over illumos-sim")
+	fs.Var(&d.isolation, "isolation", "run every simulated node and zone in network, mount and UTS namespaces of its own, pods on 10.<n>.0.0/17 reaching other nodes' pods only through the nodes' routes, services on 10.96.0.0/16 unless --service-cidr says otherwise (needs root); the default where this machine allows it, --isolation=false for the shared loopback")
+	fs.StringVar(&d.logLevel, "log-level", env("ZW_LOG_LEVEL", "info"), "debug, info, warn or error (env ZW_LOG_LEVEL)")
+	d.checks = append(d.checks, imageFlags(fs, &d.cp, "", "", "127.0.0.0/8,::1"))
+	fs.StringVar(&d.registryAddr, "registry", env("ZW_REGISTRY", "127.0.0.1:5000"), "serve an OCI registry here, in memory, seeded with "+devregistry.DemoImage+"; pods name its images as <address>/<repository>:<tag>; empty serves none (env ZW_REGISTRY)")
+	fs.StringVar(&d.mapFile, "image-map", env("ZW_IMAGE_MAP", ""), "image map file (env ZW_IMAGE_MAP); default: the built-in deploy/images.yaml")
+	fs.StringVar(&d.reconcile, "reconcile-interval", nodeagent.DefaultReconcileInterval.String(), "how often each node compares its host with the control plane (passed to the agents)")
+	fs.StringVar(&d.orphanGrace, "orphan-grace", nodeagent.DefaultOrphanGrace.String(), "how long a node reports an orphan before removing it (passed to the agents)")
+	nodeHealth := nodeHealthFlags(fs, &d.cp)
+	// Inside 127.0.0.0/8, so service addresses are reachable on Linux.
+	serviceCIDRFlag(fs, &d.cp, clusterip.DevCIDR)
+	// Pod networks 127.<m>.<n>.0/24: reachable on Linux too; m depends on
+	// the data dir unless given (networks).
+	podCIDRFlags(fs, &d.cp, "")
+	maxConnectionsFlag(fs, &d.cp)
+	streamBoundsFlags(fs, &d.cp)
+	dnsDone := dnsFlags(fs, &d.cp.DNS, "127.0.0.1:8053")
+	d.checks = append(d.checks, capacityFlag(fs, &d.cp), nodeHealth, dnsDone)
+	return d
+}
+
+// parseDevFlags parses and checks dev's flags and decides the stack's
+// isolation and networks.
+func parseDevFlags(args []string) (*devConfig, error) {
+	fs := flag.NewFlagSet("dev", flag.ExitOnError)
+	d := devFlags(fs)
+	_ = fs.Parse(args)
+	d.isolated, d.whyNotIsolated = d.isolation.decide()
+	if d.isolation.on != nil && *d.isolation.on && d.whyNotIsolated != "" {
+		return nil, fmt.Errorf("--isolation: %s", d.whyNotIsolated)
+	}
+	// Every path the stack shows or writes (the env file, zwctl's
+	// config, the banner) holds from any directory.
+	abs, err := filepath.Abs(d.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	d.dataDir = abs
+	for _, check := range d.checks {
+		if err := check(); err != nil {
+			return nil, err
+		}
+	}
+	if d.isolated {
+		if err := isolatedServiceCIDR(fs, &d.cp.ServiceCIDR); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := clusterip.Parse(d.cp.ServiceCIDR); err != nil {
+		return nil, fmt.Errorf("--service-cidr: %w", err)
+	}
+	return d, d.networks()
+}
+
+// networks decides the pod range (one of the data dir's own unless
+// given) and, in isolation mode, the nodes' underlay.
+func (d *devConfig) networks() error {
+	if d.cp.ClusterCIDR == "" || d.isolated {
+		cidr, err := devClusterCIDR(d.dataDir, d.cp.ServiceCIDR)
+		if err != nil {
+			return err
+		}
+		if d.isolated {
+			// The network number the data dir picks, on 10/8 inside the
+			// namespaces.
+			n := int(netip.MustParsePrefix(cidr).Addr().As4()[1])
+			d.underlay = fabric.IsolatedUnderlay(n)
+			cidr = fabric.IsolatedClusterCIDR(n)
+		}
+		if d.cp.ClusterCIDR == "" {
+			d.cp.ClusterCIDR = cidr
+		}
+	}
+	if _, err := podcidr.ParseRange(d.cp.ClusterCIDR, d.cp.NodeCIDRMaskSize); err != nil {
+		return fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
+	}
+	return nil
+}
+
+// checkPortsFree refuses early and clearly when something already holds
+// the stack's ports.
+func (d *devConfig) checkPortsFree() error {
+	for _, p := range []struct{ addr, flag string }{{d.listen, "--listen"}, {d.temporalAddr, "--temporal-address"}, {d.uiAddr, "--ui-address"}, {d.cp.DNS.Addr, "--dns-listen"}} {
 		if p.addr == "" {
 			continue
 		}
@@ -150,209 +216,151 @@ func dev(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
-		return err
-	}
-	unlock, err := lockDataDir(*dataDir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
+	return nil
+}
 
-	var stops []func()
-	defer func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}()
-
-	url, dbShown := *dbURL, ""
-	if url == "" {
-		pg, err := pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(*dataDir, "postgres"), Port: *pgPort})
-		if err != nil {
-			return fmt.Errorf("private PostgreSQL: %w", err)
-		}
-		stops = append(stops, func() {
-			if err := pg.Stop(); err != nil {
-				log.Warn("stop PostgreSQL", "err", err)
-			}
-		})
-		if url, err = pg.EnsureDatabase(ctx, devDatabase); err != nil {
-			return err
-		}
-		dbShown = " (password in " + pgserver.PasswordFile(filepath.Join(*dataDir, "postgres")) + ")"
+// prepareDataDir readies what the control plane keeps in the data
+// directory besides its state: the image directories, the image map,
+// the encryption key and the audit log, which it returns open.
+func (d *devConfig) prepareDataDir() (*os.File, error) {
+	var err error
+	if d.cp.ImageStore == "" {
+		d.cp.ImageStore = filepath.Join(d.dataDir, "images")
 	}
-
-	// The data directory is the control plane's state directory: the
-	// cluster CA every certificate comes from is kept in its tls/.
-	stateDir, err := filepath.Abs(*dataDir)
-	if err != nil {
-		return err
+	if d.cp.ImageSourceDir == "" {
+		d.cp.ImageSourceDir = filepath.Join(d.dataDir, "image-sources")
 	}
-	ca, err := pki.LoadOrCreateCA(filepath.Join(stateDir, "tls"), "zonewright CA")
-	if err != nil {
-		return fmt.Errorf("cluster CA: %w", err)
+	if err := os.MkdirAll(d.cp.ImageSourceDir, 0o755); err != nil {
+		return nil, err
 	}
-	// Temporal's authorizer denies a node whose certificate was revoked
-	// with its Node.
-	certPool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		return err
-	}
-	stops = append(stops, certPool.Close)
-	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
-		Address: *temporalAddr, DataDir: filepath.Join(*dataDir, "temporal"), Namespace: devstack.DefaultNamespace, CA: ca,
-		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log.With("component", "temporal-server"),
-		NodeCertRevoked: (&auth.NodeCertificates{Pool: certPool}).Revoked,
-	})
-	if err != nil {
-		return fmt.Errorf("embedded Temporal: %w", err)
-	}
-	stops = append(stops, func() { _ = tmp.Stop() })
-	// The control plane's and the operator's (the Temporal CLI's and the
-	// Web UI's) certificates, issued at every start beside the CA.
-	tlsDir := filepath.Join(stateDir, "tls")
-	cpCert, err := devstack.EnsureClientTLS(ca, tlsDir, "temporal-control-plane", devstack.ControlPlaneName)
-	if err != nil {
-		return err
-	}
-	opCert, err := devstack.EnsureClientTLS(ca, tlsDir, "temporal-operator", "dev-operator", devstack.AdminOrg)
-	if err != nil {
-		return err
-	}
-
-	ui, err := devstack.StartUI(devstack.UIConfig{Address: *uiAddr, TemporalAddress: tmp.Address(), Namespace: devstack.DefaultNamespace,
-		TLS: &opCert})
-	if err != nil {
-		return fmt.Errorf("Temporal Web UI: %w", err)
-	}
-	stops = append(stops, func() { _ = ui.Stop() })
-
-	if img.ImageStore == "" {
-		img.ImageStore = filepath.Join(*dataDir, "images")
-	}
-	if img.ImageSourceDir == "" {
-		if img.ImageSourceDir, err = filepath.Abs(filepath.Join(*dataDir, "image-sources")); err != nil {
-			return err
-		}
-	}
-	if err := os.MkdirAll(img.ImageSourceDir, 0o755); err != nil {
-		return err
-	}
-	if img.ImageMap, err = devImageMap(*mapFile); err != nil {
-		return err
+	if d.cp.ImageMap, err = devImageMap(d.mapFile); err != nil {
+		return nil, err
 	}
 	// Secrets are encrypted with a key kept in the data directory (0600),
 	// so they open again after a restart.
-	key, err := encryption.EnsureKeyFile(filepath.Join(*dataDir, "encryption.key"))
-	if err != nil {
-		return err
+	if d.cp.EncryptionKey, err = encryption.EnsureKeyFile(filepath.Join(d.dataDir, "encryption.key")); err != nil {
+		return nil, err
 	}
 	// The audit log and the cluster-admin token (admin.token) live in the
 	// data directory too.
-	audit, err := os.OpenFile(filepath.Join(*dataDir, "audit.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
+	return os.OpenFile(filepath.Join(d.dataDir, "audit.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+}
+
+// clusterOptions are the dev stack's: the data directory is the control
+// plane's state directory, its CA the cluster's; this binary is the
+// nodes' agent.
+func (d *devConfig) clusterOptions(log *slog.Logger) (devcluster.Options, error) {
+	var self, sim string
+	if d.nodes > 0 {
+		var err error
+		if sim, err = devnodes.FindSim(); err != nil {
+			return devcluster.Options{}, err
+		}
+		if self, err = os.Executable(); err != nil {
+			return devcluster.Options{}, err
+		}
 	}
-	stops = append(stops, func() { audit.Close() })
-	// The nodes' endpoints, once the nodes exist: on the fabric in
-	// isolation mode.
-	var nodeDial fabric.Dialer
-	cp, err := controlplane.Start(ctx, controlplane.Config{DatabaseURL: url, Listen: *listen, StateDir: stateDir, AuditLog: audit, NodeDial: nodeDial.DialContext,
-		TemporalAddress: tmp.Address(), TemporalNamespace: devstack.DefaultNamespace, TemporalTLS: controlplane.TLSConfig(cpCert), Logger: log,
-		ImageStore: img.ImageStore, TransferDir: img.TransferDir, AdvertiseURL: img.AdvertiseURL,
-		ImageMap: img.ImageMap, ImageStallTimeout: img.ImageStallTimeout,
-		ImageSourceDir: img.ImageSourceDir, ImageAllowPrivateSources: img.ImageAllowPrivateSources, ImageMaxBytes: img.ImageMaxBytes,
-		InsecureRegistries: img.InsecureRegistries, PodRegistryImageTTL: img.PodRegistryImageTTL, MaxPodRegistryImages: img.MaxPodRegistryImages,
-		ImageGC: img.ImageGC, NodeGracePeriod: health.NodeGracePeriod, NodeEvictionTimeout: health.NodeEvictionTimeout,
-		ServiceCIDR: health.ServiceCIDR, ClusterCIDR: health.ClusterCIDR, NodeCIDRMaskSize: health.NodeCIDRMaskSize,
-		DNS: health.DNS, Capacity: health.Capacity, EncryptionKey: key, MaxConnections: health.MaxConnections, MaxUnauthenticated: health.MaxUnauthenticated,
-		MinRequestTimeout: health.MinRequestTimeout, StreamIdleTimeout: health.StreamIdleTimeout})
-	if err != nil {
-		return err
+	d.cp.Listen = d.listen
+	return devcluster.Options{Dir: d.dataDir, Logger: log, DatabaseURL: d.dbURL, PostgresPort: d.pgPort,
+		TemporalAddress: d.temporalAddr, ControlPlane: d.cp, Zonewright: self, Sim: sim, Nodes: d.nodes,
+		AgentArgs: []string{"--heartbeat-interval", devHeartbeat(d.cp.NodeGracePeriod).String(),
+			"--reconcile-interval", d.reconcile, "--orphan-grace", d.orphanGrace,
+			"--cluster-domain", d.cp.DNS.Domain, "--dns-upstream", upstreamFlag(d.cp.DNS.Upstreams)},
+		Underlay: d.underlay, SuperviseAgents: true, OperatorName: "dev-operator"}, nil
+}
+
+// devExtras are the parts of the dev stack around the cluster: the
+// Temporal Web UI, the registry, zwctl's and kubectl's configs and the
+// env file.
+type devExtras struct {
+	ui            *devstack.UI
+	registryShown string
+	envFile       string
+	stops         []func()
+}
+
+func (e *devExtras) stop() {
+	for i := len(e.stops) - 1; i >= 0; i-- {
+		e.stops[i]()
 	}
-	stops = append(stops, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = cp.Stop(sctx)
-	})
-	caFile := controlplane.CAFile(stateDir)
+}
+
+// extras starts the Web UI and the registry and writes the files that
+// let zwctl, kubectl and the Temporal CLI talk to the stack.
+func (d *devConfig) extras(ctx context.Context, c *devcluster.Cluster, log *slog.Logger) (*devExtras, error) {
+	e := &devExtras{registryShown: "none (--registry \"\")"}
+	var err error
+	if e.ui, err = devstack.StartUI(devstack.UIConfig{Address: d.uiAddr, TemporalAddress: c.TemporalAddress, Namespace: devstack.DefaultNamespace,
+		TLS: &c.OperatorCert}); err != nil {
+		return e, fmt.Errorf("Temporal Web UI: %w", err)
+	}
+	e.stops = append(e.stops, func() { _ = e.ui.Stop() })
+	cp, caFile := c.ControlPlane, controlplane.CAFile(d.dataDir)
 	// zwctl's config (context dev), so that after sourcing the env file
-	// every zwctl command talks to this stack.
-	zwctlConfig, kubeconfig := filepath.Join(*dataDir, "zwctl.yaml"), filepath.Join(*dataDir, "kubeconfig")
+	// every zwctl command talks to this stack; the same for the stock
+	// kubectl.
+	zwctlConfig, kubeconfig := filepath.Join(d.dataDir, "zwctl.yaml"), filepath.Join(d.dataDir, "kubeconfig")
 	config := zwclient.SingleContext("dev", cp.URL(), caFile, cp.AdminToken(), "default")
 	if err := config.Save(zwctlConfig); err != nil {
-		return err
+		return e, err
 	}
-	// The same for the stock kubectl.
 	if err := config.SaveKubeconfig(kubeconfig); err != nil {
-		return err
+		return e, err
 	}
 	// A registry that cannot start (its port taken) leaves the rest of
 	// the stack as it is: registry images need a registry of their own.
-	registryShown, registryEnv := "none (--registry \"\")", []envVar(nil)
-	if *registryAddr != "" {
-		reg, err := devregistry.Start(ctx, *registryAddr)
-		if err != nil {
+	var registryEnv []envVar
+	if d.registryAddr != "" {
+		if reg, err := devregistry.Start(ctx, d.registryAddr); err != nil {
 			log.Warn("no dev registry", "err", err)
-			registryShown = "none: " + err.Error()
+			e.registryShown = "none: " + err.Error()
 		} else {
-			stops = append(stops, func() { _ = reg.Close() })
-			registryShown = fmt.Sprintf("%s (in memory; try image %s/%s)", reg.Addr, reg.Addr, devregistry.DemoImage)
+			e.stops = append(e.stops, func() { _ = reg.Close() })
+			e.registryShown = fmt.Sprintf("%s (in memory; try image %s/%s)", reg.Addr, reg.Addr, devregistry.DemoImage)
 			registryEnv = []envVar{{"ZW_REGISTRY", reg.Addr}}
 		}
 	}
-	envFile := filepath.Join(*dataDir, "env")
-	if err := devEnvFile(envFile, append([]envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}, {"ZW_TOKEN", cp.AdminToken()},
+	op := c.OperatorCert
+	e.envFile = filepath.Join(d.dataDir, "env")
+	return e, devEnvFile(e.envFile, append([]envVar{{"ZW_API_URL", cp.URL()}, {"ZW_CACERT", caFile}, {"ZW_TOKEN", cp.AdminToken()},
 		{zwclient.EnvConfig, zwctlConfig}, {"KUBECONFIG", kubeconfig},
-		{"TEMPORAL_ADDRESS", tmp.Address()}, {"TEMPORAL_NAMESPACE", devstack.DefaultNamespace},
-		{"TEMPORAL_TLS_CERT", opCert.CertFile}, {"TEMPORAL_TLS_KEY", opCert.KeyFile}, {"TEMPORAL_TLS_CA", opCert.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", opCert.ServerName},
-	}, registryEnv...), zwctlDir()); err != nil {
-		return err
-	}
+		{"TEMPORAL_ADDRESS", c.TemporalAddress}, {"TEMPORAL_NAMESPACE", devstack.DefaultNamespace},
+		{"TEMPORAL_TLS_CERT", op.CertFile}, {"TEMPORAL_TLS_KEY", op.KeyFile}, {"TEMPORAL_TLS_CA", op.CAFile}, {"TEMPORAL_TLS_SERVER_NAME", op.ServerName},
+	}, registryEnv...), zwctlDir())
+}
 
-	nodeList := "none (--nodes 0); pod CIDRs would come from " + health.ClusterCIDR
-	if *nodes > 0 {
-		sim, err := devnodes.FindSim()
-		if err != nil {
-			return err
-		}
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		ns, err := devnodes.Start(ctx, devnodes.Config{Count: *nodes, DataDir: filepath.Join(*dataDir, "nodes"), Agent: self, Sim: sim, Tokens: &auth.Tokens{Pool: cp.Store.Pool()},
-			Temporal: tmp.Address(), Namespace: devstack.DefaultNamespace, TemporalMTLS: true, Logger: log,
-			APIURL: cp.URL(), APICAFile: caFile,
-			ExtraArgs: []string{"--heartbeat-interval", devHeartbeat(health.NodeGracePeriod).String(),
-				"--reconcile-interval", *reconcile, "--orphan-grace", *orphanGrace,
-				"--cluster-domain", health.DNS.Domain, "--dns-upstream", upstreamFlag(health.DNS.Upstreams)},
-			Underlay: underlay})
-		if err != nil {
-			return err
-		}
-		nodeDial.Use(ns.Fabric())
-		stops = append(stops, ns.Stop)
-		// A dead agent is restarted, as SMF would; the supervision ends
-		// before the agents are stopped (stops run last to first).
-		supervise, stopSupervising := context.WithCancel(ctx)
-		ns.Supervise(supervise)
-		stops = append(stops, stopSupervising)
-		nodeList = "pod CIDRs assigned from " + health.ClusterCIDR
-		if underlay.IsValid() {
-			nodeList += ", isolation mode: each node a network namespace on the underlay " + underlay.String()
-			if os.Geteuid() != 0 {
-				nodeList += " in a user namespace of this stack's, each zone a subordinate id of yours"
-			}
-			nodeList += " (reach pods with zwctl port-forward or exec)"
-		} else {
-			nodeList += ", shared loopback: pods reachable from this machine (" + isolationOff + ")"
-		}
-		for _, n := range ns.Nodes {
-			nodeList += fmt.Sprintf("\n    %s  state %s  agent pid %d (%s)", n.Name, n.Root, n.Pid(), n.PidFile)
-		}
+// nodeList is the banner's line of nodes.
+func (d *devConfig) nodeList(c *devcluster.Cluster) string {
+	if c.Nodes == nil {
+		return "none (--nodes 0); pod CIDRs would come from " + d.cp.ClusterCIDR
 	}
+	list := "pod CIDRs assigned from " + d.cp.ClusterCIDR
+	if d.underlay.IsValid() {
+		list += ", isolation mode: each node a network namespace on the underlay " + d.underlay.String()
+		if os.Geteuid() != 0 {
+			list += " in a user namespace of this stack's, each zone a subordinate id of yours"
+		}
+		list += " (reach pods with zwctl port-forward or exec)"
+	} else {
+		list += ", shared loopback: pods reachable from this machine (" + d.whyNotIsolated + ")"
+	}
+	for _, n := range c.Nodes.Nodes {
+		list += fmt.Sprintf("\n    %s  state %s  agent pid %d (%s)", n.Name, n.Root, n.Pid(), n.PidFile)
+	}
+	return list
+}
 
+// printBanner says where everything is, once the stack is up.
+func (d *devConfig) printBanner(c *devcluster.Cluster, e *devExtras, took time.Duration) {
+	exposed := podsShareUserWarning(d.isolated, os.Geteuid(), d.nodes, d.dataDir, d.whyNotIsolated)
+	if exposed != "" {
+		exposed = "  WARNING      " + exposed + "\n"
+	}
+	dbShown := ""
+	if d.dbURL == "" {
+		dbShown = " (password in " + pgserver.PasswordFile(c.PostgresDir()) + ")"
+	}
+	cp, caFile := c.ControlPlane, controlplane.CAFile(d.dataDir)
 	fmt.Printf(`
 zonewright dev stack is up (started in %s)
   API          %s (CA %s, fingerprint %s)
@@ -374,16 +382,8 @@ Try: source %s
      curl --cacert "$ZW_CACERT" -H "Authorization: Bearer $ZW_TOKEN" "$ZW_API_URL/api/v1/images"
      temporal workflow list
 Ctrl-C stops everything; the next start resumes the same data.
-`, time.Since(start).Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), ui.URL(), tmp.Address(), devstack.DefaultNamespace, tlsDir, redact(url), dbShown, *dataDir, nodeList, cp.ServiceCIDR(), cp.ClusterDNSAddress(),
-		dnsShown(cp.DNSAddr()), health.DNS.Domain, img.ImageSourceDir, registryShown, controlplane.AdminTokenFile(stateDir), filepath.Join(stateDir, "audit.log"), exposed, envFile)
-
-	select {
-	case <-ctx.Done():
-		log.Info("stopping the dev stack")
-	case err := <-cp.Served():
-		return fmt.Errorf("API server stopped: %w", err)
-	}
-	return nil
+`, took.Round(time.Millisecond), cp.URL(), caFile, cp.CA().Fingerprint(), e.ui.URL(), c.TemporalAddress, devstack.DefaultNamespace, filepath.Join(d.dataDir, "tls"), redact(c.DatabaseURL), dbShown, d.dataDir, d.nodeList(c), cp.ServiceCIDR(), cp.ClusterDNSAddress(),
+		dnsShown(cp.DNSAddr()), d.cp.DNS.Domain, d.cp.ImageSourceDir, e.registryShown, controlplane.AdminTokenFile(d.dataDir), filepath.Join(d.dataDir, "audit.log"), exposed, e.envFile)
 }
 
 // envVar is one line of the dev stack's env file.

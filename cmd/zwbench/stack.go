@@ -11,28 +11,24 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	tclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/zonewright/zonewright/deploy"
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/clusterip"
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/devcluster"
 	"github.com/zonewright/zonewright/internal/devnodes"
 	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/fabric"
-	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/pgserver"
-	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/store"
-	"github.com/zonewright/zonewright/workflows"
 )
 
 // stack is the dev stack started for one run, in a temporary directory.
 type stack struct {
 	dir      string
+	cluster  *devcluster.Cluster
 	pg       *pgserver.Server
 	temporal *devstack.Temporal
 	cp       *controlplane.ControlPlane
@@ -60,91 +56,44 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		return nil, err
 	}
 	s := &stack{dir: dir}
-	if s.pg, err = pgserver.Start(ctx, pgserver.Config{DataDir: filepath.Join(dir, "postgres")}); err != nil {
-		return s, err
-	}
-	url, err := s.pg.EnsureDatabase(ctx, "zonewright")
+	bin, err := filepath.Abs(cfg.binDir)
 	if err != nil {
 		return s, err
 	}
-	addr, err := devstack.FreeAddr()
-	if err != nil {
-		return s, err
-	}
-	// Temporal runs mutual TLS with the authorizer, as in the dev stack,
-	// so that what is measured includes it.
-	ca, err := pki.LoadOrCreateCA(filepath.Join(dir, "tls"), "zonewright CA")
-	if err != nil {
-		return s, err
-	}
-	if s.temporal, err = devstack.StartTemporal(ctx, devstack.TemporalConfig{Address: addr, DataDir: filepath.Join(dir, "temporal"),
-		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log,
-		CountRequests: true, CA: ca}); err != nil {
-		return s, err
-	}
-	cpCert, err := devstack.EnsureClientTLS(ca, filepath.Join(dir, "tls"), "temporal-control-plane", devstack.ControlPlaneName)
-	if err != nil {
-		return s, err
-	}
-	imgMap, err := imagemap.Parse(deploy.ImageMap)
-	if err != nil {
-		return s, err
-	}
-	s.cpConfig = controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0", StateDir: dir,
-		TemporalAddress: s.temporal.Address(), TemporalNamespace: "default", TemporalTLS: controlplane.TLSConfig(cpCert), Logger: log,
-		ImageStore: filepath.Join(dir, "images"), ImageMap: imgMap,
-		// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
-		ServiceCIDR: "127.94.0.0/16", ClusterCIDR: devnodes.ClusterCIDR(10), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
+	// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
+	cpConfig := controlplane.Config{ServiceCIDR: "127.94.0.0/16", ClusterCIDR: devnodes.ClusterCIDR(10), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
 	var underlay netip.Prefix
 	if cfg.isolated {
 		// Off loopback, inside the namespaces; the network number this
 		// process's own, clear of a dev stack's or a test's.
 		n := 100 + os.Getpid()%100
 		underlay = fabric.IsolatedUnderlay(n)
-		s.cpConfig.ServiceCIDR, s.cpConfig.ClusterCIDR = clusterip.DefaultCIDR, fabric.IsolatedClusterCIDR(n)
+		cpConfig.ServiceCIDR, cpConfig.ClusterCIDR = clusterip.DefaultCIDR, fabric.IsolatedClusterCIDR(n)
 	}
-	if s.cp, err = controlplane.Start(ctx, s.cpConfig); err != nil {
+	// Temporal runs mutual TLS with the authorizer, as in the dev stack,
+	// so that what is measured includes it. The agents' other settings
+	// are their defaults (a 10 s heartbeat): the stack measured is the
+	// one operators run.
+	if s.cluster, err = devcluster.Build(ctx, devcluster.Options{Dir: dir, Logger: log, CountRequests: true, ControlPlane: cpConfig,
+		Zonewright: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), Nodes: cfg.nodes,
+		AgentArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods)}, Underlay: underlay, OperatorName: "zwbench"}); err != nil {
 		return s, err
 	}
+	c := s.cluster
+	s.pg, s.temporal, s.cp, s.cpConfig, s.nodes = c.Postgres(), c.Temporal, c.ControlPlane, c.ControlPlaneConfig, c.Nodes
 	apiHTTP = &http.Client{Transport: auth.Bearer{Token: s.cp.AdminToken(), Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.cp.CA().Pool(), MinVersion: tls.VersionTLS12},
 		MaxIdleConnsPerHost: 64}}}
-	bin, err := filepath.Abs(cfg.binDir)
-	if err != nil {
-		return s, err
-	}
-	s.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: cfg.nodes, DataDir: filepath.Join(dir, "nodes"), Tokens: &auth.Tokens{Pool: s.cp.Store.Pool()},
-		Agent: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"),
-		Temporal: s.temporal.Address(), Namespace: "default", TemporalMTLS: true, Logger: log, APIURL: s.cp.URL(), APICAFile: controlplane.CAFile(dir),
-		// The agents' other settings are their defaults (a 10 s heartbeat):
-		// the stack measured is the one operators run.
-		ExtraArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods)}, Underlay: underlay})
-	return s, err
+	return s, nil
 }
 
 // dialTemporal is a Temporal client of the stack's server, as an operator.
 func (s *stack) dialTemporal(log *slog.Logger) (tclient.Client, error) {
-	conf, err := s.temporal.ClientTLS("zwbench", devstack.AdminOrg)
-	if err != nil {
-		return nil, err
-	}
-	return tclient.Dial(tclient.Options{HostPort: s.temporal.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(log),
-		ConnectionOptions: tclient.ConnectionOptions{TLS: conf}})
+	return s.cluster.DialOperator(log)
 }
 
 func (s *stack) stop() {
-	if s.nodes != nil {
-		s.nodes.Stop()
-	}
-	if s.cp != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = s.cp.Stop(ctx)
-		cancel()
-	}
-	if s.temporal != nil {
-		_ = s.temporal.Stop()
-	}
-	if s.pg != nil {
-		_ = s.pg.Stop()
+	if s.cluster != nil {
+		s.cluster.Stop()
 	}
 	_ = os.RemoveAll(s.dir)
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/devcluster"
 	"github.com/zonewright/zonewright/internal/model"
 )
 
@@ -34,7 +35,7 @@ func startAtRest(ctx context.Context, a *api, node string) (map[string]string, t
 	// The node may not have registered yet; the agent's own writes can
 	// make a 409.
 	var answer string
-	err := waitFor(ctx, time.Minute, func() bool {
+	err := devcluster.WaitFor(ctx, time.Minute, func() bool {
 		var n model.Node
 		if !a.get(ctx, "/api/v1/nodes/"+node, &n) {
 			answer = "not found"
@@ -63,7 +64,7 @@ func startAtRest(ctx context.Context, a *api, node string) (map[string]string, t
 		return nil, time.Time{}, fmt.Errorf("create the deployment at rest: %d %s", code, truncate(b, 300))
 	}
 	var pods map[string]string
-	err = waitFor(ctx, 2*time.Minute, func() bool {
+	err = devcluster.WaitFor(ctx, 2*time.Minute, func() bool {
 		var d model.Deployment
 		var list model.List[model.Pod]
 		if !a.get(ctx, deploymentsPath+"/"+atRestName, &d) || !a.get(ctx, podsPath+"?labelSelector=app%3D"+atRestName, &list) {

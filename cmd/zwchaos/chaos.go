@@ -59,16 +59,16 @@ func (c *chaos) run(ctx context.Context) {
 		}
 		switch kind {
 		case 0, eventKinds:
-			i := c.rng.IntN(len(c.s.nodes.Nodes))
-			c.record(kindAgent, "SIGKILL agent "+c.s.nodes.Nodes[i].Name)
-			c.s.nodes.Kill(i)
+			i := c.rng.IntN(len(c.s.Nodes.Nodes))
+			c.record(kindAgent, "SIGKILL agent "+c.s.Nodes.Nodes[i].Name)
+			c.s.Nodes.Kill(i)
 		case 1, 2:
-			i := c.rng.IntN(len(c.s.replicas))
-			c.record(kindServe, "SIGKILL "+c.s.replicas[i].name)
-			c.s.replicas[i].kill()
+			i := c.rng.IntN(len(c.s.Replicas))
+			c.record(kindServe, "SIGKILL "+c.s.Replicas[i].Name)
+			c.s.Replicas[i].Kill()
 		case 3:
 			c.record(kindTemporal, "SIGKILL the Temporal server")
-			c.s.temporalProc.kill()
+			c.s.TemporalProcess.Kill()
 		case 4:
 			hard := c.rng.IntN(2) == 0
 			how := "fast stop"
@@ -76,20 +76,20 @@ func (c *chaos) run(ctx context.Context) {
 				how = "SIGKILL"
 			}
 			c.record(kindPostgres, "restart PostgreSQL ("+how+")")
-			if err := c.s.restartPostgres(context.WithoutCancel(ctx), hard); err != nil {
+			if err := c.s.RestartPostgres(context.WithoutCancel(ctx), hard); err != nil {
 				c.s.log.Error("chaos: PostgreSQL did not come back", "err", err)
 			}
 		case 5:
-			i := c.rng.IntN(len(c.s.nodes.Nodes))
+			i := c.rng.IntN(len(c.s.Nodes.Nodes))
 			p := 0.1 + 0.2*c.rng.Float64()
-			c.record(faultFailures, fmt.Sprintf("%s: %.0f%% of zfs, dladm, zoneadm, zonecfg, zlogin commands fail for 20s", c.s.nodes.Nodes[i].Name, p*100))
+			c.record(faultFailures, fmt.Sprintf("%s: %.0f%% of zfs, dladm, zoneadm, zonecfg, zlogin commands fail for 20s", c.s.Nodes.Nodes[i].Name, p*100))
 			c.fault(ctx, &faults, i, 20*time.Second, func(cmd string) []string {
 				return []string{"fault", "probability", cmd, fmt.Sprintf("%.2f", p)}
 			})
 		case 6:
-			i := c.rng.IntN(len(c.s.nodes.Nodes))
+			i := c.rng.IntN(len(c.s.Nodes.Nodes))
 			d := time.Duration(200+c.rng.IntN(1800)) * time.Millisecond
-			c.record(faultLatency, fmt.Sprintf("%s: %s added to zfs, dladm, zoneadm, zonecfg, zlogin commands for 20s", c.s.nodes.Nodes[i].Name, d))
+			c.record(faultLatency, fmt.Sprintf("%s: %s added to zfs, dladm, zoneadm, zonecfg, zlogin commands for 20s", c.s.Nodes.Nodes[i].Name, d))
 			c.fault(ctx, &faults, i, 20*time.Second, func(cmd string) []string {
 				return []string{"fault", "latency", cmd, d.String()}
 			})

@@ -57,7 +57,7 @@ func observe(ctx context.Context, s *stack, a *api) (*observation, error) {
 		return nil, fmt.Errorf("the API did not answer the list of events")
 	}
 	o.atRestEvents = evs.Items
-	for i, n := range s.nodes.Nodes {
+	for i, n := range s.Nodes.Nodes {
 		out, err := s.simCmd(ctx, i, "state")
 		if err != nil {
 			return nil, err
@@ -69,7 +69,7 @@ func observe(ctx context.Context, s *stack, a *api) (*observation, error) {
 		o.hosts[n.Name] = &st
 		o.roots[n.Name] = n.Root
 	}
-	rows, err := s.db.Query(ctx, "SELECT pod_uid::text, host(ip) FROM ip_allocations")
+	rows, err := s.DB.Query(ctx, "SELECT pod_uid::text, host(ip) FROM ip_allocations")
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func observe(ctx context.Context, s *stack, a *api) (*observation, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if err := s.db.QueryRow(ctx, "SELECT count(*) FROM cluster_ips").Scan(&o.clusterIPs); err != nil {
+	if err := s.DB.QueryRow(ctx, "SELECT count(*) FROM cluster_ips").Scan(&o.clusterIPs); err != nil {
 		return nil, err
 	}
 	o.podWorkflows = map[string]bool{}

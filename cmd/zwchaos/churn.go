@@ -53,7 +53,7 @@ func (a *api) do(ctx context.Context, op, method, path string, body any) (int, [
 		raw, _ = json.Marshal(body)
 	}
 	for attempt := 0; ; attempt++ {
-		base := a.s.apiURLs[a.next.Add(1)%uint64(len(a.s.apiURLs))]
+		base := a.s.APIURLs[a.next.Add(1)%uint64(len(a.s.APIURLs))]
 		req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(raw))
 		if err != nil {
 			panic(err)

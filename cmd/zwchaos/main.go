@@ -136,7 +136,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	w := &world{pods: map[string]bool{}, unanswered: map[string]bool{}, deployments: map[string]int{}, services: map[string]bool{}, claims: map[string]string{}, drained: map[string]bool{},
 		claimNodes: map[string]map[string]bool{}}
 	var nodes []string
-	for _, n := range s.nodes.Nodes {
+	for _, n := range s.Nodes.Nodes {
 		nodes = append(nodes, n.Name)
 	}
 	// The deployment at rest runs on the first node, which the churn
@@ -144,19 +144,11 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	if w.atRest, w.atRestSince, err = startAtRest(ctx, a, nodes[0]); err != nil {
 		return nil, fmt.Errorf("%w (logs in %s; --keep keeps them)", err, s.dir)
 	}
-	ch := &chaos{s: s, rng: rand.New(rand.NewPCG(o.seed, 2)), minGap: o.minGap, maxGap: o.maxGap, counts: map[string]int{}}
-	runCtx, stopRun := context.WithTimeout(ctx, o.duration)
-	done := make(chan struct{}, 2)
-	go func() { churn(runCtx, a, w, rand.New(rand.NewPCG(o.seed, 1)), nodes[1:]); done <- struct{}{} }()
-	go func() { ch.run(runCtx); done <- struct{}{} }()
-	<-done
-	<-done
-	stopRun()
+	ch := storm(ctx, o, s, a, w, nodes)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	fmt.Printf("zwchaos: churn and chaos over (%d chaos events); waiting for convergence\n", len(ch.events))
-
 	// The operator's part after a storm: nodes back in service.
 	for _, n := range nodes {
 		a.do(ctx, "uncordon node", "POST", "/api/v1/nodes/"+n+"/uncordon", nil)
@@ -166,6 +158,32 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	if o.keep {
 		res.Dir = s.dir
 	}
+	obs, err := awaitConvergence(ctx, o, s, a, w, res)
+	if err != nil {
+		return nil, err
+	}
+	finish(ctx, o, s, a, w, ch, obs, res)
+	return res, nil
+}
+
+// storm churns the cluster through the API while the chaos kills its
+// processes and faults its nodes, for o.duration; the churn leaves
+// nodes[0] alone.
+func storm(ctx context.Context, o options, s *stack, a *api, w *world, nodes []string) *chaos {
+	ch := &chaos{s: s, rng: rand.New(rand.NewPCG(o.seed, 2)), minGap: o.minGap, maxGap: o.maxGap, counts: map[string]int{}}
+	runCtx, stopRun := context.WithTimeout(ctx, o.duration)
+	defer stopRun()
+	done := make(chan struct{}, 2)
+	go func() { churn(runCtx, a, w, rand.New(rand.NewPCG(o.seed, 1)), nodes[1:]); done <- struct{}{} }()
+	go func() { ch.run(runCtx); done <- struct{}{} }()
+	<-done
+	<-done
+	return ch
+}
+
+// awaitConvergence observes the cluster until it has converged or
+// o.convergeTimeout has passed, and returns the last observation.
+func awaitConvergence(ctx context.Context, o options, s *stack, a *api, w *world, res *Results) (*observation, error) {
 	convergeStart := time.Now()
 	var obs *observation
 	for time.Since(convergeStart) < o.convergeTimeout && ctx.Err() == nil {
@@ -187,6 +205,12 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 	if obs == nil {
 		return nil, fmt.Errorf("the system could not be observed within %s (logs in %s)", o.convergeTimeout, s.dir)
 	}
+	return obs, nil
+}
+
+// finish checks the invariants on the converged cluster's observation,
+// stops the cluster as an operator would and checks it left nothing.
+func finish(ctx context.Context, o options, s *stack, a *api, w *world, ch *chaos, obs *observation, res *Results) {
 	w.sawClaims(obs.claims)
 	res.ClaimsMoved = w.claimsMoved()
 	res.check(ctx, obs, w, s)
@@ -199,7 +223,6 @@ func run(ctx context.Context, o options, log *slog.Logger) (*Results, error) {
 		res.Details = append(res.Details, "answer: "+f)
 	}
 	res.Details = append(res.Details, ch.events...)
-	return res, nil
 }
 
 // converged reports whether the system has settled: every pod settled,
@@ -309,7 +332,7 @@ func (r *Results) check(ctx context.Context, o *observation, w *world, s *stack)
 	}
 	w.mu.Unlock()
 	sort.Strings(deleted)
-	dns := dnsLeaks(ctx, s.dnsAddrs, deleted, o.services)
+	dns := dnsLeaks(ctx, s.DNSAddrs, deleted, o.services)
 	r.add("DNS answers wrong (deleted or live services)", len(dns), 0, dns)
 	r.add("ClusterIPs allocated minus services", o.clusterIPs-len(o.services), 0, nil)
 	claims := o.claimFaults(w.claims)

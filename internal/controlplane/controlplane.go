@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	tworker "go.temporal.io/sdk/worker"
@@ -250,6 +251,7 @@ type ControlPlane struct {
 	adminToken   string
 	http         *http.Server
 	log          *slog.Logger
+	bgCtx        context.Context // the background work's, ended by cancel
 	cancel       context.CancelFunc
 	bg           sync.WaitGroup
 	worker       tworker.Worker
@@ -295,7 +297,7 @@ func (cp *ControlPlane) ClusterDNSAddress() netip.Addr { return cp.serviceCIDR.D
 // serves the API and runs the control-plane worker. The worker connects in
 // the background, so the API answers (and /readyz says why it is not
 // ready) while Temporal is unreachable.
-func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
+func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -304,168 +306,85 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if imgMap == nil {
 		imgMap = &imagemap.Map{}
 	}
-	if cfg.ServiceCIDR == "" {
-		cfg.ServiceCIDR = clusterip.DefaultCIDR
-	}
-	serviceCIDR, err := clusterip.Parse(cfg.ServiceCIDR)
+	serviceCIDR, podRange, err := cfg.checkAndDefault()
 	if err != nil {
-		return nil, fmt.Errorf("--service-cidr: %w", err)
+		return nil, err
 	}
-	if cfg.ClusterCIDR == "" {
-		cfg.ClusterCIDR = podcidr.DefaultClusterCIDR
-	}
-	if cfg.NodeCIDRMaskSize == 0 {
-		cfg.NodeCIDRMaskSize = podcidr.DefaultNodeMaskSize
-	}
-	podRange, err := podcidr.ParseRange(cfg.ClusterCIDR, cfg.NodeCIDRMaskSize)
-	if err != nil {
-		return nil, fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
-	}
-	if cfg.ImageGC == (imagegc.Thresholds{}) {
-		cfg.ImageGC = imagegc.Thresholds{High: imagegc.DefaultHighThreshold, Low: imagegc.DefaultLowThreshold}
-	}
-	if err := cfg.ImageGC.Check(); err != nil {
-		return nil, fmt.Errorf("--image-gc-high-threshold, --image-gc-low-threshold: %w", err)
-	}
-	if cfg.MinRequestTimeout < 0 {
-		return nil, fmt.Errorf("--min-request-timeout %s: must not be negative (0: the default, %s)", cfg.MinRequestTimeout, api.DefaultMinRequestTimeout)
-	}
-	if cfg.StreamIdleTimeout < 0 {
-		return nil, fmt.Errorf("--streaming-connection-idle-timeout %s: must not be negative (0: the default, %s)", cfg.StreamIdleTimeout, api.DefaultStreamIdleTimeout)
-	}
-	if cfg.StateDir == "" {
-		return nil, fmt.Errorf("a state directory (--state-dir) is required: it keeps the cluster CA and the admin token")
-	}
-	serviceNet := &servicenet.Holder{}
-	var serverTLSConfig *tls.Config
-	var ca *pki.CA
+	// What is opened is closed again when a later step fails.
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+	o := opened{serviceCIDR: serviceCIDR, podRange: podRange, serviceNet: &servicenet.Holder{}, scheme: "https"}
 	if cfg.APITLS.InsecureHTTP {
 		log.Warn("the API serves plain HTTP (--insecure-http): anyone on the network path reads and alters every request")
-	} else if serverTLSConfig, ca, err = serverTLS(cfg.StateDir, cfg.APITLS, serverHosts(cfg.Listen, cfg.AdvertiseURL, cfg.APITLS.SANs)); err != nil {
+		o.scheme = "http"
+	} else if o.serverTLS, o.ca, err = serverTLS(cfg.StateDir, cfg.APITLS, serverHosts(cfg.Listen, cfg.AdvertiseURL, cfg.APITLS.SANs)); err != nil {
 		return nil, err
 	}
-	if cfg.MaxConnections < 0 {
-		return nil, fmt.Errorf("--max-connections %d: must be positive", cfg.MaxConnections)
-	}
-	if cfg.MaxConnections == 0 {
-		cfg.MaxConnections = DefaultMaxConnections
-	}
-	if cfg.MaxUnauthenticated < 0 || cfg.MaxUnauthenticated > cfg.MaxConnections {
-		return nil, fmt.Errorf("--max-unauthenticated-connections %d: must be between 1 and --max-connections (%d)", cfg.MaxUnauthenticated, cfg.MaxConnections)
-	}
-	if cfg.HeaderTimeout <= 0 {
-		cfg.HeaderTimeout = DefaultHeaderTimeout
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("API address %s: %w (is another zonewright running? pass --listen)", cfg.Listen, err)
-	}
-	// Clients that connect and send nothing are closed after the header
-	// timeout; the limit keeps them from using up the process's file
-	// descriptors (and the embedded Temporal's with them) meanwhile, and
-	// those without credentials from keeping out those with.
-	ln = connbounds.Bounds{MaxConnections: cfg.MaxConnections, MaxUnauthenticated: cfg.MaxUnauthenticated}.Listener(ln)
-	scheme := "https"
-	if serverTLSConfig == nil {
-		scheme = "http"
-	}
-	var dnsServer *clusterdns.Server
-	if cfg.DNS.Addr != "" {
-		if cfg.DNS.Log == nil {
-			cfg.DNS.Log = log.With("component", "dns")
-		}
-		if cfg.DNS.ForwardFor == nil {
-			// The pods ask their node's DNS; this one forwards other
-			// names only for its own host.
-			cfg.DNS.ForwardFor = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
-		}
-		if dnsServer, err = clusterdns.Listen(cfg.DNS, serviceNet); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("cluster DNS on %s: %w (pass --dns-listen)", cfg.DNS.Addr, err)
-		}
-	}
-	closeListeners := func() {
-		ln.Close()
-		if dnsServer != nil {
-			_ = dnsServer.Shutdown(context.Background())
-		}
-	}
-	if err := migrateWhenUp(ctx, cfg.DatabaseURL, log); err != nil {
-		closeListeners()
+	if err := cfg.checkConnections(); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
-	if err != nil {
-		closeListeners()
+	if o.ln, o.dns, err = listen(&cfg, log, o.serviceNet); err != nil {
 		return nil, err
 	}
-	if err := st.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
-		st.Close()
-		closeListeners()
-		return nil, fmt.Errorf("create the default namespace: %w", err)
-	}
-	if cfg.EncryptionKey == nil {
-		// Without the key the secrets stored cannot be read, and pods
-		// that use them would fail to start one by one.
-		if n, err := st.CountSecrets(ctx); err != nil || n > 0 {
-			st.Close()
-			closeListeners()
-			if err != nil {
-				return nil, fmt.Errorf("count the secrets stored: %w", err)
-			}
-			return nil, fmt.Errorf("the database holds %d secret(s), encrypted: start with the --encryption-key-file they were written with", n)
+	undo = append(undo, func() {
+		o.ln.Close()
+		if o.dns != nil {
+			_ = o.dns.Shutdown(context.Background())
 		}
+	})
+	if o.st, err = openStore(ctx, cfg, log); err != nil {
+		return nil, err
 	}
+	undo = append(undo, o.st.Close)
 	// One registry for the API's /metrics: the control plane's own
 	// families, the store's counts at scrape time, the Temporal SDK's.
-	registry := metrics.NewRegistry()
-	serveMetrics := metrics.NewServe(registry)
-	registry.MustRegister(&metrics.Inventory{Counts: st})
-	temporalMetrics, temporalMetricsCloser := metrics.TemporalHandler(registry, log.With("component", "metrics"))
-	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(log.With("component", "temporal-client")),
-		MetricsHandler: temporalMetrics}
-	if cfg.TemporalTLS.enabled() {
-		if opts.ConnectionOptions.TLS, err = cfg.TemporalTLS.build(); err != nil {
-			st.Close()
-			closeListeners()
-			_ = temporalMetricsCloser.Close()
-			return nil, err
-		}
-	}
-	tc, err := client.NewLazyClient(opts)
-	if err != nil {
-		st.Close()
-		closeListeners()
-		_ = temporalMetricsCloser.Close()
-		return nil, fmt.Errorf("Temporal client: %w", err)
-	}
-	stopTemporalMetrics := func() { _ = temporalMetricsCloser.Close() }
-	adminToken, err := auth.EnsureAdminToken(ctx, &auth.Tokens{Pool: st.Pool()}, AdminTokenFile(cfg.StateDir))
-	if errors.Is(err, auth.ErrAdminTokenRevoked) {
-		log.Warn("serving without a cluster-admin token of its own", "err", err)
-		err = nil
-	}
-	if err != nil {
-		st.Close()
-		closeListeners()
-		stopTemporalMetrics()
+	o.registry = metrics.NewRegistry()
+	o.metrics = metrics.NewServe(o.registry)
+	o.registry.MustRegister(&metrics.Inventory{Counts: o.st})
+	if o.tc, o.stopTemporalMetrics, err = temporalClient(cfg, log, o.registry); err != nil {
 		return nil, err
 	}
-	// Pods' logs and exec go to their nodes' endpoints with a certificate
-	// issued here, in memory, from the cluster CA.
-	var nodeEndpoints *nodeclient.Dialer
-	if ca != nil {
-		if nodeEndpoints, err = nodeclient.New(ca); err != nil {
-			st.Close()
-			closeListeners()
-			stopTemporalMetrics()
-			return nil, err
-		}
-		nodeEndpoints.NetDial = cfg.NodeDial
+	undo = append(undo, o.stopTemporalMetrics)
+	if o.adminToken, o.nodeEndpoints, err = credentials(ctx, cfg, o.st, o.ca, log); err != nil {
+		return nil, err
 	}
+	cp := assemble(cfg, log, imgMap, o)
+	cp.run(ctx, o.ln, o.serverTLS, cfg.StateDir)
+	return cp, nil
+}
+
+// opened is what Start opened and made on its way to a ControlPlane.
+type opened struct {
+	serviceCIDR         *clusterip.Range
+	podRange            podcidr.Range
+	serviceNet          *servicenet.Holder
+	serverTLS           *tls.Config // nil: plain HTTP
+	ca                  *pki.CA
+	scheme              string
+	ln                  net.Listener
+	dns                 *clusterdns.Server
+	st                  *store.Store
+	registry            *prometheus.Registry
+	metrics             *metrics.Serve
+	tc                  client.Client
+	stopTemporalMetrics func()
+	adminToken          string
+	nodeEndpoints       *nodeclient.Dialer
+}
+
+// assemble builds the API over what Start opened, and the control plane
+// that serves it.
+func assemble(cfg Config, log *slog.Logger, imgMap *imagemap.Map, o opened) *ControlPlane {
+	st, tc, ln, serveMetrics := o.st, o.tc, o.ln, o.metrics
 	advertise := cfg.AdvertiseURL
 	if advertise == "" {
-		advertise = advertiseURL(scheme, ln.Addr())
+		advertise = advertiseURL(o.scheme, ln.Addr())
 	}
 	artefacts := &imagestore.Store{Dir: cfg.ImageStore, MaxBytes: cfg.ImageMaxBytes,
 		Sources: imagestore.Sources{FileDir: cfg.ImageSourceDir, AllowPrivate: cfg.ImageAllowPrivateSources}}
@@ -478,43 +397,217 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
 	pods := &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}
 	srv := api.New(api.Config{BodyTimeout: cfg.BodyTimeout, MinRequestTimeout: cfg.MinRequestTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout, ClientCAAdmins: cfg.APITLS.ClientCAAdmins, EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
-		Store: st, Logger: log, CA: ca, NodeEndpoints: nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, Metrics: serveMetrics, MetricsHandler: metrics.Handler(registry), ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: pods, Control: apiControl(st, pods, tc), Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
-		Images: images, ImageMap: imgMap, MaxPodRegistryImages: cfg.MaxPodRegistryImages, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
-			{Name: "postgres", Check: st.Ping},
-			{Name: "temporal", Check: func(ctx context.Context) error {
-				_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
-				return err
-			}},
-		}})
+		Store: st, Logger: log, CA: o.ca, NodeEndpoints: o.nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, Metrics: serveMetrics, MetricsHandler: metrics.Handler(o.registry), ServiceCIDR: o.serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), o.podRange), ServiceNet: o.serviceNet, Lifecycles: pods, Control: apiControl(st, pods, tc), Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
+		Images: images, ImageMap: imgMap, MaxPodRegistryImages: cfg.MaxPodRegistryImages, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: readyChecks(st, tc)})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: stopTemporalMetrics, adminToken: adminToken, moves: controlworker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, podSettle: cfg.PodSettle, addr: ln.Addr().String(), url: scheme + "://" + ln.Addr().String(), ca: ca, log: log, cancel: cancel, served: make(chan error, 1),
+	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: o.stopTemporalMetrics, adminToken: o.adminToken, moves: controlworker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, podSettle: cfg.PodSettle, addr: ln.Addr().String(), url: o.scheme + "://" + ln.Addr().String(), ca: o.ca, log: log, bgCtx: bgCtx, cancel: cancel, served: make(chan error, 1),
 		// The API bounds a request's handler itself (api.Config.RequestTimeout);
 		// the write deadline leaves it that, its body's time and room to
 		// answer. A streaming route is freed of the deadlines once its
 		// caller is authenticated (api/timeouts.go).
 		http: connbounds.Bounds{Header: cfg.HeaderTimeout, Body: srv.BodyTimeout(), Write: srv.BodyTimeout() + srv.RequestTimeout() + 30*time.Second,
-			MaxConnections: cfg.MaxConnections, MaxUnauthenticated: cfg.MaxUnauthenticated}.Server(srv.Handler(), serverTLSConfig,
+			MaxConnections: cfg.MaxConnections, MaxUnauthenticated: cfg.MaxUnauthenticated}.Server(srv.Handler(), o.serverTLS,
 			slog.NewLogLogger(log.With("component", "api").Handler(), slog.LevelWarn)),
 		imgMap:  imgMap,
 		catalog: srv.ImageCatalog(),
 		imageOps: &controlops.Images{Store: st, Artefacts: artefacts, AdvertiseURL: advertise,
 			StallTimeout: cfg.ImageStallTimeout, Pulls: images, Metrics: serveMetrics, InsecureRegistries: cfg.InsecureRegistries,
 			SecretKey: cfg.EncryptionKey, UnusedPodImageTTL: cfg.PodRegistryImageTTL, GC: cfg.ImageGC},
-		serviceCIDR: serviceCIDR, serviceNet: serviceNet, dns: dnsServer, capacity: cfg.Capacity}
+		serviceCIDR: o.serviceCIDR, serviceNet: o.serviceNet, dns: o.dns, capacity: cfg.Capacity}
 	cp.http.RegisterOnShutdown(srv.CloseWatches)
+	return cp
+}
+
+// checkAndDefault fills in cfg's defaults and refuses what is out of
+// range, before anything is opened; it returns the parsed ranges.
+func (cfg *Config) checkAndDefault() (*clusterip.Range, podcidr.Range, error) {
+	if cfg.ServiceCIDR == "" {
+		cfg.ServiceCIDR = clusterip.DefaultCIDR
+	}
+	serviceCIDR, err := clusterip.Parse(cfg.ServiceCIDR)
+	if err != nil {
+		return nil, podcidr.Range{}, fmt.Errorf("--service-cidr: %w", err)
+	}
+	if cfg.ClusterCIDR == "" {
+		cfg.ClusterCIDR = podcidr.DefaultClusterCIDR
+	}
+	if cfg.NodeCIDRMaskSize == 0 {
+		cfg.NodeCIDRMaskSize = podcidr.DefaultNodeMaskSize
+	}
+	podRange, err := podcidr.ParseRange(cfg.ClusterCIDR, cfg.NodeCIDRMaskSize)
+	if err != nil {
+		return nil, podcidr.Range{}, fmt.Errorf("--cluster-cidr, --node-cidr-mask-size: %w", err)
+	}
+	if cfg.ImageGC == (imagegc.Thresholds{}) {
+		cfg.ImageGC = imagegc.Thresholds{High: imagegc.DefaultHighThreshold, Low: imagegc.DefaultLowThreshold}
+	}
+	if err := cfg.ImageGC.Check(); err != nil {
+		return nil, podcidr.Range{}, fmt.Errorf("--image-gc-high-threshold, --image-gc-low-threshold: %w", err)
+	}
+	if cfg.MinRequestTimeout < 0 {
+		return nil, podcidr.Range{}, fmt.Errorf("--min-request-timeout %s: must not be negative (0: the default, %s)", cfg.MinRequestTimeout, api.DefaultMinRequestTimeout)
+	}
+	if cfg.StreamIdleTimeout < 0 {
+		return nil, podcidr.Range{}, fmt.Errorf("--streaming-connection-idle-timeout %s: must not be negative (0: the default, %s)", cfg.StreamIdleTimeout, api.DefaultStreamIdleTimeout)
+	}
+	if cfg.StateDir == "" {
+		return nil, podcidr.Range{}, fmt.Errorf("a state directory (--state-dir) is required: it keeps the cluster CA and the admin token")
+	}
+	return serviceCIDR, podRange, nil
+}
+
+// checkConnections fills in the connection bounds' defaults and refuses
+// those out of range.
+func (cfg *Config) checkConnections() error {
+	if cfg.MaxConnections < 0 {
+		return fmt.Errorf("--max-connections %d: must be positive", cfg.MaxConnections)
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.MaxUnauthenticated < 0 || cfg.MaxUnauthenticated > cfg.MaxConnections {
+		return fmt.Errorf("--max-unauthenticated-connections %d: must be between 1 and --max-connections (%d)", cfg.MaxUnauthenticated, cfg.MaxConnections)
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
+	}
+	return nil
+}
+
+// listen opens the API's listener and the cluster DNS server's (nil when
+// cfg.DNS.Addr is empty), which answers from serviceNet.
+func listen(cfg *Config, log *slog.Logger, serviceNet *servicenet.Holder) (net.Listener, *clusterdns.Server, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("API address %s: %w (is another zonewright running? pass --listen)", cfg.Listen, err)
+	}
+	// Clients that connect and send nothing are closed after the header
+	// timeout; the limit keeps them from using up the process's file
+	// descriptors (and the embedded Temporal's with them) meanwhile, and
+	// those without credentials from keeping out those with.
+	ln = connbounds.Bounds{MaxConnections: cfg.MaxConnections, MaxUnauthenticated: cfg.MaxUnauthenticated}.Listener(ln)
+	if cfg.DNS.Addr == "" {
+		return ln, nil, nil
+	}
+	if cfg.DNS.Log == nil {
+		cfg.DNS.Log = log.With("component", "dns")
+	}
+	if cfg.DNS.ForwardFor == nil {
+		// The pods ask their node's DNS; this one forwards other
+		// names only for its own host.
+		cfg.DNS.ForwardFor = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	}
+	dnsServer, err := clusterdns.Listen(cfg.DNS, serviceNet)
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("cluster DNS on %s: %w (pass --dns-listen)", cfg.DNS.Addr, err)
+	}
+	return ln, dnsServer, nil
+}
+
+// openStore migrates the database, once it is up, and opens the store:
+// with the default namespace, and refused when it holds secrets there is
+// no key for.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.Store, error) {
+	if err := migrateWhenUp(ctx, cfg.DatabaseURL, log); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.EnsureNamespace(ctx, model.DefaultNamespace); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("create the default namespace: %w", err)
+	}
+	if cfg.EncryptionKey == nil {
+		// Without the key the secrets stored cannot be read, and pods
+		// that use them would fail to start one by one.
+		if n, err := st.CountSecrets(ctx); err != nil || n > 0 {
+			st.Close()
+			if err != nil {
+				return nil, fmt.Errorf("count the secrets stored: %w", err)
+			}
+			return nil, fmt.Errorf("the database holds %d secret(s), encrypted: start with the --encryption-key-file they were written with", n)
+		}
+	}
+	return st, nil
+}
+
+// temporalClient is the control plane's lazy Temporal client, its SDK
+// metrics in registry; stop ends those metrics.
+func temporalClient(cfg Config, log *slog.Logger, registry prometheus.Registerer) (_ client.Client, stop func(), err error) {
+	temporalMetrics, temporalMetricsCloser := metrics.TemporalHandler(registry, log.With("component", "metrics"))
+	stop = func() { _ = temporalMetricsCloser.Close() }
+	opts := client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(log.With("component", "temporal-client")),
+		MetricsHandler: temporalMetrics}
+	if cfg.TemporalTLS.enabled() {
+		if opts.ConnectionOptions.TLS, err = cfg.TemporalTLS.build(); err != nil {
+			stop()
+			return nil, nil, err
+		}
+	}
+	tc, err := client.NewLazyClient(opts)
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("Temporal client: %w", err)
+	}
+	return tc, stop, nil
+}
+
+// credentials are the cluster-admin token (empty when revoked) and the
+// client pods' logs and exec reach their nodes' endpoints with (nil
+// without a cluster CA): a certificate issued here, in memory.
+func credentials(ctx context.Context, cfg Config, st *store.Store, ca *pki.CA, log *slog.Logger) (string, *nodeclient.Dialer, error) {
+	adminToken, err := auth.EnsureAdminToken(ctx, &auth.Tokens{Pool: st.Pool()}, AdminTokenFile(cfg.StateDir))
+	if errors.Is(err, auth.ErrAdminTokenRevoked) {
+		log.Warn("serving without a cluster-admin token of its own", "err", err)
+		err = nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if ca == nil {
+		return adminToken, nil, nil
+	}
+	nodeEndpoints, err := nodeclient.New(ca)
+	if err != nil {
+		return "", nil, err
+	}
+	nodeEndpoints.NetDial = cfg.NodeDial
+	return adminToken, nodeEndpoints, nil
+}
+
+// readyChecks are what /readyz asks: the database and Temporal.
+func readyChecks(st *store.Store, tc client.Client) []api.ReadyCheck {
+	return []api.ReadyCheck{
+		{Name: "postgres", Check: st.Ping},
+		{Name: "temporal", Check: func(ctx context.Context) error {
+			_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
+			return err
+		}},
+	}
+}
+
+// run seeds the image map's images, serves the API on ln and starts the
+// background work: the worker, the endpoints controller, the service
+// network snapshot and the workload feed, until Stop.
+func (cp *ControlPlane) run(ctx context.Context, ln net.Listener, serverTLSConfig *tls.Config, stateDir string) {
 	// The map's images exist before the first pod names them, unless
 	// Temporal is not up yet: then the worker's start finishes the job.
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-	cp.imagesSeeded = imgMap.Seed(sctx, cp.catalog, log) == nil
+	cp.imagesSeeded = cp.imgMap.Seed(sctx, cp.catalog, cp.log) == nil
 	scancel()
 	if serverTLSConfig != nil {
-		log.Info("API serving HTTPS", "url", cp.url, "caFingerprint", ca.Fingerprint(), "ca", CAFile(cfg.StateDir))
+		cp.log.Info("API serving HTTPS", "url", cp.url, "caFingerprint", cp.ca.Fingerprint(), "ca", CAFile(stateDir))
 		go func() { cp.served <- cp.http.ServeTLS(ln, "", "") }()
 	} else {
 		go func() { cp.served <- cp.http.Serve(ln) }()
 	}
+	bgCtx := cp.bgCtx
 	cp.bg.Add(1)
 	go cp.runWorker(bgCtx)
+	st, log, tc := cp.Store, cp.log, cp.Temporal
 	// Services need no Temporal: endpoints and the snapshot follow the
 	// store from the start.
 	cp.bg.Add(2)
@@ -524,7 +617,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	}()
 	go func() {
 		defer cp.bg.Done()
-		(&servicefeed.Follower{Store: st, Holder: serviceNet, Log: log.With("component", "servicenet")}).Run(bgCtx)
+		(&servicefeed.Follower{Store: st, Holder: cp.serviceNet, Log: log.With("component", "servicenet")}).Run(bgCtx)
 	}()
 	// Deployments' and jobs' workflows wait for signals; the feed sends them.
 	cp.bg.Add(1)
@@ -534,13 +627,13 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 			Log: log.With("component", "workloads")}).Run(bgCtx)
 	}()
 	// Pods no node fitted look again when the feed shows room made.
+	pods := &workflows.PodClient{Temporal: tc, Tuning: cp.podTuning}
 	cp.bg.Add(1)
 	go func() {
 		defer cp.bg.Done()
 		(&roomfeed.Follower{Store: st, Wake: func(ctx context.Context) int { return controlops.WakeUnschedulable(ctx, st, pods) },
 			Log: log.With("component", "room")}).Run(bgCtx)
 	}()
-	return cp, nil
 }
 
 // apiControl is the control plane's work the API asks for (pods created
@@ -594,7 +687,8 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 	for attempt := 0; ; attempt++ {
 		err := controlworker.EnsureSchedules(ctx, cp.Temporal, cp.podReconcile, cp.podSettle)
 		if err == nil {
-			w := controlworker.New(cp.Temporal, cp.Store, cp.nodes, cp.podTuning, cp.serviceNet, cp.capacity, cp.moves, cp.metrics)
+			w := controlworker.New(controlworker.Deps{Temporal: cp.Temporal, Store: cp.Store, Nodes: cp.nodes, PodTuning: cp.podTuning,
+				ServiceNet: cp.serviceNet, Capacity: cp.capacity, Moves: cp.moves, Metrics: cp.metrics})
 			controlworker.RegisterImages(w, cp.imageOps)
 			if err = w.Start(); err == nil {
 				cp.workerMu.Lock()

@@ -108,9 +108,10 @@ func (n *Node) process() (*exec.Cmd, chan struct{}) {
 
 // Nodes are the running nodes.
 type Nodes struct {
-	cfg   Config
-	fab   *fabric.Fabric // nil unless in isolation mode
-	Nodes []*Node
+	cfg      Config
+	fab      *fabric.Fabric // nil unless in isolation mode
+	Nodes    []*Node
+	stopOnce sync.Once
 }
 
 // ClusterCIDR is the control plane's pod range for simulated nodes whose
@@ -353,7 +354,10 @@ func (ns *Nodes) supervise(ctx context.Context, n *Node) {
 // Stop stops every agent (SIGTERM, then SIGKILL after 15s) and halts every
 // simulated zone, so no process outlives the dev stack. The nodes stop
 // side by side: one after another, a stack of many nodes took minutes.
-func (ns *Nodes) Stop() {
+// Only the first call does anything.
+func (ns *Nodes) Stop() { ns.stopOnce.Do(ns.stop) }
+
+func (ns *Nodes) stop() {
 	for _, n := range ns.Nodes {
 		cmd, _ := n.process()
 		_ = cmd.Process.Signal(syscall.SIGTERM)

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -239,113 +240,38 @@ type Temporal struct {
 // exists and the search attributes are registered and usable in queries.
 // ctx bounds the start; the server itself runs until Stop.
 func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
-	if cfg.Address == "" {
-		cfg.Address = DefaultTemporalAddress
-	}
-	if cfg.Namespace == "" {
-		cfg.Namespace = DefaultNamespace
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.LogLevel == nil {
-		cfg.LogLevel = slog.LevelWarn
-	}
-	if cfg.DataDir == "" {
-		return nil, errors.New("start temporal: no data directory")
-	}
-	host, port, err := frontendHostPort(cfg.Address)
+	host, port, lay, err := cfg.checkAndDefault()
 	if err != nil {
-		return nil, fmt.Errorf("start temporal: %w", err)
-	}
-	lay, err := newLayout(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("start temporal: %w", err)
-	}
-	// Before anything else: a second dev stack must fail here, not after it
-	// has opened the database of the first one.
-	if lay.runs(Frontend) {
-		if err := CheckPortFree(cfg.Address); err != nil {
-			return nil, err
-		}
-	}
-
-	if cfg.HistoryShards == 0 {
-		cfg.HistoryShards = 1
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("start temporal: create data dir: %w", err)
+		return nil, err
 	}
 	level := newServerLevel(cfg.LogLevel)
 	logger := newServerLogger(cfg.Logger, level)
-	var stores persistence
-	var dbPath string
-	if cfg.DatabaseURL != "" {
-		if stores.main, stores.visibility, err = postgresStores(ctx, cfg.DatabaseURL, logger); err != nil {
-			return nil, fmt.Errorf("start temporal: %w", err)
-		}
-		stores.plugin = "postgres"
-	} else {
-		dbPath = filepath.Join(cfg.DataDir, DatabaseFile)
-		if stores, err = sqliteStores(dbPath, cfg.Namespace, cfg.SearchAttributes); err != nil {
-			return nil, fmt.Errorf("start temporal: %s: %w", dbPath, err)
-		}
+	stores, dbPath, err := openStores(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
 	}
-	stores.shards = cfg.HistoryShards
 	conf, err := serverConfig(host, port, stores, lay)
 	if err != nil {
 		return nil, fmt.Errorf("start temporal: %w", err)
 	}
-	var requests *requestCounter
-	var extra []temporal.ServerOption
-	var systemTLS *tls.Config
-	var queues *activityQueues
-	if cfg.CA != nil {
-		files, err := ensureServerTLS(cfg.CA, filepath.Join(cfg.DataDir, "tls"), append([]string{dialHost(host)}, cfg.ServerNames...))
-		if err != nil {
-			return nil, fmt.Errorf("start temporal: %w", err)
-		}
-		conf.Global.TLS = files.rootTLS()
-		if systemTLS, err = pki.ClientTLS(files.ca, files.systemCert, files.systemKey); err != nil {
-			return nil, fmt.Errorf("start temporal: %w", err)
-		}
-		address, tlsConf := net.JoinHostPort(dialHost(host), strconv.Itoa(port)), systemTLS
-		queues = &activityQueues{dial: func(ctx context.Context) (client.Client, error) {
-			return client.DialContext(ctx, systemClientOptions(address, cfg.Namespace, tlsConf, cfg.Logger))
-		}}
-		authz := &nodeAuthorizer{namespace: cfg.Namespace, tokens: tasktoken.NewSerializer(), queueOf: queues.of,
-			revoked: cfg.NodeCertRevoked, log: cfg.Logger}
-		extra = append(extra,
-			temporal.WithAuthorizer(authz),
-			temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper{} }))
-	}
-	if cfg.CountRequests {
-		requests = newRequestCounter()
-		extra = append(extra, temporal.WithChainedFrontendGrpcInterceptors(requests.intercept))
-	}
-	srv, err := newServer(conf, lay, cfg.CA != nil, logger, extra...)
+	t := &Temporal{level: level, address: net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
+		httpAddress: net.JoinHostPort(dialHost(host), strconv.Itoa(conf.Services[Frontend].RPC.HTTPPort)),
+		internal:    internalAddresses(conf), namespace: cfg.Namespace, dbPath: dbPath, register: cfg.DatabaseURL != "", ca: cfg.CA}
+	extra, err := t.secure(cfg, conf, host)
 	if err != nil {
 		return nil, fmt.Errorf("start temporal: %w", err)
 	}
-	if err := startServer(srv); err != nil {
-		level.stopping()
-		_ = stopServer(srv)
-		return nil, fmt.Errorf("start temporal on %s: %w", cfg.Address, err)
+	if cfg.CountRequests {
+		t.requests = newRequestCounter()
+		extra = append(extra, temporal.WithChainedFrontendGrpcInterceptors(t.requests.intercept))
 	}
-
-	t := &Temporal{
-		server:      srv,
-		level:       level,
-		address:     net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
-		httpAddress: net.JoinHostPort(dialHost(host), strconv.Itoa(conf.Services[Frontend].RPC.HTTPPort)),
-		internal:    internalAddresses(conf),
-		namespace:   cfg.Namespace,
-		dbPath:      dbPath,
-		register:    cfg.DatabaseURL != "",
-		requests:    requests,
-		ca:          cfg.CA,
-		systemTLS:   systemTLS,
-		queues:      queues,
+	if t.server, err = newServer(conf, lay, cfg.CA != nil, logger, extra...); err != nil {
+		return nil, fmt.Errorf("start temporal: %w", err)
+	}
+	if err := startServer(t.server); err != nil {
+		level.stopping()
+		_ = stopServer(t.server)
+		return nil, fmt.Errorf("start temporal on %s: %w", cfg.Address, err)
 	}
 	// A process without the frontend is ready once its services have
 	// joined; the frontend's process waits for the whole cluster to serve.
@@ -359,6 +285,126 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 	}
 	level.started()
 	return t, nil
+}
+
+// StartTemporalOnFreePorts is StartTemporal on a free loopback port when
+// cfg.Address is empty. A port found free can be taken by another process
+// (tests run in parallel processes) before the server binds it, and the
+// internal services' ports are picked the same way: a start that meets a
+// taken port tries again on others, unless the port was the caller's.
+func StartTemporalOnFreePorts(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
+	explicitAddress := cfg.Address != ""
+	var lastErr error
+	for range 3 {
+		if !explicitAddress {
+			port, err := freePort(loopback, reservedPortSet())
+			if err != nil {
+				return nil, err
+			}
+			cfg.Address = net.JoinHostPort(loopback, strconv.Itoa(port))
+		}
+		srv, err := StartTemporal(ctx, cfg)
+		if err == nil {
+			return srv, nil
+		}
+		lastErr = err
+		var frontendTaken *PortInUseError
+		if !errors.Is(err, syscall.EADDRINUSE) || (explicitAddress && errors.As(err, &frontendTaken)) {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+// checkAndDefault fills in cfg's defaults, checks it and makes its data
+// directory; it returns the frontend's host and port and the services'
+// layout.
+func (cfg *TemporalConfig) checkAndDefault() (string, int, layout, error) {
+	if cfg.Address == "" {
+		cfg.Address = DefaultTemporalAddress
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.LogLevel == nil {
+		cfg.LogLevel = slog.LevelWarn
+	}
+	if cfg.HistoryShards == 0 {
+		cfg.HistoryShards = 1
+	}
+	if cfg.DataDir == "" {
+		return "", 0, layout{}, errors.New("start temporal: no data directory")
+	}
+	host, port, err := frontendHostPort(cfg.Address)
+	if err != nil {
+		return "", 0, layout{}, fmt.Errorf("start temporal: %w", err)
+	}
+	lay, err := newLayout(*cfg)
+	if err != nil {
+		return "", 0, layout{}, fmt.Errorf("start temporal: %w", err)
+	}
+	// Before anything else: a second dev stack must fail here, not after it
+	// has opened the database of the first one.
+	if lay.runs(Frontend) {
+		if err := CheckPortFree(cfg.Address); err != nil {
+			return "", 0, layout{}, err
+		}
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return "", 0, layout{}, fmt.Errorf("start temporal: create data dir: %w", err)
+	}
+	return host, port, lay, nil
+}
+
+// openStores readies the server's state: in PostgreSQL when cfg has a
+// database URL, else in the SQLite file it returns the path of.
+func openStores(ctx context.Context, cfg TemporalConfig, logger serverLogger) (persistence, string, error) {
+	var stores persistence
+	var err error
+	if cfg.DatabaseURL != "" {
+		if stores.main, stores.visibility, err = postgresStores(ctx, cfg.DatabaseURL, logger); err != nil {
+			return stores, "", fmt.Errorf("start temporal: %w", err)
+		}
+		stores.plugin = "postgres"
+		stores.shards = cfg.HistoryShards
+		return stores, "", nil
+	}
+	dbPath := filepath.Join(cfg.DataDir, DatabaseFile)
+	if stores, err = sqliteStores(dbPath, cfg.Namespace, cfg.SearchAttributes); err != nil {
+		return stores, "", fmt.Errorf("start temporal: %s: %w", dbPath, err)
+	}
+	stores.shards = cfg.HistoryShards
+	return stores, dbPath, nil
+}
+
+// secure, with cfg.CA, serves the frontend with mutual TLS and returns
+// the server options of the authorizer and its claim mapper; it keeps the
+// server's own client's TLS and the authorizer's lookups in t.
+func (t *Temporal) secure(cfg TemporalConfig, conf *config.Config, host string) ([]temporal.ServerOption, error) {
+	if cfg.CA == nil {
+		return nil, nil
+	}
+	files, err := ensureServerTLS(cfg.CA, filepath.Join(cfg.DataDir, "tls"), append([]string{dialHost(host)}, cfg.ServerNames...))
+	if err != nil {
+		return nil, err
+	}
+	conf.Global.TLS = files.rootTLS()
+	if t.systemTLS, err = pki.ClientTLS(files.ca, files.systemCert, files.systemKey); err != nil {
+		return nil, err
+	}
+	address, tlsConf := t.address, t.systemTLS
+	t.queues = &activityQueues{dial: func(ctx context.Context) (client.Client, error) {
+		return client.DialContext(ctx, systemClientOptions(address, cfg.Namespace, tlsConf, cfg.Logger))
+	}}
+	authz := &nodeAuthorizer{namespace: cfg.Namespace, tokens: tasktoken.NewSerializer(), queueOf: t.queues.of,
+		revoked: cfg.NodeCertRevoked, log: cfg.Logger}
+	return []temporal.ServerOption{
+		temporal.WithAuthorizer(authz),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper{} }),
+	}, nil
 }
 
 // Address is the host:port clients dial.
@@ -525,59 +571,15 @@ func ensureSchema(conf *config.SQL) error {
 func serverConfig(host string, port int, stores persistence, lay layout) (*config.Config, error) {
 	avoid := reservedPortSet()
 	avoid[port] = true
-	services := map[string]config.Service{}
-	httpPort := 0
-	if lay.runs(Frontend) {
-		p, err := freePort(loopback, avoid)
-		if err != nil {
-			return nil, err
-		}
-		httpPort = p
-		services[Frontend] = config.Service{RPC: config.RPC{GRPCPort: port, HTTPPort: httpPort, BindOnIP: host}}
-	}
-	for _, name := range lay.services {
-		if name == Frontend {
-			continue
-		}
-		p := lay.ports[name]
-		if p == 0 {
-			var err error
-			if p, err = freePort(lay.broadcast, avoid); err != nil {
-				return nil, err
-			}
-		}
-		services[name] = config.Service{RPC: config.RPC{GRPCPort: p, BindOnIP: lay.broadcast}}
+	services, httpPort, err := serviceConfigs(host, port, lay, avoid)
+	if err != nil {
+		return nil, err
 	}
 	if lay.split {
-		// Each service gossips on a port of its own: the operator's, in
-		// allServices' order, or a free one.
-		next := lay.gossip
-		for _, name := range allServices {
-			svc, ok := services[name]
-			if !ok {
-				continue
-			}
-			p := next
-			if next != 0 {
-				next++
-			} else {
-				var err error
-				if p, err = freeMembershipPort(svc.RPC.BindOnIP, avoid); err != nil {
-					return nil, err
-				}
-			}
-			svc.RPC.MembershipPort = p
-			services[name] = svc
-		}
-		// Membership keeps a ring per service of the configuration; each
-		// member tells its own port, so those of other processes need none.
-		for _, name := range allServices {
-			if _, ok := services[name]; !ok {
-				services[name] = config.Service{}
-			}
+		if err := gossipPorts(services, lay, avoid); err != nil {
+			return nil, err
 		}
 	}
-
 	frontendAddr := net.JoinHostPort(dialHost(host), strconv.Itoa(port))
 	conf := &config.Config{}
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
@@ -590,20 +592,7 @@ func serverConfig(host string, port int, stores persistence, lay layout) (*confi
 		conf.Persistence.VisibilityStore = stores.plugin + "-visibility"
 		conf.Persistence.DataStores[conf.Persistence.VisibilityStore] = config.DataStore{SQL: stores.visibility}
 	}
-	conf.ClusterMetadata = &cluster.Config{
-		EnableGlobalNamespace:    false,
-		FailoverVersionIncrement: 10,
-		MasterClusterName:        clusterName,
-		CurrentClusterName:       clusterName,
-		ClusterInformation: map[string]cluster.ClusterInformation{
-			clusterName: {
-				Enabled:                true,
-				InitialFailoverVersion: 1,
-				RPCAddress:             frontendAddr,
-				HTTPAddress:            net.JoinHostPort(dialHost(host), strconv.Itoa(httpPort)),
-			},
-		},
-	}
+	conf.ClusterMetadata = clusterMetadata(frontendAddr, net.JoinHostPort(dialHost(host), strconv.Itoa(httpPort)))
 	conf.DCRedirectionPolicy.Policy = "noop"
 	conf.Services = services
 	conf.Archival.History.State = "disabled"
@@ -613,6 +602,85 @@ func serverConfig(host string, port int, stores persistence, lay layout) (*confi
 	// The worker service's SDK client dials this.
 	conf.PublicClient.HostPort = frontendAddr
 	return conf, nil
+}
+
+// serviceConfigs are the RPC settings of the services lay runs: the
+// frontend on host:port with a free HTTP port (returned), the others on
+// their given ports or free ones.
+func serviceConfigs(host string, port int, lay layout, avoid map[int]bool) (map[string]config.Service, int, error) {
+	services := map[string]config.Service{}
+	httpPort := 0
+	if lay.runs(Frontend) {
+		p, err := freePort(loopback, avoid)
+		if err != nil {
+			return nil, 0, err
+		}
+		httpPort = p
+		services[Frontend] = config.Service{RPC: config.RPC{GRPCPort: port, HTTPPort: httpPort, BindOnIP: host}}
+	}
+	for _, name := range lay.services {
+		if name == Frontend {
+			continue
+		}
+		p := lay.ports[name]
+		if p == 0 {
+			var err error
+			if p, err = freePort(lay.broadcast, avoid); err != nil {
+				return nil, 0, err
+			}
+		}
+		services[name] = config.Service{RPC: config.RPC{GRPCPort: p, BindOnIP: lay.broadcast}}
+	}
+	return services, httpPort, nil
+}
+
+// gossipPorts gives each service of a split server's part a membership
+// port of its own: the operator's, in allServices' order, or a free one.
+func gossipPorts(services map[string]config.Service, lay layout, avoid map[int]bool) error {
+	next := lay.gossip
+	for _, name := range allServices {
+		svc, ok := services[name]
+		if !ok {
+			continue
+		}
+		p := next
+		if next != 0 {
+			next++
+		} else {
+			var err error
+			if p, err = freeMembershipPort(svc.RPC.BindOnIP, avoid); err != nil {
+				return err
+			}
+		}
+		svc.RPC.MembershipPort = p
+		services[name] = svc
+	}
+	// Membership keeps a ring per service of the configuration; each
+	// member tells its own port, so those of other processes need none.
+	for _, name := range allServices {
+		if _, ok := services[name]; !ok {
+			services[name] = config.Service{}
+		}
+	}
+	return nil
+}
+
+// clusterMetadata is a single cluster's, its frontend at these addresses.
+func clusterMetadata(frontendAddr, httpAddr string) *cluster.Config {
+	return &cluster.Config{
+		EnableGlobalNamespace:    false,
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        clusterName,
+		CurrentClusterName:       clusterName,
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			clusterName: {
+				Enabled:                true,
+				InitialFailoverVersion: 1,
+				RPCAddress:             frontendAddr,
+				HTTPAddress:            httpAddr,
+			},
+		},
+	}
 }
 
 // dynamicConfig is the tuning measured on the 2-core dev machine (DESIGN.md,

@@ -22,21 +22,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	tclient "go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/zonewright/zonewright/deploy"
 	nodeagent "github.com/zonewright/zonewright/internal/agent"
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/controlplane"
+	"github.com/zonewright/zonewright/internal/devcluster"
 	"github.com/zonewright/zonewright/internal/devnodes"
-	"github.com/zonewright/zonewright/internal/devstack"
 	"github.com/zonewright/zonewright/internal/fabric"
-	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pgtest"
-	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/simtest"
 	"github.com/zonewright/zonewright/workflows"
 )
@@ -80,6 +75,7 @@ var e2eTuning = workflows.Tuning{RetryMin: 200 * time.Millisecond, RetryMax: 3 *
 // cluster is a whole zonewright on this machine.
 type cluster struct {
 	t        *testing.T
+	stack    *devcluster.Cluster
 	api      string
 	url      string
 	temporal tclient.Client
@@ -120,11 +116,10 @@ func (c *cluster) stopControlPlane() (start func()) {
 	}
 	return func() {
 		c.t.Helper()
-		cp, err := controlplane.Start(context.Background(), c.cpConfig)
-		if err != nil {
+		if err := c.stack.RestartControlPlane(context.Background(), c.cpConfig); err != nil {
 			c.t.Fatalf("start the control plane again: %v", err)
 		}
-		c.cp = cp
+		c.cp = c.stack.ControlPlane
 	}
 }
 
@@ -154,81 +149,37 @@ func newIsolatedCluster(t *testing.T, nodes int, agentArgs ...string) *cluster {
 
 func startCluster(t *testing.T, nodes int, isolated bool, adjust func(*controlplane.Config), agentArgs ...string) *cluster {
 	t.Helper()
-	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	// Temporal runs mutual TLS with the authorizer, as in the dev stack:
-	// each agent works only its own task queue.
-	// One cluster CA, in the control plane's state directory, for the API
-	// and Temporal alike.
-	stateDir := t.TempDir()
-	ca, err := pki.LoadOrCreateCA(filepath.Join(stateDir, "tls"), "zonewright CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(certPool.Close)
-	tmp := devstack.StartTestTemporal(t, func(c *devstack.TemporalConfig) {
-		c.SearchAttributes = devstack.KeywordAttributes(workflows.SearchAttributeNames...)
-		c.CA = ca
-		c.NodeCertRevoked = (&auth.NodeCertificates{Pool: certPool}).Revoked
-	})
-	cpCert, err := devstack.EnsureClientTLS(ca, t.TempDir(), "control-plane", devstack.ControlPlaneName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	imgMap, err := imagemap.Parse(deploy.ImageMap)
-	if err != nil {
-		t.Fatal(err)
-	}
 	network := podNetworks.next()
 	clusterCIDR := devnodes.ClusterCIDR(network)
 	var underlay netip.Prefix
 	if isolated {
 		clusterCIDR, underlay = fabric.IsolatedClusterCIDR(network), fabric.IsolatedUnderlay(network)
 	}
-	cfg := controlplane.Config{DatabaseURL: url, Listen: "127.0.0.1:0",
-		TemporalAddress: tmp.Address(), TemporalNamespace: "default", TemporalTLS: controlplane.TLSConfig(cpCert), Logger: slog.New(slog.DiscardHandler),
-		StateDir: stateDir, ImageStore: t.TempDir(), ImageMap: imgMap, PodTuning: &e2eTuning,
-		PodReconcileInterval: 2 * time.Second,
-		ClusterCIDR:          clusterCIDR, NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize,
+	cfg := controlplane.Config{PodTuning: &e2eTuning, PodReconcileInterval: 2 * time.Second,
+		ClusterCIDR: clusterCIDR, NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize,
 		// The tests' image sources are servers on loopback.
 		ImageAllowPrivateSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	cp, err := controlplane.Start(ctx, cfg)
+	// Temporal runs mutual TLS with the authorizer, as in the dev stack:
+	// each agent works only its own task queue.
+	stack, err := devcluster.Build(context.Background(), devcluster.Options{Dir: t.TempDir(), DatabaseURL: pgtest.NewDatabase(t),
+		TemporalLogger: slog.New(slog.NewTextHandler(os.Stderr, nil)), TemporalLogLevel: slog.LevelError,
+		ControlPlane: cfg, Zonewright: filepath.Join(binDir, "zonewright"), Sim: filepath.Join(binDir, "illumos-sim"),
+		Nodes: nodes, AgentArgs: append([]string{"--heartbeat-interval", "1s"}, agentArgs...), Underlay: underlay, OperatorName: "e2e-operator"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Listen = cp.Addr()
-	c := &cluster{t: t, api: cp.URL(), url: url, cp: cp, cpConfig: cfg, http: &http.Client{Transport: auth.Bearer{Token: cp.AdminToken(), Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cp.CA().Pool()}}}}}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = c.cp.Stop(sctx)
-	})
+	t.Cleanup(stack.Stop)
+	cp := stack.ControlPlane
+	c := &cluster{t: t, stack: stack, api: cp.URL(), url: stack.DatabaseURL, cp: cp, cpConfig: stack.ControlPlaneConfig, nodes: stack.Nodes,
+		http: &http.Client{Transport: auth.Bearer{Token: cp.AdminToken(), Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cp.CA().Pool()}}}}}
 	// The tests' own client is an operator's.
-	operator, err := tmp.ClientTLS("e2e-operator", devstack.AdminOrg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.temporal, err = tclient.Dial(tclient.Options{HostPort: tmp.Address(), Namespace: "default", Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-		ConnectionOptions: tclient.ConnectionOptions{TLS: operator}})
-	if err != nil {
+	if c.temporal, err = stack.DialOperator(slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.temporal.Close)
-	args := append([]string{"--heartbeat-interval", "1s"}, agentArgs...)
-	c.nodes, err = devnodes.Start(ctx, devnodes.Config{Count: nodes, DataDir: t.TempDir(), Tokens: &auth.Tokens{Pool: cp.Store.Pool()}, Agent: filepath.Join(binDir, "zonewright"),
-		Sim: filepath.Join(binDir, "illumos-sim"), Temporal: tmp.Address(), Namespace: "default", TemporalMTLS: true, APIURL: c.api, APICAFile: controlplane.CAFile(cfg.StateDir), ExtraArgs: args,
-		Underlay: underlay})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.nodes.Stop)
 	c.eventually(time.Minute, "every node Ready", func() bool {
 		var list model.List[model.Node]
 		c.get("/api/v1/nodes", &list)

@@ -27,14 +27,30 @@ import (
 	"github.com/zonewright/zonewright/workflows/taskqueue"
 )
 
+// Deps are what the control-plane worker's workflows and activities
+// work with.
+type Deps struct {
+	Temporal client.Client
+	Store    *store.Store
+	// Nodes starts nodes' health workflows.
+	Nodes workflows.NodeClient
+	// PodTuning goes into the pod lifecycles the worker starts; nil: the
+	// defaults.
+	PodTuning *workflows.Tuning
+	// ServiceNet is the service network terminating pods wait to leave.
+	ServiceNet *servicenet.Holder
+	Capacity   scheduler.Capacity
+	// Moves is how claims move with their pods.
+	Moves Moves
+	// Metrics is what the control-plane activities measure; nil: nothing.
+	Metrics *metrics.Serve
+}
+
 // New builds the control-plane worker with every control-plane
-// workflow and activity registered; nodes starts nodes' health workflows,
-// podTuning goes into the pod lifecycles it starts (nil: the defaults),
-// serviceNet is the service network terminating pods wait to leave,
-// moves how claims move with their pods, m what the control-plane
-// activities measure (nil: nothing).
-func New(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning *workflows.Tuning, serviceNet *servicenet.Holder, capacity scheduler.Capacity, moves Moves, m *metrics.Serve) worker.Worker {
-	pods := workflows.PodClient{Temporal: c, Tuning: podTuning}
+// workflow and activity registered.
+func New(d Deps) worker.Worker {
+	c := d.Temporal
+	pods := workflows.PodClient{Temporal: c, Tuning: d.PodTuning}
 	w := worker.New(c, taskqueue.Control, worker.Options{
 		// Autoscaling pollers keep polling the normal queue while running
 		// pods keep the sticky queue busy; the fixed-poller balancer always
@@ -56,15 +72,15 @@ func New(c client.Client, st *store.Store, nodes workflows.NodeClient, podTuning
 	w.RegisterWorkflowWithOptions(workflows.Job, workflow.RegisterOptions{Name: workflows.JobWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.ClaimSync, workflow.RegisterOptions{Name: workflows.ClaimWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.SnapshotSync, workflow.RegisterOptions{Name: workflows.SnapshotWorkflowName})
-	ctl := controlops.NewControl(st, pods)
-	ctl.NodeHealth = nodes
-	ctl.NodeGracePeriod, ctl.NodeEvictionTimeout = nodes.GracePeriod, nodes.EvictionTimeout
+	ctl := controlops.NewControl(d.Store, pods)
+	ctl.NodeHealth = d.Nodes
+	ctl.NodeGracePeriod, ctl.NodeEvictionTimeout = d.Nodes.GracePeriod, d.Nodes.EvictionTimeout
 	ctl.HearingSince = time.Now()
-	ctl.ServiceNet = serviceNet
-	ctl.Scheduler.Capacity = capacity
+	ctl.ServiceNet = d.ServiceNet
+	ctl.Scheduler.Capacity = d.Capacity
 	ctl.Volumes = workflows.VolumeClient{Temporal: c}
-	ctl.Transfers, ctl.AdvertiseURL = moves.Relay, moves.AdvertiseURL
-	ctl.Metrics = m
+	ctl.Transfers, ctl.AdvertiseURL = d.Moves.Relay, d.Moves.AdvertiseURL
+	ctl.Metrics = d.Metrics
 	w.RegisterActivity(&controlacts.Control{Ops: ctl})
 	return w
 }

@@ -1,4 +1,4 @@
-package main
+package devcluster
 
 import (
 	"fmt"
@@ -12,14 +12,13 @@ import (
 	"github.com/zonewright/zonewright/internal/childproc"
 )
 
-// proc is a process of the stack restarted whenever it dies, as SMF
+// Process is a process of the cluster restarted whenever it dies, as SMF
 // restarts a service: a second after it died, the wait doubling up to
 // 10 s while it keeps dying within 30 s of its start.
-type proc struct {
-	kind string // what it is: temporal, serve
-	name string
+type Process struct {
+	Name string
+	Log  string // its stdout and stderr, appended across restarts
 	args []string
-	log  string // its stdout and stderr, appended across restarts
 	out  *slog.Logger
 
 	mu       sync.Mutex
@@ -30,16 +29,17 @@ type proc struct {
 }
 
 // start runs the process once.
-func (p *proc) start() error {
-	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+func (p *Process) start() error {
+	logf, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command(p.args[0], p.args[1:]...)
-	// Its own process group, killed as a whole; it dies with the harness.
+	// Its own process group, killed as a whole; it dies with the program
+	// that started it.
 	done, err := childproc.Start(cmd, logf, syscall.SIGKILL)
 	if err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
+		return fmt.Errorf("%s: %w", p.Name, err)
 	}
 	p.mu.Lock()
 	p.cmd, p.done = cmd, done
@@ -47,14 +47,14 @@ func (p *proc) start() error {
 	return nil
 }
 
-func (p *proc) current() (*exec.Cmd, chan struct{}) {
+func (p *Process) current() (*exec.Cmd, chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cmd, p.done
 }
 
 // supervise restarts the process each time it exits, until stop.
-func (p *proc) supervise() {
+func (p *Process) supervise() {
 	wait := time.Second
 	for {
 		started := time.Now()
@@ -69,13 +69,13 @@ func (p *proc) supervise() {
 		if time.Since(started) > 30*time.Second {
 			wait = time.Second
 		}
-		p.out.Warn("process exited; restarting it", "process", p.name, "exit", cmd.ProcessState.String(), "in", wait)
+		p.out.Warn("process exited; restarting it", "process", p.Name, "exit", cmd.ProcessState.String(), "in", wait)
 		time.Sleep(wait)
 		if err := p.start(); err != nil {
-			p.out.Error("restart", "process", p.name, "err", err)
+			p.out.Error("restart", "process", p.Name, "err", err)
 		} else {
 			cmd, _ := p.current()
-			p.out.Info("process restarted", "process", p.name, "pid", cmd.Process.Pid)
+			p.out.Info("process restarted", "process", p.Name, "pid", cmd.Process.Pid)
 		}
 		p.mu.Lock()
 		p.restarts++
@@ -84,15 +84,16 @@ func (p *proc) supervise() {
 	}
 }
 
-// kill ends the process and its group at once, as a crash would.
-func (p *proc) kill() {
+// Kill ends the process and its group at once, as a crash would; it is
+// restarted.
+func (p *Process) Kill() {
 	cmd, done := p.current()
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-done
 }
 
 // stop ends the supervision and the process: SIGTERM, SIGKILL after 15 s.
-func (p *proc) stop() {
+func (p *Process) stop() {
 	p.mu.Lock()
 	p.stopped = true
 	p.mu.Unlock()
@@ -109,8 +110,8 @@ func (p *proc) stop() {
 	}
 }
 
-// running reports whether the process is up now.
-func (p *proc) running() bool {
+// Running reports whether the process is up now.
+func (p *Process) Running() bool {
 	_, done := p.current()
 	select {
 	case <-done:
