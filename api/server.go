@@ -219,49 +219,7 @@ type Server struct {
 
 // New builds the API server.
 func New(cfg Config) *Server {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.WatchKeepalive == 0 {
-		cfg.WatchKeepalive = 15 * time.Second
-	}
-	if cfg.ServiceCIDR == nil {
-		cfg.ServiceCIDR = clusterip.MustParse(clusterip.DefaultCIDR)
-	}
-	if cfg.PodCIDRs == nil && cfg.Store != nil {
-		r, _ := podcidr.ParseRange(podcidr.DefaultClusterCIDR, podcidr.DefaultNodeMaskSize)
-		cfg.PodCIDRs = podcidr.New(cfg.Store.Pool(), r)
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.BodyTimeout <= 0 {
-		cfg.BodyTimeout = DefaultBodyTimeout
-	}
-	if cfg.MinRequestTimeout <= 0 {
-		cfg.MinRequestTimeout = DefaultMinRequestTimeout
-	}
-	if cfg.StreamIdleTimeout <= 0 {
-		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
-	}
-	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
-		cfg.ServiceNetWait = MaxServiceNetWait
-	}
-	if cfg.MaySeeSecretValues == nil {
-		cfg.MaySeeSecretValues = maySeeSecretValues
-	}
-	if cfg.RequestingNode == nil {
-		cfg.RequestingNode = requestingNode
-	}
-	if cfg.MaxWatches <= 0 {
-		cfg.MaxWatches = DefaultMaxWatches
-	}
-	if cfg.PullProgressEvery <= 0 {
-		cfg.PullProgressEvery = DefaultPullProgressEvery
-	}
-	if cfg.MaxPodRegistryImages <= 0 {
-		cfg.MaxPodRegistryImages = DefaultMaxPodRegistryImages
-	}
+	cfg.withDefaults()
 	var nodes nodeHealth = noNodeHealth{}
 	if cfg.Nodes != nil {
 		nodes = cfg.Nodes
@@ -490,4 +448,51 @@ func bodyLimit(path string) int64 {
 		return MaxSecretBodyBytes
 	}
 	return MaxBodyBytes
+}
+
+// withDefaults fills in what the caller left unset.
+func (cfg *Config) withDefaults() {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.WatchKeepalive == 0 {
+		cfg.WatchKeepalive = 15 * time.Second
+	}
+	if cfg.ServiceCIDR == nil {
+		cfg.ServiceCIDR = clusterip.MustParse(clusterip.DefaultCIDR)
+	}
+	if cfg.PodCIDRs == nil && cfg.Store != nil {
+		r, _ := podcidr.ParseRange(podcidr.DefaultClusterCIDR, podcidr.DefaultNodeMaskSize)
+		cfg.PodCIDRs = podcidr.New(cfg.Store.Pool(), r)
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.MinRequestTimeout <= 0 {
+		cfg.MinRequestTimeout = DefaultMinRequestTimeout
+	}
+	if cfg.StreamIdleTimeout <= 0 {
+		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if cfg.ServiceNetWait <= 0 || cfg.ServiceNetWait > MaxServiceNetWait {
+		cfg.ServiceNetWait = MaxServiceNetWait
+	}
+	if cfg.MaySeeSecretValues == nil {
+		cfg.MaySeeSecretValues = maySeeSecretValues
+	}
+	if cfg.RequestingNode == nil {
+		cfg.RequestingNode = requestingNode
+	}
+	if cfg.MaxWatches <= 0 {
+		cfg.MaxWatches = DefaultMaxWatches
+	}
+	if cfg.PullProgressEvery <= 0 {
+		cfg.PullProgressEvery = DefaultPullProgressEvery
+	}
+	if cfg.MaxPodRegistryImages <= 0 {
+		cfg.MaxPodRegistryImages = DefaultMaxPodRegistryImages
+	}
 }
