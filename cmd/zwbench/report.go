@@ -178,6 +178,13 @@ func (r *ScaleResults) print(w io.Writer) {
 	table("PSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].PSS)/mib) })
 	table("processes", func(st ScaleStep, g string) string { return strconv.Itoa(st.Memory[g].Processes) })
 	tw.Flush()
+	r.printHeadroom(w)
+	if r.Stream != nil {
+		r.Stream.print(w)
+	}
+	if d := r.Drain; d != nil {
+		fmt.Fprintf(w, "\n  drain of %s with %d pods: %d running on other nodes %.1f s after the request\n", d.Node, d.Pods, d.Moved, d.Seconds)
+	}
 	fmt.Fprintf(w, "\n  stopping the nodes with every pod running took %.1f s; %d of the stack's processes outlived it\n", r.NodesStopSeconds, r.ProcessesLeftAfterStop)
 	fmt.Fprintf(w, "  the section took %.0f s\n", r.ElapsedSeconds)
 }
@@ -215,5 +222,40 @@ func (r *SteadyResults) print(w io.Writer) {
 	sort.Strings(names)
 	for _, n := range names {
 		fmt.Fprintf(w, "    %-53s %6.1f → %5.1f %% of a core\n", n, r.StackCPUByProcessNoPods[n], r.StackCPUByProcess[n])
+	}
+}
+
+func (r *ScaleResults) printHeadroom(w io.Writer) {
+	fmt.Fprintf(w, "\n  finite resources: a straight line through the steps, and where it meets the machine's limit\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  resource\tlimit\tat %d pods\tper pod\tR²\truns out at\n", r.Pods)
+	for _, h := range r.Headroom {
+		at := "does not grow"
+		if h.RunsOut > 0 {
+			at = fmt.Sprintf("%d pods", h.RunsOut)
+		}
+		fmt.Fprintf(tw, "  %s\t%.0f %s\t%.0f\t%.3g\t%.3f\t%s\n", h.Resource, h.Limit, h.Unit, h.Fit.Intercept+h.Fit.Slope*float64(r.Pods), h.Fit.Slope, h.Fit.R2, at)
+	}
+	tw.Flush()
+	if r.FirstToRunOut != "" {
+		fmt.Fprintf(w, "  first to run out: %s, at about %d pods\n", r.FirstToRunOut, r.FirstRunsOutAtPods)
+	}
+}
+
+func (r *StreamResults) print(w io.Writer) {
+	fmt.Fprintf(w, "\n  stream: pods created at a steady rate on top of the others, while the API is read, written and watched\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "pods/s\tpods\tlate\tcreate→Running p50\tp99\tcreate p99\tupdate p99\tGET p99\tLIST all (pages) p99\twatch delivery p99 (watchers)\tmissed\terrors\t\n")
+	for _, x := range r.Rates {
+		fmt.Fprintf(tw, "%.1f\t%d\t%d\t%.0f ms\t%.0f ms\t%.0f ms\t%.0f ms\t%.0f ms\t%.0f ms (%d)\t%.0f ms (%d)\t%d\t%d\t\n",
+			x.PodsPerSecond, x.Pods, x.StartedLate, x.CreateToRunning.P50, x.CreateToRunning.P99, x.Create.P99, x.Update.P99, x.Get.P99,
+			x.List.P99, x.ListPages, x.WatchDelivery.P99, x.Watchers, x.WatchMissed, x.Errors)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "  sustained (create→Running p99 ≤ %.0f s): %.1f pods/s\n", r.StartupTargetMs/1000, r.SustainedPodsPerSecond)
+	for _, x := range r.Rates {
+		if x.FirstError != "" {
+			fmt.Fprintf(w, "  at %.1f pods/s, first API error: %s\n", x.PodsPerSecond, x.FirstError)
+		}
 	}
 }
