@@ -139,3 +139,39 @@ func readInt(path string) int {
 	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return n
 }
+
+// tasksPerSimulatedPod is about how many threads a pod's zone holds in
+// the simulator (its zoneadmd and init are Go programs; measured 10.3),
+// with room to spare. illumos does not count threads against its process
+// limit; Linux counts every thread against kernel.pid_max.
+const tasksPerSimulatedPod = 12
+
+const pidMaxFile = "/proc/sys/kernel/pid_max"
+
+// roomForTasks makes kernel.pid_max hold pods' simulated zones besides
+// what the machine runs now, raising it as root, and returns what undoes
+// that. Without root it says what to raise.
+func roomForTasks(pods int) (restore func(), err error) {
+	was := readInt(pidMaxFile)
+	machine := 0
+	for _, p := range pids() {
+		threads, _ := taskFacts(p)
+		machine += threads
+	}
+	need := machine + pods*tasksPerSimulatedPod + 4096
+	if was == 0 || need <= was {
+		return func() {}, nil
+	}
+	const most = 1 << 22 // Linux's largest on 64-bit
+	if need > most {
+		return nil, fmt.Errorf("%d pods need about %d threads, past Linux's %d", pods, need, most)
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("%d pods' simulated zones need about %d threads and kernel.pid_max is %d: raise it (sysctl kernel.pid_max=%d) or run as root", pods, need, was, most)
+	}
+	if err := os.WriteFile(pidMaxFile, []byte(strconv.Itoa(most)), 0o644); err != nil {
+		return nil, fmt.Errorf("raise kernel.pid_max for %d pods: %w", pods, err)
+	}
+	fmt.Fprintf(stderr, "scale: kernel.pid_max raised from %d to %d for the section (%d pods need about %d threads)\n", was, most, pods, need)
+	return func() { _ = os.WriteFile(pidMaxFile, []byte(strconv.Itoa(was)), 0o644) }, nil
+}

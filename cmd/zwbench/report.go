@@ -151,33 +151,7 @@ func (r *ScaleResults) print(w io.Writer) {
 	fmt.Fprintf(w, "    PSS  a = %.0f MiB, b = %.2f MiB per pod, R² = %.3f\n", r.PSSFit.Intercept/mib, r.PSSFit.Slope/mib, r.PSSFit.R2)
 	fmt.Fprintf(w, "  floor at %d pods: the probe executions alone, %.1f %% of a core per 100 pods (%.2f ms CPU each)\n", r.Pods, r.FloorCPUPer100Pods, r.ProbeCPUMs)
 
-	groups := make([]string, 0, len(last.Memory))
-	for g := range last.CPUPercentByGroup {
-		groups = append(groups, g)
-	}
-	sort.Strings(groups)
-	fmt.Fprintf(w, "\n  by process group, at each step\n")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "\t")
-	for _, st := range r.Steps {
-		fmt.Fprintf(tw, "%d pods\t", st.Pods)
-	}
-	fmt.Fprintf(tw, "\n")
-	table := func(title string, value func(ScaleStep, string) string) {
-		fmt.Fprintf(tw, "%s\t\n", title)
-		for _, g := range groups {
-			fmt.Fprintf(tw, "%s\t", g)
-			for _, st := range r.Steps {
-				fmt.Fprintf(tw, "%s\t", value(st, g))
-			}
-			fmt.Fprintf(tw, "\n")
-		}
-	}
-	table("CPU % of a core", func(st ScaleStep, g string) string { return fmt.Sprintf("%.1f", st.CPUPercentByGroup[g]) })
-	table("RSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].RSS)/mib) })
-	table("PSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].PSS)/mib) })
-	table("processes", func(st ScaleStep, g string) string { return strconv.Itoa(st.Memory[g].Processes) })
-	tw.Flush()
+	r.printGroups(w)
 	r.printHeadroom(w)
 	if r.Stream != nil {
 		r.Stream.print(w)
@@ -258,4 +232,37 @@ func (r *StreamResults) print(w io.Writer) {
 			fmt.Fprintf(w, "  at %.1f pods/s, first API error: %s\n", x.PodsPerSecond, x.FirstError)
 		}
 	}
+}
+
+// printGroups prints each process group's CPU and memory at every step.
+func (r *ScaleResults) printGroups(w io.Writer) {
+	const mib = 1024.0
+	last := r.Steps[len(r.Steps)-1]
+	groups := make([]string, 0, len(last.Memory))
+	for g := range last.CPUPercentByGroup {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	fmt.Fprintf(w, "\n  by process group, at each step\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\t")
+	for _, st := range r.Steps {
+		fmt.Fprintf(tw, "%d pods\t", st.Pods)
+	}
+	fmt.Fprintf(tw, "\n")
+	table := func(title string, value func(ScaleStep, string) string) {
+		fmt.Fprintf(tw, "%s\t\n", title)
+		for _, g := range groups {
+			fmt.Fprintf(tw, "%s\t", g)
+			for _, st := range r.Steps {
+				fmt.Fprintf(tw, "%s\t", value(st, g))
+			}
+			fmt.Fprintf(tw, "\n")
+		}
+	}
+	table("CPU % of a core", func(st ScaleStep, g string) string { return fmt.Sprintf("%.1f", st.CPUPercentByGroup[g]) })
+	table("RSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].RSS)/mib) })
+	table("PSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].PSS)/mib) })
+	table("processes", func(st ScaleStep, g string) string { return strconv.Itoa(st.Memory[g].Processes) })
+	tw.Flush()
 }

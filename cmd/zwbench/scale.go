@@ -145,6 +145,9 @@ type LinearFit struct {
 // node with the most pods, and stops the nodes with every pod running.
 func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, error) {
 	run, err := startScale(ctx, o, log)
+	if run != nil {
+		defer run.restorePidMax()
+	}
 	if run != nil && run.s != nil {
 		defer run.s.stop()
 	}
@@ -209,6 +212,7 @@ type scaleRun struct {
 	// When each pod's creation was asked for, and when it was first Ready.
 	created, readyAt []time.Time
 	adding           time.Duration // the steps' time to Running, summed
+	restorePidMax    func()
 }
 
 // startScale checks that the section's pods fit, starts its stack and
@@ -228,14 +232,17 @@ func startScale(ctx context.Context, o options, log *slog.Logger) (*scaleRun, er
 			return nil, fmt.Errorf("--scale-isolation: %w", err)
 		}
 	}
-	run := &scaleRun{o: o, names: make([]string, n), created: make([]time.Time, n), readyAt: make([]time.Time, n)}
+	restore, err := roomForTasks(total)
+	if err != nil {
+		return nil, err
+	}
+	run := &scaleRun{o: o, names: make([]string, n), created: make([]time.Time, n), readyAt: make([]time.Time, n), restorePidMax: restore}
 	for i := range run.names {
 		run.names[i] = fmt.Sprintf("scale-%d", i)
 	}
 	run.res = &ScaleResults{Pods: n, Nodes: m, Isolated: o.scaleIsolated, MaxPodsPerNode: podCIDRPods, ProbePeriodSeconds: o.scaleProbePeriod.Seconds(),
 		CreateInFlight: scaleInFlight, MachineCPUs: machineCPUs(), MachineMemKiB: meminfo("MemTotal")}
 	fmt.Fprintf(stderr, "scale: a stack of %d nodes\n", m)
-	var err error
 	if run.s, err = startStack(ctx, stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods, isolated: o.scaleIsolated}, log); err != nil {
 		return run, err
 	}

@@ -120,29 +120,14 @@ func (st stream) at(ctx context.Context, prefix string, rate float64) (*StreamRa
 	defer ws.stop()
 
 	var errs apiErrors
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var load sync.WaitGroup
-	var gets, lists, updates latencies
-	pick := func() string { return existing[rand.IntN(len(existing))] }
-	load.Go(func() { gets.loop(loadCtx, &errs, 100*time.Millisecond, func() error { return getPod(api, pick()) }) })
-	load.Go(func() {
-		updates.loop(loadCtx, &errs, 200*time.Millisecond, func() error { return labelPod(api, pick()) })
-	})
-	load.Go(func() {
-		lists.loop(loadCtx, &errs, time.Second, func() error {
-			pages, err := listAllPaged(api)
-			r.ListPages = max(r.ListPages, pages)
-			return err
-		})
-	})
-
+	l := startLoad(ctx, api, existing, &errs)
 	start := time.Now()
 	var creates latencies
 	slots := make(chan struct{}, streamInFlight)
 	var wg sync.WaitGroup
 	for i, name := range names {
 		if err := sleepUntil(ctx, start.Add(time.Duration(float64(i)/rate*float64(time.Second)))); err != nil {
-			stopLoad()
+			l.stop()
 			return nil, err
 		}
 		select {
@@ -164,8 +149,7 @@ func (st stream) at(ctx context.Context, prefix string, rate float64) (*StreamRa
 	r.Seconds = time.Since(start).Seconds()
 	running := make([]time.Time, n)
 	werr := waitAll(ctx, tr, tr.running, "Running", names, running)
-	stopLoad()
-	load.Wait()
+	l.stop()
 	if werr != nil {
 		return nil, werr
 	}
@@ -176,7 +160,7 @@ func (st stream) at(ctx context.Context, prefix string, rate float64) (*StreamRa
 		}
 	}
 	r.CreateToRunning, r.NotRunning = percentiles(startup), n-len(startup)
-	r.Create, r.Get, r.List, r.Update = creates.percentiles(), gets.percentiles(), lists.percentiles(), updates.percentiles()
+	r.Create, r.Get, r.List, r.Update, r.ListPages = creates.percentiles(), l.gets.percentiles(), l.lists.percentiles(), l.updates.percentiles(), l.pages
 	r.WatchDelivery, r.WatchMissed = ws.delivery(names, sent, 10*time.Second)
 	r.Errors, r.FirstError = errs.count, errs.first
 	r.PodsOnTheStack = len(existing) + n
@@ -197,6 +181,38 @@ func parseRates(v string) ([]float64, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// apiLoad reads and writes the API while a stream runs: a GET every
+// 100 ms, a label update every 200 ms and a LIST of every pod, paged,
+// every second, each of a pod picked at random from existing.
+type apiLoad struct {
+	gets, lists, updates latencies
+	pages                int // the most pages a LIST took
+	cancel               context.CancelFunc
+	wg                   sync.WaitGroup
+}
+
+func startLoad(ctx context.Context, api string, existing []string, errs *apiErrors) *apiLoad {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &apiLoad{cancel: cancel}
+	pick := func() string { return existing[rand.IntN(len(existing))] }
+	l.wg.Go(func() { l.gets.loop(ctx, errs, 100*time.Millisecond, func() error { return getPod(api, pick()) }) })
+	l.wg.Go(func() { l.updates.loop(ctx, errs, 200*time.Millisecond, func() error { return labelPod(api, pick()) }) })
+	l.wg.Go(func() {
+		l.lists.loop(ctx, errs, time.Second, func() error {
+			pages, err := listAllPaged(api)
+			l.pages = max(l.pages, pages)
+			return err
+		})
+	})
+	return l
+}
+
+// stop ends the load and waits for its requests.
+func (l *apiLoad) stop() {
+	l.cancel()
+	l.wg.Wait()
 }
 
 func sleepUntil(ctx context.Context, t time.Time) error {
