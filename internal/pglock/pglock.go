@@ -30,6 +30,10 @@ const (
 	// transaction lock, taken inside a write's checks: before Change), so
 	// that two creates cannot both pass the cap's last place.
 	PodImages int64 = 0x7a77_0008
+	// PodCIDR serialises giving nodes their pod CIDRs (a transaction
+	// lock), so that nodes joining at once do not all race for the same
+	// lowest free block.
+	PodCIDR int64 = 0x7a77_0009
 )
 
 // Sync is the class of the locks that let one sync of a workload run at
@@ -40,4 +44,4 @@ const (
 const Sync int32 = 0x7a77_0007
 
 // All is every key, for the test that keeps them distinct.
-var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP, WorkloadFeedLeader, PodImages}
+var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP, WorkloadFeedLeader, PodImages, PodCIDR}
