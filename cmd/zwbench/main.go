@@ -89,6 +89,8 @@ func main() {
 	flag.DurationVar(&o.scaleStreamFor, "scale-stream-for", 5*time.Minute, "how long each rate of the scale stream lasts")
 	flag.IntVar(&o.scaleWatchers, "scale-watchers", 50, "watches of the pods held open during the scale stream, each timing its events")
 	flag.BoolVar(&o.scaleDrain, "scale-drain", true, "after the stream, drain the node with the most pods and time their move")
+	flag.BoolVar(&o.scaleTemporalPG, "scale-temporal-postgres", true, "keep the scale stack's Temporal state in its PostgreSQL, as production does (false: the dev stack's SQLite file)")
+	flag.IntVar(&o.scaleShards, "scale-history-shards", 8, "history shards of the scale stack's Temporal on PostgreSQL")
 	flag.IntVar(&o.dnsSeconds, "dns-seconds", 5, "seconds the cluster DNS section queries for (0 skips it)")
 	flag.IntVar(&o.dnsClients, "dns-clients", 8, "UDP clients querying the cluster DNS at once")
 	flag.IntVar(&o.nat, "nat", 20, "pods added to and removed from a service, measuring when every node's NAT rules have it (0 skips it)")
@@ -148,6 +150,8 @@ type options struct {
 	scaleStreamFor                time.Duration
 	scaleWatchers                 int
 	scaleDrain                    bool
+	scaleTemporalPG               bool
+	scaleShards                   int
 	dnsSeconds, dnsClients        int
 	nat                           int
 	apiGet                        int

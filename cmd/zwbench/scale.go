@@ -65,8 +65,11 @@ type ScaleResults struct {
 	ProbeCPUMs         float64 `json:"probeCPUMs"`
 	FloorCPUPer100Pods float64 `json:"floorCPUPercentPer100Pods"`
 
-	MachineCPUs   int   `json:"machineCPUs"`
-	MachineMemKiB int64 `json:"machineMemTotalKiB"`
+	// TemporalStore is where Temporal kept its state, with how many
+	// history shards.
+	TemporalStore string `json:"temporalStore"`
+	MachineCPUs   int    `json:"machineCPUs"`
+	MachineMemKiB int64  `json:"machineMemTotalKiB"`
 	// The whole section, from starting its stack to having stopped it.
 	ElapsedSeconds float64 `json:"elapsedSeconds"`
 	// NodesStopSeconds is how long stopping every agent and zone took
@@ -241,9 +244,13 @@ func startScale(ctx context.Context, o options, log *slog.Logger) (*scaleRun, er
 		run.names[i] = fmt.Sprintf("scale-%d", i)
 	}
 	run.res = &ScaleResults{Pods: n, Nodes: m, Isolated: o.scaleIsolated, MaxPodsPerNode: podCIDRPods, ProbePeriodSeconds: o.scaleProbePeriod.Seconds(),
-		CreateInFlight: scaleInFlight, MachineCPUs: machineCPUs(), MachineMemKiB: meminfo("MemTotal")}
+		CreateInFlight: scaleInFlight, MachineCPUs: machineCPUs(), MachineMemKiB: meminfo("MemTotal"), TemporalStore: "SQLite, 1 history shard"}
+	if o.scaleTemporalPG {
+		run.res.TemporalStore = fmt.Sprintf("PostgreSQL, %d history shards", o.scaleShards)
+	}
 	fmt.Fprintf(stderr, "scale: a stack of %d nodes\n", m)
-	if run.s, err = startStack(ctx, stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods, isolated: o.scaleIsolated}, log); err != nil {
+	if run.s, err = startStack(ctx, stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods, isolated: o.scaleIsolated,
+		temporalOnPostgres: o.scaleTemporalPG, historyShards: o.scaleShards}, log); err != nil {
 		return run, err
 	}
 	run.api = run.s.cp.URL()

@@ -23,7 +23,8 @@ func TestTheScaleSectionRunsSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := options{binDir: bin, scale: 6, scaleNodes: 2, scaleSteps: 2, scaleWindow: 2 * time.Second, scaleSettle: time.Second,
-		scaleProbePeriod: 2 * time.Second, scaleStreamRates: []float64{2}, scaleStreamFor: 3 * time.Second, scaleWatchers: 3, scaleDrain: true}
+		scaleProbePeriod: 2 * time.Second, scaleStreamRates: []float64{2}, scaleStreamFor: 3 * time.Second, scaleWatchers: 3, scaleDrain: true,
+		scaleTemporalPG: true, scaleShards: 2}
 	res, err := scale(t.Context(), o, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

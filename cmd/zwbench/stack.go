@@ -52,6 +52,11 @@ type stackConfig struct {
 	// isolated: every node and zone in namespaces of its own (fabric),
 	// as make dev runs where the machine allows it.
 	isolated bool
+	// temporalOnPostgres keeps Temporal's state in the stack's PostgreSQL
+	// with historyShards shards, as production runs it, instead of the
+	// dev stack's SQLite file with one.
+	temporalOnPostgres bool
+	historyShards      int
 }
 
 func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack, error) {
@@ -77,9 +82,16 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	if err != nil {
 		return s, err
 	}
-	if s.temporal, err = devstack.StartTemporal(ctx, devstack.TemporalConfig{Address: addr, DataDir: filepath.Join(dir, "temporal"),
+	tcfg := devstack.TemporalConfig{Address: addr, DataDir: filepath.Join(dir, "temporal"),
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log,
-		CountRequests: true, CA: ca}); err != nil {
+		CountRequests: true, CA: ca}
+	if cfg.temporalOnPostgres {
+		if tcfg.DatabaseURL, err = s.pg.EnsureDatabase(ctx, "temporal"); err != nil {
+			return s, err
+		}
+		tcfg.HistoryShards = cfg.historyShards
+	}
+	if s.temporal, err = devstack.StartTemporal(ctx, tcfg); err != nil {
 		return s, err
 	}
 	cpCert, err := devstack.EnsureClientTLS(ca, filepath.Join(dir, "tls"), "temporal-control-plane", devstack.ControlPlaneName)
