@@ -101,7 +101,7 @@ func (s *Server) updateClaim(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if grew && cur.Status.NodeName != "" && s.volumes != nil && !store.IsDryRun(c.Request.Context()) {
+	if grew && cur.Status.NodeName != "" && !store.IsDryRun(c.Request.Context()) {
 		if err := s.volumes.SyncClaim(c.Request.Context(), ns, name); err != nil {
 			s.fail(c, err)
 			return
@@ -121,7 +121,7 @@ func (s *Server) deleteClaim(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if !deleted && s.volumes != nil {
+	if !deleted {
 		if err := s.volumes.SyncClaim(c.Request.Context(), ns, name); err != nil {
 			s.fail(c, err)
 			return
@@ -147,7 +147,7 @@ func (s *Server) moveClaim(c *gin.Context) {
 			return
 		}
 	}
-	if s.transfers == nil || s.volumes == nil {
+	if !s.movesClaims {
 		s.fail(c, &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable",
 			msg: "claims cannot move: this server runs no volume transfer relay or workflows"})
 		return

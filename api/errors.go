@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
@@ -44,6 +45,9 @@ func invalid(kind, name string, errs model.FieldErrors) *apiError {
 // fail writes err as a Status. Store errors map to their HTTP meaning;
 // anything unexpected is logged and answered without internals.
 func (s *Server) fail(c *gin.Context, err error) {
+	if le := (*controlops.LifecycleError)(nil); errors.As(err, &le) {
+		err = lifecycleError(le.Err)
+	}
 	var ae *apiError
 	if !errors.As(err, &ae) {
 		ae = s.classify(c, err)

@@ -11,7 +11,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/zonewright/zonewright/internal/controlapi"
-	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/nodeapi"
 	"github.com/zonewright/zonewright/internal/podcidr"
@@ -183,12 +182,10 @@ func cidrError(err error) error {
 }
 
 func (s *Server) ensureNodeHealth(ctx context.Context, name string) {
-	if s.nodes != nil {
-		// The node exists now; should Temporal not answer, the control
-		// plane's node watch and the reconciler start its health workflow.
-		if err := s.nodes.Ensure(ctx, name); err != nil {
-			s.log.Warn("could not start the node's health workflow yet", "node", name, "err", err)
-		}
+	// The node exists now; should Temporal not answer, the control
+	// plane's node watch and the reconciler start its health workflow.
+	if err := s.nodes.Ensure(ctx, name); err != nil {
+		s.log.Warn("could not start the node's health workflow yet", "node", name, "err", err)
 	}
 }
 
@@ -352,8 +349,7 @@ func (s *Server) reconcileNode(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	ctl := &controlops.Control{Store: s.store, Lifecycles: s.lifecycles()}
-	res, err := ctl.ReconcileHost(ctx, controlapi.ReconcileHostInput{Node: name, Inventory: in.Inventory,
+	res, err := s.control.ReconcileHost(ctx, controlapi.ReconcileHostInput{Node: name, Inventory: in.Inventory,
 		OrphanGrace: time.Duration(in.OrphanGraceSeconds) * time.Second})
 	if err != nil {
 		s.fail(c, dependencyError(err))
@@ -376,8 +372,7 @@ func (s *Server) createOrphanRemoval(c *gin.Context) {
 		s.fail(c, invalid(model.KindNode, name, model.FieldErrors{{Field: "orphan.Key", Type: model.FieldRequired, Detail: "Required value: 1 to 1024 characters"}}))
 		return
 	}
-	ctl := &controlops.Control{Store: s.store}
-	if err := ctl.OrphanRemoved(c.Request.Context(), controlapi.OrphanRemovedInput{Node: name, Orphan: in.Orphan}); err != nil {
+	if err := s.control.OrphanRemoved(c.Request.Context(), controlapi.OrphanRemovedInput{Node: name, Orphan: in.Orphan}); err != nil {
 		s.fail(c, err)
 		return
 	}

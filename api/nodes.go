@@ -105,7 +105,7 @@ func (s *Server) deleteNode(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	evicted, err := controlops.EvictPods(ctx, s.store, s.lifecycles(), controlapi.EvictInput{Node: name, Lost: true,
+	evicted, err := s.control.EvictNodePods(ctx, controlapi.EvictInput{Node: name, Lost: true,
 		Message: fmt.Sprintf("node %s was deleted by force; the pod is treated as lost with it", name)})
 	if err != nil {
 		s.fail(c, dependencyError(err))
@@ -135,11 +135,9 @@ func (s *Server) nodeDeleted(ctx context.Context, n *model.Node, msg string) {
 	} else if len(lost) > 0 {
 		s.log.Info("the deleted node's claims are Lost", "node", n.Metadata.Name, "claims", lost)
 	}
-	if s.nodes != nil {
-		// Its health workflow finds the row gone and ends.
-		if err := s.nodes.Check(ctx, n.Metadata.Name); err != nil {
-			s.log.Warn("could not wake the node's health workflow", "node", n.Metadata.Name, "err", err)
-		}
+	// Its health workflow finds the row gone and ends.
+	if err := s.nodes.Check(ctx, n.Metadata.Name); err != nil {
+		s.log.Warn("could not wake the node's health workflow", "node", n.Metadata.Name, "err", err)
 	}
 }
 
@@ -167,9 +165,6 @@ func (s *Server) setSchedulable(c *gin.Context, schedulable bool) {
 		reason, msg := "NodeNotSchedulable", "Node "+n.Metadata.Name+" cordoned: no new pods are scheduled on it"
 		if schedulable {
 			reason, msg = "NodeSchedulable", "Node "+n.Metadata.Name+" uncordoned: pods may be scheduled on it again"
-			if s.pods != nil {
-				controlops.WakeUnschedulable(ctx, s.store, s.pods)
-			}
 		}
 		s.nodeEvent(ctx, n.Node, model.EventNormal, reason, msg)
 	}
@@ -198,7 +193,7 @@ func (s *Server) drainNode(c *gin.Context) {
 	// Claims used there move with their pods: those pods stay until the
 	// claims' workflows have copied the data, and leave at their word.
 	var moving []string
-	if s.transfers != nil && s.volumes != nil && s.pods != nil {
+	if s.movesClaims && s.pods != nil {
 		if moving, err = controlops.StartClaimMoves(ctx, s.store, n.Metadata.Name); err != nil {
 			s.fail(c, err)
 			return
@@ -211,7 +206,7 @@ func (s *Server) drainNode(c *gin.Context) {
 			}
 		}
 	}
-	evicted, err := controlops.EvictPods(ctx, s.store, s.lifecycles(), controlapi.EvictInput{Node: n.Metadata.Name, KeepClaims: moving})
+	evicted, err := s.control.EvictNodePods(ctx, controlapi.EvictInput{Node: n.Metadata.Name, KeepClaims: moving})
 	if err != nil {
 		s.fail(c, dependencyError(err))
 		return
@@ -248,15 +243,6 @@ func (s *Server) nodeEvent(ctx context.Context, n *model.Node, typ, reason, msg 
 	if err := s.store.RecordEvent(ctx, ref, typ, reason, msg, nodeEventSource); err != nil {
 		s.log.Warn("could not record a node event", "node", n.Metadata.Name, "reason", reason, "err", err)
 	}
-}
-
-// lifecycles is the pod client as the eviction wants it: nil when pods
-// have no workflows here.
-func (s *Server) lifecycles() controlops.Lifecycles {
-	if s.pods == nil {
-		return nil
-	}
-	return s.pods
 }
 
 // dependencyError keeps store errors as they are (they map to their own
@@ -317,10 +303,6 @@ func (s *Server) updateNode(c *gin.Context) {
 	if err := s.store.Nodes().Update(ctx, cur); err != nil {
 		s.fail(c, err)
 		return
-	}
-	// Labels, taints or schedulability may now admit waiting pods.
-	if s.pods != nil {
-		controlops.WakeUnschedulable(ctx, s.store, s.pods)
 	}
 	respond(c, http.StatusOK, cur)
 }

@@ -41,46 +41,7 @@ import (
 // Authorisation: verb "patch" on the kind's resource, granted to whoever
 // may "update" it (the PUT handler runs).
 func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, error), kubeType any, put, create gin.HandlerFunc) {
-	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
-	if mt == mediaApplyPatch && create == nil {
-		s.fail(c, unsupportedMedia("server-side apply is not supported on "+c.FullPath()+"; apply to the object itself"))
-		return
-	}
-	if !contains(patchTypes, mt) && mt != mediaApplyPatch {
-		s.fail(c, unsupportedMedia("PATCH takes "+strings.Join(append(slices.Clip(patchTypes), mediaApplyPatch), ", ")+"; Content-Type "+quoteOrMissing(c.GetHeader("Content-Type"))+" is not supported"))
-		return
-	}
-	if mt != mediaApplyPatch && c.Query("force") != "" {
-		s.fail(c, &apiError{code: http.StatusUnprocessableEntity, reason: "Invalid", msg: "force: Forbidden: may not be specified for non-apply patch",
-			details: &model.StatusDetails{Causes: []model.StatusCause{{Type: model.FieldForbidden, Field: "force", Message: "may not be specified for non-apply patch"}}}})
-		return
-	}
-	body, err := requestBody(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := validUTF8(body); err != nil {
-		s.fail(c, err)
-		return
-	}
-	var (
-		ops    jsonpatch.Patch
-		config *unstructured.Unstructured
-	)
-	switch mt {
-	case mediaJSONPatch:
-		if ops, err = jsonpatch.DecodePatch(body); err != nil {
-			s.fail(c, badRequestf("malformed JSON patch: %v", err))
-			return
-		}
-		err = checkBody(body, nil)
-	case mediaApplyPatch:
-		config, err = readApplyConfig(c, body, kindOfType(kubeType))
-		c.Set(appliedKey, true)
-	default:
-		err = checkMergePatch(body, kubeType)
-	}
+	pr, err := readPatch(c, kubeType, create != nil)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -89,13 +50,13 @@ func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, erro
 	// as Kubernetes applies it: a write in between (a controller's status)
 	// makes it read again, not fail with 409. One that names a version is
 	// held to it.
-	pinned := config != nil && config.GetResourceVersion() != "" || config == nil && namesResourceVersion(body, mt == mediaJSONPatch)
+	pinned := pr.config != nil && pr.config.GetResourceVersion() != "" || pr.config == nil && namesResourceVersion(pr.body, pr.mt == mediaJSONPatch)
 	for attempt := 1; ; attempt++ {
 		write := put
 		var stored []byte
 		cur, err := current(c)
 		switch {
-		case err != nil && config != nil && errors.Is(err, store.ErrNotFound):
+		case err != nil && pr.config != nil && errors.Is(err, store.ErrNotFound):
 			write = create // an apply creates what is not there
 		case err != nil:
 			s.fail(c, err)
@@ -106,26 +67,7 @@ func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, erro
 				return
 			}
 		}
-		var patched []byte
-		switch mt {
-		case mediaJSONPatch:
-			if patched, err = ops.Apply(stored); err != nil {
-				s.fail(c, &apiError{code: http.StatusUnprocessableEntity, reason: "Invalid", msg: "the JSON patch does not apply: " + err.Error()})
-				return
-			}
-		case mediaStrategicMergePatch:
-			if patched, err = strategicpatch.StrategicMergePatch(stored, body, kubeType); err != nil {
-				s.fail(c, badRequestf("the strategic merge patch does not apply: %v", err))
-				return
-			}
-		case mediaApplyPatch:
-			patched, err = s.appliedObject(c, config.GroupVersionKind(), stored, config)
-		default:
-			if patched, err = jsonpatch.MergePatch(stored, body); err != nil {
-				s.fail(c, badRequestf("the merge patch does not apply: %v", err))
-				return
-			}
-		}
+		patched, err := s.applyPatch(c, pr, stored)
 		if err != nil {
 			s.fail(c, err)
 			return
@@ -137,17 +79,101 @@ func (s *Server) patchWith(c *gin.Context, current func(*gin.Context) (any, erro
 			write(c)
 			return
 		}
-		held := &heldResponse{ResponseWriter: c.Writer, header: c.Writer.Header().Clone()}
-		c.Writer = held
-		write(c)
-		c.Writer = held.ResponseWriter
-		// A conflict is a write in between; AlreadyExists, a create by
-		// apply that another got in first with.
-		if held.status != http.StatusConflict {
-			held.release()
+		if !writeUnlessConflict(c, write) {
 			return
 		}
 	}
+}
+
+// patchRequest is a PATCH as read: its media type and body, and the
+// body decoded as that type asks (a JSON patch's operations, an apply's
+// configuration).
+type patchRequest struct {
+	mt       string
+	body     []byte
+	kubeType any
+	ops      jsonpatch.Patch
+	config   *unstructured.Unstructured
+}
+
+// readPatch reads and checks a PATCH's body; applies says whether the
+// route takes server-side apply.
+func readPatch(c *gin.Context, kubeType any, applies bool) (patchRequest, error) {
+	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	pr := patchRequest{mt: mt, kubeType: kubeType}
+	if mt == mediaApplyPatch && !applies {
+		return pr, unsupportedMedia("server-side apply is not supported on " + c.FullPath() + "; apply to the object itself")
+	}
+	if !contains(patchTypes, mt) && mt != mediaApplyPatch {
+		return pr, unsupportedMedia("PATCH takes " + strings.Join(append(slices.Clip(patchTypes), mediaApplyPatch), ", ") + "; Content-Type " + quoteOrMissing(c.GetHeader("Content-Type")) + " is not supported")
+	}
+	if mt != mediaApplyPatch && c.Query("force") != "" {
+		return pr, &apiError{code: http.StatusUnprocessableEntity, reason: "Invalid", msg: "force: Forbidden: may not be specified for non-apply patch",
+			details: &model.StatusDetails{Causes: []model.StatusCause{{Type: model.FieldForbidden, Field: "force", Message: "may not be specified for non-apply patch"}}}}
+	}
+	body, err := requestBody(c)
+	if err != nil {
+		return pr, err
+	}
+	if err := validUTF8(body); err != nil {
+		return pr, err
+	}
+	pr.body = body
+	switch mt {
+	case mediaJSONPatch:
+		if pr.ops, err = jsonpatch.DecodePatch(body); err != nil {
+			return pr, badRequestf("malformed JSON patch: %v", err)
+		}
+		err = checkBody(body, nil)
+	case mediaApplyPatch:
+		pr.config, err = readApplyConfig(c, body, kindOfType(kubeType))
+		c.Set(appliedKey, true)
+	default:
+		err = checkMergePatch(body, kubeType)
+	}
+	return pr, err
+}
+
+// applyPatch is the object stored (nil: none, for an apply that creates)
+// with the patch applied.
+func (s *Server) applyPatch(c *gin.Context, pr patchRequest, stored []byte) ([]byte, error) {
+	switch pr.mt {
+	case mediaJSONPatch:
+		patched, err := pr.ops.Apply(stored)
+		if err != nil {
+			return nil, &apiError{code: http.StatusUnprocessableEntity, reason: "Invalid", msg: "the JSON patch does not apply: " + err.Error()}
+		}
+		return patched, nil
+	case mediaStrategicMergePatch:
+		patched, err := strategicpatch.StrategicMergePatch(stored, pr.body, pr.kubeType)
+		if err != nil {
+			return nil, badRequestf("the strategic merge patch does not apply: %v", err)
+		}
+		return patched, nil
+	case mediaApplyPatch:
+		return s.appliedObject(c, pr.config.GroupVersionKind(), stored, pr.config)
+	}
+	patched, err := jsonpatch.MergePatch(stored, pr.body)
+	if err != nil {
+		return nil, badRequestf("the merge patch does not apply: %v", err)
+	}
+	return patched, nil
+}
+
+// writeUnlessConflict runs write, holding its answer back if it is a
+// conflict, and reports whether it was one (the patch is to be applied
+// again to the object read anew). A conflict is a write in between;
+// AlreadyExists, a create by apply that another got in first with.
+func writeUnlessConflict(c *gin.Context, write gin.HandlerFunc) bool {
+	held := &heldResponse{ResponseWriter: c.Writer, header: c.Writer.Header().Clone()}
+	c.Writer = held
+	write(c)
+	c.Writer = held.ResponseWriter
+	if held.status != http.StatusConflict {
+		held.release()
+		return false
+	}
+	return true
 }
 
 // namesResourceVersion reports whether a patch sets or tests

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
@@ -70,6 +69,34 @@ func (s *Server) createPod(c *gin.Context) {
 	}
 	systemMeta(&p.Metadata)
 	ctx := c.Request.Context()
+	add, err := s.admitPod(ctx, p)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	// Observed state is the system's to write; a new pod waits for a node.
+	p.Status = model.PodStatus{Phase: model.PodPending}
+	if err := s.recordCreate(c, p); err != nil {
+		s.fail(c, err)
+		return
+	}
+	made, err := s.control.Pods().Create(ctx, p, controlops.PodCreate{Images: store.PodImages{Add: add, Max: s.maxPodImages}})
+	s.startImports(ctx, made)
+	var fieldErrs model.FieldErrors
+	if errors.As(err, &fieldErrs) {
+		// An image deleted since it was resolved above.
+		err = invalid(model.KindPod, p.Metadata.Name, fieldErrs)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusCreated, p)
+}
+
+// admitPod fills a new pod's default image and checks it: its spec, its
+// images (those it adds to the catalog come back), its claims' modes.
+func (s *Server) admitPod(ctx context.Context, p *model.Pod) ([]store.PodImage, error) {
 	for i := range p.Spec.Containers {
 		if ct := &p.Spec.Containers[i]; ct.Image == "" && s.imageMap.Resolve("") != "" {
 			ct.Image = s.imageMap.Resolve("")
@@ -81,56 +108,19 @@ func (s *Server) createPod(c *gin.Context) {
 	if len(errs) == 0 {
 		var err error
 		if errs, add, err = s.resolvePodImages(ctx, p); err != nil {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
 	}
 	if len(errs) == 0 {
 		var err error
 		if errs, err = s.checkClaimModes(ctx, p); err != nil {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
 	}
 	if len(errs) > 0 {
-		s.fail(c, invalid(model.KindPod, p.Metadata.Name, errs))
-		return
+		return nil, invalid(model.KindPod, p.Metadata.Name, errs)
 	}
-	// Observed state is the system's to write; a new pod waits for a node.
-	p.Status = model.PodStatus{Phase: model.PodPending}
-	if err := s.recordCreate(c, p); err != nil {
-		s.fail(c, err)
-		return
-	}
-	made, err := s.store.CreatePodWithCatalogImages(ctx, p, store.PodImages{Add: add, Max: s.maxPodImages})
-	if err != nil {
-		// An image deleted since it was resolved above.
-		var fieldErrs model.FieldErrors
-		if errors.As(err, &fieldErrs) {
-			s.fail(c, invalid(model.KindPod, p.Metadata.Name, fieldErrs))
-			return
-		}
-		if errors.Is(err, store.ErrAlreadyExists) {
-			if cur, gerr := s.store.Pods().Get(ctx, p.Metadata.Namespace, p.Metadata.Name); gerr == nil && cur.Metadata.DeletionTimestamp != nil {
-				err = fmt.Errorf("%w: pod %q is still terminating; create it again once it is gone", store.ErrAlreadyExists, p.Metadata.Name)
-			}
-		}
-		s.fail(c, err)
-		return
-	}
-	s.startImports(ctx, made)
-	if s.pods != nil && !store.IsDryRun(ctx) {
-		ref := controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
-		if err := s.pods.Start(ctx, ref); err != nil {
-			// Nothing half-written: without its workflow the pod must not
-			// stay. Should this delete fail too, the reconciler starts the
-			// workflow later.
-			_, _ = s.store.Pods().Delete(context.WithoutCancel(ctx), ref.Namespace, ref.Name, p.Metadata.ResourceVersion)
-			s.fail(c, lifecycleError(err))
-			return
-		}
-	}
-	respond(c, http.StatusCreated, p)
+	return add, nil
 }
 
 // lifecycleError maps a Temporal failure to the API's statuses.
@@ -197,149 +187,56 @@ func (s *Server) updatePod(c *gin.Context) {
 	respond(c, http.StatusOK, cur)
 }
 
-// deletePod asks for a pod's removal. Its lifecycle stops it within the
-// grace period (terminationGracePeriodSeconds, or ?gracePeriodSeconds=;
-// 0 forces), then the row goes and watchers see DELETED. A pod without a
-// lifecycle has nothing on a host and goes at once.
+// deletePod asks for a pod's removal (controlops.Pods.Delete): its
+// lifecycle stops it within the grace period (terminationGracePeriodSeconds,
+// or ?gracePeriodSeconds=; 0 forces), then the row goes and watchers see
+// DELETED.
 func (s *Server) deletePod(c *gin.Context) {
-	ctx := c.Request.Context()
-	ns, name := c.Param("ns"), c.Param("name")
-	opts, err := deleteOptions(c)
+	how, err := podDeleteOptions(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	grace := opts.GracePeriodSeconds
-	if grace != nil {
-		if errs := model.ValidateGracePeriod("gracePeriodSeconds", *grace); len(errs) > 0 {
-			s.fail(c, invalid(model.KindPod, name, errs))
-			return
+	p, err := s.control.Pods().Delete(c.Request.Context(), c.Param("ns"), c.Param("name"), how)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	respond(c, http.StatusOK, p)
+}
+
+// podDeleteOptions reads a pod's DELETE: the body's options and
+// preconditions, ?gracePeriodSeconds= and ?resourceVersion= (which go
+// before the body's).
+func podDeleteOptions(c *gin.Context) (controlops.PodDelete, error) {
+	name := c.Param("name")
+	opts, err := deleteOptions(c)
+	if err != nil {
+		return controlops.PodDelete{}, err
+	}
+	how := controlops.PodDelete{GracePeriodSeconds: opts.GracePeriodSeconds, ResourceVersion: c.Query("resourceVersion")}
+	if g := how.GracePeriodSeconds; g != nil {
+		if errs := model.ValidateGracePeriod("gracePeriodSeconds", *g); len(errs) > 0 {
+			return how, invalid(model.KindPod, name, errs)
 		}
 	}
 	if g := c.Query("gracePeriodSeconds"); g != "" {
 		n, err := strconv.ParseInt(g, 10, 64)
 		if err != nil {
-			s.fail(c, badRequestf("gracePeriodSeconds %q must be an integer between 0 and %d", g, model.MaxGracePeriodSeconds))
-			return
+			return how, badRequestf("gracePeriodSeconds %q must be an integer between 0 and %d", g, model.MaxGracePeriodSeconds)
 		}
 		if errs := model.ValidateGracePeriod("gracePeriodSeconds", n); len(errs) > 0 {
-			s.fail(c, invalid(model.KindPod, name, errs))
-			return
+			return how, invalid(model.KindPod, name, errs)
 		}
-		grace = &n
+		how.GracePeriodSeconds = &n
 	}
-	if s.pods == nil {
-		s.deleteNow(c, ns, name)
-		return
+	if pre := opts.Preconditions; pre != nil {
+		how.UID = pre.UID
+		if pre.ResourceVersion != nil && how.ResourceVersion == "" {
+			how.ResourceVersion = *pre.ResourceVersion
+		}
 	}
-	for {
-		p, err := s.store.Pods().Get(ctx, ns, name)
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		rv := c.Query("resourceVersion")
-		if pre := opts.Preconditions; pre != nil {
-			if pre.UID != nil && *pre.UID != p.Metadata.UID {
-				s.fail(c, fmt.Errorf("%w: precondition failed: UID %s is not the pod's (%s)", store.ErrConflict, *pre.UID, p.Metadata.UID))
-				return
-			}
-			if pre.ResourceVersion != nil && rv == "" {
-				rv = *pre.ResourceVersion
-			}
-		}
-		if rv != "" && rv != p.Metadata.ResourceVersion {
-			s.fail(c, fmt.Errorf("%w: precondition failed: resourceVersion %s is stale (now %s)", store.ErrConflict, rv, p.Metadata.ResourceVersion))
-			return
-		}
-		g := grace
-		if g == nil {
-			g = p.Spec.TerminationGracePeriodSeconds
-		}
-		if prev := p.Metadata.DeletionGracePeriodSeconds; prev == nil || *g < *prev {
-			now := time.Now().UTC()
-			if p.Metadata.DeletionTimestamp == nil {
-				p.Metadata.DeletionTimestamp = &now
-			}
-			p.Metadata.DeletionGracePeriodSeconds = g
-			if err := s.store.Pods().Update(ctx, p); errors.Is(err, store.ErrConflict) {
-				continue
-			} else if err != nil {
-				s.fail(c, err)
-				return
-			}
-		}
-		err = s.pods.Signal(ctx, ns, name, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: g})
-		if errors.Is(err, podcontract.ErrNoLifecycle) {
-			s.deleteNow(c, ns, name)
-			return
-		}
-		if err != nil {
-			s.fail(c, lifecycleError(err))
-			return
-		}
-		if *g == 0 {
-			if failing, err := s.pods.FailingTasks(ctx, ns, name); err == nil && failing {
-				s.removeWithoutLifecycle(c, p)
-				return
-			}
-		}
-		respond(c, http.StatusOK, p)
-		return
-	}
-}
-
-// removeWithoutLifecycle ends a pod whose lifecycle fails its workflow
-// tasks, on a forced delete: such a lifecycle takes no signal, and a
-// forced delete must end the pod all the same. The lifecycle is
-// terminated, the row removed and the address released; what the node
-// still holds is an orphan, which host reconciliation removes.
-//
-// This is the one place besides the lifecycle that writes a pod, and it
-// writes only once the lifecycle is terminated: Temporal then completes no
-// workflow task of that run, so the lifecycle issues nothing more. What it
-// may still land is a step already running in a worker (a local activity
-// of the task in flight). Each of those is fenced by the pod's UID
-// (UpdatePodStatus, ReleasePodIP and RemovePod change nothing of a row
-// that is gone or another incarnation's) except an allocation, which is
-// why the row goes before the address: AllocatePodIP allocates, then looks
-// for the row, and gives back an address whose pod is gone. A lifecycle
-// the reconciler starts meanwhile (the row still there, no lifecycle
-// running) reads the deletion timestamp and tears down and removes the
-// same pod, by the same fenced, idempotent steps.
-func (s *Server) removeWithoutLifecycle(c *gin.Context, p *model.Pod) {
-	ctx := c.Request.Context()
-	ns, name := p.Metadata.Namespace, p.Metadata.Name
-	if err := s.pods.Terminate(ctx, ns, name, "forced delete of a pod whose lifecycle fails its workflow tasks"); err != nil {
-		s.fail(c, lifecycleError(err))
-		return
-	}
-	ops := controlops.NewControl(s.store, s.pods)
-	ref := controlapi.PodRef{Namespace: ns, Name: name, UID: p.Metadata.UID}
-	err := ops.RemovePod(ctx, ref)
-	for tries := 1; errors.Is(err, controlops.ErrPodChanged) && tries < 3; tries++ {
-		err = ops.RemovePod(ctx, ref) // a write raced ours: read it again
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := ops.ReleasePodIP(ctx, ref); err != nil {
-		s.fail(c, err)
-		return
-	}
-	_ = s.store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindPod, Namespace: ns, Name: name, UID: p.Metadata.UID},
-		model.EventWarning, "ForceDeleted", "removed without its lifecycle, which fails its workflow tasks; the node's leftovers are orphans for host reconciliation", "zonewright-api")
-	respond(c, http.StatusOK, p)
-}
-
-func (s *Server) deleteNow(c *gin.Context, ns, name string) {
-	p, err := s.store.Pods().Delete(c.Request.Context(), ns, name, c.Query("resourceVersion"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	respond(c, http.StatusOK, p)
+	return how, nil
 }
 
 // finalizePod ends a terminating pod's grace period now.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/zonewright/zonewright/internal/auth"
 	"github.com/zonewright/zonewright/internal/clusterip"
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/encryption"
 	"github.com/zonewright/zonewright/internal/imagemap"
 	"github.com/zonewright/zonewright/internal/metrics"
@@ -48,6 +49,10 @@ type Config struct {
 	// Lifecycles starts and signals pod workflows; nil records pods without
 	// running them (a cluster without a control plane worker).
 	Lifecycles *workflows.PodClient
+	// Control is the control plane's work the API asks for: pods created
+	// and deleted with their lifecycles, evictions, host reconciliation.
+	// Nil: one over Store and Lifecycles.
+	Control *controlops.Control
 	// Images starts image imports and deletions; nil records images
 	// without importing them.
 	Images *workflows.ImageClient
@@ -148,6 +153,7 @@ type Server struct {
 	closeOnce sync.Once
 	store     *store.Store
 	pods      *workflows.PodClient
+	control   *controlops.Control
 	images    *workflows.ImageClient
 	imageMap  *imagemap.Map
 	sources   SourcePolicy
@@ -157,11 +163,14 @@ type Server struct {
 	// protobufRoutes are "METHOD path" of the routes that read protobuf
 	// bodies (protobufType).
 	protobufRoutes map[string]bool
-	nodes          *workflows.NodeClient
-	volumes        *workflows.VolumeClient
-	ready          []ReadyCheck
-	log            *slog.Logger
-	keepalive      time.Duration
+	nodes          nodeHealth
+	volumes        volumeSyncer
+	// movesClaims: claims move between nodes (Config.Transfers and
+	// Config.Volumes are set).
+	movesClaims bool
+	ready       []ReadyCheck
+	log         *slog.Logger
+	keepalive   time.Duration
 
 	// lists are the list routes' paths: a GET of one with watch=true is
 	// a watch, which streams.
@@ -253,6 +262,23 @@ func New(cfg Config) *Server {
 	if cfg.MaxPodRegistryImages <= 0 {
 		cfg.MaxPodRegistryImages = DefaultMaxPodRegistryImages
 	}
+	var nodes nodeHealth = noNodeHealth{}
+	if cfg.Nodes != nil {
+		nodes = cfg.Nodes
+	}
+	var volumes volumeSyncer = noVolumes{}
+	if cfg.Volumes != nil {
+		volumes = cfg.Volumes
+	}
+	if cfg.ImageSources == nil {
+		cfg.ImageSources = anySource{}
+	}
+	if cfg.Control == nil && cfg.Store != nil {
+		cfg.Control = controlops.NewControl(cfg.Store, nil)
+		if cfg.Lifecycles != nil {
+			cfg.Control.Lifecycles = cfg.Lifecycles
+		}
+	}
 	var origins []string
 	if u, err := url.Parse(cfg.AdvertiseURL); err == nil && u.Scheme != "" && u.Host != "" {
 		origins = append(origins, strings.ToLower(u.Scheme+"://"+u.Host))
@@ -265,7 +291,7 @@ func New(cfg Config) *Server {
 		origins: origins, allowedHosts: cfg.AllowedHosts, sources: cfg.ImageSources,
 		requestTimeout: cfg.RequestTimeout, bodyTimeout: cfg.BodyTimeout,
 		minRequestTimeout: cfg.MinRequestTimeout, streamIdleTimeout: cfg.StreamIdleTimeout,
-		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, nodes: cfg.Nodes, volumes: cfg.Volumes, images: cfg.Images, imageMap: cfg.ImageMap, maxPodImages: cfg.MaxPodRegistryImages,
+		closing: make(chan struct{}), store: cfg.Store, pods: cfg.Lifecycles, control: cfg.Control, nodes: nodes, volumes: volumes, movesClaims: cfg.Transfers != nil && cfg.Volumes != nil, images: cfg.Images, imageMap: cfg.ImageMap, maxPodImages: cfg.MaxPodRegistryImages,
 		artefacts: cfg.Artefacts, transfers: cfg.Transfers, ready: cfg.Ready, log: cfg.Logger, keepalive: cfg.WatchKeepalive,
 		podCIDRs: cfg.PodCIDRs, serviceCIDR: cfg.ServiceCIDR, serviceNetH: cfg.ServiceNet, serviceNetWait: cfg.ServiceNetWait,
 		tokens: &auth.Tokens{Pool: cfg.Store.Pool()}, nodeCerts: &auth.NodeCertificates{Pool: cfg.Store.Pool()}, ca: cfg.CA, clientCAAdmins: cfg.ClientCAAdmins, audit: &auditLog{w: cfg.AuditLog}, nodeEndpoints: cfg.NodeEndpoints,
@@ -274,6 +300,34 @@ func New(cfg Config) *Server {
 	srv.authz = &auth.Authorizer{PodNode: srv.podNode, TransferNodes: srv.transferNodes}
 	return srv
 }
+
+// nodeHealth starts and wakes nodes' health workflows
+// (workflows.NodeClient).
+type nodeHealth interface {
+	Ensure(ctx context.Context, node string) error
+	Check(ctx context.Context, node string) error
+}
+
+// noNodeHealth leaves nodes' health to the control plane's node watch and
+// reconciler (Config.Nodes nil).
+type noNodeHealth struct{}
+
+func (noNodeHealth) Ensure(context.Context, string) error { return nil }
+func (noNodeHealth) Check(context.Context, string) error  { return nil }
+
+// volumeSyncer wakes (starting if need be) the workflows that do nodes'
+// work for claims and snapshots (workflows.VolumeClient).
+type volumeSyncer interface {
+	SyncClaim(ctx context.Context, namespace, name string) error
+	SyncSnapshot(ctx context.Context, namespace, name string) error
+}
+
+// noVolumes leaves claims' and snapshots' work on nodes undone
+// (Config.Volumes nil).
+type noVolumes struct{}
+
+func (noVolumes) SyncClaim(context.Context, string, string) error    { return nil }
+func (noVolumes) SyncSnapshot(context.Context, string, string) error { return nil }
 
 // podNode is the node a pod is bound to, for the node authorizer.
 func (s *Server) podNode(ctx context.Context, ns, name string) (string, error) {

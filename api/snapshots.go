@@ -55,11 +55,9 @@ func (s *Server) createSnapshot(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if s.volumes != nil {
-		if err := s.volumes.SyncSnapshot(c.Request.Context(), ns, snap.Metadata.Name); err != nil {
-			s.fail(c, err)
-			return
-		}
+	if err := s.volumes.SyncSnapshot(c.Request.Context(), ns, snap.Metadata.Name); err != nil {
+		s.fail(c, err)
+		return
 	}
 	respond(c, http.StatusCreated, &snap)
 }
@@ -73,7 +71,7 @@ func (s *Server) deleteSnapshot(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if !deleted && s.volumes != nil {
+	if !deleted {
 		if err := s.volumes.SyncSnapshot(c.Request.Context(), ns, name); err != nil {
 			s.fail(c, err)
 			return

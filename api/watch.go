@@ -42,28 +42,8 @@ func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from 
 	}
 	defer w.Stop()
 
-	h := c.Writer.Header()
 	f := watchFormatOf(c)
-	h.Set("Content-Type", f.contentType())
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	c.Status(http.StatusOK)
-	writeEvent := f.write
-	// Only the last of the initial objects carries an id, the list's
-	// version: a client cut off halfway has no id and starts over, one that
-	// saw them all resumes after the list.
-	for i, o := range initial {
-		id := int64(0)
-		if i == len(initial)-1 {
-			id = from
-		}
-		writeEvent(c, "ADDED", o.object, id)
-	}
-	if initialEvents {
-		writeEvent(c, "BOOKMARK", initialEventsEnd(c.FullPath(), from), from)
-	}
-	c.Writer.Flush()
-
+	startWatchStream(c, f, initial, from, initialEvents)
 	keepalive := time.NewTicker(s.keepalive)
 	defer keepalive.Stop()
 	end := time.NewTimer(lasts)
@@ -84,41 +64,72 @@ func (s *Server) watch(c *gin.Context, res watchable, o store.ListOptions, from 
 		case ev, ok := <-w.Events:
 			if !ok {
 				if err := w.Err(); err != nil {
-					// 410 Expired only when the client must list again; a
-					// watch that merely ended resumes from its last version.
-					code, reason, msg := http.StatusServiceUnavailable, "ServiceUnavailable", err.Error()
-					switch {
-					case errors.Is(err, store.ErrExpired):
-						code, reason = http.StatusGone, "Expired"
-					case !errors.Is(err, store.ErrWatcherTooSlow):
-						s.log.Warn("watch ended", "path", c.Request.URL.Path, "err", err)
-						msg = "the watch ended; start it again from the last resourceVersion seen"
-					}
-					st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
-						Status: "Failure", Reason: reason, Code: code, Message: msg}
-					b, _ := json.Marshal(st)
-					writeEvent(c, "ERROR", b, 0)
-					c.Writer.Flush()
+					s.watchEnded(c, f, err)
 				}
 				return
 			}
 			obj, err := res.present(c, ev.Object)
 			if err != nil {
 				s.log.Error("watch: cannot present a change", "kind", ev.Type, "err", err)
-				st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
-					Status: "Failure", Reason: "InternalError", Code: http.StatusInternalServerError, Message: "an internal error occurred; it has been logged"}
-				b, _ := json.Marshal(st)
-				writeEvent(c, "ERROR", b, 0)
-				c.Writer.Flush()
+				writeWatchFailure(c, f, http.StatusInternalServerError, "InternalError", "an internal error occurred; it has been logged")
 				return
 			}
 			if obj == nil {
 				continue // a change the client's selector leaves out
 			}
-			writeEvent(c, ev.Type, obj, ev.ResourceVersion)
+			f.write(c, ev.Type, obj, ev.ResourceVersion)
 			c.Writer.Flush()
 		}
 	}
+}
+
+// startWatchStream answers a watch: its headers, then the initial objects
+// (ADDED) and, with initialEvents, the bookmark that marks their end.
+func startWatchStream(c *gin.Context, f watchFormat, initial []initialObject, from int64, initialEvents bool) {
+	h := c.Writer.Header()
+	h.Set("Content-Type", f.contentType())
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c.Status(http.StatusOK)
+	// Only the last of the initial objects carries an id, the list's
+	// version: a client cut off halfway has no id and starts over, one that
+	// saw them all resumes after the list.
+	for i, o := range initial {
+		id := int64(0)
+		if i == len(initial)-1 {
+			id = from
+		}
+		f.write(c, "ADDED", o.object, id)
+	}
+	if initialEvents {
+		f.write(c, "BOOKMARK", initialEventsEnd(c.FullPath(), from), from)
+	}
+	c.Writer.Flush()
+}
+
+// watchEnded tells the client why the store's watch ended: 410 Expired
+// only when it must list again; a watch that merely ended resumes from its
+// last version.
+func (s *Server) watchEnded(c *gin.Context, f watchFormat, err error) {
+	code, reason, msg := http.StatusServiceUnavailable, "ServiceUnavailable", err.Error()
+	switch {
+	case errors.Is(err, store.ErrExpired):
+		code, reason = http.StatusGone, "Expired"
+	case !errors.Is(err, store.ErrWatcherTooSlow):
+		s.log.Warn("watch ended", "path", c.Request.URL.Path, "err", err)
+		msg = "the watch ended; start it again from the last resourceVersion seen"
+	}
+	writeWatchFailure(c, f, code, reason, msg)
+}
+
+// writeWatchFailure ends a watch's stream with an ERROR event carrying a
+// failure Status.
+func writeWatchFailure(c *gin.Context, f watchFormat, code int, reason, msg string) {
+	st := model.Status{TypeMeta: model.TypeMeta{APIVersion: model.APIVersion, Kind: "Status"},
+		Status: "Failure", Reason: reason, Code: code, Message: msg}
+	b, _ := json.Marshal(st)
+	f.write(c, "ERROR", b, 0)
+	c.Writer.Flush()
 }
 
 // watchFormat is how a watch's events are written: server-sent events

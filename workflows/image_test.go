@@ -346,7 +346,7 @@ func TestPodWaitsImagePullingThenProvisions(t *testing.T) {
 }
 
 // A pod waiting for an address on its full node gets one within a second
-// of one being freed there, woken as ReleasePodIP's WakeAddressWaiters
+// of one being freed there, woken as ReleasePodIP's wakeAddressWaiters
 // wakes it, not at its next back-off (ten hours here).
 func TestIPExhaustedPodStartsWhenAnAddressIsFreed(t *testing.T) {
 	var (

@@ -129,50 +129,12 @@ func (w *nodeHealth) run(ctx workflow.Context) error {
 		if !obs.Found {
 			return nil // the node was deleted
 		}
-		// The timings configured now win over those this run started
-		// with: a changed flag reaches every node at its next look.
-		if obs.GracePeriod > 0 {
-			w.in.GracePeriod = obs.GracePeriod
+		sleep, again, err := w.act(ctx, obs)
+		if err != nil {
+			return err
 		}
-		if obs.EvictionTimeout > 0 {
-			w.in.EvictionTimeout = obs.EvictionTimeout
-		}
-		// While NotReady the node is looked at this often, so a returning
-		// agent is noticed soon; while Ready the workflow sleeps until the
-		// last heartbeat would be stale.
-		recheck := min(w.in.GracePeriod, 10*time.Second)
-		fresh := obs.HeartbeatAge >= 0 && obs.HeartbeatAge < w.in.GracePeriod
-		var sleep time.Duration
-		switch {
-		case fresh:
-			if w.st.NotReady || obs.Tainted {
-				if err := w.ready(ctx); err != nil {
-					return err
-				}
-			}
-			// Wake just after the heartbeat would turn stale.
-			sleep = w.in.GracePeriod - obs.HeartbeatAge + 100*time.Millisecond
-		default:
-			if !w.st.NotReady {
-				marked, err := w.notReady(ctx)
-				if err != nil {
-					return err
-				}
-				if !marked {
-					continue // a heartbeat arrived meanwhile: look again
-				}
-			}
-			sleep = recheck
-			if !w.st.Evicted {
-				left := w.st.NotReadySince.Add(w.in.EvictionTimeout).Sub(workflow.Now(ctx))
-				if left <= 0 {
-					if err := w.evict(ctx); err != nil {
-						return err
-					}
-				} else {
-					sleep = min(sleep, left)
-				}
-			}
+		if again {
+			continue
 		}
 		if _, err := workflow.AwaitWithTimeout(ctx, sleep, func() bool { return w.check }); err != nil {
 			if temporal.IsCanceledError(err) {
@@ -181,6 +143,55 @@ func (w *nodeHealth) run(ctx workflow.Context) error {
 			return err
 		}
 	}
+}
+
+// act takes the timings obs carries and acts on the node's heartbeat:
+// marks the node Ready, or NotReady and, once the eviction timeout has
+// passed, evicts its pods. sleep is how long until the next look; again:
+// look again at once.
+func (w *nodeHealth) act(ctx workflow.Context, obs controlapi.NodeObservation) (sleep time.Duration, again bool, err error) {
+	// The timings configured now win over those this run started
+	// with: a changed flag reaches every node at its next look.
+	if obs.GracePeriod > 0 {
+		w.in.GracePeriod = obs.GracePeriod
+	}
+	if obs.EvictionTimeout > 0 {
+		w.in.EvictionTimeout = obs.EvictionTimeout
+	}
+	// While NotReady the node is looked at this often, so a returning
+	// agent is noticed soon; while Ready the workflow sleeps until the
+	// last heartbeat would be stale.
+	recheck := min(w.in.GracePeriod, 10*time.Second)
+	if fresh := obs.HeartbeatAge >= 0 && obs.HeartbeatAge < w.in.GracePeriod; fresh {
+		if w.st.NotReady || obs.Tainted {
+			if err := w.ready(ctx); err != nil {
+				return 0, false, err
+			}
+		}
+		// Wake just after the heartbeat would turn stale.
+		return w.in.GracePeriod - obs.HeartbeatAge + 100*time.Millisecond, false, nil
+	}
+	if !w.st.NotReady {
+		marked, err := w.notReady(ctx)
+		if err != nil {
+			return 0, false, err
+		}
+		if !marked {
+			return 0, true, nil // a heartbeat arrived meanwhile: look again
+		}
+	}
+	sleep = recheck
+	if !w.st.Evicted {
+		left := w.st.NotReadySince.Add(w.in.EvictionTimeout).Sub(workflow.Now(ctx))
+		if left <= 0 {
+			if err := w.evict(ctx); err != nil {
+				return 0, false, err
+			}
+		} else {
+			sleep = min(sleep, left)
+		}
+	}
+	return sleep, false, nil
 }
 
 func (w *nodeHealth) notReady(ctx workflow.Context) (bool, error) {

@@ -119,14 +119,24 @@ func agentFlags() (*flag.FlagSet, *agentOptions) {
 
 // config turns the options into the agent's configuration.
 func (o *agentOptions) config() (nodeagent.Config, error) {
+	cfg := o.baseConfig()
 	var errs []error
-	atoi := func(flag, v string) int {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			errs = append(errs, fmt.Errorf("--%s %q: want a positive number", flag, v))
-		}
-		return n
+	if len(cfg.ZoneBrands) == 0 {
+		errs = append(errs, fmt.Errorf("--zone-brands %q: want at least one brand", o.brands))
 	}
+	errs = append(errs, o.limits(&cfg)...)
+	errs = append(errs, o.intervals(&cfg)...)
+	if err := o.temporal.TemporalTLS.Check(o.temporal.TemporalInsecure); err != nil {
+		errs = append(errs, err)
+	} else if cfg.TemporalTLS, err = o.temporal.TemporalTLS.ClientTLS(); err != nil {
+		errs = append(errs, err)
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// baseConfig is the settings taken as given: names, addresses,
+// directories, datasets (by default under --pool) and brands.
+func (o *agentOptions) baseConfig() nodeagent.Config {
 	cfg := nodeagent.Config{
 		Node:              o.node,
 		APIURL:            o.apiURL,
@@ -164,8 +174,19 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 			cfg.ZoneBrands = append(cfg.ZoneBrands, b)
 		}
 	}
-	if len(cfg.ZoneBrands) == 0 {
-		errs = append(errs, fmt.Errorf("--zone-brands %q: want at least one brand", o.brands))
+	return cfg
+}
+
+// limits parses into cfg how much the node takes and keeps: pods,
+// installs, reserved CPU and memory, and each zone's quota and process
+// limits.
+func (o *agentOptions) limits(cfg *nodeagent.Config) (errs []error) {
+	atoi := func(flag, v string) int {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("--%s %q: want a positive number", flag, v))
+		}
+		return n
 	}
 	cfg.MaxPods = atoi("max-pods", o.maxPods)
 	cfg.MaxConcurrentInstalls = atoi("max-concurrent-installs", o.installs)
@@ -190,6 +211,13 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	}
 	cfg.ZoneMaxProcesses = processLimit("zone-max-processes", o.zoneMaxProcs)
 	cfg.ZoneMaxLWPs = processLimit("zone-max-lwps", o.zoneMaxLWPs)
+	return errs
+}
+
+// intervals parses into cfg how often the agent acts and how long it
+// waits.
+func (o *agentOptions) intervals(cfg *nodeagent.Config) (errs []error) {
+	var err error
 	if cfg.HeartbeatInterval, err = time.ParseDuration(o.heartbeat); err != nil || cfg.HeartbeatInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--heartbeat-interval %q: want a duration such as 10s", o.heartbeat))
 	}
@@ -208,12 +236,7 @@ func (o *agentOptions) config() (nodeagent.Config, error) {
 	if cfg.WorkerStopTimeout, err = time.ParseDuration(o.shutdown); err != nil || cfg.WorkerStopTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout %q: want a duration such as 30s", o.shutdown))
 	}
-	if err := o.temporal.TemporalTLS.Check(o.temporal.TemporalInsecure); err != nil {
-		errs = append(errs, err)
-	} else if cfg.TemporalTLS, err = o.temporal.TemporalTLS.ClientTLS(); err != nil {
-		errs = append(errs, err)
-	}
-	return cfg, errors.Join(errs...)
+	return errs
 }
 
 // agent runs the node agent: `zonewright agent --api-url https://control-plane:8443 ...`.

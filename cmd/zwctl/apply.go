@@ -258,68 +258,89 @@ func (a *app) editCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			f, err := os.CreateTemp("", "zwctl-edit-*.yaml")
-			if err != nil {
-				return err
-			}
-			path := f.Name()
-			header := "# Edit the object below; save and quit to apply it, or leave it unchanged to cancel.\n"
-			_, err = f.WriteString(header + string(before))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
+			path, err := writeEditFile(before)
 			if err != nil {
 				return err
 			}
 			if err := a.runEditor(ctx, path); err != nil {
 				return err
 			}
-			after, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			keep := func(err error) error {
-				fmt.Fprintln(a.errOut, errorLine(err))
-				return &exitError{code: 1, msg: "error: the edit was not applied; your changes are kept in " + path}
-			}
-			var edited zw.Object
-			if err := yaml.Unmarshal(after, &edited); err != nil {
-				return keep(fmt.Errorf("the edited file is not valid YAML: %w", err))
-			}
-			if reflect.DeepEqual(edited, obj) || bytes.Equal(bytes.TrimPrefix(after, []byte(header)), before) {
-				os.Remove(path)
-				fmt.Fprintln(a.out, "Edit cancelled, no changes made.")
-				return nil
-			}
-			if zw.NestedString(edited, "metadata", "name") != names[0] || zw.NestedString(edited, "kind") != r.Kind {
-				return keep(errors.New("the kind and metadata.name of an object cannot be edited"))
-			}
-			// The edit replaces the version it started from, or one that
-			// differs from it only in status (a pod's status changes on
-			// its own); a change of its spec or metadata meanwhile fails it.
-			want := zw.Desired(edited)
-			base := obj
-			var updated zw.Object
-			for range 5 {
-				want["metadata"].(map[string]any)["resourceVersion"] = zw.NestedString(base, "metadata", "resourceVersion")
-				if updated, err = c.Update(ctx, r, a.namespace(), names[0], want); !isConflict(err) {
-					break
-				}
-				current, getErr := c.Get(ctx, r, a.namespace(), names[0])
-				if getErr != nil || !reflect.DeepEqual(zw.Desired(current), zw.Desired(obj)) {
-					break
-				}
-				base = current
-			}
-			if err != nil {
-				return keep(err)
-			}
-			os.Remove(path)
-			fmt.Fprintf(a.out, "%s edited\n", zwprint.NameOf(r, updated))
-			return nil
+			return a.applyEdit(ctx, c, r, names[0], obj, before, path)
 		},
 	}
 	return cmd
+}
+
+// applyEdit writes the edit of obj (before, as YAML) in the file at path,
+// unless it changed nothing; the file is kept when the edit is refused.
+func (a *app) applyEdit(ctx context.Context, c *zw.Client, r zw.Resource, name string, obj zw.Object, before []byte, path string) error {
+	after, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	keep := func(err error) error {
+		fmt.Fprintln(a.errOut, errorLine(err))
+		return &exitError{code: 1, msg: "error: the edit was not applied; your changes are kept in " + path}
+	}
+	var edited zw.Object
+	if err := yaml.Unmarshal(after, &edited); err != nil {
+		return keep(fmt.Errorf("the edited file is not valid YAML: %w", err))
+	}
+	if reflect.DeepEqual(edited, obj) || bytes.Equal(bytes.TrimPrefix(after, []byte(editHeader)), before) {
+		os.Remove(path)
+		fmt.Fprintln(a.out, "Edit cancelled, no changes made.")
+		return nil
+	}
+	if zw.NestedString(edited, "metadata", "name") != name || zw.NestedString(edited, "kind") != r.Kind {
+		return keep(errors.New("the kind and metadata.name of an object cannot be edited"))
+	}
+	updated, err := a.updateEdited(ctx, c, r, name, obj, edited)
+	if err != nil {
+		return keep(err)
+	}
+	os.Remove(path)
+	fmt.Fprintf(a.out, "%s edited\n", zwprint.NameOf(r, updated))
+	return nil
+}
+
+// editHeader starts the file edit opens.
+const editHeader = "# Edit the object below; save and quit to apply it, or leave it unchanged to cancel.\n"
+
+// writeEditFile writes the object to edit, after editHeader, to a new
+// temporary file, and returns its path.
+func writeEditFile(obj []byte) (string, error) {
+	f, err := os.CreateTemp("", "zwctl-edit-*.yaml")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(editHeader + string(obj))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return f.Name(), err
+}
+
+// updateEdited writes edited, the edit of obj, which is r's name.
+func (a *app) updateEdited(ctx context.Context, c *zw.Client, r zw.Resource, name string, obj, edited zw.Object) (zw.Object, error) {
+	// The edit replaces the version it started from, or one that
+	// differs from it only in status (a pod's status changes on
+	// its own); a change of its spec or metadata meanwhile fails it.
+	want := zw.Desired(edited)
+	base := obj
+	var updated zw.Object
+	var err error
+	for range 5 {
+		want["metadata"].(map[string]any)["resourceVersion"] = zw.NestedString(base, "metadata", "resourceVersion")
+		if updated, err = c.Update(ctx, r, a.namespace(), name, want); !isConflict(err) {
+			break
+		}
+		current, getErr := c.Get(ctx, r, a.namespace(), name)
+		if getErr != nil || !reflect.DeepEqual(zw.Desired(current), zw.Desired(obj)) {
+			break
+		}
+		base = current
+	}
+	return updated, err
 }
 
 // runEditor runs the user's editor on path, through the shell so an

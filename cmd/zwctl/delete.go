@@ -21,15 +21,18 @@ type target struct {
 
 func (t target) String() string { return t.r.Singular + "/" + t.name }
 
+// deleteFlags are delete's flags.
+type deleteFlags struct {
+	files          []string
+	selector       string
+	grace          int64
+	force, wait    bool
+	ignoreNotFound bool
+	timeout        time.Duration
+}
+
 func (a *app) deleteCommand() *cobra.Command {
-	var (
-		files          []string
-		selector       string
-		grace          int64
-		force, wait    bool
-		ignoreNotFound bool
-		timeout        time.Duration
-	)
+	var o deleteFlags
 	cmd := &cobra.Command{
 		Use:   "delete TYPE NAME... | TYPE/NAME... | TYPE -l SELECTOR | -f FILE",
 		Short: "Delete objects, and wait until they are gone",
@@ -43,99 +46,128 @@ at once; --grace-period overrides a pod's terminationGracePeriodSeconds;
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			var targets []target
-			switch {
-			case len(files) > 0:
-				if len(args) > 0 {
-					return errors.New("give either -f or TYPE NAME, not both")
-				}
-				ms, err := readManifests(files, a.in)
-				if err != nil {
-					return err
-				}
-				for _, m := range ms {
-					r, err := zw.ResourceForKind(zw.NestedString(m.object, "kind"))
-					if err != nil {
-						return err
-					}
-					targets = append(targets, target{r, a.namespaceOf(r, m.object), zw.NestedString(m.object, "metadata", "name")})
-				}
-			default:
-				r, names, err := typeAndNames(args)
-				if err != nil {
-					return err
-				}
-				ns := ""
-				if r.Namespaced {
-					ns = a.namespace()
-				}
-				if len(names) == 0 {
-					if selector == "" {
-						return fmt.Errorf("name the %s to delete, or select them with -l", r.Name)
-					}
-					items, _, err := c.List(ctx, r, ns, zw.ListOptions{LabelSelector: selector})
-					if err != nil {
-						return err
-					}
-					if len(items) == 0 {
-						fmt.Fprintf(a.errOut, "No resources found\n")
-					}
-					for _, o := range items {
-						targets = append(targets, target{r, ns, zw.NestedString(o, "metadata", "name")})
-					}
-				} else if selector != "" {
-					return errors.New("give either names or -l, not both")
-				}
-				for _, n := range names {
-					targets = append(targets, target{r, ns, n})
-				}
-			}
-			q := url.Values{}
-			if force {
-				grace = 0
-			}
-			if grace >= 0 {
-				q.Set("gracePeriodSeconds", strconv.FormatInt(grace, 10))
-			}
-			var failed bool
-			var asked []target
-			for _, t := range targets {
-				if err := c.Delete(ctx, t.r, t.ns, t.name, q); err != nil {
-					if ignoreNotFound && zw.IsNotFound(err) {
-						continue
-					}
-					fmt.Fprintln(a.errOut, errorLine(err))
-					failed = true
-					continue
-				}
-				fmt.Fprintf(a.out, "%s %q deleted\n", t.r.Singular, t.name)
-				asked = append(asked, t)
-			}
-			if wait && len(asked) > 0 {
-				wctx, cancel := withTimeout(ctx, timeout)
-				defer cancel()
-				for _, t := range asked {
-					if err := waitGone(wctx, c, t); err != nil {
-						return &exitError{code: 1, msg: fmt.Sprintf("error: %s is not gone yet: %v", t, err)}
-					}
-				}
-			}
-			if failed {
-				return &exitError{code: 1}
-			}
-			return nil
+			return a.delete(cmd.Context(), c, args, o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVarP(&files, "filename", "f", nil, "delete the objects of these files, directories or -")
-	f.StringVarP(&selector, "selector", "l", "", "delete the objects with these labels")
-	f.Int64Var(&grace, "grace-period", -1, "seconds a pod has to stop (-1: its own terminationGracePeriodSeconds)")
-	f.BoolVar(&force, "force", false, "stop pods at once (--grace-period=0)")
-	f.BoolVar(&wait, "wait", true, "wait until the objects are gone")
-	f.BoolVar(&ignoreNotFound, "ignore-not-found", false, "an object that does not exist is not an error")
-	f.DurationVar(&timeout, "timeout", 0, "how long to wait (0: as long as it takes)")
+	f.StringSliceVarP(&o.files, "filename", "f", nil, "delete the objects of these files, directories or -")
+	f.StringVarP(&o.selector, "selector", "l", "", "delete the objects with these labels")
+	f.Int64Var(&o.grace, "grace-period", -1, "seconds a pod has to stop (-1: its own terminationGracePeriodSeconds)")
+	f.BoolVar(&o.force, "force", false, "stop pods at once (--grace-period=0)")
+	f.BoolVar(&o.wait, "wait", true, "wait until the objects are gone")
+	f.BoolVar(&o.ignoreNotFound, "ignore-not-found", false, "an object that does not exist is not an error")
+	f.DurationVar(&o.timeout, "timeout", 0, "how long to wait (0: as long as it takes)")
 	return cmd
+}
+
+// delete asks for the removal of the objects args or the flags name, then
+// waits until those it asked for are gone.
+func (a *app) delete(ctx context.Context, c *zw.Client, args []string, o deleteFlags) error {
+	var targets []target
+	var err error
+	if len(o.files) > 0 {
+		if len(args) > 0 {
+			return errors.New("give either -f or TYPE NAME, not both")
+		}
+		targets, err = a.manifestTargets(o.files)
+	} else {
+		targets, err = a.namedTargets(ctx, c, args, o.selector)
+	}
+	if err != nil {
+		return err
+	}
+	asked, failed := a.askDeletes(ctx, c, targets, o)
+	if o.wait && len(asked) > 0 {
+		wctx, cancel := withTimeout(ctx, o.timeout)
+		defer cancel()
+		for _, t := range asked {
+			if err := waitGone(wctx, c, t); err != nil {
+				return &exitError{code: 1, msg: fmt.Sprintf("error: %s is not gone yet: %v", t, err)}
+			}
+		}
+	}
+	if failed {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// manifestTargets are the objects the manifests in files describe.
+func (a *app) manifestTargets(files []string) ([]target, error) {
+	ms, err := readManifests(files, a.in)
+	if err != nil {
+		return nil, err
+	}
+	var targets []target
+	for _, m := range ms {
+		r, err := zw.ResourceForKind(zw.NestedString(m.object, "kind"))
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, target{r, a.namespaceOf(r, m.object), zw.NestedString(m.object, "metadata", "name")})
+	}
+	return targets, nil
+}
+
+// namedTargets are the objects args name (TYPE NAME... or TYPE/NAME...),
+// or those of TYPE that selector selects.
+func (a *app) namedTargets(ctx context.Context, c *zw.Client, args []string, selector string) ([]target, error) {
+	r, names, err := typeAndNames(args)
+	if err != nil {
+		return nil, err
+	}
+	ns := ""
+	if r.Namespaced {
+		ns = a.namespace()
+	}
+	var targets []target
+	if len(names) == 0 {
+		if selector == "" {
+			return nil, fmt.Errorf("name the %s to delete, or select them with -l", r.Name)
+		}
+		items, _, err := c.List(ctx, r, ns, zw.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return nil, err
+		}
+		if len(items) == 0 {
+			fmt.Fprintf(a.errOut, "No resources found\n")
+		}
+		for _, o := range items {
+			targets = append(targets, target{r, ns, zw.NestedString(o, "metadata", "name")})
+		}
+	} else if selector != "" {
+		return nil, errors.New("give either names or -l, not both")
+	}
+	for _, n := range names {
+		targets = append(targets, target{r, ns, n})
+	}
+	return targets, nil
+}
+
+// askDeletes asks for each target's removal, printing each answer; asked
+// are those the server took, failed whether any other failed.
+func (a *app) askDeletes(ctx context.Context, c *zw.Client, targets []target, o deleteFlags) (asked []target, failed bool) {
+	q := url.Values{}
+	grace := o.grace
+	if o.force {
+		grace = 0
+	}
+	if grace >= 0 {
+		q.Set("gracePeriodSeconds", strconv.FormatInt(grace, 10))
+	}
+	for _, t := range targets {
+		if err := c.Delete(ctx, t.r, t.ns, t.name, q); err != nil {
+			if o.ignoreNotFound && zw.IsNotFound(err) {
+				continue
+			}
+			fmt.Fprintln(a.errOut, errorLine(err))
+			failed = true
+			continue
+		}
+		fmt.Fprintf(a.out, "%s %q deleted\n", t.r.Singular, t.name)
+		asked = append(asked, t)
+	}
+	return asked, failed
 }
 
 // waitGone returns when t no longer exists.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -92,47 +93,10 @@ func (a *app) get(cmd *cobra.Command, args []string, o getOptions) error {
 	ctx := cmd.Context()
 	opts := zw.ListOptions{LabelSelector: o.selector, FieldSelector: o.fieldSelector}
 	if o.watch || o.watchOnly {
-		if !r.Watchable {
-			return fmt.Errorf("%s cannot be watched", r.Name)
-		}
-		if len(names) == 1 {
-			opts.FieldSelector = joinSelector(opts.FieldSelector, "metadata.name="+names[0])
-		}
-		items, rv, err := c.List(ctx, r, ns, opts)
-		if err != nil {
-			return err
-		}
-		items = named(items, names)
-		if !o.watchOnly && len(items) > 0 {
-			if err := p.Print(items, false); err != nil {
-				return err
-			}
-		}
-		return c.Watch(ctx, r, ns, opts, rv, func(ev zw.Event) error {
-			if len(names) > 0 && !slices.Contains(names, zw.NestedString(ev.Object, "metadata", "name")) {
-				return nil
-			}
-			return p.Print([]zw.Object{ev.Object}, true)
-		})
+		return watchObjects(ctx, c, r, ns, names, opts, o.watchOnly, p)
 	}
 	if len(names) > 0 {
-		var found []zw.Object
-		var failed error
-		for _, n := range names {
-			obj, err := c.Get(ctx, r, ns, n)
-			if err != nil {
-				fmt.Fprintln(a.errOut, err)
-				failed = &exitError{code: 1}
-				continue
-			}
-			found = append(found, obj)
-		}
-		if len(found) > 0 {
-			if err := p.Print(found, len(names) == 1); err != nil {
-				return err
-			}
-		}
-		return failed
+		return a.getNamed(ctx, c, r, ns, names, p)
 	}
 	items, _, err := c.List(ctx, r, ns, opts)
 	if err != nil {
@@ -147,6 +111,55 @@ func (a *app) get(cmd *cobra.Command, args []string, o getOptions) error {
 		return nil
 	}
 	return p.Print(items, false)
+}
+
+// watchObjects prints r's objects (those named, if any), unless
+// watchOnly, then each change to them.
+func watchObjects(ctx context.Context, c *zw.Client, r zw.Resource, ns string, names []string, opts zw.ListOptions, watchOnly bool, p zwprint.Printer) error {
+	if !r.Watchable {
+		return fmt.Errorf("%s cannot be watched", r.Name)
+	}
+	if len(names) == 1 {
+		opts.FieldSelector = joinSelector(opts.FieldSelector, "metadata.name="+names[0])
+	}
+	items, rv, err := c.List(ctx, r, ns, opts)
+	if err != nil {
+		return err
+	}
+	items = named(items, names)
+	if !watchOnly && len(items) > 0 {
+		if err := p.Print(items, false); err != nil {
+			return err
+		}
+	}
+	return c.Watch(ctx, r, ns, opts, rv, func(ev zw.Event) error {
+		if len(names) > 0 && !slices.Contains(names, zw.NestedString(ev.Object, "metadata", "name")) {
+			return nil
+		}
+		return p.Print([]zw.Object{ev.Object}, true)
+	})
+}
+
+// getNamed prints the named objects that exist; a name that does not is
+// reported and makes the command fail once the others are printed.
+func (a *app) getNamed(ctx context.Context, c *zw.Client, r zw.Resource, ns string, names []string, p zwprint.Printer) error {
+	var found []zw.Object
+	var failed error
+	for _, n := range names {
+		obj, err := c.Get(ctx, r, ns, n)
+		if err != nil {
+			fmt.Fprintln(a.errOut, err)
+			failed = &exitError{code: 1}
+			continue
+		}
+		found = append(found, obj)
+	}
+	if len(found) > 0 {
+		if err := p.Print(found, len(names) == 1); err != nil {
+			return err
+		}
+	}
+	return failed
 }
 
 func named(items []zw.Object, names []string) []zw.Object {

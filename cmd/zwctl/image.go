@@ -18,6 +18,41 @@ var images, _ = zw.LookupResource("images")
 
 func (a *app) imageCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "Import, list and delete images"}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List images (zwctl get images)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.get(cmd, []string{"images"}, getOptions{output: cmd.Flag("output").Value.String()})
+		},
+	}
+	list.Flags().StringP("output", "o", "", "output format: wide, json, yaml, name or jsonpath=TEMPLATE")
+
+	del := &cobra.Command{
+		Use:               "delete NAME...",
+		Short:             "Delete images",
+		ValidArgsFunction: a.completeNames("images"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("name the images to delete")
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			for _, n := range args {
+				if err := c.Delete(cmd.Context(), images, "", n, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.out, "image %q deleted\n", n)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(a.imageImportCommand(), list, del)
+	return cmd
+}
+
+func (a *app) imageImportCommand() *cobra.Command {
 	var (
 		spec    struct{ kind, source, sha256, compression string }
 		size    int64
@@ -68,39 +103,7 @@ func (a *app) imageCommand() *cobra.Command {
 	f.Int64Var(&size, "size", 0, "the download's size in bytes, when the source does not say")
 	f.BoolVar(&noWait, "no-wait", false, "return once the image is created")
 	f.DurationVar(&timeout, "timeout", 0, "how long to follow the import (0: until it ends)")
-
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List images (zwctl get images)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.get(cmd, []string{"images"}, getOptions{output: cmd.Flag("output").Value.String()})
-		},
-	}
-	list.Flags().StringP("output", "o", "", "output format: wide, json, yaml, name or jsonpath=TEMPLATE")
-
-	del := &cobra.Command{
-		Use:               "delete NAME...",
-		Short:             "Delete images",
-		ValidArgsFunction: a.completeNames("images"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return errors.New("name the images to delete")
-			}
-			c, err := a.connect()
-			if err != nil {
-				return err
-			}
-			for _, n := range args {
-				if err := c.Delete(cmd.Context(), images, "", n, nil); err != nil {
-					return err
-				}
-				fmt.Fprintf(a.out, "image %q deleted\n", n)
-			}
-			return nil
-		},
-	}
-	cmd.AddCommand(imp, list, del)
-	return cmd
+	return imp
 }
 
 // followImport shows an import's progress from the image's status (bytes

@@ -74,96 +74,6 @@ func (a *app) scaleCommand() *cobra.Command {
 
 func (a *app) rolloutCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "rollout", Short: "Manage a deployment's rollout: status, history, undo, pause, resume, restart"}
-	var timeout time.Duration
-	status := &cobra.Command{
-		Use:   "status deploy/NAME",
-		Short: "Follow a rollout until it completes (exit 0), or exceeds its progress deadline or is rolled back by autoRevert (exit 1)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, c, err := a.deployment(args)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := withTimeout(cmd.Context(), timeout)
-			defer cancel()
-			last := ""
-			// The revision whose rollout is watched: when another takes
-			// its place, it was either a new template (followed, as
-			// kubectl follows it) or autoRevert undoing it (a failure,
-			// though the Progressing condition may already say the
-			// reverted revision is available).
-			watched, since := int64(-1), time.Now().Add(-2*time.Second)
-			err = zw.WaitUntil(ctx, 250*time.Millisecond, func() (bool, error) {
-				d, err := c.Get(ctx, deployments, a.namespace(), name)
-				if err != nil {
-					return false, err
-				}
-				if rev := zw.NestedInt(d, "status", "revision"); zw.NestedInt(d, "metadata", "generation") <= zw.NestedInt(d, "status", "observedGeneration") && rev != watched {
-					if watched >= 0 {
-						if why, err := revertedSince(ctx, c, d, since); err != nil || why != "" {
-							if err == nil {
-								msg := fmt.Sprintf("deployment %q rolled back: %s", name, why)
-								fmt.Fprintln(a.out, msg)
-								err = &exitError{code: 1, msg: "error: " + msg}
-							}
-							return false, err
-						}
-					}
-					watched = rev
-				}
-				msg, done, err := rolloutStatus(d)
-				if msg != last {
-					fmt.Fprintln(a.out, msg)
-					last = msg
-				}
-				return done, err
-			})
-			if errors.Is(err, context.DeadlineExceeded) {
-				return &exitError{code: 1, msg: "error: timed out waiting for the rollout of deployment " + strconv.Quote(name)}
-			}
-			return err
-		},
-	}
-	status.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait (0: until the deployment's own progress deadline decides)")
-
-	var revision int64
-	history := &cobra.Command{
-		Use:   "history deploy/NAME",
-		Short: "List a deployment's revisions, or show one (--revision)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, c, err := a.deployment(args)
-			if err != nil {
-				return err
-			}
-			revs, err := a.revisionsOf(cmd.Context(), c, name)
-			if err != nil {
-				return err
-			}
-			if revision > 0 {
-				for _, r := range revs {
-					if zw.NestedInt(r, "revision") == revision {
-						b, err := yaml.Marshal(zw.Nested(r, "data"))
-						if err != nil {
-							return err
-						}
-						fmt.Fprintf(a.out, "deployment.apps/%s with revision #%d\nPod Template:\n", name, revision)
-						a.out.Write(indent(b))
-						return nil
-					}
-				}
-				return fmt.Errorf("deployment %q has no revision %d", name, revision)
-			}
-			fmt.Fprintf(a.out, "deployment.apps/%s\n", name)
-			rows := [][]string{{"REVISION", "IMAGES", "CHANGE-CAUSE"}}
-			for _, r := range revs {
-				_, images := containerImages(zw.NestedSlice(r, "data", "spec", "containers"))
-				cause := zw.NestedString(r, "metadata", "annotations", "kubernetes.io/change-cause")
-				rows = append(rows, []string{zw.NestedString(r, "revision"), images, orNone(cause)})
-			}
-			return zwprint.NewTable(a.out).Write(rows)
-		},
-	}
-	history.Flags().Int64Var(&revision, "revision", 0, "show this revision's pod template")
-
 	var toRevision int64
 	undo := &cobra.Command{
 		Use:   "undo deploy/NAME",
@@ -179,11 +89,118 @@ func (a *app) rolloutCommand() *cobra.Command {
 			return a.deploymentAction(cmd, args, sub, nil, done)
 		}}
 	}
-	cmd.AddCommand(status, history, undo,
+	cmd.AddCommand(a.rolloutStatusCommand(), a.rolloutHistoryCommand(), undo,
 		action("pause", "pause", "paused", "Stop rolling out changes of the template"),
 		action("resume", "resume", "resumed", "Roll out changes again"),
 		action("restart", "restart", "restarted", "Replace every pod, one batch at a time"))
 	return cmd
+}
+
+func (a *app) rolloutStatusCommand() *cobra.Command {
+	var timeout time.Duration
+	status := &cobra.Command{
+		Use:   "status deploy/NAME",
+		Short: "Follow a rollout until it completes (exit 0), or exceeds its progress deadline or is rolled back by autoRevert (exit 1)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, c, err := a.deployment(args)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd.Context(), timeout)
+			defer cancel()
+			err = a.followRollout(ctx, c, name)
+			if errors.Is(err, context.DeadlineExceeded) {
+				return &exitError{code: 1, msg: "error: timed out waiting for the rollout of deployment " + strconv.Quote(name)}
+			}
+			return err
+		},
+	}
+	status.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait (0: until the deployment's own progress deadline decides)")
+	return status
+}
+
+// followRollout prints the rollout's status whenever it changes until it
+// completes, fails, or autoRevert rolls it back.
+func (a *app) followRollout(ctx context.Context, c *zw.Client, name string) error {
+	last := ""
+	// The revision whose rollout is watched: when another takes
+	// its place, it was either a new template (followed, as
+	// kubectl follows it) or autoRevert undoing it (a failure,
+	// though the Progressing condition may already say the
+	// reverted revision is available).
+	watched, since := int64(-1), time.Now().Add(-2*time.Second)
+	return zw.WaitUntil(ctx, 250*time.Millisecond, func() (bool, error) {
+		d, err := c.Get(ctx, deployments, a.namespace(), name)
+		if err != nil {
+			return false, err
+		}
+		if rev := zw.NestedInt(d, "status", "revision"); zw.NestedInt(d, "metadata", "generation") <= zw.NestedInt(d, "status", "observedGeneration") && rev != watched {
+			if watched >= 0 {
+				if why, err := revertedSince(ctx, c, d, since); err != nil || why != "" {
+					if err == nil {
+						msg := fmt.Sprintf("deployment %q rolled back: %s", name, why)
+						fmt.Fprintln(a.out, msg)
+						err = &exitError{code: 1, msg: "error: " + msg}
+					}
+					return false, err
+				}
+			}
+			watched = rev
+		}
+		msg, done, err := rolloutStatus(d)
+		if msg != last {
+			fmt.Fprintln(a.out, msg)
+			last = msg
+		}
+		return done, err
+	})
+}
+
+func (a *app) rolloutHistoryCommand() *cobra.Command {
+	var revision int64
+	history := &cobra.Command{
+		Use:   "history deploy/NAME",
+		Short: "List a deployment's revisions, or show one (--revision)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, c, err := a.deployment(args)
+			if err != nil {
+				return err
+			}
+			revs, err := a.revisionsOf(cmd.Context(), c, name)
+			if err != nil {
+				return err
+			}
+			if revision > 0 {
+				return a.printRevision(name, revs, revision)
+			}
+			fmt.Fprintf(a.out, "deployment.apps/%s\n", name)
+			rows := [][]string{{"REVISION", "IMAGES", "CHANGE-CAUSE"}}
+			for _, r := range revs {
+				_, images := containerImages(zw.NestedSlice(r, "data", "spec", "containers"))
+				cause := zw.NestedString(r, "metadata", "annotations", "kubernetes.io/change-cause")
+				rows = append(rows, []string{zw.NestedString(r, "revision"), images, orNone(cause)})
+			}
+			return zwprint.NewTable(a.out).Write(rows)
+		},
+	}
+	history.Flags().Int64Var(&revision, "revision", 0, "show this revision's pod template")
+	return history
+}
+
+// printRevision prints the pod template of revision, one of revs.
+func (a *app) printRevision(name string, revs []zw.Object, revision int64) error {
+	for _, r := range revs {
+		if zw.NestedInt(r, "revision") == revision {
+			b, err := yaml.Marshal(zw.Nested(r, "data"))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "deployment.apps/%s with revision #%d\nPod Template:\n", name, revision)
+			a.out.Write(indent(b))
+			return nil
+		}
+	}
+	return fmt.Errorf("deployment %q has no revision %d", name, revision)
 }
 
 func (a *app) deploymentAction(cmd *cobra.Command, args []string, sub string, body any, done string) error {

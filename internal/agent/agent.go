@@ -145,6 +145,8 @@ func Run(ctx context.Context, cfg Config) error {
 	return err
 }
 
+// run prepares the host, registers the node and runs the agent's parts
+// until ctx ends.
 func (a *Agent) run(ctx context.Context, cred *credential) error {
 	cfg := a.cfg
 	if err := a.prepareHost(ctx); err != nil {
@@ -161,14 +163,85 @@ func (a *Agent) run(ctx context.Context, cred *credential) error {
 	if endpoint != nil {
 		defer endpoint.Close()
 	}
+	if err := a.readFacts(ctx); err != nil {
+		return err
+	}
+	h := a.hostOps()
+	a.hostCIDR = a.gatewayCIDR(ctx)
+
+	// Before the node reports Ready and before its worker polls: remove
+	// what belongs to pods no longer bound here, adopt the rest.
+	if _, err := a.cleanHost(ctx, h, "at agent start"); err != nil {
+		return err
+	}
+	if err := a.registerNode(ctx); err != nil {
+		return err
+	}
+	// The pods' gateway and resolver sit in the CIDR the control plane
+	// assigned; the worker, which makes pods, polls only after.
+	if err := a.prepareGateway(ctx); err != nil {
+		return err
+	}
+	h.PodCIDR = a.podCIDR
+	if dns := a.servePodDNS(); dns != nil {
+		defer dns.Shutdown(context.Background())
+		h.ZoneDNS = &hostops.ZoneDNS{Nameserver: a.podGateway().String(), Domain: cfg.ClusterDomain}
+	}
+
+	tc, closeTemporal, err := a.temporalClient()
+	if err != nil {
+		return err
+	}
+	defer closeTemporal()
+
+	// The supervisor watches the pods running here before the worker
+	// takes new ones, so an agent restart loses no probe state.
+	sup, err := a.startSupervisor(ctx, h)
+	if err != nil {
+		return err
+	}
+	supCtx, stopSupervising := context.WithCancel(ctx)
+	defer stopSupervising()
+	a.startNodeLoops(supCtx, h, sup, cred)
+	a.work(ctx, tc, h, sup)
+	a.log.Info("agent stopped; zones keep running")
+	return nil
+}
+
+// work runs the node's worker, started as soon as Temporal answers, and
+// the heartbeat until ctx ends, then stops the worker gracefully.
+func (a *Agent) work(ctx context.Context, tc client.Client, h *hostops.Host, sup *supervisor.Supervisor) {
+	workerCtx, stopStarting := context.WithCancel(ctx)
+	defer stopStarting()
+	started := make(chan tworker.Worker, 1)
+	go func() { started <- a.startWorker(workerCtx, tc, h) }()
+
+	a.heartbeat(ctx, h, sup)
+
+	stopStarting()
+	if w := <-started; w != nil {
+		a.log.Info("stopping the worker", "timeout", a.cfg.WorkerStopTimeout)
+		w.Stop() // waits for running activities up to WorkerStopTimeout
+	}
+}
+
+// readFacts reads the host's CPUs and memory, retrying while the host's
+// commands fail.
+func (a *Agent) readFacts(ctx context.Context) error {
 	facts, err := retryHost(ctx, a.log, "read host facts", func() (illumos.HostFacts, error) {
-		return a.host.Facts(ctx, cfg.ZonesDataset)
+		return a.host.Facts(ctx, a.cfg.ZonesDataset)
 	})
 	if err != nil {
 		return fmt.Errorf("read host facts: %w", err)
 	}
 	a.facts = facts
+	return nil
+}
 
+// hostOps is what the host activities act with, from the configuration;
+// the pod network and the pods' resolver are set once registered.
+func (a *Agent) hostOps() *hostops.Host {
+	cfg := a.cfg
 	h := &hostops.Host{
 		Host:           a.host,
 		Node:           cfg.Node,
@@ -199,15 +272,13 @@ func (a *Agent) run(ctx context.Context, cred *credential) error {
 		// zonepaths are not ours to chmod.)
 		h.PrepareZonepath = func(p string) error { return os.Chmod(p, 0o700) }
 	}
+	return h
+}
 
-	a.hostCIDR = a.gatewayCIDR(ctx)
-
-	// Before the node reports Ready and before its worker polls: remove
-	// what belongs to pods no longer bound here, adopt the rest.
-	if _, err := a.cleanHost(ctx, h, "at agent start"); err != nil {
-		return err
-	}
-
+// registerNode registers the node and renews its lease once, so it is
+// live before the first heartbeat.
+func (a *Agent) registerNode(ctx context.Context) error {
+	cfg := a.cfg
 	node, err := a.register(ctx)
 	if err != nil {
 		return fmt.Errorf("register node %s: %w", cfg.Node, err)
@@ -215,21 +286,16 @@ func (a *Agent) run(ctx context.Context, cred *credential) error {
 	if _, err := a.api.RenewLease(ctx, cfg.Node, leaseDurations*cfg.HeartbeatInterval); err != nil {
 		a.log.Warn("first lease renewal failed; the heartbeat renews it", "err", err)
 	}
-	a.log.Info("node registered", "uid", node.Metadata.UID, "cpus", facts.CPUs, "memory", facts.MemoryBytes,
+	a.log.Info("node registered", "uid", node.Metadata.UID, "cpus", a.facts.CPUs, "memory", a.facts.MemoryBytes,
 		"allocatable", node.Status.Allocatable, "brands", cfg.ZoneBrands, "podCIDR", a.podCIDR)
-	// The pods' gateway and resolver sit in the CIDR the control plane
-	// assigned; the worker, which makes pods, polls only after.
-	if err := a.prepareGateway(ctx); err != nil {
-		return err
-	}
-	h.PodCIDR = a.podCIDR
-	if dns := a.servePodDNS(); dns != nil {
-		defer dns.Shutdown(context.Background())
-		h.ZoneDNS = &hostops.ZoneDNS{Nameserver: a.podGateway().String(), Domain: cfg.ClusterDomain}
-	}
+	return nil
+}
 
+// temporalClient is the node worker's Temporal client, its SDK metrics in
+// the agent's registry; closeTemporal closes both.
+func (a *Agent) temporalClient() (tc client.Client, closeTemporal func(), err error) {
+	cfg := a.cfg
 	temporalMetrics, temporalMetricsCloser := metrics.TemporalHandler(a.registry, a.log.With("component", "metrics"))
-	defer temporalMetricsCloser.Close()
 	opts := client.Options{
 		HostPort:       cfg.TemporalAddress,
 		Namespace:      cfg.TemporalNamespace,
@@ -237,51 +303,48 @@ func (a *Agent) run(ctx context.Context, cred *credential) error {
 		MetricsHandler: temporalMetrics,
 	}
 	opts.ConnectionOptions.TLS = cfg.TemporalTLS
-	tc, err := client.NewLazyClient(opts)
+	tc, err = client.NewLazyClient(opts)
 	if err != nil {
-		return fmt.Errorf("Temporal client: %w", err)
+		temporalMetricsCloser.Close()
+		return nil, nil, fmt.Errorf("Temporal client: %w", err)
 	}
-	defer tc.Close()
+	return tc, func() {
+		tc.Close()
+		temporalMetricsCloser.Close()
+	}, nil
+}
 
-	// The supervisor watches the pods running here before the worker
-	// takes new ones, so an agent restart loses no probe state.
+// startSupervisor makes the node's supervisor and has it watch the pods
+// already bound here; it does not run it yet.
+func (a *Agent) startSupervisor(ctx context.Context, h *hostops.Host) (*supervisor.Supervisor, error) {
+	cfg := a.cfg
 	seq, err := a.reportSequence()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sup := supervisor.New(supervisor.Config{Node: cfg.Node, Host: supervisor.IllumosHost{Host: a.host},
 		Reporter: lifecycleReporter{api: a.api, metrics: a.metrics}, ObserveEvery: cfg.ObserveEvery, Sequence: seq, Log: a.log})
 	h.Supervisor = sup
 	a.observedZones = sup.ObservedZones
 	if _, err := a.superviseBound(ctx, sup, true); err != nil {
-		return fmt.Errorf("list the pods bound to node %s: %w", cfg.Node, err)
+		return nil, fmt.Errorf("list the pods bound to node %s: %w", cfg.Node, err)
 	}
-	supCtx, stopSupervising := context.WithCancel(ctx)
-	defer stopSupervising()
-	go sup.Run(supCtx)
-	go a.reconcileHost(supCtx, h, sup)
+	return sup, nil
+}
+
+// startNodeLoops starts what runs beside the worker until ctx ends: the
+// supervisor, the host's reconciler, the service network's NAT rules, the
+// routes to the other nodes, the credential's renewal.
+func (a *Agent) startNodeLoops(ctx context.Context, h *hostops.Host, sup *supervisor.Supervisor, cred *credential) {
+	go sup.Run(ctx)
+	go a.reconcileHost(ctx, h, sup)
 	newer := make(chan struct{}, 1)
-	go a.followServiceNet(supCtx, newer)
-	go a.programServiceNAT(supCtx, newer, a.writeServiceNetworkStatus)
-	go a.programNodeRoutes(supCtx)
+	go a.followServiceNet(ctx, newer)
+	go a.programServiceNAT(ctx, newer, a.writeServiceNetworkStatus)
+	go a.programNodeRoutes(ctx)
 	if cred != nil {
-		go a.renewCredential(supCtx, cred)
+		go a.renewCredential(ctx, cred)
 	}
-
-	workerCtx, stopStarting := context.WithCancel(ctx)
-	defer stopStarting()
-	started := make(chan tworker.Worker, 1)
-	go func() { started <- a.startWorker(workerCtx, tc, h) }()
-
-	a.heartbeat(ctx, h, sup)
-
-	stopStarting()
-	if w := <-started; w != nil {
-		a.log.Info("stopping the worker", "timeout", cfg.WorkerStopTimeout)
-		w.Stop() // waits for running activities up to WorkerStopTimeout
-	}
-	a.log.Info("agent stopped; zones keep running")
-	return nil
 }
 
 // reportSequence numbers the supervisor's reports from StateDir, so the

@@ -252,17 +252,39 @@ func sameNode(a, b *model.Node) bool {
 // gateway holds from an earlier run. Everything else (taints,
 // unschedulable, other labels) is the operator's and stays.
 func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.Time) {
-	cfg, f := a.cfg, a.facts
-	if n.Spec.PodCIDR == "" {
-		switch {
-		case a.podCIDR.IsValid():
-			n.Spec.PodCIDR = a.podCIDR.String()
-		case cfg.PodCIDR != "":
-			n.Spec.PodCIDR = cfg.PodCIDR
-		case a.hostCIDR.IsValid():
-			n.Spec.PodCIDR = a.hostCIDR.String()
-		}
+	a.askPodCIDR(n)
+	a.applyResources(n, sum)
+	a.applyAddresses(n)
+	a.applyLabels(n)
+	applySummary(n, sum)
+
+	// nil until this agent has applied a snapshot: a status left by an
+	// earlier run (or an agent now without --api-url) is not reported.
+	n.Status.ServiceNetwork = a.serviceNAT.get()
+
+	a.applyPodCIDRCondition(n, now)
+	a.applyReady(n, now, beat)
+}
+
+// askPodCIDR asks for a pod CIDR when n has none.
+func (a *Agent) askPodCIDR(n *model.Node) {
+	if n.Spec.PodCIDR != "" {
+		return
 	}
+	switch {
+	case a.podCIDR.IsValid():
+		n.Spec.PodCIDR = a.podCIDR.String()
+	case a.cfg.PodCIDR != "":
+		n.Spec.PodCIDR = a.cfg.PodCIDR
+	case a.hostCIDR.IsValid():
+		n.Spec.PodCIDR = a.hostCIDR.String()
+	}
+}
+
+// applyResources sets capacity and allocatable: the host's, less what the
+// system keeps.
+func (a *Agent) applyResources(n *model.Node, sum hostSummary) {
+	cfg, f := a.cfg, a.facts
 	capCPU := int64(f.CPUs) * 1000
 	capMem := int64(f.MemoryBytes)
 	n.Status.Capacity = model.ResourceList{
@@ -280,6 +302,12 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.
 		n.Status.Capacity[model.ResourceStorage] = FormatBytes(sum.storage)
 		n.Status.Allocatable[model.ResourceStorage] = FormatBytes(sum.storage)
 	}
+}
+
+// applyAddresses sets the node info and where the node and its endpoint
+// are reached.
+func (a *Agent) applyAddresses(n *model.Node) {
+	cfg, f := a.cfg, a.facts
 	n.Status.NodeInfo = model.NodeInfo{
 		OSRelease:    f.Uname.Version,
 		KernelVer:    strings.TrimSpace(f.Uname.Sysname + " " + f.Uname.Release),
@@ -294,7 +322,11 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.
 		n.Status.Addresses = append(n.Status.Addresses, model.NodeAddress{Type: model.NodeHostName, Address: f.Hostname})
 	}
 	n.Status.DaemonEndpoints = model.NodeDaemonEndpoints{AgentEndpoint: model.DaemonEndpoint{Port: int32(a.endpointPort)}}
+}
 
+// applyLabels sets the brand labels (the brands offered now only) and the
+// hostname label.
+func (a *Agent) applyLabels(n *model.Node) {
 	if n.Metadata.Labels == nil {
 		n.Metadata.Labels = map[string]string{}
 	}
@@ -303,12 +335,16 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.
 			delete(n.Metadata.Labels, k) // brands no longer offered go
 		}
 	}
-	for _, b := range cfg.ZoneBrands {
+	for _, b := range a.cfg.ZoneBrands {
 		n.Metadata.Labels[model.LabelNodeBrandPrefix+b] = "true"
 	}
-	if v := labelValue(f.Hostname); v != "" {
+	if v := labelValue(a.facts.Hostname); v != "" {
 		n.Metadata.Labels[model.LabelNodeHostname] = v
 	}
+}
+
+// applySummary sets the summary annotations the host gave.
+func applySummary(n *model.Node, sum hostSummary) {
 	if n.Metadata.Annotations == nil {
 		n.Metadata.Annotations = map[string]string{}
 	}
@@ -322,11 +358,11 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.
 		n.Metadata.Annotations[model.AnnotationNodeImagePoolUsed] = sum.poolUsed
 		n.Metadata.Annotations[model.AnnotationNodeImagePoolSize] = sum.poolSize
 	}
+}
 
-	// nil until this agent has applied a snapshot: a status left by an
-	// earlier run (or an agent now without --api-url) is not reported.
-	n.Status.ServiceNetwork = a.serviceNAT.get()
-
+// applyPodCIDRCondition says whether the configured pod CIDR is the one
+// assigned.
+func (a *Agent) applyPodCIDRCondition(n *model.Node, now time.Time) {
 	// Only when a pod CIDR is configured (without one there is nothing to
 	// disagree with), compared with the Node's: the assigned one (for a
 	// new Node, the one asked for), so the first write already says.
@@ -340,7 +376,11 @@ func (a *Agent) apply(n *model.Node, now time.Time, sum hostSummary, beat *time.
 	} else {
 		n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(c model.NodeCondition) bool { return c.Type == ConditionPodCIDRMismatch })
 	}
+}
 
+// applyReady sets the Ready condition, saying why the worker is not
+// polling yet if it is not.
+func (a *Agent) applyReady(n *model.Node, now time.Time, beat *time.Time) {
 	a.mu.Lock()
 	workerErr := a.workerErr
 	a.mu.Unlock()

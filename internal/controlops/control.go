@@ -8,7 +8,8 @@
 //
 // It knows nothing of Temporal: the control-plane activities
 // (activities/control) are thin wrappers over it, and the API calls it
-// directly (EvictPods, ReconcileHost for the agents, BoundPods, …). What
+// directly (Pods to create and delete pods, EvictNodePods, ReconcileHost
+// for the agents, …). What
 // the activities take and return are internal/controlapi's types.
 // Starting and signalling workflows goes through small interfaces the
 // workflows package implements (Lifecycles, NodeHealthStarter,

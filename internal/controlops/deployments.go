@@ -20,7 +20,6 @@ import (
 	"github.com/zonewright/zonewright/internal/progress"
 	"github.com/zonewright/zonewright/internal/rollout"
 	"github.com/zonewright/zonewright/internal/store"
-	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // EventSourceDeployment signs the events a deployment's sync records.
@@ -118,7 +117,7 @@ func (s *deploymentSync) run(ctx context.Context) (controlapi.DeploymentSyncResu
 	plan := rollout.Compute(spec, rpods, s.now)
 	// Deletions first: a finished pod's replacement must not run beside it.
 	for _, name := range plan.Delete {
-		if err := DeletePodGracefully(ctx, s.Store, s.Lifecycles, d.Metadata.Namespace, name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := s.deletePod(ctx, d.Metadata.Namespace, name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return controlapi.DeploymentSyncResult{}, err
 		}
 		progress.Report(ctx, "deleted "+name)
@@ -392,44 +391,6 @@ func podSuffix() string {
 	return string(b)
 }
 
-// DeletePodGracefully starts a pod's graceful deletion, as DELETE on the
-// pod does: it stamps the deletion on the row and tells the lifecycle,
-// which stops the pod within grace (nil: the pod's own) and removes the
-// row. A pod without a lifecycle has nothing on a host and goes at once.
-func DeletePodGracefully(ctx context.Context, st *store.Store, lc Lifecycles, ns, name string, grace *int64) error {
-	var g *int64
-	p, err := st.Pods().Modify(ctx, ns, name, func(p *model.Pod) bool {
-		g = grace
-		if g == nil {
-			g = p.Spec.TerminationGracePeriodSeconds
-		}
-		if prev := p.Metadata.DeletionGracePeriodSeconds; prev != nil && (g == nil || *g >= *prev) {
-			return false
-		}
-		if p.Metadata.DeletionTimestamp == nil {
-			now := time.Now().UTC()
-			p.Metadata.DeletionTimestamp = &now
-		}
-		p.Metadata.DeletionGracePeriodSeconds = g
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	if lc == nil {
-		_, err = st.Pods().Delete(ctx, ns, name, "")
-		return err
-	}
-	err = lc.Signal(ctx, ns, name, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: g})
-	if errors.Is(err, podcontract.ErrNoLifecycle) {
-		_, err = st.Pods().Delete(ctx, ns, name, p.Metadata.ResourceVersion)
-		if errors.Is(err, store.ErrConflict) {
-			return nil // its lifecycle took it meanwhile, or will on the next sync
-		}
-	}
-	return err
-}
-
 // deleteOwnedPods starts the deletion of every pod of a deployment and
 // says how many are left (terminating ones included).
 func (a *Control) deleteOwnedPods(ctx context.Context, ref controlapi.DeploymentRef, uid string) (int, error) {
@@ -441,7 +402,7 @@ func (a *Control) deleteOwnedPods(ctx context.Context, ref controlapi.Deployment
 		if p.Metadata.DeletionTimestamp != nil {
 			continue
 		}
-		if err := DeletePodGracefully(ctx, a.Store, a.Lifecycles, p.Metadata.Namespace, p.Metadata.Name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := a.deletePod(ctx, p.Metadata.Namespace, p.Metadata.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return len(pods), err
 		}
 	}
@@ -497,33 +458,9 @@ func (s *deploymentSync) writeStatus(ctx context.Context, spec rollout.Spec, pla
 		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentAvailable, Status: model.ConditionFalse, Reason: model.ReasonMinimumReplicasUnavailable, Message: "Deployment does not have minimum availability."}, now)
 	}
 	deadline := time.Duration(*d.Spec.ProgressDeadlineSeconds) * time.Second
-	prog := st.Condition(model.DeploymentProgressing)
 	revName := s.current.Metadata.Name
-	failed := ""
-	// Kubernetes also counts more Ready pods as progress; a crash-looping
-	// pod is Ready for moments between restarts, and would keep a failed
-	// rollout from ever reaching its deadline.
-	progressed := c.Updated != old.UpdatedReplicas || c.Available > old.AvailableReplicas || c.Replicas-c.Updated < old.Replicas-old.UpdatedReplicas
-	switch {
-	case d.Spec.Paused:
-		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionUnknown, Reason: model.ReasonDeploymentPaused, Message: "Deployment is paused"}, now)
-	case c.Complete(spec.Replicas) && len(plan.Delete) == 0 && plan.Create == 0:
-		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionTrue, Reason: model.ReasonNewReplicaSetAvailable,
-			Message: fmt.Sprintf("revision %d (%s) has successfully progressed", s.current.Revision, revName)}, now)
-		st.StableRevision, st.FailedPods = revName, 0
-	case s.created || (prog != nil && prog.Reason == model.ReasonDeploymentPaused):
-		t := now
-		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionTrue, Reason: model.ReasonNewReplicaSetCreated,
-			Message: fmt.Sprintf("revision %d (%s) is rolling out", s.current.Revision, revName), LastUpdateTime: &t}, now)
-	case progressed || prog == nil:
-		t := now
-		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionTrue, Reason: model.ReasonReplicaSetUpdated,
-			Message: fmt.Sprintf("revision %d (%s) is progressing", s.current.Revision, revName), LastUpdateTime: &t}, now)
-	case prog.Status == model.ConditionTrue && prog.Reason != model.ReasonNewReplicaSetAvailable && prog.LastUpdateTime != nil && !now.Before(prog.LastUpdateTime.Add(deadline)):
-		failed = fmt.Sprintf("revision %d (%s) has timed out progressing", s.current.Revision, revName)
-		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionFalse, Reason: model.ReasonProgressDeadlineExceeded, Message: failed}, now)
-	}
-	if prog = st.Condition(model.DeploymentProgressing); prog.Status == model.ConditionTrue && prog.Reason != model.ReasonNewReplicaSetAvailable && prog.LastUpdateTime != nil {
+	failed := s.setProgressing(&st, old, spec, plan, deadline)
+	if prog := st.Condition(model.DeploymentProgressing); prog.Status == model.ConditionTrue && prog.Reason != model.ReasonNewReplicaSetAvailable && prog.LastUpdateTime != nil {
 		if due := prog.LastUpdateTime.Add(deadline); wake.IsZero() || due.Before(wake) {
 			wake = due
 		}
@@ -533,14 +470,7 @@ func (s *deploymentSync) writeStatus(ctx context.Context, spec rollout.Spec, pla
 	if threshold := max(spec.Replicas, 1); failed == "" && old.FailedPods < threshold && st.FailedPods >= threshold && !c.Complete(spec.Replicas) {
 		failed = fmt.Sprintf("%d new pods of revision %d (%s) missed their healthy deadline", st.FailedPods, s.current.Revision, revName)
 	}
-	var revertTo *model.ControllerRevision
-	if failed != "" && d.Spec.AutoRevert && !d.Spec.Paused && st.StableRevision != "" && st.StableRevision != revName {
-		for i := range s.revisions {
-			if s.revisions[i].Metadata.Name == st.StableRevision {
-				revertTo = &s.revisions[i]
-			}
-		}
-	}
+	revertTo := s.revertTarget(failed, &st)
 	wake = earliest(wake, s.replicaFailure(ctx, &st))
 	if revertTo == nil && sameJSON(old, st) {
 		return wake, nil
@@ -571,6 +501,55 @@ func (s *deploymentSync) writeStatus(ctx context.Context, spec rollout.Spec, pla
 		wake = now // sync the reverted template at once
 	}
 	return wake, nil
+}
+
+// setProgressing sets the Progressing condition of st, the status the
+// sync writes over old; failed says why the rollout failed, if it did
+// (its deadline passed).
+func (s *deploymentSync) setProgressing(st *model.DeploymentStatus, old model.DeploymentStatus, spec rollout.Spec, plan rollout.Plan, deadline time.Duration) (failed string) {
+	d, now, c := s.d, s.now, plan.Counts
+	prog := st.Condition(model.DeploymentProgressing)
+	revName := s.current.Metadata.Name
+	// Kubernetes also counts more Ready pods as progress; a crash-looping
+	// pod is Ready for moments between restarts, and would keep a failed
+	// rollout from ever reaching its deadline.
+	progressed := c.Updated != old.UpdatedReplicas || c.Available > old.AvailableReplicas || c.Replicas-c.Updated < old.Replicas-old.UpdatedReplicas
+	switch {
+	case d.Spec.Paused:
+		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionUnknown, Reason: model.ReasonDeploymentPaused, Message: "Deployment is paused"}, now)
+	case c.Complete(spec.Replicas) && len(plan.Delete) == 0 && plan.Create == 0:
+		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionTrue, Reason: model.ReasonNewReplicaSetAvailable,
+			Message: fmt.Sprintf("revision %d (%s) has successfully progressed", s.current.Revision, revName)}, now)
+		st.StableRevision, st.FailedPods = revName, 0
+	case s.created || (prog != nil && prog.Reason == model.ReasonDeploymentPaused):
+		t := now
+		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionTrue, Reason: model.ReasonNewReplicaSetCreated,
+			Message: fmt.Sprintf("revision %d (%s) is rolling out", s.current.Revision, revName), LastUpdateTime: &t}, now)
+	case progressed || prog == nil:
+		t := now
+		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionTrue, Reason: model.ReasonReplicaSetUpdated,
+			Message: fmt.Sprintf("revision %d (%s) is progressing", s.current.Revision, revName), LastUpdateTime: &t}, now)
+	case prog.Status == model.ConditionTrue && prog.Reason != model.ReasonNewReplicaSetAvailable && prog.LastUpdateTime != nil && !now.Before(prog.LastUpdateTime.Add(deadline)):
+		failed = fmt.Sprintf("revision %d (%s) has timed out progressing", s.current.Revision, revName)
+		st.SetCondition(model.DeploymentCondition{Type: model.DeploymentProgressing, Status: model.ConditionFalse, Reason: model.ReasonProgressDeadlineExceeded, Message: failed}, now)
+	}
+	return failed
+}
+
+// revertTarget is the revision a failed rollout reverts to: the stable
+// one, when the deployment reverts by itself; nil for none.
+func (s *deploymentSync) revertTarget(failed string, st *model.DeploymentStatus) *model.ControllerRevision {
+	d := s.d
+	if failed == "" || !d.Spec.AutoRevert || d.Spec.Paused || st.StableRevision == "" || st.StableRevision == s.current.Metadata.Name {
+		return nil
+	}
+	var revertTo *model.ControllerRevision
+	for i := range s.revisions {
+		if s.revisions[i].Metadata.Name == st.StableRevision {
+			revertTo = &s.revisions[i]
+		}
+	}
+	return revertTo
 }
 
 // replicaFailure sets or clears the ReplicaFailure condition after the

@@ -50,29 +50,8 @@ func (a *Control) syncJob(ctx context.Context, ref controlapi.JobRef) (controlap
 		return controlapi.JobSyncResult{}, err
 	}
 	st := j.Status
-	if done := st.Finished(); done != nil {
-		// Finished: nothing runs; the TTL removes it all.
-		if _, err := a.deleteJobPods(ctx, ref, j.Metadata.UID, func(p *model.Pod) bool { return !podFinished(p) }); err != nil {
-			return controlapi.JobSyncResult{}, err
-		}
-		ttl := j.Spec.TTLSecondsAfterFinished
-		if ttl == nil || st.CompletionTime == nil {
-			return controlapi.JobSyncResult{}, nil
-		}
-		due := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)
-		if now.Before(due) {
-			return controlapi.JobSyncResult{WakeAfter: max(due.Sub(now), time.Second)}, nil
-		}
-		if _, err := a.Store.Jobs().Modify(ctx, ref.Namespace, ref.Name, func(j *model.Job) bool {
-			if j.Metadata.DeletionTimestamp != nil {
-				return false
-			}
-			j.Metadata.DeletionTimestamp = &now
-			return true
-		}); err != nil {
-			return controlapi.JobSyncResult{}, err
-		}
-		return controlapi.JobSyncResult{WakeAfter: time.Second}, nil
+	if st.Finished() != nil {
+		return a.finishedJob(ctx, j, now)
 	}
 	if st.StartTime == nil {
 		st.StartTime = &now
@@ -82,23 +61,9 @@ func (a *Control) syncJob(ctx context.Context, ref controlapi.JobRef) (controlap
 		spec.ActiveDeadline = time.Duration(*d) * time.Second
 	}
 	plan := batch.Compute(spec, batchPods(pods), now)
-	for _, name := range plan.Stop {
-		if err := DeletePodGracefully(ctx, a.Store, a.Lifecycles, ref.Namespace, name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return controlapi.JobSyncResult{}, err
-		}
-		progress.Report(ctx, "stopped "+name)
-	}
-	created, refused := int32(0), ""
-	for ; created < plan.Create; created++ {
-		err := a.createJobPod(ctx, j)
-		if msg, ok := failedCreate(err); ok {
-			refused = msg // the rest would fail alike
-			break
-		}
-		if err != nil {
-			return controlapi.JobSyncResult{}, err
-		}
-		progress.Report(ctx, fmt.Sprintf("created %d of %d", created+1, plan.Create))
+	created, refused, err := a.actOnJobPlan(ctx, j, plan)
+	if err != nil {
+		return controlapi.JobSyncResult{}, err
 	}
 	st.Active, st.Succeeded, st.Failed = plan.Active+created, plan.Succeeded, plan.Failed
 	st.Conditions = slices.Clone(st.Conditions)
@@ -135,6 +100,55 @@ func (a *Control) syncJob(ctx context.Context, ref controlapi.JobRef) (controlap
 	}
 	j.Status = st
 	return res, a.Store.Jobs().Update(ctx, j)
+}
+
+// finishedJob syncs a finished job: nothing runs; its TTL removes it all.
+func (a *Control) finishedJob(ctx context.Context, j *model.Job, now time.Time) (controlapi.JobSyncResult, error) {
+	ref := controlapi.JobRef{Namespace: j.Metadata.Namespace, Name: j.Metadata.Name}
+	if _, err := a.deleteJobPods(ctx, ref, j.Metadata.UID, func(p *model.Pod) bool { return !podFinished(p) }); err != nil {
+		return controlapi.JobSyncResult{}, err
+	}
+	ttl, st := j.Spec.TTLSecondsAfterFinished, j.Status
+	if ttl == nil || st.CompletionTime == nil {
+		return controlapi.JobSyncResult{}, nil
+	}
+	due := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)
+	if now.Before(due) {
+		return controlapi.JobSyncResult{WakeAfter: max(due.Sub(now), time.Second)}, nil
+	}
+	if _, err := a.Store.Jobs().Modify(ctx, ref.Namespace, ref.Name, func(j *model.Job) bool {
+		if j.Metadata.DeletionTimestamp != nil {
+			return false
+		}
+		j.Metadata.DeletionTimestamp = &now
+		return true
+	}); err != nil {
+		return controlapi.JobSyncResult{}, err
+	}
+	return controlapi.JobSyncResult{WakeAfter: time.Second}, nil
+}
+
+// actOnJobPlan stops the pods the plan stops and creates those it
+// creates; refused says why the creates stopped, when the template is at
+// fault (failedCreate).
+func (a *Control) actOnJobPlan(ctx context.Context, j *model.Job, plan batch.Plan) (created int32, refused string, err error) {
+	for _, name := range plan.Stop {
+		if err := a.deletePod(ctx, j.Metadata.Namespace, name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return 0, "", err
+		}
+		progress.Report(ctx, "stopped "+name)
+	}
+	for ; created < plan.Create; created++ {
+		err := a.createJobPod(ctx, j)
+		if msg, ok := failedCreate(err); ok {
+			return created, msg, nil // the rest would fail alike
+		}
+		if err != nil {
+			return 0, "", err
+		}
+		progress.Report(ctx, fmt.Sprintf("created %d of %d", created+1, plan.Create))
+	}
+	return created, "", nil
 }
 
 func podFinished(p *model.Pod) bool {
@@ -210,7 +224,7 @@ func (a *Control) deleteJobPods(ctx context.Context, ref controlapi.JobRef, uid 
 		if p.Metadata.DeletionTimestamp != nil || (pick != nil && !pick(p)) {
 			continue
 		}
-		if err := DeletePodGracefully(ctx, a.Store, a.Lifecycles, p.Metadata.Namespace, p.Metadata.Name, nil); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := a.deletePod(ctx, p.Metadata.Namespace, p.Metadata.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return len(pods), err
 		}
 	}

@@ -238,7 +238,7 @@ func (a *Control) MoveClaimPods(ctx context.Context, in controlapi.ClaimMoveInpu
 // SwitchClaimNode makes the destination the claim's node, once its copy
 // is complete and no pod uses the source's (or, for a clone copied from
 // another node's snapshot, once the copy is there): the claim's pods wait
-// no more and are woken.
+// no more (internal/roomfeed wakes them).
 func (a *Control) SwitchClaimNode(ctx context.Context, in controlapi.ClaimMoveInput) error {
 	cloned := false
 	c, changed, err := a.moveClaim(ctx, in, func(c *model.PersistentVolumeClaim) bool {
@@ -259,7 +259,6 @@ func (a *Control) SwitchClaimNode(ctx context.Context, in controlapi.ClaimMoveIn
 	}
 	a.event(ctx, model.ObjectReference{Kind: model.KindPersistentVolumeClaim, Namespace: c.Metadata.Namespace, Name: c.Metadata.Name, UID: c.Metadata.UID},
 		model.EventNormal, reason, msg)
-	WakeUnschedulable(ctx, a.Store, a.Lifecycles)
 	return nil
 }
 

@@ -146,7 +146,6 @@ func (a *Control) MarkNodeReady(ctx context.Context, node string) (bool, error) 
 	if err := a.setClaimsPhase(ctx, node, model.ClaimBound); err != nil {
 		return true, err
 	}
-	WakeUnschedulable(ctx, a.Store, a.Lifecycles)
 	return true, a.nodeEvent(ctx, node, uid, model.EventNormal, "NodeReady",
 		fmt.Sprintf("Node %s is Ready: heartbeats resumed; taint %s removed", node, TaintUnreachable))
 }
@@ -176,16 +175,11 @@ func (a *Control) nodeEvent(ctx context.Context, node, uid, typ, reason, msg str
 }
 
 // EvictNodePods tells every unfinished pod bound to the node to leave it
-// (lost nodes: their pods are Failed/NodeLost first). It returns how many.
+// (lost nodes: their pods are Failed/NodeLost first): node health, the
+// API's drain and forced node delete. It tells each pod's lifecycle; the
+// lifecycle alone writes the pod's status. It returns how many.
 func (a *Control) EvictNodePods(ctx context.Context, in controlapi.EvictInput) (int, error) {
-	return EvictPods(ctx, a.Store, a.Lifecycles, in)
-}
-
-// EvictPods is EvictNodePods for callers without a Control (the API's
-// drain and forced node delete): it tells each pod's lifecycle to leave;
-// the lifecycle alone writes the pod's status.
-func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in controlapi.EvictInput) (int, error) {
-	pods, err := PodsOnNode(ctx, st, in.Node)
+	pods, err := PodsOnNode(ctx, a.Store, in.Node)
 	if err != nil {
 		return 0, err
 	}
@@ -199,10 +193,10 @@ func EvictPods(ctx context.Context, st *store.Store, lc Lifecycles, in controlap
 		if in.Lost {
 			sig.Reason = podcontract.ReasonNodeLost
 		}
-		if lc != nil {
+		if a.Lifecycles != nil {
 			// A pod without a running lifecycle has nothing to tell; the
 			// reconciler starts one, which finds the pod's node gone.
-			if err := lc.Signal(ctx, ref.Namespace, ref.Name, podcontract.SignalEvict, sig); err != nil && !errors.Is(err, podcontract.ErrNoLifecycle) {
+			if err := a.Lifecycles.Signal(ctx, ref.Namespace, ref.Name, podcontract.SignalEvict, sig); err != nil && !errors.Is(err, podcontract.ErrNoLifecycle) {
 				return n, fmt.Errorf("tell pod %s to leave node %s: %w", ref, in.Node, err)
 			}
 		}
@@ -265,9 +259,9 @@ const ReasonCapacityExceeded = scheduler.ReasonCapacityExceeded
 
 // WakeUnschedulable wakes the pods waiting because no node fitted them,
 // as room was just made (a pod ended or went, a node became Ready or
-// schedulable): they look again now instead of after their back-off. It
-// is best effort (a pod not woken still looks again after its back-off)
-// and returns how many it woke.
+// schedulable: internal/roomfeed sees it): they look again now instead of
+// after their back-off. It is best effort (a pod not woken still looks
+// again after its back-off) and returns how many it woke.
 func WakeUnschedulable(ctx context.Context, st *store.Store, lc Lifecycles) int {
 	if lc == nil {
 		return 0

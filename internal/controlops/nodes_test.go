@@ -161,6 +161,7 @@ func TestAControlPlaneJustStartedGivesNodesAFreshGracePeriod(t *testing.T) {
 }
 
 type signals struct {
+	noForcedEnds
 	mu   sync.Mutex
 	sent map[string]podcontract.EvictSignal
 }

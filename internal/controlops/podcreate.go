@@ -3,42 +3,31 @@ package controlops
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
-	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
-// createOwnedPod stores a pod that newPod builds from a controller's
-// template and starts its lifecycle. A pod whose lifecycle cannot start
-// now (Temporal not answering, the control plane stopping) stays, and
-// the reconciler starts it (EnsurePodWorkflows): removed, it would be
-// replaced by another of a new name at the next sync, a pod made twice.
-// newPod is called again when the pod's generated name is taken. The create checks the template's images in its transaction, as
-// an API create does, so an image deleted a moment before is a
+// createOwnedPod creates a pod that newPod builds from a controller's
+// template, with its lifecycle (Pods.Create). A pod whose lifecycle
+// cannot start now (Temporal not answering, the control plane stopping)
+// stays, and the reconciler starts it (PodCreate.KeepWithoutLifecycle).
+// newPod is called again when the pod's generated name is taken. The
+// create checks the template's images in its transaction, as an API
+// create does, so an image deleted a moment before is a
 // model.FieldErrors (see failedCreate), never a pod.
 func (a *Control) createOwnedPod(ctx context.Context, newPod func() *model.Pod) error {
 	for attempt := 0; ; attempt++ {
 		p := newPod()
 		model.DefaultPod(p)
-		_, err := a.Store.CreatePodWithCatalogImages(ctx, p, store.PodImages{}) // a template's images are in the catalog
+		// A template's images are in the catalog: the create adds none.
+		_, err := a.Pods().Create(ctx, p, PodCreate{KeepWithoutLifecycle: true})
 		if errors.Is(err, store.ErrAlreadyExists) && attempt < 5 {
 			continue // the random suffix was taken
 		}
-		if err != nil {
-			return err
-		}
-		if a.Lifecycles == nil {
-			return nil
-		}
-		pref := controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
-		if err := a.Lifecycles.Start(ctx, pref); err != nil {
-			return fmt.Errorf("start the lifecycle of pod %s (the reconciler will): %w", pref, err)
-		}
-		return nil
+		return err
 	}
 }
 
@@ -91,4 +80,11 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// deletePod starts the graceful deletion of a controller's pod, as DELETE
+// on the pod does (Pods.Delete), within the pod's own grace period.
+func (a *Control) deletePod(ctx context.Context, ns, name string) error {
+	_, err := a.Pods().Delete(ctx, ns, name, PodDelete{})
+	return err
 }

@@ -278,6 +278,7 @@ func TestOverlappingSyncsCreateEachPodOnce(t *testing.T) {
 
 // lifecycles starts nothing, failing the first start.
 type lifecycles struct {
+	noForcedEnds
 	mu      sync.Mutex
 	started []string
 	failed  string
@@ -305,8 +306,8 @@ func (l *lifecycles) Signal(context.Context, string, string, string, any) error 
 // A pod whose lifecycle could not start (Temporal not answering, the
 // control plane stopping mid-sync) stays for the reconciler, and the next
 // sync makes no other in its place: a control plane restarted mid-rollout
-// made 31 pods of 30. Put back the row's deletion in createOwnedPod to
-// see it fail.
+// made 31 pods of 30. Drop KeepWithoutLifecycle in createOwnedPod to see
+// it fail.
 func TestAPodWhoseLifecycleDidNotStartIsNotMadeAgain(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()

@@ -95,14 +95,14 @@ func (a *Control) AllocatePodIP(ctx context.Context, in controlapi.AllocateInput
 		if node, err := a.IPAM.Release(ctx, in.Pod.UID); err != nil {
 			return controlapi.AllocateResult{}, fmt.Errorf("release the address of %s/%s, which is gone: %w", in.Pod.Namespace, in.Pod.Name, err)
 		} else {
-			a.WakeAddressWaiters(ctx, node)
+			a.wakeAddressWaiters(ctx, node)
 		}
 		return controlapi.AllocateResult{}, fmt.Errorf("%w: %s/%s (uid %s); its address was released", ErrPodGone, in.Pod.Namespace, in.Pod.Name, in.Pod.UID)
 	}
 	if err != nil {
 		return controlapi.AllocateResult{}, err
 	}
-	a.WakeAddressWaiters(ctx, alloc.GaveUp) // the pod moved: one is free there
+	a.wakeAddressWaiters(ctx, alloc.GaveUp) // the pod moved: one is free there
 	res := controlapi.AllocateResult{IP: alloc.Addr.String(), PrefixLen: alloc.Prefix, Gateway: alloc.Gateway.String()}
 	for _, addr := range node.Status.Addresses {
 		if addr.Type == "InternalIP" {
@@ -132,7 +132,7 @@ func (a *Control) ReleasePodIP(ctx context.Context, ref controlapi.PodRef) error
 	if err != nil {
 		return fmt.Errorf("release the address of %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	a.WakeAddressWaiters(ctx, node)
+	a.wakeAddressWaiters(ctx, node)
 	return nil
 }
 
@@ -158,9 +158,6 @@ func (a *Control) UpdatePodStatus(ctx context.Context, u controlapi.StatusUpdate
 		}
 		if u.Startup != nil && !becameReady.IsZero() {
 			a.Metrics.PodStarted(u.Startup.Phases(created, becameReady))
-		}
-		if u.Phase == model.PodFailed || u.Phase == model.PodSucceeded {
-			WakeUnschedulable(ctx, a.Store, a.Lifecycles) // its requests count no more
 		}
 	}
 	if u.EventReason == "" {
@@ -245,9 +242,6 @@ func (a *Control) RemovePod(ctx context.Context, ref controlapi.PodRef) error {
 	if errors.Is(err, store.ErrConflict) {
 		// Changed since we read it; a retry reads it again.
 		return ErrPodChanged
-	}
-	if err == nil && p.Spec.NodeName != "" {
-		WakeUnschedulable(ctx, a.Store, a.Lifecycles)
 	}
 	if err == nil {
 		a.wakeClaims(ctx, p)

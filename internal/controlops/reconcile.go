@@ -22,6 +22,11 @@ type Lifecycles interface {
 	// ago may be missing (Running answers for one pod from its history).
 	RunningPods(ctx context.Context) (map[controlapi.PodName]bool, error)
 	Signal(ctx context.Context, namespace, name, signal string, arg any) error
+	// FailingTasks tells whether the pod's lifecycle fails its workflow
+	// tasks (it takes no signal then), Terminate ends it: a forced delete
+	// of such a pod removes it without its lifecycle.
+	FailingTasks(ctx context.Context, namespace, name string) (bool, error)
+	Terminate(ctx context.Context, namespace, name, reason string) error
 }
 
 // EnsurePodWorkflows repairs the invariant "every pod row has its
@@ -84,7 +89,7 @@ func (a *Control) ensurePodWorkflow(ctx context.Context, ref controlapi.PodRef) 
 		}
 		return false, err
 	}
-	if err := a.Lifecycles.Start(ctx, ref); err != nil {
+	if err := a.Pods().StartLifecycle(ctx, ref); err != nil {
 		return false, fmt.Errorf("start the lifecycle of %s: %w", ref, err)
 	}
 	// Recorded here, not by the lifecycle, which did not exist: an event

@@ -17,6 +17,7 @@ import (
 
 // wakes records the pods woken.
 type wakes struct {
+	noForcedEnds
 	mu    sync.Mutex
 	names []string
 }
@@ -32,6 +33,13 @@ func (w *wakes) Signal(_ context.Context, _, name, signal string, _ any) error {
 	}
 	return nil
 }
+
+// noForcedEnds is the part of a test's Lifecycles a forced delete asks:
+// no lifecycle fails its workflow tasks.
+type noForcedEnds struct{}
+
+func (noForcedEnds) FailingTasks(context.Context, string, string) (bool, error) { return false, nil }
+func (noForcedEnds) Terminate(context.Context, string, string, string) error    { return nil }
 
 // Room made wakes the pods no node fitted, the oldest first and a bounded
 // number of them; pods pending for another reason are left alone.

@@ -9,13 +9,13 @@ import (
 	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
-// WakeAddressWaiters wakes the pods bound to node that wait for an address
+// wakeAddressWaiters wakes the pods bound to node that wait for an address
 // there, as one was just freed: unfinished, not running and holding none.
 // They are chosen by what they lack, not by the reason their status shows,
 // which a pod may not have written yet. The oldest first and a bounded
 // number, as a freed address fits one. It is best effort (a pod not woken
 // looks again after its back-off) and returns how many it woke.
-func (a *Control) WakeAddressWaiters(ctx context.Context, node string) int {
+func (a *Control) wakeAddressWaiters(ctx context.Context, node string) int {
 	if a.Lifecycles == nil || node == "" {
 		return 0
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/zonewright/zonewright/internal/nodeclient"
 	"github.com/zonewright/zonewright/internal/pki"
 	"github.com/zonewright/zonewright/internal/podcidr"
+	"github.com/zonewright/zonewright/internal/roomfeed"
 	"github.com/zonewright/zonewright/internal/scheduler"
 	"github.com/zonewright/zonewright/internal/servicefeed"
 	"github.com/zonewright/zonewright/internal/servicenet"
@@ -475,8 +476,9 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	relay := &transfer.Relay{Dir: transferDir}
 	images := &workflows.ImageClient{Temporal: tc}
 	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
+	pods := &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}
 	srv := api.New(api.Config{BodyTimeout: cfg.BodyTimeout, MinRequestTimeout: cfg.MinRequestTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout, ClientCAAdmins: cfg.APITLS.ClientCAAdmins, EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
-		Store: st, Logger: log, CA: ca, NodeEndpoints: nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, Metrics: serveMetrics, MetricsHandler: metrics.Handler(registry), ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}, Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
+		Store: st, Logger: log, CA: ca, NodeEndpoints: nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, Metrics: serveMetrics, MetricsHandler: metrics.Handler(registry), ServiceCIDR: serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), podRange), ServiceNet: serviceNet, Lifecycles: pods, Control: apiControl(st, pods, tc), Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
 		Images: images, ImageMap: imgMap, MaxPodRegistryImages: cfg.MaxPodRegistryImages, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: []api.ReadyCheck{
 			{Name: "postgres", Check: st.Ping},
 			{Name: "temporal", Check: func(ctx context.Context) error {
@@ -531,7 +533,23 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		(&workloadfeed.Follower{Store: st, Deployments: workflows.DeploymentClient{Temporal: tc}, Jobs: workflows.JobClient{Temporal: tc},
 			Log: log.With("component", "workloads")}).Run(bgCtx)
 	}()
+	// Pods no node fitted look again when the feed shows room made.
+	cp.bg.Add(1)
+	go func() {
+		defer cp.bg.Done()
+		(&roomfeed.Follower{Store: st, Wake: func(ctx context.Context) int { return controlops.WakeUnschedulable(ctx, st, pods) },
+			Log: log.With("component", "room")}).Run(bgCtx)
+	}()
 	return cp, nil
+}
+
+// apiControl is the control plane's work the API asks for (pods created
+// and deleted with their lifecycles, evictions, host reconciliation), over
+// the store and the same pod lifecycles as the API's.
+func apiControl(st *store.Store, pods *workflows.PodClient, tc client.Client) *controlops.Control {
+	ctl := controlops.NewControl(st, pods)
+	ctl.Volumes = workflows.VolumeClient{Temporal: tc}
+	return ctl
 }
 
 // Addr is the address the API listens on.

@@ -40,17 +40,10 @@ func (c *Controller) Run(ctx context.Context) {
 		log = slog.Default()
 	}
 	leader := &Leader{Pool: c.Store.Pool(), Key: pglock.EndpointsLeader}
-	for ctx.Err() == nil {
-		err := leader.While(ctx, func(lctx context.Context) error {
-			log.Info("endpoints controller leading")
-			c.newInformer(log).Run(lctx)
-			return nil
-		})
-		if err != nil && ctx.Err() == nil {
-			log.Warn("endpoints controller: leadership", "err", err)
-		}
-		sleep(ctx, time.Second)
-	}
+	leader.Lead(ctx, log, "endpoints controller", func(lctx context.Context) {
+		log.Info("endpoints controller leading")
+		c.newInformer(log).Run(lctx)
+	})
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -3,6 +3,7 @@ package endpoints
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -82,5 +83,21 @@ func (l *Leader) While(ctx context.Context, fn func(context.Context) error) erro
 		// Closing the session releases the lock.
 		conn.Close(context.Background())
 		return err
+	}
+}
+
+// Lead runs fn each time this replica leads, until ctx ends: fn follows
+// the store for as long as the lead lasts. A lost lead is logged as
+// name's, and tried for again a second later.
+func (l *Leader) Lead(ctx context.Context, log *slog.Logger, name string, fn func(context.Context)) {
+	for ctx.Err() == nil {
+		err := l.While(ctx, func(lctx context.Context) error {
+			fn(lctx)
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			log.Warn(name+": leadership", "err", err)
+		}
+		sleep(ctx, time.Second)
 	}
 }

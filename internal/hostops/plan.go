@@ -65,8 +65,20 @@ const (
 // deleted, and whose zone is missing or not running, are drift.
 func PlanHost(inv hostapi.HostInventory, pods []BoundPod) HostPlan {
 	var plan HostPlan
-	bound := map[string]BoundPod{}
-	claimed := map[string]bool{} // VNIC and dataset names owned by bound pods
+	bound, claimed := claimsOfBound(inv, pods)
+	var zoneOf map[string]hostapi.InventoryZone // pod UID -> its zone
+	plan.Adopted, plan.Orphans, zoneOf = planZones(inv, bound, claimed)
+	plan.Orphans = append(plan.Orphans, unclaimedOrphans(inv, claimed)...)
+	sort.Slice(plan.Orphans, func(i, j int) bool { return plan.Orphans[i].Key < plan.Orphans[j].Key })
+	plan.Drift = driftOf(pods, zoneOf)
+	return plan
+}
+
+// claimsOfBound returns the pods that hold something on the host by UID,
+// and the names of the VNICs and datasets they own.
+func claimsOfBound(inv hostapi.HostInventory, pods []BoundPod) (bound map[string]BoundPod, claimed map[string]bool) {
+	bound = map[string]BoundPod{}
+	claimed = map[string]bool{}
 	for _, p := range pods {
 		if p.Phase == model.PodFailed || p.Phase == model.PodSucceeded {
 			continue // a finished pod holds nothing on a host (one left on a lost node did)
@@ -79,6 +91,13 @@ func PlanHost(inv hostapi.HostInventory, pods []BoundPod) HostPlan {
 		}
 		claimed[inv.VolumesDataset+"/"+s.ZoneName()] = true
 	}
+	return bound, claimed
+}
+
+// planZones adopts the zones of bound pods and makes the others orphans
+// with what of theirs is on the host and unclaimed, adding to claimed
+// what each takes.
+func planZones(inv hostapi.HostInventory, bound map[string]BoundPod, claimed map[string]bool) (adopted []hostapi.InventoryZone, orphans []hostapi.Orphan, zoneOf map[string]hostapi.InventoryZone) {
 	vnics := map[string]bool{}
 	for _, v := range inv.VNICs {
 		vnics[v] = true
@@ -90,13 +109,12 @@ func PlanHost(inv hostapi.HostInventory, pods []BoundPod) HostPlan {
 	for _, v := range inv.Volumes {
 		datasets[v] = true
 	}
-	zoneOf := map[string]hostapi.InventoryZone{} // pod UID -> its zone
-
+	zoneOf = map[string]hostapi.InventoryZone{}
 	for _, z := range inv.Zones {
 		ds := inv.ZonesDataset + "/" + z.Name
 		vol := inv.VolumesDataset + "/" + z.Name
 		if p, ok := bound[z.UID]; ok && z.UID != "" {
-			plan.Adopted = append(plan.Adopted, z)
+			adopted = append(adopted, z)
 			zoneOf[p.UID] = z
 			for _, v := range z.VNICs {
 				claimed[v] = true
@@ -120,25 +138,35 @@ func PlanHost(inv hostapi.HostInventory, pods []BoundPod) HostPlan {
 			o.Volume = vol
 			claimed[vol] = true
 		}
-		plan.Orphans = append(plan.Orphans, o)
+		orphans = append(orphans, o)
 	}
+	return adopted, orphans, zoneOf
+}
+
+// unclaimedOrphans are the orphan VNICs, datasets and volumes no zone took.
+func unclaimedOrphans(inv hostapi.HostInventory, claimed map[string]bool) []hostapi.Orphan {
+	var orphans []hostapi.Orphan
 	for _, v := range inv.VNICs {
 		if !claimed[v] {
-			plan.Orphans = append(plan.Orphans, hostapi.Orphan{Key: "vnic/" + v, VNICs: []string{v}})
+			orphans = append(orphans, hostapi.Orphan{Key: "vnic/" + v, VNICs: []string{v}})
 		}
 	}
 	for _, d := range inv.Datasets {
 		if !claimed[d] {
-			plan.Orphans = append(plan.Orphans, hostapi.Orphan{Key: "dataset/" + d, Dataset: d})
+			orphans = append(orphans, hostapi.Orphan{Key: "dataset/" + d, Dataset: d})
 		}
 	}
 	for _, v := range inv.Volumes {
 		if !claimed[v] {
-			plan.Orphans = append(plan.Orphans, hostapi.Orphan{Key: "volume/" + v, Volume: v})
+			orphans = append(orphans, hostapi.Orphan{Key: "volume/" + v, Volume: v})
 		}
 	}
-	sort.Slice(plan.Orphans, func(i, j int) bool { return plan.Orphans[i].Key < plan.Orphans[j].Key })
+	return orphans
+}
 
+// driftOf lists the running pods whose zone is missing or not running.
+func driftOf(pods []BoundPod, zoneOf map[string]hostapi.InventoryZone) []PodDrift {
+	var out []PodDrift
 	for _, p := range pods {
 		if p.Phase != model.PodRunning || p.Deleting {
 			continue
@@ -147,10 +175,10 @@ func PlanHost(inv hostapi.HostInventory, pods []BoundPod) HostPlan {
 		z, ok := zoneOf[p.UID]
 		switch {
 		case !ok:
-			plan.Drift = append(plan.Drift, PodDrift{Pod: p, Zone: s.ZoneName(), Reason: DriftZoneMissing})
+			out = append(out, PodDrift{Pod: p, Zone: s.ZoneName(), Reason: DriftZoneMissing})
 		case z.State != string(illumos.ZoneRunning):
-			plan.Drift = append(plan.Drift, PodDrift{Pod: p, Zone: z.Name, State: z.State, Reason: DriftZoneNotRunning})
+			out = append(out, PodDrift{Pod: p, Zone: z.Name, State: z.State, Reason: DriftZoneNotRunning})
 		}
 	}
-	return plan
+	return out
 }

@@ -147,41 +147,15 @@ func (r *Runner) Resolve(path string) string {
 func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 	argv := append([]string{r.Resolve(c.Path)}, c.Args...)
 	if _, ok := ctx.Deadline(); !ok {
-		timeout := c.Timeout
-		if timeout <= 0 {
-			timeout = r.Timeout
-		}
-		if timeout <= 0 {
-			timeout = DefaultTimeout
-		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, r.timeout(c))
 		defer cancel()
 	}
 
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), r.Env...)
-	if c.Stdin != nil && c.StdinReader == nil {
-		cmd.Stdin = bytes.NewReader(c.Stdin)
-	}
+	cmd := r.command(ctx, argv, c)
 	var stdout, stderr cappedBuffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	// A process group of its own, so that the deadline reaches the command
-	// and everything it started (a hung brand hook, a shell's children),
-	// not just the direct child. At the deadline the group first gets
-	// SIGINT: zlogin forwards SIGINT to the command it runs in the zone,
-	// which zone_enter put in a process group of its own that no signal to
-	// this group reaches. WaitDelay later, whatever is left of the group
-	// gets SIGKILL (below, once Wait returns).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-	}
-	cmd.WaitDelay = r.WaitDelay
-	if cmd.WaitDelay <= 0 {
-		cmd.WaitDelay = time.Second
-	}
 
 	start := time.Now()
 	var err error
@@ -205,6 +179,50 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 		// child holding its output open; its answer is complete.
 		return res, nil
 	}
+	return res, execError(ctx, cmd, argv, res, err)
+}
+
+// timeout is c's timeout, else the Runner's, else DefaultTimeout.
+func (r *Runner) timeout(c Cmd) time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	if r.Timeout > 0 {
+		return r.Timeout
+	}
+	return DefaultTimeout
+}
+
+// command is argv to run in a process group of its own, with the
+// environment and stdin c gives.
+func (r *Runner) command(ctx context.Context, argv []string, c Cmd) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), r.Env...)
+	if c.Stdin != nil && c.StdinReader == nil {
+		cmd.Stdin = bytes.NewReader(c.Stdin)
+	}
+	// A process group of its own, so that the deadline reaches the command
+	// and everything it started (a hung brand hook, a shell's children),
+	// not just the direct child. At the deadline the group first gets
+	// SIGINT: zlogin forwards SIGINT to the command it runs in the zone,
+	// which zone_enter put in a process group of its own that no signal to
+	// this group reaches. WaitDelay later, whatever is left of the group
+	// gets SIGKILL (in execError, once Wait returns).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	}
+	cmd.WaitDelay = r.WaitDelay
+	if cmd.WaitDelay <= 0 {
+		cmd.WaitDelay = time.Second
+	}
+	return cmd
+}
+
+// execError says how cmd failed with err: timed out (then what is left of
+// its process group is killed), did not start, was signaled, or exited 0
+// while its input failed.
+func execError(ctx context.Context, cmd *exec.Cmd, argv []string, res Result, err error) *ExecError {
 	ee := &ExecError{
 		Argv:     argv,
 		ExitCode: res.ExitCode,
@@ -226,7 +244,7 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 	} else if res.ExitCode == 0 {
 		ee.Err = err // exited 0, but its input failed
 	}
-	return res, ee
+	return ee
 }
 
 // runStreaming runs cmd with its stdin fed from in and its stdout copied
@@ -238,39 +256,18 @@ func (r *Runner) Run(ctx context.Context, c Cmd) (Result, error) {
 // copier still blocked in the caller's reader or writer is left to end
 // with it (its pipe is closed under it).
 func runStreaming(ctx context.Context, cmd *exec.Cmd, in io.Reader, out io.Writer) error {
-	var childEnds, ours []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			f.Close()
-		}
-	}
-	var stdinW, stdoutR *os.File
-	if in != nil {
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			return fmt.Errorf("stdin pipe: %w", err)
-		}
-		cmd.Stdin, stdinW = pr, pw
-		childEnds, ours = append(childEnds, pr), append(ours, pw)
-	}
-	if out != nil {
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			closeAll(childEnds)
-			closeAll(ours)
-			return fmt.Errorf("stdout pipe: %w", err)
-		}
-		cmd.Stdout, stdoutR = pw, pr
-		childEnds, ours = append(childEnds, pw), append(ours, pr)
+	stdinW, stdoutR, childEnds, err := streamPipes(cmd, in, out)
+	if err != nil {
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		closeAll(childEnds)
-		closeAll(ours)
+		closeFiles(childEnds...)
+		closeFiles(stdinW, stdoutR)
 		return err
 	}
 	// The command has its copies; ours would keep its reads and writes
 	// from ever failing.
-	closeAll(childEnds)
+	closeFiles(childEnds...)
 	copied := make(chan error, 1)
 	if in != nil {
 		go func() {
@@ -289,7 +286,7 @@ func runStreaming(ctx context.Context, cmd *exec.Cmd, in io.Reader, out io.Write
 			delivered <- err
 		}()
 	}
-	err := cmd.Wait()
+	err = cmd.Wait()
 	if in != nil {
 		stdinW.Close()
 	}
@@ -318,6 +315,40 @@ func runStreaming(ctx context.Context, cmd *exec.Cmd, in io.Reader, out io.Write
 		}
 	}
 	return err
+}
+
+// streamPipes gives cmd a pipe from stdinW when in is set and one to
+// stdoutR when out is: stdinW and stdoutR are our ends, childEnds the
+// command's, ours to close once it started.
+func streamPipes(cmd *exec.Cmd, in io.Reader, out io.Writer) (stdinW, stdoutR *os.File, childEnds []*os.File, err error) {
+	if in != nil {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("stdin pipe: %w", err)
+		}
+		cmd.Stdin, stdinW = pr, pw
+		childEnds = append(childEnds, pr)
+	}
+	if out != nil {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			closeFiles(childEnds...)
+			closeFiles(stdinW)
+			return nil, nil, nil, fmt.Errorf("stdout pipe: %w", err)
+		}
+		cmd.Stdout, stdoutR = pw, pr
+		childEnds = append(childEnds, pw)
+	}
+	return stdinW, stdoutR, childEnds, nil
+}
+
+// closeFiles closes those of fs that are open (not nil).
+func closeFiles(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // cappedBuffer keeps at most maxOutput bytes and discards the rest, so that

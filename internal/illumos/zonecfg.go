@@ -248,70 +248,15 @@ func renderZoneConfig(cfg ZoneConfig, overwrite bool) (string, error) {
 		return "", err
 	}
 	w := &zcWriter{}
-	if overwrite {
-		w.line("create -F -b")
-	} else {
-		w.line("create -b")
-	}
-	w.set("zonepath", cfg.Zonepath)
-	if cfg.Brand != "" {
-		w.set("brand", cfg.Brand)
-	}
-	w.set("autoboot", strconv.FormatBool(cfg.Autoboot))
-	if cfg.LimitPriv != "" {
-		w.set("limitpriv", cfg.LimitPriv)
-	}
-	w.set("ip-type", string(cfg.ipType()))
-	if cfg.MaxLWPs != 0 {
-		w.set("max-lwps", strconv.FormatUint(cfg.MaxLWPs, 10))
-	}
-	if cfg.MaxProcesses != 0 {
-		w.set("max-processes", strconv.FormatUint(cfg.MaxProcesses, 10))
-	}
-	for _, fs := range cfg.FS {
-		w.line("add fs")
-		w.set("dir", fs.Dir)
-		w.set("special", fs.Special)
-		w.set("type", fs.Type)
-		if len(fs.Options) > 0 {
-			w.setList("options", fs.Options)
-		}
-		w.line("end")
-	}
-	for _, n := range cfg.Nets {
-		w.line("add net")
-		w.set("physical", n.Physical)
-		if n.AllowedAddress != "" {
-			w.set("allowed-address", n.AllowedAddress)
-		}
-		if n.Defrouter != "" {
-			w.set("defrouter", n.Defrouter)
-		}
-		w.line("end")
-	}
+	w.globals(cfg, overwrite)
+	w.filesystems(cfg.FS)
+	w.nets(cfg.Nets)
 	for _, d := range cfg.Devices {
 		w.line("add device")
 		w.set("match", d)
 		w.line("end")
 	}
-	if cfg.CPUCap > 0 {
-		w.line("add capped-cpu")
-		w.set("ncpus", strconv.FormatFloat(cfg.CPUCap, 'f', -1, 64))
-		w.line("end")
-	}
-	if m := cfg.Memory; m != nil && (m.Physical != 0 || m.Swap != 0 || m.Locked != 0) {
-		w.line("add capped-memory")
-		if m.Physical != 0 {
-			w.set("physical", FormatSize(m.Physical))
-		}
-		if m.Swap != 0 {
-			w.set("swap", FormatSize(m.Swap))
-		}
-		if m.Locked != 0 {
-			w.set("locked", FormatSize(m.Locked))
-		}
-		w.line("end")
-	}
+	w.caps(cfg)
 	for _, a := range cfg.allAttrs() {
 		w.line("add attr")
 		w.set("name", a.Name)
@@ -334,6 +279,79 @@ func renderZoneConfig(cfg ZoneConfig, overwrite bool) (string, error) {
 		return "", w.err
 	}
 	return w.b.String(), nil
+}
+
+// globals writes the create line and the zone's global properties.
+func (w *zcWriter) globals(cfg ZoneConfig, overwrite bool) {
+	if overwrite {
+		w.line("create -F -b")
+	} else {
+		w.line("create -b")
+	}
+	w.set("zonepath", cfg.Zonepath)
+	if cfg.Brand != "" {
+		w.set("brand", cfg.Brand)
+	}
+	w.set("autoboot", strconv.FormatBool(cfg.Autoboot))
+	if cfg.LimitPriv != "" {
+		w.set("limitpriv", cfg.LimitPriv)
+	}
+	w.set("ip-type", string(cfg.ipType()))
+	if cfg.MaxLWPs != 0 {
+		w.set("max-lwps", strconv.FormatUint(cfg.MaxLWPs, 10))
+	}
+	if cfg.MaxProcesses != 0 {
+		w.set("max-processes", strconv.FormatUint(cfg.MaxProcesses, 10))
+	}
+}
+
+func (w *zcWriter) filesystems(fss []FS) {
+	for _, fs := range fss {
+		w.line("add fs")
+		w.set("dir", fs.Dir)
+		w.set("special", fs.Special)
+		w.set("type", fs.Type)
+		if len(fs.Options) > 0 {
+			w.setList("options", fs.Options)
+		}
+		w.line("end")
+	}
+}
+
+func (w *zcWriter) nets(nets []Net) {
+	for _, n := range nets {
+		w.line("add net")
+		w.set("physical", n.Physical)
+		if n.AllowedAddress != "" {
+			w.set("allowed-address", n.AllowedAddress)
+		}
+		if n.Defrouter != "" {
+			w.set("defrouter", n.Defrouter)
+		}
+		w.line("end")
+	}
+}
+
+// caps writes the CPU and memory caps that are set.
+func (w *zcWriter) caps(cfg ZoneConfig) {
+	if cfg.CPUCap > 0 {
+		w.line("add capped-cpu")
+		w.set("ncpus", strconv.FormatFloat(cfg.CPUCap, 'f', -1, 64))
+		w.line("end")
+	}
+	if m := cfg.Memory; m != nil && (m.Physical != 0 || m.Swap != 0 || m.Locked != 0) {
+		w.line("add capped-memory")
+		if m.Physical != 0 {
+			w.set("physical", FormatSize(m.Physical))
+		}
+		if m.Swap != 0 {
+			w.set("swap", FormatSize(m.Swap))
+		}
+		if m.Locked != 0 {
+			w.set("locked", FormatSize(m.Locked))
+		}
+		w.line("end")
+	}
 }
 
 func (cfg ZoneConfig) ipType() IPType {
@@ -380,6 +398,35 @@ func (cfg ZoneConfig) validate() error {
 	default:
 		return fmt.Errorf("ip-type %q must be exclusive or shared", cfg.IPType)
 	}
+	if err := cfg.validateFS(); err != nil {
+		return err
+	}
+	if err := cfg.validateNets(); err != nil {
+		return err
+	}
+	if cfg.CPUCap < 0 {
+		return fmt.Errorf("capped-cpu ncpus %v must be positive", cfg.CPUCap)
+	}
+	if err := cfg.validateAttrs(); err != nil {
+		return err
+	}
+	for _, d := range cfg.Devices {
+		if d == "" {
+			return fmt.Errorf("empty device match")
+		}
+	}
+	for _, d := range cfg.Datasets {
+		if !names.ValidDatasetName(d) {
+			return fmt.Errorf("invalid dataset name %q", d)
+		}
+	}
+	if err := cfg.validateSizes(); err != nil {
+		return err
+	}
+	return cfg.validateRctls()
+}
+
+func (cfg ZoneConfig) validateFS() error {
 	for _, fs := range cfg.FS {
 		if !path.IsAbs(fs.Dir) {
 			return fmt.Errorf("fs dir %q must be absolute", fs.Dir)
@@ -396,6 +443,10 @@ func (cfg ZoneConfig) validate() error {
 			}
 		}
 	}
+	return nil
+}
+
+func (cfg ZoneConfig) validateNets() error {
 	for _, n := range cfg.Nets {
 		if !names.ValidLinkName(n.Physical) {
 			return fmt.Errorf("net physical %q is not a valid link name", n.Physical)
@@ -416,9 +467,10 @@ func (cfg ZoneConfig) validate() error {
 			}
 		}
 	}
-	if cfg.CPUCap < 0 {
-		return fmt.Errorf("capped-cpu ncpus %v must be positive", cfg.CPUCap)
-	}
+	return nil
+}
+
+func (cfg ZoneConfig) validateAttrs() error {
 	seen := map[string]bool{}
 	for _, a := range cfg.allAttrs() {
 		if !validAttrName(a.Name) {
@@ -437,16 +489,12 @@ func (cfg ZoneConfig) validate() error {
 			return fmt.Errorf("attr %s: type %q must be int, uint, boolean or string", a.Name, a.Type)
 		}
 	}
-	for _, d := range cfg.Devices {
-		if d == "" {
-			return fmt.Errorf("empty device match")
-		}
-	}
-	for _, d := range cfg.Datasets {
-		if !names.ValidDatasetName(d) {
-			return fmt.Errorf("invalid dataset name %q", d)
-		}
-	}
+	return nil
+}
+
+// validateSizes checks the memory caps and the bhyve guest's size, which
+// zonecfg takes in whole units only.
+func (cfg ZoneConfig) validateSizes() error {
 	if m := cfg.Memory; m != nil {
 		// Whole KiB always render with a unit suffix, which zonecfg wants.
 		for _, v := range []uint64{m.Physical, m.Swap, m.Locked} {
@@ -463,6 +511,10 @@ func (cfg ZoneConfig) validate() error {
 			return fmt.Errorf("bhyve ram %d must be whole MiB and vcpus %d not negative", b.RAM, b.VCPUs)
 		}
 	}
+	return nil
+}
+
+func (cfg ZoneConfig) validateRctls() error {
 	for _, r := range cfg.Rctls {
 		if !strings.HasPrefix(r.Name, "zone.") || !isWord(r.Name) {
 			return fmt.Errorf("invalid rctl name %q", r.Name)

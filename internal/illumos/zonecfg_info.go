@@ -120,65 +120,81 @@ func configFromInfo(info ZoneInfo) (ZoneConfig, error) {
 	var bhyve BhyveConfig
 	hasBhyve := false
 	for _, r := range info.Resources {
-		rp := r.Props
-		switch r.Type {
-		case "fs":
-			fs := FS{Dir: rp["dir"], Special: rp["special"], Type: rp["type"]}
-			fs.Options = splitInfoList(rp["options"])
-			cfg.FS = append(cfg.FS, fs)
-		case "net":
-			cfg.Nets = append(cfg.Nets, Net{Physical: rp["physical"], AllowedAddress: rp["allowed-address"], Defrouter: rp["defrouter"]})
-		case "device":
-			cfg.Devices = append(cfg.Devices, rp["match"])
-		case "capped-cpu":
-			if v := rp["ncpus"]; v != "" {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return ZoneConfig{}, fmt.Errorf("capped-cpu ncpus %q: %w", v, err)
-				}
-				cfg.CPUCap = f
-			}
-		case "capped-memory":
-			m := &CappedMemory{}
-			for prop, dst := range map[string]*uint64{"physical": &m.Physical, "swap": &m.Swap, "locked": &m.Locked} {
-				if v := rp[prop]; v != "" {
-					b, err := ParseSize(v)
-					if err != nil {
-						return ZoneConfig{}, fmt.Errorf("capped-memory %s: %w", prop, err)
-					}
-					*dst = b
-				}
-			}
-			cfg.Memory = m
-		case "attr":
-			a := Attr{Name: rp["name"], Type: rp["type"], Value: rp["value"]}
-			if cfg.Brand == "bhyve" {
-				lifted, err := liftBhyveAttr(&bhyve, a)
-				if err != nil {
-					return ZoneConfig{}, err
-				}
-				if lifted {
-					hasBhyve = true
-					continue
-				}
-			}
-			cfg.Attrs = append(cfg.Attrs, a)
-		case "dataset":
-			cfg.Datasets = append(cfg.Datasets, rp["name"])
-		case "rctl":
-			r, err := parseRctlValue(rp["name"], rp["value"])
-			if err != nil {
-				return ZoneConfig{}, err
-			}
-			if !aliasOfCap(cfg, r) {
-				cfg.Rctls = append(cfg.Rctls, r)
-			}
+		lifted, err := cfg.addInfoResource(r, &bhyve)
+		if err != nil {
+			return ZoneConfig{}, err
 		}
+		hasBhyve = hasBhyve || lifted
 	}
 	if hasBhyve {
 		cfg.Bhyve = &bhyve
 	}
 	return cfg, nil
+}
+
+// addInfoResource adds r to cfg, in the order printed (an rctl is
+// compared with the caps read before it); lifted: r is a bhyve zone's
+// attr that went into bhyve instead.
+func (cfg *ZoneConfig) addInfoResource(r InfoResource, bhyve *BhyveConfig) (lifted bool, err error) {
+	rp := r.Props
+	switch r.Type {
+	case "fs":
+		fs := FS{Dir: rp["dir"], Special: rp["special"], Type: rp["type"]}
+		fs.Options = splitInfoList(rp["options"])
+		cfg.FS = append(cfg.FS, fs)
+	case "net":
+		cfg.Nets = append(cfg.Nets, Net{Physical: rp["physical"], AllowedAddress: rp["allowed-address"], Defrouter: rp["defrouter"]})
+	case "device":
+		cfg.Devices = append(cfg.Devices, rp["match"])
+	case "capped-cpu":
+		if v := rp["ncpus"]; v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return false, fmt.Errorf("capped-cpu ncpus %q: %w", v, err)
+			}
+			cfg.CPUCap = f
+		}
+	case "capped-memory":
+		m, err := cappedMemoryFromInfo(rp)
+		if err != nil {
+			return false, err
+		}
+		cfg.Memory = m
+	case "attr":
+		a := Attr{Name: rp["name"], Type: rp["type"], Value: rp["value"]}
+		if cfg.Brand == "bhyve" {
+			lifted, err := liftBhyveAttr(bhyve, a)
+			if err != nil || lifted {
+				return lifted, err
+			}
+		}
+		cfg.Attrs = append(cfg.Attrs, a)
+	case "dataset":
+		cfg.Datasets = append(cfg.Datasets, rp["name"])
+	case "rctl":
+		r, err := parseRctlValue(rp["name"], rp["value"])
+		if err != nil {
+			return false, err
+		}
+		if !aliasOfCap(*cfg, r) {
+			cfg.Rctls = append(cfg.Rctls, r)
+		}
+	}
+	return false, nil
+}
+
+func cappedMemoryFromInfo(rp map[string]string) (*CappedMemory, error) {
+	m := &CappedMemory{}
+	for prop, dst := range map[string]*uint64{"physical": &m.Physical, "swap": &m.Swap, "locked": &m.Locked} {
+		if v := rp[prop]; v != "" {
+			b, err := ParseSize(v)
+			if err != nil {
+				return nil, fmt.Errorf("capped-memory %s: %w", prop, err)
+			}
+			*dst = b
+		}
+	}
+	return m, nil
 }
 
 // aliasOfCap reports an rctl that zonecfg keeps for a capped-cpu or

@@ -73,6 +73,14 @@ type change struct {
 	err   error
 }
 
+// run applies c, or returns the watch's end it carries.
+func (c change) run(ctx context.Context) error {
+	if c.apply == nil {
+		return c.err
+	}
+	return c.apply(ctx)
+}
+
 type kind[T any] struct {
 	r Resource[T]
 	h Handlers[T]
@@ -215,25 +223,9 @@ func (inf *Informer) Run(ctx context.Context) {
 // follow is one round: the lists, then the watches until one ends, a
 // handler or Flush fails, a resync is due or ctx ends.
 func (inf *Informer) follow(ctx context.Context, log *slog.Logger) error {
-	after := make([]int64, len(inf.Sources))
-	var listed []func(context.Context) error
-	if inf.Start != nil {
-		rv, err := inf.Start(ctx)
-		if err != nil {
-			return err
-		}
-		for i := range after {
-			after[i] = rv
-		}
-	} else {
-		for i, s := range inf.Sources {
-			rv, deliver, err := s.list(ctx)
-			if err != nil {
-				return err
-			}
-			after[i] = rv
-			listed = append(listed, deliver)
-		}
+	after, listed, err := inf.listOrStart(ctx)
+	if err != nil {
+		return err
 	}
 
 	wctx, stop := context.WithCancel(ctx)
@@ -241,13 +233,13 @@ func (inf *Informer) follow(ctx context.Context, log *slog.Logger) error {
 	// No forwarder outlives the round: stopping the watches ends theirs.
 	defer forwarders.Wait()
 	defer stop()
-	changes := make(chan change, changesQueued)
+	r := &round{inf: inf, changes: make(chan change, changesQueued)}
 	for i, s := range inf.Sources {
 		w, err := s.watch(wctx, after[i])
 		if err != nil {
 			return err
 		}
-		forwarders.Go(func() { s.forward(w, changes, wctx.Done(), log) })
+		forwarders.Go(func() { s.forward(w, r.changes, wctx.Done(), log) })
 	}
 	for _, deliver := range listed {
 		if err := deliver(ctx); err != nil {
@@ -255,53 +247,50 @@ func (inf *Informer) follow(ctx context.Context, log *slog.Logger) error {
 		}
 	}
 
-	var timer *time.Timer
 	if inf.Resync > 0 {
-		timer = time.NewTimer(inf.Resync)
-		defer timer.Stop()
+		r.timer = time.NewTimer(inf.Resync)
+		defer r.timer.Stop()
 	}
-	apply := func(c change) error {
-		if c.apply == nil {
-			return c.err
+	return r.run(ctx)
+}
+
+// listOrStart reads where each source's watch starts: from Start's
+// snapshot, or from each source's list, whose delivery to the handlers
+// waits in listed until the watches run.
+func (inf *Informer) listOrStart(ctx context.Context) (after []int64, listed []func(context.Context) error, err error) {
+	after = make([]int64, len(inf.Sources))
+	if inf.Start != nil {
+		rv, err := inf.Start(ctx)
+		if err != nil {
+			return nil, nil, err
 		}
-		return c.apply(ctx)
+		for i := range after {
+			after[i] = rv
+		}
+		return after, nil, nil
 	}
-	// take applies one change, or runs a resync, and reports true; false
-	// when retry, quiet or window fired first.
-	take := func(retry, quiet, window <-chan time.Time) (bool, error) {
-		var resync <-chan time.Time
-		if timer != nil {
-			resync = timer.C
+	for i, s := range inf.Sources {
+		rv, deliver, err := s.list(ctx)
+		if err != nil {
+			return nil, nil, err
 		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-resync:
-			if inf.Resynced == nil {
-				return false, errRelist
-			}
-			inf.Resynced(ctx)
-			timer.Reset(inf.Resync)
-			return true, nil
-		case <-retry:
-			return false, nil
-		case <-quiet:
-			return false, nil
-		case <-window:
-			return false, nil
-		case c := <-changes:
-			return true, apply(c)
-		}
+		after[i] = rv
+		listed = append(listed, deliver)
 	}
-	// takeQueued applies a change only if one is already waiting.
-	takeQueued := func() (bool, error) {
-		select {
-		case c := <-changes:
-			return true, apply(c)
-		default:
-			return false, nil
-		}
-	}
+	return after, listed, nil
+}
+
+// round is one round's flow of changes from the watches to the handlers.
+type round struct {
+	inf     *Informer
+	changes chan change
+	timer   *time.Timer // the resync's; nil: none
+}
+
+// run flushes, then applies bursts of changes, each followed by a Flush,
+// until something fails or a resync relists.
+func (r *round) run(ctx context.Context) error {
+	inf := r.inf
 	retryAfter := inf.Retry
 	if retryAfter <= 0 {
 		retryAfter = DefaultRetry
@@ -317,28 +306,74 @@ func (inf *Informer) follow(ctx context.Context, log *slog.Logger) error {
 				retry = time.After(retryAfter)
 			}
 		}
-		got, err := take(retry, nil, nil)
+		got, err := r.take(ctx, retry, nil, nil)
 		if err != nil {
 			return err
 		}
 		if !got {
 			continue // the retry is due
 		}
-		// Take the changes that follow closely, so that one Flush covers
-		// them together.
-		var window <-chan time.Time
-		if inf.Window > 0 {
-			window = time.After(inf.Window)
+		if err := r.takeBurst(ctx); err != nil {
+			return err
 		}
-		for got {
-			if inf.Quiet > 0 {
-				got, err = take(nil, time.After(inf.Quiet), window)
-			} else {
-				got, err = takeQueued()
-			}
-			if err != nil {
-				return err
-			}
+	}
+}
+
+// takeBurst takes the changes that follow closely, so that one Flush
+// covers them together.
+func (r *round) takeBurst(ctx context.Context) error {
+	var window <-chan time.Time
+	if r.inf.Window > 0 {
+		window = time.After(r.inf.Window)
+	}
+	for got := true; got; {
+		var err error
+		if r.inf.Quiet > 0 {
+			got, err = r.take(ctx, nil, time.After(r.inf.Quiet), window)
+		} else {
+			got, err = r.takeQueued(ctx)
 		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// take applies one change, or runs a resync, and reports true; false
+// when retry, quiet or window fired first.
+func (r *round) take(ctx context.Context, retry, quiet, window <-chan time.Time) (bool, error) {
+	var resync <-chan time.Time
+	if r.timer != nil {
+		resync = r.timer.C
+	}
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-resync:
+		if r.inf.Resynced == nil {
+			return false, errRelist
+		}
+		r.inf.Resynced(ctx)
+		r.timer.Reset(r.inf.Resync)
+		return true, nil
+	case <-retry:
+		return false, nil
+	case <-quiet:
+		return false, nil
+	case <-window:
+		return false, nil
+	case c := <-r.changes:
+		return true, c.run(ctx)
+	}
+}
+
+// takeQueued applies a change only if one is already waiting.
+func (r *round) takeQueued(ctx context.Context) (bool, error) {
+	select {
+	case c := <-r.changes:
+		return true, c.run(ctx)
+	default:
+		return false, nil
 	}
 }

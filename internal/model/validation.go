@@ -174,52 +174,7 @@ func ValidatePod(p *Pod) FieldErrors {
 	errs := ValidateMeta(&p.Metadata, true)
 	errs = append(errs, validateZoneLimitAnnotations(&p.Metadata)...)
 	s := &p.Spec
-	if len(s.Containers) == 0 {
-		errs.add("spec.containers", FieldRequired, "Required value: a pod needs at least one container")
-	}
-	if len(s.Containers) > 32 {
-		errs.add("spec.containers", FieldTooLong, "Too many: %d: must have at most 32 containers", len(s.Containers))
-	}
-	seen := map[string]bool{}
-	for i := range s.Containers {
-		f := fmt.Sprintf("spec.containers[%d]", i)
-		c := &s.Containers[i]
-		errs = append(errs, ValidateName(f+".name", c.Name)...)
-		if c.Name != "" && seen[c.Name] {
-			errs.add(f+".name", FieldDuplicate, "Duplicate value: %q", c.Name)
-		}
-		seen[c.Name] = true
-		if strings.TrimSpace(c.Image) == "" {
-			errs.add(f+".image", FieldRequired, "Required value: image is required")
-		}
-		if len(c.Command) == 0 && len(c.Args) == 0 && s.RuntimeClassName != BrandBhyve && !IsRegistryReference(c.Image) {
-			errs.add(f+".command", FieldRequired, "Required value: a container runs as an SMF service and needs a command (only a registry image brings its own)")
-		}
-		if p := c.ImagePullPolicy; p != "" && p != PullAlways && p != PullIfNotPresent && p != PullNever {
-			errs.add(f+".imagePullPolicy", FieldNotSupported, "Unsupported value: %q: supported values: %q, %q, %q", p, PullAlways, PullIfNotPresent, PullNever)
-		}
-		errs = append(errs, validateArgv(f, c.Command, c.Args)...)
-		errs = append(errs, validateEnv(f, c.Env)...)
-		for j, port := range c.Ports {
-			pf := fmt.Sprintf("%s.ports[%d]", f, j)
-			if port.ContainerPort < 1 || port.ContainerPort > 65535 {
-				errs.add(pf+".containerPort", FieldInvalid, "Invalid value: %d: must be between 1 and 65535, inclusive", port.ContainerPort)
-			}
-			if !slices.Contains([]string{"TCP", "UDP"}, port.Protocol) {
-				errs.add(pf+".protocol", FieldNotSupported, "Unsupported value: %q: supported values: \"TCP\", \"UDP\"", port.Protocol)
-			}
-		}
-		errs = append(errs, validateResources(f+".resources", &c.Resources)...)
-		errs = append(errs, validateProbe(f+".livenessProbe", c.LivenessProbe, c, false)...)
-		errs = append(errs, validateProbe(f+".readinessProbe", c.ReadinessProbe, c, true)...)
-		errs = append(errs, validateProbe(f+".startupProbe", c.StartupProbe, c, false)...)
-		if c.LivenessProbe != nil && c.LivenessProbe.SuccessThreshold != 1 {
-			errs.add(f+".livenessProbe.successThreshold", FieldInvalid, "Invalid value: %d: must be 1", c.LivenessProbe.SuccessThreshold)
-		}
-		if c.StartupProbe != nil && c.StartupProbe.SuccessThreshold != 1 {
-			errs.add(f+".startupProbe.successThreshold", FieldInvalid, "Invalid value: %d: must be 1", c.StartupProbe.SuccessThreshold)
-		}
-	}
+	errs = append(errs, validateContainers(s)...)
 	errs = append(errs, validateContainerPortNames(s)...)
 	errs = append(errs, validateVolumes(s)...)
 	for i, ps := range s.ImagePullSecrets {
@@ -253,7 +208,70 @@ func ValidatePod(p *Pod) FieldErrors {
 			errs.add(f, FieldInvalid, "Invalid value: %q: not a valid label value", v)
 		}
 	}
-	for i, t := range s.Tolerations {
+	return append(errs, validateTolerations(s.Tolerations)...)
+}
+
+func validateContainers(s *PodSpec) FieldErrors {
+	var errs FieldErrors
+	if len(s.Containers) == 0 {
+		errs.add("spec.containers", FieldRequired, "Required value: a pod needs at least one container")
+	}
+	if len(s.Containers) > 32 {
+		errs.add("spec.containers", FieldTooLong, "Too many: %d: must have at most 32 containers", len(s.Containers))
+	}
+	seen := map[string]bool{}
+	for i := range s.Containers {
+		f := fmt.Sprintf("spec.containers[%d]", i)
+		c := &s.Containers[i]
+		errs = append(errs, ValidateName(f+".name", c.Name)...)
+		if c.Name != "" && seen[c.Name] {
+			errs.add(f+".name", FieldDuplicate, "Duplicate value: %q", c.Name)
+		}
+		seen[c.Name] = true
+		errs = append(errs, validateContainer(f, c, s.RuntimeClassName)...)
+	}
+	return errs
+}
+
+// validateContainer checks container c (field f) of a pod of brand.
+func validateContainer(f string, c *Container, brand string) FieldErrors {
+	var errs FieldErrors
+	if strings.TrimSpace(c.Image) == "" {
+		errs.add(f+".image", FieldRequired, "Required value: image is required")
+	}
+	if len(c.Command) == 0 && len(c.Args) == 0 && brand != BrandBhyve && !IsRegistryReference(c.Image) {
+		errs.add(f+".command", FieldRequired, "Required value: a container runs as an SMF service and needs a command (only a registry image brings its own)")
+	}
+	if p := c.ImagePullPolicy; p != "" && p != PullAlways && p != PullIfNotPresent && p != PullNever {
+		errs.add(f+".imagePullPolicy", FieldNotSupported, "Unsupported value: %q: supported values: %q, %q, %q", p, PullAlways, PullIfNotPresent, PullNever)
+	}
+	errs = append(errs, validateArgv(f, c.Command, c.Args)...)
+	errs = append(errs, validateEnv(f, c.Env)...)
+	for j, port := range c.Ports {
+		pf := fmt.Sprintf("%s.ports[%d]", f, j)
+		if port.ContainerPort < 1 || port.ContainerPort > 65535 {
+			errs.add(pf+".containerPort", FieldInvalid, "Invalid value: %d: must be between 1 and 65535, inclusive", port.ContainerPort)
+		}
+		if !slices.Contains([]string{"TCP", "UDP"}, port.Protocol) {
+			errs.add(pf+".protocol", FieldNotSupported, "Unsupported value: %q: supported values: \"TCP\", \"UDP\"", port.Protocol)
+		}
+	}
+	errs = append(errs, validateResources(f+".resources", &c.Resources)...)
+	errs = append(errs, validateProbe(f+".livenessProbe", c.LivenessProbe, c, false)...)
+	errs = append(errs, validateProbe(f+".readinessProbe", c.ReadinessProbe, c, true)...)
+	errs = append(errs, validateProbe(f+".startupProbe", c.StartupProbe, c, false)...)
+	if c.LivenessProbe != nil && c.LivenessProbe.SuccessThreshold != 1 {
+		errs.add(f+".livenessProbe.successThreshold", FieldInvalid, "Invalid value: %d: must be 1", c.LivenessProbe.SuccessThreshold)
+	}
+	if c.StartupProbe != nil && c.StartupProbe.SuccessThreshold != 1 {
+		errs.add(f+".startupProbe.successThreshold", FieldInvalid, "Invalid value: %d: must be 1", c.StartupProbe.SuccessThreshold)
+	}
+	return errs
+}
+
+func validateTolerations(ts []Toleration) FieldErrors {
+	var errs FieldErrors
+	for i, t := range ts {
 		f := fmt.Sprintf("spec.tolerations[%d]", i)
 		switch t.Operator {
 		case "", "Equal":

@@ -295,9 +295,27 @@ const maxMountPath = 512
 // The containers of a pod share its zone, so a mount path is the pod's:
 // two mounts of one path are refused across containers too.
 func validateVolumes(s *PodSpec) FieldErrors {
-	var errs FieldErrors
-	names := map[string]bool{}
+	errs, names := validateVolumeSources(s.Volumes)
+	bhyve := s.RuntimeClassName == BrandBhyve
+	claims := map[string]bool{}
 	for i, v := range s.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claims[v.Name] = true
+		}
+		if v.EmptyDir != nil && bhyve {
+			errs.add(fmt.Sprintf("spec.volumes[%d].emptyDir", i), FieldForbidden,
+				"Forbidden: a bhyve pod is a virtual machine: its volumes are disks, persistentVolumeClaims only")
+		}
+	}
+	errs = append(errs, validateVolumeDevices(s.Containers, bhyve, names, claims)...)
+	return append(errs, validateVolumeMounts(s.Containers, bhyve, names)...)
+}
+
+// validateVolumeSources checks each volume's name and source, and returns
+// the names given.
+func validateVolumeSources(volumes []Volume) (errs FieldErrors, names map[string]bool) {
+	names = map[string]bool{}
+	for i, v := range volumes {
 		f := fmt.Sprintf("spec.volumes[%d]", i)
 		errs = append(errs, ValidateName(f+".name", v.Name)...)
 		if names[v.Name] {
@@ -317,19 +335,16 @@ func validateVolumes(s *PodSpec) FieldErrors {
 			errs.add(f, FieldRequired, "Required value: must specify a volume type (persistentVolumeClaim or emptyDir)")
 		}
 	}
-	bhyve := s.RuntimeClassName == BrandBhyve
-	claims := map[string]bool{}
-	for i, v := range s.Volumes {
-		if v.PersistentVolumeClaim != nil {
-			claims[v.Name] = true
-		}
-		if v.EmptyDir != nil && bhyve {
-			errs.add(fmt.Sprintf("spec.volumes[%d].emptyDir", i), FieldForbidden,
-				"Forbidden: a bhyve pod is a virtual machine: its volumes are disks, persistentVolumeClaims only")
-		}
-	}
+	return errs, names
+}
+
+// validateVolumeDevices checks the containers' raw block devices: a bhyve
+// pod's only, each of a claim volume (volume names and claims) at a path
+// of its own.
+func validateVolumeDevices(containers []Container, bhyve bool, names, claims map[string]bool) FieldErrors {
+	var errs FieldErrors
 	devices := map[string]string{}
-	for i, c := range s.Containers {
+	for i, c := range containers {
 		for j, d := range c.VolumeDevices {
 			f := fmt.Sprintf("spec.containers[%d].volumeDevices[%d]", i, j)
 			switch {
@@ -351,8 +366,15 @@ func validateVolumes(s *PodSpec) FieldErrors {
 			}
 		}
 	}
+	return errs
+}
+
+// validateVolumeMounts checks the containers' mounts: not in a bhyve
+// pod, each of a volume named, at a path of its own in the pod's zone.
+func validateVolumeMounts(containers []Container, bhyve bool, names map[string]bool) FieldErrors {
+	var errs FieldErrors
 	paths := map[string]string{}
-	for i, c := range s.Containers {
+	for i, c := range containers {
 		if bhyve && len(c.VolumeMounts) > 0 {
 			errs.add(fmt.Sprintf("spec.containers[%d].volumeMounts", i), FieldForbidden,
 				"Forbidden: a bhyve pod's claims are disks (zvols), not mounted file systems; use volumeDevices")

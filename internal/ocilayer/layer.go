@@ -239,39 +239,54 @@ func (a *applier) entry(hdr *tar.Header, r io.Reader) error {
 	mode := hdr.FileInfo().Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if err := a.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		a.dirs[name] = true
-		if err := a.lchown(name, hdr); err != nil {
-			return err
-		}
-		// Writable by us until the end, when the layer's mode is set:
-		// a 0555 directory must still take this layer's entries.
-		if err := a.root.Chmod(name, mode|0o700); err != nil {
-			return err
-		}
-		a.dirMeta = append(a.dirMeta, dirMeta{name, mode, hdr.ModTime})
-		return nil
+		return a.mkdir(name, hdr, mode)
 	case tar.TypeSymlink:
 		if err := a.root.Symlink(hdr.Linkname, name); err != nil {
 			return err
 		}
 		return a.lchown(name, hdr)
 	case tar.TypeLink:
-		target := cleanName(hdr.Linkname)
-		if target == "" {
-			return fmt.Errorf("hard link to the root directory")
-		}
-		tdir, _ := path.Split(target)
-		if err := a.checkParents(strings.TrimSuffix(tdir, "/")); err != nil {
-			return fmt.Errorf("hard link target %q: %w", hdr.Linkname, err)
-		}
-		return a.root.Link(target, name)
+		return a.hardLink(name, hdr)
 	}
+	return a.writeFile(name, hdr, r, mode)
+}
 
-	// A regular file. O_EXCL: clear removed whatever was there, and if
-	// something reappeared it must not be followed.
+// mkdir makes directory name, its mode set at the end (finishDir).
+func (a *applier) mkdir(name string, hdr *tar.Header, mode fs.FileMode) error {
+	if err := a.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	a.dirs[name] = true
+	if err := a.lchown(name, hdr); err != nil {
+		return err
+	}
+	// Writable by us until the end, when the layer's mode is set:
+	// a 0555 directory must still take this layer's entries.
+	if err := a.root.Chmod(name, mode|0o700); err != nil {
+		return err
+	}
+	a.dirMeta = append(a.dirMeta, dirMeta{name, mode, hdr.ModTime})
+	return nil
+}
+
+// hardLink links name to its target, which must be under root through
+// real directories.
+func (a *applier) hardLink(name string, hdr *tar.Header) error {
+	target := cleanName(hdr.Linkname)
+	if target == "" {
+		return fmt.Errorf("hard link to the root directory")
+	}
+	tdir, _ := path.Split(target)
+	if err := a.checkParents(strings.TrimSuffix(tdir, "/")); err != nil {
+		return fmt.Errorf("hard link target %q: %w", hdr.Linkname, err)
+	}
+	return a.root.Link(target, name)
+}
+
+// writeFile writes the regular file name from r.
+func (a *applier) writeFile(name string, hdr *tar.Header, r io.Reader, mode fs.FileMode) error {
+	// O_EXCL: clear removed whatever was there, and if something
+	// reappeared it must not be followed.
 	f, err := a.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/pglock"
@@ -44,23 +45,38 @@ func (s *Scheduler) wait(ctx context.Context) (done func(), err error) {
 	}
 }
 
+// lock takes the scheduling lock, after this process's turn, on a
+// connection of its own; unlock gives back all three.
+func (s *Scheduler) lock(ctx context.Context) (conn *pgxpool.Conn, unlock func(), err error) {
+	done, err := s.wait(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err = s.Store.Pool().Acquire(ctx)
+	if err != nil {
+		done()
+		return nil, nil, fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", pglock.Scheduling); err != nil {
+		conn.Release()
+		done()
+		return nil, nil, err
+	}
+	return conn, func() {
+		conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", pglock.Scheduling) //nolint:errcheck // the session ends the lock anyway
+		conn.Release()
+		done()
+	}, nil
+}
+
 // Schedule binds the pod to the best node, or reports why none fits. It is
 // idempotent: a pod already bound keeps its node.
 func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, error) {
-	done, err := s.wait(ctx)
+	conn, unlock, err := s.lock(ctx)
 	if err != nil {
 		return Decision{}, err
 	}
-	defer done()
-	conn, err := s.Store.Pool().Acquire(ctx)
-	if err != nil {
-		return Decision{}, fmt.Errorf("%w: %v", store.ErrUnavailable, err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", pglock.Scheduling); err != nil {
-		return Decision{}, err
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", pglock.Scheduling) //nolint:errcheck // the session ends the lock anyway
+	defer unlock()
 
 	for {
 		pod, err := s.Store.Pods().Get(ctx, ns, name)
@@ -68,72 +84,24 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 			return Decision{}, err
 		}
 		if pod.Spec.NodeName != "" && hasCondition(pod, model.PodScheduled) {
-			pc, why, err := s.claims(ctx, pod)
-			if err == nil && why == "" && pc.node != "" && pc.node != pod.Spec.NodeName {
-				why = fmt.Sprintf("the pod is bound to node %s but its claims' data is on node %s", pod.Spec.NodeName, pc.node)
-			}
-			if err != nil || why != "" {
-				return Decision{Message: why, Cloning: pc.copying}, err
-			}
-			bound, err := s.bindClaims(ctx, pod, pc, pod.Spec.NodeName)
-			if errors.Is(err, store.ErrConflict) {
+			d, again, err := s.keepNode(ctx, pod)
+			if again {
 				continue
 			}
-			if err != nil {
-				return Decision{}, err
-			}
-			if d, copying := waitForClones(bound, pod.Spec.NodeName); copying {
-				return d, nil
-			}
-			return Decision{Node: pod.Spec.NodeName, Claims: bound}, nil
+			return d, err
 		}
 		pc, why, err := s.claims(ctx, pod)
 		if err != nil || why != "" {
 			return Decision{Message: why, Cloning: pc.copying}, err
 		}
-		claims := pc.claims
 		// Checked under the scheduling lock, so two placements never take
 		// the last slot twice.
 		if why, err := s.Capacity.full(ctx, conn.Conn(), pod); err != nil || why != "" {
 			return Decision{Message: why, Reason: ReasonCapacityExceeded}, err
 		}
-		nodes, used, err := s.cluster(ctx, conn.Conn(), pod.Metadata.UID)
-		if err != nil {
-			return Decision{}, err
-		}
-		claimBytes, err := s.claimBytes(ctx, conn.Conn())
-		if err != nil {
-			return Decision{}, err
-		}
-		var newClaimBytes int64
-		for _, c := range claims {
-			if c.Status.NodeName == "" {
-				newClaimBytes += model.ClaimBytes(c)
-			}
-		}
-		// A clone goes to its snapshot's node when the pod fits there (a
-		// zfs clone, instant); elsewhere its data is copied first.
-		pin := pc.node
-		if pin == "" {
-			pin = pc.cloneNode()
-		}
-		candidates := make([]Candidate, len(nodes))
-		for i, n := range nodes {
-			name := n.Metadata.Name
-			candidates[i] = Candidate{Node: n, Used: used[name], ClaimBytes: claimBytes[name], NewClaimBytes: newClaimBytes}
-			if pin != "" && name != pin {
-				candidates[i].Excluded = ReasonVolumeNode
-			}
-		}
-		d := Place(pod, candidates)
-		if d.Node == "" && pc.node == "" && pin != "" {
-			for i := range candidates {
-				candidates[i].Excluded = ""
-			}
-			d = Place(pod, candidates)
-		}
-		if d.Node == "" {
-			return d, nil
+		d, err := s.place(ctx, conn.Conn(), pod, pc)
+		if err != nil || d.Node == "" {
+			return d, err
 		}
 		// The claims first: a crash before the pod is bound leaves them on
 		// the node the next placement then picks.
@@ -156,6 +124,71 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		}
 		return d, err
 	}
+}
+
+// keepNode is the decision for a pod already bound: its node, once its
+// claims are bound there too. again: a claim changed under us, read the
+// pod again.
+func (s *Scheduler) keepNode(ctx context.Context, pod *model.Pod) (d Decision, again bool, err error) {
+	pc, why, err := s.claims(ctx, pod)
+	if err == nil && why == "" && pc.node != "" && pc.node != pod.Spec.NodeName {
+		why = fmt.Sprintf("the pod is bound to node %s but its claims' data is on node %s", pod.Spec.NodeName, pc.node)
+	}
+	if err != nil || why != "" {
+		return Decision{Message: why, Cloning: pc.copying}, false, err
+	}
+	bound, err := s.bindClaims(ctx, pod, pc, pod.Spec.NodeName)
+	if errors.Is(err, store.ErrConflict) {
+		return Decision{}, true, nil
+	}
+	if err != nil {
+		return Decision{}, false, err
+	}
+	if d, copying := waitForClones(bound, pod.Spec.NodeName); copying {
+		return d, false, nil
+	}
+	return Decision{Node: pod.Spec.NodeName, Claims: bound}, false, nil
+}
+
+// place picks the pod's node among the cluster's (none: d.Node empty,
+// d says why), its claims' node if their data is on one.
+func (s *Scheduler) place(ctx context.Context, conn *pgx.Conn, pod *model.Pod, pc podClaims) (Decision, error) {
+	nodes, used, err := s.cluster(ctx, conn, pod.Metadata.UID)
+	if err != nil {
+		return Decision{}, err
+	}
+	claimBytes, err := s.claimBytes(ctx, conn)
+	if err != nil {
+		return Decision{}, err
+	}
+	var newClaimBytes int64
+	for _, c := range pc.claims {
+		if c.Status.NodeName == "" {
+			newClaimBytes += model.ClaimBytes(c)
+		}
+	}
+	// A clone goes to its snapshot's node when the pod fits there (a
+	// zfs clone, instant); elsewhere its data is copied first.
+	pin := pc.node
+	if pin == "" {
+		pin = pc.cloneNode()
+	}
+	candidates := make([]Candidate, len(nodes))
+	for i, n := range nodes {
+		name := n.Metadata.Name
+		candidates[i] = Candidate{Node: n, Used: used[name], ClaimBytes: claimBytes[name], NewClaimBytes: newClaimBytes}
+		if pin != "" && name != pin {
+			candidates[i].Excluded = ReasonVolumeNode
+		}
+	}
+	d := Place(pod, candidates)
+	if d.Node == "" && pc.node == "" && pin != "" {
+		for i := range candidates {
+			candidates[i].Excluded = ""
+		}
+		d = Place(pod, candidates)
+	}
+	return d, nil
 }
 
 func hasCondition(p *model.Pod, typ string) bool {
@@ -224,49 +257,20 @@ func (s *Scheduler) claims(ctx context.Context, pod *model.Pod) (pc podClaims, w
 			return pc, fmt.Sprintf("persistentvolumeclaim %q is moving from node %s to %s with its pods", name, m.From, to), nil
 		}
 		if c.Status.Phase == model.ClaimLost {
-			// Its node may be back under the same name (registered again
-			// after a deletion): the data is there, the claim Bound again.
-			n, err := s.Store.Nodes().Get(ctx, "", c.Status.NodeName)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return pc, "", err
-			}
-			if err != nil || !n.Ready() {
-				return pc, fmt.Sprintf("persistentvolumeclaim %q is Lost: node %s holding its data is unreachable or gone", name, c.Status.NodeName), nil
-			}
-			c.Status.Phase = model.ClaimBound
-			if err := s.Store.Claims().Update(ctx, c); err != nil {
-				return pc, "", err
+			if why, err := s.findLost(ctx, name, c); err != nil || why != "" {
+				return pc, why, err
 			}
 		}
 		n := c.Status.NodeName
 		if n == "" && c.Spec.DataSource != nil {
-			// A clone of a snapshot: made on the snapshot's node, or copied
-			// from there to the pod's.
-			snap, err := s.Store.Snapshots().Get(ctx, pod.Metadata.Namespace, c.Spec.DataSource.Name)
-			if errors.Is(err, store.ErrNotFound) {
-				return pc, fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q not found", c.Spec.DataSource.Name, name), nil
-			}
-			if err != nil {
-				return pc, "", err
-			}
-			if !snap.Ready() || snap.Metadata.DeletionTimestamp != nil {
-				return pc, fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q is not ready to use", snap.Metadata.Name, name), nil
-			}
-			if restore, _ := model.Bytes(snap.Status.RestoreSize); model.ClaimBytes(c) < restore {
-				return pc, fmt.Sprintf("persistentvolumeclaim %q asks for less than the restore size %s of volumesnapshot %q", name, snap.Status.RestoreSize, snap.Metadata.Name), nil
-			}
-			if src := snap.Spec.Source.PersistentVolumeClaimName; src != nil {
-				// A zvol's snapshot restores as a zvol, a filesystem's as one.
-				source, err := s.Store.Claims().Get(ctx, pod.Metadata.Namespace, *src)
-				if err == nil && source.Metadata.UID == snap.Status.SourceClaimUID && source.Mode() != mode {
-					return pc, fmt.Sprintf("persistentvolumeclaim %q restores volumesnapshot %q of a %s volume: %s", name, snap.Metadata.Name, source.Mode(), modeNeeds(mode)), nil
-				}
+			snapNode, why, err := s.cloneSource(ctx, pod.Metadata.Namespace, name, c, mode)
+			if err != nil || why != "" {
+				return pc, why, err
 			}
 			if pc.sources == nil {
 				pc.sources = map[string]string{}
 			}
-			pc.sources[c.Metadata.UID] = snap.Status.NodeName
-			c.Status.SourceSnapshotUID, c.Status.SourceClaimUID = snap.Metadata.UID, snap.Status.SourceClaimUID
+			pc.sources[c.Metadata.UID] = snapNode
 		}
 		if n != "" {
 			if pc.node != "" && pc.node != n {
@@ -277,6 +281,52 @@ func (s *Scheduler) claims(ctx context.Context, pod *model.Pod) (pc podClaims, w
 		pc.claims = append(pc.claims, c)
 	}
 	return pc, "", nil
+}
+
+// findLost binds the Lost claim c (name) again when its node is back and Ready,
+// or says why the pod cannot start.
+func (s *Scheduler) findLost(ctx context.Context, name string, c *model.PersistentVolumeClaim) (why string, err error) {
+	// Its node may be back under the same name (registered again
+	// after a deletion): the data is there, the claim Bound again.
+	n, err := s.Store.Nodes().Get(ctx, "", c.Status.NodeName)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	if err != nil || !n.Ready() {
+		return fmt.Sprintf("persistentvolumeclaim %q is Lost: node %s holding its data is unreachable or gone", name, c.Status.NodeName), nil
+	}
+	c.Status.Phase = model.ClaimBound
+	return "", s.Store.Claims().Update(ctx, c)
+}
+
+// cloneSource checks the snapshot the unbound clone c (name in ns)
+// restores, for a pod of volume mode mode, and returns the node holding
+// it; c notes which snapshot and claim it is made from.
+func (s *Scheduler) cloneSource(ctx context.Context, ns, name string, c *model.PersistentVolumeClaim, mode string) (snapNode, why string, err error) {
+	// A clone of a snapshot: made on the snapshot's node, or copied
+	// from there to the pod's.
+	snap, err := s.Store.Snapshots().Get(ctx, ns, c.Spec.DataSource.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q not found", c.Spec.DataSource.Name, name), nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	if !snap.Ready() || snap.Metadata.DeletionTimestamp != nil {
+		return "", fmt.Sprintf("volumesnapshot %q of persistentvolumeclaim %q is not ready to use", snap.Metadata.Name, name), nil
+	}
+	if restore, _ := model.Bytes(snap.Status.RestoreSize); model.ClaimBytes(c) < restore {
+		return "", fmt.Sprintf("persistentvolumeclaim %q asks for less than the restore size %s of volumesnapshot %q", name, snap.Status.RestoreSize, snap.Metadata.Name), nil
+	}
+	if src := snap.Spec.Source.PersistentVolumeClaimName; src != nil {
+		// A zvol's snapshot restores as a zvol, a filesystem's as one.
+		source, err := s.Store.Claims().Get(ctx, ns, *src)
+		if err == nil && source.Metadata.UID == snap.Status.SourceClaimUID && source.Mode() != mode {
+			return "", fmt.Sprintf("persistentvolumeclaim %q restores volumesnapshot %q of a %s volume: %s", name, snap.Metadata.Name, source.Mode(), modeNeeds(mode)), nil
+		}
+	}
+	c.Status.SourceSnapshotUID, c.Status.SourceClaimUID = snap.Metadata.UID, snap.Status.SourceClaimUID
+	return snap.Status.NodeName, "", nil
 }
 
 // modeNeeds says what a pod of volume mode needs.

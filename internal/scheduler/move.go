@@ -3,12 +3,12 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/zonewright/zonewright/internal/model"
-	"github.com/zonewright/zonewright/internal/pglock"
 	"github.com/zonewright/zonewright/internal/store"
 )
 
@@ -26,20 +26,11 @@ type MovePlan struct {
 // claim's size on its destination. A claim whose move is planned already
 // keeps its plan.
 func (s *Scheduler) PlanMove(ctx context.Context, ns, name, uid string) (MovePlan, error) {
-	done, err := s.wait(ctx)
+	conn, unlock, err := s.lock(ctx)
 	if err != nil {
 		return MovePlan{}, err
 	}
-	defer done()
-	conn, err := s.Store.Pool().Acquire(ctx)
-	if err != nil {
-		return MovePlan{}, fmt.Errorf("%w: %v", store.ErrUnavailable, err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", pglock.Scheduling); err != nil {
-		return MovePlan{}, err
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", pglock.Scheduling) //nolint:errcheck // the session ends the lock anyway
+	defer unlock()
 
 	c, err := s.Store.Claims().Get(ctx, ns, name)
 	if err != nil {
@@ -52,48 +43,13 @@ func (s *Scheduler) PlanMove(ctx context.Context, ns, name, uid string) (MovePla
 	if m.To != "" {
 		return MovePlan{Move: m}, nil
 	}
-	// The pods of the claim on the node it leaves: the first one stands
-	// for them all (their node selectors and brands agree in practice).
-	var pod *model.Pod
-	names, err := s.Store.PodsUsingClaim(ctx, ns, name)
+	pod, err := s.movingPod(ctx, ns, name, m.From)
 	if err != nil {
 		return MovePlan{}, err
 	}
-	for _, n := range names {
-		p, err := s.Store.Pods().Get(ctx, ns, n)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return MovePlan{}, err
-		}
-		if p.Spec.NodeName == m.From {
-			pod = p
-			pod.Spec.NodeName = "" // it is placed anew
-			break
-		}
-	}
-	if pod == nil {
-		pod = &model.Pod{Metadata: model.ObjectMeta{Namespace: ns, Name: name}}
-	}
-	nodes, used, err := s.cluster(ctx, conn.Conn(), pod.Metadata.UID)
+	candidates, err := s.moveCandidates(ctx, conn.Conn(), pod, c)
 	if err != nil {
 		return MovePlan{}, err
-	}
-	claimBytes, err := s.claimBytes(ctx, conn.Conn())
-	if err != nil {
-		return MovePlan{}, err
-	}
-	candidates := make([]Candidate, 0, len(nodes))
-	for _, n := range nodes {
-		cand := Candidate{Node: n, Used: used[n.Metadata.Name], ClaimBytes: claimBytes[n.Metadata.Name], NewClaimBytes: model.ClaimBytes(c)}
-		switch {
-		case n.Metadata.Name == m.From:
-			cand.Excluded = reasonMoveSource
-		case m.Asked != "" && n.Metadata.Name != m.Asked:
-			cand.Excluded = reasonNotAsked
-		}
-		candidates = append(candidates, cand)
 	}
 	d := Place(pod, candidates)
 	if d.Node == "" {
@@ -111,6 +67,57 @@ func (s *Scheduler) PlanMove(ctx context.Context, ns, name, uid string) (MovePla
 		return MovePlan{}, err // a conflict is retried by the caller
 	}
 	return MovePlan{Move: c.Status.Move}, nil
+}
+
+// moveCandidates are the nodes that may take claim c, moving with pod:
+// not the node it leaves, and only the one an operator asked for if any.
+func (s *Scheduler) moveCandidates(ctx context.Context, conn *pgx.Conn, pod *model.Pod, c *model.PersistentVolumeClaim) ([]Candidate, error) {
+	nodes, used, err := s.cluster(ctx, conn, pod.Metadata.UID)
+	if err != nil {
+		return nil, err
+	}
+	claimBytes, err := s.claimBytes(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	m := c.Status.Move
+	candidates := make([]Candidate, 0, len(nodes))
+	for _, n := range nodes {
+		cand := Candidate{Node: n, Used: used[n.Metadata.Name], ClaimBytes: claimBytes[n.Metadata.Name], NewClaimBytes: model.ClaimBytes(c)}
+		switch {
+		case n.Metadata.Name == m.From:
+			cand.Excluded = reasonMoveSource
+		case m.Asked != "" && n.Metadata.Name != m.Asked:
+			cand.Excluded = reasonNotAsked
+		}
+		candidates = append(candidates, cand)
+	}
+	return candidates, nil
+}
+
+// movingPod is the pod to place for the claim (name in ns) leaving node
+// from, unbound: the first of its pods on that node stands for them all
+// (their node selectors and brands agree in practice); without one, a
+// pod that asks for nothing.
+func (s *Scheduler) movingPod(ctx context.Context, ns, name, from string) (*model.Pod, error) {
+	names, err := s.Store.PodsUsingClaim(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		p, err := s.Store.Pods().Get(ctx, ns, n)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if p.Spec.NodeName == from {
+			p.Spec.NodeName = "" // it is placed anew
+			return p, nil
+		}
+	}
+	return &model.Pod{Metadata: model.ObjectMeta{Namespace: ns, Name: name}}, nil
 }
 
 // reasonMoveSource: the node a claim moves away from; reasonNotAsked:

@@ -241,12 +241,15 @@ func (s *Store) changesBetween(ctx context.Context, after, through int64, kind s
 // starting strictly after o.ResourceVersion. A version older than the
 // compacted history is ErrExpired.
 func (r Resource[T, PT]) Watch(ctx context.Context, o WatchOptions) (*Watch, error) {
-	labels, err := ParseLabelSelector(o.LabelSelector)
-	if err != nil {
+	filter := watchFilter{}
+	if r.info.namespaced {
+		filter.namespace = o.Namespace
+	}
+	var err error
+	if filter.labels, err = ParseLabelSelector(o.LabelSelector); err != nil {
 		return nil, err
 	}
-	fields, err := ParseFieldSelector(o.FieldSelector, r.info.fields)
-	if err != nil {
+	if filter.fields, err = ParseFieldSelector(o.FieldSelector, r.info.fields); err != nil {
 		return nil, err
 	}
 	var compacted int64
@@ -263,80 +266,92 @@ func (r Resource[T, PT]) Watch(ctx context.Context, o WatchOptions) (*Watch, err
 	wctx, cancel := context.WithCancel(ctx)
 	events := make(chan WatchEvent, 64)
 	w := &Watch{Events: events, events: events, cancel: cancel}
-	match := func(c change) bool {
-		if r.info.namespaced && o.Namespace != "" && c.Namespace != o.Namespace {
-			return false
+	go w.stream(wctx, r.s, sub, filter, o.ResourceVersion, live)
+	return w, nil
+}
+
+// watchFilter is which changes of its kind a watch asks for.
+type watchFilter struct {
+	namespace string // empty: all
+	labels    LabelSelector
+	fields    FieldSelector
+}
+
+func (f watchFilter) matches(c change) bool {
+	if f.namespace != "" && c.Namespace != f.namespace {
+		return false
+	}
+	if len(f.labels) == 0 && len(f.fields) == 0 {
+		return true
+	}
+	var doc map[string]any
+	if json.Unmarshal(c.Object, &doc) != nil {
+		return false
+	}
+	meta, _ := doc["metadata"].(map[string]any)
+	lbls := map[string]string{}
+	if l, ok := meta["labels"].(map[string]any); ok {
+		for k, v := range l {
+			lbls[k], _ = v.(string)
 		}
-		if len(labels) == 0 && len(fields) == 0 {
+	}
+	return f.labels.Matches(lbls) && f.fields.Matches(doc)
+}
+
+// stream sends the changes sub's kind after version sent that filter
+// matches, until ctx ends or sub falls behind, then closes w.events.
+// live is the feed's position when sub subscribed.
+func (w *Watch) stream(ctx context.Context, s *Store, sub *subscriber, filter watchFilter, sent, live int64) {
+	defer close(w.events)
+	defer s.feed.unsubscribe(sub)
+	send := func(c change) bool {
+		if c.ResourceVersion <= sent {
 			return true
 		}
-		var doc map[string]any
-		if json.Unmarshal(c.Object, &doc) != nil {
+		sent = c.ResourceVersion
+		if !filter.matches(c) {
+			return true
+		}
+		select {
+		case w.events <- WatchEvent{Type: c.Type, Object: c.Object, ResourceVersion: c.ResourceVersion}:
+			return true
+		case <-ctx.Done():
 			return false
 		}
-		meta, _ := doc["metadata"].(map[string]any)
-		lbls := map[string]string{}
-		if l, ok := meta["labels"].(map[string]any); ok {
-			for k, v := range l {
-				lbls[k], _ = v.(string)
-			}
-		}
-		return labels.Matches(lbls) && fields.Matches(doc)
 	}
-	go func() {
-		defer close(events)
-		defer r.s.feed.unsubscribe(sub)
-		sent := o.ResourceVersion
-		send := func(c change) bool {
-			if c.ResourceVersion <= sent {
-				return true
-			}
-			sent = c.ResourceVersion
-			if !match(c) {
-				return true
-			}
-			select {
-			case events <- WatchEvent{Type: c.Type, Object: c.Object, ResourceVersion: c.ResourceVersion}:
-				return true
-			case <-wctx.Done():
-				return false
-			}
+	// History between the requested version and the feed's position
+	// comes from the table; everything after it from the feed.
+	for sent < live {
+		batch, err := s.changesBetween(ctx, sent, live, sub.kind, 500)
+		if err != nil {
+			w.setErr(err)
+			return
 		}
-		// History between the requested version and the feed's position
-		// comes from the table; everything after it from the feed.
-		for sent < live {
-			batch, err := r.s.changesBetween(wctx, sent, live, r.info.kind, 500)
-			if err != nil {
-				w.setErr(err)
+		for _, c := range batch {
+			if !send(c) {
 				return
 			}
-			for _, c := range batch {
-				if !send(c) {
-					return
-				}
-			}
-			if len(batch) < 500 {
-				break
-			}
 		}
-		if sent < live {
-			sent = live
+		if len(batch) < 500 {
+			break
 		}
-		for {
-			select {
-			case <-wctx.Done():
+	}
+	if sent < live {
+		sent = live
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.overflow:
+			w.setErr(ErrWatcherTooSlow)
+			return
+		case c := <-sub.ch:
+			if !send(c) {
 				return
-			case <-sub.overflow:
-				w.setErr(ErrWatcherTooSlow)
-				return
-			case c := <-sub.ch:
-				if !send(c) {
-					return
-				}
 			}
 		}
-	}()
-	return w, nil
+	}
 }
 
 func (w *Watch) setErr(err error) {

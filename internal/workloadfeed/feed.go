@@ -63,23 +63,7 @@ func (f *Follower) Run(ctx context.Context) {
 		f.Log = slog.Default()
 	}
 	leader := &endpoints.Leader{Pool: f.Store.Pool(), Key: pglock.WorkloadFeedLeader}
-	for ctx.Err() == nil {
-		err := leader.While(ctx, func(lctx context.Context) error {
-			f.newInformer().Run(lctx)
-			return nil
-		})
-		if err != nil && ctx.Err() == nil {
-			f.Log.Warn("workload feed: leadership", "err", err)
-		}
-		sleep(ctx, time.Second)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
+	leader.Lead(ctx, f.Log, "workload feed", func(lctx context.Context) { f.newInformer().Run(lctx) })
 }
 
 // podState is what of a pod its owner acts on; a change of it wakes the
