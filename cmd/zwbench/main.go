@@ -66,19 +66,10 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 {
-		if floor, ok := floorModes[os.Args[1]]; ok {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			err := floor(ctx, os.Stdin, os.Stdout)
-			stop()
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "zwbench %s: %v\n", os.Args[1], err)
-				os.Exit(1)
-			}
-			return
-		}
+	if asFloor() {
+		return
 	}
-	o := options{}
+	o := options{scaleStreamRates: []float64{5}, scaleSettle: steadySettle}
 	flag.IntVar(&o.idle, "idle", 50, "pods created one at a time")
 	flag.IntVar(&o.burst, "burst", 200, "pods created at once")
 	flag.IntVar(&o.steady, "steady", 60, "pods kept running for the steady-state section (0 skips it)")
@@ -90,6 +81,16 @@ func main() {
 	flag.IntVar(&o.scaleSteps, "scale-steps", 4, "steps the scale section adds its pods in, measuring after each")
 	flag.BoolVar(&o.scaleIsolated, "scale-isolation", false, "run the scale section's stack in isolation mode (needs root)")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 60*time.Second, "how long each scale step measures")
+	flag.DurationVar(&o.scaleProbePeriod, "scale-probe-period", steadyProbePeriod, "how often each scale pod's exec readiness probe runs")
+	flag.Func("scale-stream", "after the steps, pods created at these steady rates (pods/s, comma-separated; empty skips it) while the API is measured (default 5)", func(v string) (err error) {
+		o.scaleStreamRates, err = parseRates(v)
+		return err
+	})
+	flag.DurationVar(&o.scaleStreamFor, "scale-stream-for", 5*time.Minute, "how long each rate of the scale stream lasts")
+	flag.IntVar(&o.scaleWatchers, "scale-watchers", 50, "watches of the pods held open during the scale stream, each timing its events")
+	flag.BoolVar(&o.scaleDrain, "scale-drain", true, "after the stream, drain the node with the most pods and time their move")
+	flag.BoolVar(&o.scaleTemporalPG, "scale-temporal-postgres", true, "keep the scale stack's Temporal state in its PostgreSQL, as production does (false: the dev stack's SQLite file)")
+	flag.IntVar(&o.scaleShards, "scale-history-shards", 8, "history shards of the scale stack's Temporal on PostgreSQL")
 	flag.IntVar(&o.dnsSeconds, "dns-seconds", 5, "seconds the cluster DNS section queries for (0 skips it)")
 	flag.IntVar(&o.dnsClients, "dns-clients", 8, "UDP clients querying the cluster DNS at once")
 	flag.IntVar(&o.nat, "nat", 20, "pods added to and removed from a service, measuring when every node's NAT rules have it (0 skips it)")
@@ -117,12 +118,40 @@ func main() {
 	fmt.Printf("\nJSON: %s\n", abs)
 }
 
+// asFloor runs this process as the floor mode its first argument names,
+// if it names one (runFloor starts it so), and reports whether it did.
+func asFloor() bool {
+	if len(os.Args) < 2 {
+		return false
+	}
+	floor, ok := floorModes[os.Args[1]]
+	if !ok {
+		return false
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := floor(ctx, os.Stdin, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "zwbench %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+	return true
+}
+
 type options struct {
 	idle, burst, steady, nodes    int
 	steadyWindow                  time.Duration
 	scale, scaleNodes, scaleSteps int
 	scaleIsolated                 bool
 	scaleWindow                   time.Duration
+	scaleProbePeriod              time.Duration
+	scaleSettle                   time.Duration // before each window
+	scaleStreamRates              []float64
+	scaleStreamFor                time.Duration
+	scaleWatchers                 int
+	scaleDrain                    bool
+	scaleTemporalPG               bool
+	scaleShards                   int
 	dnsSeconds, dnsClients        int
 	nat                           int
 	apiGet                        int

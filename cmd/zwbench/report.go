@@ -114,8 +114,8 @@ func (r *ScaleResults) print(w io.Writer) {
 		r.Pods, r.Nodes, mode, r.ProbePeriodSeconds, last.WindowSeconds)
 	fmt.Fprintf(w, "  the nodes fit %d such pods (at most %d a node); the scheduler put %d–%d on each\n",
 		r.PodsTheNodesFit, r.MaxPodsPerNode, r.PodsPerNodeMin, r.PodsPerNodeMax)
-	fmt.Fprintf(w, "  machine: %d CPUs, %.1f GiB; %.1f GiB available at %d pods\n",
-		r.MachineCPUs, float64(r.MachineMemKiB)/mib/mib, float64(last.MemAvailableKiB)/mib/mib, last.Pods)
+	fmt.Fprintf(w, "  machine: %d CPUs, %.1f GiB; %.1f GiB available at %d pods; Temporal on %s\n",
+		r.MachineCPUs, float64(r.MachineMemKiB)/mib/mib, float64(last.MemAvailableKiB)/mib/mib, last.Pods, r.TemporalStore)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  measure\tp50\tp95\tp99\tmax\n")
 	row := func(name string, p Percentiles) {
@@ -151,33 +151,14 @@ func (r *ScaleResults) print(w io.Writer) {
 	fmt.Fprintf(w, "    PSS  a = %.0f MiB, b = %.2f MiB per pod, R² = %.3f\n", r.PSSFit.Intercept/mib, r.PSSFit.Slope/mib, r.PSSFit.R2)
 	fmt.Fprintf(w, "  floor at %d pods: the probe executions alone, %.1f %% of a core per 100 pods (%.2f ms CPU each)\n", r.Pods, r.FloorCPUPer100Pods, r.ProbeCPUMs)
 
-	groups := make([]string, 0, len(last.Memory))
-	for g := range last.CPUPercentByGroup {
-		groups = append(groups, g)
+	r.printGroups(w)
+	r.printHeadroom(w)
+	if r.Stream != nil {
+		r.Stream.print(w)
 	}
-	sort.Strings(groups)
-	fmt.Fprintf(w, "\n  by process group, at each step\n")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "\t")
-	for _, st := range r.Steps {
-		fmt.Fprintf(tw, "%d pods\t", st.Pods)
+	if d := r.Drain; d != nil {
+		fmt.Fprintf(w, "\n  drain of %s with %d pods: %d running on other nodes %.1f s after the request\n", d.Node, d.Pods, d.Moved, d.Seconds)
 	}
-	fmt.Fprintf(tw, "\n")
-	table := func(title string, value func(ScaleStep, string) string) {
-		fmt.Fprintf(tw, "%s\t\n", title)
-		for _, g := range groups {
-			fmt.Fprintf(tw, "%s\t", g)
-			for _, st := range r.Steps {
-				fmt.Fprintf(tw, "%s\t", value(st, g))
-			}
-			fmt.Fprintf(tw, "\n")
-		}
-	}
-	table("CPU % of a core", func(st ScaleStep, g string) string { return fmt.Sprintf("%.1f", st.CPUPercentByGroup[g]) })
-	table("RSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].RSS)/mib) })
-	table("PSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].PSS)/mib) })
-	table("processes", func(st ScaleStep, g string) string { return strconv.Itoa(st.Memory[g].Processes) })
-	tw.Flush()
 	fmt.Fprintf(w, "\n  stopping the nodes with every pod running took %.1f s; %d of the stack's processes outlived it\n", r.NodesStopSeconds, r.ProcessesLeftAfterStop)
 	fmt.Fprintf(w, "  the section took %.0f s\n", r.ElapsedSeconds)
 }
@@ -216,4 +197,72 @@ func (r *SteadyResults) print(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "    %-53s %6.1f → %5.1f %% of a core\n", n, r.StackCPUByProcessNoPods[n], r.StackCPUByProcess[n])
 	}
+}
+
+func (r *ScaleResults) printHeadroom(w io.Writer) {
+	fmt.Fprintf(w, "\n  finite resources: a straight line through the steps, and where it meets the machine's limit\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  resource\tlimit\tat %d pods\tper pod\tR²\truns out at\n", r.Pods)
+	for _, h := range r.Headroom {
+		at := "does not grow"
+		if h.RunsOut > 0 {
+			at = fmt.Sprintf("%d pods", h.RunsOut)
+		}
+		fmt.Fprintf(tw, "  %s\t%.0f %s\t%.0f\t%.3g\t%.3f\t%s\n", h.Resource, h.Limit, h.Unit, h.Fit.Intercept+h.Fit.Slope*float64(r.Pods), h.Fit.Slope, h.Fit.R2, at)
+	}
+	tw.Flush()
+	if r.FirstToRunOut != "" {
+		fmt.Fprintf(w, "  first to run out: %s, at about %d pods\n", r.FirstToRunOut, r.FirstRunsOutAtPods)
+	}
+}
+
+func (r *StreamResults) print(w io.Writer) {
+	fmt.Fprintf(w, "\n  stream: pods created at a steady rate on top of the others, while the API is read, written and watched\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "pods/s\tpods\tlate\tcreate→Running p50\tp99\tcreate p99\tupdate p99\tGET p99\tLIST all (pages) p99\twatch delivery p99 (watchers)\tmissed\terrors\t\n")
+	for _, x := range r.Rates {
+		fmt.Fprintf(tw, "%.1f\t%d\t%d\t%.0f ms\t%.0f ms\t%.0f ms\t%.0f ms\t%.0f ms\t%.0f ms (%d)\t%.0f ms (%d)\t%d\t%d\t\n",
+			x.PodsPerSecond, x.Pods, x.StartedLate, x.CreateToRunning.P50, x.CreateToRunning.P99, x.Create.P99, x.Update.P99, x.Get.P99,
+			x.List.P99, x.ListPages, x.WatchDelivery.P99, x.Watchers, x.WatchMissed, x.Errors)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "  sustained (create→Running p99 ≤ %.0f s): %.1f pods/s\n", r.StartupTargetMs/1000, r.SustainedPodsPerSecond)
+	for _, x := range r.Rates {
+		if x.FirstError != "" {
+			fmt.Fprintf(w, "  at %.1f pods/s, first API error: %s\n", x.PodsPerSecond, x.FirstError)
+		}
+	}
+}
+
+// printGroups prints each process group's CPU and memory at every step.
+func (r *ScaleResults) printGroups(w io.Writer) {
+	const mib = 1024.0
+	last := r.Steps[len(r.Steps)-1]
+	groups := make([]string, 0, len(last.Memory))
+	for g := range last.CPUPercentByGroup {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	fmt.Fprintf(w, "\n  by process group, at each step\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\t")
+	for _, st := range r.Steps {
+		fmt.Fprintf(tw, "%d pods\t", st.Pods)
+	}
+	fmt.Fprintf(tw, "\n")
+	table := func(title string, value func(ScaleStep, string) string) {
+		fmt.Fprintf(tw, "%s\t\n", title)
+		for _, g := range groups {
+			fmt.Fprintf(tw, "%s\t", g)
+			for _, st := range r.Steps {
+				fmt.Fprintf(tw, "%s\t", value(st, g))
+			}
+			fmt.Fprintf(tw, "\n")
+		}
+	}
+	table("CPU % of a core", func(st ScaleStep, g string) string { return fmt.Sprintf("%.1f", st.CPUPercentByGroup[g]) })
+	table("RSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].RSS)/mib) })
+	table("PSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].PSS)/mib) })
+	table("processes", func(st ScaleStep, g string) string { return strconv.Itoa(st.Memory[g].Processes) })
+	tw.Flush()
 }

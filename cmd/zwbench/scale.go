@@ -65,8 +65,11 @@ type ScaleResults struct {
 	ProbeCPUMs         float64 `json:"probeCPUMs"`
 	FloorCPUPer100Pods float64 `json:"floorCPUPercentPer100Pods"`
 
-	MachineCPUs   int   `json:"machineCPUs"`
-	MachineMemKiB int64 `json:"machineMemTotalKiB"`
+	// TemporalStore is where Temporal kept its state, with how many
+	// history shards.
+	TemporalStore string `json:"temporalStore"`
+	MachineCPUs   int    `json:"machineCPUs"`
+	MachineMemKiB int64  `json:"machineMemTotalKiB"`
 	// The whole section, from starting its stack to having stopped it.
 	ElapsedSeconds float64 `json:"elapsedSeconds"`
 	// NodesStopSeconds is how long stopping every agent and zone took
@@ -74,6 +77,15 @@ type ScaleResults struct {
 	// ProcessesLeftAfterStop how many of the stack's processes outlived it.
 	NodesStopSeconds       float64 `json:"nodesStopSeconds"`
 	ProcessesLeftAfterStop int     `json:"processesLeftAfterStop"`
+
+	// Headroom is every finite resource's line through the steps, and
+	// FirstToRunOut the one that reaches its limit at the fewest pods.
+	Headroom           []Headroom `json:"headroom"`
+	FirstToRunOut      string     `json:"firstToRunOut,omitempty"`
+	FirstRunsOutAtPods int        `json:"firstRunsOutAtPods,omitempty"`
+
+	Stream *StreamResults `json:"stream,omitempty"`
+	Drain  *DrainResults  `json:"drain,omitempty"`
 }
 
 // ScaleStep is the stack measured over one window with Pods pods. The
@@ -117,6 +129,7 @@ type ScaleStep struct {
 	RSSKiBPerPodAboveEmpty float64           `json:"aboveEmptyStackRSSKiBPerPod"`
 	PSSKiBPerPodAboveEmpty float64           `json:"aboveEmptyStackPSSKiBPerPod"`
 	MemAvailableKiB        int64             `json:"machineMemAvailableKiB"`
+	Finite                 Finite            `json:"finite"`
 }
 
 // LinearFit is the least-squares line y = Intercept + Slope × x through the
@@ -130,158 +143,241 @@ type LinearFit struct {
 }
 
 // scale starts a stack of o.scaleNodes nodes, measures it without pods,
-// then adds o.scale pods in o.scaleSteps steps and measures it after each.
+// adds o.scale pods in o.scaleSteps steps and measures it after each,
+// then streams pods at steady rates while measuring the API, drains the
+// node with the most pods, and stops the nodes with every pod running.
 func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, error) {
+	run, err := startScale(ctx, o, log)
+	if run != nil {
+		defer run.restorePidMax()
+	}
+	if run != nil && run.s != nil {
+		defer run.s.stop()
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer run.temporal.Close()
+	res := run.res
+	fmt.Fprintf(stderr, "scale: the stack without pods for %s\n", o.scaleWindow)
+	if err := sleep(ctx, run.o.scaleSettle); err != nil {
+		return nil, err
+	}
+	empty, err := run.measure(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	res.Steps = append(res.Steps, *empty)
+	steps := min(max(o.scaleSteps, 1), o.scale)
+	for k, from := 1, 0; k <= steps; k++ {
+		to := o.scale * k / steps
+		fmt.Fprintf(stderr, "scale: step %d/%d, %d → %d pods\n", k, steps, from, to)
+		st, err := run.addStep(ctx, from, to, empty)
+		if err != nil {
+			return nil, err
+		}
+		res.Steps = append(res.Steps, *st)
+		from = to
+	}
+	if err := run.summarize(); err != nil {
+		return nil, err
+	}
+	if len(o.scaleStreamRates) > 0 {
+		st := stream{api: run.api, tr: run.tr, existing: run.names, rates: o.scaleStreamRates, each: o.scaleStreamFor,
+			watchers: o.scaleWatchers, probePeriod: o.scaleProbePeriod}
+		if res.Stream, err = streamSection(ctx, st); err != nil {
+			return nil, fmt.Errorf("stream: %w", err)
+		}
+	}
+	if o.scaleDrain {
+		if res.Drain, err = drainSection(ctx, run.api); err != nil {
+			return nil, fmt.Errorf("drain: %w", err)
+		}
+	}
+	fmt.Fprintf(stderr, "scale: stopping the nodes\n")
+	start := time.Now()
+	run.s.nodes.Stop()
+	res.NodesStopSeconds = time.Since(start).Seconds()
+	res.ProcessesLeftAfterStop = processesUnder(filepath.Join(run.s.dir, "nodes"))
+	run.s.nodes = nil
+	return res, nil
+}
+
+// scaleRun is the scale section's stack and what it has seen so far.
+type scaleRun struct {
+	o        options
+	res      *ScaleResults
+	s        *stack
+	api      string
+	tr       *tracker
+	temporal tclient.Client
+	names    []string
+	// When each pod's creation was asked for, and when it was first Ready.
+	created, readyAt []time.Time
+	adding           time.Duration // the steps' time to Running, summed
+	restorePidMax    func()
+}
+
+// startScale checks that the section's pods fit, starts its stack and
+// waits for its nodes.
+func startScale(ctx context.Context, o options, log *slog.Logger) (*scaleRun, error) {
 	n, m := o.scale, o.scaleNodes
 	if m < 1 {
 		return nil, fmt.Errorf("--scale-nodes %d: want at least one node", m)
 	}
-	steps := min(max(o.scaleSteps, 1), n)
-	if per := (n + m - 1) / m; per > podCIDRPods {
-		return nil, fmt.Errorf("%d pods on %d nodes is %d a node, and a node's /24 pod network holds %d: add nodes (--scale-nodes)", n, m, per, podCIDRPods)
+	total := n + streamPods(o)
+	if per := (total + m - 1) / m; per > podCIDRPods {
+		return nil, fmt.Errorf("%d pods (%d, and %d streamed) on %d nodes is %d a node, and a node's /24 pod network holds %d: add nodes (--scale-nodes)",
+			total, n, total-n, m, per, podCIDRPods)
 	}
 	if o.scaleIsolated {
 		if err := fabric.DirectIsolationSupported(); err != nil {
 			return nil, fmt.Errorf("--scale-isolation: %w", err)
 		}
 	}
-	res := &ScaleResults{Pods: n, Nodes: m, Isolated: o.scaleIsolated, MaxPodsPerNode: podCIDRPods, ProbePeriodSeconds: steadyProbePeriod.Seconds(),
-		CreateInFlight: scaleInFlight, MachineCPUs: machineCPUs(), MachineMemKiB: meminfo("MemTotal")}
-
+	restore, err := roomForTasks(total)
+	if err != nil {
+		return nil, err
+	}
+	run := &scaleRun{o: o, names: make([]string, n), created: make([]time.Time, n), readyAt: make([]time.Time, n), restorePidMax: restore}
+	for i := range run.names {
+		run.names[i] = fmt.Sprintf("scale-%d", i)
+	}
+	run.res = &ScaleResults{Pods: n, Nodes: m, Isolated: o.scaleIsolated, MaxPodsPerNode: podCIDRPods, ProbePeriodSeconds: o.scaleProbePeriod.Seconds(),
+		CreateInFlight: scaleInFlight, MachineCPUs: machineCPUs(), MachineMemKiB: meminfo("MemTotal"), TemporalStore: "SQLite, 1 history shard"}
+	if o.scaleTemporalPG {
+		run.res.TemporalStore = fmt.Sprintf("PostgreSQL, %d history shards", o.scaleShards)
+	}
 	fmt.Fprintf(stderr, "scale: a stack of %d nodes\n", m)
-	s, err := startStack(ctx, stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods, isolated: o.scaleIsolated}, log)
-	if s != nil {
-		defer s.stop()
+	if run.s, err = startStack(ctx, stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods, isolated: o.scaleIsolated,
+		temporalOnPostgres: o.scaleTemporalPG, historyShards: o.scaleShards}, log); err != nil {
+		return run, err
 	}
-	if err != nil {
-		return nil, err
+	run.api = run.s.cp.URL()
+	if err := waitNodes(ctx, run.api, m); err != nil {
+		return run, err
 	}
-	api := s.cp.URL()
-	if err := waitNodes(ctx, api, m); err != nil {
-		return nil, err
+	if run.res.PodsTheNodesFit, err = podsTheNodesFit(run.api, o.scaleProbePeriod); err != nil {
+		return run, err
 	}
-	if res.PodsTheNodesFit, err = podsTheNodesFit(api); err != nil {
-		return nil, err
+	if run.res.PodsTheNodesFit < total {
+		req := scalePodRequests(o.scaleProbePeriod)
+		return run, fmt.Errorf("the nodes' allocatable resources fit %d pods of %dm CPU and %d MiB, not %d",
+			run.res.PodsTheNodesFit, req.MilliCPU, req.Memory>>20, total)
 	}
-	if res.PodsTheNodesFit < n {
-		req := scalePodRequests()
-		return nil, fmt.Errorf("the nodes' allocatable resources fit %d pods of %dm CPU and %d MiB, not %d",
-			res.PodsTheNodesFit, req.MilliCPU, req.Memory>>20, n)
+	if run.tr, err = watchPods(ctx, run.api); err != nil {
+		return run, err
 	}
-	tr, err := watchPods(ctx, api)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.dialTemporal(log)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
+	run.temporal, err = run.s.dialTemporal(log)
+	return run, err
+}
 
-	fmt.Fprintf(stderr, "scale: the stack without pods for %s\n", o.scaleWindow)
-	if err := sleep(ctx, steadySettle); err != nil {
-		return nil, err
+// streamPods is how many pods the stream adds at all its rates.
+func streamPods(o options) int {
+	n := 0
+	for _, r := range o.scaleStreamRates {
+		n += max(1, int(r*o.scaleStreamFor.Seconds()))
 	}
-	empty, err := measureScaleStep(ctx, s, c, tr, nil, o.scaleWindow)
+	return n
+}
+
+// measure measures the stack with its first pods pods over a window.
+func (run *scaleRun) measure(ctx context.Context, pods int) (*ScaleStep, error) {
+	st, err := measureScaleStep(ctx, run.s, run.temporal, run.tr, run.names[:pods], run.o.scaleWindow)
 	if err != nil {
 		return nil, err
 	}
-	res.Steps = append(res.Steps, *empty)
+	st.Finite = run.s.finite(ctx)
+	return st, nil
+}
 
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("scale-%d", i)
+// addStep creates the pods from..to, waits for them to be Ready, and
+// measures the stack with every pod so far and their probes alone.
+func (run *scaleRun) addStep(ctx context.Context, from, to int, empty *ScaleStep) (*ScaleStep, error) {
+	start := time.Now()
+	if err := parallel(to-from, scaleInFlight, func(i int) error {
+		run.created[from+i] = time.Now()
+		return createPod(run.api, run.names[from+i], scalePodBody(run.names[from+i], run.o.scaleProbePeriod))
+	}); err != nil {
+		return nil, err
 	}
-	created, readyAt := make([]time.Time, n), make([]time.Time, n)
-	var adding time.Duration // to Running
-	for k, from := 1, 0; k <= steps; k++ {
-		to := n * k / steps
-		fmt.Fprintf(stderr, "scale: step %d/%d, %d → %d pods\n", k, steps, from, to)
-		start := time.Now()
-		if err := parallel(to-from, scaleInFlight, func(i int) error {
-			created[from+i] = time.Now()
-			return createPod(api, names[from+i], scalePodBody(names[from+i]))
-		}); err != nil {
-			return nil, err
-		}
-		if err := waitAll(ctx, tr, tr.ready, "Ready", names[from:to], readyAt[from:to]); err != nil {
-			return nil, err
-		}
-		lastRunning, lastReady := start, start
-		for i, name := range names[from:to] {
-			if at, ok := tr.at(tr.running, name); ok && at.After(lastRunning) {
-				lastRunning = at
-			}
-			if at := readyAt[from+i]; at.After(lastReady) {
-				lastReady = at
-			}
-		}
-		adding += lastRunning.Sub(start)
-		if err := sleep(ctx, steadySettle); err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(stderr, "scale: measuring %d pods for %s\n", to, o.scaleWindow)
-		st, err := measureScaleStep(ctx, s, c, tr, names[:to], o.scaleWindow)
-		if err != nil {
-			return nil, err
-		}
-		st.RunningSeconds, st.ReadySeconds = lastRunning.Sub(start).Seconds(), lastReady.Sub(start).Seconds()
-		st.perPod(empty)
-		fmt.Fprintf(stderr, "scale: exec probes at the pods' rate for up to %s\n", o.scaleWindow)
-		f, err := probeFloor(ctx, s, api, names[:to], o.scaleWindow)
-		if err != nil {
-			return nil, err
-		}
-		st.ProbeCPUMs, st.ProbeCommandsCPUMs = f.NodeMs, f.CommandsMs
-		res.Steps = append(res.Steps, *st)
-		from = to
+	if err := waitAll(ctx, run.tr, run.tr.ready, "Ready", run.names[from:to], run.readyAt[from:to]); err != nil {
+		return nil, err
 	}
-	res.RunningPodsPerSecond = float64(n) / adding.Seconds()
+	lastRunning, lastReady := start, start
+	for i, name := range run.names[from:to] {
+		if at, ok := run.tr.at(run.tr.running, name); ok && at.After(lastRunning) {
+			lastRunning = at
+		}
+		if at := run.readyAt[from+i]; at.After(lastReady) {
+			lastReady = at
+		}
+	}
+	run.adding += lastRunning.Sub(start)
+	if err := sleep(ctx, run.o.scaleSettle); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "scale: measuring %d pods for %s\n", to, run.o.scaleWindow)
+	st, err := run.measure(ctx, to)
+	if err != nil {
+		return nil, err
+	}
+	st.RunningSeconds, st.ReadySeconds = lastRunning.Sub(start).Seconds(), lastReady.Sub(start).Seconds()
+	st.perPod(empty)
+	fmt.Fprintf(stderr, "scale: exec probes at the pods' rate for up to %s\n", run.o.scaleWindow)
+	f, err := probeFloor(ctx, run.s, run.api, run.names[:to], run.o.scaleProbePeriod, run.o.scaleWindow)
+	if err != nil {
+		return nil, err
+	}
+	st.ProbeCPUMs, st.ProbeCommandsCPUMs = f.NodeMs, f.CommandsMs
+	return st, nil
+}
 
+// summarize derives the section's figures from its steps.
+func (run *scaleRun) summarize() error {
+	res := run.res
+	res.RunningPodsPerSecond = float64(len(run.names)) / run.adding.Seconds()
 	var running, ready []time.Duration
-	for i, name := range names {
-		if at, ok := tr.at(tr.running, name); ok {
-			running = append(running, at.Sub(created[i]))
+	for i, name := range run.names {
+		if at, ok := run.tr.at(run.tr.running, name); ok {
+			running = append(running, at.Sub(run.created[i]))
 		}
-		ready = append(ready, readyAt[i].Sub(created[i]))
+		ready = append(ready, run.readyAt[i].Sub(run.created[i]))
 	}
 	res.CreateToRunning, res.CreateToReady = percentiles(running), percentiles(ready)
-	if res.PodsPerNodeMin, res.PodsPerNodeMax, err = podsPerNode(api, s); err != nil {
-		return nil, err
+	var err error
+	if res.PodsPerNodeMin, res.PodsPerNodeMax, err = podsPerNode(run.api, run.s); err != nil {
+		return err
 	}
 	res.fit()
+	res.headroom()
 	res.ProbeCPUMs = res.Steps[len(res.Steps)-1].ProbeCPUMs
-	res.FloorCPUPer100Pods = floorPer100Pods(res.ProbeCPUMs)
-	fmt.Fprintf(stderr, "scale: stopping the nodes\n")
-	start := time.Now()
-	s.nodes.Stop()
-	res.NodesStopSeconds = time.Since(start).Seconds()
-	res.ProcessesLeftAfterStop = processesUnder(filepath.Join(s.dir, "nodes"))
-	s.nodes = nil
-	return res, nil
+	res.FloorCPUPer100Pods = floorPer100Pods(res.ProbeCPUMs, run.o.scaleProbePeriod)
+	return nil
 }
 
-// scalePodBody is a pod like steadyPodBody's, placed by the scheduler.
-func scalePodBody(name string) []byte {
+// scalePodBody is a pod like steadyPodBody's, placed by the scheduler,
+// probed every period.
+func scalePodBody(name string, period time.Duration) []byte {
 	return []byte(fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"terminationGracePeriodSeconds":0,"containers":[{"name":"app","image":"base",
 	  "command":["sleep","3600"],"resources":{"requests":{"cpu":"10m","memory":"16Mi"}},
-	  "readinessProbe":{"exec":{"command":["true"]},"periodSeconds":%d}}]}}`, name, int(steadyProbePeriod.Seconds())))
+	  "readinessProbe":{"exec":{"command":["true"]},"periodSeconds":%d}}]}}`, name, int(period.Seconds())))
 }
 
-func scalePodRequests() scheduler.Resources {
+func scalePodRequests(period time.Duration) scheduler.Resources {
 	var p model.Pod
-	_ = json.Unmarshal(scalePodBody("p"), &p)
+	_ = json.Unmarshal(scalePodBody("p", period), &p)
 	return scheduler.PodRequests(&p)
 }
 
 // podsTheNodesFit is how many scale pods the nodes' allocatable resources
 // (as the agents registered them) take, as the scheduler counts.
-func podsTheNodesFit(api string) (int, error) {
+func podsTheNodesFit(api string, period time.Duration) (int, error) {
 	var list model.List[model.Node]
 	if err := getJSON(api+"/api/v1/nodes", &list); err != nil {
 		return 0, fmt.Errorf("list nodes: %w", err)
 	}
-	req := scalePodRequests()
+	req := scalePodRequests(period)
 	total := 0
 	for i := range list.Items {
 		a := scheduler.Allocatable(&list.Items[i])
@@ -299,17 +395,13 @@ func podsTheNodesFit(api string) (int, error) {
 
 // podsPerNode is the fewest and most pods the scheduler put on a node.
 func podsPerNode(api string, s *stack) (lo, hi int, err error) {
-	var list model.List[model.Pod]
-	if err := getJSON(api+"/api/v1/namespaces/default/pods", &list); err != nil {
-		return 0, 0, fmt.Errorf("list pods: %w", err)
-	}
-	on := map[string]int{}
-	for _, p := range list.Items {
-		on[p.Spec.NodeName]++
+	on, err := podsByNode(api)
+	if err != nil {
+		return 0, 0, err
 	}
 	lo = math.MaxInt
 	for _, n := range s.nodes.Nodes {
-		lo, hi = min(lo, on[n.Name]), max(hi, on[n.Name])
+		lo, hi = min(lo, len(on[n.Name])), max(hi, len(on[n.Name]))
 	}
 	return lo, hi, nil
 }

@@ -48,6 +48,11 @@ type stackConfig struct {
 	// isolated: every node and zone in namespaces of its own (fabric),
 	// as make dev runs where the machine allows it.
 	isolated bool
+	// temporalOnPostgres keeps Temporal's state in the stack's PostgreSQL
+	// with historyShards shards, as production runs it, instead of the
+	// dev stack's SQLite file with one.
+	temporalOnPostgres bool
+	historyShards      int
 }
 
 func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack, error) {
@@ -75,6 +80,7 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	// are their defaults (a 10 s heartbeat): the stack measured is the
 	// one operators run.
 	if s.cluster, err = devcluster.Build(ctx, devcluster.Options{Dir: dir, Logger: log, CountRequests: true, ControlPlane: cpConfig,
+		TemporalOnPostgres: cfg.temporalOnPostgres, HistoryShards: cfg.historyShards,
 		Zonewright: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), Nodes: cfg.nodes,
 		AgentArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods)}, Underlay: underlay, OperatorName: "zwbench"}); err != nil {
 		return s, err

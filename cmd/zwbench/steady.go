@@ -156,14 +156,14 @@ func steadyState(ctx context.Context, s *stack, api string, tr *tracker, c tclie
 	res.PodsCPUPer100Pods = (res.StackCPU - res.StackCPUNoPods) * perPods
 
 	fmt.Fprintf(stderr, "steady: the floor, exec probes at the pods' rate for up to %s\n", o.steadyWindow)
-	f, err := probeFloor(ctx, s, api, names, o.steadyWindow)
+	f, err := probeFloor(ctx, s, api, names, steadyProbePeriod, o.steadyWindow)
 	if err != nil {
 		return nil, err
 	}
 	res.FloorProbes = f.Probes
 	res.ProbeCPUMs, res.ProbeCommandsCPUMs, res.ProbeProcessCPUMs = f.NodeMs, f.CommandsMs, f.ProcessMs
-	res.FloorCPUPer100Pods = floorPer100Pods(res.ProbeCPUMs)
-	res.CommandsFloorCPUPer100Pods = floorPer100Pods(res.ProbeCommandsCPUMs)
+	res.FloorCPUPer100Pods = floorPer100Pods(res.ProbeCPUMs, steadyProbePeriod)
+	res.CommandsFloorCPUPer100Pods = floorPer100Pods(res.ProbeCommandsCPUMs, steadyProbePeriod)
 	res.StackToFloor = res.StackCPUPer100Pods / res.FloorCPUPer100Pods
 	res.PodsToFloor = res.PodsCPUPer100Pods / res.FloorCPUPer100Pods
 	res.StackToCommandsFloor = res.StackCPUPer100Pods / res.CommandsFloorCPUPer100Pods
@@ -331,7 +331,7 @@ func eventsSince(ctx context.Context, c tclient.Client, id string, mark historyM
 // steadyProbePeriod) in a process of its own, the way their nodes run
 // them and at the rate they do, for about window (see floorProbeCount),
 // and returns what they cost that process.
-func probeFloor(ctx context.Context, s *stack, api string, podNames []string, window time.Duration) (ProbeFloor, error) {
+func probeFloor(ctx context.Context, s *stack, api string, podNames []string, period, window time.Duration) (ProbeFloor, error) {
 	var pods model.List[model.Pod]
 	if err := getJSON(api+"/api/v1/namespaces/default/pods", &pods); err != nil {
 		return ProbeFloor{}, fmt.Errorf("list pods: %w", err)
@@ -344,7 +344,7 @@ func probeFloor(ctx context.Context, s *stack, api string, podNames []string, wi
 	for _, n := range podNames {
 		want[n] = true
 	}
-	interval := steadyProbePeriod / time.Duration(len(podNames))
+	interval := period / time.Duration(len(podNames))
 	req := probeFloorRequest{Command: []string{"true"}, Probes: floorProbeCount(interval, window), Interval: interval}
 	for _, p := range pods.Items {
 		if !want[p.Metadata.Name] {
@@ -376,9 +376,9 @@ func floorProbeCount(interval, window time.Duration) int {
 }
 
 // floorPer100Pods is, in %% of a core, what 100 pods' probes cost at one
-// probe of cpuMs each per steadyProbePeriod.
-func floorPer100Pods(cpuMs float64) float64 {
-	return cpuMs / 1000 * (100 / steadyProbePeriod.Seconds()) * 100
+// probe of cpuMs each per period.
+func floorPer100Pods(cpuMs float64, period time.Duration) float64 {
+	return cpuMs / 1000 * (100 / period.Seconds()) * 100
 }
 
 // machineBusyTicks is the CPU time, in clockTicks, that every CPU of the

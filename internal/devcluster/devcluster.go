@@ -54,6 +54,12 @@ type Options struct {
 	// CountRequests makes the Temporal frontend count the calls it serves
 	// (devstack.TemporalConfig.CountRequests).
 	CountRequests bool
+	// TemporalOnPostgres keeps the in-process Temporal server's state in
+	// the private PostgreSQL (database "temporal"), with HistoryShards
+	// history shards, as production runs it; false: a SQLite file in
+	// Dir/temporal with one shard.
+	TemporalOnPostgres bool
+	HistoryShards      int
 	// ControlPlane are the control plane's own settings (ranges, tuning,
 	// images, DNS, bounds). Build fills in its database, Temporal and
 	// state directory and, when empty, Listen (a free loopback port),
@@ -210,10 +216,21 @@ func (c *Cluster) temporal(ctx context.Context) error {
 	if log == nil {
 		log = c.log.With("component", "temporal-server")
 	}
-	tmp, err := devstack.StartTemporalOnFreePorts(ctx, devstack.TemporalConfig{Address: c.opts.TemporalAddress,
+	cfg := devstack.TemporalConfig{Address: c.opts.TemporalAddress,
 		DataDir: filepath.Join(c.opts.Dir, "temporal"), Namespace: devstack.DefaultNamespace, CA: c.CA,
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log, LogLevel: level,
-		CountRequests: c.opts.CountRequests, NodeCertRevoked: (&auth.NodeCertificates{Pool: c.DB}).Revoked})
+		CountRequests: c.opts.CountRequests, NodeCertRevoked: (&auth.NodeCertificates{Pool: c.DB}).Revoked}
+	if c.opts.TemporalOnPostgres {
+		if c.postgres == nil {
+			return errors.New("devcluster: Temporal on PostgreSQL needs the private PostgreSQL: no database URL")
+		}
+		var err error
+		if cfg.DatabaseURL, err = c.postgres.EnsureDatabase(ctx, "temporal"); err != nil {
+			return err
+		}
+		cfg.HistoryShards = c.opts.HistoryShards
+	}
+	tmp, err := devstack.StartTemporalOnFreePorts(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("embedded Temporal: %w", err)
 	}

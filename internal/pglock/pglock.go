@@ -33,6 +33,10 @@ const (
 	// RoomFeedLeader elects the one room feed that wakes pods waiting for
 	// room (a session lock).
 	RoomFeedLeader int64 = 0x7a77_0009
+	// PodCIDR serialises giving nodes their pod CIDRs (a transaction
+	// lock), so that nodes joining at once do not all race for the same
+	// lowest free block.
+	PodCIDR int64 = 0x7a77_000a
 )
 
 // Sync is the class of the locks that let one sync of a workload run at
@@ -43,4 +47,4 @@ const (
 const Sync int32 = 0x7a77_0007
 
 // All is every key, for the test that keeps them distinct.
-var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP, WorkloadFeedLeader, PodImages, RoomFeedLeader}
+var All = []int64{Change, Scheduling, EndpointsLeader, ClusterIP, WorkloadFeedLeader, PodImages, RoomFeedLeader, PodCIDR}

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/zonewright/zonewright/internal/pglock"
 )
 
 // Defaults of the cluster range and of each node's share of it.
@@ -103,62 +105,75 @@ func (a *Allocator) Assign(ctx context.Context, node, want string) (string, erro
 		}
 		wanted = p
 	}
-	for attempt := 0; attempt < 5; attempt++ {
-		// The common case, a node that holds one, reads its row alone.
-		var own string
-		err := a.pool.QueryRow(ctx, "SELECT cidr::text FROM node_pod_cidrs WHERE node_name = $1", node).Scan(&own)
-		if err == nil {
-			mine, perr := netip.ParsePrefix(own)
-			if perr != nil {
-				return "", fmt.Errorf("node %s holds an unreadable pod CIDR %q: %w", node, own, perr)
-			}
-			if wanted.IsValid() && wanted != mine {
-				return "", fmt.Errorf("%w: node %s holds %s for its life; it cannot take %s", ErrHeld, node, mine, wanted)
-			}
-			return mine.String(), nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return "", fmt.Errorf("read the pod CIDR of node %s: %w", node, err)
-		}
-		held, mine, err := a.held(ctx, node)
-		if err != nil {
-			return "", err
-		}
-		if mine.IsValid() {
-			if wanted.IsValid() && wanted != mine {
-				return "", fmt.Errorf("%w: node %s holds %s for its life; it cannot take %s", ErrHeld, node, mine, wanted)
-			}
-			return mine.String(), nil
-		}
-		pick := wanted
-		if !pick.IsValid() {
-			var ok bool
-			if pick, ok = a.Range.FirstFree(held); !ok {
-				return "", fmt.Errorf("%w: %s in /%d blocks", ErrExhausted, a.Range.Cluster, a.Range.NodeBits)
-			}
-		}
-		_, err = a.pool.Exec(ctx, "INSERT INTO node_pod_cidrs (node_name, cidr) VALUES ($1, $2)", node, pick.String())
-		var pgErr *pgconn.PgError
-		switch {
-		case err == nil:
-			return pick.String(), nil
-		case errors.As(err, &pgErr) && pgErr.Code == "23P01": // exclusion: overlaps
-			if wanted.IsValid() {
-				return "", fmt.Errorf("%w: %s", ErrOverlap, wanted)
-			}
-			continue // another node took it meanwhile: pick again
-		case errors.As(err, &pgErr) && pgErr.Code == "23505": // this node, concurrently
-			continue
-		default:
-			return "", fmt.Errorf("assign node %s a pod CIDR: %w", node, err)
-		}
+	// The common case, a node that holds one, reads its row alone.
+	var own string
+	err := a.pool.QueryRow(ctx, "SELECT cidr::text FROM node_pod_cidrs WHERE node_name = $1", node).Scan(&own)
+	if err == nil {
+		return keep(node, own, wanted)
 	}
-	return "", fmt.Errorf("assign node %s a pod CIDR: the table kept changing", node)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("read the pod CIDR of node %s: %w", node, err)
+	}
+	return a.assignNew(ctx, node, wanted)
 }
 
-// held lists every CIDR held, and node's own (invalid when none).
-func (a *Allocator) held(ctx context.Context, node string) ([]netip.Prefix, netip.Prefix, error) {
-	rows, err := a.pool.Query(ctx, "SELECT node_name, cidr::text FROM node_pod_cidrs")
+// assignNew gives node a CIDR under a lock: nodes joining at once would
+// otherwise all pick the same lowest free block, and all but one pick
+// again, round after round.
+func (a *Allocator) assignNew(ctx context.Context, node string, wanted netip.Prefix) (string, error) {
+	tx, err := a.pool.Begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("assign node %s a pod CIDR: %w", node, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", pglock.PodCIDR); err != nil {
+		return "", fmt.Errorf("assign node %s a pod CIDR: %w", node, err)
+	}
+	held, mine, err := heldBy(ctx, tx, node)
+	if err != nil {
+		return "", err
+	}
+	if mine.IsValid() {
+		return keep(node, mine.String(), wanted)
+	}
+	pick := wanted
+	if !pick.IsValid() {
+		var ok bool
+		if pick, ok = a.Range.FirstFree(held); !ok {
+			return "", fmt.Errorf("%w: %s in /%d blocks", ErrExhausted, a.Range.Cluster, a.Range.NodeBits)
+		}
+	}
+	_, err = tx.Exec(ctx, "INSERT INTO node_pod_cidrs (node_name, cidr) VALUES ($1, $2)", node, pick.String())
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return pick.String(), nil
+	case errors.As(err, &pgErr) && pgErr.Code == "23P01": // exclusion: overlaps
+		return "", fmt.Errorf("%w: %s", ErrOverlap, pick)
+	default:
+		return "", fmt.Errorf("assign node %s a pod CIDR: %w", node, err)
+	}
+}
+
+// keep answers a node that holds own already: it keeps it, and asking for
+// another is refused.
+func keep(node, own string, wanted netip.Prefix) (string, error) {
+	mine, err := netip.ParsePrefix(own)
+	if err != nil {
+		return "", fmt.Errorf("node %s holds an unreadable pod CIDR %q: %w", node, own, err)
+	}
+	if wanted.IsValid() && wanted != mine {
+		return "", fmt.Errorf("%w: node %s holds %s for its life; it cannot take %s", ErrHeld, node, mine, wanted)
+	}
+	return mine.String(), nil
+}
+
+// heldBy lists every CIDR held, and node's own (invalid when none).
+func heldBy(ctx context.Context, tx pgx.Tx, node string) ([]netip.Prefix, netip.Prefix, error) {
+	rows, err := tx.Query(ctx, "SELECT node_name, cidr::text FROM node_pod_cidrs")
 	if err != nil {
 		return nil, netip.Prefix{}, fmt.Errorf("read the pod CIDRs held: %w", err)
 	}

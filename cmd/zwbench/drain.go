@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/model"
+)
+
+// drainWait bounds how long the drain section waits for the drained
+// node's pods to run elsewhere.
+const drainWait = 10 * time.Minute
+
+// DrainResults are a node with the most pods drained at scale: from the
+// drain request until every pod that was on it runs on another node.
+type DrainResults struct {
+	Node    string  `json:"node"`
+	Pods    int     `json:"pods"`
+	Moved   int     `json:"podsRunningElsewhere"`
+	Seconds float64 `json:"seconds"`
+}
+
+// drainSection drains the node holding the most pods and waits for them
+// to run elsewhere (their restartPolicy is Always, so each is placed
+// again).
+func drainSection(ctx context.Context, api string) (*DrainResults, error) {
+	on, err := podsByNode(api)
+	if err != nil {
+		return nil, err
+	}
+	res := &DrainResults{}
+	for node, names := range on {
+		if len(names) > res.Pods {
+			res.Node, res.Pods = node, len(names)
+		}
+	}
+	fmt.Fprintf(stderr, "scale: draining %s with %d pods\n", res.Node, res.Pods)
+	start := time.Now()
+	req, _ := http.NewRequest("POST", api+"/api/v1/nodes/"+res.Node+"/drain", nil)
+	if err := doOK(req, nil); err != nil {
+		return nil, err
+	}
+	left := map[string]bool{}
+	for _, name := range on[res.Node] {
+		left[name] = true
+	}
+	for len(left) > 0 && time.Since(start) < drainWait {
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			return nil, err
+		}
+		for name := range left {
+			var p model.Pod
+			if getOK(api+"/api/v1/namespaces/default/pods/"+name, &p) == nil &&
+				p.Status.Phase == model.PodRunning && p.Spec.NodeName != "" && p.Spec.NodeName != res.Node {
+				delete(left, name)
+				res.Moved++
+			}
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// podsByNode lists every pod of the namespace by the node it is on.
+func podsByNode(api string) (map[string][]string, error) {
+	on := map[string][]string{}
+	cont := ""
+	for {
+		var list model.List[model.Pod]
+		if err := getOK(fmt.Sprintf("%s/api/v1/namespaces/default/pods?limit=%d&continue=%s", api, listPageSize, cont), &list); err != nil {
+			return nil, fmt.Errorf("list pods: %w", err)
+		}
+		for _, p := range list.Items {
+			if p.Spec.NodeName != "" {
+				on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p.Metadata.Name)
+			}
+		}
+		if cont = list.Metadata.Continue; cont == "" {
+			return on, nil
+		}
+	}
+}

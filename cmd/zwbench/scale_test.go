@@ -1,0 +1,78 @@
+package main
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonewright/zonewright/internal/simtest"
+)
+
+// The scale section runs whole at a small size, on a real stack: every pod
+// Ready at every step, the stream's pods Running and announced to every
+// watcher, the drained node's pods running on the other node, the finite
+// resources fitted, and nothing left running once the nodes stop. A
+// check that it still runs, not a measurement: make bench measures.
+func TestTheScaleSectionRunsSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole stack")
+	}
+	bin := t.TempDir()
+	if err := simtest.BuildBinaries(bin, "zonewright", "illumos-sim"); err != nil {
+		t.Fatal(err)
+	}
+	o := options{binDir: bin, scale: 6, scaleNodes: 2, scaleSteps: 2, scaleWindow: 2 * time.Second, scaleSettle: time.Second,
+		scaleProbePeriod: 2 * time.Second, scaleStreamRates: []float64{2}, scaleStreamFor: 3 * time.Second, scaleWatchers: 3, scaleDrain: true,
+		scaleTemporalPG: true, scaleShards: 2}
+	res, err := scale(t.Context(), o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report strings.Builder
+	res.print(&report)
+	t.Log(report.String())
+	if len(res.Steps) != 3 || res.Steps[2].PodsReady != 6 {
+		t.Errorf("steps %+v: want the empty stack and two steps, 6 pods Ready at the last", res.Steps)
+	}
+	if res.PodsPerNodeMin+res.PodsPerNodeMax == 0 {
+		t.Errorf("pods per node %d–%d: want the pods counted on their nodes", res.PodsPerNodeMin, res.PodsPerNodeMax)
+	}
+	if len(res.Headroom) != 5 || res.Headroom[2].Fit.Slope <= 0 {
+		t.Errorf("headroom %+v: want five resources, threads growing with pods", res.Headroom)
+	}
+	if res.Stream == nil || len(res.Stream.Rates) != 1 {
+		t.Fatalf("stream %+v: want one rate", res.Stream)
+	}
+	r := res.Stream.Rates[0]
+	if r.Pods != 6 || r.NotRunning != 0 || r.Errors != 0 {
+		t.Errorf("stream: %d pods, %d not running, %d API errors (%s): want 6, 0, 0", r.Pods, r.NotRunning, r.Errors, r.FirstError)
+	}
+	if r.WatchMissed != 0 || r.WatchDelivery.Max <= 0 {
+		t.Errorf("watchers missed %d events, delivery %+v: want every event delivered", r.WatchMissed, r.WatchDelivery)
+	}
+	if r.List.Max <= 0 || r.Get.Max <= 0 || r.Update.Max <= 0 || r.Create.Max <= 0 || r.ListPages < 1 {
+		t.Errorf("API under the stream: list %+v (%d pages), get %+v, update %+v, create %+v: want each measured", r.List, r.ListPages, r.Get, r.Update, r.Create)
+	}
+	if d := res.Drain; d == nil || d.Pods == 0 || d.Moved != d.Pods {
+		t.Errorf("drain %+v: want every pod of the node running elsewhere", d)
+	}
+	if res.ProcessesLeftAfterStop != 0 {
+		t.Errorf("%d processes outlived the nodes' stop", res.ProcessesLeftAfterStop)
+	}
+}
+
+// A watcher that never saw a pod's ADDED event counts as a missed event,
+// so a watch that drops changes cannot pass the stream's check.
+func TestAWatcherThatMissesAnEventIsCounted(t *testing.T) {
+	sent, seen := newStamps(), newStamps()
+	at := time.Now()
+	sent.set("stream0-0", at)
+	sent.set("stream0-1", at)
+	seen.set("stream0-0", at.Add(30*time.Millisecond))
+	ws := &watchers{cancel: func() {}, seen: []*stamps{seen}}
+	d, missed := ws.delivery([]string{"stream0-0", "stream0-1"}, sent, 0)
+	if missed != 1 || d.Max != 30 {
+		t.Errorf("delivery %+v, %d missed: want 30 ms and 1 missed", d, missed)
+	}
+}
