@@ -208,7 +208,7 @@ func (s *Server) drainNode(c *gin.Context) {
 	}
 	evicted, err := s.control.EvictNodePods(ctx, controlapi.EvictInput{Node: n.Metadata.Name, KeepClaims: moving})
 	if err != nil {
-		s.fail(c, dependencyError(err))
+		s.fail(c, partlyDrained(n.Metadata.Name, evicted, err))
 		return
 	}
 	msg := fmt.Sprintf("Node %s cordoned and drained: %d pod(s) told to leave", n.Metadata.Name, evicted)
@@ -217,6 +217,19 @@ func (s *Server) drainNode(c *gin.Context) {
 	}
 	s.nodeEvent(ctx, n.Node, model.EventNormal, "NodeDrain", msg)
 	respond(c, http.StatusOK, n.Node)
+}
+
+// partlyDrained is the answer to a drain some of whose pods could not be
+// told to leave: the node stays cordoned and the pods told are leaving,
+// so "nothing was changed" would be untrue. Drained again, the rest are
+// told (telling a pod twice is harmless).
+func partlyDrained(node string, told int, err error) error {
+	var ae *apiError
+	if mapped := dependencyError(err); !errors.As(mapped, &ae) || ae.code != http.StatusServiceUnavailable {
+		return mapped
+	}
+	return &apiError{code: http.StatusServiceUnavailable, reason: "ServiceUnavailable", cause: err,
+		msg: fmt.Sprintf("node %s is cordoned and %d of its pods were told to leave, but Temporal did not take the others' word: drain it again shortly to tell them", node, told)}
 }
 
 type editedNode struct {

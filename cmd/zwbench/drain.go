@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
@@ -20,6 +21,29 @@ type DrainResults struct {
 	Pods    int     `json:"pods"`
 	Moved   int     `json:"podsRunningElsewhere"`
 	Seconds float64 `json:"seconds"`
+	// Requests is how many drain requests it took: a drain whose pods
+	// Temporal did not all hear answers 503, to be sent again.
+	Requests int    `json:"drainRequests"`
+	Error    string `json:"error,omitempty"`
+}
+
+// drainRetries bounds the drain requests sent while they answer 503.
+const drainRetries = 10
+
+// drainNode asks for the drain of res.Node, again while it answers 503,
+// as kubectl drain asks again for each eviction.
+func drainNode(ctx context.Context, api string, res *DrainResults) error {
+	for {
+		res.Requests++
+		req, _ := http.NewRequest("POST", api+"/api/v1/nodes/"+res.Node+"/drain", nil)
+		err := doOK(req, nil)
+		if err == nil || !strings.Contains(err.Error(), ": 503 ") || res.Requests >= drainRetries {
+			return err
+		}
+		if err := sleep(ctx, 5*time.Second); err != nil {
+			return err
+		}
+	}
 }
 
 // drainSection drains the node holding the most pods and waits for them
@@ -38,9 +62,9 @@ func drainSection(ctx context.Context, api string) (*DrainResults, error) {
 	}
 	fmt.Fprintf(stderr, "scale: draining %s with %d pods\n", res.Node, res.Pods)
 	start := time.Now()
-	req, _ := http.NewRequest("POST", api+"/api/v1/nodes/"+res.Node+"/drain", nil)
-	if err := doOK(req, nil); err != nil {
-		return nil, err
+	if err := drainNode(ctx, api, res); err != nil {
+		res.Error = err.Error()
+		return res, nil
 	}
 	left := map[string]bool{}
 	for _, name := range on[res.Node] {

@@ -157,7 +157,10 @@ func (r *ScaleResults) print(w io.Writer) {
 		r.Stream.print(w)
 	}
 	if d := r.Drain; d != nil {
-		fmt.Fprintf(w, "\n  drain of %s with %d pods: %d running on other nodes %.1f s after the request\n", d.Node, d.Pods, d.Moved, d.Seconds)
+		fmt.Fprintf(w, "\n  drain of %s with %d pods: %d running on other nodes %.1f s after the first request (%d requests)\n", d.Node, d.Pods, d.Moved, d.Seconds, d.Requests)
+		if d.Error != "" {
+			fmt.Fprintf(w, "  the drain failed: %s\n", d.Error)
+		}
 	}
 	fmt.Fprintf(w, "\n  stopping the nodes with every pod running took %.1f s; %d of the stack's processes outlived it\n", r.NodesStopSeconds, r.ProcessesLeftAfterStop)
 	fmt.Fprintf(w, "  the section took %.0f s\n", r.ElapsedSeconds)
