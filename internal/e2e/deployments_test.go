@@ -432,10 +432,15 @@ func TestDeploymentFailedRolloutRevertsItselfOrByHand(t *testing.T) {
 		return reason == model.ReasonRolledBack || c.deployment("healthy").Status.Revision == 3
 	})
 	t.Logf("healthyDeadlineSeconds failed the rollout and reverted it %s after the template change", time.Since(start).Round(100*time.Millisecond))
+	// The event follows the deployment's write (a reader sent to the
+	// revert must find it there), so it may come a moment after.
 	var reverted model.List[model.Event]
-	c.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dhealthy,reason%3D"+model.ReasonRolledBack, &reverted)
-	if len(reverted.Items) == 0 || !strings.Contains(firstSeenFirst(reverted.Items)[0].Message, "healthy deadline") {
-		t.Fatalf("no event says why healthy was reverted: %+v", reverted.Items)
+	c.eventually(15*time.Second, "an event saying why healthy was reverted", func() bool {
+		c.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dhealthy,reason%3D"+model.ReasonRolledBack, &reverted)
+		return len(reverted.Items) > 0
+	})
+	if msg := firstSeenFirst(reverted.Items)[0].Message; !strings.Contains(msg, "healthy deadline") {
+		t.Fatalf("the revert's event does not say the healthy deadline failed it: %q", msg)
 	}
 	c.waitRolledOut("healthy", 2*time.Minute)
 
