@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,10 +34,10 @@ const (
 // created when missing and migrated to this server version's schema, as
 // temporal-sql-tool's create-database, setup-schema -v 0.0 and
 // update-schema do. Servers starting at once migrate one at a time.
-func postgresStores(ctx context.Context, databaseURL string, logger log.Logger) (main, visibility *config.SQL, err error) {
+func postgresStores(ctx context.Context, databaseURL string, logger log.Logger) (main, visibility *config.SQL, release func(), err error) {
 	main, err = postgresConfig(databaseURL)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	visibility = new(config.SQL)
 	*visibility = *main
@@ -44,25 +45,30 @@ func postgresStores(ctx context.Context, databaseURL string, logger log.Logger) 
 
 	admin, err := pgx.Connect(ctx, adminURL(databaseURL))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+		return nil, nil, nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
-	defer admin.Close(context.Background())
+	// The lock is held until the caller has built its server: building
+	// one saves the cluster's metadata, and two processes saving it at
+	// once into a new database fail one of them with a duplicate key.
+	release = sync.OnceFunc(func() { _ = admin.Close(context.Background()) }) // the session's end unlocks
 	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock($1)", schemaLock); err != nil {
-		return nil, nil, fmt.Errorf("lock the schema: %w", err)
+		release()
+		return nil, nil, nil, fmt.Errorf("lock the schema: %w", err)
 	}
-	defer admin.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", schemaLock) //nolint:errcheck // released with the session anyway
 	for _, s := range []struct {
 		conf   *config.SQL
 		schema string
 	}{{main, mainSchema}, {visibility, visibilitySchema}} {
 		if err := ensureDatabase(ctx, admin, s.conf.DatabaseName); err != nil {
-			return nil, nil, err
+			release()
+			return nil, nil, nil, err
 		}
 		if err := migrate(s.conf, s.schema, logger); err != nil {
-			return nil, nil, fmt.Errorf("database %s: %w", s.conf.DatabaseName, err)
+			release()
+			return nil, nil, nil, fmt.Errorf("database %s: %w", s.conf.DatabaseName, err)
 		}
 	}
-	return main, visibility, nil
+	return main, visibility, release, nil
 }
 
 // postgresConfig is the server's SQL configuration for a postgres:// URL;

@@ -246,10 +246,11 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 	}
 	level := newServerLevel(cfg.LogLevel)
 	logger := newServerLogger(cfg.Logger, level)
-	stores, dbPath, err := openStores(ctx, cfg, logger)
+	stores, dbPath, release, err := openStores(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	conf, err := serverConfig(host, port, stores, lay)
 	if err != nil {
 		return nil, fmt.Errorf("start temporal: %w", err)
@@ -265,7 +266,9 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		t.requests = newRequestCounter()
 		extra = append(extra, temporal.WithChainedFrontendGrpcInterceptors(t.requests.intercept))
 	}
-	if t.server, err = newServer(conf, lay, cfg.CA != nil, logger, extra...); err != nil {
+	t.server, err = newServer(conf, lay, cfg.CA != nil, logger, extra...)
+	release() // the cluster's metadata is saved: the other processes may build theirs
+	if err != nil {
 		return nil, fmt.Errorf("start temporal: %w", err)
 	}
 	if err := startServer(t.server); err != nil {
@@ -361,23 +364,25 @@ func (cfg *TemporalConfig) checkAndDefault() (string, int, layout, error) {
 
 // openStores readies the server's state: in PostgreSQL when cfg has a
 // database URL, else in the SQLite file it returns the path of.
-func openStores(ctx context.Context, cfg TemporalConfig, logger serverLogger) (persistence, string, error) {
+// In PostgreSQL, release ends the schema lock, held until the server is
+// built.
+func openStores(ctx context.Context, cfg TemporalConfig, logger serverLogger) (_ persistence, dbPath string, release func(), _ error) {
 	var stores persistence
 	var err error
 	if cfg.DatabaseURL != "" {
-		if stores.main, stores.visibility, err = postgresStores(ctx, cfg.DatabaseURL, logger); err != nil {
-			return stores, "", fmt.Errorf("start temporal: %w", err)
+		if stores.main, stores.visibility, release, err = postgresStores(ctx, cfg.DatabaseURL, logger); err != nil {
+			return stores, "", nil, fmt.Errorf("start temporal: %w", err)
 		}
 		stores.plugin = "postgres"
 		stores.shards = cfg.HistoryShards
-		return stores, "", nil
+		return stores, "", release, nil
 	}
-	dbPath := filepath.Join(cfg.DataDir, DatabaseFile)
+	dbPath = filepath.Join(cfg.DataDir, DatabaseFile)
 	if stores, err = sqliteStores(dbPath, cfg.Namespace, cfg.SearchAttributes); err != nil {
-		return stores, "", fmt.Errorf("start temporal: %s: %w", dbPath, err)
+		return stores, "", nil, fmt.Errorf("start temporal: %s: %w", dbPath, err)
 	}
 	stores.shards = cfg.HistoryShards
-	return stores, dbPath, nil
+	return stores, dbPath, func() {}, nil
 }
 
 // secure, with cfg.CA, serves the frontend with mutual TLS and returns
