@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/zonewright/zonewright/internal/model"
@@ -37,7 +37,8 @@ func drainNode(ctx context.Context, api string, res *DrainResults) error {
 		res.Requests++
 		req, _ := http.NewRequest("POST", api+"/api/v1/nodes/"+res.Node+"/drain", nil)
 		err := doOK(req, nil)
-		if err == nil || !strings.Contains(err.Error(), ": 503 ") || res.Requests >= drainRetries {
+		var st *statusError
+		if !errors.As(err, &st) || st.code != http.StatusServiceUnavailable || res.Requests >= drainRetries {
 			return err
 		}
 		if err := sleep(ctx, 5*time.Second); err != nil {
@@ -90,19 +91,15 @@ func drainSection(ctx context.Context, api string) (*DrainResults, error) {
 // podsByNode lists every pod of the namespace by the node it is on.
 func podsByNode(api string) (map[string][]string, error) {
 	on := map[string][]string{}
-	cont := ""
-	for {
-		var list model.List[model.Pod]
-		if err := getOK(fmt.Sprintf("%s/api/v1/namespaces/default/pods?limit=%d&continue=%s", api, listPageSize, cont), &list); err != nil {
-			return nil, fmt.Errorf("list pods: %w", err)
-		}
-		for _, p := range list.Items {
+	_, err := eachPodPage(api, func(pods []model.Pod) {
+		for _, p := range pods {
 			if p.Spec.NodeName != "" {
 				on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p.Metadata.Name)
 			}
 		}
-		if cont = list.Metadata.Continue; cont == "" {
-			return on, nil
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
 	}
+	return on, nil
 }

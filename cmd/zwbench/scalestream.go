@@ -234,17 +234,22 @@ func listVersion(api string) (string, error) {
 // listAllPaged lists every pod of the namespace a page at a time, as
 // kubectl get pods does, and says how many pages it took.
 func listAllPaged(api string) (int, error) {
+	return eachPodPage(api, func([]model.Pod) {})
+}
+
+// eachPodPage lists the namespace's pods a page at a time (continue
+// tokens, as kubectl pages), hands each page to fn, and says how many
+// pages it took.
+func eachPodPage(api string, fn func([]model.Pod)) (int, error) {
 	cont, pages := "", 0
 	for {
-		var list struct {
-			Metadata model.ListMeta    `json:"metadata"`
-			Items    []json.RawMessage `json:"items"`
-		}
+		var list model.List[model.Pod]
 		url := fmt.Sprintf("%s/api/v1/namespaces/default/pods?limit=%d&continue=%s", api, listPageSize, cont)
 		if err := getOK(url, &list); err != nil {
 			return pages, err
 		}
 		pages++
+		fn(list.Items)
 		if cont = list.Metadata.Continue; cont == "" {
 			return pages, nil
 		}
@@ -278,7 +283,7 @@ func doOK(req *http.Request, into any) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, bytes.TrimSpace(b))
+		return &statusError{code: resp.StatusCode, msg: fmt.Sprintf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, bytes.TrimSpace(b))}
 	}
 	if into == nil {
 		_, err = io.Copy(io.Discard, resp.Body)
@@ -286,6 +291,14 @@ func doOK(req *http.Request, into any) error {
 	}
 	return json.NewDecoder(resp.Body).Decode(into)
 }
+
+// statusError is an answer other than 200, with its status.
+type statusError struct {
+	code int
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }
 
 // latencies collects request durations from several goroutines.
 type latencies struct {
