@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,7 +30,31 @@ type Scheduler struct {
 	// view follows the nodes and what the bound pods request. Only the
 	// scheduling lock's holder touches it.
 	view view
+	// queue holds the placements asked for in this process and not yet
+	// begun; placing says a round is under way, which takes them next.
+	mu      sync.Mutex
+	queue   []*placement
+	placing bool
+	// Rounds counts the holds of the scheduling lock that placed pods.
+	Rounds atomic.Int64
 }
+
+// placement is one pod to place and where its caller waits for the
+// decision.
+type placement struct {
+	ctx      context.Context
+	ns, name string
+	done     chan outcome // buffered: the round never waits on a caller
+}
+
+type outcome struct {
+	d   Decision
+	err error
+}
+
+// MaxRound bounds the placements of one round: the view is read again,
+// and other replicas get the lock, between rounds.
+const MaxRound = 64
 
 // wait takes this process's turn at the scheduling lock.
 func (s *Scheduler) wait(ctx context.Context) (done func(), err error) {
@@ -71,13 +96,86 @@ func (s *Scheduler) lock(ctx context.Context) (conn *pgxpool.Conn, unlock func()
 
 // Schedule binds the pod to the best node, or reports why none fits. It is
 // idempotent: a pod already bound keeps its node.
+//
+// Placements asked for at once share a round: one hold of the scheduling
+// lock and one reading of the changes since the last, for up to MaxRound
+// pods in the order asked. Each placement taking the lock and reading the
+// changes for itself made a burst of a thousand pods queue for minutes,
+// each wait ending in its caller's timeout and a retry.
 func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, error) {
-	conn, unlock, err := s.lock(ctx)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return Decision{}, err
 	}
-	defer unlock()
+	p := &placement{ctx: ctx, ns: ns, name: name, done: make(chan outcome, 1)}
+	s.mu.Lock()
+	s.queue = append(s.queue, p)
+	if !s.placing {
+		s.placing = true
+		go s.rounds()
+	}
+	s.mu.Unlock()
+	select {
+	case o := <-p.done:
+		return o.d, o.err
+	case <-ctx.Done():
+		return Decision{}, ctx.Err()
+	}
+}
 
+// rounds places the queued pods, a round at a time, until none is left.
+func (s *Scheduler) rounds() {
+	for {
+		s.mu.Lock()
+		n := min(len(s.queue), MaxRound)
+		round := s.queue[:n:n]
+		s.queue = s.queue[n:]
+		if n == 0 {
+			s.placing = false
+		}
+		s.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		s.round(round)
+	}
+}
+
+// round places the pods of one round whose callers still wait, under one
+// hold of the lock; it stops waiting for the lock once none does.
+func (s *Scheduler) round(round []*placement) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waiting atomic.Int64
+	waiting.Store(int64(len(round)))
+	for _, p := range round {
+		stop := context.AfterFunc(p.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	conn, unlock, err := s.lock(ctx)
+	if err == nil {
+		defer unlock()
+		s.Rounds.Add(1)
+		err = s.refresh(ctx)
+	}
+	for _, p := range round {
+		switch {
+		case p.ctx.Err() != nil:
+			// Its caller has gone.
+		case err != nil:
+			p.done <- outcome{err: err}
+		default:
+			d, err := s.schedule(p.ctx, conn, p.ns, p.name)
+			p.done <- outcome{d, err}
+		}
+	}
+}
+
+// schedule places one pod of a round, the lock held and the view read.
+func (s *Scheduler) schedule(ctx context.Context, conn *pgxpool.Conn, ns, name string) (Decision, error) {
 	for {
 		pod, err := s.Store.Pods().Get(ctx, ns, name)
 		if err != nil {
@@ -122,6 +220,11 @@ func (s *Scheduler) Schedule(ctx context.Context, ns, name string) (Decision, er
 		if errors.Is(err, store.ErrConflict) {
 			continue // the pod changed under us (a label edit): read it again
 		}
+		if err == nil {
+			// The round's next placements count it; reading the change
+			// again later finds it applied.
+			s.view.bind(pod.Metadata.UID, d.Node, PodRequests(pod))
+		}
 		return d, err
 	}
 }
@@ -153,10 +256,7 @@ func (s *Scheduler) keepNode(ctx context.Context, pod *model.Pod) (d Decision, a
 // place picks the pod's node among the cluster's (none: d.Node empty,
 // d says why), its claims' node if their data is on one.
 func (s *Scheduler) place(ctx context.Context, conn *pgx.Conn, pod *model.Pod, pc podClaims) (Decision, error) {
-	nodes, used, err := s.cluster(ctx, conn, pod.Metadata.UID)
-	if err != nil {
-		return Decision{}, err
-	}
+	nodes, used := s.cluster(pod.Metadata.UID)
 	claimBytes, err := s.claimBytes(ctx, conn)
 	if err != nil {
 		return Decision{}, err

@@ -72,10 +72,10 @@ func (s *Scheduler) PlanMove(ctx context.Context, ns, name, uid string) (MovePla
 // moveCandidates are the nodes that may take claim c, moving with pod:
 // not the node it leaves, and only the one an operator asked for if any.
 func (s *Scheduler) moveCandidates(ctx context.Context, conn *pgx.Conn, pod *model.Pod, c *model.PersistentVolumeClaim) ([]Candidate, error) {
-	nodes, used, err := s.cluster(ctx, conn, pod.Metadata.UID)
-	if err != nil {
+	if err := s.refresh(ctx); err != nil {
 		return nil, err
 	}
+	nodes, used := s.cluster(pod.Metadata.UID)
 	claimBytes, err := s.claimBytes(ctx, conn)
 	if err != nil {
 		return nil, err

@@ -357,3 +357,47 @@ func TestPlacementFollowsNodeChanges(t *testing.T) {
 	}
 	place("p3", "b")
 }
+
+// Placements asked for at once share rounds: one hold of the scheduling
+// lock and one reading of the changes serve up to MaxRound of them, and
+// every pod still gets a node of its own share. (Set MaxRound to 1 to see
+// a round per placement, as each placement once took the lock itself.)
+func TestPlacementsAskedAtOnceShareRounds(t *testing.T) {
+	st, ctx := storetest.New(t), context.Background()
+	for i := range 4 {
+		if err := st.Nodes().Create(ctx, node(fmt.Sprintf("n%d", i), "64", "64Gi", true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const pods = 200
+	for i := range pods {
+		if err := st.CreatePod(ctx, pod(fmt.Sprintf("p%03d", i), "100m", "64Mi")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &scheduler.Scheduler{Store: st}
+	var wg sync.WaitGroup
+	for i := range pods {
+		wg.Go(func() {
+			if d, err := s.Schedule(ctx, "default", fmt.Sprintf("p%03d", i)); err != nil || d.Node == "" {
+				t.Errorf("p%03d: %+v %v", i, d, err)
+			}
+		})
+	}
+	wg.Wait()
+	if r := s.Rounds.Load(); r > pods/10 {
+		t.Errorf("%d placements asked at once took %d rounds; want at most %d", pods, r, pods/10)
+	} else {
+		t.Logf("%d placements asked at once took %d rounds", pods, r)
+	}
+	perNode := map[string]int{}
+	list, _ := st.Pods().List(ctx, store.ListOptions{})
+	for _, p := range list.Items {
+		perNode[p.Spec.NodeName]++
+	}
+	for n, count := range perNode {
+		if count != pods/4 {
+			t.Errorf("node %s holds %d pods; want %d each (the least allocated node first: %v)", n, count, pods/4, perNode)
+		}
+	}
+}

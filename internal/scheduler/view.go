@@ -42,14 +42,19 @@ func holds(node, phase string) bool {
 	return node != "" && phase != model.PodSucceeded && phase != model.PodFailed
 }
 
-// cluster brings s.view up to date and returns the nodes, by name, and
-// the requests bound to each, leaving out the pod uid (the one being
-// placed). The nodes are the view's own: callers read them only.
-func (s *Scheduler) cluster(ctx context.Context, conn *pgx.Conn, uid string) ([]*model.Node, map[string]Resources, error) {
+// refresh brings s.view up to date.
+func (s *Scheduler) refresh(ctx context.Context) error {
 	if err := s.view.refresh(ctx, s.Store); err != nil {
 		s.view = view{} // read afresh next time
-		return nil, nil, err
+		return err
 	}
+	return nil
+}
+
+// cluster returns the view's nodes, by name, and the requests bound to
+// each, leaving out the pod uid (the one being placed). The nodes are the
+// view's own: callers read them only.
+func (s *Scheduler) cluster(uid string) ([]*model.Node, map[string]Resources) {
 	used := maps.Clone(s.view.used)
 	if p, ok := s.view.pods[uid]; ok {
 		r := used[p.node]
@@ -57,7 +62,7 @@ func (s *Scheduler) cluster(ctx context.Context, conn *pgx.Conn, uid string) ([]
 	}
 	nodes := slices.Collect(maps.Values(s.view.nodes))
 	slices.SortFunc(nodes, func(a, b *model.Node) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
-	return nodes, used, nil
+	return nodes, used
 }
 
 func (v *view) refresh(ctx context.Context, st *store.Store) error {
@@ -206,6 +211,12 @@ func (v *view) followNodes(ctx context.Context, tx pgx.Tx, newest int64) error {
 	}
 	v.nodesThrough = max(v.nodesThrough, newest)
 	return nil
+}
+
+// bind counts a pod just bound to node, as its change will say.
+func (v *view) bind(uid, node string, req Resources) {
+	v.dropPod(uid)
+	v.setPod(uid, podUse{node: node, req: req})
 }
 
 func (v *view) setPod(uid string, p podUse) {
