@@ -372,6 +372,11 @@ func (ns *Nodes) stop() {
 				_ = cmd.Process.Kill()
 				<-done
 			}
+			// What the agent started and left running (a zoneadm boot in
+			// flight) ends with it, as SMF ends a stopped service's
+			// contract: a boot finishing after stop-all would leave its
+			// zone running.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			if out, err := ns.fab.Command(ns.cfg.Sim, "stop-all", "--root", n.Root).CombinedOutput(); err != nil && ns.cfg.Logger != nil {
 				ns.cfg.Logger.Warn("stop simulated zones", "node", n.Name, "err", err, "output", string(out))
 			}

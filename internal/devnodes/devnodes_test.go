@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestEachDataDirHasAPodRangeOfItsOwn(t *testing.T) {
@@ -67,4 +70,49 @@ func TestARewrittenFileIsNeverReadEmpty(t *testing.T) {
 			t.Fatalf("read %d: %q, %v", reads, b, err)
 		}
 	}
+}
+
+// What an agent started and left running when it was stopped (a zoneadm
+// boot in flight) does not outlive Stop: it would bring its zone up after
+// stop-all halted the node's zones. (Remove the process group's kill in
+// stop to see the command outlive it.)
+func TestStopEndsWhatTheAgentLeftRunning(t *testing.T) {
+	dir := t.TempDir()
+	childPid := filepath.Join(dir, "child.pid")
+	agent := filepath.Join(dir, "agent")
+	// An agent that exits on SIGTERM and leaves its command running.
+	script := "#!/bin/sh\nsleep 300 &\necho $! > " + childPid + "\ntrap 'exit 0' TERM\nwait\n"
+	if err := os.WriteFile(agent, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// No simulator: the node's directory is made here, and stop-all does
+	// nothing.
+	if err := os.MkdirAll(filepath.Join(dir, "nodes", "node-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := Start(t.Context(), Config{Count: 1, DataDir: filepath.Join(dir, "nodes"), Agent: agent, Sim: "/bin/true", APIURL: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	for range 100 {
+		if b, err := os.ReadFile(childPid); err == nil && len(b) > 1 {
+			pid, _ = strconv.Atoi(string(b[:len(b)-1]))
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if pid == 0 {
+		t.Fatal("the agent did not start its command")
+	}
+	ns.Stop()
+	// Killed: gone, or a zombie not yet reaped by init.
+	for range 40 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	t.Fatalf("the agent's command (pid %d) outlived Stop", pid)
 }
