@@ -89,6 +89,7 @@ func main() {
 	flag.DurationVar(&o.scaleStreamFor, "scale-stream-for", 5*time.Minute, "how long each rate of the scale stream lasts")
 	flag.IntVar(&o.scaleWatchers, "scale-watchers", 50, "watches of the pods held open during the scale stream, each timing its events")
 	flag.BoolVar(&o.scaleDrain, "scale-drain", true, "after the stream, drain the node with the most pods and time their move")
+	flag.BoolVar(&o.scaleRestart, "scale-restart", true, "at the end, stop the whole stack with every pod running, start it again with its control plane in processes and time the adoption of every pod, then kill -9 serve, Temporal and PostgreSQL and time their return")
 	flag.BoolVar(&o.scaleTemporalPG, "scale-temporal-postgres", true, "keep the scale stack's Temporal state in its PostgreSQL, as production does (false: the dev stack's SQLite file)")
 	flag.IntVar(&o.scaleShards, "scale-history-shards", 8, "history shards of the scale stack's Temporal on PostgreSQL")
 	flag.IntVar(&o.dnsSeconds, "dns-seconds", 5, "seconds the cluster DNS section queries for (0 skips it)")
@@ -150,6 +151,7 @@ type options struct {
 	scaleStreamFor                time.Duration
 	scaleWatchers                 int
 	scaleDrain                    bool
+	scaleRestart                  bool
 	scaleTemporalPG               bool
 	scaleShards                   int
 	dnsSeconds, dnsClients        int

@@ -162,8 +162,40 @@ func (r *ScaleResults) print(w io.Writer) {
 			fmt.Fprintf(w, "  the drain failed: %s\n", d.Error)
 		}
 	}
-	fmt.Fprintf(w, "\n  stopping the nodes with every pod running took %.1f s; %d of the stack's processes outlived it\n", r.NodesStopSeconds, r.ProcessesLeftAfterStop)
+	if st := r.Stop; st != nil {
+		fmt.Fprintf(w, "\n  stopping the whole stack with every pod running (as Ctrl-C of make dev) took %.1f s (target ≤ 30 s); %d of its processes were left %s later (target 0)\n",
+			st.Seconds, st.ProcessesLeft, leftoverSettle)
+	}
+	if r.Restart != nil {
+		r.Restart.print(w)
+	}
 	fmt.Fprintf(w, "  the section took %.0f s\n", r.ElapsedSeconds)
+}
+
+func (r *RestartResults) print(w io.Writer) {
+	const mib = 1024.0
+	fmt.Fprintf(w, "  started again on its directory, the control plane as a serve and a temporal process: API ready in %.1f s, every one of %d pods' zones running and the pod Running and Ready in %.1f s;\n",
+		r.StartSeconds, r.Pods, r.AllRunSeconds)
+	fmt.Fprintf(w, "    zones installed anew %d, pods replaced %d (target 0, 0: every pod adopted)\n", r.ZonesReinstalled, r.PodsReplaced)
+	fmt.Fprintf(w, "  memory by part with every pod running (RSS / PSS, MiB; per pod: PSS over %d pods, an upper bound, fixed costs included):\n", r.Pods)
+	labels := make([]string, 0, len(r.Memory))
+	for label := range r.Memory {
+		labels = append(labels, label)
+	}
+	sort.Strings(labels)
+	for _, label := range labels {
+		m := r.Memory[label]
+		fmt.Fprintf(w, "    %-50s %8.0f / %8.0f  %6.3f MiB per pod  (%d processes)\n", label, float64(m.RSS)/mib, float64(m.PSS)/mib, float64(m.PSS)/mib/float64(max(r.Pods, 1)), m.Processes)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "  the restart section stopped short: %s\n", r.Error)
+	}
+	if k := r.Kill; k != nil {
+		fmt.Fprintf(w, "  kill -9 of serve, Temporal and PostgreSQL at once: API ready in %.1f s; every lifecycle answered a query in %.1f s (target ≤ 60 s, %d did not);\n",
+			k.APIReadySeconds, k.LifecyclesSeconds, k.LifecyclesUnanswered)
+		fmt.Fprintf(w, "    every pod listed Running and Ready in %.1f s; a new pod Running %.1f s after its creation; zones booted again %d, pods replaced %d (target 0, 0)\n",
+			k.AllReadySeconds, k.NewPodRunningSeconds, k.ZonesRebooted, k.PodsReplaced)
+	}
 }
 
 func (r *SteadyResults) print(w io.Writer) {

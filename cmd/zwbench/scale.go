@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -72,11 +73,10 @@ type ScaleResults struct {
 	MachineMemKiB int64  `json:"machineMemTotalKiB"`
 	// The whole section, from starting its stack to having stopped it.
 	ElapsedSeconds float64 `json:"elapsedSeconds"`
-	// NodesStopSeconds is how long stopping every agent and zone took
-	// with all the pods running (as Ctrl-C of make dev does), and
-	// ProcessesLeftAfterStop how many of the stack's processes outlived it.
-	NodesStopSeconds       float64 `json:"nodesStopSeconds"`
-	ProcessesLeftAfterStop int     `json:"processesLeftAfterStop"`
+	// Stop is the whole stack stopped with every pod running, and
+	// Restart its start again, with a kill of its control plane.
+	Stop    *StopResults    `json:"stop,omitempty"`
+	Restart *RestartResults `json:"restart,omitempty"`
 
 	// Headroom is every finite resource's line through the steps, and
 	// FirstToRunOut the one that reaches its limit at the fewest pods.
@@ -194,18 +194,25 @@ func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, err
 			return nil, fmt.Errorf("drain: %w", err)
 		}
 	}
-	fmt.Fprintf(stderr, "scale: stopping the nodes\n")
-	start := time.Now()
-	run.s.nodes.Stop()
-	res.NodesStopSeconds = time.Since(start).Seconds()
-	res.ProcessesLeftAfterStop = processesUnder(filepath.Join(run.s.dir, "nodes"))
-	run.s.nodes = nil
+	var uids map[string]string
+	if o.scaleRestart {
+		if uids, err = podUIDs(run.api); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(stderr, "scale: stopping the stack with every pod running\n")
+	res.Stop = cleanStop(run.s)
+	if o.scaleRestart {
+		// What it measured before a failure is kept, as the drain's is.
+		res.Restart = restartSection(ctx, run.s, run.cfg, uids, log)
+	}
 	return res, nil
 }
 
 // scaleRun is the scale section's stack and what it has seen so far.
 type scaleRun struct {
 	o        options
+	cfg      stackConfig
 	res      *ScaleResults
 	s        *stack
 	api      string
@@ -224,6 +231,9 @@ func startScale(ctx context.Context, o options, log *slog.Logger) (*scaleRun, er
 	n, m := o.scale, o.scaleNodes
 	if m < 1 {
 		return nil, fmt.Errorf("--scale-nodes %d: want at least one node", m)
+	}
+	if o.scaleRestart && !o.scaleTemporalPG {
+		return nil, errors.New("--scale-restart keeps Temporal's state across the start again: it needs --scale-temporal-postgres")
 	}
 	total := n + streamPods(o)
 	if per := (total + m - 1) / m; per > podCIDRPods {
@@ -249,8 +259,9 @@ func startScale(ctx context.Context, o options, log *slog.Logger) (*scaleRun, er
 		run.res.TemporalStore = fmt.Sprintf("PostgreSQL, %d history shards", o.scaleShards)
 	}
 	fmt.Fprintf(stderr, "scale: a stack of %d nodes\n", m)
-	if run.s, err = startStack(ctx, stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods, isolated: o.scaleIsolated,
-		temporalOnPostgres: o.scaleTemporalPG, historyShards: o.scaleShards}, log); err != nil {
+	run.cfg = stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods, isolated: o.scaleIsolated,
+		temporalOnPostgres: o.scaleTemporalPG, historyShards: o.scaleShards}
+	if run.s, err = startStack(ctx, run.cfg, log); err != nil {
 		return run, err
 	}
 	run.api = run.s.cp.URL()

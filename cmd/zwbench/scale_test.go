@@ -12,7 +12,9 @@ import (
 // The scale section runs whole at a small size, on a real stack: every pod
 // Ready at every step, the stream's pods Running and announced to every
 // watcher, the drained node's pods running on the other node, the finite
-// resources fitted, and nothing left running once the nodes stop. A
+// resources fitted, nothing left running once the stack stops, every pod
+// adopted when it starts again, and none touched by a kill -9 of its
+// control plane. A
 // check that it still runs, not a measurement: make bench measures.
 func TestTheScaleSectionRunsSmall(t *testing.T) {
 	if testing.Short() {
@@ -24,7 +26,7 @@ func TestTheScaleSectionRunsSmall(t *testing.T) {
 	}
 	o := options{binDir: bin, scale: 6, scaleNodes: 2, scaleSteps: 2, scaleWindow: 2 * time.Second, scaleSettle: time.Second,
 		scaleProbePeriod: 2 * time.Second, scaleStreamRates: []float64{2}, scaleStreamFor: 3 * time.Second, scaleWatchers: 3, scaleDrain: true,
-		scaleTemporalPG: true, scaleShards: 2}
+		scaleRestart: true, scaleTemporalPG: true, scaleShards: 2}
 	res, err := scale(t.Context(), o, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +59,15 @@ func TestTheScaleSectionRunsSmall(t *testing.T) {
 	if d := res.Drain; d == nil || d.Pods == 0 || d.Moved != d.Pods {
 		t.Errorf("drain %+v: want every pod of the node running elsewhere", d)
 	}
-	if res.ProcessesLeftAfterStop != 0 {
-		t.Errorf("%d processes outlived the nodes' stop", res.ProcessesLeftAfterStop)
+	if res.Stop == nil || res.Stop.ProcessesLeft != 0 {
+		t.Errorf("stop %+v: want no process of the stack left", res.Stop)
+	}
+	r2 := res.Restart
+	if r2 == nil || r2.Error != "" || r2.ZonesReinstalled != 0 || r2.PodsReplaced != 0 || r2.Memory[serveLabel].PSS == 0 || r2.Memory[temporalLabel].PSS == 0 {
+		t.Fatalf("restart %+v: want every pod adopted, and serve's and Temporal's memory read", r2)
+	}
+	if k := r2.Kill; k == nil || k.LifecyclesUnanswered != 0 || k.ZonesRebooted != 0 || k.PodsReplaced != 0 || k.NewPodRunningSeconds <= 0 {
+		t.Errorf("kill %+v: want every lifecycle answering, no zone booted again, no pod replaced, a new pod running", k)
 	}
 }
 

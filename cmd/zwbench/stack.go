@@ -61,9 +61,23 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 		return nil, err
 	}
 	s := &stack{dir: dir}
-	bin, err := filepath.Abs(cfg.binDir)
+	opts, err := s.options(cfg, log)
 	if err != nil {
 		return s, err
+	}
+	if s.cluster, err = devcluster.Build(ctx, opts); err != nil {
+		return s, err
+	}
+	s.took(s.cluster)
+	return s, nil
+}
+
+// options are the build options of the stack cfg describes, in its
+// directory.
+func (s *stack) options(cfg stackConfig, log *slog.Logger) (devcluster.Options, error) {
+	bin, err := filepath.Abs(cfg.binDir)
+	if err != nil {
+		return devcluster.Options{}, err
 	}
 	// On loopback, so the simulated nodes' NAT can listen on ClusterIPs.
 	cpConfig := controlplane.Config{ServiceCIDR: "127.94.0.0/16", ClusterCIDR: devnodes.ClusterCIDR(10), NodeCIDRMaskSize: devnodes.NodeCIDRMaskSize}
@@ -79,17 +93,18 @@ func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack,
 	// so that what is measured includes it. The agents' other settings
 	// are their defaults (a 10 s heartbeat): the stack measured is the
 	// one operators run.
-	if s.cluster, err = devcluster.Build(ctx, devcluster.Options{Dir: dir, Logger: log, CountRequests: true, ControlPlane: cpConfig,
+	return devcluster.Options{Dir: s.dir, Logger: log, CountRequests: true, ControlPlane: cpConfig,
 		TemporalOnPostgres: cfg.temporalOnPostgres, HistoryShards: cfg.historyShards,
 		Zonewright: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), Nodes: cfg.nodes,
-		AgentArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods)}, Underlay: underlay, OperatorName: "zwbench"}); err != nil {
-		return s, err
-	}
-	c := s.cluster
+		AgentArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods)}, Underlay: underlay, OperatorName: "zwbench"}, nil
+}
+
+// took makes c the stack's cluster, and the API client its admin's.
+func (s *stack) took(c *devcluster.Cluster) {
+	s.cluster = c
 	s.pg, s.temporal, s.cp, s.cpConfig, s.nodes = c.Postgres(), c.Temporal, c.ControlPlane, c.ControlPlaneConfig, c.Nodes
-	apiHTTP = &http.Client{Transport: auth.Bearer{Token: s.cp.AdminToken(), Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.cp.CA().Pool(), MinVersion: tls.VersionTLS12},
+	apiHTTP = &http.Client{Transport: auth.Bearer{Token: c.AdminToken, Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.CA.Pool(), MinVersion: tls.VersionTLS12},
 		MaxIdleConnsPerHost: 64}}}
-	return s, nil
 }
 
 // dialTemporal is a Temporal client of the stack's server, as an operator.
@@ -108,6 +123,11 @@ func (s *stack) stop() {
 const (
 	selfLabel     = "zwbench (Temporal server, API, control-plane worker)"
 	postgresLabel = "postgres (postmaster and backends, summed)"
+	// With the control plane in processes of its own (Replicas), this
+	// process is the bench's client alone.
+	clientLabel   = "zwbench (the bench's client)"
+	serveLabel    = "serve (API, control-plane worker)"
+	temporalLabel = "temporal (server)"
 )
 
 // peakRSS reads every process's high-water mark (VmHWM) in KiB.
@@ -183,9 +203,16 @@ type stackProc struct {
 // of postgres and of each agent, and the simulated zones' supervisors with
 // theirs.
 func (s *stack) procs() map[int]stackProc {
-	roots := map[int]string{os.Getpid(): selfLabel, s.pg.Pid(): postgresLabel}
+	roots := map[int]string{os.Getpid(): selfLabel, s.cluster.Postgres().Pid(): postgresLabel}
 	for _, n := range s.nodes.Nodes {
 		roots[n.Pid()] = "agent " + n.Name
+	}
+	if c := s.cluster; len(c.Replicas) > 0 {
+		roots[os.Getpid()] = clientLabel
+		roots[c.TemporalProcess.Pid()] = temporalLabel
+		for _, r := range c.Replicas {
+			roots[r.Pid()] = serveLabel
+		}
 	}
 	type proc struct {
 		ppid  int

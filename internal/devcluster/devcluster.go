@@ -57,7 +57,8 @@ type Options struct {
 	// TemporalOnPostgres keeps the in-process Temporal server's state in
 	// the private PostgreSQL (database "temporal"), with HistoryShards
 	// history shards, as production runs it; false: a SQLite file in
-	// Dir/temporal with one shard.
+	// Dir/temporal with one shard. With Replicas, Temporal is on
+	// PostgreSQL anyway, and HistoryShards, when set, are its shards.
 	TemporalOnPostgres bool
 	HistoryShards      int
 	// ControlPlane are the control plane's own settings (ranges, tuning,

@@ -110,6 +110,12 @@ func (p *Process) stop() {
 	}
 }
 
+// Pid is the process id of the process running now.
+func (p *Process) Pid() int {
+	cmd, _ := p.current()
+	return cmd.Process.Pid
+}
+
 // Running reports whether the process is up now.
 func (p *Process) Running() bool {
 	_, done := p.current()

@@ -19,8 +19,8 @@ import (
 )
 
 // temporalProcess runs production's Temporal server, `zonewright
-// temporal`: its state in the private PostgreSQL, with its default
-// history shards.
+// temporal`: its state in the private PostgreSQL, with HistoryShards
+// history shards (0: its default).
 func (c *Cluster) temporalProcess(context.Context) error {
 	addr, err := devstack.FreeAddr()
 	if err != nil {
@@ -31,6 +31,9 @@ func (c *Cluster) temporalProcess(context.Context) error {
 		args: []string{c.opts.Zonewright, "temporal", "--data-dir", filepath.Join(c.opts.Dir, "temporal"),
 			"--temporal-database-url", c.postgres.URL("temporal"), "--database-url", c.DatabaseURL,
 			"--state-dir", c.opts.Dir, "--address", addr, "--log-level", "warn"}}
+	if c.opts.HistoryShards > 0 {
+		p.args = append(p.args, "--history-shards", strconv.Itoa(c.opts.HistoryShards))
+	}
 	if err := p.start(); err != nil {
 		return err
 	}
