@@ -161,6 +161,7 @@ func (s *Scheduler) round(round []*placement) {
 		s.Rounds.Add(1)
 		err = s.refresh(ctx)
 	}
+	var binds []bind
 	for _, p := range round {
 		switch {
 		case p.ctx.Err() != nil:
@@ -168,64 +169,110 @@ func (s *Scheduler) round(round []*placement) {
 		case err != nil:
 			p.done <- outcome{err: err}
 		default:
-			d, err := s.schedule(p.ctx, conn, p.ns, p.name)
+			d, pod, err := s.schedule(p.ctx, conn, p.ns, p.name, true)
+			if pod != nil {
+				binds = append(binds, bind{p, d, pod})
+				continue
+			}
 			p.done <- outcome{d, err}
+		}
+	}
+	s.bindAll(ctx, conn, binds)
+}
+
+// bind is a placement decided in a round, its pod's binding to be
+// written with the round's others.
+type bind struct {
+	p   *placement
+	d   Decision
+	pod *model.Pod
+}
+
+// bindAll writes the round's bindings in one transaction. A pod that
+// changed meanwhile (a label edit) is placed again on its own.
+func (s *Scheduler) bindAll(ctx context.Context, conn *pgxpool.Conn, binds []bind) {
+	if len(binds) == 0 {
+		return
+	}
+	pods := make([]*model.Pod, len(binds))
+	for i, b := range binds {
+		pods[i] = b.pod
+	}
+	failed, err := s.Store.Pods().UpdateMany(ctx, pods)
+	for i, b := range binds {
+		switch {
+		case err != nil:
+			s.view.dropPod(b.pod.Metadata.UID)
+			b.p.done <- outcome{err: err}
+		case failed[i] != nil:
+			s.view.dropPod(b.pod.Metadata.UID)
+			d, _, err := s.schedule(b.p.ctx, conn, b.p.ns, b.p.name, false)
+			b.p.done <- outcome{d, err}
+		default:
+			b.p.done <- outcome{d: b.d}
 		}
 	}
 }
 
 // schedule places one pod of a round, the lock held and the view read.
-func (s *Scheduler) schedule(ctx context.Context, conn *pgxpool.Conn, ns, name string) (Decision, error) {
+// With batch, the binding of a pod without claims or capacity limits is
+// not written but returned, counted in the view already, for bindAll.
+func (s *Scheduler) schedule(ctx context.Context, conn *pgxpool.Conn, ns, name string, batch bool) (Decision, *model.Pod, error) {
 	for {
 		pod, err := s.Store.Pods().Get(ctx, ns, name)
 		if err != nil {
-			return Decision{}, err
+			return Decision{}, nil, err
 		}
 		if pod.Spec.NodeName != "" && hasCondition(pod, model.PodScheduled) {
 			d, again, err := s.keepNode(ctx, pod)
 			if again {
 				continue
 			}
-			return d, err
+			return d, nil, err
 		}
 		pc, why, err := s.claims(ctx, pod)
 		if err != nil || why != "" {
-			return Decision{Message: why, Cloning: pc.copying}, err
+			return Decision{Message: why, Cloning: pc.copying}, nil, err
 		}
 		// Checked under the scheduling lock, so two placements never take
 		// the last slot twice.
 		if why, err := s.Capacity.full(ctx, conn.Conn(), pod); err != nil || why != "" {
-			return Decision{Message: why, Reason: ReasonCapacityExceeded}, err
+			return Decision{Message: why, Reason: ReasonCapacityExceeded}, nil, err
 		}
 		d, err := s.place(ctx, conn.Conn(), pod, pc)
 		if err != nil || d.Node == "" {
-			return d, err
+			return d, nil, err
 		}
 		// The claims first: a crash before the pod is bound leaves them on
 		// the node the next placement then picks.
 		if d.Claims, err = s.bindClaims(ctx, pod, pc, d.Node); errors.Is(err, store.ErrConflict) {
 			continue
 		} else if err != nil {
-			return Decision{}, err
+			return Decision{}, nil, err
 		}
 		if wait, copying := waitForClones(d.Claims, d.Node); copying {
 			// The pod stays unbound: it is placed again, on the claim's
 			// node, once the copy is there.
-			return wait, nil
+			return wait, nil, nil
 		}
 		now := time.Now().UTC()
 		pod.Spec.NodeName = d.Node
 		model.SetCondition(&pod.Status.Conditions, model.PodCondition{Type: model.PodScheduled, Status: model.ConditionTrue}, now)
-		err = s.Store.Pods().Update(ctx, pod)
+		// The round's next placements count it; reading its change later
+		// finds it applied.
+		s.view.bind(pod.Metadata.UID, d.Node, PodRequests(pod))
+		// The capacity map counts the pods bound in the database, so a pod
+		// under a limit is bound before the next one is placed.
+		if batch && len(pc.claims) == 0 && !s.Capacity.limits(pod) {
+			return d, pod, nil
+		}
+		if err = s.Store.Pods().Update(ctx, pod); err != nil {
+			s.view.dropPod(pod.Metadata.UID)
+		}
 		if errors.Is(err, store.ErrConflict) {
 			continue // the pod changed under us (a label edit): read it again
 		}
-		if err == nil {
-			// The round's next placements count it; reading the change
-			// again later finds it applied.
-			s.view.bind(pod.Metadata.UID, d.Node, PodRequests(pod))
-		}
-		return d, err
+		return d, nil, err
 	}
 }
 

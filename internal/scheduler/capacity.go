@@ -56,6 +56,11 @@ func ParseCapacity(s string) (Capacity, error) {
 	return out, nil
 }
 
+// limits reports whether a limit of the map applies to pod.
+func (c Capacity) limits(p *model.Pod) bool {
+	return slices.ContainsFunc(c, func(l CapacityLimit) bool { return l.matches(p) })
+}
+
 // matches reports whether pod carries the limit's label or image.
 func (l CapacityLimit) matches(p *model.Pod) bool {
 	if l.Key == "image" {

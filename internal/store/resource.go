@@ -682,6 +682,48 @@ func (r Resource[T, PT]) Update(ctx context.Context, obj PT) error {
 	})
 }
 
+// UpdateMany is Update for several objects in one transaction, their
+// versions taken together: one hold of the change lock for them all
+// instead of one each, which under many writers is most of a write's
+// wait. An object whose precondition fails, or that is gone, is left
+// out, with its error at its index in failed; the others are written.
+func (r Resource[T, PT]) UpdateMany(ctx context.Context, objs []PT) (failed []error, err error) {
+	failed = make([]error, len(objs))
+	err = r.s.writeMany(ctx, func(tx pgx.Tx, versions func(int) ([]int64, error)) ([]change, error) {
+		var written []pending
+		for i, obj := range objs {
+			p, err := r.updateTx(ctx, tx, obj)
+			if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+				failed[i] = err // a statement that found no row: the transaction goes on
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			written = append(written, p)
+		}
+		if len(written) == 0 {
+			return nil, nil
+		}
+		rvs, err := versions(len(written))
+		if err != nil {
+			return nil, err
+		}
+		uids := make([]string, len(written))
+		changes := make([]change, len(written))
+		for i, p := range written {
+			uids[i] = p.uid
+			if changes[i], err = p.at(rvs[i]); err != nil {
+				return nil, err
+			}
+		}
+		_, err = tx.Exec(ctx, fmt.Sprintf(`UPDATE %s t SET resource_version = u.rv FROM unnest($1::uuid[], $2::bigint[]) AS u (uid, rv)
+			WHERE t.uid = u.uid`, r.info.table), uids, rvs)
+		return changes, err
+	})
+	return failed, err
+}
+
 // updateTx is Update's row write inside a write's transaction. The
 // resourceVersion precondition is part of the UPDATE: it holds on the row
 // as written, whatever committed since obj was read.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -417,6 +418,74 @@ func TestConflictingUpdatesDoNotExhaustThePool(t *testing.T) {
 	for i, err := range errs {
 		if !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("writer %d with a stale resourceVersion: got %v, want ErrConflict (a deadline here is a pool deadlock)", i, err)
+		}
+	}
+}
+
+// UpdateMany writes several objects in one transaction: each written one
+// gets a version of its own, stored and announced to watchers as its own
+// change, and one whose version is stale or that is gone is left out with
+// its error while the others are written.
+func TestUpdateManyWritesEachAndLeavesTheStaleOut(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	var pods []*model.Pod
+	for i := range 4 {
+		p := pod(fmt.Sprintf("m%d", i), nil)
+		if err := s.CreatePod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, p)
+	}
+	list, err := s.Pods().List(ctx, store.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from int64
+	fmt.Sscan(list.Metadata.ResourceVersion, &from)
+	w, err := s.Pods().Watch(ctx, store.WatchOptions{ResourceVersion: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	stale := *pods[2]
+	if err := s.Pods().Update(ctx, pods[2]); err != nil { // stale is now a version behind
+		t.Fatal(err)
+	}
+	if _, err := s.Pods().Delete(ctx, "default", "m3", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		p.Spec.NodeName = "n1"
+	}
+	stale.Spec.NodeName = "n1"
+	failed, err := s.Pods().UpdateMany(ctx, []*model.Pod{pods[0], pods[1], &stale, pods[3]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed[0] != nil || failed[1] != nil || !errors.Is(failed[2], store.ErrConflict) || !errors.Is(failed[3], store.ErrNotFound) {
+		t.Fatalf("failed %v: want m0 and m1 written, m2 a conflict, m3 not found", failed)
+	}
+	for _, name := range []string{"m0", "m1"} {
+		got, err := s.Pods().Get(ctx, "default", name)
+		if err != nil || got.Spec.NodeName != "n1" {
+			t.Fatalf("%s after UpdateMany: %+v %v", name, got, err)
+		}
+	}
+	if pods[0].Metadata.ResourceVersion == pods[1].Metadata.ResourceVersion {
+		t.Fatalf("m0 and m1 share version %s", pods[0].Metadata.ResourceVersion)
+	}
+	// m2's own update, m3's deletion, then m0 and m1, each once, in order.
+	evs := collect(t, w, 4)
+	var last int64
+	for i, ev := range evs {
+		var p model.Pod
+		_ = json.Unmarshal(ev.Object, &p)
+		if ev.ResourceVersion <= last || p.Metadata.ResourceVersion != strconv.FormatInt(ev.ResourceVersion, 10) {
+			t.Fatalf("event %d (%s %s at %d, object at %s) after %d", i, ev.Type, p.Metadata.Name, ev.ResourceVersion, p.Metadata.ResourceVersion, last)
+		}
+		last = ev.ResourceVersion
+		if i >= 2 && (ev.Type != "MODIFIED" || p.Spec.NodeName != "n1" || p.Metadata.ResourceVersion != pods[i-2].Metadata.ResourceVersion) {
+			t.Fatalf("event %d: %s of %s on %q at %s; want m%d's write on n1 at %s", i, ev.Type, p.Metadata.Name, p.Spec.NodeName, p.Metadata.ResourceVersion, i-2, pods[i-2].Metadata.ResourceVersion)
 		}
 	}
 }
