@@ -2,3 +2,7 @@ package store
 
 // PodsUsingImageSQL is the query PodsUsingImage runs, for EXPLAIN.
 const PodsUsingImageSQL = podsUsingImageSQL
+
+// FeedCatchUps is how many times the feed has read up to a settled
+// version.
+func (s *Store) FeedCatchUps() int64 { return s.feed.catchUps.Load() }

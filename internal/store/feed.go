@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -75,6 +76,8 @@ type feed struct {
 	subs    map[*subscriber]struct{}
 	stop    context.CancelFunc
 	done    chan struct{}
+	// catchUps counts the catch-ups, each a barrier to writers.
+	catchUps atomic.Int64
 }
 
 type subscriber struct {
@@ -145,22 +148,46 @@ func (f *feed) listen(ctx context.Context) error {
 		if err := f.catchUp(ctx); err != nil {
 			return err
 		}
-		wctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := conn.WaitForNotification(wctx)
-		cancel()
-		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := notified(ctx, conn, time.Second); err != nil {
 			return err
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		// The notifications already here are for changes the next
+		// catch-up reads anyway: one barrier for them all, not one each,
+		// since each barrier holds every writer back (order.go).
+		for range maxCoalesced {
+			if more, err := notified(ctx, conn, 0); err != nil {
+				return err
+			} else if !more {
+				break
+			}
 		}
 	}
+}
+
+// maxCoalesced bounds the notifications one catch-up answers, so that a
+// steady stream of them does not hold its changes back.
+const maxCoalesced = 1000
+
+// notified waits up to d for a notification on conn (0: takes one only if
+// it is already there); false when none came.
+func notified(ctx context.Context, conn *pgx.Conn, d time.Duration) (bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, max(d, time.Millisecond))
+	defer cancel()
+	_, err := conn.WaitForNotification(wctx)
+	switch {
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // catchUp delivers every change after the last one fanned out, up to the
 // versions settled now: one that commits later than a greater one is
 // delivered before it, never skipped.
 func (f *feed) catchUp(ctx context.Context) error {
+	f.catchUps.Add(1)
 	through, err := f.s.settled(ctx)
 	if err != nil {
 		return err

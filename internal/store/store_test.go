@@ -489,3 +489,38 @@ func TestUpdateManyWritesEachAndLeavesTheStaleOut(t *testing.T) {
 		}
 	}
 }
+
+// The feed answers the notifications that piled up while it read with
+// one catch-up, not one each: every catch-up is a barrier that holds
+// every writer back. (Remove the loop after the wait in feed.listen to
+// see about one catch-up a write.)
+func TestTheFeedCatchesUpOnceForNotificationsThatPiledUp(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	w, err := s.Pods().Watch(ctx, store.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	before := s.FeedCatchUps()
+	const writes = 300
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := g; i < writes; i += 16 {
+				if err := s.CreatePod(ctx, pod(fmt.Sprintf("c%03d", i), nil)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	collect(t, w, writes)
+	// The feed goes on answering notifications after their changes are
+	// out (and catches up once a second when idle): counted 2 s later.
+	time.Sleep(2 * time.Second)
+	if n := s.FeedCatchUps() - before; n > writes/2 {
+		t.Errorf("%d catch-ups for %d writes; want the piled-up notifications answered together", n, writes)
+	} else {
+		t.Logf("%d catch-ups for %d writes", n, writes)
+	}
+}
