@@ -26,7 +26,10 @@
 //     readiness probe; at every step, and on the stack without pods, the
 //     CPU and memory of every process of the stack, history events per pod
 //     per minute and Temporal requests per second, so that what a pod
-//     costs can be seen to stay the same as pods are added;
+//     costs can be seen to stay the same as pods are added; then a steady
+//     stream of pods with the API measured under it, a drain, the whole
+//     stack stopped and started again (every pod adopted) and a kill -9
+//     of its control plane (every lifecycle back, nothing replaced);
 //   - api-get (--api-get): a GET of the API over HTTPS and over plain
 //     HTTP (a second replica with --insecure-http), on kept-alive and on
 //     new connections: p50/p99 and what TLS adds;
