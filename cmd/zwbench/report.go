@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"os"
 	"sort"
 	"strconv"
@@ -178,12 +180,7 @@ func (r *RestartResults) print(w io.Writer) {
 		r.StartSeconds, r.Pods, r.AllRunSeconds)
 	fmt.Fprintf(w, "    zones installed anew %d, pods replaced %d (target 0, 0: every pod adopted)\n", r.ZonesReinstalled, r.PodsReplaced)
 	fmt.Fprintf(w, "  memory by part with every pod running (RSS / PSS, MiB; per pod: PSS over %d pods, an upper bound, fixed costs included):\n", r.Pods)
-	labels := make([]string, 0, len(r.Memory))
-	for label := range r.Memory {
-		labels = append(labels, label)
-	}
-	sort.Strings(labels)
-	for _, label := range labels {
+	for _, label := range slices.Sorted(maps.Keys(r.Memory)) {
 		m := r.Memory[label]
 		fmt.Fprintf(w, "    %-50s %8.0f / %8.0f  %6.3f MiB per pod  (%d processes)\n", label, float64(m.RSS)/mib, float64(m.PSS)/mib, float64(m.PSS)/mib/float64(max(r.Pods, 1)), m.Processes)
 	}
@@ -224,12 +221,7 @@ func (r *SteadyResults) print(w io.Writer) {
 		fmt.Fprintf(w, "    %-53s %6.1f → %5.1f /s\n", m, r.RequestsByMethodNoPods[m], r.RequestsByMethod[m])
 	}
 	fmt.Fprintf(w, "\n  stack CPU by process, no pods → %d pods\n", r.Pods)
-	names := make([]string, 0, len(r.StackCPUByProcess))
-	for n := range r.StackCPUByProcess {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(r.StackCPUByProcess)) {
 		fmt.Fprintf(w, "    %-53s %6.1f → %5.1f %% of a core\n", n, r.StackCPUByProcessNoPods[n], r.StackCPUByProcess[n])
 	}
 }
