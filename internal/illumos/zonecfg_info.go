@@ -108,7 +108,12 @@ func configFromInfo(info ZoneInfo) (ZoneConfig, error) {
 		IPType:    IPType(p["ip-type"]),
 		LimitPriv: p["limitpriv"],
 	}
-	for prop, dst := range map[string]*uint64{"max-processes": &cfg.MaxProcesses, "max-lwps": &cfg.MaxLWPs} {
+	// In a fixed order, so that of two bad values the same one is named.
+	for _, f := range []struct {
+		prop string
+		dst  *uint64
+	}{{"max-processes", &cfg.MaxProcesses}, {"max-lwps", &cfg.MaxLWPs}} {
+		prop, dst := f.prop, f.dst
 		if v := p[prop]; v != "" {
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {

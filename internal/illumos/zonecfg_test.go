@@ -425,6 +425,17 @@ func TestParseZonecfgInfoRejectsGarbage(t *testing.T) {
 	}
 }
 
+// Of two bad values, the same one is named every time. (Range over a
+// map of the properties in configFromInfo to see either.)
+func TestParseZonecfgInfoNamesTheFirstBadValue(t *testing.T) {
+	for range 20 {
+		_, err := ParseZonecfgInfo("zonename: z\nmax-processes: many\nmax-lwps: lots\n")
+		if err == nil || !strings.HasPrefix(err.Error(), "max-processes") {
+			t.Fatalf("error %v: want max-processes named", err)
+		}
+	}
+}
+
 func TestSizes(t *testing.T) {
 	for _, tt := range []struct {
 		b uint64
