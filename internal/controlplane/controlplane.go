@@ -242,6 +242,7 @@ type ControlPlane struct {
 	Temporal     client.Client
 	nodes        workflows.NodeClient
 	podTuning    *workflows.Tuning
+	pods         *workflows.PodClient // the pod lifecycles, the API's and the room feed's
 	podReconcile time.Duration
 	podSettle    time.Duration
 	moves        controlworker.Moves
@@ -400,7 +401,7 @@ func assemble(cfg Config, log *slog.Logger, imgMap *imagemap.Map, o opened) *Con
 		Store: st, Logger: log, CA: o.ca, NodeEndpoints: o.nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, Metrics: serveMetrics, MetricsHandler: metrics.Handler(o.registry), ServiceCIDR: o.serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), o.podRange), ServiceNet: o.serviceNet, Lifecycles: pods, Control: apiControl(st, pods, tc), Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
 		Images: images, ImageMap: imgMap, MaxPodRegistryImages: cfg.MaxPodRegistryImages, ImageSources: &artefacts.Sources, Artefacts: artefacts, Transfers: relay, Ready: readyChecks(st, tc)})
 	bgCtx, cancel := context.WithCancel(context.Background())
-	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: o.stopTemporalMetrics, adminToken: o.adminToken, moves: controlworker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, podSettle: cfg.PodSettle, addr: ln.Addr().String(), url: o.scheme + "://" + ln.Addr().String(), ca: o.ca, log: log, bgCtx: bgCtx, cancel: cancel, served: make(chan error, 1),
+	cp := &ControlPlane{metrics: serveMetrics, stopTemporalMetrics: o.stopTemporalMetrics, adminToken: o.adminToken, moves: controlworker.Moves{Relay: relay, AdvertiseURL: advertise}, Store: st, Temporal: tc, nodes: nodes, pods: pods, podTuning: cfg.PodTuning, podReconcile: cfg.PodReconcileInterval, podSettle: cfg.PodSettle, addr: ln.Addr().String(), url: o.scheme + "://" + ln.Addr().String(), ca: o.ca, log: log, bgCtx: bgCtx, cancel: cancel, served: make(chan error, 1),
 		// The API bounds a request's handler itself (api.Config.RequestTimeout);
 		// the write deadline leaves it that, its body's time and room to
 		// answer. A streaming route is freed of the deadlines once its
@@ -627,11 +628,10 @@ func (cp *ControlPlane) run(ctx context.Context, ln net.Listener, serverTLSConfi
 			Log: log.With("component", "workloads")}).Run(bgCtx)
 	}()
 	// Pods no node fitted look again when the feed shows room made.
-	pods := &workflows.PodClient{Temporal: tc, Tuning: cp.podTuning}
 	cp.bg.Add(1)
 	go func() {
 		defer cp.bg.Done()
-		(&roomfeed.Follower{Store: st, Wake: func(ctx context.Context) int { return controlops.WakeUnschedulable(ctx, st, pods) },
+		(&roomfeed.Follower{Store: st, Wake: func(ctx context.Context) int { return controlops.WakeUnschedulable(ctx, st, cp.pods) },
 			Log: log.With("component", "room")}).Run(bgCtx)
 	}()
 }
