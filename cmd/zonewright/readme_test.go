@@ -416,16 +416,24 @@ func runBlocksWithin(t *testing.T, dir string, cred *syscall.Credential, blocks 
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = dir
 	cmd.Env = newcomerEnv()
+	// A process group of its own: what the script started in the
+	// background (a web server, a port-forward) ends with it, passed or
+	// failed, and holds no port for a later run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if cred != nil {
 		// Another user: at home in the directory (kubectl keeps its cache
 		// there).
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		cmd.SysProcAttr.Credential = cred
 		cmd.Env = append(cmd.Env, "HOME="+dir)
 	}
-	// A background command the script left (a port-forward) must not keep
-	// the output open for ever.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A background command the script left must not keep the output open
+	// for ever.
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 	if err != nil {
 		// What failed first, then everything: a log cut in the middle
 		// still says what failed.
@@ -530,4 +538,28 @@ func TestAWalkthroughFailureSaysWhatFailed(t *testing.T) {
 			t.Errorf("a walkthrough of %+v: %v, says %q; want a failure saying %q\n%s", c.lines, err, got, c.want, out)
 		}
 	}
+}
+
+// What a walkthrough started in the background ends with it: a web server
+// a page left (its cleanup block never reached when an earlier one
+// failed) held its port and failed every later run. (Remove the kill of
+// the group after the script in runBlocksWithin to see it outlive it.)
+func TestAWalkthroughLeavesNothingRunning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	runBlocksWithin(t, dir, nil, []readmeBlock{{file: "docs/x.md", heading: "X",
+		lines: []readmeLine{{number: 3, text: "sleep 300 >/dev/null 2>&1 & echo $! > bg.pid"}}}}, time.Minute)
+	b, err := os.ReadFile(filepath.Join(dir, "bg.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	for range 40 {
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || strings.Contains(string(st), ") Z ") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	t.Fatalf("the walkthrough's background command (pid %d) outlived it", pid)
 }
