@@ -161,6 +161,10 @@ func (s *Scheduler) round(round []*placement) {
 		s.Rounds.Add(1)
 		err = s.refresh(ctx)
 	}
+	rs := &roundState{conn: conn, batch: true}
+	if err == nil {
+		rs.pods, err = s.readPods(ctx, round)
+	}
 	var binds []bind
 	for _, p := range round {
 		switch {
@@ -169,7 +173,7 @@ func (s *Scheduler) round(round []*placement) {
 		case err != nil:
 			p.done <- outcome{err: err}
 		default:
-			d, pod, err := s.schedule(p.ctx, conn, p.ns, p.name, true)
+			d, pod, err := s.schedule(p.ctx, rs, p.ns, p.name)
 			if pod != nil {
 				binds = append(binds, bind{p, d, pod})
 				continue
@@ -177,7 +181,36 @@ func (s *Scheduler) round(round []*placement) {
 			p.done <- outcome{d, err}
 		}
 	}
-	s.bindAll(ctx, conn, binds)
+	s.bindAll(ctx, rs, binds)
+}
+
+// roundState is what a round's placements share: the lock's connection,
+// its pods read at once (each taken by its first look), and the claims'
+// sizes by node, read once until a placement binds a claim.
+type roundState struct {
+	conn       *pgxpool.Conn
+	pods       map[string]*model.Pod
+	claimBytes map[string]int64 // nil: read it
+	// batch leaves the bindings it can to bindAll.
+	batch bool
+}
+
+// readPods reads the pods of a round in one query, by "namespace/name".
+func (s *Scheduler) readPods(ctx context.Context, round []*placement) (map[string]*model.Pod, error) {
+	namespaces, names := make([]string, len(round)), make([]string, len(round))
+	for i, p := range round {
+		namespaces[i], names[i] = p.ns, p.name
+	}
+	return s.Store.Pods().GetMany(ctx, namespaces, names)
+}
+
+// pod is the round's reading of ns/name the first time, then a fresh one.
+func (rs *roundState) pod(ctx context.Context, st *store.Store, ns, name string) (*model.Pod, error) {
+	if p, ok := rs.pods[ns+"/"+name]; ok {
+		delete(rs.pods, ns+"/"+name)
+		return p, nil
+	}
+	return st.Pods().Get(ctx, ns, name)
 }
 
 // bind is a placement decided in a round, its pod's binding to be
@@ -190,7 +223,7 @@ type bind struct {
 
 // bindAll writes the round's bindings in one transaction. A pod that
 // changed meanwhile (a label edit) is placed again on its own.
-func (s *Scheduler) bindAll(ctx context.Context, conn *pgxpool.Conn, binds []bind) {
+func (s *Scheduler) bindAll(ctx context.Context, rs *roundState, binds []bind) {
 	if len(binds) == 0 {
 		return
 	}
@@ -206,7 +239,8 @@ func (s *Scheduler) bindAll(ctx context.Context, conn *pgxpool.Conn, binds []bin
 			b.p.done <- outcome{err: err}
 		case failed[i] != nil:
 			s.view.dropPod(b.pod.Metadata.UID)
-			d, _, err := s.schedule(b.p.ctx, conn, b.p.ns, b.p.name, false)
+			rs.batch = false
+			d, _, err := s.schedule(b.p.ctx, rs, b.p.ns, b.p.name)
 			b.p.done <- outcome{d, err}
 		default:
 			b.p.done <- outcome{d: b.d}
@@ -215,11 +249,11 @@ func (s *Scheduler) bindAll(ctx context.Context, conn *pgxpool.Conn, binds []bin
 }
 
 // schedule places one pod of a round, the lock held and the view read.
-// With batch, the binding of a pod without claims or capacity limits is
-// not written but returned, counted in the view already, for bindAll.
-func (s *Scheduler) schedule(ctx context.Context, conn *pgxpool.Conn, ns, name string, batch bool) (Decision, *model.Pod, error) {
+// With rs.batch, the binding of a pod without claims or capacity limits
+// is not written but returned, counted in the view already, for bindAll.
+func (s *Scheduler) schedule(ctx context.Context, rs *roundState, ns, name string) (Decision, *model.Pod, error) {
 	for {
-		pod, err := s.Store.Pods().Get(ctx, ns, name)
+		pod, err := rs.pod(ctx, s.Store, ns, name)
 		if err != nil {
 			return Decision{}, nil, err
 		}
@@ -236,12 +270,20 @@ func (s *Scheduler) schedule(ctx context.Context, conn *pgxpool.Conn, ns, name s
 		}
 		// Checked under the scheduling lock, so two placements never take
 		// the last slot twice.
-		if why, err := s.Capacity.full(ctx, conn.Conn(), pod); err != nil || why != "" {
+		if why, err := s.Capacity.full(ctx, rs.conn.Conn(), pod); err != nil || why != "" {
 			return Decision{Message: why, Reason: ReasonCapacityExceeded}, nil, err
 		}
-		d, err := s.place(ctx, conn.Conn(), pod, pc)
-		if err != nil || d.Node == "" {
-			return d, nil, err
+		if rs.claimBytes == nil {
+			if rs.claimBytes, err = s.claimBytes(ctx, rs.conn.Conn()); err != nil {
+				return Decision{}, nil, err
+			}
+		}
+		d := s.place(pod, pc, rs.claimBytes)
+		if d.Node == "" {
+			return d, nil, nil
+		}
+		if len(pc.claims) > 0 {
+			rs.claimBytes = nil // its claims count on their node from now on
 		}
 		// The claims first: a crash before the pod is bound leaves them on
 		// the node the next placement then picks.
@@ -263,7 +305,7 @@ func (s *Scheduler) schedule(ctx context.Context, conn *pgxpool.Conn, ns, name s
 		s.view.bind(pod.Metadata.UID, d.Node, PodRequests(pod))
 		// The capacity map counts the pods bound in the database, so a pod
 		// under a limit is bound before the next one is placed.
-		if batch && len(pc.claims) == 0 && !s.Capacity.limits(pod) {
+		if rs.batch && len(pc.claims) == 0 && !s.Capacity.limits(pod) {
 			return d, pod, nil
 		}
 		if err = s.Store.Pods().Update(ctx, pod); err != nil {
@@ -302,12 +344,8 @@ func (s *Scheduler) keepNode(ctx context.Context, pod *model.Pod) (d Decision, a
 
 // place picks the pod's node among the cluster's (none: d.Node empty,
 // d says why), its claims' node if their data is on one.
-func (s *Scheduler) place(ctx context.Context, conn *pgx.Conn, pod *model.Pod, pc podClaims) (Decision, error) {
+func (s *Scheduler) place(pod *model.Pod, pc podClaims, claimBytes map[string]int64) Decision {
 	nodes, used := s.cluster(pod.Metadata.UID)
-	claimBytes, err := s.claimBytes(ctx, conn)
-	if err != nil {
-		return Decision{}, err
-	}
 	var newClaimBytes int64
 	for _, c := range pc.claims {
 		if c.Status.NodeName == "" {
@@ -335,7 +373,7 @@ func (s *Scheduler) place(ctx context.Context, conn *pgx.Conn, pod *model.Pod, p
 		}
 		d = Place(pod, candidates)
 	}
-	return d, nil
+	return d
 }
 
 func hasCondition(p *model.Pod, typ string) bool {

@@ -377,6 +377,7 @@ func TestPlacementsAskedAtOnceShareRounds(t *testing.T) {
 	}
 	s := &scheduler.Scheduler{Store: st}
 	var wg sync.WaitGroup
+	start := time.Now()
 	for i := range pods {
 		wg.Go(func() {
 			if d, err := s.Schedule(ctx, "default", fmt.Sprintf("p%03d", i)); err != nil || d.Node == "" {
@@ -388,7 +389,7 @@ func TestPlacementsAskedAtOnceShareRounds(t *testing.T) {
 	if r := s.Rounds.Load(); r > pods/10 {
 		t.Errorf("%d placements asked at once took %d rounds; want at most %d", pods, r, pods/10)
 	} else {
-		t.Logf("%d placements asked at once took %d rounds", pods, r)
+		t.Logf("%d placements asked at once took %d rounds, %s", pods, r, time.Since(start).Round(time.Millisecond))
 	}
 	perNode := map[string]int{}
 	list, _ := st.Pods().List(ctx, store.ListOptions{})

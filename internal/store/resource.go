@@ -236,6 +236,30 @@ func (r Resource[T, PT]) Get(ctx context.Context, ns, name string) (PT, error) {
 	return obj, nil
 }
 
+// GetMany reads the objects named by namespaces[i]/names[i] in one
+// query, by "namespace/name" (a cluster-scoped kind's namespaces are
+// ignored); one that does not exist is absent.
+func (r Resource[T, PT]) GetMany(ctx context.Context, namespaces, names []string) (map[string]PT, error) {
+	if !r.info.namespaced {
+		namespaces = make([]string, len(names))
+	}
+	q := fmt.Sprintf(`SELECT %s FROM %s WHERE (%s, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, r.columns(), r.info.table, r.info.nsExpr())
+	rows, err := r.s.pool.Query(ctx, q, namespaces, names)
+	if err != nil {
+		return nil, classify(err)
+	}
+	objs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (PT, error) { return r.scan(row) })
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := make(map[string]PT, len(objs))
+	for _, obj := range objs {
+		m := obj.GetMeta()
+		out[m.Namespace+"/"+m.Name] = obj
+	}
+	return out, nil
+}
+
 // GetByUID reads the object with uid, in whatever namespace it is.
 func (r Resource[T, PT]) GetByUID(ctx context.Context, uid string) (PT, error) {
 	if !validUID(uid) {
