@@ -176,7 +176,6 @@ func killControlPlane(ctx context.Context, s *stack, simBin, api string, uids ma
 	if pgErr != nil {
 		return pgErr
 	}
-	s.pg = c.Postgres()
 	if err := until(ctx, func() (bool, error) { return devcluster.Ready(apiHTTP, api), nil }); err != nil {
 		return fmt.Errorf("API ready again: %w", err)
 	}

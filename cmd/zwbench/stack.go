@@ -29,7 +29,6 @@ import (
 type stack struct {
 	dir      string
 	cluster  *devcluster.Cluster
-	pg       *pgserver.Server
 	temporal *devstack.Temporal
 	cp       *controlplane.ControlPlane
 	cpConfig controlplane.Config // how cp was started
@@ -102,7 +101,7 @@ func (s *stack) options(cfg stackConfig, log *slog.Logger) (devcluster.Options, 
 // took makes c the stack's cluster, and the API client its admin's.
 func (s *stack) took(c *devcluster.Cluster) {
 	s.cluster = c
-	s.pg, s.temporal, s.cp, s.cpConfig, s.nodes = c.Postgres(), c.Temporal, c.ControlPlane, c.ControlPlaneConfig, c.Nodes
+	s.temporal, s.cp, s.cpConfig, s.nodes = c.Temporal, c.ControlPlane, c.ControlPlaneConfig, c.Nodes
 	apiHTTP = &http.Client{Transport: auth.Bearer{Token: c.AdminToken, Next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.CA.Pool(), MinVersion: tls.VersionTLS12},
 		MaxIdleConnsPerHost: 64}}}
 }
@@ -136,8 +135,9 @@ func (s *stack) peakRSS() map[string]int64 {
 	for _, n := range s.nodes.Nodes {
 		out["agent "+n.Name] = hwm(n.Pid())
 	}
-	pg := hwm(s.pg.Pid())
-	for _, child := range children(s.pg.Pid()) {
+	pgPid := s.cluster.Postgres().Pid() // restarted by a kill: the one running now
+	pg := hwm(pgPid)
+	for _, child := range children(pgPid) {
 		pg += hwm(child)
 	}
 	out[postgresLabel] = pg
