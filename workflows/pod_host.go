@@ -551,8 +551,8 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 	g = boundGrace(g)
 	now := workflow.Now(ctx)
 	gc := &graceClock{seen: w.st.Terminate, end: now.Add(graceDuration(g))}
-	w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("stopping with a grace period of %ds", g),
-		Conditions:  []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: "Terminating", LastTransitionTime: &now}},
+	w.update(ctx, controlapi.StatusUpdate{Reason: model.ReasonTerminating, Message: fmt.Sprintf("stopping with a grace period of %ds", g),
+		Conditions:  []model.PodCondition{{Type: model.PodReady, Status: model.ConditionFalse, Reason: model.ReasonTerminating, LastTransitionTime: &now}},
 		EventReason: eventReason, EventMessage: fmt.Sprintf("Stopping containers with a grace period of %ds", g)})
 	if g <= 0 || w.lost() {
 		return
@@ -586,10 +586,10 @@ func (w *podWorkflow) stopGracefully(ctx workflow.Context, eventReason string) {
 			return
 		}
 		if over && !w.st.Finalize {
-			w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: "grace period ended, shortened by a later delete",
+			w.update(ctx, controlapi.StatusUpdate{Reason: model.ReasonTerminating, Message: "grace period ended, shortened by a later delete",
 				EventReason: "Killing", EventMessage: "The grace period, shortened by a later delete, ended; halting the zone"})
 		} else {
-			w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: "grace period ended by finalize",
+			w.update(ctx, controlapi.StatusUpdate{Reason: model.ReasonTerminating, Message: "grace period ended by finalize",
 				EventReason: "Finalized", EventMessage: "Grace period ended by the finalize signal"})
 		}
 	}
@@ -648,7 +648,7 @@ func (w *podWorkflow) takeTerminate(ctx workflow.Context, gc *graceClock) {
 	g := boundGrace(grace(t.GracePeriodSeconds, w.podGrace()))
 	if end := workflow.Now(ctx).Add(graceDuration(g)); end.Before(gc.end) {
 		gc.end, gc.shortened = end, true
-		w.update(ctx, controlapi.StatusUpdate{Reason: "Terminating", Message: fmt.Sprintf("grace period shortened to %ds by a later delete", g),
+		w.update(ctx, controlapi.StatusUpdate{Reason: model.ReasonTerminating, Message: fmt.Sprintf("grace period shortened to %ds by a later delete", g),
 			EventReason: "Killing", EventMessage: fmt.Sprintf("Grace period shortened to %ds by a later delete", g)})
 	}
 }

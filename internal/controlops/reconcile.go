@@ -10,6 +10,7 @@ import (
 	"github.com/zonewright/zonewright/internal/controlapi"
 	"github.com/zonewright/zonewright/internal/model"
 	"github.com/zonewright/zonewright/internal/store"
+	"github.com/zonewright/zonewright/workflows/podcontract"
 )
 
 // Lifecycles starts pod workflows, tells whether one runs and signals
@@ -29,9 +30,11 @@ type Lifecycles interface {
 	Terminate(ctx context.Context, namespace, name, reason string) error
 }
 
-// EnsurePodWorkflows repairs the invariant "every pod row has its
-// workflow": a crash between the API's two writes leaves a row without
-// one. Rows younger than settle are left alone, as their creator may still
+// EnsurePodWorkflows repairs the invariants "every pod row has its
+// workflow" and "a pod stamped deleted has told its workflow": a crash
+// between the API's two writes leaves a row without one, or a deletion
+// its lifecycle never heard of, which kept the pod running, Terminating
+// for ever. Rows younger than settle are left alone, as their creator may still
 // be starting it. The rows are compared with one listing of the running
 // lifecycles; only a pod missing from it (the listing lags a little) is
 // asked about on its own. A pod that cannot be repaired does not keep the
@@ -57,11 +60,18 @@ func (a *Control) EnsurePodWorkflows(ctx context.Context, settle time.Duration) 
 			return started, errors.Join(append(errs, err)...)
 		}
 		for _, p := range page.Items {
+			ref := controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID}
+			if deletionUnheard(&p, settle) {
+				// A lifecycle started now reads the deletion from the row.
+				if err := a.redeliverDeletion(ctx, ref, p.Metadata.DeletionGracePeriodSeconds); err != nil {
+					errs = append(errs, err)
+				}
+			}
 			if running[controlapi.PodName{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name}] ||
 				p.Metadata.CreationTimestamp != nil && time.Since(*p.Metadata.CreationTimestamp) < settle {
 				continue
 			}
-			ok, err := a.ensurePodWorkflow(ctx, controlapi.PodRef{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, UID: p.Metadata.UID})
+			ok, err := a.ensurePodWorkflow(ctx, ref)
 			if ok {
 				started++
 			}
@@ -101,4 +111,33 @@ func (a *Control) ensurePodWorkflow(ctx context.Context, ref controlapi.PodRef) 
 		err = fmt.Errorf("record the restored lifecycle of %s: %w", ref, err)
 	}
 	return true, err
+}
+
+// deletionUnheard tells whether p was stamped deleted at least settle ago
+// and its lifecycle has not shown it began to stop the pod: it writes the
+// reason Terminating when it does (a pod that has finished is removed
+// without, so a redelivery reaches it at most once a reconciliation, and
+// changes nothing).
+func deletionUnheard(p *model.Pod, settle time.Duration) bool {
+	ts := p.Metadata.DeletionTimestamp
+	return ts != nil && time.Since(*ts) >= settle && p.Status.Reason != model.ReasonTerminating
+}
+
+// redeliverDeletion signals the pod's lifecycle to terminate, as the
+// deletion did (Pods.terminate): a lifecycle that has the signal already
+// keeps the shorter grace period of the two, so a redelivery is harmless.
+func (a *Control) redeliverDeletion(ctx context.Context, ref controlapi.PodRef, grace *int64) error {
+	err := a.Lifecycles.Signal(ctx, ref.Namespace, ref.Name, podcontract.SignalTerminate, podcontract.TerminateSignal{GracePeriodSeconds: grace})
+	if errors.Is(err, podcontract.ErrNoLifecycle) {
+		return nil // the reconciler starts one, which reads the deletion
+	}
+	if err != nil {
+		return fmt.Errorf("redeliver the deletion of %s: %w", ref, err)
+	}
+	err = a.Store.RecordEvent(ctx, model.ObjectReference{Kind: model.KindPod, Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID},
+		model.EventWarning, "DeletionRedelivered", "The pod's deletion had not reached its lifecycle workflow; the reconciler delivered it", "zonewright-reconciler")
+	if err != nil {
+		err = fmt.Errorf("record the redelivered deletion of %s: %w", ref, err)
+	}
+	return err
 }

@@ -149,3 +149,118 @@ func TestEnsurePodWorkflowsListsInsteadOfDescribingEveryPod(t *testing.T) {
 		t.Fatalf("without a listing the run described %d lifecycles; want every pod's, %d", n, pods+1)
 	}
 }
+
+// deliveries stands for the pod lifecycles, all running: it records the
+// terminate signals, and refuses them while down (a control plane
+// stopping between a deletion's stamp and its signal).
+type deliveries struct {
+	noForcedEnds
+	mu     sync.Mutex
+	down   bool
+	graces map[string]int64 // pod name: the grace period signalled
+}
+
+func (d *deliveries) Start(context.Context, controlapi.PodRef) error        { return nil }
+func (d *deliveries) Running(context.Context, string, string) (bool, error) { return true, nil }
+func (d *deliveries) RunningPods(context.Context) (map[controlapi.PodName]bool, error) {
+	return nil, nil // the reconciler asks Running for each
+}
+
+func (d *deliveries) Signal(_ context.Context, _, name, signal string, arg any) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.down {
+		return errors.New("Temporal is not answering")
+	}
+	if signal == podcontract.SignalTerminate {
+		d.graces[name] = grace(arg.(podcontract.TerminateSignal).GracePeriodSeconds)
+	}
+	return nil
+}
+
+func (d *deliveries) take() map[string]int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g := d.graces
+	d.graces = map[string]int64{}
+	return g
+}
+
+func grace(g *int64) int64 {
+	if g == nil {
+		return -1
+	}
+	return *g
+}
+
+// A deletion stamped on the row whose signal never reached the lifecycle
+// (the control plane stopped between the two) is delivered by the
+// reconciler once it has settled, with the deletion's grace period; one
+// the lifecycle has acted on (reason Terminating), or too young to tell,
+// is left alone. Before, such a pod ran on, Terminating for ever, and a
+// rollout through a control-plane restart never ended. Make
+// deletionUnheard return false to see it fail.
+func TestADeletionItsLifecycleNeverHeardIsRedelivered(t *testing.T) {
+	ctx := t.Context()
+	st := openStore(t)
+	lc := &deliveries{graces: map[string]int64{}}
+	ctl := controlops.NewControl(st, lc)
+	for _, name := range []string{"lost", "heard", "young"} {
+		p := &model.Pod{Metadata: model.ObjectMeta{Name: name, Namespace: model.DefaultNamespace},
+			Spec: model.PodSpec{Containers: []model.Container{{Name: "a", Image: "i", Command: []string{"c"}}}}}
+		model.DefaultPod(p)
+		p.Status.Phase = model.PodRunning
+		if err := st.CreatePod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seven := int64(7)
+	del := func(name string) {
+		t.Helper()
+		_, err := ctl.Pods().Delete(ctx, model.DefaultNamespace, name, controlops.PodDelete{GracePeriodSeconds: &seven})
+		if lc.down != (err != nil) {
+			t.Fatalf("delete %s with the lifecycles down=%v: %v", name, lc.down, err)
+		}
+	}
+	edit := func(name string, fn func(*model.Pod)) {
+		t.Helper()
+		p, err := st.Pods().Get(ctx, model.DefaultNamespace, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(p)
+		if err := st.Pods().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del("heard")
+	edit("heard", func(p *model.Pod) { p.Status.Reason = model.ReasonTerminating })
+	lc.down = true
+	del("lost")
+	del("young")
+	lc.down = false
+	lc.take()
+	// Stamped a minute ago: settled.
+	edit("lost", func(p *model.Pod) {
+		ago := p.Metadata.DeletionTimestamp.Add(-time.Minute)
+		p.Metadata.DeletionTimestamp = &ago
+	})
+
+	if _, err := ctl.EnsurePodWorkflows(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := lc.take(); len(got) != 1 || got["lost"] != seven {
+		t.Fatalf("the reconciler signalled terminate to %v; want only lost, with its grace period of 7s", got)
+	}
+	if n := nodeEvents(t, st, "DeletionRedelivered"); n != 1 {
+		t.Fatalf("%d DeletionRedelivered events; want 1", n)
+	}
+	// Once the lifecycle has acted on it, nothing more is sent.
+	edit("lost", func(p *model.Pod) { p.Status.Reason = model.ReasonTerminating })
+	if _, err := ctl.EnsurePodWorkflows(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := lc.take(); len(got) != 0 {
+		t.Fatalf("the reconciler signalled terminate to %v after the lifecycle acted on the deletion; want none", got)
+	}
+}

@@ -72,15 +72,37 @@ func progressing(d model.Deployment) (string, string) {
 func (c *cluster) waitRolledOut(name string, timeout time.Duration) model.Deployment {
 	c.t.Helper()
 	var d model.Deployment
-	c.eventually(timeout, "deployment "+name+" rolled out", func() bool {
+	deadline := time.Now().Add(timeout)
+	for {
 		d = c.deployment(name)
 		st, reason := progressing(d)
 		r := d.DesiredReplicas()
-		return d.Status.ObservedGeneration == d.Metadata.Generation && d.Status.UpdatedReplicas == r &&
+		pods := c.podsOf(name)
+		if d.Status.ObservedGeneration == d.Metadata.Generation && d.Status.UpdatedReplicas == r &&
 			d.Status.AvailableReplicas == r && d.Status.Replicas == r && st == model.ConditionTrue && reason == model.ReasonNewReplicaSetAvailable &&
-			len(c.podsOf(name)) <= 1
-	})
-	return d
+			len(pods) <= 1 {
+			return d
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %s waiting for deployment %s rolled out: generation %d, status %+v\npods by revision:%s",
+				timeout, name, d.Metadata.Generation, d.Status, podSummary(pods))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// podSummary lists pods by revision with their phase, readiness, node and
+// deletion, for a failure's message.
+func podSummary(byHash map[string][]model.Pod) string {
+	var b strings.Builder
+	for h, pods := range byHash {
+		fmt.Fprintf(&b, "\n  %s (%d):", h, len(pods))
+		for _, p := range pods {
+			fmt.Fprintf(&b, "\n    %s %s ready=%v node=%q deleting=%v reason=%q message=%q",
+				p.Metadata.Name, p.Status.Phase, isReady(p), p.Spec.NodeName, p.Metadata.DeletionTimestamp != nil, p.Status.Reason, p.Status.Message)
+		}
+	}
+	return b.String()
 }
 
 // podTally follows a deployment's pods on the watch stream and keeps, at

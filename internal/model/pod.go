@@ -343,6 +343,10 @@ const (
 	PodFailed    = "Failed"
 )
 
+// ReasonTerminating is the status reason a pod's lifecycle writes once it
+// has begun to stop the deleted pod.
+const ReasonTerminating = "Terminating"
+
 // PodCondition is one facet of a pod's progress.
 type PodCondition struct {
 	Type               string     `json:"type"`
