@@ -17,7 +17,7 @@ import (
 //
 // BenchmarkCommands times the commands a node runs all day (probes,
 // service checks, the agent's listings) with 1 and with 100 running zones,
-// each with one service, and reports the CPU they take (user+sys of the
+// each with one service and one dataset, and reports the CPU they take (user+sys of the
 // command and what it ran, per call). A per-zone command must cost the
 // same with 1 or 100 zones; the listings read every zone and grow.
 //
@@ -28,12 +28,14 @@ import (
 // resident, proportional (the binary's pages shared between the
 // supervisors split among them) and private.
 
-// crowdedHost boots n zones z000..z(n-1), each running one service.
+// crowdedHost boots n zones z000..z(n-1), each running one service and
+// with a dataset of its own under tank/zones, as the agent makes them.
 func crowdedHost(b *testing.B, n int) *simHost {
 	b.Helper()
 	h := newHost(b)
 	for i := 0; i < n; i++ {
 		zone := fmt.Sprintf("z%03d", i)
+		h.must("zfs", "create", "-p", "tank/zones/"+zone)
 		h.zoneSetup(zone, "running")
 		r := h.runIn(manifest("app", "exec sleep 100000", "", true), "zlogin", zone, "svccfg", "import", "/dev/stdin")
 		if r.code != 0 {
@@ -71,6 +73,9 @@ func BenchmarkCommands(b *testing.B) {
 		{"zoneadm-list-z", nil, []string{"zoneadm", "-z", "z000", "list", "-p"}},
 		{"zoneadm-list-cp", nil, []string{"zoneadm", "list", "-cp"}},
 		{"svcs-Z", nil, []string{"svcs", "-Z", "-H"}},
+		// The agent's heartbeat (every 10 s) and inventory (every 30 s).
+		{"zfs-get-space", nil, []string{"zfs", "get", "-H", "-p", "-o", "name,property,value", "used,available", "tank", "tank/zones"}},
+		{"zfs-list-zones", nil, []string{"zfs", "list", "-H", "-p", "-o", "name,type,used,avail,refer,mountpoint,quota,reservation", "-d", "1", "-t", "filesystem", "tank/zones"}},
 	}
 	for _, n := range []int{1, 100} {
 		b.Run(fmt.Sprintf("zones=%d", n), func(b *testing.B) {
