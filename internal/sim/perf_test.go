@@ -242,3 +242,44 @@ func procTreeCPU(pid int) time.Duration {
 	ticks, _ := statTicks(pid, 11, 12, 13, 14)          // utime stime cutime cstime
 	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100
 }
+
+// BenchmarkHaltAmongProcesses times zoneadm halt of a zone running one
+// service, on a machine with 0 and with 3,000 other processes: a halt
+// must cost the same whatever else runs (it reaps the zone's own
+// processes, it does not read the whole process table).
+func BenchmarkHaltAmongProcesses(b *testing.B) {
+	for _, others := range []int{0, 3000} {
+		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
+			var procs []*os.Process
+			b.Cleanup(func() {
+				for _, p := range procs {
+					p.Kill()
+					p.Wait()
+				}
+			})
+			for range others {
+				p, err := os.StartProcess("/bin/sleep", []string{"sleep", "100000"}, &os.ProcAttr{})
+				if err != nil {
+					b.Skipf("start the other processes: %v", err)
+				}
+				procs = append(procs, p)
+			}
+			h := newHost(b)
+			h.zoneSetup("z", "installed")
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				h.must("zoneadm", "-z", "z", "boot")
+				if r := h.runIn(manifest("app", "exec sleep 100000", "", true), "zlogin", "z", "svccfg", "import", "/dev/stdin"); r.code != 0 {
+					b.Fatalf("import: %v", r)
+				}
+				waitFor(b, 30*time.Second, "service online", func() bool {
+					st, pid, _ := h.service("z", "svc:/site/app:default")
+					return st == "online" && pid > 0
+				})
+				b.StartTimer()
+				h.must("zoneadm", "-z", "z", "halt")
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -115,8 +116,36 @@ func (sv *supervisor) killEverything() {
 	sv.logger.Printf("some processes did not exit")
 }
 
-// childrenOf lists the live processes whose parent is pid.
+// childrenOf lists the live processes whose parent is pid, from the
+// kernel's list of each of its threads' children. Scanning every process
+// of the machine instead made a stop of n zones cost n times the whole
+// process table: 2,600 zones took minutes to halt.
 func childrenOf(pid int) []int {
+	tasks, err := fs.ReadDir(hostProc, fmt.Sprintf("%d/task", pid))
+	if err != nil {
+		return scanChildrenOf(pid)
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := fs.ReadFile(hostProc, fmt.Sprintf("%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			return scanChildrenOf(pid) // a kernel without the lists
+		}
+		for _, f := range strings.Fields(string(b)) {
+			var p int
+			if _, err := fmt.Sscan(f, &p); err != nil {
+				continue
+			}
+			if st, ok := procStat(p); ok && st.ppid == pid && st.state != 'Z' {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// scanChildrenOf is childrenOf by a scan of every process.
+func scanChildrenOf(pid int) []int {
 	entries, err := fs.ReadDir(hostProc, ".")
 	if err != nil {
 		return nil
