@@ -321,10 +321,14 @@ func TestZlogin(t *testing.T) {
 	}
 }
 
+// stop-all halts every zone, more of them than it halts at once (16)
+// included, and leaves no process of theirs.
 func TestStopAllKillsEverything(t *testing.T) {
 	h := newHost(t)
-	bootWithService(t, h, "a1", "s", "exec sleep 1000", "")
-	bootWithService(t, h, "a2", "s", "exec sleep 1000", "")
+	const zones = 20
+	for i := range zones {
+		bootWithService(t, h, fmt.Sprintf("a%02d", i), "s", "exec sleep 1000", "")
+	}
 	var pids []int
 	for _, z := range h.state().Zones {
 		if z.SupervisorPID > 0 {
@@ -334,7 +338,7 @@ func TestStopAllKillsEverything(t *testing.T) {
 			pids = append(pids, s.PID)
 		}
 	}
-	if len(pids) != 4 {
+	if len(pids) != 2*zones {
 		t.Fatalf("pids %v", pids)
 	}
 	out, err := runBare(t, "stop-all", "--root", h.root)

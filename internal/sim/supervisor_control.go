@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -206,7 +207,13 @@ func killServiceGroups(z *Zone) {
 	}
 }
 
-// stopAll halts every zone of the host and kills what is left.
+// stopAllAtOnce bounds the zones stop-all halts at once: every node of a
+// machine stops at the same time, and thousands of zones exiting together
+// would only queue for the CPU.
+const stopAllAtOnce = 16
+
+// stopAll halts every zone of the host, stopAllAtOnce at a time, and
+// kills what is left.
 func stopAll(h *host) error {
 	stopNatd(h)
 	h.clearKernelNAT()
@@ -220,17 +227,17 @@ func stopAll(h *host) error {
 			zones = append(zones, z)
 		}
 	}
-	done := make(chan struct{}, len(zones))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, stopAllAtOnce)
 	for _, z := range zones {
-		go func(z *Zone) {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
 			stopSupervisor(h, z.Name, z.SupervisorPID, false)
 			killServiceGroups(z)
-			done <- struct{}{}
-		}(z)
+		})
 	}
-	for range zones {
-		<-done
-	}
+	wg.Wait()
 	err = h.update(func(st *State) bool {
 		for _, z := range st.zones() {
 			if z.Name == "global" || !inKernel(z.State) {
