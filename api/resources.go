@@ -51,6 +51,9 @@ func (s *Server) listRequest(c *gin.Context, w watchable, ns string) (opts store
 		}
 	} else {
 		opts.Continue = q.Get("continue")
+		// Kubernetes' "any version": served without holding writers back
+		// (store.ListOptions.AnyVersion).
+		opts.AnyVersion = rvText == "0"
 		if l := q.Get("limit"); l != "" {
 			n, err := strconv.ParseInt(l, 10, 64)
 			if err != nil || n < 0 {

@@ -165,15 +165,17 @@ func (c *Client) RecordEvent(ctx context.Context, obj model.ObjectReference, typ
 	return c.do(ctx, http.MethodPost, c.nodePath("/events"), &ev, nil)
 }
 
-// BoundPods lists the pods bound to this node.
+// BoundPods lists the pods bound to this node, at any version (as Nodes).
 func (c *Client) BoundPods(ctx context.Context) ([]model.Pod, error) {
-	return listAll[model.Pod](ctx, c, "/api/v1/pods", url.Values{"fieldSelector": {"spec.nodeName=" + c.node}})
+	return listAll[model.Pod](ctx, c, "/api/v1/pods", url.Values{"fieldSelector": {"spec.nodeName=" + c.node}, "resourceVersion": {"0"}})
 }
 
 // Nodes lists every Node of the cluster: the pod CIDRs and addresses the
-// node routes its pods' traffic to.
+// node routes its pods' traffic to. It asks for any version: every node
+// lists them every few seconds and watches nothing from the list, so it
+// need not hold the control plane's writers back for a settled one.
 func (c *Client) Nodes(ctx context.Context) ([]model.Node, error) {
-	return listAll[model.Node](ctx, c, "/api/v1/nodes", url.Values{})
+	return listAll[model.Node](ctx, c, "/api/v1/nodes", url.Values{"resourceVersion": {"0"}})
 }
 
 // listAll reads every page of a list, 500 items at a time.

@@ -105,6 +105,14 @@ func (f *feed) start(ctx context.Context) error {
 	return nil
 }
 
+// delivered is the version the feed has delivered every change up to,
+// and whether it runs.
+func (f *feed) delivered() (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last, f.started
+}
+
 func (f *feed) close() {
 	f.mu.Lock()
 	stop, done := f.stop, f.done

@@ -73,6 +73,7 @@ func (s *Store) ReadSettled(ctx context.Context, fn func(tx pgx.Tx, rv int64) er
 // session, as a transaction's snapshot is taken by its first statement,
 // before any lock that statement waits for), then the lock is let go.
 func (s *Store) readSettled(ctx context.Context, fn func(tx pgx.Tx, rv int64) error) error {
+	s.settledReads.Add(1)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return classify(err)
@@ -102,6 +103,27 @@ func (s *Store) readSettled(ctx context.Context, fn func(tx pgx.Tx, rv int64) er
 		return classify(err)
 	}
 	locked = !unlocked
+	if err := fn(tx, rv); err != nil {
+		return classify(err)
+	}
+	return classify(tx.Commit(ctx))
+}
+
+// readAnyVersion runs fn in a read-only snapshot taken without the
+// barrier, and gives it the version the feed has delivered up to, read
+// before the snapshot: every write up to it had committed then, so the
+// snapshot holds them all (and perhaps later ones). Without a running
+// feed it is readSettled.
+func (s *Store) readAnyVersion(ctx context.Context, fn func(tx pgx.Tx, rv int64) error) error {
+	rv, ok := s.feed.delivered()
+	if !ok {
+		return s.readSettled(ctx, fn)
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return classify(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it does nothing
 	if err := fn(tx, rv); err != nil {
 		return classify(err)
 	}

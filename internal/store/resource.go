@@ -293,6 +293,13 @@ type ListOptions struct {
 	FieldSelector string
 	Limit         int
 	Continue      string
+	// AnyVersion serves a list at any version, as Kubernetes does for
+	// resourceVersion=0: a reader that does not watch from the list (an
+	// agent's periodic node list) need not hold every writer back for a
+	// settled version. Its version is one the feed has delivered up to,
+	// so a watch from it misses nothing, though it may deliver again a
+	// change the rows already hold.
+	AnyVersion bool
 }
 
 type continueToken struct {
@@ -343,7 +350,11 @@ func (r Resource[T, PT]) List(ctx context.Context, o ListOptions) (*model.List[T
 	list.APIVersion, list.Kind = r.info.version(), r.info.kind+"List"
 	// One snapshot for the rows and the version, so a watch started from
 	// the list's version misses nothing and repeats nothing.
-	err = r.s.readSettled(ctx, func(tx pgx.Tx, rv int64) error {
+	read := r.s.readSettled
+	if o.AnyVersion {
+		read = r.s.readAnyVersion
+	}
+	err = read(ctx, func(tx pgx.Tx, rv int64) error {
 		list.Metadata.ResourceVersion = strconv.FormatInt(rv, 10)
 		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {

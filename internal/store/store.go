@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,8 @@ type Store struct {
 	// from pool's, which the lock holders use.
 	locks *pgxpool.Pool
 	feed  *feed
+	// settledReads counts the reads behind the barrier (readSettled).
+	settledReads atomic.Int64
 }
 
 // Open connects to the database at url. It does not wait for the database

@@ -524,3 +524,70 @@ func TestTheFeedCatchesUpOnceForNotificationsThatPiledUp(t *testing.T) {
 		t.Logf("%d catch-ups for %d writes", n, writes)
 	}
 }
+
+// A list at any version (resourceVersion=0) takes no barrier once the
+// feed runs, holds every pod written before it, and a watch from its
+// version misses no later write. Drop the AnyVersion branch of List to
+// see it take the barrier.
+func TestAListAtAnyVersionHoldsNoWriterBack(t *testing.T) {
+	s, ctx := newStore(t), context.Background()
+	if err := s.CreatePod(ctx, pod("before-feed", nil)); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing follows the feed yet: the list takes the barrier.
+	before := s.SettledReads()
+	if _, err := s.Pods().List(ctx, store.ListOptions{AnyVersion: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.SettledReads() - before; n != 1 {
+		t.Fatalf("without a feed, a list at any version took %d barriers; want 1", n)
+	}
+	w, err := s.Pods().Watch(ctx, store.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for i := range 5 {
+		if err := s.CreatePod(ctx, pod(fmt.Sprintf("a%d", i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before = s.SettledReads()
+	list, err := s.Pods().List(ctx, store.ListOptions{AnyVersion: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.SettledReads() - before; n != 0 {
+		t.Fatalf("a list at any version took %d barriers; want none", n)
+	}
+	if len(list.Items) != 6 {
+		t.Fatalf("the list holds %d pods; want the 6 written before it", len(list.Items))
+	}
+	rv, err := strconv.ParseInt(list.Metadata.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreatePod(ctx, pod("after", nil)); err != nil {
+		t.Fatal(err)
+	}
+	from, err := s.Pods().Watch(ctx, store.WatchOptions{ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer from.Stop()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-from.Events:
+			var p model.Pod
+			if err := json.Unmarshal(ev.Object, &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Metadata.Name == "after" {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("a watch from the list's version %d never delivered the pod written after it", rv)
+		}
+	}
+}
