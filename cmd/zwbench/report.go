@@ -176,6 +176,11 @@ func (r *ScaleResults) print(w io.Writer) {
 
 func (r *RestartResults) print(w io.Writer) {
 	const mib = 1024.0
+	if r.AllRunSeconds == 0 {
+		fmt.Fprintf(w, "  started again on its directory, the control plane as a serve and a temporal process: API ready in %.1f s; stopped short: %s\n",
+			r.StartSeconds, r.Error)
+		return
+	}
 	fmt.Fprintf(w, "  started again on its directory, the control plane as a serve and a temporal process: API ready in %.1f s, every one of %d pods' zones running and the pod Running and Ready in %.1f s;\n",
 		r.StartSeconds, r.Pods, r.AllRunSeconds)
 	fmt.Fprintf(w, "    zones installed anew %d, pods replaced %d (target 0, 0: every pod adopted)\n", r.ZonesReinstalled, r.PodsReplaced)

@@ -131,7 +131,7 @@ func restart(ctx context.Context, s *stack, cfg stackConfig, uids map[string]str
 	res.StartSeconds = time.Since(start).Seconds()
 	api := c.APIURLs[0]
 	if err := until(ctx, func() (bool, error) { return allRunAgain(s, simBin, api, len(uids)) }); err != nil {
-		return fmt.Errorf("every pod running again: %w", err)
+		return fmt.Errorf("every pod running again: %w (%s)", err, howFarAgain(s, simBin, api))
 	}
 	res.AllRunSeconds = time.Since(start).Seconds()
 	after, err := zonesOf(s, simBin)
@@ -303,6 +303,33 @@ func allRunAgain(s *stack, simBin, api string, want int) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// howFarAgain says how many zones run and pods are Running and Ready, for
+// a start again that did not end.
+func howFarAgain(s *stack, simBin, api string) string {
+	zones, err := zonesOf(s, simBin)
+	if err != nil {
+		return err.Error()
+	}
+	running := 0
+	for _, z := range zones {
+		if z.running {
+			running++
+		}
+	}
+	n, ready := 0, 0
+	if _, err := eachPodPage(api, func(pods []model.Pod) {
+		for i := range pods {
+			n++
+			if pods[i].RunningAndReady() {
+				ready++
+			}
+		}
+	}); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%d of %d zones running, %d of %d pods Running and Ready", running, len(zones), ready, n)
 }
 
 // allReady reports whether the API lists want pods or more, every one
