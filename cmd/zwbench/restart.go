@@ -318,15 +318,8 @@ func howFarAgain(s *stack, simBin, api string) string {
 			running++
 		}
 	}
-	n, ready := 0, 0
-	if _, err := eachPodPage(api, func(pods []model.Pod) {
-		for i := range pods {
-			n++
-			if pods[i].RunningAndReady() {
-				ready++
-			}
-		}
-	}); err != nil {
+	ready, n, err := readyPods(api)
+	if err != nil {
 		return err.Error()
 	}
 	return fmt.Sprintf("%d of %d zones running, %d of %d pods Running and Ready", running, len(zones), ready, n)
@@ -335,16 +328,24 @@ func howFarAgain(s *stack, simBin, api string) string {
 // allReady reports whether the API lists want pods or more, every one
 // Running and Ready.
 func allReady(api string, want int) (bool, error) {
-	n, ready := 0, true
-	if _, err := eachPodPage(api, func(pods []model.Pod) {
-		for i := range pods {
-			n++
-			ready = ready && pods[i].RunningAndReady()
-		}
-	}); err != nil {
+	ready, n, err := readyPods(api)
+	if err != nil {
 		return false, nil //nolint:nilerr // not yet: asked again
 	}
-	return ready && n >= want, nil
+	return ready == n && n >= want, nil
+}
+
+// readyPods counts the pods the API lists and those Running and Ready.
+func readyPods(api string) (ready, n int, err error) {
+	_, err = eachPodPage(api, func(pods []model.Pod) {
+		for i := range pods {
+			n++
+			if pods[i].RunningAndReady() {
+				ready++
+			}
+		}
+	})
+	return ready, n, err
 }
 
 // podUIDs are the API's pods, name → uid.
