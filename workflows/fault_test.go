@@ -359,6 +359,23 @@ func (f *fakeNodes) supervisePod(ctx context.Context, in hostapi.SuperviseInput)
 	return seq, err
 }
 
+// bootPodAgain runs the boot-again steps and hands the pod over, as the
+// node does in one call.
+func (f *fakeNodes) bootPodAgain(ctx context.Context, in hostapi.SuperviseInput) (uint64, error) {
+	var seq uint64
+	err := f.plan.do(ctx, "BootPodAgain", func() error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		p, steps := f.nodes[nodeOf(ctx)], f.hostSteps(in.Sandbox)
+		for _, st := range []string{"BootZone", "ConfigureNetwork", "StartContainers"} {
+			steps[st](p)
+		}
+		seq = f.supervise(p)
+		return nil
+	})
+	return seq, err
+}
+
 func (f *fakeNodes) restartContainer(ctx context.Context, in hostapi.RestartInput) (uint64, error) {
 	var seq uint64
 	err := f.plan.do(ctx, "RestartContainer", func() error {
@@ -639,7 +656,7 @@ var failedFor = map[string][]string{
 	"ProvisionPod": {"ProvisionFailed"}, "CreateDatasets": {"ProvisionFailed"}, "CreateVNIC": {"ProvisionFailed"},
 	"ConfigureZone": {"ProvisionFailed"}, "InstallZone": {"ProvisionFailed"}, "BootZone": {"ProvisionFailed", "ZoneStopped"},
 	"ConfigureNetwork": {"ProvisionFailed", "ZoneStopped"}, "StartContainers": {"ProvisionFailed", "ZoneStopped"},
-	"WaitContainersOnline": {"ProvisionFailed"},
+	"WaitContainersOnline": {"ProvisionFailed"}, "BootPodAgain": {"ZoneStopped"},
 }
 
 // podRun is one run of a scenario, with a fault or without.
@@ -680,6 +697,7 @@ func runPodScenario(t *testing.T, sc podScenario, at *stepRef, kind faultKind) *
 		}}},
 		{fn: host.ProvisionPod, ret: []any{f.provisionPod}},
 		{fn: host.SupervisePod, ret: []any{f.supervisePod}},
+		{fn: host.BootPodAgain, ret: []any{f.bootPodAgain}},
 		{fn: host.RestartContainer, ret: []any{f.restartContainer}},
 		{fn: host.ShutdownZone, ret: []any{f.shutdownZone}},
 	}
@@ -865,7 +883,7 @@ func TestFailureAtEveryStepOfThePodLifecycle(t *testing.T) {
 // onNode: the pod's activity runs on its node.
 func onNode(name string) bool {
 	switch name {
-	case "ProvisionPod", "SupervisePod", "RestartContainer", "ShutdownZone":
+	case "ProvisionPod", "SupervisePod", "BootPodAgain", "RestartContainer", "ShutdownZone":
 		return true
 	}
 	return hostActivity(name) != nil

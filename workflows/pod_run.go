@@ -325,6 +325,13 @@ const versionZoneBootWaitsForNode = "zone-boot-waits-for-node"
 // fails because the zone stopped again meanwhile starts the boot over.
 const versionZoneBootStartsOver = "zone-boot-starts-over"
 
+// versionZoneBootsAtOnce: a stopped zone is booted again, its containers
+// started and the pod handed to the supervisor with one host activity
+// (BootPodAgain) instead of four: a node whose whole stack restarted has
+// every pod boot again at once, and each activity is a round trip through
+// Temporal.
+const versionZoneBootsAtOnce = "zone-boots-at-once"
+
 // zoneBootsAgain bounds the boots a zone that keeps stopping is given
 // before the pod fails.
 const zoneBootsAgain = 3
@@ -342,8 +349,10 @@ func (w *podWorkflow) zoneDown(ctx workflow.Context, state string) bool {
 		w.teardownFailed(ctx, "ZoneGone", fmt.Sprintf("zone vanished from node %s (state %q)", w.st.Node, state))
 		return true
 	}
+	atOnce := workflow.GetVersion(ctx, versionZoneBootsAtOnce, workflow.DefaultVersion, 1) >= 1
+	var seq uint64
 	for boots := 0; ; boots++ {
-		stopping, err := w.bootAgain(ctx, sb)
+		stopping, err := w.bootAgain(ctx, sb, atOnce, &seq)
 		if stopping {
 			return false // the stop that was asked for takes the zone down
 		}
@@ -360,8 +369,9 @@ func (w *podWorkflow) zoneDown(ctx workflow.Context, state string) bool {
 		}
 		break
 	}
-	var seq uint64
-	_ = w.execHost(ctx, hostOptions(w.st.Node, time.Minute, 0, 5), host.SupervisePod, supervised(sb, w.spec), &seq)
+	if !atOnce {
+		_ = w.execHost(ctx, hostOptions(w.st.Node, time.Minute, 0, 5), host.SupervisePod, supervised(sb, w.spec), &seq)
+	}
 	r := w.st.Run
 	r.Seq = max(r.Seq, seq)
 	for i := range r.Containers {
@@ -377,12 +387,22 @@ func (w *podWorkflow) zoneDown(ctx workflow.Context, state string) bool {
 	return false
 }
 
-// bootAgain boots the pod's stopped zone and starts its containers; it
-// stops early, stopping true, when a stop was asked for while its node
-// did not take a step up.
-func (w *podWorkflow) bootAgain(ctx workflow.Context, sb hostapi.PodSandbox) (stopping bool, err error) {
-	for _, step := range []any{host.BootZone, host.ConfigureNetwork, host.StartContainers} {
-		err := w.execHost(ctx, hostOptions(w.st.Node, 5*time.Minute, 0, 5), step, sb, nil)
+// bootAgain boots the pod's stopped zone and starts its containers, with
+// atOnce in one activity that also hands the pod to the supervisor and
+// answers *seq; it stops early, stopping true, when a stop was asked for
+// while its node did not take a step up.
+func (w *podWorkflow) bootAgain(ctx workflow.Context, sb hostapi.PodSandbox, atOnce bool, seq *uint64) (stopping bool, err error) {
+	type hostStep struct {
+		fn, arg, result any
+		timeout         time.Duration
+	}
+	steps := []hostStep{{host.BootZone, sb, nil, 5 * time.Minute}, {host.ConfigureNetwork, sb, nil, 5 * time.Minute},
+		{host.StartContainers, sb, nil, 5 * time.Minute}}
+	if atOnce {
+		steps = []hostStep{{host.BootPodAgain, supervised(sb, w.spec), seq, 9 * time.Minute}}
+	}
+	for _, step := range steps {
+		err := w.execHost(ctx, hostOptions(w.st.Node, step.timeout, 0, 5), step.fn, step.arg, step.result)
 		// A node that did not take the step up (ScheduleToStart, never
 		// retried by Temporal) has not refused it: try again after a
 		// back-off until it does, the node is lost, or the pod is stopped.
@@ -399,7 +419,7 @@ func (w *podWorkflow) bootAgain(ctx workflow.Context, sb hostapi.PodSandbox) (st
 				err = errNodeLost
 				break
 			}
-			err = w.execHost(ctx, hostOptions(w.st.Node, 5*time.Minute, 0, 5), step, sb, nil)
+			err = w.execHost(ctx, hostOptions(w.st.Node, step.timeout, 0, 5), step.fn, step.arg, step.result)
 		}
 		if err != nil {
 			return false, err

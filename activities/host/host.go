@@ -235,6 +235,14 @@ func (a *Activities) SupervisePod(ctx context.Context, in hostapi.SuperviseInput
 	return seq, fail(ctx, err)
 }
 
+// BootPodAgain boots a pod's stopped zone, starts its containers and
+// hands the pod to the supervisor in one activity, returning the Seq from
+// which reports describe the pod.
+func (a *Activities) BootPodAgain(ctx context.Context, in hostapi.SuperviseInput) (uint64, error) {
+	seq, err := a.Ops.BootPodAgain(heartbeats(ctx), in)
+	return seq, fail(ctx, err)
+}
+
 // PullImage downloads the image from the control plane and installs it
 // where its kind needs it, heartbeating its progress
 // (hostapi.ImagePullProgress).

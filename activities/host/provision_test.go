@@ -106,3 +106,39 @@ func TestProvisionPodFailureCarriesItsProgress(t *testing.T) {
 		t.Fatalf("failure %v (type %s, non-retryable %v, progress %+v); want a Conflict at step 2, CreateVNIC", err, ae.Type(), ae.NonRetryable(), p)
 	}
 }
+
+// A stopped zone comes back in one call: booted, addressed, its
+// containers started (here stopped before the zone halted, as a stop
+// under way when its node restarted leaves them) and the pod handed to
+// the supervisor; a retry finds the work done.
+func TestBootPodAgainBringsAStoppedZoneBackInOneCall(t *testing.T) {
+	n := newNode(t)
+	sup := &watches{}
+	n.ops.Supervisor = sup
+	s := sandbox("web", "127.10.6.4", hostapi.ContainerSpec{Name: "app", Argv: []string{"sleep", "1000"}})
+	in := hostapi.ProvisionInput{Sandbox: s, Probes: []hostapi.ContainerProbes{{Name: "app"}}}
+	n.must(t, "ProvisionPod", n.host.ProvisionPod, in)
+	n.must(t, "StopContainers", n.host.StopContainers, s)
+	n.must(t, "HaltZone", n.host.HaltZone, s)
+	if obs := n.observe(t, s); obs.ZoneState != "installed" {
+		t.Fatalf("after HaltZone the zone is %q", obs.ZoneState)
+	}
+	again := hostapi.SuperviseInput{Sandbox: s, Probes: in.Probes}
+	for want := uint64(2); want <= 3; want++ {
+		var seq uint64
+		if err := n.must(t, "BootPodAgain", n.host.BootPodAgain, again).Get(&seq); err != nil {
+			t.Fatal(err)
+		}
+		if seq != want {
+			t.Fatalf("BootPodAgain answered Seq %d; want the supervisor's %d", seq, want)
+		}
+		obs := n.observe(t, s)
+		if obs.ZoneState != "running" || obs.Containers["app"] == "" || obs.Containers["app"] == "disabled" {
+			t.Fatalf("after BootPodAgain the node shows %+v; want the zone running and app enabled", obs)
+		}
+	}
+	if len(sup.pods) != 3 || sup.pods[2].Zone != s.ZoneName() {
+		t.Fatalf("supervisor was handed %+v", sup.pods)
+	}
+	n.deprovision(t, s)
+}

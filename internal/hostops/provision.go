@@ -95,6 +95,23 @@ func (h *Host) ProvisionPod(ctx context.Context, in hostapi.ProvisionInput) (hos
 	return res, nil
 }
 
+// BootPodAgain boots a pod's stopped zone, configures its network, starts
+// its containers and hands the pod to the supervisor, in one call so that
+// a zone booted again costs one round trip to its node (a node's whole
+// stack restarting boots every zone it has at once). Every step is
+// idempotent: a call tried again finds the work done. It returns the Seq
+// from which the pod's reports describe it.
+func (h *Host) BootPodAgain(ctx context.Context, in hostapi.SuperviseInput) (uint64, error) {
+	for _, step := range []func(*Host, context.Context, hostapi.PodSandbox) error{
+		(*Host).BootZone, (*Host).ConfigureNetwork, (*Host).StartContainers,
+	} {
+		if err := step(h, ctx, in.Sandbox); err != nil {
+			return 0, err
+		}
+	}
+	return h.SupervisePod(ctx, in)
+}
+
 // runStep runs one step, trying a transient failure again with back-off
 // for as long as the step's time allows (each step on its own: starting
 // the provision over would need every step to succeed in the same run).
