@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -243,8 +244,9 @@ type fakeNodes struct {
 	seq        uint64
 	evicted    map[string]bool
 	violations []string
-	failsAt    string // podScenario.failsAt
-	failed     bool   // the provision failed there once
+	failsAt    string              // podScenario.failsAt
+	built      *hostapi.PodSandbox // what the last provision was given
+	failed     bool                // the provision failed there once
 }
 
 var podNodes = []string{"n1", "n2"}
@@ -322,6 +324,7 @@ func (f *fakeNodes) provisionPod(ctx context.Context, in hostapi.ProvisionInput)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.built = &in.Sandbox
 	p, steps := f.nodes[nodeOf(ctx)], f.hostSteps(in.Sandbox)
 	for i, st := range hostops.ProvisionSteps {
 		if f.failsAt == st.Name && !f.failed {
@@ -360,12 +363,16 @@ func (f *fakeNodes) supervisePod(ctx context.Context, in hostapi.SuperviseInput)
 }
 
 // bootPodAgain runs the boot-again steps and hands the pod over, as the
-// node does in one call.
+// node does in one call; its containers start from the sandbox the zone
+// was built with, which it refuses to do without.
 func (f *fakeNodes) bootPodAgain(ctx context.Context, in hostapi.SuperviseInput) (uint64, error) {
 	var seq uint64
 	err := f.plan.do(ctx, "BootPodAgain", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if f.built == nil || !reflect.DeepEqual(in.Sandbox, *f.built) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("boot again with sandbox %+v, built with %+v", in.Sandbox, f.built), "Invalid", nil)
+		}
 		p, steps := f.nodes[nodeOf(ctx)], f.hostSteps(in.Sandbox)
 		for _, st := range []string{"BootZone", "ConfigureNetwork", "StartContainers"} {
 			steps[st](p)

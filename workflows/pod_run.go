@@ -399,7 +399,8 @@ func (w *podWorkflow) bootAgain(ctx workflow.Context, sb hostapi.PodSandbox, atO
 	steps := []hostStep{{host.BootZone, sb, nil, 5 * time.Minute}, {host.ConfigureNetwork, sb, nil, 5 * time.Minute},
 		{host.StartContainers, sb, nil, 5 * time.Minute}}
 	if atOnce {
-		steps = []hostStep{{host.BootPodAgain, supervised(sb, w.spec), seq, 9 * time.Minute}}
+		in := hostapi.SuperviseInput{Sandbox: sb, Probes: supervised(sb, w.spec).Probes}
+		steps = []hostStep{{host.BootPodAgain, in, seq, 9 * time.Minute}}
 	}
 	for _, step := range steps {
 		err := w.execHost(ctx, hostOptions(w.st.Node, step.timeout, 0, 5), step.fn, step.arg, step.result)
