@@ -27,8 +27,9 @@ func (s *Supervisor) startProbes(p *pod, c *container) {
 	}
 }
 
-// probeLoop runs one probe until ctx ends: first after its initial delay,
-// then every period; the startup probe gates the others and ends once it
+// probeLoop runs one probe until ctx ends: first after its initial delay
+// (a readiness or startup probe as soon as its container runs), then every
+// period; the startup probe gates the others and ends once it
 // succeeded. Only a crossed threshold changes what is reported.
 func (s *Supervisor) probeLoop(ctx context.Context, p *pod, c *container, kind string, spec *model.Probe) {
 	period := time.Duration(max(spec.PeriodSeconds, 1)) * time.Second
@@ -44,6 +45,7 @@ func (s *Supervisor) probeLoop(ctx context.Context, p *pod, c *container, kind s
 		if kind == probeStartup && started {
 			return
 		}
+		wait := period
 		if running && (kind == probeStartup || started) {
 			res, err := RunProbe(ctx, s.cfg.Host, p.spec.Zone, c.spec.User, p.spec.IP, c.spec.Ports, spec)
 			if ctx.Err() != nil {
@@ -60,8 +62,14 @@ func (s *Supervisor) probeLoop(ctx context.Context, p *pod, c *container, kind s
 			if s.apply(ctx, c, kind, res, successes >= successThreshold, failures >= failureThreshold, failures) {
 				s.poke()
 			}
+		} else if kind != probeLiveness {
+			// Look again at the next observation rather than a period
+			// later: a container that starts (a pod handed over, a zone
+			// booted again) is probed for readiness at once, as the
+			// kubelet triggers it. Liveness keeps its period.
+			wait = min(period, s.cfg.ObserveEvery)
 		}
-		if !sleep(ctx, period) {
+		if !sleep(ctx, wait) {
 			return
 		}
 	}

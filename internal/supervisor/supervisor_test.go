@@ -442,3 +442,20 @@ func TestARestartNotYetTakenIsNotAnEnd(t *testing.T) {
 		return l.Seq > seq && l.Containers[0].State == model.ContainerRunning
 	})
 }
+
+// A readiness probe runs as soon as its container runs, not a period
+// after the pod was handed over (a zone booted again would otherwise stay
+// unready for a whole period), as the kubelet triggers it.
+func TestAReadinessProbeRunsOnceTheContainerRuns(t *testing.T) {
+	h, r := onlineHost(), &recorder{}
+	s := start(t, h, r)
+	s.Watch(appPod(func(c *Container) {
+		c.Readiness = &model.Probe{Exec: &model.ExecAction{Command: []string{"check"}}, PeriodSeconds: 3600}
+	}), nil)
+	r.wait(t, "Ready well inside the probe's period", func(l model.PodReport, _ int) bool { return l.Containers[0].Ready })
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.probes != 1 {
+		t.Fatalf("%d probes ran; want 1 until the period ends", h.probes)
+	}
+}
