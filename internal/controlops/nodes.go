@@ -262,6 +262,22 @@ func PodsOnNode(ctx context.Context, st *store.Store, node string) ([]model.Pod,
 	}), nil
 }
 
+// PodsWaitingOnNode lists the pods bound to a node that are not running
+// yet (unfinished and not Running): the few a freed address or a pulled
+// image may be for. The database picks them, so a node's mass termination
+// (one release a pod) does not read every pod on the node each time.
+func PodsWaitingOnNode(ctx context.Context, st *store.Store, node string) ([]model.Pod, error) {
+	sel := "spec.nodeName=" + node
+	for _, phase := range []string{model.PodRunning, model.PodFailed, model.PodSucceeded} {
+		sel += ",status.phase!=" + phase
+	}
+	pods, err := st.Pods().ListAll(ctx, store.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list pods waiting on node %s: %w", node, err)
+	}
+	return pods, nil
+}
+
 // WakeImageWaiters wakes the pods bound to the node that wait for the
 // image (a pull there just ended): those not running yet whose zone is
 // made from it. They are chosen by what they wait for, not by the reason
@@ -269,13 +285,13 @@ func PodsOnNode(ctx context.Context, st *store.Store, node string) ([]model.Pod,
 // written ImagePulling yet when the pull ends, and its lifecycle keeps a
 // wake that arrives before it waits. It returns how many it woke.
 func (a *Control) WakeImageWaiters(ctx context.Context, in controlapi.ImageNodeInput) (int, error) {
-	pods, err := PodsOnNode(ctx, a.Store, in.Node)
+	pods, err := PodsWaitingOnNode(ctx, a.Store, in.Node)
 	if err != nil || a.Lifecycles == nil {
 		return 0, err
 	}
 	n := 0
 	for _, p := range pods {
-		if p.Status.Phase == model.PodRunning || len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != in.Image {
+		if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != in.Image {
 			continue
 		}
 		if err := a.Lifecycles.Signal(ctx, p.Metadata.Namespace, p.Metadata.Name, podcontract.SignalWake, struct{}{}); err != nil && !errors.Is(err, podcontract.ErrNoLifecycle) {

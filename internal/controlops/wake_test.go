@@ -93,6 +93,7 @@ func TestWakeImageWaitersChoosesThePodsThatNeedTheImage(t *testing.T) {
 	waiter(t, st, "pulling", "n1", "base", model.PodPending, podcontract.ReasonImagePulling)
 	waiter(t, st, "backing-off", "n1", "base", model.PodPending, podcontract.ReasonImagePullBackOff)
 	waiter(t, st, "not-yet-waiting", "n1", "base", model.PodPending, "") // bound; its ImagePulling status not written yet
+	waiter(t, st, "no-phase-yet", "n1", "base", "", "")                  // bound; no status written at all
 	waiter(t, st, "running", "n1", "base", model.PodRunning, "")
 	waiter(t, st, "finished", "n1", "base", model.PodFailed, "Error")
 	waiter(t, st, "other-image", "n1", "other", model.PodPending, podcontract.ReasonImagePulling)
@@ -101,7 +102,7 @@ func TestWakeImageWaitersChoosesThePodsThatNeedTheImage(t *testing.T) {
 	ctl := controlops.NewControl(st, w)
 	n, err := ctl.WakeImageWaiters(ctx, controlapi.ImageNodeInput{Image: "base", Node: "n1"})
 	slices.Sort(w.names)
-	if want := []string{"backing-off", "not-yet-waiting", "pulling"}; err != nil || n != 3 || !slices.Equal(w.names, want) {
+	if want := []string{"backing-off", "no-phase-yet", "not-yet-waiting", "pulling"}; err != nil || n != 4 || !slices.Equal(w.names, want) {
 		t.Fatalf("woke %d %v (%v); want %v", n, w.names, err, want)
 	}
 }

@@ -19,17 +19,15 @@ func (a *Control) wakeAddressWaiters(ctx context.Context, node string) int {
 	if a.Lifecycles == nil || node == "" {
 		return 0
 	}
-	pods, err := PodsOnNode(ctx, a.Store, node)
-	if err != nil {
+	pods, err := PodsWaitingOnNode(ctx, a.Store, node)
+	if err != nil || len(pods) == 0 {
 		return 0
 	}
 	holders, err := a.IPAM.Holders(ctx, node)
 	if err != nil {
 		return 0
 	}
-	waiting := slices.DeleteFunc(pods, func(p model.Pod) bool {
-		return p.Status.Phase == model.PodRunning || holders[p.Metadata.UID]
-	})
+	waiting := slices.DeleteFunc(pods, func(p model.Pod) bool { return holders[p.Metadata.UID] })
 	oldestFirst(waiting)
 	n := 0
 	for _, p := range waiting[:min(len(waiting), maxWoken)] {
