@@ -111,8 +111,8 @@ type Supervisor struct {
 
 	mu   sync.Mutex
 	pods map[string]*pod // by UID
-	// zones is every zone's state as the last observation found it, at
-	// zonesAt: others on the node read it instead of listing again.
+	// zones is every zone's state as the last listing of them found it,
+	// at zonesAt: others on the node read it instead of listing again.
 	zones   map[string]string
 	zonesAt time.Time
 }
@@ -290,22 +290,28 @@ func (s *Supervisor) Run(ctx context.Context) {
 	}
 }
 
-// observe lists zones and services once for the whole node and updates
-// every pod from the listing.
+// observe lists the services of every running zone once for the whole
+// node (svcs -Z) and updates every pod from the listing. Only svcs -Z's
+// running zones are visited, so a pod whose zone is in it runs in a
+// running zone; the zones are listed (zoneadm list) only when some pod's
+// zone is not: a node whose pods all run pays one listing an observation,
+// not two (the heartbeat lists its zones itself).
 func (s *Supervisor) observe(ctx context.Context) {
 	began := time.Now()
-	zones, err := s.cfg.Host.Zones(ctx)
-	if err != nil {
-		s.log.Warn("list zones", "err", err)
-		return
-	}
-	s.mu.Lock()
-	s.zones, s.zonesAt = zones, began
-	s.mu.Unlock()
 	svcs, err := s.cfg.Host.Services(ctx)
 	if err != nil {
 		s.log.Warn("list the zones' services", "err", err)
 		return
+	}
+	var zones map[string]string
+	if s.zoneNotListed(svcs) {
+		if zones, err = s.cfg.Host.Zones(ctx); err != nil {
+			s.log.Warn("list zones", "err", err)
+			return
+		}
+		s.mu.Lock()
+		s.zones, s.zonesAt = zones, began
+		s.mu.Unlock()
 	}
 	type exitRead struct {
 		p *pod
@@ -315,7 +321,11 @@ func (s *Supervisor) observe(ctx context.Context) {
 	s.mu.Lock()
 	for _, p := range s.pods {
 		p.seen = true
-		p.zone = zones[p.spec.Zone]
+		if _, running := svcs[p.spec.Zone]; running {
+			p.zone = zoneRunning
+		} else {
+			p.zone = zones[p.spec.Zone]
+		}
 		for _, c := range p.containers {
 			if began.Before(c.since) {
 				continue // listed before this incarnation began
@@ -360,6 +370,22 @@ func (s *Supervisor) observe(ctx context.Context) {
 	s.poke()
 }
 
+// zoneRunning is the state zoneadm lists a running zone in.
+const zoneRunning = "running"
+
+// zoneNotListed reports whether a supervised pod's zone has no services
+// in svcs: its state needs a listing of the zones.
+func (s *Supervisor) zoneNotListed(svcs map[string]map[string]ServiceState) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pods {
+		if _, ok := svcs[p.spec.Zone]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
 // exitRecordGrace is how long after an incarnation began a service in
 // maintenance with no exit record is taken for the earlier incarnation's
 // (a restart's clear not acted on yet) rather than an end that left no
@@ -369,7 +395,7 @@ const exitRecordGrace = 5 * time.Second
 // containerState maps a zone and SMF state to what a container is.
 func containerState(zone string, st ServiceState, found bool) string {
 	switch {
-	case zone != "running" || !found:
+	case zone != zoneRunning || !found:
 		return model.ContainerMissing
 	case st.State == "online" && !st.Transitioning:
 		return model.ContainerRunning

@@ -16,6 +16,7 @@ import (
 type fakeHost struct {
 	mu        sync.Mutex
 	zones     map[string]string
+	zoneLists int
 	svcs      map[string]map[string]ServiceState
 	exits     map[string]int32
 	exitReads int
@@ -26,6 +27,7 @@ type fakeHost struct {
 func (f *fakeHost) Zones(context.Context) (map[string]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.zoneLists++
 	out := map[string]string{}
 	for k, v := range f.zones {
 		out[k] = v
@@ -38,6 +40,9 @@ func (f *fakeHost) Services(context.Context) (map[string]map[string]ServiceState
 	defer f.mu.Unlock()
 	out := map[string]map[string]ServiceState{}
 	for z, m := range f.svcs {
+		if f.zones[z] != "running" || len(m) == 0 {
+			continue // svcs -Z visits running zones alone
+		}
 		out[z] = map[string]ServiceState{}
 		for k, v := range m {
 			out[z][k] = v
@@ -400,23 +405,55 @@ func TestAContainerWithoutReadinessProbeIsReadyWhileItRuns(t *testing.T) {
 	}
 }
 
-func TestObservedZonesAreTheLastObservation(t *testing.T) {
-	host := &fakeHost{zones: map[string]string{"global": "running", "web": "running"}}
+// The zones are listed (zoneadm list) only for a pod whose zone has no
+// services in svcs -Z, and ObservedZones is that listing.
+func TestObservedZonesAreTheLastListing(t *testing.T) {
+	host := &fakeHost{zones: map[string]string{"global": "running", "z1": "installed"}}
 	s := New(Config{Node: "n1", Host: host, Reporter: &recorder{}})
-	if zones, _ := s.ObservedZones(); zones != nil {
-		t.Fatalf("zones before any observation: %v", zones)
+	s.observe(t.Context())
+	if zones, _ := s.ObservedZones(); zones != nil || host.zoneLists != 0 {
+		t.Fatalf("with no pod, zones listed %d times: %v", host.zoneLists, zones)
 	}
+	s.Watch(appPod(), nil)
 	before := time.Now()
 	s.observe(t.Context())
 	zones, at := s.ObservedZones()
-	if len(zones) != 2 || zones["web"] != "running" || at.Before(before) {
-		t.Errorf("observed %v at %s, want web running, observed after %s", zones, at, before)
+	if len(zones) != 2 || zones["z1"] != "installed" || at.Before(before) {
+		t.Errorf("observed %v at %s, want z1 installed, observed after %s", zones, at, before)
 	}
-	host.set(func(f *fakeHost) { f.zones["web"] = "installed" })
-	zones["web"] = "changed by the caller"
+	host.set(func(f *fakeHost) { f.zones["z1"] = "halted" })
+	zones["z1"] = "changed by the caller"
 	s.observe(t.Context())
-	if zones, _ := s.ObservedZones(); zones["web"] != "installed" {
-		t.Errorf("after the zone halted, observed %v", zones)
+	if zones, _ := s.ObservedZones(); zones["z1"] != "halted" {
+		t.Errorf("after the zone changed, observed %v", zones)
+	}
+}
+
+// reportOf is what the supervisor would report of a pod now.
+func reportOf(s *Supervisor, uid string) model.PodReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pods[uid].report(s.cfg.Node)
+}
+
+// A node whose pods all run lists their services alone at each
+// observation, not the zones too: a zone in svcs -Z is running. Once a
+// zone stops (its services gone from svcs -Z) the zones are listed again
+// and its pod reports the zone's state.
+func TestANodeWhosePodsRunListsNoZones(t *testing.T) {
+	h, r := onlineHost(), &recorder{}
+	s := New(Config{Node: "n1", Host: h, Reporter: r})
+	s.Watch(appPod(), nil)
+	for range 5 {
+		s.observe(t.Context())
+	}
+	if got := reportOf(s, "u1"); h.zoneLists != 0 || got.Zone != "running" || got.Containers[0].State != model.ContainerRunning {
+		t.Fatalf("zones listed %d times in 5 observations; pod reported %+v", h.zoneLists, got)
+	}
+	h.set(func(f *fakeHost) { f.zones["z1"] = "installed" })
+	s.observe(t.Context())
+	if got := reportOf(s, "u1"); h.zoneLists != 1 || got.Zone != "installed" || got.Containers[0].State != model.ContainerMissing {
+		t.Fatalf("zones listed %d times after the zone stopped; pod reported %+v", h.zoneLists, got)
 	}
 }
 
