@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zonewright/zonewright/internal/sim"
 )
 
 // bootWithService boots a zone and imports one service into it.
@@ -581,4 +584,32 @@ func groupsOf(h *simHost, zone string, gid int) string {
 		}
 	}
 	return strconv.Itoa(gid)
+}
+
+// writeCounter counts the writes a command makes to its stdout.
+type writeCounter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// A listing reaches its reader in one write, as stdio buffers a real
+// command's stdout into a pipe: svcs -Z over a node's zones, which the
+// agent runs every 2 s, is not a write (and a wake-up of the agent) a line.
+func TestAListingIsWrittenAtOnce(t *testing.T) {
+	h := newHost(t)
+	for _, zone := range []string{"z1", "z2"} {
+		h.zoneSetup(zone, "running")
+	}
+	var out writeCounter
+	var errb bytes.Buffer
+	argv := []string{filepath.Join(h.bin, "svcs"), "-Z", "-H", "-o", "zone,state,fmri"}
+	code := sim.Run(argv, strings.NewReader(""), &out, &errb, cleanEnv())
+	if lines := strings.Count(out.String(), "\n"); code != 0 || lines < 8 || out.writes != 1 {
+		t.Fatalf("svcs -Z: exit %d, %d lines in %d writes (want 1)\n%s%s", code, lines, out.writes, out.String(), errb.String())
+	}
 }

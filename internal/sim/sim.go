@@ -13,6 +13,7 @@
 package sim
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -126,6 +127,11 @@ func runCommand(name, argv0 string, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "%s: illumos-sim: %v\n", name, err)
 		return 1
 	}
+	if bufferedStdout[name] {
+		w := bufio.NewWriterSize(stdout, 64<<10)
+		defer w.Flush()
+		stdout = w
+	}
 	inv := &invocation{
 		name: name, args: args, argv0: argv0,
 		stdin: stdin, stdout: stdout, stderr: stderr,
@@ -154,6 +160,16 @@ func runCommand(name, argv0 string, args []string, stdin io.Reader, stdout, stde
 	code := commands[name](inv)
 	inv.realiseNet()
 	return code
+}
+
+// bufferedStdout are the commands whose output is written at their exit,
+// as stdio buffers a real command's stdout that is not a terminal: a
+// listing of a node's zones is then one write, not one a line (and one
+// wake-up of its reader a line). Not zlogin, zonecfg or zfs, which hand
+// their stdout to a zone's process, prompt, or stream.
+var bufferedStdout = map[string]bool{
+	"svcs": true, "svcprop": true, "zoneadm": true, "zpool": true, "dladm": true,
+	"ipadm": true, "ipnat": true, "netstat": true, "route": true,
 }
 
 func isZoneCommand(name string) bool {
