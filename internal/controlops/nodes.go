@@ -253,27 +253,27 @@ func (a *Control) ListNodePods(ctx context.Context, node string) ([]controlapi.P
 
 // PodsOnNode lists the unfinished pods bound to a node.
 func PodsOnNode(ctx context.Context, st *store.Store, node string) ([]model.Pod, error) {
-	pods, err := st.Pods().ListAll(ctx, store.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		return nil, fmt.Errorf("list pods on node %s: %w", node, err)
-	}
-	return slices.DeleteFunc(pods, func(p model.Pod) bool {
-		return p.Status.Phase == model.PodFailed || p.Status.Phase == model.PodSucceeded
-	}), nil
+	return podsOnNodeExcept(ctx, st, node, model.PodFailed, model.PodSucceeded)
 }
 
 // PodsWaitingOnNode lists the pods bound to a node that are not running
 // yet (unfinished and not Running): the few a freed address or a pulled
-// image may be for. The database picks them, so a node's mass termination
-// (one release a pod) does not read every pod on the node each time.
+// image may be for, so a node's mass termination (one release a pod) does
+// not read every pod on the node each time.
 func PodsWaitingOnNode(ctx context.Context, st *store.Store, node string) ([]model.Pod, error) {
+	return podsOnNodeExcept(ctx, st, node, model.PodRunning, model.PodFailed, model.PodSucceeded)
+}
+
+// podsOnNodeExcept lists the pods bound to a node in none of the phases;
+// the database picks them (a pod with no phase yet is in none).
+func podsOnNodeExcept(ctx context.Context, st *store.Store, node string, phases ...string) ([]model.Pod, error) {
 	sel := "spec.nodeName=" + node
-	for _, phase := range []string{model.PodRunning, model.PodFailed, model.PodSucceeded} {
+	for _, phase := range phases {
 		sel += ",status.phase!=" + phase
 	}
 	pods, err := st.Pods().ListAll(ctx, store.ListOptions{FieldSelector: sel})
 	if err != nil {
-		return nil, fmt.Errorf("list pods waiting on node %s: %w", node, err)
+		return nil, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
 	return pods, nil
 }
