@@ -83,6 +83,7 @@ func main() {
 	flag.IntVar(&o.scaleNodes, "scale-nodes", 10, "simulated nodes of the scale section's stack")
 	flag.IntVar(&o.scaleSteps, "scale-steps", 4, "steps the scale section adds its pods in, measuring after each")
 	flag.BoolVar(&o.scaleIsolated, "scale-isolation", false, "run the scale section's stack in isolation mode (needs root)")
+	flag.BoolVar(&o.scaleCPUSplit, "scale-cpu-split", true, "give the scale section's control plane and its nodes a cpu cgroup each, of equal shares, as if each had hosts of its own (needs root and cgroup v1's cpu hierarchy; false: they share the machine as the kernel shares it)")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 60*time.Second, "how long each scale step measures")
 	flag.DurationVar(&o.scaleProbePeriod, "scale-probe-period", steadyProbePeriod, "how often each scale pod's exec readiness probe runs")
 	flag.Func("scale-stream", "after the steps, pods created at these steady rates (pods/s, comma-separated; empty skips it) while the API is measured (default 5)", func(v string) (err error) {
@@ -147,6 +148,7 @@ type options struct {
 	steadyWindow                  time.Duration
 	scale, scaleNodes, scaleSteps int
 	scaleIsolated                 bool
+	scaleCPUSplit                 bool
 	scaleWindow                   time.Duration
 	scaleProbePeriod              time.Duration
 	scaleSettle                   time.Duration // before each window

@@ -116,8 +116,8 @@ func (r *ScaleResults) print(w io.Writer) {
 		r.Pods, r.Nodes, mode, r.ProbePeriodSeconds, last.WindowSeconds)
 	fmt.Fprintf(w, "  the nodes fit %d such pods (at most %d a node); the scheduler put %d–%d on each\n",
 		r.PodsTheNodesFit, r.MaxPodsPerNode, r.PodsPerNodeMin, r.PodsPerNodeMax)
-	fmt.Fprintf(w, "  machine: %d CPUs, %.1f GiB; %.1f GiB available at %d pods; Temporal on %s\n",
-		r.MachineCPUs, float64(r.MachineMemKiB)/mib/mib, float64(last.MemAvailableKiB)/mib/mib, last.Pods, r.TemporalStore)
+	fmt.Fprintf(w, "  machine: %d CPUs, %.1f GiB; %.1f GiB available at %d pods; Temporal on %s; %s\n",
+		r.MachineCPUs, float64(r.MachineMemKiB)/mib/mib, float64(last.MemAvailableKiB)/mib/mib, last.Pods, r.TemporalStore, r.CPU)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  measure\tp50\tp95\tp99\tmax\n")
 	row := func(name string, p Percentiles) {

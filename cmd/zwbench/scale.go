@@ -69,6 +69,8 @@ type ScaleResults struct {
 	// TemporalStore is where Temporal kept its state, with how many
 	// history shards.
 	TemporalStore string `json:"temporalStore"`
+	// CPU is how the control plane and the nodes shared the machine.
+	CPU           string `json:"cpu"`
 	MachineCPUs   int    `json:"machineCPUs"`
 	MachineMemKiB int64  `json:"machineMemTotalKiB"`
 	// The whole section, from starting its stack to having stopped it.
@@ -149,7 +151,7 @@ type LinearFit struct {
 func scale(ctx context.Context, o options, log *slog.Logger) (*ScaleResults, error) {
 	run, err := startScale(ctx, o, log)
 	if run != nil {
-		defer run.restorePidMax()
+		defer run.restore()
 	}
 	if run != nil && run.s != nil {
 		defer run.s.stop()
@@ -222,7 +224,8 @@ type scaleRun struct {
 	// When each pod's creation was asked for, and when it was first Ready.
 	created, readyAt []time.Time
 	adding           time.Duration // the steps' time to Running, summed
-	restorePidMax    func()
+	// restore gives back kernel.pid_max and the CPU split.
+	restore func()
 }
 
 // startScale checks that the section's pods fit, starts its stack and
@@ -249,18 +252,30 @@ func startScale(ctx context.Context, o options, log *slog.Logger) (*scaleRun, er
 	if err != nil {
 		return nil, err
 	}
-	run := &scaleRun{o: o, names: make([]string, n), created: make([]time.Time, n), readyAt: make([]time.Time, n), restorePidMax: restore}
+	nodeGroups, cpu := []string(nil), "one machine, shared as the kernel shares it"
+	if o.scaleCPUSplit {
+		split, err := splitCPU()
+		if err != nil {
+			fmt.Fprintf(stderr, "scale: the control plane and the nodes share the CPU: no cgroups of their own: %v\n", err)
+		} else {
+			nodeGroups, cpu = []string{split.nodes}, "the control plane and the nodes in cpu cgroups of equal shares"
+			// After the stack stopped (deferred before its stop).
+			restorePidMax := restore
+			restore = func() { split.undo(); restorePidMax() }
+		}
+	}
+	run := &scaleRun{o: o, names: make([]string, n), created: make([]time.Time, n), readyAt: make([]time.Time, n), restore: restore}
 	for i := range run.names {
 		run.names[i] = fmt.Sprintf("scale-%d", i)
 	}
 	run.res = &ScaleResults{Pods: n, Nodes: m, Isolated: o.scaleIsolated, MaxPodsPerNode: podCIDRPods, ProbePeriodSeconds: o.scaleProbePeriod.Seconds(),
-		CreateInFlight: scaleInFlight, MachineCPUs: machineCPUs(), MachineMemKiB: meminfo("MemTotal"), TemporalStore: "SQLite, 1 history shard"}
+		CreateInFlight: scaleInFlight, MachineCPUs: machineCPUs(), MachineMemKiB: meminfo("MemTotal"), TemporalStore: "SQLite, 1 history shard", CPU: cpu}
 	if o.scaleTemporalPG {
 		run.res.TemporalStore = fmt.Sprintf("PostgreSQL, %d history shards", o.scaleShards)
 	}
 	fmt.Fprintf(stderr, "scale: a stack of %d nodes\n", m)
 	run.cfg = stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods, isolated: o.scaleIsolated,
-		temporalOnPostgres: o.scaleTemporalPG, historyShards: o.scaleShards}
+		temporalOnPostgres: o.scaleTemporalPG, historyShards: o.scaleShards, nodeCPUGroups: nodeGroups}
 	if run.s, err = startStack(ctx, run.cfg, log); err != nil {
 		return run, err
 	}

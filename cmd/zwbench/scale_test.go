@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +28,9 @@ func TestTheScaleSectionRunsSmall(t *testing.T) {
 	}
 	o := options{binDir: bin, scale: 6, scaleNodes: 2, scaleSteps: 2, scaleWindow: 2 * time.Second, scaleSettle: time.Second,
 		scaleProbePeriod: 2 * time.Second, scaleStreamRates: []float64{2}, scaleStreamFor: 3 * time.Second, scaleWatchers: 3, scaleDrain: true,
-		scaleRestart: true, scaleTemporalPG: true, scaleShards: 2}
+		scaleRestart: true, scaleTemporalPG: true, scaleShards: 2, scaleCPUSplit: true}
+	_, cgroupErr := os.Stat("/sys/fs/cgroup/cpu/cpu.shares")
+	splits := os.Geteuid() == 0 && cgroupErr == nil
 	res, err := scale(t.Context(), o, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +38,12 @@ func TestTheScaleSectionRunsSmall(t *testing.T) {
 	var report strings.Builder
 	res.print(&report)
 	t.Log(report.String())
+	if splits != strings.Contains(res.CPU, "cgroups") {
+		t.Errorf("CPU %q: want the nodes in a cgroup of their own: %v", res.CPU, splits)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/sys/fs/cgroup/cpu/zwbench-%d", os.Getpid())); err == nil {
+		t.Error("the cgroups of the split are left")
+	}
 	if len(res.Steps) != 3 || res.Steps[2].PodsReady != 6 {
 		t.Errorf("steps %+v: want the empty stack and two steps, 6 pods Ready at the last", res.Steps)
 	}

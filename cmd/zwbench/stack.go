@@ -52,6 +52,8 @@ type stackConfig struct {
 	// dev stack's SQLite file with one.
 	temporalOnPostgres bool
 	historyShards      int
+	// nodeCPUGroups are the cgroups the agents run in (cpuSplit).
+	nodeCPUGroups []string
 }
 
 func startStack(ctx context.Context, cfg stackConfig, log *slog.Logger) (*stack, error) {
@@ -95,7 +97,7 @@ func (s *stack) options(cfg stackConfig, log *slog.Logger) (devcluster.Options, 
 	return devcluster.Options{Dir: s.dir, Logger: log, CountRequests: true, ControlPlane: cpConfig,
 		TemporalOnPostgres: cfg.temporalOnPostgres, HistoryShards: cfg.historyShards,
 		Zonewright: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), Nodes: cfg.nodes,
-		AgentArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods)}, Underlay: underlay, OperatorName: "zwbench"}, nil
+		AgentArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods)}, Underlay: underlay, NodeCPUGroups: cfg.nodeCPUGroups, OperatorName: "zwbench"}, nil
 }
 
 // took makes c the stack's cluster, and the API client its admin's.

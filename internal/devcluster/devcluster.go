@@ -87,6 +87,9 @@ type Options struct {
 	// Underlay, when set, runs the nodes in isolation mode
 	// (devnodes.Config.Underlay).
 	Underlay netip.Prefix
+	// NodeCPUGroups are the cgroups the agents are put in
+	// (devnodes.Config.CPUGroups).
+	NodeCPUGroups []string
 	// SuperviseAgents restarts an agent that exits, as SMF would.
 	SuperviseAgents bool
 	// OperatorName is the subject of the operator's Temporal certificate
@@ -319,7 +322,7 @@ func (c *Cluster) nodes(ctx context.Context) error {
 	ns, err := devnodes.Start(ctx, devnodes.Config{Count: c.opts.Nodes, DataDir: c.NodesDir(), Agent: c.opts.Zonewright, Sim: c.opts.Sim,
 		Tokens: &auth.Tokens{Pool: c.DB}, Temporal: c.TemporalAddress, Namespace: devstack.DefaultNamespace, TemporalMTLS: true,
 		Logger: c.log, APIURLs: c.APIURLs, APICAFile: controlplane.CAFile(c.opts.Dir), ExtraArgs: c.opts.AgentArgs,
-		Underlay: c.opts.Underlay})
+		Underlay: c.opts.Underlay, CPUGroups: c.opts.NodeCPUGroups})
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,11 @@ type Config struct {
 	// control plane's pod range must then be one that stays inside the
 	// namespaces (fabric.IsolatedClusterCIDR).
 	Underlay netip.Prefix
-	Logger   *slog.Logger
+	// CPUGroups, when set, are cgroup directories every agent is put in
+	// as it starts (its cgroup.procs), with everything it starts after:
+	// the nodes then share the CPU the cgroups are given.
+	CPUGroups []string
+	Logger    *slog.Logger
 }
 
 // JoinTokens issues join tokens bound to a node: the store's
@@ -285,6 +289,15 @@ func (ns *Nodes) run(n *Node) error {
 	done, err := childproc.Start(cmd, logf, syscall.SIGTERM)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", name, err)
+	}
+	// At once, before the agent (which joins and registers first) runs
+	// a command: its commands and zones are born in the cgroups.
+	pid := []byte(strconv.Itoa(cmd.Process.Pid))
+	for _, dir := range cfg.CPUGroups {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), pid, 0); err != nil {
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("agent %s: into cgroup %s: %w", name, dir, err)
+		}
 	}
 	n.mu.Lock()
 	n.cmd, n.done = cmd, done

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// cpuSplit gives the scale section's control plane (this process and
+// what it starts: PostgreSQL, Temporal, serve) and its simulated nodes
+// (the agents and what they start: commands, zones, probes) a cpu cgroup
+// each, of equal shares: as on hosts of their own, neither can take the
+// other's half of the machine. Without it the kernel shares the CPU
+// between sessions (autogroup), of which every simulated zone is one:
+// during a start again of 2,000 pods the Temporal server's threads
+// waited for a CPU four times as long as they ran, and its persistence
+// calls timed out by the tens of thousands a minute. With ten times the
+// shares for the control plane the timeouts stopped, but the nodes,
+// starved in turn, missed their heartbeats and were declared lost.
+type cpuSplit struct {
+	parent, control, nodes string
+}
+
+// splitCPU makes the two cgroups under this process's cpu cgroup (cgroup
+// v1's cpu hierarchy, where the simulator's zone cgroups can nest under
+// the nodes') and moves this process into the control plane's.
+func splitCPU() (*cpuSplit, error) {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	rel, ok := cpuCgroupV1(string(self))
+	if !ok {
+		return nil, errors.New("no cgroup v1 cpu hierarchy")
+	}
+	mount := "/sys/fs/cgroup/cpu"
+	if _, err := os.Stat(filepath.Join(mount, "cpu.shares")); err != nil {
+		return nil, fmt.Errorf("cgroup v1 cpu hierarchy not at %s: %w", mount, err)
+	}
+	parent := filepath.Join(mount, rel, "zwbench-"+strconv.Itoa(os.Getpid()))
+	s := &cpuSplit{parent: parent, control: filepath.Join(parent, "control"), nodes: filepath.Join(parent, "nodes")}
+	for _, d := range []string{parent, s.control, s.nodes} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			s.undo()
+			return nil, err
+		}
+	}
+	for _, d := range []string{s.control, s.nodes} {
+		if err := os.WriteFile(filepath.Join(d, "cpu.shares"), []byte("1024"), 0); err != nil {
+			s.undo()
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(s.control, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		s.undo()
+		return nil, err
+	}
+	return s, nil
+}
+
+// cpuCgroupV1 is the path of this process's cgroup in the v1 hierarchy
+// holding the cpu controller, from /proc/self/cgroup.
+func cpuCgroupV1(self string) (string, bool) {
+	for _, line := range strings.Split(self, "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) == 3 && f[0] != "0" {
+			for _, ctl := range strings.Split(f[1], ",") {
+				if ctl == "cpu" {
+					return f[2], true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// undo moves this process back and removes the cgroups; the nodes' must
+// be empty by then (the stack stopped).
+func (s *cpuSplit) undo() {
+	_ = os.WriteFile(filepath.Join(filepath.Dir(s.parent), "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+	for _, d := range []string{s.control, s.nodes, s.parent} {
+		_ = os.Remove(d)
+	}
+}
