@@ -169,6 +169,9 @@ type podWorkflow struct {
 	// fastStart: this run reaches the database through local activities
 	// and provisions the zone in one host activity (versionFastStart).
 	fastStart bool
+	// taken counts the node's reports and readiness signals taken since
+	// the status was last looked at (versionStatusAfterSignals).
+	taken int
 }
 
 // versionFastStart: control-plane steps run as local activities (no task

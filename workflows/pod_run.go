@@ -478,6 +478,16 @@ func (w *podWorkflow) writeStatus(ctx workflow.Context, reason, msg string) {
 	w.writeStatusEvent(ctx, "", reason, msg)
 }
 
+// versionStatusAfterSignals: the status is written, even when it looks
+// unchanged, after two or more of the node's signals (reports, readiness)
+// were taken at once. A workflow task that timed out after its status
+// write ran leaves that write in the store unrecorded; the task tried
+// again takes the signals that arrived meanwhile with the one it had (a
+// newer report replaces the older) and may end where the status last
+// recorded was, so without a write the store keeps the unrecorded one
+// for good. One signal at a time, as a healthy pod's, writes nothing.
+const versionStatusAfterSignals = "status-after-signals"
+
 // writeStatusEvent is writeStatus with an event of the type given (Normal
 // when empty).
 func (w *podWorkflow) writeStatusEvent(ctx workflow.Context, typ, reason, msg string) {
@@ -497,7 +507,10 @@ func (w *podWorkflow) writeStatusEvent(ctx workflow.Context, typ, reason, msg st
 	for _, c := range r.Containers {
 		summary += fmt.Sprintf("%s=%s,%t,%t,%d;", c.Name, c.State, c.Ready, c.Started, c.Restarts)
 	}
-	if summary == r.Written && reason == "" {
+	taken := w.taken
+	w.taken = 0
+	if summary == r.Written && reason == "" &&
+		(taken < 2 || workflow.GetVersion(ctx, versionStatusAfterSignals, workflow.DefaultVersion, 1) < 1) {
 		return
 	}
 	r.Written = summary

@@ -43,6 +43,7 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 	receive(ctx, podcontract.SignalNode, func(_ workflow.Context, s podcontract.NodeSignal) {
 		if s.Node == w.st.Node {
 			w.st.NodeNotReady = !s.Ready
+			w.taken++
 		}
 	})
 	receive(ctx, podcontract.SignalReport, func(ctx workflow.Context, r model.PodReport) {
@@ -57,6 +58,7 @@ func (w *podWorkflow) setup(ctx workflow.Context) error {
 			return // older than one applied: it arrived late
 		}
 		w.st.Report = &r
+		w.taken++
 	})
 	receive(ctx, podcontract.SignalWake, func(workflow.Context, struct{}) { w.woken = true })
 
