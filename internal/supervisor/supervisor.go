@@ -321,7 +321,8 @@ func (s *Supervisor) observe(ctx context.Context) {
 	s.mu.Lock()
 	for _, p := range s.pods {
 		p.seen = true
-		if _, running := svcs[p.spec.Zone]; running {
+		_, listed := svcs[p.spec.Zone]
+		if listed {
 			p.zone = zoneRunning
 		} else {
 			p.zone = zones[p.spec.Zone]
@@ -329,6 +330,12 @@ func (s *Supervisor) observe(ctx context.Context) {
 		for _, c := range p.containers {
 			if began.Before(c.since) {
 				continue // listed before this incarnation began
+			}
+			if p.zone == zoneRunning && !listed {
+				// svcs -Z skipped a running zone (its repository did not
+				// answer, or it came up after svcs looked): its
+				// containers are not known to be gone.
+				continue
 			}
 			st, ok := svcs[p.spec.Zone][c.spec.FMRI]
 			state := containerState(p.zone, st, ok)

@@ -18,6 +18,8 @@ type fakeHost struct {
 	zones     map[string]string
 	zoneLists int
 	svcs      map[string]map[string]ServiceState
+	// unbound zones are running zones svcs -Z cannot bind to (skipped).
+	unbound   map[string]bool
 	exits     map[string]int32
 	exitReads int
 	probeCode int
@@ -40,8 +42,8 @@ func (f *fakeHost) Services(context.Context) (map[string]map[string]ServiceState
 	defer f.mu.Unlock()
 	out := map[string]map[string]ServiceState{}
 	for z, m := range f.svcs {
-		if f.zones[z] != "running" || len(m) == 0 {
-			continue // svcs -Z visits running zones alone
+		if f.zones[z] != "running" || len(m) == 0 || f.unbound[z] {
+			continue // svcs -Z visits running zones alone, those it can bind to
 		}
 		out[z] = map[string]ServiceState{}
 		for k, v := range m {
@@ -454,6 +456,24 @@ func TestANodeWhosePodsRunListsNoZones(t *testing.T) {
 	s.observe(t.Context())
 	if got := reportOf(s, "u1"); h.zoneLists != 1 || got.Zone != "installed" || got.Containers[0].State != model.ContainerMissing {
 		t.Fatalf("zones listed %d times after the zone stopped; pod reported %+v", h.zoneLists, got)
+	}
+}
+
+// svcs -Z skips a running zone whose repository does not answer (svcs.c
+// warns and goes on), and one that came up after it looked: zoneadm then
+// lists the zone running, and its containers, absent from the listing,
+// are not thereby missing, which would restart them. Seen at 2,000 pods
+// on a saturated machine: healthy containers reported missing for one
+// observation. Remove the listed check in observe to see it fail.
+func TestAZoneSvcsSkippedKeepsItsContainers(t *testing.T) {
+	h, r := onlineHost(), &recorder{}
+	s := New(Config{Node: "n1", Host: h, Reporter: r})
+	s.Watch(appPod(), nil)
+	s.observe(t.Context())
+	h.set(func(f *fakeHost) { f.unbound = map[string]bool{"z1": true} })
+	s.observe(t.Context())
+	if got := reportOf(s, "u1"); h.zoneLists != 1 || got.Zone != "running" || got.Containers[0].State != model.ContainerRunning {
+		t.Fatalf("zones listed %d times; with its zone skipped by svcs the pod reported %+v", h.zoneLists, got)
 	}
 }
 
