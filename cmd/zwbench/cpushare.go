@@ -85,3 +85,9 @@ func (s *cpuSplit) undo() {
 		_ = os.Remove(d)
 	}
 }
+
+// processesIn counts the processes a cgroup holds.
+func processesIn(dir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	return strings.Count(string(b), "\n"), err
+}

@@ -279,6 +279,11 @@ func startScale(ctx context.Context, o options, log *slog.Logger) (*scaleRun, er
 	if run.s, err = startStack(ctx, run.cfg, log); err != nil {
 		return run, err
 	}
+	for _, dir := range nodeGroups {
+		if n, err := processesIn(dir); err != nil || n < m {
+			return run, fmt.Errorf("the nodes' cgroup %s holds %d processes, fewer than the %d agents (%v)", dir, n, m, err)
+		}
+	}
 	run.api = run.s.cp.URL()
 	if err := waitNodes(ctx, run.api, m); err != nil {
 		return run, err

@@ -38,6 +38,8 @@ func TestTheScaleSectionRunsSmall(t *testing.T) {
 	var report strings.Builder
 	res.print(&report)
 	t.Log(report.String())
+	// The section itself checks that the agents are in the nodes' cgroup
+	// (it fails without devnodes' CPUGroups).
 	if splits != strings.Contains(res.CPU, "cgroups") {
 		t.Errorf("CPU %q: want the nodes in a cgroup of their own: %v", res.CPU, splits)
 	}
