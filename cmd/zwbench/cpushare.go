@@ -2,11 +2,12 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/cgroups"
 )
 
 // cpuSplit gives the scale section's control plane (this process and
@@ -28,19 +29,14 @@ type cpuSplit struct {
 // v1's cpu hierarchy, where the simulator's zone cgroups can nest under
 // the nodes') and moves this process into the control plane's.
 func splitCPU() (*cpuSplit, error) {
-	self, err := os.ReadFile("/proc/self/cgroup")
+	own, err := cgroups.Own()
 	if err != nil {
 		return nil, err
 	}
-	rel, ok := cpuCgroupV1(string(self))
-	if !ok {
-		return nil, errors.New("no cgroup v1 cpu hierarchy")
+	if own.Unified {
+		return nil, errors.New("cgroup v2: the split needs cgroup v1's cpu hierarchy")
 	}
-	mount := "/sys/fs/cgroup/cpu"
-	if _, err := os.Stat(filepath.Join(mount, "cpu.shares")); err != nil {
-		return nil, fmt.Errorf("cgroup v1 cpu hierarchy not at %s: %w", mount, err)
-	}
-	parent := filepath.Join(mount, rel, "zwbench-"+strconv.Itoa(os.Getpid()))
+	parent := filepath.Join(own.CPU, "zwbench-"+strconv.Itoa(os.Getpid()))
 	s := &cpuSplit{parent: parent, control: filepath.Join(parent, "control"), nodes: filepath.Join(parent, "nodes")}
 	for _, d := range []string{parent, s.control, s.nodes} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -59,22 +55,6 @@ func splitCPU() (*cpuSplit, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// cpuCgroupV1 is the path of this process's cgroup in the v1 hierarchy
-// holding the cpu controller, from /proc/self/cgroup.
-func cpuCgroupV1(self string) (string, bool) {
-	for _, line := range strings.Split(self, "\n") {
-		f := strings.SplitN(line, ":", 3)
-		if len(f) == 3 && f[0] != "0" {
-			for _, ctl := range strings.Split(f[1], ",") {
-				if ctl == "cpu" {
-					return f[2], true
-				}
-			}
-		}
-	}
-	return "", false
 }
 
 // undo moves this process back and removes the cgroups; the nodes' must

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/zonewright/zonewright/internal/cgroups"
 	"github.com/zonewright/zonewright/internal/simtest"
 )
 
@@ -29,8 +31,8 @@ func TestTheScaleSectionRunsSmall(t *testing.T) {
 	o := options{binDir: bin, scale: 6, scaleNodes: 2, scaleSteps: 2, scaleWindow: 2 * time.Second, scaleSettle: time.Second,
 		scaleProbePeriod: 2 * time.Second, scaleStreamRates: []float64{2}, scaleStreamFor: 3 * time.Second, scaleWatchers: 3, scaleDrain: true,
 		scaleRestart: true, scaleTemporalPG: true, scaleShards: 2, scaleCPUSplit: true}
-	_, cgroupErr := os.Stat("/sys/fs/cgroup/cpu/cpu.shares")
-	splits := os.Geteuid() == 0 && cgroupErr == nil
+	own, cgroupErr := cgroups.Own()
+	splits := os.Geteuid() == 0 && cgroupErr == nil && !own.Unified
 	res, err := scale(t.Context(), o, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +45,7 @@ func TestTheScaleSectionRunsSmall(t *testing.T) {
 	if splits != strings.Contains(res.CPU, "cgroups") {
 		t.Errorf("CPU %q: want the nodes in a cgroup of their own: %v", res.CPU, splits)
 	}
-	if _, err := os.Stat(fmt.Sprintf("/sys/fs/cgroup/cpu/zwbench-%d", os.Getpid())); err == nil {
+	if _, err := os.Stat(filepath.Join(own.CPU, fmt.Sprintf("zwbench-%d", os.Getpid()))); splits && err == nil {
 		t.Error("the cgroups of the split are left")
 	}
 	if len(res.Steps) != 3 || res.Steps[2].PodsReady != 6 {

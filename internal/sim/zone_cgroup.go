@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zonewright/zonewright/internal/cgroups"
 )
 
 // A zone's capped-memory and capped-cpu are held by a Linux cgroup of its
@@ -89,107 +91,13 @@ func (c zoneCaps) memory() uint64 {
 	return min(c.physical, c.swap)
 }
 
-// cgroupLayout is where this process's own cgroups are, in which zones'
-// are made.
-type cgroupLayout struct {
-	// unified: cgroup v2, one hierarchy, memory and cpu both its dir.
-	unified     bool
-	memory, cpu string
-}
-
-// findCgroupLayout finds the process's memory and cpu cgroups from its
-// /proc/self/mountinfo and /proc/self/cgroup: the v1 controllers' when
-// both are mounted, else the unified (v2) hierarchy's.
-func findCgroupLayout(mountinfo, self string) (cgroupLayout, error) {
-	paths := map[string]string{} // controller ("" for v2) -> the process's cgroup in it
-	for _, line := range strings.Split(self, "\n") {
-		f := strings.SplitN(line, ":", 3)
-		if len(f) != 3 {
-			continue
-		}
-		if f[0] == "0" && f[1] == "" {
-			paths[""] = f[2]
-			continue
-		}
-		for _, ctl := range strings.Split(f[1], ",") {
-			paths[ctl] = f[2]
-		}
-	}
-	mounts := map[string][2]string{} // controller ("" for v2) -> mount point, its root in the hierarchy
-	for _, line := range strings.Split(mountinfo, "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 3 {
-			continue
-		}
-		m := [2]string{unescapeMount(f[4]), f[3]}
-		switch g[0] {
-		case "cgroup2":
-			if _, seen := mounts[""]; !seen {
-				mounts[""] = m
-			}
-		case "cgroup":
-			for _, opt := range strings.Split(g[2], ",") {
-				if opt == "memory" || opt == "cpu" {
-					if _, seen := mounts[opt]; !seen {
-						mounts[opt] = m
-					}
-				}
-			}
-		}
-	}
-	dir := func(ctl string) (string, bool) {
-		m, mounted := mounts[ctl]
-		p, in := paths[ctl]
-		if !mounted || !in {
-			return "", false
-		}
-		rel, ok := strings.CutPrefix(p, m[1])
-		if m[1] == "/" {
-			rel, ok = p, true
-		}
-		if !ok { // the process's cgroup is outside what is mounted
-			return "", false
-		}
-		return filepath.Join(m[0], rel), true
-	}
-	mem, okMem := dir("memory")
-	cpu, okCPU := dir("cpu")
-	if okMem && okCPU {
-		return cgroupLayout{memory: mem, cpu: cpu}, nil
-	}
-	if unified, ok := dir(""); ok {
-		return cgroupLayout{unified: true, memory: unified, cpu: unified}, nil
-	}
-	return cgroupLayout{}, fmt.Errorf("%w: no cgroup hierarchy with the memory and cpu controllers is mounted", errCgroupsUnavailable)
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// dirs are the zone's cgroup directories named name: one per v1
+// zoneCgroupDirs are the zone's cgroup directories named name: one per v1
 // hierarchy, one in v2.
-func (l cgroupLayout) dirs(name string) []string {
-	if l.memory == l.cpu {
-		return []string{filepath.Join(l.memory, name)}
+func zoneCgroupDirs(l cgroups.Layout, name string) []string {
+	if l.Memory == l.CPU {
+		return []string{filepath.Join(l.Memory, name)}
 	}
-	return []string{filepath.Join(l.memory, name), filepath.Join(l.cpu, name)}
+	return []string{filepath.Join(l.Memory, name), filepath.Join(l.CPU, name)}
 }
 
 // cgroupWrite is one value written to one of a cgroup's files; optional
@@ -203,9 +111,9 @@ type cgroupWrite struct {
 // caps, in order. They set every limit, so that a cgroup found again
 // loses the caps of its last boot; a v1 cgroup's memory+swap limit may
 // never be below its memory limit, so it is lifted first.
-func (l cgroupLayout) capWrites(name string, c zoneCaps) []cgroupWrite {
-	mem, cpu := filepath.Join(l.memory, name), filepath.Join(l.cpu, name)
-	if l.unified {
+func capWrites(l cgroups.Layout, name string, c zoneCaps) []cgroupWrite {
+	mem, cpu := filepath.Join(l.Memory, name), filepath.Join(l.CPU, name)
+	if l.Unified {
 		swap := "max" // memory.swap.max is swap alone, beyond memory.max
 		if c.swap != 0 {
 			swap = strconv.FormatUint(c.swap-c.memory(), 10)
@@ -265,26 +173,18 @@ func makeZoneCgroup(z *Zone) (*zoneCgroup, error) {
 	if z.UUID == "" { // a zone of an older simulator: its name would be every such zone's
 		return nil, fmt.Errorf("%w: the zone has no UUID", errCgroupsUnavailable)
 	}
-	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	l, err := cgroups.Own()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errCgroupsUnavailable, err)
-	}
-	self, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errCgroupsUnavailable, err)
-	}
-	l, err := findCgroupLayout(string(mountinfo), string(self))
-	if err != nil {
-		return nil, err
 	}
 	name := zoneCgroupPrefix + z.UUID
-	cg := &zoneCgroup{unified: l.unified, dirs: l.dirs(name), fd: -1}
-	if l.unified {
+	cg := &zoneCgroup{unified: l.Unified, dirs: zoneCgroupDirs(l, name), fd: -1}
+	if l.Unified {
 		// v2 gives a child a controller only through its parent's
 		// subtree_control, which a cgroup holding processes cannot set.
 		for _, ctl := range []string{"+memory", "+cpu"} {
-			if err := os.WriteFile(filepath.Join(l.memory, "cgroup.subtree_control"), []byte(ctl), 0); err != nil {
-				return nil, fmt.Errorf("%w: enable %s under %s: %v", errCgroupsUnavailable, ctl[1:], l.memory, err)
+			if err := os.WriteFile(filepath.Join(l.Memory, "cgroup.subtree_control"), []byte(ctl), 0); err != nil {
+				return nil, fmt.Errorf("%w: enable %s under %s: %v", errCgroupsUnavailable, ctl[1:], l.Memory, err)
 			}
 		}
 	}
@@ -296,7 +196,7 @@ func makeZoneCgroup(z *Zone) (*zoneCgroup, error) {
 			return nil, err
 		}
 	}
-	for _, w := range l.capWrites(name, caps) {
+	for _, w := range capWrites(l, name, caps) {
 		err := os.WriteFile(w.file, []byte(w.value), 0)
 		if err != nil && !(w.optional && errors.Is(err, fs.ErrNotExist)) {
 			removeCgroups(cg.dirs)
