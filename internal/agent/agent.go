@@ -102,6 +102,14 @@ type Agent struct {
 	// observedZones is the supervisor's last list of the zones (set
 	// before the goroutines that read it start); nil: none yet.
 	observedZones func() (map[string]string, time.Time)
+
+	// hostRead is the last reading of the host's zones and space and
+	// when it was taken (latestSummary).
+	hostRead struct {
+		sync.Mutex
+		summary hostSummary
+		at      time.Time
+	}
 }
 
 // Run runs the agent until ctx ends, then stops it gracefully and returns

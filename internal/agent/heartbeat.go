@@ -16,7 +16,8 @@ const leaseDurations = 4
 // heartbeat renews the node's lease every interval until ctx ends, and
 // writes the Node's status when it changed (Kubernetes' node lease: the
 // liveness is a tiny write outside the change feed; the full status is
-// written on change). A node the control plane declared lost while this
+// written on change, the host's part of it read every hostReadBeats
+// beats). A node the control plane declared lost while this
 // agent kept running (a network partition, a frozen process), or whose
 // Node was deleted, is cleaned before it reports Ready again: its evicted
 // pods may run elsewhere by now.
@@ -57,7 +58,7 @@ func (a *Agent) beat(ctx context.Context, h *hostops.Host, sup *supervisor.Super
 		if _, err := a.register(ctx); err != nil {
 			return err
 		}
-	} else if _, err := a.writeStatus(ctx, cur, a.summary(ctx)); err != nil {
+	} else if _, err := a.writeStatus(ctx, cur, a.latestSummary(ctx)); err != nil {
 		return err
 	}
 	_, err = a.api.RenewLease(ctx, a.cfg.Node, leaseDurations*a.cfg.HeartbeatInterval)

@@ -47,7 +47,7 @@ func (a *Agent) summary(ctx context.Context) hostSummary {
 	} else {
 		s.zones = ZoneSummary(zones)
 	}
-	// One zfs get for the three datasets: a heartbeat runs every 10 s.
+	// One zfs get for the three datasets (latestSummary: once a minute).
 	pool, _, _ := strings.Cut(a.cfg.ImagesDataset, "/")
 	space, err := a.host.ZFS().GetPropsOfEach(ctx, []string{a.cfg.ZonesDataset, pool, a.cfg.VolumesDataset}, "used", "available")
 	if err != nil {
@@ -61,6 +61,37 @@ func (a *Agent) summary(ctx context.Context) hostSummary {
 	}
 	if used, avail, ok := usedAndAvailable(space[a.cfg.VolumesDataset]); ok {
 		s.storage = avail + used
+	}
+	return s
+}
+
+// hostReadBeats is how many heartbeats one reading of the host's zones
+// and space serves. The reading runs commands (a zoneadm list unless the
+// supervisor just listed the zones, and a zfs get), which cost a node of
+// 100 zones several times what renewing its lease costs (docs/benchmark.md,
+// "node heartbeats"); nothing it reports (zone counts, free space, the
+// images' pool for image GC) needs to be fresher than a minute. The
+// lease, the liveness, is renewed every interval.
+const hostReadBeats = 6
+
+// latestSummary is the host's summary read at most once every
+// hostReadBeats heartbeat intervals; between readings, the last one,
+// with the zones counted again from the supervisor's list when it is
+// recent. A reading that could not read the space is not kept.
+func (a *Agent) latestSummary(ctx context.Context) hostSummary {
+	r := &a.hostRead
+	r.Lock()
+	defer r.Unlock()
+	if r.at.IsZero() || time.Since(r.at) >= hostReadBeats*a.cfg.HeartbeatInterval {
+		s := a.summary(ctx)
+		if s.available != "" {
+			r.summary, r.at = s, time.Now()
+		}
+		return s
+	}
+	s := r.summary
+	if zones, ok := a.recentlyObservedZones(); ok {
+		s.zones = ZoneSummary(zones)
 	}
 	return s
 }
@@ -133,7 +164,7 @@ func (a *Agent) register(ctx context.Context) (*model.Node, error) {
 		if err != nil {
 			return err
 		}
-		next := a.nodeReport(cur, a.summary(ctx))
+		next := a.nodeReport(cur, a.latestSummary(ctx))
 		stampHeartbeat(next, time.Now().UTC())
 		node, err = a.api.PutStatus(ctx, next)
 		return err

@@ -113,3 +113,50 @@ func TestSummaryReadsTheSpaceWithOneZFSCommand(t *testing.T) {
 		t.Errorf("summary without the volumes dataset = %+v", s)
 	}
 }
+
+// A heartbeat reads the host (zoneadm list, zfs get) once every
+// hostReadBeats intervals and reports that reading in between, its zone
+// counts taken again from the supervisor's list; a reading without the
+// space is not kept. Calling summary in latestSummary every time fails
+// this test with a zfs command a beat.
+func TestHeartbeatsReadTheHostOnceAMinute(t *testing.T) {
+	host := &fakes.Executor{}
+	available := "1000"
+	host.On("zfs", func(illumos.Cmd) fakes.Reply {
+		if available == "" {
+			return fakes.Reply{Stderr: "cannot open 'tank/zonewright/zones': dataset does not exist", ExitCode: 1}
+		}
+		return fakes.Reply{Stdout: "tank/zonewright/zones\tavailable\t" + available + "\ntank/zonewright/zones\tused\t5\n"}
+	})
+	a := &Agent{cfg: Config{ZonesDataset: "tank/zonewright/zones", ImagesDataset: "tank/zonewright/images",
+		VolumesDataset: "tank/zonewright/volumes", HeartbeatInterval: time.Hour},
+		log: slog.New(slog.DiscardHandler), host: illumos.Host{Runner: host}}
+	observed := map[string]string{"global": "running", "a": "running"}
+	a.observedZones = func() (map[string]string, time.Time) { return observed, time.Now() }
+	reads := func() int {
+		n := 0
+		for _, argv := range host.Argvs() {
+			if strings.Contains(argv, "zfs") {
+				n++
+			}
+		}
+		return n
+	}
+
+	if s := a.latestSummary(t.Context()); s.available != "1000" || s.zones != "running=1" || reads() != 1 {
+		t.Fatalf("first beat: %+v after %d readings, want the space read once", s, reads())
+	}
+	available, observed = "2000", map[string]string{"global": "running", "a": "running", "b": "installed"}
+	if s := a.latestSummary(t.Context()); s.available != "1000" || s.zones != "installed=1,running=1" || reads() != 1 {
+		t.Errorf("next beat: %+v after %d readings, want the kept space and the supervisor's zones", s, reads())
+	}
+
+	// Due again (the interval passed), a failed reading is not kept.
+	a.hostRead.at = time.Now().Add(-hostReadBeats * time.Hour)
+	available = ""
+	a.latestSummary(t.Context())
+	available = "3000"
+	if s := a.latestSummary(t.Context()); s.available != "3000" || reads() != 3 {
+		t.Errorf("after a failed reading: %+v after %d readings, want the host read again", s, reads())
+	}
+}

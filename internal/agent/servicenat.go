@@ -149,7 +149,7 @@ func (a *Agent) writeServiceNetworkStatus(ctx context.Context) {
 		return
 	}
 	if err == nil {
-		_, err = a.writeStatus(ctx, cur, a.summary(ctx))
+		_, err = a.writeStatus(ctx, cur, a.latestSummary(ctx))
 	}
 	if err != nil && !nodeapi.IsNotFound(err) && ctx.Err() == nil {
 		a.log.Warn("write the node's service network status; the next heartbeat writes it", "err", err)
