@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"time"
 
 	"github.com/zonewright/zonewright/api"
@@ -37,6 +38,10 @@ type HeartbeatCost struct {
 	RowsWritten float64 `json:"rowsWritten"`
 	// WALBytes is the write-ahead log written.
 	WALBytes float64 `json:"walBytes"`
+	// CPUMsPerBeat is the CPU a heartbeat costs the API, PostgreSQL and
+	// the node's side of the calls (not the host commands a node runs
+	// for its status: those are the simulator's BenchmarkCommands).
+	CPUMsPerBeat float64 `json:"cpuMsPerBeat"`
 }
 
 // heartbeatsPerMinute is 1,000 nodes heartbeating every 10 s.
@@ -122,7 +127,15 @@ func measureHeartbeats(ctx context.Context, st *store.Store, beats int, run func
 	if err != nil {
 		return HeartbeatCost{}, err
 	}
+	cpu0, err := sectionCPU()
+	if err != nil {
+		return HeartbeatCost{}, err
+	}
 	if err := run(); err != nil {
+		return HeartbeatCost{}, err
+	}
+	cpu1, err := sectionCPU()
+	if err != nil {
 		return HeartbeatCost{}, err
 	}
 	after, err := writeCounters(ctx, st)
@@ -134,8 +147,44 @@ func measureHeartbeats(ctx context.Context, st *store.Store, beats int, run func
 		ChangeFeedRows: scale * float64(after.changes-before.changes),
 		RowsWritten:    scale * float64(after.rows-before.rows),
 		WALBytes:       scale * float64(after.wal-before.wal),
+		CPUMsPerBeat:   float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(beats),
 	}, nil
 }
+
+// sectionCPU is the CPU time of this process and of its descendants, live
+// and reaped: the API, the nodes' clients and PostgreSQL, as the section
+// runs before any stack.
+func sectionCPU() (time.Duration, error) {
+	u, err := rusage()
+	if err != nil {
+		return 0, err
+	}
+	self, procs := os.Getpid(), processTable()
+	var ticks int64
+	for p, pr := range procs {
+		for q := pr.ppid; p != self && q > 1; q = procs[q].ppid {
+			if q == self {
+				ticks += pr.ticks
+				break
+			}
+			if _, ok := procs[q]; !ok {
+				break
+			}
+		}
+	}
+	return u.self + u.children + time.Duration(ticks)*time.Second/clockTicks, nil
+}
+
+// heartbeatTargetNodes heartbeating every 10 s should cost at most
+// heartbeatTargetPercent of a core.
+const (
+	heartbeatTargetNodes   = 50
+	heartbeatTargetPercent = 1.0
+)
+
+// percentOfACore is what n nodes' heartbeats every 10 s cost at cpuMs a
+// beat, in % of one core.
+func percentOfACore(cpuMs float64, n int) float64 { return cpuMs * float64(n) / 10 / 1000 * 100 }
 
 type counters struct{ changes, rows, wal int64 }
 
@@ -161,11 +210,14 @@ func writeCounters(ctx context.Context, st *store.Store) (counters, error) {
 
 func (r *HeartbeatResults) print(w io.Writer) {
 	fmt.Fprintf(w, "\nnode heartbeats: writes per 1,000 nodes per minute at a 10 s interval (%d nodes × %d rounds measured)\n", r.Nodes, r.Rounds)
-	fmt.Fprintf(w, "  %-36s %14s %14s %14s\n", "", "change feed", "rows written", "WAL")
+	fmt.Fprintf(w, "  %-36s %14s %14s %14s %12s\n", "", "change feed", "rows written", "WAL", "CPU a beat")
 	for _, row := range []struct {
 		name string
 		c    HeartbeatCost
 	}{{"Node row each heartbeat (before)", r.NodeRow}, {"lease, Node written on change (now)", r.Lease}} {
-		fmt.Fprintf(w, "  %-36s %14.0f %14.0f %11.1f MB\n", row.name, row.c.ChangeFeedRows, row.c.RowsWritten, row.c.WALBytes/1e6)
+		fmt.Fprintf(w, "  %-36s %14.0f %14.0f %11.1f MB %9.2f ms\n", row.name, row.c.ChangeFeedRows, row.c.RowsWritten, row.c.WALBytes/1e6, row.c.CPUMsPerBeat)
 	}
+	pct := percentOfACore(r.Lease.CPUMsPerBeat, heartbeatTargetNodes)
+	fmt.Fprintf(w, "  %d nodes' leases every 10 s: %.2f%% of a core (API, PostgreSQL and the nodes' calls; target ≤ %.0f%%: %s)\n",
+		heartbeatTargetNodes, pct, heartbeatTargetPercent, verdict(pct <= heartbeatTargetPercent))
 }

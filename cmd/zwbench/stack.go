@@ -216,25 +216,7 @@ func (s *stack) procs() map[int]stackProc {
 			roots[r.Pid()] = serveLabel
 		}
 	}
-	type proc struct {
-		ppid  int
-		ticks int64
-	}
-	procs := map[int]proc{}
-	for _, p := range pids() {
-		f, ok := stat(p)
-		// After the comm: state ppid … utime(11) stime cutime cstime.
-		if !ok || len(f) < 15 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		var ticks int64
-		for _, v := range f[11:15] {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			ticks += n
-		}
-		procs[p] = proc{ppid, ticks}
-	}
+	procs := processTable()
 	label := func(pid int) string {
 		for p := pid; p > 1; p = procs[p].ppid {
 			if l, ok := roots[p]; ok {
@@ -260,6 +242,33 @@ func (s *stack) procs() map[int]stackProc {
 		}
 	}
 	return out
+}
+
+// processInfo is a process's parent and its CPU time with its reaped
+// children's, in clockTicks.
+type processInfo struct {
+	ppid  int
+	ticks int64
+}
+
+// processTable reads every process of the machine.
+func processTable() map[int]processInfo {
+	procs := map[int]processInfo{}
+	for _, p := range pids() {
+		f, ok := stat(p)
+		// After the comm: state ppid … utime(11) stime cutime cstime.
+		if !ok || len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		var ticks int64
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
+		procs[p] = processInfo{ppid, ticks}
+	}
+	return procs
 }
 
 // Memory is what the processes of a part of the stack hold, summed: their
