@@ -7,8 +7,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"github.com/zonewright/zonewright/internal/mountinfo"
 )
 
 // ErrNoHierarchy: no hierarchy with both the memory and the cpu
@@ -25,24 +26,24 @@ type Layout struct {
 
 // Own reads this process's layout from /proc/self.
 func Own() (Layout, error) {
-	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return Layout{}, err
 	}
-	self, err := os.ReadFile("/proc/self/cgroup")
+	own, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return Layout{}, err
 	}
-	return Find(string(mountinfo), string(self))
+	return Find(string(mounts), string(own))
 }
 
 // Find finds the process's memory and cpu cgroups from its
 // /proc/self/mountinfo and /proc/self/cgroup: the v1 hierarchies where
 // both controllers are mounted there (beside an empty unified hierarchy,
 // as on hybrid systems), else cgroup v2.
-func Find(mountinfo, self string) (Layout, error) {
+func Find(mountinfoFile, cgroupFile string) (Layout, error) {
 	paths := map[string]string{} // controller ("" for v2) -> the process's cgroup in it
-	for _, line := range strings.Split(self, "\n") {
+	for _, line := range strings.Split(cgroupFile, "\n") {
 		f := strings.SplitN(line, ":", 3)
 		if len(f) != 3 {
 			continue
@@ -56,13 +57,13 @@ func Find(mountinfo, self string) (Layout, error) {
 		}
 	}
 	mounts := map[string][2]string{} // controller ("" for v2) -> mount point, its root in the hierarchy
-	for _, line := range strings.Split(mountinfo, "\n") {
+	for _, line := range strings.Split(mountinfoFile, "\n") {
 		pre, post, ok := strings.Cut(line, " - ")
 		f, g := strings.Fields(pre), strings.Fields(post)
 		if !ok || len(f) < 5 || len(g) < 3 {
 			continue
 		}
-		m := [2]string{unescapeMount(f[4]), f[3]}
+		m := [2]string{mountinfo.Unescape(f[4]), f[3]}
 		switch g[0] {
 		case "cgroup2":
 			if _, seen := mounts[""]; !seen {
@@ -102,23 +103,4 @@ func Find(mountinfo, self string) (Layout, error) {
 		return Layout{Unified: true, Memory: unified, CPU: unified}, nil
 	}
 	return Layout{}, ErrNoHierarchy
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

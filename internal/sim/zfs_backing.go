@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zonewright/zonewright/internal/mountinfo"
 )
 
 // What the kernel enforces of a filesystem's properties, when the
@@ -548,29 +550,10 @@ func mountPointsBelow(dir string) []string {
 		if len(fields) < 5 {
 			continue
 		}
-		if p := unescapeMountinfo(fields[4]); strings.HasPrefix(p, dir+"/") {
+		if p := mountinfo.Unescape(fields[4]); strings.HasPrefix(p, dir+"/") {
 			points = append(points, p)
 		}
 	}
 	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 	return points
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
