@@ -47,6 +47,9 @@ func temporalServer(ctx context.Context, args []string) error {
 	if o.shards < 0 || o.shards > maxHistoryShards {
 		return fmt.Errorf("--history-shards %d: want 1 to %d", o.shards, maxHistoryShards)
 	}
+	if o.taskWorkers < 0 || o.taskWorkers > maxTaskWorkers {
+		return fmt.Errorf("--task-workers %d: want 0 (Temporal's default) to %d", o.taskWorkers, maxTaskWorkers)
+	}
 	if services := splitList(o.services); len(services) < 4 && o.temporalDB == "" {
 		return fmt.Errorf("--services %s: a server split over processes keeps its state in PostgreSQL: give it --temporal-database-url", o.services)
 	}
@@ -62,7 +65,7 @@ func temporalServer(ctx context.Context, args []string) error {
 		}
 	}
 	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{Address: o.addr, DataDir: o.dataDir, DatabaseURL: o.temporalDB,
-		HistoryShards: o.shards, Namespace: o.namespace, CA: ca, ServerNames: splitList(o.sans), NodeCertRevoked: revoked,
+		HistoryShards: o.shards, TaskWorkers: o.taskWorkers, Namespace: o.namespace, CA: ca, ServerNames: splitList(o.sans), NodeCertRevoked: revoked,
 		Services: splitList(o.services), BroadcastAddress: o.broadcast, ServicePorts: ports, MembershipPort: o.membershipPort,
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log.With("component", "temporal-server")})
 	if err != nil {
@@ -108,7 +111,7 @@ func temporalServer(ctx context.Context, args []string) error {
 type temporalServerOptions struct {
 	dataDir, temporalDB, zonewrightDB, sans, stateDir, addr, uiAddr, namespace, logLevel string
 	services, broadcast                                                                  string
-	shards, historyPort, matchingPort, workerPort, membershipPort                        int
+	shards, taskWorkers, historyPort, matchingPort, workerPort, membershipPort           int
 }
 
 func temporalServerFlags() (*flag.FlagSet, *temporalServerOptions) {
@@ -118,6 +121,7 @@ func temporalServerFlags() (*flag.FlagSet, *temporalServerOptions) {
 	fs.StringVar(&o.temporalDB, "temporal-database-url", env("ZW_TEMPORAL_DATABASE_URL", ""), "PostgreSQL URL of the server's own database (postgres://user:password@host:5432/temporal); it and <database>"+devstack.VisibilitySuffix+" are created and migrated at start (env ZW_TEMPORAL_DATABASE_URL)")
 	fs.StringVar(&o.zonewrightDB, "database-url", env("ZW_DATABASE_URL", ""), "PostgreSQL URL of zonewright's database, serve's: a deleted node's certificate, recorded there, is refused; without it only its expiry ends it (env ZW_DATABASE_URL)")
 	fs.IntVar(&o.shards, "history-shards", envInt("ZW_TEMPORAL_HISTORY_SHARDS", 0), "history shards of a new database, fixed once it exists; default 1 on SQLite, "+strconv.Itoa(defaultPostgresShards)+" on PostgreSQL (env ZW_TEMPORAL_HISTORY_SHARDS)")
+	fs.IntVar(&o.taskWorkers, "task-workers", envInt("ZW_TEMPORAL_TASK_WORKERS", 0), "how many of history's timer and transfer tasks run at once, each (visibility's: half); 0: Temporal's default, 512. On a small host, fewer keep the tasks past the bound waiting in a queue instead of timing out waiting for a CPU (docs/benchmark.md) (env ZW_TEMPORAL_TASK_WORKERS)")
 	fs.StringVar(&o.sans, "tls-san", env("ZW_TEMPORAL_TLS_SAN", ""), "comma-separated names and addresses the frontend's and the UI's certificates carry besides --address and localhost: those agents, serve and browsers reach them by (env ZW_TEMPORAL_TLS_SAN)")
 	fs.StringVar(&o.stateDir, "state-dir", env("ZW_STATE_DIR", ".data"), "the control plane's state directory: the cluster CA in its tls/ (made if missing) secures the frontend, and the control plane's and operators' client certificates are issued there (env ZW_STATE_DIR)")
 	fs.StringVar(&o.addr, "address", env("ZW_TEMPORAL_ADDRESS", devstack.DefaultTemporalAddress), "frontend address (env ZW_TEMPORAL_ADDRESS)")
@@ -152,6 +156,9 @@ func nodeCertRevocations(ctx context.Context, url string, log *slog.Logger) (fun
 // bounds how far history can be spread over hosts later, and it cannot
 // change once the database exists.
 const defaultPostgresShards = 128
+
+// maxTaskWorkers bounds --task-workers: Temporal's default is 512.
+const maxTaskWorkers = 4096
 
 // maxHistoryShards bounds --history-shards: each shard is a row and a set
 // of queue processors on its history host, and more than Temporal's

@@ -100,6 +100,17 @@ func TestHistoryShardsAreBounded(t *testing.T) {
 	}
 }
 
+// --task-workers outside 0 to maxTaskWorkers is refused, naming the flag.
+func TestTaskWorkersAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"-1", "5000"} {
+		err := temporalServer(t.Context(), []string{"--task-workers", n, "--state-dir", dir, "--data-dir", dir, "--address", freeAddr(t)})
+		if err == nil || !strings.Contains(err.Error(), "--task-workers "+n) {
+			t.Errorf("--task-workers %s: %v, want a refusal naming the flag", n, err)
+		}
+	}
+}
+
 // temporalCommand is a `zonewright temporal` process of a test.
 type temporalCommand struct {
 	cmd     *exec.Cmd

@@ -96,6 +96,7 @@ func main() {
 	flag.BoolVar(&o.scaleRestart, "scale-restart", true, "at the end, stop the whole stack with every pod running, start it again with its control plane in processes and time the adoption of every pod, then kill -9 serve, Temporal and PostgreSQL and time their return")
 	flag.BoolVar(&o.scaleTemporalPG, "scale-temporal-postgres", true, "keep the scale stack's Temporal state in its PostgreSQL, as production does (false: the dev stack's SQLite file)")
 	flag.IntVar(&o.scaleShards, "scale-history-shards", 8, "history shards of the scale stack's Temporal on PostgreSQL")
+	flag.IntVar(&o.scaleTaskWorkers, "scale-task-workers", 0, "how many of history's timer and transfer tasks the scale stack's Temporal runs at once (zonewright temporal --task-workers; 0: Temporal's default, 512)")
 	flag.IntVar(&o.dnsSeconds, "dns-seconds", 5, "seconds the cluster DNS section queries for (0 skips it)")
 	flag.IntVar(&o.dnsClients, "dns-clients", 8, "UDP clients querying the cluster DNS at once")
 	flag.IntVar(&o.nat, "nat", 20, "pods added to and removed from a service, measuring when every node's NAT rules have it (0 skips it)")
@@ -159,6 +160,7 @@ type options struct {
 	scaleRestart                  bool
 	scaleTemporalPG               bool
 	scaleShards                   int
+	scaleTaskWorkers              int
 	dnsSeconds, dnsClients        int
 	nat                           int
 	apiGet                        int

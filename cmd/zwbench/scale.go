@@ -275,7 +275,7 @@ func startScale(ctx context.Context, o options, log *slog.Logger) (*scaleRun, er
 	}
 	fmt.Fprintf(stderr, "scale: a stack of %d nodes\n", m)
 	run.cfg = stackConfig{binDir: o.binDir, nodes: m, maxPods: podCIDRPods, isolated: o.scaleIsolated,
-		temporalOnPostgres: o.scaleTemporalPG, historyShards: o.scaleShards, nodeCPUGroups: nodeGroups}
+		temporalOnPostgres: o.scaleTemporalPG, historyShards: o.scaleShards, taskWorkers: o.scaleTaskWorkers, nodeCPUGroups: nodeGroups}
 	if run.s, err = startStack(ctx, run.cfg, log); err != nil {
 		return run, err
 	}

@@ -30,7 +30,7 @@ func TestTheScaleSectionRunsSmall(t *testing.T) {
 	}
 	o := options{binDir: bin, scale: 6, scaleNodes: 2, scaleSteps: 2, scaleWindow: 2 * time.Second, scaleSettle: time.Second,
 		scaleProbePeriod: 2 * time.Second, scaleStreamRates: []float64{2}, scaleStreamFor: 3 * time.Second, scaleWatchers: 3, scaleDrain: true,
-		scaleRestart: true, scaleTemporalPG: true, scaleShards: 2, scaleCPUSplit: true}
+		scaleRestart: true, scaleTemporalPG: true, scaleShards: 2, scaleTaskWorkers: 16, scaleCPUSplit: true}
 	own, cgroupErr := cgroups.Own()
 	splits := os.Geteuid() == 0 && cgroupErr == nil && !own.Unified
 	res, err := scale(t.Context(), o, slog.New(slog.DiscardHandler))

@@ -52,6 +52,8 @@ type stackConfig struct {
 	// dev stack's SQLite file with one.
 	temporalOnPostgres bool
 	historyShards      int
+	// taskWorkers bounds Temporal's history tasks at once (0: its default).
+	taskWorkers int
 	// nodeCPUGroups are the cgroups the agents run in (cpuSplit).
 	nodeCPUGroups []string
 }
@@ -95,7 +97,7 @@ func (s *stack) options(cfg stackConfig, log *slog.Logger) (devcluster.Options, 
 	// are their defaults (a 10 s heartbeat): the stack measured is the
 	// one operators run.
 	return devcluster.Options{Dir: s.dir, Logger: log, CountRequests: true, ControlPlane: cpConfig,
-		TemporalOnPostgres: cfg.temporalOnPostgres, HistoryShards: cfg.historyShards,
+		TemporalOnPostgres: cfg.temporalOnPostgres, HistoryShards: cfg.historyShards, TemporalTaskWorkers: cfg.taskWorkers,
 		Zonewright: filepath.Join(bin, "zonewright"), Sim: filepath.Join(bin, "illumos-sim"), Nodes: cfg.nodes,
 		AgentArgs: []string{"--max-pods", strconv.Itoa(cfg.maxPods)}, Underlay: underlay, NodeCPUGroups: cfg.nodeCPUGroups, OperatorName: "zwbench"}, nil
 }

@@ -61,6 +61,9 @@ type Options struct {
 	// PostgreSQL anyway, and HistoryShards, when set, are its shards.
 	TemporalOnPostgres bool
 	HistoryShards      int
+	// TemporalTaskWorkers is Temporal's devstack.TemporalConfig.TaskWorkers
+	// (`zonewright temporal --task-workers` with Replicas); 0: its default.
+	TemporalTaskWorkers int
 	// ControlPlane are the control plane's own settings (ranges, tuning,
 	// images, DNS, bounds). Build fills in its database, Temporal and
 	// state directory and, when empty, Listen (a free loopback port),
@@ -223,7 +226,7 @@ func (c *Cluster) temporal(ctx context.Context) error {
 	cfg := devstack.TemporalConfig{Address: c.opts.TemporalAddress,
 		DataDir: filepath.Join(c.opts.Dir, "temporal"), Namespace: devstack.DefaultNamespace, CA: c.CA,
 		SearchAttributes: devstack.KeywordAttributes(workflows.SearchAttributeNames...), Logger: log, LogLevel: level,
-		CountRequests: c.opts.CountRequests, NodeCertRevoked: (&auth.NodeCertificates{Pool: c.DB}).Revoked}
+		CountRequests: c.opts.CountRequests, NodeCertRevoked: (&auth.NodeCertificates{Pool: c.DB}).Revoked, TaskWorkers: c.opts.TemporalTaskWorkers}
 	if c.opts.TemporalOnPostgres {
 		if c.postgres == nil {
 			return errors.New("devcluster: Temporal on PostgreSQL needs the private PostgreSQL: no database URL")

@@ -34,6 +34,9 @@ func (c *Cluster) temporalProcess(context.Context) error {
 	if c.opts.HistoryShards > 0 {
 		p.args = append(p.args, "--history-shards", strconv.Itoa(c.opts.HistoryShards))
 	}
+	if c.opts.TemporalTaskWorkers > 0 {
+		p.args = append(p.args, "--task-workers", strconv.Itoa(c.opts.TemporalTaskWorkers))
+	}
 	if err := p.start(); err != nil {
 		return err
 	}

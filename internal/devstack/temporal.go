@@ -90,6 +90,12 @@ type TemporalConfig struct {
 	// default 1. It is fixed once the database exists: the server keeps
 	// the database's number and logs a mismatch.
 	HistoryShards int
+	// TaskWorkers bounds how many of history's timer and transfer tasks
+	// run at once, each queue (visibility's: half as many); 0: Temporal's
+	// default, 512 each. Tasks past the bound wait in the scheduler's
+	// queue, without a deadline, instead of each waiting for a CPU past
+	// its persistence deadline on a small machine.
+	TaskWorkers int
 	// Namespace is created if it does not exist; default DefaultNamespace.
 	Namespace string
 	// SearchAttributes are registered on Namespace if missing, on a new and
@@ -266,7 +272,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		t.requests = newRequestCounter()
 		extra = append(extra, temporal.WithChainedFrontendGrpcInterceptors(t.requests.intercept))
 	}
-	t.server, err = newServer(conf, lay, cfg.CA != nil, logger, extra...)
+	t.server, err = newServer(conf, lay, cfg.CA != nil, cfg.TaskWorkers, logger, extra...)
 	release() // the cluster's metadata is saved: the other processes may build theirs
 	if err != nil {
 		return nil, fmt.Errorf("start temporal: %w", err)
@@ -690,9 +696,9 @@ func clusterMetadata(frontendAddr, httpAddr string) *cluster.Config {
 
 // dynamicConfig is the tuning measured on the 2-core dev machine (DESIGN.md,
 // "Dev stack and tests"): ~4x the throughput of the defaults and ~40 ms idle
-// latency instead of ~550 ms.
-func dynamicConfig() dynamicconfig.StaticClient {
-	return dynamicconfig.StaticClient{
+// latency instead of ~550 ms; and TemporalConfig.TaskWorkers when set.
+func dynamicConfig(taskWorkers int) dynamicconfig.StaticClient {
+	dc := dynamicconfig.StaticClient{
 		// The transfer queue (which hands new tasks to matching) is rate
 		// limited to a few polls a second by default: the main source of
 		// idle latency.
@@ -720,11 +726,17 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		dynamicconfig.HistoryScannerEnabled.Key():         false,
 		dynamicconfig.EnableParentClosePolicyWorker.Key(): false,
 	}
+	if taskWorkers > 0 {
+		dc[dynamicconfig.TimerProcessorSchedulerWorkerCount.Key()] = taskWorkers
+		dc[dynamicconfig.TransferProcessorSchedulerWorkerCount.Key()] = taskWorkers
+		dc[dynamicconfig.VisibilityProcessorSchedulerWorkerCount.Key()] = max(taskWorkers/2, 1)
+	}
+	return dc
 }
 
 // newServer and startServer turn a panic of the server's startup (our logger
 // panics on Fatal, e.g. when a port cannot be bound) into an error.
-func newServer(conf *config.Config, lay layout, internodeTLS bool, logger serverLogger, extra ...temporal.ServerOption) (srv temporal.Server, err error) {
+func newServer(conf *config.Config, lay layout, internodeTLS bool, taskWorkers int, logger serverLogger, extra ...temporal.ServerOption) (srv temporal.Server, err error) {
 	defer recoverServerPanic(&err)
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
@@ -734,7 +746,7 @@ func newServer(conf *config.Config, lay layout, internodeTLS bool, logger server
 	if err != nil {
 		return nil, fmt.Errorf("claim mapper: %w", err)
 	}
-	dc := dynamicConfig()
+	dc := dynamicConfig(taskWorkers)
 	opts := []temporal.ServerOption{
 		temporal.WithConfig(conf),
 		temporal.ForServices(lay.services),
