@@ -191,7 +191,8 @@ func (s *Server) ensureNodeHealth(ctx context.Context, name string) {
 
 // putNodeLease (nodes/lease update) renews the node's lease: its
 // heartbeat. The lease lives outside the change feed; its renewTime is
-// the control plane's clock. The node must exist (it registers first).
+// the control plane's clock. The node must exist (it registers first),
+// and be at the version the renewal names, if it names one.
 func (s *Server) putNodeLease(c *gin.Context) {
 	ctx := c.Request.Context()
 	name := c.Param("name")
@@ -220,8 +221,14 @@ func (s *Server) putNodeLease(c *gin.Context) {
 		s.fail(c, invalid(model.KindLease, name, errs))
 		return
 	}
-	if _, err := s.store.Nodes().Get(ctx, "", name); err != nil {
+	n, err := s.store.Nodes().Get(ctx, "", name)
+	if err != nil {
 		s.fail(c, err)
+		return
+	}
+	if want := in.Metadata.Annotations[model.AnnotationLeaseNodeVersion]; want != "" && want != n.Metadata.ResourceVersion {
+		s.fail(c, &apiError{code: http.StatusConflict, reason: "Conflict", msg: fmt.Sprintf(
+			"node %s is at resourceVersion %s, not %s: read it again before renewing its lease", name, n.Metadata.ResourceVersion, want)})
 		return
 	}
 	l, err := s.store.RenewNodeLease(ctx, name, in.Spec.HolderIdentity, in.Spec.LeaseDurationSeconds)
@@ -229,6 +236,7 @@ func (s *Server) putNodeLease(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	l.Metadata.Annotations = map[string]string{model.AnnotationLeaseNodeVersion: n.Metadata.ResourceVersion}
 	respond(c, http.StatusOK, l)
 }
 

@@ -142,6 +142,50 @@ func TestNodeLeaseIsRenewedWithoutWritingTheNode(t *testing.T) {
 	}
 }
 
+// A renewal that names the Node's version renews the lease only while
+// the Node is at it, so an agent's one-request heartbeat cannot renew the
+// lease of a Node declared lost since it last read it. (Make
+// putNodeLease's version check 'if false' to see a stale one renewed.)
+func TestNodeLeaseIsRenewedOnlyAtTheNodeVersionItNames(t *testing.T) {
+	c := newAPI(t)
+	_, n := c.putStatus(nodeStatus("n1", "", nil))
+	renew := func(version string) (response, model.Lease) {
+		in := model.Lease{TypeMeta: model.TypeMeta{APIVersion: model.APIVersionCoordination, Kind: model.KindLease},
+			Metadata: model.ObjectMeta{Name: "n1"}, Spec: model.LeaseSpec{HolderIdentity: "n1", LeaseDurationSeconds: 40}}
+		if version != "" {
+			in.Metadata.Annotations = map[string]string{model.AnnotationLeaseNodeVersion: version}
+		}
+		r := c.json("PUT", "/api/v1/nodes/n1/lease", in)
+		var l model.Lease
+		_ = json.Unmarshal(r.body, &l)
+		return r, l
+	}
+	// Without a version (an agent of an earlier release): renewed, and
+	// the answer says the Node's version.
+	r, first := renew("")
+	if r.code != 200 || first.NodeVersion() != n.Metadata.ResourceVersion {
+		t.Fatalf("renew naming no version: %d %s; want 200 answering version %s", r.code, r.body, n.Metadata.ResourceVersion)
+	}
+	r, at := renew(n.Metadata.ResourceVersion)
+	if r.code != 200 || at.NodeVersion() != n.Metadata.ResourceVersion || !at.Spec.RenewTime.After(*first.Spec.RenewTime) {
+		t.Fatalf("renew at the Node's version: %d %s; want renewed", r.code, r.body)
+	}
+	// The control plane changes the Node (here an operator's label; node
+	// health declaring it lost is the same write).
+	if r := c.do("PATCH", "/api/v1/nodes/n1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"tier":"gold"}}}`)); r.code != 200 {
+		t.Fatalf("label the node: %d %s", r.code, r.body)
+	}
+	r, _ = renew(n.Metadata.ResourceVersion)
+	if r.code != 409 || !strings.Contains(r.status().Message, "read it again") {
+		t.Errorf("renew at a stale version: %d %s; want 409 asking to read the Node again", r.code, r.body)
+	}
+	var kept model.Lease
+	_ = json.Unmarshal(c.json("GET", "/api/v1/nodes/n1/lease", nil).body, &kept)
+	if kept.Spec.RenewTime == nil || !kept.Spec.RenewTime.Equal(*at.Spec.RenewTime) {
+		t.Errorf("a refused renewal moved renewTime from %v to %v", at.Spec.RenewTime, kept.Spec.RenewTime)
+	}
+}
+
 func TestPodReportIsRefusedForAPodBoundElsewhereOrAnotherIncarnation(t *testing.T) {
 	c := newAPI(t)
 	for _, n := range []string{"n1", "n2"} {

@@ -291,7 +291,7 @@ func (a *Agent) registerNode(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("register node %s: %w", cfg.Node, err)
 	}
-	if _, err := a.api.RenewLease(ctx, cfg.Node, leaseDurations*cfg.HeartbeatInterval); err != nil {
+	if _, err := a.api.RenewLease(ctx, cfg.Node, leaseDurations*cfg.HeartbeatInterval, ""); err != nil {
 		a.log.Warn("first lease renewal failed; the heartbeat renews it", "err", err)
 	}
 	a.log.Info("node registered", "uid", node.Metadata.UID, "cpus", a.facts.CPUs, "memory", a.facts.MemoryBytes,

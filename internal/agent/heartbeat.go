@@ -24,6 +24,7 @@ const leaseDurations = 4
 func (a *Agent) heartbeat(ctx context.Context, h *hostops.Host, sup *supervisor.Supervisor) {
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
+	var known *model.Node
 	for {
 		select {
 		case <-ctx.Done():
@@ -31,20 +32,38 @@ func (a *Agent) heartbeat(ctx context.Context, h *hostops.Host, sup *supervisor.
 		case <-t.C:
 		}
 		hctx, cancel := context.WithTimeout(ctx, a.cfg.HeartbeatInterval+10*time.Second)
-		if err := a.beat(hctx, h, sup); err != nil && ctx.Err() == nil {
+		var err error
+		if known, err = a.beat(hctx, h, sup, known); err != nil && ctx.Err() == nil {
 			a.log.Warn("node heartbeat failed", "err", err)
 		}
 		cancel()
 	}
 }
 
-// beat is one heartbeat: read the Node, clean a node come back from
-// being lost, write the status if it changed, renew the lease.
-func (a *Agent) beat(ctx context.Context, h *hostops.Host, sup *supervisor.Supervisor) error {
+// beat is one heartbeat. Knowing the Node as the control plane last
+// answered it (known), it is one request: renew the lease while the Node
+// is still that one, then write the status if it changed. Otherwise (the
+// Node changed since, a control plane that does not check, a first beat
+// or one after a failure) it goes the long way: read the Node, clean a
+// node come back from being lost, write the status if it changed, renew
+// the lease. It answers the Node to check at the next beat; nil for the
+// long way.
+func (a *Agent) beat(ctx context.Context, h *hostops.Host, sup *supervisor.Supervisor, known *model.Node) (*model.Node, error) {
+	if known != nil {
+		l, err := a.api.RenewLease(ctx, a.cfg.Node, leaseDurations*a.cfg.HeartbeatInterval, known.Metadata.ResourceVersion)
+		switch {
+		case err == nil && l.NodeVersion() == known.Metadata.ResourceVersion:
+			return a.writeStatus(ctx, known, a.latestSummary(ctx))
+		case err != nil && !nodeapi.IsConflict(err) && !nodeapi.IsNotFound(err):
+			return nil, err
+		}
+		// The Node changed (a 409, or 404: deleted), or a control plane
+		// that does not check renewed the lease regardless: read it now.
+	}
 	cur, err := a.api.GetNode(ctx)
 	missing := nodeapi.IsNotFound(err)
 	if err != nil && !missing {
-		return err
+		return nil, err
 	}
 	if missing || declaredLost(cur) {
 		if _, err := a.cleanHost(ctx, h, "on the node's return"); err != nil && ctx.Err() == nil {
@@ -55,14 +74,19 @@ func (a *Agent) beat(ctx context.Context, h *hostops.Host, sup *supervisor.Super
 		}
 	}
 	if missing {
-		if _, err := a.register(ctx); err != nil {
-			return err
-		}
-	} else if _, err := a.writeStatus(ctx, cur, a.latestSummary(ctx)); err != nil {
-		return err
+		cur, err = a.register(ctx)
+	} else {
+		cur, err = a.writeStatus(ctx, cur, a.latestSummary(ctx))
 	}
-	_, err = a.api.RenewLease(ctx, a.cfg.Node, leaseDurations*a.cfg.HeartbeatInterval)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	// Renewed whatever the Node's version now: it was just checked.
+	l, err := a.api.RenewLease(ctx, a.cfg.Node, leaseDurations*a.cfg.HeartbeatInterval, "")
+	if err != nil || l.NodeVersion() != cur.Metadata.ResourceVersion {
+		return nil, err
+	}
+	return cur, nil
 }
 
 // declaredLost reports whether the Node's Ready condition is other than

@@ -224,16 +224,15 @@ func (a *Agent) podCIDRMismatch(assigned netip.Prefix) string {
 }
 
 // writeStatus writes the Node's status if what the agent sees differs
-// from cur, the Node as the control plane has it. It returns whether it
-// wrote.
-func (a *Agent) writeStatus(ctx context.Context, cur *model.Node, sum hostSummary) (bool, error) {
+// from cur, the Node as the control plane has it. It returns the Node as
+// now stored: cur when nothing changed.
+func (a *Agent) writeStatus(ctx context.Context, cur *model.Node, sum hostSummary) (*model.Node, error) {
 	next := a.nodeReport(cur, sum)
 	if sameNode(cur, next) {
-		return false, nil
+		return cur, nil
 	}
 	stampHeartbeat(next, time.Now().UTC())
-	_, err := a.api.PutStatus(ctx, next)
-	return err == nil, err
+	return a.api.PutStatus(ctx, next)
 }
 
 // nodeReport is cur with what the agent owns applied; the Ready

@@ -30,4 +30,15 @@ const (
 	KindLease              = "Lease"
 	// MaxLeaseDurationSeconds bounds a lease's duration (one hour).
 	MaxLeaseDurationSeconds = 3600
+	// AnnotationLeaseNodeVersion on a renewal is the resourceVersion of
+	// the Node as its agent last saw it: the lease is renewed only while
+	// the Node is still at that version (409 otherwise), so a heartbeat
+	// is one request, and a Node changed meanwhile (declared lost,
+	// deleted, relabelled) is read again before the lease is. On the
+	// answer it is the Node's version at the renewal.
+	AnnotationLeaseNodeVersion = "zonewright.io/node-resource-version"
 )
+
+// NodeVersion is the Node's resourceVersion a renewal's answer carries;
+// "" from a control plane that does not check it.
+func (l *Lease) NodeVersion() string { return l.Metadata.Annotations[AnnotationLeaseNodeVersion] }

@@ -146,11 +146,15 @@ func (c *Client) PutStatus(ctx context.Context, n *model.Node) (*model.Node, err
 	return &out, nil
 }
 
-// RenewLease renews the node's lease for duration.
-func (c *Client) RenewLease(ctx context.Context, holder string, duration time.Duration) (*model.Lease, error) {
+// RenewLease renews the node's lease for duration; with nodeVersion, only
+// while the Node is at that resourceVersion (IsConflict otherwise).
+func (c *Client) RenewLease(ctx context.Context, holder string, duration time.Duration, nodeVersion string) (*model.Lease, error) {
 	secs := int32(min(max(duration.Round(time.Second)/time.Second, 1), model.MaxLeaseDurationSeconds))
 	in := model.Lease{TypeMeta: model.TypeMeta{APIVersion: model.APIVersionCoordination, Kind: model.KindLease},
 		Metadata: model.ObjectMeta{Name: c.node}, Spec: model.LeaseSpec{HolderIdentity: holder, LeaseDurationSeconds: secs}}
+	if nodeVersion != "" {
+		in.Metadata.Annotations = map[string]string{model.AnnotationLeaseNodeVersion: nodeVersion}
+	}
 	var out model.Lease
 	if err := c.do(ctx, http.MethodPut, c.nodePath("/lease"), &in, &out); err != nil {
 		return nil, err
