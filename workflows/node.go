@@ -53,8 +53,11 @@ type NodeHealthState struct {
 	NotReady      bool
 	NotReadySince time.Time `json:",omitempty"`
 	Evicted       bool
-	Evictions     int // pods evicted, over the node's life
-	Transitions   int // Ready<->NotReady, over the node's life
+	// EvictionsHeld: the eviction is due but held, most nodes being
+	// NotReady (the EvictionHeld event was recorded).
+	EvictionsHeld bool `json:",omitempty"`
+	Evictions     int  // pods evicted, over the node's life
+	Transitions   int  // Ready<->NotReady, over the node's life
 }
 
 // NodeHealth watches one node's heartbeats: no heartbeat for the grace
@@ -184,6 +187,9 @@ func (w *nodeHealth) act(ctx workflow.Context, obs controlapi.NodeObservation) (
 	if !w.st.Evicted {
 		left := w.st.NotReadySince.Add(w.in.EvictionTimeout).Sub(workflow.Now(ctx))
 		if left <= 0 {
+			if obs.Disrupted() && workflow.GetVersion(ctx, versionHoldEvictions, workflow.DefaultVersion, 1) >= 1 {
+				return sleep, false, w.holdEvictions(ctx, obs)
+			}
 			if err := w.evict(ctx); err != nil {
 				return 0, false, err
 			}
@@ -192,6 +198,24 @@ func (w *nodeHealth) act(ctx workflow.Context, obs controlapi.NodeObservation) (
 		}
 	}
 	return sleep, false, nil
+}
+
+// versionHoldEvictions marks node health runs that do not evict a lost
+// node's pods while most nodes are NotReady (controlapi's Disrupted).
+const versionHoldEvictions = "hold-evictions-in-disruption"
+
+// holdEvictions leaves the node's pods where they are, saying why once a
+// hold; the next looks evict them when fewer nodes are NotReady.
+func (w *nodeHealth) holdEvictions(ctx workflow.Context, obs controlapi.NodeObservation) error {
+	if w.st.EvictionsHeld {
+		return nil
+	}
+	in := controlapi.HoldEvictionsInput{Node: w.in.Node, NodesNotReady: obs.NodesNotReady, Nodes: obs.Nodes}
+	if err := workflow.ExecuteActivity(ctx, ctl.HoldNodeEvictions, in).Get(ctx, nil); err != nil {
+		return err
+	}
+	w.st.EvictionsHeld = true
+	return nil
 }
 
 func (w *nodeHealth) notReady(ctx workflow.Context) (bool, error) {
@@ -258,7 +282,7 @@ func (w *nodeHealth) ready(ctx workflow.Context) error {
 	if w.st.NotReady {
 		w.st.Transitions++
 	}
-	w.st.NotReady, w.st.NotReadySince, w.st.Evicted = false, time.Time{}, false
+	w.st.NotReady, w.st.NotReadySince, w.st.Evicted, w.st.EvictionsHeld = false, time.Time{}, false, false
 	if err := upsert(ctx, SearchAttrPhase, NodePhaseReady); err != nil {
 		return err
 	}

@@ -41,6 +41,10 @@ type fakeNode struct {
 	failSignals int
 	// grace is the grace period the control plane is configured with now.
 	grace time.Duration
+	// notReadyNodes of nodes are NotReady with this one while it is
+	// (0: it alone).
+	notReadyNodes, nodes int
+	heldAt               []time.Duration // when HoldNodeEvictions ran
 }
 
 func (f *fakeNode) now() time.Time { return f.env.Now() }
@@ -89,7 +93,17 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 		if f.deleted {
 			return controlapi.NodeObservation{}, nil
 		}
-		return controlapi.NodeObservation{Found: true, HeartbeatAge: f.now().Sub(f.heartbeat()), Tainted: f.tainted, GracePeriod: f.grace}, nil
+		obs := controlapi.NodeObservation{Found: true, HeartbeatAge: f.now().Sub(f.heartbeat()), Tainted: f.tainted, GracePeriod: f.grace}
+		if f.tainted {
+			obs.NodesNotReady, obs.Nodes = max(f.notReadyNodes, 1), max(f.nodes, 3)
+		}
+		return obs, nil
+	})
+	env.OnActivity(ctl.HoldNodeEvictions, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlapi.HoldEvictionsInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.heldAt = append(f.heldAt, f.now().Sub(f.start))
+		return nil
 	})
 	env.OnActivity(ctl.MarkNodeNotReady, mock.Anything, mock.Anything).Return(func(_ context.Context, in controlapi.MarkNotReadyInput) (controlapi.MarkNotReadyResult, error) {
 		f.mu.Lock()
@@ -159,6 +173,45 @@ func TestNodeHealthNotReadyEvictsOnceAndRecovers(t *testing.T) {
 	}
 	if st.NotReady || st.Transitions != 2 || st.Evictions != 2 {
 		t.Fatalf("state after recovery: %+v; want Ready, 2 transitions, 2 pods evicted", st)
+	}
+}
+
+// Most nodes NotReady at once (here 4 of 5, as when the control plane
+// itself is overloaded): the eviction due at 400 s is held, said once,
+// and made when fewer are NotReady (at 700 s). (Make act ignore
+// obs.Disrupted to see the pods evicted at 400 s.)
+func TestNodeHealthHoldsEvictionsWhileMostNodesAreNotReady(t *testing.T) {
+	env, f := newNodeEnv(t)
+	f.notReadyNodes, f.nodes = 4, 5
+	env.RegisterDelayedCallback(func() { f.setAlive(false) }, 65*time.Second)
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.notReadyNodes = 1
+		f.mu.Unlock()
+	}, 700*time.Second)
+	f.deleteAt(900 * time.Second)
+	env.ExecuteWorkflow(NodeHealth, NodeHealthInput{Node: "n1", GracePeriod: 40 * time.Second, EvictionTimeout: 5 * time.Minute})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.heldAt) != 1 || !within(f.heldAt[0], 400*time.Second, 2*time.Second) {
+		t.Errorf("evictions held at %v; want once, when due at 400s", f.heldAt)
+	}
+	if len(f.evictedAt) != 2 || !within(f.evictedAt[0], 700*time.Second, 11*time.Second) {
+		t.Errorf("pods evicted at %v; want both once, soon after 700s when 1 of 5 nodes is NotReady", f.evictedAt)
+	}
+}
+
+// Kubernetes' disruption rule: every node NotReady, or more than two and
+// at least 55% of them.
+func TestDisruptedIsMostNodesNotReady(t *testing.T) {
+	for _, tc := range []struct {
+		notReady, nodes int
+		want            bool
+	}{{0, 0, false}, {1, 1, true}, {2, 2, true}, {1, 2, false}, {2, 3, false}, {3, 5, true}, {3, 6, false}, {11, 20, true}, {10, 20, false}} {
+		if got := (controlapi.NodeObservation{NodesNotReady: tc.notReady, Nodes: tc.nodes}).Disrupted(); got != tc.want {
+			t.Errorf("%d of %d NotReady: disrupted %t; want %t", tc.notReady, tc.nodes, got, tc.want)
+		}
 	}
 }
 

@@ -111,6 +111,12 @@ func (a *Control) MarkNodeReady(ctx context.Context, node string) (bool, error) 
 	return a.Ops.MarkNodeReady(ctx, node)
 }
 
+// HoldNodeEvictions records that the node's pods are not evicted while
+// the cluster is disrupted.
+func (a *Control) HoldNodeEvictions(ctx context.Context, in controlapi.HoldEvictionsInput) error {
+	return a.Ops.HoldNodeEvictions(ctx, in)
+}
+
 // EvictNodePods tells every unfinished pod bound to the node to leave it.
 func (a *Control) EvictNodePods(ctx context.Context, in controlapi.EvictInput) (int, error) {
 	return a.Ops.EvictNodePods(ctx, in)

@@ -78,6 +78,10 @@ func (*Activities) MarkNodeNotReady(ctx context.Context, in MarkNotReadyInput) (
 // MarkNodeReady removes the unreachable taint.
 func (*Activities) MarkNodeReady(ctx context.Context, node string) (bool, error) { panic(stub) }
 
+// HoldNodeEvictions records that the node's pods are not evicted while
+// the cluster is disrupted.
+func (*Activities) HoldNodeEvictions(ctx context.Context, in HoldEvictionsInput) error { panic(stub) }
+
 // EvictNodePods tells every unfinished pod bound to the node to leave it.
 func (*Activities) EvictNodePods(ctx context.Context, in EvictInput) (int, error) { panic(stub) }
 

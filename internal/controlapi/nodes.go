@@ -17,6 +17,32 @@ type NodeObservation struct {
 	// GracePeriod and EvictionTimeout are the timings configured now;
 	// zero keeps the workflow's own.
 	GracePeriod, EvictionTimeout time.Duration
+	// NodesNotReady and Nodes count the cluster's nodes whose Ready
+	// condition is not True, and all of them; counted only while this
+	// node's is not True itself (zero otherwise).
+	NodesNotReady, Nodes int `json:",omitempty"`
+}
+
+// UnhealthyThreshold is the share of nodes NotReady at once from which the
+// cluster counts as disrupted: Kubernetes' --unhealthy-zone-threshold.
+const UnhealthyThreshold = 0.55
+
+// Disrupted tells whether so many nodes are NotReady at once that the
+// control plane is the likely cause (its own overload or network), not
+// the nodes: none is Ready, or more than two and at least
+// UnhealthyThreshold of them are not, as Kubernetes' node lifecycle
+// controller judges a zone's full and partial disruption. Pods are not
+// evicted meanwhile: moving every pod of most nodes would add to the
+// overload and replace pods that still run.
+func (o NodeObservation) Disrupted() bool {
+	notReady := o.NodesNotReady
+	return notReady > 0 && (notReady == o.Nodes || notReady > 2 && float64(notReady) >= UnhealthyThreshold*float64(o.Nodes))
+}
+
+// HoldEvictionsInput says why a node's pods are not evicted yet.
+type HoldEvictionsInput struct {
+	Node                 string
+	NodesNotReady, Nodes int
 }
 
 // MarkNotReadyInput says how stale a heartbeat must be to mark the node.

@@ -20,6 +20,7 @@ import (
 const (
 	TaintUnreachable        = "node.zonewright.io/unreachable"
 	ReasonNodeStatusUnknown = "NodeStatusUnknown"
+	ReasonEvictionHeld      = "EvictionHeld"
 	nodeHealthSource        = "zonewright-node-health"
 )
 
@@ -44,7 +45,35 @@ func (a *Control) ObserveNode(ctx context.Context, node string) (controlapi.Node
 	}
 	obs := observe(n, leaseAge, time.Now(), a.HearingSince)
 	obs.GracePeriod, obs.EvictionTimeout = a.NodeGracePeriod, a.NodeEvictionTimeout
+	if !n.Ready() {
+		// Whether its pods may be evicted: how many nodes are lost with it.
+		byReady, err := a.Store.NodesByReady(ctx)
+		if err != nil {
+			return controlapi.NodeObservation{}, err
+		}
+		for status, count := range byReady {
+			obs.Nodes += count
+			if status != string(model.ConditionTrue) {
+				obs.NodesNotReady += count
+			}
+		}
+	}
 	return obs, nil
+}
+
+// HoldNodeEvictions records, on the node, that its pods are not evicted
+// while most nodes are NotReady.
+func (a *Control) HoldNodeEvictions(ctx context.Context, in controlapi.HoldEvictionsInput) error {
+	n, err := a.Store.Nodes().Get(ctx, "", in.Node)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return a.nodeEvent(ctx, in.Node, n.Metadata.UID, model.EventWarning, ReasonEvictionHeld, fmt.Sprintf(
+		"%d of %d nodes are NotReady: the control plane is the likely cause, not node %s; its pods are not evicted until fewer than %.0f%% are",
+		in.NodesNotReady, in.Nodes, in.Node, controlapi.UnhealthyThreshold*100))
 }
 
 // leaseAge is how long ago the node's lease was renewed; -1 without one.

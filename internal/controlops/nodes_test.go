@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,6 +158,41 @@ func TestAControlPlaneJustStartedGivesNodesAFreshGracePeriod(t *testing.T) {
 	ctl.HearingSince = time.Now().Add(-time.Hour)
 	if res, err := ctl.MarkNodeNotReady(ctx, controlapi.MarkNotReadyInput{Node: "n1", GracePeriod: grace}); err != nil || !res.Marked {
 		t.Fatalf("a control plane hearing for an hour: %+v %v; want the node marked", res, err)
+	}
+}
+
+// A NotReady node's observation counts the cluster's NotReady nodes (a
+// Ready one's costs no count), and a held eviction says so on the node.
+// (Make ObserveNode count for Ready nodes only to see it fail.)
+func TestObservingANotReadyNodeCountsTheNotReadyNodes(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	ctl := controlops.NewControl(st, nil)
+	old := time.Now().Add(-time.Hour)
+	for _, name := range []string{"n1", "n2", "n3"} {
+		createNode(t, st, name, old)
+	}
+	if obs, err := ctl.ObserveNode(ctx, "n1"); err != nil || obs.Nodes != 0 || obs.NodesNotReady != 0 {
+		t.Fatalf("a Ready node observed %+v %v; want no count", obs, err)
+	}
+	for _, name := range []string{"n1", "n2"} {
+		if res, err := ctl.MarkNodeNotReady(ctx, controlapi.MarkNotReadyInput{Node: name, GracePeriod: 40 * time.Second}); err != nil || !res.Marked {
+			t.Fatalf("mark %s: %+v %v", name, res, err)
+		}
+	}
+	obs, err := ctl.ObserveNode(ctx, "n1")
+	if err != nil || obs.Nodes != 3 || obs.NodesNotReady != 2 || obs.Disrupted() {
+		t.Fatalf("n1 NotReady with n2 observed %+v %v; want 2 of 3 NotReady, not disrupted", obs, err)
+	}
+	if err := ctl.HoldNodeEvictions(ctx, controlapi.HoldEvictionsInput{Node: "n1", NodesNotReady: 3, Nodes: 3}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := st.Events().List(ctx, store.ListOptions{FieldSelector: "reason=" + controlops.ReasonEvictionHeld})
+	if err != nil || len(list.Items) != 1 || list.Items[0].InvolvedObject.Name != "n1" || !strings.Contains(list.Items[0].Message, "3 of 3 nodes are NotReady") {
+		t.Fatalf("events after a held eviction: %+v %v; want one on n1 with the count", list, err)
+	}
+	if err := ctl.HoldNodeEvictions(ctx, controlapi.HoldEvictionsInput{Node: "gone", NodesNotReady: 3, Nodes: 3}); err != nil {
+		t.Fatalf("holding a deleted node's evictions: %v; want nothing to say", err)
 	}
 }
 
