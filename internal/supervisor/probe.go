@@ -90,17 +90,19 @@ const execKillGrace = 2 * time.Second
 // own process (zlogin passes SIGINT on to it): a command that ignores
 // SIGINT, or its children, would run on in the zone, one more with every
 // probe period. The wrapper shell starts a sleep for the timeout and the
-// command beside it, and waits for the sleep: the command's end
-// interrupts that wait (SIGUSR1), and the sleep is killed and the
-// command's status returned; the sleep's end kills the zone process group
-// zlogin made for the command (the command, its children, the wrapper)
-// with SIGKILL. Each is a child of the wrapper, killed by its own pid, so
-// nothing outlives the probe whichever ends first.
+// command beside it, and waits for the sleep: the command's end kills the
+// sleep, so the wait returns its signal status and the command's status
+// is returned; the sleep's own end (status 0) kills the zone process
+// group zlogin made for the command (the command, its children, the
+// wrapper) with SIGKILL. Nothing but the sleep's end decides, so no
+// signal can slip between a check and the wait (a trap set by the
+// command's end, tested before waiting, could be taken after the test
+// and before the wait, which then waited the whole timeout).
 func probeCommand(argv []string, timeout time.Duration) []string {
 	secs := strconv.Itoa(max(int((timeout+time.Second-1)/time.Second), 1))
-	script := `k=; trap 'k=1' USR1; sleep ` + secs + ` </dev/null >/dev/null 2>&1 & t=$!; ` +
-		`("$@"; s=$?; kill -USR1 $$; exit $s) & c=$!; ` +
-		`[ -z "$k" ] && wait $t; [ -z "$k" ] && kill -KILL 0; kill $t 2>/dev/null; wait $c`
+	script := `sleep ` + secs + ` </dev/null >/dev/null 2>&1 & t=$!; ` +
+		`("$@"; s=$?; kill $t 2>/dev/null; exit $s) & c=$!; ` +
+		`wait $t && kill -KILL 0; wait $c`
 	return append([]string{"/bin/sh", "-c", script, "sh"}, argv...)
 }
 
