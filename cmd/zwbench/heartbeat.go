@@ -187,7 +187,7 @@ func sectionCPU() (time.Duration, error) {
 	for p, pr := range procs {
 		for q := pr.ppid; p != self && q > 1; q = procs[q].ppid {
 			if q == self {
-				ticks += pr.ticks
+				ticks += pr.ticks()
 				break
 			}
 			if _, ok := procs[q]; !ok {

@@ -293,8 +293,33 @@ func (r *ScaleResults) printGroups(w io.Writer) {
 		}
 	}
 	table("CPU % of a core", func(st ScaleStep, g string) string { return fmt.Sprintf("%.1f", st.CPUPercentByGroup[g]) })
+	table("creating the step's pods, CPU ms a pod", func(st ScaleStep, g string) string {
+		if st.CreationCPUMsPerPodByGroup == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f", st.CreationCPUMsPerPodByGroup[g])
+	})
 	table("RSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].RSS)/mib) })
 	table("PSS MiB", func(st ScaleStep, g string) string { return fmt.Sprintf("%.0f", float64(st.Memory[g].PSS)/mib) })
 	table("processes", func(st ScaleStep, g string) string { return strconv.Itoa(st.Memory[g].Processes) })
 	tw.Flush()
+	for _, st := range r.Steps {
+		if st.CreationCPUMsPerPodByGroup != nil {
+			fmt.Fprintf(w, "  the simulator's share (its commands and zones) at %d pods: %.0f%% of the stack's CPU at rest, %.0f%% of creating the step's pods\n",
+				st.Pods, 100*simulatorShare(st.CPUPercentByGroup), 100*simulatorShare(st.CreationCPUMsPerPodByGroup))
+		}
+	}
+}
+
+// simulatorShare is the fraction of a CPU breakdown by group taken by the
+// simulator: the commands the agents run and the simulated zones.
+func simulatorShare(byGroup map[string]float64) float64 {
+	total := 0.0
+	for _, v := range byGroup {
+		total += v
+	}
+	if total <= 0 {
+		return 0
+	}
+	return (byGroup[commandsLabel] + byGroup[zonesLabel]) / total
 }

@@ -108,6 +108,11 @@ type ScaleStep struct {
 	// The size of a simulated node's state, the mean of the nodes.
 	SimStateKiB float64 `json:"simStateKiBPerNode"`
 
+	// The CPU the step's creation took, from its first creation to its
+	// last pod Ready (the pods before it at rest included), per pod created
+	// and by part of the stack, in ms.
+	CreationCPUMsPerPodByGroup map[string]float64 `json:"creationCPUMsPerPodByGroup"`
+
 	// CPU in % of one core.
 	CPUPercent               float64            `json:"stackCPUPercent"`
 	CPUPercentByGroup        map[string]float64 `json:"stackCPUPercentByGroup"`
@@ -325,7 +330,7 @@ func (run *scaleRun) measure(ctx context.Context, pods int) (*ScaleStep, error) 
 // addStep creates the pods from..to, waits for them to be Ready, and
 // measures the stack with every pod so far and their probes alone.
 func (run *scaleRun) addStep(ctx context.Context, from, to int, empty *ScaleStep) (*ScaleStep, error) {
-	start := time.Now()
+	start, cpu0 := time.Now(), run.s.cpuTicks()
 	if err := parallel(to-from, scaleInFlight, func(i int) error {
 		run.created[from+i] = time.Now()
 		return createPod(run.api, run.names[from+i], scalePodBody(run.names[from+i], run.o.scaleProbePeriod))
@@ -335,6 +340,7 @@ func (run *scaleRun) addStep(ctx context.Context, from, to int, empty *ScaleStep
 	if err := waitAll(ctx, run.tr, run.tr.ready, "Ready", run.names[from:to], run.readyAt[from:to]); err != nil {
 		return nil, err
 	}
+	creation := creationCPU(cpu0, run.s.cpuTicks(), to-from)
 	lastRunning, lastReady := start, start
 	for i, name := range run.names[from:to] {
 		if at, ok := run.tr.at(run.tr.running, name); ok && at.After(lastRunning) {
@@ -354,6 +360,7 @@ func (run *scaleRun) addStep(ctx context.Context, from, to int, empty *ScaleStep
 		return nil, err
 	}
 	st.RunningSeconds, st.ReadySeconds = lastRunning.Sub(start).Seconds(), lastReady.Sub(start).Seconds()
+	st.CreationCPUMsPerPodByGroup = creation
 	st.perPod(empty)
 	fmt.Fprintf(stderr, "scale: exec probes at the pods' rate for up to %s\n", run.o.scaleWindow)
 	f, err := probeFloor(ctx, run.s, run.api, run.names[:to], run.o.scaleProbePeriod, run.o.scaleWindow)
@@ -576,6 +583,19 @@ func fitLine(xs, ys []float64, per string) LinearFit {
 		f.R2 = sxy * sxy / (sxx * syy)
 	}
 	return f
+}
+
+// creationCPU is the CPU between two samples by part of the stack (the
+// agents together), in ms per pod of the pods created between them.
+func creationCPU(before, after map[string]int64, pods int) map[string]float64 {
+	out := map[string]float64{}
+	if pods <= 0 {
+		return out
+	}
+	for l, t := range after {
+		out[group(l)] += float64(t-before[l]) * 1000 / clockTicks / float64(pods)
+	}
+	return out
 }
 
 // group is the part of the stack a process label belongs to, the agents

@@ -51,6 +51,13 @@ func TestTheScaleSectionRunsSmall(t *testing.T) {
 	if len(res.Steps) != 3 || res.Steps[2].PodsReady != 6 {
 		t.Errorf("steps %+v: want the empty stack and two steps, 6 pods Ready at the last", res.Steps)
 	}
+	// Creating a pod runs the simulator's commands (zonecfg, zoneadm,
+	// zlogin, …), counted apart from the agents that run them.
+	for _, st := range res.Steps[1:] {
+		if c := st.CreationCPUMsPerPodByGroup; c[commandsLabel] <= 0 || c[agentsLabel] <= 0 {
+			t.Errorf("step of %d pods: creation CPU by part %v: want the agents' commands apart from the agents, both above 0", st.Pods, c)
+		}
+	}
 	if res.PodsPerNodeMin+res.PodsPerNodeMax == 0 {
 		t.Errorf("pods per node %d–%d: want the pods counted on their nodes", res.PodsPerNodeMin, res.PodsPerNodeMax)
 	}

@@ -182,25 +182,36 @@ const clockTicks = 100
 // agent) and the containers they run.
 const zonesLabel = "simulated zones (zoneadmd and containers)"
 
+// commandsLabel names the commands the agents run (zoneadm, zlogin, svcs,
+// ipnat, …: on this machine the simulator's), apart from the agents' own
+// CPU: with zonesLabel, the simulator's share of the stack.
+const commandsLabel = "simulator commands (the agents' zoneadm, zlogin, svcs, …)"
+
 // cpuTicks sums the CPU time (user and system, in clockTicks) of every
 // process of the stack, by the part it belongs to (the labels of peakRSS,
-// and zonesLabel). Each process counts with its exited and reaped children
-// (cutime, cstime): a process that exits between two samples is reaped by
-// a parent that is itself counted, so the difference of two samples holds
-// every process's CPU in between once, short-lived commands included.
+// zonesLabel and commandsLabel). Each process counts with its exited and
+// reaped children (cutime, cstime): a process that exits between two
+// samples is reaped by a parent that is itself counted, so the difference
+// of two samples holds every process's CPU in between once, short-lived
+// commands included. An agent's reaped children are its commands.
 func (s *stack) cpuTicks() map[string]int64 {
-	out := map[string]int64{zonesLabel: 0}
+	out := map[string]int64{zonesLabel: 0, commandsLabel: 0}
 	for _, p := range s.procs() {
-		out[p.label] += p.ticks
+		out[p.label] += p.own
+		if strings.HasPrefix(p.label, "agent ") {
+			out[commandsLabel] += p.reaped
+		} else {
+			out[p.label] += p.reaped
+		}
 	}
 	return out
 }
 
-// stackProc is a process of the stack: the part it belongs to and its CPU
-// time with its reaped children's, in clockTicks.
+// stackProc is a process of the stack: the part it belongs to, its own
+// CPU time and its reaped children's, in clockTicks.
 type stackProc struct {
-	label string
-	ticks int64
+	label       string
+	own, reaped int64
 }
 
 // procs finds every process of the stack: the descendants of this process,
@@ -239,19 +250,26 @@ func (s *stack) procs() map[int]stackProc {
 	}
 	out := map[int]stackProc{}
 	for p, pr := range procs {
-		if l := label(p); l != "" {
-			out[p] = stackProc{l, pr.ticks}
+		l := label(p)
+		if _, root := roots[p]; !root && strings.HasPrefix(l, "agent ") {
+			l = commandsLabel // a command an agent runs now
+		}
+		if l != "" {
+			out[p] = stackProc{l, pr.own, pr.reaped}
 		}
 	}
 	return out
 }
 
-// processInfo is a process's parent and its CPU time with its reaped
+// processInfo is a process's parent and its CPU time and its reaped
 // children's, in clockTicks.
 type processInfo struct {
-	ppid  int
-	ticks int64
+	ppid        int
+	own, reaped int64
 }
+
+// ticks is the process's CPU time with its reaped children's.
+func (p processInfo) ticks() int64 { return p.own + p.reaped }
 
 // processTable reads every process of the machine.
 func processTable() map[int]processInfo {
@@ -263,12 +281,11 @@ func processTable() map[int]processInfo {
 			continue
 		}
 		ppid, _ := strconv.Atoi(f[1])
-		var ticks int64
-		for _, v := range f[11:15] {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			ticks += n
+		t := make([]int64, 4)
+		for i, v := range f[11:15] {
+			t[i], _ = strconv.ParseInt(v, 10, 64)
 		}
-		procs[p] = processInfo{ppid, ticks}
+		procs[p] = processInfo{ppid, t[0] + t[1], t[2] + t[3]}
 	}
 	return procs
 }
