@@ -295,8 +295,12 @@ func (s *Supervisor) Run(ctx context.Context) {
 // running zones are visited, so a pod whose zone is in it runs in a
 // running zone; the zones are listed (zoneadm list) only when some pod's
 // zone is not: a node whose pods all run pays one listing an observation,
-// not two (the heartbeat lists its zones itself).
+// not two (the heartbeat lists its zones itself), and a node without pods
+// lists nothing.
 func (s *Supervisor) observe(ctx context.Context) {
+	if len(s.Watched()) == 0 {
+		return
+	}
 	began := time.Now()
 	svcs, err := s.cfg.Host.Services(ctx)
 	if err != nil {

@@ -22,6 +22,7 @@ type fakeHost struct {
 	unbound   map[string]bool
 	exits     map[string]int32
 	exitReads int
+	svcsLists int
 	probeCode int
 	probes    int
 }
@@ -40,6 +41,7 @@ func (f *fakeHost) Zones(context.Context) (map[string]string, error) {
 func (f *fakeHost) Services(context.Context) (map[string]map[string]ServiceState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.svcsLists++
 	out := map[string]map[string]ServiceState{}
 	for z, m := range f.svcs {
 		if f.zones[z] != "running" || len(m) == 0 || f.unbound[z] {
@@ -428,6 +430,30 @@ func TestObservedZonesAreTheLastListing(t *testing.T) {
 	s.observe(t.Context())
 	if zones, _ := s.ObservedZones(); zones["z1"] != "halted" {
 		t.Errorf("after the zone changed, observed %v", zones)
+	}
+}
+
+// A node without pods lists nothing: there is no pod to observe, and
+// each svcs -Z is a process every 2 s on every idle node. Drop the check
+// at the top of observe to see it list.
+func TestANodeWithoutPodsListsNothing(t *testing.T) {
+	h := onlineHost()
+	s := New(Config{Node: "n1", Host: h, Reporter: &recorder{}})
+	for range 3 {
+		s.observe(t.Context())
+	}
+	if h.svcsLists+h.zoneLists != 0 {
+		t.Fatalf("with no pod, services listed %d times and zones %d", h.svcsLists, h.zoneLists)
+	}
+	s.Watch(appPod(), nil)
+	s.observe(t.Context())
+	if got := reportOf(s, "u1"); h.svcsLists != 1 || got.Containers[0].State != model.ContainerRunning {
+		t.Fatalf("with a pod, services listed %d times, pod reported %+v", h.svcsLists, got)
+	}
+	s.Forget("u1")
+	s.observe(t.Context())
+	if h.svcsLists != 1 {
+		t.Fatalf("after its pod was forgotten, services listed %d times, want 1", h.svcsLists)
 	}
 }
 
