@@ -91,7 +91,22 @@ type nodeAuthorizer struct {
 	// revoked says whether a node certificate was revoked; nil: none is.
 	revoked func(ctx context.Context, serial string) (bool, error)
 	log     *slog.Logger
+
+	mu sync.Mutex
+	// checked is when each certificate was last found not revoked (a
+	// revoked one is denied without asking again).
+	checked        map[string]time.Time
+	revokedSerials map[string]bool
 }
+
+// revocationFresh is how long a certificate found not revoked is taken as
+// still not revoked: a node's calls (every poll, answer and heartbeat of
+// its activities) ask the database at most once in it, and a revocation
+// reaches the node's calls within it.
+const revocationFresh = time.Second
+
+// maxCheckedCerts bounds the answers kept; past it they are dropped.
+const maxCheckedCerts = 10000
 
 var (
 	allow = authorization.Result{Decision: authorization.DecisionAllow}
@@ -126,16 +141,29 @@ const revocationWait = 30 * time.Second
 // answer (a restart) is asked again until the caller's deadline: a denial
 // is PermissionDenied, which the SDK does not retry, so a node's answer
 // to a finished task would be dropped and the task would wait out its
-// whole StartToClose.
+// whole StartToClose. An answer is kept: not revoked for revocationFresh,
+// revoked for good (a revoked serial is never valid again).
 func (a *nodeAuthorizer) isRevoked(ctx context.Context, node nodeClaim) bool {
 	if a.revoked == nil {
+		return false
+	}
+	a.mu.Lock()
+	at, checked := a.checked[node.serial]
+	denied := a.revokedSerials[node.serial]
+	a.mu.Unlock()
+	if denied {
+		return true
+	}
+	if checked && time.Since(at) < revocationFresh {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, revocationWait)
 	defer cancel()
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		asked := time.Now()
 		revoked, err := a.revoked(ctx, node.serial)
 		if err == nil {
+			a.remember(node.serial, revoked, asked)
 			return revoked
 		}
 		select {
@@ -144,6 +172,29 @@ func (a *nodeAuthorizer) isRevoked(ctx context.Context, node nodeClaim) bool {
 			return true
 		case <-time.After(wait):
 		}
+	}
+}
+
+// remember keeps an answer about serial, asked for at asked.
+func (a *nodeAuthorizer) remember(serial string, revoked bool, asked time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.checked)+len(a.revokedSerials) >= maxCheckedCerts {
+		a.checked, a.revokedSerials = nil, nil
+	}
+	if revoked {
+		if a.revokedSerials == nil {
+			a.revokedSerials = map[string]bool{}
+		}
+		a.revokedSerials[serial] = true
+		delete(a.checked, serial)
+		return
+	}
+	if a.checked == nil {
+		a.checked = map[string]time.Time{}
+	}
+	if asked.After(a.checked[serial]) {
+		a.checked[serial] = asked
 	}
 }
 

@@ -379,20 +379,24 @@ func TestANodeAnswersOnlyTheTasksOfItsOwnQueue(t *testing.T) {
 }
 
 // A node whose certificate was revoked (its Node deleted) is denied every
-// call, though the certificate is still within its dates and of the
-// cluster CA. Drop isRevoked from Authorize to see n1 still answered.
+// call within a second, though the certificate is still within its dates
+// and of the cluster CA; the database is asked about a certificate at most
+// once a second, not at every call. Drop isRevoked from Authorize to see
+// n1 still answered; drop the fresh answer's return in isRevoked to see
+// every call ask.
 func TestARevokedNodeCertificateIsDenied(t *testing.T) {
 	ca, err := pki.LoadOrCreateCA(t.TempDir(), "zonewright CA")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	revoked := map[string]bool{}
+	revoked, asked := map[string]bool{}, 0
 	srv := devstack.StartTestTemporal(t, func(cfg *devstack.TemporalConfig) {
 		cfg.CA = ca
 		cfg.NodeCertRevoked = func(_ context.Context, serial string) (bool, error) {
 			mu.Lock()
 			defer mu.Unlock()
+			asked++
 			return revoked[serial], nil
 		}
 	})
@@ -415,13 +419,27 @@ func TestARevokedNodeCertificateIsDenied(t *testing.T) {
 		_, err := n1.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: srv.Namespace()})
 		return err
 	}
-	if err := describe(); err != nil {
-		t.Fatalf("n1 before its certificate is revoked: %v", err)
+	began := time.Now()
+	for range 20 {
+		if err := describe(); err != nil {
+			t.Fatalf("n1 before its certificate is revoked: %v", err)
+		}
 	}
 	mu.Lock()
+	most := 1 + int(time.Since(began)/time.Second)
+	if asked > most {
+		t.Errorf("20 calls in %s asked the database %d times, want at most %d", time.Since(began).Round(time.Millisecond), asked, most)
+	}
 	revoked[auth.CertSerial(leaf)] = true
 	mu.Unlock()
+	revokedAt := time.Now()
+	for err := describe(); !isPermissionDenied(err); err = describe() {
+		if err != nil || time.Since(revokedAt) > 3*time.Second {
+			t.Fatalf("n1 %s after its certificate was revoked: %v, want PermissionDenied within a second (3 s allowed)", time.Since(revokedAt).Round(time.Millisecond), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err := describe(); !isPermissionDenied(err) {
-		t.Errorf("n1 with a revoked certificate: %v, want PermissionDenied", err)
+		t.Errorf("n1 with a revoked certificate, again: %v, want PermissionDenied", err)
 	}
 }
