@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -50,7 +51,8 @@ func adminUsage(w io.Writer) {
 	fmt.Fprintf(w, `usage: illumos-sim COMMAND [ARGS...]     act as an illumos command (%s)
        illumos-sim install DIR [--root ROOT]   link every command into DIR
        illumos-sim state [--root ROOT]         print the host's state as JSON
-       illumos-sim stop-all [--root ROOT]      kill every zone supervisor and service, and the NAT daemon
+       illumos-sim stop-all [--root ROOT] [--at-once N]
+                                               halt every zone (N at a time, default 16), kill what is left and the NAT daemon
        illumos-sim fault [--root ROOT] show|clear|latency|fail-next|probability|hang|unhang ...
 `, strings.Join(CommandNames(), ", "))
 }
@@ -65,8 +67,21 @@ func runAdmin(sub, argv0 string, args []string, stdin io.Reader, stdout, stderr 
 			return adminState(h, stdout, stderr)
 		})
 	case "stop-all":
-		return withAdminHost("stop-all", argv0, args, stderr, env, func(h *host, _ []string) int {
-			if err := stopAll(h); err != nil {
+		return withAdminHost("stop-all", argv0, args, stderr, env, func(h *host, rest []string) int {
+			atOnce := stopAllAtOnce
+			if len(rest) == 2 && rest[0] == "--at-once" {
+				n, err := strconv.Atoi(rest[1])
+				if err != nil || n < 1 {
+					fmt.Fprintf(stderr, "illumos-sim stop-all: --at-once %q: want a number of zones, at least 1\n", rest[1])
+					return 2
+				}
+				atOnce, rest = n, nil
+			}
+			if len(rest) > 0 {
+				adminUsage(stderr)
+				return 2
+			}
+			if err := stopAll(h, atOnce); err != nil {
 				fmt.Fprintf(stderr, "illumos-sim stop-all: %v\n", err)
 				return 1
 			}

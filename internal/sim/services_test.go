@@ -2,11 +2,13 @@ package sim_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -324,8 +326,9 @@ func TestZlogin(t *testing.T) {
 	}
 }
 
-// stop-all halts every zone, more of them than it halts at once (16)
-// included, and leaves no process of theirs.
+// stop-all halts every zone, more of them than it halts at once (here 3,
+// --at-once) included, and leaves no process of theirs; a bound that is
+// not a number of zones is refused before anything is halted.
 func TestStopAllKillsEverything(t *testing.T) {
 	h := newHost(t)
 	const zones = 20
@@ -344,7 +347,19 @@ func TestStopAllKillsEverything(t *testing.T) {
 	if len(pids) != 2*zones {
 		t.Fatalf("pids %v", pids)
 	}
-	out, err := runBare(t, "stop-all", "--root", h.root)
+	for _, bad := range []string{"0", "x"} {
+		out, err := runBare(t, "stop-all", "--root", h.root, "--at-once", bad)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(out, "--at-once") {
+			t.Errorf("stop-all --at-once %s: %v %q, want exit 2 naming --at-once", bad, err, out)
+		}
+	}
+	for _, p := range pids {
+		if !alive(p) {
+			t.Fatalf("pid %d gone after a refused stop-all", p)
+		}
+	}
+	out, err := runBare(t, "stop-all", "--root", h.root, "--at-once", "3")
 	if err != nil {
 		t.Fatalf("stop-all: %v %s", err, out)
 	}
