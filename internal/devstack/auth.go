@@ -93,10 +93,15 @@ type nodeAuthorizer struct {
 	log     *slog.Logger
 
 	mu sync.Mutex
-	// checked is when each certificate was last found not revoked (a
-	// revoked one is denied without asking again).
-	checked        map[string]time.Time
-	revokedSerials map[string]bool
+	// answers are the database's last answers, by certificate serial.
+	answers map[string]revocation
+}
+
+// revocation is an answer about one certificate: revoked, or not revoked
+// as of at.
+type revocation struct {
+	revoked bool
+	at      time.Time
 }
 
 // revocationFresh is how long a certificate found not revoked is taken as
@@ -148,14 +153,10 @@ func (a *nodeAuthorizer) isRevoked(ctx context.Context, node nodeClaim) bool {
 		return false
 	}
 	a.mu.Lock()
-	at, checked := a.checked[node.serial]
-	denied := a.revokedSerials[node.serial]
+	known, ok := a.answers[node.serial]
 	a.mu.Unlock()
-	if denied {
-		return true
-	}
-	if checked && time.Since(at) < revocationFresh {
-		return false
+	if ok && (known.revoked || time.Since(known.at) < revocationFresh) {
+		return known.revoked
 	}
 	ctx, cancel := context.WithTimeout(ctx, revocationWait)
 	defer cancel()
@@ -179,23 +180,13 @@ func (a *nodeAuthorizer) isRevoked(ctx context.Context, node nodeClaim) bool {
 func (a *nodeAuthorizer) remember(serial string, revoked bool, asked time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.checked)+len(a.revokedSerials) >= maxCheckedCerts {
-		a.checked, a.revokedSerials = nil, nil
+	if a.answers == nil || len(a.answers) >= maxCheckedCerts {
+		a.answers = map[string]revocation{}
 	}
-	if revoked {
-		if a.revokedSerials == nil {
-			a.revokedSerials = map[string]bool{}
-		}
-		a.revokedSerials[serial] = true
-		delete(a.checked, serial)
-		return
+	if known := a.answers[serial]; known.revoked || asked.Before(known.at) {
+		return // revoked for good, or a newer answer is kept
 	}
-	if a.checked == nil {
-		a.checked = map[string]time.Time{}
-	}
-	if asked.After(a.checked[serial]) {
-		a.checked[serial] = asked
-	}
+	a.answers[serial] = revocation{revoked, asked}
 }
 
 func (a *nodeAuthorizer) denied(subject string, target *authorization.CallTarget) authorization.Result {
