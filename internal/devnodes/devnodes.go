@@ -387,6 +387,7 @@ func (ns *Nodes) stop() {
 		cmd, _ := n.process()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}
+	atOnce := strconv.Itoa(max(1, haltsPerCPU*runtime.NumCPU()/max(len(ns.Nodes), 1)))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var agentsOut time.Duration // when the slowest agent had exited
@@ -407,7 +408,6 @@ func (ns *Nodes) stop() {
 			// contract: a boot finishing after stop-all would leave its
 			// zone running.
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			atOnce := strconv.Itoa(max(1, haltsPerCPU*runtime.NumCPU()/len(ns.Nodes)))
 			if out, err := ns.fab.Command(ns.cfg.Sim, "stop-all", "--root", n.Root, "--at-once", atOnce).CombinedOutput(); err != nil && ns.cfg.Logger != nil {
 				ns.cfg.Logger.Warn("stop simulated zones", "node", n.Name, "err", err, "output", string(out))
 			}

@@ -298,7 +298,10 @@ func (s *Supervisor) Run(ctx context.Context) {
 // not two (the heartbeat lists its zones itself), and a node without pods
 // lists nothing.
 func (s *Supervisor) observe(ctx context.Context) {
-	if len(s.Watched()) == 0 {
+	s.mu.Lock()
+	idle := len(s.pods) == 0
+	s.mu.Unlock()
+	if idle {
 		return
 	}
 	began := time.Now()
