@@ -259,7 +259,7 @@ func TestParseSvcs(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
-	for _, bad := range []string{"online", "online svc:/x:default extra", "* svc:/x:default", "online nofmri"} {
+	for _, bad := range []string{"online", "online svc:/x:default extra", "* svc:/x:default", "** svc:/x:default", "on-line svc:/x:default", "online nofmri"} {
 		if _, err := ParseSvcs(bad); err == nil {
 			t.Errorf("ParseSvcs(%q) succeeded", bad)
 		}

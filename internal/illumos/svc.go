@@ -163,10 +163,25 @@ func serviceStatus(state, fmri, line string) (ServiceStatus, error) {
 		st.State = strings.TrimSuffix(st.State, "*")
 		st.Transitioning = true
 	}
-	if st.State == "" || !strings.Contains(st.FMRI, ":") {
+	if !validStateWord(st.State) || !strings.Contains(st.FMRI, ":") {
 		return ServiceStatus{}, fmt.Errorf("not a service line: %q", line)
 	}
 	return st, nil
+}
+
+// validStateWord accepts what svcs prints for restarter/state: a lowercase
+// word such as online or legacy_run. Unknown words are kept (svcs prints
+// them as they are), but a second '*' or any other mark is not a state.
+func validStateWord(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidFMRI accepts service FMRIs and abbreviations svcadm and svcs take:
