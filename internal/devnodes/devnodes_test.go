@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -115,4 +117,58 @@ func TestStopEndsWhatTheAgentLeftRunning(t *testing.T) {
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	t.Fatalf("the agent's command (pid %d) outlived Stop", pid)
+}
+
+// Every node's stop-all runs at once, so each is given its share of a
+// machine-wide bound on the zones halted at once: 50 nodes halting 16
+// each starved the zones' supervisors and a stop took minutes. (Drop the
+// --at-once argument from stop's stop-all to see this fail.)
+func TestTheNodesShareOneBoundOnZonesHaltedAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "sim-calls")
+	sim := filepath.Join(dir, "illumos-sim")
+	// A simulator that records how stop-all is called.
+	script := "#!/bin/sh\n[ \"$1\" = stop-all ] && echo \"$@\" >> " + calls + "\nexit 0\n"
+	agent := filepath.Join(dir, "agent")
+	if err := os.WriteFile(sim, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(agent, []byte("#!/bin/sh\ntrap 'exit 0' TERM\nwhile :; do sleep 1; done\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const nodes = 5
+	for i := range nodes {
+		if err := os.MkdirAll(filepath.Join(dir, "nodes", fmt.Sprintf("node-%d", i+1)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns, err := Start(t.Context(), Config{Count: nodes, DataDir: filepath.Join(dir, "nodes"), Agent: agent, Sim: sim, APIURL: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Stop()
+	b, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != nodes {
+		t.Fatalf("stop-all ran %d times, want %d: %q", len(lines), nodes, lines)
+	}
+	total := 0
+	for _, l := range lines {
+		f := strings.Fields(l)
+		i := slices.Index(f, "--at-once")
+		if i < 0 || i+1 == len(f) {
+			t.Fatalf("stop-all without a bound: %q", l)
+		}
+		n, err := strconv.Atoi(f[i+1])
+		if err != nil || n < 1 {
+			t.Fatalf("stop-all with a bad bound: %q", l)
+		}
+		total += n
+	}
+	if limit := max(nodes, haltsPerCPU*runtime.NumCPU()); total > limit {
+		t.Fatalf("the nodes halt %d zones at once between them, more than %d", total, limit)
+	}
 }
