@@ -63,8 +63,9 @@ type NodeHealthState struct {
 // NodeHealth watches one node's heartbeats: no heartbeat for the grace
 // period makes it NotReady (condition Unknown, unreachable taint); after
 // the eviction timeout its pods are evicted once; heartbeats resuming make
-// it Ready again. It sleeps until the heartbeat would be stale rather than
-// polling, and ends when the node's row is deleted.
+// it Ready again. While the node is Ready it sleeps until the control
+// plane's sweep says the heartbeat went stale (signal check), and ends
+// when the node's row is deleted.
 func NodeHealth(ctx workflow.Context, in NodeHealthInput) error {
 	w := &nodeHealth{in: in, st: NodeHealthState{}}
 	if in.State != nil {
@@ -171,7 +172,13 @@ func (w *nodeHealth) act(ctx workflow.Context, obs controlapi.NodeObservation) (
 				return 0, false, err
 			}
 		}
-		// Wake just after the heartbeat would turn stale.
+		// The control plane's sweep tells the workflow when the heartbeat
+		// turns stale, so a healthy node costs no workflow task; the
+		// workflow looks by itself only as a safety net. Before: it woke
+		// just after the heartbeat would turn stale.
+		if workflow.GetVersion(ctx, versionSweptNodes, workflow.DefaultVersion, 1) >= 1 {
+			return NodeSafetyLook, false, nil
+		}
 		return w.in.GracePeriod - obs.HeartbeatAge + 100*time.Millisecond, false, nil
 	}
 	if !w.st.NotReady {
@@ -199,6 +206,17 @@ func (w *nodeHealth) act(ctx workflow.Context, obs controlapi.NodeObservation) (
 	}
 	return sleep, false, nil
 }
+
+// versionSweptNodes marks node health runs that sleep while the node is
+// Ready until the control plane's sweep (controlops' SweepNodes) signals
+// check, or NodeSafetyLook passes.
+const versionSweptNodes = "swept-nodes"
+
+// NodeSafetyLook is how long a Ready node's health workflow sleeps
+// without a check signal: the sweep finds a stale heartbeat within
+// seconds, this only bounds how late a lost node is noticed should the
+// sweep fail.
+const NodeSafetyLook = 10 * time.Minute
 
 // versionHoldEvictions marks node health runs that do not evict a lost
 // node's pods while most nodes are NotReady (controlapi's Disrupted).

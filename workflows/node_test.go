@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -45,6 +46,32 @@ type fakeNode struct {
 	// (0: it alone).
 	notReadyNodes, nodes int
 	heldAt               []time.Duration // when HoldNodeEvictions ran
+	// inputGrace is the grace period the workflow was started with; the
+	// sweep judges by grace when set, else by this.
+	inputGrace time.Duration
+	swept      int // check signals the sweep sent
+}
+
+// sweepEvery plays the control plane's sweep (controlops' SweepNodes):
+// every d it tells the workflow to look when the node's recorded
+// readiness no longer matches its heartbeat.
+func (f *fakeNode) sweepEvery(d time.Duration) {
+	var tick func()
+	tick = func() {
+		f.mu.Lock()
+		grace := cmp.Or(f.grace, f.inputGrace)
+		fresh := f.now().Sub(f.heartbeat()) < grace
+		due := !f.deleted && fresh == f.tainted
+		if due {
+			f.swept++
+		}
+		f.mu.Unlock()
+		if due {
+			f.env.SignalWorkflow(SignalNodeCheck, nil)
+		}
+		f.env.RegisterDelayedCallback(tick, d)
+	}
+	f.env.RegisterDelayedCallback(tick, d)
 }
 
 func (f *fakeNode) now() time.Time { return f.env.Now() }
@@ -83,9 +110,10 @@ func newNodeEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeNode) {
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(time.Minute)
 	env.RegisterActivity(&controlacts.Control{})
-	f := &fakeNode{env: env, alive: true}
+	f := &fakeNode{env: env, alive: true, inputGrace: 40 * time.Second}
 	f.start = env.Now()
 	f.lastHB = f.start
+	f.sweepEvery(5 * time.Second)
 	env.OnActivity(ctl.ObserveNode, mock.Anything, mock.Anything).Return(func(context.Context, string) (controlapi.NodeObservation, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -235,8 +263,11 @@ func TestNodeHealthShortOutageEvictsNothing(t *testing.T) {
 	}
 }
 
-// A healthy node is looked at about once per grace period, never marked.
-func TestNodeHealthHealthyNodeSleepsUntilStale(t *testing.T) {
+// A healthy node costs no look of its own: the workflow sleeps until the
+// sweep says its heartbeat went stale, looking by itself only once per
+// NodeSafetyLook. (Return the stale-by time in act's fresh branch, as
+// before versionSweptNodes, to see about 90 looks an hour.)
+func TestNodeHealthLeavesAHealthyNodeToTheSweep(t *testing.T) {
 	env, f := newNodeEnv(t)
 	env.RegisterDelayedCallback(func() {
 		f.mu.Lock()
@@ -247,13 +278,12 @@ func TestNodeHealthHealthyNodeSleepsUntilStale(t *testing.T) {
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.notReadyAt) != 0 {
-		t.Fatalf("a heartbeating node was marked NotReady at %v", f.notReadyAt)
+	if len(f.notReadyAt) != 0 || f.swept != 0 {
+		t.Fatalf("a heartbeating node was marked NotReady at %v, swept %d times", f.notReadyAt, f.swept)
 	}
-	// An hour of a healthy node: one look per stale-by time (~30-40 s),
-	// not one every few seconds.
-	if f.observed < 60 || f.observed > 130 {
-		t.Fatalf("looked at a healthy node %d times in an hour; want about one per grace period", f.observed)
+	// The first look, then one per safety look until the deletion is seen.
+	if want := 1 + int(time.Hour/NodeSafetyLook); f.observed > want {
+		t.Fatalf("looked at a healthy node %d times in an hour; want at most %d", f.observed, want)
 	}
 }
 

@@ -24,10 +24,67 @@ const (
 	nodeHealthSource        = "zonewright-node-health"
 )
 
-// NodeHealthStarter starts a node's NodeHealth workflow unless one runs;
-// the workflows package provides it (NodeClient).
+// NodeHealthStarter starts a node's NodeHealth workflow unless one runs,
+// and makes it look at its node now; the workflows package provides it
+// (NodeClient).
 type NodeHealthStarter interface {
 	Ensure(ctx context.Context, node string) error
+	Check(ctx context.Context, node string) error
+}
+
+// NodesToCheck are the nodes whose recorded readiness no longer matches
+// their heartbeats, judged as ObserveNode judges them: silent for the
+// grace period yet not marked NotReady, or heard again yet still tainted
+// unreachable. Two queries whatever the number of nodes.
+func (a *Control) NodesToCheck(ctx context.Context) ([]string, error) {
+	list, err := a.Store.Nodes().List(ctx, store.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ages, err := a.Store.NodeLeaseAges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	grace := a.NodeGracePeriod
+	if grace <= 0 {
+		return nil, errors.New("no node grace period configured")
+	}
+	now := time.Now()
+	var due []string
+	for i := range list.Items {
+		n := &list.Items[i]
+		age, ok := ages[n.Metadata.Name]
+		if !ok {
+			age = -1
+		}
+		obs := observe(n, age, now, a.HearingSince)
+		fresh := obs.HeartbeatAge >= 0 && obs.HeartbeatAge < grace
+		c := n.Condition(model.NodeReady)
+		marked := obs.Tainted && c != nil && c.Status == model.ConditionUnknown
+		if (fresh && obs.Tainted) || (!fresh && !marked) {
+			due = append(due, n.Metadata.Name)
+		}
+	}
+	return due, nil
+}
+
+// SweepNodes tells the health workflow of each node NodesToCheck finds to
+// look now; it returns how many it told. A Ready node's workflow sleeps
+// until told, so what a healthy node costs is its share of this sweep.
+func (a *Control) SweepNodes(ctx context.Context) (int, error) {
+	if a.NodeHealth == nil {
+		return 0, nil
+	}
+	due, err := a.NodesToCheck(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, node := range due {
+		if err := a.NodeHealth.Check(ctx, node); err != nil {
+			return 0, fmt.Errorf("tell the health workflow of node %s to look: %w", node, err)
+		}
+	}
+	return len(due), nil
 }
 
 // ObserveNode reads the node's last heartbeat: its lease.

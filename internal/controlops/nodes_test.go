@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -285,5 +286,52 @@ func TestEvictLostNodeAndUnbind(t *testing.T) {
 	}
 	if p, _ := st.Pods().Get(ctx, model.DefaultNamespace, "elsewhere"); p.Spec.NodeName != "n2" {
 		t.Fatal("UnbindPod touched another incarnation of the pod")
+	}
+}
+
+// checkRecorder is a NodeHealthStarter that records the checks asked.
+type checkRecorder struct{ checked []string }
+
+func (*checkRecorder) Ensure(context.Context, string) error { return nil }
+func (r *checkRecorder) Check(_ context.Context, node string) error {
+	r.checked = append(r.checked, node)
+	return nil
+}
+
+// The sweep tells only the workflows of nodes whose recorded readiness no
+// longer matches their heartbeats: silent yet Ready, or heard again yet
+// tainted. A Ready node heard from, or one already marked, costs nothing.
+// (Make NodesToCheck return every node, or none, to see it fail.)
+func TestTheSweepTellsOnlyNodesWhoseReadinessNoLongerMatches(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	rec := &checkRecorder{}
+	ctl := controlops.NewControl(st, nil)
+	ctl.NodeHealth = rec
+	if _, err := ctl.SweepNodes(ctx); err == nil {
+		t.Fatal("a sweep without a grace period succeeded")
+	}
+	const grace = 40 * time.Second
+	ctl.NodeGracePeriod = grace
+	old := time.Now().Add(-time.Hour)
+	createNode(t, st, "heard", time.Now())
+	createNode(t, st, "leased", old) // its condition is old, its lease new
+	createNode(t, st, "silent", old)
+	createNode(t, st, "marked", old)
+	createNode(t, st, "back", old)
+	for _, name := range []string{"marked", "back"} {
+		if res, err := ctl.MarkNodeNotReady(ctx, controlapi.MarkNotReadyInput{Node: name, GracePeriod: grace}); err != nil || !res.Marked {
+			t.Fatalf("mark %s: %+v %v", name, res, err)
+		}
+	}
+	for _, name := range []string{"leased", "back"} {
+		if _, err := st.RenewNodeLease(ctx, name, name, 40); err != nil {
+			t.Fatal(err)
+		}
+	}
+	told, err := ctl.SweepNodes(ctx)
+	slices.Sort(rec.checked)
+	if err != nil || told != 2 || !slices.Equal(rec.checked, []string{"back", "silent"}) {
+		t.Fatalf("the sweep told %d (%v), %v; want back and silent", told, rec.checked, err)
 	}
 }

@@ -5,6 +5,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -395,7 +396,8 @@ func assemble(cfg Config, log *slog.Logger, imgMap *imagemap.Map, o opened) *Con
 	}
 	relay := &transfer.Relay{Dir: transferDir}
 	images := &workflows.ImageClient{Temporal: tc}
-	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cfg.NodeGracePeriod, EvictionTimeout: cfg.NodeEvictionTimeout}
+	nodes := workflows.NodeClient{Temporal: tc, GracePeriod: cmp.Or(cfg.NodeGracePeriod, workflows.DefaultNodeGracePeriod),
+		EvictionTimeout: cmp.Or(cfg.NodeEvictionTimeout, workflows.DefaultNodeEvictionTimeout)}
 	pods := &workflows.PodClient{Temporal: tc, Tuning: cfg.PodTuning}
 	srv := api.New(api.Config{BodyTimeout: cfg.BodyTimeout, MinRequestTimeout: cfg.MinRequestTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout, ClientCAAdmins: cfg.APITLS.ClientCAAdmins, EncryptionKey: cfg.EncryptionKey, AdvertiseURL: advertise, AllowedHosts: api.LoopbackHosts(ln.Addr().String(), advertise),
 		Store: st, Logger: log, CA: o.ca, NodeEndpoints: o.nodeEndpoints, AuditLog: cfg.AuditLog, MaxWatches: cfg.MaxWatches, Metrics: serveMetrics, MetricsHandler: metrics.Handler(o.registry), ServiceCIDR: o.serviceCIDR, PodCIDRs: podcidr.New(st.Pool(), o.podRange), ServiceNet: o.serviceNet, Lifecycles: pods, Control: apiControl(st, pods, tc), Nodes: &nodes, Volumes: &workflows.VolumeClient{Temporal: tc},
@@ -687,7 +689,7 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 	for attempt := 0; ; attempt++ {
 		err := controlworker.EnsureSchedules(ctx, cp.Temporal, cp.podReconcile, cp.podSettle)
 		if err == nil {
-			w := controlworker.New(controlworker.Deps{Temporal: cp.Temporal, Store: cp.Store, Nodes: cp.nodes, PodTuning: cp.podTuning,
+			w, ctl := controlworker.New(controlworker.Deps{Temporal: cp.Temporal, Store: cp.Store, Nodes: cp.nodes, PodTuning: cp.podTuning,
 				ServiceNet: cp.serviceNet, Capacity: cp.capacity, Moves: cp.moves, Metrics: cp.metrics})
 			controlworker.RegisterImages(w, cp.imageOps)
 			if err = w.Start(); err == nil {
@@ -697,8 +699,9 @@ func (cp *ControlPlane) runWorker(ctx context.Context) {
 				cp.log.Info("control-plane worker polling", "taskQueue", "zonewright-control")
 				// Not behind the seeding, which retries for as long as
 				// the image map's images cannot be written.
-				cp.bg.Add(2)
+				cp.bg.Add(3)
 				go cp.watchNodes(ctx)
+				go cp.sweepNodes(ctx, ctl)
 				go cp.reconcileAfterStart(ctx)
 				if !cp.imagesSeeded {
 					cp.seedImages(ctx)

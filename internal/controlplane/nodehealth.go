@@ -2,7 +2,9 @@ package controlplane
 
 import (
 	"context"
+	"time"
 
+	"github.com/zonewright/zonewright/internal/controlops"
 	"github.com/zonewright/zonewright/internal/informer"
 	"github.com/zonewright/zonewright/internal/model"
 )
@@ -30,4 +32,35 @@ func (cp *ControlPlane) watchNodes(ctx context.Context) {
 		},
 	}
 	(&informer.Informer{Name: "node watch", Log: cp.log, Sources: []informer.Source{informer.Kind(cp.Store.Nodes(), nodes)}}).Run(ctx)
+}
+
+// nodeSweepEvery is how often the nodes' heartbeats are checked against
+// their recorded readiness (Kubernetes' node monitor period): how late
+// after its grace period a silent node is marked NotReady at most.
+const nodeSweepEvery = 5 * time.Second
+
+// sweepNodes tells the health workflows of nodes whose heartbeat went
+// stale, or came back, to look (controlops' SweepNodes): they sleep
+// while their node is Ready. Every replica sweeps; a check told twice is
+// looked at once.
+func (cp *ControlPlane) sweepNodes(ctx context.Context, ctl *controlops.Control) {
+	defer cp.bg.Done()
+	every := time.NewTicker(max(min(nodeSweepEvery, ctl.NodeGracePeriod/4), 100*time.Millisecond))
+	defer every.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-every.C:
+		}
+		_, err := ctl.SweepNodes(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			cp.log.Warn("the node sweep failed; lost nodes are noticed late until it works again", "err", err)
+		case err == nil && failing:
+			cp.log.Info("the node sweep works again")
+		}
+		failing = err != nil
+	}
 }

@@ -152,6 +152,11 @@ func TestLostNodeEvictsMovesAndRecovers(t *testing.T) {
 		t.Fatalf("ZwPhase of %s is %q before the kill; want Ready", victim, got)
 	}
 
+	// A healthy node's workflow sleeps until the sweep finds its
+	// heartbeat stale: its history does not grow while it heartbeats.
+	healthy := workflows.NodeWorkflowID(c.nodes.Nodes[1].Name)
+	quiet := c.historyLength(healthy)
+
 	c.nodes.Kill(0)
 	killed := time.Now()
 	c.eventually(grace+10*time.Second, victim+" NotReady and tainted", func() bool {
@@ -198,6 +203,9 @@ func TestLostNodeEvictsMovesAndRecovers(t *testing.T) {
 		if !c.hasEvent(model.KindPod, name, podcontract.ReasonNodeLost, victim) {
 			t.Fatalf("no NodeLost event for %s:\n%s", name, c.events(name))
 		}
+	}
+	if spent, since := c.historyLength(healthy)-quiet, time.Since(killed); spent != 0 {
+		t.Fatalf("the workflow of a healthy node spent %d history events in %s (%.0f grace periods); want none", spent, since.Round(time.Second), since.Seconds()/grace.Seconds())
 	}
 	stayer := c.waitPhase("stayer", model.PodFailed, false, 30*time.Second)
 	if stayer.Status.Reason != podcontract.ReasonNodeLost {

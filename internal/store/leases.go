@@ -43,6 +43,29 @@ func (s *Store) NodeLease(ctx context.Context, node string) (*model.Lease, time.
 	return l, max(time.Duration(age*float64(time.Second)), 0), nil
 }
 
+// NodeLeaseAges is every node lease's age by the database's clock, by
+// node name; a node that never renewed one is missing.
+func (s *Store) NodeLeaseAges(ctx context.Context) (map[string]time.Duration, error) {
+	rows, err := s.pool.Query(ctx, `SELECT node_name, extract(epoch FROM now() - renew_time)::float8 FROM node_leases`)
+	if err != nil {
+		return nil, fmt.Errorf("read the node leases: %w", classify(err))
+	}
+	defer rows.Close()
+	ages := map[string]time.Duration{}
+	for rows.Next() {
+		var node string
+		var age float64
+		if err := rows.Scan(&node, &age); err != nil {
+			return nil, fmt.Errorf("read the node leases: %w", classify(err))
+		}
+		ages[node] = max(time.Duration(age*float64(time.Second)), 0)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the node leases: %w", classify(err))
+	}
+	return ages, nil
+}
+
 // DeleteNodeLease drops node's lease (the node was deleted).
 func (s *Store) DeleteNodeLease(ctx context.Context, node string) error {
 	if _, err := s.pool.Exec(ctx, "DELETE FROM node_leases WHERE node_name = $1", node); err != nil {

@@ -47,8 +47,9 @@ type Deps struct {
 }
 
 // New builds the control-plane worker with every control-plane
-// workflow and activity registered.
-func New(d Deps) worker.Worker {
+// workflow and activity registered, and returns the operations its
+// activities run on.
+func New(d Deps) (worker.Worker, *controlops.Control) {
 	c := d.Temporal
 	pods := workflows.PodClient{Temporal: c, Tuning: d.PodTuning}
 	w := worker.New(c, taskqueue.Control, worker.Options{
@@ -82,7 +83,7 @@ func New(d Deps) worker.Worker {
 	ctl.Transfers, ctl.AdvertiseURL = d.Moves.Relay, d.Moves.AdvertiseURL
 	ctl.Metrics = d.Metrics
 	w.RegisterActivity(&controlacts.Control{Ops: ctl})
-	return w
+	return w, ctl
 }
 
 // controlHeartbeatThrottle bounds how late a cancel reaches a running
