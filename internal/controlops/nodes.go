@@ -37,6 +37,10 @@ type NodeHealthStarter interface {
 // grace period yet not marked NotReady, or heard again yet still tainted
 // unreachable. Two queries whatever the number of nodes.
 func (a *Control) NodesToCheck(ctx context.Context) ([]string, error) {
+	grace := a.NodeGracePeriod
+	if grace <= 0 {
+		return nil, errors.New("no node grace period configured")
+	}
 	list, err := a.Store.Nodes().List(ctx, store.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -44,10 +48,6 @@ func (a *Control) NodesToCheck(ctx context.Context) ([]string, error) {
 	ages, err := a.Store.NodeLeaseAges(ctx)
 	if err != nil {
 		return nil, err
-	}
-	grace := a.NodeGracePeriod
-	if grace <= 0 {
-		return nil, errors.New("no node grace period configured")
 	}
 	now := time.Now()
 	var due []string
@@ -79,12 +79,17 @@ func (a *Control) SweepNodes(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// One node's failed signal does not hold back the others'.
+	var errs []error
+	told := 0
 	for _, node := range due {
 		if err := a.NodeHealth.Check(ctx, node); err != nil {
-			return 0, fmt.Errorf("tell the health workflow of node %s to look: %w", node, err)
+			errs = append(errs, fmt.Errorf("tell the health workflow of node %s to look: %w", node, err))
+			continue
 		}
+		told++
 	}
-	return len(due), nil
+	return told, errors.Join(errs...)
 }
 
 // ObserveNode reads the node's last heartbeat: its lease.

@@ -289,11 +289,18 @@ func TestEvictLostNodeAndUnbind(t *testing.T) {
 	}
 }
 
-// checkRecorder is a NodeHealthStarter that records the checks asked.
-type checkRecorder struct{ checked []string }
+// checkRecorder is a NodeHealthStarter that records the checks asked;
+// a check of failFor fails.
+type checkRecorder struct {
+	checked []string
+	failFor string
+}
 
 func (*checkRecorder) Ensure(context.Context, string) error { return nil }
 func (r *checkRecorder) Check(_ context.Context, node string) error {
+	if node == r.failFor {
+		return errors.New("frontend unavailable")
+	}
 	r.checked = append(r.checked, node)
 	return nil
 }
@@ -333,5 +340,10 @@ func TestTheSweepTellsOnlyNodesWhoseReadinessNoLongerMatches(t *testing.T) {
 	slices.Sort(rec.checked)
 	if err != nil || told != 2 || !slices.Equal(rec.checked, []string{"back", "silent"}) {
 		t.Fatalf("the sweep told %d (%v), %v; want back and silent", told, rec.checked, err)
+	}
+	// A signal that fails holds back no other node's.
+	rec.checked, rec.failFor = nil, "back"
+	if told, err := ctl.SweepNodes(ctx); err == nil || told != 1 || !slices.Equal(rec.checked, []string{"silent"}) {
+		t.Fatalf("with back's signal failing the sweep told %d (%v), %v; want silent told and an error", told, rec.checked, err)
 	}
 }
