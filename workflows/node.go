@@ -208,7 +208,7 @@ func (w *nodeHealth) act(ctx workflow.Context, obs controlapi.NodeObservation) (
 }
 
 // versionSweptNodes marks node health runs that sleep while the node is
-// Ready until the control plane's sweep (controlops' SweepNodes) signals
+// Ready until the control plane's sweep (controlops' NodeSweep) signals
 // check, or NodeSafetyLook passes.
 const versionSweptNodes = "swept-nodes"
 

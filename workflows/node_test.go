@@ -52,7 +52,7 @@ type fakeNode struct {
 	swept      int // check signals the sweep sent
 }
 
-// sweepEvery plays the control plane's sweep (controlops' SweepNodes):
+// sweepEvery plays the control plane's sweep (controlops' NodeSweep):
 // every d it tells the workflow to look when the node's recorded
 // readiness no longer matches its heartbeat.
 func (f *fakeNode) sweepEvery(d time.Duration) {

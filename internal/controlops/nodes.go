@@ -68,28 +68,48 @@ func (a *Control) NodesToCheck(ctx context.Context) ([]string, error) {
 	return due, nil
 }
 
-// SweepNodes tells the health workflow of each node NodesToCheck finds to
-// look now; it returns how many it told. A Ready node's workflow sleeps
-// until told, so what a healthy node costs is its share of this sweep.
-func (a *Control) SweepNodes(ctx context.Context) (int, error) {
-	if a.NodeHealth == nil {
+// NodeRetell is how long a node that NodesToCheck still finds waits
+// before its workflow is told again: told once, a workflow looks within a
+// second, but one held back (an overloaded control plane) would otherwise
+// collect a signal every sweep, more load when there is most.
+const NodeRetell = 30 * time.Second
+
+// NodeSweep tells the health workflow of each node NodesToCheck finds to
+// look now, once per NodeRetell. A Ready node's workflow sleeps until
+// told, so what a healthy node costs is its share of the sweep's queries.
+type NodeSweep struct {
+	Control *Control
+	told    map[string]time.Time // nodes told, and when, while they stay due
+}
+
+// Sweep runs one sweep; it returns how many workflows it told.
+func (s *NodeSweep) Sweep(ctx context.Context) (int, error) {
+	if s.Control.NodeHealth == nil {
 		return 0, nil
 	}
-	due, err := a.NodesToCheck(ctx)
+	due, err := s.Control.NodesToCheck(ctx)
 	if err != nil {
 		return 0, err
 	}
+	now := time.Now()
+	told := make(map[string]time.Time, len(due))
 	// One node's failed signal does not hold back the others'.
 	var errs []error
-	told := 0
+	n := 0
 	for _, node := range due {
-		if err := a.NodeHealth.Check(ctx, node); err != nil {
+		if at, ok := s.told[node]; ok && now.Sub(at) < NodeRetell {
+			told[node] = at
+			continue
+		}
+		if err := s.Control.NodeHealth.Check(ctx, node); err != nil {
 			errs = append(errs, fmt.Errorf("tell the health workflow of node %s to look: %w", node, err))
 			continue
 		}
-		told++
+		told[node] = now
+		n++
 	}
-	return told, errors.Join(errs...)
+	s.told = told
+	return n, errors.Join(errs...)
 }
 
 // ObserveNode reads the node's last heartbeat: its lease.

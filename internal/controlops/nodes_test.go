@@ -307,15 +307,16 @@ func (r *checkRecorder) Check(_ context.Context, node string) error {
 
 // The sweep tells only the workflows of nodes whose recorded readiness no
 // longer matches their heartbeats: silent yet Ready, or heard again yet
-// tainted. A Ready node heard from, or one already marked, costs nothing.
-// (Make NodesToCheck return every node, or none, to see it fail.)
+// tainted. A Ready node heard from, or one already marked, costs nothing;
+// one still due is told again only after NodeRetell. (Make NodesToCheck
+// return every node, or drop the retell check, to see it fail.)
 func TestTheSweepTellsOnlyNodesWhoseReadinessNoLongerMatches(t *testing.T) {
 	st := openStore(t)
 	ctx := context.Background()
 	rec := &checkRecorder{}
 	ctl := controlops.NewControl(st, nil)
 	ctl.NodeHealth = rec
-	if _, err := ctl.SweepNodes(ctx); err == nil {
+	if _, err := (&controlops.NodeSweep{Control: ctl}).Sweep(ctx); err == nil {
 		t.Fatal("a sweep without a grace period succeeded")
 	}
 	const grace = 40 * time.Second
@@ -336,14 +337,26 @@ func TestTheSweepTellsOnlyNodesWhoseReadinessNoLongerMatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	told, err := ctl.SweepNodes(ctx)
+	sweep := &controlops.NodeSweep{Control: ctl}
+	told, err := sweep.Sweep(ctx)
 	slices.Sort(rec.checked)
 	if err != nil || told != 2 || !slices.Equal(rec.checked, []string{"back", "silent"}) {
 		t.Fatalf("the sweep told %d (%v), %v; want back and silent", told, rec.checked, err)
 	}
-	// A signal that fails holds back no other node's.
-	rec.checked, rec.failFor = nil, "back"
-	if told, err := ctl.SweepNodes(ctx); err == nil || told != 1 || !slices.Equal(rec.checked, []string{"silent"}) {
+	// Still due a sweep later: not told again yet.
+	rec.checked = nil
+	if told, err := sweep.Sweep(ctx); err != nil || told != 0 || len(rec.checked) != 0 {
+		t.Fatalf("the next sweep told %d (%v), %v; want none within %s", told, rec.checked, err, controlops.NodeRetell)
+	}
+
+	// A signal that fails holds back no other node's, and is tried again
+	// at the next sweep.
+	sweep, rec.failFor = &controlops.NodeSweep{Control: ctl}, "back"
+	if told, err := sweep.Sweep(ctx); err == nil || told != 1 || !slices.Equal(rec.checked, []string{"silent"}) {
 		t.Fatalf("with back's signal failing the sweep told %d (%v), %v; want silent told and an error", told, rec.checked, err)
+	}
+	rec.checked, rec.failFor = nil, ""
+	if told, err := sweep.Sweep(ctx); err != nil || told != 1 || !slices.Equal(rec.checked, []string{"back"}) {
+		t.Fatalf("after back's failed signal the sweep told %d (%v), %v; want back", told, rec.checked, err)
 	}
 }

@@ -40,13 +40,14 @@ func (cp *ControlPlane) watchNodes(ctx context.Context) {
 const nodeSweepEvery = 5 * time.Second
 
 // sweepNodes tells the health workflows of nodes whose heartbeat went
-// stale, or came back, to look (controlops' SweepNodes): they sleep
+// stale, or came back, to look (controlops' NodeSweep): they sleep
 // while their node is Ready. Every replica sweeps; a check told twice is
 // looked at once.
 func (cp *ControlPlane) sweepNodes(ctx context.Context, ctl *controlops.Control) {
 	defer cp.bg.Done()
 	every := time.NewTicker(max(min(nodeSweepEvery, ctl.NodeGracePeriod/4), 100*time.Millisecond))
 	defer every.Stop()
+	sweep := &controlops.NodeSweep{Control: ctl}
 	failing := false
 	for {
 		select {
@@ -54,7 +55,7 @@ func (cp *ControlPlane) sweepNodes(ctx context.Context, ctl *controlops.Control)
 			return
 		case <-every.C:
 		}
-		_, err := ctl.SweepNodes(ctx)
+		_, err := sweep.Sweep(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			cp.log.Warn("the node sweep failed; lost nodes are noticed late until it works again", "err", err)
