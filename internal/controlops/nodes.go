@@ -41,7 +41,7 @@ func (a *Control) NodesToCheck(ctx context.Context) ([]string, error) {
 	if grace <= 0 {
 		return nil, errors.New("no node grace period configured")
 	}
-	list, err := a.Store.Nodes().List(ctx, store.ListOptions{})
+	list, err := a.Store.Nodes().List(ctx, store.ListOptions{AnyVersion: true}) // no watch follows: no need to wait for writers to settle
 	if err != nil {
 		return nil, err
 	}
