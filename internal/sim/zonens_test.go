@@ -105,13 +105,16 @@ func TestIsolatedZoneSeesOnlyItsOwnProcesses(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("listing the zone's /proc: %v", r)
 	}
+	// Each command line ends in a space (its NULs turned to spaces), so a
+	// command is matched with it: the orphan's "sleep 1002848" (pid 2848)
+	// is not zb's "sleep 1002".
 	seen := r.stdout
-	for _, own := range []string{"\n1: ", "zoneinit", "sleep 1001", orphanCmd} {
+	for _, own := range []string{"\n1: ", "zoneinit", "sleep 1001 ", orphanCmd + " "} {
 		if !strings.Contains(seen, own) {
 			t.Errorf("the zone does not see its own %q in /proc:\n%s", own, seen)
 		}
 	}
-	for what, foreign := range map[string]string{"zb's service": "sleep 1002", "the supervisor": "zoneadmd", "this test": os.Args[0]} {
+	for what, foreign := range map[string]string{"zb's service": "sleep 1002 ", "the supervisor": "zoneadmd", "this test": os.Args[0]} {
 		if strings.Contains(seen, foreign) {
 			t.Errorf("the zone sees %s (%q) in /proc:\n%s", what, foreign, seen)
 		}
