@@ -32,11 +32,11 @@ type NodeHealthStarter interface {
 	Check(ctx context.Context, node string) error
 }
 
-// NodesToCheck are the nodes whose recorded readiness no longer matches
+// nodesToCheck are the nodes whose recorded readiness no longer matches
 // their heartbeats, judged as ObserveNode judges them: silent for the
 // grace period yet not marked NotReady, or heard again yet still tainted
 // unreachable. Two queries whatever the number of nodes.
-func (a *Control) NodesToCheck(ctx context.Context) ([]string, error) {
+func (a *Control) nodesToCheck(ctx context.Context) ([]string, error) {
 	grace := a.NodeGracePeriod
 	if grace <= 0 {
 		return nil, errors.New("no node grace period configured")
@@ -68,13 +68,13 @@ func (a *Control) NodesToCheck(ctx context.Context) ([]string, error) {
 	return due, nil
 }
 
-// NodeRetell is how long a node that NodesToCheck still finds waits
+// NodeRetell is how long a node that nodesToCheck still finds waits
 // before its workflow is told again: told once, a workflow looks within a
 // second, but one held back (an overloaded control plane) would otherwise
 // collect a signal every sweep, more load when there is most.
 const NodeRetell = 30 * time.Second
 
-// NodeSweep tells the health workflow of each node NodesToCheck finds to
+// NodeSweep tells the health workflow of each node nodesToCheck finds to
 // look now, once per NodeRetell. A Ready node's workflow sleeps until
 // told, so what a healthy node costs is its share of the sweep's queries.
 type NodeSweep struct {
@@ -87,7 +87,7 @@ func (s *NodeSweep) Sweep(ctx context.Context) (int, error) {
 	if s.Control.NodeHealth == nil {
 		return 0, nil
 	}
-	due, err := s.Control.NodesToCheck(ctx)
+	due, err := s.Control.nodesToCheck(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -308,7 +308,7 @@ func (r *checkRecorder) Check(_ context.Context, node string) error {
 // The sweep tells only the workflows of nodes whose recorded readiness no
 // longer matches their heartbeats: silent yet Ready, or heard again yet
 // tainted. A Ready node heard from, or one already marked, costs nothing;
-// one still due is told again only after NodeRetell. (Make NodesToCheck
+// one still due is told again only after NodeRetell. (Make nodesToCheck
 // return every node, or drop the retell check, to see it fail.)
 func TestTheSweepTellsOnlyNodesWhoseReadinessNoLongerMatches(t *testing.T) {
 	st := openStore(t)
